@@ -1,0 +1,32 @@
+# Developer and CI entry points. Every target runs scripts/bootstrap first, which is quick
+# when nothing is missing, so a fresh Debian 12 machine needs only `make test`.
+
+VENV := .venv
+BIN := $(VENV)/bin
+CHECKED := src tests bench
+ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: bootstrap demo test lint bench
+
+bootstrap:
+	scripts/bootstrap
+
+demo: bootstrap
+	$(BIN)/ordo demo $(ARGS)
+
+lint: bootstrap
+	$(BIN)/ruff check $(CHECKED)
+	$(BIN)/ruff format --check $(CHECKED)
+	$(BIN)/mypy src
+
+# CI runs more Hypothesis examples than the `dev` default; override with HYPOTHESIS_PROFILE=dev.
+test: export HYPOTHESIS_PROFILE ?= ci
+test: lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+bench: bootstrap
+	@set -e; for script in $(sort $(wildcard bench/*.py)); do \
+		echo "bench: $$script" >&2; \
+		$(BIN)/python "$$script"; \
+	done

@@ -1,0 +1,10 @@
+"""The journal: events per persistence id, with tags, optimistic concurrency and recovery."""
+
+from __future__ import annotations
+
+from ordo.journal.event import NewEvent, PersistedEvent
+from ordo.journal.journal import AppendReceipt, Journal
+from ordo.journal.ports import JournalStore
+from ordo.journal.serialization import Serializer
+
+__all__ = ["AppendReceipt", "Journal", "JournalStore", "NewEvent", "PersistedEvent", "Serializer"]

@@ -1,0 +1,108 @@
+"""The events an application appends, and the events the journal gives back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ordo.journal import validation
+from ordo.journal.serialization import deserialize_payload
+from ordo.time import TimeUUID
+from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewEvent:
+    """One event to append: a payload (bytes or a JSON value), optional metadata and tags.
+
+    `manifest` names the event type for the application's own deserialization; ordo stores it
+    and hands it back untouched.
+    """
+
+    payload: object
+    manifest: str = ""
+    metadata: Mapping[str, object] | None = None
+    tags: frozenset[Tag] = field(default_factory=frozenset)
+
+    @classmethod
+    def of(
+        cls,
+        payload: object,
+        *,
+        tags: Iterable[str] = (),
+        manifest: str = "",
+        metadata: Mapping[str, object] | None = None,
+    ) -> NewEvent:
+        """Build an event, validating every tag (InvalidIdentifierError on a bad one)."""
+        return cls(
+            payload=payload,
+            manifest=manifest,
+            metadata=metadata,
+            tags=frozenset(validation.tag(t) for t in tags),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PersistedEvent:
+    """An event as stored in the journal (`messages`). Payload decoding is lazy.
+
+    `tags` maps each of the event's tags to its tag pid sequence nr: the position of this event
+    among the events of (persistence_id, tag), assigned when the event was appended.
+    """
+
+    persistence_id: PersistenceId
+    sequence_nr: SequenceNr
+    timeuuid: TimeUUID
+    writer_uuid: str
+    serializer: str
+    manifest: str
+    payload_bytes: bytes
+    metadata_json: str | None
+    tags: Mapping[Tag, TagPidSequenceNr]
+
+    @property
+    def payload(self) -> object:
+        """The payload as the application gave it (bytes, or the decoded JSON value)."""
+        return deserialize_payload(self.serializer, self.payload_bytes)
+
+    @property
+    def metadata(self) -> dict[str, object] | None:
+        """The decoded metadata object, or None when the event had none."""
+        if self.metadata_json is None:
+            return None
+        decoded: dict[str, object] = json.loads(self.metadata_json)
+        return decoded
+
+    @property
+    def timestamp(self) -> datetime:
+        """When the event was appended, by the writer's clock (UTC)."""
+        return self.timeuuid.datetime
+
+    def to_json_dict(self) -> dict[str, object]:
+        """A JSON-ready view, used by the command line's --json output."""
+        payload = self.payload
+        return {
+            "persistence_id": self.persistence_id,
+            "sequence_nr": self.sequence_nr,
+            "offset": str(self.timeuuid),
+            "timestamp": self.timestamp.isoformat(),
+            "writer_uuid": self.writer_uuid,
+            "manifest": self.manifest,
+            "payload": payload.hex() if isinstance(payload, bytes) else payload,
+            "payload_encoding": self.serializer,
+            "metadata": self.metadata,
+            "tags": dict(sorted(self.tags.items())),
+        }
+
+
+def encode_tags(tags: Mapping[Tag, TagPidSequenceNr]) -> str:
+    """The stored form of an event's tags: a JSON object tag -> tag pid sequence nr."""
+    return json.dumps(tags, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+def decode_tags(text: str) -> dict[Tag, TagPidSequenceNr]:
+    """Invert encode_tags()."""
+    decoded: dict[Tag, TagPidSequenceNr] = json.loads(text)
+    return decoded

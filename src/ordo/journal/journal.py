@@ -1,0 +1,260 @@
+"""The journal: appends events per persistence id and feeds their tags to the tag writers."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from ordo.clock import Clock, SystemClock
+from ordo.errors import (
+    BucketSizeMismatchError,
+    ConcurrencyConflictError,
+    InvalidInputError,
+    JournalClosedError,
+)
+from ordo.journal import validation
+from ordo.journal.event import NewEvent, PersistedEvent
+from ordo.journal.ports import JournalStore
+from ordo.journal.recovery import PidState, recover_persistence_id, tagged_events
+from ordo.journal.serialization import serialize_metadata, serialize_payload
+from ordo.settings import EventsByTagSettings
+from ordo.tagging import TagViewStore, TagWriters
+from ordo.time import TimeUUID, TimeUUIDGenerator
+from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
+
+logger = logging.getLogger(__name__)
+
+_LOCK_STRIPES = 256
+MAX_CACHED_PERSISTENCE_IDS = 100_000
+"""Per-id state kept in memory; an evicted id is recovered again on its next append."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppendReceipt:
+    """What one append wrote: sequence nrs `first..last` (inclusive) and their offsets."""
+
+    persistence_id: PersistenceId
+    first_sequence_nr: SequenceNr
+    last_sequence_nr: SequenceNr
+    offsets: tuple[TimeUUID, ...]
+
+
+class Journal:
+    """Appends events with optimistic concurrency and keeps the tag views in step.
+
+    An application embeds one Journal per process. Several journals, in threads or processes, may
+    append to the same database; each persistence id should have one writer at a time (as with
+    Akka's persistent actors), and a second writer is stopped by ConcurrencyConflictError rather
+    than corrupting anything. Tag pid sequence nrs are assigned here, per (persistence id, tag),
+    stored with the event, and written to tag_views by the tag writers in batches. The first
+    append to (or recover() of) a persistence id in this journal recovers its tag views: events
+    whose tag_views rows a crash lost are written again with the same numbers. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        store: JournalStore,
+        tag_store: TagViewStore,
+        *,
+        settings: EventsByTagSettings | None = None,
+        clock: Clock | None = None,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        self.settings = settings or EventsByTagSettings()
+        self.writer_uuid = str(uuid.uuid4())
+        self._store = store
+        self._tag_store = tag_store
+        self._uuids = TimeUUIDGenerator(clock or SystemClock())
+        self._tag_writers = TagWriters(
+            tag_store,
+            max_message_batch_size=self.settings.max_message_batch_size,
+            flush_interval=self.settings.flush_interval,
+        )
+        self._on_close = on_close
+        self._states: dict[PersistenceId, PidState] = {}
+        self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
+        self._is_bucket_size_recorded = False
+        self._is_closed = False
+        self._check_bucket_size(store.recorded_bucket_size())
+
+    def append(
+        self,
+        persistence_id: str,
+        events: Sequence[NewEvent],
+        *,
+        expected_sequence_nr: int | None = None,
+    ) -> AppendReceipt:
+        """Append events atomically after `expected_sequence_nr` (default: whatever is last).
+
+        Raises ConcurrencyConflictError when the persistence id is not at the expected
+        sequence nr, and InvalidInputError subclasses for bad input; either way nothing is
+        written.
+        """
+        pid = validation.persistence_id(persistence_id)
+        if not events:
+            msg = f"persistence_id={pid!r}: append needs at least one event"
+            raise InvalidInputError(msg)
+        expected = (
+            None
+            if expected_sequence_nr is None
+            else validation.sequence_nr(
+                expected_sequence_nr, name="expected_sequence_nr", minimum=0
+            )
+        )
+        prepared = [_prepare(event) for event in events]
+        self._ensure_open()
+        self._record_bucket_size()
+        with self._lock_for(pid):
+            state = self._state(pid)
+            if expected is not None and expected != state.highest:
+                state = self._recover(pid)  # another journal may have appended since
+                if expected != state.highest:
+                    raise ConcurrencyConflictError(
+                        persistence_id=pid, expected=expected, actual=state.highest
+                    )
+            after = state.highest
+            counters = dict(state.tag_pid_sequence_nrs)
+            persisted: list[PersistedEvent] = []
+            for offset, (serializer, data, manifest, metadata, tags) in enumerate(prepared, 1):
+                tag_nrs: dict[Tag, TagPidSequenceNr] = {}
+                for tag in sorted(tags):
+                    tag_nrs[tag] = counters[tag] = TagPidSequenceNr(counters.get(tag, 0) + 1)
+                persisted.append(
+                    PersistedEvent(
+                        persistence_id=pid,
+                        sequence_nr=SequenceNr(after + offset),
+                        timeuuid=self._uuids.next(),
+                        writer_uuid=self.writer_uuid,
+                        serializer=serializer,
+                        manifest=manifest,
+                        payload_bytes=data,
+                        metadata_json=metadata,
+                        tags=tag_nrs,
+                    )
+                )
+            try:
+                self._store.write_events(persisted, expected_sequence_nr=after)
+            except ConcurrencyConflictError:
+                self._states.pop(pid, None)
+                raise
+            state.highest = persisted[-1].sequence_nr
+            state.tag_pid_sequence_nrs = counters
+            self._tag_writers.write(
+                [tagged for event in persisted for tagged in tagged_events(event, self.settings)]
+            )
+        return AppendReceipt(
+            persistence_id=pid,
+            first_sequence_nr=persisted[0].sequence_nr,
+            last_sequence_nr=persisted[-1].sequence_nr,
+            offsets=tuple(event.timeuuid for event in persisted),
+        )
+
+    def recover(self, persistence_id: str) -> SequenceNr:
+        """Start a persistence id: complete its tag views after a crash; return its highest nr.
+
+        Events whose tag_views rows were lost (buffered in a killed writer, or written without
+        their progress) are written again with their original tag pid sequence nrs.
+        """
+        pid = validation.persistence_id(persistence_id)
+        self._ensure_open()
+        with self._lock_for(pid):
+            return self._recover(pid).highest
+
+    def replay(
+        self,
+        persistence_id: str,
+        *,
+        from_sequence_nr: int = 1,
+        to_sequence_nr: int | None = None,
+    ) -> Iterator[PersistedEvent]:
+        """Events of a persistence id from `from_sequence_nr` to `to_sequence_nr`, inclusive."""
+        pid = validation.persistence_id(persistence_id)
+        start = validation.sequence_nr(from_sequence_nr, name="from_sequence_nr")
+        end = (
+            self._store.highest_sequence_nr(pid)
+            if to_sequence_nr is None
+            else validation.sequence_nr(to_sequence_nr, name="to_sequence_nr")
+        )
+        return self._store.read_events(pid, from_sequence_nr=start, to_sequence_nr=end)
+
+    def highest_sequence_nr(self, persistence_id: str) -> SequenceNr:
+        """The highest sequence nr of the persistence id (0 when it has none)."""
+        return self._store.highest_sequence_nr(validation.persistence_id(persistence_id))
+
+    def persistence_ids(self) -> Iterator[PersistenceId]:
+        """Every persistence id ever appended to, in id order."""
+        return self._store.persistence_ids()
+
+    def delete_to(self, persistence_id: str, to_sequence_nr: int) -> int:
+        """Delete events up to `to_sequence_nr` (inclusive); tag views keep them (seed 001).
+
+        Buffered tag writes are flushed first, so deleting never loses a tag_views row.
+        """
+        pid = validation.persistence_id(persistence_id)
+        up_to = validation.sequence_nr(to_sequence_nr, name="to_sequence_nr")
+        self._ensure_open()
+        self._tag_writers.flush()
+        return self._store.delete_events(pid, to_sequence_nr=up_to)
+
+    def flush(self) -> None:
+        """Write every buffered tag_views row now (and its progress)."""
+        self._tag_writers.flush()
+
+    def close(self) -> None:
+        """Flush the tag writers and release the storage. Idempotent."""
+        if self._is_closed:
+            return
+        self._is_closed = True
+        try:
+            self._tag_writers.close()
+        finally:
+            if self._on_close is not None:
+                self._on_close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _state(self, pid: PersistenceId) -> PidState:
+        state = self._states.get(pid)
+        return state if state is not None else self._recover(pid)
+
+    def _recover(self, pid: PersistenceId) -> PidState:
+        state = recover_persistence_id(
+            pid, self._store, self._tag_store, self._tag_writers, self.settings
+        )
+        if len(self._states) >= MAX_CACHED_PERSISTENCE_IDS:
+            self._states.pop(next(iter(self._states)), None)
+        self._states[pid] = state
+        return state
+
+    def _lock_for(self, pid: PersistenceId) -> threading.Lock:
+        return self._locks[hash(pid) % _LOCK_STRIPES]
+
+    def _ensure_open(self) -> None:
+        if self._is_closed:
+            msg = "the journal is closed"
+            raise JournalClosedError(msg)
+
+    def _record_bucket_size(self) -> None:
+        if not self._is_bucket_size_recorded:
+            self._check_bucket_size(self._store.record_bucket_size(self.settings.bucket_size))
+            self._is_bucket_size_recorded = True
+
+    def _check_bucket_size(self, recorded: str | None) -> None:
+        if recorded is not None and recorded != self.settings.bucket_size:
+            raise BucketSizeMismatchError(recorded=recorded, requested=self.settings.bucket_size)
+
+
+def _prepare(event: NewEvent) -> tuple[str, bytes, str, str | None, list[Tag]]:
+    serializer, data = serialize_payload(event.payload)
+    metadata = serialize_metadata(event.metadata)
+    if not isinstance(event.manifest, str):
+        msg = f"manifest must be a string, got {type(event.manifest).__name__}"
+        raise InvalidInputError(msg)
+    return serializer, data, event.manifest, metadata, [validation.tag(t) for t in event.tags]

@@ -1,0 +1,56 @@
+"""What the journal needs from storage; backends under ordo.storage implement it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+from ordo.journal.event import PersistedEvent
+from ordo.types import PersistenceId, SequenceNr
+
+
+class JournalStore(Protocol):
+    """The `messages` table and the per-journal metadata. Implementations are thread-safe."""
+
+    def write_events(
+        self, events: Sequence[PersistedEvent], *, expected_sequence_nr: SequenceNr
+    ) -> None:
+        """Insert events of one persistence id atomically, all or none.
+
+        Raises ConcurrencyConflictError (naming expected and actual) when any of their
+        sequence nrs is taken: another writer appended first.
+        """
+        ...
+
+    def highest_sequence_nr(self, persistence_id: PersistenceId) -> SequenceNr:
+        """The highest sequence nr ever written for the id (deleted ones count), 0 if none."""
+        ...
+
+    def read_events(
+        self,
+        persistence_id: PersistenceId,
+        *,
+        from_sequence_nr: SequenceNr,
+        to_sequence_nr: SequenceNr,
+    ) -> Iterator[PersistedEvent]:
+        """Events of the id with from <= sequence_nr <= to (both inclusive), ascending, paged."""
+        ...
+
+    def persistence_ids(self) -> Iterator[PersistenceId]:
+        """Every persistence id that was ever appended to, in id order."""
+        ...
+
+    def delete_events(self, persistence_id: PersistenceId, *, to_sequence_nr: SequenceNr) -> int:
+        """Delete the id's events up to `to_sequence_nr` (inclusive); returns how many.
+
+        The highest sequence nr is kept, so numbers are never reused. Tag views are untouched.
+        """
+        ...
+
+    def record_bucket_size(self, bucket_size: str) -> str:
+        """Record the bucket size if none is recorded yet; return the recorded one."""
+        ...
+
+    def recorded_bucket_size(self) -> str | None:
+        """The bucket size recorded by the first write, or None for an empty journal."""
+        ...

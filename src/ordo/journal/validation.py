@@ -1,0 +1,46 @@
+"""Checks on identifiers and sequence numbers, run before anything is written."""
+
+from __future__ import annotations
+
+from ordo.errors import InvalidIdentifierError, InvalidSequenceNrError
+from ordo.types import PersistenceId, SequenceNr, Tag
+
+MAX_IDENTIFIER_LENGTH = 255
+"""Longest persistence id or tag, in characters (Akka's journals use the same bound)."""
+
+
+def _identifier(kind: str, value: object) -> str:
+    if not isinstance(value, str):
+        msg = f"{kind} must be a string, got {type(value).__name__}"
+        raise InvalidIdentifierError(msg)
+    if not value:
+        msg = f"{kind} must not be empty"
+        raise InvalidIdentifierError(msg)
+    if len(value) > MAX_IDENTIFIER_LENGTH:
+        msg = f"{kind} is {len(value)} characters long, at most {MAX_IDENTIFIER_LENGTH} allowed"
+        raise InvalidIdentifierError(msg)
+    if "\x00" in value:
+        msg = f"{kind} {value!r} contains a NUL character"
+        raise InvalidIdentifierError(msg)
+    return value
+
+
+def persistence_id(value: object) -> PersistenceId:
+    """Return `value` as a PersistenceId or raise InvalidIdentifierError."""
+    return PersistenceId(_identifier("persistence_id", value))
+
+
+def tag(value: object) -> Tag:
+    """Return `value` as a Tag or raise InvalidIdentifierError."""
+    return Tag(_identifier("tag", value))
+
+
+def sequence_nr(value: object, *, name: str, minimum: int = 1) -> SequenceNr:
+    """Return `value` as a SequenceNr >= minimum or raise InvalidSequenceNrError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"{name} must be an integer, got {type(value).__name__}"
+        raise InvalidSequenceNrError(msg)
+    if value < minimum:
+        msg = f"{name} must be >= {minimum}, got {value}"
+        raise InvalidSequenceNrError(msg)
+    return SequenceNr(value)

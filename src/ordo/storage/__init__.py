@@ -1,0 +1,1 @@
+"""Storage backends behind the ports of the concept packages."""

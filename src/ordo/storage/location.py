@@ -1,0 +1,52 @@
+"""Where a journal lives: parsing `sqlite:///path`, plain paths and `postgresql://` URLs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from ordo.errors import ConfigurationError, UnknownUrlSchemeError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SQLiteLocation:
+    """An SQLite file, the embedded default."""
+
+    path: Path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PostgresLocation:
+    """A PostgreSQL database, given as a libpq connection URL."""
+
+    dsn: str
+
+
+Location = SQLiteLocation | PostgresLocation
+
+_SCHEMES = ("sqlite", "postgresql", "postgres")
+
+
+def parse_location(url: str) -> Location:
+    """Parse a journal URL into a location.
+
+    Accepted: `sqlite:///rel/path.db`, `sqlite:////abs/path.db`, a plain file path, or
+    `postgresql://user@host:port/db?options=-csearch_path%3Dschema`.
+    """
+    if not isinstance(url, str) or not url.strip():
+        msg = "journal URL must be a non-empty string (e.g. sqlite:///ordo.db)"
+        raise ConfigurationError(msg)
+    if "://" not in url:
+        return SQLiteLocation(path=Path(url))
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "sqlite":
+        rest = url.split("://", 1)[1]
+        if not rest.startswith("/") or len(rest) < 2:
+            msg = f"SQLite URL {url!r} must look like sqlite:///relative.db or sqlite:////abs.db"
+            raise ConfigurationError(msg)
+        return SQLiteLocation(path=Path(rest[1:]))
+    if scheme in ("postgresql", "postgres"):
+        return PostgresLocation(dsn=url)
+    msg = f"unknown journal URL scheme {scheme!r} in {url!r}; use one of: {', '.join(_SCHEMES)}"
+    raise UnknownUrlSchemeError(msg)

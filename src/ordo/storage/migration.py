@@ -1,0 +1,55 @@
+"""Versioned schema migrations: numbered SQL files shipped in each backend's package."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+
+from ordo.errors import SchemaVersionError
+
+METADATA_TABLE = "ordo_metadata"
+SCHEMA_VERSION_KEY = "schema_version"
+BUCKET_SIZE_KEY = "bucket_size"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Migration:
+    """One schema step: `version` is reached by running `statements` in order."""
+
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MigrationReceipt:
+    """What `ordo init` did: the version found before and the version now."""
+
+    previous_version: int
+    version: int
+
+    @property
+    def is_changed(self) -> bool:
+        """Whether any migration ran."""
+        return self.previous_version != self.version
+
+
+def load_migrations(package: str) -> tuple[Migration, ...]:
+    """Read `<package>/migrations/NNNN_name.sql` files, ascending; statements split on `;`."""
+    found: list[Migration] = []
+    for entry in resources.files(package).joinpath("migrations").iterdir():
+        if not entry.name.endswith(".sql"):
+            continue
+        number, _, name = entry.name.removesuffix(".sql").partition("_")
+        text = entry.read_text(encoding="utf-8")
+        statements = tuple(s.strip() for s in text.split(";") if s.strip())
+        found.append(Migration(version=int(number), name=name, statements=statements))
+    return tuple(sorted(found, key=lambda m: m.version))
+
+
+def pending(migrations: tuple[Migration, ...], current: int) -> tuple[Migration, ...]:
+    """The migrations to run from `current`; SchemaVersionError if the schema is newer."""
+    latest = migrations[-1].version if migrations else 0
+    if current > latest:
+        raise SchemaVersionError(found=current, supported=latest)
+    return tuple(m for m in migrations if m.version > current)

@@ -1,0 +1,113 @@
+"""Opening storage from a URL: the stores of one backend, and a ready Journal."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from ordo.clock import Clock
+from ordo.journal import Journal
+from ordo.journal.ports import JournalStore
+from ordo.settings import EventsByTagSettings
+from ordo.storage.location import PostgresLocation, SQLiteLocation, parse_location
+from ordo.storage.migration import MigrationReceipt
+from ordo.tagging import TagViewStore
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stores:
+    """The stores of one database, sharing its connections; close() releases them."""
+
+    backend: str
+    journal: JournalStore
+    tag_views: TagViewStore
+    migrate: Callable[[], MigrationReceipt]
+    close: Callable[[], None]
+
+
+def open_stores(url: str, *, create_schema: bool = True) -> Stores:
+    """Connect to the journal at `url`; create or upgrade its schema unless told not to.
+
+    Even without create_schema the schema version is checked: a database written by a newer
+    ordo raises SchemaVersionError instead of being misread.
+    """
+    location = parse_location(url)
+    stores: Stores
+    if isinstance(location, SQLiteLocation):
+        from ordo.storage.sqlite.datastore import SQLiteDatastore
+        from ordo.storage.sqlite.journal_store import SQLiteJournalStore
+        from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
+
+        sqlite = SQLiteDatastore(location.path)
+        stores = Stores(
+            backend="sqlite",
+            journal=SQLiteJournalStore(sqlite),
+            tag_views=SQLiteTagViewStore(sqlite),
+            migrate=sqlite.migrate,
+            close=sqlite.close,
+        )
+    else:
+        stores = _open_postgres(location)
+    try:
+        if create_schema:
+            stores.migrate()
+    except BaseException:
+        stores.close()
+        raise
+    return stores
+
+
+@contextmanager
+def stores_at(url: str, *, create_schema: bool = True) -> Iterator[Stores]:
+    """open_stores() as a context manager."""
+    stores = open_stores(url, create_schema=create_schema)
+    try:
+        yield stores
+    finally:
+        stores.close()
+
+
+def init_storage(url: str) -> MigrationReceipt:
+    """Create or upgrade the schema at `url` (what `ordo init` runs); idempotent."""
+    stores = open_stores(url, create_schema=False)
+    try:
+        return stores.migrate()
+    finally:
+        stores.close()
+
+
+def open_journal(
+    url: str,
+    *,
+    settings: EventsByTagSettings | None = None,
+    clock: Clock | None = None,
+) -> Journal:
+    """A Journal on the database at `url`, creating its schema when needed; close it after use."""
+    stores = open_stores(url)
+    try:
+        return Journal(
+            stores.journal,
+            stores.tag_views,
+            settings=settings,
+            clock=clock,
+            on_close=stores.close,
+        )
+    except BaseException:
+        stores.close()
+        raise
+
+
+def _open_postgres(location: PostgresLocation) -> Stores:
+    from ordo.storage.postgres.datastore import PostgresDatastore
+    from ordo.storage.postgres.journal_store import PostgresJournalStore
+    from ordo.storage.postgres.tag_view_store import PostgresTagViewStore
+
+    postgres = PostgresDatastore(location.dsn)
+    return Stores(
+        backend="postgres",
+        journal=PostgresJournalStore(postgres),
+        tag_views=PostgresTagViewStore(postgres),
+        migrate=postgres.migrate,
+        close=postgres.close,
+    )

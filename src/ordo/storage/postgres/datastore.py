@@ -1,0 +1,119 @@
+"""PostgreSQL connections (a psycopg 3 pool) and the one place psycopg errors are translated."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ordo.errors import StorageError, StorageIntegrityError, StorageUnavailableError
+from ordo.storage.migration import (
+    METADATA_TABLE,
+    SCHEMA_VERSION_KEY,
+    MigrationReceipt,
+    load_migrations,
+    pending,
+)
+
+logger = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 10
+POOL_MAX_SIZE = 8
+
+
+def translate_postgres_error(exc: psycopg.Error | PoolTimeout) -> StorageError:
+    """Map a driver error onto ordo's storage errors (stores may narrow them further)."""
+    if isinstance(exc, psycopg.IntegrityError):
+        return StorageIntegrityError(f"PostgreSQL constraint failed: {exc}")
+    if isinstance(exc, psycopg.OperationalError | PoolTimeout):
+        return StorageUnavailableError(f"PostgreSQL is unavailable: {exc}")
+    return StorageError(f"PostgreSQL error: {exc}")
+
+
+class PostgresDatastore:
+    """A connection pool to one PostgreSQL database (schema chosen by the URL's search_path).
+
+    Connections are in autocommit mode; writes run in explicit transactions. Thread-safe;
+    not picklable (Spark executors open their own).
+    """
+
+    def __init__(self, dsn: str, *, max_size: int = POOL_MAX_SIZE) -> None:
+        self.dsn = dsn
+        try:
+            psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT_S).close()
+        except psycopg.Error as exc:
+            msg = f"cannot connect to PostgreSQL at {_redacted(dsn)}: {exc}".strip()
+            raise StorageUnavailableError(msg) from exc
+        self._pool = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=max_size,
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
+            open=False,
+        )
+        try:
+            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+        except PoolTimeout as exc:
+            raise translate_postgres_error(exc) from exc
+
+    @contextmanager
+    def write_transaction(self) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+        """Run one atomic write; driver errors leave as StorageError subclasses."""
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                yield conn
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise translate_postgres_error(exc) from exc
+
+    @contextmanager
+    def read(self) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+        """Run reads in one snapshot (REPEATABLE READ would be stricter; one query is atomic)."""
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                yield conn
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise translate_postgres_error(exc) from exc
+
+    def migrate(self) -> MigrationReceipt:
+        """Create or upgrade the schema; an advisory lock serializes concurrent callers."""
+        with self.write_transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('ordo.migrate'))")
+            current = self._schema_version(conn)
+            todo = pending(load_migrations("ordo.storage.postgres"), current)
+            for migration in todo:
+                for statement in migration.statements:
+                    conn.execute(statement.encode("utf-8"))
+                conn.execute(
+                    f"INSERT INTO {METADATA_TABLE} (key, value) VALUES (%s, %s) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (SCHEMA_VERSION_KEY, str(migration.version)),
+                )
+            return MigrationReceipt(
+                previous_version=current, version=todo[-1].version if todo else current
+            )
+
+    def close(self) -> None:
+        """Close the pool."""
+        self._pool.close()
+
+    def _schema_version(self, conn: psycopg.Connection[tuple[object, ...]]) -> int:
+        row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (METADATA_TABLE,)).fetchone()
+        if row is None or not row[0]:
+            return 0
+        found = conn.execute(
+            f"SELECT value FROM {METADATA_TABLE} WHERE key = %s", (SCHEMA_VERSION_KEY,)
+        ).fetchone()
+        return 0 if found is None else int(str(found[0]))
+
+
+def _redacted(dsn: str) -> str:
+    """The DSN without its password, for messages."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "<unparsable DSN>"
+    host, port, dbname = info.get("host", "localhost"), info.get("port", "5432"), info.get("dbname")
+    return f"{host}:{port}/{dbname or ''}"

@@ -1,0 +1,1 @@
+"""SQLite backend (standard library, WAL): the embedded default."""

@@ -1,0 +1,143 @@
+"""SQLite connections (one per thread, WAL mode) and the one place sqlite3 errors are translated."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ordo.errors import (
+    StorageError,
+    StorageIntegrityError,
+    StorageUnavailableError,
+)
+from ordo.storage.migration import (
+    METADATA_TABLE,
+    SCHEMA_VERSION_KEY,
+    MigrationReceipt,
+    load_migrations,
+    pending,
+)
+
+logger = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_S = 60.0
+"""How long a writer waits for another process's write lock before failing."""
+
+
+def translate_sqlite_error(exc: sqlite3.Error) -> StorageError:
+    """Map a driver error onto ordo's storage errors (stores may narrow them further)."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.IntegrityError):
+        return StorageIntegrityError(f"SQLite constraint failed: {text}")
+    if isinstance(exc, sqlite3.OperationalError) and (
+        "unable to open" in text or "disk I/O" in text or "readonly" in text
+    ):
+        return StorageUnavailableError(f"SQLite database cannot be used: {text}")
+    return StorageError(f"SQLite error: {text}")
+
+
+class SQLiteDatastore:
+    """Connections to one SQLite file: one per thread, WAL mode, busy timeout.
+
+    WAL lets readers run while one writer writes; several processes may use the same file.
+    Writes start with BEGIN IMMEDIATE so that the write lock is taken up front and a
+    transaction never fails half-way on a lock upgrade. Thread-safe; not picklable.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            msg = f"cannot create the directory of SQLite journal {path}: {exc}"
+            raise StorageUnavailableError(msg) from exc
+        self._connect()
+
+    @contextmanager
+    def write_transaction(self) -> Iterator[sqlite3.Connection]:
+        """Run one atomic write; driver errors leave as StorageError subclasses."""
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise translate_sqlite_error(exc) from exc
+            raise
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """Run reads in one snapshot (a deferred transaction)."""
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN")
+            yield conn
+        except sqlite3.Error as exc:
+            raise translate_sqlite_error(exc) from exc
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+
+    def migrate(self) -> MigrationReceipt:
+        """Create or upgrade the schema (idempotent; concurrent callers serialize)."""
+        with self.write_transaction() as conn:
+            current = self._schema_version(conn)
+            todo = pending(load_migrations("ordo.storage.sqlite"), current)
+            for migration in todo:
+                for statement in migration.statements:
+                    conn.execute(statement)
+                conn.execute(
+                    f"INSERT INTO {METADATA_TABLE} (key, value) VALUES (?, ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (SCHEMA_VERSION_KEY, str(migration.version)),
+                )
+            return MigrationReceipt(
+                previous_version=current, version=todo[-1].version if todo else current
+            )
+
+    def close(self) -> None:
+        """Close every connection this datastore opened, in any thread."""
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    def _schema_version(self, conn: sqlite3.Connection) -> int:
+        exists = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (METADATA_TABLE,)
+        ).fetchone()
+        if exists is None:
+            return 0
+        row = conn.execute(
+            f"SELECT value FROM {METADATA_TABLE} WHERE key = ?", (SCHEMA_VERSION_KEY,)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _connect(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S
+            )
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.Error as exc:
+            msg = f"cannot open SQLite journal {self.path}: {exc}"
+            raise StorageUnavailableError(msg) from exc
+        with self._lock:
+            self._connections.append(conn)
+        self._local.conn = conn
+        return conn

@@ -1,0 +1,8 @@
+"""The tag writer: tagged events into time-bucketed tag views, with crash-safe progress."""
+
+from __future__ import annotations
+
+from ordo.tagging.ports import TaggedEvent, TagProgress, TagViewStore
+from ordo.tagging.tag_writer import TagWriter, TagWriters
+
+__all__ = ["TagProgress", "TagViewStore", "TagWriter", "TagWriters", "TaggedEvent"]

@@ -1,0 +1,21 @@
+"""Time for ordering: Cassandra-ordered TimeUUIDs and the time buckets events are keyed on."""
+
+from __future__ import annotations
+
+from ordo.time.bucket import (
+    DEFAULT_FIRST_TIME_BUCKET,
+    BucketSize,
+    format_first_time_bucket,
+    parse_first_time_bucket,
+)
+from ordo.time.timeuuid import GREGORIAN_OFFSET_100NS, TimeUUID, TimeUUIDGenerator
+
+__all__ = [
+    "DEFAULT_FIRST_TIME_BUCKET",
+    "GREGORIAN_OFFSET_100NS",
+    "BucketSize",
+    "TimeUUID",
+    "TimeUUIDGenerator",
+    "format_first_time_bucket",
+    "parse_first_time_bucket",
+]

@@ -1,0 +1,116 @@
+"""Time buckets: the fixed-width slices of epoch time that events-by-tag rows are keyed on."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from collections.abc import Iterator
+from enum import StrEnum
+
+from ordo.errors import ConfigurationError
+from ordo.types import TimeBucket
+
+DEFAULT_FIRST_TIME_BUCKET = "20151120T00:00"
+"""Akka Persistence Cassandra's default first time bucket: queries start no earlier."""
+
+_FIRST_TIME_BUCKET_PATTERN = re.compile(r"([0-9]{4})([0-9]{2})([0-9]{2})T([0-9]{2}):([0-9]{2})")
+_FIRST_TIME_BUCKET_FORMAT = "yyyyMMdd'T'HH:mm"
+_UNIX_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+
+
+class BucketSize(StrEnum):
+    """How wide a time bucket is; persisted with the journal and fixed once data exists.
+
+    The value is stored and passed as a setting, so members are lowercase strings.
+    Every method is pure and thread-safe. Buckets are keyed by the epoch millisecond of
+    their start (UTC); a bucket covers ``[start, start + millis)``.
+    """
+
+    MINUTE = "minute"
+    HOUR = "hour"
+    DAY = "day"
+
+    @classmethod
+    def parse(cls, text: str) -> BucketSize:
+        """Read a bucket size from a setting, option or flag, ignoring case.
+
+        Raises:
+            ConfigurationError: the text names no bucket size; the message lists the valid ones.
+
+        """
+        try:
+            return cls(text.strip().lower())
+        except ValueError as exc:
+            valid = ", ".join(member.value for member in cls)
+            msg = f"unknown bucket size {text!r}; valid bucket sizes are: {valid}"
+            raise ConfigurationError(msg) from exc
+
+    @property
+    def millis(self) -> int:
+        """The width of one bucket in milliseconds."""
+        return _MILLIS[self]
+
+    def key(self, epoch_ms: int) -> TimeBucket:
+        """Return the bucket holding ``epoch_ms``: its start, floored (also before 1970)."""
+        return TimeBucket(epoch_ms - epoch_ms % self.millis)
+
+    def next(self, bucket: TimeBucket) -> TimeBucket:
+        """Return the bucket right after ``bucket`` (a bucket start, as `key` returns)."""
+        return TimeBucket(bucket + self.millis)
+
+    def previous(self, bucket: TimeBucket) -> TimeBucket:
+        """Return the bucket right before ``bucket`` (a bucket start, as `key` returns)."""
+        return TimeBucket(bucket - self.millis)
+
+    def buckets(self, *, start_ms: int, up_to_ms: int) -> Iterator[TimeBucket]:
+        """Yield every bucket from the one holding ``start_ms`` to the one holding ``up_to_ms``.
+
+        Both ends are inclusive and the buckets ascend; nothing is yielded when
+        ``start_ms > up_to_ms``. Readers call this to walk a tag's buckets in order.
+        """
+        if start_ms > up_to_ms:
+            return
+        bucket, last = self.key(start_ms), self.key(up_to_ms)
+        while bucket <= last:
+            yield bucket
+            bucket = self.next(bucket)
+
+
+_MILLIS: dict[BucketSize, int] = {
+    BucketSize.MINUTE: 60_000,
+    BucketSize.HOUR: 3_600_000,
+    BucketSize.DAY: 86_400_000,
+}
+
+
+def parse_first_time_bucket(text: str) -> int:
+    """Read Akka's ``first-time-bucket`` setting (``"yyyyMMdd'T'HH:mm"``, UTC) as epoch millis.
+
+    Settings and Spark options call this to learn where queries without an offset start.
+
+    Raises:
+        ConfigurationError: the text does not match the format or is not a real date.
+
+    """
+    match = _FIRST_TIME_BUCKET_PATTERN.fullmatch(text.strip())
+    if match is None:
+        msg = f"first time bucket {text!r} does not match {_FIRST_TIME_BUCKET_FORMAT}"
+        raise ConfigurationError(msg)
+    year, month, day, hour, minute = (int(part) for part in match.groups())
+    try:
+        moment = _dt.datetime(year, month, day, hour, minute, tzinfo=_dt.UTC)
+    except ValueError as exc:
+        msg = f"first time bucket {text!r} is not a valid UTC date and time: {exc}"
+        raise ConfigurationError(msg) from exc
+    return (moment - _UNIX_EPOCH) // _dt.timedelta(milliseconds=1)
+
+
+def format_first_time_bucket(epoch_ms: int) -> str:
+    """Write epoch millis in Akka's ``"yyyyMMdd'T'HH:mm"`` format (UTC), for display and config.
+
+    Seconds and milliseconds are dropped (floored to the minute), as the format has none.
+    """
+    moment = _UNIX_EPOCH + _dt.timedelta(milliseconds=epoch_ms)
+    return (
+        f"{moment.year:04d}{moment.month:02d}{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}"
+    )

@@ -1,0 +1,64 @@
+"""Shared fixtures: Hypothesis profiles and the PostgreSQL server every backend test uses.
+
+PostgreSQL tests are never skipped. Unless ORDO_TEST_POSTGRES_DSN names a server, the
+first test that needs one starts a private ThrowawayPostgres for the whole run; if that
+fails the test errors, and the message says to run scripts/bootstrap.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from hypothesis import settings
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from ordo.storage.postgres.throwaway import ThrowawayPostgres
+
+# deadline=None: database-backed properties have slow, uneven examples.
+settings.register_profile("dev", max_examples=50, deadline=None)
+settings.register_profile("ci", max_examples=200, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture(scope="session")
+def postgres_server_dsn() -> Iterator[str]:
+    """A superuser DSN for the run's PostgreSQL server, started on first use."""
+    external = os.environ.get("ORDO_TEST_POSTGRES_DSN")
+    if external:
+        yield external
+        return
+    with ThrowawayPostgres() as server:
+        yield server.dsn
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server_dsn: str) -> Iterator[str]:
+    """A DSN whose search_path is a fresh, empty schema that is dropped after the test.
+
+    Tests that run in parallel or leave tables behind cannot see each other this way.
+    """
+    schema = f"t_{secrets.token_hex(6)}"
+    with psycopg.connect(postgres_server_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    yield _with_search_path(postgres_server_dsn, schema)
+    with psycopg.connect(postgres_server_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+def _with_search_path(dsn: str, schema: str) -> str:
+    """Add `options=-csearch_path=<schema>` to a URL DSN (or to a key=value conninfo)."""
+    option = f"-csearch_path={schema}"
+    if not dsn.startswith(("postgresql://", "postgres://")):
+        return make_conninfo(dsn, options=option)
+    parts = urlsplit(dsn)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    existing = [value for key, value in query if key == "options"]
+    query = [(key, value) for key, value in query if key != "options"]
+    query.append(("options", " ".join([*existing, option])))
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))

@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import pytest
+
+from ordo.errors import ConfigurationError
+from ordo.time import (
+    DEFAULT_FIRST_TIME_BUCKET,
+    BucketSize,
+    format_first_time_bucket,
+    parse_first_time_bucket,
+)
+
+NOV_20_2015_MS = 1_447_977_600_000
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("minute", BucketSize.MINUTE),
+        ("Hour", BucketSize.HOUR),
+        ("DAY", BucketSize.DAY),
+        (" day ", BucketSize.DAY),
+    ],
+)
+def test_parse_ignores_case(text: str, expected: BucketSize) -> None:
+    assert BucketSize.parse(text) is expected
+
+
+def test_parse_names_the_value_and_lists_the_valid_ones() -> None:
+    with pytest.raises(ConfigurationError, match=r"'week'.*minute, hour, day"):
+        BucketSize.parse("week")
+
+
+def test_sizes_are_persisted_as_lowercase_strings() -> None:
+    assert [str(size) for size in BucketSize] == ["minute", "hour", "day"]
+
+
+@pytest.mark.parametrize(
+    ("size", "millis"),
+    [(BucketSize.MINUTE, 60_000), (BucketSize.HOUR, 3_600_000), (BucketSize.DAY, 86_400_000)],
+)
+def test_millis(size: BucketSize, millis: int) -> None:
+    assert size.millis == millis
+
+
+def test_key_examples() -> None:
+    assert BucketSize.HOUR.key(NOV_20_2015_MS + 3_599_999) == NOV_20_2015_MS
+    assert BucketSize.HOUR.key(NOV_20_2015_MS + 3_600_000) == NOV_20_2015_MS + 3_600_000
+    assert BucketSize.DAY.key(-1) == -86_400_000
+    assert BucketSize.MINUTE.key(-60_000) == -60_000
+    assert BucketSize.MINUTE.key(-60_001) == -120_000
+
+
+def test_buckets_examples() -> None:
+    hour = 3_600_000
+    walked = list(
+        BucketSize.HOUR.buckets(start_ms=NOV_20_2015_MS + 1, up_to_ms=NOV_20_2015_MS + 2 * hour)
+    )
+    assert walked == [NOV_20_2015_MS, NOV_20_2015_MS + hour, NOV_20_2015_MS + 2 * hour]
+    assert list(BucketSize.HOUR.buckets(start_ms=5, up_to_ms=5)) == [0]
+    assert list(BucketSize.HOUR.buckets(start_ms=6, up_to_ms=5)) == []
+
+
+def test_default_first_time_bucket() -> None:
+    assert parse_first_time_bucket(DEFAULT_FIRST_TIME_BUCKET) == NOV_20_2015_MS
+    assert format_first_time_bucket(NOV_20_2015_MS) == DEFAULT_FIRST_TIME_BUCKET
+
+
+@pytest.mark.parametrize(
+    ("text", "epoch_ms"),
+    [
+        ("19700101T00:00", 0),
+        ("19691231T23:59", -60_000),
+        ("20240229T13:45", 1_709_214_300_000),
+        ("09990101T00:00", -30_641_760_000_000),
+    ],
+)
+def test_first_time_bucket_round_trip(text: str, epoch_ms: int) -> None:
+    assert parse_first_time_bucket(text) == epoch_ms
+    assert format_first_time_bucket(epoch_ms) == text
+
+
+def test_format_drops_seconds() -> None:
+    assert format_first_time_bucket(NOV_20_2015_MS + 59_999) == DEFAULT_FIRST_TIME_BUCKET
+    assert format_first_time_bucket(-1) == "19691231T23:59"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "2015-11-20T00:00",
+        "20151120",
+        "20151120T0:00",
+        "20151120T00:00:00",
+        "20151120 00:00",
+        "20151120t00:00",
+        "2015112OT00:00",
+    ],
+)
+def test_parse_first_time_bucket_rejects_other_formats(text: str) -> None:
+    with pytest.raises(ConfigurationError, match="does not match yyyyMMdd'T'HH:mm"):
+        parse_first_time_bucket(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["20151320T00:00", "20150230T00:00", "20151120T24:00", "20151120T00:60"]
+)
+def test_parse_first_time_bucket_rejects_impossible_dates(text: str) -> None:
+    with pytest.raises(ConfigurationError, match=repr(text)):
+        parse_first_time_bucket(text)

@@ -1,0 +1,242 @@
+from __future__ import annotations
+
+import datetime as dt
+import random
+import threading
+import uuid
+
+import pytest
+
+from ordo.clock import ManualClock, SkewedClock
+from ordo.errors import ConfigurationError, OffsetFormatError
+from ordo.time import GREGORIAN_OFFSET_100NS, TimeUUID, TimeUUIDGenerator
+
+EPOCH_2015_NS = 1_447_977_600_000_000_000  # 2015-11-20T00:00Z
+
+
+def with_low_bytes(timestamp_100ns: int, low: bytes) -> TimeUUID:
+    base = TimeUUID.min_for_epoch_ns((timestamp_100ns - GREGORIAN_OFFSET_100NS) * 100)
+    high = base.uuid.bytes[:8]
+    return TimeUUID(uuid=uuid.UUID(bytes=high + low))
+
+
+def test_uuid1_from_the_standard_library_is_accepted() -> None:
+    value = uuid.uuid1()
+    parsed = TimeUUID.parse(str(value))
+    assert parsed.uuid == value
+    assert parsed.timestamp_100ns == value.time
+
+
+def test_round_trips_through_bytes_and_text() -> None:
+    value = TimeUUIDGenerator(ManualClock(EPOCH_2015_NS)).next()
+    encoded = value.to_bytes()
+    assert len(encoded) == 16
+    assert TimeUUID.from_bytes(encoded) == value
+    assert TimeUUID.parse(str(value)) == value
+    assert str(value) == str(value.uuid)
+
+
+def test_bounds_round_trip_through_text_although_outside_the_rfc_variant() -> None:
+    upper = TimeUUID.max_for_epoch_ns(EPOCH_2015_NS)
+    assert TimeUUID.parse(str(upper)) == upper
+    assert TimeUUID.from_bytes(upper.to_bytes()) == upper
+
+
+@pytest.mark.parametrize("text", ["", "not-a-uuid", "1234", "g" * 32])
+def test_parse_rejects_text_that_is_not_a_uuid(text: str) -> None:
+    with pytest.raises(OffsetFormatError, match="is not a UUID"):
+        TimeUUID.parse(text)
+
+
+def test_parse_rejects_a_version_4_uuid_naming_it() -> None:
+    text = str(uuid.UUID(int=random.Random(7).getrandbits(128), version=4))
+    with pytest.raises(OffsetFormatError, match=text):
+        TimeUUID.parse(text)
+
+
+def test_constructor_rejects_a_version_4_uuid() -> None:
+    with pytest.raises(OffsetFormatError, match="version-1"):
+        TimeUUID(uuid=uuid.UUID(int=0, version=4))
+
+
+@pytest.mark.parametrize("length", [0, 15, 17])
+def test_from_bytes_rejects_a_wrong_length(length: int) -> None:
+    with pytest.raises(OffsetFormatError, match=f"got {length}"):
+        TimeUUID.from_bytes(bytes(length))
+
+
+def test_from_bytes_rejects_a_missing_version_nibble() -> None:
+    with pytest.raises(OffsetFormatError, match="version 1"):
+        TimeUUID.from_bytes(bytes(16))
+
+
+def test_epoch_values_of_a_known_instant() -> None:
+    value = TimeUUID.min_for_epoch_ns(EPOCH_2015_NS + 1_234_567_899)
+    assert value.epoch_ns == EPOCH_2015_NS + 1_234_567_800
+    assert value.epoch_ms == EPOCH_2015_NS // 1_000_000 + 1234
+    assert value.datetime == dt.datetime(2015, 11, 20, 0, 0, 1, 234_567, tzinfo=dt.UTC)
+
+
+def test_unix_epoch_is_the_gregorian_offset() -> None:
+    assert TimeUUID.min_for_epoch_ns(0).timestamp_100ns == GREGORIAN_OFFSET_100NS
+
+
+def test_epoch_ms_floors_before_1970() -> None:
+    value = TimeUUID.min_for_epoch_ns(-100)
+    assert value.epoch_ns == -100
+    assert value.epoch_ms == -1
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        dt.datetime(2015, 11, 20, 0, 0, tzinfo=dt.UTC),
+        dt.datetime(2024, 2, 29, 23, 59, 59, 999_999, tzinfo=dt.UTC),
+        dt.datetime(1583, 1, 1, tzinfo=dt.UTC),
+        dt.datetime(1969, 12, 31, 23, 59, 59, 1, tzinfo=dt.UTC),
+    ],
+)
+def test_datetime_round_trip(moment: dt.datetime) -> None:
+    assert TimeUUID.from_datetime(moment).datetime == moment
+    assert TimeUUID.from_datetime(moment, bound="max").datetime == moment
+
+
+def test_from_datetime_converts_other_zones_to_utc() -> None:
+    plus_two = dt.timezone(dt.timedelta(hours=2))
+    local = dt.datetime(2015, 11, 20, 2, 0, tzinfo=plus_two)
+    assert TimeUUID.from_datetime(local).epoch_ns == EPOCH_2015_NS
+
+
+def test_from_datetime_rejects_a_naive_datetime() -> None:
+    naive = dt.datetime(2015, 11, 20)  # noqa: DTZ001 - the naive value is the point
+    with pytest.raises(OffsetFormatError, match="2015-11-20T00:00:00"):
+        TimeUUID.from_datetime(naive)
+
+
+def test_bounds_outside_the_timeuuid_range_are_rejected() -> None:
+    before_1582 = -GREGORIAN_OFFSET_100NS * 100 - 100
+    with pytest.raises(OffsetFormatError, match="60-bit"):
+        TimeUUID.min_for_epoch_ns(before_1582)
+
+
+def test_min_and_max_bracket_every_uuid_of_their_timestamp() -> None:
+    rng = random.Random(11)
+    lower, upper = (
+        TimeUUID.min_for_epoch_ns(EPOCH_2015_NS),
+        TimeUUID.max_for_epoch_ns(EPOCH_2015_NS),
+    )
+    timestamp = lower.timestamp_100ns
+    assert upper.timestamp_100ns == timestamp
+    candidates = [with_low_bytes(timestamp, rng.randbytes(8)) for _ in range(500)]
+    candidates += [with_low_bytes(timestamp, bytes([b]) * 8) for b in (0x00, 0x7F, 0x80, 0xFF)]
+    for candidate in candidates:
+        assert lower <= candidate <= upper
+    assert TimeUUID.max_for_epoch_ns(EPOCH_2015_NS - 100) < lower
+    assert upper < TimeUUID.min_for_epoch_ns(EPOCH_2015_NS + 100)
+
+
+def test_same_timestamp_orders_low_bytes_as_signed_bytes() -> None:
+    timestamp = TimeUUID.min_for_epoch_ns(EPOCH_2015_NS).timestamp_100ns
+    negative = with_low_bytes(timestamp, bytes([0x80]) + bytes(7))  # -128
+    minus_one = with_low_bytes(timestamp, bytes([0xFF]) + bytes(7))  # -1
+    zero = with_low_bytes(timestamp, bytes(8))
+    positive = with_low_bytes(timestamp, bytes([0x7F]) + bytes(7))  # +127
+    assert negative < minus_one < zero < positive
+    assert positive > negative
+    assert sorted([positive, zero, negative, minus_one]) == [negative, minus_one, zero, positive]
+    # A later byte decides only when the earlier ones tie, again signed.
+    assert with_low_bytes(timestamp, bytes(7) + b"\x80") < with_low_bytes(timestamp, bytes(8))
+
+
+def test_timestamp_decides_before_the_low_bytes() -> None:
+    timestamp = TimeUUID.min_for_epoch_ns(EPOCH_2015_NS).timestamp_100ns
+    earlier = with_low_bytes(timestamp, b"\x7f" * 8)
+    later = with_low_bytes(timestamp + 1, b"\x80" * 8)
+    assert earlier < later
+
+
+def test_comparison_with_other_types_is_unsupported() -> None:
+    value = TimeUUID.min_for_epoch_ns(0)
+    assert value != value.uuid
+    with pytest.raises(TypeError):
+        _ = value < value.uuid
+
+
+def test_generator_is_strictly_increasing_under_a_frozen_clock() -> None:
+    generator = TimeUUIDGenerator(ManualClock(EPOCH_2015_NS), rng=random.Random(1))
+    issued = [generator.next() for _ in range(1000)]
+    assert issued == sorted(issued)
+    assert len(set(issued)) == len(issued)
+    timestamps = [value.timestamp_100ns for value in issued]
+    assert timestamps == list(range(timestamps[0], timestamps[0] + 1000))
+
+
+def test_generator_never_goes_back_when_the_clock_catches_up() -> None:
+    clock = ManualClock(EPOCH_2015_NS)
+    generator = TimeUUIDGenerator(clock)
+    burst = [generator.next() for _ in range(10)]
+    clock.advance(500)  # five ticks: still inside the burst
+    assert generator.next().timestamp_100ns == burst[-1].timestamp_100ns + 1
+    clock.advance(10_000)
+    assert generator.next().epoch_ns == EPOCH_2015_NS + 10_500
+
+
+def test_generator_is_unique_across_threads() -> None:
+    generator = TimeUUIDGenerator(ManualClock(EPOCH_2015_NS))
+    results: list[list[TimeUUID]] = [[] for _ in range(8)]
+
+    def issue(into: list[TimeUUID]) -> None:
+        into.extend(generator.next() for _ in range(500))
+
+    threads = [threading.Thread(target=issue, args=(into,)) for into in results]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    everything = [value for into in results for value in into]
+    assert len(set(everything)) == 8 * 500
+    for into in results:
+        assert into == sorted(into)
+
+
+def test_generator_under_a_skewed_clock_shows_the_skew() -> None:
+    base = ManualClock(EPOCH_2015_NS)
+    skew_ns = -2_000_000_000
+    honest = TimeUUIDGenerator(base, rng=random.Random(2))
+    behind = TimeUUIDGenerator(SkewedClock(base, skew_ns=skew_ns), rng=random.Random(3))
+    first, second = honest.next(), behind.next()
+    assert first.epoch_ns == EPOCH_2015_NS
+    assert second.epoch_ns == EPOCH_2015_NS + skew_ns
+    assert second < first  # written later, sorts earlier: the skew is visible
+
+
+def test_generator_uses_the_given_node_and_clock_seq() -> None:
+    generator = TimeUUIDGenerator(ManualClock(EPOCH_2015_NS), node=0xABCDEF012345, clock_seq=0x1234)
+    value = generator.next()
+    assert value.uuid.node == 0xABCDEF012345
+    assert value.uuid.clock_seq == 0x1234
+    assert value.uuid.version == 1
+    assert value.uuid.variant == uuid.RFC_4122
+
+
+def test_generator_random_node_has_the_multicast_bit() -> None:
+    for seed in range(20):
+        value = TimeUUIDGenerator(ManualClock(EPOCH_2015_NS), rng=random.Random(seed)).next()
+        assert value.uuid.node & (1 << 40)
+        assert value.uuid.variant == uuid.RFC_4122
+
+
+@pytest.mark.parametrize(
+    ("node", "clock_seq", "message"),
+    [(1 << 48, 0, "node"), (-1, 0, "node"), (0, 1 << 14, "clock_seq"), (0, -1, "clock_seq")],
+)
+def test_generator_rejects_out_of_range_fields(node: int, clock_seq: int, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        TimeUUIDGenerator(ManualClock(0), node=node, clock_seq=clock_seq)
+
+
+def test_to_bytes_layout() -> None:
+    value = with_low_bytes(0x0123456789ABCDE, bytes(range(8)))
+    encoded = value.to_bytes()
+    assert encoded[:8] == bytes.fromhex("10123456789abcde")
+    assert encoded[8:] == bytes(b ^ 0x80 for b in range(8))
