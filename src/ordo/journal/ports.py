@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from ordo.journal.event import PersistedEvent
 from ordo.types import PersistenceId, SequenceNr
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournalSummary:
+    """Counts over the whole journal (for `ordo info`)."""
+
+    events: int
+    persistence_ids: int
+    bucket_size: str | None
+    schema_version: int
 
 
 class JournalStore(Protocol):
@@ -53,4 +64,8 @@ class JournalStore(Protocol):
 
     def recorded_bucket_size(self) -> str | None:
         """The bucket size recorded by the first write, or None for an empty journal."""
+        ...
+
+    def summary(self) -> JournalSummary:
+        """Count events and persistence ids (full scans: for tools, not hot paths)."""
         ...

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ordo.journal.event import PersistedEvent, decode_tags, encode_tags
-from ordo.tagging import TaggedEvent, TagProgress
+from ordo.journal.ports import JournalSummary
+from ordo.tagging import TaggedEvent, TagProgress, TagSummary
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr, TimeBucket
 
@@ -15,6 +16,16 @@ MESSAGE_COLUMNS = (
 )
 TAG_VIEW_KEY_COLUMNS = "tag, timebucket, timeuuid, persistence_id, tag_pid_sequence_nr, sequence_nr"
 PROGRESS_COLUMNS = "persistence_id, tag, sequence_nr, tag_pid_sequence_nr, timeuuid"
+
+TAG_SUMMARY_QUERY = (
+    "SELECT tag, count(*), count(DISTINCT persistence_id), count(DISTINCT timebucket), "
+    "min(timebucket), max(timebucket) FROM tag_views GROUP BY tag ORDER BY tag"
+)
+SUMMARY_QUERY = (
+    "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM all_persistence_ids), "
+    "(SELECT value FROM ordo_metadata WHERE key = {placeholder}), "
+    "(SELECT value FROM ordo_metadata WHERE key = {placeholder})"
+)
 
 MessageRow = tuple[str, int, bytes, str, str, str, bytes, str | None, str]
 
@@ -72,6 +83,30 @@ def progress_from_row(row: Sequence[object]) -> TagProgress:
         sequence_nr=SequenceNr(int(str(seq))),
         tag_pid_sequence_nr=TagPidSequenceNr(int(str(tag_pid_nr))),
         timeuuid=TimeUUID.from_bytes(_bytes(uuid_bytes)),
+    )
+
+
+def tag_summary_from_row(row: Sequence[object]) -> TagSummary:
+    """A TagSummary from the columns of TAG_SUMMARY_QUERY."""
+    tag, events, pids, buckets, first, last = row
+    return TagSummary(
+        tag=Tag(str(tag)),
+        events=int(str(events)),
+        persistence_ids=int(str(pids)),
+        buckets=int(str(buckets)),
+        first_bucket=TimeBucket(int(str(first))),
+        last_bucket=TimeBucket(int(str(last))),
+    )
+
+
+def summary_from_row(row: Sequence[object] | None) -> JournalSummary:
+    """A JournalSummary from the columns of SUMMARY_QUERY."""
+    events, pids, bucket_size, version = row if row is not None else (0, 0, None, 0)
+    return JournalSummary(
+        events=int(str(events)),
+        persistence_ids=int(str(pids)),
+        bucket_size=None if bucket_size is None else str(bucket_size),
+        schema_version=int(str(version or 0)),
     )
 
 

@@ -36,6 +36,18 @@ class TagProgress:
     timeuuid: TimeUUID
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TagSummary:
+    """What one tag's views hold (for `ordo tags`)."""
+
+    tag: Tag
+    events: int
+    persistence_ids: int
+    buckets: int
+    first_bucket: TimeBucket
+    last_bucket: TimeBucket
+
+
 class TagViewStore(Protocol):
     """The tables `tag_views`, `tag_write_progress` and `tag_scanning`. Thread-safe."""
 
@@ -59,8 +71,8 @@ class TagViewStore(Protocol):
         """Record that every tagged event up to `sequence_nr` (inclusive) is in tag_views."""
         ...
 
-    def tags(self) -> Sequence[Tag]:
-        """Every tag that has tag_views rows (a full scan: for tools, not hot paths)."""
+    def tags(self) -> Sequence[TagSummary]:
+        """Every tag that has tag_views rows, with counts (a full scan: for tools)."""
         ...
 
     def tag_view_entries(self, tag: Tag) -> Iterator[TaggedEvent]:

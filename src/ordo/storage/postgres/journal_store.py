@@ -8,9 +8,16 @@ import psycopg
 
 from ordo.errors import ConcurrencyConflictError, StorageIntegrityError
 from ordo.journal.event import PersistedEvent
-from ordo.storage.migration import BUCKET_SIZE_KEY, METADATA_TABLE
+from ordo.journal.ports import JournalSummary
+from ordo.storage.migration import BUCKET_SIZE_KEY, METADATA_TABLE, SCHEMA_VERSION_KEY
 from ordo.storage.postgres.datastore import PostgresDatastore
-from ordo.storage.rows import MESSAGE_COLUMNS, event_from_row, message_row
+from ordo.storage.rows import (
+    MESSAGE_COLUMNS,
+    SUMMARY_QUERY,
+    event_from_row,
+    message_row,
+    summary_from_row,
+)
 from ordo.types import PersistenceId, SequenceNr
 
 PAGE_SIZE = 500
@@ -139,6 +146,14 @@ class PostgresJournalStore:
                 f"SELECT value FROM {METADATA_TABLE} WHERE key = %s", (BUCKET_SIZE_KEY,)
             ).fetchone()
         return None if row is None else str(row[0])
+
+    def summary(self) -> JournalSummary:
+        """Count events and persistence ids (full scans)."""
+        with self._db.read() as conn:
+            row = conn.execute(
+                SUMMARY_QUERY.format(placeholder="%s"), (BUCKET_SIZE_KEY, SCHEMA_VERSION_KEY)
+            ).fetchone()
+        return summary_from_row(row)
 
 
 def _highest(conn: psycopg.Connection[tuple[object, ...]], pid: PersistenceId) -> SequenceNr:

@@ -8,13 +8,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from ordo.hashing import stable_hash
 from ordo.storage.rows import (
     PROGRESS_COLUMNS,
+    TAG_SUMMARY_QUERY,
     TAG_VIEW_KEY_COLUMNS,
     latest_progress,
     progress_from_row,
+    tag_summary_from_row,
     tag_view_key_from_row,
 )
 from ordo.storage.sqlite.datastore import SQLiteDatastore
-from ordo.tagging import TaggedEvent, TagProgress
+from ordo.tagging import TaggedEvent, TagProgress, TagSummary
 from ordo.types import PersistenceId, SequenceNr, Tag
 
 # One statement per batch: the keys travel as one JSON array and SQLite copies the payload
@@ -106,11 +108,11 @@ class SQLiteTagViewStore:
                 (persistence_id, sequence_nr),
             )
 
-    def tags(self) -> Sequence[Tag]:
-        """Every tag with rows (a full scan of tag_views)."""
+    def tags(self) -> Sequence[TagSummary]:
+        """Every tag with rows, with counts (a full scan of tag_views)."""
         with self._db.read() as conn:
-            rows = conn.execute("SELECT DISTINCT tag FROM tag_views ORDER BY tag").fetchall()
-        return [Tag(row[0]) for row in rows]
+            rows = conn.execute(TAG_SUMMARY_QUERY).fetchall()
+        return [tag_summary_from_row(row) for row in rows]
 
     def tag_view_entries(self, tag: Tag) -> Iterator[TaggedEvent]:
         """Row keys of one tag in (bucket, timeuuid) order."""

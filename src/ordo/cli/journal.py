@@ -1,0 +1,159 @@
+"""Journal commands: init, append, events, tags, info."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+import click
+
+from ordo.cli.options import (
+    journal_option,
+    json_option,
+    print_json,
+    require_journal,
+    settings_from_env,
+)
+from ordo.journal.event_lines import parse_event_lines
+from ordo.storage.open import init_storage, open_journal, stores_at
+from ordo.time import format_first_time_bucket
+
+
+@click.command()
+@journal_option
+@json_option
+def init(journal_url: str | None, as_json: bool) -> None:
+    """Create or upgrade the journal's schema (idempotent)."""
+    receipt = init_storage(require_journal(journal_url))
+    if as_json:
+        print_json({"previous_version": receipt.previous_version, "version": receipt.version})
+    elif receipt.is_changed:
+        click.echo(f"schema at version {receipt.version} (was {receipt.previous_version})")
+    else:
+        click.echo(f"schema already at version {receipt.version}; nothing to do")
+
+
+@click.command()
+@journal_option
+@json_option
+@click.argument("source", type=click.File("r", encoding="utf-8"), default="-")
+def append(journal_url: str | None, as_json: bool, source: TextIO) -> None:
+    """Append events from JSON lines (a FILE, or stdin when omitted).
+
+    One event per line: {"persistence_id": "...", "payload": {...}, "tags": ["..."]} with
+    optional "manifest", "metadata" and "expected_sequence_nr". Every line is validated before
+    anything is written.
+    """
+    url = require_journal(journal_url)
+    requests = parse_event_lines(source)
+    receipts = []
+    with open_journal(url, settings=settings_from_env()) as journal:
+        for request in requests:
+            receipts.append(
+                journal.append(
+                    request.persistence_id,
+                    request.events,
+                    expected_sequence_nr=request.expected_sequence_nr,
+                )
+            )
+    count = sum(r.last_sequence_nr - r.first_sequence_nr + 1 for r in receipts)
+    if as_json:
+        print_json(
+            {
+                "events": count,
+                "appends": [
+                    {
+                        "persistence_id": r.persistence_id,
+                        "first_sequence_nr": r.first_sequence_nr,
+                        "last_sequence_nr": r.last_sequence_nr,
+                    }
+                    for r in receipts
+                ],
+            }
+        )
+    else:
+        pids = len({r.persistence_id for r in receipts})
+        click.echo(f"appended {count} events to {pids} persistence ids")
+
+
+@click.command()
+@journal_option
+@json_option
+@click.argument("persistence_id")
+@click.option("--from", "from_sequence_nr", type=int, default=1, show_default=True)
+@click.option("--to", "to_sequence_nr", type=int, default=None, help="Last sequence nr.")
+def events(
+    journal_url: str | None,
+    as_json: bool,
+    persistence_id: str,
+    from_sequence_nr: int,
+    to_sequence_nr: int | None,
+) -> None:
+    """Replay the events of PERSISTENCE_ID (inclusive range --from..--to)."""
+    with open_journal(require_journal(journal_url), settings=settings_from_env()) as journal:
+        replayed = list(
+            journal.replay(
+                persistence_id, from_sequence_nr=from_sequence_nr, to_sequence_nr=to_sequence_nr
+            )
+        )
+    if as_json:
+        print_json([e.to_json_dict() for e in replayed])
+        return
+    for e in replayed:
+        tagged = ",".join(f"{tag}#{nr}" for tag, nr in sorted(e.tags.items()))
+        click.echo(f"{e.sequence_nr:>6}  {e.timestamp.isoformat()}  [{tagged}]  {e.payload!r}")
+    if not replayed:
+        click.echo(f"no events for persistence id {persistence_id!r}", err=True)
+
+
+@click.command()
+@journal_option
+@json_option
+def tags(journal_url: str | None, as_json: bool) -> None:
+    """List the tags of the tag views with their event counts (a full scan)."""
+    with stores_at(require_journal(journal_url)) as stores:
+        summaries = stores.tag_views.tags()
+    if as_json:
+        print_json(
+            [
+                {
+                    "tag": s.tag,
+                    "events": s.events,
+                    "persistence_ids": s.persistence_ids,
+                    "buckets": s.buckets,
+                    "first_bucket": format_first_time_bucket(s.first_bucket),
+                    "last_bucket": format_first_time_bucket(s.last_bucket),
+                }
+                for s in summaries
+            ]
+        )
+        return
+    for s in summaries:
+        click.echo(
+            f"{s.tag}\t{s.events} events\t{s.persistence_ids} persistence ids\t{s.buckets} buckets"
+        )
+    if not summaries:
+        click.echo("no tagged events", err=True)
+
+
+@click.command()
+@journal_option
+@json_option
+def info(journal_url: str | None, as_json: bool) -> None:
+    """Summarize the journal: events, persistence ids, bucket size, tags."""
+    with stores_at(require_journal(journal_url)) as stores:
+        summary = stores.journal.summary()
+        summaries = stores.tag_views.tags()
+    document = {
+        "backend": stores.backend,
+        "schema_version": summary.schema_version,
+        "bucket_size": summary.bucket_size,
+        "events": summary.events,
+        "persistence_ids": summary.persistence_ids,
+        "tags": {s.tag: s.events for s in summaries},
+    }
+    if as_json:
+        print_json(document)
+        return
+    for key, value in document.items():
+        click.echo(f"{key:<16}{value}", file=sys.stdout)

@@ -1,0 +1,89 @@
+"""The JSON-lines input format of `ordo append`: one event per line, validated before writing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ordo.errors import InvalidInputError, OrdoError
+from ordo.journal import validation
+from ordo.journal.event import NewEvent
+from ordo.journal.serialization import serialize_metadata
+from ordo.types import PersistenceId
+
+_KEYS = {"persistence_id", "payload", "tags", "manifest", "metadata", "expected_sequence_nr"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppendRequest:
+    """Consecutive events of one persistence id, appended in one atomic call."""
+
+    persistence_id: PersistenceId
+    events: tuple[NewEvent, ...]
+    expected_sequence_nr: int | None
+
+
+def parse_event_lines(lines: Iterable[str]) -> list[AppendRequest]:
+    """Parse and validate every line; raise InvalidInputError naming the first bad line.
+
+    A line is `{"persistence_id": "...", "payload": ..., "tags": [...]}` with optional
+    `manifest`, `metadata` (an object) and `expected_sequence_nr`. Consecutive lines of the same
+    persistence id become one atomic append; a line with `expected_sequence_nr` starts a new one.
+    Nothing is written by this function, so a bad line anywhere means nothing is appended.
+    """
+    requests: list[AppendRequest] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            pid, event, expected = _parse_line(line)
+        except OrdoError as exc:
+            msg = f"line {number}: {exc}"
+            raise InvalidInputError(msg) from exc
+        last = requests[-1] if requests else None
+        if last is not None and last.persistence_id == pid and expected is None:
+            requests[-1] = AppendRequest(
+                persistence_id=pid,
+                events=(*last.events, event),
+                expected_sequence_nr=last.expected_sequence_nr,
+            )
+        else:
+            requests.append(
+                AppendRequest(persistence_id=pid, events=(event,), expected_sequence_nr=expected)
+            )
+    return requests
+
+
+def _parse_line(line: str) -> tuple[PersistenceId, NewEvent, int | None]:
+    try:
+        document = json.loads(line)
+    except json.JSONDecodeError as exc:
+        msg = f"not valid JSON: {exc}"
+        raise InvalidInputError(msg) from exc
+    if not isinstance(document, dict):
+        msg = "each line must be a JSON object"
+        raise InvalidInputError(msg)
+    unknown = sorted(set(document) - _KEYS)
+    if unknown:
+        msg = f"unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(_KEYS))}"
+        raise InvalidInputError(msg)
+    if "payload" not in document:
+        msg = "missing key payload"
+        raise InvalidInputError(msg)
+    pid = validation.persistence_id(document.get("persistence_id"))
+    tags = document.get("tags", [])
+    if not isinstance(tags, list):
+        msg = "tags must be a list of strings"
+        raise InvalidInputError(msg)
+    manifest = document.get("manifest", "")
+    if not isinstance(manifest, str):
+        msg = "manifest must be a string"
+        raise InvalidInputError(msg)
+    metadata = document.get("metadata")
+    serialize_metadata(metadata)
+    expected = document.get("expected_sequence_nr")
+    if expected is not None:
+        expected = validation.sequence_nr(expected, name="expected_sequence_nr", minimum=0)
+    event = NewEvent.of(document["payload"], tags=tags, manifest=manifest, metadata=metadata)
+    return pid, event, expected

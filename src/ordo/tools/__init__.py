@@ -1,0 +1,1 @@
+"""Operations on stored data: verification (and later reconciliation and cleanup)."""
