@@ -29,10 +29,27 @@ DEFAULT_DEMO_JOURNAL = "sqlite:///.ordo/demo.db"
     metavar="URL",
     help="Where to write; the default file is recreated on every run.",
 )
-@click.option("--events", default=20_000, show_default=True, type=click.IntRange(min=1))
-@click.option("--writers", default=4, show_default=True, type=click.IntRange(min=1, max=64))
 @click.option(
-    "--persistence-ids", "persistence_ids", default=3_000, show_default=True, type=click.IntRange(1)
+    "--events",
+    default=20_000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Events to write.",
+)
+@click.option(
+    "--writers",
+    default=4,
+    show_default=True,
+    type=click.IntRange(min=1, max=64),
+    help="Writer processes.",
+)
+@click.option(
+    "--persistence-ids",
+    "persistence_ids",
+    default=3_000,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Distinct persistence ids (orders and customers).",
 )
 @click.option(
     "--seed", default=1, show_default=True, type=int, help="Makes the workload repeatable."

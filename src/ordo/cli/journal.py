@@ -80,7 +80,9 @@ def append(journal_url: str | None, as_json: bool, source: TextIO) -> None:
 @journal_option
 @json_option
 @click.argument("persistence_id")
-@click.option("--from", "from_sequence_nr", type=int, default=1, show_default=True)
+@click.option(
+    "--from", "from_sequence_nr", type=int, default=1, show_default=True, help="First sequence nr."
+)
 @click.option("--to", "to_sequence_nr", type=int, default=None, help="Last sequence nr.")
 def events(
     journal_url: str | None,

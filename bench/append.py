@@ -1,0 +1,551 @@
+"""Append throughput of ordo's journal against the raw driver and the eventsourcing library.
+
+    .venv/bin/python bench/append.py [--backend sqlite|postgres|both] [--events N] [--quick]
+    .venv/bin/python bench/append.py --profile     # cProfile of one ordo SQLite batch-100 run
+
+Every figure starts on an empty database: a fresh SQLite file in a temp dir, or a fresh
+database on one private PostgreSQL server (ThrowawayPostgres, started here). Events go to
+1000 persistence ids round-robin, one id per append, ~100-byte JSON payloads.
+
+What is timed:
+- ordo: every Journal.append() plus the final journal.flush(), wall clock, so the figure
+  covers durable `messages` rows and their tag_views rows. Events are built beforehand.
+- raw: executemany() of the same `messages` rows, one transaction per batch of 100.
+- eventsourcing application: only the app.save() calls (the aggregate methods that trigger
+  the events run outside the clock), with the library's defaults.
+- eventsourcing recorder: app.recorder.insert_events() with batches of 100 StoredEvents.
+
+A benchmark reports; it exits 0 whether the targets are met or not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import importlib.metadata
+import json
+import os
+import platform
+import pstats
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import psycopg
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate, event
+from eventsourcing.persistence import StoredEvent
+
+from _postgres import BenchPostgres, Database, bench_postgres
+from ordo import EventsByTagSettings, NewEvent, open_journal
+from ordo.clock import SystemClock
+from ordo.time import TimeUUIDGenerator
+
+PERSISTENCE_IDS = 1000
+BATCH = 100
+TAGS = ("order", "currency-eur", "shop-7")
+DEFAULT_EVENTS = 50_000
+DEFAULT_SINGLE_EVENTS = 10_000
+QUICK_EVENTS = 2_000
+QUICK_SINGLE_EVENTS = 500
+RAW_TARGET = 0.60
+EVENTSOURCING_TARGET = 2.0
+
+_COLUMNS = (
+    "persistence_id, sequence_nr, timeuuid, writer_uuid, serializer, manifest, payload, "
+    "metadata, tags"
+)
+# The shape of ordo's `messages` table (see storage/*/migrations/0001_initial.sql).
+_SQLITE_MESSAGES = (
+    "CREATE TABLE messages (persistence_id TEXT NOT NULL, sequence_nr INTEGER NOT NULL, "
+    "timeuuid BLOB NOT NULL, writer_uuid TEXT NOT NULL, serializer TEXT NOT NULL, "
+    "manifest TEXT NOT NULL, payload BLOB NOT NULL, metadata TEXT, tags TEXT NOT NULL, "
+    "PRIMARY KEY (persistence_id, sequence_nr)) WITHOUT ROWID"
+)
+_POSTGRES_MESSAGES = (
+    "CREATE TABLE messages (persistence_id TEXT NOT NULL, sequence_nr BIGINT NOT NULL, "
+    "timeuuid BYTEA NOT NULL, writer_uuid TEXT NOT NULL, serializer TEXT NOT NULL, "
+    "manifest TEXT NOT NULL, payload BYTEA NOT NULL, metadata TEXT, tags TEXT NOT NULL, "
+    "PRIMARY KEY (persistence_id, sequence_nr))"
+)
+
+MessageRow = tuple[str, int, bytes, str, str, str, bytes, str | None, str]
+
+
+# --- the workload -------------------------------------------------------------------------
+
+
+def payload(i: int) -> dict[str, object]:
+    """About 100 bytes as compact JSON."""
+    return {
+        "order_id": f"order-{i:08d}",
+        "amount": 1000 + i % 9000,
+        "currency": "EUR",
+        "items": [{"sku": f"s{i % 50:03d}", "qty": 1 + i % 3, "price": 1999}],
+    }
+
+
+def persistence_id(append_nr: int) -> str:
+    return f"order-{append_nr % PERSISTENCE_IDS:04d}"
+
+
+def plan(events: int, batch: int) -> list[range]:
+    """Event numbers per append; append k goes to persistence_id(k)."""
+    return [range(start, start + batch) for start in range(0, events - events % batch, batch)]
+
+
+def message_rows(events: int, batch: int) -> list[list[MessageRow]]:
+    """The `messages` rows ordo would write for the 1-tag workload, per append."""
+    uuids = TimeUUIDGenerator(SystemClock())
+    writer = str(uuid.uuid4())
+    highest: dict[str, int] = {}
+    batches = []
+    for k, numbers in enumerate(plan(events, batch)):
+        pid = persistence_id(k)
+        rows: list[MessageRow] = []
+        for i in numbers:
+            seq = highest[pid] = highest.get(pid, 0) + 1
+            data = json.dumps(payload(i), separators=(",", ":")).encode()
+            tags = json.dumps({TAGS[0]: seq}, separators=(",", ":"))
+            rows.append((pid, seq, uuids.next().to_bytes(), writer, "json", "", data, None, tags))
+        batches.append(rows)
+    return batches
+
+
+# --- where the data goes -------------------------------------------------------------------
+
+
+class Place(Protocol):
+    """An empty database for one run."""
+
+    @property
+    def ordo_url(self) -> str: ...
+
+    def eventsourcing_env(self) -> dict[str, str]: ...
+
+    def count(self, table: str) -> int: ...
+
+    def insert_raw(self, batches: Sequence[Sequence[MessageRow]]) -> float: ...
+
+    def discard(self) -> None: ...
+
+
+class Backend(Protocol):
+    name: str
+
+    def new_place(self, label: str) -> Place: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SQLitePlace:
+    path: Path
+
+    @property
+    def ordo_url(self) -> str:
+        return f"sqlite:///{self.path}"
+
+    def eventsourcing_env(self) -> dict[str, str]:
+        return {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(self.path)}
+
+    def count(self, table: str) -> int:
+        with _closing(sqlite3.connect(self.path)) as conn:
+            return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+    def insert_raw(self, batches: Sequence[Sequence[MessageRow]]) -> float:
+        """sqlite3 executemany, one transaction per batch, with ordo's pragmas."""
+        with _closing(sqlite3.connect(self.path, isolation_level=None)) as conn:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(_SQLITE_MESSAGES)
+            insert = f"INSERT INTO messages ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            start = time.perf_counter()
+            for rows in batches:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany(insert, rows)
+                conn.execute("COMMIT")
+            return time.perf_counter() - start
+
+    def discard(self) -> None:
+        shutil.rmtree(self.path.parent, ignore_errors=True)
+
+
+class SQLiteBackend:
+    name = "sqlite"
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._runs = 0
+
+    def new_place(self, label: str) -> SQLitePlace:
+        self._runs += 1
+        directory = self._root / f"{self._runs:02d}-{label}"
+        directory.mkdir()
+        return SQLitePlace(directory / "bench.db")
+
+
+class PostgresPlace:
+    def __init__(self, server: BenchPostgres, database: Database) -> None:
+        self._server = server
+        self._database = database
+
+    @property
+    def ordo_url(self) -> str:
+        return self._database.dsn
+
+    def eventsourcing_env(self) -> dict[str, str]:
+        return self._database.eventsourcing_env()
+
+    def count(self, table: str) -> int:
+        with psycopg.connect(self._database.dsn) as conn:
+            row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        return -1 if row is None else int(row[0])
+
+    def insert_raw(self, batches: Sequence[Sequence[MessageRow]]) -> float:
+        """psycopg cursor.executemany, one transaction per batch."""
+        with psycopg.connect(self._database.dsn, autocommit=True) as conn:
+            conn.execute(_POSTGRES_MESSAGES)
+            insert = (
+                f"INSERT INTO messages ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            )
+            with conn.cursor() as cursor:
+                start = time.perf_counter()
+                for rows in batches:
+                    with conn.transaction():
+                        cursor.executemany(insert, rows)
+                return time.perf_counter() - start
+
+    def discard(self) -> None:
+        self._server.drop_database(self._database)
+
+
+class PostgresBackend:
+    name = "postgres"
+
+    def __init__(self, server: BenchPostgres) -> None:
+        self._server = server
+
+    def new_place(self, label: str) -> PostgresPlace:
+        return PostgresPlace(self._server, self._server.fresh_database(label))
+
+
+@contextmanager
+def _closing(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+@contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the duration of the block (eventsourcing reads them)."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
+# --- the runs ------------------------------------------------------------------------------
+
+
+def run_ordo(place: Place, *, events: int, batch: int, tags: int) -> float:
+    """Events/s of Journal.append() plus the final flush()."""
+    work = [
+        (persistence_id(k), [NewEvent.of(payload(i), tags=TAGS[:tags]) for i in numbers])
+        for k, numbers in enumerate(plan(events, batch))
+    ]
+    journal = open_journal(place.ordo_url, settings=EventsByTagSettings())
+    try:
+        start = time.perf_counter()
+        for pid, chunk in work:
+            journal.append(pid, chunk)
+        journal.flush()
+        elapsed = time.perf_counter() - start
+    finally:
+        journal.close()
+    written = len(work) * batch
+    _check(place, "messages", written)
+    _check(place, "tag_views", written * tags)
+    return written / elapsed
+
+
+def run_raw(place: Place, *, events: int) -> float:
+    batches = message_rows(events, BATCH)
+    elapsed = place.insert_raw(batches)
+    written = sum(map(len, batches))
+    _check(place, "messages", written)
+    return written / elapsed
+
+
+class Order(Aggregate):
+    @event("Placed")
+    def __init__(
+        self, order_id: str, amount: int, currency: str, items: list[dict[str, object]]
+    ) -> None:
+        self.lines = 1
+
+    @event("LineAdded")
+    def add_line(
+        self, order_id: str, amount: int, currency: str, items: list[dict[str, object]]
+    ) -> None:
+        self.lines += 1
+
+
+class Orders(Application):  # type: ignore[type-arg]
+    pass
+
+
+@contextmanager
+def eventsourcing_app(place: Place) -> Iterator[Orders]:
+    with environment(place.eventsourcing_env()):
+        app = Orders()  # the application reads os.environ here, and only here
+    try:
+        yield app
+    finally:
+        app.close()
+
+
+def run_eventsourcing_app(place: Place, *, events: int, batch: int) -> float:
+    """Events/s of app.save(aggregate), each save carrying `batch` new events."""
+    aggregates: dict[str, Order] = {}
+    elapsed = 0.0
+    written = 0
+    with eventsourcing_app(place) as app:
+        for k, numbers in enumerate(plan(events, batch)):
+            pid = persistence_id(k)
+            for i in numbers:
+                if pid in aggregates:
+                    aggregates[pid].add_line(**payload(i))  # type: ignore[arg-type]
+                else:
+                    aggregates[pid] = Order(**payload(i))  # type: ignore[arg-type]
+            start = time.perf_counter()
+            app.save(aggregates[pid])
+            elapsed += time.perf_counter() - start
+            written += len(numbers)
+        table = app.recorder.events_table_name
+    _check(place, table, written)
+    return written / elapsed
+
+
+def run_eventsourcing_recorder(place: Place, *, events: int) -> float:
+    """Events/s of the application recorder's insert_events(), batches of BATCH."""
+    ids = [uuid.uuid4() for _ in range(PERSISTENCE_IDS)]
+    versions = [0] * PERSISTENCE_IDS
+    topic = f"{Order.LineAdded.__module__}:{Order.LineAdded.__qualname__}"
+    batches = []
+    for k, numbers in enumerate(plan(events, BATCH)):
+        slot = k % PERSISTENCE_IDS
+        stored = []
+        for i in numbers:
+            versions[slot] += 1
+            state = json.dumps(payload(i), separators=(",", ":")).encode()
+            stored.append(StoredEvent(ids[slot], versions[slot], topic, state))
+        batches.append(stored)
+    with eventsourcing_app(place) as app:
+        start = time.perf_counter()
+        for stored in batches:
+            app.recorder.insert_events(stored)
+        elapsed = time.perf_counter() - start
+        table = app.recorder.events_table_name
+    written = sum(map(len, batches))
+    _check(place, table, written)
+    return written / elapsed
+
+
+def _check(place: Place, table: str, expected: int) -> None:
+    found = place.count(table)
+    if found != expected:
+        msg = f"{table}: expected {expected} rows after the run, found {found}"
+        raise RuntimeError(msg)
+
+
+# --- the table -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    figure: str
+    value: str
+    unit: str
+
+
+def measure(backend: Backend, label: str, run: Callable[[Place], float]) -> float:
+    place = backend.new_place(label)
+    try:
+        print(f"  {backend.name}: {label} ...", file=sys.stderr, flush=True)
+        return run(place)
+    finally:
+        place.discard()
+
+
+def bench_backend(backend: Backend, *, events: int, single_events: int) -> list[Row]:
+    name = backend.name
+    rows: list[Row] = []
+
+    def record(figure: str, label: str, run: Callable[[Place], float]) -> float:
+        rate = measure(backend, label, run)
+        rows.append(Row(f"{name}: {figure}", f"{rate:,.0f}", "events/s"))
+        return rate
+
+    ordo = record(
+        f"ordo append, batch {BATCH}, 1 tag",
+        "ordo-b100-t1",
+        lambda p: run_ordo(p, events=events, batch=BATCH, tags=1),
+    )
+    record(
+        f"ordo append, batch {BATCH}, {len(TAGS)} tags",
+        "ordo-b100-t3",
+        lambda p: run_ordo(p, events=events, batch=BATCH, tags=len(TAGS)),
+    )
+    record(
+        "ordo append, batch 1, 1 tag",
+        "ordo-b1-t1",
+        lambda p: run_ordo(p, events=single_events, batch=1, tags=1),
+    )
+    record(
+        f"ordo append, batch 1, {len(TAGS)} tags",
+        "ordo-b1-t3",
+        lambda p: run_ordo(p, events=single_events, batch=1, tags=len(TAGS)),
+    )
+    raw = record(f"raw executemany, batch {BATCH}", "raw", lambda p: run_raw(p, events=events))
+    app = record(
+        f"eventsourcing app.save, {BATCH} events/save",
+        "es-app-b100",
+        lambda p: run_eventsourcing_app(p, events=events, batch=BATCH),
+    )
+    record(
+        "eventsourcing app.save, 1 event/save",
+        "es-app-b1",
+        lambda p: run_eventsourcing_app(p, events=single_events, batch=1),
+    )
+    record(
+        f"eventsourcing recorder.insert_events, batch {BATCH}",
+        "es-recorder",
+        lambda p: run_eventsourcing_recorder(p, events=events),
+    )
+    rows.append(_ratio(f"{name}: ordo / raw (1 tag, batch {BATCH})", ordo / raw, RAW_TARGET))
+    rows.append(
+        _ratio(
+            f"{name}: ordo / eventsourcing app (batch {BATCH})", ordo / app, EVENTSOURCING_TARGET
+        )
+    )
+    return rows
+
+
+def _ratio(figure: str, value: float, target: float) -> Row:
+    verdict = "PASS" if value >= target else "MISS"
+    return Row(figure, f"{value:.2f}", f"x (target >= {target:.2f}) {verdict}")
+
+
+def print_table(rows: Sequence[Row]) -> None:
+    header = Row("figure", "value", "unit")
+    width_figure = max(len(r.figure) for r in (header, *rows))
+    width_value = max(len(r.value) for r in (header, *rows))
+    for i, row in enumerate((header, *rows)):
+        print(f"{row.figure:<{width_figure}}  {row.value:>{width_value}}  {row.unit}")
+        if i == 0:
+            print(f"{'-' * width_figure}  {'-' * width_value}  {'-' * 30}")
+
+
+def machine(postgres_version: str | None) -> list[str]:
+    model = "?"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return [
+        f"machine:    {len(os.sched_getaffinity(0))} CPUs (nproc), {model}, {platform.machine()}",
+        f"python:     {platform.python_version()} ({platform.python_implementation()})",
+        f"sqlite:     {sqlite3.sqlite_version}",
+        f"postgresql: {postgres_version or 'not run'}",
+        f"libraries:  ordo {_version('ordo')}, eventsourcing {_version('eventsourcing')},"
+        f" psycopg {_version('psycopg')}",
+    ]
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def profile_ordo(events: int) -> None:
+    """cProfile one ordo SQLite batch-100 1-tag run (main thread only) and print the top."""
+    with tempfile.TemporaryDirectory(prefix="ordo-bench-") as root:
+        place = SQLiteBackend(Path(root)).new_place("profile")
+        profiler = cProfile.Profile()
+        rate = profiler.runcall(run_ordo, place, events=events, batch=BATCH, tags=1)
+    print(f"ordo sqlite batch {BATCH}, 1 tag, {events} events: {rate:,.0f} events/s (profiled)")
+    stats = pstats.Stats(profiler).strip_dirs()
+    stats.sort_stats("cumulative").print_stats(25)
+    stats.sort_stats("tottime").print_stats(15)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
+    parser.add_argument("--events", type=int, default=None, help=f"events per batch-{BATCH} figure")
+    parser.add_argument("--single-events", type=int, default=None, help="per batch-1 figure")
+    parser.add_argument("--quick", action="store_true", help="a small smoke run")
+    parser.add_argument("--profile", action="store_true", help="profile ordo on SQLite only")
+    args = parser.parse_args(argv)
+    events = args.events or (QUICK_EVENTS if args.quick else DEFAULT_EVENTS)
+    single_events = args.single_events or (
+        QUICK_SINGLE_EVENTS if args.quick else DEFAULT_SINGLE_EVENTS
+    )
+    if events < BATCH:
+        parser.error(f"--events must be at least {BATCH}")
+    if args.profile:
+        profile_ordo(events)
+        return 0
+
+    rows: list[Row] = []
+    postgres_version: str | None = None
+    started = time.perf_counter()
+    with ExitStack() as stack:
+        backends: list[Backend] = []
+        if args.backend in ("sqlite", "both"):
+            root = stack.enter_context(tempfile.TemporaryDirectory(prefix="ordo-bench-"))
+            backends.append(SQLiteBackend(Path(root)))
+        if args.backend in ("postgres", "both"):
+            print("starting a throwaway PostgreSQL ...", file=sys.stderr, flush=True)
+            server = stack.enter_context(bench_postgres())
+            postgres_version = server.version
+            backends.append(PostgresBackend(server))
+        print("\n".join(machine(postgres_version)))
+        print(
+            f"workload:   {events} events per batch-{BATCH} figure, {single_events} per batch-1"
+            f" figure; {PERSISTENCE_IDS} persistence ids round-robin; "
+            f"{len(json.dumps(payload(0), separators=(',', ':')))}-byte JSON payload"
+        )
+        print(
+            "durability: sqlite WAL; ordo and raw use synchronous=NORMAL, eventsourcing its"
+            " default (FULL); the throwaway postgres runs fsync=off, synchronous_commit=off"
+        )
+        print(flush=True)
+        for backend in backends:
+            rows.extend(bench_backend(backend, events=events, single_events=single_events))
+    print_table(rows)
+    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

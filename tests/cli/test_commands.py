@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ordo.cli.main import cli
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def _run(runner: CliRunner, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    result = runner.invoke(cli, list(args), input=stdin)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_init_is_idempotent(runner: CliRunner, journal_url: str) -> None:
+    code, out, _ = _run(runner, "init", "--journal", journal_url, "--json")
+    assert code == 0
+    assert json.loads(out) == {"previous_version": 0, "version": 1}
+    code, out, _ = _run(runner, "init", "--journal", journal_url, "--json")
+    assert code == 0
+    assert json.loads(out) == {"previous_version": 1, "version": 1}
+
+
+def test_append_then_events_and_info(runner: CliRunner, journal_url: str) -> None:
+    lines = "\n".join(
+        json.dumps(line)
+        for line in (
+            {"persistence_id": "order-1", "payload": {"n": 1}, "tags": ["order"]},
+            {"persistence_id": "order-1", "payload": {"n": 2}, "tags": ["order", "pay"]},
+            {
+                "persistence_id": "order-2",
+                "payload": {"n": 3},
+                "manifest": "Placed",
+                "metadata": {"by": "cli"},
+                "expected_sequence_nr": 0,
+            },
+        )
+    )
+    code, out, _ = _run(runner, "append", "--journal", journal_url, "--json", stdin=lines)
+    assert code == 0, out
+    assert json.loads(out)["events"] == 3
+    code, out, _ = _run(runner, "events", "order-1", "--journal", journal_url, "--json")
+    assert code == 0
+    replayed = json.loads(out)
+    assert [e["payload"] for e in replayed] == [{"n": 1}, {"n": 2}]
+    assert replayed[1]["tags"] == {"order": 2, "pay": 1}
+    code, out, _ = _run(runner, "info", "--journal", journal_url, "--json")
+    assert code == 0
+    info = json.loads(out)
+    assert (info["events"], info["persistence_ids"]) == (3, 2)
+    assert info["tags"] == {"order": 2, "pay": 1}
+    code, out, _ = _run(runner, "tags", "--journal", journal_url, "--json")
+    assert [t["tag"] for t in json.loads(out)] == ["order", "pay"]
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        ('{"persistence_id": "", "payload": 1}', "persistence_id must not be empty"),
+        ('{"persistence_id": "p", "payload": 1, "tags": [""]}', "tag must not be empty"),
+        ('{"persistence_id": "p"}', "missing key payload"),
+        ('{"persistence_id": "p", "payload": 1, "colour": 1}', "unknown key(s) colour"),
+        ("not json", "not valid JSON"),
+        ('{"persistence_id": "p", "payload": 1, "expected_sequence_nr": -1}', ">= 0"),
+    ],
+)
+def test_a_bad_line_is_one_error_line_and_nothing_is_written(
+    runner: CliRunner, tmp_path: Path, line: str, needle: str
+) -> None:
+    url = f"sqlite:///{tmp_path}/j.db"
+    good = '{"persistence_id": "p", "payload": 0}'
+    code, _, err = _run(runner, "append", "--journal", url, stdin=f"{good}\n{line}\n")
+    assert code == 1
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1
+    _, out, _ = _run(runner, "events", "p", "--journal", url, "--json")
+    assert json.loads(out) == []
+
+
+def test_a_conflicting_expected_sequence_nr_is_reported(runner: CliRunner, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/j.db"
+    line = '{"persistence_id": "p", "payload": 0, "expected_sequence_nr": 0}'
+    assert _run(runner, "append", "--journal", url, stdin=line)[0] == 0
+    code, _, err = _run(runner, "append", "--journal", url, stdin=line)
+    assert code == 1
+    assert "ConcurrencyConflictError" in err
+    assert "expected sequence_nr 0 but the journal is at 1" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["info", "--journal", "mysql://x/y"], "unknown journal URL scheme 'mysql'"),
+        (["info"], "no journal given"),
+        (
+            ["info", "--journal", "postgresql://nobody@127.0.0.1:1/none"],
+            "cannot connect to PostgreSQL",
+        ),
+    ],
+)
+def test_bad_journal_urls_are_one_line_errors(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch, args: list[str], needle: str
+) -> None:
+    monkeypatch.delenv("ORDO_JOURNAL", raising=False)
+    code, _, err = _run(runner, *args)
+    assert code == 1
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_bad_setting_in_the_environment_names_the_key(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "week")
+    code, _, err = _run(runner, "events", "p", "--journal", f"{tmp_path}/j.db")
+    assert code == 1
+    assert "bucket_size" in err
+    assert "week" in err
+
+
+def test_the_demo_writes_and_verifies(runner: CliRunner, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/demo.db"
+    code, out, err = _run(
+        runner, "demo", "--journal", url, "--events", "600", "--writers", "2", "--json"
+    )
+    assert code == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["events"] == 600
+    assert result["clean"] is True
+    assert result["missing"] == result["duplicated"] == result["unexpected"] == 0
+    assert result["tag_view_rows"] == result["tagged_events"] > 600
