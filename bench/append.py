@@ -47,37 +47,40 @@ from eventsourcing.persistence import StoredEvent
 from _postgres import BenchPostgres, Database, bench_postgres
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.clock import SystemClock
+from ordo.hashing import stable_hash
+from ordo.storage.migration import load_migrations
 from ordo.time import TimeUUIDGenerator
 
 PERSISTENCE_IDS = 1000
 BATCH = 100
 TAGS = ("order", "currency-eur", "shop-7")
-DEFAULT_EVENTS = 50_000
+DEFAULT_EVENTS = 100_000
 DEFAULT_SINGLE_EVENTS = 10_000
 QUICK_EVENTS = 2_000
 QUICK_SINGLE_EVENTS = 500
 RAW_TARGET = 0.60
 EVENTSOURCING_TARGET = 2.0
 
-_COLUMNS = (
-    "persistence_id, sequence_nr, timeuuid, writer_uuid, serializer, manifest, payload, "
-    "metadata, tags"
+_MESSAGES_INSERT = (
+    "INSERT INTO messages (persistence_id, sequence_nr, timeuuid, writer_uuid, serializer, "
+    "manifest, payload, metadata, tags) VALUES ({})".format(", ".join(["{p}"] * 9))
 )
-# The shape of ordo's `messages` table (see storage/*/migrations/0001_initial.sql).
-_SQLITE_MESSAGES = (
-    "CREATE TABLE messages (persistence_id TEXT NOT NULL, sequence_nr INTEGER NOT NULL, "
-    "timeuuid BLOB NOT NULL, writer_uuid TEXT NOT NULL, serializer TEXT NOT NULL, "
-    "manifest TEXT NOT NULL, payload BLOB NOT NULL, metadata TEXT, tags TEXT NOT NULL, "
-    "PRIMARY KEY (persistence_id, sequence_nr)) WITHOUT ROWID"
-)
-_POSTGRES_MESSAGES = (
-    "CREATE TABLE messages (persistence_id TEXT NOT NULL, sequence_nr BIGINT NOT NULL, "
-    "timeuuid BYTEA NOT NULL, writer_uuid TEXT NOT NULL, serializer TEXT NOT NULL, "
-    "manifest TEXT NOT NULL, payload BYTEA NOT NULL, metadata TEXT, tags TEXT NOT NULL, "
-    "PRIMARY KEY (persistence_id, sequence_nr))"
+_TAG_VIEWS_INSERT = (
+    "INSERT INTO tag_views (tag, timebucket, timeuuid, persistence_id, tag_pid_sequence_nr, "
+    "sequence_nr, persistence_id_hash, writer_uuid, serializer, manifest, payload, metadata, "
+    "tags) VALUES ({})".format(", ".join(["{p}"] * 13))
 )
 
 MessageRow = tuple[str, int, bytes, str, str, str, bytes, str | None, str]
+TagViewRow = tuple[str, int, bytes, str, int, int, int, str, str, str, bytes, str | None, str]
+
+
+@dataclass(frozen=True, slots=True)
+class RawBatch:
+    """The rows of one append: its `messages` rows and the tag_views rows of its one tag."""
+
+    messages: list[MessageRow]
+    tag_views: list[TagViewRow]
 
 
 # --- the workload -------------------------------------------------------------------------
@@ -102,21 +105,28 @@ def plan(events: int, batch: int) -> list[range]:
     return [range(start, start + batch) for start in range(0, events - events % batch, batch)]
 
 
-def message_rows(events: int, batch: int) -> list[list[MessageRow]]:
-    """The `messages` rows ordo would write for the 1-tag workload, per append."""
+def raw_batches(events: int, batch: int) -> list[RawBatch]:
+    """The rows ordo writes for the 1-tag workload, per append (tag_write_progress aside)."""
     uuids = TimeUUIDGenerator(SystemClock())
+    bucket_size = EventsByTagSettings().bucket_size
     writer = str(uuid.uuid4())
     highest: dict[str, int] = {}
     batches = []
     for k, numbers in enumerate(plan(events, batch)):
         pid = persistence_id(k)
-        rows: list[MessageRow] = []
+        pid_hash = stable_hash(pid)
+        raw = RawBatch([], [])
         for i in numbers:
             seq = highest[pid] = highest.get(pid, 0) + 1
+            offset = uuids.next()
+            timeuuid = offset.to_bytes()
             data = json.dumps(payload(i), separators=(",", ":")).encode()
             tags = json.dumps({TAGS[0]: seq}, separators=(",", ":"))
-            rows.append((pid, seq, uuids.next().to_bytes(), writer, "json", "", data, None, tags))
-        batches.append(rows)
+            raw.messages.append((pid, seq, timeuuid, writer, "json", "", data, None, tags))
+            bucket = bucket_size.key(offset.epoch_ms)
+            key = (TAGS[0], bucket, timeuuid, pid, seq, seq, pid_hash)
+            raw.tag_views.append((*key, writer, "json", "", data, None, tags))
+        batches.append(raw)
     return batches
 
 
@@ -133,7 +143,7 @@ class Place(Protocol):
 
     def count(self, table: str) -> int: ...
 
-    def insert_raw(self, batches: Sequence[Sequence[MessageRow]]) -> float: ...
+    def insert_raw(self, batches: Sequence[RawBatch], *, with_tag_views: bool) -> float: ...
 
     def discard(self) -> None: ...
 
@@ -159,17 +169,21 @@ class SQLitePlace:
         with _closing(sqlite3.connect(self.path)) as conn:
             return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
-    def insert_raw(self, batches: Sequence[Sequence[MessageRow]]) -> float:
-        """sqlite3 executemany, one transaction per batch, with ordo's pragmas."""
+    def insert_raw(self, batches: Sequence[RawBatch], *, with_tag_views: bool) -> float:
+        """sqlite3 executemany, one transaction per batch, on ordo's schema and pragmas."""
         with _closing(sqlite3.connect(self.path, isolation_level=None)) as conn:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute(_SQLITE_MESSAGES)
-            insert = f"INSERT INTO messages ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            for statement in ordo_schema("ordo.storage.sqlite"):
+                conn.execute(statement)
+            messages = _MESSAGES_INSERT.format(p="?")
+            tag_views = _TAG_VIEWS_INSERT.format(p="?")
             start = time.perf_counter()
-            for rows in batches:
+            for raw in batches:
                 conn.execute("BEGIN IMMEDIATE")
-                conn.executemany(insert, rows)
+                conn.executemany(messages, raw.messages)
+                if with_tag_views:
+                    conn.executemany(tag_views, raw.tag_views)
                 conn.execute("COMMIT")
             return time.perf_counter() - start
 
@@ -208,18 +222,20 @@ class PostgresPlace:
             row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
         return -1 if row is None else int(row[0])
 
-    def insert_raw(self, batches: Sequence[Sequence[MessageRow]]) -> float:
-        """psycopg cursor.executemany, one transaction per batch."""
+    def insert_raw(self, batches: Sequence[RawBatch], *, with_tag_views: bool) -> float:
+        """psycopg cursor.executemany, one transaction per batch, on ordo's schema."""
         with psycopg.connect(self._database.dsn, autocommit=True) as conn:
-            conn.execute(_POSTGRES_MESSAGES)
-            insert = (
-                f"INSERT INTO messages ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            )
+            for statement in ordo_schema("ordo.storage.postgres"):
+                conn.execute(statement.encode())
+            messages = _MESSAGES_INSERT.format(p="%s")
+            tag_views = _TAG_VIEWS_INSERT.format(p="%s")
             with conn.cursor() as cursor:
                 start = time.perf_counter()
-                for rows in batches:
+                for raw in batches:
                     with conn.transaction():
-                        cursor.executemany(insert, rows)
+                        cursor.executemany(messages, raw.messages)
+                        if with_tag_views:
+                            cursor.executemany(tag_views, raw.tag_views)
                 return time.perf_counter() - start
 
     def discard(self) -> None:
@@ -234,6 +250,11 @@ class PostgresBackend:
 
     def new_place(self, label: str) -> PostgresPlace:
         return PostgresPlace(self._server, self._server.fresh_database(label))
+
+
+def ordo_schema(package: str) -> list[str]:
+    """Every CREATE statement of ordo's migrations, so the raw tables match ordo's exactly."""
+    return [statement for m in load_migrations(package) for statement in m.statements]
 
 
 @contextmanager
@@ -262,19 +283,25 @@ def environment(values: dict[str, str]) -> Iterator[None]:
 # --- the runs ------------------------------------------------------------------------------
 
 
-def run_ordo(place: Place, *, events: int, batch: int, tags: int) -> float:
-    """Events/s of Journal.append() plus the final flush()."""
+def run_ordo(
+    place: Place, *, events: int, batch: int, tags: int, profiler: cProfile.Profile | None = None
+) -> float:
+    """Events/s of Journal.append() plus the final flush(); `profiler` sees only that part."""
     work = [
         (persistence_id(k), [NewEvent.of(payload(i), tags=TAGS[:tags]) for i in numbers])
         for k, numbers in enumerate(plan(events, batch))
     ]
     journal = open_journal(place.ordo_url, settings=EventsByTagSettings())
     try:
+        if profiler is not None:
+            profiler.enable()
         start = time.perf_counter()
         for pid, chunk in work:
             journal.append(pid, chunk)
         journal.flush()
         elapsed = time.perf_counter() - start
+        if profiler is not None:
+            profiler.disable()
     finally:
         journal.close()
     written = len(work) * batch
@@ -283,11 +310,12 @@ def run_ordo(place: Place, *, events: int, batch: int, tags: int) -> float:
     return written / elapsed
 
 
-def run_raw(place: Place, *, events: int) -> float:
-    batches = message_rows(events, BATCH)
-    elapsed = place.insert_raw(batches)
-    written = sum(map(len, batches))
+def run_raw(place: Place, *, events: int, with_tag_views: bool = False) -> float:
+    batches = raw_batches(events, BATCH)
+    elapsed = place.insert_raw(batches, with_tag_views=with_tag_views)
+    written = sum(len(raw.messages) for raw in batches)
     _check(place, "messages", written)
+    _check(place, "tag_views", written if with_tag_views else 0)
     return written / elapsed
 
 
@@ -422,6 +450,11 @@ def bench_backend(backend: Backend, *, events: int, single_events: int) -> list[
         lambda p: run_ordo(p, events=single_events, batch=1, tags=len(TAGS)),
     )
     raw = record(f"raw executemany, batch {BATCH}", "raw", lambda p: run_raw(p, events=events))
+    record(
+        f"raw executemany, batch {BATCH}, + tag_views rows",
+        "raw-tag-views",
+        lambda p: run_raw(p, events=events, with_tag_views=True),
+    )
     app = record(
         f"eventsourcing app.save, {BATCH} events/save",
         "es-app-b100",
@@ -486,16 +519,20 @@ def _version(package: str) -> str:
         return "?"
 
 
-def profile_ordo(events: int) -> None:
-    """cProfile one ordo SQLite batch-100 1-tag run (main thread only) and print the top."""
-    with tempfile.TemporaryDirectory(prefix="ordo-bench-") as root:
-        place = SQLiteBackend(Path(root)).new_place("profile")
-        profiler = cProfile.Profile()
-        rate = profiler.runcall(run_ordo, place, events=events, batch=BATCH, tags=1)
-    print(f"ordo sqlite batch {BATCH}, 1 tag, {events} events: {rate:,.0f} events/s (profiled)")
+def profile_ordo(backend: Backend, *, events: int) -> None:
+    """cProfile one ordo batch-100 1-tag run (main thread only) and print where time goes."""
+    place = backend.new_place("profile")
+    profiler = cProfile.Profile()
+    try:
+        rate = run_ordo(place, events=events, batch=BATCH, tags=1, profiler=profiler)
+    finally:
+        place.discard()
+    print(f"{backend.name}: ordo append, batch {BATCH}, 1 tag, {events} events:")
+    print(f"  {rate:,.0f} events/s under the profiler; main thread only (not the tag flusher)")
     stats = pstats.Stats(profiler).strip_dirs()
-    stats.sort_stats("cumulative").print_stats(25)
-    stats.sort_stats("tottime").print_stats(15)
+    stats.sort_stats("cumulative").print_stats(30)
+    stats.sort_stats("tottime").print_stats(20)
+    stats.sort_stats("cumulative").print_callees(r"\(append\)|write_events|_flush_locked")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -504,7 +541,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=None, help=f"events per batch-{BATCH} figure")
     parser.add_argument("--single-events", type=int, default=None, help="per batch-1 figure")
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
-    parser.add_argument("--profile", action="store_true", help="profile ordo on SQLite only")
+    parser.add_argument(
+        "--profile", action="store_true", help=f"only cProfile ordo (batch {BATCH}, 1 tag)"
+    )
     args = parser.parse_args(argv)
     events = args.events or (QUICK_EVENTS if args.quick else DEFAULT_EVENTS)
     single_events = args.single_events or (
@@ -512,10 +551,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if events < BATCH:
         parser.error(f"--events must be at least {BATCH}")
-    if args.profile:
-        profile_ordo(events)
-        return 0
-
     rows: list[Row] = []
     postgres_version: str | None = None
     started = time.perf_counter()
@@ -529,6 +564,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             server = stack.enter_context(bench_postgres())
             postgres_version = server.version
             backends.append(PostgresBackend(server))
+        if args.profile:
+            for backend in backends:
+                profile_ordo(backend, events=events)
+            return 0
         print("\n".join(machine(postgres_version)))
         print(
             f"workload:   {events} events per batch-{BATCH} figure, {single_events} per batch-1"

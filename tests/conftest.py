@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -18,6 +19,10 @@ from hypothesis import settings
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from ordo.clock import Clock
+from ordo.journal import Journal
+from ordo.settings import EventsByTagSettings
+from ordo.storage.open import Stores, open_journal, open_stores
 from ordo.storage.postgres.throwaway import ThrowawayPostgres
 
 # deadline=None: database-backed properties have slow, uneven examples.
@@ -62,3 +67,37 @@ def _with_search_path(dsn: str, schema: str) -> str:
     query = [(key, value) for key, value in query if key != "options"]
     query.append(("options", " ".join([*existing, option])))
     return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def journal_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of an empty journal, once per backend: an SQLite file, or a fresh schema."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'journal.db'}"
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    return dsn
+
+
+@pytest.fixture
+def stores(journal_url: str) -> Iterator[Stores]:
+    """The stores at `journal_url` (schema created), for looking at what journals wrote."""
+    opened = open_stores(journal_url)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def journal_factory(journal_url: str) -> Iterator[Callable[..., Journal]]:
+    """Opens Journals at `journal_url` (keywords as open_journal's); closes them all after."""
+    opened: list[Journal] = []
+
+    def factory(
+        *, settings: EventsByTagSettings | None = None, clock: Clock | None = None
+    ) -> Journal:
+        journal = open_journal(journal_url, settings=settings, clock=clock)
+        opened.append(journal)
+        return journal
+
+    yield factory
+    for journal in reversed(opened):
+        journal.close()

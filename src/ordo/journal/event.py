@@ -13,6 +13,9 @@ from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
 
 
+_TAGS_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewEvent:
     """One event to append: a payload (bytes or a JSON value), optional metadata and tags.
@@ -99,7 +102,7 @@ class PersistedEvent:
 
 def encode_tags(tags: Mapping[Tag, TagPidSequenceNr]) -> str:
     """The stored form of an event's tags: a JSON object tag -> tag pid sequence nr."""
-    return json.dumps(tags, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+    return _TAGS_ENCODER.encode(tags)
 
 
 def decode_tags(text: str) -> dict[Tag, TagPidSequenceNr]:

@@ -8,6 +8,10 @@ from enum import StrEnum
 from ordo.errors import SerializationError
 
 
+# One encoder instance: json.dumps() with options builds a new encoder on every call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 class Serializer(StrEnum):
     """How a payload was stored; persisted with every event."""
 
@@ -43,7 +47,7 @@ def serialize_metadata(metadata: object) -> str | None:
 
 def _dumps(value: object, *, what: str) -> str:
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         msg = f"{what} is neither bytes nor JSON-serializable: {exc}"
         raise SerializationError(msg) from exc

@@ -29,22 +29,42 @@ def _version_of(value: UUID) -> int:
     return (value.int >> 76) & 0xF  # UUID.version is None outside the RFC 4122 variant
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, order=True)
 class TimeUUID:
     """A version-1 UUID that sorts the way Cassandra's ``timeuuid`` column type does.
 
     Order is by the 60-bit timestamp first, then by the low 8 bytes (clock_seq and node)
     compared as signed bytes, one by one. Offsets built on it therefore sort identically
-    in ordo and in a Cassandra-backed Akka journal. Instances are immutable and thread-safe;
-    equality and hashing follow the wrapped ``uuid``.
+    in ordo and in a Cassandra-backed Akka journal. The one field is that order's
+    memcmp-sortable 16-byte encoding (`to_bytes()`), so comparing, hashing and storing are
+    plain bytes operations: the query compares offsets per event. Immutable, thread-safe.
     """
 
-    uuid: UUID
+    key: bytes
 
     def __post_init__(self) -> None:
-        if _version_of(self.uuid) != 1:
-            msg = f"{self.uuid} is not a version-1 (time-based) UUID"
+        if len(self.key) != 16 or self.key[0] >> 4 != 1:
+            msg = f"{bytes(self.key).hex()} is not a stored TimeUUID (16 bytes, version 1)"
             raise OffsetFormatError(msg)
+
+    @classmethod
+    def from_uuid(cls, value: UUID) -> TimeUUID:
+        """Wrap a standard UUID; OffsetFormatError unless it is version 1."""
+        if _version_of(value) != 1:
+            msg = f"{value} is not a version-1 (time-based) UUID"
+            raise OffsetFormatError(msg)
+        return cls._from_timestamp_and_low(value.time, value.int & _LOW_MASK)
+
+    @property
+    def uuid(self) -> UUID:
+        """The standard UUID (RFC 4122 field layout)."""
+        high = int.from_bytes(self.key[:8], "big")
+        timestamp = high & _TIMESTAMP_MASK
+        low = int.from_bytes(self.key[8:], "big") ^ _SIGN_FLIP
+        time_low = timestamp & 0xFFFFFFFF
+        time_mid = (timestamp >> 32) & 0xFFFF
+        time_hi_and_version = 0x1000 | (timestamp >> 48)
+        return UUID(int=(time_low << 96) | (time_mid << 80) | (time_hi_and_version << 64) | low)
 
     @classmethod
     def from_fields(cls, *, timestamp_100ns: int, clock_seq: int, node: int) -> TimeUUID:
@@ -64,15 +84,11 @@ class TimeUUID:
 
     @classmethod
     def _from_timestamp_and_low(cls, timestamp_100ns: int, low: int) -> TimeUUID:
-        """Reassemble time_low/time_mid/time_hi_and_version around 8 raw low bytes."""
+        """Build from the 60-bit timestamp and the 8 raw low bytes (clock_seq and node)."""
         if not 0 <= timestamp_100ns <= _TIMESTAMP_MASK:
             msg = f"timestamp_100ns={timestamp_100ns} is outside the 60-bit timeuuid range"
             raise OffsetFormatError(msg)
-        time_low = timestamp_100ns & 0xFFFFFFFF
-        time_mid = (timestamp_100ns >> 32) & 0xFFFF
-        time_hi_and_version = 0x1000 | (timestamp_100ns >> 48)
-        value = (time_low << 96) | (time_mid << 80) | (time_hi_and_version << 64) | low
-        return cls(uuid=UUID(int=value))
+        return cls(((1 << 60) | timestamp_100ns).to_bytes(8, "big") + _low_key(low))
 
     @classmethod
     def parse(cls, text: str) -> TimeUUID:
@@ -90,7 +106,7 @@ class TimeUUID:
         if _version_of(value) != 1:
             msg = f"{text!r} is not a version-1 (time-based) UUID"
             raise OffsetFormatError(msg)
-        return cls(uuid=value)
+        return cls.from_uuid(value)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> TimeUUID:
@@ -103,12 +119,7 @@ class TimeUUID:
         if len(data) != 16:
             msg = f"a stored TimeUUID is 16 bytes, got {len(data)}: {bytes(data).hex()}"
             raise OffsetFormatError(msg)
-        high = int.from_bytes(data[:8], "big")
-        if high >> 60 != 1:
-            msg = f"stored TimeUUID {bytes(data).hex()} does not carry version 1"
-            raise OffsetFormatError(msg)
-        low = int.from_bytes(data[8:], "big") ^ _SIGN_FLIP
-        return cls._from_timestamp_and_low(high & _TIMESTAMP_MASK, low)
+        return cls(bytes(data))
 
     @classmethod
     def min_for_epoch_ns(cls, epoch_ns: int) -> TimeUUID:
@@ -148,7 +159,7 @@ class TimeUUID:
     @property
     def timestamp_100ns(self) -> int:
         """The 60-bit count of 100 ns intervals since 1582-10-15 UTC."""
-        return self.uuid.time  # time_hi (without the version), time_mid, time_low reassembled
+        return int.from_bytes(self.key[:8], "big") & _TIMESTAMP_MASK
 
     @property
     def epoch_ns(self) -> int:
@@ -171,28 +182,15 @@ class TimeUUID:
         Stores write it to BLOB/bytea columns so that SQLite's and PostgreSQL's byte order is
         Cassandra's order: version nibble and timestamp big-endian, then each low byte ^ 0x80.
         """
-        high = (1 << 60) | self.timestamp_100ns
-        low = (self.uuid.int & _LOW_MASK) ^ _SIGN_FLIP
-        return high.to_bytes(8, "big") + low.to_bytes(8, "big")
-
-    def _key(self) -> bytes:
-        """Give the one sort key all four comparisons use: the memcmp-ordered encoding."""
-        return self.to_bytes()
-
-    def __lt__(self, other: object) -> bool:
-        return self._key() < other._key() if isinstance(other, TimeUUID) else NotImplemented
-
-    def __le__(self, other: object) -> bool:
-        return self._key() <= other._key() if isinstance(other, TimeUUID) else NotImplemented
-
-    def __gt__(self, other: object) -> bool:
-        return self._key() > other._key() if isinstance(other, TimeUUID) else NotImplemented
-
-    def __ge__(self, other: object) -> bool:
-        return self._key() >= other._key() if isinstance(other, TimeUUID) else NotImplemented
+        return self.key
 
     def __str__(self) -> str:
         return str(self.uuid)
+
+
+def _low_key(low: int) -> bytes:
+    """The stored form of the 8 low bytes: each flipped so signed order becomes memcmp order."""
+    return (low ^ _SIGN_FLIP).to_bytes(8, "big")
 
 
 def _timestamp_for(epoch_ns: int) -> int:
@@ -230,7 +228,7 @@ class TimeUUIDGenerator:
         except OffsetFormatError as exc:
             raise ConfigurationError(str(exc)) from exc
         self._clock = clock
-        self._low = template.uuid.int & _LOW_MASK
+        self._low_key = template.key[8:]
         self._last_100ns = -1
         self._lock = threading.Lock()
 
@@ -244,6 +242,8 @@ class TimeUUIDGenerator:
         reading = _timestamp_for(self._clock.now_ns())
         with self._lock:
             timestamp = max(reading, self._last_100ns + 1)
-            issued = TimeUUID._from_timestamp_and_low(timestamp, self._low)
             self._last_100ns = timestamp
-        return issued
+        if not 0 <= timestamp <= _TIMESTAMP_MASK:
+            msg = f"the clock reads outside the timeuuid range: {timestamp} (100 ns units)"
+            raise OffsetFormatError(msg)
+        return TimeUUID(((1 << 60) | timestamp).to_bytes(8, "big") + self._low_key)

@@ -17,7 +17,7 @@ EPOCH_2015_NS = 1_447_977_600_000_000_000  # 2015-11-20T00:00Z
 def with_low_bytes(timestamp_100ns: int, low: bytes) -> TimeUUID:
     base = TimeUUID.min_for_epoch_ns((timestamp_100ns - GREGORIAN_OFFSET_100NS) * 100)
     high = base.uuid.bytes[:8]
-    return TimeUUID(uuid=uuid.UUID(bytes=high + low))
+    return TimeUUID.from_uuid(uuid.UUID(bytes=high + low))
 
 
 def test_uuid1_from_the_standard_library_is_accepted() -> None:
@@ -56,7 +56,7 @@ def test_parse_rejects_a_version_4_uuid_naming_it() -> None:
 
 def test_constructor_rejects_a_version_4_uuid() -> None:
     with pytest.raises(OffsetFormatError, match="version-1"):
-        TimeUUID(uuid=uuid.UUID(int=0, version=4))
+        TimeUUID.from_uuid(uuid.UUID(int=0, version=4))
 
 
 @pytest.mark.parametrize("length", [0, 15, 17])

@@ -31,8 +31,8 @@ def with_raw_low_bytes(draw: st.DrawFn) -> TimeUUID:
     # Any 8 low bytes, outside the RFC variant too, as Cassandra accepts them.
     timestamp = draw(st.sampled_from([GREGORIAN_OFFSET_100NS, 0, 2**60 - 1]) | timestamps)
     template = TimeUUID.from_fields(timestamp_100ns=timestamp, clock_seq=0, node=0)
-    return TimeUUID(
-        uuid=uuid.UUID(bytes=template.uuid.bytes[:8] + draw(st.binary(min_size=8, max_size=8)))
+    return TimeUUID.from_uuid(
+        uuid.UUID(bytes=template.uuid.bytes[:8] + draw(st.binary(min_size=8, max_size=8)))
     )
 
 

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from ordo.errors import ConfigurationError
+from ordo.settings import EventsByTagSettings
+from ordo.time import BucketSize
+
+
+def test_defaults_follow_the_seed() -> None:
+    settings = EventsByTagSettings()
+    assert settings.bucket_size is BucketSize.HOUR
+    assert settings.first_time_bucket == "20151120T00:00"
+    assert settings.max_message_batch_size == 150
+    assert settings.flush_interval == timedelta(milliseconds=250)
+    assert settings.pubsub_notification is False
+
+
+def test_from_env_reads_prefixed_keys_with_units() -> None:
+    settings = EventsByTagSettings.from_env(
+        {
+            "ORDO_BUCKET_SIZE": "Minute",
+            "ORDO_FLUSH_INTERVAL_MS": "0",
+            "ORDO_MAX_MESSAGE_BATCH_SIZE": "10",
+            "ORDO_PUBSUB_NOTIFICATION": "on",
+            "UNRELATED": "x",
+        }
+    )
+    assert settings.bucket_size is BucketSize.MINUTE
+    assert settings.flush_interval == timedelta(0)
+    assert settings.max_message_batch_size == 10
+    assert settings.pubsub_notification is True
+
+
+def test_from_toml_reads_one_table(tmp_path: Path) -> None:
+    path = tmp_path / "ordo.toml"
+    path.write_text(
+        '[events_by_tag]\nbucket_size = "day"\nflush_interval_ms = 25\n'
+        'first_time_bucket = "20260101T00:00"\n',
+        encoding="utf-8",
+    )
+    settings = EventsByTagSettings.from_toml(path)
+    assert settings.bucket_size is BucketSize.DAY
+    assert settings.flush_interval == timedelta(milliseconds=25)
+    assert settings.first_time_bucket_ms == 1767225600000
+
+
+@pytest.mark.parametrize(
+    ("environ", "needle"),
+    [
+        ({"ORDO_BUCKET_SIZE": "week"}, "bucket_size"),
+        ({"ORDO_FLUSH_INTERVAL_MS": "soon"}, "flush_interval_ms"),
+        ({"ORDO_FLUSH_INTERVAL_MS": "-5"}, "flush_interval"),
+        ({"ORDO_MAX_MESSAGE_BATCH_SIZE": "0"}, "max_message_batch_size"),
+        ({"ORDO_PUBSUB_NOTIFICATION": "maybe"}, "pubsub_notification"),
+        ({"ORDO_FIRST_TIME_BUCKET": "2015-11-20"}, "2015-11-20"),
+    ],
+)
+def test_bad_values_name_the_key(environ: dict[str, str], needle: str) -> None:
+    with pytest.raises(ConfigurationError, match=needle):
+        EventsByTagSettings.from_env(environ)
+
+
+def test_unknown_toml_keys_are_listed_with_the_valid_ones(tmp_path: Path) -> None:
+    path = tmp_path / "ordo.toml"
+    path.write_text("[events_by_tag]\nbucket = 'day'\n", encoding="utf-8")
+    with pytest.raises(ConfigurationError, match=r"unknown key\(s\) bucket; valid: bucket_size"):
+        EventsByTagSettings.from_toml(path)
+
+
+def test_an_unreadable_file_is_a_configuration_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="cannot read settings file"):
+        EventsByTagSettings.from_toml(tmp_path / "missing.toml")
