@@ -8,8 +8,9 @@ leave everything as it was.
 from __future__ import annotations
 
 import threading
+import unicodedata
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -27,6 +28,7 @@ from ordo import (
     PersistedEvent,
     SerializationError,
 )
+from ordo.clock import ManualClock
 from ordo.errors import JournalClosedError
 from ordo.storage.open import Stores
 
@@ -34,6 +36,12 @@ JournalFactory = Callable[..., Journal]
 
 IMMEDIATE = EventsByTagSettings(flush_interval=timedelta(0))
 BATCHED = EventsByTagSettings(flush_interval=timedelta(hours=1), max_message_batch_size=3)
+STILL_NS = int(datetime(2026, 3, 1, 12, 30, tzinfo=UTC).timestamp()) * 10**9
+
+
+def still_clock() -> ManualClock:
+    """A clock that does not move: no new time bucket ever cuts a batch short."""
+    return ManualClock(STILL_NS)
 
 
 @pytest.fixture
@@ -165,12 +173,14 @@ def test_tag_pid_sequence_nrs_count_per_persistence_id_and_tag(journal: Journal)
 
 
 def test_arbitrary_unicode_persistence_ids_and_tags(journal: Journal, stores: Stores) -> None:
-    pids = ["ördér-🙂", "名前 with spaces", "a'b\"c;--", "100%_x", "x" * 255]
-    tags = ["tag with spaces", "🙂", "ü-tag", "%", "t" * 255]
+    pids = ["ördér-🙂", "名前 with spaces", "a'b\"c;--", "100%_x", "x" * 255, "p", "p ", "P"]
+    pids += [unicodedata.normalize("NFC", "é"), unicodedata.normalize("NFD", "é")]
+    tags = ["tag with spaces", "🙂", "ü-tag", "%", "t" * 255, 'quote"back\\slash', "1", "null"]
+    tags += ["$.a[0]", unicodedata.normalize("NFC", "é"), unicodedata.normalize("NFD", "é")]
     for pid in pids:
         journal.append(pid, [NewEvent.of({"pid": pid}, tags=tags)])
 
-    assert set(journal.persistence_ids()) == set(pids)
+    assert sorted(journal.persistence_ids()) == sorted(pids)
     assert sorted(tag_names(stores)) == sorted(tags)
     for pid in pids:
         [event] = events_of(journal, pid)
@@ -338,11 +348,26 @@ def test_delete_to_past_the_end_deletes_all_and_numbering_goes_on(
 def test_delete_to_writes_buffered_tag_views_first(
     journal_factory: JournalFactory, stores: Stores
 ) -> None:
-    journal = journal_factory(settings=BATCHED)
+    journal = journal_factory(settings=BATCHED, clock=still_clock())
     journal.append("p", [NewEvent.of(1, tags=["t"]), NewEvent.of(2, tags=["t"])])
     assert list(stores.tag_views.tag_view_entries("t")) == []
 
     journal.delete_to("p", 2)
+
+    entries = list(stores.tag_views.tag_view_entries("t"))
+    assert [(e.sequence_nr, e.tag_pid_sequence_nr) for e in entries] == [(1, 1), (2, 2)]
+
+
+def test_delete_to_by_another_journal_keeps_buffered_events_tag_views(
+    journal_factory: JournalFactory, stores: Stores
+) -> None:
+    """A cleanup in another process must not lose what the writer has not written yet."""
+    writer = journal_factory(settings=BATCHED, clock=still_clock())
+    cleaner = journal_factory(settings=BATCHED, clock=still_clock())
+    writer.append("p", [NewEvent.of(1, tags=["t"]), NewEvent.of(2, tags=["t"])])
+
+    cleaner.delete_to("p", 2)
+    writer.flush()
 
     entries = list(stores.tag_views.tag_view_entries("t"))
     assert [(e.sequence_nr, e.tag_pid_sequence_nr) for e in entries] == [(1, 1), (2, 2)]
@@ -504,6 +529,16 @@ BAD_CALLS: list[tuple[str, type[Exception], Callable[[Journal], object]]] = [
         lambda j: j.append("p", [NewEvent(payload=1, tags=frozenset({"t\udcff"}))]),
     ),
     ("surrogate in payload", SerializationError, lambda j: j.append("p", [NewEvent.of("\ud800")])),
+    (
+        "surrogate in metadata",
+        SerializationError,
+        lambda j: j.append("p", [NewEvent.of(1, metadata={"k": "\udfff"})]),
+    ),
+    (
+        "surrogate in manifest",
+        InvalidInputError,
+        lambda j: j.append("p", [NewEvent.of(1, manifest="m\ud800")]),
+    ),
 ]
 
 

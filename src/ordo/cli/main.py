@@ -23,7 +23,7 @@ class OrdoGroup(click.Group):
         except OrdoError as exc:
             if ctx.find_root().params.get("debug"):
                 raise
-            msg = f"{type(exc).__name__}: {exc}"
+            msg = f"{type(exc).__name__}: {' '.join(str(exc).split())}"  # one line
             raise click.ClickException(msg) from exc
 
 

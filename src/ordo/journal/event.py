@@ -12,7 +12,6 @@ from ordo.journal.serialization import deserialize_payload
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
 
-
 _TAGS_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=True)
 
 

@@ -18,7 +18,7 @@ from ordo.errors import (
 from ordo.journal import validation
 from ordo.journal.event import NewEvent, PersistedEvent
 from ordo.journal.ports import JournalStore
-from ordo.journal.recovery import PidState, recover_persistence_id, tagged_events
+from ordo.journal.recovery import PidState, recover_persistence_id, tag_writes
 from ordo.journal.serialization import serialize_metadata, serialize_payload
 from ordo.settings import EventsByTagSettings
 from ordo.tagging import TagViewStore, TagWriters
@@ -68,6 +68,7 @@ class Journal:
         self._store = store
         self._tag_store = tag_store
         self._uuids = TimeUUIDGenerator(clock or SystemClock())
+        self._check_bucket_size(store.recorded_bucket_size())
         self._tag_writers = TagWriters(
             tag_store,
             max_message_batch_size=self.settings.max_message_batch_size,
@@ -78,7 +79,6 @@ class Journal:
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
         self._is_bucket_size_recorded = False
         self._is_closed = False
-        self._check_bucket_size(store.recorded_bucket_size())
 
     def append(
         self,
@@ -143,7 +143,10 @@ class Journal:
             state.highest = persisted[-1].sequence_nr
             state.tag_pid_sequence_nrs = counters
             self._tag_writers.write(
-                [tagged for event in persisted for tagged in tagged_events(event, self.settings)]
+                tag_writes(
+                    ((event, tag, nr) for event in persisted for tag, nr in event.tags.items()),
+                    self.settings.bucket_size,
+                )
             )
         return AppendReceipt(
             persistence_id=pid,
@@ -191,13 +194,16 @@ class Journal:
     def delete_to(self, persistence_id: str, to_sequence_nr: int) -> int:
         """Delete events up to `to_sequence_nr` (inclusive); tag views keep them (seed 001).
 
-        Buffered tag writes are flushed first, so deleting never loses a tag_views row.
+        Tag views are written from the stored events, so the persistence id is recovered and
+        every buffered row written first: deleting never loses a tag_views row or a number.
         """
         pid = validation.persistence_id(persistence_id)
         up_to = validation.sequence_nr(to_sequence_nr, name="to_sequence_nr")
         self._ensure_open()
-        self._tag_writers.flush()
-        return self._store.delete_events(pid, to_sequence_nr=up_to)
+        with self._lock_for(pid):
+            self._recover(pid)
+            self._tag_writers.flush()
+            return self._store.delete_events(pid, to_sequence_nr=up_to)
 
     def flush(self) -> None:
         """Write every buffered tag_views row now (and its progress)."""
@@ -254,7 +260,5 @@ class Journal:
 def _prepare(event: NewEvent) -> tuple[str, bytes, str, str | None, list[Tag]]:
     serializer, data = serialize_payload(event.payload)
     metadata = serialize_metadata(event.metadata)
-    if not isinstance(event.manifest, str):
-        msg = f"manifest must be a string, got {type(event.manifest).__name__}"
-        raise InvalidInputError(msg)
-    return serializer, data, event.manifest, metadata, [validation.tag(t) for t in event.tags]
+    manifest = validation.text(event.manifest, name="manifest")
+    return serializer, data, manifest, metadata, [validation.tag(t) for t in event.tags]

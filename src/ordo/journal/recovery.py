@@ -11,13 +11,15 @@ the next recovery reads only the events after it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ordo.journal.event import PersistedEvent
 from ordo.journal.ports import JournalStore
 from ordo.settings import EventsByTagSettings
-from ordo.tagging import TaggedEvent, TagViewStore, TagWriters
-from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
+from ordo.tagging import TagViewStore, TagWrite, TagWriters
+from ordo.time import BucketSize
+from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr, TimeBucket
 
 logger = logging.getLogger(__name__)
 
@@ -30,20 +32,51 @@ class PidState:
     tag_pid_sequence_nrs: dict[Tag, TagPidSequenceNr] = field(default_factory=dict)
 
 
-def tagged_events(event: PersistedEvent, settings: EventsByTagSettings) -> list[TaggedEvent]:
-    """The tag_views rows of one journal event, one per tag."""
-    bucket = settings.bucket_size.key(event.timeuuid.epoch_ms)
-    return [
-        TaggedEvent(
-            tag=tag,
-            time_bucket=bucket,
-            timeuuid=event.timeuuid,
-            persistence_id=event.persistence_id,
-            sequence_nr=event.sequence_nr,
-            tag_pid_sequence_nr=number,
+TaggedEntry = tuple[PersistedEvent, Tag, TagPidSequenceNr]
+
+
+def tag_writes(entries: Iterable[TaggedEntry], bucket_size: BucketSize) -> list[TagWrite]:
+    """Group (event, tag, tag pid sequence nr) entries, in sequence nr order, into TagWrites.
+
+    Consecutive entries of one tag in one time bucket become one write, so an append of a
+    hundred events costs the tag writer one buffered item per tag, not a hundred.
+    """
+    closed: list[_Run] = []
+    runs: dict[Tag, _Run] = {}
+    for event, tag, number in entries:
+        bucket = bucket_size.key(event.timeuuid.epoch_ms)
+        run = runs.get(tag)
+        if run is not None and run.bucket == bucket:
+            run.last, run.events, run.number = event, run.events + 1, number
+            continue
+        if run is not None:
+            closed.append(run)
+        runs[tag] = _Run(tag, bucket, event, event, 1, number)
+    return [run.write() for run in (*closed, *runs.values())]
+
+
+@dataclass(slots=True)
+class _Run:
+    """A TagWrite being grouped (mutable while the entries of one append are walked)."""
+
+    tag: Tag
+    bucket: TimeBucket
+    first: PersistedEvent
+    last: PersistedEvent
+    events: int
+    number: TagPidSequenceNr
+
+    def write(self) -> TagWrite:
+        return TagWrite(
+            tag=self.tag,
+            time_bucket=self.bucket,
+            persistence_id=self.first.persistence_id,
+            from_sequence_nr=self.first.sequence_nr,
+            to_sequence_nr=self.last.sequence_nr,
+            events=self.events,
+            last_tag_pid_sequence_nr=self.number,
+            last_timeuuid=self.last.timeuuid,
         )
-        for tag, number in event.tags.items()
-    ]
 
 
 def recover_persistence_id(
@@ -58,25 +91,23 @@ def recover_persistence_id(
     progress = tag_store.read_progress(persistence_id)
     scanned = tag_store.read_tag_scanning(persistence_id)
     counters = {tag: p.tag_pid_sequence_nr for tag, p in progress.items()}
-    missing: list[TaggedEvent] = []
+    missing: list[TaggedEntry] = []
     if scanned < highest:
         for event in store.read_events(
             persistence_id, from_sequence_nr=SequenceNr(scanned + 1), to_sequence_nr=highest
         ):
-            for tagged in tagged_events(event, settings):
-                counters[tagged.tag] = max(
-                    counters.get(tagged.tag, TagPidSequenceNr(0)), tagged.tag_pid_sequence_nr
-                )
-                written = progress.get(tagged.tag)
-                if written is None or tagged.tag_pid_sequence_nr > written.tag_pid_sequence_nr:
-                    missing.append(tagged)
+            for tag, number in event.tags.items():
+                counters[tag] = max(counters.get(tag, TagPidSequenceNr(0)), number)
+                written = progress.get(tag)
+                if written is None or number > written.tag_pid_sequence_nr:
+                    missing.append((event, tag, number))
         if missing:
             logger.info(
                 "recovery rewrites tag views: persistence_id=%s events=%d",
                 persistence_id,
                 len(missing),
             )
-            tag_writers.write(missing)
+            tag_writers.write(tag_writes(missing, settings.bucket_size))
             tag_writers.flush()
         tag_store.write_tag_scanning(persistence_id, highest)
     return PidState(highest=highest, tag_pid_sequence_nrs=counters)

@@ -7,7 +7,6 @@ from enum import StrEnum
 
 from ordo.errors import SerializationError
 
-
 # One encoder instance: json.dumps() with options builds a new encoder on every call.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
@@ -25,7 +24,7 @@ def serialize_payload(payload: object) -> tuple[Serializer, bytes]:
     """Turn an application payload into (serializer, bytes) or raise SerializationError."""
     if isinstance(payload, bytes | bytearray | memoryview):
         return Serializer.BYTES, bytes(payload)
-    return Serializer.JSON, _dumps(payload, what="payload").encode("utf-8")
+    return Serializer.JSON, _dumps(payload, what="payload")
 
 
 def deserialize_payload(serializer: str, data: bytes) -> object:
@@ -42,12 +41,12 @@ def serialize_metadata(metadata: object) -> str | None:
     if not isinstance(metadata, dict):
         msg = f"metadata must be a JSON object (dict), got {type(metadata).__name__}"
         raise SerializationError(msg)
-    return _dumps(metadata, what="metadata")
+    return _dumps(metadata, what="metadata").decode("utf-8")
 
 
-def _dumps(value: object, *, what: str) -> str:
+def _dumps(value: object, *, what: str) -> bytes:
     try:
-        return _ENCODER.encode(value)
+        return _ENCODER.encode(value).encode("utf-8")
     except (TypeError, ValueError) as exc:
         msg = f"{what} is neither bytes nor JSON-serializable: {exc}"
         raise SerializationError(msg) from exc

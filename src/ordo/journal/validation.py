@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ordo.errors import InvalidIdentifierError, InvalidSequenceNrError
+from ordo.errors import InvalidIdentifierError, InvalidInputError, InvalidSequenceNrError
 from ordo.types import PersistenceId, SequenceNr, Tag
 
 MAX_IDENTIFIER_LENGTH = 255
@@ -19,9 +19,28 @@ def _identifier(kind: str, value: object) -> str:
     if len(value) > MAX_IDENTIFIER_LENGTH:
         msg = f"{kind} is {len(value)} characters long, at most {MAX_IDENTIFIER_LENGTH} allowed"
         raise InvalidIdentifierError(msg)
+    _check_storable(kind, value, InvalidIdentifierError)
+    return value
+
+
+def _check_storable(name: str, value: str, error: type[InvalidInputError]) -> None:
+    """Both backends store UTF-8 without NUL: reject what one of them would refuse."""
     if "\x00" in value:
-        msg = f"{kind} {value!r} contains a NUL character"
-        raise InvalidIdentifierError(msg)
+        msg = f"{name} {value!r} contains a NUL character"
+        raise error(msg)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        msg = f"{name} {value!r} is not valid Unicode text: {exc.reason}"
+        raise error(msg) from exc
+
+
+def text(value: object, *, name: str) -> str:
+    """Return `value` as storable text (any length, maybe empty) or raise InvalidInputError."""
+    if not isinstance(value, str):
+        msg = f"{name} must be a string, got {type(value).__name__}"
+        raise InvalidInputError(msg)
+    _check_storable(name, value, InvalidInputError)
     return value
 
 

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from ordo.tagging.ports import TaggedEvent, TagProgress, TagSummary, TagViewStore
+from ordo.tagging.ports import TaggedEvent, TagProgress, TagSummary, TagViewStore, TagWrite
 from ordo.tagging.tag_writer import TagWriter, TagWriters
 
-__all__ = ["TagProgress", "TagSummary", "TagViewStore", "TagWriter", "TagWriters", "TaggedEvent"]
+__all__ = [
+    "TagProgress",
+    "TagSummary",
+    "TagViewStore",
+    "TagWrite",
+    "TagWriter",
+    "TagWriters",
+    "TaggedEvent",
+]

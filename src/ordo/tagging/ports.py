@@ -12,10 +12,7 @@ from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr, TimeBuc
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaggedEvent:
-    """The key of one tag_views row: which journal event goes where in a tag's view.
-
-    The payload is not carried: the store copies it from `messages`, where it already is.
-    """
+    """The key of one tag_views row: which journal event is where in a tag's view."""
 
     tag: Tag
     time_bucket: TimeBucket
@@ -23,6 +20,37 @@ class TaggedEvent:
     persistence_id: PersistenceId
     sequence_nr: SequenceNr
     tag_pid_sequence_nr: TagPidSequenceNr
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TagWrite:
+    """Journal events of one persistence id, one tag and one time bucket, to write as rows.
+
+    The tag writer buffers these instead of single rows: one append of many events is one
+    TagWrite, and the store expands it to tag_views rows inside the database, from the events'
+    stored tag pid sequence nrs and payloads, so no per-row work happens in Python. The range
+    `from_sequence_nr..to_sequence_nr` is inclusive; events in it without the tag are skipped.
+    """
+
+    tag: Tag
+    time_bucket: TimeBucket
+    persistence_id: PersistenceId
+    from_sequence_nr: SequenceNr
+    to_sequence_nr: SequenceNr
+    events: int
+    """How many events of the range carry the tag (what batch sizes count)."""
+    last_tag_pid_sequence_nr: TagPidSequenceNr
+    last_timeuuid: TimeUUID
+
+    def progress(self) -> TagProgress:
+        """The progress recorded once this write is stored."""
+        return TagProgress(
+            persistence_id=self.persistence_id,
+            tag=self.tag,
+            sequence_nr=self.to_sequence_nr,
+            tag_pid_sequence_nr=self.last_tag_pid_sequence_nr,
+            timeuuid=self.last_timeuuid,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,8 +79,8 @@ class TagSummary:
 class TagViewStore(Protocol):
     """The tables `tag_views`, `tag_write_progress` and `tag_scanning`. Thread-safe."""
 
-    def write_tag_views(self, events: Sequence[TaggedEvent]) -> None:
-        """Upsert tag_views rows in one transaction; writing a row again changes nothing."""
+    def write_tag_views(self, writes: Sequence[TagWrite]) -> None:
+        """Upsert the rows of the writes in one transaction; writing a row again changes nothing."""
         ...
 
     def write_progress(self, progress: Sequence[TagProgress]) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from ordo.errors import JournalClosedError, StorageError
-from ordo.tagging.ports import TaggedEvent, TagProgress, TagViewStore
+from ordo.tagging.ports import TagViewStore, TagWrite
 from ordo.types import PersistenceId, Tag
 
 logger = logging.getLogger(__name__)
@@ -17,8 +17,8 @@ logger = logging.getLogger(__name__)
 class TagWriter:
     """Batches the events of one tag (seed 000: one TagWriter per tag, created on demand).
 
-    A batch is written when it reaches `max_message_batch_size`, when an event of another time
-    bucket arrives (a new bucket is a new partition), and when the owner calls flush() (the
+    A batch is written when it holds `max_message_batch_size` events, when an event of another
+    time bucket arrives (a new bucket is a new partition), and when the owner calls flush() (the
     periodic flush of TagWriters). Progress is written after the tag_views rows, so a crash
     between the two leaves rows that recovery rewrites with the same numbers. Thread-safe: one
     lock guards the buffer and serializes the writes of this tag.
@@ -28,18 +28,32 @@ class TagWriter:
         self.tag = tag
         self._store = store
         self._max = max_message_batch_size
-        self._buffer: list[TaggedEvent] = []
+        self._buffer: list[TagWrite] = []
+        self._buffered = 0
         self._lock = threading.Lock()
 
-    def add(self, events: Sequence[TaggedEvent]) -> None:
-        """Buffer events of this tag (in sequence nr order per persistence id)."""
+    def add(self, writes: Sequence[TagWrite], *, is_immediate: bool = False) -> None:
+        """Buffer writes of this tag (in sequence nr order per persistence id).
+
+        Never raises a storage error: the events are already in the journal, so the appender
+        must not see a failure. A failed write stays buffered and is retried by the next flush;
+        a crash before that is what recovery repairs.
+        """
         with self._lock:
-            for event in events:
-                if self._buffer and event.time_bucket != self._buffer[-1].time_bucket:
-                    self._flush_locked()
-                self._buffer.append(event)
-                if len(self._buffer) >= self._max:
-                    self._flush_locked()
+            for write in writes:
+                if self._buffer and write.time_bucket != self._buffer[-1].time_bucket:
+                    self._try_flush_locked()
+                self._buffer.append(write)
+                self._buffered += write.events
+                if self._buffered >= self._max:
+                    self._try_flush_locked()
+            if is_immediate:
+                self._try_flush_locked()
+
+    def try_flush(self) -> None:
+        """Flush, logging (not raising) a storage error; the batch stays buffered."""
+        with self._lock:
+            self._try_flush_locked()
 
     def flush(self) -> None:
         """Write whatever is buffered now; on a storage error the batch stays buffered."""
@@ -49,29 +63,22 @@ class TagWriter:
     @property
     def buffered(self) -> int:
         """How many events wait to be written."""
-        return len(self._buffer)
+        return self._buffered
+
+    def _try_flush_locked(self) -> None:
+        try:
+            self._flush_locked()
+        except StorageError as exc:
+            logger.warning("tag write failed, will retry: tag=%s error=%s", self.tag, exc)
 
     def _flush_locked(self) -> None:
         batch = self._buffer
         if not batch:
             return
         self._store.write_tag_views(batch)
-        self._buffer = []
-        latest: dict[PersistenceId, TaggedEvent] = {}
-        for event in batch:
-            latest[event.persistence_id] = event
-        self._store.write_progress(
-            [
-                TagProgress(
-                    persistence_id=e.persistence_id,
-                    tag=e.tag,
-                    sequence_nr=e.sequence_nr,
-                    tag_pid_sequence_nr=e.tag_pid_sequence_nr,
-                    timeuuid=e.timeuuid,
-                )
-                for e in latest.values()
-            ]
-        )
+        self._buffer, self._buffered = [], 0
+        latest: dict[PersistenceId, TagWrite] = {write.persistence_id: write for write in batch}
+        self._store.write_progress([write.progress() for write in latest.values()])
 
 
 class TagWriters:
@@ -101,19 +108,16 @@ class TagWriters:
             )
             self._flusher.start()
 
-    def write(self, events: Sequence[TaggedEvent]) -> None:
-        """Hand tagged events to their tags' writers (created on demand)."""
+    def write(self, writes: Sequence[TagWrite]) -> None:
+        """Hand tag writes to their tags' writers (created on demand)."""
         if self._stopped.is_set():
             msg = "the tag writers are closed"
             raise JournalClosedError(msg)
-        by_tag: dict[Tag, list[TaggedEvent]] = {}
-        for event in events:
-            by_tag.setdefault(event.tag, []).append(event)
+        by_tag: dict[Tag, list[TagWrite]] = {}
+        for write in writes:
+            by_tag.setdefault(write.tag, []).append(write)
         for tag, tagged in by_tag.items():
-            writer = self._writer(tag)
-            writer.add(tagged)
-            if self._interval <= 0:
-                writer.flush()
+            self._writer(tag).add(tagged, is_immediate=self._interval <= 0)
 
     def flush(self) -> None:
         """Write everything buffered in every tag writer; raises on a storage error."""
@@ -148,7 +152,4 @@ class TagWriters:
     def _flush_periodically(self) -> None:
         while not self._stopped.wait(self._interval):
             for writer in self._snapshot():
-                try:
-                    writer.flush()
-                except StorageError as exc:
-                    logger.warning("tag write failed, retrying: tag=%s error=%s", writer.tag, exc)
+                writer.try_flush()

@@ -15,20 +15,23 @@ from ordo.storage.rows import (
     tag_summary_from_row,
     tag_view_key_from_row,
 )
-from ordo.tagging import TaggedEvent, TagProgress, TagSummary
+from ordo.tagging import TaggedEvent, TagProgress, TagSummary, TagWrite
 from ordo.types import PersistenceId, SequenceNr, Tag
 
-# One statement per batch: the keys travel as arrays and PostgreSQL copies the payload columns
-# from `messages` itself.
+# One statement per batch: the writes travel as arrays and PostgreSQL expands each range of
+# journal events into rows itself, taking the tag pid sequence nr from the event's stored tags
+# and copying the payload columns.
 _INSERT_TAG_VIEWS = (
     "INSERT INTO tag_views (tag, timebucket, timeuuid, persistence_id, tag_pid_sequence_nr, "
     "sequence_nr, persistence_id_hash, writer_uuid, serializer, manifest, payload, metadata, tags) "
-    "SELECT b.tag, b.timebucket, m.timeuuid, m.persistence_id, b.tag_pid_sequence_nr, "
-    "m.sequence_nr, b.persistence_id_hash, m.writer_uuid, m.serializer, m.manifest, m.payload, "
-    "m.metadata, m.tags "
+    "SELECT b.tag, b.timebucket, m.timeuuid, m.persistence_id, "
+    "(m.tags::jsonb ->> b.tag)::bigint, m.sequence_nr, b.persistence_id_hash, m.writer_uuid, "
+    "m.serializer, m.manifest, m.payload, m.metadata, m.tags "
     "FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::bigint[], %s::bigint[], %s::bigint[]) "
-    "AS b(tag, timebucket, persistence_id, sequence_nr, tag_pid_sequence_nr, persistence_id_hash) "
-    "JOIN messages AS m ON m.persistence_id = b.persistence_id AND m.sequence_nr = b.sequence_nr "
+    "AS b(tag, timebucket, persistence_id, from_nr, to_nr, persistence_id_hash) "
+    "JOIN messages AS m ON m.persistence_id = b.persistence_id "
+    "AND m.sequence_nr BETWEEN b.from_nr AND b.to_nr "
+    "WHERE m.tags::jsonb ? b.tag "
     "ON CONFLICT DO NOTHING"
 )
 _UPSERT_PROGRESS = (
@@ -46,15 +49,15 @@ class PostgresTagViewStore:
     def __init__(self, datastore: PostgresDatastore) -> None:
         self._db = datastore
 
-    def write_tag_views(self, events: Sequence[TaggedEvent]) -> None:
-        """Upsert the rows (copying payloads from `messages`) in one transaction."""
+    def write_tag_views(self, writes: Sequence[TagWrite]) -> None:
+        """Upsert the rows of the writes (expanded from `messages`) in one transaction."""
         params = [
-            [e.tag for e in events],
-            [e.time_bucket for e in events],
-            [e.persistence_id for e in events],
-            [e.sequence_nr for e in events],
-            [e.tag_pid_sequence_nr for e in events],
-            [stable_hash(e.persistence_id) for e in events],
+            [w.tag for w in writes],
+            [w.time_bucket for w in writes],
+            [w.persistence_id for w in writes],
+            [w.from_sequence_nr for w in writes],
+            [w.to_sequence_nr for w in writes],
+            [stable_hash(w.persistence_id) for w in writes],
         ]
         with self._db.write_transaction() as conn:
             conn.execute(_INSERT_TAG_VIEWS, params)

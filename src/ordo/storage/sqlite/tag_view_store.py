@@ -16,19 +16,21 @@ from ordo.storage.rows import (
     tag_view_key_from_row,
 )
 from ordo.storage.sqlite.datastore import SQLiteDatastore
-from ordo.tagging import TaggedEvent, TagProgress, TagSummary
+from ordo.tagging import TaggedEvent, TagProgress, TagSummary, TagWrite
 from ordo.types import PersistenceId, SequenceNr, Tag
 
-# One statement per batch: the keys travel as one JSON array and SQLite copies the payload
-# columns from `messages` itself, so no per-row work happens in Python.
+# One statement per batch: the writes travel as one JSON array and SQLite expands each range of
+# journal events into rows itself, taking the tag pid sequence nr from the event's stored tags
+# and copying the payload columns, so no per-row work happens in Python.
 _INSERT_TAG_VIEWS = (
     "INSERT INTO tag_views (tag, timebucket, timeuuid, persistence_id, tag_pid_sequence_nr, "
     "sequence_nr, persistence_id_hash, writer_uuid, serializer, manifest, payload, metadata, tags) "
-    "SELECT b.value ->> 0, b.value ->> 1, m.timeuuid, m.persistence_id, b.value ->> 4, "
+    "SELECT b.value ->> 0, b.value ->> 1, m.timeuuid, m.persistence_id, t.value, "
     "m.sequence_nr, b.value ->> 5, m.writer_uuid, m.serializer, m.manifest, m.payload, "
     "m.metadata, m.tags "
-    "FROM json_each(?) AS b JOIN messages AS m "
-    "ON m.persistence_id = b.value ->> 2 AND m.sequence_nr = b.value ->> 3 "
+    "FROM json_each(?) AS b JOIN messages AS m ON m.persistence_id = b.value ->> 2 "
+    "AND m.sequence_nr BETWEEN b.value ->> 3 AND b.value ->> 4 "
+    "JOIN json_each(m.tags) AS t ON t.key = b.value ->> 0 "
     "WHERE true ON CONFLICT DO NOTHING"
 )
 _UPSERT_PROGRESS = (
@@ -45,19 +47,19 @@ class SQLiteTagViewStore:
     def __init__(self, datastore: SQLiteDatastore) -> None:
         self._db = datastore
 
-    def write_tag_views(self, events: Sequence[TaggedEvent]) -> None:
-        """Upsert the rows (copying payloads from `messages`) in one transaction."""
+    def write_tag_views(self, writes: Sequence[TagWrite]) -> None:
+        """Upsert the rows of the writes (expanded from `messages`) in one transaction."""
         keys = json.dumps(
             [
                 [
-                    e.tag,
-                    e.time_bucket,
-                    e.persistence_id,
-                    e.sequence_nr,
-                    e.tag_pid_sequence_nr,
-                    stable_hash(e.persistence_id),
+                    w.tag,
+                    w.time_bucket,
+                    w.persistence_id,
+                    w.from_sequence_nr,
+                    w.to_sequence_nr,
+                    stable_hash(w.persistence_id),
                 ]
-                for e in events
+                for w in writes
             ],
             ensure_ascii=False,
         )

@@ -1,0 +1,251 @@
+"""The tag writer against an in-memory TagViewStore: batching, buckets, progress, failures."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import timedelta
+
+import pytest
+
+from ordo.errors import JournalClosedError, StorageError
+from ordo.tagging import TaggedEvent, TagProgress, TagSummary, TagWrite, TagWriter, TagWriters
+from ordo.time import TimeUUID
+from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr, TimeBucket
+
+HOUR_MS = 3_600_000
+BASE_NS = 1_700_000_000_000_000_000
+
+
+class MemoryTagViews:
+    """Records every write, in order; the next `failures` tag_views writes raise StorageError."""
+
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+        self.batches: list[list[TagWrite]] = []
+        self.progress: list[list[TagProgress]] = []
+        self.failures = 0
+        self._lock = threading.Lock()
+
+    def write_tag_views(self, writes: Sequence[TagWrite]) -> None:
+        with self._lock:
+            if self.failures > 0:
+                self.failures -= 1
+                msg = "injected failure"
+                raise StorageError(msg)
+            self.kinds.append("rows")
+            self.batches.append(list(writes))
+
+    def write_progress(self, progress: Sequence[TagProgress]) -> None:
+        with self._lock:
+            self.kinds.append("progress")
+            self.progress.append(list(progress))
+
+    def rows(self) -> list[TagWrite]:
+        with self._lock:
+            return [row for batch in self.batches for row in batch]
+
+    def read_progress(self, persistence_id: PersistenceId) -> Mapping[Tag, TagProgress]:
+        raise NotImplementedError
+
+    def read_tag_scanning(self, persistence_id: PersistenceId) -> SequenceNr:
+        raise NotImplementedError
+
+    def write_tag_scanning(self, persistence_id: PersistenceId, sequence_nr: SequenceNr) -> None:
+        raise NotImplementedError
+
+    def tags(self) -> Sequence[TagSummary]:
+        raise NotImplementedError
+
+    def tag_view_entries(self, tag: Tag) -> Iterator[TaggedEvent]:
+        raise NotImplementedError
+
+
+def tagged(
+    pid: str, first: int, last: int | None = None, *, tag: str = "t", hour: int = 0
+) -> TagWrite:
+    """A write of events first..last (all tagged) of `pid`, numbered like their sequence nrs."""
+    last = first if last is None else last
+    return TagWrite(
+        tag=Tag(tag),
+        time_bucket=TimeBucket((BASE_NS // 10**6 // HOUR_MS + hour) * HOUR_MS),
+        persistence_id=PersistenceId(pid),
+        from_sequence_nr=SequenceNr(first),
+        to_sequence_nr=SequenceNr(last),
+        events=last - first + 1,
+        last_tag_pid_sequence_nr=TagPidSequenceNr(last),
+        last_timeuuid=TimeUUID.min_for_epoch_ns(BASE_NS + hour * HOUR_MS * 10**6 + last * 1000),
+    )
+
+
+def progress_for(write: TagWrite) -> TagProgress:
+    return TagProgress(
+        persistence_id=write.persistence_id,
+        tag=write.tag,
+        sequence_nr=write.to_sequence_nr,
+        tag_pid_sequence_nr=write.last_tag_pid_sequence_nr,
+        timeuuid=write.last_timeuuid,
+    )
+
+
+def test_events_wait_in_the_buffer_until_flush() -> None:
+    store = MemoryTagViews()
+    writer = TagWriter(Tag("t"), store, max_message_batch_size=10)
+    events = [tagged("a", 1), tagged("b", 1), tagged("a", 2)]
+
+    writer.add(events)
+    assert store.kinds == []
+    assert writer.buffered == 3
+
+    writer.flush()
+
+    assert store.kinds == ["rows", "progress"]
+    assert store.batches == [events]
+    assert sorted(store.progress[0], key=lambda p: p.persistence_id) == [
+        progress_for(events[2]),
+        progress_for(events[1]),
+    ]
+    assert writer.buffered == 0
+    writer.flush()
+    assert store.kinds == ["rows", "progress"]  # nothing more to write
+
+
+def test_a_full_batch_is_written_at_once() -> None:
+    store = MemoryTagViews()
+    writer = TagWriter(Tag("t"), store, max_message_batch_size=2)
+
+    writer.add([tagged("a", n) for n in range(1, 6)])
+
+    assert [[w.from_sequence_nr for w in batch] for batch in store.batches] == [[1, 2], [3, 4]]
+    assert writer.buffered == 1
+
+
+def test_batch_size_counts_events_not_writes() -> None:
+    store = MemoryTagViews()
+    writer = TagWriter(Tag("t"), store, max_message_batch_size=5)
+
+    writer.add([tagged("a", 1, 3)])
+    assert store.batches == []
+    writer.add([tagged("b", 1, 2)])
+
+    assert store.batches == [[tagged("a", 1, 3), tagged("b", 1, 2)]]
+    assert writer.buffered == 0
+    writer.add([tagged("a", 4, 10)])  # one write larger than a batch is written whole
+    assert store.batches[1:] == [[tagged("a", 4, 10)]]
+
+
+def test_a_new_time_bucket_writes_the_previous_buckets_batch() -> None:
+    store = MemoryTagViews()
+    writer = TagWriter(Tag("t"), store, max_message_batch_size=100)
+
+    writer.add([tagged("a", 1), tagged("b", 1)])
+    writer.add([tagged("a", 2, hour=1)])
+
+    assert store.rows() == [tagged("a", 1), tagged("b", 1)]
+    writer.add([tagged("a", 3, hour=1), tagged("a", 4, hour=2)])
+    assert store.rows()[2:] == [tagged("a", 2, hour=1), tagged("a", 3, hour=1)]
+    for batch in store.batches:
+        assert len({e.time_bucket for e in batch}) == 1
+
+
+def test_progress_is_written_after_the_rows() -> None:
+    store = MemoryTagViews()
+    writer = TagWriter(Tag("t"), store, max_message_batch_size=3)
+
+    writer.add([tagged("a", n) for n in range(1, 8)])
+    writer.flush()
+
+    assert store.kinds == ["rows", "progress"] * 3
+    assert store.progress == [
+        [progress_for(tagged("a", 3))],
+        [progress_for(tagged("a", 6))],
+        [progress_for(tagged("a", 7))],
+    ]
+
+
+def test_a_failed_write_keeps_the_batch_for_the_next_flush() -> None:
+    store = MemoryTagViews()
+    writer = TagWriter(Tag("t"), store, max_message_batch_size=10)
+    writer.add([tagged("a", 1), tagged("a", 2)])
+    store.failures = 1
+
+    with pytest.raises(StorageError):
+        writer.flush()
+
+    assert store.kinds == []
+    assert writer.buffered == 2
+    writer.add([tagged("a", 3)])
+    writer.flush()
+    assert store.rows() == [tagged("a", 1), tagged("a", 2), tagged("a", 3)]
+    assert store.progress == [[progress_for(tagged("a", 3))]]
+
+
+def test_tag_writers_route_each_tag_to_its_own_batches() -> None:
+    store = MemoryTagViews()
+    writers = TagWriters(store, max_message_batch_size=2, flush_interval=timedelta(hours=1))
+    try:
+        writers.write([tagged("a", 1, tag="x"), tagged("a", 1, tag="y"), tagged("a", 2, tag="x")])
+
+        assert store.rows() == [tagged("a", 1, tag="x"), tagged("a", 2, tag="x")]
+        assert writers.buffered == 1
+        writers.flush()
+        assert writers.buffered == 0
+        for batch in store.batches:
+            assert len({e.tag for e in batch}) == 1
+    finally:
+        writers.close()
+
+
+def test_flush_interval_0_writes_every_event_at_once() -> None:
+    store = MemoryTagViews()
+    writers = TagWriters(store, max_message_batch_size=100, flush_interval=timedelta(0))
+
+    writers.write([tagged("a", 1)])
+    assert store.rows() == [tagged("a", 1)]
+    writers.write([tagged("a", 2), tagged("b", 1)])
+    assert store.rows() == [tagged("a", 1), tagged("a", 2), tagged("b", 1)]
+    assert writers.buffered == 0
+    writers.close()
+
+
+def wait_for(condition: Callable[[], object], seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def test_the_flusher_writes_periodically_and_survives_storage_errors() -> None:
+    store = MemoryTagViews()
+    store.failures = 2
+    writers = TagWriters(
+        store, max_message_batch_size=100, flush_interval=timedelta(milliseconds=5)
+    )
+    try:
+        writers.write([tagged("a", 1)])
+        wait_for(lambda: store.rows())
+        assert store.rows() == [tagged("a", 1)]
+        assert store.failures == 0
+
+        writers.write([tagged("a", 2)])
+        wait_for(lambda: len(store.rows()) == 2)
+        assert store.rows() == [tagged("a", 1), tagged("a", 2)]
+    finally:
+        writers.close()
+
+
+def test_close_writes_what_is_buffered_and_stops_the_flusher() -> None:
+    store = MemoryTagViews()
+    before = set(threading.enumerate())
+    writers = TagWriters(store, max_message_batch_size=100, flush_interval=timedelta(hours=1))
+    flushers = set(threading.enumerate()) - before
+    writers.write([tagged("a", 1)])
+
+    writers.close()
+    writers.close()  # idempotent
+
+    assert store.rows() == [tagged("a", 1)]
+    assert [t.name for t in flushers] == ["ordo-tag-flusher"]
+    assert not any(t.is_alive() for t in flushers)
+    with pytest.raises(JournalClosedError):
+        writers.write([tagged("a", 2)])
