@@ -12,7 +12,8 @@ from ordo.journal.serialization import deserialize_payload
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
 
-_TAGS_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+_QUOTED_TAGS: dict[str, str] = {}
+_QUOTED_TAGS_LIMIT = 10_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,8 +101,20 @@ class PersistedEvent:
 
 
 def encode_tags(tags: Mapping[Tag, TagPidSequenceNr]) -> str:
-    """The stored form of an event's tags: a JSON object tag -> tag pid sequence nr."""
-    return _TAGS_ENCODER.encode(tags)
+    """The stored form of an event's tags: a JSON object tag -> tag pid sequence nr.
+
+    Called once per appended event, so the quoted tag names are cached rather than encoded
+    again each time (an application has few distinct tags; the cache is bounded anyway).
+    """
+    parts = []
+    for tag in sorted(tags):
+        quoted = _QUOTED_TAGS.get(tag)
+        if quoted is None:
+            if len(_QUOTED_TAGS) >= _QUOTED_TAGS_LIMIT:
+                _QUOTED_TAGS.clear()
+            quoted = _QUOTED_TAGS[tag] = json.dumps(tag, ensure_ascii=False)
+        parts.append(f"{quoted}:{tags[tag]}")
+    return "{" + ",".join(parts) + "}"
 
 
 def decode_tags(text: str) -> dict[Tag, TagPidSequenceNr]:

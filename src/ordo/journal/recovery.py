@@ -88,6 +88,8 @@ def recover_persistence_id(
 ) -> PidState:
     """Complete the tag views of a persistence id and return its state (caller holds its lock)."""
     highest = store.highest_sequence_nr(persistence_id)
+    if highest == 0:
+        return PidState(highest=highest)  # a new persistence id: nothing to recover
     progress = tag_store.read_progress(persistence_id)
     scanned = tag_store.read_tag_scanning(persistence_id)
     counters = {tag: p.tag_pid_sequence_nr for tag, p in progress.items()}

@@ -69,10 +69,14 @@ class PostgresDatastore:
             raise translate_postgres_error(exc) from exc
 
     @contextmanager
-    def read(self) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
-        """Run reads in one snapshot (REPEATABLE READ would be stricter; one query is atomic)."""
+    def connection(self) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+        """Lend an autocommit connection: each statement is its own transaction.
+
+        For single statements (reads, or a write that is atomic on its own); no BEGIN/COMMIT
+        round trips.
+        """
         try:
-            with self._pool.connection() as conn, conn.transaction():
+            with self._pool.connection() as conn:
                 yield conn
         except (psycopg.Error, PoolTimeout) as exc:
             raise translate_postgres_error(exc) from exc

@@ -27,11 +27,23 @@ _HIGHEST = (
     "coalesce((SELECT max(sequence_nr) FROM messages WHERE persistence_id = %(pid)s), 0), "
     "coalesce((SELECT deleted_to FROM all_persistence_ids WHERE persistence_id = %(pid)s), 0))"
 )
-# All rows of an append travel as one array per column: one statement, no per-row round trip.
-_INSERT_MESSAGES = (
-    f"INSERT INTO messages ({MESSAGE_COLUMNS}) SELECT * FROM unnest("
-    "%s::text[], %s::bigint[], %s::bytea[], %s::text[], %s::text[], %s::text[], %s::bytea[], "
-    "%s::text[], %s::text[])"
+# One statement, one round trip, atomic on its own: check the highest sequence nr, register
+# the persistence id and insert the rows only if the check passes. The rows travel as one
+# binary array per column. Returns (highest before the append, rows inserted).
+_APPEND = (
+    "WITH highest AS ("
+    "SELECT greatest("
+    "coalesce((SELECT max(sequence_nr) FROM messages WHERE persistence_id = %(pid)s), 0), "
+    "coalesce((SELECT deleted_to FROM all_persistence_ids WHERE persistence_id = %(pid)s), 0)"
+    ") AS nr), "
+    "registered AS (INSERT INTO all_persistence_ids (persistence_id) "
+    "SELECT %(pid)s WHERE %(expected)s = 0 AND (SELECT nr FROM highest) = 0 "
+    "ON CONFLICT DO NOTHING), "
+    f"inserted AS (INSERT INTO messages ({MESSAGE_COLUMNS}) SELECT * FROM unnest("
+    "%(c0)b::text[], %(c1)b::bigint[], %(c2)b::bytea[], %(c3)b::text[], %(c4)b::text[], "
+    "%(c5)b::text[], %(c6)b::bytea[], %(c7)b::text[], %(c8)b::text[]) "
+    "WHERE (SELECT nr FROM highest) = %(expected)s RETURNING 1) "
+    "SELECT (SELECT nr FROM highest), (SELECT count(*) FROM inserted)"
 )
 
 
@@ -50,30 +62,26 @@ class PostgresJournalStore:
         second, which is reported as the same ConcurrencyConflictError.
         """
         pid = events[0].persistence_id
+        columns = zip(*(message_row(event) for event in events), strict=True)
+        params: dict[str, object] = {f"c{i}": list(column) for i, column in enumerate(columns)}
+        params.update(pid=pid, expected=expected_sequence_nr)
         try:
-            with self._db.write_transaction() as conn:
-                actual = _highest(conn, pid)
-                if actual != expected_sequence_nr:
-                    raise ConcurrencyConflictError(
-                        persistence_id=pid, expected=expected_sequence_nr, actual=actual
-                    )
-                if expected_sequence_nr == 0:
-                    conn.execute(
-                        "INSERT INTO all_persistence_ids (persistence_id) VALUES (%s) "
-                        "ON CONFLICT DO NOTHING",
-                        (pid,),
-                    )
-                columns = list(zip(*(message_row(event) for event in events), strict=True))
-                conn.execute(_INSERT_MESSAGES, [list(column) for column in columns])
-        except StorageIntegrityError as exc:
+            with self._db.connection() as conn:
+                row = conn.execute(_APPEND, params).fetchone()
+        except StorageIntegrityError as exc:  # a concurrent append won the primary key
             actual = self.highest_sequence_nr(pid)
             raise ConcurrencyConflictError(
                 persistence_id=pid, expected=expected_sequence_nr, actual=actual
             ) from exc
+        actual = SequenceNr(0 if row is None else int(str(row[0])))
+        if actual != expected_sequence_nr:
+            raise ConcurrencyConflictError(
+                persistence_id=pid, expected=expected_sequence_nr, actual=actual
+            )
 
     def highest_sequence_nr(self, persistence_id: PersistenceId) -> SequenceNr:
         """The highest sequence nr ever written (deleted ones count), 0 if none."""
-        with self._db.read() as conn:
+        with self._db.connection() as conn:
             return _highest(conn, persistence_id)
 
     def read_events(
@@ -86,7 +94,7 @@ class PostgresJournalStore:
         """Events from..to (inclusive), ascending, read a page at a time."""
         start = from_sequence_nr
         while start <= to_sequence_nr:
-            with self._db.read() as conn:
+            with self._db.connection() as conn:
                 rows = conn.execute(
                     f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE persistence_id = %s "
                     "AND sequence_nr BETWEEN %s AND %s ORDER BY sequence_nr LIMIT %s",
@@ -101,7 +109,7 @@ class PostgresJournalStore:
         """Every persistence id, in id order, a page at a time."""
         after = ""
         while True:
-            with self._db.read() as conn:
+            with self._db.connection() as conn:
                 rows = conn.execute(
                     "SELECT persistence_id FROM all_persistence_ids WHERE persistence_id > %s "
                     "ORDER BY persistence_id LIMIT %s",
@@ -141,7 +149,7 @@ class PostgresJournalStore:
 
     def recorded_bucket_size(self) -> str | None:
         """The bucket size the first write recorded, or None."""
-        with self._db.read() as conn:
+        with self._db.connection() as conn:
             row = conn.execute(
                 f"SELECT value FROM {METADATA_TABLE} WHERE key = %s", (BUCKET_SIZE_KEY,)
             ).fetchone()
@@ -149,7 +157,7 @@ class PostgresJournalStore:
 
     def summary(self) -> JournalSummary:
         """Count events and persistence ids (full scans)."""
-        with self._db.read() as conn:
+        with self._db.connection() as conn:
             row = conn.execute(
                 SUMMARY_QUERY.format(placeholder="%s"), (BUCKET_SIZE_KEY, SCHEMA_VERSION_KEY)
             ).fetchone()

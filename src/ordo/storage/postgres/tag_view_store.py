@@ -27,7 +27,7 @@ _INSERT_TAG_VIEWS = (
     "SELECT b.tag, b.timebucket, m.timeuuid, m.persistence_id, "
     "(m.tags::jsonb ->> b.tag)::bigint, m.sequence_nr, b.persistence_id_hash, m.writer_uuid, "
     "m.serializer, m.manifest, m.payload, m.metadata, m.tags "
-    "FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::bigint[], %s::bigint[], %s::bigint[]) "
+    "FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[]) "
     "AS b(tag, timebucket, persistence_id, from_nr, to_nr, persistence_id_hash) "
     "JOIN messages AS m ON m.persistence_id = b.persistence_id "
     "AND m.sequence_nr BETWEEN b.from_nr AND b.to_nr "
@@ -36,7 +36,7 @@ _INSERT_TAG_VIEWS = (
 )
 _UPSERT_PROGRESS = (
     f"INSERT INTO tag_write_progress ({PROGRESS_COLUMNS}) SELECT * FROM unnest("
-    "%s::text[], %s::text[], %s::bigint[], %s::bigint[], %s::bytea[]) "
+    "%b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::bytea[]) "
     "ON CONFLICT (persistence_id, tag) DO UPDATE SET sequence_nr = excluded.sequence_nr, "
     "tag_pid_sequence_nr = excluded.tag_pid_sequence_nr, timeuuid = excluded.timeuuid "
     "WHERE excluded.tag_pid_sequence_nr > tag_write_progress.tag_pid_sequence_nr"
@@ -59,7 +59,7 @@ class PostgresTagViewStore:
             [w.to_sequence_nr for w in writes],
             [stable_hash(w.persistence_id) for w in writes],
         ]
-        with self._db.write_transaction() as conn:
+        with self._db.connection() as conn:
             conn.execute(_INSERT_TAG_VIEWS, params)
 
     def write_progress(self, progress: Sequence[TagProgress]) -> None:
@@ -72,12 +72,12 @@ class PostgresTagViewStore:
             [p.tag_pid_sequence_nr for p in rows],
             [p.timeuuid.to_bytes() for p in rows],
         ]
-        with self._db.write_transaction() as conn:
+        with self._db.connection() as conn:
             conn.execute(_UPSERT_PROGRESS, params)
 
     def read_progress(self, persistence_id: PersistenceId) -> Mapping[Tag, TagProgress]:
         """Progress per tag of the persistence id."""
-        with self._db.read() as conn:
+        with self._db.connection() as conn:
             rows = conn.execute(
                 f"SELECT {PROGRESS_COLUMNS} FROM tag_write_progress WHERE persistence_id = %s",
                 (persistence_id,),
@@ -86,7 +86,7 @@ class PostgresTagViewStore:
 
     def read_tag_scanning(self, persistence_id: PersistenceId) -> SequenceNr:
         """Up to where all tagged events of the id are known written; 0 if never scanned."""
-        with self._db.read() as conn:
+        with self._db.connection() as conn:
             row = conn.execute(
                 "SELECT sequence_nr FROM tag_scanning WHERE persistence_id = %s", (persistence_id,)
             ).fetchone()
@@ -94,7 +94,7 @@ class PostgresTagViewStore:
 
     def write_tag_scanning(self, persistence_id: PersistenceId, sequence_nr: SequenceNr) -> None:
         """Record the scanned sequence nr (it only moves forward)."""
-        with self._db.write_transaction() as conn:
+        with self._db.connection() as conn:
             conn.execute(
                 "INSERT INTO tag_scanning (persistence_id, sequence_nr) VALUES (%s, %s) "
                 "ON CONFLICT (persistence_id) DO UPDATE SET sequence_nr = excluded.sequence_nr "
@@ -104,13 +104,13 @@ class PostgresTagViewStore:
 
     def tags(self) -> Sequence[TagSummary]:
         """Every tag with rows, with counts (a full scan of tag_views)."""
-        with self._db.read() as conn:
+        with self._db.connection() as conn:
             rows = conn.execute(TAG_SUMMARY_QUERY).fetchall()
         return [tag_summary_from_row(row) for row in rows]
 
     def tag_view_entries(self, tag: Tag) -> Iterator[TaggedEvent]:
         """Row keys of one tag in (bucket, timeuuid) order."""
-        with self._db.read() as conn:
+        with self._db.connection() as conn:
             rows = conn.execute(
                 f"SELECT {TAG_VIEW_KEY_COLUMNS} FROM tag_views WHERE tag = %s "
                 "ORDER BY timebucket, timeuuid, persistence_id, tag_pid_sequence_nr",
