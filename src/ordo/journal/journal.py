@@ -28,6 +28,8 @@ from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
 logger = logging.getLogger(__name__)
 
 _LOCK_STRIPES = 256
+MAX_CACHED_TAG_SETS = 10_000
+"""Distinct tag sets whose validation is remembered (applications use a handful)."""
 MAX_CACHED_PERSISTENCE_IDS = 100_000
 """Per-id state kept in memory; an evicted id is recovered again on its next append."""
 
@@ -76,6 +78,7 @@ class Journal:
         )
         self._on_close = on_close
         self._states: dict[PersistenceId, PidState] = {}
+        self._tag_sets: dict[frozenset[Tag], tuple[Tag, ...]] = {}
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
         self._is_bucket_size_recorded = False
         self._is_closed = False
@@ -104,7 +107,7 @@ class Journal:
                 expected_sequence_nr, name="expected_sequence_nr", minimum=0
             )
         )
-        prepared = [_prepare(event) for event in events]
+        prepared = [self._prepare(event) for event in events]
         self._ensure_open()
         self._record_bucket_size()
         with self._lock_for(pid):
@@ -118,15 +121,16 @@ class Journal:
             after = state.highest
             counters = dict(state.tag_pid_sequence_nrs)
             persisted: list[PersistedEvent] = []
-            for offset, (serializer, data, manifest, metadata, tags) in enumerate(prepared, 1):
+            offsets = self._uuids.next_batch(len(prepared))
+            for number, (serializer, data, manifest, metadata, tags) in enumerate(prepared, 1):
                 tag_nrs: dict[Tag, TagPidSequenceNr] = {}
-                for tag in sorted(tags):
+                for tag in tags:
                     tag_nrs[tag] = counters[tag] = TagPidSequenceNr(counters.get(tag, 0) + 1)
                 persisted.append(
                     PersistedEvent(
                         persistence_id=pid,
-                        sequence_nr=SequenceNr(after + offset),
-                        timeuuid=self._uuids.next(),
+                        sequence_nr=SequenceNr(after + number),
+                        timeuuid=offsets[number - 1],
                         writer_uuid=self.writer_uuid,
                         serializer=serializer,
                         manifest=manifest,
@@ -226,6 +230,22 @@ class Journal:
     def __exit__(self, *_: object) -> None:
         self.close()
 
+    def _prepare(self, event: NewEvent) -> tuple[str, bytes, str, str | None, tuple[Tag, ...]]:
+        """Serialize and validate one event before anything is written."""
+        serializer, data = serialize_payload(event.payload)
+        metadata = serialize_metadata(event.metadata)
+        manifest = validation.text(event.manifest, name="manifest") if event.manifest else ""
+        if isinstance(event.tags, str):
+            msg = f"tags must be a collection of tags, not the string {event.tags!r}"
+            raise InvalidInputError(msg)
+        key = event.tags if isinstance(event.tags, frozenset) else frozenset(event.tags)
+        tags = self._tag_sets.get(key)
+        if tags is None:
+            tags = tuple(sorted(validation.tag(t) for t in key))
+            if len(self._tag_sets) < MAX_CACHED_TAG_SETS:
+                self._tag_sets[key] = tags
+        return serializer, data, manifest, metadata, tags
+
     def _state(self, pid: PersistenceId) -> PidState:
         state = self._states.get(pid)
         return state if state is not None else self._recover(pid)
@@ -255,10 +275,3 @@ class Journal:
     def _check_bucket_size(self, recorded: str | None) -> None:
         if recorded is not None and recorded != self.settings.bucket_size:
             raise BucketSizeMismatchError(recorded=recorded, requested=self.settings.bucket_size)
-
-
-def _prepare(event: NewEvent) -> tuple[str, bytes, str, str | None, list[Tag]]:
-    serializer, data = serialize_payload(event.payload)
-    metadata = serialize_metadata(event.metadata)
-    manifest = validation.text(event.manifest, name="manifest")
-    return serializer, data, manifest, metadata, [validation.tag(t) for t in event.tags]

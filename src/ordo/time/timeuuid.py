@@ -169,7 +169,8 @@ class TimeUUID:
     @property
     def epoch_ms(self) -> int:
         """Milliseconds since the Unix epoch, floored: what time buckets are keyed on."""
-        return self.epoch_ns // 1_000_000
+        timestamp = int.from_bytes(self.key[:8], "big") & _TIMESTAMP_MASK
+        return (timestamp - GREGORIAN_OFFSET_100NS) // 10_000
 
     @property
     def datetime(self) -> _dt.datetime:
@@ -239,11 +240,27 @@ class TimeUUIDGenerator:
             OffsetFormatError: the clock reads outside the timeuuid range (before 1582).
 
         """
+        return self.next_batch(1)[0]
+
+    def next_batch(self, count: int) -> list[TimeUUID]:
+        """Issue `count` ascending TimeUUIDs at once: one clock reading, consecutive ticks.
+
+        The journal calls this once per append, so a hundred events cost one clock read and
+        one lock, and their ids are strictly greater than every one issued before.
+
+        Raises:
+            OffsetFormatError: the clock reads outside the timeuuid range (before 1582).
+
+        """
         reading = _timestamp_for(self._clock.now_ns())
         with self._lock:
-            timestamp = max(reading, self._last_100ns + 1)
-            self._last_100ns = timestamp
-        if not 0 <= timestamp <= _TIMESTAMP_MASK:
-            msg = f"the clock reads outside the timeuuid range: {timestamp} (100 ns units)"
-            raise OffsetFormatError(msg)
-        return TimeUUID(((1 << 60) | timestamp).to_bytes(8, "big") + self._low_key)
+            first = max(reading, self._last_100ns + 1)
+            if not (first >= 0 and first + count - 1 <= _TIMESTAMP_MASK):
+                msg = f"the clock reads outside the timeuuid range: {first} (100 ns units)"
+                raise OffsetFormatError(msg)
+            self._last_100ns = first + count - 1
+        low = self._low_key
+        return [
+            TimeUUID(((1 << 60) | timestamp).to_bytes(8, "big") + low)
+            for timestamp in range(first, first + count)
+        ]
