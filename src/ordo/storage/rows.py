@@ -21,11 +21,6 @@ TAG_SUMMARY_QUERY = (
     "SELECT tag, count(*), count(DISTINCT persistence_id), count(DISTINCT timebucket), "
     "min(timebucket), max(timebucket) FROM tag_views GROUP BY tag ORDER BY tag"
 )
-SUMMARY_QUERY = (
-    "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM all_persistence_ids), "
-    "(SELECT value FROM ordo_metadata WHERE key = {placeholder}), "
-    "(SELECT value FROM ordo_metadata WHERE key = {placeholder})"
-)
 
 MessageRow = tuple[str, int, bytes, str, str, str, bytes, str | None, str]
 

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 
 from ordo.hashing import stable_hash
 from ordo.storage.postgres.datastore import PostgresDatastore
-from ordo.storage.rows import (
-    PROGRESS_COLUMNS,
-    TAG_SUMMARY_QUERY,
-    TAG_VIEW_KEY_COLUMNS,
-    latest_progress,
-    progress_from_row,
-    tag_summary_from_row,
-    tag_view_key_from_row,
-)
-from ordo.tagging import TaggedEvent, TagProgress, TagSummary, TagWrite
-from ordo.types import PersistenceId, SequenceNr, Tag
+from ordo.storage.rows import PROGRESS_COLUMNS, latest_progress
+from ordo.storage.sql_store import SqlTagViewStore
+from ordo.tagging import TagProgress, TagWrite
 
 # One statement per batch: the writes travel as arrays and PostgreSQL expands each range of
 # journal events into rows itself, taking the tag pid sequence nr from the event's stored tags
@@ -43,11 +35,14 @@ _UPSERT_PROGRESS = (
 )
 
 
-class PostgresTagViewStore:
+class PostgresTagViewStore(SqlTagViewStore):
     """TagViewStore on PostgreSQL. Thread-safe (connections come from the pool)."""
 
+    PARAM = "%s"
+
     def __init__(self, datastore: PostgresDatastore) -> None:
-        self._db = datastore
+        super().__init__(datastore)
+        self._postgres = datastore
 
     def write_tag_views(self, writes: Sequence[TagWrite]) -> None:
         """Upsert the rows of the writes (expanded from `messages`) in one transaction."""
@@ -59,7 +54,7 @@ class PostgresTagViewStore:
             [w.to_sequence_nr for w in writes],
             [stable_hash(w.persistence_id) for w in writes],
         ]
-        with self._db.connection() as conn:
+        with self._postgres.connection() as conn:
             conn.execute(_INSERT_TAG_VIEWS, params)
 
     def write_progress(self, progress: Sequence[TagProgress]) -> None:
@@ -72,48 +67,5 @@ class PostgresTagViewStore:
             [p.tag_pid_sequence_nr for p in rows],
             [p.timeuuid.to_bytes() for p in rows],
         ]
-        with self._db.connection() as conn:
+        with self._postgres.connection() as conn:
             conn.execute(_UPSERT_PROGRESS, params)
-
-    def read_progress(self, persistence_id: PersistenceId) -> Mapping[Tag, TagProgress]:
-        """Progress per tag of the persistence id."""
-        with self._db.connection() as conn:
-            rows = conn.execute(
-                f"SELECT {PROGRESS_COLUMNS} FROM tag_write_progress WHERE persistence_id = %s",
-                (persistence_id,),
-            ).fetchall()
-        return {p.tag: p for p in map(progress_from_row, rows)}
-
-    def read_tag_scanning(self, persistence_id: PersistenceId) -> SequenceNr:
-        """Up to where all tagged events of the id are known written; 0 if never scanned."""
-        with self._db.connection() as conn:
-            row = conn.execute(
-                "SELECT sequence_nr FROM tag_scanning WHERE persistence_id = %s", (persistence_id,)
-            ).fetchone()
-        return SequenceNr(0 if row is None else int(str(row[0])))
-
-    def write_tag_scanning(self, persistence_id: PersistenceId, sequence_nr: SequenceNr) -> None:
-        """Record the scanned sequence nr (it only moves forward)."""
-        with self._db.connection() as conn:
-            conn.execute(
-                "INSERT INTO tag_scanning (persistence_id, sequence_nr) VALUES (%s, %s) "
-                "ON CONFLICT (persistence_id) DO UPDATE SET sequence_nr = excluded.sequence_nr "
-                "WHERE excluded.sequence_nr > tag_scanning.sequence_nr",
-                (persistence_id, sequence_nr),
-            )
-
-    def tags(self) -> Sequence[TagSummary]:
-        """Every tag with rows, with counts (a full scan of tag_views)."""
-        with self._db.connection() as conn:
-            rows = conn.execute(TAG_SUMMARY_QUERY).fetchall()
-        return [tag_summary_from_row(row) for row in rows]
-
-    def tag_view_entries(self, tag: Tag) -> Iterator[TaggedEvent]:
-        """Row keys of one tag in (bucket, timeuuid) order."""
-        with self._db.connection() as conn:
-            rows = conn.execute(
-                f"SELECT {TAG_VIEW_KEY_COLUMNS} FROM tag_views WHERE tag = %s "
-                "ORDER BY timebucket, timeuuid, persistence_id, tag_pid_sequence_nr",
-                (tag,),
-            ).fetchall()
-        return map(tag_view_key_from_row, rows)

@@ -76,17 +76,13 @@ class SQLiteDatastore:
             raise
 
     @contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
-        """Run reads in one snapshot (a deferred transaction)."""
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        """Lend this thread's connection for single statements (each its own transaction)."""
         conn = self._connect()
         try:
-            conn.execute("BEGIN")
             yield conn
         except sqlite3.Error as exc:
             raise translate_sqlite_error(exc) from exc
-        finally:
-            if conn.in_transaction:
-                conn.execute("COMMIT")
 
     def migrate(self) -> MigrationReceipt:
         """Create or upgrade the schema (idempotent; concurrent callers serialize)."""

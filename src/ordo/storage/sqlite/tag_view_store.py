@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 
 from ordo.hashing import stable_hash
-from ordo.storage.rows import (
-    PROGRESS_COLUMNS,
-    TAG_SUMMARY_QUERY,
-    TAG_VIEW_KEY_COLUMNS,
-    latest_progress,
-    progress_from_row,
-    tag_summary_from_row,
-    tag_view_key_from_row,
-)
+from ordo.storage.rows import PROGRESS_COLUMNS, latest_progress
+from ordo.storage.sql_store import SqlTagViewStore
 from ordo.storage.sqlite.datastore import SQLiteDatastore
-from ordo.tagging import TaggedEvent, TagProgress, TagSummary, TagWrite
-from ordo.types import PersistenceId, SequenceNr, Tag
+from ordo.tagging import TagProgress, TagWrite
 
 # One statement per batch: the writes travel as one JSON array and SQLite expands each range of
 # journal events into rows itself, taking the tag pid sequence nr from the event's stored tags
@@ -41,14 +33,17 @@ _UPSERT_PROGRESS = (
 )
 
 
-class SQLiteTagViewStore:
+class SQLiteTagViewStore(SqlTagViewStore):
     """TagViewStore on SQLite. Thread-safe (connections are per thread)."""
 
+    PARAM = "?"
+
     def __init__(self, datastore: SQLiteDatastore) -> None:
-        self._db = datastore
+        super().__init__(datastore)
+        self._sqlite = datastore
 
     def write_tag_views(self, writes: Sequence[TagWrite]) -> None:
-        """Upsert the rows of the writes (expanded from `messages`) in one transaction."""
+        """Upsert the rows of the writes (expanded from `messages`) in one statement."""
         keys = json.dumps(
             [
                 [
@@ -63,12 +58,12 @@ class SQLiteTagViewStore:
             ],
             ensure_ascii=False,
         )
-        with self._db.write_transaction() as conn:
+        with self._sqlite.connection() as conn:
             conn.execute(_INSERT_TAG_VIEWS, (keys,))
 
     def write_progress(self, progress: Sequence[TagProgress]) -> None:
         """Move progress rows forward (never back)."""
-        with self._db.write_transaction() as conn:
+        with self._sqlite.write_transaction() as conn:
             conn.executemany(
                 _UPSERT_PROGRESS,
                 [
@@ -82,46 +77,3 @@ class SQLiteTagViewStore:
                     for p in latest_progress(progress)
                 ],
             )
-
-    def read_progress(self, persistence_id: PersistenceId) -> Mapping[Tag, TagProgress]:
-        """Progress per tag of the persistence id."""
-        with self._db.read() as conn:
-            rows = conn.execute(
-                f"SELECT {PROGRESS_COLUMNS} FROM tag_write_progress WHERE persistence_id = ?",
-                (persistence_id,),
-            ).fetchall()
-        return {p.tag: p for p in map(progress_from_row, rows)}
-
-    def read_tag_scanning(self, persistence_id: PersistenceId) -> SequenceNr:
-        """Up to where all tagged events of the id are known written; 0 if never scanned."""
-        with self._db.read() as conn:
-            row = conn.execute(
-                "SELECT sequence_nr FROM tag_scanning WHERE persistence_id = ?", (persistence_id,)
-            ).fetchone()
-        return SequenceNr(0 if row is None else int(row[0]))
-
-    def write_tag_scanning(self, persistence_id: PersistenceId, sequence_nr: SequenceNr) -> None:
-        """Record the scanned sequence nr (it only moves forward)."""
-        with self._db.write_transaction() as conn:
-            conn.execute(
-                "INSERT INTO tag_scanning (persistence_id, sequence_nr) VALUES (?, ?) "
-                "ON CONFLICT (persistence_id) DO UPDATE SET sequence_nr = excluded.sequence_nr "
-                "WHERE excluded.sequence_nr > tag_scanning.sequence_nr",
-                (persistence_id, sequence_nr),
-            )
-
-    def tags(self) -> Sequence[TagSummary]:
-        """Every tag with rows, with counts (a full scan of tag_views)."""
-        with self._db.read() as conn:
-            rows = conn.execute(TAG_SUMMARY_QUERY).fetchall()
-        return [tag_summary_from_row(row) for row in rows]
-
-    def tag_view_entries(self, tag: Tag) -> Iterator[TaggedEvent]:
-        """Row keys of one tag in (bucket, timeuuid) order."""
-        with self._db.read() as conn:
-            rows = conn.execute(
-                f"SELECT {TAG_VIEW_KEY_COLUMNS} FROM tag_views WHERE tag = ? "
-                "ORDER BY timebucket, timeuuid, persistence_id, tag_pid_sequence_nr",
-                (tag,),
-            ).fetchall()
-        return map(tag_view_key_from_row, rows)
