@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any, Protocol
 
 from ordo.errors import SchemaVersionError
 
@@ -53,3 +54,24 @@ def pending(migrations: tuple[Migration, ...], current: int) -> tuple[Migration,
     if current > latest:
         raise SchemaVersionError(found=current, supported=latest)
     return tuple(m for m in migrations if m.version > current)
+
+
+class _Connection(Protocol):
+    def execute(self, sql: Any, params: Any = ..., /) -> Any: ...
+
+
+def migrate(conn: _Connection, *, package: str, current: int, param: str) -> MigrationReceipt:
+    """Run the pending migrations of `package` on `conn` (inside the caller's transaction).
+
+    `current` is the version found; `param` is the driver's placeholder (`?` or `%s`).
+    """
+    todo = pending(load_migrations(package), current)
+    for migration in todo:
+        for statement in migration.statements:
+            conn.execute(statement)
+        conn.execute(
+            f"INSERT INTO {METADATA_TABLE} (key, value) VALUES ({param}, {param}) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (SCHEMA_VERSION_KEY, str(migration.version)),
+        )
+    return MigrationReceipt(previous_version=current, version=todo[-1].version if todo else current)

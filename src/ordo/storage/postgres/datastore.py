@@ -14,8 +14,7 @@ from ordo.storage.migration import (
     METADATA_TABLE,
     SCHEMA_VERSION_KEY,
     MigrationReceipt,
-    load_migrations,
-    pending,
+    migrate,
 )
 
 logger = logging.getLogger(__name__)
@@ -85,18 +84,11 @@ class PostgresDatastore:
         """Create or upgrade the schema; an advisory lock serializes concurrent callers."""
         with self.write_transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('ordo.migrate'))")
-            current = self._schema_version(conn)
-            todo = pending(load_migrations("ordo.storage.postgres"), current)
-            for migration in todo:
-                for statement in migration.statements:
-                    conn.execute(statement.encode("utf-8"))
-                conn.execute(
-                    f"INSERT INTO {METADATA_TABLE} (key, value) VALUES (%s, %s) "
-                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    (SCHEMA_VERSION_KEY, str(migration.version)),
-                )
-            return MigrationReceipt(
-                previous_version=current, version=todo[-1].version if todo else current
+            return migrate(
+                conn,
+                package="ordo.storage.postgres",
+                current=self._schema_version(conn),
+                param="%s",
             )
 
     def close(self) -> None:

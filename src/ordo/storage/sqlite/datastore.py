@@ -18,8 +18,7 @@ from ordo.storage.migration import (
     METADATA_TABLE,
     SCHEMA_VERSION_KEY,
     MigrationReceipt,
-    load_migrations,
-    pending,
+    migrate,
 )
 
 logger = logging.getLogger(__name__)
@@ -87,18 +86,11 @@ class SQLiteDatastore:
     def migrate(self) -> MigrationReceipt:
         """Create or upgrade the schema (idempotent; concurrent callers serialize)."""
         with self.write_transaction() as conn:
-            current = self._schema_version(conn)
-            todo = pending(load_migrations("ordo.storage.sqlite"), current)
-            for migration in todo:
-                for statement in migration.statements:
-                    conn.execute(statement)
-                conn.execute(
-                    f"INSERT INTO {METADATA_TABLE} (key, value) VALUES (?, ?) "
-                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    (SCHEMA_VERSION_KEY, str(migration.version)),
-                )
-            return MigrationReceipt(
-                previous_version=current, version=todo[-1].version if todo else current
+            return migrate(
+                conn,
+                package="ordo.storage.sqlite",
+                current=self._schema_version(conn),
+                param="?",
             )
 
     def close(self) -> None:
