@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+
+from ordo import SchemaVersionError, StorageUnavailableError, init_storage, open_stores
+
+pytestmark = pytest.mark.postgres
+
+
+def test_an_unreachable_server_is_unavailable() -> None:
+    with pytest.raises(StorageUnavailableError, match="cannot connect to PostgreSQL"):
+        open_stores("postgresql://nobody@127.0.0.1:1/none")
+
+
+def test_concurrent_inits_create_the_schema_once(postgres_dsn: str) -> None:
+    receipts = []
+
+    def init() -> None:
+        receipts.append(init_storage(postgres_dsn))
+
+    threads = [threading.Thread(target=init) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(r.previous_version for r in receipts) == [0, 1, 1, 1]
+    assert {r.version for r in receipts} == {1}
+
+
+def test_a_journal_of_a_newer_schema_is_refused(postgres_dsn: str) -> None:
+    init_storage(postgres_dsn)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE ordo_metadata SET value = '7' WHERE key = 'schema_version'")
+    with pytest.raises(SchemaVersionError, match="newer"):
+        open_stores(postgres_dsn)
+
+
+def test_identifiers_sort_bytewise_whatever_the_server_locale(postgres_dsn: str) -> None:
+    init_storage(postgres_dsn)
+    with psycopg.connect(postgres_dsn) as conn:
+        collations = conn.execute(
+            "SELECT DISTINCT collation_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND column_name IN ('persistence_id', 'tag')"
+        ).fetchall()
+    assert collations == [("C",)]

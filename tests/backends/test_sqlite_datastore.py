@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ordo import (
+    NewEvent,
+    SchemaVersionError,
+    StorageUnavailableError,
+    init_storage,
+    open_journal,
+    open_stores,
+)
+from ordo.errors import ConfigurationError, UnknownUrlSchemeError
+from ordo.storage.location import PostgresLocation, SQLiteLocation, parse_location
+
+
+def test_the_journal_file_is_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    init_storage(f"sqlite:///{path}")
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_missing_directories_are_created(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "j.db"
+    with open_journal(str(path)) as journal:
+        journal.append("p", [NewEvent.of(1)])
+    assert path.exists()
+
+
+def test_a_file_that_is_not_a_database_is_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("hello, this is not SQLite\n" * 100, encoding="utf-8")
+    with pytest.raises(StorageUnavailableError, match=r"notes\.txt|not a database"):
+        open_stores(str(path))
+    assert path.read_text(encoding="utf-8").startswith("hello")
+
+
+def test_a_journal_of_a_newer_schema_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    init_storage(str(path))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE ordo_metadata SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(SchemaVersionError) as caught:
+        open_stores(str(path))
+    assert (caught.value.found, caught.value.supported) == (99, 1)
+    with sqlite3.connect(path) as conn:
+        version = conn.execute(
+            "SELECT value FROM ordo_metadata WHERE key = 'schema_version'"
+        ).fetchone()
+    assert version == ("99",)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("sqlite:///rel/j.db", SQLiteLocation(path=Path("rel/j.db"))),
+        ("sqlite:////abs/j.db", SQLiteLocation(path=Path("/abs/j.db"))),
+        ("j.db", SQLiteLocation(path=Path("j.db"))),
+        ("postgresql://u@h:5/db", PostgresLocation(dsn="postgresql://u@h:5/db")),
+        ("postgres://u@h/db", PostgresLocation(dsn="postgres://u@h/db")),
+    ],
+)
+def test_journal_urls(url: str, expected: object) -> None:
+    assert parse_location(url) == expected
+
+
+@pytest.mark.parametrize("url", ["", "   ", "sqlite://", "sqlite://host/j.db"])
+def test_malformed_urls_are_configuration_errors(url: str) -> None:
+    with pytest.raises(ConfigurationError):
+        parse_location(url)
+
+
+def test_an_unknown_scheme_names_the_valid_ones() -> None:
+    with pytest.raises(UnknownUrlSchemeError, match="sqlite, postgresql, postgres"):
+        parse_location("mysql://u@h/db")

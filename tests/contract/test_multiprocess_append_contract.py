@@ -1,0 +1,22 @@
+"""Several writer processes append to one database at once (the demo's writers)."""
+
+from __future__ import annotations
+
+from ordo.demo.workload import Workload
+from ordo.demo.writers import run_writers
+from ordo.settings import EventsByTagSettings
+from ordo.storage.open import stores_at
+from ordo.tools.verification import check_tag_views
+
+
+def test_writer_processes_share_one_journal(journal_url: str) -> None:
+    settings = EventsByTagSettings()
+    workload = Workload(events=1_500, persistence_ids=300, writers=3, seed=7)
+    report = run_writers(journal_url, workload, settings=settings, on_progress=lambda _: None)
+    assert report.failed_writers == ()
+    assert report.events == 1_500
+    with stores_at(journal_url) as stores:
+        assert stores.journal.summary().events == 1_500
+        check = check_tag_views(stores.journal, stores.tag_views, settings.bucket_size)
+    assert check.is_clean, check
+    assert check.tag_view_rows == check.tagged_events > 1_500
