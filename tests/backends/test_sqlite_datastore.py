@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,20 @@ def test_malformed_urls_are_configuration_errors(url: str) -> None:
 def test_an_unknown_scheme_names_the_valid_ones() -> None:
     with pytest.raises(UnknownUrlSchemeError, match="sqlite, postgresql, postgres"):
         parse_location("mysql://u@h/db")
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_processes_opening_a_new_journal_together_all_succeed(tmp_path: Path, attempt: int) -> None:
+    path = tmp_path / f"fresh-{attempt}.db"
+    script = (
+        "import sys\n"
+        "from ordo import NewEvent, open_journal\n"
+        "with open_journal(sys.argv[1]) as journal:\n"
+        "    journal.append(sys.argv[2], [NewEvent.of(1, tags=['t'])] * 5)\n"
+    )
+    children = [
+        subprocess.Popen([sys.executable, "-c", script, str(path), f"p{i}"]) for i in range(10)
+    ]
+    assert [child.wait(timeout=60) for child in children] == [0] * 10
+    with open_journal(str(path)) as journal:
+        assert sorted(journal.persistence_ids()) == sorted(f"p{i}" for i in range(10))

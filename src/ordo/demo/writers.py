@@ -11,7 +11,7 @@ from multiprocessing.sharedctypes import Synchronized
 from ordo.demo.workload import Workload, writer_batches
 from ordo.errors import OrdoError
 from ordo.settings import EventsByTagSettings
-from ordo.storage.open import open_journal
+from ordo.storage.open import init_storage, open_journal
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +49,7 @@ def run_writers(
     Processes are spawned (not forked) so that no thread or connection of this process leaks
     into them.
     """
+    init_storage(url)  # once, before the writers race to create the schema
     context = multiprocessing.get_context("spawn")
     counter: Synchronized[int] = context.Value("q", 0)
     processes = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +38,22 @@ def translate_sqlite_error(exc: sqlite3.Error) -> StorageError:
     ):
         return StorageUnavailableError(f"SQLite database cannot be used: {text}")
     return StorageError(f"SQLite error: {text}")
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL mode once; it stays so for every later connection.
+
+    The switch needs an exclusive lock and SQLite reports a busy file at once instead of
+    waiting, so processes opening a new journal together retry until the busy timeout.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 class SQLiteDatastore:
@@ -120,7 +137,7 @@ class SQLiteDatastore:
             conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S
             )
-            conn.execute("PRAGMA journal_mode = WAL")
+            _use_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
         except sqlite3.Error as exc:
             msg = f"cannot open SQLite journal {self.path}: {exc}"
