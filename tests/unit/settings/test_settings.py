@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from ordo.errors import ConfigurationError
-from ordo.settings import EventsByTagSettings
+from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.time import BucketSize
 
 
@@ -74,3 +74,52 @@ def test_unknown_toml_keys_are_listed_with_the_valid_ones(tmp_path: Path) -> Non
 def test_an_unreadable_file_is_a_configuration_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="cannot read settings file"):
         EventsByTagSettings.from_toml(tmp_path / "missing.toml")
+
+
+def test_query_defaults_follow_the_seed() -> None:
+    settings = QuerySettings()
+    assert settings.eventual_consistency_delay == timedelta(seconds=5)
+    assert settings.refresh_interval == timedelta(seconds=3)
+    assert settings.gap_timeout == timedelta(seconds=10)
+    assert settings.new_persistence_id_scan_timeout == timedelta(0)
+    assert settings.max_missing_to_search == 5000
+    assert settings.back_track_interval == timedelta(seconds=1)
+    assert settings.back_track_period == timedelta(seconds=5)
+    assert settings.back_track_long_interval == timedelta(seconds=120)
+    assert settings.back_track_long_period == "max"
+
+
+def test_back_track_periods_accept_max_off_and_milliseconds() -> None:
+    settings = QuerySettings.from_env(
+        {
+            "ORDO_BACK_TRACK_PERIOD_MS": "max",
+            "ORDO_BACK_TRACK_LONG_PERIOD_MS": "OFF",
+            "ORDO_EVENTUAL_CONSISTENCY_DELAY_MS": "50",
+        }
+    )
+    assert settings.back_track_period == "max"
+    assert settings.back_track_long_period == "off"
+    assert settings.eventual_consistency_delay == timedelta(milliseconds=50)
+    assert QuerySettings.from_mapping({"back_track_period_ms": 800}).back_track_period == (
+        timedelta(milliseconds=800)
+    )
+
+
+@pytest.mark.parametrize(
+    ("values", "needle"),
+    [
+        ({"gap_timeout_ms": -1}, "gap_timeout"),
+        ({"refresh_interval_ms": 0}, "refresh_interval"),
+        ({"page_size": 0}, "page_size"),
+        ({"back_track_period_ms": "off"}, "back_track_period cannot be off"),
+        ({"back_track_period_ms": "sometimes"}, "back_track_period_ms"),
+        (
+            {"back_track_period_ms": 5000, "back_track_long_period_ms": 1000},
+            "back_track_long_period .* must not be shorter than back_track_period",
+        ),
+        ({"cleanup_old_persistence_ids_ms": -5}, "cleanup_old_persistence_ids"),
+    ],
+)
+def test_bad_query_settings_name_the_setting(values: dict[str, object], needle: str) -> None:
+    with pytest.raises(ConfigurationError, match=needle):
+        QuerySettings.from_mapping(values)

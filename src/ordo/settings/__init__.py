@@ -1,0 +1,15 @@
+"""Settings: one frozen dataclass per concern, validated on creation, loadable from TOML and env."""
+
+from __future__ import annotations
+
+from ordo.settings.events_by_tag import EventsByTagSettings
+from ordo.settings.loading import ENV_PREFIX, BackTrackPeriod, LoadableSettings
+from ordo.settings.query import QuerySettings
+
+__all__ = [
+    "ENV_PREFIX",
+    "BackTrackPeriod",
+    "EventsByTagSettings",
+    "LoadableSettings",
+    "QuerySettings",
+]

@@ -1,0 +1,40 @@
+"""The write side's settings: how tagged events are bucketed and batched."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+from ordo.settings.loading import LoadableSettings, at_least, not_negative
+from ordo.time import DEFAULT_FIRST_TIME_BUCKET, BucketSize, parse_first_time_bucket
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class EventsByTagSettings(LoadableSettings):
+    """How tagged events are bucketed and written (seed 000 "events-by-tag" settings).
+
+    Names and defaults follow Akka Persistence Cassandra's `events-by-tag` block in snake_case.
+    """
+
+    TOML_TABLE = "events_by_tag"
+
+    bucket_size: BucketSize = BucketSize.HOUR
+    """minute / hour / day; fixed once a journal has data."""
+    first_time_bucket: str = DEFAULT_FIRST_TIME_BUCKET
+    """Where a query without offset starts ("yyyyMMddTHH:mm", UTC): set it to your go-live day."""
+    max_message_batch_size: int = 150
+    """Rows per tag_views write."""
+    flush_interval: timedelta = timedelta(milliseconds=250)
+    """Longest a tagged event waits in the tag writer; 0 writes each event at once."""
+    pubsub_notification: bool = False
+    """Notify queries of tag writes so they read at once instead of at the next refresh."""
+
+    def __post_init__(self) -> None:
+        parse_first_time_bucket(self.first_time_bucket)
+        at_least("max_message_batch_size", self.max_message_batch_size, 1)
+        not_negative("flush_interval", self.flush_interval)
+
+    @property
+    def first_time_bucket_ms(self) -> int:
+        """first_time_bucket as epoch milliseconds."""
+        return parse_first_time_bucket(self.first_time_bucket)

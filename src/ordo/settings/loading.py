@@ -1,0 +1,132 @@
+"""Loading settings dataclasses from mappings, TOML files and ORDO_* environment variables.
+
+Durations are `timedelta` in Python and integer milliseconds outside it, with `_ms` added to
+the key (`flush_interval_ms = 250`, `ORDO_FLUSH_INTERVAL_MS=250`). Back-track periods also
+accept `max` and `off`. Unknown keys and bad values raise ConfigurationError naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import typing
+from collections.abc import Mapping
+from datetime import timedelta
+from enum import Enum
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Self, get_type_hints
+
+from ordo.errors import ConfigurationError
+
+ENV_PREFIX = "ORDO_"
+
+BackTrackPeriod = timedelta | Literal["max", "off"]
+"""How far a back-track reaches: a duration, `max` (start of the previous bucket) or `off`."""
+
+
+class LoadableSettings:
+    """Mixin for frozen settings dataclasses: from_mapping(), from_env() and from_toml()."""
+
+    __slots__ = ()
+    TOML_TABLE: ClassVar[str]
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object], *, source: str = "settings") -> Self:
+        """Build from a mapping such as a TOML table (durations as `<name>_ms`)."""
+        keys = _keys(cls)
+        unknown = sorted(set(values) - set(keys))
+        if unknown:
+            msg = f"{source}: unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(keys))}"
+            raise ConfigurationError(msg)
+        kwargs = {
+            keys[key][0]: _convert(f"{source}.{key}", keys[key][1], raw)
+            for key, raw in values.items()
+        }
+        try:
+            return cls(**kwargs)
+        except ConfigurationError as exc:
+            msg = f"{source}: {exc}"
+            raise ConfigurationError(msg) from exc
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Self:
+        """Build from ORDO_-prefixed variables (e.g. ORDO_BUCKET_SIZE, ORDO_FLUSH_INTERVAL_MS)."""
+        wanted = {f"{ENV_PREFIX}{key.upper()}": key for key in _keys(cls)}
+        values = {key: environ[name] for name, key in wanted.items() if name in environ}
+        return cls.from_mapping(values, source="environment ORDO_*")
+
+    @classmethod
+    def from_toml(cls, path: Path, *, table: str | None = None) -> Self:
+        """Build from one table of a TOML file (the class's own by default)."""
+        name = table or cls.TOML_TABLE
+        try:
+            document = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            msg = f"cannot read settings file {path}: {exc}"
+            raise ConfigurationError(msg) from exc
+        values = document.get(name, {})
+        if not isinstance(values, dict):
+            msg = f"{path}: [{name}] must be a table"
+            raise ConfigurationError(msg)
+        return cls.from_mapping(values, source=f"{path}:[{name}]")
+
+
+def at_least(name: str, value: int, minimum: int) -> None:
+    """Raise ConfigurationError naming `name` unless `value` is an int >= minimum."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        msg = f"{name} must be an integer >= {minimum}, got {value!r}"
+        raise ConfigurationError(msg)
+
+
+def not_negative(name: str, value: timedelta) -> None:
+    """Raise ConfigurationError naming `name` unless `value` is a duration >= 0."""
+    if not isinstance(value, timedelta) or value < timedelta(0):
+        msg = f"{name} must be a duration >= 0, got {value!r}"
+        raise ConfigurationError(msg)
+
+
+def _is_duration(kind: Any) -> bool:
+    return kind is timedelta or timedelta in typing.get_args(kind)
+
+
+def _keys(cls: type) -> dict[str, tuple[str, Any]]:
+    """Map each external key (durations get `_ms`) to (field name, field type)."""
+    hints = get_type_hints(cls)
+    return {
+        (f"{f.name}_ms" if _is_duration(hints[f.name]) else f.name): (f.name, hints[f.name])
+        for f in dataclasses.fields(cls)
+    }
+
+
+def _convert(key: str, kind: Any, raw: object) -> object:
+    try:
+        if _is_duration(kind):
+            text = str(raw).strip().lower()
+            if kind is not timedelta and text in typing.get_args(typing.get_args(kind)[1]):
+                return text
+            return timedelta(milliseconds=int(text))
+        if kind is bool:
+            return _boolean(raw)
+        if kind is int:
+            if isinstance(raw, bool):
+                raise TypeError(raw)
+            return int(str(raw))
+        if isinstance(kind, type) and issubclass(kind, Enum):
+            parse = getattr(kind, "parse", kind)
+            return parse(str(raw))
+        return str(raw)
+    except ConfigurationError as exc:
+        msg = f"{key}: {exc}"
+        raise ConfigurationError(msg) from exc
+    except (TypeError, ValueError) as exc:
+        msg = f"{key}: cannot use {raw!r} here"
+        raise ConfigurationError(msg) from exc
+
+
+def _boolean(raw: object) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text not in {"true", "false", "on", "off", "1", "0", "yes", "no"}:
+        raise ValueError(text)
+    return text in {"true", "on", "1", "yes"}
