@@ -8,16 +8,23 @@ OrdoError
 │   ├── InvalidIdentifierError
 │   ├── InvalidSequenceNrError
 │   ├── SerializationError
-│   └── OffsetFormatError
+│   ├── OffsetFormatError
+│   └── FutureOffsetError
 ├── StorageError
 │   ├── StorageUnavailableError (ConnectionError)
 │   ├── SchemaVersionError
 │   └── StorageIntegrityError
 │       └── ConcurrencyConflictError
+├── MissingTaggedEventError
 └── JournalClosedError
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ordo.time import TimeUUID
 
 
 class OrdoError(Exception):
@@ -62,6 +69,40 @@ class SerializationError(InvalidInputError):
 
 class OffsetFormatError(InvalidInputError):
     """A value is not a valid TimeUUID or offset."""
+
+
+class FutureOffsetError(InvalidInputError):
+    """A query was asked to start after now: nothing there can have been delivered."""
+
+
+class MissingTaggedEventError(OrdoError):
+    """A gap in a persistence id's tag pid sequence nrs stayed open until gap_timeout.
+
+    Seed 001's MissingTaggedEventException: the query fails loudly instead of skipping.
+    Restarting a query from `last_known_offset` searches further back; events after that offset
+    that were delivered before are delivered again, so downstream must be idempotent.
+    """
+
+    def __init__(
+        self,
+        *,
+        tag: str,
+        persistence_id: str,
+        missing: tuple[int, ...],
+        searched_after: TimeUUID,
+        searched_up_to: TimeUUID,
+        last_known_offset: TimeUUID,
+    ) -> None:
+        self.tag, self.persistence_id, self.missing = tag, persistence_id, missing
+        self.searched_after, self.searched_up_to = searched_after, searched_up_to
+        self.last_known_offset = last_known_offset
+        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+        msg = (
+            f"missing tagged events: tag={tag!r} persistence_id={persistence_id!r} "
+            f"tag_pid_sequence_nrs=[{shown}] searched ({searched_after}, {searched_up_to}]; "
+            f"restart from last_known_offset={last_known_offset} to search further back"
+        )
+        super().__init__(msg)
 
 
 class StorageError(OrdoError):

@@ -22,6 +22,7 @@ from ordo.journal.recovery import PidState, recover_persistence_id, tag_writes
 from ordo.journal.serialization import serialize_metadata, serialize_payload
 from ordo.settings import EventsByTagSettings
 from ordo.tagging import TagViewStore, TagWriters
+from ordo.tagging.notification import IN_PROCESS
 from ordo.time import TimeUUID, TimeUUIDGenerator
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
 
@@ -75,6 +76,7 @@ class Journal:
             tag_store,
             max_message_batch_size=self.settings.max_message_batch_size,
             flush_interval=self.settings.flush_interval,
+            on_written=self._announce if self.settings.pubsub_notification else None,
         )
         self._on_close = on_close
         self._states: dict[PersistenceId, PidState] = {}
@@ -245,6 +247,11 @@ class Journal:
             if len(self._tag_sets) < MAX_CACHED_TAG_SETS:
                 self._tag_sets[key] = tags
         return serializer, data, manifest, metadata, tags
+
+    def _announce(self, tag: Tag) -> None:
+        """Pubsub: wake the live queries of `tag`, here and (where supported) elsewhere."""
+        IN_PROCESS.publish([tag])
+        self._tag_store.announce(tag)
 
     def _state(self, pid: PersistenceId) -> PidState:
         state = self._states.get(pid)

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Protocol
 
 from ordo.journal.event import PersistedEvent
 from ordo.journal.ports import JournalSummary
+from ordo.query.envelope import EventEnvelope
 from ordo.storage.migration import BUCKET_SIZE_KEY, METADATA_TABLE, SCHEMA_VERSION_KEY
 from ordo.storage.rows import (
     MESSAGE_COLUMNS,
@@ -26,8 +27,13 @@ from ordo.storage.rows import (
     tag_view_key_from_row,
 )
 from ordo.tagging import TaggedEvent, TagProgress, TagSummary
-from ordo.types import PersistenceId, SequenceNr, Tag
+from ordo.types import PersistenceId, SequenceNr, Tag, TimeBucket
 
+ENVELOPE_COLUMNS = (
+    "timeuuid, persistence_id, tag_pid_sequence_nr, sequence_nr, serializer, manifest, payload, "
+    "metadata, tags"
+)
+"""The tag_views columns of an EventEnvelope, in its field order."""
 PAGE_SIZE = 500
 """Rows per read of the paged scans (events of an id, persistence ids)."""
 
@@ -219,6 +225,29 @@ class SqlTagViewStore(SqlStore):
                 ),
                 (persistence_id, sequence_nr),
             )
+
+    def read_tag_view(
+        self,
+        tag: Tag,
+        time_bucket: TimeBucket,
+        *,
+        after: bytes,
+        up_to: bytes,
+        limit: int,
+        persistence_id: PersistenceId | None = None,
+    ) -> Sequence[EventEnvelope]:
+        """Envelopes of one (tag, bucket) with after < offset <= up_to, in offset order."""
+        where = "AND persistence_id = {p} " if persistence_id is not None else ""
+        params: tuple[object, ...] = (tag, time_bucket, after, up_to)
+        if persistence_id is not None:
+            params += (persistence_id,)
+        rows = self._fetchall(
+            f"SELECT {ENVELOPE_COLUMNS} FROM tag_views WHERE tag = {{p}} AND timebucket = {{p}} "
+            f"AND timeuuid > {{p}} AND timeuuid <= {{p}} {where}"
+            "ORDER BY timeuuid, persistence_id, tag_pid_sequence_nr LIMIT {p}",
+            (*params, limit),
+        )
+        return [EventEnvelope._make(row) for row in rows]
 
     def tags(self) -> Sequence[TagSummary]:
         """Every tag with rows, with counts (a full scan of tag_views)."""

@@ -99,6 +99,14 @@ class TagViewStore(Protocol):
         """Record that every tagged event up to `sequence_nr` (inclusive) is in tag_views."""
         ...
 
+    def announce(self, tag: Tag) -> None:
+        """Tell queries in other processes that `tag` was written.
+
+        A no-op where the backend has no cross-process notification: SQLite notifies within
+        the process only.
+        """
+        ...
+
     def tags(self) -> Sequence[TagSummary]:
         """Every tag that has tag_views rows, with counts (a full scan: for tools)."""
         ...

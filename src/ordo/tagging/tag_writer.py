@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from ordo.errors import JournalClosedError, StorageError
@@ -24,10 +24,18 @@ class TagWriter:
     lock guards the buffer and serializes the writes of this tag.
     """
 
-    def __init__(self, tag: Tag, store: TagViewStore, *, max_message_batch_size: int) -> None:
+    def __init__(
+        self,
+        tag: Tag,
+        store: TagViewStore,
+        *,
+        max_message_batch_size: int,
+        on_written: Callable[[Tag], None] | None = None,
+    ) -> None:
         self.tag = tag
         self._store = store
         self._max = max_message_batch_size
+        self._on_written = on_written
         self._buffer: list[TagWrite] = []
         self._buffered = 0
         self._lock = threading.Lock()
@@ -79,13 +87,16 @@ class TagWriter:
         self._buffer, self._buffered = [], 0
         latest: dict[PersistenceId, TagWrite] = {write.persistence_id: write for write in batch}
         self._store.write_progress([write.progress() for write in latest.values()])
+        if self._on_written is not None:
+            self._on_written(self.tag)
 
 
 class TagWriters:
     """The tag writers of one journal, and the thread that flushes them every flush_interval.
 
     With flush_interval 0 every write is flushed at once (seed 000: "write each individually
-    without delay"). Thread-safe; close() flushes and stops the flusher thread.
+    without delay"). `on_written(tag)` runs after each stored batch (pubsub notification).
+    Thread-safe; close() flushes and stops the flusher thread.
     """
 
     def __init__(
@@ -94,9 +105,11 @@ class TagWriters:
         *,
         max_message_batch_size: int = 150,
         flush_interval: timedelta = timedelta(milliseconds=250),
+        on_written: Callable[[Tag], None] | None = None,
     ) -> None:
         self._store = store
         self._max = max_message_batch_size
+        self._on_written = on_written
         self._interval = flush_interval.total_seconds()
         self._writers: dict[Tag, TagWriter] = {}
         self._lock = threading.Lock()
@@ -141,7 +154,12 @@ class TagWriters:
         with self._lock:
             writer = self._writers.get(tag)
             if writer is None:
-                writer = TagWriter(tag, self._store, max_message_batch_size=self._max)
+                writer = TagWriter(
+                    tag,
+                    self._store,
+                    max_message_batch_size=self._max,
+                    on_written=self._on_written,
+                )
                 self._writers[tag] = writer
             return writer
 

@@ -9,6 +9,10 @@ from ordo.storage.postgres.datastore import PostgresDatastore
 from ordo.storage.rows import PROGRESS_COLUMNS, latest_progress
 from ordo.storage.sql_store import SqlTagViewStore
 from ordo.tagging import TagProgress, TagWrite
+from ordo.types import Tag
+
+TAG_WRITTEN_CHANNEL = "ordo_tag_written"
+"""The LISTEN/NOTIFY channel of tag writes; the payload is the tag."""
 
 # One statement per batch: the writes travel as arrays and PostgreSQL expands each range of
 # journal events into rows itself, taking the tag pid sequence nr from the event's stored tags
@@ -56,6 +60,11 @@ class PostgresTagViewStore(SqlTagViewStore):
         ]
         with self._postgres.connection() as conn:
             conn.execute(_INSERT_TAG_VIEWS, params)
+
+    def announce(self, tag: Tag) -> None:
+        """NOTIFY the channel that live queries in other processes LISTEN on."""
+        with self._postgres.connection() as conn:
+            conn.execute("SELECT pg_notify(%s, %s)", (TAG_WRITTEN_CHANNEL, tag))
 
     def write_progress(self, progress: Sequence[TagProgress]) -> None:
         """Move progress rows forward (never back)."""

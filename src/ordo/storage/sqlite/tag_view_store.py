@@ -10,6 +10,7 @@ from ordo.storage.rows import PROGRESS_COLUMNS, latest_progress
 from ordo.storage.sql_store import SqlTagViewStore
 from ordo.storage.sqlite.datastore import SQLiteDatastore
 from ordo.tagging import TagProgress, TagWrite
+from ordo.types import Tag
 
 # One statement per batch: the writes travel as one JSON array and SQLite expands each range of
 # journal events into rows itself, taking the tag pid sequence nr from the event's stored tags
@@ -60,6 +61,9 @@ class SQLiteTagViewStore(SqlTagViewStore):
         )
         with self._sqlite.connection() as conn:
             conn.execute(_INSERT_TAG_VIEWS, (keys,))
+
+    def announce(self, tag: Tag) -> None:
+        """SQLite has no cross-process notification; the journal notifies its own process."""
 
     def write_progress(self, progress: Sequence[TagProgress]) -> None:
         """Move progress rows forward (never back)."""

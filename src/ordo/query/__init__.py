@@ -1,0 +1,23 @@
+"""Events-by-tag queries: bucket walking, eventual-consistency delay, gaps and back-tracking."""
+
+from __future__ import annotations
+
+from ordo.query.envelope import EventEnvelope
+from ordo.query.events_by_tag import EventsByTag, TagStream
+from ordo.query.offset import NO_OFFSET, NoOffset, Offset, to_offset
+from ordo.query.ports import RowKey, TagViewReader
+from ordo.query.tag_query import Step, TagQuery
+
+__all__ = [
+    "NO_OFFSET",
+    "EventEnvelope",
+    "EventsByTag",
+    "NoOffset",
+    "Offset",
+    "RowKey",
+    "Step",
+    "TagQuery",
+    "TagStream",
+    "TagViewReader",
+    "to_offset",
+]

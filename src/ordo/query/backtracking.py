@@ -1,0 +1,77 @@
+"""When a live query looks back for late events, and how far (seed 000, "Back tracking")."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from enum import StrEnum
+
+from ordo.settings import BackTrackPeriod, QuerySettings
+from ordo.time import BucketSize
+
+
+class BackTrack(StrEnum):
+    """The two back-tracks: frequent and short, rare and long."""
+
+    SHORT = "short"
+    LONG = "long"
+
+
+class BackTrackSchedule:
+    """Decides which back-tracks are due and where each starts. Pure; not thread-safe.
+
+    A back-track re-reads the tag from `reach(...)` up to the query's position and delivers
+    events that arrived after the query passed their offset; it never reaches before the
+    query's own start (seed 000: back tracking only goes back to the offset the query is
+    started from).
+    """
+
+    def __init__(
+        self,
+        settings: QuerySettings,
+        bucket_size: BucketSize,
+        *,
+        cleanup: timedelta,
+        now_ns: int,
+    ) -> None:
+        self._bucket_size = bucket_size
+        self._cleanup_ms = cleanup // timedelta(milliseconds=1)
+        self._periods: dict[BackTrack, BackTrackPeriod] = {
+            BackTrack.SHORT: settings.back_track_period,
+            BackTrack.LONG: settings.back_track_long_period,
+        }
+        self._intervals_ns = {
+            BackTrack.SHORT: settings.back_track_interval // timedelta(microseconds=1) * 1000,
+            BackTrack.LONG: settings.back_track_long_interval // timedelta(microseconds=1) * 1000,
+        }
+        self._next_ns = {
+            kind: now_ns + interval
+            for kind, interval in self._intervals_ns.items()
+            if self._periods[kind] != "off"
+        }
+
+    def due(self, now_ns: int) -> list[BackTrack]:
+        """The back-tracks to run now (the long one first); each is rescheduled."""
+        kinds = [kind for kind in (BackTrack.LONG, BackTrack.SHORT) if self._is_due(kind, now_ns)]
+        for kind in kinds:
+            self._next_ns[kind] = now_ns + self._intervals_ns[kind]
+        if BackTrack.LONG in kinds and BackTrack.SHORT in kinds:
+            kinds.remove(BackTrack.SHORT)  # the long one covers the short one's range
+        return kinds
+
+    def next_due_ns(self) -> int | None:
+        """When the next back-track is due, or None when both are off."""
+        return min(self._next_ns.values(), default=None)
+
+    def reach_ms(self, kind: BackTrack, *, position_ms: int) -> int:
+        """Where a back-track starting from `position_ms` reaches back to (epoch ms)."""
+        period = self._periods[kind]
+        previous_start = self._bucket_size.previous(self._bucket_size.key(position_ms))
+        if isinstance(period, timedelta):
+            return position_ms - period // timedelta(milliseconds=1)
+        if kind is BackTrack.LONG:
+            return max(previous_start, position_ms - self._cleanup_ms)
+        return previous_start
+
+    def _is_due(self, kind: BackTrack, now_ns: int) -> bool:
+        next_ns = self._next_ns.get(kind)
+        return next_ns is not None and now_ns >= next_ns

@@ -1,0 +1,60 @@
+"""What an events-by-tag query delivers: one envelope per tag_views row, decoded lazily."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import NamedTuple
+
+from ordo.journal.serialization import deserialize_payload
+from ordo.time import TimeUUID
+from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
+
+
+class EventEnvelope(NamedTuple):
+    """One delivered event. Fields are the stored columns; everything else is decoded on use.
+
+    A NamedTuple rather than a dataclass because a query builds one per row and reads
+    hundreds of thousands of rows a second: the database row becomes the envelope as is, and
+    the payload, tags and offset are only decoded when asked for. Immutable, thread-safe.
+    """
+
+    offset_key: bytes
+    """The offset's sortable encoding (`TimeUUID.to_bytes()`); `offset` decodes it."""
+    persistence_id: PersistenceId
+    tag_pid_sequence_nr: TagPidSequenceNr
+    sequence_nr: SequenceNr
+    serializer: str
+    manifest: str
+    payload_bytes: bytes
+    metadata_json: str | None
+    tags_json: str
+
+    @property
+    def offset(self) -> TimeUUID:
+        """The event's offset: store it (inclusive) to resume a query after this event."""
+        return TimeUUID.from_bytes(self.offset_key)
+
+    @property
+    def timestamp(self) -> datetime:
+        """When the event was appended, by its writer's clock (UTC)."""
+        return self.offset.datetime
+
+    @property
+    def payload(self) -> object:
+        """The payload as the application gave it (bytes, or the decoded JSON value)."""
+        return deserialize_payload(self.serializer, self.payload_bytes)
+
+    @property
+    def metadata(self) -> dict[str, object] | None:
+        """The decoded metadata object, or None."""
+        if self.metadata_json is None:
+            return None
+        decoded: dict[str, object] = json.loads(self.metadata_json)
+        return decoded
+
+    @property
+    def tags(self) -> dict[Tag, TagPidSequenceNr]:
+        """Every tag of the event with its tag pid sequence nr."""
+        decoded: dict[Tag, TagPidSequenceNr] = json.loads(self.tags_json)
+        return decoded

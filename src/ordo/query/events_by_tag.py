@@ -1,0 +1,171 @@
+"""Events-by-tag queries as iterators and async iterators: `current()` and `live()`."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+
+from ordo.clock import Clock, SystemClock
+from ordo.journal import validation
+from ordo.query.envelope import EventEnvelope
+from ordo.query.offset import Offset, to_offset
+from ordo.query.ports import TagViewReader
+from ordo.query.tag_query import TagQuery
+from ordo.settings import EventsByTagSettings, QuerySettings
+from ordo.tagging.notification import IN_PROCESS, TagNotifier
+from ordo.types import Tag
+
+
+class EventsByTag:
+    """Queries over the tag views of one journal. Thread-safe; each stream is single-consumer.
+
+    `current()` delivers what is settled when it starts (older than the eventual-consistency
+    delay) and ends; `live()` never ends. Both are iterators that must be closed (or used in a
+    `with` block); `current_async()` and `live_async()` are their asyncio forms. A query never
+    writes: it only reads tag_views.
+    """
+
+    def __init__(
+        self,
+        reader: TagViewReader[EventEnvelope],
+        *,
+        settings: QuerySettings | None = None,
+        events_by_tag: EventsByTagSettings | None = None,
+        clock: Clock | None = None,
+        notifier: TagNotifier = IN_PROCESS,
+    ) -> None:
+        self.settings = settings or QuerySettings()
+        self.events_by_tag = events_by_tag or EventsByTagSettings()
+        self._reader = reader
+        self._clock = clock or SystemClock()
+        self._notifier = notifier
+
+    def current(self, tag: str, offset: object = None) -> TagStream:
+        """The events of `tag` after `offset` that are settled now; the stream then ends."""
+        return TagStream(self._query(tag, offset, is_live=False), self)
+
+    def live(self, tag: str, offset: object = None) -> TagStream:
+        """The events of `tag` after `offset`, then new ones as they settle; never ends."""
+        return TagStream(self._query(tag, offset, is_live=True), self)
+
+    async def current_async(self, tag: str, offset: object = None) -> AsyncIterator[EventEnvelope]:
+        """current() for asyncio: reads run in a worker thread, waits do not block the loop."""
+        async for envelope in _drain(self.current(tag, offset)):
+            yield envelope
+
+    async def live_async(self, tag: str, offset: object = None) -> AsyncIterator[EventEnvelope]:
+        """live() for asyncio; cancel the task or break out of the loop to stop it."""
+        async for envelope in _drain(self.live(tag, offset)):
+            yield envelope
+
+    def _query(self, tag: str, offset: object, *, is_live: bool) -> TagQuery[EventEnvelope]:
+        start: Offset = to_offset(offset)
+        return TagQuery(
+            self._reader,
+            tag=validation.tag(tag),
+            offset=start,
+            settings=self.settings,
+            bucket_size=self.events_by_tag.bucket_size,
+            first_time_bucket_ms=self.events_by_tag.first_time_bucket_ms,
+            now_ns=self._clock.now_ns(),
+            is_live=is_live,
+        )
+
+
+class TagStream(Iterator[EventEnvelope]):
+    """Drives one TagQuery: polls, delivers, and sleeps until the next poll is useful.
+
+    With pubsub on, a notified write shortens the sleep: the query reads once the write has
+    had the eventual-consistency delay to settle. close() ends the stream from any thread.
+    """
+
+    def __init__(self, query: TagQuery[EventEnvelope], owner: EventsByTag) -> None:
+        self._query = query
+        self._clock = owner._clock
+        self._delay_ns = (
+            owner.settings.eventual_consistency_delay // timedelta(microseconds=1) * 1000
+        )
+        self._buffer: deque[EventEnvelope] = deque()
+        self._notified: deque[int] = deque()
+        self._wake = threading.Event()
+        self._is_closed = False
+        self._is_complete = False
+        self._unsubscribe = (
+            owner._notifier.subscribe(query.tag, self._on_written)
+            if owner.events_by_tag.pubsub_notification
+            else None
+        )
+
+    @property
+    def tag(self) -> Tag:
+        """The tag this stream reads."""
+        return self._query.tag
+
+    def __next__(self) -> EventEnvelope:
+        while not self._buffer:
+            if self._is_closed or self._is_complete:
+                self.close()
+                raise StopIteration
+            self._poll_once()
+        return self._buffer.popleft()
+
+    def next_batch(self) -> list[EventEnvelope]:
+        """Block until events are available and take all of them; [] when the stream ended."""
+        first = next(self, None)
+        if first is None:
+            return []
+        batch = [first, *self._buffer]
+        self._buffer.clear()
+        return batch
+
+    def close(self) -> None:
+        """Stop the stream; a blocked __next__ returns StopIteration. Idempotent."""
+        self._is_closed = True
+        self._wake.set()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def __enter__(self) -> TagStream:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _poll_once(self) -> None:
+        polled_at = self._clock.now_ns()
+        step = self._query.poll(polled_at)
+        while self._notified and self._notified[0] + self._delay_ns <= polled_at:
+            self._notified.popleft()
+        self._buffer.extend(step.rows)
+        self._is_complete = step.is_complete
+        if not step.rows and not step.is_complete:
+            self._sleep(polled_at + step.wait_ns)
+
+    def _sleep(self, until_ns: int) -> None:
+        while not self._is_closed:
+            target = until_ns
+            if self._notified:
+                target = min(target, self._notified[0] + self._delay_ns)
+            remaining = target - self._clock.now_ns()
+            if remaining <= 0:
+                return
+            self._wake.wait(remaining / 1e9)
+            self._wake.clear()
+
+    def _on_written(self, _tag: Tag) -> None:
+        self._notified.append(self._clock.now_ns())
+        self._wake.set()
+
+
+async def _drain(stream: TagStream) -> AsyncIterator[EventEnvelope]:
+    """Run a stream's blocking polls in a worker thread, one batch at a time."""
+    try:
+        while batch := await asyncio.to_thread(stream.next_batch):
+            for envelope in batch:
+                yield envelope
+    finally:
+        stream.close()

@@ -1,0 +1,38 @@
+"""Where a query starts: NoOffset (the first time bucket) or after a TimeUUID offset."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from ordo.errors import OffsetFormatError
+from ordo.time import TimeUUID
+
+
+@dataclass(frozen=True, slots=True)
+class NoOffset:
+    """Start at `first_time_bucket` and expect every persistence id from tag pid nr 1."""
+
+
+NO_OFFSET = NoOffset()
+
+Offset = NoOffset | TimeUUID
+"""A TimeUUID offset is the last delivered event (inclusive): the query resumes after it."""
+
+
+def to_offset(value: object) -> Offset:
+    """Read an offset: None or NoOffset, a TimeUUID, its string, or an aware datetime.
+
+    A datetime resumes at that instant: events from it on are delivered. Anything else raises
+    OffsetFormatError naming the value.
+    """
+    if value is None or isinstance(value, NoOffset):
+        return NO_OFFSET
+    if isinstance(value, TimeUUID):
+        return value
+    if isinstance(value, str):
+        return TimeUUID.parse(value)
+    if isinstance(value, datetime):
+        return TimeUUID.from_datetime(value, bound="min")
+    msg = f"an offset is a TimeUUID, its string or an aware datetime, not {value!r}"
+    raise OffsetFormatError(msg)

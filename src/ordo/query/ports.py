@@ -1,0 +1,52 @@
+"""What the events-by-tag query needs from storage: ordered reads of one tag's bucket."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
+
+from ordo.types import PersistenceId, Tag, TagPidSequenceNr, TimeBucket
+
+
+class RowKey(Protocol):
+    """The three columns the query's state machine decides on (the rest is payload)."""
+
+    @property
+    def offset_key(self) -> bytes:
+        """The row's TimeUUID in its sortable 16-byte encoding."""
+        ...
+
+    @property
+    def persistence_id(self) -> PersistenceId:
+        """Whose event the row is."""
+        ...
+
+    @property
+    def tag_pid_sequence_nr(self) -> TagPidSequenceNr:
+        """The event's position among its persistence id's events of the tag."""
+        ...
+
+
+R_co = TypeVar("R_co", bound=RowKey, covariant=True)
+R = TypeVar("R", bound=RowKey)
+"""The row type a query works on: envelopes in the library, keys in Spark's planner."""
+
+
+class TagViewReader(Protocol[R_co]):
+    """Reads tag_views rows; the library query reads envelopes, Spark's planner only keys."""
+
+    def read_tag_view(
+        self,
+        tag: Tag,
+        time_bucket: TimeBucket,
+        *,
+        after: bytes,
+        up_to: bytes,
+        limit: int,
+        persistence_id: PersistenceId | None = None,
+    ) -> Sequence[R_co]:
+        """Rows of one (tag, bucket) with after < offset <= up_to (sortable keys), ascending.
+
+        At most `limit` rows; only those of `persistence_id` when it is given.
+        """
+        ...

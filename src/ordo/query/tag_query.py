@@ -1,0 +1,374 @@
+"""The events-by-tag state machine of seeds 000 and 001, on row keys, without I/O of its own.
+
+It walks a tag's time buckets, stays `eventual_consistency_delay` behind now, tracks the last
+delivered tag pid sequence nr of every persistence id, drops duplicates, holds an event back
+when earlier ones of its persistence id are missing and searches for them, back-tracks for
+late events, and fails with MissingTaggedEventError rather than skip. The library query feeds
+it envelopes; Spark's planner feeds it keys only. The caller drives it with `poll(now_ns)`
+and sleeps as the returned Step says; time comes only from that argument.
+
+First encounters: a query from NoOffset expects every persistence id to start at tag pid
+sequence nr 1, and a first event above 1 is a gap (until the query has forgotten ids, after
+which it cannot tell a returning id from a new one and looks back instead, as Akka does). A
+query from an offset takes the first event seen as the first when it is in a past bucket or
+`new_persistence_id_scan_timeout` is 0; otherwise it looks back that long for earlier ones.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Generic
+
+from ordo.errors import FutureOffsetError, MissingTaggedEventError
+from ordo.query.backtracking import BackTrack, BackTrackSchedule
+from ordo.query.offset import NoOffset, Offset
+from ordo.query.ports import R, TagViewReader
+from ordo.query.search import MissingSearch
+from ordo.settings import QuerySettings
+from ordo.time import BucketSize, TimeUUID
+from ordo.types import PersistenceId, Tag, TimeBucket
+
+logger = logging.getLogger(__name__)
+
+PAGES_PER_POLL = 20
+"""Pages read by one poll before it returns, so that deliveries stream out."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step(Generic[R]):
+    """What one poll produced: rows to deliver now, in order, and when to poll again."""
+
+    rows: list[R]
+    is_complete: bool
+    """A current query has delivered everything it will."""
+    wait_ns: int
+    """How long to wait before the next poll (0: at once; a notification may cut it short)."""
+
+
+def _ns(duration: timedelta) -> int:
+    return duration // timedelta(microseconds=1) * 1000
+
+
+def _key_at(epoch_ns: int) -> bytes:
+    """The greatest key at `epoch_ns`: an upper bound that includes everything up to then."""
+    return TimeUUID.max_for_epoch_ns(epoch_ns).to_bytes()
+
+
+def _ms(key: bytes) -> int:
+    return TimeUUID.from_bytes(key).epoch_ms
+
+
+class TagQuery(Generic[R]):
+    """One query over one tag; one driver polls it (not thread-safe).
+
+    Positions are offsets' sortable keys; `_position` is the last row the forward scan has
+    passed (inclusive).
+    """
+
+    def __init__(
+        self,
+        reader: TagViewReader[R],
+        *,
+        tag: Tag,
+        offset: Offset,
+        settings: QuerySettings,
+        bucket_size: BucketSize,
+        first_time_bucket_ms: int,
+        now_ns: int,
+        is_live: bool,
+    ) -> None:
+        self.tag = tag
+        self._reader = reader
+        self._settings = settings
+        self._sizes = bucket_size
+        self._is_live = is_live
+        self._page = settings.page_size
+        self._delay_ns = _ns(settings.eventual_consistency_delay)
+        cleanup = settings.cleanup_old_persistence_ids or timedelta(
+            milliseconds=2 * bucket_size.millis
+        )
+        self._cleanup_ms = cleanup // timedelta(milliseconds=1)
+        self._schedule = BackTrackSchedule(settings, bucket_size, cleanup=cleanup, now_ns=now_ns)
+        if isinstance(offset, NoOffset):
+            self._position = _key_at(first_time_bucket_ms * 1_000_000 - 100)
+            self._bucket = bucket_size.key(first_time_bucket_ms)
+        else:
+            if offset.epoch_ns > now_ns:
+                msg = f"offset {offset} ({offset.datetime.isoformat()}) is in the future"
+                raise FutureOffsetError(msg)
+            self._position = offset.to_bytes()
+            self._bucket = bucket_size.key(offset.epoch_ms)
+        self._start = self._position
+        self._expects_first_nr_one = isinstance(offset, NoOffset)
+        self._has_forgotten = False
+        self._end = None if is_live else _key_at(now_ns - self._delay_ns)
+        self._pids: dict[PersistenceId, tuple[int, bytes]] = {}
+        self._search: MissingSearch[R] | None = None
+        self._needs_start_scan = not self._expects_first_nr_one and self._bucket == (
+            bucket_size.key(now_ns // 1_000_000)
+        )
+        self._cleaned_at_ms = _ms(self._position)
+        self._now_ns = now_ns
+        self.duplicates = 0
+        """Rows dropped because their event was delivered already (for tests and metrics)."""
+
+    @property
+    def position(self) -> TimeUUID:
+        """The last offset the forward scan passed (inclusive)."""
+        return TimeUUID.from_bytes(self._position)
+
+    def poll(self, now_ns: int) -> Step[R]:
+        """Read what can be delivered now.
+
+        Raises MissingTaggedEventError when a gap search reaches gap_timeout.
+        """
+        self._now_ns = now_ns
+        out: list[R] = []
+        if self._needs_start_scan:
+            self._scan_start()
+        if self._search is not None and not self._continue_search(out):
+            return Step(out, False, self._search_wait_ns())
+        if self._is_live:
+            for kind in self._schedule.due(now_ns):
+                if not self._back_track(kind, out):
+                    return Step(out, False, 0)  # the first search round runs at once
+        has_more = self._forward(out)
+        self._forget_old_persistence_ids()
+        if self._search is not None or has_more:
+            return Step(out, False, 0)
+        return Step(out, not self._is_live, self._idle_wait_ns())
+
+    # -- the forward scan ---------------------------------------------------------------
+
+    def _forward(self, out: list[R]) -> bool:
+        """Walk buckets up to the bound; True when more rows wait (page budget spent)."""
+        bound = self._bound()
+        for _ in range(PAGES_PER_POLL):
+            if self._position >= bound:
+                return False
+            rows = self._reader.read_tag_view(
+                self.tag, self._bucket, after=self._position, up_to=bound, limit=self._page
+            )
+            for row in rows:
+                if not self._offer(row, out):
+                    return False
+                self._position = row.offset_key
+            if len(rows) == self._page:
+                continue
+            bucket_end = _key_at((self._bucket + self._sizes.millis) * 1_000_000 - 100)
+            if bound <= bucket_end:
+                return False
+            self._bucket = self._sizes.next(self._bucket)
+            self._position = max(self._position, bucket_end)
+        return True
+
+    def _bound(self) -> bytes:
+        if self._end is not None:
+            return self._end
+        return _key_at(self._now_ns - self._delay_ns)
+
+    def _offer(self, row: R, out: list[R]) -> bool:
+        """Deliver, drop or hold back one row; False when it started a search."""
+        pid, nr = row.persistence_id, row.tag_pid_sequence_nr
+        known = self._pids.get(pid)
+        if known is not None:
+            if nr == known[0] + 1:
+                out.append(row)
+                self._pids[pid] = (nr, row.offset_key)
+                return True
+            if nr <= known[0]:
+                self.duplicates += 1
+                return True
+            logger.warning(
+                "gap detected: tag=%s persistence_id=%s expected=%d found=%d",
+                self.tag,
+                pid,
+                known[0] + 1,
+                nr,
+            )
+            return self._begin_search(row, first_missing=known[0] + 1, after=known[1], is_gap=True)
+        if self._expects_first_nr_one and not self._has_forgotten:
+            if nr == 1:
+                return self._accept_first(row, out)
+            return self._begin_search(row, first_missing=1, after=self._start, is_gap=True)
+        row_bucket = self._sizes.key(_ms(row.offset_key))
+        is_past = row_bucket < self._sizes.key(self._now_ns // 1_000_000)
+        if nr == 1 or is_past or self._settings.new_persistence_id_scan_timeout <= timedelta(0):
+            return self._accept_first(row, out)
+        previous_start = _key_at(self._sizes.previous(row_bucket) * 1_000_000 - 100)
+        return self._begin_search(
+            row, first_missing=1, after=max(self._start, previous_start), is_gap=False
+        )
+
+    def _accept_first(self, row: R, out: list[R]) -> bool:
+        out.append(row)
+        self._pids[row.persistence_id] = (row.tag_pid_sequence_nr, row.offset_key)
+        return True
+
+    # -- searching for missing events ---------------------------------------------------
+
+    def _begin_search(self, row: R, *, first_missing: int, after: bytes, is_gap: bool) -> bool:
+        timeout = (
+            self._settings.gap_timeout if is_gap else self._settings.new_persistence_id_scan_timeout
+        )
+        search = MissingSearch(
+            persistence_id=row.persistence_id,
+            held=row,
+            first_missing=first_missing,
+            after=after,
+            up_to=row.offset_key,
+            deadline_ns=self._now_ns + _ns(timeout),
+            is_gap=is_gap,
+        )
+        if is_gap and len(search.missing) > self._settings.max_missing_to_search:
+            raise self._missing_error(search)
+        self._search = search
+        return False
+
+    def _continue_search(self, out: list[R]) -> bool:
+        """One search round; True when the search is over and the rows are delivered."""
+        search = self._search
+        assert search is not None  # noqa: S101 - poll() checked
+        last_bucket = self._sizes.key(_ms(search.up_to))
+        first_bucket = max(self._sizes.key(_ms(search.after)), self._sizes.previous(last_bucket))
+        bucket = first_bucket
+        while bucket <= last_bucket and not search.is_complete:
+            self._read_pid(search, TimeBucket(bucket))
+            bucket = self._sizes.next(bucket)
+        if not search.is_complete and self._now_ns < search.deadline_ns:
+            return False
+        if not search.is_complete and search.is_gap:
+            raise self._missing_error(search)
+        rows = search.deliverable()
+        if len(rows) > 1:
+            logger.warning(
+                "found missing events: tag=%s persistence_id=%s tag_pid_sequence_nrs=%d..%d",
+                self.tag,
+                search.persistence_id,
+                rows[0].tag_pid_sequence_nr,
+                rows[-2].tag_pid_sequence_nr,
+            )
+        out.extend(rows)
+        self._pids[search.persistence_id] = (search.held.tag_pid_sequence_nr, search.up_to)
+        self._position = max(self._position, search.up_to)
+        self._search = None
+        return True
+
+    def _read_pid(self, search: MissingSearch[R], bucket: TimeBucket) -> None:
+        after = search.after
+        while True:
+            rows = self._reader.read_tag_view(
+                self.tag,
+                bucket,
+                after=after,
+                up_to=search.up_to,
+                limit=self._page,
+                persistence_id=search.persistence_id,
+            )
+            for row in rows:
+                search.offer(row)
+            if len(rows) < self._page:
+                return
+            after = rows[-1].offset_key
+
+    def _missing_error(self, search: MissingSearch[R]) -> MissingTaggedEventError:
+        return MissingTaggedEventError(
+            tag=self.tag,
+            persistence_id=search.persistence_id,
+            missing=search.missing,
+            searched_after=TimeUUID.from_bytes(search.after),
+            searched_up_to=TimeUUID.from_bytes(search.up_to),
+            last_known_offset=TimeUUID.from_bytes(search.after),
+        )
+
+    def _search_wait_ns(self) -> int:
+        search = self._search
+        if search is None:
+            return 0
+        remaining = max(0, search.deadline_ns - self._now_ns)
+        return min(_ns(self._settings.refresh_interval), remaining)
+
+    # -- back-tracking, the start scan and cleanup ----------------------------------------
+
+    def _back_track(self, kind: BackTrack, out: list[R]) -> bool:
+        """Re-read from the back-track's reach to the position; False if a search started."""
+        reach_ms = self._schedule.reach_ms(kind, position_ms=_ms(self._position))
+        after = max(self._start, _key_at(reach_ms * 1_000_000 - 100))
+        bucket = self._sizes.key(_ms(after))
+        while bucket <= self._bucket:
+            cursor = after
+            while True:
+                rows = self._reader.read_tag_view(
+                    self.tag,
+                    TimeBucket(bucket),
+                    after=cursor,
+                    up_to=self._position,
+                    limit=self._page,
+                )
+                delivered = len(out)
+                for row in rows:
+                    if not self._offer(row, out):
+                        return False
+                if len(out) > delivered:
+                    logger.warning(
+                        "back-track found late events: tag=%s kind=%s events=%d",
+                        self.tag,
+                        kind,
+                        len(out) - delivered,
+                    )
+                if len(rows) < self._page:
+                    break
+                cursor = rows[-1].offset_key
+            bucket = self._sizes.next(bucket)
+        return True
+
+    def _scan_start(self) -> None:
+        """Starting inside the current bucket: learn each persistence id's position first.
+
+        Events from `offset_scanning_period` before the offset up to it count as delivered;
+        for ids seen only after the offset, the lowest tag pid sequence nr is the first.
+        """
+        self._needs_start_scan = False
+        scan_from = _key_at(
+            (_ms(self._start) - self._settings.offset_scanning_period // timedelta(milliseconds=1))
+            * 1_000_000
+        )
+        before: dict[PersistenceId, tuple[int, bytes]] = {}
+        lowest: dict[PersistenceId, int] = {}
+        cursor, bound = scan_from, self._bound()
+        while cursor < bound:
+            rows = self._reader.read_tag_view(
+                self.tag, self._bucket, after=cursor, up_to=bound, limit=self._page
+            )
+            for row in rows:
+                pid, nr = row.persistence_id, row.tag_pid_sequence_nr
+                if row.offset_key <= self._start:
+                    if nr > before.get(pid, (0, b""))[0]:
+                        before[pid] = (nr, row.offset_key)
+                elif nr < lowest.get(pid, nr + 1):
+                    lowest[pid] = nr
+            if len(rows) < self._page:
+                break
+            cursor = rows[-1].offset_key
+        self._pids.update(before)
+        for pid, first in lowest.items():
+            self._pids.setdefault(pid, (first - 1, self._start))
+
+    def _forget_old_persistence_ids(self) -> None:
+        position_ms = _ms(self._position)
+        if position_ms - self._cleaned_at_ms < self._cleanup_ms // 2:
+            return
+        self._cleaned_at_ms = position_ms
+        horizon = _key_at((position_ms - self._cleanup_ms) * 1_000_000)
+        for pid in [pid for pid, (_, key) in self._pids.items() if key < horizon]:
+            del self._pids[pid]
+            self._has_forgotten = True
+
+    def _idle_wait_ns(self) -> int:
+        wait = _ns(self._settings.refresh_interval)
+        next_due = self._schedule.next_due_ns()
+        if next_due is not None:
+            wait = min(wait, max(0, next_due - self._now_ns))
+        return wait

@@ -1,0 +1,56 @@
+"""Tag write notifications (pubsub): a tag writer announces a write, live queries wake up."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+
+from ordo.types import Tag
+
+logger = logging.getLogger(__name__)
+
+Listener = Callable[[Tag], None]
+
+
+class TagNotifier:
+    """Delivers "tag written" notifications to listeners in this process. Thread-safe.
+
+    Seed 000: with `pubsub_notification` on, a query reads as soon as a write is announced
+    instead of at its next refresh. Journals and queries of one process share `IN_PROCESS`;
+    across processes the PostgreSQL backend forwards LISTEN/NOTIFY into it.
+    """
+
+    def __init__(self) -> None:
+        self._listeners: dict[Tag, list[Listener]] = {}
+        self._lock = threading.Lock()
+
+    def subscribe(self, tag: Tag, listener: Listener) -> Callable[[], None]:
+        """Call `listener(tag)` on every write to `tag`; returns the unsubscribe function."""
+        with self._lock:
+            self._listeners.setdefault(tag, []).append(listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                listeners = self._listeners.get(tag, [])
+                if listener in listeners:
+                    listeners.remove(listener)
+
+        return unsubscribe
+
+    def publish(self, tags: Iterable[Tag]) -> None:
+        """Announce writes to `tags` (called by tag writers after the rows are stored)."""
+        for tag in set(tags):
+            with self._lock:
+                listeners = list(self._listeners.get(tag, ()))
+            for listener in listeners:
+                listener(tag)
+
+    def has_listeners(self, tag: Tag) -> bool:
+        """Whether anyone in this process listens to `tag`."""
+        with self._lock:
+            return bool(self._listeners.get(tag))
+
+
+IN_PROCESS = TagNotifier()
+"""The notifier shared by every journal and query of this process."""
