@@ -1,0 +1,120 @@
+"""An in-memory tag view for unit tests of the query's state machine (no database needed).
+
+It implements the TagViewReader port over a list of rows, so tests can make rows appear late,
+out of offset order or never, and drive the TagQuery with explicit clock readings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import NamedTuple
+
+from ordo.hashing import stable_hash
+from ordo.query import NO_OFFSET, Offset, TagQuery
+from ordo.settings import QuerySettings
+from ordo.time import BucketSize, TimeUUID
+from ordo.types import PersistenceId, Tag, TagPidSequenceNr, TimeBucket
+
+BUCKET_SIZE = BucketSize.MINUTE
+EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00Z, a bucket start
+TAG = Tag("t")
+
+
+class Row(NamedTuple):
+    offset_key: bytes
+    persistence_id: PersistenceId
+    tag_pid_sequence_nr: TagPidSequenceNr
+
+
+def at(ms: float) -> int:
+    """Epoch ns of `ms` milliseconds after EPOCH_MS."""
+    return int((EPOCH_MS + ms) * 1_000_000)
+
+
+def offset_at(ms: float, *, node: int = 1) -> TimeUUID:
+    timestamp = at(ms) // 100 + 0x01B21DD213814000
+    return TimeUUID.from_fields(timestamp_100ns=timestamp, clock_seq=0, node=node)
+
+
+def row(pid: str, nr: int, ms: float) -> Row:
+    """A row of `pid`; each id has its own node, as if written by its own writer."""
+    node = stable_hash(pid) | 1
+    return Row(offset_at(ms, node=node).to_bytes(), PersistenceId(pid), TagPidSequenceNr(nr))
+
+
+class InMemoryTagView:
+    def __init__(self) -> None:
+        self.rows: list[Row] = []
+        self.reads = 0
+
+    def add(self, *rows: Row) -> None:
+        self.rows.extend(rows)
+
+    def read_tag_view(
+        self,
+        tag: Tag,
+        time_bucket: TimeBucket,
+        *,
+        after: bytes,
+        up_to: bytes,
+        limit: int,
+        persistence_id: PersistenceId | None = None,
+    ) -> Sequence[Row]:
+        self.reads += 1
+        assert tag == TAG
+        selected = sorted(
+            r
+            for r in self.rows
+            if after < r.offset_key <= up_to
+            and BUCKET_SIZE.key(TimeUUID.from_bytes(r.offset_key).epoch_ms) == time_bucket
+            and (persistence_id is None or r.persistence_id == persistence_id)
+        )
+        return selected[:limit]
+
+
+def settings(**overrides: object) -> QuerySettings:
+    values: dict[str, object] = {
+        "eventual_consistency_delay": timedelta(0),
+        "refresh_interval": timedelta(milliseconds=100),
+        "gap_timeout": timedelta(seconds=2),
+        "back_track_interval": timedelta(seconds=1),
+        "back_track_period": timedelta(seconds=5),
+        "back_track_long_interval": timedelta(seconds=30),
+        "page_size": 3,
+    }
+    values.update(overrides)
+    return QuerySettings(**values)  # type: ignore[arg-type]
+
+
+def tag_query(
+    view: InMemoryTagView,
+    *,
+    now_ms: float,
+    offset: Offset = NO_OFFSET,
+    is_live: bool = True,
+    **overrides: object,
+) -> TagQuery[Row]:
+    return TagQuery(
+        view,
+        tag=TAG,
+        offset=offset,
+        settings=settings(**overrides),
+        bucket_size=BUCKET_SIZE,
+        first_time_bucket_ms=EPOCH_MS,
+        now_ns=at(now_ms),
+        is_live=is_live,
+    )
+
+
+def drain(query: TagQuery[Row], *, now_ms: float, polls: int = 20) -> list[tuple[str, int]]:
+    """Poll at one instant until nothing more comes; the delivered (pid, nr) in order."""
+    delivered: list[tuple[str, int]] = []
+    for _ in range(polls):
+        step = query.poll(at(now_ms))
+        delivered.extend((r.persistence_id, r.tag_pid_sequence_nr) for r in step.rows)
+        if not step.rows and step.wait_ns > 0:
+            break
+        if step.is_complete:
+            break
+    return delivered

@@ -1,0 +1,171 @@
+"""The events-by-tag state machine, scenario by scenario as seeds 000 and 001 tell them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from ordo.errors import FutureOffsetError, MissingTaggedEventError
+from tag_view_doubles import InMemoryTagView, at, drain, offset_at, row, tag_query
+
+
+def test_a_live_query_stays_the_consistency_delay_behind_now() -> None:
+    view = InMemoryTagView()
+    view.add(row("a", 1, 1_000), row("b", 1, 2_000))
+    query = tag_query(view, now_ms=0, eventual_consistency_delay=timedelta(seconds=1))
+    assert drain(query, now_ms=2_500) == [("a", 1)]
+    assert drain(query, now_ms=3_001) == [("b", 1)]
+
+
+def test_events_are_delivered_in_offset_order_with_paging() -> None:
+    view = InMemoryTagView()
+    view.add(*(row(f"p{i % 3}", i // 3 + 1, 100 + i) for i in range(10)))
+    query = tag_query(view, now_ms=0, is_live=False)
+    assert drain(query, now_ms=5_000) == []  # the current query was fixed at its start
+    query = tag_query(view, now_ms=5_000, is_live=False)
+    assert drain(query, now_ms=5_000) == [(f"p{i % 3}", i // 3 + 1) for i in range(10)]
+
+
+def test_a_delayed_event_is_found_by_the_next_event_of_its_persistence_id() -> None:
+    view = InMemoryTagView()
+    view.add(row("a", 1, 1_000), row("b", 1, 1_500), row("a", 3, 3_000), row("b", 2, 3_500))
+    query = tag_query(view, now_ms=0)
+    assert drain(query, now_ms=4_000) == [("a", 1), ("b", 1)]  # a#3 is held back
+    view.add(row("a", 2, 2_000))  # arrives late, within gap_timeout
+    assert drain(query, now_ms=4_500) == [("a", 2), ("a", 3), ("b", 2)]
+
+
+def test_a_delayed_event_is_found_by_back_tracking_when_its_id_writes_no_more() -> None:
+    view = InMemoryTagView()
+    view.add(row("a", 1, 1_000), row("b", 1, 3_000))
+    query = tag_query(view, now_ms=3_000)
+    assert drain(query, now_ms=3_000) == [("a", 1), ("b", 1)]
+    view.add(row("a", 2, 2_000))  # behind the query's position: only a back-track sees it
+    assert drain(query, now_ms=3_500) == []
+    assert drain(query, now_ms=4_001) == [("a", 2)]
+
+
+def test_a_gap_never_filled_fails_and_a_restart_from_its_last_known_offset_finds_it() -> None:
+    view = InMemoryTagView()
+    view.add(row("a", 1, 1_000), row("b", 1, 1_500), row("a", 3, 3_000))
+    query = tag_query(view, now_ms=0, gap_timeout=timedelta(seconds=2))
+    assert drain(query, now_ms=4_000) == [("a", 1), ("b", 1)]
+    assert drain(query, now_ms=5_000) == []
+    with pytest.raises(MissingTaggedEventError) as caught:
+        drain(query, now_ms=6_001)
+    error = caught.value
+    assert (error.tag, error.persistence_id, error.missing) == ("t", "a", (2,))
+    assert error.last_known_offset.to_bytes() == row("a", 1, 1_000).offset_key
+    assert error.searched_up_to.to_bytes() == row("a", 3, 3_000).offset_key
+    view.add(row("a", 2, 2_000))
+    restarted = tag_query(view, now_ms=7_000, offset=error.last_known_offset)
+    assert drain(restarted, now_ms=7_000) == [("b", 1), ("a", 2), ("a", 3)]
+
+
+def test_a_gap_wider_than_max_missing_to_search_fails_at_once() -> None:
+    view = InMemoryTagView()
+    view.add(row("a", 1, 1_000), row("a", 9, 2_000))
+    query = tag_query(view, now_ms=0, max_missing_to_search=5)
+    with pytest.raises(MissingTaggedEventError) as caught:
+        drain(query, now_ms=3_000)
+    assert caught.value.missing == (2, 3, 4, 5, 6, 7, 8)
+
+
+def test_from_no_offset_every_persistence_id_starts_at_one() -> None:
+    view = InMemoryTagView()
+    view.add(row("a", 2, 1_000))
+    query = tag_query(view, now_ms=0, gap_timeout=timedelta(seconds=1))
+    assert drain(query, now_ms=2_000) == []
+    view.add(row("a", 1, 500))
+    assert drain(query, now_ms=2_500) == [("a", 1), ("a", 2)]
+
+
+def test_a_first_encounter_in_a_past_bucket_takes_the_first_event_seen() -> None:
+    view = InMemoryTagView()
+    view.add(row("a", 5, 1_000), row("a", 6, 2_000))
+    start = offset_at(500)
+    query = tag_query(view, now_ms=120_000, offset=start)  # two minute buckets later
+    assert drain(query, now_ms=120_000) == [("a", 5), ("a", 6)]
+
+
+def test_a_first_encounter_in_the_current_bucket_scans_for_the_lowest_nr_first() -> None:
+    view = InMemoryTagView()
+    # b#3 is at the offset (already delivered before the restart); c is seen only after it.
+    view.add(row("b", 3, 900), row("b", 4, 1_500), row("c", 7, 1_200), row("c", 8, 1_300))
+    query = tag_query(view, now_ms=2_000, offset=offset_at(1_000))
+    assert drain(query, now_ms=2_000) == [("c", 7), ("c", 8), ("b", 4)]
+
+
+def test_the_start_scan_counts_events_just_before_the_offset_as_delivered() -> None:
+    view = InMemoryTagView()
+    view.add(row("b", 3, 950), row("b", 5, 1_500))  # b#4 is missing after the offset
+    query = tag_query(view, now_ms=2_000, offset=offset_at(1_000), gap_timeout=timedelta(0))
+    with pytest.raises(MissingTaggedEventError) as caught:
+        drain(query, now_ms=2_000)
+    assert caught.value.missing == (4,)
+
+
+def test_new_persistence_id_scan_timeout_looks_back_for_earlier_events() -> None:
+    view = InMemoryTagView()
+    query = tag_query(
+        view,
+        now_ms=1_000,
+        offset=offset_at(1_000),
+        new_persistence_id_scan_timeout=timedelta(seconds=1),
+    )
+    assert drain(query, now_ms=1_200) == []  # the start scan finds nothing of c
+    view.add(row("c", 3, 1_300))
+    assert drain(query, now_ms=1_400) == []  # c#3 is held while earlier events are sought
+    view.add(row("c", 2, 1_100))
+    assert drain(query, now_ms=1_500) == []  # c#1 might still come: look until the timeout
+    assert drain(query, now_ms=2_401) == [("c", 2), ("c", 3)]
+
+
+def test_a_look_back_that_times_out_accepts_the_first_event_seen() -> None:
+    view = InMemoryTagView()
+    query = tag_query(
+        view,
+        now_ms=1_000,
+        offset=offset_at(1_000),
+        new_persistence_id_scan_timeout=timedelta(milliseconds=200),
+    )
+    assert drain(query, now_ms=1_200) == []
+    view.add(row("c", 3, 1_300))
+    assert drain(query, now_ms=1_400) == []
+    assert drain(query, now_ms=1_700) == [("c", 3)]
+
+
+def test_minute_buckets_are_walked_across_their_boundaries() -> None:
+    view = InMemoryTagView()
+    view.add(
+        row("a", 1, 59_999),
+        row("a", 2, 60_000),
+        row("b", 1, 60_001),
+        row("a", 3, 185_000),  # two empty buckets in between
+    )
+    query = tag_query(view, now_ms=200_000, is_live=False)
+    assert drain(query, now_ms=200_000) == [("a", 1), ("a", 2), ("b", 1), ("a", 3)]
+    assert query.poll(at(200_000)).is_complete
+
+
+def test_duplicates_seen_again_by_back_tracking_are_dropped() -> None:
+    view = InMemoryTagView()
+    view.add(row("a", 1, 1_000), row("a", 2, 2_000))
+    query = tag_query(view, now_ms=2_000)
+    assert drain(query, now_ms=2_000) == [("a", 1), ("a", 2)]
+    view.add(row("a", 1, 1_001))  # the same event written again under another offset
+    assert drain(query, now_ms=3_100) == []
+    assert query.duplicates >= 2
+
+
+def test_an_offset_in_the_future_is_refused() -> None:
+    with pytest.raises(FutureOffsetError, match="in the future"):
+        tag_query(InMemoryTagView(), now_ms=0, offset=offset_at(60_000))
+
+
+def test_forgotten_persistence_ids_are_taken_as_new_when_seen_again() -> None:
+    view = InMemoryTagView()
+    view.add(row("a", 1, 1_000), row("b", 1, 200_000), row("a", 2, 400_000))
+    query = tag_query(view, now_ms=0, cleanup_old_persistence_ids=timedelta(seconds=60))
+    assert drain(query, now_ms=500_000, polls=50) == [("a", 1), ("b", 1), ("a", 2)]
