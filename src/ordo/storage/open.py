@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from ordo.clock import Clock
 from ordo.journal import Journal
 from ordo.journal.ports import JournalStore
-from ordo.settings import EventsByTagSettings
-from ordo.storage.location import PostgresLocation, SQLiteLocation, parse_location
+from ordo.query import EventEnvelope, EventsByTag, TagViewReader
+from ordo.settings import EventsByTagSettings, QuerySettings
+from ordo.storage.location import Location, PostgresLocation, SQLiteLocation, parse_location
 from ordo.storage.migration import MigrationReceipt
 from ordo.tagging import TagViewStore
+from ordo.tagging.notification import IN_PROCESS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -20,8 +22,11 @@ class Stores:
     """The stores of one database, sharing its connections; close() releases them."""
 
     backend: str
+    location: Location
     journal: JournalStore
     tag_views: TagViewStore
+    tag_view_reader: TagViewReader[EventEnvelope]
+    """The same tag view store, as the query's port."""
     migrate: Callable[[], MigrationReceipt]
     close: Callable[[], None]
 
@@ -40,10 +45,13 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
         from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
 
         sqlite = SQLiteDatastore(location.path)
+        tag_views = SQLiteTagViewStore(sqlite)
         stores = Stores(
             backend="sqlite",
+            location=location,
             journal=SQLiteJournalStore(sqlite),
-            tag_views=SQLiteTagViewStore(sqlite),
+            tag_views=tag_views,
+            tag_view_reader=tag_views,
             migrate=sqlite.migrate,
             close=sqlite.close,
         )
@@ -98,16 +106,51 @@ def open_journal(
         raise
 
 
+@contextmanager
+def events_by_tag_at(
+    url: str,
+    *,
+    settings: QuerySettings | None = None,
+    events_by_tag: EventsByTagSettings | None = None,
+    clock: Clock | None = None,
+) -> Iterator[EventsByTag]:
+    """Events-by-tag queries on the journal at `url`; its connections close with the block.
+
+    With pubsub_notification on a PostgreSQL journal, a listener thread forwards tag writes
+    of other processes to this process's live queries.
+    """
+    events_by_tag = events_by_tag or EventsByTagSettings()
+    with stores_at(url) as stores:
+        listener = None
+        if events_by_tag.pubsub_notification and isinstance(stores.location, PostgresLocation):
+            from ordo.storage.postgres.notification import PostgresTagListener
+
+            listener = PostgresTagListener(stores.location.dsn, IN_PROCESS)
+        try:
+            yield EventsByTag(
+                stores.tag_view_reader,
+                settings=settings,
+                events_by_tag=events_by_tag,
+                clock=clock,
+            )
+        finally:
+            if listener is not None:
+                listener.close()
+
+
 def _open_postgres(location: PostgresLocation) -> Stores:
     from ordo.storage.postgres.datastore import PostgresDatastore
     from ordo.storage.postgres.journal_store import PostgresJournalStore
     from ordo.storage.postgres.tag_view_store import PostgresTagViewStore
 
     postgres = PostgresDatastore(location.dsn)
+    tag_views = PostgresTagViewStore(postgres)
     return Stores(
         backend="postgres",
+        location=location,
         journal=PostgresJournalStore(postgres),
-        tag_views=PostgresTagViewStore(postgres),
+        tag_views=tag_views,
+        tag_view_reader=tag_views,
         migrate=postgres.migrate,
         close=postgres.close,
     )

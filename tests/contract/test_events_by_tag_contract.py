@@ -1,0 +1,211 @@
+"""Events-by-tag queries against real storage, on both backends."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ordo import EventsByTagSettings, Journal, NewEvent
+from ordo.errors import FutureOffsetError, InvalidIdentifierError, OffsetFormatError
+from ordo.query import EventEnvelope, EventsByTag
+from ordo.settings import QuerySettings
+from ordo.storage.open import Stores, events_by_tag_at
+from ordo.time import format_first_time_bucket
+
+# Start a few buckets back, not at the default 2015: a NoOffset query reads every bucket.
+RECENTLY = format_first_time_bucket(time.time_ns() // 1_000_000 - 3 * 3_600_000)
+WRITE = EventsByTagSettings(first_time_bucket=RECENTLY, flush_interval=timedelta(0))
+FAST = QuerySettings(
+    eventual_consistency_delay=timedelta(milliseconds=100),
+    refresh_interval=timedelta(milliseconds=50),
+    back_track_interval=timedelta(milliseconds=200),
+    back_track_period=timedelta(seconds=2),
+)
+
+
+@pytest.fixture
+def queries(journal_url: str) -> Iterator[EventsByTag]:
+    with events_by_tag_at(journal_url, settings=FAST, events_by_tag=WRITE) as opened:
+        yield opened
+
+
+def _settled() -> None:
+    time.sleep(0.15)  # past the 100 ms eventual-consistency delay
+
+
+def _per_pid(envelopes: list[EventEnvelope]) -> dict[str, list[int]]:
+    delivered: dict[str, list[int]] = {}
+    for e in envelopes:
+        delivered.setdefault(e.persistence_id, []).append(e.tag_pid_sequence_nr)
+    return delivered
+
+
+def test_current_delivers_every_tagged_event_in_offset_order(
+    journal_factory: Callable[..., Journal], queries: EventsByTag
+) -> None:
+    journal = journal_factory(settings=WRITE)
+    for i in range(30):
+        journal.append(
+            f"order-{i % 4}",
+            [NewEvent.of({"i": i}, tags=["order", "all"], manifest="M", metadata={"n": i})],
+        )
+    journal.append("other", [NewEvent.of(b"\x00\x01", tags=["other"])])
+    _settled()
+    with queries.current("order") as stream:
+        delivered = list(stream)
+    assert [e.offset for e in delivered] == sorted(e.offset for e in delivered)
+    assert _per_pid(delivered) == {
+        f"order-{p}": list(range(1, 9 if p < 2 else 8)) for p in range(4)
+    }
+    first = delivered[0]
+    assert (first.payload, first.metadata, first.manifest) == ({"i": 0}, {"n": 0}, "M")
+    assert first.tags == {"all": 1, "order": 1}
+    assert first.sequence_nr == 1
+    assert abs(first.timestamp - datetime.now(UTC)) < timedelta(minutes=1)
+    assert [e.payload for e in queries.current("other")] == [b"\x00\x01"]
+
+
+def test_a_query_resumes_after_the_offset_it_is_given(
+    journal_factory: Callable[..., Journal], queries: EventsByTag
+) -> None:
+    journal = journal_factory(settings=WRITE)
+    for i in range(10):
+        journal.append(f"p{i % 3}", [NewEvent.of(i, tags=["t"])])
+    _settled()
+    everything = list(queries.current("t"))
+    middle = everything[4]
+    assert list(queries.current("t", middle.offset)) == everything[5:]
+    assert list(queries.current("t", str(middle.offset))) == everything[5:]
+    assert list(queries.current("t", middle.timestamp - timedelta(seconds=1))) == everything
+
+
+def test_unknown_tags_give_an_empty_stream(queries: EventsByTag) -> None:
+    assert list(queries.current("no-such-tag")) == []
+
+
+@pytest.mark.parametrize(
+    ("offset", "error"),
+    [
+        ("not-a-uuid", OffsetFormatError),
+        ("6ba7b810-9dad-41d1-80b4-00c04fd430c8", OffsetFormatError),  # version 4
+        (12345, OffsetFormatError),
+        (datetime(2015, 1, 1), OffsetFormatError),  # naive  # noqa: DTZ001
+        (datetime.now(UTC) + timedelta(days=1), FutureOffsetError),
+    ],
+)
+def test_bad_offsets_are_refused(queries: EventsByTag, offset: object, error: type) -> None:
+    with pytest.raises(error):
+        queries.current("t", offset)
+
+
+def test_a_bad_tag_is_refused(queries: EventsByTag) -> None:
+    with pytest.raises(InvalidIdentifierError):
+        queries.live("")
+
+
+def test_a_query_changes_nothing_stored(
+    journal_factory: Callable[..., Journal], queries: EventsByTag, stores: Stores
+) -> None:
+    journal = journal_factory(settings=WRITE)
+    journal.append("p", [NewEvent.of(i, tags=["t"]) for i in range(5)])
+    _settled()
+    before = (stores.journal.summary(), list(stores.tag_views.tag_view_entries("t")))
+    list(queries.current("t"))
+    with queries.live("t") as stream:
+        next(stream)
+    assert (stores.journal.summary(), list(stores.tag_views.tag_view_entries("t"))) == before
+
+
+def test_concurrent_appenders_race_a_tailing_live_query(
+    journal_factory: Callable[..., Journal], queries: EventsByTag
+) -> None:
+    writers = [journal_factory(settings=WRITE) for _ in range(3)]
+    expected: dict[str, int] = {}
+
+    def append(writer: int) -> None:
+        journal = writers[writer]
+        for i in range(60):
+            journal.append(f"w{writer}-p{i % 5}", [NewEvent.of(i, tags=["race"])])
+
+    threads = [threading.Thread(target=append, args=(w,)) for w in range(3)]
+    delivered: list[EventEnvelope] = []
+    with queries.live("race") as stream:
+        for thread in threads:
+            thread.start()
+        for w in range(3):
+            for p in range(5):
+                expected[f"w{w}-p{p}"] = 12
+        deadline = time.monotonic() + 30
+        while len(delivered) < 180 and time.monotonic() < deadline:
+            delivered.append(next(stream))
+        for thread in threads:
+            thread.join()
+    assert _per_pid(delivered) == {pid: list(range(1, n + 1)) for pid, n in expected.items()}
+
+
+def test_pubsub_wakes_a_live_query_before_its_refresh(journal_url: str) -> None:
+    write = EventsByTagSettings(
+        first_time_bucket=RECENTLY, flush_interval=timedelta(0), pubsub_notification=True
+    )
+    slow = QuerySettings(
+        eventual_consistency_delay=timedelta(milliseconds=50),
+        refresh_interval=timedelta(seconds=30),
+        back_track_interval=timedelta(seconds=30),
+        back_track_long_interval=timedelta(seconds=60),
+    )
+    with events_by_tag_at(journal_url, settings=slow, events_by_tag=write) as queries:
+        with queries.live("ping") as stream:
+            started = time.monotonic()
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys, datetime\n"
+                    "from ordo import EventsByTagSettings, NewEvent, open_journal\n"
+                    f"s = EventsByTagSettings(first_time_bucket={RECENTLY!r},"
+                    " flush_interval=datetime.timedelta(0), pubsub_notification=True)\n"
+                    "with open_journal(sys.argv[1], settings=s) as j:\n"
+                    "    j.append('p', [NewEvent.of(1, tags=['ping'])])\n",
+                    journal_url,
+                ],
+                check=True,
+            )
+            if not journal_url.startswith("postgresql"):
+                # SQLite notifies within a process only: append here as well to wake it.
+                with open_journal_here(journal_url, write) as journal:
+                    journal.append("q", [NewEvent.of(2, tags=["ping"])])
+            envelope = next(stream)
+        assert time.monotonic() - started < 10
+        assert envelope.tag_pid_sequence_nr == 1
+
+
+def open_journal_here(url: str, settings: EventsByTagSettings) -> Journal:
+    from ordo import open_journal
+
+    return open_journal(url, settings=settings)
+
+
+def test_async_iterators_deliver_the_same_events(
+    journal_factory: Callable[..., Journal], queries: EventsByTag
+) -> None:
+    journal = journal_factory(settings=WRITE)
+    journal.append("p", [NewEvent.of(i, tags=["t"]) for i in range(7)])
+    _settled()
+
+    async def collect() -> list[EventEnvelope]:
+        return [e async for e in queries.current_async("t")]
+
+    async def first_live() -> EventEnvelope:
+        async for envelope in queries.live_async("t"):
+            return envelope
+        raise AssertionError
+
+    assert asyncio.run(collect()) == list(queries.current("t"))
+    assert asyncio.run(first_live()).tag_pid_sequence_nr == 1
