@@ -136,3 +136,32 @@ def test_the_demo_writes_and_verifies(runner: CliRunner, tmp_path: Path) -> None
     assert result["clean"] is True
     assert result["missing"] == result["duplicated"] == result["unexpected"] == 0
     assert result["tag_view_rows"] == result["tagged_events"] > 600
+
+
+def test_simulate_prints_one_json_verdict(runner: CliRunner, tmp_path: Path) -> None:
+    code, out, err = _run(
+        runner,
+        "simulate",
+        "--journal",
+        f"sqlite:///{tmp_path}/sim.db",
+        "--events",
+        "300",
+        "--writers",
+        "2",
+        "--rate",
+        "600",
+        "--restarts",
+        "1",
+        "--json",
+    )
+    assert code == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["events"] == 300
+    assert result["lost"] == result["duplicated"] == result["misordered"] == 0
+    assert {"p50", "p90", "p99", "max"} <= set(result["latency_ms"])
+
+
+def test_simulate_refuses_bad_options(runner: CliRunner) -> None:
+    code, _, err = _run(runner, "simulate", "--writers", "0")
+    assert code == 2
+    assert "--writers" in err

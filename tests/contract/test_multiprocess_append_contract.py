@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ordo.demo.workload import Workload
-from ordo.demo.writers import run_writers
 from ordo.settings import EventsByTagSettings
+from ordo.simulation.workload import Workload
+from ordo.simulation.writers import WriterPlan, run_writers
 from ordo.storage.open import stores_at
 from ordo.tools.verification import check_tag_views
 
@@ -12,7 +12,8 @@ from ordo.tools.verification import check_tag_views
 def test_writer_processes_share_one_journal(journal_url: str) -> None:
     settings = EventsByTagSettings()
     workload = Workload(events=1_500, persistence_ids=300, writers=3, seed=7)
-    report = run_writers(journal_url, workload, settings=settings, on_progress=lambda _: None)
+    plan = WriterPlan(url=journal_url, workload=workload, settings=settings)
+    report = run_writers(plan, on_progress=lambda _: None)
     assert report.failed_writers == ()
     assert report.events == 1_500
     with stores_at(journal_url) as stores:

@@ -11,8 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ordo.cli.options import json_option, settings_from_env
-from ordo.demo.workload import Workload
-from ordo.demo.writers import run_writers
+from ordo.simulation.workload import Workload
+from ordo.simulation.writers import WriterPlan, run_writers
 from ordo.storage.location import SQLiteLocation, parse_location
 from ordo.storage.open import stores_at
 from ordo.tools.verification import check_tag_views
@@ -80,9 +80,7 @@ def demo(
     ) as progress:
         task = progress.add_task("write", total=events)
         report = run_writers(
-            journal_url,
-            workload,
-            settings=settings,
+            WriterPlan(url=journal_url, workload=workload, settings=settings),
             on_progress=lambda done: progress.update(task, completed=done),
         )
     with stores_at(journal_url) as stores:

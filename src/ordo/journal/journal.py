@@ -64,10 +64,11 @@ class Journal:
         *,
         settings: EventsByTagSettings | None = None,
         clock: Clock | None = None,
+        writer_uuid: str | None = None,
         on_close: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings or EventsByTagSettings()
-        self.writer_uuid = str(uuid.uuid4())
+        self.writer_uuid = writer_uuid or str(uuid.uuid4())
         self._store = store
         self._tag_store = tag_store
         self._uuids = TimeUUIDGenerator(clock or SystemClock())

@@ -1,1 +1,0 @@
-"""The main job's workload: a shop whose writer processes append orders, payments and shipments."""

@@ -1,0 +1,196 @@
+"""`ordo simulate`: writers, live queries and the checker, wired together for one run."""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from ordo.errors import ConfigurationError
+from ordo.settings import EventsByTagSettings, QuerySettings
+from ordo.simulation.checker import EventKey, Expected, Verdict, check, expected_events
+from ordo.simulation.readers import QueryChain, QueryChainThread
+from ordo.simulation.visibility import read_visibility
+from ordo.simulation.workload import TAGS, Workload
+from ordo.simulation.writers import WriterPlan, run_writers
+from ordo.storage.open import stores_at
+from ordo.time import BucketSize, format_first_time_bucket
+
+SIMULATION_QUERY_SETTINGS = QuerySettings(
+    eventual_consistency_delay=timedelta(seconds=1),
+    refresh_interval=timedelta(milliseconds=500),
+)
+"""Live queries a little quicker than the seeds' defaults, so that a run takes seconds."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimulationConfig:
+    """Every knob of a run; the seed makes the workload, skews and delays repeatable."""
+
+    journal: str
+    writers: int = 4
+    events: int = 20_000
+    persistence_ids: int = 2_000
+    seed: int = 1
+    skew_ms: int = 300
+    max_delay_ms: int = 2_000
+    delay_probability: float = 0.05
+    events_per_s: float = 4_000.0
+    queries: int = len(TAGS)
+    """Query chains, one per tag round-robin."""
+    restarts: int = 3
+    """Restarts of each chain from its last delivered offset, at random moments."""
+    bucket_size: BucketSize = BucketSize.MINUTE
+    query: QuerySettings = SIMULATION_QUERY_SETTINGS
+    pubsub: bool = False
+    flush_interval: timedelta = timedelta(milliseconds=25)
+
+    def __post_init__(self) -> None:
+        for name in ("writers", "events", "persistence_ids", "queries"):
+            if getattr(self, name) < 1:
+                msg = f"{name} must be >= 1, got {getattr(self, name)}"
+                raise ConfigurationError(msg)
+        for name in ("skew_ms", "max_delay_ms", "restarts"):
+            if getattr(self, name) < 0:
+                msg = f"{name} must be >= 0, got {getattr(self, name)}"
+                raise ConfigurationError(msg)
+        if not 0 <= self.delay_probability <= 1:
+            msg = f"delay_probability must be within [0, 1], got {self.delay_probability}"
+            raise ConfigurationError(msg)
+        if self.events_per_s <= 0:
+            msg = f"events_per_s must be > 0, got {self.events_per_s}"
+            raise ConfigurationError(msg)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimulationReport:
+    """What a run wrote and what the checker found."""
+
+    config: SimulationConfig
+    events: int
+    write_seconds: float
+    verdict: Verdict
+    restarts: int
+
+    def to_json_dict(self) -> dict[str, object]:
+        """The report as one JSON object (`ordo simulate --json`)."""
+        v = self.verdict
+        return {
+            "events": self.events,
+            "tagged_events": v.expected,
+            "delivered": v.delivered,
+            "lost": v.lost,
+            "lost_as_the_seeds_allow": dict(v.excused),
+            "duplicated": v.duplicated,
+            "misordered": v.misordered,
+            "failed_queries": v.failed_queries,
+            "violations": v.violations,
+            "latency_ms": dict(v.latency_ms),
+            "restarts": self.restarts,
+            "writers": self.config.writers,
+            "seed": self.config.seed,
+            "events_per_s": round(self.events / self.write_seconds) if self.write_seconds else 0,
+        }
+
+
+Progress = Callable[[str, int, int], None]
+"""on_progress(phase, done, total): phases "write" (events) and "deliver" (events)."""
+
+
+def simulate(config: SimulationConfig, *, on_progress: Progress) -> SimulationReport:
+    """Run writers and live queries together, then check what the queries delivered."""
+    with tempfile.TemporaryDirectory(prefix="ordo-simulation-") as logs:
+        return _simulate(config, Path(logs), on_progress=on_progress)
+
+
+def _simulate(config: SimulationConfig, logs: Path, *, on_progress: Progress) -> SimulationReport:
+    events_by_tag = EventsByTagSettings(
+        bucket_size=config.bucket_size,
+        first_time_bucket=format_first_time_bucket(
+            time.time_ns() // 1_000_000 - 2 * config.bucket_size.millis
+        ),
+        flush_interval=config.flush_interval,
+        pubsub_notification=config.pubsub,
+    )
+    plan = WriterPlan(
+        url=config.journal,
+        workload=Workload(
+            events=config.events,
+            persistence_ids=config.persistence_ids,
+            writers=config.writers,
+            seed=config.seed,
+        ),
+        settings=events_by_tag,
+        skew_ms=config.skew_ms,
+        max_delay_ms=config.max_delay_ms,
+        delay_probability=config.delay_probability,
+        events_per_s=config.events_per_s,
+        visibility_dir=str(logs),
+    )
+    rng = random.Random(config.seed)
+    chains = [QueryChain(tag=TAGS[i % len(TAGS)]) for i in range(config.queries)]
+    threads = [
+        QueryChainThread(
+            config.journal,
+            chain,
+            settings=config.query,
+            events_by_tag=events_by_tag,
+            restarts=config.restarts,
+            mean_run_s=max(1.0, config.events / config.events_per_s / (config.restarts + 1)),
+            rng=random.Random(rng.getrandbits(64)),
+        )
+        for chain in chains
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        written = run_writers(plan, on_progress=lambda n: on_progress("write", n, config.events))
+        with stores_at(config.journal) as stores:
+            expected = expected_events(stores.journal, written.skews_ns)
+        _drain(config, chains, expected, on_progress=on_progress)
+    finally:
+        for thread in threads:
+            thread.stop()
+        for thread in threads:
+            thread.join()
+    return SimulationReport(
+        config=config,
+        events=written.events,
+        write_seconds=written.seconds,
+        verdict=check(
+            expected,
+            chains,
+            visibility=read_visibility(logs),
+            settings=config.query,
+        ),
+        restarts=sum(max(0, len(chain.starts) - 1) for chain in chains),
+    )
+
+
+def _drain(
+    config: SimulationConfig,
+    chains: list[QueryChain],
+    expected: dict[EventKey, Expected],
+    *,
+    on_progress: Progress,
+) -> None:
+    """Wait until the queries delivered everything, or until no bound can explain a delay."""
+    q = config.query
+    # The writers have waited for their delayed writes, so everything is visible now: a query
+    # needs the consistency delay and a back-track to reach the last of it, and may be in the
+    # middle of a gap search.
+    patience = q.eventual_consistency_delay + q.back_track_interval + q.gap_timeout
+    patience += timedelta(seconds=2)
+    per_tag = Counter(tag for tag, _, _ in expected)
+    target = sum(per_tag[chain.tag] for chain in chains)
+    deadline = time.monotonic() + patience.total_seconds()
+    while time.monotonic() < deadline:
+        on_progress("deliver", sum(len(chain.distinct) for chain in chains), target)
+        if all(c.error is not None or len(c.distinct) >= per_tag[c.tag] for c in chains):
+            return
+        time.sleep(0.2)

@@ -1,0 +1,144 @@
+"""Writer processes: each opens its own Journal and appends its share of a workload.
+
+The demo runs them plainly; the simulator gives each its own clock skew, delays some of its
+tag_views writes and paces it, like nodes of a cluster under load.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.sharedctypes import Synchronized
+from pathlib import Path
+
+from ordo.clock import SkewedClock, SystemClock
+from ordo.errors import OrdoError
+from ordo.journal import Journal
+from ordo.settings import EventsByTagSettings
+from ordo.simulation.delayed_writes import DelayingTagViewStore
+from ordo.simulation.visibility import VisibilityLog
+from ordo.simulation.workload import Workload, writer_batches
+from ordo.storage.open import init_storage, open_stores
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriterPlan:
+    """How the writer processes behave; picklable (it crosses into each process)."""
+
+    url: str
+    workload: Workload
+    settings: EventsByTagSettings
+    skew_ms: int = 0
+    """Each writer's clock is off by a fixed amount drawn from [-skew_ms, +skew_ms]."""
+    max_delay_ms: int = 0
+    """Delayed tag_views writes wait up to this long."""
+    delay_probability: float = 0.0
+    events_per_s: float | None = None
+    """Total pace over all writers; None writes as fast as possible."""
+    visibility_dir: str | None = None
+    """Where writers log when each delayed tag write was applied (JSON lines), if anywhere."""
+
+    def skew_ns(self, writer: int) -> int:
+        """The clock skew of one writer (repeatable from the workload's seed)."""
+        rng = random.Random(self.workload.seed * 7_919 + writer)
+        return int(rng.uniform(-self.skew_ms, self.skew_ms) * 1_000_000)
+
+    def writer_uuid(self, writer: int) -> str:
+        """The writer uuid of one writer's journal, fixed up front so reports can name it."""
+        return str(
+            uuid.UUID(int=random.Random(self.workload.seed * 104_729 + writer).getrandbits(128))
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteReport:
+    """What the writer processes did."""
+
+    events: int
+    seconds: float
+    failed_writers: tuple[int, ...]
+    skews_ns: dict[str, int] = field(default_factory=dict)
+    """Clock skew per writer uuid."""
+
+
+def _write(plan: WriterPlan, writer: int, counter: Synchronized[int]) -> None:
+    stores = open_stores(plan.url)
+    log = (
+        VisibilityLog(Path(plan.visibility_dir) / f"writer-{writer}.jsonl")
+        if plan.visibility_dir
+        else None
+    )
+    tag_views = (
+        DelayingTagViewStore(
+            stores.tag_views,
+            max_delay_s=plan.max_delay_ms / 1000,
+            delay_probability=plan.delay_probability,
+            rng=random.Random(plan.workload.seed * 31 + writer),
+            on_applied=log.record if log is not None else None,
+        )
+        if plan.max_delay_ms > 0
+        else None
+    )
+    journal = Journal(
+        stores.journal,
+        tag_views or stores.tag_views,
+        settings=plan.settings,
+        clock=SkewedClock(SystemClock(), skew_ns=plan.skew_ns(writer)),
+        writer_uuid=plan.writer_uuid(writer),
+    )
+    pace = plan.events_per_s / plan.workload.writers if plan.events_per_s else None
+    started, written = time.monotonic(), 0
+    try:
+        for pid, events in writer_batches(plan.workload, writer):
+            if pace is not None:
+                time.sleep(max(0.0, started + written / pace - time.monotonic()))
+            journal.append(pid, events)
+            written += len(events)
+            with counter.get_lock():
+                counter.value += len(events)
+    finally:
+        journal.close()
+        if tag_views is not None:
+            tag_views.close()
+        if log is not None:
+            log.close()
+        stores.close()
+
+
+def run_writers(plan: WriterPlan, *, on_progress: Callable[[int], None]) -> WriteReport:
+    """Start one process per writer, report progress every 100 ms, wait for all of them.
+
+    Processes are spawned (not forked) so that no thread or connection of this process leaks
+    into them.
+    """
+    init_storage(plan.url)  # once, before the writers race to create the schema
+    context = multiprocessing.get_context("spawn")
+    counter: Synchronized[int] = context.Value("q", 0)
+    writers = range(plan.workload.writers)
+    processes = [
+        context.Process(target=_write, args=(plan, w, counter), name=f"ordo-writer-{w}")
+        for w in writers
+    ]
+    started = time.perf_counter()
+    for process in processes:
+        process.start()
+    while any(p.is_alive() for p in processes):
+        on_progress(counter.value)
+        time.sleep(0.1)
+    for process in processes:
+        process.join()
+    on_progress(counter.value)
+    failed = tuple(w for w, p in zip(writers, processes, strict=True) if p.exitcode != 0)
+    if failed and counter.value == 0:
+        msg = f"every writer process failed (exit codes {[p.exitcode for p in processes]})"
+        raise OrdoError(msg)
+    return WriteReport(
+        events=counter.value,
+        seconds=time.perf_counter() - started,
+        failed_writers=failed,
+        skews_ns={plan.writer_uuid(w): plan.skew_ns(w) for w in writers},
+    )
