@@ -247,7 +247,8 @@ class SqlTagViewStore(SqlStore):
             "ORDER BY timeuuid, persistence_id, tag_pid_sequence_nr LIMIT {p}",
             (*params, limit),
         )
-        return [EventEnvelope._make(row) for row in rows]
+        envelope = tuple.__new__  # EventEnvelope._make without its per-row call and checks
+        return [envelope(EventEnvelope, row) for row in rows]
 
     def tags(self) -> Sequence[TagSummary]:
         """Every tag with rows, with counts (a full scan of tag_views)."""
