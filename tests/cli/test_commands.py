@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from ordo.cli.main import cli
+from ordo.time import format_first_time_bucket
 
 
 @pytest.fixture
@@ -165,3 +167,36 @@ def test_simulate_refuses_bad_options(runner: CliRunner) -> None:
     code, _, err = _run(runner, "simulate", "--writers", "0")
     assert code == 2
     assert "--writers" in err
+
+
+def test_query_reads_a_tag_in_offset_order(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path}/q.db"
+    monkeypatch.setenv("ORDO_FIRST_TIME_BUCKET", format_first_time_bucket(time.time_ns() // 10**6))
+    monkeypatch.setenv("ORDO_EVENTUAL_CONSISTENCY_DELAY_MS", "0")
+    monkeypatch.setenv("ORDO_FLUSH_INTERVAL_MS", "0")
+    lines = "\n".join(
+        json.dumps({"persistence_id": f"p{i % 2}", "payload": {"i": i}, "tags": ["t"]})
+        for i in range(5)
+    )
+    assert _run(runner, "append", "--journal", url, stdin=lines)[0] == 0
+    code, out, err = _run(runner, "query", "t", "--journal", url, "--json")
+    assert code == 0, err
+    delivered = [json.loads(line) for line in out.splitlines()]
+    assert [e["payload"]["i"] for e in delivered] == [0, 1, 2, 3, 4]
+    assert [e["tag_pid_sequence_nr"] for e in delivered] == [1, 1, 2, 2, 3]
+    code, out, _ = _run(
+        runner, "query", "t", "--journal", url, "--json", "--offset", delivered[1]["offset"]
+    )
+    assert [json.loads(line)["payload"]["i"] for line in out.splitlines()] == [2, 3, 4]
+    code, out, _ = _run(runner, "query", "t", "--journal", url, "--live", "--limit", "2")
+    assert code == 0
+    assert len(out.splitlines()) == 2
+
+
+@pytest.mark.parametrize("offset", ["yesterday-ish", "2026-01-01T00:00:00"])
+def test_query_refuses_bad_offsets(runner: CliRunner, tmp_path: Path, offset: str) -> None:
+    code, _, err = _run(runner, "query", "t", "--journal", f"{tmp_path}/q.db", "--offset", offset)
+    assert code == 1
+    assert "OffsetFormatError" in err

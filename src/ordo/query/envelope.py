@@ -58,3 +58,19 @@ class EventEnvelope(NamedTuple):
         """Every tag of the event with its tag pid sequence nr."""
         decoded: dict[Tag, TagPidSequenceNr] = json.loads(self.tags_json)
         return decoded
+
+    def to_json_dict(self) -> dict[str, object]:
+        """A JSON-ready view, used by `ordo query --json`."""
+        payload = self.payload
+        return {
+            "offset": str(self.offset),
+            "timestamp": self.timestamp.isoformat(),
+            "persistence_id": self.persistence_id,
+            "sequence_nr": self.sequence_nr,
+            "tag_pid_sequence_nr": self.tag_pid_sequence_nr,
+            "manifest": self.manifest,
+            "payload": payload.hex() if isinstance(payload, bytes) else payload,
+            "payload_encoding": self.serializer,
+            "metadata": self.metadata,
+            "tags": dict(sorted(self.tags.items())),
+        }

@@ -1,0 +1,67 @@
+"""`ordo query TAG`: read a tag's events, once or following new ones."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from itertools import islice
+
+import click
+
+from ordo.cli.options import journal_option, json_option, require_journal, settings_from_env
+from ordo.errors import OffsetFormatError
+from ordo.settings import QuerySettings
+from ordo.storage.open import events_by_tag_at
+
+
+@click.command()
+@journal_option
+@json_option
+@click.argument("tag")
+@click.option(
+    "--offset",
+    default=None,
+    help="Resume after this offset (a TimeUUID) or from this ISO-8601 time with a zone.",
+)
+@click.option("--live", is_flag=True, help="Keep following new events (Ctrl-C to stop).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Stop after N events.")
+def query(
+    journal_url: str | None,
+    as_json: bool,
+    tag: str,
+    offset: str | None,
+    live: bool,
+    limit: int | None,
+) -> None:
+    """Read the events of TAG in offset order; with --json one JSON object per line.
+
+    Query settings come from ORDO_* variables (ORDO_EVENTUAL_CONSISTENCY_DELAY_MS,
+    ORDO_REFRESH_INTERVAL_MS, ...). A query reads only; it never changes the journal.
+    """
+    start = _offset(offset)
+    with events_by_tag_at(
+        require_journal(journal_url),
+        settings=QuerySettings.from_env(os.environ),
+        events_by_tag=settings_from_env(),
+    ) as queries:
+        stream = queries.live(tag, start) if live else queries.current(tag, start)
+        with stream:
+            for envelope in islice(stream, limit):
+                if as_json:
+                    click.echo(json.dumps(envelope.to_json_dict(), ensure_ascii=False))
+                else:
+                    click.echo(
+                        f"{envelope.offset}  {envelope.persistence_id}#"
+                        f"{envelope.tag_pid_sequence_nr}  {envelope.payload!r}"
+                    )
+
+
+def _offset(text: str | None) -> object:
+    if text is None or "-" not in text or len(text) == 36:
+        return text
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError as exc:
+        msg = f"--offset {text!r} is neither a TimeUUID nor an ISO-8601 time"
+        raise OffsetFormatError(msg) from exc
