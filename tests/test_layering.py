@@ -9,7 +9,7 @@ SRC = Path(__file__).parents[1] / "src" / "ordo"
 
 CORE = {"errors", "types", "clock", "hashing", "settings", "time"}
 CONCEPTS = {"journal", "tagging", "query", "processing", "acking", "cdc"}
-OUTER = {"storage", "spark", "cli", "tools", "demo"}
+OUTER = {"storage", "spark", "cli", "tools", "simulation"}
 OPTIONAL = {"pyspark": "spark", "psycopg": "storage/postgres", "psycopg_pool": "storage/postgres"}
 
 

@@ -9,6 +9,7 @@ from ordo.errors import (
     InvalidIdentifierError,
     InvalidInputError,
     InvalidSequenceNrError,
+    MissingTaggedEventError,
     OrdoError,
     SchemaVersionError,
     SerializationError,
@@ -16,29 +17,36 @@ from ordo.errors import (
     StorageUnavailableError,
 )
 from ordo.journal import AppendReceipt, Journal, NewEvent, PersistedEvent
-from ordo.settings import EventsByTagSettings
-from ordo.storage.open import init_storage, open_journal, open_stores
+from ordo.query import NO_OFFSET, EventEnvelope, EventsByTag
+from ordo.settings import EventsByTagSettings, QuerySettings
+from ordo.storage.open import events_by_tag_at, init_storage, open_journal, open_stores
 from ordo.time import BucketSize, TimeUUID
 
 __all__ = [
+    "NO_OFFSET",
     "AppendReceipt",
     "BucketSize",
     "BucketSizeMismatchError",
     "ConcurrencyConflictError",
     "ConfigurationError",
+    "EventEnvelope",
+    "EventsByTag",
     "EventsByTagSettings",
     "InvalidIdentifierError",
     "InvalidInputError",
     "InvalidSequenceNrError",
     "Journal",
+    "MissingTaggedEventError",
     "NewEvent",
     "OrdoError",
     "PersistedEvent",
+    "QuerySettings",
     "SchemaVersionError",
     "SerializationError",
     "StorageError",
     "StorageUnavailableError",
     "TimeUUID",
+    "events_by_tag_at",
     "init_storage",
     "open_journal",
     "open_stores",
