@@ -16,6 +16,12 @@ OrdoError
 │   └── StorageIntegrityError
 │       └── ConcurrencyConflictError
 ├── MissingTaggedEventError
+├── InvalidSegmentOperationError (ValueError)
+├── TokenStoreError
+│   ├── UnknownProcessorError (LookupError)
+│   └── UnableToClaimTokenError
+├── ElementFailedError
+│   └── ElementTimeoutError (TimeoutError)
 └── JournalClosedError
 """
 
@@ -143,3 +149,43 @@ class ConcurrencyConflictError(StorageIntegrityError):
 
 class JournalClosedError(OrdoError):
     """The journal (or its tag writer) was used after close()."""
+
+
+class InvalidSegmentOperationError(OrdoError, ValueError):
+    """A segment split or merge that Axon's rules forbid.
+
+    Merging segments that are not siblings, or splitting one whose mask already uses every
+    bit of the hash.
+    """
+
+
+class TokenStoreError(OrdoError):
+    """The token store refused an operation; nothing in it was changed."""
+
+
+class UnknownProcessorError(TokenStoreError, LookupError):
+    """No tokens exist for the processor (or segment) named."""
+
+
+class UnableToClaimTokenError(TokenStoreError):
+    """Another owner holds the segment's claim and it has not expired."""
+
+
+class ElementFailedError(OrdoError):
+    """A handler failed on an element of parallel processing.
+
+    `offset` is the failed element's offset (its index in the input) and `committed` the last
+    offset that may be committed: every element up to it (inclusive) was processed.
+    """
+
+    def __init__(self, *, offset: int, committed: int, cause: BaseException) -> None:
+        self.offset, self.committed, self.cause = offset, committed, cause
+        msg = (
+            f"handler failed on element offset={offset}: {cause!r}; "
+            f"last committable offset={committed}"
+        )
+        super().__init__(msg)
+
+
+class ElementTimeoutError(ElementFailedError, TimeoutError):
+    """A handler did not finish an element within the per-element timeout."""
