@@ -17,6 +17,9 @@ from ordo import (
 )
 from ordo.errors import ConfigurationError, UnknownUrlSchemeError
 from ordo.storage.location import PostgresLocation, SQLiteLocation, parse_location
+from ordo.storage.migration import load_migrations
+
+LATEST = load_migrations("ordo.storage.sqlite")[-1].version
 
 
 def test_the_journal_file_is_in_wal_mode(tmp_path: Path) -> None:
@@ -48,7 +51,7 @@ def test_a_journal_of_a_newer_schema_is_refused_and_left_alone(tmp_path: Path) -
         conn.execute("UPDATE ordo_metadata SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(SchemaVersionError) as caught:
         open_stores(str(path))
-    assert (caught.value.found, caught.value.supported) == (99, 1)
+    assert (caught.value.found, caught.value.supported) == (99, LATEST)
     with sqlite3.connect(path) as conn:
         version = conn.execute(
             "SELECT value FROM ordo_metadata WHERE key = 'schema_version'"

@@ -8,7 +8,10 @@ import pytest
 from click.testing import CliRunner
 
 from ordo.cli.main import cli
+from ordo.storage.migration import load_migrations
 from ordo.time import format_first_time_bucket
+
+LATEST = load_migrations("ordo.storage.sqlite")[-1].version
 
 
 @pytest.fixture
@@ -24,10 +27,10 @@ def _run(runner: CliRunner, *args: str, stdin: str | None = None) -> tuple[int, 
 def test_init_is_idempotent(runner: CliRunner, journal_url: str) -> None:
     code, out, _ = _run(runner, "init", "--journal", journal_url, "--json")
     assert code == 0
-    assert json.loads(out) == {"previous_version": 0, "version": 1}
+    assert json.loads(out) == {"previous_version": 0, "version": LATEST}
     code, out, _ = _run(runner, "init", "--journal", journal_url, "--json")
     assert code == 0
-    assert json.loads(out) == {"previous_version": 1, "version": 1}
+    assert json.loads(out) == {"previous_version": LATEST, "version": LATEST}
 
 
 def test_append_then_events_and_info(runner: CliRunner, journal_url: str) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ordo.clock import Clock
 from ordo.journal import Journal
 from ordo.journal.ports import JournalStore
+from ordo.processing.ports import TokenStore
 from ordo.query import EventEnvelope, EventsByTag, TagViewReader
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.storage.location import Location, PostgresLocation, SQLiteLocation, parse_location
@@ -27,6 +28,7 @@ class Stores:
     tag_views: TagViewStore
     tag_view_reader: TagViewReader[EventEnvelope]
     """The same tag view store, as the query's port."""
+    tokens: TokenStore
     migrate: Callable[[], MigrationReceipt]
     close: Callable[[], None]
 
@@ -43,6 +45,7 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
         from ordo.storage.sqlite.datastore import SQLiteDatastore
         from ordo.storage.sqlite.journal_store import SQLiteJournalStore
         from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
+        from ordo.storage.sqlite.token_store import SQLiteTokenStore
 
         sqlite = SQLiteDatastore(location.path)
         tag_views = SQLiteTagViewStore(sqlite)
@@ -52,6 +55,7 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
             journal=SQLiteJournalStore(sqlite),
             tag_views=tag_views,
             tag_view_reader=tag_views,
+            tokens=SQLiteTokenStore(sqlite),
             migrate=sqlite.migrate,
             close=sqlite.close,
         )
@@ -142,6 +146,7 @@ def _open_postgres(location: PostgresLocation) -> Stores:
     from ordo.storage.postgres.datastore import PostgresDatastore
     from ordo.storage.postgres.journal_store import PostgresJournalStore
     from ordo.storage.postgres.tag_view_store import PostgresTagViewStore
+    from ordo.storage.postgres.token_store import PostgresTokenStore
 
     postgres = PostgresDatastore(location.dsn)
     tag_views = PostgresTagViewStore(postgres)
@@ -151,6 +156,7 @@ def _open_postgres(location: PostgresLocation) -> Stores:
         journal=PostgresJournalStore(postgres),
         tag_views=tag_views,
         tag_view_reader=tag_views,
+        tokens=PostgresTokenStore(postgres),
         migrate=postgres.migrate,
         close=postgres.close,
     )

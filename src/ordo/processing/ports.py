@@ -1,0 +1,152 @@
+"""What tracking processors need from storage: the token store and its batch transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from ordo.processing.segment import Segment
+from ordo.processing.token import TrackingToken
+from ordo.types import PersistenceId
+
+
+class SegmentAction(StrEnum):
+    """A change asked of the owner of a segment (from another process or the CLI)."""
+
+    SPLIT = "split"
+    MERGE = "merge"
+    RELEASE = "release"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenEntry:
+    """One segment of a processor as stored: its token, claim and replay boundary."""
+
+    processor: str
+    segment: Segment
+    token: TrackingToken
+    owner: str | None
+    claimed_at_ms: int | None
+    replay_until: TrackingToken | None
+    """Events up to this token (inclusive) are replays of a reset processor."""
+
+    def is_claimable_by(self, owner: str, *, now_ms: int, claim_timeout_ms: int) -> bool:
+        """Unowned, owned by `owner`, or its claim expired (Axon's rule)."""
+        return (
+            self.owner is None
+            or self.owner == owner
+            or self.claimed_at_ms is None
+            or self.claimed_at_ms < now_ms - claim_timeout_ms
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeadLetter:
+    """An event a handler could not process, kept with the error for an operator."""
+
+    persistence_id: PersistenceId
+    sequence_nr: int
+    position: int
+    offset_key: bytes
+    error: str
+
+
+class BatchTransaction(Protocol):
+    """One batch of a segment: handler writes, positions and the new token, committed together.
+
+    The processor opens it with TokenStore.batch(); on a clean exit the token is stored only
+    if the caller still owns the segment, otherwise UnableToClaimTokenError rolls everything
+    back (another process took the segment over: its work must not be applied twice).
+    """
+
+    @property
+    def connection(self) -> object:
+        """The database connection of this transaction, for handlers that write projections."""
+        ...
+
+    def positions(self, persistence_ids: Iterable[PersistenceId]) -> Mapping[PersistenceId, int]:
+        """The last processed position of each persistence id (absent: none processed)."""
+        ...
+
+    def record(self, persistence_id: PersistenceId, position: int) -> None:
+        """Mark `position` of the persistence id processed (stored at commit)."""
+        ...
+
+    def dead_letter(self, letter: DeadLetter) -> None:
+        """Keep a failed event in the dead-letter table (committed with the batch)."""
+        ...
+
+    def store_token(self, token: TrackingToken) -> None:
+        """The segment's token after this batch (stored at commit, if still owned)."""
+        ...
+
+
+class TokenStore(Protocol):
+    """Tokens and claims of tracking processors; every operation is atomic. Thread-safe."""
+
+    def initialize(self, processor: str, *, segment_count: int) -> Sequence[TokenEntry]:
+        """Create the processor's first segments unless it has some; return its segments."""
+        ...
+
+    def entries(self, processor: str) -> Sequence[TokenEntry]:
+        """Every segment of the processor (UnknownProcessorError if it has none)."""
+        ...
+
+    def processors(self) -> Sequence[str]:
+        """The names of every processor with tokens."""
+        ...
+
+    def claim(
+        self, processor: str, segment_id: int, owner: str, *, now_ms: int, claim_timeout_ms: int
+    ) -> TokenEntry:
+        """Take or renew the claim (UnableToClaimTokenError if another owner holds it)."""
+        ...
+
+    def release(self, processor: str, segment_id: int, owner: str) -> None:
+        """Give the claim up (nothing happens unless `owner` holds it)."""
+        ...
+
+    def split(self, processor: str, segment_id: int, owner: str) -> tuple[Segment, Segment]:
+        """Split an owned segment; the new half copies the token and is unclaimed."""
+        ...
+
+    def merge(
+        self, processor: str, segment_id: int, owner: str, *, now_ms: int, claim_timeout_ms: int
+    ) -> Segment:
+        """Merge an owned segment with its sibling, which must be claimable.
+
+        The lower token is kept and the merged segment stays claimed by `owner`.
+        """
+        ...
+
+    def request(
+        self, processor: str, segment_id: int, action: SegmentAction, *, now_ms: int
+    ) -> None:
+        """Ask the segment's owner, wherever it runs, to split, merge or release it."""
+        ...
+
+    def take_request(self, processor: str, segment_id: int) -> SegmentAction | None:
+        """Remove and return the pending request for the segment, if any."""
+        ...
+
+    def reset(
+        self, processor: str, token: TrackingToken, *, now_ms: int, claim_timeout_ms: int
+    ) -> None:
+        """Move every segment to `token`, marking what was processed before as replay.
+
+        Refused (UnableToClaimTokenError) while any segment is claimed.
+        """
+        ...
+
+    def batch(
+        self, processor: str, segment_id: int, owner: str
+    ) -> AbstractContextManager[BatchTransaction]:
+        """Open one batch transaction for an owned segment."""
+        ...
+
+    def dead_letters(self, processor: str) -> Sequence[DeadLetter]:
+        """The processor's dead letters, oldest first."""
+        ...

@@ -1,0 +1,12 @@
+"""The token store of tracking processors on PostgreSQL."""
+
+from __future__ import annotations
+
+from ordo.storage.sql_token_store import SqlTokenStore
+
+
+class PostgresTokenStore(SqlTokenStore):
+    """TokenStore on PostgreSQL: rows read to split or merge are locked FOR UPDATE."""
+
+    PARAM = "%s"
+    LOCK_ROWS = " FOR UPDATE"

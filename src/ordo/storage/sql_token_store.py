@@ -1,0 +1,401 @@
+"""The token store of tracking processors in SQL, the same statements on every backend."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import ClassVar
+
+from ordo.errors import (
+    InvalidSegmentOperationError,
+    UnableToClaimTokenError,
+    UnknownProcessorError,
+)
+from ordo.processing.ports import DeadLetter, SegmentAction, TokenEntry
+from ordo.processing.segment import Segment, initial_segments
+from ordo.processing.token import TrackingToken
+from ordo.storage.sql_store import SqlConnection, SqlStore
+from ordo.types import PersistenceId
+
+_ENTRY = "segment_id, mask, token, owner, claimed_at, replay_until"
+
+
+class SqlTokenStore(SqlStore):
+    """TokenStore over SQL; backends name their placeholder and row-lock clause.
+
+    Every method is one transaction. Thread-safe (connections are per thread or pooled).
+    """
+
+    LOCK_ROWS: ClassVar[str] = ""
+    """Appended to SELECTs that must lock the rows they read (PostgreSQL: FOR UPDATE)."""
+
+    def initialize(self, processor: str, *, segment_count: int) -> Sequence[TokenEntry]:
+        """Create the processor's first segments unless it has some; return its segments."""
+        with self._db.write_transaction() as conn:
+            if not self._entries(conn, processor):
+                for segment in initial_segments(segment_count):
+                    self._insert(conn, processor, segment, None, None, None, None)
+        return self.entries(processor)
+
+    def entries(self, processor: str) -> Sequence[TokenEntry]:
+        """Every segment of the processor, by segment id."""
+        with self._db.connection() as conn:
+            found = self._entries(conn, processor)
+        if not found:
+            msg = f"processor {processor!r} has no tokens (never started, or misspelt)"
+            raise UnknownProcessorError(msg)
+        return found
+
+    def processors(self) -> Sequence[str]:
+        """The names of every processor with tokens."""
+        rows = self._fetchall("SELECT DISTINCT processor FROM tokens ORDER BY processor", ())
+        return [str(row[0]) for row in rows]
+
+    def claim(
+        self, processor: str, segment_id: int, owner: str, *, now_ms: int, claim_timeout_ms: int
+    ) -> TokenEntry:
+        """Take or renew the claim: unowned, owned by `owner`, or expired."""
+        with self._db.write_transaction() as conn:
+            claimed = conn.execute(
+                self._sql(
+                    "UPDATE tokens SET owner = {p}, claimed_at = {p} WHERE processor = {p} "
+                    "AND segment_id = {p} AND (owner IS NULL OR owner = {p} OR claimed_at < {p})"
+                ),
+                (owner, now_ms, processor, segment_id, owner, now_ms - claim_timeout_ms),
+            ).rowcount
+            entry = self._entry(conn, processor, segment_id)
+        if not claimed:
+            msg = (
+                f"processor {processor!r} segment {segment_id} is claimed by {entry.owner!r}; "
+                f"{owner!r} cannot take it before the claim expires"
+            )
+            raise UnableToClaimTokenError(msg)
+        return entry
+
+    def release(self, processor: str, segment_id: int, owner: str) -> None:
+        """Give the claim up (a no-op unless `owner` holds it)."""
+        with self._db.connection() as conn:
+            conn.execute(
+                self._sql(
+                    "UPDATE tokens SET owner = NULL, claimed_at = NULL "
+                    "WHERE processor = {p} AND segment_id = {p} AND owner = {p}"
+                ),
+                (processor, segment_id, owner),
+            )
+
+    def split(self, processor: str, segment_id: int, owner: str) -> tuple[Segment, Segment]:
+        """Split an owned segment; the new half copies token and replay boundary, unclaimed."""
+        with self._db.write_transaction() as conn:
+            entry = self._owned(conn, processor, segment_id, owner)
+            low, high = entry.segment.split()
+            conn.execute(
+                self._sql(
+                    "UPDATE tokens SET mask = {p} WHERE processor = {p} AND segment_id = {p}"
+                ),
+                (low.mask, processor, segment_id),
+            )
+            self._insert(conn, processor, high, entry.token, None, None, entry.replay_until)
+        return low, high
+
+    def merge(
+        self, processor: str, segment_id: int, owner: str, *, now_ms: int, claim_timeout_ms: int
+    ) -> Segment:
+        """Merge an owned segment with its claimable sibling, keeping the lower token.
+
+        The half that was further ahead processed events the merged segment will see again;
+        they are not applied twice because every batch skips positions at or below the last
+        processed position of their persistence id (processed_positions).
+        """
+        with self._db.write_transaction() as conn:
+            entry = self._owned(conn, processor, segment_id, owner)
+            sibling_id = entry.segment.mergeable_segment_id()
+            sibling = self._find(conn, processor, sibling_id)
+            if sibling is None or sibling_id == segment_id:
+                msg = (
+                    f"processor {processor!r} segment {entry.segment} has no sibling to merge "
+                    f"with (segment {sibling_id} is split further or does not exist)"
+                )
+                raise InvalidSegmentOperationError(msg)
+            merged = entry.segment.merge(sibling.segment)
+            if not sibling.is_claimable_by(owner, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms):
+                msg = (
+                    f"processor {processor!r} segment {sibling.segment} is claimed by "
+                    f"{sibling.owner!r}: ask its owner to release it first"
+                )
+                raise UnableToClaimTokenError(msg)
+            token = entry.token if entry.token.is_before(sibling.token) else sibling.token
+            replay = _later(entry.replay_until, sibling.replay_until)
+            conn.execute(
+                self._sql("DELETE FROM tokens WHERE processor = {p} AND segment_id IN ({p}, {p})"),
+                (processor, segment_id, sibling_id),
+            )
+            self._insert(conn, processor, merged, token, owner, now_ms, replay)
+        return merged
+
+    def request(
+        self, processor: str, segment_id: int, action: SegmentAction, *, now_ms: int
+    ) -> None:
+        """Ask the segment's owner to split, merge or release it (the latest request wins)."""
+        with self._db.write_transaction() as conn:
+            self._entry(conn, processor, segment_id)
+            conn.execute(
+                self._sql(
+                    "INSERT INTO segment_requests (processor, segment_id, action, requested_at) "
+                    "VALUES ({p}, {p}, {p}, {p}) ON CONFLICT (processor, segment_id) DO UPDATE "
+                    "SET action = excluded.action, requested_at = excluded.requested_at"
+                ),
+                (processor, segment_id, action.value, now_ms),
+            )
+
+    def take_request(self, processor: str, segment_id: int) -> SegmentAction | None:
+        """Remove and return the pending request for the segment, if any."""
+        with self._db.write_transaction() as conn:
+            row = conn.execute(
+                self._sql(
+                    "SELECT action FROM segment_requests WHERE processor = {p} AND segment_id = {p}"
+                ),
+                (processor, segment_id),
+            ).fetchone()
+            if row is None:
+                return None
+            conn.execute(
+                self._sql(
+                    "DELETE FROM segment_requests WHERE processor = {p} AND segment_id = {p}"
+                ),
+                (processor, segment_id),
+            )
+        return SegmentAction(row[0])
+
+    def reset(
+        self, processor: str, token: TrackingToken, *, now_ms: int, claim_timeout_ms: int
+    ) -> None:
+        """Move every segment to `token`; what was processed before becomes replay."""
+        with self._db.write_transaction() as conn:
+            entries = self._entries(conn, processor)
+            if not entries:
+                msg = f"processor {processor!r} has no tokens to reset"
+                raise UnknownProcessorError(msg)
+            live = [
+                e
+                for e in entries
+                if e.owner is not None
+                and not e.is_claimable_by("", now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+            ]
+            if live:
+                msg = (
+                    f"processor {processor!r} is running (segment {live[0].segment} is claimed "
+                    f"by {live[0].owner!r}): stop it before resetting"
+                )
+                raise UnableToClaimTokenError(msg)
+            replay: TrackingToken | None = None
+            for e in entries:
+                replay = _later(replay, _later(e.token, e.replay_until))
+            conn.execute(
+                self._sql(
+                    "UPDATE tokens SET token = {p}, replay_until = {p}, owner = NULL, "
+                    "claimed_at = NULL WHERE processor = {p}"
+                ),
+                (token.to_json(), None if replay is None else replay.to_json(), processor),
+            )
+            conn.execute(
+                self._sql("DELETE FROM processed_positions WHERE processor = {p}"), (processor,)
+            )
+
+    @contextmanager
+    def batch(self, processor: str, segment_id: int, owner: str) -> Iterator[SqlBatch]:
+        """One batch: handler writes, positions, dead letters and token in one transaction."""
+        with self._db.write_transaction() as conn:
+            batch = SqlBatch(self, conn, processor, segment_id)
+            yield batch
+            batch.commit(owner)
+
+    def dead_letters(self, processor: str) -> Sequence[DeadLetter]:
+        """The processor's dead letters, oldest first."""
+        rows = self._fetchall(
+            "SELECT persistence_id, sequence_nr, position, event_offset, error FROM dead_letters "
+            "WHERE processor = {p} ORDER BY id",
+            (processor,),
+        )
+        return [
+            DeadLetter(
+                persistence_id=PersistenceId(str(r[0])),
+                sequence_nr=int(r[1]),
+                position=int(r[2]),
+                offset_key=bytes(r[3]),
+                error=str(r[4]),
+            )
+            for r in rows
+        ]
+
+    def _insert(
+        self,
+        conn: SqlConnection,
+        processor: str,
+        segment: Segment,
+        token: TrackingToken | None,
+        owner: str | None,
+        claimed_at: int | None,
+        replay_until: TrackingToken | None,
+    ) -> None:
+        conn.execute(
+            self._sql(
+                f"INSERT INTO tokens (processor, {_ENTRY}) VALUES ({{p}}, {{p}}, {{p}}, {{p}}, "
+                "{p}, {p}, {p})"
+            ),
+            (
+                processor,
+                segment.segment_id,
+                segment.mask,
+                None if token is None else token.to_json(),
+                owner,
+                claimed_at,
+                None if replay_until is None else replay_until.to_json(),
+            ),
+        )
+
+    def _entries(self, conn: SqlConnection, processor: str) -> list[TokenEntry]:
+        rows = conn.execute(
+            self._sql(f"SELECT {_ENTRY} FROM tokens WHERE processor = {{p}} ORDER BY segment_id"),
+            (processor,),
+        ).fetchall()
+        return [_entry(processor, row) for row in rows]
+
+    def _find(self, conn: SqlConnection, processor: str, segment_id: int) -> TokenEntry | None:
+        row = conn.execute(
+            self._sql(
+                f"SELECT {_ENTRY} FROM tokens WHERE processor = {{p}} AND segment_id = {{p}}"
+                + self.LOCK_ROWS
+            ),
+            (processor, segment_id),
+        ).fetchone()
+        return None if row is None else _entry(processor, row)
+
+    def _entry(self, conn: SqlConnection, processor: str, segment_id: int) -> TokenEntry:
+        entry = self._find(conn, processor, segment_id)
+        if entry is None:
+            msg = f"processor {processor!r} has no segment {segment_id}"
+            raise UnknownProcessorError(msg)
+        return entry
+
+    def _owned(
+        self, conn: SqlConnection, processor: str, segment_id: int, owner: str
+    ) -> TokenEntry:
+        entry = self._entry(conn, processor, segment_id)
+        if entry.owner != owner:
+            msg = (
+                f"processor {processor!r} segment {entry.segment} is not claimed by {owner!r} "
+                f"(owner: {entry.owner!r}); only the owner may split or merge it"
+            )
+            raise UnableToClaimTokenError(msg)
+        return entry
+
+
+class SqlBatch:
+    """The BatchTransaction of SqlTokenStore; lives inside one write transaction."""
+
+    def __init__(
+        self, store: SqlTokenStore, conn: SqlConnection, processor: str, segment_id: int
+    ) -> None:
+        self._store, self._conn = store, conn
+        self._processor, self._segment_id = processor, segment_id
+        self._positions: dict[PersistenceId, int] = {}
+        self._token: TrackingToken | None = None
+
+    @property
+    def connection(self) -> SqlConnection:
+        """The transaction's connection: handler writes through it commit with the token."""
+        return self._conn
+
+    def positions(self, persistence_ids: Iterable[PersistenceId]) -> Mapping[PersistenceId, int]:
+        """Last processed positions, including those recorded in this batch."""
+        wanted = sorted(set(persistence_ids) - set(self._positions))
+        found: dict[PersistenceId, int] = {}
+        if wanted:
+            marks = ", ".join(["{p}"] * len(wanted))
+            rows = self._conn.execute(
+                self._store._sql(
+                    "SELECT persistence_id, position FROM processed_positions "
+                    f"WHERE processor = {{p}} AND persistence_id IN ({marks})"
+                ),
+                (self._processor, *wanted),
+            ).fetchall()
+            found = {PersistenceId(str(r[0])): int(r[1]) for r in rows}
+        found.update(self._positions)
+        return found
+
+    def record(self, persistence_id: PersistenceId, position: int) -> None:
+        """Mark a position processed (stored at commit)."""
+        self._positions[persistence_id] = max(position, self._positions.get(persistence_id, 0))
+
+    def dead_letter(self, letter: DeadLetter) -> None:
+        """Keep a failed event with its error."""
+        self._conn.execute(
+            self._store._sql(
+                "INSERT INTO dead_letters (processor, segment_id, persistence_id, sequence_nr, "
+                "position, event_offset, error, failed_at) VALUES "
+                "({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p})"
+            ),
+            (
+                self._processor,
+                self._segment_id,
+                letter.persistence_id,
+                letter.sequence_nr,
+                letter.position,
+                letter.offset_key,
+                letter.error,
+                0,
+            ),
+        )
+
+    def store_token(self, token: TrackingToken) -> None:
+        """The segment's token after this batch."""
+        self._token = token
+
+    def commit(self, owner: str) -> None:
+        """Write positions and token, unless the claim was lost (then roll everything back)."""
+        sql = self._store._sql
+        for pid, position in self._positions.items():
+            self._conn.execute(
+                sql(
+                    "INSERT INTO processed_positions (processor, persistence_id, position) "
+                    "VALUES ({p}, {p}, {p}) ON CONFLICT (processor, persistence_id) DO UPDATE "
+                    "SET position = excluded.position "
+                    "WHERE excluded.position > processed_positions.position"
+                ),
+                (self._processor, pid, position),
+            )
+        if self._token is None:
+            return
+        updated = self._conn.execute(
+            sql(
+                "UPDATE tokens SET token = {p} WHERE processor = {p} AND segment_id = {p} "
+                "AND owner = {p}"
+            ),
+            (self._token.to_json(), self._processor, self._segment_id, owner),
+        ).rowcount
+        if not updated:
+            msg = (
+                f"processor {self._processor!r} segment {self._segment_id} is no longer claimed "
+                f"by {owner!r}; the batch is rolled back"
+            )
+            raise UnableToClaimTokenError(msg)
+
+
+def _entry(processor: str, row: Sequence[object]) -> TokenEntry:
+    segment_id, mask, token, owner, claimed_at, replay_until = row
+    return TokenEntry(
+        processor=processor,
+        segment=Segment(int(str(segment_id)), int(str(mask))),
+        token=TrackingToken.from_json(None if token is None else str(token)),
+        owner=None if owner is None else str(owner),
+        claimed_at_ms=None if claimed_at is None else int(str(claimed_at)),
+        replay_until=None if replay_until is None else TrackingToken.from_json(str(replay_until)),
+    )
+
+
+def _later(a: TrackingToken | None, b: TrackingToken | None) -> TrackingToken | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return b if a.is_before(b) else a
