@@ -60,9 +60,11 @@ class InMemoryTagView:
         up_to: bytes,
         limit: int,
         persistence_id: PersistenceId | None = None,
+        hash_mask: tuple[int, int] | None = None,
     ) -> Sequence[Row]:
         self.reads += 1
         assert tag == TAG
+        assert hash_mask is None
         selected = sorted(
             r
             for r in self.rows

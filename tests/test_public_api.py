@@ -6,7 +6,15 @@ import pytest
 
 import ordo
 
-PACKAGES = ["ordo", "ordo.journal", "ordo.query", "ordo.settings", "ordo.tagging", "ordo.time"]
+PACKAGES = [
+    "ordo",
+    "ordo.journal",
+    "ordo.processing",
+    "ordo.query",
+    "ordo.settings",
+    "ordo.tagging",
+    "ordo.time",
+]
 
 
 def _isort_key(name: str) -> tuple[int, str]:

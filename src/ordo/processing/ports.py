@@ -83,6 +83,10 @@ class BatchTransaction(Protocol):
         """The segment's token after this batch (stored at commit, if still owned)."""
         ...
 
+    def savepoint(self) -> AbstractContextManager[None]:
+        """A nested transaction: an exception inside undoes only what happened inside."""
+        ...
+
 
 class TokenStore(Protocol):
     """Tokens and claims of tracking processors; every operation is atomic. Thread-safe."""

@@ -44,9 +44,11 @@ class TagViewReader(Protocol[R_co]):
         up_to: bytes,
         limit: int,
         persistence_id: PersistenceId | None = None,
+        hash_mask: tuple[int, int] | None = None,
     ) -> Sequence[R_co]:
         """Rows of one (tag, bucket) with after < offset <= up_to (sortable keys), ascending.
 
-        At most `limit` rows; only those of `persistence_id` when it is given.
+        At most `limit` rows; only those of `persistence_id` when it is given, and only those
+        whose persistence id hash matches the segment `(segment_id, mask)` when that is given.
         """
         ...

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from ordo.settings.events_by_tag import EventsByTagSettings
 from ordo.settings.loading import ENV_PREFIX, BackTrackPeriod, LoadableSettings
+from ordo.settings.processor import ErrorMode, ProcessorSettings
 from ordo.settings.query import QuerySettings
 
 __all__ = [
     "ENV_PREFIX",
     "BackTrackPeriod",
+    "ErrorMode",
     "EventsByTagSettings",
     "LoadableSettings",
+    "ProcessorSettings",
     "QuerySettings",
 ]

@@ -235,12 +235,17 @@ class SqlTagViewStore(SqlStore):
         up_to: bytes,
         limit: int,
         persistence_id: PersistenceId | None = None,
+        hash_mask: tuple[int, int] | None = None,
     ) -> Sequence[EventEnvelope]:
         """Envelopes of one (tag, bucket) with after < offset <= up_to, in offset order."""
-        where = "AND persistence_id = {p} " if persistence_id is not None else ""
+        where = ""
         params: tuple[object, ...] = (tag, time_bucket, after, up_to)
         if persistence_id is not None:
+            where += "AND persistence_id = {p} "
             params += (persistence_id,)
+        if hash_mask is not None:
+            where += "AND (persistence_id_hash & {p}) = {p} "
+            params += (hash_mask[1], hash_mask[0])
         rows = self._fetchall(
             f"SELECT {ENVELOPE_COLUMNS} FROM tag_views WHERE tag = {{p}} AND timebucket = {{p}} "
             f"AND timeuuid > {{p}} AND timeuuid <= {{p}} {where}"

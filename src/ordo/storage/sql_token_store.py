@@ -351,6 +351,18 @@ class SqlBatch:
         """The segment's token after this batch."""
         self._token = token
 
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """SAVEPOINT around one handler call, so a retry or a skip undoes only its writes."""
+        self._conn.execute("SAVEPOINT ordo_event")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK TO SAVEPOINT ordo_event")
+            self._conn.execute("RELEASE SAVEPOINT ordo_event")
+            raise
+        self._conn.execute("RELEASE SAVEPOINT ordo_event")
+
     def commit(self, owner: str) -> None:
         """Write positions and token, unless the claim was lost (then roll everything back)."""
         sql = self._store._sql
