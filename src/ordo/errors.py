@@ -22,6 +22,7 @@ OrdoError
 │   └── UnableToClaimTokenError
 ├── ElementFailedError
 │   └── ElementTimeoutError (TimeoutError)
+├── EventHandlingError
 └── JournalClosedError
 """
 
@@ -189,3 +190,26 @@ class ElementFailedError(OrdoError):
 
 class ElementTimeoutError(ElementFailedError, TimeoutError):
     """A handler did not finish an element within the per-element timeout."""
+
+
+class EventHandlingError(OrdoError):
+    """A tracking processor's handler kept failing on an event and the error mode is `fail`.
+
+    The batch holding the event was rolled back, so nothing of it was applied; the processor
+    stopped and its segments were released.
+    """
+
+    def __init__(
+        self, *, processor: str, persistence_id: str, sequence_nr: int, cause: BaseException
+    ) -> None:
+        self.processor, self.persistence_id, self.sequence_nr = (
+            processor,
+            persistence_id,
+            sequence_nr,
+        )
+        self.cause = cause
+        msg = (
+            f"processor {processor!r} failed on persistence_id={persistence_id!r} "
+            f"sequence_nr={sequence_nr}: {cause!r}"
+        )
+        super().__init__(msg)

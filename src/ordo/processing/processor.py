@@ -1,0 +1,394 @@
+"""The tracking processor (Axon): threads that claim segments and handle their events in order.
+
+Each thread claims one segment in the token store, reads the segment's events from its token,
+hands them to the handler in batches and stores the token after each batch, in the same
+transaction as whatever the handler wrote through `context.connection` (exactly-once for such
+handlers). Unclaimed or expired segments are picked up by idle threads of any process. Split,
+merge and release requests reach a segment's owner through the token store, so they work
+across processes and take effect between batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from ordo.clock import Clock, SystemClock
+from ordo.errors import (
+    EventHandlingError,
+    InvalidSegmentOperationError,
+    UnableToClaimTokenError,
+)
+from ordo.processing.ports import (
+    BatchTransaction,
+    DeadLetter,
+    SegmentAction,
+    TokenEntry,
+    TokenStore,
+)
+from ordo.processing.segment import Segment
+from ordo.processing.sequencing import (
+    FullySequentialPolicy,
+    SequencingPolicy,
+    SequentialPerAggregatePolicy,
+    sequence_hash,
+)
+from ordo.processing.source import EventSource
+from ordo.processing.token import TrackingToken
+from ordo.query import EventEnvelope
+from ordo.settings import ErrorMode, ProcessorSettings
+from ordo.time import TimeUUID
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandlerContext:
+    """What a handler knows besides the event."""
+
+    processor: str
+    segment: Segment
+    is_replay: bool
+    """The event was processed before the processor was reset (Axon's ReplayToken)."""
+    connection: object
+    """The batch transaction's database connection: writes through it commit with the token."""
+
+
+EventHandler = Callable[[EventEnvelope, HandlerContext], object]
+
+
+class _HandlerFailedError(Exception):
+    """Internal: a handler raised during an optimistic batch; rerun it event by event."""
+
+
+class TrackingProcessor:
+    """A named processor with `thread_count` threads over the segments of its token store.
+
+    Thread-safe. start() returns at once; stop() releases the claims. A handler failure under
+    ErrorMode.FAIL stops the processor and is kept in `failure`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        source: EventSource,
+        tokens: TokenStore,
+        handler: EventHandler,
+        *,
+        settings: ProcessorSettings | None = None,
+        policy: SequencingPolicy | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.name = name
+        self.settings = settings or ProcessorSettings()
+        self.policy = policy or SequentialPerAggregatePolicy()
+        self.failure: EventHandlingError | None = None
+        self._source, self._tokens, self._handler = source, tokens, handler
+        self._clock = clock or SystemClock()
+        self._instance = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self._held: dict[int, int] = {}  # segment id -> worker index, within this instance
+        self._workers: list[_Worker] = []
+        # Each persistence id's events stay in one segment, in order, under these policies:
+        # then a per-id position dedupes what a restart or a merge delivers again.
+        self._is_per_id = isinstance(
+            self.policy, SequentialPerAggregatePolicy | FullySequentialPolicy
+        )
+
+    def start(self) -> None:
+        """Create the first segments if needed and start the threads."""
+        self._tokens.initialize(self.name, segment_count=self.settings.initial_segment_count)
+        self._workers = [_Worker(self, index) for index in range(self.settings.thread_count)]
+        for worker in self._workers:
+            worker.start()
+        logger.info("processor started: name=%s threads=%d", self.name, len(self._workers))
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop every thread and release their claims. Idempotent."""
+        self._stopped.set()
+        for worker in self._workers:
+            worker.wake.set()
+        for worker in self._workers:
+            worker.join(timeout)
+        logger.info("processor stopped: name=%s", self.name)
+
+    def __enter__(self) -> TrackingProcessor:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    @property
+    def is_running(self) -> bool:
+        """Whether threads are processing (false after stop() or a failure)."""
+        return not self._stopped.is_set() and any(w.is_alive() for w in self._workers)
+
+    def status(self) -> Sequence[TokenEntry]:
+        """The processor's segments with owners, tokens and claims."""
+        return self._tokens.entries(self.name)
+
+    def split(self, segment_id: int) -> None:
+        """Ask the segment's owner (here or in another process) to split it."""
+        self._request(segment_id, SegmentAction.SPLIT)
+
+    def merge(self, segment_id: int) -> None:
+        """Ask the segment's owner to merge it with its sibling; the sibling is released."""
+        sibling = self._segment(segment_id).mergeable_segment_id()
+        if sibling == segment_id:
+            msg = f"processor {self.name!r}: the root segment has nothing to merge with"
+            raise InvalidSegmentOperationError(msg)
+        self._request(sibling, SegmentAction.RELEASE)
+        self._request(segment_id, SegmentAction.MERGE)
+
+    def release(self, segment_id: int) -> None:
+        """Ask the segment's owner to release it (another thread or process may take it)."""
+        self._request(segment_id, SegmentAction.RELEASE)
+
+    def _segment(self, segment_id: int) -> Segment:
+        for entry in self._tokens.entries(self.name):
+            if entry.segment.segment_id == segment_id:
+                return entry.segment
+        msg = f"processor {self.name!r} has no segment {segment_id}"
+        raise InvalidSegmentOperationError(msg)
+
+    def _request(self, segment_id: int, action: SegmentAction) -> None:
+        self._tokens.request(self.name, segment_id, action, now_ms=self._now_ms())
+        for worker in self._workers:
+            worker.wake.set()
+
+    def _now_ms(self) -> int:
+        return self._clock.now_ns() // 1_000_000
+
+    def _fail(self, error: EventHandlingError) -> None:
+        logger.error("processor failed: name=%s error=%s", self.name, error)
+        if self.failure is None:
+            self.failure = error
+        self._stopped.set()
+        for worker in self._workers:
+            worker.wake.set()
+
+
+class _Worker(threading.Thread):
+    """One thread: claims a segment, processes it until told otherwise, and so on."""
+
+    def __init__(self, processor: TrackingProcessor, index: int) -> None:
+        super().__init__(name=f"ordo-{processor.name}-{index}", daemon=True)
+        self.p = processor
+        self.index = index
+        self.owner = f"{processor._instance}#{index}"
+        self.wake = threading.Event()
+        self._resting: dict[int, int] = {}  # segment id -> until when (ms) not to claim it
+
+    def run(self) -> None:
+        """Claim, process, release, until the processor stops."""
+        interval = self.p.settings.token_claim_interval.total_seconds()
+        while not self.p._stopped.is_set():
+            entry = self._claim_any()
+            if entry is None:
+                self._sleep(interval)
+                continue
+            try:
+                self._process_segment(entry)
+            except UnableToClaimTokenError as exc:
+                logger.info("claim lost: processor=%s error=%s", self.p.name, exc)
+            except EventHandlingError as exc:
+                self.p._fail(exc)
+            finally:
+                self._release(entry.segment.segment_id)
+
+    def _claim_any(self) -> TokenEntry | None:
+        p, now = self.p, self.p._now_ms()
+        timeout = p.settings.claim_timeout // timedelta(milliseconds=1)
+        for entry in p._tokens.entries(p.name):
+            segment_id = entry.segment.segment_id
+            if self._resting.get(segment_id, 0) > now:
+                continue
+            with p._lock:
+                if segment_id in p._held or not entry.is_claimable_by(
+                    self.owner, now_ms=now, claim_timeout_ms=timeout
+                ):
+                    continue
+                p._held[segment_id] = self.index
+            try:
+                claimed = p._tokens.claim(
+                    p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout
+                )
+            except UnableToClaimTokenError:
+                self._forget(segment_id)
+                continue
+            logger.info("claimed: processor=%s segment=%s", p.name, claimed.segment)
+            return claimed
+        return None
+
+    def _release(self, segment_id: int) -> None:
+        self.p._tokens.release(self.p.name, segment_id, self.owner)
+        self._forget(segment_id)
+
+    def _forget(self, segment_id: int) -> None:
+        with self.p._lock:
+            self.p._held.pop(segment_id, None)
+
+    def _process_segment(self, entry: TokenEntry) -> None:
+        """Read and handle the segment's events until stopped or a request ends the claim."""
+        p, segment = self.p, entry.segment
+        selects = p._is_per_id and p._source.can_select_segments
+        stream = p._source.open(
+            entry.token, segment=segment if selects else None, now_ns=p._clock.now_ns()
+        )
+        state = _SegmentState(entry)
+        interval_ms = p.settings.token_claim_interval // timedelta(milliseconds=1)
+        next_check = p._now_ms() + interval_ms
+        while not p._stopped.is_set():
+            step = stream.poll(p._clock.now_ns())
+            rows = step.rows if selects else [r for r in step.rows if self._matches(segment, r)]
+            for start in range(0, len(rows), p.settings.batch_size):
+                self._apply(state, rows[start : start + p.settings.batch_size])
+            if self.wake.is_set() or p._now_ms() >= next_check:
+                self.wake.clear()
+                if self._control(state):
+                    return
+                next_check = p._now_ms() + interval_ms
+            if not step.rows and step.wait_ns > 0:
+                self._sleep(min(step.wait_ns / 1e9, max(0, next_check - p._now_ms()) / 1000))
+
+    def _matches(self, segment: Segment, row: EventEnvelope) -> bool:
+        return segment.matches(sequence_hash(self.p.policy, row))
+
+    def _control(self, state: _SegmentState) -> bool:
+        """Extend the claim and act on a pending request; True when the claim should end."""
+        p, now = self.p, self.p._now_ms()
+        timeout = p.settings.claim_timeout // timedelta(milliseconds=1)
+        segment_id = state.entry.segment.segment_id
+        p._tokens.claim(p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout)
+        action = p._tokens.take_request(p.name, segment_id)
+        if action is SegmentAction.SPLIT:
+            low, high = p._tokens.split(p.name, segment_id, self.owner)
+            logger.info("split: processor=%s into %s and %s", p.name, low, high)
+            return True
+        if action is SegmentAction.MERGE:
+            try:
+                merged = p._tokens.merge(
+                    p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout
+                )
+            except UnableToClaimTokenError:
+                p._tokens.request(p.name, segment_id, SegmentAction.MERGE, now_ms=now)
+                return False  # the sibling's owner has not released it yet: try again later
+            logger.info("merged: processor=%s into %s", p.name, merged)
+            return True
+        if action is SegmentAction.RELEASE:
+            self._resting[segment_id] = now + 2 * timeout
+            logger.info("released on request: processor=%s segment=%s", p.name, segment_id)
+            return True
+        return False
+
+    def _apply(self, state: _SegmentState, rows: list[EventEnvelope]) -> None:
+        """Handle one batch; a failure reruns it event by event with retries (see _handle)."""
+        try:
+            self._batch(state, rows, careful=False)
+        except _HandlerFailedError:
+            self._batch(state, rows, careful=True)
+
+    def _batch(self, state: _SegmentState, rows: list[EventEnvelope], *, careful: bool) -> None:
+        p = self.p
+        segment_id = state.entry.segment.segment_id
+        with p._tokens.batch(p.name, segment_id, self.owner) as batch:
+            seen = batch.positions({r.persistence_id for r in rows}) if p._is_per_id else {}
+            context = HandlerContext(
+                processor=p.name,
+                segment=state.entry.segment,
+                is_replay=False,
+                connection=batch.connection,
+            )
+            for row in rows:
+                if p._is_per_id and row.tag_pid_sequence_nr <= seen.get(row.persistence_id, 0):
+                    continue
+                replaying = state.replay_key is not None and row.offset_key <= state.replay_key
+                event_context = context if not replaying else _replay(context)
+                if careful:
+                    self._handle(row, event_context, batch)
+                else:
+                    try:
+                        p._handler(row, event_context)
+                    except Exception as exc:  # user code: rerun the batch carefully
+                        raise _HandlerFailedError from exc
+                if p._is_per_id:
+                    batch.record(row.persistence_id, row.tag_pid_sequence_nr)
+            state.advance(rows)
+            batch.store_token(state.token)
+
+    def _handle(self, row: EventEnvelope, context: HandlerContext, batch: BatchTransaction) -> None:
+        """One event with retries and backoff, each attempt in a savepoint; then the mode."""
+        settings = self.p.settings
+        for attempt in range(settings.max_retries + 1):
+            try:
+                with batch.savepoint():
+                    self.p._handler(row, context)
+                return
+            except Exception as exc:  # user code: retry, then apply error_mode
+                error = exc
+                if attempt < settings.max_retries:
+                    time.sleep(settings.retry_backoff.total_seconds() * 2**attempt)
+        if settings.error_mode is ErrorMode.SKIP:
+            logger.warning(
+                "skipped an event: processor=%s persistence_id=%s sequence_nr=%d error=%r",
+                self.p.name,
+                row.persistence_id,
+                row.sequence_nr,
+                error,
+            )
+        elif settings.error_mode is ErrorMode.DEAD_LETTER:
+            batch.dead_letter(
+                DeadLetter(
+                    persistence_id=row.persistence_id,
+                    sequence_nr=row.sequence_nr,
+                    position=row.tag_pid_sequence_nr,
+                    offset_key=row.offset_key,
+                    error=repr(error),
+                )
+            )
+        else:
+            raise EventHandlingError(
+                processor=self.p.name,
+                persistence_id=row.persistence_id,
+                sequence_nr=row.sequence_nr,
+                cause=error,
+            )
+
+    def _sleep(self, seconds: float) -> None:
+        if seconds > 0 and not self.p._stopped.is_set():
+            self.wake.wait(seconds)
+
+
+class _SegmentState:
+    """The token of the claimed segment as batches move it forward (it never moves back)."""
+
+    def __init__(self, entry: TokenEntry) -> None:
+        self.entry = entry
+        self.token = entry.token
+        replay = entry.replay_until
+        self.replay_key = None if replay is None or replay.offset is None else replay.offset.key
+
+    def advance(self, rows: list[EventEnvelope]) -> None:
+        if not rows:
+            return
+        newest = max(row.offset_key for row in rows)
+        if self.token.offset is None or self.token.offset.key < newest:
+            self.token = TrackingToken(TimeUUID.from_bytes(newest))
+
+
+def _replay(context: HandlerContext) -> HandlerContext:
+    return HandlerContext(
+        processor=context.processor,
+        segment=context.segment,
+        is_replay=True,
+        connection=context.connection,
+    )

@@ -1,0 +1,79 @@
+"""Where a tracking processor's events come from: a tag's events, or all journal events.
+
+Both are read by the events-by-tag state machine (TagQuery), so a processor gets the seeds'
+ordering guarantees either way. A segment of a processor whose persistence id is its
+sequencing value is selected in storage (`persistence_id_hash & mask = segment_id`);
+otherwise the processor filters rows by the policy's hash itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ordo.processing.segment import Segment
+from ordo.processing.token import TrackingToken
+from ordo.query import NO_OFFSET, EventEnvelope, TagQuery, TagViewReader
+from ordo.settings import EventsByTagSettings, QuerySettings
+from ordo.types import PersistenceId, Tag, TimeBucket
+
+ALL_EVENTS = Tag("*")
+"""The pseudo tag of a source over every event of the journal."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventSource:
+    """A stream of envelopes a processor reads, opened per segment from its token."""
+
+    reader: TagViewReader[EventEnvelope]
+    tag: Tag
+    query: QuerySettings
+    events_by_tag: EventsByTagSettings
+    can_select_segments: bool = True
+    """Whether the reader can select a segment's rows itself (tag views store the hash)."""
+
+    def open(
+        self, token: TrackingToken, *, segment: Segment | None, now_ns: int
+    ) -> TagQuery[EventEnvelope]:
+        """A live query resuming after `token`, reading only `segment`'s rows when given."""
+        reader = self.reader if segment is None else _SegmentReader(self.reader, segment)
+        return TagQuery(
+            reader,
+            tag=self.tag,
+            offset=NO_OFFSET if token.offset is None else token.offset,
+            settings=self.query,
+            bucket_size=self.events_by_tag.bucket_size,
+            first_time_bucket_ms=self.events_by_tag.first_time_bucket_ms,
+            now_ns=now_ns,
+            is_live=True,
+        )
+
+
+class _SegmentReader:
+    """A reader that asks storage for one segment's rows only."""
+
+    def __init__(self, reader: TagViewReader[EventEnvelope], segment: Segment) -> None:
+        self._reader = reader
+        self._hash_mask = (segment.segment_id, segment.mask)
+
+    def read_tag_view(
+        self,
+        tag: Tag,
+        time_bucket: TimeBucket,
+        *,
+        after: bytes,
+        up_to: bytes,
+        limit: int,
+        persistence_id: PersistenceId | None = None,
+        hash_mask: tuple[int, int] | None = None,
+    ) -> Sequence[EventEnvelope]:
+        """The segment's rows of the bucket (hash_mask from the caller is ignored)."""
+        return self._reader.read_tag_view(
+            tag,
+            time_bucket,
+            after=after,
+            up_to=up_to,
+            limit=limit,
+            persistence_id=persistence_id,
+            hash_mask=self._hash_mask,
+        )
