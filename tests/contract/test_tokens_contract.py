@@ -9,7 +9,7 @@ from ordo.errors import (
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
-from ordo.processing.ports import DeadLetter, SegmentAction
+from ordo.processing.ports import DeadLetter, SegmentAction, SegmentRequest
 from ordo.processing.segment import Segment
 from ordo.processing.token import TrackingToken
 from ordo.storage.open import Stores
@@ -145,13 +145,25 @@ def test_only_the_owner_splits_or_merges_and_refusals_change_nothing(stores: Sto
 
 def test_requests_reach_the_owner_once(stores: Stores) -> None:
     stores.tokens.initialize("p", segment_count=2)
-    stores.tokens.request("p", 1, SegmentAction.SPLIT, now_ms=0)
-    stores.tokens.request("p", 1, SegmentAction.MERGE, now_ms=1)  # the latest wins
+    split = SegmentRequest(action=SegmentAction.SPLIT)
+    hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner="b")
+    stores.tokens.request("p", 1, split, now_ms=0)
+    stores.tokens.request("p", 1, hand_over, now_ms=1)  # the latest wins
     assert stores.tokens.take_request("p", 0) is None
-    assert stores.tokens.take_request("p", 1) is SegmentAction.MERGE
+    assert stores.tokens.take_request("p", 1) == hand_over
     assert stores.tokens.take_request("p", 1) is None
     with pytest.raises(UnknownProcessorError):
-        stores.tokens.request("p", 7, SegmentAction.SPLIT, now_ms=0)
+        stores.tokens.request("p", 7, split, now_ms=0)
+
+
+def test_a_claim_is_handed_over_by_its_owner_only(stores: Stores) -> None:
+    stores.tokens.initialize("p", segment_count=2)
+    stores.tokens.claim("p", 1, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    with pytest.raises(UnableToClaimTokenError):
+        stores.tokens.hand_over("p", 1, "x", to="b", now_ms=5)
+    stores.tokens.hand_over("p", 1, "a", to="b", now_ms=5)
+    entry = stores.tokens.entries("p")[1]
+    assert (entry.owner, entry.claimed_at_ms) == ("b", 5)
 
 
 def test_reset_marks_replays_and_is_refused_while_running(stores: Stores) -> None:

@@ -19,6 +19,16 @@ class SegmentAction(StrEnum):
     SPLIT = "split"
     MERGE = "merge"
     RELEASE = "release"
+    HAND_OVER = "hand_over"
+    """Give the claim to `target_owner` (the owner of the sibling that wants to merge)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentRequest:
+    """A pending request to a segment's owner."""
+
+    action: SegmentAction
+    target_owner: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,6 +75,11 @@ class BatchTransaction(Protocol):
     @property
     def connection(self) -> object:
         """The database connection of this transaction, for handlers that write projections."""
+        ...
+
+    @property
+    def placeholder(self) -> str:
+        """The connection driver's parameter placeholder (`?` for SQLite, `%s` for psycopg)."""
         ...
 
     def positions(self, persistence_ids: Iterable[PersistenceId]) -> Mapping[PersistenceId, int]:
@@ -127,13 +142,19 @@ class TokenStore(Protocol):
         ...
 
     def request(
-        self, processor: str, segment_id: int, action: SegmentAction, *, now_ms: int
+        self, processor: str, segment_id: int, request: SegmentRequest, *, now_ms: int
     ) -> None:
-        """Ask the segment's owner, wherever it runs, to split, merge or release it."""
+        """Ask the segment's owner, wherever it runs, to split, merge, release or hand over."""
         ...
 
-    def take_request(self, processor: str, segment_id: int) -> SegmentAction | None:
+    def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
         """Remove and return the pending request for the segment, if any."""
+        ...
+
+    def hand_over(
+        self, processor: str, segment_id: int, owner: str, *, to: str, now_ms: int
+    ) -> None:
+        """Move an owned claim to another owner (UnableToClaimTokenError if not owned)."""
         ...
 
     def reset(

@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from ordo.clock import Clock, SystemClock
@@ -30,6 +30,7 @@ from ordo.processing.ports import (
     BatchTransaction,
     DeadLetter,
     SegmentAction,
+    SegmentRequest,
     TokenEntry,
     TokenStore,
 )
@@ -59,6 +60,8 @@ class HandlerContext:
     """The event was processed before the processor was reset (Axon's ReplayToken)."""
     connection: object
     """The batch transaction's database connection: writes through it commit with the token."""
+    placeholder: str
+    """The connection's SQL parameter placeholder (`?` on SQLite, `%s` on PostgreSQL)."""
 
 
 EventHandler = Callable[[EventEnvelope, HandlerContext], object]
@@ -141,12 +144,10 @@ class TrackingProcessor:
         self._request(segment_id, SegmentAction.SPLIT)
 
     def merge(self, segment_id: int) -> None:
-        """Ask the segment's owner to merge it with its sibling; the sibling is released."""
-        sibling = self._segment(segment_id).mergeable_segment_id()
-        if sibling == segment_id:
+        """Ask the segment's owner to merge it with its sibling (whose owner hands it over)."""
+        if self._segment(segment_id).is_root:
             msg = f"processor {self.name!r}: the root segment has nothing to merge with"
             raise InvalidSegmentOperationError(msg)
-        self._request(sibling, SegmentAction.RELEASE)
         self._request(segment_id, SegmentAction.MERGE)
 
     def release(self, segment_id: int) -> None:
@@ -161,7 +162,9 @@ class TrackingProcessor:
         raise InvalidSegmentOperationError(msg)
 
     def _request(self, segment_id: int, action: SegmentAction) -> None:
-        self._tokens.request(self.name, segment_id, action, now_ms=self._now_ms())
+        self._tokens.request(
+            self.name, segment_id, SegmentRequest(action=action), now_ms=self._now_ms()
+        )
         for worker in self._workers:
             worker.wake.set()
 
@@ -269,7 +272,8 @@ class _Worker(threading.Thread):
         timeout = p.settings.claim_timeout // timedelta(milliseconds=1)
         segment_id = state.entry.segment.segment_id
         p._tokens.claim(p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout)
-        action = p._tokens.take_request(p.name, segment_id)
+        request = p._tokens.take_request(p.name, segment_id)
+        action = None if request is None else request.action
         if action is SegmentAction.SPLIT:
             low, high = p._tokens.split(p.name, segment_id, self.owner)
             logger.info("split: processor=%s into %s and %s", p.name, low, high)
@@ -280,9 +284,17 @@ class _Worker(threading.Thread):
                     p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout
                 )
             except UnableToClaimTokenError:
-                p._tokens.request(p.name, segment_id, SegmentAction.MERGE, now_ms=now)
-                return False  # the sibling's owner has not released it yet: try again later
+                # The sibling is processed elsewhere: ask its owner to hand it over, then retry.
+                sibling = state.entry.segment.mergeable_segment_id()
+                hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=self.owner)
+                p._tokens.request(p.name, sibling, hand_over, now_ms=now)
+                p._tokens.request(p.name, segment_id, SegmentRequest(action=action), now_ms=now)
+                return False
             logger.info("merged: processor=%s into %s", p.name, merged)
+            return True
+        if action is SegmentAction.HAND_OVER and request is not None and request.target_owner:
+            p._tokens.hand_over(p.name, segment_id, self.owner, to=request.target_owner, now_ms=now)
+            logger.info("handed over: processor=%s segment=%s", p.name, segment_id)
             return True
         if action is SegmentAction.RELEASE:
             self._resting[segment_id] = now + 2 * timeout
@@ -307,6 +319,7 @@ class _Worker(threading.Thread):
                 segment=state.entry.segment,
                 is_replay=False,
                 connection=batch.connection,
+                placeholder=batch.placeholder,
             )
             for row in rows:
                 if p._is_per_id and row.tag_pid_sequence_nr <= seen.get(row.persistence_id, 0):
@@ -386,9 +399,4 @@ class _SegmentState:
 
 
 def _replay(context: HandlerContext) -> HandlerContext:
-    return HandlerContext(
-        processor=context.processor,
-        segment=context.segment,
-        is_replay=True,
-        connection=context.connection,
-    )
+    return replace(context, is_replay=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 from ordo.clock import Clock
 from ordo.journal import Journal
@@ -16,6 +17,7 @@ from ordo.storage.location import Location, PostgresLocation, SQLiteLocation, pa
 from ordo.storage.migration import MigrationReceipt
 from ordo.tagging import TagViewStore
 from ordo.tagging.notification import IN_PROCESS
+from ordo.time import BucketSize
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,6 +31,8 @@ class Stores:
     tag_view_reader: TagViewReader[EventEnvelope]
     """The same tag view store, as the query's port."""
     tokens: TokenStore
+    all_events: Callable[[BucketSize], TagViewReader[EventEnvelope]]
+    """Every journal event as a TagViewReader (for processors over the whole journal)."""
     migrate: Callable[[], MigrationReceipt]
     close: Callable[[], None]
 
@@ -45,7 +49,7 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
         from ordo.storage.sqlite.datastore import SQLiteDatastore
         from ordo.storage.sqlite.journal_store import SQLiteJournalStore
         from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
-        from ordo.storage.sqlite.token_store import SQLiteTokenStore
+        from ordo.storage.sqlite.token_store import SQLiteAllEventsReader, SQLiteTokenStore
 
         sqlite = SQLiteDatastore(location.path)
         tag_views = SQLiteTagViewStore(sqlite)
@@ -56,6 +60,7 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
             tag_views=tag_views,
             tag_view_reader=tag_views,
             tokens=SQLiteTokenStore(sqlite),
+            all_events=partial(SQLiteAllEventsReader, sqlite),
             migrate=sqlite.migrate,
             close=sqlite.close,
         )
@@ -146,7 +151,7 @@ def _open_postgres(location: PostgresLocation) -> Stores:
     from ordo.storage.postgres.datastore import PostgresDatastore
     from ordo.storage.postgres.journal_store import PostgresJournalStore
     from ordo.storage.postgres.tag_view_store import PostgresTagViewStore
-    from ordo.storage.postgres.token_store import PostgresTokenStore
+    from ordo.storage.postgres.token_store import PostgresAllEventsReader, PostgresTokenStore
 
     postgres = PostgresDatastore(location.dsn)
     tag_views = PostgresTagViewStore(postgres)
@@ -157,6 +162,7 @@ def _open_postgres(location: PostgresLocation) -> Stores:
         tag_views=tag_views,
         tag_view_reader=tag_views,
         tokens=PostgresTokenStore(postgres),
+        all_events=partial(PostgresAllEventsReader, postgres),
         migrate=postgres.migrate,
         close=postgres.close,
     )

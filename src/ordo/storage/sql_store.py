@@ -27,6 +27,7 @@ from ordo.storage.rows import (
     tag_view_key_from_row,
 )
 from ordo.tagging import TaggedEvent, TagProgress, TagSummary
+from ordo.time import BucketSize, TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TimeBucket
 
 ENVELOPE_COLUMNS = (
@@ -267,3 +268,45 @@ class SqlTagViewStore(SqlStore):
             (tag,),
         )
         return map(tag_view_key_from_row, rows)
+
+
+class SqlAllEventsReader(SqlStore):
+    """Every journal event as a TagViewReader, so the events-by-tag machine can read them.
+
+    The journal has no buckets: a bucket is read as its TimeUUID range of `messages` (indexed
+    on timeuuid). An event's position is its sequence nr. The tag is ignored, and rows carry no
+    stored hash, so segments are selected by the processor, not here.
+    """
+
+    def __init__(self, datastore: SqlDatastore, bucket_size: BucketSize) -> None:
+        super().__init__(datastore)
+        self._bucket_size = bucket_size
+
+    def read_tag_view(
+        self,
+        tag: Tag,
+        time_bucket: TimeBucket,
+        *,
+        after: bytes,
+        up_to: bytes,
+        limit: int,
+        persistence_id: PersistenceId | None = None,
+        hash_mask: tuple[int, int] | None = None,
+    ) -> Sequence[EventEnvelope]:
+        """Journal events of the bucket with after < offset <= up_to, in offset order."""
+        first = TimeUUID.min_for_epoch_ns(time_bucket * 1_000_000).to_bytes()
+        last = TimeUUID.max_for_epoch_ns(
+            (time_bucket + self._bucket_size.millis) * 1_000_000 - 100
+        ).to_bytes()
+        where = "AND persistence_id = {p} " if persistence_id is not None else ""
+        params: tuple[object, ...] = (max(after, first), min(up_to, last))
+        if persistence_id is not None:
+            params += (persistence_id,)
+        rows = self._fetchall(
+            "SELECT timeuuid, persistence_id, sequence_nr, sequence_nr, serializer, manifest, "
+            "payload, metadata, tags FROM messages WHERE timeuuid > {p} AND timeuuid <= {p} "
+            f"{where}ORDER BY timeuuid, persistence_id, sequence_nr LIMIT {{p}}",
+            (*params, limit),
+        )
+        envelope = tuple.__new__
+        return [envelope(EventEnvelope, row) for row in rows]

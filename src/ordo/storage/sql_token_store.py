@@ -11,7 +11,7 @@ from ordo.errors import (
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
-from ordo.processing.ports import DeadLetter, SegmentAction, TokenEntry
+from ordo.processing.ports import DeadLetter, SegmentAction, SegmentRequest, TokenEntry
 from ordo.processing.segment import Segment, initial_segments
 from ordo.processing.token import TrackingToken
 from ordo.storage.sql_store import SqlConnection, SqlStore
@@ -133,26 +133,28 @@ class SqlTokenStore(SqlStore):
         return merged
 
     def request(
-        self, processor: str, segment_id: int, action: SegmentAction, *, now_ms: int
+        self, processor: str, segment_id: int, request: SegmentRequest, *, now_ms: int
     ) -> None:
-        """Ask the segment's owner to split, merge or release it (the latest request wins)."""
+        """Ask the segment's owner to act (the latest request wins)."""
         with self._db.write_transaction() as conn:
             self._entry(conn, processor, segment_id)
             conn.execute(
                 self._sql(
-                    "INSERT INTO segment_requests (processor, segment_id, action, requested_at) "
-                    "VALUES ({p}, {p}, {p}, {p}) ON CONFLICT (processor, segment_id) DO UPDATE "
-                    "SET action = excluded.action, requested_at = excluded.requested_at"
+                    "INSERT INTO segment_requests (processor, segment_id, action, target_owner, "
+                    "requested_at) VALUES ({p}, {p}, {p}, {p}, {p}) "
+                    "ON CONFLICT (processor, segment_id) DO UPDATE SET action = excluded.action, "
+                    "target_owner = excluded.target_owner, requested_at = excluded.requested_at"
                 ),
-                (processor, segment_id, action.value, now_ms),
+                (processor, segment_id, request.action.value, request.target_owner, now_ms),
             )
 
-    def take_request(self, processor: str, segment_id: int) -> SegmentAction | None:
+    def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
         """Remove and return the pending request for the segment, if any."""
         with self._db.write_transaction() as conn:
             row = conn.execute(
                 self._sql(
-                    "SELECT action FROM segment_requests WHERE processor = {p} AND segment_id = {p}"
+                    "SELECT action, target_owner FROM segment_requests "
+                    "WHERE processor = {p} AND segment_id = {p}"
                 ),
                 (processor, segment_id),
             ).fetchone()
@@ -164,7 +166,23 @@ class SqlTokenStore(SqlStore):
                 ),
                 (processor, segment_id),
             )
-        return SegmentAction(row[0])
+        return SegmentRequest(
+            action=SegmentAction(row[0]), target_owner=None if row[1] is None else str(row[1])
+        )
+
+    def hand_over(
+        self, processor: str, segment_id: int, owner: str, *, to: str, now_ms: int
+    ) -> None:
+        """Move an owned claim to `to`, fresh, so nobody else takes it in between."""
+        with self._db.write_transaction() as conn:
+            self._owned(conn, processor, segment_id, owner)
+            conn.execute(
+                self._sql(
+                    "UPDATE tokens SET owner = {p}, claimed_at = {p} "
+                    "WHERE processor = {p} AND segment_id = {p}"
+                ),
+                (to, now_ms, processor, segment_id),
+            )
 
     def reset(
         self, processor: str, token: TrackingToken, *, now_ms: int, claim_timeout_ms: int
@@ -305,6 +323,11 @@ class SqlBatch:
     def connection(self) -> SqlConnection:
         """The transaction's connection: handler writes through it commit with the token."""
         return self._conn
+
+    @property
+    def placeholder(self) -> str:
+        """The driver's parameter placeholder."""
+        return self._store.PARAM
 
     def positions(self, persistence_ids: Iterable[PersistenceId]) -> Mapping[PersistenceId, int]:
         """Last processed positions, including those recorded in this batch."""

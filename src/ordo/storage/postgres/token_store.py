@@ -1,7 +1,8 @@
-"""The token store of tracking processors on PostgreSQL."""
+"""The token store of tracking processors, and the all-events reader, on PostgreSQL."""
 
 from __future__ import annotations
 
+from ordo.storage.sql_store import SqlAllEventsReader
 from ordo.storage.sql_token_store import SqlTokenStore
 
 
@@ -10,3 +11,9 @@ class PostgresTokenStore(SqlTokenStore):
 
     PARAM = "%s"
     LOCK_ROWS = " FOR UPDATE"
+
+
+class PostgresAllEventsReader(SqlAllEventsReader):
+    """Every journal event as a TagViewReader on Postgres."""
+
+    PARAM = "%s"

@@ -16,6 +16,7 @@ CREATE TABLE IF NOT EXISTS segment_requests (
     processor TEXT NOT NULL,
     segment_id INTEGER NOT NULL,
     action TEXT NOT NULL,
+    target_owner TEXT,
     requested_at INTEGER NOT NULL,
     PRIMARY KEY (processor, segment_id)
 ) WITHOUT ROWID;
@@ -38,3 +39,6 @@ CREATE TABLE IF NOT EXISTS dead_letters (
     error TEXT NOT NULL,
     failed_at INTEGER NOT NULL
 );
+
+-- Processors over all events read the journal in TimeUUID order.
+CREATE INDEX IF NOT EXISTS messages_by_timeuuid ON messages (timeuuid);

@@ -1,0 +1,219 @@
+"""Tracking processors on both backends: exactly-once, order, split and merge, errors, replay."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from ordo import Journal, NewEvent
+from ordo.processing.processor import HandlerContext, TrackingProcessor
+from ordo.processing.sequencing import FullySequentialPolicy
+from ordo.processing.source import ALL_EVENTS, EventSource
+from ordo.processing.token import TrackingToken
+from ordo.query import EventEnvelope
+from ordo.settings import ErrorMode
+from ordo.storage.open import Stores
+from processing_support import FAST, READ, WRITE, counting_handler, source, wait_for
+
+
+def _append(journal: Journal, count: int, *, pids: int = 20, tag: str = "t") -> None:
+    for i in range(count):
+        journal.append(f"p{i % pids}", [NewEvent.of({"i": i}, tags=[tag])])
+
+
+def _total(sql: Callable[..., list[tuple[object, ...]]]) -> int:
+    return int(str(sql("SELECT coalesce(sum(n), 0) FROM counts")[0][0]))
+
+
+def test_every_event_is_applied_once_in_order_while_segments_split_and_merge(
+    stores: Stores,
+    journal_factory: Callable[..., Journal],
+    sql: Callable[..., list[tuple[object, ...]]],
+) -> None:
+    journal = journal_factory(settings=WRITE)
+    processor = TrackingProcessor(
+        "counts", source(stores), stores.tokens, counting_handler, settings=FAST
+    )
+    with processor:
+        _append(journal, 300)
+        processor.split(0)
+        wait_for(lambda: len(processor.status()) == 5)
+        _append(journal, 300)
+        processor.merge(0)
+        wait_for(lambda: len(processor.status()) == 4)
+        _append(journal, 300)
+        wait_for(lambda: _total(sql) == 900)
+    assert processor.failure is None
+    assert sorted(sql("SELECT pid, n, last FROM counts")) == sorted(
+        (f"p{p}", 45, 45) for p in range(20)
+    )
+
+
+def test_a_restarted_processor_continues_from_its_tokens(
+    stores: Stores,
+    journal_factory: Callable[..., Journal],
+    sql: Callable[..., list[tuple[object, ...]]],
+) -> None:
+    journal = journal_factory(settings=WRITE)
+    _append(journal, 200)
+    with TrackingProcessor(
+        "counts", source(stores), stores.tokens, counting_handler, settings=FAST
+    ):
+        wait_for(lambda: _total(sql) == 200)
+    _append(journal, 100)
+    with TrackingProcessor(
+        "counts", source(stores), stores.tokens, counting_handler, settings=FAST
+    ):
+        wait_for(lambda: _total(sql) == 300)
+    assert {row[1] for row in sql("SELECT pid, n FROM counts")} == {15}
+    assert all(e.owner is None for e in stores.tokens.entries("counts"))
+
+
+def _flaky(fails: dict[str, int]) -> Callable[[EventEnvelope, HandlerContext], None]:
+    """A counting handler that raises on the events named, `fails[...]` times each."""
+    lock = threading.Lock()
+
+    def handle(event: EventEnvelope, context: HandlerContext) -> None:
+        key = f"{event.persistence_id}#{event.tag_pid_sequence_nr}"
+        with lock:
+            remaining = fails.get(key, 0)
+            if remaining:
+                fails[key] = remaining - 1
+        if remaining:
+            counting_handler(event, context)  # a write that the failure must undo
+            msg = f"boom at {key}"
+            raise RuntimeError(msg)
+        counting_handler(event, context)
+
+    return handle
+
+
+def test_a_transient_failure_is_retried_and_applied_once(
+    stores: Stores,
+    journal_factory: Callable[..., Journal],
+    sql: Callable[..., list[tuple[object, ...]]],
+) -> None:
+    journal = journal_factory(settings=WRITE)
+    _append(journal, 100)
+    handler = _flaky({"p3#2": 2})
+    with TrackingProcessor("counts", source(stores), stores.tokens, handler, settings=FAST) as p:
+        wait_for(lambda: _total(sql) == 100)
+    assert p.failure is None
+    assert sql("SELECT n, last FROM counts WHERE pid = ?", "p3") == [(5, 5)]
+
+
+@pytest.mark.parametrize("mode", [ErrorMode.SKIP, ErrorMode.DEAD_LETTER])
+def test_a_poison_event_is_skipped_or_dead_lettered(
+    stores: Stores,
+    journal_factory: Callable[..., Journal],
+    sql: Callable[..., list[tuple[object, ...]]],
+    mode: ErrorMode,
+) -> None:
+    journal = journal_factory(settings=WRITE)
+    _append(journal, 100)
+    settings = replace(FAST, error_mode=mode, max_retries=1)
+    handler = _flaky({"p3#5": 99})  # p3's last event
+    with TrackingProcessor("counts", source(stores), stores.tokens, handler, settings=settings):
+        wait_for(lambda: _total(sql) == 99)
+        wait_for(
+            lambda: len(stores.tokens.dead_letters("counts")) == (mode is ErrorMode.DEAD_LETTER)
+        )
+    letters = stores.tokens.dead_letters("counts")
+    if mode is ErrorMode.DEAD_LETTER:
+        assert [(d.persistence_id, d.position) for d in letters] == [("p3", 5)]
+        assert "boom at p3#5" in letters[0].error
+    assert sql("SELECT n FROM counts WHERE pid = ?", "p3") == [(4,)]
+
+
+def test_a_failure_in_fail_mode_stops_the_processor_and_applies_nothing_of_its_batch(
+    stores: Stores,
+    journal_factory: Callable[..., Journal],
+    sql: Callable[..., list[tuple[object, ...]]],
+) -> None:
+    journal = journal_factory(settings=WRITE)
+    _append(journal, 100)
+    journal.flush()
+    time.sleep(0.3)  # settled: the first poll reads all 100 events, one batch
+    settings = replace(
+        FAST, thread_count=1, initial_segment_count=1, batch_size=1000, max_retries=0
+    )
+    processor = TrackingProcessor(
+        "counts", source(stores), stores.tokens, _flaky({"p3#5": 99}), settings=settings
+    )
+    processor.start()
+    wait_for(lambda: processor.failure is not None)
+    processor.stop()
+    failure = processor.failure
+    assert failure is not None
+    assert (failure.persistence_id, failure.sequence_nr) == ("p3", 5)
+    assert _total(sql) == 0  # the whole batch was rolled back
+    (entry,) = stores.tokens.entries("counts")
+    assert (entry.token, entry.owner) == (TrackingToken(), None)
+
+
+def test_a_reset_processor_replays_with_the_replay_flag(
+    stores: Stores,
+    journal_factory: Callable[..., Journal],
+    sql: Callable[..., list[tuple[object, ...]]],
+) -> None:
+    journal = journal_factory(settings=WRITE)
+    _append(journal, 60)
+    with TrackingProcessor(
+        "counts", source(stores), stores.tokens, counting_handler, settings=FAST
+    ):
+        wait_for(lambda: _total(sql) == 60)
+    stores.tokens.reset("counts", TrackingToken(), now_ms=0, claim_timeout_ms=0)
+    sql("DELETE FROM counts")
+    _append(journal, 20)
+    with TrackingProcessor(
+        "counts", source(stores), stores.tokens, counting_handler, settings=FAST
+    ):
+        wait_for(lambda: _total(sql) == 80)
+    assert int(str(sql("SELECT sum(replays) FROM counts")[0][0])) == 60
+
+
+def test_a_processor_can_read_every_event_of_the_journal(
+    stores: Stores,
+    journal_factory: Callable[..., Journal],
+    sql: Callable[..., list[tuple[object, ...]]],
+) -> None:
+    journal = journal_factory(settings=WRITE)
+    for i in range(90):
+        journal.append(f"p{i % 9}", [NewEvent.of(i, tags=["a"] if i % 2 else [])])
+    everything = EventSource(
+        reader=stores.all_events(WRITE.bucket_size),
+        tag=ALL_EVENTS,
+        query=READ,
+        events_by_tag=WRITE,
+        can_select_segments=False,
+    )
+    settings = replace(FAST, initial_segment_count=2, thread_count=2)
+    with TrackingProcessor("all", everything, stores.tokens, counting_handler, settings=settings):
+        wait_for(lambda: _total(sql) == 90)
+    assert {row[1] for row in sql("SELECT pid, last FROM counts")} == {10}
+
+
+def test_a_fully_sequential_processor_uses_one_segment(
+    stores: Stores,
+    journal_factory: Callable[..., Journal],
+    sql: Callable[..., list[tuple[object, ...]]],
+) -> None:
+    journal = journal_factory(settings=WRITE)
+    _append(journal, 50)
+    settings = replace(FAST, initial_segment_count=1)
+    with TrackingProcessor(
+        "seq",
+        source(stores),
+        stores.tokens,
+        counting_handler,
+        settings=settings,
+        policy=FullySequentialPolicy(),
+    ) as p:
+        wait_for(lambda: _total(sql) == 50)
+    assert [e.segment.mask for e in p.status()] == [0]
+    assert READ.eventual_consistency_delay == timedelta(milliseconds=100)

@@ -1,0 +1,66 @@
+"""Helpers of the tracking processor tests: fast settings, a counting handler, waiting."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+from ordo import EventsByTagSettings, QuerySettings
+from ordo.processing.processor import HandlerContext
+from ordo.processing.source import EventSource
+from ordo.query import EventEnvelope
+from ordo.settings import ProcessorSettings
+from ordo.storage.open import Stores
+from ordo.time import format_first_time_bucket
+
+WRITE = EventsByTagSettings(
+    first_time_bucket=format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000),
+    flush_interval=timedelta(milliseconds=20),
+)
+READ = QuerySettings(
+    eventual_consistency_delay=timedelta(milliseconds=100),
+    refresh_interval=timedelta(milliseconds=50),
+    back_track_interval=timedelta(milliseconds=200),
+    back_track_period=timedelta(seconds=2),
+)
+FAST = ProcessorSettings(
+    thread_count=8,
+    initial_segment_count=4,
+    batch_size=50,
+    claim_timeout=timedelta(seconds=2),
+    token_claim_interval=timedelta(milliseconds=200),
+    retry_backoff=timedelta(milliseconds=1),
+)
+
+
+def counting_handler(event: EventEnvelope, context: HandlerContext) -> None:
+    """Count events per persistence id in the batch's transaction; insist on their order."""
+    p = context.placeholder
+    conn = context.connection
+    row = conn.execute(
+        f"SELECT n, last, replays FROM counts WHERE pid = {p}",  # type: ignore[attr-defined]
+        (event.persistence_id,),
+    ).fetchone()
+    n, last, replays = row if row else (0, 0, 0)
+    if event.tag_pid_sequence_nr != last + 1 and not context.is_replay:
+        msg = f"{event.persistence_id}: got {event.tag_pid_sequence_nr} after {last}"
+        raise AssertionError(msg)
+    conn.execute(  # type: ignore[attr-defined]
+        f"INSERT INTO counts VALUES ({p}, {p}, {p}, {p}) ON CONFLICT (pid) DO UPDATE SET "
+        "n = excluded.n, last = excluded.last, replays = excluded.replays",
+        (event.persistence_id, n + 1, event.tag_pid_sequence_nr, replays + context.is_replay),
+    )
+
+
+def source(stores: Stores, tag: str = "t") -> EventSource:
+    return EventSource(reader=stores.tag_view_reader, tag=tag, query=READ, events_by_tag=WRITE)  # type: ignore[arg-type]
+
+
+def wait_for(predicate: Callable[[], bool], *, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            msg = "timed out waiting"
+            raise AssertionError(msg)
+        time.sleep(0.05)
