@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from ordo.cli.main import cli
 from ordo.storage.migration import load_migrations
+from ordo.storage.open import stores_at
 from ordo.time import format_first_time_bucket
 
 LATEST = load_migrations("ordo.storage.sqlite")[-1].version
@@ -203,3 +204,47 @@ def test_query_refuses_bad_offsets(runner: CliRunner, tmp_path: Path, offset: st
     code, _, err = _run(runner, "query", "t", "--journal", f"{tmp_path}/q.db", "--offset", offset)
     assert code == 1
     assert "OffsetFormatError" in err
+
+
+def test_processors_can_be_inspected_and_steered_offline(runner: CliRunner, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/p.db"
+    with stores_at(url) as stores:
+        stores.tokens.initialize("counts", segment_count=2)
+    code, out, _ = _run(runner, "processors", "status", "--journal", url, "--json")
+    assert code == 0
+    assert [row["segment"] for row in json.loads(out)] == ["Segment[0/1]", "Segment[1/1]"]
+    code, out, _ = _run(runner, "processors", "split", "counts", "1", "--journal", url)
+    assert (code, out.strip()) == (0, "split Segment[1/1] into Segment[1/3] and Segment[3/3]")
+    code, out, _ = _run(runner, "processors", "merge", "counts", "3", "--journal", url)
+    assert (code, out.strip()) == (0, "merged into Segment[1/1]")
+    code, out, _ = _run(runner, "processors", "release", "counts", "0", "--journal", url)
+    assert code == 0
+    assert "not claimed" in out
+    code, out, _ = _run(runner, "processors", "reset", "counts", "--journal", url)
+    assert code == 0
+    assert "reset" in out
+    with stores_at(url) as stores:
+        assert all(entry.owner is None for entry in stores.tokens.entries("counts"))
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["processors", "status", "nobody"], "UnknownProcessorError"),
+        (["processors", "merge", "counts", "0"], "InvalidSegmentOperationError"),
+        (["processors", "split", "counts", "9"], "UnknownProcessorError"),
+        (["processors", "reset", "counts", "--to", "bad"], "OffsetFormatError"),
+    ],
+)
+def test_processor_commands_refuse_bad_input(
+    runner: CliRunner, tmp_path: Path, args: list[str], needle: str
+) -> None:
+    url = f"sqlite:///{tmp_path}/p.db"
+    with stores_at(url) as stores:
+        stores.tokens.initialize("counts", segment_count=1)
+        before = stores.tokens.entries("counts")
+    code, _, err = _run(runner, *args, "--journal", url)
+    assert code == 1
+    assert needle in err
+    with stores_at(url) as stores:
+        assert stores.tokens.entries("counts") == before

@@ -1,0 +1,131 @@
+"""`ordo processors`: status of tracking processors, and split, merge, release and reset."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+
+import click
+
+from ordo.cli.options import journal_option, json_option, print_json, require_journal
+from ordo.processing.control import (
+    ControlReceipt,
+    merge_segment,
+    release_segment,
+    reset_processor,
+    split_segment,
+)
+from ordo.processing.token import TrackingToken
+from ordo.query import to_offset
+from ordo.settings import ProcessorSettings
+from ordo.storage.open import stores_at
+from ordo.time import TimeUUID
+
+
+@click.group()
+def processors() -> None:
+    """Inspect and steer tracking processors through their token store."""
+
+
+def _timeout_ms() -> int:
+    return ProcessorSettings.from_env(os.environ).claim_timeout // timedelta(milliseconds=1)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@processors.command()
+@journal_option
+@json_option
+@click.argument("processor", required=False)
+def status(journal_url: str | None, as_json: bool, processor: str | None) -> None:
+    """Show every segment of PROCESSOR (or of all processors): owner, token, claim age."""
+    with stores_at(require_journal(journal_url)) as stores:
+        names = [processor] if processor else list(stores.tokens.processors())
+        rows = [
+            {
+                "processor": entry.processor,
+                "segment": str(entry.segment),
+                "owner": entry.owner,
+                "token": str(entry.token),
+                "claim_age_ms": None
+                if entry.claimed_at_ms is None
+                else max(0, _now_ms() - entry.claimed_at_ms),
+                "replay_until": None if entry.replay_until is None else str(entry.replay_until),
+            }
+            for name in names
+            for entry in stores.tokens.entries(name)
+        ]
+    if as_json:
+        print_json(rows)
+        return
+    for row in rows:
+        age = "-" if row["claim_age_ms"] is None else f"{row['claim_age_ms']} ms"
+        click.echo(
+            f"{row['processor']}  {row['segment']:<16} owner={row['owner'] or '-'}  "
+            f"claimed {age} ago  token={row['token']}"
+        )
+    if not rows:
+        click.echo("no processors", err=True)
+
+
+def _steer(journal_url: str | None, action: str, processor: str, segment_id: int) -> None:
+    operations = {"split": split_segment, "merge": merge_segment, "release": release_segment}
+    with stores_at(require_journal(journal_url)) as stores:
+        receipt: ControlReceipt = operations[action](
+            stores.tokens,
+            processor,
+            segment_id,
+            now_ms=_now_ms(),
+            claim_timeout_ms=_timeout_ms(),
+        )
+    click.echo(receipt.message)
+
+
+@processors.command()
+@journal_option
+@click.argument("processor")
+@click.argument("segment_id", type=click.IntRange(min=0))
+def split(journal_url: str | None, processor: str, segment_id: int) -> None:
+    """Split segment SEGMENT_ID of PROCESSOR (its owner does it when the processor runs)."""
+    _steer(journal_url, "split", processor, segment_id)
+
+
+@processors.command()
+@journal_option
+@click.argument("processor")
+@click.argument("segment_id", type=click.IntRange(min=0))
+def merge(journal_url: str | None, processor: str, segment_id: int) -> None:
+    """Merge segment SEGMENT_ID of PROCESSOR with its sibling."""
+    _steer(journal_url, "merge", processor, segment_id)
+
+
+@processors.command()
+@journal_option
+@click.argument("processor")
+@click.argument("segment_id", type=click.IntRange(min=0))
+def release(journal_url: str | None, processor: str, segment_id: int) -> None:
+    """Ask the owner of segment SEGMENT_ID of PROCESSOR to release it."""
+    _steer(journal_url, "release", processor, segment_id)
+
+
+@processors.command()
+@journal_option
+@click.argument("processor")
+@click.option(
+    "--to",
+    "offset",
+    default=None,
+    help="Replay after this offset (a TimeUUID); default: from the beginning.",
+)
+def reset(journal_url: str | None, processor: str, offset: str | None) -> None:
+    """Reset PROCESSOR to replay its source; refused while it runs."""
+    start = to_offset(offset)
+    token = TrackingToken(start if isinstance(start, TimeUUID) else None)
+    with stores_at(require_journal(journal_url)) as stores:
+        receipt = reset_processor(
+            stores.tokens, processor, token, now_ms=_now_ms(), claim_timeout_ms=_timeout_ms()
+        )
+    click.echo(receipt.message)

@@ -1,0 +1,119 @@
+"""Operator actions on a processor's segments, whether or not the processor is running.
+
+A segment nobody holds is changed at once (claimed for the operation, then released); a
+segment that a running processor holds is changed by its owner, between two batches, through a
+request in the token store, wherever that processor runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ordo.errors import InvalidSegmentOperationError, UnknownProcessorError
+from ordo.processing.ports import SegmentAction, SegmentRequest, TokenEntry, TokenStore
+from ordo.processing.token import TrackingToken
+
+OPERATOR = "ordo-operator"
+"""The owner name of claims taken for an operator's immediate change."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControlReceipt:
+    """What an operator action did: changed the segments now, or asked their owner."""
+
+    is_done: bool
+    message: str
+
+
+def split_segment(
+    tokens: TokenStore, processor: str, segment_id: int, *, now_ms: int, claim_timeout_ms: int
+) -> ControlReceipt:
+    """Split a segment now if nobody holds it, otherwise ask its owner to."""
+    entry = _entry(tokens, processor, segment_id)
+    if not _is_free(entry, now_ms, claim_timeout_ms):
+        tokens.request(
+            processor, segment_id, SegmentRequest(action=SegmentAction.SPLIT), now_ms=now_ms
+        )
+        return ControlReceipt(
+            is_done=False, message=f"asked {entry.owner} to split segment {entry.segment}"
+        )
+    tokens.claim(processor, segment_id, OPERATOR, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+    try:
+        low, high = tokens.split(processor, segment_id, OPERATOR)
+    finally:
+        tokens.release(processor, segment_id, OPERATOR)
+    return ControlReceipt(is_done=True, message=f"split {entry.segment} into {low} and {high}")
+
+
+def merge_segment(
+    tokens: TokenStore, processor: str, segment_id: int, *, now_ms: int, claim_timeout_ms: int
+) -> ControlReceipt:
+    """Merge a segment with its sibling now if nobody holds either, otherwise ask an owner."""
+    entry = _entry(tokens, processor, segment_id)
+    if entry.segment.is_root:
+        msg = f"processor {processor!r}: the root segment has nothing to merge with"
+        raise InvalidSegmentOperationError(msg)
+    sibling = _entry(tokens, processor, entry.segment.mergeable_segment_id())
+    free = [e for e in (entry, sibling) if _is_free(e, now_ms, claim_timeout_ms)]
+    if len(free) == 2:
+        tokens.claim(
+            processor, segment_id, OPERATOR, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+        )
+        try:
+            merged = tokens.merge(
+                processor, segment_id, OPERATOR, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+            )
+        finally:
+            tokens.release(processor, segment_id, OPERATOR)
+        return ControlReceipt(is_done=True, message=f"merged into {merged}")
+    held = entry if entry not in free else sibling
+    tokens.request(
+        processor,
+        held.segment.segment_id,
+        SegmentRequest(action=SegmentAction.MERGE),
+        now_ms=now_ms,
+    )
+    return ControlReceipt(
+        is_done=False, message=f"asked {held.owner} to merge {held.segment} with its sibling"
+    )
+
+
+def release_segment(
+    tokens: TokenStore, processor: str, segment_id: int, *, now_ms: int, claim_timeout_ms: int
+) -> ControlReceipt:
+    """Ask the segment's owner to release it (nothing to do when nobody holds it)."""
+    entry = _entry(tokens, processor, segment_id)
+    if _is_free(entry, now_ms, claim_timeout_ms):
+        return ControlReceipt(is_done=True, message=f"segment {entry.segment} is not claimed")
+    tokens.request(
+        processor, segment_id, SegmentRequest(action=SegmentAction.RELEASE), now_ms=now_ms
+    )
+    return ControlReceipt(is_done=False, message=f"asked {entry.owner} to release {entry.segment}")
+
+
+def reset_processor(
+    tokens: TokenStore,
+    processor: str,
+    token: TrackingToken,
+    *,
+    now_ms: int,
+    claim_timeout_ms: int,
+) -> ControlReceipt:
+    """Reset every segment to `token` (refused while the processor runs)."""
+    tokens.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+    return ControlReceipt(
+        is_done=True,
+        message=f"reset {processor!r} to {token}; events processed before are replays",
+    )
+
+
+def _entry(tokens: TokenStore, processor: str, segment_id: int) -> TokenEntry:
+    for entry in tokens.entries(processor):
+        if entry.segment.segment_id == segment_id:
+            return entry
+    msg = f"processor {processor!r} has no segment {segment_id}"
+    raise UnknownProcessorError(msg)
+
+
+def _is_free(entry: TokenEntry, now_ms: int, claim_timeout_ms: int) -> bool:
+    return entry.is_claimable_by(OPERATOR, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
