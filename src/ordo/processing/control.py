@@ -63,8 +63,10 @@ def merge_segment(
             merged = tokens.merge(
                 processor, segment_id, OPERATOR, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
             )
-        finally:
+        except BaseException:
             tokens.release(processor, segment_id, OPERATOR)
+            raise
+        tokens.release(processor, merged.segment_id, OPERATOR)
         return ControlReceipt(is_done=True, message=f"merged into {merged}")
     held = entry if entry not in free else sibling
     tokens.request(
