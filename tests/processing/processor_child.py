@@ -1,0 +1,55 @@
+"""A tracking processor in its own process, for the multi-process tests.
+
+    python processor_child.py URL THREADS SEGMENTS
+
+Runs until SIGTERM (clean stop) or SIGKILL. The handler inserts every event into `applied`
+(primary key: persistence id and position) in the batch's transaction, after checking that the
+persistence id's previous position is there: applying an event twice, or out of order, fails.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from dataclasses import replace
+
+from ordo.processing.processor import HandlerContext, TrackingProcessor
+from ordo.query import EventEnvelope
+from ordo.storage.open import open_stores
+from processing_support import FAST, source
+
+
+def apply(event: EventEnvelope, context: HandlerContext) -> None:
+    p, conn = context.placeholder, context.connection
+    previous = conn.execute(  # type: ignore[attr-defined]
+        f"SELECT count(*) FROM applied WHERE pid = {p} AND nr = {p}",
+        (event.persistence_id, event.tag_pid_sequence_nr - 1),
+    ).fetchone()[0]
+    if event.tag_pid_sequence_nr > 1 and not previous:
+        msg = f"{event.persistence_id}#{event.tag_pid_sequence_nr} before its predecessor"
+        raise AssertionError(msg)
+    conn.execute(  # type: ignore[attr-defined]
+        f"INSERT INTO applied (pid, nr, owner) VALUES ({p}, {p}, {p})",
+        (event.persistence_id, event.tag_pid_sequence_nr, context.segment.__str__()),
+    )
+
+
+def main() -> None:
+    url, threads, segments = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    stores = open_stores(url)
+    settings = replace(FAST, thread_count=threads, initial_segment_count=segments)
+    processor = TrackingProcessor(
+        "applier", source(stores), stores.tokens, apply, settings=settings
+    )
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    processor.start()
+    print("started", flush=True)
+    stopped.wait()
+    processor.stop()
+    stores.close()
+
+
+if __name__ == "__main__":
+    main()
