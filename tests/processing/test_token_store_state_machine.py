@@ -1,0 +1,108 @@
+"""Claims and segment moves under random operations: a Hypothesis rule-based state machine.
+
+Several owners claim, release, split and merge the segments of one processor on a real SQLite
+token store; after every step the segments still partition the hash space, every segment has
+at most one owner, and the store agrees with a simple model of who may hold what.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from ordo.errors import InvalidSegmentOperationError, UnableToClaimTokenError
+from ordo.processing.segment import Segment
+from ordo.storage.open import open_stores
+
+OWNERS = ("a", "b", "c")
+TIMEOUT = 1_000
+PROBES = [0, 1, 2, 3, 5, 8, 13, 255, 256, 1023, 65_535, 2**31, 2**32 - 1]
+
+
+class TokenStoreMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.directory = tempfile.TemporaryDirectory()
+        self.stores = open_stores(str(Path(self.directory.name) / "tokens.db"))
+        self.stores.tokens.initialize("p", segment_count=2)
+        self.now = 0
+
+    def teardown(self) -> None:
+        self.stores.close()
+        self.directory.cleanup()
+
+    def _segment_ids(self) -> list[int]:
+        return [e.segment.segment_id for e in self.stores.tokens.entries("p")]
+
+    @rule(owner=st.sampled_from(OWNERS), pick=st.integers(0, 63), advance=st.integers(0, 700))
+    def claim(self, owner: str, pick: int, advance: int) -> None:
+        self.now += advance
+        ids = self._segment_ids()
+        entry = self.stores.tokens.entries("p")[pick % len(ids)]
+        claimable = entry.is_claimable_by(owner, now_ms=self.now, claim_timeout_ms=TIMEOUT)
+        try:
+            claimed = self.stores.tokens.claim(
+                "p", entry.segment.segment_id, owner, now_ms=self.now, claim_timeout_ms=TIMEOUT
+            )
+        except UnableToClaimTokenError:
+            assert not claimable
+        else:
+            assert claimable
+            assert claimed.owner == owner
+
+    @rule(owner=st.sampled_from(OWNERS), pick=st.integers(0, 63))
+    def release(self, owner: str, pick: int) -> None:
+        ids = self._segment_ids()
+        self.stores.tokens.release("p", ids[pick % len(ids)], owner)
+
+    @rule(owner=st.sampled_from(OWNERS), pick=st.integers(0, 63))
+    def split(self, owner: str, pick: int) -> None:
+        entry = self.stores.tokens.entries("p")[pick % len(self._segment_ids())]
+        try:
+            low, high = self.stores.tokens.split("p", entry.segment.segment_id, owner)
+        except (UnableToClaimTokenError, InvalidSegmentOperationError):
+            assert entry.owner != owner or not entry.segment.can_split
+        else:
+            assert entry.owner == owner
+            assert (low, high) == entry.segment.split()
+
+    @rule(owner=st.sampled_from(OWNERS), pick=st.integers(0, 63))
+    def merge(self, owner: str, pick: int) -> None:
+        entries = self.stores.tokens.entries("p")
+        entry = entries[pick % len(entries)]
+        before = len(entries)
+        try:
+            merged = self.stores.tokens.merge(
+                "p", entry.segment.segment_id, owner, now_ms=self.now, claim_timeout_ms=TIMEOUT
+            )
+        except (UnableToClaimTokenError, InvalidSegmentOperationError):
+            assert len(self.stores.tokens.entries("p")) == before
+        else:
+            assert entry.owner == owner
+            assert merged == entry.segment.merge(entry.segment.sibling())
+
+    @invariant()
+    def segments_partition_the_hash_space(self) -> None:
+        segments = [e.segment for e in self.stores.tokens.entries("p")]
+        for value in PROBES:
+            assert sum(s.matches(value) for s in segments) == 1
+        assert sum(1 / (s.mask + 1) for s in segments) == 1
+
+    @invariant()
+    def segment_ids_are_unique(self) -> None:
+        ids = self._segment_ids()
+        assert len(ids) == len(set(ids))
+        assert all(
+            isinstance(Segment(e.segment.segment_id, e.segment.mask), Segment)
+            for e in self.stores.tokens.entries("p")
+        )
+
+
+TokenStoreMachine.TestCase.settings = settings(
+    max_examples=30, stateful_step_count=25, deadline=None
+)
+test_token_store_state_machine = TokenStoreMachine.TestCase
