@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from ordo.errors import InvalidSegmentOperationError, UnableToClaimTokenError
-from ordo.processing.segment import Segment
 from ordo.storage.open import open_stores
 
 OWNERS = ("a", "b", "c")
@@ -96,10 +95,6 @@ class TokenStoreMachine(RuleBasedStateMachine):
     def segment_ids_are_unique(self) -> None:
         ids = self._segment_ids()
         assert len(ids) == len(set(ids))
-        assert all(
-            isinstance(Segment(e.segment.segment_id, e.segment.mask), Segment)
-            for e in self.stores.tokens.entries("p")
-        )
 
 
 TokenStoreMachine.TestCase.settings = settings(
