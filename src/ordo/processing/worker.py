@@ -1,0 +1,261 @@
+"""A tracking processor's thread: claims a segment, handles its events in batches, obeys requests.
+
+The worker is the processor's internal collaborator: it reads the processor's settings, token
+store, source and handler, and reports a failure back to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import replace
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from ordo.errors import EventHandlingError, UnableToClaimTokenError
+from ordo.processing.handler import HandlerContext
+from ordo.processing.ports import (
+    BatchTransaction,
+    DeadLetter,
+    SegmentAction,
+    SegmentRequest,
+    TokenEntry,
+)
+from ordo.processing.segment import Segment
+from ordo.processing.sequencing import sequence_hash
+from ordo.processing.token import TrackingToken
+from ordo.query import EventEnvelope
+from ordo.settings import ErrorMode
+from ordo.time import TimeUUID
+
+if TYPE_CHECKING:
+    from ordo.processing.processor import TrackingProcessor
+
+logger = logging.getLogger(__name__)
+
+
+class _HandlerFailedError(Exception):
+    """Internal: a handler raised during an optimistic batch; rerun it event by event."""
+
+
+class SegmentWorker(threading.Thread):
+    """One thread: claims a segment, processes it until told otherwise, and so on."""
+
+    def __init__(self, processor: TrackingProcessor, index: int) -> None:
+        super().__init__(name=f"ordo-{processor.name}-{index}", daemon=True)
+        self.p = processor
+        self.index = index
+        self.owner = f"{processor._instance}#{index}"
+        self.wake = threading.Event()
+        self._resting: dict[int, int] = {}  # segment id -> until when (ms) not to claim it
+
+    def run(self) -> None:
+        """Claim, process, release, until the processor stops."""
+        interval = self.p.settings.token_claim_interval.total_seconds()
+        while not self.p._stopped.is_set():
+            entry = self._claim_any()
+            if entry is None:
+                self._sleep(interval)
+                continue
+            try:
+                self._process_segment(entry)
+            except UnableToClaimTokenError as exc:
+                logger.info("claim lost: processor=%s error=%s", self.p.name, exc)
+            except EventHandlingError as exc:
+                self.p._fail(exc)
+            finally:
+                self._release(entry.segment.segment_id)
+
+    def _claim_any(self) -> TokenEntry | None:
+        p, now = self.p, self.p._now_ms()
+        timeout = p.settings.claim_timeout // timedelta(milliseconds=1)
+        for entry in p._tokens.entries(p.name):
+            segment_id = entry.segment.segment_id
+            if self._resting.get(segment_id, 0) > now:
+                continue
+            with p._lock:
+                if segment_id in p._held or not entry.is_claimable_by(
+                    self.owner, now_ms=now, claim_timeout_ms=timeout
+                ):
+                    continue
+                p._held[segment_id] = self.index
+            try:
+                claimed = p._tokens.claim(
+                    p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout
+                )
+            except UnableToClaimTokenError:
+                self._forget(segment_id)
+                continue
+            logger.info("claimed: processor=%s segment=%s", p.name, claimed.segment)
+            return claimed
+        return None
+
+    def _release(self, segment_id: int) -> None:
+        self.p._tokens.release(self.p.name, segment_id, self.owner)
+        self._forget(segment_id)
+
+    def _forget(self, segment_id: int) -> None:
+        with self.p._lock:
+            self.p._held.pop(segment_id, None)
+
+    def _process_segment(self, entry: TokenEntry) -> None:
+        """Read and handle the segment's events until stopped or a request ends the claim."""
+        p, segment = self.p, entry.segment
+        selects = p._is_per_id and p._source.can_select_segments
+        stream = p._source.open(
+            entry.token, segment=segment if selects else None, now_ns=p._clock.now_ns()
+        )
+        state = _SegmentState(entry)
+        interval_ms = p.settings.token_claim_interval // timedelta(milliseconds=1)
+        next_check = p._now_ms() + interval_ms
+        while not p._stopped.is_set():
+            step = stream.poll(p._clock.now_ns())
+            rows = step.rows if selects else [r for r in step.rows if self._matches(segment, r)]
+            for start in range(0, len(rows), p.settings.batch_size):
+                self._apply(state, rows[start : start + p.settings.batch_size])
+            if self.wake.is_set() or p._now_ms() >= next_check:
+                self.wake.clear()
+                if self._control(state):
+                    return
+                next_check = p._now_ms() + interval_ms
+            if not step.rows and step.wait_ns > 0:
+                self._sleep(min(step.wait_ns / 1e9, max(0, next_check - p._now_ms()) / 1000))
+
+    def _matches(self, segment: Segment, row: EventEnvelope) -> bool:
+        return segment.matches(sequence_hash(self.p.policy, row))
+
+    def _control(self, state: _SegmentState) -> bool:
+        """Extend the claim and act on a pending request; True when the claim should end."""
+        p, now = self.p, self.p._now_ms()
+        timeout = p.settings.claim_timeout // timedelta(milliseconds=1)
+        segment_id = state.entry.segment.segment_id
+        p._tokens.claim(p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout)
+        request = p._tokens.take_request(p.name, segment_id)
+        action = None if request is None else request.action
+        if action is SegmentAction.SPLIT:
+            low, high = p._tokens.split(p.name, segment_id, self.owner)
+            logger.info("split: processor=%s into %s and %s", p.name, low, high)
+            return True
+        if action is SegmentAction.MERGE:
+            try:
+                merged = p._tokens.merge(
+                    p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout
+                )
+            except UnableToClaimTokenError:
+                # The sibling is processed elsewhere: ask its owner to hand it over, then retry.
+                sibling = state.entry.segment.mergeable_segment_id()
+                hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=self.owner)
+                p._tokens.request(p.name, sibling, hand_over, now_ms=now)
+                p._tokens.request(p.name, segment_id, SegmentRequest(action=action), now_ms=now)
+                return False
+            logger.info("merged: processor=%s into %s", p.name, merged)
+            return True
+        if action is SegmentAction.HAND_OVER and request is not None and request.target_owner:
+            p._tokens.hand_over(p.name, segment_id, self.owner, to=request.target_owner, now_ms=now)
+            logger.info("handed over: processor=%s segment=%s", p.name, segment_id)
+            return True
+        if action is SegmentAction.RELEASE:
+            self._resting[segment_id] = now + 2 * timeout
+            logger.info("released on request: processor=%s segment=%s", p.name, segment_id)
+            return True
+        return False
+
+    def _apply(self, state: _SegmentState, rows: list[EventEnvelope]) -> None:
+        """Handle one batch; a failure reruns it event by event with retries (see _handle)."""
+        try:
+            self._batch(state, rows, careful=False)
+        except _HandlerFailedError:
+            self._batch(state, rows, careful=True)
+
+    def _batch(self, state: _SegmentState, rows: list[EventEnvelope], *, careful: bool) -> None:
+        p = self.p
+        segment_id = state.entry.segment.segment_id
+        with p._tokens.batch(p.name, segment_id, self.owner) as batch:
+            seen = batch.positions({r.persistence_id for r in rows}) if p._is_per_id else {}
+            context = HandlerContext(
+                processor=p.name,
+                segment=state.entry.segment,
+                is_replay=False,
+                connection=batch.connection,
+                placeholder=batch.placeholder,
+            )
+            for row in rows:
+                if p._is_per_id and row.tag_pid_sequence_nr <= seen.get(row.persistence_id, 0):
+                    continue
+                replaying = state.replay_key is not None and row.offset_key <= state.replay_key
+                event_context = context if not replaying else _replay(context)
+                if careful:
+                    self._handle(row, event_context, batch)
+                else:
+                    try:
+                        p._handler(row, event_context)
+                    except Exception as exc:  # user code: rerun the batch carefully
+                        raise _HandlerFailedError from exc
+                if p._is_per_id:
+                    batch.record(row.persistence_id, row.tag_pid_sequence_nr)
+            state.advance(rows)
+            batch.store_token(state.token)
+
+    def _handle(self, row: EventEnvelope, context: HandlerContext, batch: BatchTransaction) -> None:
+        """One event with retries and backoff, each attempt in a savepoint; then the mode."""
+        settings = self.p.settings
+        for attempt in range(settings.max_retries + 1):
+            try:
+                with batch.savepoint():
+                    self.p._handler(row, context)
+                return
+            except Exception as exc:  # user code: retry, then apply error_mode
+                error = exc
+                if attempt < settings.max_retries:
+                    time.sleep(settings.retry_backoff.total_seconds() * 2**attempt)
+        if settings.error_mode is ErrorMode.SKIP:
+            logger.warning(
+                "skipped an event: processor=%s persistence_id=%s sequence_nr=%d error=%r",
+                self.p.name,
+                row.persistence_id,
+                row.sequence_nr,
+                error,
+            )
+        elif settings.error_mode is ErrorMode.DEAD_LETTER:
+            batch.dead_letter(
+                DeadLetter(
+                    persistence_id=row.persistence_id,
+                    sequence_nr=row.sequence_nr,
+                    position=row.tag_pid_sequence_nr,
+                    offset_key=row.offset_key,
+                    error=repr(error),
+                )
+            )
+        else:
+            raise EventHandlingError(
+                processor=self.p.name,
+                persistence_id=row.persistence_id,
+                sequence_nr=row.sequence_nr,
+                cause=error,
+            )
+
+    def _sleep(self, seconds: float) -> None:
+        if seconds > 0 and not self.p._stopped.is_set():
+            self.wake.wait(seconds)
+
+
+class _SegmentState:
+    """The token of the claimed segment as batches move it forward (it never moves back)."""
+
+    def __init__(self, entry: TokenEntry) -> None:
+        self.entry = entry
+        self.token = entry.token
+        replay = entry.replay_until
+        self.replay_key = None if replay is None or replay.offset is None else replay.offset.key
+
+    def advance(self, rows: list[EventEnvelope]) -> None:
+        if not rows:
+            return
+        newest = max(row.offset_key for row in rows)
+        if self.token.offset is None or self.token.offset.key < newest:
+            self.token = TrackingToken(TimeUUID.from_bytes(newest))
+
+
+def _replay(context: HandlerContext) -> HandlerContext:
+    return replace(context, is_replay=True)
