@@ -1,0 +1,161 @@
+"""Events/s through a TrackingProcessor with 1, 2 and 4 threads, on SQLite and PostgreSQL.
+
+    .venv/bin/python bench/processor.py [--backend sqlite|postgres|both] [--events N] [--quick]
+
+Each figure starts a processor (as many segments as threads) on a journal that already holds
+N tagged events of 400 persistence ids, and times it until every event was handled. Two
+handlers: a no-op (the cost of claiming, reading, batching and storing tokens) and a
+projection that upserts a row per event in the batch's transaction (exactly-once). The
+eventual-consistency delay is 0: the events are settled, so this measures the pipeline.
+A benchmark reports; it exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sqlite3
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+
+from _postgres import bench_postgres
+from ordo import EventsByTagSettings, NewEvent, QuerySettings, open_journal
+from ordo.processing import EventSource, HandlerContext, TrackingProcessor
+from ordo.query import EventEnvelope
+from ordo.settings import ProcessorSettings
+from ordo.storage.open import open_stores
+from ordo.time import format_first_time_bucket
+
+THREADS = (1, 2, 4)
+WRITE = EventsByTagSettings(
+    first_time_bucket=format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000),
+    max_message_batch_size=1_000,
+)
+READ = QuerySettings(
+    eventual_consistency_delay=timedelta(0),
+    refresh_interval=timedelta(milliseconds=20),
+    back_track_interval=timedelta(seconds=30),
+    back_track_long_interval=timedelta(seconds=60),
+)
+
+
+def populate(url: str, events: int) -> None:
+    with open_journal(url, settings=WRITE) as journal:
+        batch = [NewEvent.of({"amount": i, "currency": "EUR"}, tags=["order"]) for i in range(50)]
+        for k in range(events // 50):
+            journal.append(f"order-{k % 400}", batch)
+
+
+def projection(event: EventEnvelope, context: HandlerContext) -> None:
+    p = context.placeholder
+    context.connection.execute(  # type: ignore[attr-defined]
+        f"INSERT INTO totals (pid, n) VALUES ({p}, 1) "
+        "ON CONFLICT (pid) DO UPDATE SET n = totals.n + 1",
+        (event.persistence_id,),
+    )
+
+
+def run(
+    url: str,
+    events: int,
+    threads: int,
+    handler: Callable[[EventEnvelope, HandlerContext], object],
+    name: str,
+) -> float:
+    stores = open_stores(url)
+    done = 0
+    lock = threading.Lock()
+    finished = threading.Event()
+
+    def counting(event: EventEnvelope, context: HandlerContext) -> None:
+        nonlocal done
+        handler(event, context)
+        with lock:
+            done += 1
+            if done >= events:
+                finished.set()
+
+    settings = ProcessorSettings(
+        thread_count=threads,
+        initial_segment_count=threads,
+        batch_size=500,
+        token_claim_interval=timedelta(milliseconds=200),
+    )
+    source = EventSource(
+        reader=stores.tag_view_reader, tag="order", query=READ, events_by_tag=WRITE
+    )  # type: ignore[arg-type]
+    processor = TrackingProcessor(name, source, stores.tokens, counting, settings=settings)
+    started = time.perf_counter()
+    processor.start()
+    finished.wait(timeout=600)
+    elapsed = time.perf_counter() - started
+    processor.stop()
+    stores.close()
+    return events / elapsed
+
+
+def table(rows: list[tuple[str, str, str]]) -> None:
+    width = max(len(r[0]) for r in rows)
+    print(f"{'figure':<{width}}  {'value':>10}  unit")
+    for figure, value, unit in rows:
+        print(f"{figure:<{width}}  {value:>10}  {unit}")
+
+
+def bench(
+    label: str,
+    url: str,
+    events: int,
+    rows: list[tuple[str, str, str]],
+    prepare: Callable[[str], None],
+) -> None:
+    populate(url, events)
+    prepare(url)
+    for kind, handler in (("no-op", lambda e, c: None), ("projection", projection)):
+        for threads in THREADS:
+            rate = run(url, events, threads, handler, f"{kind}-{threads}")
+            rows.append(
+                (f"{label}: {kind} handler, {threads} thread(s)", f"{rate:,.0f}", "events/s")
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--events", type=int, default=50_000)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    events = 5_000 if args.quick else args.events
+    cpu = platform.processor() or platform.machine()
+    print(f"machine: {os.cpu_count()} CPUs, {cpu}, Python {platform.python_version()}")
+    print(f"workload: {events} events of one tag over 400 persistence ids; segments = threads\n")
+    rows: list[tuple[str, str, str]] = []
+    ddl = "CREATE TABLE IF NOT EXISTS totals (pid TEXT PRIMARY KEY, n BIGINT NOT NULL)"
+    if args.backend in ("sqlite", "both"):
+        with tempfile.TemporaryDirectory() as directory:
+
+            def prepare_sqlite(url: str) -> None:
+                with sqlite3.connect(url) as conn:
+                    conn.execute(ddl)
+
+            bench("sqlite", str(Path(directory) / "bench.db"), events, rows, prepare_sqlite)
+    if args.backend in ("postgres", "both"):
+        with bench_postgres() as server:
+            database = server.fresh_database("processor")
+
+            def prepare_postgres(url: str) -> None:
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute(ddl)
+
+            bench("postgres", database.dsn, events, rows, prepare_postgres)
+    table(rows)
+
+
+if __name__ == "__main__":
+    main()
