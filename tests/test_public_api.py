@@ -8,6 +8,7 @@ import ordo
 
 PACKAGES = [
     "ordo",
+    "ordo.acking",
     "ordo.journal",
     "ordo.processing",
     "ordo.query",

@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import pytest
+
+from ordo.acking import ContiguousAcker
+
+
+def test_a_new_acker_has_committed_nothing() -> None:
+    acker = ContiguousAcker()
+    assert acker.committed == -1
+    assert acker.pending_intervals == 0
+
+
+def test_acks_in_order_commit_each_offset() -> None:
+    acker = ContiguousAcker()
+    assert [acker.ack(offset) for offset in range(5)] == [0, 1, 2, 3, 4]
+    assert acker.pending_intervals == 0
+
+
+def test_acks_in_reverse_commit_only_at_the_end() -> None:
+    acker = ContiguousAcker()
+    assert [acker.ack(offset) for offset in (4, 3, 2, 1)] == [-1, -1, -1, -1]
+    assert acker.pending_intervals == 1
+    assert acker.ack(0) == 4
+    assert acker.pending_intervals == 0
+
+
+def test_a_gap_holds_back_everything_after_it() -> None:
+    acker = ContiguousAcker()
+    for offset in (0, 1, 3, 4, 6):
+        acker.ack(offset)
+    assert acker.committed == 1
+    assert acker.pending_intervals == 2
+    assert acker.ack(2) == 4
+    assert acker.pending_intervals == 1
+    assert acker.ack(5) == 6
+    assert acker.pending_intervals == 0
+
+
+def test_an_offset_between_two_intervals_joins_them() -> None:
+    acker = ContiguousAcker()
+    for offset in (2, 3, 5, 6):
+        acker.ack(offset)
+    assert acker.pending_intervals == 2
+    acker.ack(4)
+    assert acker.pending_intervals == 1
+    assert repr(acker) == "ContiguousAcker(committed=-1, pending=[2..6])"
+
+
+@pytest.mark.parametrize("duplicate", [2, 3, 4, 7])
+def test_duplicates_anywhere_in_an_interval_are_ignored(duplicate: int) -> None:
+    acker = ContiguousAcker()
+    for offset in (2, 3, 4, 7):
+        acker.ack(offset)
+    acker.ack(duplicate)
+    assert acker.pending_intervals == 2
+    assert repr(acker) == "ContiguousAcker(committed=-1, pending=[2..4, 7..7])"
+    assert [acker.ack(offset) for offset in (0, 1, 5, 6)] == [0, 4, 5, 7]
+    assert acker.pending_intervals == 0
+
+
+def test_duplicates_at_or_below_committed_are_ignored() -> None:
+    acker = ContiguousAcker()
+    for offset in (0, 1, 2):
+        acker.ack(offset)
+    assert acker.ack(1) == 2
+    assert acker.ack(2) == 2
+    assert acker.ack(-7) == 2
+    assert acker.pending_intervals == 0
+    assert acker.ack(3) == 3
+
+
+def test_an_initial_committed_is_the_offset_before_the_first_element() -> None:
+    acker = ContiguousAcker(committed=99)
+    assert acker.committed == 99
+    assert acker.ack(50) == 99
+    assert acker.ack(101) == 99
+    assert acker.ack(100) == 101
+
+
+def test_offsets_far_apart_and_huge_stay_separate_intervals() -> None:
+    acker = ContiguousAcker()
+    huge = 2**80
+    for offset in (huge, 10, huge + 2, 5):
+        acker.ack(offset)
+    assert acker.pending_intervals == 4
+    acker.ack(huge + 1)
+    assert acker.pending_intervals == 3
+    assert acker.committed == -1
+
+
+def test_memory_is_per_gap_not_per_element() -> None:
+    acker = ContiguousAcker()
+    for offset in range(1, 100_001):
+        acker.ack(offset)
+    assert acker.pending_intervals == 1
+    assert acker.ack(0) == 100_000

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ordo.acking import ContiguousAcker
+
+
+def _longest_prefix_end(done: set[int], committed: int) -> int:
+    while committed + 1 in done:
+        committed += 1
+    return committed
+
+
+def _runs_above(done: set[int], committed: int) -> int:
+    """Maximal runs of consecutive done offsets above `committed`."""
+    above = {offset for offset in done if offset > committed}
+    return sum(1 for offset in above if offset - 1 not in above)
+
+
+@st.composite
+def _acks(draw: st.DrawFn) -> tuple[int, list[int]]:
+    """An initial committed and completions of some offsets, with duplicates, in any order.
+
+    Offsets never drawn are elements that never complete (failed or still running); a few
+    completions lie at or below the initial committed.
+    """
+    committed = draw(st.integers(min_value=-3, max_value=1000))
+    count = draw(st.integers(min_value=0, max_value=60))
+    offsets = range(committed - 3, committed + 1 + count)
+    completed = draw(st.lists(st.sampled_from(offsets), max_size=120)) if count else []
+    duplicates = draw(st.lists(st.sampled_from(completed), max_size=20)) if completed else []
+    order = draw(st.permutations(completed + duplicates))
+    return committed, order
+
+
+@settings(max_examples=300, deadline=None)
+@given(_acks())
+def test_committed_is_the_end_of_the_longest_acked_prefix(case: tuple[int, list[int]]) -> None:
+    start, order = case
+    acker = ContiguousAcker(committed=start)
+    done: set[int] = set()
+    for offset in order:
+        done.add(offset)
+        expected = _longest_prefix_end(done, start)
+        assert acker.ack(offset) == expected
+        assert acker.committed == expected
+        assert acker.pending_intervals == _runs_above(done, expected)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.permutations(range(200)), st.integers(min_value=0, max_value=199))
+def test_all_offsets_but_one_leave_at_most_one_gap(order: list[int], missing: int) -> None:
+    acker = ContiguousAcker()
+    for offset in order:
+        if offset != missing:
+            acker.ack(offset)
+    assert acker.committed == missing - 1
+    assert acker.pending_intervals == (1 if missing < 199 else 0)
+    assert acker.ack(missing) == 199

@@ -1,0 +1,337 @@
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from ordo.acking import process_in_parallel
+from ordo.errors import ConfigurationError, ElementFailedError, ElementTimeoutError
+
+Element = tuple[str, int]  # (key, input position)
+
+
+def _elements(count: int, keys: str = "abc") -> list[Element]:
+    return [(keys[i % len(keys)], i) for i in range(count)]
+
+
+def _key(element: Element) -> str:
+    return element[0]
+
+
+async def _noop(element: Element) -> None:
+    await asyncio.sleep(0)
+
+
+async def _collect(offsets: AsyncIterator[int]) -> list[int]:
+    return [offset async for offset in offsets]
+
+
+async def _collect_until_error(offsets: AsyncIterator[int]) -> tuple[list[int], Exception]:
+    """The offsets yielded before the run raised, and what it raised."""
+    yielded: list[int] = []
+    try:
+        async for offset in offsets:
+            yielded.append(offset)
+    except Exception as error:  # the caller checks the type
+        return yielded, error
+    pytest.fail(f"no error after yielding {yielded}")
+
+
+def test_every_element_is_handled_and_the_last_offset_is_yielded() -> None:
+    handled: list[int] = []
+
+    async def handler(element: Element) -> None:
+        await asyncio.sleep(0)
+        handled.append(element[1])
+
+    yielded = asyncio.run(_collect(process_in_parallel(_elements(250), handler, key=_key)))
+    assert sorted(handled) == list(range(250))
+    assert yielded[-1] == 249
+    assert yielded == sorted(set(yielded))
+
+
+def test_an_async_source_and_a_start_offset() -> None:
+    async def source() -> AsyncIterator[Element]:
+        for element in _elements(30):
+            await asyncio.sleep(0)
+            yield element
+
+    yielded = asyncio.run(
+        _collect(process_in_parallel(source(), _noop, key=_key, start_offset=1000, commit_every=7))
+    )
+    assert yielded[-1] == 1029
+    assert all(1000 <= offset <= 1029 for offset in yielded)
+
+
+def test_an_empty_source_yields_nothing() -> None:
+    assert asyncio.run(_collect(process_in_parallel([], _noop, key=_key))) == []
+
+
+def test_different_keys_run_concurrently_up_to_parallelism() -> None:
+    active = 0
+    most = 0
+
+    async def handler(element: Element) -> None:
+        nonlocal active, most
+        active += 1
+        most = max(most, active)
+        await asyncio.sleep(0.005)
+        active -= 1
+
+    elements = _elements(40, keys="abcdefgh")
+    asyncio.run(_collect(process_in_parallel(elements, handler, key=_key, parallelism=4)))
+    assert most == 4
+
+
+def test_one_key_runs_in_input_order_one_at_a_time() -> None:
+    order: list[int] = []
+    active = 0
+
+    async def handler(element: Element) -> None:
+        nonlocal active
+        active += 1
+        assert active == 1
+        order.append(element[1])
+        await asyncio.sleep(0.001 * (element[1] % 3))
+        active -= 1
+
+    elements = _elements(20, keys="a")
+    asyncio.run(_collect(process_in_parallel(elements, handler, key=_key, parallelism=4)))
+    assert order == list(range(20))
+
+
+def test_a_failure_yields_the_committable_offset_then_raises() -> None:
+    handled: list[int] = []
+
+    async def handler(element: Element) -> None:
+        await asyncio.sleep(0.001)
+        if element[1] == 5:
+            raise RuntimeError(element)
+        handled.append(element[1])
+
+    elements = _elements(40, keys="ab")
+    yielded, error = asyncio.run(
+        _collect_until_error(process_in_parallel(elements, handler, key=_key, parallelism=2))
+    )
+    assert type(error) is ElementFailedError
+    assert error.offset == 5
+    assert error.committed == 4
+    assert isinstance(error.cause, RuntimeError)
+    assert error.__cause__ is error.cause
+    assert yielded[-1] == 4
+    assert not [i for i in handled if i > 5 and i % 2 == 1]  # key "b" stopped at 5
+    assert set(range(5)) <= set(handled)
+
+
+def test_a_hung_handler_times_out() -> None:
+    async def handler(element: Element) -> None:
+        await asyncio.sleep(60 if element[1] == 3 else 0)
+
+    async def main() -> tuple[list[int], Exception, float]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        offsets = process_in_parallel(
+            _elements(10), handler, key=_key, element_timeout=timedelta(milliseconds=50)
+        )
+        yielded, error = await _collect_until_error(offsets)
+        return yielded, error, loop.time() - started
+
+    yielded, error, took = asyncio.run(main())
+    assert isinstance(error, ElementTimeoutError)
+    assert isinstance(error, TimeoutError)
+    assert error.offset == 3
+    assert error.committed == 2
+    assert "element_timeout" in str(error.cause)
+    assert yielded == [2]
+    assert took < 5
+
+
+def test_a_timeout_error_raised_by_the_handler_is_a_plain_failure() -> None:
+    async def handler(element: Element) -> None:
+        raise TimeoutError(element)
+
+    _, error = asyncio.run(
+        _collect_until_error(process_in_parallel(_elements(3), handler, key=_key))
+    )
+    assert type(error) is ElementFailedError
+    assert error.offset == 0
+    assert error.committed == -1
+
+
+def test_a_handler_that_cancels_itself_fails_its_element() -> None:
+    async def handler(element: Element) -> None:
+        if element[1] == 2:
+            raise asyncio.CancelledError
+        await asyncio.sleep(0)
+
+    _, error = asyncio.run(
+        _collect_until_error(process_in_parallel(_elements(6), handler, key=_key))
+    )
+    assert type(error) is ElementFailedError
+    assert (error.offset, error.committed) == (2, 1)
+
+
+def test_a_key_function_error_fails_that_element() -> None:
+    def key(element: Element) -> str:
+        if element[1] == 4:
+            raise KeyError(element)
+        return element[0]
+
+    _, error = asyncio.run(_collect_until_error(process_in_parallel(_elements(9), _noop, key=key)))
+    assert type(error) is ElementFailedError
+    assert (error.offset, error.committed) == (4, 3)
+    assert isinstance(error.cause, KeyError)
+
+
+def test_a_source_error_is_reraised_after_the_in_flight_work() -> None:
+    async def source() -> AsyncIterator[Element]:
+        for element in _elements(12):
+            yield element
+        raise OSError(12)
+
+    yielded, error = asyncio.run(
+        _collect_until_error(process_in_parallel(source(), _noop, key=_key))
+    )
+    assert isinstance(error, OSError)
+    assert yielded[-1] == 11
+
+
+def test_backpressure_stops_pulling_at_max_in_flight() -> None:
+    pulled = 0
+    finished = 0
+    most = 0
+
+    def source() -> Iterator[Element]:
+        nonlocal pulled, most
+        for element in _elements(60, keys="abcdefghij"):
+            pulled += 1
+            most = max(most, pulled - finished)
+            yield element
+
+    async def handler(element: Element) -> None:
+        nonlocal finished
+        await asyncio.sleep(0.001)
+        finished += 1
+
+    asyncio.run(
+        _collect(process_in_parallel(source(), handler, key=_key, parallelism=3, max_in_flight=7))
+    )
+    assert most == 7
+    assert finished == 60
+
+
+def test_commits_are_throttled_by_count() -> None:
+    offsets = process_in_parallel(
+        _elements(95), _noop, key=_key, commit_every=10, commit_interval=timedelta(hours=1)
+    )
+    yielded = asyncio.run(_collect(offsets))
+    assert yielded[-1] == 94
+    steps = [b - a for a, b in zip([-1, *yielded[:-2]], yielded[:-1], strict=True)]
+    assert all(step >= 10 for step in steps)
+    assert len(yielded) <= 10
+
+
+def test_commits_are_throttled_by_time() -> None:
+    interval = 0.02
+
+    async def handler(element: Element) -> None:
+        await asyncio.sleep(0.002)
+
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        times = []
+        offsets = process_in_parallel(
+            _elements(60),
+            handler,
+            key=_key,
+            parallelism=1,
+            commit_every=10_000,
+            commit_interval=timedelta(seconds=interval),
+        )
+        async for _ in offsets:
+            times.append(loop.time())
+        return times
+
+    times = asyncio.run(main())
+    assert len(times) >= 3  # at least two by time, plus the final one
+    gaps = [b - a for a, b in itertools.pairwise(times[:-1])]
+    assert all(gap >= interval * 0.9 for gap in gaps)
+
+
+def test_closing_early_cancels_the_running_handlers() -> None:
+    cancelled = 0
+    hanging = 0
+    all_hanging = asyncio.Event()
+
+    async def handler(element: Element) -> None:
+        nonlocal cancelled, hanging
+        if element[1] < 3:
+            return
+        hanging += 1
+        if hanging == 3:
+            all_hanging.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled += 1
+            raise
+
+    async def main() -> int:
+        offsets = process_in_parallel(
+            _elements(20), handler, key=_key, commit_every=1, element_timeout=None
+        )
+        first = await anext(offsets)
+        async with asyncio.timeout(5):
+            await all_hanging.wait()
+        await offsets.aclose()
+        assert asyncio.all_tasks() == {asyncio.current_task()}
+        return first
+
+    assert asyncio.run(main()) >= 0
+    assert cancelled == 3  # one running element per key
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs"),
+    [
+        ("parallelism", {"parallelism": 0}),
+        ("max_in_flight", {"max_in_flight": 0}),
+        ("commit_every", {"commit_every": 0}),
+        ("commit_interval", {"commit_interval": timedelta(0)}),
+        ("element_timeout", {"element_timeout": timedelta(seconds=-1)}),
+    ],
+)
+def test_bad_arguments_fail_when_called(name: str, kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError, match=name):
+        process_in_parallel([], _noop, key=_key, **kwargs)
+
+
+def test_awaitables_other_than_coroutines_are_accepted() -> None:
+    def handler(element: Element) -> Awaitable[None]:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.set_result(None)
+        return future
+
+    assert asyncio.run(_collect(process_in_parallel(_elements(5), handler, key=_key)))[-1] == 4
+
+
+class _Abort(BaseException):
+    """Not an Exception: no element failure, it ends the run."""
+
+
+def test_a_base_exception_from_a_handler_ends_the_run_instead_of_hanging() -> None:
+    async def handler(element: Element) -> None:
+        await asyncio.sleep(0)
+        if element[1] == 2:
+            raise _Abort
+
+    async def main() -> None:
+        with pytest.raises(_Abort):
+            await _collect(process_in_parallel(_elements(10), handler, key=_key))
+        assert asyncio.all_tasks() == {asyncio.current_task()}
+
+    asyncio.run(main())
