@@ -31,16 +31,14 @@ from __future__ import annotations
 
 import argparse
 import heapq
-import os
-import platform
 import random
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
+from _report import Row, machine_lines, print_table, ratio_row
 from ordo.acking import ContiguousAcker
 
 DEFAULT_SIZES = (1_000_000, 100_000)
@@ -83,13 +81,6 @@ class HeapAcker:
             committed = heapq.heappop(heap)
         self._committed = committed
         return committed
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    figure: str
-    value: str
-    unit: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,34 +195,11 @@ def verdict_rows(label: str, results: dict[str, Result]) -> list[Row]:
     memory = ours.peak_bytes / heap.peak_bytes
     is_pass = speed >= 1.0 and memory <= 1.0
     return [
-        Row(f"{label}: ContiguousAcker / heap, speed", f"{speed:.2f}", "x (target >= 1.00)"),
-        Row(f"{label}: ContiguousAcker / heap, peak memory", f"{memory:.2f}", "x (target <= 1.00)"),
+        ratio_row(f"{label}: ContiguousAcker / heap, speed", speed, target=1.0),
+        ratio_row(
+            f"{label}: ContiguousAcker / heap, peak memory", memory, target=1.0, at_least=False
+        ),
         Row(f"{label}: target met", "PASS" if is_pass else "MISS", "as fast, no more memory"),
-    ]
-
-
-def print_table(rows: Sequence[Row]) -> None:
-    header = Row("figure", "value", "unit")
-    width_figure = max(len(r.figure) for r in (header, *rows))
-    width_value = max(len(r.value) for r in (header, *rows))
-    for i, row in enumerate((header, *rows)):
-        print(f"{row.figure:<{width_figure}}  {row.value:>{width_value}}  {row.unit}")
-        if i == 0:
-            print(f"{'-' * width_figure}  {'-' * width_value}  {'-' * 24}")
-
-
-def machine() -> list[str]:
-    model = "?"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return [
-        f"machine:    {len(os.sched_getaffinity(0))} CPUs (nproc), {model}, {platform.machine()}",
-        f"python:     {platform.python_version()} ({platform.python_implementation()})",
-        "load:       {:.2f} {:.2f} {:.2f} (1, 5, 15 min) at the start".format(*os.getloadavg()),
     ]
 
 
@@ -246,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if repeat < 1 or args.window < 1:
         parser.error("--repeat and --window must be at least 1")
     started = time.perf_counter()
-    print("\n".join(machine()))
+    print("\n".join(machine_lines()))
     print(
         f"workload:   {' and '.join(f'{n:,}' for n in sizes)} completions within a window of "
         f"{args.window} (sliding: i completes at i + uniform(0, {args.window}); blocks: "
@@ -262,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows.extend(rows_for(label, results))
             if count == max(sizes):
                 verdicts.extend(verdict_rows(label, results))
-    print_table(rows + verdicts)
+    print_table(rows + verdicts, unit_rule=24)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
     return 0
 

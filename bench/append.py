@@ -24,38 +24,32 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import importlib.metadata
 import json
-import os
-import platform
 import pstats
-import shutil
 import sqlite3
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack, closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import psycopg
-from eventsourcing.application import Application
-from eventsourcing.domain import Aggregate, event
-from eventsourcing.persistence import StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder
-from eventsourcing.sqlite import SQLiteApplicationRecorder
 
-from _postgres import BenchPostgres, Database, bench_postgres
+from _eventsourcing import LIBRARIES, Order, events_table, eventsourcing_app, stored_event_batches
+from _places import Place, PostgresBackend, PostgresPlace, SQLiteBackend, SQLitePlace
+from _postgres import bench_postgres
+from _report import Row, machine_lines, print_table, ratio_row
+from _workload import PERSISTENCE_IDS, payload, payload_bytes, persistence_id
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.clock import SystemClock
 from ordo.hashing import stable_hash
 from ordo.storage.migration import load_migrations
 from ordo.time import TimeUUIDGenerator
 
-PERSISTENCE_IDS = 1000
 BATCH = 100
 TAGS = ("order", "currency-eur", "shop-7")
 DEFAULT_EVENTS = 100_000
@@ -90,20 +84,6 @@ class RawBatch:
 # --- the workload -------------------------------------------------------------------------
 
 
-def payload(i: int) -> dict[str, object]:
-    """About 100 bytes as compact JSON."""
-    return {
-        "order_id": f"order-{i:08d}",
-        "amount": 1000 + i % 9000,
-        "currency": "EUR",
-        "items": [{"sku": f"s{i % 50:03d}", "qty": 1 + i % 3, "price": 1999}],
-    }
-
-
-def persistence_id(append_nr: int) -> str:
-    return f"order-{append_nr % PERSISTENCE_IDS:04d}"
-
-
 def plan(events: int, batch: int) -> list[range]:
     """Event numbers per append; append k goes to persistence_id(k)."""
     return [range(start, start + batch) for start in range(0, events - events % batch, batch)]
@@ -124,7 +104,7 @@ def raw_batches(events: int, batch: int) -> list[RawBatch]:
             seq = highest[pid] = highest.get(pid, 0) + 1
             offset = uuids.next()
             timeuuid = offset.to_bytes()
-            data = json.dumps(payload(i), separators=(",", ":")).encode()
+            data = payload_bytes(i)
             tags = json.dumps({TAGS[0]: seq}, separators=(",", ":"))
             raw.messages.append((pid, seq, timeuuid, writer, "json", "", data, None, tags))
             bucket = bucket_size.key(offset.epoch_ms)
@@ -137,45 +117,21 @@ def raw_batches(events: int, batch: int) -> list[RawBatch]:
 # --- where the data goes -------------------------------------------------------------------
 
 
-class Place(Protocol):
-    """An empty database for one run."""
-
-    @property
-    def ordo_url(self) -> str: ...
-
-    def eventsourcing_env(self) -> dict[str, str]: ...
-
-    def count(self, table: str) -> int: ...
-
+class RawPlace(Place, Protocol):
     def insert_raw(self, batches: Sequence[RawBatch], *, with_tag_views: bool) -> float: ...
-
-    def discard(self) -> None: ...
 
 
 class Backend(Protocol):
     name: str
 
-    def new_place(self, label: str) -> Place: ...
+    def new_place(self, label: str) -> RawPlace: ...
 
 
 @dataclass(frozen=True, slots=True)
-class SQLitePlace:
-    path: Path
-
-    @property
-    def ordo_url(self) -> str:
-        return f"sqlite:///{self.path}"
-
-    def eventsourcing_env(self) -> dict[str, str]:
-        return {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(self.path)}
-
-    def count(self, table: str) -> int:
-        with _closing(sqlite3.connect(self.path)) as conn:
-            return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-
+class SQLiteRawPlace(SQLitePlace):
     def insert_raw(self, batches: Sequence[RawBatch], *, with_tag_views: bool) -> float:
         """sqlite3 executemany, one transaction per batch, on ordo's schema and pragmas."""
-        with _closing(sqlite3.connect(self.path, isolation_level=None)) as conn:
+        with closing(sqlite3.connect(self.path, isolation_level=None)) as conn:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             for statement in ordo_schema("ordo.storage.sqlite"):
@@ -191,44 +147,11 @@ class SQLitePlace:
                 conn.execute("COMMIT")
             return time.perf_counter() - start
 
-    def discard(self) -> None:
-        shutil.rmtree(self.path.parent, ignore_errors=True)
 
-
-class SQLiteBackend:
-    name = "sqlite"
-
-    def __init__(self, root: Path) -> None:
-        self._root = root
-        self._runs = 0
-
-    def new_place(self, label: str) -> SQLitePlace:
-        self._runs += 1
-        directory = self._root / f"{self._runs:02d}-{label}"
-        directory.mkdir()
-        return SQLitePlace(directory / "bench.db")
-
-
-class PostgresPlace:
-    def __init__(self, server: BenchPostgres, database: Database) -> None:
-        self._server = server
-        self._database = database
-
-    @property
-    def ordo_url(self) -> str:
-        return self._database.dsn
-
-    def eventsourcing_env(self) -> dict[str, str]:
-        return self._database.eventsourcing_env()
-
-    def count(self, table: str) -> int:
-        with psycopg.connect(self._database.dsn) as conn:
-            row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
-        return -1 if row is None else int(row[0])
-
+class PostgresRawPlace(PostgresPlace):
     def insert_raw(self, batches: Sequence[RawBatch], *, with_tag_views: bool) -> float:
         """psycopg cursor.executemany, one transaction per batch, on ordo's schema."""
-        with psycopg.connect(self._database.dsn, autocommit=True) as conn:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
             for statement in ordo_schema("ordo.storage.postgres"):
                 conn.execute(statement.encode())
             messages = _MESSAGES_INSERT.format(p="%s")
@@ -242,46 +165,10 @@ class PostgresPlace:
                             cursor.executemany(tag_views, raw.tag_views)
                 return time.perf_counter() - start
 
-    def discard(self) -> None:
-        self._server.drop_database(self._database)
-
-
-class PostgresBackend:
-    name = "postgres"
-
-    def __init__(self, server: BenchPostgres) -> None:
-        self._server = server
-
-    def new_place(self, label: str) -> PostgresPlace:
-        return PostgresPlace(self._server, self._server.fresh_database(label))
-
 
 def ordo_schema(package: str) -> list[str]:
     """Every CREATE statement of ordo's migrations, so the raw tables match ordo's exactly."""
     return [statement for m in load_migrations(package) for statement in m.statements]
-
-
-@contextmanager
-def _closing(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    try:
-        yield conn
-    finally:
-        conn.close()
-
-
-@contextmanager
-def environment(values: dict[str, str]) -> Iterator[None]:
-    """Set environment variables for the duration of the block (eventsourcing reads them)."""
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, old in saved.items():
-            if old is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = old
 
 
 # --- the runs ------------------------------------------------------------------------------
@@ -314,7 +201,7 @@ def run_ordo(
     return written / elapsed
 
 
-def run_raw(place: Place, *, events: int, with_tag_views: bool = False) -> float:
+def run_raw(place: RawPlace, *, events: int, with_tag_views: bool = False) -> float:
     batches = raw_batches(events, BATCH)
     elapsed = place.insert_raw(batches, with_tag_views=with_tag_views)
     written = sum(len(raw.messages) for raw in batches)
@@ -323,48 +210,12 @@ def run_raw(place: Place, *, events: int, with_tag_views: bool = False) -> float
     return written / elapsed
 
 
-class Order(Aggregate):
-    @event("Placed")
-    def __init__(
-        self, order_id: str, amount: int, currency: str, items: list[dict[str, object]]
-    ) -> None:
-        self.lines = 1
-
-    @event("LineAdded")
-    def add_line(
-        self, order_id: str, amount: int, currency: str, items: list[dict[str, object]]
-    ) -> None:
-        self.lines += 1
-
-
-class Orders(Application):  # type: ignore[type-arg]
-    pass
-
-
-@contextmanager
-def eventsourcing_app(place: Place) -> Iterator[Orders]:
-    with environment(place.eventsourcing_env()):
-        app = Orders()  # the application reads os.environ here, and only here
-    try:
-        yield app
-    finally:
-        app.close()
-
-
-def events_table(app: Orders) -> str:
-    recorder = app.recorder
-    if isinstance(recorder, SQLiteApplicationRecorder | PostgresApplicationRecorder):
-        return recorder.events_table_name
-    msg = f"unexpected eventsourcing recorder {type(recorder).__name__}"
-    raise TypeError(msg)
-
-
 def run_eventsourcing_app(place: Place, *, events: int, batch: int) -> float:
     """Events/s of app.save(aggregate), each save carrying `batch` new events."""
     aggregates: dict[str, Order] = {}
     elapsed = 0.0
     written = 0
-    with eventsourcing_app(place) as app:
+    with eventsourcing_app(place.eventsourcing_env()) as app:
         for k, numbers in enumerate(plan(events, batch)):
             pid = persistence_id(k)
             for i in numbers:
@@ -383,19 +234,8 @@ def run_eventsourcing_app(place: Place, *, events: int, batch: int) -> float:
 
 def run_eventsourcing_recorder(place: Place, *, events: int) -> float:
     """Events/s of the application recorder's insert_events(), batches of BATCH."""
-    ids = [uuid.uuid4() for _ in range(PERSISTENCE_IDS)]
-    versions = [0] * PERSISTENCE_IDS
-    topic = f"{Order.__module__}:{Order.__qualname__}.LineAdded"  # what the app would store
-    batches = []
-    for k, numbers in enumerate(plan(events, BATCH)):
-        slot = k % PERSISTENCE_IDS
-        stored = []
-        for i in numbers:
-            versions[slot] += 1
-            state = json.dumps(payload(i), separators=(",", ":")).encode()
-            stored.append(StoredEvent(ids[slot], versions[slot], topic, state))
-        batches.append(stored)
-    with eventsourcing_app(place) as app:
+    batches = list(stored_event_batches(plan(events, BATCH)))
+    with eventsourcing_app(place.eventsourcing_env()) as app:
         start = time.perf_counter()
         for stored in batches:
             app.recorder.insert_events(stored)
@@ -416,14 +256,9 @@ def _check(place: Place, table: str, expected: int) -> None:
 # --- the table -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
-    figure: str
-    value: str
-    unit: str
-
-
-def measure(backend: Backend, label: str, run: Callable[[Place], float], *, repeat: int) -> float:
+def measure(
+    backend: Backend, label: str, run: Callable[[RawPlace], float], *, repeat: int
+) -> float:
     """The best of `repeat` runs, each on an empty database."""
     rates = []
     for attempt in range(1, repeat + 1):
@@ -445,7 +280,7 @@ def bench_backend(backend: Backend, *, events: int, single_events: int, repeat: 
     rows: list[Row] = []
     unit = "events/s" if repeat == 1 else f"events/s, best of {repeat}"
 
-    def record(figure: str, label: str, run: Callable[[Place], float]) -> float:
+    def record(figure: str, label: str, run: Callable[[RawPlace], float]) -> float:
         rate = measure(backend, label, run, repeat=repeat)
         rows.append(Row(f"{name}: {figure}", f"{rate:,.0f}", unit))
         return rate
@@ -491,54 +326,17 @@ def bench_backend(backend: Backend, *, events: int, single_events: int, repeat: 
         "es-recorder",
         lambda p: run_eventsourcing_recorder(p, events=events),
     )
-    rows.append(_ratio(f"{name}: ordo / raw (1 tag, batch {BATCH})", ordo / raw, RAW_TARGET))
     rows.append(
-        _ratio(
-            f"{name}: ordo / eventsourcing app (batch {BATCH})", ordo / app, EVENTSOURCING_TARGET
+        ratio_row(f"{name}: ordo / raw (1 tag, batch {BATCH})", ordo / raw, target=RAW_TARGET)
+    )
+    rows.append(
+        ratio_row(
+            f"{name}: ordo / eventsourcing app (batch {BATCH})",
+            ordo / app,
+            target=EVENTSOURCING_TARGET,
         )
     )
     return rows
-
-
-def _ratio(figure: str, value: float, target: float) -> Row:
-    verdict = "PASS" if value >= target else "MISS"
-    return Row(figure, f"{value:.2f}", f"x (target >= {target:.2f}) {verdict}")
-
-
-def print_table(rows: Sequence[Row]) -> None:
-    header = Row("figure", "value", "unit")
-    width_figure = max(len(r.figure) for r in (header, *rows))
-    width_value = max(len(r.value) for r in (header, *rows))
-    for i, row in enumerate((header, *rows)):
-        print(f"{row.figure:<{width_figure}}  {row.value:>{width_value}}  {row.unit}")
-        if i == 0:
-            print(f"{'-' * width_figure}  {'-' * width_value}  {'-' * 30}")
-
-
-def machine(postgres_version: str | None) -> list[str]:
-    model = "?"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return [
-        f"machine:    {len(os.sched_getaffinity(0))} CPUs (nproc), {model}, {platform.machine()}",
-        f"python:     {platform.python_version()} ({platform.python_implementation()})",
-        f"sqlite:     {sqlite3.sqlite_version}",
-        f"postgresql: {postgres_version or 'not run'}",
-        "load:       {:.2f} {:.2f} {:.2f} (1, 5, 15 min) at the start".format(*os.getloadavg()),
-        f"libraries:  ordo {_version('ordo')}, eventsourcing {_version('eventsourcing')},"
-        f" psycopg {_version('psycopg')}",
-    ]
-
-
-def _version(package: str) -> str:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return "?"
 
 
 def profile_ordo(backend: Backend, *, events: int) -> None:
@@ -577,27 +375,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if events < BATCH:
         parser.error(f"--events must be at least {BATCH}")
     rows: list[Row] = []
-    postgres_version: str | None = None
+    postgres_version = "not run"
     started = time.perf_counter()
     with ExitStack() as stack:
         backends: list[Backend] = []
         if args.backend in ("sqlite", "both"):
             root = stack.enter_context(tempfile.TemporaryDirectory(prefix="ordo-bench-"))
-            backends.append(SQLiteBackend(Path(root)))
+            backends.append(SQLiteBackend(Path(root), SQLiteRawPlace))
         if args.backend in ("postgres", "both"):
             print("starting a throwaway PostgreSQL ...", file=sys.stderr, flush=True)
             server = stack.enter_context(bench_postgres())
             postgres_version = server.version
-            backends.append(PostgresBackend(server))
+            backends.append(PostgresBackend(server, PostgresRawPlace))
         if args.profile:
             for backend in backends:
                 profile_ordo(backend, events=events)
             return 0
-        print("\n".join(machine(postgres_version)))
+        print("\n".join(machine_lines(postgres_version=postgres_version, libraries=LIBRARIES)))
         print(
             f"workload:   {events} events per batch-{BATCH} figure, {single_events} per batch-1"
             f" figure; {PERSISTENCE_IDS} persistence ids round-robin; "
-            f"{len(json.dumps(payload(0), separators=(',', ':')))}-byte JSON payload"
+            f"{len(payload_bytes(0))}-byte JSON payload"
         )
         print(
             "durability: sqlite WAL; ordo and raw use synchronous=NORMAL, eventsourcing its"

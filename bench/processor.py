@@ -13,8 +13,6 @@ A benchmark reports; it exits 0.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sqlite3
 import tempfile
 import threading
@@ -26,6 +24,7 @@ from pathlib import Path
 import psycopg
 
 from _postgres import bench_postgres
+from _report import Row, machine_lines, print_table
 from ordo import EventsByTagSettings, NewEvent, QuerySettings, open_journal
 from ordo.processing import EventSource, HandlerContext, TrackingProcessor
 from ordo.query import EventEnvelope
@@ -101,18 +100,11 @@ def run(
     return events / elapsed
 
 
-def table(rows: list[tuple[str, str, str]]) -> None:
-    width = max(len(r[0]) for r in rows)
-    print(f"{'figure':<{width}}  {'value':>10}  unit")
-    for figure, value, unit in rows:
-        print(f"{figure:<{width}}  {value:>10}  {unit}")
-
-
 def bench(
     label: str,
     url: str,
     events: int,
-    rows: list[tuple[str, str, str]],
+    rows: list[Row],
     prepare: Callable[[str], None],
 ) -> None:
     populate(url, events)
@@ -121,7 +113,7 @@ def bench(
         for threads in THREADS:
             rate = run(url, events, threads, handler, f"{kind}-{threads}")
             rows.append(
-                (f"{label}: {kind} handler, {threads} thread(s)", f"{rate:,.0f}", "events/s")
+                Row(f"{label}: {kind} handler, {threads} thread(s)", f"{rate:,.0f}", "events/s")
             )
 
 
@@ -132,10 +124,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     events = 5_000 if args.quick else args.events
-    cpu = platform.processor() or platform.machine()
-    print(f"machine: {os.cpu_count()} CPUs, {cpu}, Python {platform.python_version()}")
-    print(f"workload: {events} events of one tag over 400 persistence ids; segments = threads\n")
-    rows: list[tuple[str, str, str]] = []
+    print("\n".join(machine_lines(libraries=("ordo", "psycopg"))))
+    print(f"workload:   {events} events of one tag over 400 persistence ids; segments = threads\n")
+    rows: list[Row] = []
     ddl = "CREATE TABLE IF NOT EXISTS totals (pid TEXT PRIMARY KEY, n BIGINT NOT NULL)"
     if args.backend in ("sqlite", "both"):
         with tempfile.TemporaryDirectory() as directory:
@@ -154,7 +145,7 @@ def main() -> None:
                     conn.execute(ddl)
 
             bench("postgres", database.dsn, events, rows, prepare_postgres)
-    table(rows)
+    print_table(rows)
 
 
 if __name__ == "__main__":

@@ -35,41 +35,33 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import importlib.metadata
-import json
 import math
-import os
-import platform
 import pstats
-import shutil
 import sqlite3
 import sys
 import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack, closing
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Protocol
 
 import psycopg
-from eventsourcing.application import Application
-from eventsourcing.domain import Aggregate, event
-from eventsourcing.persistence import StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder
-from eventsourcing.sqlite import SQLiteApplicationRecorder
 
-from _postgres import BenchPostgres, Database, bench_postgres
+from _eventsourcing import LIBRARIES, events_table, eventsourcing_app, stored_event_batches
+from _places import Place, PostgresBackend, PostgresPlace, SQLiteBackend, SQLitePlace
+from _postgres import bench_postgres
+from _report import Row, machine_lines, print_table, ratio_row
+from _workload import PERSISTENCE_IDS, payload, payload_bytes, persistence_id
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.settings import QuerySettings
 from ordo.storage.open import events_by_tag_at
 from ordo.time import format_first_time_bucket
 
 TAG = "order"
-PERSISTENCE_IDS = 1000
 APPEND_BATCH = 1000
 PAGE = 5000
 DEFAULT_EVENTS = 1_000_000
@@ -99,20 +91,6 @@ _KEYSET_NEXT = (
 # --- the workload -------------------------------------------------------------------------
 
 
-def payload(i: int) -> dict[str, object]:
-    """About 100 bytes as compact JSON (the payload of bench/append.py)."""
-    return {
-        "order_id": f"order-{i:08d}",
-        "amount": 1000 + i % 9000,
-        "currency": "EUR",
-        "items": [{"sku": f"s{i % 50:03d}", "qty": 1 + i % 3, "price": 1999}],
-    }
-
-
-def persistence_id(append_nr: int) -> str:
-    return f"order-{append_nr % PERSISTENCE_IDS:04d}"
-
-
 def plan(events: int) -> list[range]:
     """Event numbers per append; append k goes to persistence_id(k)."""
     return [
@@ -128,16 +106,7 @@ def first_time_bucket() -> str:
 # --- where the data goes -------------------------------------------------------------------
 
 
-class Place(Protocol):
-    """An empty database for one run."""
-
-    @property
-    def ordo_url(self) -> str: ...
-
-    def eventsourcing_env(self) -> dict[str, str]: ...
-
-    def count(self, table: str) -> int: ...
-
+class ScanPlace(Place, Protocol):
     def warm(self, table: str) -> None: ...
 
     def scan_keyset(self) -> int: ...
@@ -146,39 +115,24 @@ class Place(Protocol):
 
     def explain(self) -> str: ...
 
-    def discard(self) -> None: ...
-
 
 class Backend(Protocol):
     name: str
 
-    def new_place(self, label: str) -> Place: ...
+    def new_place(self, label: str) -> ScanPlace: ...
 
 
 @dataclass(frozen=True, slots=True)
-class SQLitePlace:
-    path: Path
-
-    @property
-    def ordo_url(self) -> str:
-        return f"sqlite:///{self.path}"
-
-    def eventsourcing_env(self) -> dict[str, str]:
-        return {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(self.path)}
-
-    def count(self, table: str) -> int:
-        with _closing(sqlite3.connect(self.path)) as conn:
-            return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-
+class SQLiteScanPlace(SQLitePlace):
     def warm(self, table: str) -> None:
         """Read every row once so that the file is in the page cache."""
-        with _closing(sqlite3.connect(self.path)) as conn:
+        with closing(sqlite3.connect(self.path)) as conn:
             cursor = conn.execute(f"SELECT * FROM {table}")
             while cursor.fetchmany(PAGE):
                 pass
 
     def scan_keyset(self) -> int:
-        with _closing(sqlite3.connect(self.path)) as conn:
+        with closing(sqlite3.connect(self.path)) as conn:
             rows = conn.execute(_KEYSET_FIRST.format(p="?"), (TAG, PAGE)).fetchall()
             count = len(rows)
             query = _KEYSET_NEXT.format(p="?")
@@ -188,7 +142,7 @@ class SQLitePlace:
             return count
 
     def scan_cursor(self) -> int:
-        with _closing(sqlite3.connect(self.path)) as conn:
+        with closing(sqlite3.connect(self.path)) as conn:
             cursor = conn.execute(_SCAN.format(p="?"), (TAG,))
             count = 0
             while rows := cursor.fetchmany(PAGE):
@@ -196,7 +150,7 @@ class SQLitePlace:
             return count
 
     def explain(self) -> str:
-        with _closing(sqlite3.connect(self.path)) as conn:
+        with closing(sqlite3.connect(self.path)) as conn:
             plans = [
                 " ".join(str(row[-1]) for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params))
                 for sql, params in (
@@ -206,44 +160,11 @@ class SQLitePlace:
             ]
         return " | ".join(plans)
 
-    def discard(self) -> None:
-        shutil.rmtree(self.path.parent, ignore_errors=True)
 
-
-class SQLiteBackend:
-    name = "sqlite"
-
-    def __init__(self, root: Path) -> None:
-        self._root = root
-        self._runs = 0
-
-    def new_place(self, label: str) -> SQLitePlace:
-        self._runs += 1
-        directory = self._root / f"{self._runs:02d}-{label}"
-        directory.mkdir()
-        return SQLitePlace(directory / "bench.db")
-
-
-class PostgresPlace:
-    def __init__(self, server: BenchPostgres, database: Database) -> None:
-        self._server = server
-        self._database = database
-
-    @property
-    def ordo_url(self) -> str:
-        return self._database.dsn
-
-    def eventsourcing_env(self) -> dict[str, str]:
-        return self._database.eventsourcing_env()
-
-    def count(self, table: str) -> int:
-        with psycopg.connect(self._database.dsn) as conn:
-            row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
-        return -1 if row is None else int(row[0])
-
+class PostgresScanPlace(PostgresPlace):
     def warm(self, table: str) -> None:
         """VACUUM ANALYZE (hint bits, visibility map, statistics), then read every row once."""
-        with psycopg.connect(self._database.dsn, autocommit=True) as conn:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
             conn.execute(f"VACUUM ANALYZE {table}".encode())
             with conn.transaction(), conn.cursor(name="warm") as cursor:
                 cursor.execute(f"SELECT * FROM {table}".encode())
@@ -251,7 +172,7 @@ class PostgresPlace:
                     pass
 
     def scan_keyset(self) -> int:
-        with psycopg.connect(self._database.dsn, autocommit=True) as conn:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
             rows = conn.execute(_KEYSET_FIRST.format(p="%s").encode(), (TAG, PAGE)).fetchall()
             count = len(rows)
             query = _KEYSET_NEXT.format(p="%s").encode()
@@ -263,7 +184,7 @@ class PostgresPlace:
     def scan_cursor(self) -> int:
         """One server-side cursor, fetchmany(PAGE) at a time."""
         with (
-            psycopg.connect(self._database.dsn) as conn,
+            psycopg.connect(self.dsn) as conn,
             conn.cursor(name="scan") as cursor,
         ):
             cursor.execute(_SCAN.format(p="%s").encode(), (TAG,))
@@ -273,7 +194,7 @@ class PostgresPlace:
             return count
 
     def explain(self) -> str:
-        with psycopg.connect(self._database.dsn) as conn:
+        with psycopg.connect(self.dsn) as conn:
             plans = [
                 " ".join(
                     str(row[0]).strip()
@@ -285,42 +206,6 @@ class PostgresPlace:
                 )
             ]
         return " | ".join(plans)
-
-    def discard(self) -> None:
-        self._server.drop_database(self._database)
-
-
-class PostgresBackend:
-    name = "postgres"
-
-    def __init__(self, server: BenchPostgres) -> None:
-        self._server = server
-
-    def new_place(self, label: str) -> PostgresPlace:
-        return PostgresPlace(self._server, self._server.fresh_database(label))
-
-
-@contextmanager
-def _closing(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    try:
-        yield conn
-    finally:
-        conn.close()
-
-
-@contextmanager
-def environment(values: dict[str, str]) -> Iterator[None]:
-    """Set environment variables for the duration of the block (eventsourcing reads them)."""
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, old in saved.items():
-            if old is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = old
 
 
 def _check(found: int, expected: int, what: str) -> None:
@@ -410,7 +295,7 @@ def read_ordo(
     return count / elapsed
 
 
-def read_raw(place: Place, *, events: int, keyset: bool) -> float:
+def read_raw(place: ScanPlace, *, events: int, keyset: bool) -> float:
     start = time.perf_counter()
     count = place.scan_keyset() if keyset else place.scan_cursor()
     elapsed = time.perf_counter() - start
@@ -421,56 +306,11 @@ def read_raw(place: Place, *, events: int, keyset: bool) -> float:
 # --- eventsourcing -------------------------------------------------------------------------
 
 
-class Order(Aggregate):
-    @event("Placed")
-    def __init__(
-        self, order_id: str, amount: int, currency: str, items: list[dict[str, object]]
-    ) -> None:
-        self.lines = 1
-
-    @event("LineAdded")
-    def add_line(
-        self, order_id: str, amount: int, currency: str, items: list[dict[str, object]]
-    ) -> None:
-        self.lines += 1
-
-
-class Orders(Application):  # type: ignore[type-arg]
-    pass
-
-
-@contextmanager
-def eventsourcing_app(place: Place) -> Iterator[Orders]:
-    with environment(place.eventsourcing_env()):
-        app = Orders()  # the application reads os.environ here, and only here
-    try:
-        yield app
-    finally:
-        app.close()
-
-
-def events_table(app: Orders) -> str:
-    recorder = app.recorder
-    if isinstance(recorder, SQLiteApplicationRecorder | PostgresApplicationRecorder):
-        return recorder.events_table_name
-    msg = f"unexpected eventsourcing recorder {type(recorder).__name__}"
-    raise TypeError(msg)
-
-
 def populate_eventsourcing(place: Place, *, events: int) -> tuple[float, str]:
     """insert_events() in batches of APPEND_BATCH; (seconds it took, the events table)."""
-    ids = [uuid.uuid4() for _ in range(PERSISTENCE_IDS)]
-    versions = [0] * PERSISTENCE_IDS
-    topic = f"{Order.__module__}:{Order.__qualname__}.LineAdded"  # what the app would store
     elapsed = 0.0
-    with eventsourcing_app(place) as app:
-        for k, numbers in enumerate(plan(events)):
-            slot = k % PERSISTENCE_IDS
-            stored = []
-            for i in numbers:
-                versions[slot] += 1
-                state = json.dumps(payload(i), separators=(",", ":")).encode()
-                stored.append(StoredEvent(ids[slot], versions[slot], topic, state))
+    with eventsourcing_app(place.eventsourcing_env()) as app:
+        for stored in stored_event_batches(plan(events)):
             start = time.perf_counter()
             app.recorder.insert_events(stored)
             elapsed += time.perf_counter() - start
@@ -482,7 +322,7 @@ def populate_eventsourcing(place: Place, *, events: int) -> tuple[float, str]:
 def read_eventsourcing(place: Place, *, events: int, decode: bool) -> float:
     """Events/s of reading the notification log in pages of PAGE, optionally decoded."""
     count = 0
-    with eventsourcing_app(place) as app:
+    with eventsourcing_app(place.eventsourcing_env()) as app:
         recorder, mapper = app.recorder, app.mapper
         start = time.perf_counter()
         after: int | None = None
@@ -571,13 +411,6 @@ def run_live(place: Place, *, events: int, pubsub: bool, delay: timedelta) -> La
 
 
 # --- the table -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    figure: str
-    value: str
-    unit: str
 
 
 def log(message: str) -> None:
@@ -678,8 +511,10 @@ def bench_reads(backend: Backend, *, events: int, threads: int, repeat: int) -> 
     lazy, keyset, cursor = best["lazy"], best["keyset"], best["cursor"]
     raw_kind = "keyset" if keyset >= cursor else "cursor"
     rows.append(
-        _ratio(
-            f"{name}: ordo current (page 500, lazy) / raw ({raw_kind})", lazy / max(keyset, cursor)
+        ratio_row(
+            f"{name}: ordo current (page 500, lazy) / raw ({raw_kind})",
+            lazy / max(keyset, cursor),
+            target=RAW_TARGET,
         )
     )
     if raw_kind == "cursor":
@@ -691,7 +526,7 @@ def bench_reads(backend: Backend, *, events: int, threads: int, repeat: int) -> 
             )
         )
     rows.append(
-        _ratio(
+        ratio_row(
             f"{name}: ordo current (page 500, lazy) / eventsourcing decoded",
             lazy / best["es-decoded"],
             target=EVENTSOURCING_TARGET,
@@ -744,47 +579,6 @@ def _duration(delay: timedelta) -> str:
     return f"{ms} ms" if ms < 1000 else f"{ms // 1000} s"
 
 
-def _ratio(figure: str, value: float, *, target: float = RAW_TARGET) -> Row:
-    verdict = "PASS" if value >= target else "MISS"
-    return Row(figure, f"{value:.2f}", f"x (target >= {target:.2f}) {verdict}")
-
-
-def print_table(rows: Sequence[Row]) -> None:
-    header = Row("figure", "value", "unit")
-    width_figure = max(len(r.figure) for r in (header, *rows))
-    width_value = max(len(r.value) for r in (header, *rows))
-    for i, row in enumerate((header, *rows)):
-        print(f"{row.figure:<{width_figure}}  {row.value:>{width_value}}  {row.unit}")
-        if i == 0:
-            print(f"{'-' * width_figure}  {'-' * width_value}  {'-' * 30}")
-
-
-def machine(postgres_version: str | None) -> list[str]:
-    model = "?"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return [
-        f"machine:    {len(os.sched_getaffinity(0))} CPUs (nproc), {model}, {platform.machine()}",
-        f"python:     {platform.python_version()} ({platform.python_implementation()})",
-        f"sqlite:     {sqlite3.sqlite_version}",
-        f"postgresql: {postgres_version or 'not run'}",
-        "load:       {:.2f} {:.2f} {:.2f} (1, 5, 15 min) at the start".format(*os.getloadavg()),
-        f"libraries:  ordo {_version('ordo')}, eventsourcing {_version('eventsourcing')},"
-        f" psycopg {_version('psycopg')}",
-    ]
-
-
-def _version(package: str) -> str:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return "?"
-
-
 def profile_ordo(backend: Backend, *, events: int) -> None:
     """cProfile one current() (page 500, lazy) over `events` events and print the top."""
     place = backend.new_place("profile")
@@ -825,26 +619,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if events < 1 or live_events < 1:
         parser.error("--events and --live-events must be at least 1")
     rows: list[Row] = []
-    postgres_version: str | None = None
+    postgres_version = "not run"
     started = time.perf_counter()
     with ExitStack() as stack:
         root = stack.enter_context(tempfile.TemporaryDirectory(prefix="ordo-bench-query-"))
         if args.profile:
-            profile_ordo(SQLiteBackend(Path(root)), events=events)
+            profile_ordo(SQLiteBackend(Path(root), SQLiteScanPlace), events=events)
             return 0
         backends: list[Backend] = []
         if args.backend in ("sqlite", "both"):
-            backends.append(SQLiteBackend(Path(root)))
+            backends.append(SQLiteBackend(Path(root), SQLiteScanPlace))
         if args.backend in ("postgres", "both"):
             log("starting a throwaway PostgreSQL ...")
             server = stack.enter_context(bench_postgres())
             postgres_version = server.version
-            backends.append(PostgresBackend(server))
-        print("\n".join(machine(postgres_version)))
+            backends.append(PostgresBackend(server, PostgresScanPlace))
+        print("\n".join(machine_lines(postgres_version=postgres_version, libraries=LIBRARIES)))
         print(
             f"workload:   {events:,} events, one tag ({TAG!r}), {PERSISTENCE_IDS} persistence ids,"
             f" {APPEND_BATCH} events per append,"
-            f" {len(json.dumps(payload(0), separators=(',', ':')))}-byte JSON payload;"
+            f" {len(payload_bytes(0))}-byte JSON payload;"
             f" live: {live_events} events, one every {LIVE_INTERVAL_S * 1000:.0f} ms"
         )
         print(
