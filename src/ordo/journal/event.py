@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ordo.journal import validation
-from ordo.journal.serialization import deserialize_payload
+from ordo.journal.serialization import deserialize_metadata, deserialize_payload
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
 
@@ -73,10 +73,7 @@ class PersistedEvent:
     @property
     def metadata(self) -> dict[str, object] | None:
         """The decoded metadata object, or None when the event had none."""
-        if self.metadata_json is None:
-            return None
-        decoded: dict[str, object] = json.loads(self.metadata_json)
-        return decoded
+        return deserialize_metadata(self.metadata_json)
 
     @property
     def timestamp(self) -> datetime:

@@ -44,6 +44,14 @@ def serialize_metadata(metadata: object) -> str | None:
     return _dumps(metadata, what="metadata").decode("utf-8")
 
 
+def deserialize_metadata(text: str | None) -> dict[str, object] | None:
+    """Invert serialize_metadata()."""
+    if text is None:
+        return None
+    decoded: dict[str, object] = json.loads(text)
+    return decoded
+
+
 def _dumps(value: object, *, what: str) -> bytes:
     try:
         return _ENCODER.encode(value).encode("utf-8")

@@ -6,7 +6,7 @@ import json
 from datetime import datetime
 from typing import NamedTuple
 
-from ordo.journal.serialization import deserialize_payload
+from ordo.journal.serialization import deserialize_metadata, deserialize_payload
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
 
@@ -48,10 +48,7 @@ class EventEnvelope(NamedTuple):
     @property
     def metadata(self) -> dict[str, object] | None:
         """The decoded metadata object, or None."""
-        if self.metadata_json is None:
-            return None
-        decoded: dict[str, object] = json.loads(self.metadata_json)
-        return decoded
+        return deserialize_metadata(self.metadata_json)
 
     @property
     def tags(self) -> dict[Tag, TagPidSequenceNr]:
