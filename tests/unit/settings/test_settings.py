@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from ordo.errors import ConfigurationError
-from ordo.settings import EventsByTagSettings, QuerySettings
+from ordo.settings import ErrorMode, EventsByTagSettings, ProcessorSettings, QuerySettings
 from ordo.time import BucketSize
 
 
@@ -123,3 +123,30 @@ def test_back_track_periods_accept_max_off_and_milliseconds() -> None:
 def test_bad_query_settings_name_the_setting(values: dict[str, object], needle: str) -> None:
     with pytest.raises(ConfigurationError, match=needle):
         QuerySettings.from_mapping(values)
+
+
+@pytest.mark.parametrize(
+    ("values", "needle"),
+    [
+        ({"thread_count": -1}, "thread_count"),
+        ({"thread_count": 0}, "thread_count"),
+        ({"initial_segment_count": 0}, "initial_segment_count"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"claim_timeout_ms": 0}, "claim_timeout"),
+        ({"error_mode": "explode"}, "unknown error mode 'explode'; valid: fail, skip, dead_letter"),
+        ({"max_retries": -1}, "max_retries"),
+    ],
+)
+def test_bad_processor_settings_name_the_setting(values: dict[str, object], needle: str) -> None:
+    with pytest.raises(ConfigurationError, match=needle):
+        ProcessorSettings.from_mapping(values)
+
+
+def test_processor_settings_follow_axon_and_read_the_environment() -> None:
+    assert ProcessorSettings().claim_timeout == timedelta(seconds=10)
+    assert ProcessorSettings().token_claim_interval == timedelta(seconds=5)
+    settings = ProcessorSettings.from_env(
+        {"ORDO_THREAD_COUNT": "4", "ORDO_ERROR_MODE": "dead-letter", "ORDO_CLAIM_TIMEOUT_MS": "500"}
+    )
+    assert (settings.thread_count, settings.error_mode) == (4, ErrorMode.DEAD_LETTER)
+    assert settings.claim_timeout == timedelta(milliseconds=500)
