@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ordo.query.envelope import EventEnvelope
+from ordo.query.envelope import EventEnvelope, TagViewKey
 from ordo.query.events_by_tag import EventsByTag, TagStream
 from ordo.query.offset import NO_OFFSET, NoOffset, Offset, to_offset
 from ordo.query.ports import RowKey, TagViewReader
@@ -18,6 +18,7 @@ __all__ = [
     "Step",
     "TagQuery",
     "TagStream",
+    "TagViewKey",
     "TagViewReader",
     "to_offset",
 ]

@@ -11,6 +11,14 @@ from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
 
 
+class TagViewKey(NamedTuple):
+    """The key columns of a tag_views row: what a planner decides on, without the payload."""
+
+    offset_key: bytes
+    persistence_id: PersistenceId
+    tag_pid_sequence_nr: TagPidSequenceNr
+
+
 class EventEnvelope(NamedTuple):
     """One delivered event. Fields are the stored columns; everything else is decoded on use.
 

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Protocol
 
 from ordo.journal.event import PersistedEvent
 from ordo.journal.ports import JournalSummary
-from ordo.query.envelope import EventEnvelope
+from ordo.query.envelope import EventEnvelope, TagViewKey
 from ordo.storage.migration import BUCKET_SIZE_KEY, METADATA_TABLE, SCHEMA_VERSION_KEY
 from ordo.storage.rows import (
     MESSAGE_COLUMNS,
@@ -239,6 +239,48 @@ class SqlTagViewStore(SqlStore):
         hash_mask: tuple[int, int] | None = None,
     ) -> Sequence[EventEnvelope]:
         """Envelopes of one (tag, bucket) with after < offset <= up_to, in offset order."""
+        rows = self._select_tag_view(
+            ENVELOPE_COLUMNS, tag, time_bucket, after, up_to, limit, persistence_id, hash_mask
+        )
+        envelope = tuple.__new__  # EventEnvelope._make without its per-row call and checks
+        return [envelope(EventEnvelope, row) for row in rows]
+
+    def read_tag_view_keys(
+        self,
+        tag: Tag,
+        time_bucket: TimeBucket,
+        *,
+        after: bytes,
+        up_to: bytes,
+        limit: int,
+        persistence_id: PersistenceId | None = None,
+        hash_mask: tuple[int, int] | None = None,
+    ) -> Sequence[TagViewKey]:
+        """Like read_tag_view, only the keys (for planners that decide without payloads)."""
+        rows = self._select_tag_view(
+            "timeuuid, persistence_id, tag_pid_sequence_nr",
+            tag,
+            time_bucket,
+            after,
+            up_to,
+            limit,
+            persistence_id,
+            hash_mask,
+        )
+        key = tuple.__new__
+        return [key(TagViewKey, row) for row in rows]
+
+    def _select_tag_view(
+        self,
+        columns: str,
+        tag: Tag,
+        time_bucket: TimeBucket,
+        after: bytes,
+        up_to: bytes,
+        limit: int,
+        persistence_id: PersistenceId | None,
+        hash_mask: tuple[int, int] | None,
+    ) -> list[Any]:
         where = ""
         params: tuple[object, ...] = (tag, time_bucket, after, up_to)
         if persistence_id is not None:
@@ -247,14 +289,12 @@ class SqlTagViewStore(SqlStore):
         if hash_mask is not None:
             where += "AND (persistence_id_hash & {p}) = {p} "
             params += (hash_mask[1], hash_mask[0])
-        rows = self._fetchall(
-            f"SELECT {ENVELOPE_COLUMNS} FROM tag_views WHERE tag = {{p}} AND timebucket = {{p}} "
+        return self._fetchall(
+            f"SELECT {columns} FROM tag_views WHERE tag = {{p}} AND timebucket = {{p}} "
             f"AND timeuuid > {{p}} AND timeuuid <= {{p}} {where}"
             "ORDER BY timeuuid, persistence_id, tag_pid_sequence_nr LIMIT {p}",
             (*params, limit),
         )
-        envelope = tuple.__new__  # EventEnvelope._make without its per-row call and checks
-        return [envelope(EventEnvelope, row) for row in rows]
 
     def tags(self) -> Sequence[TagSummary]:
         """Every tag with rows, with counts (a full scan of tag_views)."""
