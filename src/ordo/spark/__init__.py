@@ -1,0 +1,10 @@
+"""ordo on Spark: the events-by-tag streaming source (`ordo_events_by_tag`).
+
+Importing this package needs the `spark` extra (pyspark, pyarrow).
+"""
+
+from __future__ import annotations
+
+from ordo.spark.register import python_for_workers, register
+
+__all__ = ["python_for_workers", "register"]

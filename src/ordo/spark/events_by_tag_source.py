@@ -1,0 +1,195 @@
+"""`spark.readStream.format("ordo_events_by_tag")`: a tag's events as a Spark stream.
+
+The driver plans each micro-batch with the events-by-tag state machine (planner.py); the
+executors read the rows of one segment each (`persistence_id_hash & mask = segment_id` in SQL),
+ordered per persistence id, as Arrow record batches. `spark.read` reads what is settled now
+as one batch, the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.types import StructType
+
+from ordo.processing import Segment
+from ordo.spark.offsets import EventsByTagOffset
+from ordo.spark.options import EventsByTagOptions
+from ordo.spark.planner import EventsByTagPlanner, pids_of
+from ordo.spark.schemas import EVENT_ROW_DDL
+from ordo.time import TimeUUID
+
+
+class EventsByTagDataSource(DataSource):
+    """spark.readStream.format("ordo_events_by_tag").option("journal", url).option("tag", t)."""
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name."""
+        return "ordo_events_by_tag"
+
+    def schema(self) -> str:
+        """See schemas.EVENT_ROW_DDL."""
+        return EVENT_ROW_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """A batch read of what is settled now."""
+        return EventsByTagBatchReader(EventsByTagOptions.from_spark(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """The micro-batch stream."""
+        return EventsByTagStreamReader(EventsByTagOptions.from_spark(self.options))
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentPartition(InputPartition):
+    """One segment's share of a micro-batch: the rows named for its persistence ids."""
+
+    journal: str
+    tag: str
+    segment: tuple[int, int]
+    lo: str
+    hi: str
+    pids: dict[str, list[int]]
+    bucket_size: str
+
+
+class EventsByTagStreamReader(DataSourceStreamReader):
+    """Plans on the driver, reads on the executors. Pickled without its planner."""
+
+    def __init__(self, options: EventsByTagOptions) -> None:
+        self.options = options
+        self._planner: EventsByTagPlanner | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"options": self.options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.options, self._planner = state["options"], None
+
+    def initialOffset(self) -> dict[str, Any]:
+        """Earliest, latest (now minus the consistency delay) or after a given TimeUUID."""
+        position = ""
+        if self.options.starting_offset is not None:
+            position = self.options.starting_offset.to_bytes().hex()
+        elif self.options.starts_at_latest:
+            settled = (
+                time.time_ns() - self.options.query.eventual_consistency_delay.total_seconds() * 1e9
+            )
+            position = TimeUUID.max_for_epoch_ns(int(settled)).to_bytes().hex()
+        return EventsByTagOffset(position=position).to_json_dict()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """maxEventsPerTrigger, when set."""
+        limit = self.options.max_events_per_trigger
+        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        """Advance only to what the state machine has delivered (proven complete)."""
+        begin = EventsByTagOffset.from_json_dict(start)
+        planner = self._planner_after(begin)
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        return planner.plan(begin, now_ns=time.time_ns(), max_rows=max_rows).to_json_dict()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        """One partition per segment of the batch `(start, end]`."""
+        batch = EventsByTagOffset.from_json_dict(end)
+        if end == start or not batch.pids:
+            return []
+        segments = self._planner_after(EventsByTagOffset.from_json_dict(start)).segments()
+        return _partitions(self.options, batch, segments)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The segment's rows of the batch, ordered per persistence id."""
+        return read_segment(partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to release: the rows stay in tag_views."""
+
+    def stop(self) -> None:
+        """Close the planner's connections."""
+        if self._planner is not None:
+            self._planner.close()
+            self._planner = None
+
+    def _planner_after(self, start: EventsByTagOffset) -> EventsByTagPlanner:
+        if self._planner is None:
+            self._planner = EventsByTagPlanner(
+                self.options, resume_after=start.position, now_ns=time.time_ns()
+            )
+        return self._planner
+
+
+class EventsByTagBatchReader(DataSourceReader):
+    """`spark.read`: the events settled now, planned as one batch by the same machine."""
+
+    def __init__(self, options: EventsByTagOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        """One partition per segment."""
+        start = EventsByTagOffset(
+            position=""
+            if self.options.starting_offset is None
+            else self.options.starting_offset.to_bytes().hex()
+        )
+        planner = EventsByTagPlanner(
+            self.options, resume_after=start.position, now_ns=time.time_ns()
+        )
+        try:
+            pids: dict[str, list[int]] = {}
+            lo, hi = "", ""
+            while True:
+                batch = planner.plan(start, now_ns=time.time_ns(), max_rows=None)
+                if batch == start:
+                    break
+                pids.update({p: [pids.get(p, span)[0], span[1]] for p, span in batch.pids.items()})
+                lo = min(filter(None, (lo, batch.lo)))
+                hi = max(hi, batch.hi)
+                start = batch
+            segments = planner.segments()
+        finally:
+            planner.close()
+        if not pids:
+            return []
+        return _partitions(self.options, EventsByTagOffset(lo=lo, hi=hi, pids=pids), segments)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The segment's rows, ordered per persistence id."""
+        return read_segment(partition)
+
+
+def _partitions(
+    options: EventsByTagOptions, batch: EventsByTagOffset, segments: list[Segment]
+) -> list[InputPartition]:
+    return [
+        SegmentPartition(
+            options.journal,
+            options.tag,
+            (s.segment_id, s.mask),
+            batch.lo,
+            batch.hi,
+            pids_of(s, batch.pids),
+            options.events_by_tag.bucket_size.value,
+        )
+        for s in segments
+    ]
+
+
+def read_segment(partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """Executor side: read the named rows of one segment (imports and opens storage here)."""
+    from ordo.spark.reading import read_partition
+
+    assert isinstance(partition, SegmentPartition)  # noqa: S101 - Spark hands back our own
+    yield from read_partition(partition)

@@ -1,0 +1,61 @@
+"""Offsets of the events-by-tag stream: small, versioned JSON in Spark's checkpoints.
+
+A micro-batch reads `(start, end]`: the events the planner delivered, named by persistence id
+and the tag pid sequence nrs of each (a contiguous range per id, by G1), inside the offset
+range `lo..hi` where they lie. Naming them, not a time range, makes a replayed batch read
+exactly the same rows even when late rows have arrived since. `position` is where the planner's
+forward scan stood: a restarted query resumes after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ordo.errors import OffsetFormatError
+
+OFFSET_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventsByTagOffset:
+    """The end of a micro-batch (and the start of the next). Keys are hex TimeUUID encodings."""
+
+    position: str = ""
+    """Resume after this key ("" = from the first time bucket)."""
+    lo: str = ""
+    hi: str = ""
+    pids: dict[str, list[int]] = field(default_factory=dict)
+    """persistence id -> [first, last] tag pid sequence nr delivered in the batch ending here."""
+
+    def to_json_dict(self) -> dict[str, object]:
+        """The checkpointed form."""
+        return {
+            "v": OFFSET_VERSION,
+            "position": self.position,
+            "lo": self.lo,
+            "hi": self.hi,
+            "pids": self.pids,
+        }
+
+    @classmethod
+    def from_json_dict(cls, document: dict[str, object]) -> EventsByTagOffset:
+        """Read a checkpointed offset; an incompatible version is an OffsetFormatError."""
+        version = document.get("v")
+        if version != OFFSET_VERSION:
+            msg = (
+                f"checkpointed events-by-tag offset has version {version!r}; this ordo reads "
+                f"version {OFFSET_VERSION}: start the query with a new checkpoint"
+            )
+            raise OffsetFormatError(msg)
+        try:
+            pids = document["pids"]
+            assert isinstance(pids, dict)  # noqa: S101 - turned into OffsetFormatError below
+            return cls(
+                position=str(document["position"]),
+                lo=str(document["lo"]),
+                hi=str(document["hi"]),
+                pids={str(pid): [int(n) for n in span] for pid, span in pids.items()},
+            )
+        except (KeyError, TypeError, ValueError, AssertionError) as exc:
+            msg = f"not an events-by-tag offset: {document!r}"
+            raise OffsetFormatError(msg) from exc

@@ -1,0 +1,118 @@
+"""The options of `ordo_events_by_tag`, parsed once into a frozen, picklable dataclass."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+from ordo.errors import ConfigurationError
+from ordo.journal import validation
+from ordo.settings import EventsByTagSettings, QuerySettings
+from ordo.time import BucketSize, TimeUUID
+from ordo.types import Tag
+
+_DURATIONS = {
+    "eventualconsistencydelayms": "eventual_consistency_delay",
+    "gaptimeoutms": "gap_timeout",
+    "backtrackintervalms": "back_track_interval",
+    "backtrackperiodms": "back_track_period",
+    "newpersistenceidscantimeoutms": "new_persistence_id_scan_timeout",
+}
+VALID_OPTIONS = (
+    "journal",
+    "tag",
+    "startingOffsets",
+    "maxEventsPerTrigger",
+    "segments",
+    "processor",
+    "bucketSize",
+    "firstTimeBucket",
+    "pageSize",
+    "eventualConsistencyDelayMs",
+    "gapTimeoutMs",
+    "backTrackIntervalMs",
+    "backTrackPeriodMs",
+    "newPersistenceIdScanTimeoutMs",
+    "path",
+)
+"""camelCase, as Spark users expect; Spark hands them over lower-cased."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventsByTagOptions:
+    """What the source was asked for. Picklable: executors get a copy."""
+
+    journal: str
+    tag: Tag
+    starting_offset: TimeUUID | None
+    """None: earliest (the first time bucket)."""
+    starts_at_latest: bool
+    max_events_per_trigger: int | None
+    segments: int
+    processor: str | None
+    events_by_tag: EventsByTagSettings
+    query: QuerySettings
+
+    @classmethod
+    def from_spark(cls, options: Mapping[str, str]) -> EventsByTagOptions:
+        """Parse Spark's (case-insensitive) options; unknown ones list the valid ones."""
+        given = {key.lower(): value for key, value in options.items()}
+        valid = {name.lower() for name in VALID_OPTIONS}
+        unknown = sorted(set(given) - valid)
+        if unknown:
+            msg = (
+                f"unknown option(s) {', '.join(unknown)} for ordo_events_by_tag; "
+                f"valid: {', '.join(VALID_OPTIONS)}"
+            )
+            raise ConfigurationError(msg)
+        journal = given.get("journal") or given.get("path")
+        if not journal:
+            msg = "ordo_events_by_tag needs the option journal (a journal URL)"
+            raise ConfigurationError(msg)
+        if "tag" not in given:
+            msg = "ordo_events_by_tag needs the option tag"
+            raise ConfigurationError(msg)
+        starting = given.get("startingoffsets", "earliest").strip()
+        events_by_tag = EventsByTagSettings()
+        if "bucketsize" in given:
+            events_by_tag = replace(
+                events_by_tag, bucket_size=BucketSize.parse(given["bucketsize"])
+            )
+        if "firsttimebucket" in given:
+            events_by_tag = replace(events_by_tag, first_time_bucket=given["firsttimebucket"])
+        durations: dict[str, Any] = {
+            name: timedelta(milliseconds=_int(given, key, 0))
+            for key, name in _DURATIONS.items()
+            if key in given
+        }
+        query = QuerySettings(page_size=_int(given, "pagesize", 5000), **durations)
+        limit = _int(given, "maxeventspertrigger", 0) or None
+        return cls(
+            journal=journal,
+            tag=validation.tag(given["tag"]),
+            starting_offset=None
+            if starting.lower() in ("earliest", "latest")
+            else TimeUUID.parse(starting),
+            starts_at_latest=starting.lower() == "latest",
+            max_events_per_trigger=limit,
+            segments=_int(given, "segments", 1),
+            processor=given.get("processor"),
+            events_by_tag=events_by_tag,
+            query=query,
+        )
+
+
+def _int(given: Mapping[str, str], key: str, default: int) -> int:
+    if key not in given:
+        return default
+    try:
+        value = int(given[key])
+    except ValueError as exc:
+        msg = f"option {key} must be an integer, got {given[key]!r}"
+        raise ConfigurationError(msg) from exc
+    if value < 0:
+        msg = f"option {key} must not be negative, got {value}"
+        raise ConfigurationError(msg)
+    return value

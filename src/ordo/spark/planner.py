@@ -1,0 +1,92 @@
+"""The driver side of `ordo_events_by_tag`: the events-by-tag state machine, on keys only.
+
+It runs the same TagQuery as the library (bucket walking, consistency delay, gap detection and
+search, back-tracking, first encounters) over the keys of tag_views, and cuts what it delivers
+into micro-batches. A batch is named by the persistence ids and tag pid sequence nr ranges it
+delivered (EventsByTagOffset), so executors read exactly those rows, on every replay.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from ordo.hashing import stable_hash
+from ordo.processing import Segment, initial_segments
+from ordo.query import NO_OFFSET, TagQuery, TagViewKey
+from ordo.spark.offsets import EventsByTagOffset
+from ordo.spark.options import EventsByTagOptions
+from ordo.storage.open import Stores, open_stores
+from ordo.time import TimeUUID
+
+POLLS_PER_PLAN = 100
+"""Polls of the state machine per planned batch, at most (each reads up to 20 pages)."""
+
+
+class EventsByTagPlanner:
+    """Plans the micro-batches of one streaming query. Lives on the driver; not picklable."""
+
+    def __init__(self, options: EventsByTagOptions, *, resume_after: str, now_ns: int) -> None:
+        self.options = options
+        self._stores: Stores = open_stores(options.journal)
+        start = NO_OFFSET if not resume_after else TimeUUID.from_bytes(bytes.fromhex(resume_after))
+        self._query = TagQuery(
+            self._stores.tag_view_key_reader,
+            tag=options.tag,
+            offset=start,
+            settings=options.query,
+            bucket_size=options.events_by_tag.bucket_size,
+            first_time_bucket_ms=options.events_by_tag.first_time_bucket_ms,
+            now_ns=now_ns,
+            is_live=True,
+        )
+        self._backlog: deque[TagViewKey] = deque()
+        self.latest_end = resume_after
+
+    def plan(
+        self, start: EventsByTagOffset, *, now_ns: int, max_rows: int | None
+    ) -> EventsByTagOffset:
+        """The end of the next micro-batch after `start`; `start` itself when nothing is new."""
+        for _ in range(POLLS_PER_PLAN):
+            if max_rows is not None and len(self._backlog) >= max_rows:
+                break
+            step = self._query.poll(now_ns)
+            self._backlog.extend(step.rows)
+            if step.wait_ns > 0 or step.is_complete:
+                break
+        count = len(self._backlog) if max_rows is None else min(max_rows, len(self._backlog))
+        taken = [self._backlog.popleft() for _ in range(count)]
+        if not taken:
+            return start
+        pids: dict[str, list[int]] = {}
+        for key in taken:
+            span = pids.setdefault(key.persistence_id, [key.tag_pid_sequence_nr] * 2)
+            span[1] = key.tag_pid_sequence_nr
+        keys = [key.offset_key for key in taken]
+        untaken = min((key.offset_key for key in self._backlog), default=None)
+        resumable = [k for k in keys if untaken is None or k < untaken]
+        position = max([*resumable, bytes.fromhex(start.position)] if start.position else resumable)
+        end = EventsByTagOffset(
+            position=position.hex() if position else start.position,
+            lo=min(keys).hex(),
+            hi=max(keys).hex(),
+            pids=pids,
+        )
+        self.latest_end = end.position
+        return end
+
+    def segments(self) -> list[Segment]:
+        """The input partitions of the next batch: the processor's segments, or `segments`."""
+        if self.options.processor is None:
+            return initial_segments(self.options.segments)
+        tokens = self._stores.tokens
+        entries = tokens.initialize(self.options.processor, segment_count=self.options.segments)
+        return [entry.segment for entry in entries]
+
+    def close(self) -> None:
+        """Release the driver's connections."""
+        self._stores.close()
+
+
+def pids_of(segment: Segment, pids: dict[str, list[int]]) -> dict[str, list[int]]:
+    """The part of a batch's persistence ids that a segment reads."""
+    return {pid: span for pid, span in pids.items() if segment.matches(stable_hash(pid))}

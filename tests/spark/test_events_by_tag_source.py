@@ -1,0 +1,87 @@
+"""`ordo_events_by_tag` on a real local Spark: batch and streaming reads of a tag."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+
+from ordo import EventsByTagSettings, NewEvent, open_journal
+from ordo.hashing import stable_hash
+from ordo.time import format_first_time_bucket
+
+pytestmark = pytest.mark.spark
+
+FIRST = format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000)
+WRITE = EventsByTagSettings(first_time_bucket=FIRST, flush_interval=timedelta(0))
+OPTIONS = {"tag": "order", "firstTimeBucket": FIRST, "eventualConsistencyDelayMs": "0"}
+
+
+def _append(url: str, start: int, count: int) -> None:
+    with open_journal(url, settings=WRITE) as journal:
+        for i in range(start, start + count):
+            journal.append(f"order-{i % 7}", [NewEvent.of({"i": i}, tags=["order"])])
+
+
+def _journal(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'journal.db'}"
+
+
+def test_a_batch_read_gives_every_event_once_ordered_per_persistence_id(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    url = _journal(tmp_path)
+    _append(url, 0, 70)
+    frame = (
+        spark.read.format("ordo_events_by_tag").options(**OPTIONS, journal=url, segments="4").load()
+    )
+    rows = frame.collect()
+    assert len(rows) == 70
+    per_pid: dict[str, list[int]] = {}
+    for row in rows:
+        per_pid.setdefault(row.persistence_id, []).append(row.tag_pid_sequence_nr)
+        segment_id, mask = map(int, row.segment.split("/"))
+        assert stable_hash(row.persistence_id) & mask == segment_id
+    assert per_pid == {f"order-{p}": list(range(1, 11)) for p in range(7)}
+    assert rows[0].payload.startswith(b"{")
+
+
+def test_a_stream_resumed_from_its_checkpoint_delivers_everything_once(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    url = _journal(tmp_path)
+    checkpoint, output = str(tmp_path / "checkpoint"), str(tmp_path / "output")
+
+    def run_once() -> None:
+        query = (
+            spark.readStream.format("ordo_events_by_tag")
+            .options(**OPTIONS, journal=url, segments="2", maxEventsPerTrigger="25")
+            .load()
+            .writeStream.format("parquet")
+            .option("path", output)
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+
+    _append(url, 0, 60)
+    run_once()
+    _append(url, 60, 40)
+    run_once()
+    delivered = [
+        (r.persistence_id, r.tag_pid_sequence_nr) for r in spark.read.parquet(output).collect()
+    ]
+    assert sorted(delivered) == sorted((f"order-{i % 7}", i // 7 + 1) for i in range(100))
+
+
+def test_unknown_options_list_the_valid_ones(spark: SparkSession, tmp_path: Path) -> None:
+    reader = spark.read.format("ordo_events_by_tag").options(
+        journal=_journal(tmp_path), tag="order", colour="blue"
+    )
+    with pytest.raises(PySparkException, match="unknown option"):
+        reader.load().collect()
