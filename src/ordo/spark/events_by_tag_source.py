@@ -107,8 +107,7 @@ class EventsByTagStreamReader(DataSourceStreamReader):
         batch = EventsByTagOffset.from_json_dict(end)
         if end == start or not batch.pids:
             return []
-        segments = self._planner_after(EventsByTagOffset.from_json_dict(start)).segments()
-        return _partitions(self.options, batch, segments)
+        return _partitions(self.options, batch, [Segment(*pair) for pair in batch.segments])
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The segment's rows of the batch, ordered per persistence id."""

@@ -26,6 +26,9 @@ class EventsByTagOffset:
     hi: str = ""
     pids: dict[str, list[int]] = field(default_factory=dict)
     """persistence id -> [first, last] tag pid sequence nr delivered in the batch ending here."""
+    segments: list[list[int]] = field(default_factory=list)
+    """[segment_id, mask] of the batch's input partitions, fixed when it was planned, so that a
+    replay reads the same partitions even if segments were split or merged since."""
 
     def to_json_dict(self) -> dict[str, object]:
         """The checkpointed form."""
@@ -35,6 +38,7 @@ class EventsByTagOffset:
             "lo": self.lo,
             "hi": self.hi,
             "pids": self.pids,
+            "segments": self.segments,
         }
 
     @classmethod
@@ -48,13 +52,15 @@ class EventsByTagOffset:
             )
             raise OffsetFormatError(msg)
         try:
-            pids = document["pids"]
+            pids, segments = document["pids"], document.get("segments", [])
             assert isinstance(pids, dict)  # noqa: S101 - turned into OffsetFormatError below
+            assert isinstance(segments, list)  # noqa: S101 - turned into OffsetFormatError below
             return cls(
                 position=str(document["position"]),
                 lo=str(document["lo"]),
                 hi=str(document["hi"]),
                 pids={str(pid): [int(n) for n in span] for pid, span in pids.items()},
+                segments=[[int(n) for n in pair] for pair in segments],
             )
         except (KeyError, TypeError, ValueError, AssertionError) as exc:
             msg = f"not an events-by-tag offset: {document!r}"

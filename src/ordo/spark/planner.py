@@ -70,6 +70,7 @@ class EventsByTagPlanner:
             lo=min(keys).hex(),
             hi=max(keys).hex(),
             pids=pids,
+            segments=[[s.segment_id, s.mask] for s in self.segments()],
         )
         self.latest_end = end.position
         return end
