@@ -26,6 +26,7 @@ SCHEMA = pa.schema(
         ("segment", pa.string()),
         ("tags", pa.string()),
         ("manifest", pa.string()),
+        ("serializer", pa.string()),
         ("payload", pa.binary()),
         ("metadata", pa.string()),
     ]
@@ -83,6 +84,7 @@ def _batch(rows: list[EventEnvelope], segment: str) -> pa.RecordBatch:
             pa.array([segment] * len(rows), pa.string()),
             pa.array([r.tags_json for r in rows], pa.string()),
             pa.array([r.manifest for r in rows], pa.string()),
+            pa.array([r.serializer for r in rows], pa.string()),
             pa.array([r.payload_bytes for r in rows], pa.binary()),
             pa.array([r.metadata_json for r in rows], pa.string()),
         ],

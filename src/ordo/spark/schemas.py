@@ -5,8 +5,9 @@ from __future__ import annotations
 EVENT_ROW_DDL = (
     "offset STRING, timestamp TIMESTAMP, persistence_id STRING, sequence_nr BIGINT, "
     "tag_pid_sequence_nr BIGINT, segment STRING, tags STRING, manifest STRING, "
-    "payload BINARY, metadata STRING"
+    "serializer STRING, payload BINARY, metadata STRING"
 )
 """One event of a tag: `offset` is its TimeUUID (resume after it), `segment` the
 `id/mask` of the input partition that read it, `tags` a JSON object tag -> tag pid sequence nr,
-`payload` the stored bytes (UTF-8 JSON for JSON payloads), `metadata` JSON or null."""
+`serializer` how `payload` is stored ("json": UTF-8 JSON, "bytes": as given), `metadata` JSON
+or null."""

@@ -1,0 +1,124 @@
+"""Projections on Spark: a user handler per segment partition, applied exactly once.
+
+`projection(...)` streams a tag with `ordo_events_by_tag` and, for each micro-batch, runs the
+handler on the executors, one task per segment, with each persistence id's events in order.
+The handler writes through `context.connection` (the sink database: SQLite or PostgreSQL) in
+one transaction with the last processed position of every persistence id it saw; a replayed
+batch (a restart from the checkpoint, a retried task) skips what those positions cover, so it
+applies nothing twice, whatever the segments were split or merged into meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from ordo.processing import HandlerContext, Segment
+from ordo.processing.ports import DeadLetter
+from ordo.query import EventEnvelope
+from ordo.time import TimeUUID
+from ordo.types import PersistenceId, SequenceNr, TagPidSequenceNr
+
+Handler = Callable[[EventEnvelope, HandlerContext], object]
+
+OWNER = "spark"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProjectionSpec:
+    """What a projection runs; picklable (it travels to the executors)."""
+
+    processor: str
+    sink: str
+    """URL of the database the handler writes to (it also holds the positions)."""
+    handler: Handler
+    dead_letters: bool = False
+    """Keep events the handler fails on in the dead-letter table instead of failing the batch."""
+
+
+def projection(
+    spark: SparkSession,
+    spec: ProjectionSpec,
+    *,
+    source_options: dict[str, str],
+    checkpoint: str,
+    available_now: bool = False,
+    processing_time: str | None = None,
+) -> StreamingQuery:
+    """Start the streaming projection; `source_options` are `ordo_events_by_tag`'s."""
+    stream = spark.readStream.format("ordo_events_by_tag").options(**source_options).load()
+    writer = stream.writeStream.foreachBatch(partial(_apply_batch, spec)).option(
+        "checkpointLocation", checkpoint
+    )
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    elif processing_time is not None:
+        writer = writer.trigger(processingTime=processing_time)
+    return writer.queryName(spec.processor).start()
+
+
+def _apply_batch(spec: ProjectionSpec, batch: DataFrame, batch_id: int) -> None:
+    """Driver: hand each partition (a segment) to an executor task."""
+    batch.foreachPartition(partial(apply_partition, spec))
+
+
+def apply_partition(spec: ProjectionSpec, rows: Iterator[Row]) -> None:
+    """Executor: apply one segment's events and their positions in one transaction."""
+    from ordo.storage.open import stores_at
+
+    events = [_envelope(row) for row in rows]
+    if not events:
+        return
+    segment_text = events[0][1]
+    segment = Segment(*map(int, segment_text.split("/")))
+    with (
+        stores_at(spec.sink) as stores,
+        stores.tokens.batch(spec.processor, segment.segment_id, OWNER) as batch,
+    ):
+        seen = batch.positions({envelope.persistence_id for envelope, _ in events})
+        context = HandlerContext(
+            processor=spec.processor,
+            segment=segment,
+            is_replay=False,
+            connection=batch.connection,
+            placeholder=batch.placeholder,
+        )
+        for envelope, _ in events:
+            if envelope.tag_pid_sequence_nr <= seen.get(envelope.persistence_id, 0):
+                continue
+            if spec.dead_letters:
+                try:
+                    with batch.savepoint():
+                        spec.handler(envelope, context)
+                except Exception as exc:  # user code: the event goes to the dead letters
+                    batch.dead_letter(
+                        DeadLetter(
+                            persistence_id=envelope.persistence_id,
+                            sequence_nr=envelope.sequence_nr,
+                            position=envelope.tag_pid_sequence_nr,
+                            offset_key=envelope.offset_key,
+                            error=repr(exc),
+                        )
+                    )
+            else:
+                spec.handler(envelope, context)
+            batch.record(envelope.persistence_id, envelope.tag_pid_sequence_nr)
+
+
+def _envelope(row: Row) -> tuple[EventEnvelope, str]:
+    envelope = EventEnvelope(
+        offset_key=TimeUUID.parse(row.offset).to_bytes(),
+        persistence_id=PersistenceId(row.persistence_id),
+        tag_pid_sequence_nr=TagPidSequenceNr(row.tag_pid_sequence_nr),
+        sequence_nr=SequenceNr(row.sequence_nr),
+        serializer=row.serializer,
+        manifest=row.manifest,
+        payload_bytes=bytes(row.payload),
+        metadata_json=row.metadata,
+        tags_json=row.tags,
+    )
+    return envelope, str(row.segment)
