@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from pyspark.errors import PySparkException
+from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import SparkSession
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
@@ -85,3 +87,29 @@ def test_unknown_options_list_the_valid_ones(spark: SparkSession, tmp_path: Path
     )
     with pytest.raises(PySparkException, match="unknown option"):
         reader.load().collect()
+
+
+def test_a_gap_that_cannot_be_filled_stops_the_stream_with_the_error(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    path = tmp_path / "journal.db"
+    url = f"sqlite:///{path}"
+    with open_journal(url, settings=WRITE) as journal:
+        journal.append("order-1", [NewEvent.of(i, tags=["order"]) for i in range(3)])
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("DELETE FROM tag_views WHERE tag_pid_sequence_nr = 2")
+    query = (
+        spark.readStream.format("ordo_events_by_tag")
+        .options(**OPTIONS, journal=url, gapTimeoutMs="300")
+        .load()
+        .writeStream.format("memory")
+        .queryName("gapped")
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        with pytest.raises(StreamingQueryException, match="missing tagged events") as caught:
+            query.awaitTermination(60)
+    finally:
+        query.stop()
+    assert "last_known_offset" in str(caught.value)

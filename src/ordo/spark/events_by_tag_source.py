@@ -102,6 +102,12 @@ class EventsByTagStreamReader(DataSourceStreamReader):
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         return planner.plan(begin, now_ns=time.time_ns(), max_rows=max_rows).to_json_dict()
 
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """The newest offset delivered by the planner: query progress shows the lag to it."""
+        if self._planner is None:
+            return None
+        return EventsByTagOffset(position=self._planner.latest_seen).to_json_dict()
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """One partition per segment of the batch `(start, end]`."""
         batch = EventsByTagOffset.from_json_dict(end)

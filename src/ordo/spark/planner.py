@@ -41,6 +41,8 @@ class EventsByTagPlanner:
         )
         self._backlog: deque[TagViewKey] = deque()
         self.latest_end = resume_after
+        self.latest_seen = resume_after
+        """The newest offset the state machine has delivered (the source's lag reference)."""
 
     def plan(
         self, start: EventsByTagOffset, *, now_ns: int, max_rows: int | None
@@ -51,6 +53,9 @@ class EventsByTagPlanner:
                 break
             step = self._query.poll(now_ns)
             self._backlog.extend(step.rows)
+            if step.rows:
+                newest = max(row.offset_key for row in step.rows).hex()
+                self.latest_seen = max(self.latest_seen, newest)
             if step.wait_ns > 0 or step.is_complete:
                 break
         count = len(self._backlog) if max_rows is None else min(max_rows, len(self._backlog))
