@@ -131,17 +131,32 @@ def test_a_bad_setting_in_the_environment_names_the_key(
     assert "week" in err
 
 
-def test_the_demo_writes_and_verifies(runner: CliRunner, tmp_path: Path) -> None:
+@pytest.mark.spark
+def test_the_demo_runs_the_pipeline_and_its_verdict_is_clean(
+    runner: CliRunner, tmp_path: Path
+) -> None:
     url = f"sqlite:///{tmp_path}/demo.db"
     code, out, err = _run(
-        runner, "demo", "--journal", url, "--events", "600", "--writers", "2", "--json"
+        runner,
+        "demo",
+        "--journal",
+        url,
+        "--events",
+        "1500",
+        "--writers",
+        "2",
+        "--json",
+        "--master",
+        "local[2]",
     )
     assert code == 0, err
     result = json.loads(out.strip().splitlines()[-1])
-    assert result["events"] == 600
+    assert result["events"] == 1500
     assert result["clean"] is True
-    assert result["missing"] == result["duplicated"] == result["unexpected"] == 0
-    assert result["tag_view_rows"] == result["tagged_events"] > 600
+    assert result["lost"] == result["duplicated"] == result["misordered"] == 0
+    assert result["segments"] == 5  # four, one of them split while the stream ran
+    assert result["projected_events"] > 0
+    assert result["events_per_s"] > 0
 
 
 def test_simulate_prints_one_json_verdict(runner: CliRunner, tmp_path: Path) -> None:

@@ -175,3 +175,7 @@ class TokenStore(Protocol):
     def dead_letters(self, processor: str) -> Sequence[DeadLetter]:
         """The processor's dead letters, oldest first."""
         ...
+
+    def positions(self, processor: str) -> Mapping[PersistenceId, int]:
+        """The last processed position of every persistence id (for lag and status)."""
+        ...

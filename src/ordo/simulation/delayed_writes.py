@@ -86,6 +86,10 @@ class DelayingTagViewStore:
         """Read through."""
         return self._store.tag_view_entries(tag)
 
+    def heads(self, tag: Tag) -> Mapping[PersistenceId, int]:
+        """Read through."""
+        return self._store.heads(tag)
+
     def close(self) -> None:
         """Wait until every pending write has been applied, each at its time; then stop."""
         with self._condition:

@@ -21,3 +21,19 @@ def python_for_workers() -> None:
     Call before creating the SparkSession; an explicit PYSPARK_PYTHON wins.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def start_session(*, master: str = "local[*]", app_name: str = "ordo") -> SparkSession:
+    """A SparkSession for ordo's jobs: sources registered, UI and console progress bar off."""
+    python_for_workers()
+    session = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    return session

@@ -11,10 +11,11 @@ from ordo.clock import Clock
 from ordo.journal import Journal
 from ordo.journal.ports import JournalStore
 from ordo.processing.ports import TokenStore
-from ordo.query import EventEnvelope, EventsByTag, TagViewReader
+from ordo.query import EventEnvelope, EventsByTag, TagViewKey, TagViewReader
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.storage.location import Location, PostgresLocation, SQLiteLocation, parse_location
 from ordo.storage.migration import MigrationReceipt
+from ordo.storage.sql_store import TagViewKeyReader
 from ordo.tagging import TagViewStore
 from ordo.tagging.notification import IN_PROCESS
 from ordo.time import BucketSize
@@ -30,6 +31,8 @@ class Stores:
     tag_views: TagViewStore
     tag_view_reader: TagViewReader[EventEnvelope]
     """The same tag view store, as the query's port."""
+    tag_view_key_reader: TagViewReader[TagViewKey]
+    """Its keys-only reads, for planners (Spark's driver)."""
     tokens: TokenStore
     all_events: Callable[[BucketSize], TagViewReader[EventEnvelope]]
     """Every journal event as a TagViewReader (for processors over the whole journal)."""
@@ -59,6 +62,7 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
             journal=SQLiteJournalStore(sqlite),
             tag_views=tag_views,
             tag_view_reader=tag_views,
+            tag_view_key_reader=TagViewKeyReader(tag_views),
             tokens=SQLiteTokenStore(sqlite),
             all_events=partial(SQLiteAllEventsReader, sqlite),
             migrate=sqlite.migrate,
@@ -161,6 +165,7 @@ def _open_postgres(location: PostgresLocation) -> Stores:
         journal=PostgresJournalStore(postgres),
         tag_views=tag_views,
         tag_view_reader=tag_views,
+        tag_view_key_reader=TagViewKeyReader(tag_views),
         tokens=PostgresTokenStore(postgres),
         all_events=partial(PostgresAllEventsReader, postgres),
         migrate=postgres.migrate,

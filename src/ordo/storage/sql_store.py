@@ -296,6 +296,15 @@ class SqlTagViewStore(SqlStore):
             (*params, limit),
         )
 
+    def heads(self, tag: Tag) -> Mapping[PersistenceId, int]:
+        """The highest tag pid sequence nr of every persistence id of the tag (a scan)."""
+        rows = self._fetchall(
+            "SELECT persistence_id, max(tag_pid_sequence_nr) FROM tag_views WHERE tag = {p} "
+            "GROUP BY persistence_id",
+            (tag,),
+        )
+        return {PersistenceId(str(r[0])): int(r[1]) for r in rows}
+
     def tags(self) -> Sequence[TagSummary]:
         """Every tag with rows, with counts (a full scan of tag_views)."""
         return [tag_summary_from_row(row) for row in self._fetchall(TAG_SUMMARY_QUERY, ())]
@@ -350,3 +359,32 @@ class SqlAllEventsReader(SqlStore):
         )
         envelope = tuple.__new__
         return [envelope(EventEnvelope, row) for row in rows]
+
+
+class TagViewKeyReader:
+    """A tag view store's keys-only reads under the query's port (for planners)."""
+
+    def __init__(self, store: SqlTagViewStore) -> None:
+        self._store = store
+
+    def read_tag_view(
+        self,
+        tag: Tag,
+        time_bucket: TimeBucket,
+        *,
+        after: bytes,
+        up_to: bytes,
+        limit: int,
+        persistence_id: PersistenceId | None = None,
+        hash_mask: tuple[int, int] | None = None,
+    ) -> Sequence[TagViewKey]:
+        """Keys of one (tag, bucket) with after < offset <= up_to, in offset order."""
+        return self._store.read_tag_view_keys(
+            tag,
+            time_bucket,
+            after=after,
+            up_to=up_to,
+            limit=limit,
+            persistence_id=persistence_id,
+            hash_mask=hash_mask,
+        )

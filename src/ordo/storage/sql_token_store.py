@@ -245,6 +245,14 @@ class SqlTokenStore(SqlStore):
             for r in rows
         ]
 
+    def positions(self, processor: str) -> Mapping[PersistenceId, int]:
+        """The last processed position of every persistence id."""
+        rows = self._fetchall(
+            "SELECT persistence_id, position FROM processed_positions WHERE processor = {p}",
+            (processor,),
+        )
+        return {PersistenceId(str(r[0])): int(r[1]) for r in rows}
+
     def _insert(
         self,
         conn: SqlConnection,

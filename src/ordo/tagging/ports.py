@@ -111,6 +111,10 @@ class TagViewStore(Protocol):
         """Every tag that has tag_views rows, with counts (a full scan: for tools)."""
         ...
 
+    def heads(self, tag: Tag) -> Mapping[PersistenceId, int]:
+        """The highest tag pid sequence nr of every persistence id in a tag's views (a scan)."""
+        ...
+
     def tag_view_entries(self, tag: Tag) -> Iterator[TaggedEvent]:
         """Every row key of one tag's views in (bucket, timeuuid) order (for checks and tools)."""
         ...

@@ -1,0 +1,252 @@
+"""The main job: writers append a shop's events while a Spark projection builds a read model.
+
+Writer processes append to the journal; a streaming projection of the tag `order`, in four
+segments, counts each order's events in `order_totals` (exactly once, in order per order); one
+segment is split while it runs. The result is checked against the journal: every event counted
+once (lost / duplicated), in order (misordered), and the tag views complete.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from ordo.hashing import stable_hash
+from ordo.processing import HandlerContext, split_segment
+from ordo.query import EventEnvelope
+from ordo.settings import EventsByTagSettings
+from ordo.simulation.workload import Workload
+from ordo.simulation.writers import WriteReport, WriterPlan, run_writers
+from ordo.spark.projection import ProjectionSpec, projection
+from ordo.storage.open import Stores, stores_at
+from ordo.time import format_first_time_bucket
+from ordo.tools.verification import check_tag_views
+from ordo.types import Tag
+
+TAG = "order"
+PROCESSOR = "order-totals"
+SEGMENTS = 4
+
+
+def count_order_events(event: EventEnvelope, context: HandlerContext) -> None:
+    """The projection's handler: count an order's events; note any out of order."""
+    p, conn = context.placeholder, context.connection
+    row = conn.execute(  # type: ignore[attr-defined]
+        f"SELECT events, last_nr, misordered FROM order_totals WHERE pid = {p}",
+        (event.persistence_id,),
+    ).fetchone()
+    events, last_nr, misordered = row if row else (0, 0, 0)
+    misordered += event.tag_pid_sequence_nr != last_nr + 1
+    conn.execute(  # type: ignore[attr-defined]
+        f"INSERT INTO order_totals (pid, events, last_nr, misordered) VALUES ({p}, {p}, {p}, {p}) "
+        "ON CONFLICT (pid) DO UPDATE SET events = excluded.events, last_nr = excluded.last_nr, "
+        "misordered = excluded.misordered",
+        (event.persistence_id, events + 1, event.tag_pid_sequence_nr, misordered),
+    )
+
+
+@dataclass(slots=True)
+class Progress:
+    """What the live display shows; updated by the run, read by the display."""
+
+    written: int = 0
+    tagged: int = 0
+    projected: int = 0
+    segments: dict[str, int] = field(default_factory=dict)
+    """segment -> events written but not projected yet (lag)."""
+    batch_ms: int = 0
+    batches: int = 0
+    split: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DemoReport:
+    """The verdict of a run."""
+
+    events: int
+    tagged: int
+    segments: int
+    lost: int
+    duplicated: int
+    misordered: int
+    tag_views_clean: bool
+    seconds: float
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The last line of `ordo demo --json`."""
+        return {
+            "events": self.events,
+            "projected_tag": TAG,
+            "projected_events": self.tagged,
+            "segments": self.segments,
+            "lost": self.lost,
+            "duplicated": self.duplicated,
+            "misordered": self.misordered,
+            "tag_views_clean": self.tag_views_clean,
+            "events_per_s": round(self.events / self.seconds) if self.seconds else 0,
+            "clean": self.is_clean,
+        }
+
+    @property
+    def is_clean(self) -> bool:
+        """Nothing lost, duplicated or misordered, and complete tag views."""
+        return not (self.lost or self.duplicated or self.misordered) and self.tag_views_clean
+
+
+def run_demo(
+    spark: SparkSession,
+    *,
+    journal: str,
+    workload: Workload,
+    work_dir: Path,
+    on_progress: Callable[[Progress], None],
+) -> DemoReport:
+    """Write, project, split a segment half-way, wait for the projection, and check."""
+    settings = EventsByTagSettings(
+        first_time_bucket=format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000),
+        flush_interval=timedelta(milliseconds=50),
+    )
+    with stores_at(journal) as stores:
+        stores.tokens.initialize(PROCESSOR, segment_count=SEGMENTS)
+        with stores.tokens.batch(PROCESSOR, 0, "demo") as batch:
+            batch.connection.execute(  # type: ignore[attr-defined]
+                "CREATE TABLE IF NOT EXISTS order_totals (pid TEXT PRIMARY KEY, "
+                "events BIGINT NOT NULL, last_nr BIGINT NOT NULL, misordered BIGINT NOT NULL)"
+            )
+    progress = Progress()
+    started = time.perf_counter()
+    written: list[WriteReport] = []
+    writers = threading.Thread(
+        target=lambda: written.append(
+            run_writers(
+                WriterPlan(url=journal, workload=workload, settings=settings),
+                on_progress=lambda n: setattr(progress, "written", n),
+            )
+        ),
+        name="ordo-demo-writers",
+    )
+    writers.start()
+    query = projection(
+        spark,
+        ProjectionSpec(processor=PROCESSOR, sink=journal, handler=count_order_events),
+        source_options={
+            "journal": journal,
+            "tag": TAG,
+            "processor": PROCESSOR,
+            "segments": str(SEGMENTS),
+            "firstTimeBucket": settings.first_time_bucket,
+            "eventualConsistencyDelayMs": "500",
+            "backTrackIntervalMs": "500",
+        },
+        checkpoint=str(work_dir / "checkpoint"),
+        processing_time="250 milliseconds",
+    )
+    try:
+        _watch(journal, query, progress, writers, on_progress, split_at=workload.events // 2)
+    finally:
+        query.stop()
+        writers.join()
+    seconds = time.perf_counter() - started
+    return _verdict(journal, settings, written[0] if written else None, seconds)
+
+
+def _watch(
+    journal: str,
+    query: Any,
+    progress: Progress,
+    writers: threading.Thread,
+    on_progress: Callable[[Progress], None],
+    *,
+    split_at: int,
+) -> None:
+    """Refresh the progress until the writers are done and the projection has caught up.
+
+    Segment 0 is split once `split_at` events are written: the planner picks the new segments
+    up at the next micro-batch, while the stream runs.
+    """
+    deadline: float | None = None
+    with stores_at(journal) as stores:
+        while True:
+            failure = query.exception()
+            if failure is not None:
+                raise failure
+            _measure(stores, progress, query)
+            on_progress(progress)
+            if not progress.split and (progress.written >= split_at or not writers.is_alive()):
+                receipt = split_segment(
+                    stores.tokens,
+                    PROCESSOR,
+                    0,
+                    now_ms=time.time_ns() // 1_000_000,
+                    claim_timeout_ms=0,
+                )
+                progress.split = receipt.message
+            if not writers.is_alive():
+                deadline = deadline or time.monotonic() + 60
+                if progress.projected >= progress.tagged or time.monotonic() > deadline:
+                    return
+            time.sleep(0.5)
+
+
+def _measure(stores: Stores, progress: Progress, query: Any) -> None:
+    """Lag per segment: events in tag_views not yet projected, by the segments of now."""
+    heads = stores.tag_views.heads(Tag(TAG))
+    positions = stores.tokens.positions(PROCESSOR)
+    segments = [entry.segment for entry in stores.tokens.entries(PROCESSOR)]
+    lag = {str(segment): 0 for segment in segments}
+    for pid, head in heads.items():
+        behind = head - positions.get(pid, 0)
+        if behind > 0:
+            owner = next(s for s in segments if s.matches(stable_hash(pid)))
+            lag[str(owner)] += behind
+    progress.segments = lag
+    progress.tagged = sum(heads.values())
+    progress.projected = sum(min(positions.get(pid, 0), head) for pid, head in heads.items())
+    last = query.lastProgress
+    if last is not None:
+        progress.batch_ms = int(last.durationMs.get("triggerExecution", 0))
+        progress.batches = int(last.batchId) + 1
+
+
+def _read_model(stores: Stores) -> list[tuple[str, int, int, int]]:
+    """The projection's table, read in a transaction of the token store's database."""
+    with stores.tokens.batch(PROCESSOR, 0, "demo") as batch:
+        rows = batch.connection.execute(  # type: ignore[attr-defined]
+            "SELECT pid, events, last_nr, misordered FROM order_totals"
+        ).fetchall()
+    return [(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows]
+
+
+def _verdict(
+    journal: str, settings: EventsByTagSettings, written: WriteReport | None, seconds: float
+) -> DemoReport:
+    with stores_at(journal) as stores:
+        tag_views = check_tag_views(stores.journal, stores.tag_views, settings.bucket_size)
+        heads = stores.tag_views.heads(Tag(TAG))
+        model = {
+            pid: (events, last, misordered) for pid, events, last, misordered in _read_model(stores)
+        }
+        segments = len(stores.tokens.entries(PROCESSOR))
+    lost = duplicated = misordered_total = 0
+    for pid, head in heads.items():
+        events, last, misordered = model.get(pid, (0, 0, 0))
+        lost += max(0, head - events)
+        duplicated += max(0, events - head) + max(0, events - last)
+        misordered_total += misordered
+    return DemoReport(
+        events=written.events if written else 0,
+        tagged=sum(heads.values()),
+        segments=segments,
+        lost=lost,
+        duplicated=duplicated,
+        misordered=misordered_total,
+        tag_views_clean=tag_views.is_clean,
+        seconds=seconds,
+    )
