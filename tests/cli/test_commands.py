@@ -1,12 +1,16 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
+from contextlib import closing
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.cli.main import cli
 from ordo.storage.migration import load_migrations
 from ordo.storage.open import stores_at
@@ -263,3 +267,55 @@ def test_processor_commands_refuse_bad_input(
     assert needle in err
     with stores_at(url) as stores:
         assert stores.tokens.entries("counts") == before
+
+
+@pytest.mark.spark
+def test_a_pipeline_file_runs_a_projection(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "shop.db"
+    url = f"sqlite:///{path}"
+    first = format_first_time_bucket(time.time_ns() // 10**6 - 3_600_000)
+    settings = EventsByTagSettings(first_time_bucket=first, flush_interval=timedelta(0))
+    with open_journal(url, settings=settings) as journal:
+        for i in range(30):
+            journal.append(f"order-{i % 3}", [NewEvent.of(i, tags=["order"])])
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(
+            "CREATE TABLE order_totals (pid TEXT PRIMARY KEY, events BIGINT NOT NULL, "
+            "last_nr BIGINT NOT NULL, misordered BIGINT NOT NULL)"
+        )
+    config = tmp_path / "pipeline.toml"
+    config.write_text(
+        f'[pipeline]\njournal = "{url}"\ntag = "order"\nprocessor = "totals"\n'
+        'handler = "ordo.spark.demo:count_order_events"\n'
+        f'checkpoint = "{tmp_path / "checkpoint"}"\nsegments = 2\n'
+        f'[source]\nfirstTimeBucket = "{first}"\neventualConsistencyDelayMs = 0\n',
+        encoding="utf-8",
+    )
+    code, out, err = _run(runner, "pipeline", "run", str(config), "--master", "local[2]")
+    assert code == 0, err
+    assert "stopped" in out
+    with closing(sqlite3.connect(path)) as conn:
+        totals = conn.execute("SELECT pid, events, misordered FROM order_totals").fetchall()
+    assert sorted(totals) == [(f"order-{p}", 10, 0) for p in range(3)]
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[pipeline]\ncolour = 1\n", "unknown key(s) colour"),
+        ('[pipeline]\njournal = "x.db"\n', "needs tag, processor, handler, checkpoint"),
+        (
+            '[pipeline]\njournal = "x.db"\ntag = "t"\nprocessor = "p"\n'
+            'handler = "no.such.module:f"\ncheckpoint = "c"\n',
+            "cannot import handler",
+        ),
+    ],
+)
+def test_a_bad_pipeline_file_is_one_error_line(
+    runner: CliRunner, tmp_path: Path, text: str, needle: str
+) -> None:
+    config = tmp_path / "pipeline.toml"
+    config.write_text(text, encoding="utf-8")
+    code, _, err = _run(runner, "pipeline", "run", str(config))
+    assert code == 1
+    assert needle in err

@@ -10,6 +10,7 @@ import click
 
 from ordo.cli.demo import demo
 from ordo.cli.journal import append, events, info, init, tags
+from ordo.cli.pipeline import pipeline
 from ordo.cli.processors import processors
 from ordo.cli.query import query
 from ordo.cli.simulate import simulate_command
@@ -49,7 +50,7 @@ def cli(log_level: str, debug: bool) -> None:
     )
 
 
-for command in (init, append, events, tags, info, query, processors, demo):
+for command in (init, append, events, tags, info, query, processors, pipeline, demo):
     cli.add_command(command)
 cli.add_command(simulate_command, name="simulate")
 

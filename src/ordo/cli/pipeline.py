@@ -1,0 +1,46 @@
+"""`ordo pipeline run CONFIG.toml`: run a projection pipeline on Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def pipeline() -> None:
+    """Run projection pipelines on Spark."""
+
+
+@pipeline.command()
+@click.argument("config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--master",
+    default="local[*]",
+    show_default=True,
+    help="Spark master URL (a cluster URL works).",
+)
+def run(config_file: Path, master: str) -> None:
+    """Run the projection described by CONFIG_FILE.
+
+    With the available_now trigger it stops once it has caught up; with a processing-time
+    trigger it runs until interrupted.
+    """
+    from ordo.spark import start_session
+    from ordo.spark.pipeline import PipelineConfig, start_pipeline
+
+    config = PipelineConfig.from_toml(config_file)
+    spark = start_session(master=master, app_name=f"ordo-{config.processor}")
+    try:
+        query = start_pipeline(spark, config)
+        try:
+            query.awaitTermination()
+        except KeyboardInterrupt:
+            query.stop()
+        failure = query.exception()
+        if failure is not None:
+            msg = f"pipeline {config.processor!r} failed: {failure}"
+            raise click.ClickException(msg)
+        click.echo(f"pipeline {config.processor!r} stopped; checkpoint at {config.checkpoint}")
+    finally:
+        spark.stop()
