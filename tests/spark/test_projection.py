@@ -9,11 +9,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from projection_handlers import count
 from pyspark.sql import SparkSession
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.spark import ProjectionSpec, projection
+from ordo.spark.demo import count_order_events
 from ordo.time import format_first_time_bucket
 
 pytestmark = pytest.mark.spark
@@ -30,11 +30,13 @@ def _append(url: str, start: int, count_: int) -> None:
 
 def _totals(path: Path) -> dict[str, int]:
     with closing(sqlite3.connect(path)) as conn:
-        return dict(conn.execute("SELECT pid, n FROM totals").fetchall())
+        rows = conn.execute("SELECT pid, events, last_nr, misordered FROM order_totals").fetchall()
+    assert all(events == last and misordered == 0 for _, events, last, misordered in rows)
+    return {pid: events for pid, events, _, _ in rows}
 
 
 def _run(spark: SparkSession, url: str, checkpoint: Path, segments: str = "3") -> None:
-    spec = ProjectionSpec(processor="totals", sink=url, handler=count)
+    spec = ProjectionSpec(processor="totals", sink=url, handler=count_order_events)
     query = projection(
         spark,
         spec,
@@ -59,7 +61,10 @@ def test_a_projection_applies_every_event_once_across_restarts_and_replays(
     path = tmp_path / "journal.db"
     url = f"sqlite:///{path}"
     with closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute("CREATE TABLE totals (pid TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+        conn.execute(
+            "CREATE TABLE order_totals (pid TEXT PRIMARY KEY, events BIGINT NOT NULL, "
+            "last_nr BIGINT NOT NULL, misordered BIGINT NOT NULL)"
+        )
     _append(url, 0, 90)
     _run(spark, url, tmp_path / "checkpoint")
     assert _totals(path) == {f"order-{p}": 10 for p in range(9)}
