@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import signal
 import sqlite3
+import subprocess
+import sys
 import time
+from collections.abc import Callable
 from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
@@ -12,8 +16,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
+from ordo.processing import merge_segment, split_segment
 from ordo.spark import ProjectionSpec, projection
 from ordo.spark.demo import count_order_events
+from ordo.storage.open import stores_at
 from ordo.time import format_first_time_bucket
 
 pytestmark = pytest.mark.spark
@@ -73,3 +79,79 @@ def test_a_projection_applies_every_event_once_across_restarts_and_replays(
     assert _totals(path) == {f"order-{p}": 15 for p in range(9)}
     _run(spark, url, tmp_path / "fresh-checkpoint", segments="4")  # replays every batch
     assert _totals(path) == {f"order-{p}": 15 for p in range(9)}
+
+
+def _wait_for(predicate: Callable[[], bool], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def _create_totals(path: Path) -> None:
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS order_totals (pid TEXT PRIMARY KEY, "
+            "events BIGINT NOT NULL, last_nr BIGINT NOT NULL, misordered BIGINT NOT NULL)"
+        )
+
+
+def test_segments_split_and_merge_while_the_stream_runs(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    path = tmp_path / "journal.db"
+    url = f"sqlite:///{path}"
+    _create_totals(path)
+    _append(url, 0, 45)
+    spec = ProjectionSpec(processor="live-totals", sink=url, handler=count_order_events)
+    query = projection(
+        spark,
+        spec,
+        source_options={
+            "journal": url,
+            "tag": "order",
+            "processor": "live-totals",
+            "segments": "4",
+            "firstTimeBucket": FIRST,
+            "eventualConsistencyDelayMs": "100",
+        },
+        checkpoint=str(tmp_path / "checkpoint"),
+        processing_time="200 milliseconds",
+    )
+    try:
+        _wait_for(lambda: sum(_totals(path).values()) == 45)
+        with stores_at(url) as stores:
+            now = time.time_ns() // 1_000_000
+            split_segment(stores.tokens, "live-totals", 1, now_ms=now, claim_timeout_ms=0)
+            _append(url, 45, 45)
+            _wait_for(lambda: sum(_totals(path).values()) == 90)
+            merge_segment(stores.tokens, "live-totals", 1, now_ms=now, claim_timeout_ms=0)
+            assert len(stores.tokens.entries("live-totals")) == 4
+        _append(url, 90, 45)
+        _wait_for(lambda: sum(_totals(path).values()) == 135)
+    finally:
+        query.stop()
+    assert _totals(path) == {f"order-{p}": 15 for p in range(9)}
+
+
+DRIVER = Path(__file__).with_name("projection_driver.py")
+
+
+def test_a_driver_killed_mid_run_resumes_to_the_same_projection(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    url = f"sqlite:///{path}"
+    _create_totals(path)
+    _append(url, 0, 90)
+    args = [sys.executable, str(DRIVER), url, FIRST, str(tmp_path / "checkpoint")]
+    driver = subprocess.Popen([*args, "processing-time"])
+    try:
+        _wait_for(lambda: sum(_totals(path).values()) > 0)
+        _append(url, 90, 90)
+        driver.send_signal(signal.SIGKILL)  # mid-run: some batches done, some not
+        driver.wait()
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    subprocess.run([*args, "available-now"], check=True, timeout=300)
+    assert _totals(path) == {f"order-{p}": 20 for p in range(9)}

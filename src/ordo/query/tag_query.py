@@ -114,6 +114,14 @@ class TagQuery(Generic[R]):
         self.duplicates = 0
         """Rows dropped because their event was delivered already (for tests and metrics)."""
 
+    def cap_at(self, now_ns: int) -> None:
+        """Deliver nothing newer than what is settled at `now_ns`.
+
+        A live query then ends like a current one (Spark's availableNow trigger).
+        """
+        self._end = _key_at(now_ns - self._delay_ns)
+        self._is_live = False
+
     @property
     def position(self) -> TimeUUID:
         """The last offset the forward scan passed (inclusive)."""

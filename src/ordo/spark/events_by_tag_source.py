@@ -20,7 +20,12 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from ordo.processing import Segment
@@ -65,18 +70,25 @@ class SegmentPartition(InputPartition):
     bucket_size: str
 
 
-class EventsByTagStreamReader(DataSourceStreamReader):
+class EventsByTagStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans on the driver, reads on the executors. Pickled without its planner."""
 
     def __init__(self, options: EventsByTagOptions) -> None:
         self.options = options
         self._planner: EventsByTagPlanner | None = None
+        self._available_until_ns: int | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"options": self.options}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.options, self._planner = state["options"], None
+        self.options, self._planner, self._available_until_ns = state["options"], None, None
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """availableNow: deliver what is settled now, then report no more data."""
+        self._available_until_ns = time.time_ns()
+        if self._planner is not None:
+            self._planner.cap_at(self._available_until_ns)
 
     def initialOffset(self) -> dict[str, Any]:
         """Earliest, latest (now minus the consistency delay) or after a given TimeUUID."""
@@ -129,10 +141,21 @@ class EventsByTagStreamReader(DataSourceStreamReader):
             self._planner = None
 
     def _planner_after(self, start: EventsByTagOffset) -> EventsByTagPlanner:
+        """The planner that continues from `start`.
+
+        Spark may ask from another offset than the last one planned (a recovered checkpoint;
+        availableNow asks once from the initial offset to fix its target): the planner is then
+        started again from `start`, so that no batch is planned from another one's state.
+        """
+        if self._planner is not None and self._planner.latest_end != start.position:
+            self._planner.close()
+            self._planner = None
         if self._planner is None:
             self._planner = EventsByTagPlanner(
                 self.options, resume_after=start.position, now_ns=time.time_ns()
             )
+            if self._available_until_ns is not None:
+                self._planner.cap_at(self._available_until_ns)
         return self._planner
 
 

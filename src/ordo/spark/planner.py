@@ -80,6 +80,10 @@ class EventsByTagPlanner:
         self.latest_end = end.position
         return end
 
+    def cap_at(self, now_ns: int) -> None:
+        """Plan nothing newer than what is settled at `now_ns` (availableNow's target)."""
+        self._query.cap_at(now_ns)
+
     def segments(self) -> list[Segment]:
         """The input partitions of the next batch: the processor's segments, or `segments`."""
         if self.options.processor is None:
