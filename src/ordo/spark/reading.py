@@ -5,17 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 
 from ordo.query import EventEnvelope
 from ordo.storage.open import stores_at
-from ordo.time import BucketSize, TimeUUID
+from ordo.time import GREGORIAN_OFFSET_100NS, BucketSize, TimeUUID
 from ordo.types import Tag, TimeBucket
 
 if TYPE_CHECKING:
     from ordo.spark.events_by_tag_source import SegmentPartition
 
 PAGE = 5_000
+_TIMESTAMP_MASK = (1 << 60) - 1
+_SIGN_FLIP = 0x8080808080808080
 SCHEMA = pa.schema(
     [
         ("offset", pa.string()),
@@ -67,17 +70,28 @@ def read_partition(partition: SegmentPartition) -> Iterator[pa.RecordBatch]:
         yield _batch(rows[start : start + PAGE], segment)
 
 
+def _uuid_text(key: bytes) -> str:
+    """The canonical UUID text of a sortable key, without building a TimeUUID (per row)."""
+    timestamp = int.from_bytes(key[:8], "big") & _TIMESTAMP_MASK
+    low = int.from_bytes(key[8:], "big") ^ _SIGN_FLIP
+    text = f"{timestamp & 0xFFFFFFFF:08x}{(timestamp >> 32) & 0xFFFF:04x}"
+    text += f"{0x1000 | (timestamp >> 48):04x}{low:016x}"
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
 def _is_named(row: EventEnvelope, pids: dict[str, list[int]]) -> bool:
     span = pids.get(row.persistence_id)
     return span is not None and span[0] <= row.tag_pid_sequence_nr <= span[1]
 
 
 def _batch(rows: list[EventEnvelope], segment: str) -> pa.RecordBatch:
-    offsets = [TimeUUID.from_bytes(r.offset_key) for r in rows]
+    keys = np.frombuffer(b"".join(r.offset_key for r in rows), dtype=">u8").reshape(-1, 2)
+    timestamps = keys[:, 0] & _TIMESTAMP_MASK  # 100 ns units since 1582, the sortable key's top
+    epoch_us = (timestamps.astype(np.int64) - GREGORIAN_OFFSET_100NS) // 10
     return pa.record_batch(
         [
-            pa.array([str(o) for o in offsets], pa.string()),
-            pa.array([o.epoch_ns // 1000 for o in offsets], pa.timestamp("us", tz="UTC")),
+            pa.array([_uuid_text(r.offset_key) for r in rows], pa.string()),
+            pa.array(epoch_us, pa.timestamp("us", tz="UTC")),
             pa.array([r.persistence_id for r in rows], pa.string()),
             pa.array([r.sequence_nr for r in rows], pa.int64()),
             pa.array([r.tag_pid_sequence_nr for r in rows], pa.int64()),
