@@ -10,6 +10,7 @@ from typing import Protocol
 
 from ordo.processing.segment import Segment
 from ordo.processing.token import TrackingToken
+from ordo.query import EventEnvelope
 from ordo.types import PersistenceId
 
 
@@ -62,6 +63,17 @@ class DeadLetter:
     position: int
     offset_key: bytes
     error: str
+
+    @classmethod
+    def of(cls, event: EventEnvelope, error: BaseException) -> DeadLetter:
+        """The dead letter of an event its handler failed on."""
+        return cls(
+            persistence_id=event.persistence_id,
+            sequence_nr=event.sequence_nr,
+            position=event.tag_pid_sequence_nr,
+            offset_key=event.offset_key,
+            error=repr(error),
+        )
 
 
 class BatchTransaction(Protocol):

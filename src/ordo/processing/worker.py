@@ -218,15 +218,7 @@ class SegmentWorker(threading.Thread):
                 error,
             )
         elif settings.error_mode is ErrorMode.DEAD_LETTER:
-            batch.dead_letter(
-                DeadLetter(
-                    persistence_id=row.persistence_id,
-                    sequence_nr=row.sequence_nr,
-                    position=row.tag_pid_sequence_nr,
-                    offset_key=row.offset_key,
-                    error=repr(error),
-                )
-            )
+            batch.dead_letter(DeadLetter.of(row, error))
         else:
             raise EventHandlingError(
                 processor=self.p.name,

@@ -95,15 +95,7 @@ def apply_partition(spec: ProjectionSpec, rows: Iterator[Row]) -> None:
                     with batch.savepoint():
                         spec.handler(envelope, context)
                 except Exception as exc:  # user code: the event goes to the dead letters
-                    batch.dead_letter(
-                        DeadLetter(
-                            persistence_id=envelope.persistence_id,
-                            sequence_nr=envelope.sequence_nr,
-                            position=envelope.tag_pid_sequence_nr,
-                            offset_key=envelope.offset_key,
-                            error=repr(exc),
-                        )
-                    )
+                    batch.dead_letter(DeadLetter.of(envelope, exc))
             else:
                 spec.handler(envelope, context)
             batch.record(envelope.persistence_id, envelope.tag_pid_sequence_nr)
