@@ -3,7 +3,7 @@
 
 VENV := .venv
 BIN := $(VENV)/bin
-CHECKED := src tests bench
+CHECKED := src tests bench examples
 ARGS ?=
 PYTEST_ARGS ?=
 
