@@ -113,3 +113,20 @@ def test_a_gap_that_cannot_be_filled_stops_the_stream_with_the_error(
     finally:
         query.stop()
     assert "last_known_offset" in str(caught.value)
+
+
+def test_an_unknown_tag_is_an_empty_stream(spark: SparkSession, tmp_path: Path) -> None:
+    url = _journal(tmp_path)
+    _append(url, 0, 5)
+    frame = spark.read.format("ordo_events_by_tag").options(**OPTIONS, journal=url).load()
+    assert frame.filter("tag_pid_sequence_nr > 0").count() == 5
+    other = {**OPTIONS, "tag": "no-such-tag"}
+    assert spark.read.format("ordo_events_by_tag").options(**other, journal=url).load().count() == 0
+
+
+def test_a_journal_that_cannot_be_opened_is_an_error(spark: SparkSession) -> None:
+    reader = spark.read.format("ordo_events_by_tag").options(
+        **OPTIONS, journal="postgresql://nobody@127.0.0.1:1/none"
+    )
+    with pytest.raises(PySparkException, match="cannot connect to PostgreSQL"):
+        reader.load().collect()

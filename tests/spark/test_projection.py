@@ -13,16 +13,22 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from pyspark import cloudpickle
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
-from ordo.processing import merge_segment, split_segment
+from ordo.processing import HandlerContext, merge_segment, split_segment
+from ordo.query import EventEnvelope
 from ordo.spark import ProjectionSpec, projection
 from ordo.spark.demo import count_order_events
 from ordo.storage.open import stores_at
 from ordo.time import format_first_time_bucket
 
 pytestmark = pytest.mark.spark
+
+# Spark's workers cannot import this test module: ship its handlers by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 FIRST = format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000)
 WRITE = EventsByTagSettings(first_time_bucket=FIRST, flush_interval=timedelta(0))
@@ -155,3 +161,68 @@ def test_a_driver_killed_mid_run_resumes_to_the_same_projection(tmp_path: Path) 
             driver.wait()
     subprocess.run([*args, "available-now"], check=True, timeout=300)
     assert _totals(path) == {f"order-{p}": 20 for p in range(9)}
+
+
+def _flaky_count(event: EventEnvelope, context: HandlerContext) -> None:
+    """Fails on order-4's third event, counts the others."""
+    if event.persistence_id == "order-4" and event.tag_pid_sequence_nr == 3:
+        msg = "poison"
+        raise ValueError(msg)
+    count_order_events(event, context)
+
+
+def test_a_poison_event_goes_to_the_dead_letters_and_the_rest_is_applied(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    path = tmp_path / "journal.db"
+    url = f"sqlite:///{path}"
+    _create_totals(path)
+    _append(url, 0, 45)
+    spec = ProjectionSpec(processor="dl", sink=url, handler=_flaky_count, dead_letters=True)
+    query = projection(
+        spark,
+        spec,
+        source_options={
+            "journal": url,
+            "tag": "order",
+            "firstTimeBucket": FIRST,
+            "eventualConsistencyDelayMs": "0",
+            "segments": "2",
+        },
+        checkpoint=str(tmp_path / "checkpoint"),
+        available_now=True,
+    )
+    query.awaitTermination(180)
+    with stores_at(url) as stores:
+        letters = stores.tokens.dead_letters("dl")
+    assert [(d.persistence_id, d.position) for d in letters] == [("order-4", 3)]
+    assert "poison" in letters[0].error
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT sum(events) FROM order_totals").fetchone() == (44,)
+
+
+def test_a_failing_handler_stops_the_projection_and_commits_nothing_of_its_segment(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    path = tmp_path / "journal.db"
+    url = f"sqlite:///{path}"
+    _create_totals(path)
+    _append(url, 0, 45)
+    spec = ProjectionSpec(processor="stop", sink=url, handler=_flaky_count)
+    query = projection(
+        spark,
+        spec,
+        source_options={
+            "journal": url,
+            "tag": "order",
+            "firstTimeBucket": FIRST,
+            "eventualConsistencyDelayMs": "0",
+            "segments": "1",
+        },
+        checkpoint=str(tmp_path / "checkpoint"),
+        available_now=True,
+    )
+    with pytest.raises(StreamingQueryException, match="poison"):
+        query.awaitTermination(180)
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT count(*) FROM order_totals").fetchone() == (0,)

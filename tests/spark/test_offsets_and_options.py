@@ -1,0 +1,71 @@
+"""Offsets and options of `ordo_events_by_tag`, without a Spark session."""
+
+from __future__ import annotations
+
+import pytest
+
+from ordo.errors import ConfigurationError, InvalidIdentifierError, OffsetFormatError
+from ordo.spark.offsets import EventsByTagOffset
+from ordo.spark.options import EventsByTagOptions
+
+
+def test_offsets_round_trip_through_json() -> None:
+    offset = EventsByTagOffset(
+        position="11f1", lo="10", hi="11f1", pids={"a": [1, 3]}, segments=[[0, 1], [1, 1]]
+    )
+    assert EventsByTagOffset.from_json_dict(offset.to_json_dict()) == offset
+
+
+@pytest.mark.parametrize(
+    ("document", "needle"),
+    [
+        ({"v": 2, "position": ""}, "version 2"),
+        ({"position": ""}, "version None"),
+        ({"v": 1, "position": ""}, "not an events-by-tag offset"),
+        ({"v": 1, "position": "", "lo": "", "hi": "", "pids": "x"}, "not an events-by-tag offset"),
+    ],
+)
+def test_a_checkpoint_of_another_format_is_refused(
+    document: dict[str, object], needle: str
+) -> None:
+    with pytest.raises(OffsetFormatError, match=needle):
+        EventsByTagOffset.from_json_dict(document)
+
+
+def test_options_are_case_insensitive_and_typed() -> None:
+    options = EventsByTagOptions.from_spark(
+        {
+            "journal": "x.db",
+            "tag": "order",
+            "maxeventspertrigger": "50",
+            "SEGMENTS": "4",
+            "eventualConsistencyDelayMs": "250",
+            "startingOffsets": "latest",
+        }
+    )
+    assert (options.max_events_per_trigger, options.segments) == (50, 4)
+    assert options.query.eventual_consistency_delay.total_seconds() == 0.25
+    assert options.starts_at_latest
+
+
+@pytest.mark.parametrize(
+    ("given", "error", "needle"),
+    [
+        ({"journal": "x.db", "tag": "t", "colour": "blue"}, ConfigurationError, "valid: journal"),
+        ({"tag": "t"}, ConfigurationError, "needs the option journal"),
+        ({"journal": "x.db"}, ConfigurationError, "needs the option tag"),
+        ({"journal": "x.db", "tag": ""}, InvalidIdentifierError, "tag must not be empty"),
+        ({"journal": "x.db", "tag": "t", "segments": "-1"}, ConfigurationError, "segments"),
+        ({"journal": "x.db", "tag": "t", "pageSize": "many"}, ConfigurationError, "pagesize"),
+        (
+            {"journal": "x.db", "tag": "t", "startingOffsets": "yesterday"},
+            OffsetFormatError,
+            "yesterday",
+        ),
+    ],
+)
+def test_bad_options_are_refused_with_the_reason(
+    given: dict[str, str], error: type[Exception], needle: str
+) -> None:
+    with pytest.raises(error, match=needle):
+        EventsByTagOptions.from_spark(given)
