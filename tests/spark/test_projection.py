@@ -12,6 +12,7 @@ from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
@@ -226,3 +227,33 @@ def test_a_failing_handler_stops_the_projection_and_commits_nothing_of_its_segme
         query.awaitTermination(180)
     with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("SELECT count(*) FROM order_totals").fetchone() == (0,)
+
+
+@pytest.mark.postgres
+def test_a_projection_into_postgresql_applies_every_event_once(
+    spark: SparkSession, postgres_dsn: str, tmp_path: Path
+) -> None:
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE order_totals (pid TEXT PRIMARY KEY, events BIGINT NOT NULL, "
+            "last_nr BIGINT NOT NULL, misordered BIGINT NOT NULL)"
+        )
+    _append(postgres_dsn, 0, 90)
+    for checkpoint in ("checkpoint", "fresh-checkpoint"):  # the second replays every batch
+        query = projection(
+            spark,
+            ProjectionSpec(processor="pg", sink=postgres_dsn, handler=count_order_events),
+            source_options={
+                "journal": postgres_dsn,
+                "tag": "order",
+                "firstTimeBucket": FIRST,
+                "eventualConsistencyDelayMs": "0",
+                "segments": "3",
+            },
+            checkpoint=str(tmp_path / checkpoint),
+            available_now=True,
+        )
+        query.awaitTermination(180)
+    with psycopg.connect(postgres_dsn) as conn:
+        rows = conn.execute("SELECT pid, events, misordered FROM order_totals").fetchall()
+    assert sorted(rows) == [(f"order-{p}", 10, 0) for p in range(9)]
