@@ -257,3 +257,58 @@ def test_a_projection_into_postgresql_applies_every_event_once(
     with psycopg.connect(postgres_dsn) as conn:
         rows = conn.execute("SELECT pid, events, misordered FROM order_totals").fetchall()
     assert sorted(rows) == [(f"order-{p}", 10, 0) for p in range(9)]
+
+
+def _by_customer(event: EventEnvelope, context: HandlerContext) -> None:
+    """Count per customer; each customer's events must come in append order."""
+    payload = event.payload
+    assert isinstance(payload, dict)
+    p, conn = context.placeholder, context.connection
+    row = conn.execute(  # type: ignore[attr-defined]
+        f"SELECT n, last_i FROM customers WHERE customer = {p}", (payload["customer"],)
+    ).fetchone()
+    n, last_i = row if row else (0, -1)
+    if payload["i"] <= last_i:
+        msg = f"{payload['customer']}: {payload['i']} after {last_i}"
+        raise AssertionError(msg)
+    conn.execute(  # type: ignore[attr-defined]
+        f"INSERT INTO customers VALUES ({p}, {p}, {p}) ON CONFLICT (customer) DO UPDATE "
+        "SET n = excluded.n, last_i = excluded.last_i",
+        (payload["customer"], n + 1, payload["i"]),
+    )
+
+
+def test_a_property_policy_sequences_by_the_property_value(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    path = tmp_path / "journal.db"
+    url = f"sqlite:///{path}"
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(
+            "CREATE TABLE customers (customer TEXT PRIMARY KEY, n INTEGER, last_i INTEGER)"
+        )
+    with open_journal(url, settings=WRITE) as journal:
+        for i in range(80):
+            payload = {"customer": f"c{i % 4}", "i": i}
+            journal.append(f"order-{i % 9}", [NewEvent.of(payload, tags=["order"])])
+    spec = ProjectionSpec(
+        processor="by-customer", sink=url, handler=_by_customer, sequencing_property="customer"
+    )
+    query = projection(
+        spark,
+        spec,
+        source_options={
+            "journal": url,
+            "tag": "order",
+            "firstTimeBucket": FIRST,
+            "eventualConsistencyDelayMs": "0",
+            "segments": "3",
+        },
+        checkpoint=str(tmp_path / "checkpoint"),
+        available_now=True,
+    )
+    query.awaitTermination(180)
+    assert query.exception() is None
+    with closing(sqlite3.connect(path)) as conn:
+        counts = conn.execute("SELECT customer, n FROM customers").fetchall()
+    assert sorted(counts) == [(f"c{c}", 20) for c in range(4)]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql.functions import col, get_json_object
 from pyspark.sql.streaming.query import StreamingQuery
 
 from ordo.processing import HandlerContext, Segment
@@ -38,6 +39,11 @@ class ProjectionSpec:
     handler: Handler
     dead_letters: bool = False
     """Keep events the handler fails on in the dead-letter table instead of failing the batch."""
+    sequencing_property: str | None = None
+    """Sequence by this payload property instead of the persistence id (Axon's property
+    policy): each batch is repartitioned by the property's value and sorted by offset within
+    it. A persistence id's events may then be handled in different tasks, so the per-id
+    positions cannot dedupe replays: such a projection is at-least-once."""
 
 
 def projection(
@@ -62,7 +68,13 @@ def projection(
 
 
 def _apply_batch(spec: ProjectionSpec, batch: DataFrame, batch_id: int) -> None:
-    """Driver: hand each partition (a segment) to an executor task."""
+    """Driver: hand each partition (a segment, or a share of the property's values) to a task."""
+    if spec.sequencing_property is not None:
+        value = get_json_object(col("payload").cast("string"), f"$.{spec.sequencing_property}")
+        partitions = max(1, batch.rdd.getNumPartitions())
+        batch = batch.repartition(partitions, value).sortWithinPartitions(
+            value, "timestamp", "persistence_id", "tag_pid_sequence_nr"
+        )
     batch.foreachPartition(partial(apply_partition, spec))
 
 
@@ -73,13 +85,13 @@ def apply_partition(spec: ProjectionSpec, rows: Iterator[Row]) -> None:
     events = [_envelope(row) for row in rows]
     if not events:
         return
-    segment_text = events[0][1]
-    segment = Segment(*map(int, segment_text.split("/")))
+    by_id = spec.sequencing_property is None
+    segment = Segment(*map(int, events[0][1].split("/"))) if by_id else Segment.root()
     with (
         stores_at(spec.sink) as stores,
         stores.tokens.batch(spec.processor, segment.segment_id, OWNER) as batch,
     ):
-        seen = batch.positions({envelope.persistence_id for envelope, _ in events})
+        seen = batch.positions({e.persistence_id for e, _ in events}) if by_id else {}
         context = HandlerContext(
             processor=spec.processor,
             segment=segment,
@@ -98,7 +110,8 @@ def apply_partition(spec: ProjectionSpec, rows: Iterator[Row]) -> None:
                     batch.dead_letter(DeadLetter.of(envelope, exc))
             else:
                 spec.handler(envelope, context)
-            batch.record(envelope.persistence_id, envelope.tag_pid_sequence_nr)
+            if by_id:
+                batch.record(envelope.persistence_id, envelope.tag_pid_sequence_nr)
 
 
 def _envelope(row: Row) -> tuple[EventEnvelope, str]:
