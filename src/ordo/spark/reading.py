@@ -70,13 +70,25 @@ def read_partition(partition: SegmentPartition) -> Iterator[pa.RecordBatch]:
         yield _batch(rows[start : start + PAGE], segment)
 
 
-def _uuid_text(key: bytes) -> str:
-    """The canonical UUID text of a sortable key, without building a TimeUUID (per row)."""
-    timestamp = int.from_bytes(key[:8], "big") & _TIMESTAMP_MASK
-    low = int.from_bytes(key[8:], "big") ^ _SIGN_FLIP
-    text = f"{timestamp & 0xFFFFFFFF:08x}{(timestamp >> 32) & 0xFFFF:04x}"
-    text += f"{0x1000 | (timestamp >> 48):04x}{low:016x}"
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+def _uuid_texts(timestamps: np.ndarray, low_keys: np.ndarray) -> list[str]:
+    """The canonical UUID texts of sortable keys.
+
+    The UUID layout is rebuilt for every key at once with numpy, hex-encoded as one string, then
+    cut per row: the only per-row Python left.
+    """
+    layout = np.empty((len(timestamps), 2), dtype=">u8")
+    layout[:, 0] = (
+        ((timestamps & 0xFFFFFFFF) << np.uint64(32))
+        | (((timestamps >> np.uint64(32)) & 0xFFFF) << np.uint64(16))
+        | (np.uint64(0x1000) | (timestamps >> np.uint64(48)))
+    )
+    layout[:, 1] = low_keys ^ np.uint64(_SIGN_FLIP)
+    text = layout.tobytes().hex()
+    return [
+        f"{text[i : i + 8]}-{text[i + 8 : i + 12]}-{text[i + 12 : i + 16]}-"
+        f"{text[i + 16 : i + 20]}-{text[i + 20 : i + 32]}"
+        for i in range(0, len(text), 32)
+    ]
 
 
 def _is_named(row: EventEnvelope, pids: dict[str, list[int]]) -> bool:
@@ -85,22 +97,26 @@ def _is_named(row: EventEnvelope, pids: dict[str, list[int]]) -> bool:
 
 
 def _batch(rows: list[EventEnvelope], segment: str) -> pa.RecordBatch:
-    keys = np.frombuffer(b"".join(r.offset_key for r in rows), dtype=">u8").reshape(-1, 2)
+    # Columns in one C-level transpose; EventEnvelope's field order is the stored column order.
+    offset, pid, tag_pid_nr, sequence_nr, serializer, manifest, payload, metadata, tags = zip(
+        *rows, strict=True
+    )
+    keys = np.frombuffer(b"".join(offset), dtype=">u8").reshape(-1, 2)
     timestamps = keys[:, 0] & _TIMESTAMP_MASK  # 100 ns units since 1582, the sortable key's top
     epoch_us = (timestamps.astype(np.int64) - GREGORIAN_OFFSET_100NS) // 10
     return pa.record_batch(
         [
-            pa.array([_uuid_text(r.offset_key) for r in rows], pa.string()),
+            pa.array(_uuid_texts(timestamps, keys[:, 1]), pa.string()),
             pa.array(epoch_us, pa.timestamp("us", tz="UTC")),
-            pa.array([r.persistence_id for r in rows], pa.string()),
-            pa.array([r.sequence_nr for r in rows], pa.int64()),
-            pa.array([r.tag_pid_sequence_nr for r in rows], pa.int64()),
+            pa.array(pid, pa.string()),
+            pa.array(sequence_nr, pa.int64()),
+            pa.array(tag_pid_nr, pa.int64()),
             pa.array([segment] * len(rows), pa.string()),
-            pa.array([r.tags_json for r in rows], pa.string()),
-            pa.array([r.manifest for r in rows], pa.string()),
-            pa.array([r.serializer for r in rows], pa.string()),
-            pa.array([r.payload_bytes for r in rows], pa.binary()),
-            pa.array([r.metadata_json for r in rows], pa.string()),
+            pa.array(tags, pa.string()),
+            pa.array(manifest, pa.string()),
+            pa.array(serializer, pa.string()),
+            pa.array(payload, pa.binary()),
+            pa.array(metadata, pa.string()),
         ],
         schema=SCHEMA,
     )
