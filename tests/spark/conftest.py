@@ -7,21 +7,11 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from ordo.spark import python_for_workers, register
+from ordo.spark import start_session
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    python_for_workers()
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("ordo-tests")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    session = start_session(master="local[2]", app_name="ordo-tests")
     yield session
     session.stop()

@@ -22,7 +22,7 @@ from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.processing import HandlerContext, merge_segment, split_segment
 from ordo.query import EventEnvelope
 from ordo.spark import ProjectionSpec, projection
-from ordo.spark.demo import count_order_events
+from ordo.spark.demo import ORDER_TOTALS_TABLE, count_order_events
 from ordo.storage.open import stores_at
 from ordo.time import format_first_time_bucket
 
@@ -41,6 +41,23 @@ def _append(url: str, start: int, count_: int) -> None:
             journal.append(f"order-{i % 9}", [NewEvent.of({"i": i}, tags=["order"])])
 
 
+def _source(url: str, segments: str, delay_ms: str = "0", **more: str) -> dict[str, str]:
+    """The `ordo_events_by_tag` options of these tests: the order tag of `url`."""
+    return {
+        "journal": url,
+        "tag": "order",
+        "firstTimeBucket": FIRST,
+        "eventualConsistencyDelayMs": delay_ms,
+        "segments": segments,
+        **more,
+    }
+
+
+def _create_totals(path: Path) -> None:
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(ORDER_TOTALS_TABLE)
+
+
 def _totals(path: Path) -> dict[str, int]:
     with closing(sqlite3.connect(path)) as conn:
         rows = conn.execute("SELECT pid, events, last_nr, misordered FROM order_totals").fetchall()
@@ -53,14 +70,7 @@ def _run(spark: SparkSession, url: str, checkpoint: Path, segments: str = "3") -
     query = projection(
         spark,
         spec,
-        source_options={
-            "journal": url,
-            "tag": "order",
-            "firstTimeBucket": FIRST,
-            "eventualConsistencyDelayMs": "0",
-            "segments": segments,
-            "maxEventsPerTrigger": "40",
-        },
+        source_options=_source(url, segments, maxEventsPerTrigger="40"),
         checkpoint=str(checkpoint),
         available_now=True,
     )
@@ -73,11 +83,7 @@ def test_a_projection_applies_every_event_once_across_restarts_and_replays(
 ) -> None:
     path = tmp_path / "journal.db"
     url = f"sqlite:///{path}"
-    with closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute(
-            "CREATE TABLE order_totals (pid TEXT PRIMARY KEY, events BIGINT NOT NULL, "
-            "last_nr BIGINT NOT NULL, misordered BIGINT NOT NULL)"
-        )
+    _create_totals(path)
     _append(url, 0, 90)
     _run(spark, url, tmp_path / "checkpoint")
     assert _totals(path) == {f"order-{p}": 10 for p in range(9)}
@@ -95,14 +101,6 @@ def _wait_for(predicate: Callable[[], bool], timeout: float = 120) -> None:
         time.sleep(0.2)
 
 
-def _create_totals(path: Path) -> None:
-    with closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS order_totals (pid TEXT PRIMARY KEY, "
-            "events BIGINT NOT NULL, last_nr BIGINT NOT NULL, misordered BIGINT NOT NULL)"
-        )
-
-
 def test_segments_split_and_merge_while_the_stream_runs(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -114,14 +112,7 @@ def test_segments_split_and_merge_while_the_stream_runs(
     query = projection(
         spark,
         spec,
-        source_options={
-            "journal": url,
-            "tag": "order",
-            "processor": "live-totals",
-            "segments": "4",
-            "firstTimeBucket": FIRST,
-            "eventualConsistencyDelayMs": "100",
-        },
+        source_options=_source(url, "4", "100", processor="live-totals"),
         checkpoint=str(tmp_path / "checkpoint"),
         processing_time="200 milliseconds",
     )
@@ -183,13 +174,7 @@ def test_a_poison_event_goes_to_the_dead_letters_and_the_rest_is_applied(
     query = projection(
         spark,
         spec,
-        source_options={
-            "journal": url,
-            "tag": "order",
-            "firstTimeBucket": FIRST,
-            "eventualConsistencyDelayMs": "0",
-            "segments": "2",
-        },
+        source_options=_source(url, "2"),
         checkpoint=str(tmp_path / "checkpoint"),
         available_now=True,
     )
@@ -213,13 +198,7 @@ def test_a_failing_handler_stops_the_projection_and_commits_nothing_of_its_segme
     query = projection(
         spark,
         spec,
-        source_options={
-            "journal": url,
-            "tag": "order",
-            "firstTimeBucket": FIRST,
-            "eventualConsistencyDelayMs": "0",
-            "segments": "1",
-        },
+        source_options=_source(url, "1"),
         checkpoint=str(tmp_path / "checkpoint"),
         available_now=True,
     )
@@ -234,22 +213,13 @@ def test_a_projection_into_postgresql_applies_every_event_once(
     spark: SparkSession, postgres_dsn: str, tmp_path: Path
 ) -> None:
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(
-            "CREATE TABLE order_totals (pid TEXT PRIMARY KEY, events BIGINT NOT NULL, "
-            "last_nr BIGINT NOT NULL, misordered BIGINT NOT NULL)"
-        )
+        conn.execute(ORDER_TOTALS_TABLE)
     _append(postgres_dsn, 0, 90)
     for checkpoint in ("checkpoint", "fresh-checkpoint"):  # the second replays every batch
         query = projection(
             spark,
             ProjectionSpec(processor="pg", sink=postgres_dsn, handler=count_order_events),
-            source_options={
-                "journal": postgres_dsn,
-                "tag": "order",
-                "firstTimeBucket": FIRST,
-                "eventualConsistencyDelayMs": "0",
-                "segments": "3",
-            },
+            source_options=_source(postgres_dsn, "3"),
             checkpoint=str(tmp_path / checkpoint),
             available_now=True,
         )
@@ -297,13 +267,7 @@ def test_a_property_policy_sequences_by_the_property_value(
     query = projection(
         spark,
         spec,
-        source_options={
-            "journal": url,
-            "tag": "order",
-            "firstTimeBucket": FIRST,
-            "eventualConsistencyDelayMs": "0",
-            "segments": "3",
-        },
+        source_options=_source(url, "3"),
         checkpoint=str(tmp_path / "checkpoint"),
         available_now=True,
     )

@@ -33,6 +33,11 @@ from ordo.types import Tag
 TAG = "order"
 PROCESSOR = "order-totals"
 SEGMENTS = 4
+ORDER_TOTALS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS order_totals (pid TEXT PRIMARY KEY, "
+    "events BIGINT NOT NULL, last_nr BIGINT NOT NULL, misordered BIGINT NOT NULL)"
+)
+"""The read model `count_order_events` writes into (one row per order)."""
 
 
 def count_order_events(event: EventEnvelope, context: HandlerContext) -> None:
@@ -116,10 +121,7 @@ def run_demo(
     with stores_at(journal) as stores:
         stores.tokens.initialize(PROCESSOR, segment_count=SEGMENTS)
         with stores.tokens.batch(PROCESSOR, 0, "demo") as batch:
-            batch.connection.execute(  # type: ignore[attr-defined]
-                "CREATE TABLE IF NOT EXISTS order_totals (pid TEXT PRIMARY KEY, "
-                "events BIGINT NOT NULL, last_nr BIGINT NOT NULL, misordered BIGINT NOT NULL)"
-            )
+            batch.connection.execute(ORDER_TOTALS_TABLE)  # type: ignore[attr-defined]
     progress = Progress()
     started = time.perf_counter()
     written: list[WriteReport] = []

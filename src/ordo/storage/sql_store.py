@@ -245,31 +245,6 @@ class SqlTagViewStore(SqlStore):
         envelope = tuple.__new__  # EventEnvelope._make without its per-row call and checks
         return [envelope(EventEnvelope, row) for row in rows]
 
-    def read_tag_view_keys(
-        self,
-        tag: Tag,
-        time_bucket: TimeBucket,
-        *,
-        after: bytes,
-        up_to: bytes,
-        limit: int,
-        persistence_id: PersistenceId | None = None,
-        hash_mask: tuple[int, int] | None = None,
-    ) -> Sequence[TagViewKey]:
-        """Like read_tag_view, only the keys (for planners that decide without payloads)."""
-        rows = self._select_tag_view(
-            "timeuuid, persistence_id, tag_pid_sequence_nr",
-            tag,
-            time_bucket,
-            after,
-            up_to,
-            limit,
-            persistence_id,
-            hash_mask,
-        )
-        key = tuple.__new__
-        return [key(TagViewKey, row) for row in rows]
-
     def _select_tag_view(
         self,
         columns: str,
@@ -379,12 +354,15 @@ class TagViewKeyReader:
         hash_mask: tuple[int, int] | None = None,
     ) -> Sequence[TagViewKey]:
         """Keys of one (tag, bucket) with after < offset <= up_to, in offset order."""
-        return self._store.read_tag_view_keys(
+        rows = self._store._select_tag_view(
+            "timeuuid, persistence_id, tag_pid_sequence_nr",
             tag,
             time_bucket,
-            after=after,
-            up_to=up_to,
-            limit=limit,
-            persistence_id=persistence_id,
-            hash_mask=hash_mask,
+            after,
+            up_to,
+            limit,
+            persistence_id,
+            hash_mask,
         )
+        key = tuple.__new__  # TagViewKey._make without its per-row call and checks
+        return [key(TagViewKey, row) for row in rows]
