@@ -30,15 +30,20 @@ def _total(sql: Callable[..., list[tuple[object, ...]]]) -> int:
     return int(str(sql("SELECT coalesce(sum(n), 0) FROM counts")[0][0]))
 
 
+def _counts(stores: Stores) -> TrackingProcessor:
+    """The "counts" processor: `counting_handler` over the source's events, FAST settings."""
+    return TrackingProcessor(
+        "counts", source(stores), stores.tokens, counting_handler, settings=FAST
+    )
+
+
 def test_every_event_is_applied_once_in_order_while_segments_split_and_merge(
     stores: Stores,
     journal_factory: Callable[..., Journal],
     sql: Callable[..., list[tuple[object, ...]]],
 ) -> None:
     journal = journal_factory(settings=WRITE)
-    processor = TrackingProcessor(
-        "counts", source(stores), stores.tokens, counting_handler, settings=FAST
-    )
+    processor = _counts(stores)
     with processor:
         _append(journal, 300)
         processor.split(0)
@@ -61,14 +66,10 @@ def test_a_restarted_processor_continues_from_its_tokens(
 ) -> None:
     journal = journal_factory(settings=WRITE)
     _append(journal, 200)
-    with TrackingProcessor(
-        "counts", source(stores), stores.tokens, counting_handler, settings=FAST
-    ):
+    with _counts(stores):
         wait_for(lambda: _total(sql) == 200)
     _append(journal, 100)
-    with TrackingProcessor(
-        "counts", source(stores), stores.tokens, counting_handler, settings=FAST
-    ):
+    with _counts(stores):
         wait_for(lambda: _total(sql) == 300)
     assert {row[1] for row in sql("SELECT pid, n FROM counts")} == {15}
     assert all(e.owner is None for e in stores.tokens.entries("counts"))
@@ -163,16 +164,12 @@ def test_a_reset_processor_replays_with_the_replay_flag(
 ) -> None:
     journal = journal_factory(settings=WRITE)
     _append(journal, 60)
-    with TrackingProcessor(
-        "counts", source(stores), stores.tokens, counting_handler, settings=FAST
-    ):
+    with _counts(stores):
         wait_for(lambda: _total(sql) == 60)
     stores.tokens.reset("counts", TrackingToken(), now_ms=0, claim_timeout_ms=0)
     sql("DELETE FROM counts")
     _append(journal, 20)
-    with TrackingProcessor(
-        "counts", source(stores), stores.tokens, counting_handler, settings=FAST
-    ):
+    with _counts(stores):
         wait_for(lambda: _total(sql) == 80)
     assert int(str(sql("SELECT sum(replays) FROM counts")[0][0])) == 60
 
