@@ -20,6 +20,9 @@ JournalFactory = Callable[..., Journal]
 
 IMMEDIATE = EventsByTagSettings(flush_interval=timedelta(0))
 BATCHED = EventsByTagSettings(flush_interval=timedelta(hours=1), max_message_batch_size=3)
+MINUTE_BUCKETS = EventsByTagSettings(
+    bucket_size=BucketSize.MINUTE, flush_interval=timedelta(hours=1), max_message_batch_size=100
+)
 MINUTE_START_NS = int(datetime(2026, 3, 1, 12, 0, 10, tzinfo=UTC).timestamp()) * 10**9
 MINUTE_NS = 60 * 10**9
 STILL_NS = MINUTE_START_NS
@@ -243,12 +246,7 @@ def test_an_event_in_a_new_time_bucket_writes_the_previous_buckets_batch(
     journal_factory: JournalFactory, stores: Stores
 ) -> None:
     clock = ManualClock(MINUTE_START_NS)
-    settings = EventsByTagSettings(
-        bucket_size=BucketSize.MINUTE,
-        flush_interval=timedelta(hours=1),
-        max_message_batch_size=100,
-    )
-    journal = journal_factory(settings=settings, clock=clock)
+    journal = journal_factory(settings=MINUTE_BUCKETS, clock=clock)
     journal.append("p", [NewEvent.of(1, tags=["t"]), NewEvent.of(2, tags=["t"])])
     assert entries(stores, "t") == []
 
@@ -314,12 +312,7 @@ def test_recovery_writes_lost_rows_into_their_own_time_buckets(
     journal_factory: JournalFactory, stores: Stores
 ) -> None:
     clock = ManualClock(MINUTE_START_NS)
-    settings = EventsByTagSettings(
-        bucket_size=BucketSize.MINUTE,
-        flush_interval=timedelta(hours=1),
-        max_message_batch_size=100,
-    )
-    lost = journal_factory(settings=settings, clock=clock)
+    lost = journal_factory(settings=MINUTE_BUCKETS, clock=clock)
     lost.append("p", [NewEvent.of(1, tags=["t"])])
     lost.flush()
     for minute in range(3):
@@ -330,7 +323,7 @@ def test_recovery_writes_lost_rows_into_their_own_time_buckets(
     events = all_events(lost)
     assert entries(stores, "t") != expected_entries(events, "t", BucketSize.MINUTE)
 
-    recovering = journal_factory(settings=settings, clock=clock)
+    recovering = journal_factory(settings=MINUTE_BUCKETS, clock=clock)
     recovering.recover("p")
 
     assert entries(stores, "t") == expected_entries(events, "t", BucketSize.MINUTE)
