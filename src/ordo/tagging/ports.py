@@ -76,8 +76,8 @@ class TagSummary:
     last_bucket: TimeBucket
 
 
-class TagViewStore(Protocol):
-    """The tables `tag_views`, `tag_write_progress` and `tag_scanning`. Thread-safe."""
+class TagViewWriter(Protocol):
+    """What the tag writer needs: the two writes, rows first, then their progress."""
 
     def write_tag_views(self, writes: Sequence[TagWrite]) -> None:
         """Upsert the rows of the writes in one transaction; writing a row again changes nothing."""
@@ -86,6 +86,10 @@ class TagViewStore(Protocol):
     def write_progress(self, progress: Sequence[TagProgress]) -> None:
         """Record progress; a row only ever moves forward (older progress is ignored)."""
         ...
+
+
+class TagViewStore(TagViewWriter, Protocol):
+    """The tables `tag_views`, `tag_write_progress` and `tag_scanning`. Thread-safe."""
 
     def read_progress(self, persistence_id: PersistenceId) -> Mapping[Tag, TagProgress]:
         """The recorded progress of every tag of the persistence id."""

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from ordo.errors import JournalClosedError, StorageError
-from ordo.tagging.ports import TagViewStore, TagWrite
+from ordo.tagging.ports import TagViewWriter, TagWrite
 from ordo.types import PersistenceId, Tag
 
 logger = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ class TagWriter:
     def __init__(
         self,
         tag: Tag,
-        store: TagViewStore,
+        store: TagViewWriter,
         *,
         max_message_batch_size: int,
         on_written: Callable[[Tag], None] | None = None,
@@ -101,7 +101,7 @@ class TagWriters:
 
     def __init__(
         self,
-        store: TagViewStore,
+        store: TagViewWriter,
         *,
         max_message_batch_size: int = 150,
         flush_interval: timedelta = timedelta(milliseconds=250),

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 import pytest
 
 from ordo.errors import JournalClosedError, StorageError
-from ordo.tagging import TaggedEvent, TagProgress, TagSummary, TagWrite, TagWriter, TagWriters
+from ordo.tagging import TagProgress, TagWrite, TagWriter, TagWriters
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr, TimeBucket
 
@@ -45,21 +45,6 @@ class MemoryTagViews:
     def rows(self) -> list[TagWrite]:
         with self._lock:
             return [row for batch in self.batches for row in batch]
-
-    def read_progress(self, persistence_id: PersistenceId) -> Mapping[Tag, TagProgress]:
-        raise NotImplementedError
-
-    def read_tag_scanning(self, persistence_id: PersistenceId) -> SequenceNr:
-        raise NotImplementedError
-
-    def write_tag_scanning(self, persistence_id: PersistenceId, sequence_nr: SequenceNr) -> None:
-        raise NotImplementedError
-
-    def tags(self) -> Sequence[TagSummary]:
-        raise NotImplementedError
-
-    def tag_view_entries(self, tag: Tag) -> Iterator[TaggedEvent]:
-        raise NotImplementedError
 
 
 def tagged(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ordo.tagging import TaggedEvent, TagProgress, TagSummary, TagWrite, TagWriter
+from ordo.tagging import TagProgress, TagWrite, TagWriter
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr, TimeBucket
 
@@ -32,21 +32,6 @@ class CheckingTagViews:
                 for n in range(w.from_sequence_nr, w.to_sequence_nr + 1)
             }
             assert set(range(1, p.sequence_nr + 1)) <= written, "progress ahead of the rows"
-
-    def read_progress(self, persistence_id: PersistenceId) -> Mapping[Tag, TagProgress]:
-        raise NotImplementedError
-
-    def read_tag_scanning(self, persistence_id: PersistenceId) -> SequenceNr:
-        raise NotImplementedError
-
-    def write_tag_scanning(self, persistence_id: PersistenceId, sequence_nr: SequenceNr) -> None:
-        raise NotImplementedError
-
-    def tags(self) -> Sequence[TagSummary]:
-        raise NotImplementedError
-
-    def tag_view_entries(self, tag: Tag) -> Iterator[TaggedEvent]:
-        raise NotImplementedError
 
 
 # Each step: (persistence id, number of events, hours the clock moved, flush after it?).
