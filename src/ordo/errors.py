@@ -23,7 +23,16 @@ OrdoError
 ├── ElementFailedError
 │   └── ElementTimeoutError (TimeoutError)
 ├── EventHandlingError
-└── JournalClosedError
+├── JournalClosedError
+└── CdcError
+    ├── MalformedMutationError (ValueError)
+    ├── InvalidSchemaError (ValueError)
+    │   ├── NoPrimaryKeyError
+    │   └── UnmappableColumnTypeError
+    ├── IncompatibleSchemaError
+    ├── UnknownSchemaError (LookupError)
+    └── CaptureError
+        └── ReplicationSlotMissingError
 """
 
 from __future__ import annotations
@@ -213,3 +222,50 @@ class EventHandlingError(OrdoError):
             f"sequence_nr={sequence_nr}: {cause!r}"
         )
         super().__init__(msg)
+
+
+class CdcError(OrdoError):
+    """Change data capture refused or stopped; nothing captured was lost."""
+
+
+class MalformedMutationError(CdcError, ValueError):
+    """A raw mutation (on the ingestion path, or built by a capture) is not well formed."""
+
+
+class InvalidSchemaError(CdcError, ValueError):
+    """A table schema cannot be used: duplicate or unknown columns, a bad document."""
+
+
+class NoPrimaryKeyError(InvalidSchemaError):
+    """A captured table has no primary key, so its changes cannot be keyed."""
+
+
+class UnmappableColumnTypeError(InvalidSchemaError):
+    """A source column has a type the schema registry has no logical type for."""
+
+
+class IncompatibleSchemaError(CdcError):
+    """A table's schema changed incompatibly; the pipeline stops until an operator accepts it.
+
+    `version` is the registered, not yet accepted version; `problems` says what changed.
+    """
+
+    def __init__(self, *, table: str, version: int, problems: tuple[str, ...]) -> None:
+        self.table, self.version, self.problems = table, version, problems
+        msg = (
+            f"table {table!r}: schema version {version} is incompatible ({'; '.join(problems)}); "
+            f"review it and run `ordo cdc schemas accept {table} {version}` to go on"
+        )
+        super().__init__(msg)
+
+
+class UnknownSchemaError(CdcError, LookupError):
+    """No schema is registered for the table (or schema id) named."""
+
+
+class CaptureError(CdcError):
+    """A capture cannot go on (its source changed under it); the slot was not advanced."""
+
+
+class ReplicationSlotMissingError(CaptureError):
+    """The replication slot a capture reads from no longer exists (it was dropped)."""

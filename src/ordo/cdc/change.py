@@ -1,0 +1,111 @@
+"""Change messages with full rows (seed 003): what the materializer emits for each real change.
+
+`fold` is the whole materializer for one partition key, with no I/O: it reconciles a mutation into
+the partition's state and returns one message per row whose visible content changed, carrying the
+full `after` row, the full `before` row (the previous message's `after`), the schema id and the
+source position. A replica duplicate, or a write older than what the state holds, changes nothing
+and yields no message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from ordo.cdc.mutation import Audit, JsonValue, Key, Mutation
+from ordo.cdc.row_state import PartitionState
+from ordo.cdc.schema import TableSchema, fits, full_row
+
+Row = dict[str, JsonValue]
+
+
+class ChangeOp(str, Enum):
+    """The kind of change a message describes (persisted, so values are strings)."""
+
+    READ = "read"
+    """A row of the initial snapshot."""
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeMessage:
+    """One change of one row: full `before` (None for CREATE/READ) and `after` (None for DELETE)."""
+
+    table: str
+    op: ChangeOp
+    key: Key
+    before: Row | None
+    after: Row | None
+    schema_id: int | None
+    write_time: int
+    audit: Audit
+
+
+def mutation_problems(mutation: Mutation, schema: TableSchema) -> list[str]:
+    """Why `mutation` does not fit `schema` (unknown or key columns, ill-typed values); [] if fine."""
+    by_name = {column.name: column for column in schema.columns}
+    problems: list[str] = []
+    if len(mutation.partition_key) != len(schema.partition_key):
+        problems.append(f"partition key has {len(mutation.partition_key)} values")
+    if mutation.partition_deleted_at is None and len(mutation.clustering_key) != len(
+        schema.clustering_key
+    ):
+        problems.append(f"clustering key has {len(mutation.clustering_key)} values")
+    key_columns = zip(schema.primary_key, mutation.primary_key, strict=False)
+    for name, value in key_columns:
+        if value is None or not fits(by_name[name].type, value):
+            problems.append(f"key column {name!r}: {value!r} is not a {by_name[name].type.value}")
+    for name, cell in mutation.cells.items():
+        column = by_name.get(name)
+        if column is None:
+            problems.append(f"unknown column {name!r}")
+        elif name in schema.primary_key:
+            problems.append(f"key column {name!r} written as a cell")
+        elif cell.value is not None and not fits(column.type, cell.value):
+            problems.append(f"column {name!r}: {cell.value!r} is not a {column.type.value}")
+    return problems
+
+
+def _op(before: Row | None, after: Row | None) -> ChangeOp:
+    if before is None:
+        return ChangeOp.CREATE
+    return ChangeOp.DELETE if after is None else ChangeOp.UPDATE
+
+
+def fold(
+    state: PartitionState, mutation: Mutation, schema: TableSchema
+) -> tuple[PartitionState, list[ChangeMessage]]:
+    """Reconcile `mutation` into `state`; return the new state and a message per changed row.
+
+    Every row of the partition is compared, not only the mutated one: a partition delete, or a
+    TTL that expired as event time moved on, changes rows the mutation does not name.
+    """
+    merged = state.merged(mutation)
+    before_rows = state.visible_rows()
+    after_rows = merged.visible_rows()
+    messages = []
+    for clustering_key in sorted(before_rows.keys() | after_rows.keys(), key=repr):
+        before_values = before_rows.get(clustering_key)
+        after_values = after_rows.get(clustering_key)
+        if before_values == after_values:
+            continue
+        key = mutation.partition_key + clustering_key
+        before = None if before_values is None else full_row(schema, key, before_values)
+        after = None if after_values is None else full_row(schema, key, after_values)
+        if before == after:
+            continue
+        messages.append(
+            ChangeMessage(
+                table=mutation.table,
+                op=_op(before, after),
+                key=key,
+                before=before,
+                after=after,
+                schema_id=mutation.schema_id,
+                write_time=mutation.write_time,
+                audit=mutation.audit,
+            )
+        )
+    return merged, messages

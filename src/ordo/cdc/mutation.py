@@ -1,0 +1,117 @@
+"""Raw row mutations as a source delivers them: partial rows, a write time per cell, deletions.
+
+The model follows Cassandra, the hardest source the materializer must handle (seed 003): a write
+may carry only some columns, each cell has its own write time (and optional TTL), a row or a whole
+partition may be deleted, and the same write may arrive once per replica. PostgreSQL and SQLite
+captures produce the same shape with their log position as the write time, so one materializer
+serves every source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Union
+
+from ordo.errors import MalformedMutationError
+
+Scalar = Union[None, bool, int, float, str]
+JsonValue = Union[Scalar, list["JsonValue"], dict[str, "JsonValue"]]
+"""A column value as JSON carries it; `None` is a deleted (or null) cell."""
+Key = tuple[Scalar, ...]
+"""Primary-key values in the table's key column order."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cell:
+    """One column of one write. `value=None` deletes the cell (a cell tombstone), as in CQL.
+
+    `write_time` is the source's timestamp for the write (Cassandra: microseconds; PostgreSQL and
+    SQLite: the log position, which orders writes to a row the way the database committed them).
+    A cell with `ttl_s` stops being live `ttl_s` seconds after `write_time` (microseconds).
+    """
+
+    value: JsonValue
+    write_time: int
+    ttl_s: int | None = None
+
+    @property
+    def expires_at(self) -> int | None:
+        """The write time at which the cell stops being live, or None when it never expires."""
+        return None if self.ttl_s is None else self.write_time + self.ttl_s * 1_000_000
+
+    def is_live(self, now: int) -> bool:
+        """Whether the cell holds a value at time `now` (not a tombstone, not expired)."""
+        expires_at = self.expires_at
+        return self.value is not None and (expires_at is None or now < expires_at)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Audit:
+    """Where a mutation came from, carried unchanged into the change log and the messages.
+
+    `position` orders mutations of one `segment` (a commit-log file, a replication slot, a
+    change table); positions of different segments or replicas are not comparable.
+    """
+
+    source: str
+    replica: str = ""
+    segment: str = ""
+    position: int = 0
+    captured_at_us: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Mutation:
+    """A single-row update of one table: the unit the publisher routes and the materializer folds.
+
+    `partition_key` and `clustering_key` together are the primary key (a PostgreSQL or SQLite row
+    has an empty clustering key). `liveness` is the write time of the row marker an INSERT sets
+    (an UPDATE sets none, so a row whose cells are all deleted disappears). `row_deleted_at`
+    deletes the row and `partition_deleted_at` every row of the partition: each shadows everything
+    written at or before it.
+    """
+
+    table: str
+    partition_key: Key
+    clustering_key: Key = ()
+    cells: Mapping[str, Cell] = field(default_factory=dict)
+    liveness: Cell | None = None
+    row_deleted_at: int | None = None
+    partition_deleted_at: int | None = None
+    schema_id: int | None = None
+    audit: Audit
+
+    def __post_init__(self) -> None:
+        if not self.table:
+            raise MalformedMutationError("mutation has no table")
+        if not self.partition_key:
+            raise MalformedMutationError(f"mutation of table {self.table!r} has no partition key")
+        if (
+            not self.cells
+            and self.liveness is None
+            and self.row_deleted_at is None
+            and self.partition_deleted_at is None
+        ):
+            raise MalformedMutationError(
+                f"mutation of table {self.table!r} key {self.primary_key!r} changes nothing"
+            )
+        if self.partition_deleted_at is not None and (self.cells or self.clustering_key):
+            raise MalformedMutationError(
+                f"partition delete of table {self.table!r} key {self.partition_key!r} "
+                "must carry no clustering key and no cells"
+            )
+
+    @property
+    def primary_key(self) -> Key:
+        """Partition key followed by clustering key."""
+        return self.partition_key + self.clustering_key
+
+    @property
+    def write_time(self) -> int:
+        """The newest write time this mutation carries."""
+        times = [cell.write_time for cell in self.cells.values()]
+        if self.liveness is not None:
+            times.append(self.liveness.write_time)
+        times.extend(t for t in (self.row_deleted_at, self.partition_deleted_at) if t is not None)
+        return max(times)

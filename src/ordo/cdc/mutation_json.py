@@ -1,0 +1,139 @@
+"""The documented JSON form of a raw mutation: the ingestion format and the change log's cells.
+
+One JSON object per mutation (one per line in a JSON lines file)::
+
+    {"table": "users", "partition_key": [42], "clustering_key": [],
+     "cells": {"name": {"value": "Ada", "write_time": 1700000000000000, "ttl_s": null}},
+     "liveness": {"write_time": 1700000000000000, "ttl_s": null},
+     "row_deleted_at": null, "partition_deleted_at": null, "schema_id": null,
+     "audit": {"source": "cassandra", "replica": "10.0.0.1", "segment": "CommitLog-7-1.log",
+               "position": 4096, "captured_at_us": 1700000000100000}}
+
+Only `table`, `partition_key` and `audit.source` are required; absent fields mean "none". Anything
+else that does not fit raises MalformedMutationError naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ordo.cdc.mutation import Audit, Cell, JsonValue, Key, Mutation
+from ordo.errors import MalformedMutationError
+
+_SCALARS = (type(None), bool, int, float, str)
+
+
+def _int(document: Mapping[str, Any], name: str, *, optional: bool = True) -> int | None:
+    value = document.get(name)
+    if value is None and optional:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise MalformedMutationError(f"field {name!r} must be an integer, got {value!r}")
+    return value
+
+
+def _key(document: Mapping[str, Any], name: str) -> Key:
+    value = document.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(v, _SCALARS) for v in value):
+        raise MalformedMutationError(f"field {name!r} must be a list of scalars, got {value!r}")
+    return tuple(value)
+
+
+def _cell(document: Any, name: str) -> Cell:
+    if not isinstance(document, dict):
+        raise MalformedMutationError(f"{name} must be an object, got {document!r}")
+    write_time = _int(document, "write_time", optional=False)
+    assert write_time is not None
+    ttl_s = _int(document, "ttl_s")
+    if ttl_s is not None and ttl_s <= 0:
+        raise MalformedMutationError(f"{name}: ttl_s must be positive, got {ttl_s}")
+    value: JsonValue = document.get("value")
+    return Cell(value=value, write_time=write_time, ttl_s=ttl_s)
+
+
+def _marker(document: Any) -> Cell:
+    """The row marker an INSERT sets: a cell whose value is always True."""
+    cell = _cell(document, "liveness")
+    return Cell(value=True, write_time=cell.write_time, ttl_s=cell.ttl_s)
+
+
+def cells_from_json(document: Any) -> dict[str, Cell]:
+    """The `cells` object of a mutation document."""
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise MalformedMutationError(f"field 'cells' must be an object, got {document!r}")
+    return {str(column): _cell(cell, f"cell {column!r}") for column, cell in document.items()}
+
+
+def cells_to_json(cells: Mapping[str, Cell]) -> dict[str, dict[str, JsonValue]]:
+    """The `cells` object of a mutation document."""
+    return {
+        column: {"value": cell.value, "write_time": cell.write_time, "ttl_s": cell.ttl_s}
+        for column, cell in cells.items()
+    }
+
+
+def mutation_from_json(document: Any) -> Mutation:
+    """Build a Mutation from its JSON document; MalformedMutationError names what is wrong."""
+    if not isinstance(document, dict):
+        raise MalformedMutationError(f"a mutation must be a JSON object, got {document!r}")
+    table = document.get("table")
+    if not isinstance(table, str):
+        raise MalformedMutationError(f"field 'table' must be a string, got {table!r}")
+    audit = document.get("audit")
+    if not isinstance(audit, dict) or not isinstance(audit.get("source"), str):
+        raise MalformedMutationError("field 'audit' must be an object with a string 'source'")
+    liveness = document.get("liveness")
+    return Mutation(
+        table=table,
+        partition_key=_key(document, "partition_key"),
+        clustering_key=_key(document, "clustering_key"),
+        cells=cells_from_json(document.get("cells")),
+        liveness=None if liveness is None else _marker(liveness),
+        row_deleted_at=_int(document, "row_deleted_at"),
+        partition_deleted_at=_int(document, "partition_deleted_at"),
+        schema_id=_int(document, "schema_id"),
+        audit=Audit(
+            source=audit["source"],
+            replica=str(audit.get("replica", "")),
+            segment=str(audit.get("segment", "")),
+            position=_int(audit, "position") or 0,
+            captured_at_us=_int(audit, "captured_at_us") or 0,
+        ),
+    )
+
+
+def mutation_to_json(mutation: Mutation) -> dict[str, JsonValue]:
+    """The JSON document of a mutation (inverse of `mutation_from_json`)."""
+    liveness = mutation.liveness
+    audit = mutation.audit
+    return {
+        "table": mutation.table,
+        "partition_key": list(mutation.partition_key),
+        "clustering_key": list(mutation.clustering_key),
+        "cells": dict(cells_to_json(mutation.cells)),
+        "liveness": None
+        if liveness is None
+        else {"write_time": liveness.write_time, "ttl_s": liveness.ttl_s},
+        "row_deleted_at": mutation.row_deleted_at,
+        "partition_deleted_at": mutation.partition_deleted_at,
+        "schema_id": mutation.schema_id,
+        "audit": {
+            "source": audit.source,
+            "replica": audit.replica,
+            "segment": audit.segment,
+            "position": audit.position,
+            "captured_at_us": audit.captured_at_us,
+        },
+    }
+
+
+def parse_mutation_line(line: str, *, line_nr: int = 0) -> Mutation:
+    """One line of a JSON lines file; the error names the line number."""
+    try:
+        return mutation_from_json(json.loads(line))
+    except (json.JSONDecodeError, MalformedMutationError) as exc:
+        raise MalformedMutationError(f"line {line_nr}: {exc}") from exc

@@ -1,0 +1,114 @@
+"""What CDC needs from the outside world: sources of raw changes, the change log, the schema store."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ordo.cdc.mutation import Mutation
+from ordo.cdc.schema import TableSchema
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapturedWindow:
+    """Committed changes a source returned, in commit order, and where the source may advance to.
+
+    `up_to` is the source position (inclusive) that the window covers: once every mutation of the
+    window is durably published, the source is advanced to it, never before.
+    """
+
+    mutations: Sequence[Mutation]
+    up_to: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceStatus:
+    """A capture source's health: how far it is confirmed, and what the source retains for it."""
+
+    name: str
+    tables: tuple[str, ...]
+    confirmed_position: int | None
+    """The last position (inclusive) the source was advanced to."""
+    head_position: int | None
+    """The newest position the source has written (its head)."""
+    retained_bytes: int | None
+    """PostgreSQL: WAL kept for the slot; SQLite: rows waiting in the change table."""
+
+
+class ChangeSource(Protocol):
+    """A database's committed changes as mutations: peek a window, advance after publishing.
+
+    Peeking does not consume: a crash before `advance` returns the same changes again (at least
+    once), which the change log makes idempotent by the positions it already holds.
+    """
+
+    @property
+    def name(self) -> str:
+        """The source's segment name (a replication slot, a change table): part of every audit."""
+        ...
+
+    def schemas(self) -> Sequence[TableSchema]:
+        """The current schema of every captured table, read from the source's catalog."""
+        ...
+
+    def peek(self, *, max_changes: int) -> CapturedWindow:
+        """Up to about `max_changes` committed changes after the confirmed position."""
+        ...
+
+    def advance(self, *, up_to: int) -> None:
+        """Confirm every change up to `up_to` (inclusive): the source may forget them."""
+        ...
+
+    def status(self) -> SourceStatus:
+        """How far the source is confirmed and what it retains."""
+        ...
+
+
+class ChangeLogWriter(Protocol):
+    """The keyed, partitioned change log of each table (partitioned Parquet by default)."""
+
+    def append(self, table: str, partition: int, mutations: Sequence[Mutation]) -> None:
+        """Durably add `mutations` (one table, one partition, position order) to the log."""
+        ...
+
+    def last_position(self, table: str, segment: str) -> int | None:
+        """The highest position of `segment` already in the table's log (inclusive), or None."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchemaVersion:
+    """One registered version of a table's schema; `schema_id` is what messages name."""
+
+    schema_id: int
+    table: str
+    version: int
+    schema: TableSchema
+    is_accepted: bool
+    registered_at: dt.datetime
+
+
+class SchemaStore(Protocol):
+    """Where schema versions are kept (the journal's database)."""
+
+    def add_version(self, schema: TableSchema, *, is_accepted: bool) -> SchemaVersion:
+        """Store `schema` as the table's next version."""
+        ...
+
+    def versions(self, table: str) -> Sequence[SchemaVersion]:
+        """Every version of the table, oldest first (empty when none is registered)."""
+        ...
+
+    def version_by_id(self, schema_id: int) -> SchemaVersion | None:
+        """The version with this schema id, or None."""
+        ...
+
+    def mark_accepted(self, table: str, version: int) -> SchemaVersion | None:
+        """Accept a version an operator reviewed; None when it does not exist."""
+        ...
+
+    def tables(self) -> Sequence[str]:
+        """Every table with a registered schema, sorted."""
+        ...

@@ -1,0 +1,5 @@
+"""The change log as partitioned Parquet files that Spark's file source reads as a stream."""
+
+from ordo.storage.parquet.change_log import CHANGE_LOG_COLUMNS, ParquetChangeLog
+
+__all__ = ["CHANGE_LOG_COLUMNS", "ParquetChangeLog"]

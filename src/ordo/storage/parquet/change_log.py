@@ -1,0 +1,171 @@
+"""Each table's change log: `<root>/<table>/partition=<n>/<segment>-<first>-<last>.parquet`.
+
+A file holds the mutations of one publish for one partition, in position order, and is written to
+a hidden temporary name and renamed into place, so a reader (Spark's file stream source lists the
+directory) never sees half a file. The file name carries the segment and the position range it
+covers; scanning the names tells a restarted capture what is already durable, so it publishes
+nothing twice and advances its source only past what is in the log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ordo.cdc.mutation import Audit, Cell, Mutation
+from ordo.cdc.mutation_json import cells_from_json, cells_to_json
+
+CHANGE_LOG_SCHEMA = pa.schema(
+    [
+        ("table", pa.string()),
+        ("partition_key", pa.string()),
+        ("clustering_key", pa.string()),
+        ("cells", pa.string()),
+        ("liveness_time", pa.int64()),
+        ("liveness_ttl_s", pa.int64()),
+        ("row_deleted_at", pa.int64()),
+        ("partition_deleted_at", pa.int64()),
+        ("schema_id", pa.int64()),
+        ("source", pa.string()),
+        ("replica", pa.string()),
+        ("segment", pa.string()),
+        ("position", pa.int64()),
+        ("captured_at_us", pa.int64()),
+        ("published_at_us", pa.int64()),
+    ]
+)
+"""One row per single-row mutation. Keys and cells are JSON text (the mutation JSON format), so
+one layout serves every table; the `partition` column comes from the directory name."""
+
+CHANGE_LOG_COLUMNS = tuple(CHANGE_LOG_SCHEMA.names)
+_FILE_NAME = re.compile(r"^(?P<segment>.+)-(?P<first>\d+)-(?P<last>\d+)\.parquet$")
+_SAFE = re.compile(r"[^A-Za-z0-9_.]+")
+
+
+def _segment_token(segment: str) -> str:
+    """A segment name made safe for a file name (audit columns keep the original)."""
+    return _SAFE.sub("_", segment) or "_"
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+class ParquetChangeLog:
+    """Appends mutations to the partitioned Parquet change logs under `root` (thread-compatible)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    def table_path(self, table: str) -> Path:
+        """The directory Spark reads as the table's change stream."""
+        return self.root / table
+
+    def append(self, table: str, partition: int, mutations: Sequence[Mutation]) -> None:
+        """Write one file of `mutations` (same table and partition, position order) atomically."""
+        if not mutations:
+            return
+        directory = self.table_path(table) / f"partition={partition}"
+        directory.mkdir(parents=True, exist_ok=True)
+        segment = mutations[0].audit.segment
+        first, last = mutations[0].audit.position, mutations[-1].audit.position
+        name = f"{_segment_token(segment)}-{first}-{last}.parquet"
+        temporary = directory / f".{name}.{uuid.uuid4().hex}.tmp"
+        pq.write_table(self._table(mutations), temporary)
+        os.replace(temporary, directory / name)
+
+    def last_position(self, table: str, segment: str) -> int | None:
+        """The highest position of `segment` in the table's log files (read from their names)."""
+        token = _segment_token(segment)
+        positions = [
+            int(match["last"])
+            for match in self._file_names(table)
+            if match is not None and match["segment"] == token
+        ]
+        return max(positions, default=None)
+
+    def partitions(self, table: str) -> list[int]:
+        """The partitions that hold at least one file."""
+        path = self.table_path(table)
+        if not path.is_dir():
+            return []
+        return sorted(
+            int(child.name.removeprefix("partition="))
+            for child in path.iterdir()
+            if child.name.startswith("partition=")
+        )
+
+    def read(self, table: str) -> Iterator[Mutation]:
+        """Every mutation in the table's log, file by file (for tools and tests, not for volume)."""
+        path = self.table_path(table)
+        for file in sorted(path.glob("partition=*/*.parquet")):
+            for row in pq.read_table(file, schema=CHANGE_LOG_SCHEMA).to_pylist():
+                yield _mutation(row)
+
+    def _file_names(self, table: str) -> Iterator[re.Match[str] | None]:
+        for file in self.table_path(table).glob("partition=*/*.parquet"):
+            yield _FILE_NAME.match(file.name)
+
+    @staticmethod
+    def _table(mutations: Sequence[Mutation]) -> pa.Table:
+        published_at_us = time.time_ns() // 1000
+        rows = [
+            {
+                "table": m.table,
+                "partition_key": _json(list(m.partition_key)),
+                "clustering_key": _json(list(m.clustering_key)),
+                "cells": _json(cells_to_json(m.cells)),
+                "liveness_time": None if m.liveness is None else m.liveness.write_time,
+                "liveness_ttl_s": None if m.liveness is None else m.liveness.ttl_s,
+                "row_deleted_at": m.row_deleted_at,
+                "partition_deleted_at": m.partition_deleted_at,
+                "schema_id": m.schema_id,
+                "source": m.audit.source,
+                "replica": m.audit.replica,
+                "segment": m.audit.segment,
+                "position": m.audit.position,
+                "captured_at_us": m.audit.captured_at_us,
+                "published_at_us": published_at_us,
+            }
+            for m in mutations
+        ]
+        return pa.Table.from_pylist(rows, schema=CHANGE_LOG_SCHEMA)
+
+
+def _mutation(row: dict[str, object]) -> Mutation:
+    """A change log row back as a Mutation (the materializer does the same on Spark)."""
+    liveness_time = row["liveness_time"]
+    liveness_ttl = row["liveness_ttl_s"]
+    return Mutation(
+        table=str(row["table"]),
+        partition_key=tuple(json.loads(str(row["partition_key"]))),
+        clustering_key=tuple(json.loads(str(row["clustering_key"]))),
+        cells=cells_from_json(json.loads(str(row["cells"]))),
+        liveness=None
+        if liveness_time is None
+        else Cell(
+            value=True,
+            write_time=int(str(liveness_time)),
+            ttl_s=None if liveness_ttl is None else int(str(liveness_ttl)),
+        ),
+        row_deleted_at=None if row["row_deleted_at"] is None else int(str(row["row_deleted_at"])),
+        partition_deleted_at=None
+        if row["partition_deleted_at"] is None
+        else int(str(row["partition_deleted_at"])),
+        schema_id=None if row["schema_id"] is None else int(str(row["schema_id"])),
+        audit=Audit(
+            source=str(row["source"]),
+            replica=str(row["replica"]),
+            segment=str(row["segment"]),
+            position=int(str(row["position"])),
+            captured_at_us=int(str(row["captured_at_us"])),
+        ),
+    )
