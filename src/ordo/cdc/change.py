@@ -10,7 +10,7 @@ and yields no message.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from ordo.cdc.mutation import Audit, JsonValue, Key, Mutation
 from ordo.cdc.row_state import PartitionState
@@ -19,7 +19,7 @@ from ordo.cdc.schema import TableSchema, fits, full_row
 Row = dict[str, JsonValue]
 
 
-class ChangeOp(str, Enum):
+class ChangeOp(StrEnum):
     """The kind of change a message describes (persisted, so values are strings)."""
 
     READ = "read"
@@ -44,7 +44,7 @@ class ChangeMessage:
 
 
 def mutation_problems(mutation: Mutation, schema: TableSchema) -> list[str]:
-    """Why `mutation` does not fit `schema` (unknown or key columns, ill-typed values); [] if fine."""
+    """Why `mutation` does not fit `schema` (unknown columns, ill-typed values); [] if it fits."""
     by_name = {column.name: column for column in schema.columns}
     problems: list[str] = []
     if len(mutation.partition_key) != len(schema.partition_key):

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Union
 
 from ordo.errors import MalformedMutationError
 
-Scalar = Union[None, bool, int, float, str]
-JsonValue = Union[Scalar, list["JsonValue"], dict[str, "JsonValue"]]
+Scalar = None | bool | int | float | str
+JsonValue = Scalar | list["JsonValue"] | dict[str, "JsonValue"]
 """A column value as JSON carries it; `None` is a deleted (or null) cell."""
 Key = tuple[Scalar, ...]
 """Primary-key values in the table's key column order."""
@@ -84,23 +83,25 @@ class Mutation:
 
     def __post_init__(self) -> None:
         if not self.table:
-            raise MalformedMutationError("mutation has no table")
+            msg = "mutation has no table"
+            raise MalformedMutationError(msg)
         if not self.partition_key:
-            raise MalformedMutationError(f"mutation of table {self.table!r} has no partition key")
+            msg = f"mutation of table {self.table!r} has no partition key"
+            raise MalformedMutationError(msg)
         if (
             not self.cells
             and self.liveness is None
             and self.row_deleted_at is None
             and self.partition_deleted_at is None
         ):
-            raise MalformedMutationError(
-                f"mutation of table {self.table!r} key {self.primary_key!r} changes nothing"
-            )
+            msg = f"mutation of table {self.table!r} key {self.primary_key!r} changes nothing"
+            raise MalformedMutationError(msg)
         if self.partition_deleted_at is not None and (self.cells or self.clustering_key):
-            raise MalformedMutationError(
+            msg = (
                 f"partition delete of table {self.table!r} key {self.partition_key!r} "
                 "must carry no clustering key and no cells"
             )
+            raise MalformedMutationError(msg)
 
     @property
     def primary_key(self) -> Key:

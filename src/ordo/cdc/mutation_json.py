@@ -30,25 +30,28 @@ def _int(document: Mapping[str, Any], name: str, *, optional: bool = True) -> in
     if value is None and optional:
         return None
     if not isinstance(value, int) or isinstance(value, bool):
-        raise MalformedMutationError(f"field {name!r} must be an integer, got {value!r}")
+        msg = f"field {name!r} must be an integer, got {value!r}"
+        raise MalformedMutationError(msg)
     return value
 
 
 def _key(document: Mapping[str, Any], name: str) -> Key:
     value = document.get(name, [])
     if not isinstance(value, list) or not all(isinstance(v, _SCALARS) for v in value):
-        raise MalformedMutationError(f"field {name!r} must be a list of scalars, got {value!r}")
+        msg = f"field {name!r} must be a list of scalars, got {value!r}"
+        raise MalformedMutationError(msg)
     return tuple(value)
 
 
 def _cell(document: Any, name: str) -> Cell:
     if not isinstance(document, dict):
-        raise MalformedMutationError(f"{name} must be an object, got {document!r}")
-    write_time = _int(document, "write_time", optional=False)
-    assert write_time is not None
+        msg = f"{name} must be an object, got {document!r}"
+        raise MalformedMutationError(msg)
+    write_time = _int(document, "write_time", optional=False) or 0
     ttl_s = _int(document, "ttl_s")
     if ttl_s is not None and ttl_s <= 0:
-        raise MalformedMutationError(f"{name}: ttl_s must be positive, got {ttl_s}")
+        msg = f"{name}: ttl_s must be positive, got {ttl_s}"
+        raise MalformedMutationError(msg)
     value: JsonValue = document.get("value")
     return Cell(value=value, write_time=write_time, ttl_s=ttl_s)
 
@@ -64,7 +67,8 @@ def cells_from_json(document: Any) -> dict[str, Cell]:
     if document is None:
         return {}
     if not isinstance(document, dict):
-        raise MalformedMutationError(f"field 'cells' must be an object, got {document!r}")
+        msg = f"field 'cells' must be an object, got {document!r}"
+        raise MalformedMutationError(msg)
     return {str(column): _cell(cell, f"cell {column!r}") for column, cell in document.items()}
 
 
@@ -79,13 +83,16 @@ def cells_to_json(cells: Mapping[str, Cell]) -> dict[str, dict[str, JsonValue]]:
 def mutation_from_json(document: Any) -> Mutation:
     """Build a Mutation from its JSON document; MalformedMutationError names what is wrong."""
     if not isinstance(document, dict):
-        raise MalformedMutationError(f"a mutation must be a JSON object, got {document!r}")
+        msg = f"a mutation must be a JSON object, got {document!r}"
+        raise MalformedMutationError(msg)
     table = document.get("table")
     if not isinstance(table, str):
-        raise MalformedMutationError(f"field 'table' must be a string, got {table!r}")
+        msg = f"field 'table' must be a string, got {table!r}"
+        raise MalformedMutationError(msg)
     audit = document.get("audit")
     if not isinstance(audit, dict) or not isinstance(audit.get("source"), str):
-        raise MalformedMutationError("field 'audit' must be an object with a string 'source'")
+        msg = "field 'audit' must be an object with a string 'source'"
+        raise MalformedMutationError(msg)
     liveness = document.get("liveness")
     return Mutation(
         table=table,
@@ -136,4 +143,5 @@ def parse_mutation_line(line: str, *, line_nr: int = 0) -> Mutation:
     try:
         return mutation_from_json(json.loads(line))
     except (json.JSONDecodeError, MalformedMutationError) as exc:
-        raise MalformedMutationError(f"line {line_nr}: {exc}") from exc
+        msg = f"line {line_nr}: {exc}"
+        raise MalformedMutationError(msg) from exc

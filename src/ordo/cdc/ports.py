@@ -1,4 +1,4 @@
-"""What CDC needs from the outside world: sources of raw changes, the change log, the schema store."""
+"""What CDC needs from outside: sources of raw changes, the change log, the schema store."""
 
 from __future__ import annotations
 

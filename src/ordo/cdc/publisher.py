@@ -39,7 +39,8 @@ class Publisher:
 
     def __init__(self, log: ChangeLogWriter, *, partitions: int = DEFAULT_PARTITIONS) -> None:
         if partitions < 1:
-            raise ValueError(f"partitions must be at least 1, got {partitions}")
+            msg = f"partitions must be at least 1, got {partitions}"
+            raise ValueError(msg)
         self.log, self.partitions = log, partitions
 
     def publish(self, mutations: Sequence[Mutation]) -> PublishReceipt:

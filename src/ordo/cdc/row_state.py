@@ -1,4 +1,4 @@
-"""Last write wins, per cell, the way Cassandra reconciles replicas: the pure core of the materializer.
+"""Last write wins per cell, as Cassandra reconciles replicas: the pure core of the materializer.
 
 Folding mutations into a `PartitionState` is commutative, associative and idempotent, so the final
 rows do not depend on the order in which replicas deliver writes or on how often they repeat them
@@ -44,14 +44,14 @@ def reconcile(a: Cell, b: Cell) -> Cell:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RowState:
-    """What is known about one row: the winning cell per column, the row marker, the row deletion."""
+    """What is known of one row: the winning cell per column, the row marker, the row deletion."""
 
     cells: Mapping[str, Cell] = field(default_factory=dict)
     liveness: Cell | None = None
     deleted_at: int = NEVER
 
     def merged(self, mutation: Mutation, *, partition_deleted_at: int) -> RowState:
-        """This row with `mutation`'s cells, marker and deletion reconciled in."""
+        """The row with `mutation`'s cells, marker and deletion reconciled in."""
         deleted_at = max(self.deleted_at, mutation.row_deleted_at or NEVER)
         shadow = max(deleted_at, partition_deleted_at)
         cells = dict(self.cells)
@@ -100,7 +100,7 @@ class PartitionState:
     now: int = NEVER
 
     def merged(self, mutation: Mutation) -> PartitionState:
-        """This partition with `mutation` folded in (a partition delete touches every row)."""
+        """The partition with `mutation` folded in (a partition delete touches every row)."""
         deleted_at = max(self.deleted_at, mutation.partition_deleted_at or NEVER)
         rows = dict(self.rows)
         if mutation.partition_deleted_at is None:

@@ -13,14 +13,14 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from enum import Enum
+from enum import StrEnum
 from hashlib import blake2b
 
 from ordo.cdc.mutation import JsonValue
 from ordo.errors import InvalidSchemaError, NoPrimaryKeyError
 
 
-class ColumnType(str, Enum):
+class ColumnType(StrEnum):
     """The logical column types messages carry (values are JSON; the type says how to read them)."""
 
     STRING = "string"
@@ -117,9 +117,11 @@ class TableSchema:
     def __post_init__(self) -> None:
         names = [column.name for column in self.columns]
         if not self.table:
-            raise InvalidSchemaError("a schema needs a table name")
+            msg = "a schema needs a table name"
+            raise InvalidSchemaError(msg)
         if len(set(names)) != len(names):
-            raise InvalidSchemaError(f"table {self.table!r} repeats a column name: {names}")
+            msg = f"table {self.table!r} repeats a column name: {names}"
+            raise InvalidSchemaError(msg)
         if not self.partition_key:
             msg = (
                 f"table {self.table!r} has no primary key: CDC needs one to key its change log "
@@ -128,7 +130,8 @@ class TableSchema:
             raise NoPrimaryKeyError(msg)
         unknown = [k for k in self.primary_key if k not in names]
         if unknown:
-            raise InvalidSchemaError(f"table {self.table!r}: key columns {unknown} are not columns")
+            msg = f"table {self.table!r}: key columns {unknown} are not columns"
+            raise InvalidSchemaError(msg)
 
     @property
     def primary_key(self) -> tuple[str, ...]:
@@ -142,7 +145,7 @@ class TableSchema:
         return tuple(column for column in self.columns if column.name not in keys)
 
     def problems(self, row: Mapping[str, JsonValue]) -> list[str]:
-        """Why `row` (a full row: every column) does not conform to this schema; empty if it does."""
+        """Why `row` (a full row: every column) does not conform to this schema; [] if it does."""
         found: list[str] = []
         by_name = {column.name: column for column in self.columns}
         found.extend(f"unknown column {name!r}" for name in row if name not in by_name)
@@ -156,7 +159,7 @@ class TableSchema:
         return found
 
     def incompatibilities(self, newer: TableSchema) -> list[str]:
-        """Why readers of this version could not read `newer`; empty when the change is compatible."""
+        """Why readers of this version could not read `newer`; [] when the change is compatible."""
         found: list[str] = []
         if newer.primary_key != self.primary_key:
             found.append(f"primary key changed from {self.primary_key} to {newer.primary_key}")
@@ -211,7 +214,8 @@ class TableSchema:
                 clustering_key=tuple(str(k) for k in document.get("clustering_key", ())),
             )
         except (ValueError, KeyError, TypeError) as exc:
-            raise InvalidSchemaError(f"not a schema document: {exc}") from exc
+            msg = f"not a schema document: {exc}"
+            raise InvalidSchemaError(msg) from exc
 
 
 def full_row(
