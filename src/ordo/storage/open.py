@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 
+from ordo.cdc.ports import SchemaStore
 from ordo.clock import Clock
 from ordo.journal import Journal
 from ordo.journal.ports import JournalStore
@@ -34,6 +35,8 @@ class Stores:
     tag_view_key_reader: TagViewReader[TagViewKey]
     """Its keys-only reads, for planners (Spark's driver)."""
     tokens: TokenStore
+    schemas: SchemaStore
+    """The CDC schema registry's versions."""
     all_events: Callable[[BucketSize], TagViewReader[EventEnvelope]]
     """Every journal event as a TagViewReader (for processors over the whole journal)."""
     migrate: Callable[[], MigrationReceipt]
@@ -51,6 +54,7 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
     if isinstance(location, SQLiteLocation):
         from ordo.storage.sqlite.datastore import SQLiteDatastore
         from ordo.storage.sqlite.journal_store import SQLiteJournalStore
+        from ordo.storage.sqlite.schema_store import SQLiteSchemaStore
         from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
         from ordo.storage.sqlite.token_store import SQLiteAllEventsReader, SQLiteTokenStore
 
@@ -64,6 +68,7 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
             tag_view_reader=tag_views,
             tag_view_key_reader=TagViewKeyReader(tag_views),
             tokens=SQLiteTokenStore(sqlite),
+            schemas=SQLiteSchemaStore(sqlite),
             all_events=partial(SQLiteAllEventsReader, sqlite),
             migrate=sqlite.migrate,
             close=sqlite.close,
@@ -154,6 +159,7 @@ def events_by_tag_at(
 def _open_postgres(location: PostgresLocation) -> Stores:
     from ordo.storage.postgres.datastore import PostgresDatastore
     from ordo.storage.postgres.journal_store import PostgresJournalStore
+    from ordo.storage.postgres.schema_store import PostgresSchemaStore
     from ordo.storage.postgres.tag_view_store import PostgresTagViewStore
     from ordo.storage.postgres.token_store import PostgresAllEventsReader, PostgresTokenStore
 
@@ -167,6 +173,7 @@ def _open_postgres(location: PostgresLocation) -> Stores:
         tag_view_reader=tag_views,
         tag_view_key_reader=TagViewKeyReader(tag_views),
         tokens=PostgresTokenStore(postgres),
+        schemas=PostgresSchemaStore(postgres),
         all_events=partial(PostgresAllEventsReader, postgres),
         migrate=postgres.migrate,
         close=postgres.close,

@@ -1,0 +1,95 @@
+"""The schema registry: versions of each table's schema, and the compatibility rule between them.
+
+Seed 003's pipeline publishes nothing without a schema. Registering a schema equal to the current
+one is a no-op; a compatible change (a new nullable column) becomes the next accepted version at
+once; an incompatible one is stored as a pending version and raises IncompatibleSchemaError, and
+keeps raising for that table until an operator accepts it (`ordo cdc schemas accept`), so a
+pipeline stops instead of publishing data its readers cannot read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from ordo.cdc.ports import SchemaStore, SchemaVersion
+from ordo.cdc.schema import TableSchema
+from ordo.errors import IncompatibleSchemaError, UnknownSchemaError
+
+logger = logging.getLogger(__name__)
+
+
+class SchemaRegistry:
+    """Registers, checks and looks up schema versions in a SchemaStore."""
+
+    def __init__(self, store: SchemaStore) -> None:
+        self.store = store
+
+    def register(self, schema: TableSchema) -> SchemaVersion:
+        """The accepted version equal to `schema`, registering it when new.
+
+        Raises IncompatibleSchemaError when `schema` is an incompatible change of the table's
+        accepted schema, and for every schema while a pending version waits for an operator.
+        """
+        versions = self.store.versions(schema.table)
+        accepted = [v for v in versions if v.is_accepted]
+        current = accepted[-1] if accepted else None
+        pending = [v for v in versions if current is None or v.version > current.version]
+        if pending:
+            raise self._incompatible(current, pending[-1])
+        if current is not None and current.schema.fingerprint == schema.fingerprint:
+            return current
+        if current is None:
+            version = self.store.add_version(schema, is_accepted=True)
+            logger.info("registered schema table=%s version=%d", schema.table, version.version)
+            return version
+        problems = current.schema.incompatibilities(schema)
+        version = self.store.add_version(schema, is_accepted=not problems)
+        if problems:
+            raise self._incompatible(current, version)
+        logger.info("compatible schema change table=%s version=%d", schema.table, version.version)
+        return version
+
+    def current(self, table: str) -> SchemaVersion:
+        """The table's newest accepted version; UnknownSchemaError when none is registered."""
+        accepted = [v for v in self.store.versions(table) if v.is_accepted]
+        if not accepted:
+            msg = f"no schema is registered for table {table!r} (run `ordo cdc schemas register`)"
+            raise UnknownSchemaError(msg)
+        return accepted[-1]
+
+    def by_id(self, schema_id: int) -> SchemaVersion:
+        """The version a message names; UnknownSchemaError when there is none."""
+        version = self.store.version_by_id(schema_id)
+        if version is None:
+            msg = f"no schema version has schema id {schema_id}"
+            raise UnknownSchemaError(msg)
+        return version
+
+    def accept(self, table: str, version: int) -> SchemaVersion:
+        """An operator's acceptance of a pending version (and of every older pending one)."""
+        versions = self.store.versions(table)
+        if not any(v.version == version for v in versions):
+            msg = f"table {table!r} has no schema version {version}"
+            raise UnknownSchemaError(msg)
+        accepted = None
+        for waiting in versions:
+            if waiting.version <= version and not waiting.is_accepted:
+                accepted = self.store.mark_accepted(table, waiting.version)
+        logger.info("accepted schema table=%s version=%d", table, version)
+        return accepted or next(v for v in versions if v.version == version)
+
+    def versions(self, table: str) -> Sequence[SchemaVersion]:
+        """Every version of the table, oldest first."""
+        return self.store.versions(table)
+
+    @staticmethod
+    def _incompatible(
+        current: SchemaVersion | None, waiting: SchemaVersion
+    ) -> IncompatibleSchemaError:
+        problems = (
+            () if current is None else tuple(current.schema.incompatibilities(waiting.schema))
+        )
+        return IncompatibleSchemaError(
+            table=waiting.table, version=waiting.version, problems=problems
+        )

@@ -1,0 +1,95 @@
+"""The CDC schema registry's versions in the journal database (`cdc_schemas`), both backends."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ordo.cdc.ports import SchemaVersion
+from ordo.cdc.schema import TableSchema
+from ordo.storage.sql_store import SqlStore
+
+_COLUMNS = "schema_id, table_name, version, schema_json, is_accepted, registered_at"
+
+
+def _version(row: Any) -> SchemaVersion:
+    schema_id, table, version, schema_json, is_accepted, registered_at = row
+    return SchemaVersion(
+        schema_id=int(schema_id),
+        table=str(table),
+        version=int(version),
+        schema=TableSchema.from_json(schema_json),
+        is_accepted=bool(is_accepted),
+        registered_at=dt.datetime.fromtimestamp(registered_at / 1000, tz=dt.UTC),
+    )
+
+
+class SqlSchemaStore(SqlStore):
+    """SchemaStore on SQL; versions are numbered 1, 2, … per table inside one transaction."""
+
+    def add_version(self, schema: TableSchema, *, is_accepted: bool) -> SchemaVersion:
+        """Store `schema` as the table's next version."""
+        with self._db.write_transaction() as conn:
+            row = conn.execute(
+                self._sql(
+                    "SELECT COALESCE(MAX(version), 0) FROM cdc_schemas WHERE table_name = {p}"
+                ),
+                (schema.table,),
+            ).fetchone()
+            conn.execute(
+                self._sql(
+                    "INSERT INTO cdc_schemas (table_name, version, schema_json, fingerprint, "
+                    "is_accepted, registered_at) VALUES ({p}, {p}, {p}, {p}, {p}, {p})"
+                ),
+                (
+                    schema.table,
+                    int(row[0]) + 1,
+                    schema.to_json(),
+                    schema.fingerprint,
+                    is_accepted,
+                    time.time_ns() // 1_000_000,
+                ),
+            )
+            found = conn.execute(
+                self._sql(
+                    f"SELECT {_COLUMNS} FROM cdc_schemas "
+                    "WHERE table_name = {p} AND version = {p}"
+                ),
+                (schema.table, int(row[0]) + 1),
+            ).fetchone()
+        return _version(found)
+
+    def versions(self, table: str) -> Sequence[SchemaVersion]:
+        """Every version of the table, oldest first."""
+        rows = self._fetchall(
+            f"SELECT {_COLUMNS} FROM cdc_schemas WHERE table_name = {{p}} ORDER BY version",
+            (table,),
+        )
+        return [_version(row) for row in rows]
+
+    def version_by_id(self, schema_id: int) -> SchemaVersion | None:
+        """The version with this schema id, or None."""
+        row = self._fetchone(
+            f"SELECT {_COLUMNS} FROM cdc_schemas WHERE schema_id = {{p}}", (schema_id,)
+        )
+        return None if row is None else _version(row)
+
+    def mark_accepted(self, table: str, version: int) -> SchemaVersion | None:
+        """Accept a reviewed version; None when the table has no such version."""
+        with self._db.write_transaction() as conn:
+            conn.execute(
+                self._sql(
+                    "UPDATE cdc_schemas SET is_accepted = {p} "
+                    "WHERE table_name = {p} AND version = {p}"
+                ),
+                (True, table, version),
+            )
+        found = [v for v in self.versions(table) if v.version == version]
+        return found[0] if found else None
+
+    def tables(self) -> Sequence[str]:
+        """Every table with a registered schema, sorted."""
+        rows = self._fetchall("SELECT DISTINCT table_name FROM cdc_schemas ORDER BY table_name", ())
+        return [str(row[0]) for row in rows]
