@@ -1,0 +1,61 @@
+"""The schema registry on both backends: versions, compatibility, operator acceptance."""
+
+from __future__ import annotations
+
+import pytest
+
+from ordo.cdc import Column, ColumnType, SchemaRegistry, TableSchema
+from ordo.errors import IncompatibleSchemaError, UnknownSchemaError
+from ordo.storage.open import Stores
+
+ID = Column(name="id", type=ColumnType.LONG, nullable=False)
+NAME = Column(name="name", type=ColumnType.STRING)
+NOTE = Column(name="note", type=ColumnType.STRING)
+
+
+def _schema(*columns: Column) -> TableSchema:
+    return TableSchema(table="users", columns=columns, partition_key=("id",))
+
+
+def test_registering_the_same_schema_twice_keeps_one_version(stores: Stores) -> None:
+    registry = SchemaRegistry(stores.schemas)
+    first = registry.register(_schema(ID, NAME))
+    assert registry.register(_schema(ID, NAME)) == first
+    assert first.version == 1
+    assert first.is_accepted
+    assert registry.by_id(first.schema_id) == first
+
+
+def test_a_nullable_column_is_accepted_at_once(stores: Stores) -> None:
+    registry = SchemaRegistry(stores.schemas)
+    registry.register(_schema(ID, NAME))
+    second = registry.register(_schema(ID, NAME, NOTE))
+    assert (second.version, second.is_accepted) == (2, True)
+    assert registry.current("users") == second
+
+
+def test_an_incompatible_change_blocks_the_table_until_accepted(stores: Stores) -> None:
+    registry = SchemaRegistry(stores.schemas)
+    first = registry.register(_schema(ID, NAME))
+    with pytest.raises(IncompatibleSchemaError, match="column 'name' dropped") as raised:
+        registry.register(_schema(ID))
+    assert raised.value.version == 2
+    assert registry.current("users") == first
+    with pytest.raises(IncompatibleSchemaError):  # still blocked, whatever is registered
+        registry.register(_schema(ID, NAME))
+    accepted = registry.accept("users", 2)
+    assert accepted.is_accepted
+    assert registry.register(_schema(ID)) == accepted
+    assert [v.version for v in registry.versions("users")] == [1, 2]
+
+
+def test_unknown_tables_versions_and_ids_are_reported(stores: Stores) -> None:
+    registry = SchemaRegistry(stores.schemas)
+    with pytest.raises(UnknownSchemaError):
+        registry.current("nope")
+    with pytest.raises(UnknownSchemaError):
+        registry.by_id(999)
+    registry.register(_schema(ID, NAME))
+    with pytest.raises(UnknownSchemaError):
+        registry.accept("users", 7)
+    assert stores.schemas.tables() == ["users"]
