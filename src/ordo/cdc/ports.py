@@ -34,7 +34,9 @@ class SourceStatus:
     head_position: int | None
     """The newest position the source has written (its head)."""
     retained_bytes: int | None
-    """PostgreSQL: WAL kept for the slot; SQLite: rows waiting in the change table."""
+    """PostgreSQL: bytes of WAL kept for the slot."""
+    retained_changes: int | None = None
+    """SQLite: change rows waiting to be published."""
 
 
 class ChangeSource(Protocol):

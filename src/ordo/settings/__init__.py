@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ordo.settings.cdc import CaptureSettings
 from ordo.settings.events_by_tag import EventsByTagSettings
 from ordo.settings.loading import ENV_PREFIX, BackTrackPeriod, LoadableSettings
 from ordo.settings.processor import ErrorMode, ProcessorSettings
@@ -10,6 +11,7 @@ from ordo.settings.query import QuerySettings
 __all__ = [
     "ENV_PREFIX",
     "BackTrackPeriod",
+    "CaptureSettings",
     "ErrorMode",
     "EventsByTagSettings",
     "LoadableSettings",

@@ -1,0 +1,34 @@
+"""Change data capture settings: window size, latency bound and change log partitions."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+from ordo.errors import ConfigurationError
+from ordo.settings.loading import LoadableSettings, at_least
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CaptureSettings(LoadableSettings):
+    """How a capture reads its source and publishes to the change log."""
+
+    TOML_TABLE = "cdc"
+
+    max_changes: int = 1000
+    """Changes per window: a full window is published at once."""
+    flush_interval: timedelta = timedelta(seconds=1)
+    """A partially filled window is published at least this often (seed 003's latency bound)."""
+    poll_interval: timedelta = timedelta(milliseconds=100)
+    """How often the source is asked for new changes while the window fills."""
+    partitions: int = 8
+    """Partitions of each table's change log (fixed once the log has files)."""
+
+    def __post_init__(self) -> None:
+        at_least("max_changes", self.max_changes, 1)
+        at_least("partitions", self.partitions, 1)
+        for name in ("flush_interval", "poll_interval"):
+            value = getattr(self, name)
+            if not isinstance(value, timedelta) or value <= timedelta(0):
+                msg = f"{name} must be a duration > 0, got {value!r}"
+                raise ConfigurationError(msg)

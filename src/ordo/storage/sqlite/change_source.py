@@ -1,0 +1,299 @@
+"""Change capture for SQLite, the embedded default: triggers copy each write into a change table.
+
+`install()` creates, in the source database, the change table `ordo_cdc_changes` and AFTER
+INSERT/UPDATE/DELETE triggers on every captured table that record the key and the full new row
+as JSON. The change table's rowid is the position: it grows in commit order, so it is also the
+write time of every cell (last write wins by position = commit order per row). `advance` deletes
+what was published, so the rows waiting in the change table are what the source retains. When a
+captured table's columns change, `schemas()` (which every capture window calls) re-creates its
+triggers with the new columns; SQLite triggers cannot name columns dynamically, so writes made
+between an ALTER TABLE and that moment lack the new column (run `ordo cdc capture --install`
+right after altering a captured table).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from ordo.cdc.mutation import Audit, Cell, Mutation
+from ordo.cdc.ports import CapturedWindow, SourceStatus
+from ordo.cdc.schema import Column, ColumnType, TableSchema
+from ordo.errors import CaptureError, UnmappableColumnTypeError
+from ordo.storage.sqlite.datastore import SQLiteDatastore
+
+SOURCE = "sqlite"
+_CHANGES = "ordo_cdc_changes"
+_NOW_US = "CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
+_AFFINITY: tuple[tuple[str, ColumnType], ...] = (
+    ("BOOL", ColumnType.BOOLEAN),
+    ("INT", ColumnType.LONG),
+    ("CHAR", ColumnType.STRING),
+    ("CLOB", ColumnType.STRING),
+    ("TEXT", ColumnType.STRING),
+    ("UUID", ColumnType.STRING),
+    ("BLOB", ColumnType.BYTES),
+    ("REAL", ColumnType.DOUBLE),
+    ("FLOA", ColumnType.DOUBLE),
+    ("DOUB", ColumnType.DOUBLE),
+    ("DECIMAL", ColumnType.DECIMAL),
+    ("NUMERIC", ColumnType.DECIMAL),
+    ("DATETIME", ColumnType.TIMESTAMP),
+    ("TIMESTAMP", ColumnType.TIMESTAMP),
+    ("DATE", ColumnType.DATE),
+    ("JSON", ColumnType.JSON),
+)
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def column_type(table: str, column: str, declared: str) -> ColumnType:
+    """The logical type of a declared SQLite column type (SQLite's affinity rules, refined)."""
+    upper = declared.upper()
+    for fragment, logical in _AFFINITY:
+        if fragment in upper:
+            return logical
+    msg = f"table {table!r} column {column!r}: cannot map SQLite type {declared!r} (declare one)"
+    raise UnmappableColumnTypeError(msg)
+
+
+def _json_expression(ref: str, logical: ColumnType) -> str:
+    """SQL that renders one column of NEW/OLD as a JSON value of its logical type."""
+    match logical:
+        case ColumnType.BOOLEAN:
+            return (
+                f"json(CASE WHEN {ref} IS NULL THEN 'null' WHEN {ref} THEN 'true' ELSE 'false' END)"
+            )
+        case ColumnType.BYTES:
+            return f"CASE WHEN {ref} IS NULL THEN NULL ELSE lower(hex({ref})) END"
+        case ColumnType.JSON:
+            return f"json({ref})"
+        case ColumnType.DECIMAL:
+            return f"CAST({ref} AS TEXT)"
+        case _:
+            return ref
+
+
+class SQLiteChangeSource:
+    """ChangeSource over an SQLite file; `name` (the segment of every audit) is "sqlite:<file>"."""
+
+    def __init__(self, path: str | Path, tables: Sequence[str]) -> None:
+        if not tables:
+            msg = "name at least one table to capture"
+            raise CaptureError(msg)
+        self.path = Path(path)
+        self.tables = tuple(tables)
+        self._db = SQLiteDatastore(self.path)
+
+    @property
+    def name(self) -> str:
+        """The segment name that every captured mutation's audit carries."""
+        return f"sqlite:{self.path.name}"
+
+    def install(self) -> None:
+        """Create the change table and (re)create the triggers of every captured table."""
+        with self._db.write_transaction() as conn:
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {_CHANGES} ("
+                "position INTEGER PRIMARY KEY AUTOINCREMENT, table_name TEXT NOT NULL, "
+                "op TEXT NOT NULL, key_json TEXT NOT NULL, old_key_json TEXT, row_json TEXT, "
+                "captured_at_us INTEGER NOT NULL)"
+            )
+            for schema in (self._read_schema(conn, table) for table in self.tables):
+                self._create_triggers(conn, schema)
+
+    def schemas(self) -> Sequence[TableSchema]:
+        """The captured tables' schemas from the catalog; triggers follow column changes."""
+        with self._db.connection() as conn:
+            schemas = [self._read_schema(conn, table) for table in self.tables]
+            installed = {
+                row[0]: row[1]
+                for row in conn.execute(
+                    "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
+                    "AND name LIKE 'ordo_cdc_%_insert'"
+                )
+            }
+        if any(
+            self._trigger_sql(s, "insert") != installed.get(self._trigger(s, "insert"))
+            for s in schemas
+        ):
+            self.install()
+        return schemas
+
+    def peek(self, *, max_changes: int) -> CapturedWindow:
+        """Up to `max_changes` rows of the change table (each row is its own transaction)."""
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                "SELECT position, table_name, op, key_json, old_key_json, row_json, "
+                f"captured_at_us FROM {_CHANGES} ORDER BY position LIMIT ?",
+                (max_changes,),
+            ).fetchall()
+        mutations = [m for row in rows for m in self._mutations(*row)]
+        return CapturedWindow(mutations=mutations, up_to=rows[-1][0] if rows else self._confirmed())
+
+    def advance(self, *, up_to: int) -> None:
+        """Forget the change rows up to `up_to` (inclusive): they are published."""
+        with self._db.write_transaction() as conn:
+            conn.execute(f"DELETE FROM {_CHANGES} WHERE position <= ?", (up_to,))
+
+    def status(self) -> SourceStatus:
+        """Confirmed position = one before the oldest waiting row; retained = rows waiting."""
+        with self._db.connection() as conn:
+            oldest, newest, waiting = conn.execute(
+                f"SELECT MIN(position), MAX(position), COUNT(*) FROM {_CHANGES}"
+            ).fetchone()
+            head = conn.execute(
+                "SELECT seq FROM sqlite_sequence WHERE name = ?", (_CHANGES,)
+            ).fetchone()
+        return SourceStatus(
+            name=self.name,
+            tables=self.tables,
+            confirmed_position=(oldest - 1) if oldest is not None else (head[0] if head else None),
+            head_position=newest if newest is not None else (head[0] if head else None),
+            retained_bytes=None,
+            retained_changes=waiting,
+        )
+
+    def snapshot(self, table: str) -> Iterator[Mutation]:
+        """The table's current rows as INSERT-like mutations, written at the change table's head.
+
+        Read in one transaction with the head position, so every later change has a higher
+        position and wins over the snapshot; the materializer emits them as READ messages.
+        """
+        schema = next(s for s in self.schemas() if s.table == table)
+        keys = ", ".join(
+            _json_expression(_quote(k), c.type)
+            for k in schema.primary_key
+            for c in schema.columns
+            if c.name == k
+        )
+        with self._db.write_transaction() as conn:  # one consistent read of rows and head
+            head = conn.execute(
+                "SELECT seq FROM sqlite_sequence WHERE name = ?", (_CHANGES,)
+            ).fetchone()
+            rows = conn.execute(
+                f"SELECT json_array({keys}), {_row_json(schema, '')} FROM {_quote(table)}"
+            ).fetchall()
+        position = head[0] if head else 0
+        captured_at_us = time.time_ns() // 1000
+        audit = Audit(
+            source=SOURCE, segment="snapshot", position=position, captured_at_us=captured_at_us
+        )
+        for key_json, row_json in rows:
+            yield Mutation(
+                table=table,
+                partition_key=tuple(json.loads(key_json)),
+                cells={
+                    column: Cell(value=value, write_time=position)
+                    for column, value in json.loads(row_json).items()
+                },
+                liveness=Cell(value=True, write_time=position),
+                audit=audit,
+            )
+
+    def close(self) -> None:
+        """Close the connections to the source file."""
+        self._db.close()
+
+    def _read_schema(self, conn: sqlite3.Connection, table: str) -> TableSchema:
+        info = conn.execute(f"PRAGMA table_info({_quote(table)})").fetchall()
+        if not info:
+            msg = f"table {table!r} does not exist in {self.path}"
+            raise CaptureError(msg)
+        columns = tuple(
+            Column(
+                name=name, type=column_type(table, name, declared), nullable=not notnull and not pk
+            )
+            for _, name, declared, notnull, _, pk in info
+        )
+        key = tuple(name for *_, pk, name in sorted((row[5], row[1]) for row in info if row[5]))
+        return TableSchema(table=table, columns=columns, partition_key=key)
+
+    @staticmethod
+    def _trigger(schema: TableSchema, event: str) -> str:
+        return f"ordo_cdc_{schema.table}_{event}"
+
+    def _trigger_sql(self, schema: TableSchema, event: str) -> str:
+        def key(ref: str) -> str:
+            by_name = {c.name: c for c in schema.columns}
+            parts = (
+                _json_expression(f"{ref}.{_quote(k)}", by_name[k].type) for k in schema.primary_key
+            )
+            return f"json_array({', '.join(parts)})"
+
+        row = _row_json(schema, "NEW.")
+        values = {
+            "insert": f"'I', {key('NEW')}, NULL, {row}",
+            "update": f"'U', {key('NEW')}, {key('OLD')}, {row}",
+            "delete": f"'D', {key('OLD')}, NULL, NULL",
+        }[event]
+        return (
+            f"CREATE TRIGGER {_quote(self._trigger(schema, event))} AFTER {event.upper()} "
+            f"ON {_quote(schema.table)} BEGIN INSERT INTO {_CHANGES} "
+            f"(table_name, op, key_json, old_key_json, row_json, captured_at_us) "
+            f"VALUES ({_literal(schema.table)}, {values}, {_NOW_US}); END"
+        )
+
+    def _create_triggers(self, conn: sqlite3.Connection, schema: TableSchema) -> None:
+        for event in ("insert", "update", "delete"):
+            conn.execute(f"DROP TRIGGER IF EXISTS {_quote(self._trigger(schema, event))}")
+            conn.execute(self._trigger_sql(schema, event))
+
+    def _confirmed(self) -> int:
+        confirmed = self.status().confirmed_position
+        return 0 if confirmed is None else confirmed
+
+    def _mutations(
+        self,
+        position: int,
+        table: str,
+        op: str,
+        key_json: str,
+        old_key_json: str | None,
+        row_json: str | None,
+        captured_at_us: int,
+    ) -> list[Mutation]:
+        audit = Audit(
+            source=SOURCE, segment=self.name, position=position, captured_at_us=captured_at_us
+        )
+        key = tuple(json.loads(key_json))
+        if op == "D":
+            return [Mutation(table=table, partition_key=key, row_deleted_at=position, audit=audit)]
+        cells = {
+            column: Cell(value=value, write_time=position)
+            for column, value in json.loads(row_json or "{}").items()
+        }
+        found = []
+        if old_key_json is not None and tuple(json.loads(old_key_json)) != key:
+            old = tuple(json.loads(old_key_json))  # a primary-key change: delete, then insert
+            found.append(
+                Mutation(table=table, partition_key=old, row_deleted_at=position, audit=audit)
+            )
+        found.append(
+            Mutation(
+                table=table,
+                partition_key=key,
+                cells=cells,
+                liveness=Cell(value=True, write_time=position),
+                audit=audit,
+            )
+        )
+        return found
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _row_json(schema: TableSchema, prefix: str) -> str:
+    """json_object() of the value columns (keys travel separately), each as its logical type."""
+    parts = [
+        f"{_literal(c.name)}, {_json_expression(prefix + _quote(c.name), c.type)}"
+        for c in schema.value_columns
+    ]
+    return f"json_object({', '.join(parts)})"

@@ -1,0 +1,160 @@
+"""SQLite capture by triggers: every kind of write, schemas, snapshot, and the capture loop."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ordo.cdc import ColumnType, Publisher, SchemaRegistry
+from ordo.cdc.capture import Capture
+from ordo.errors import (
+    CaptureError,
+    IncompatibleSchemaError,
+    NoPrimaryKeyError,
+    UnmappableColumnTypeError,
+)
+from ordo.storage.open import stores_at
+from ordo.storage.parquet import ParquetChangeLog
+from ordo.storage.sqlite.change_source import SQLiteChangeSource
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Path:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL, active BOOLEAN, "
+            "photo BLOB, score REAL)"
+        )
+        conn.execute(
+            "CREATE TABLE orders (id TEXT, line INTEGER, qty INTEGER, PRIMARY KEY (id, line))"
+        )
+    return path
+
+
+@pytest.fixture
+def source(database: Path) -> Iterator[SQLiteChangeSource]:
+    opened = SQLiteChangeSource(database, ["users", "orders"])
+    opened.install()
+    yield opened
+    opened.close()
+
+
+def _run(database: Path, *statements: str) -> None:
+    with sqlite3.connect(database) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+def test_schemas_come_from_the_catalog(source: SQLiteChangeSource) -> None:
+    users, orders = source.schemas()
+    assert [(c.name, c.type, c.nullable) for c in users.columns] == [
+        ("id", ColumnType.LONG, False),
+        ("name", ColumnType.STRING, False),
+        ("active", ColumnType.BOOLEAN, True),
+        ("photo", ColumnType.BYTES, True),
+        ("score", ColumnType.DOUBLE, True),
+    ]
+    assert orders.partition_key == ("id", "line")
+
+
+def test_inserts_updates_deletes_and_key_changes_become_mutations(
+    source: SQLiteChangeSource, database: Path
+) -> None:
+    _run(
+        database,
+        "INSERT INTO users VALUES (1, 'ada', 1, x'0102', 1.5)",
+        "UPDATE users SET score = 2.5 WHERE id = 1",
+        "UPDATE users SET id = 2 WHERE id = 1",
+        "DELETE FROM users WHERE id = 2",
+    )
+    window = source.peek(max_changes=10)
+    kinds = [
+        (m.partition_key, m.liveness is not None, m.row_deleted_at is not None)
+        for m in window.mutations
+    ]
+    assert kinds == [
+        ((1,), True, False),
+        ((1,), True, False),
+        ((1,), False, True),
+        ((2,), True, False),
+        ((2,), False, True),
+    ]
+    first = window.mutations[0]
+    assert {c: cell.value for c, cell in first.cells.items()} == {
+        "name": "ada",
+        "active": True,
+        "photo": "0102",
+        "score": 1.5,
+    }
+    positions = [m.audit.position for m in window.mutations]
+    assert positions == sorted(positions)
+    assert window.up_to == positions[-1]
+
+
+def test_peek_does_not_consume_and_advance_forgets(
+    source: SQLiteChangeSource, database: Path
+) -> None:
+    _run(database, "INSERT INTO orders VALUES ('a', 1, 3)", "INSERT INTO orders VALUES ('a', 2, 4)")
+    first = source.peek(max_changes=1)
+    assert source.peek(max_changes=1) == first
+    source.advance(up_to=first.up_to)
+    second = source.peek(max_changes=10)
+    assert [m.partition_key for m in second.mutations] == [("a", 2)]
+    assert source.status().retained_changes == 1
+
+
+def test_snapshot_reads_existing_rows_at_the_head(
+    source: SQLiteChangeSource, database: Path
+) -> None:
+    _run(database, "INSERT INTO users VALUES (7, 'bob', 0, NULL, NULL)")
+    rows = list(source.snapshot("users"))
+    assert len(rows) == 1
+    assert rows[0].audit.segment == "snapshot"
+    assert rows[0].cells["active"].value is False
+    assert rows[0].liveness is not None
+    assert rows[0].liveness.write_time == source.peek(max_changes=10).up_to
+
+
+def test_bad_tables_are_rejected(database: Path) -> None:
+    _run(database, "CREATE TABLE loose (a TEXT)", "CREATE TABLE odd (id INTEGER PRIMARY KEY, x)")
+    with pytest.raises(NoPrimaryKeyError, match="loose"):
+        SQLiteChangeSource(database, ["loose"]).install()
+    with pytest.raises(UnmappableColumnTypeError, match="'x'"):
+        SQLiteChangeSource(database, ["odd"]).install()
+    with pytest.raises(CaptureError, match="missing"):
+        SQLiteChangeSource(database, ["missing"]).install()
+
+
+def test_the_capture_loop_publishes_then_advances_and_stops_on_an_incompatible_change(
+    source: SQLiteChangeSource, database: Path, tmp_path: Path
+) -> None:
+    _run(database, *(f"INSERT INTO users (id, name) VALUES ({i}, 'u{i}')" for i in range(5)))
+    log = ParquetChangeLog(tmp_path / "log")
+    with stores_at(f"sqlite:///{tmp_path / 'ordo.db'}") as stores:
+        capture = Capture(source, Publisher(log, partitions=2), SchemaRegistry(stores.schemas))
+        totals = capture.run(until_idle=True)
+        assert totals.published == {"users": 5}
+        assert source.status().retained_changes == 0
+        assert {m.schema_id for m in log.read("users")} == {1}
+
+        _run(database, "ALTER TABLE users ADD COLUMN note TEXT")
+        source.schemas()  # triggers follow the new column (writes before this would miss it)
+        _run(database, "INSERT INTO users (id, name, note) VALUES (9, 'n', 'hi')")
+        capture.run(until_idle=True)
+        newest = [m for m in log.read("users") if m.partition_key == (9,)]
+        assert newest[0].cells["note"].value == "hi"
+        current = SchemaRegistry(stores.schemas).current("users")
+        assert (current.version, newest[0].schema_id) == (2, current.schema_id)
+
+        _run(
+            database,
+            "ALTER TABLE users RENAME COLUMN score TO points",
+            "INSERT INTO users (id, name) VALUES (10, 'x')",
+        )
+        with pytest.raises(IncompatibleSchemaError, match="'score' dropped"):
+            capture.run(until_idle=True)
+        assert source.status().retained_changes == 1  # nothing advanced
