@@ -46,8 +46,22 @@ def test_publishing_a_window_again_writes_nothing_twice(tmp_path: Path) -> None:
     assert first.published == {"users": 6}
     assert (again.published, again.skipped) == ({"users": 4}, 6)
     assert sorted(m.audit.position for m in log.read("users")) == list(range(1, 11))
-    assert log.last_position("users", "slot") == 10
-    assert log.last_position("users", "other") is None
+    last = max(log.last_position("users", "slot", p) or 0 for p in log.partitions("users"))
+    assert last == 10
+    assert log.last_position("users", "other", 0) is None
+
+
+def test_a_publish_cut_short_between_partitions_is_completed(tmp_path: Path) -> None:
+    log = ParquetChangeLog(tmp_path)
+    window = [_mutation(key=k, position=k) for k in range(1, 21)]
+    by_partition: dict[int, list[Mutation]] = {}
+    for mutation in window:
+        by_partition.setdefault(partition_of(mutation.partition_key, 4), []).append(mutation)
+    written = max(by_partition, key=lambda p: by_partition[p][-1].audit.position)
+    log.append("users", written, by_partition[written])  # the crash came after this file
+    receipt = Publisher(log, partitions=4).publish(window)
+    assert receipt.skipped == len(by_partition[written])
+    assert sorted(m.audit.position for m in log.read("users")) == list(range(1, 21))
 
 
 def test_segments_are_deduplicated_separately(tmp_path: Path) -> None:

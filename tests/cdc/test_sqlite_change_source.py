@@ -113,7 +113,7 @@ def test_snapshot_reads_existing_rows_at_the_head(
     _run(database, "INSERT INTO users VALUES (7, 'bob', 0, NULL, NULL)")
     rows = list(source.snapshot("users"))
     assert len(rows) == 1
-    assert rows[0].audit.segment == "snapshot"
+    assert rows[0].audit.is_snapshot
     assert rows[0].cells["active"].value is False
     assert rows[0].liveness is not None
     assert rows[0].liveness.write_time == source.peek(max_changes=10).up_to

@@ -59,6 +59,23 @@ class Audit:
     position: int = 0
     captured_at_us: int = 0
 
+    @property
+    def is_snapshot(self) -> bool:
+        """Whether the mutation is a row of an initial snapshot (see `snapshot_segment`)."""
+        return SNAPSHOT_MARK in self.segment
+
+
+SNAPSHOT_MARK = ".snapshot."
+
+
+def snapshot_segment(segment: str, started_at_us: int) -> str:
+    """The audit segment of a snapshot of `segment`'s tables taken at `started_at_us`.
+
+    Its positions are row ordinals, so a snapshot published again (after a crash) is deduplicated
+    by the publisher like any segment; the materializer emits its new rows as READ messages.
+    """
+    return f"{segment}{SNAPSHOT_MARK}{started_at_us}"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Mutation:

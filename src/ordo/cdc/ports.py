@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -67,6 +67,14 @@ class ChangeSource(Protocol):
         """How far the source is confirmed and what it retains."""
         ...
 
+    def snapshot(self, table: str) -> Iterator[Mutation]:
+        """The table's current rows, for an initial snapshot (READ messages).
+
+        Written at the confirmed position, so every later change wins over them; the audit
+        segment is `snapshot_segment(...)` with row ordinals as positions.
+        """
+        ...
+
 
 class ChangeLogWriter(Protocol):
     """The keyed, partitioned change log of each table (partitioned Parquet by default)."""
@@ -75,8 +83,12 @@ class ChangeLogWriter(Protocol):
         """Durably add `mutations` (one table, one partition, position order) to the log."""
         ...
 
-    def last_position(self, table: str, segment: str) -> int | None:
-        """The highest position of `segment` already in the table's log (inclusive), or None."""
+    def last_position(self, table: str, segment: str, partition: int) -> int | None:
+        """The highest position of `segment` in one partition of the table's log, or None.
+
+        Per partition, because a publish writes one file per partition: a crash between two of
+        them leaves lower positions unwritten in the partitions it had not reached.
+        """
         ...
 
 

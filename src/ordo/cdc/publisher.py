@@ -45,18 +45,18 @@ class Publisher:
 
     def publish(self, mutations: Sequence[Mutation]) -> PublishReceipt:
         """Append `mutations` (commit order) to their partitions, keeping that order per key."""
-        durable: dict[tuple[str, str], int | None] = {}
+        durable: dict[tuple[str, str, int], int | None] = {}
         routed: dict[tuple[str, int], list[Mutation]] = defaultdict(list)
         skipped = 0
         for mutation in mutations:
-            segment_key = (mutation.table, mutation.audit.segment)
-            if segment_key not in durable:
-                durable[segment_key] = self.log.last_position(*segment_key)
-            held = durable[segment_key]
+            partition = partition_of(mutation.partition_key, self.partitions)
+            where = (mutation.table, mutation.audit.segment, partition)
+            if where not in durable:
+                durable[where] = self.log.last_position(*where)
+            held = durable[where]
             if held is not None and mutation.audit.position <= held:
                 skipped += 1
                 continue
-            partition = partition_of(mutation.partition_key, self.partitions)
             routed[(mutation.table, partition)].append(mutation)
         published: dict[str, int] = defaultdict(int)
         for (table, partition), batch in sorted(routed.items()):

@@ -82,14 +82,12 @@ class ParquetChangeLog:
         pq.write_table(self._table(mutations), temporary)
         os.replace(temporary, directory / name)
 
-    def last_position(self, table: str, segment: str) -> int | None:
-        """The highest position of `segment` in the table's log files (read from their names)."""
+    def last_position(self, table: str, segment: str, partition: int) -> int | None:
+        """The highest position of `segment` in one partition's files (read from their names)."""
         token = _segment_token(segment)
-        positions = [
-            int(match["last"])
-            for match in self._file_names(table)
-            if match is not None and match["segment"] == token
-        ]
+        directory = self.table_path(table) / f"partition={partition}"
+        matches = (_FILE_NAME.match(file.name) for file in directory.glob("*.parquet"))
+        positions = [int(m["last"]) for m in matches if m is not None and m["segment"] == token]
         return max(positions, default=None)
 
     def partitions(self, table: str) -> list[int]:
@@ -109,10 +107,6 @@ class ParquetChangeLog:
         for file in sorted(path.glob("partition=*/*.parquet")):
             for row in pq.read_table(file, schema=CHANGE_LOG_SCHEMA).to_pylist():
                 yield _mutation(row)
-
-    def _file_names(self, table: str) -> Iterator[re.Match[str] | None]:
-        for file in self.table_path(table).glob("partition=*/*.parquet"):
-            yield _FILE_NAME.match(file.name)
 
     @staticmethod
     def _table(mutations: Sequence[Mutation]) -> pa.Table:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ordo.cdc.mutation import Audit, Cell, Mutation
+from ordo.cdc.mutation import Audit, Cell, Mutation, snapshot_segment
 from ordo.cdc.ports import CapturedWindow, SourceStatus
 from ordo.cdc.schema import Column, ColumnType, TableSchema
 from ordo.errors import CaptureError, UnmappableColumnTypeError
@@ -163,7 +163,8 @@ class SQLiteChangeSource:
         """The table's current rows as INSERT-like mutations, written at the change table's head.
 
         Read in one transaction with the head position, so every later change has a higher
-        position and wins over the snapshot; the materializer emits them as READ messages.
+        position and wins over the snapshot; the materializer emits them as READ messages. The
+        audit segment is `snapshot_segment(name, now)` with row ordinals as positions.
         """
         schema = next(s for s in self.schemas() if s.table == table)
         keys = ", ".join(
@@ -179,21 +180,24 @@ class SQLiteChangeSource:
             rows = conn.execute(
                 f"SELECT json_array({keys}), {_row_json(schema, '')} FROM {_quote(table)}"
             ).fetchall()
-        position = head[0] if head else 0
+        write_time = head[0] if head else 0
         captured_at_us = time.time_ns() // 1000
-        audit = Audit(
-            source=SOURCE, segment="snapshot", position=position, captured_at_us=captured_at_us
-        )
-        for key_json, row_json in rows:
+        segment = snapshot_segment(self.name, captured_at_us)
+        for ordinal, (key_json, row_json) in enumerate(rows, start=1):
             yield Mutation(
                 table=table,
                 partition_key=tuple(json.loads(key_json)),
                 cells={
-                    column: Cell(value=value, write_time=position)
+                    column: Cell(value=value, write_time=write_time)
                     for column, value in json.loads(row_json).items()
                 },
-                liveness=Cell(value=True, write_time=position),
-                audit=audit,
+                liveness=Cell(value=True, write_time=write_time),
+                audit=Audit(
+                    source=SOURCE,
+                    segment=segment,
+                    position=ordinal,
+                    captured_at_us=captured_at_us,
+                ),
             )
 
     def close(self) -> None:

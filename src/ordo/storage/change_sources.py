@@ -1,0 +1,43 @@
+"""Opening a change source from a URL: SQLite (change triggers) or PostgreSQL (wal2json slot)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from ordo.cdc.ports import ChangeSource
+from ordo.errors import ConfigurationError
+from ordo.storage.location import SQLiteLocation, parse_location
+
+DEFAULT_SLOT = "ordo_cdc"
+
+
+@contextmanager
+def change_source_at(
+    url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT
+) -> Iterator[ChangeSource]:
+    """The source database at `url`, ready to capture `tables`; closed when the block ends.
+
+    Preparing is idempotent: SQLite gets its change table and triggers (re)installed, PostgreSQL
+    gets the logical replication slot `slot` created unless it exists (PostgreSQL keeps WAL for
+    it from then on, until the capture advances it or the slot is dropped).
+    """
+    if not tables:
+        msg = "name at least one table to capture (--table)"
+        raise ConfigurationError(msg)
+    location = parse_location(url)
+    if isinstance(location, SQLiteLocation):
+        from ordo.storage.sqlite.change_source import SQLiteChangeSource
+
+        sqlite = SQLiteChangeSource(location.path, tables)
+        try:
+            sqlite.install()
+            yield sqlite
+        finally:
+            sqlite.close()
+        return
+    from ordo.storage.postgres.change_source import PostgresChangeSource
+
+    with PostgresChangeSource(location.dsn, slot=slot, tables=tables) as postgres:
+        postgres.create()
+        yield postgres

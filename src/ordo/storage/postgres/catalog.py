@@ -1,0 +1,182 @@
+"""Captured PostgreSQL tables: their catalog schema as a TableSchema, and values as logical types.
+
+The capture (`change_source.py`) reads each table's columns and primary key from pg_catalog, so
+the schema registry learns what the database says rather than what a user typed. The same module
+turns a column's text (a snapshot read) or wal2json value into the JSON value of its logical
+type, so a snapshot row and a captured change of the same row carry identical values.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+import psycopg
+
+from ordo.cdc.mutation import JsonValue
+from ordo.cdc.schema import Column, ColumnType, TableSchema
+from ordo.errors import CaptureError, UnmappableColumnTypeError
+
+Connection = psycopg.Connection[tuple[object, ...]]
+
+COLUMN_TYPES: dict[str, ColumnType] = {
+    **dict.fromkeys(("int2", "int4", "int8"), ColumnType.LONG),
+    **dict.fromkeys(("float4", "float8"), ColumnType.DOUBLE),
+    "numeric": ColumnType.DECIMAL,
+    **dict.fromkeys(("text", "varchar", "bpchar", "uuid", "citext", "name"), ColumnType.STRING),
+    "bool": ColumnType.BOOLEAN,
+    **dict.fromkeys(("timestamp", "timestamptz"), ColumnType.TIMESTAMP),
+    "date": ColumnType.DATE,
+    "bytea": ColumnType.BYTES,
+    **dict.fromkeys(("json", "jsonb"), ColumnType.JSON),
+}
+"""PostgreSQL type names (pg_type.typname; serials are int4/int8) and their logical types."""
+
+# Columns in ordinal order with the type name a domain stands for (one level of domain).
+_COLUMNS = (
+    "SELECT a.attname, a.attnotnull, coalesce(base.typname, t.typname), "
+    "format_type(a.atttypid, a.atttypmod) "
+    "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+    "LEFT JOIN pg_type base ON t.typtype = 'd' AND base.oid = t.typbasetype "
+    "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
+)
+_PRIMARY_KEY = (
+    "SELECT a.attname FROM pg_index i "
+    "CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord) "
+    "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
+    "WHERE i.indrelid = %s AND i.indisprimary ORDER BY k.ord"
+)
+_RELATION = (
+    "SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = %s AND c.relname = %s AND c.relkind = 'r'"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableRef:
+    """A captured table: the name the user gave (messages use it) and where it lives."""
+
+    given: str
+    schema: str
+    name: str
+
+    @property
+    def wal2json_filter(self) -> str:
+        """The table as wal2json's `add-tables` option spells it (special characters escaped)."""
+        return f"{_escape(self.schema)}.{_escape(self.name)}"
+
+
+def _escape(identifier: str) -> str:
+    return "".join(f"\\{char}" if char in "\\ ',.*" else char for char in identifier)
+
+
+def resolve_tables(conn: Connection, tables: tuple[str, ...]) -> tuple[TableRef, ...]:
+    """Split `schema.table` names; an unqualified name is in the connection's current_schema()."""
+    row = conn.execute("SELECT current_schema()").fetchone()
+    default = None if row is None or row[0] is None else str(row[0])
+    refs = []
+    for given in tables:
+        schema, dot, name = given.rpartition(".")
+        if not dot:
+            if default is None:
+                msg = f"table {given!r} is unqualified but the search_path names no schema"
+                raise CaptureError(msg)
+            schema = default
+        refs.append(TableRef(given=given, schema=schema, name=name))
+    return tuple(refs)
+
+
+def read_schema(conn: Connection, ref: TableRef) -> TableSchema:
+    """The table's columns (ordinal order) and primary key (key order) as a TableSchema.
+
+    Raises:
+        CaptureError: the table does not exist.
+        UnmappableColumnTypeError: a column's type has no logical type (see COLUMN_TYPES).
+        NoPrimaryKeyError: the table has no primary key.
+
+    """
+    found = conn.execute(_RELATION, (ref.schema, ref.name)).fetchone()
+    if found is None:
+        msg = (
+            f"captured table {ref.given!r} ({ref.schema}.{ref.name}) does not exist or is not "
+            "a plain table (wal2json names a partitioned table's changes by its partitions)"
+        )
+        raise CaptureError(msg)
+    oid = found[0]
+    columns = []
+    for name, not_null, type_name, declared in conn.execute(_COLUMNS, (oid,)).fetchall():
+        column_type = COLUMN_TYPES.get(str(type_name))
+        if column_type is None:
+            msg = (
+                f"table {ref.given!r} column {name!r} has type {declared!r}, which has no "
+                f"logical type (supported: {', '.join(sorted(COLUMN_TYPES))})"
+            )
+            raise UnmappableColumnTypeError(msg)
+        columns.append(Column(name=str(name), type=column_type, nullable=not not_null))
+    key = tuple(str(name) for (name,) in conn.execute(_PRIMARY_KEY, (oid,)).fetchall())
+    return TableSchema(table=ref.given, columns=tuple(columns), partition_key=key)
+
+
+def to_logical(column_type: ColumnType, raw: object) -> JsonValue:
+    """A column value as its logical type's JSON value; `raw` is output text or wal2json JSON.
+
+    NaN and infinities become None, as wal2json writes them (JSON has no such numbers).
+
+    Raises:
+        ValueError: `raw` is not a value of the type (the caller names table and column).
+
+    """
+    if raw is None:
+        return None
+    text = str(raw)
+    match column_type:
+        case ColumnType.LONG:
+            return int(text)
+        case ColumnType.DOUBLE:
+            number = float(text)
+            return number if math.isfinite(number) else None
+        case ColumnType.DECIMAL:
+            return _decimal(text)
+        case ColumnType.BOOLEAN:
+            return raw if isinstance(raw, bool) else _boolean(text)
+        case ColumnType.TIMESTAMP:
+            return _timestamp(text)
+        case ColumnType.BYTES:
+            return "\\x" + bytes.fromhex(text.removeprefix("\\x")).hex()
+        case ColumnType.JSON:
+            parsed: JsonValue = json.loads(text)
+            return parsed
+        case ColumnType.STRING | ColumnType.DATE:
+            return text
+
+
+def _boolean(text: str) -> bool:
+    """PostgreSQL's output text of a boolean ("t"; "true" from a cast to text)."""
+    if text not in ("t", "f", "true", "false"):
+        msg = f"not a boolean: {text!r}"
+        raise ValueError(msg)
+    return text in ("t", "true")
+
+
+def _decimal(text: str) -> str | None:
+    """The number's own text (no float rounding); NaN and infinities become None."""
+    try:
+        number = Decimal(text)
+    except InvalidOperation as exc:
+        msg = f"not a number: {text!r}"
+        raise ValueError(msg) from exc
+    return text if number.is_finite() else None
+
+
+def _timestamp(text: str) -> str:
+    """ISO 8601 (`T` separator, `+00:00` offsets); kept as is when Python cannot parse it.
+
+    PostgreSQL's `infinity`, BC dates and years past 9999 have no Python datetime.
+    """
+    try:
+        return dt.datetime.fromisoformat(text).isoformat()
+    except ValueError:
+        return text

@@ -1,0 +1,358 @@
+"""PostgreSQL change capture: a logical replication slot, decoded by wal2json (format version 2).
+
+The capture loop peeks a window of committed transactions, publishes it, and only then advances
+the slot (`ChangeSource`). Peeking does not consume, so a crash in between replays the window,
+and the publisher drops what the change log already holds. How positions are numbered, and why
+they follow commits rather than each change's LSN, is explained in `wal2json.py`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+
+import psycopg
+from psycopg import sql
+from psycopg.types.string import TextLoader
+
+from ordo.cdc.mutation import Audit, Mutation, snapshot_segment
+from ordo.cdc.ports import CapturedWindow, SourceStatus
+from ordo.cdc.schema import TableSchema
+from ordo.errors import (
+    CaptureError,
+    ConfigurationError,
+    InvalidInputError,
+    ReplicationSlotMissingError,
+)
+from ordo.storage.postgres.catalog import (
+    COLUMN_TYPES,
+    Connection,
+    TableRef,
+    read_schema,
+    resolve_tables,
+)
+from ordo.storage.postgres.datastore import CONNECT_TIMEOUT_S, translate_postgres_error
+from ordo.storage.postgres.wal2json import (
+    POSITIONS_PER_LSN,
+    RowChange,
+    decode_window,
+    format_lsn,
+    parse_lsn,
+    row_key,
+    row_values,
+    value_cells,
+)
+
+logger = logging.getLogger(__name__)
+
+SOURCE = "postgresql"
+PLUGIN = "wal2json"
+_SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
+# Text output the values are parsed from: ISO dates, UTC offsets, hex bytea.
+_SESSION = (
+    "SELECT set_config('TimeZone', 'UTC', false), set_config('DateStyle', 'ISO, YMD', false), "
+    "set_config('bytea_output', 'hex', false)"
+)
+_SNAPSHOT_BATCH = 1000
+_SLOT = "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s"
+_PEEK = (
+    "SELECT data FROM pg_logical_slot_peek_changes(%s, NULL, %s, 'format-version', '2', "
+    "'include-transaction', 'true', 'include-lsn', 'true', 'include-timestamp', 'true', "
+    "'include-types', 'false', 'actions', 'insert,update,delete,truncate', 'add-tables', %s)"
+)
+_STATUS = (
+    "SELECT confirmed_flush_lsn::text, pg_current_wal_lsn()::text, "
+    "pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint "
+    "FROM pg_replication_slots WHERE slot_name = %s"
+)
+
+
+class PostgresChangeSource:
+    """A `ChangeSource` over one wal2json logical replication slot and the tables it captures.
+
+    `tables` are names as messages carry them: `table` (in the connection's current_schema())
+    or `schema.table` (split at the last dot). Constructing one opens nothing; the first call
+    opens one autocommit connection, which `close()` (or leaving a `with` block) closes. The
+    capture loop owns it: not thread-safe, and one consumer per slot.
+
+    TRUNCATE is not captured: it is logged as a WARNING and the rows stay in the materialized
+    view. Under REPLICA IDENTITY DEFAULT an UPDATE omits the TOASTed columns it did not change
+    (the materializer keeps their values); an UPDATE of the primary key becomes a delete of the
+    old key and an insert of the new one, which lacks those columns too unless the table has
+    REPLICA IDENTITY FULL (a WARNING names them).
+    """
+
+    def __init__(self, dsn: str, *, slot: str, tables: Sequence[str]) -> None:
+        if not _SLOT_NAME.fullmatch(slot):
+            msg = f"slot must be 1-63 lower-case letters, digits or underscores, got {slot!r}"
+            raise ConfigurationError(msg)
+        if isinstance(tables, str) or not tables or len(set(tables)) != len(tables):
+            msg = f"tables must be a non-empty sequence of distinct names, got {tables!r}"
+            raise ConfigurationError(msg)
+        self._dsn, self._slot, self._tables = dsn, slot, tuple(tables)
+        self._conn: Connection | None = None
+        self._refs: dict[str, TableRef] = {}
+        self._schemas: dict[tuple[str, str], TableSchema] = {}
+        self._replica = ""
+
+    @property
+    def name(self) -> str:
+        """The replication slot's name: the audit segment of every captured change."""
+        return self._slot
+
+    def create(self) -> None:
+        """Create the slot with wal2json; an existing wal2json slot of this database is reused.
+
+        Changes committed from now on are captured. Raises CaptureError when the slot name is
+        taken by another kind of slot, or the server lacks wal2json or wal_level=logical.
+        """
+        with self._session() as conn:
+            found = conn.execute(
+                "SELECT plugin, slot_type, database = current_database() "
+                "FROM pg_replication_slots WHERE slot_name = %s",
+                (self._slot,),
+            ).fetchone()
+            if found is not None:
+                if tuple(found) != (PLUGIN, "logical", True):
+                    msg = (
+                        f"replication slot {self._slot!r} exists but is not a {PLUGIN} slot of "
+                        f"this database (plugin={found[0]}, type={found[1]}): drop it or pick "
+                        "another slot name"
+                    )
+                    raise CaptureError(msg)
+                logger.info("reusing replication slot slot=%s", self._slot)
+                return
+            try:
+                conn.execute(
+                    "SELECT pg_create_logical_replication_slot(%s, %s)", (self._slot, PLUGIN)
+                )
+            except (psycopg.errors.UndefinedFile, psycopg.errors.ObjectNotInPrerequisiteState) as e:
+                msg = (
+                    f"cannot create replication slot {self._slot!r}: {e} (the server needs "
+                    "wal_level=logical and the wal2json plugin: postgresql-15-wal2json)"
+                )
+                raise CaptureError(msg) from e
+        logger.info("created replication slot slot=%s plugin=%s", self._slot, PLUGIN)
+
+    def drop(self) -> None:
+        """Drop the slot (nothing happens when it does not exist): the server frees its WAL."""
+        with self._session() as conn:
+            conn.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE slot_name = %s",
+                (self._slot,),
+            )
+        logger.info("dropped replication slot slot=%s", self._slot)
+
+    def schemas(self) -> Sequence[TableSchema]:
+        """Each captured table's schema as the catalog has it now, in the order given."""
+        with self._session() as conn:
+            return self._read_schemas(conn)
+
+    def snapshot(self, table: str) -> Iterator[Mutation]:
+        """The table's current rows, for the initial READ snapshot (primary-key order).
+
+        Each row is a mutation with a row marker and every value column, written at the slot's
+        confirmed position (`confirmed_flush_lsn * POSITIONS_PER_LSN`), so every change still
+        in the slot is newer. Changes committed after that position but before the read are in
+        the snapshot and come from the slot again, later in position: replaying them ends in
+        the same rows (a row changed twice in that gap shows its older value in between, until
+        the newer change arrives). Each call is its own audit segment
+        (`<slot>.snapshot.<start µs>`, positions = row ordinals), so a repeated snapshot is
+        published in full. Rows are read on a second connection while iterating.
+        """
+        with self._session() as conn:
+            self._read_schemas(conn)
+            if table not in self._refs:
+                msg = f"table {table!r} is not captured by slot {self._slot!r}"
+                raise CaptureError(msg)
+            ref = self._refs[table]
+            schema = self._schemas[(ref.schema, ref.name)]
+            write_time = self._confirmed(conn) * POSITIONS_PER_LSN
+        return self._snapshot_rows(ref, schema, write_time=write_time)
+
+    def peek(self, *, max_changes: int) -> CapturedWindow:
+        """Whole committed transactions after the confirmed position, in commit order.
+
+        Stops after the transaction that reaches about `max_changes` decoded rows (wal2json's
+        begin and commit rows count too), so a window may hold more. `up_to` is the commit end
+        LSN of its last transaction (filtered-out ones included), or the confirmed position
+        when nothing committed since. Consumes nothing.
+        """
+        if max_changes < 1:
+            msg = f"max_changes must be at least 1, got {max_changes}"
+            raise InvalidInputError(msg)
+        with self._session() as conn:
+            if not self._schemas:
+                self._read_schemas(conn)
+            confirmed = self._confirmed(conn)
+            tables = ",".join(ref.wal2json_filter for ref in self._refs.values())
+            rows = conn.execute(_PEEK, (self._slot, max_changes, tables)).fetchall()
+            window = decode_window(
+                [str(data) for (data,) in rows],
+                confirmed=confirmed,
+                schema_of=lambda schema, name, reload: self._schema_of(conn, schema, name, reload),
+                audit=self._audit,
+            )
+        logger.debug(
+            "peeked slot=%s mutations=%d up_to=%s",
+            self._slot,
+            len(window.mutations),
+            format_lsn(window.up_to),
+        )
+        return window
+
+    def advance(self, *, up_to: int) -> None:
+        """Confirm the slot up to `up_to` (inclusive, a window's `up_to`): WAL before it is freed.
+
+        Never moves past `up_to`; a position at or before the confirmed one changes nothing.
+        """
+        target = format_lsn(up_to)
+        with self._session() as conn:
+            if up_to <= self._confirmed(conn):
+                return
+            conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (self._slot, target))
+        logger.debug("advanced slot=%s up_to=%s", self._slot, target)
+
+    def status(self) -> SourceStatus:
+        """The slot's confirmed position, the server's WAL head, and the WAL kept for the slot."""
+        with self._session() as conn:
+            row = conn.execute(_STATUS, (self._slot,)).fetchone()
+        if row is None:
+            raise _slot_missing(self._slot)
+        confirmed, head, retained = row
+        return SourceStatus(
+            name=self._slot,
+            tables=self._tables,
+            confirmed_position=None if confirmed is None else parse_lsn(str(confirmed)),
+            head_position=parse_lsn(str(head)),
+            retained_bytes=None if retained is None else int(str(retained)),
+        )
+
+    def close(self) -> None:
+        """Close the connection (a later call opens a new one)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> PostgresChangeSource:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @contextmanager
+    def _session(self) -> Iterator[Connection]:
+        with _translated(self._slot):
+            if self._conn is None or self._conn.closed:
+                self._conn = _connect(self._dsn, autocommit=True)
+                row = self._conn.execute(
+                    "SELECT system_identifier::text FROM pg_control_system()"
+                ).fetchone()
+                self._replica = "" if row is None else str(row[0])
+            yield self._conn
+
+    def _read_schemas(self, conn: Connection) -> list[TableSchema]:
+        refs = resolve_tables(conn, self._tables)
+        schemas = [read_schema(conn, ref) for ref in refs]
+        self._refs = {ref.given: ref for ref in refs}
+        self._schemas = {(r.schema, r.name): s for r, s in zip(refs, schemas, strict=True)}
+        return schemas
+
+    def _schema_of(self, conn: Connection, schema: str, name: str, reload: bool) -> TableSchema:
+        """The cached schema; `reload` re-reads the catalog (a change names a new column)."""
+        if (schema, name) not in self._schemas:
+            msg = f"slot {self._slot!r} sent a change of {schema}.{name}, which is not captured"
+            raise CaptureError(msg)
+        if reload:
+            self._read_schemas(conn)
+        return self._schemas[(schema, name)]
+
+    def _audit(self, position: int, captured_at_us: int) -> Audit:
+        return Audit(
+            source=SOURCE,
+            replica=self._replica,
+            segment=self._slot,
+            position=position,
+            captured_at_us=captured_at_us,
+        )
+
+    def _confirmed(self, conn: Connection) -> int:
+        row = conn.execute(_SLOT, (self._slot,)).fetchone()
+        if row is None or row[0] is None:
+            raise _slot_missing(self._slot)
+        return parse_lsn(str(row[0]))
+
+    def _snapshot_rows(
+        self, ref: TableRef, schema: TableSchema, *, write_time: int
+    ) -> Iterator[Mutation]:
+        query = sql.SQL("SELECT {} FROM {}.{} ORDER BY {}").format(
+            sql.SQL(", ").join(sql.Identifier(c.name) for c in schema.columns),
+            sql.Identifier(ref.schema),
+            sql.Identifier(ref.name),
+            sql.SQL(", ").join(sql.Identifier(k) for k in schema.partition_key),
+        )
+        started_us = time.time_ns() // 1000
+        segment = snapshot_segment(self._slot, started_us)
+        names = [column.name for column in schema.columns]
+        with (
+            _translated(self._slot),
+            _connect(self._dsn, autocommit=False) as conn,
+            conn.cursor(name="ordo_snapshot") as cursor,
+        ):
+            for type_name in COLUMN_TYPES:  # every value as its output text, as wal2json has it
+                if cursor.adapters.types.get(type_name) is not None:
+                    cursor.adapters.register_loader(type_name, TextLoader)
+            cursor.itersize = _SNAPSHOT_BATCH
+            cursor.execute(query)
+            for ordinal, raw in enumerate(cursor, start=1):
+                values = row_values(schema, zip(names, raw, strict=True))
+                change = RowChange(
+                    table=ref.given, key=row_key(schema, values), values=value_cells(schema, values)
+                )
+                audit = Audit(
+                    source=SOURCE,
+                    replica=self._replica,
+                    segment=segment,
+                    position=ordinal,
+                    captured_at_us=started_us,
+                )
+                yield change.mutation(write_time=write_time, audit=audit)
+
+
+def _connect(dsn: str, *, autocommit: bool) -> Connection:
+    conn: Connection = psycopg.connect(
+        dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S
+    )
+    conn.execute(_SESSION)
+    return conn
+
+
+def _slot_missing(slot: str) -> ReplicationSlotMissingError:
+    msg = (
+        f"replication slot {slot!r} does not exist (was it dropped?); nothing was advanced: "
+        "create it again and take a new snapshot"
+    )
+    return ReplicationSlotMissingError(msg)
+
+
+@contextmanager
+def _translated(slot: str) -> Iterator[None]:
+    """Driver errors leave as StorageError subclasses; a vanished slot as its own error."""
+    try:
+        yield
+    except psycopg.errors.UndefinedObject as exc:
+        if "replication slot" in str(exc):
+            raise _slot_missing(slot) from exc
+        raise translate_postgres_error(exc) from exc
+    except psycopg.Error as exc:
+        raise translate_postgres_error(exc) from exc

@@ -1,0 +1,217 @@
+"""wal2json (format version 2) output as mutations: LSNs, commit-ordered positions, row changes.
+
+Pure: `PostgresChangeSource` fetches the rows and the catalog; this module only decodes them.
+With `include-transaction`, every transaction arrives as a `B` row, its changes (`I`, `U`, `D`,
+`T`) and a `C` row whose `nextlsn` is the end of the commit record. Transactions filtered out by
+`add-tables` still send `B` and `C`, so a window of other tables' writes moves `up_to` on.
+
+Positions. Every mutation's audit position, and the write time of its cells and row marker, grow
+strictly in commit order through the slot. The k-th of a transaction's n mutations (k = 1..n)
+sits at `commit_end_lsn * POSITIONS_PER_LSN - n + k`. A change's own LSN would not do:
+concurrent transactions interleave their WAL records, so a later commit can hold older LSNs (and
+a multi-row insert gives many rows one LSN). Two writes of one row are ordered by their commits,
+so last-write-wins by position is commit order. A transaction may hold up to POSITIONS_PER_LSN
+mutations per WAL byte since the previous commit; only a bigger one that committed right after
+a concurrent commit raises CaptureError. Positions fit the change log's int64 until the WAL
+reaches 8 PiB.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from ordo.cdc.mutation import Audit, Cell, JsonValue, Key, Mutation, Scalar
+from ordo.cdc.ports import CapturedWindow
+from ordo.cdc.schema import TableSchema
+from ordo.errors import CaptureError, InvalidInputError
+from ordo.storage.postgres.catalog import to_logical
+
+logger = logging.getLogger(__name__)
+
+POSITIONS_PER_LSN = 1000
+"""Audit positions per byte of WAL: room for a transaction's mutations between two commits."""
+
+SchemaOf = Callable[[str, str, bool], TableSchema]
+"""(schema, table, reload) -> the captured table's schema; reload re-reads the catalog."""
+AuditOf = Callable[[int, int], Audit]
+"""(position, captured_at_us) -> the audit of a captured mutation."""
+
+_HEX = re.compile(r"[0-9A-Fa-f]{1,8}")
+_MAX_LSN = 2**64 - 1
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def parse_lsn(text: str) -> int:
+    """The integer of an LSN as PostgreSQL prints it ("16/B374D848")."""
+    high, _, low = text.partition("/")
+    if not (_HEX.fullmatch(high) and _HEX.fullmatch(low)):
+        msg = f"not a PostgreSQL LSN: {text!r}"
+        raise InvalidInputError(msg)
+    return int(high, 16) << 32 | int(low, 16)
+
+
+def format_lsn(lsn: int) -> str:
+    """An LSN as PostgreSQL prints it (inverse of `parse_lsn`)."""
+    if not 0 <= lsn <= _MAX_LSN:
+        msg = f"an LSN is a 64-bit unsigned integer, got {lsn}"
+        raise InvalidInputError(msg)
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RowChange:
+    """One row's change before it has a position: value columns to write, or None to delete."""
+
+    table: str
+    key: Key
+    values: Mapping[str, JsonValue] | None
+
+    def mutation(self, *, write_time: int, audit: Audit) -> Mutation:
+        """The mutation: a row deletion, or a row marker plus a cell per value given."""
+        if self.values is None:
+            return Mutation(
+                table=self.table, partition_key=self.key, row_deleted_at=write_time, audit=audit
+            )
+        return Mutation(
+            table=self.table,
+            partition_key=self.key,
+            cells={name: Cell(value=v, write_time=write_time) for name, v in self.values.items()},
+            liveness=Cell(value=True, write_time=write_time),
+            audit=audit,
+        )
+
+
+def row_values(schema: TableSchema, pairs: Iterable[tuple[str, object]]) -> dict[str, JsonValue]:
+    """Column values (key columns too) as their logical types; CaptureError names the column."""
+    types = {column.name: column.type for column in schema.columns}
+    values: dict[str, JsonValue] = {}
+    for name, raw in pairs:
+        try:
+            values[name] = to_logical(types[name], raw)
+        except (KeyError, ValueError) as exc:
+            msg = f"table {schema.table!r} column {name!r}: cannot read {raw!r} ({exc})"
+            raise CaptureError(msg) from exc
+    return values
+
+
+def row_key(schema: TableSchema, values: Mapping[str, JsonValue]) -> Key:
+    """The primary-key values in key order; CaptureError when the change lacks some."""
+    missing = [name for name in schema.partition_key if name not in values]
+    if missing:
+        msg = (
+            f"a change of table {schema.table!r} lacks key columns {missing}: give the table "
+            "REPLICA IDENTITY DEFAULT (or FULL)"
+        )
+        raise CaptureError(msg)
+    return tuple(_scalar(schema, values[name]) for name in schema.partition_key)
+
+
+def value_cells(schema: TableSchema, values: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    """The values of the columns that are not part of the key."""
+    return {name: value for name, value in values.items() if name not in schema.partition_key}
+
+
+def decode_window(
+    rows: Sequence[str], *, confirmed: int, schema_of: SchemaOf, audit: AuditOf
+) -> CapturedWindow:
+    """The mutations of every complete transaction in `rows` (wal2json v2 JSON documents).
+
+    `confirmed` is the slot's confirmed LSN: the window's `up_to` when `rows` hold no commit.
+    """
+    mutations: list[Mutation] = []
+    up_to = confirmed
+    pending: list[RowChange] | None = None
+    for row in rows:
+        change: dict[str, Any] = json.loads(row, parse_float=Decimal)
+        action = change.get("action")
+        if action == "M":  # pg_logical_emit_message(), possibly outside any transaction
+            continue
+        if action == "B":
+            pending = []
+        elif pending is None:
+            msg = f"wal2json sent {action!r} outside a transaction: {row[:200]}"
+            raise CaptureError(msg)
+        elif action in ("I", "U", "D"):
+            pending.extend(_row_changes(change, schema_of))
+        elif action == "T":
+            logger.warning(
+                "TRUNCATE is not captured; rows stay in the view table=%s.%s",
+                change.get("schema"),
+                change.get("table"),
+            )
+        elif action == "C":
+            end = parse_lsn(str(change["nextlsn"]))
+            first = end * POSITIONS_PER_LSN - len(pending) + 1
+            if pending and first <= up_to * POSITIONS_PER_LSN:
+                msg = (
+                    f"transaction committed at {format_lsn(end)} has {len(pending)} row changes, "
+                    f"more than the positions left after {format_lsn(up_to)}"
+                )
+                raise CaptureError(msg)
+            captured_at_us = _micros(change.get("timestamp"))
+            mutations.extend(
+                rc.mutation(write_time=p, audit=audit(p, captured_at_us))
+                for p, rc in enumerate(pending, start=first)
+            )
+            up_to, pending = end, None
+    return CapturedWindow(mutations=tuple(mutations), up_to=up_to)
+
+
+def _row_changes(change: Mapping[str, Any], schema_of: SchemaOf) -> list[RowChange]:
+    """An I, U or D change as row changes (a primary-key UPDATE is a delete plus an insert)."""
+    namespace, relation = str(change["schema"]), str(change["table"])
+    new_pairs = [(str(c["name"]), c["value"]) for c in change.get("columns", ())]
+    old_pairs = [(str(c["name"]), c["value"]) for c in change.get("identity", ())]
+    schema = schema_of(namespace, relation, False)
+    known = {column.name for column in schema.columns}
+    if any(name not in known for name, _ in new_pairs + old_pairs):  # a column was added
+        schema = schema_of(namespace, relation, True)
+    new, old = row_values(schema, new_pairs), row_values(schema, old_pairs)
+    if change["action"] == "D":
+        return [RowChange(table=schema.table, key=row_key(schema, old), values=None)]
+    key = row_key(schema, new)
+    cells = value_cells(schema, new)
+    if not all(name in old for name in schema.partition_key) or row_key(schema, old) == key:
+        return [RowChange(table=schema.table, key=key, values=cells)]
+    # The key changed: the old row goes, the new one arrives whole. wal2json leaves unchanged
+    # TOASTed columns out of the new row; REPLICA IDENTITY FULL has them in the old one.
+    absent = [c.name for c in schema.value_columns if c.name not in cells]
+    cells.update((name, old[name]) for name in absent if name in old)
+    if lost := [name for name in absent if name not in old]:
+        logger.warning(
+            "primary key update lacks unchanged TOASTed columns (use REPLICA IDENTITY FULL) "
+            "table=%s key=%r columns=%s",
+            schema.table,
+            key,
+            lost,
+        )
+    return [
+        RowChange(table=schema.table, key=row_key(schema, old), values=None),
+        RowChange(table=schema.table, key=key, values=cells),
+    ]
+
+
+def _scalar(schema: TableSchema, value: JsonValue) -> Scalar:
+    if isinstance(value, list | dict):
+        msg = f"table {schema.table!r}: a key value must be a scalar, got {value!r}"
+        raise CaptureError(msg)
+    return value
+
+
+def _micros(timestamp: object) -> int:
+    """A commit timestamp ("2024-01-02 03:04:05.123456+00") in µs since the epoch, else now."""
+    try:
+        moment = dt.datetime.fromisoformat(str(timestamp))
+    except ValueError:
+        return time.time_ns() // 1000
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return (moment - _EPOCH) // dt.timedelta(microseconds=1)

@@ -1,0 +1,499 @@
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from ordo.cdc.mutation import Mutation
+from ordo.cdc.ports import ChangeSource
+from ordo.cdc.publisher import Publisher
+from ordo.cdc.schema import Column, ColumnType
+from ordo.errors import (
+    CaptureError,
+    NoPrimaryKeyError,
+    ReplicationSlotMissingError,
+    UnmappableColumnTypeError,
+)
+from ordo.storage.parquet.change_log import ParquetChangeLog
+from ordo.storage.postgres.change_source import PostgresChangeSource
+from ordo.storage.postgres.wal2json import POSITIONS_PER_LSN, format_lsn, parse_lsn
+
+pytestmark = pytest.mark.postgres
+
+Capture = Callable[..., PostgresChangeSource]
+
+
+@pytest.fixture
+def run(postgres_dsn: str) -> Callable[..., None]:
+    """Run statements in one transaction, committed durably so the slot can decode it at once.
+
+    The throwaway server runs with synchronous_commit=off, which leaves a commit unflushed (and
+    invisible to logical decoding) for up to the WAL writer's delay.
+    """
+
+    def execute(*statements: str | tuple[str, Sequence[object]]) -> None:
+        with psycopg.connect(postgres_dsn) as conn:
+            conn.execute("SET synchronous_commit = on")
+            for statement in statements:
+                query, params = (statement, ()) if isinstance(statement, str) else statement
+                conn.execute(query, params)
+
+    return execute
+
+
+@pytest.fixture
+def capture(postgres_dsn: str) -> Iterator[Capture]:
+    """Creates sources on slots unique to the test (slots are cluster-wide); drops them after."""
+    opened: list[PostgresChangeSource] = []
+
+    def factory(*tables: str, slot: str | None = None, create: bool = True) -> PostgresChangeSource:
+        name = slot or f"ordo_test_{secrets.token_hex(6)}"
+        source = PostgresChangeSource(postgres_dsn, slot=name, tables=tables)
+        opened.append(source)
+        if create:
+            source.create()
+        return source
+
+    yield factory
+    for source in opened:
+        source.drop()
+        source.close()
+
+
+def _summary(mutations: Sequence[Mutation]) -> list[tuple[object, ...]]:
+    """(table, key, kind, values) per mutation: kind is "upsert" or "delete"."""
+    return [
+        (
+            m.table,
+            m.partition_key,
+            "delete" if m.row_deleted_at is not None else "upsert",
+            {name: cell.value for name, cell in m.cells.items()},
+        )
+        for m in mutations
+    ]
+
+
+def _assert_positions(mutations: Sequence[Mutation]) -> None:
+    """Positions strictly increase; every write time of a mutation is its position."""
+    positions = [m.audit.position for m in mutations]
+    assert positions == sorted(set(positions))
+    for m in mutations:
+        times = {cell.write_time for cell in m.cells.values()}
+        times |= {t for t in (m.row_deleted_at,) if t is not None}
+        times |= {m.liveness.write_time} if m.liveness is not None else set()
+        assert times == {m.audit.position}
+
+
+def test_lsns_parse_and_format() -> None:
+    assert parse_lsn("16/B374D848") == 0x16_B374_D848
+    assert format_lsn(0x16_B374_D848) == "16/B374D848"
+    assert format_lsn(parse_lsn("0/0")) == "0/0"
+
+
+def test_inserts_updates_and_deletes_arrive_in_commit_order(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE users (id int PRIMARY KEY, name text, age int)")
+    source = capture("users")
+    run("INSERT INTO users VALUES (1, 'ada', 36), (2, 'bob', NULL)")
+    run("UPDATE users SET age = 37 WHERE id = 1")
+    run("DELETE FROM users WHERE id = 2")
+
+    window = source.peek(max_changes=100)
+
+    assert _summary(window.mutations) == [
+        ("users", (1,), "upsert", {"name": "ada", "age": 36}),
+        ("users", (2,), "upsert", {"name": "bob", "age": None}),
+        ("users", (1,), "upsert", {"name": "ada", "age": 37}),
+        ("users", (2,), "delete", {}),
+    ]
+    _assert_positions(window.mutations)
+    assert all(m.liveness is not None for m in window.mutations[:3])
+    audit = window.mutations[0].audit
+    assert (audit.source, audit.segment) == ("postgresql", source.name)
+    assert audit.replica.isdigit()
+    assert audit.captured_at_us > 0
+    assert window.mutations[-1].audit.position == window.up_to * POSITIONS_PER_LSN
+
+
+def test_values_have_their_logical_types_in_changes_and_snapshots(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run(
+        "CREATE TABLE kinds (id bigint PRIMARY KEY, price numeric(10, 3), ratio float8, "
+        "at timestamptz, day date, raw bytea, doc jsonb, ok bool, code char(3), u uuid)"
+    )
+    source = capture("kinds")
+    run(
+        "INSERT INTO kinds VALUES (7, 12.5, 0.25, '2024-01-02 03:04:05.5+00', '2024-01-02', "
+        "'\\x0102', '{\"a\": [1, 2.5]}', true, 'ab', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11')"
+    )
+    expected = {
+        "price": "12.500",
+        "ratio": 0.25,
+        "at": "2024-01-02T03:04:05.500000+00:00",
+        "day": "2024-01-02",
+        "raw": "\\x0102",
+        "doc": {"a": [1, 2.5]},
+        "ok": True,
+        "code": "ab ",
+        "u": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+    }
+
+    [captured] = source.peek(max_changes=10).mutations
+    [snapshot] = source.snapshot("kinds")
+
+    assert captured.partition_key == snapshot.partition_key == (7,)
+    assert {name: cell.value for name, cell in captured.cells.items()} == expected
+    assert {name: cell.value for name, cell in snapshot.cells.items()} == expected
+
+
+def test_an_update_leaves_out_an_unchanged_toasted_column(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE docs (id int PRIMARY KEY, title text, body text)")
+    source = capture("docs")
+    body = secrets.token_hex(100_000)  # 200 kB of random hex: stored out of line
+    run(("INSERT INTO docs VALUES (1, 'draft', %s)", (body,)))
+    run("UPDATE docs SET title = 'final' WHERE id = 1")
+
+    insert, update = source.peek(max_changes=100).mutations
+
+    assert insert.cells["body"].value == body
+    assert {name: cell.value for name, cell in update.cells.items()} == {"title": "final"}
+    assert update.liveness is not None
+
+
+def test_a_transaction_over_two_tables_keeps_its_order(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run(
+        "CREATE TABLE orders (id int PRIMARY KEY, total int)",
+        "CREATE TABLE lines (order_id int, nr int, sku text, PRIMARY KEY (order_id, nr))",
+        "CREATE TABLE ignored (id int PRIMARY KEY)",
+    )
+    source = capture("orders", "lines")
+    run(
+        "INSERT INTO lines VALUES (1, 1, 'apple')",
+        "INSERT INTO ignored VALUES (1)",
+        "INSERT INTO orders VALUES (1, 3)",
+        "INSERT INTO lines VALUES (1, 2, 'pear')",
+    )
+
+    window = source.peek(max_changes=100)
+
+    assert _summary(window.mutations) == [
+        ("lines", (1, 1), "upsert", {"sku": "apple"}),
+        ("orders", (1,), "upsert", {"total": 3}),
+        ("lines", (1, 2), "upsert", {"sku": "pear"}),
+    ]
+    _assert_positions(window.mutations)
+
+
+def test_positions_follow_commits_when_transactions_interleave(
+    postgres_dsn: str, run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE events (id int PRIMARY KEY)")
+    source = capture("events")
+    with psycopg.connect(postgres_dsn) as first:
+        first.execute("SET synchronous_commit = on")
+        first.execute("INSERT INTO events VALUES (1)")  # written first, committed last
+        run("INSERT INTO events VALUES (2)")
+        first.execute("INSERT INTO events VALUES (3)")
+
+    window = source.peek(max_changes=100)
+
+    assert [m.partition_key for m in window.mutations] == [(2,), (1,), (3,)]
+    _assert_positions(window.mutations)
+
+
+def test_rows_of_one_multi_row_insert_get_distinct_positions(
+    postgres_dsn: str, run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE bulk (id int PRIMARY KEY)")
+    source = capture("bulk")
+    with psycopg.connect(postgres_dsn) as conn:
+        conn.execute("SET synchronous_commit = on")
+        with conn.cursor().copy("COPY bulk FROM STDIN") as copy:  # one WAL record, many rows
+            for i in range(50):
+                copy.write_row((i,))
+
+    window = source.peek(max_changes=1000)
+
+    assert [m.partition_key for m in window.mutations] == [(i,) for i in range(50)]
+    _assert_positions(window.mutations)
+
+
+def test_a_primary_key_change_is_a_delete_and_an_insert(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE users (id int PRIMARY KEY, name text)")
+    source = capture("users")
+    run("INSERT INTO users VALUES (1, 'ada')")
+    run("UPDATE users SET id = 2 WHERE id = 1")
+
+    window = source.peek(max_changes=100)
+
+    assert _summary(window.mutations[1:]) == [
+        ("users", (1,), "delete", {}),
+        ("users", (2,), "upsert", {"name": "ada"}),
+    ]
+    assert window.mutations[2].liveness is not None
+    _assert_positions(window.mutations)
+
+
+def test_a_key_change_under_replica_identity_full_keeps_toasted_columns(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run(
+        "CREATE TABLE docs (id int PRIMARY KEY, body text)",
+        "ALTER TABLE docs REPLICA IDENTITY FULL",
+    )
+    source = capture("docs")
+    body = secrets.token_hex(100_000)
+    run(("INSERT INTO docs VALUES (1, %s)", (body,)))
+    run("UPDATE docs SET id = 2 WHERE id = 1")
+
+    _, delete, insert = source.peek(max_changes=100).mutations
+
+    assert (delete.partition_key, delete.row_deleted_at is not None) == ((1,), True)
+    assert insert.partition_key == (2,)
+    assert insert.cells["body"].value == body
+
+
+def test_peek_consumes_nothing_and_advance_moves_past_a_window(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE users (id int PRIMARY KEY)")
+    source = capture("users")
+    run("INSERT INTO users VALUES (1)")
+    run("INSERT INTO users VALUES (2)")
+
+    first = source.peek(max_changes=100)
+    assert source.peek(max_changes=100) == first
+
+    source.advance(up_to=first.up_to)
+    source.advance(up_to=first.up_to)  # again (a retried advance) changes nothing
+    run("INSERT INTO users VALUES (3)")
+    after = source.peek(max_changes=100)
+
+    assert [m.partition_key for m in after.mutations] == [(3,)]
+    assert after.mutations[0].audit.position > first.mutations[-1].audit.position
+    assert source.status().confirmed_position == first.up_to
+
+
+def test_a_window_without_captured_changes_still_moves_past_other_writes(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE users (id int PRIMARY KEY)", "CREATE TABLE other (id int PRIMARY KEY)")
+    source = capture("users")
+    confirmed = source.status().confirmed_position
+
+    assert source.peek(max_changes=10).up_to == confirmed
+
+    run("INSERT INTO other VALUES (1)")
+    window = source.peek(max_changes=10)
+    assert window.mutations == ()
+    assert confirmed is not None
+    assert window.up_to > confirmed
+    source.advance(up_to=window.up_to)
+    assert source.status().confirmed_position == window.up_to
+
+
+def test_max_changes_never_splits_a_transaction(run: Callable[..., None], capture: Capture) -> None:
+    run("CREATE TABLE users (id int PRIMARY KEY)")
+    source = capture("users")
+    run(*(f"INSERT INTO users VALUES ({i})" for i in range(10)))
+    run("INSERT INTO users VALUES (10)")
+
+    first = source.peek(max_changes=1)
+    assert [m.partition_key for m in first.mutations] == [(i,) for i in range(10)]
+
+    source.advance(up_to=first.up_to)
+    second = source.peek(max_changes=1)
+    assert [m.partition_key for m in second.mutations] == [(10,)]
+
+
+def test_a_dropped_slot_is_reported_and_nothing_is_advanced(
+    postgres_server_dsn: str, run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE users (id int PRIMARY KEY)")
+    source = capture("users")
+    run("INSERT INTO users VALUES (1)")
+    window = source.peek(max_changes=100)
+    with psycopg.connect(postgres_server_dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_drop_replication_slot(%s)", (source.name,))
+
+    with pytest.raises(ReplicationSlotMissingError, match=source.name):
+        source.peek(max_changes=100)
+    with pytest.raises(ReplicationSlotMissingError):
+        source.advance(up_to=window.up_to)
+    with pytest.raises(ReplicationSlotMissingError):
+        source.status()
+    with psycopg.connect(postgres_server_dsn) as admin:
+        slots = admin.execute(
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (source.name,)
+        ).fetchone()
+    assert slots == (0,)
+
+
+def test_schemas_come_from_the_catalog(run: Callable[..., None], capture: Capture) -> None:
+    run("CREATE TABLE lines (sku varchar(20), nr serial, qty int NOT NULL, PRIMARY KEY (nr, sku))")
+    source = capture("lines", create=False)
+
+    [schema] = source.schemas()
+
+    assert schema.table == "lines"
+    assert schema.columns == (
+        Column(name="sku", type=ColumnType.STRING, nullable=False),
+        Column(name="nr", type=ColumnType.LONG, nullable=False),
+        Column(name="qty", type=ColumnType.LONG, nullable=False),
+    )
+    assert (schema.partition_key, schema.clustering_key) == (("nr", "sku"), ())
+
+
+def test_a_table_without_primary_key_is_refused(run: Callable[..., None], capture: Capture) -> None:
+    run("CREATE TABLE loose (id int)")
+    source = capture("loose", create=False)
+    with pytest.raises(NoPrimaryKeyError, match="'loose'"):
+        source.schemas()
+
+
+def test_an_unmappable_column_type_is_refused(run: Callable[..., None], capture: Capture) -> None:
+    run("CREATE TABLE places (id int PRIMARY KEY, spot point)")
+    source = capture("places", create=False)
+    with pytest.raises(UnmappableColumnTypeError, match="'places' column 'spot' has type 'point'"):
+        source.schemas()
+
+
+def test_a_missing_table_is_a_capture_error(capture: Capture) -> None:
+    source = capture("nowhere", create=False)
+    with pytest.raises(CaptureError, match="'nowhere'"):
+        source.schemas()
+
+
+def test_create_reuses_its_slot_and_refuses_a_foreign_one(
+    postgres_dsn: str, run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE users (id int PRIMARY KEY)")
+    source = capture("users")
+    source.create()  # the same slot again: reused
+    foreign = capture("users", create=False)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (foreign.name,)
+        )
+    with pytest.raises(CaptureError, match="not a wal2json slot"):
+        foreign.create()
+
+
+def test_status_shows_retained_wal(run: Callable[..., None], capture: Capture) -> None:
+    run("CREATE TABLE users (id int PRIMARY KEY, name text)")
+    source = capture("users")
+    run(*(f"INSERT INTO users VALUES ({i}, 'x')" for i in range(100)))
+
+    status = source.status()
+
+    assert (status.name, status.tables) == (source.name, ("users",))
+    assert status.retained_bytes is not None
+    assert status.retained_bytes > 0
+    assert status.confirmed_position is not None
+    assert status.head_position is not None
+    assert status.head_position >= status.confirmed_position
+
+
+def test_a_snapshot_reads_the_existing_rows(run: Callable[..., None], capture: Capture) -> None:
+    run(
+        "CREATE TABLE users (id int PRIMARY KEY, name text)",
+        "INSERT INTO users VALUES (2, 'bob'), (1, 'ada'), (3, NULL)",
+    )
+    source = capture("users")
+    confirmed = source.status().confirmed_position
+    assert confirmed is not None
+
+    rows = list(source.snapshot("users"))
+
+    assert _summary(rows) == [
+        ("users", (1,), "upsert", {"name": "ada"}),
+        ("users", (2,), "upsert", {"name": "bob"}),
+        ("users", (3,), "upsert", {"name": None}),
+    ]
+    assert {r.write_time for r in rows} == {confirmed * POSITIONS_PER_LSN}
+    assert all(r.liveness is not None for r in rows)
+    assert [r.audit.position for r in rows] == [1, 2, 3]
+    assert rows[0].audit.segment.startswith(f"{source.name}.snapshot.")
+    run("INSERT INTO users VALUES (4, 'cy')")
+    [later] = source.peek(max_changes=10).mutations
+    assert later.write_time > rows[0].write_time
+
+
+def test_logical_messages_are_ignored(run: Callable[..., None], capture: Capture) -> None:
+    run("CREATE TABLE users (id int PRIMARY KEY)")
+    source = capture("users")
+    run("SELECT pg_logical_emit_message(false, 'ordo', 'outside a transaction')")
+    run("SELECT pg_logical_emit_message(true, 'ordo', 'inside')", "INSERT INTO users VALUES (1)")
+
+    assert [m.partition_key for m in source.peek(max_changes=100).mutations] == [(1,)]
+
+
+def test_truncate_is_logged_and_skipped(
+    run: Callable[..., None], capture: Capture, caplog: pytest.LogCaptureFixture
+) -> None:
+    run("CREATE TABLE users (id int PRIMARY KEY)")
+    source = capture("users")
+    run("INSERT INTO users VALUES (1)")
+    run("TRUNCATE users")
+
+    with caplog.at_level(logging.WARNING):
+        window = source.peek(max_changes=100)
+
+    assert [m.partition_key for m in window.mutations] == [(1,)]
+    assert "TRUNCATE" in caplog.text
+
+
+def test_a_column_added_while_capturing_is_captured(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE users (id int PRIMARY KEY)")
+    source = capture("users")
+    source.peek(max_changes=10)  # caches the schema
+    run("ALTER TABLE users ADD COLUMN email text", "INSERT INTO users VALUES (1, 'a@b.c')")
+
+    [insert] = source.peek(max_changes=10).mutations
+
+    assert insert.cells["email"].value == "a@b.c"
+
+
+def test_a_crash_between_publish_and_advance_publishes_nothing_twice(
+    run: Callable[..., None], capture: Capture, tmp_path: Path
+) -> None:
+    run("CREATE TABLE users (id int PRIMARY KEY, name text)")
+    source: ChangeSource = capture("users")
+    log = ParquetChangeLog(tmp_path)
+    publisher = Publisher(log, partitions=4)
+    run("INSERT INTO users VALUES (1, 'ada'), (2, 'bob')")
+    run("UPDATE users SET name = 'ann' WHERE id = 1", "DELETE FROM users WHERE id = 2")
+
+    window = source.peek(max_changes=100)
+    publisher.publish(window.mutations)
+    # crash: the slot was not advanced, so the next run peeks the same window again
+    replayed = source.peek(max_changes=100)
+    receipt = publisher.publish(replayed.mutations)
+    source.advance(up_to=replayed.up_to)
+    run("INSERT INTO users VALUES (3, 'cy')")
+    publisher.publish(source.peek(max_changes=100).mutations)
+
+    assert receipt.skipped == len(window.mutations) == 4
+    logged = sorted(log.read("users"), key=lambda m: m.audit.position)
+    assert _summary(logged) == [
+        ("users", (1,), "upsert", {"name": "ada"}),
+        ("users", (2,), "upsert", {"name": "bob"}),
+        ("users", (1,), "upsert", {"name": "ann"}),
+        ("users", (2,), "delete", {}),
+        ("users", (3,), "upsert", {"name": "cy"}),
+    ]
+    assert len({m.audit.position for m in logged}) == 5
