@@ -1,5 +1,5 @@
 """The change log as partitioned Parquet files that Spark's file source reads as a stream."""
 
-from ordo.storage.parquet.change_log import CHANGE_LOG_COLUMNS, ParquetChangeLog
+from ordo.storage.parquet.change_log import CHANGE_LOG_COLUMNS, ChangeLogSummary, ParquetChangeLog
 
-__all__ = ["CHANGE_LOG_COLUMNS", "ParquetChangeLog"]
+__all__ = ["CHANGE_LOG_COLUMNS", "ChangeLogSummary", "ParquetChangeLog"]

@@ -15,6 +15,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -59,6 +60,18 @@ def _json(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeLogSummary:
+    """What a table's change log holds (for `ordo cdc status`)."""
+
+    table: str
+    partitions: int
+    files: int
+    mutations: int
+    last_positions: dict[str, int]
+    """The highest position per segment (segment names as made safe for file names)."""
+
+
 class ParquetChangeLog:
     """Appends mutations to the partitioned Parquet change logs under `root` (thread-compatible)."""
 
@@ -99,6 +112,31 @@ class ParquetChangeLog:
             int(child.name.removeprefix("partition="))
             for child in path.iterdir()
             if child.name.startswith("partition=")
+        )
+
+    def tables(self) -> list[str]:
+        """Every table with a change log under the root."""
+        if not self.root.is_dir():
+            return []
+        return sorted(child.name for child in self.root.iterdir() if child.is_dir())
+
+    def summary(self, table: str) -> ChangeLogSummary:
+        """Partitions, files and mutations of a table's log, and the last position per segment.
+
+        Reads only file names and Parquet footers, so it is cheap on a large log.
+        """
+        files = list(self.table_path(table).glob("partition=*/*.parquet"))
+        last: dict[str, int] = {}
+        for file in files:
+            match = _FILE_NAME.match(file.name)
+            if match is not None:
+                last[match["segment"]] = max(last.get(match["segment"], 0), int(match["last"]))
+        return ChangeLogSummary(
+            table=table,
+            partitions=len(self.partitions(table)),
+            files=len(files),
+            mutations=sum(pq.ParquetFile(file).metadata.num_rows for file in files),
+            last_positions=dict(sorted(last.items())),
         )
 
     def read(self, table: str) -> Iterator[Mutation]:
