@@ -79,16 +79,25 @@ def fold(
 ) -> tuple[PartitionState, list[ChangeMessage]]:
     """Reconcile `mutation` into `state`; return the new state and a message per changed row.
 
-    Every row of the partition is compared, not only the mutated one: a partition delete, or a
-    TTL that expired as event time moved on, changes rows the mutation does not name.
+    Rows the mutation does not name are compared too where they can have changed: every row on a
+    partition delete, and rows with a TTL when event time moved on (they may have expired).
     """
     merged = state.merged(mutation)
-    before_rows = state.visible_rows()
-    after_rows = merged.visible_rows()
+    if mutation.partition_deleted_at is not None:
+        touched = sorted(merged.rows, key=repr)
+    else:
+        touched = [mutation.clustering_key]
+        if merged.now > state.now:
+            touched.extend(
+                sorted(
+                    (ck for ck, row in merged.rows.items() if row.is_expiring and ck != touched[0]),
+                    key=repr,
+                )
+            )
     messages = []
-    for clustering_key in sorted(before_rows.keys() | after_rows.keys(), key=repr):
-        before_values = before_rows.get(clustering_key)
-        after_values = after_rows.get(clustering_key)
+    for clustering_key in touched:
+        before_values = state.visible(clustering_key)
+        after_values = merged.visible(clustering_key)
         if before_values == after_values:
             continue
         key = mutation.partition_key + clustering_key

@@ -35,6 +35,8 @@ def reconcile(a: Cell, b: Cell) -> Cell:
     """The cell that wins when two writes of one column meet (see the module docstring)."""
     if a.write_time != b.write_time:
         return a if a.write_time > b.write_time else b
+    if a.ttl_s == b.ttl_s and type(a.value) is type(b.value) and a.value == b.value:
+        return a  # a replica duplicate: the common tie, settled without encoding values
     if (a.value is None) != (b.value is None):
         return a if a.value is None else b
     if _expiry_order(a) != _expiry_order(b):
@@ -69,6 +71,14 @@ class RowState:
             deleted_at=deleted_at,
         )
 
+    @property
+    def is_expiring(self) -> bool:
+        """Whether a cell or the marker has a TTL (the row may change as event time moves)."""
+        marker = self.liveness
+        return (marker is not None and marker.ttl_s is not None) or any(
+            cell.ttl_s is not None for cell in self.cells.values()
+        )
+
     def visible(self, *, partition_deleted_at: int, now: int) -> dict[str, JsonValue] | None:
         """The row's live values at `now`, or None when the row does not exist.
 
@@ -79,7 +89,9 @@ class RowState:
         values = {
             column: cell.value
             for column, cell in self.cells.items()
-            if cell.write_time > shadow and cell.is_live(now)
+            if cell.write_time > shadow
+            and cell.value is not None
+            and (cell.ttl_s is None or now < cell.write_time + cell.ttl_s * 1_000_000)
         }
         marker = self.liveness
         is_marked = marker is not None and marker.write_time > shadow and marker.is_live(now)
