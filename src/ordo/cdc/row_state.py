@@ -86,7 +86,7 @@ class RowState:
         deletion that covers it, as in Cassandra.
         """
         shadow = max(self.deleted_at, partition_deleted_at)
-        values = {
+        values: dict[str, JsonValue] = {
             column: cell.value
             for column, cell in self.cells.items()
             if cell.write_time > shadow
