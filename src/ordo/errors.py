@@ -24,15 +24,18 @@ OrdoError
 │   └── ElementTimeoutError (TimeoutError)
 ├── EventHandlingError
 ├── JournalClosedError
-└── CdcError
-    ├── MalformedMutationError (ValueError)
-    ├── InvalidSchemaError (ValueError)
-    │   ├── NoPrimaryKeyError
-    │   └── UnmappableColumnTypeError
-    ├── IncompatibleSchemaError
-    ├── UnknownSchemaError (LookupError)
-    └── CaptureError
-        └── ReplicationSlotMissingError
+├── CdcError
+│   ├── MalformedMutationError (ValueError)
+│   ├── InvalidSchemaError (ValueError)
+│   │   ├── NoPrimaryKeyError
+│   │   └── UnmappableColumnTypeError
+│   ├── IncompatibleSchemaError
+│   ├── UnknownSchemaError (LookupError)
+│   └── CaptureError
+│       └── ReplicationSlotMissingError
+└── OperationRefusedError
+    ├── ActiveWriterError
+    └── TimeToLiveTooShortError
 """
 
 from __future__ import annotations
@@ -269,3 +272,49 @@ class CaptureError(CdcError):
 
 class ReplicationSlotMissingError(CaptureError):
     """The replication slot a capture reads from no longer exists (it was dropped)."""
+
+
+class OperationRefusedError(OrdoError):
+    """An operations tool (reconciliation, cleanup, expiry) refused to run; nothing was changed."""
+
+
+class ActiveWriterError(OperationRefusedError):
+    """A live writer lease covers persistence ids the operation would change.
+
+    `writers` maps each covered persistence id to the writers whose leases cover it (`*` when
+    the operation touches every persistence id). Stop the writers, wait for their leases to
+    expire, or pass force=True (`--force`) when they are known not to write these ids.
+    """
+
+    def __init__(self, *, operation: str, writers: dict[str, tuple[str, ...]]) -> None:
+        self.operation, self.writers = operation, writers
+        shown = ", ".join(
+            f"{pid!r} (writer {', '.join(owners)})" for pid, owners in list(writers.items())[:5]
+        )
+        more = f" and {len(writers) - 5} more" if len(writers) > 5 else ""
+        msg = (
+            f"{operation} refused: live writers hold leases on persistence_id {shown}{more}; "
+            "stop them or pass --force (force=True)"
+        )
+        super().__init__(msg)
+
+
+class TimeToLiveTooShortError(OperationRefusedError):
+    """Deleting tag_views rows before a time would remove events a processor has not read.
+
+    `lags` maps each such processor to its lag in milliseconds (None: it has read nothing yet,
+    so it would read from the start). Seed 000: the TTL must be greater than any expected delay
+    in using the tagged events.
+    """
+
+    def __init__(self, *, retention_ms: int, lags: dict[str, int | None]) -> None:
+        self.retention_ms, self.lags = retention_ms, lags
+        shown = ", ".join(
+            f"{name!r} ({'nothing read yet' if lag is None else f'{lag / 1000:g}s behind'})"
+            for name, lag in lags.items()
+        )
+        msg = (
+            f"refused: keeping only the last {retention_ms / 1000:g}s of tag views would delete "
+            f"events that processor(s) {shown} have not processed; pass --force (force=True)"
+        )
+        super().__init__(msg)

@@ -17,6 +17,7 @@ from ordo.errors import (
 )
 from ordo.journal import validation
 from ordo.journal.event import NewEvent, PersistedEvent
+from ordo.journal.lease import WriterLease
 from ordo.journal.ports import JournalStore
 from ordo.journal.recovery import PidState, recover_persistence_id, tag_writes
 from ordo.journal.serialization import serialize_metadata, serialize_payload
@@ -54,7 +55,9 @@ class Journal:
     than corrupting anything. Tag pid sequence nrs are assigned here, per (persistence id, tag),
     stored with the event, and written to tag_views by the tag writers in batches. The first
     append to (or recover() of) a persistence id in this journal recovers its tag views: events
-    whose tag_views rows a crash lost are written again with the same numbers. Thread-safe.
+    whose tag_views rows a crash lost are written again with the same numbers. From its first
+    write until close() the journal holds a writer lease (lease.py) naming the persistence ids
+    it started, which the operations tools check before changing them. Thread-safe.
     """
 
     def __init__(
@@ -71,7 +74,9 @@ class Journal:
         self.writer_uuid = writer_uuid or str(uuid.uuid4())
         self._store = store
         self._tag_store = tag_store
-        self._uuids = TimeUUIDGenerator(clock or SystemClock())
+        clock = clock or SystemClock()
+        self._uuids = TimeUUIDGenerator(clock)
+        self._lease = WriterLease(store, self.writer_uuid, clock)
         self._check_bucket_size(store.recorded_bucket_size())
         self._tag_writers = TagWriters(
             tag_store,
@@ -222,7 +227,10 @@ class Journal:
             return
         self._is_closed = True
         try:
-            self._tag_writers.close()
+            try:
+                self._tag_writers.close()
+            finally:
+                self._lease.close()
         finally:
             if self._on_close is not None:
                 self._on_close()
@@ -259,6 +267,8 @@ class Journal:
         return state if state is not None else self._recover(pid)
 
     def _recover(self, pid: PersistenceId) -> PidState:
+        self._lease.cover(pid)
+        self._lease.start()  # before recovery writes: the lease covers every write
         state = recover_persistence_id(
             pid, self._store, self._tag_store, self._tag_writers, self.settings
         )

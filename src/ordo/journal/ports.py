@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -68,4 +68,23 @@ class JournalStore(Protocol):
 
     def summary(self) -> JournalSummary:
         """Count events and persistence ids (full scans: for tools, not hot paths)."""
+        ...
+
+    def renew_writer_lease(
+        self,
+        writer_uuid: str,
+        persistence_ids: Collection[PersistenceId],
+        *,
+        started_at_ms: int,
+        now_ms: int,
+    ) -> None:
+        """Create or renew the writer's lease at `now_ms`, adding the persistence ids it started.
+
+        Called by the journal's heartbeat thread every few seconds, never per append. The
+        operations tools refuse to change persistence ids that a live lease covers.
+        """
+        ...
+
+    def release_writer_lease(self, writer_uuid: str) -> None:
+        """Delete the writer's lease and its persistence ids (the journal closed cleanly)."""
         ...

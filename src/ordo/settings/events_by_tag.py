@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
+from ordo.errors import ConfigurationError
 from ordo.settings.loading import LoadableSettings, at_least, not_negative
 from ordo.time import DEFAULT_FIRST_TIME_BUCKET, BucketSize, parse_first_time_bucket
 
@@ -28,11 +29,19 @@ class EventsByTagSettings(LoadableSettings):
     """Longest a tagged event waits in the tag writer; 0 writes each event at once."""
     pubsub_notification: bool = False
     """Notify queries of tag writes so they read at once instead of at the next refresh."""
+    time_to_live: timedelta | None = None
+    """tag_views rows older than this are removed by the expiry job (`ordo cleanup expire`);
+    None keeps them forever. It must exceed any processor's lag (seed 000, "Cleanup")."""
 
     def __post_init__(self) -> None:
         parse_first_time_bucket(self.first_time_bucket)
         at_least("max_message_batch_size", self.max_message_batch_size, 1)
         not_negative("flush_interval", self.flush_interval)
+        if self.time_to_live is not None and (
+            not isinstance(self.time_to_live, timedelta) or self.time_to_live <= timedelta(0)
+        ):
+            msg = f"time_to_live must be a positive duration or None, got {self.time_to_live!r}"
+            raise ConfigurationError(msg)
 
     @property
     def first_time_bucket_ms(self) -> int:

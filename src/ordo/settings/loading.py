@@ -2,7 +2,8 @@
 
 Durations are `timedelta` in Python and integer milliseconds outside it, with `_ms` added to
 the key (`flush_interval_ms = 250`, `ORDO_FLUSH_INTERVAL_MS=250`). Back-track periods also
-accept `max` and `off`. Unknown keys and bad values raise ConfigurationError naming the key.
+accept `max` and `off`; optional durations (`time_to_live_ms`) accept `none` and `off`.
+Unknown keys and bad values raise ConfigurationError naming the key.
 """
 
 from __future__ import annotations
@@ -85,6 +86,10 @@ def not_negative(name: str, value: timedelta) -> None:
         raise ConfigurationError(msg)
 
 
+_NO_DURATION = frozenset({"", "none", "off"})
+"""What an optional duration (`time_to_live`) accepts for "no duration"."""
+
+
 def _is_duration(kind: Any) -> bool:
     return kind is timedelta or timedelta in typing.get_args(kind)
 
@@ -102,6 +107,8 @@ def _convert(key: str, kind: Any, raw: object) -> object:
     try:
         if _is_duration(kind):
             text = str(raw).strip().lower()
+            if type(None) in typing.get_args(kind) and text in _NO_DURATION:
+                return None
             if kind is not timedelta and text in typing.get_args(typing.get_args(kind)[1]):
                 return text
             return timedelta(milliseconds=int(text))

@@ -26,6 +26,7 @@ from ordo.storage.rows import (
     tag_summary_from_row,
     tag_view_key_from_row,
 )
+from ordo.storage.sql_writer_lease import SqlWriterLeases
 from ordo.tagging import TaggedEvent, TagProgress, TagSummary
 from ordo.time import BucketSize, TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TimeBucket
@@ -96,7 +97,7 @@ class SqlStore:
             return conn.execute(self._sql(template), params).fetchone()
 
 
-class SqlJournalStore(SqlStore):
+class SqlJournalStore(SqlStore, SqlWriterLeases):
     """JournalStore methods that are plain SQL; subclasses add write_events()."""
 
     _HIGHEST = (

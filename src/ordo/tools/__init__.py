@@ -1,1 +1,35 @@
-"""Operations on stored data: verification (and later reconciliation and cleanup)."""
+"""Operations on stored data: reconciliation, cleanup and TTL, verification (seed 000).
+
+Open the stores with `ordo.storage.operations.operations_at(url)`, then
+`Reconciliation.of(stores)` or `Cleanup.of(stores)`. The Spark jobs (rebuilding everything,
+`ordo verify`) are in `ordo.spark.rebuild` and `ordo.spark.verify`.
+"""
+
+from __future__ import annotations
+
+from ordo.tools.cleanup import Cleanup, ExpiryReceipt, processor_lags
+from ordo.tools.guard import EVERY_PERSISTENCE_ID, WriterGuard
+from ordo.tools.ports import DeletedCounts, OperationsStore, TagViewRow, WriterLeaseInfo
+from ordo.tools.receipts import OperationReceipt
+from ordo.tools.reconciliation import Reconciliation
+from ordo.tools.verification import TagViewReport, check_tag_views
+from ordo.tools.verify_report import Problem, ProblemKind, VerifyReport
+
+__all__ = [
+    "EVERY_PERSISTENCE_ID",
+    "Cleanup",
+    "DeletedCounts",
+    "ExpiryReceipt",
+    "OperationReceipt",
+    "OperationsStore",
+    "Problem",
+    "ProblemKind",
+    "Reconciliation",
+    "TagViewReport",
+    "TagViewRow",
+    "VerifyReport",
+    "WriterGuard",
+    "WriterLeaseInfo",
+    "check_tag_views",
+    "processor_lags",
+]

@@ -1,0 +1,181 @@
+"""Rebuilding every tag view: the Spark job against a single-process Python loop, same run.
+
+    .venv/bin/python bench/rebuild.py [--events N] [--partitions P] [--verify]
+
+One SQLite journal in a temp dir gets N events (default 1,000,000) of one tag ("order"),
+~100-byte JSON payloads, over 1000 persistence ids, appended with Journal.append() in batches
+of 1000 events; the tag writers' rows are kept as the reference (a digest of every row key).
+Spark runs locally (`ordo.spark.start_session(master="local[2]")`).
+
+What is timed (each figure = one rebuild of all N events from the journal into empty tag
+views; events/s = N / wall time):
+- python loop: Reconciliation.rebuild_all_locally(): persistence id by id, read the events,
+  number and bucket them in Python, upsert 10,000 rows per transaction.
+- spark: ordo.spark.rebuild.rebuild_all() with P partitions (default 2): journal keys read by
+  the `ordo_journal_keys` source, numbers by row_number() over (persistence_id, tag), buckets,
+  and upserts from mapInArrow, one transaction per Arrow batch (10,000 rows).
+Before each figure the tag views are truncated (untimed). Both rebuilds run once, untimed, on
+a 5,000-event journal first (Spark's JVM and Python workers warm). After each figure the rows
+are compared with the tag writers' (count and key digest): the table says whether they equal.
+With --verify, `ordo verify`'s Spark job is timed on the rebuilt journal too.
+
+A benchmark reports; it exits 0 whether the rebuilds are fast or not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from contextlib import closing
+from pathlib import Path
+
+from _report import Row, machine_lines, print_table
+from _workload import PERSISTENCE_IDS, payload, payload_bytes, persistence_id
+from ordo import EventsByTagSettings, NewEvent, open_journal
+from ordo.settings import OperationsSettings
+from ordo.spark import start_session
+from ordo.spark.rebuild import rebuild_all
+from ordo.spark.verify import verify_tag_views
+from ordo.storage.operations import operations_at
+from ordo.tools.reconciliation import Reconciliation
+
+TAG = "order"
+APPEND_BATCH = 1000
+DEFAULT_EVENTS = 1_000_000
+WARM_UP_EVENTS = 5_000
+ROWS_PER_BATCH = 10_000
+KEY_COLUMNS = "tag, timebucket, timeuuid, persistence_id, tag_pid_sequence_nr, sequence_nr"
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def populate(url: str, *, events: int) -> float:
+    """Append the events, APPEND_BATCH per append(), round-robin over the persistence ids."""
+    settings = EventsByTagSettings(max_message_batch_size=APPEND_BATCH)
+    began = time.perf_counter()
+    with open_journal(url, settings=settings) as journal:
+        for k, start in enumerate(range(0, events, APPEND_BATCH)):
+            batch = [
+                NewEvent.of(payload(i), tags=(TAG,))
+                for i in range(start, min(start + APPEND_BATCH, events))
+            ]
+            journal.append(persistence_id(k), batch)
+    return time.perf_counter() - began
+
+
+def digest(db: Path) -> tuple[int, str]:
+    """How many rows tag_views has and a digest of their keys in key order."""
+    sha = hashlib.sha256()
+    count = 0
+    with closing(sqlite3.connect(db)) as conn:
+        cursor = conn.execute(
+            f"SELECT {KEY_COLUMNS}, payload FROM tag_views ORDER BY {KEY_COLUMNS}"
+        )
+        while rows := cursor.fetchmany(10_000):
+            count += len(rows)
+            for row in rows:
+                sha.update(repr(row).encode())
+    return count, sha.hexdigest()[:16]
+
+
+def truncate(url: str) -> None:
+    with operations_at(url) as stores:
+        Reconciliation.of(stores).truncate()
+
+
+def python_loop(url: str) -> float:
+    truncate(url)
+    began = time.perf_counter()
+    with operations_at(url) as stores:
+        settings = OperationsSettings(rows_per_batch=ROWS_PER_BATCH)
+        Reconciliation.of(stores, settings=settings).rebuild_all_locally()
+    return time.perf_counter() - began
+
+
+def spark_job(spark: object, url: str, partitions: int) -> float:
+    truncate(url)
+    began = time.perf_counter()
+    rebuild_all(spark, url, partitions=partitions)  # type: ignore[arg-type]
+    return time.perf_counter() - began
+
+
+def timed(
+    name: str, run: Callable[[], float], db: Path, reference: tuple[int, str]
+) -> tuple[float, bool]:
+    log(f"{name} ...")
+    seconds = run()
+    is_equal = digest(db) == reference
+    log(f"{name}: {seconds:.1f} s, rows equal the tag writers': {is_equal}")
+    return seconds, is_equal
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=DEFAULT_EVENTS, help="journal size")
+    parser.add_argument("--partitions", type=int, default=2, help="Spark read partitions")
+    parser.add_argument("--verify", action="store_true", help="also time `ordo verify`")
+    args = parser.parse_args(argv)
+    if args.events < 1 or args.partitions < 1:
+        parser.error("--events and --partitions must be at least 1")
+    events = args.events
+    print("\n".join(machine_lines(libraries=("ordo", "pyspark", "pyarrow"))))
+    print(
+        f"workload:   {events:,} events, one tag ({TAG!r}), {PERSISTENCE_IDS} persistence ids,"
+        f" {APPEND_BATCH} events per append, {len(payload_bytes(0))}-byte JSON payload; SQLite"
+    )
+    print(
+        f"rebuild:    into truncated tag views; {ROWS_PER_BATCH:,} rows per upsert; spark "
+        f"local[2], {args.partitions} read partitions; events/s = N / wall time"
+    )
+    print(flush=True)
+    with tempfile.TemporaryDirectory(prefix="ordo-bench-rebuild-") as root:
+        db, warm_db = Path(root) / "journal.db", Path(root) / "warm-up.db"
+        url, warm_url = f"sqlite:///{db}", f"sqlite:///{warm_db}"
+        log(f"populating {events:,} events ...")
+        populate_s = populate(url, events=events)
+        reference = digest(db)
+        populate(warm_url, events=WARM_UP_EVENTS)
+        log("starting spark ...")
+        spark = start_session(master="local[2]", app_name="ordo-bench-rebuild")
+        try:
+            log("warm-up (untimed) ...")
+            python_loop(warm_url)
+            spark_job(spark, warm_url, args.partitions)
+            local_s, local_ok = timed("python loop", lambda: python_loop(url), db, reference)
+            spark_s, spark_ok = timed(
+                "spark", lambda: spark_job(spark, url, args.partitions), db, reference
+            )
+            rows = [
+                Row("append (Journal.append, setup)", f"{events / populate_s:,.0f}", "events/s"),
+                Row("rebuild: python loop (1 process)", f"{events / local_s:,.0f}", "events/s"),
+                Row(
+                    f"rebuild: spark ({args.partitions} partitions)",
+                    f"{events / spark_s:,.0f}",
+                    "events/s",
+                ),
+                Row("spark / python loop", f"{local_s / spark_s:.2f}", "x"),
+                Row("python loop rows == tag writer's", "yes" if local_ok else "NO", ""),
+                Row("spark rows == tag writer's", "yes" if spark_ok else "NO", ""),
+            ]
+            if args.verify:
+                log("verify ...")
+                began = time.perf_counter()
+                report = verify_tag_views(spark, url, partitions=args.partitions)
+                verify_s = time.perf_counter() - began
+                rows.append(Row("verify (spark)", f"{events / verify_s:,.0f}", "events/s"))
+                rows.append(Row("verify finds the views clean", str(report.is_clean), ""))
+        finally:
+            spark.stop()
+    print_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""`ordo reconcile`: delete, rebuild, list and truncate tag views (seed 000 reconciliation)."""
+
+from __future__ import annotations
+
+import click
+
+from ordo.cli.operations_options import (
+    dry_run_option,
+    force_option,
+    lease_timeout_option,
+    operations_settings,
+    progress,
+    render,
+)
+from ordo.cli.options import journal_option, json_option, print_json, require_journal
+from ordo.errors import ConfigurationError
+from ordo.settings import OperationsSettings
+from ordo.storage.operations import operations_at
+from ordo.tools.receipts import OperationReceipt
+from ordo.tools.reconciliation import Reconciliation
+from ordo.types import PersistenceId, Tag
+
+
+@click.group()
+def reconcile() -> None:
+    """Repair tag views: delete, rebuild, list tags, truncate.
+
+    Operations on a persistence id refuse to run while a live writer holds a lease on it;
+    truncate and rebuild --all refuse while any writer is live. --force overrides.
+    """
+
+
+@reconcile.command()
+@journal_option
+@json_option
+@click.argument("persistence_id", required=False)
+def tags(journal_url: str | None, as_json: bool, persistence_id: str | None) -> None:
+    """List every tag (a full scan of tag_views), or the tags of PERSISTENCE_ID."""
+    with operations_at(require_journal(journal_url)) as stores:
+        reconciliation = Reconciliation.of(stores)
+        if persistence_id is None:
+            summaries = reconciliation.tags()
+            if as_json:
+                print_json([{"tag": s.tag, "events": s.events} for s in summaries])
+            for s in () if as_json else summaries:
+                click.echo(f"{s.tag}  {s.events} events  {s.persistence_ids} persistence ids")
+            return
+        found = reconciliation.tags_of(PersistenceId(persistence_id))
+    if as_json:
+        print_json({"persistence_id": persistence_id, "tags": list(found)})
+    elif found:
+        click.echo("\n".join(found))
+    else:
+        click.echo(f"persistence_id={persistence_id!r} has no tags: nothing to do")
+
+
+@reconcile.command()
+@journal_option
+@json_option
+@dry_run_option
+@force_option
+@lease_timeout_option
+@click.option("--tag", help="Only this tag (default: every tag of the persistence id).")
+@click.argument("persistence_id")
+def delete(
+    journal_url: str | None,
+    as_json: bool,
+    dry_run: bool,
+    force: bool,
+    lease_timeout_ms: int | None,
+    tag: str | None,
+    persistence_id: str,
+) -> None:
+    """Delete the tag views of PERSISTENCE_ID with their progress and tag_scanning.
+
+    They are rebuilt when the persistence id is next started, or by `ordo reconcile rebuild`.
+    """
+    settings = operations_settings(lease_timeout_ms)
+    with operations_at(require_journal(journal_url)) as stores:
+        receipt = Reconciliation.of(stores, settings=settings).delete_tag_views(
+            PersistenceId(persistence_id),
+            tag=None if tag is None else Tag(tag),
+            force=force,
+            dry_run=dry_run,
+        )
+    render(receipt, as_json=as_json)
+
+
+@reconcile.command()
+@journal_option
+@json_option
+@dry_run_option
+@force_option
+@lease_timeout_option
+@click.option("--tag", help="Only this tag (default: every tag of the persistence id).")
+@click.option("--all", "every", is_flag=True, help="Rebuild every persistence id (Spark job).")
+@click.option("--local", is_flag=True, help="With --all: one Python process instead of Spark.")
+@click.option("--truncate", is_flag=True, help="With --all: truncate the tag views first.")
+@click.option("--partitions", default=4, show_default=True, help="With --all: Spark partitions.")
+@click.option(
+    "--master", default="local[*]", show_default=True, help="With --all: the Spark master."
+)
+@click.argument("persistence_id", required=False)
+def rebuild(
+    journal_url: str | None,
+    as_json: bool,
+    dry_run: bool,
+    force: bool,
+    lease_timeout_ms: int | None,
+    tag: str | None,
+    every: bool,
+    local: bool,
+    truncate: bool,
+    partitions: int,
+    master: str,
+    persistence_id: str | None,
+) -> None:
+    """Rebuild the tag views of PERSISTENCE_ID from the journal, or of all (--all).
+
+    Same tag pid sequence nrs, buckets and offsets as a fresh write; idempotent.
+    """
+    if every == (persistence_id is not None):
+        msg = "give a PERSISTENCE_ID or --all (not both)"
+        raise ConfigurationError(msg)
+    if every and tag is not None:
+        msg = "--tag applies to one persistence id; --all rebuilds every tag"
+        raise ConfigurationError(msg)
+    url = require_journal(journal_url)
+    settings = operations_settings(lease_timeout_ms)
+    receipt: OperationReceipt | None = None
+    with operations_at(url) as stores:
+        reconciliation = Reconciliation.of(stores, settings=settings)
+        if persistence_id is not None:
+            receipt = reconciliation.rebuild_tag_views(
+                PersistenceId(persistence_id),
+                tag=None if tag is None else Tag(tag),
+                force=force,
+                dry_run=dry_run,
+            )
+        elif truncate:
+            progress(reconciliation.truncate(force=force, dry_run=dry_run).describe())
+        if persistence_id is None and local:
+            receipt = reconciliation.rebuild_all_locally(
+                force=force, dry_run=dry_run, on_progress=progress
+            )
+    if receipt is None:
+        receipt = _rebuild_on_spark(
+            url, master, partitions, settings=settings, force=force, dry_run=dry_run
+        )
+    render(receipt, as_json=as_json)
+
+
+@reconcile.command()
+@journal_option
+@json_option
+@dry_run_option
+@force_option
+@lease_timeout_option
+def truncate(
+    journal_url: str | None,
+    as_json: bool,
+    dry_run: bool,
+    force: bool,
+    lease_timeout_ms: int | None,
+) -> None:
+    """Delete every tag view row, its progress and tag_scanning (rebuild afterwards)."""
+    settings = operations_settings(lease_timeout_ms)
+    with operations_at(require_journal(journal_url)) as stores:
+        receipt = Reconciliation.of(stores, settings=settings).truncate(
+            force=force, dry_run=dry_run
+        )
+    render(receipt, as_json=as_json)
+
+
+def _rebuild_on_spark(
+    url: str,
+    master: str,
+    partitions: int,
+    *,
+    settings: OperationsSettings,
+    force: bool,
+    dry_run: bool,
+) -> OperationReceipt:
+    from ordo.spark.job_session import job_session
+    from ordo.spark.rebuild import rebuild_all
+
+    progress("rebuilding every tag view on Spark ...")
+    with job_session(master=master, app_name="ordo-rebuild") as spark:
+        return rebuild_all(
+            spark, url, force=force, dry_run=dry_run, partitions=partitions, settings=settings
+        )

@@ -1,0 +1,136 @@
+"""The writer lease: how an open Journal tells the operations tools that it is alive.
+
+Reconciliation and cleanup must not change a persistence id while a writer uses it (seed 000:
+"It can only be run while the application is offline but per persistence id operations can
+be used if it is known that the persistence id is not running"). Each Journal therefore holds
+a lease: a row with a heartbeat, renewed every WRITER_HEARTBEAT_INTERVAL by a background
+thread, and the persistence ids the journal has started. The append path only adds an id to
+an in-memory set when it is first started (recovered) in this journal; the database is written
+by the heartbeat thread, so appends pay nothing per call.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+
+from ordo.clock import Clock
+from ordo.errors import StorageError
+from ordo.journal.ports import JournalStore
+from ordo.settings import WRITER_HEARTBEAT_INTERVAL
+from ordo.types import PersistenceId
+
+logger = logging.getLogger(__name__)
+
+_NS_PER_MS = 1_000_000
+
+
+class WriterLease:
+    """The lease of one Journal (one writer uuid). Thread-safe.
+
+    The journal calls cover() when it starts a persistence id and start() before its first
+    write; start() writes the lease at once, so a writer is visible before anything it
+    appends, and starts the heartbeat thread. close() stops the thread and deletes the lease.
+    A heartbeat that fails is logged and retried at the next beat; a writer that crashes
+    leaves a lease that stops being renewed and expires.
+    """
+
+    def __init__(
+        self,
+        store: JournalStore,
+        writer_uuid: str,
+        clock: Clock,
+        *,
+        interval: timedelta = WRITER_HEARTBEAT_INTERVAL,
+    ) -> None:
+        self.writer_uuid = writer_uuid
+        self._store = store
+        self._clock = clock
+        self._interval_s = interval.total_seconds()
+        self._pending: set[PersistenceId] = set()
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started_at_ms = 0
+        self._is_started = False
+
+    def cover(self, persistence_id: PersistenceId) -> None:
+        """Note a persistence id this writer started; it is written with the next heartbeat."""
+        with self._lock:
+            self._pending.add(persistence_id)
+
+    def start(self) -> None:
+        """Write the lease now and start the heartbeat (once; later calls return at once).
+
+        Raises StorageError when the first lease cannot be written: the caller has not
+        written anything yet and may retry.
+        """
+        if self._is_started:
+            return
+        with self._lock:
+            if self._is_started or self._stopped.is_set():
+                return
+            self._started_at_ms = self._now_ms()
+            pending, self._pending = self._pending, set()
+            try:
+                self._store.renew_writer_lease(
+                    self.writer_uuid,
+                    pending,
+                    started_at_ms=self._started_at_ms,
+                    now_ms=self._started_at_ms,
+                )
+            except StorageError:
+                self._pending |= pending
+                raise
+            self._thread = threading.Thread(
+                target=self._beat, name="ordo-writer-lease", daemon=True
+            )
+            self._thread.start()
+            self._is_started = True
+            logger.info("writer lease taken: writer_uuid=%s", self.writer_uuid)
+
+    def close(self) -> None:
+        """Stop the heartbeat and delete the lease (a failure is logged: it will expire)."""
+        self._stopped.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join()
+            self._thread = None
+        if not self._is_started:
+            return
+        try:
+            self._store.release_writer_lease(self.writer_uuid)
+        except StorageError as exc:
+            logger.warning(
+                "writer lease not released, it will expire: writer_uuid=%s error=%s",
+                self.writer_uuid,
+                exc,
+            )
+
+    def _beat(self) -> None:
+        while not self._stopped.wait(self._interval_s):
+            self.renew()
+
+    def renew(self) -> None:
+        """Renew the lease now with the persistence ids started since the last renewal."""
+        with self._lock:
+            pending, self._pending = self._pending, set()
+        try:
+            self._store.renew_writer_lease(
+                self.writer_uuid,
+                pending,
+                started_at_ms=self._started_at_ms,
+                now_ms=self._now_ms(),
+            )
+        except StorageError as exc:
+            with self._lock:
+                self._pending |= pending
+            logger.warning(
+                "writer lease heartbeat failed, will retry: writer_uuid=%s error=%s",
+                self.writer_uuid,
+                exc,
+            )
+
+    def _now_ms(self) -> int:
+        return self._clock.now_ns() // _NS_PER_MS

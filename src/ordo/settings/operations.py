@@ -1,0 +1,47 @@
+"""Settings of the operations tools: reconciliation, cleanup, expiry and verification."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+from ordo.errors import ConfigurationError
+from ordo.settings.loading import LoadableSettings, at_least
+
+WRITER_HEARTBEAT_INTERVAL = timedelta(seconds=5)
+"""How often an open Journal renews its writer lease (a background thread, not the appends)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class OperationsSettings(LoadableSettings):
+    """How the operations tools decide that a writer is alive and how much they change at once.
+
+    A journal renews its lease every WRITER_HEARTBEAT_INTERVAL; a lease not renewed for
+    `writer_lease_timeout` belongs to a writer that stopped without closing (a crash), and no
+    longer blocks reconciliation.
+    """
+
+    TOML_TABLE = "operations"
+
+    writer_lease_timeout: timedelta = timedelta(seconds=30)
+    """A writer whose heartbeat is older than this is considered gone."""
+    rows_per_batch: int = 1000
+    """Rows per delete (expiry, cleanup) and per upsert (rebuilds): bounded transactions."""
+
+    def __post_init__(self) -> None:
+        at_least("rows_per_batch", self.rows_per_batch, 1)
+        if (
+            not isinstance(self.writer_lease_timeout, timedelta)
+            or self.writer_lease_timeout <= WRITER_HEARTBEAT_INTERVAL
+        ):
+            heartbeat = WRITER_HEARTBEAT_INTERVAL.total_seconds()
+            msg = (
+                f"writer_lease_timeout must be longer than the heartbeat interval "
+                f"({heartbeat:g}s), got {self.writer_lease_timeout!r}"
+            )
+            raise ConfigurationError(msg)
+
+    @property
+    def writer_lease_timeout_ms(self) -> int:
+        """writer_lease_timeout in milliseconds (leases store epoch milliseconds)."""
+        return self.writer_lease_timeout // timedelta(milliseconds=1)

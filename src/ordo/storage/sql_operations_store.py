@@ -1,0 +1,325 @@
+"""The operations tools' store (reconciliation, cleanup, expiry, Spark reads), written once.
+
+Backends subclass SqlOperationsStore and add `_upsert_rows`, the one statement that differs
+(json_each on SQLite, unnest on PostgreSQL). Deletes of a persistence id's rows select them by
+(tag, persistence_id): tag_views is keyed by (tag, time bucket, ...), so each is a scan of the
+tag's rows. That is the price of keeping the tag writer's path free of a second index.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import ClassVar
+
+from ordo.storage.rows import PROGRESS_COLUMNS
+from ordo.storage.sql_key_reads import SqlKeyReads
+from ordo.storage.sql_store import SqlConnection
+from ordo.tagging import TagProgress
+from ordo.tools.ports import (
+    DeletedCounts,
+    TagViewRow,
+    WriterLeaseInfo,
+)
+from ordo.types import PersistenceId, SequenceNr, Tag, TimeBucket
+
+IN_CHUNK = 500
+"""Values per IN (...) list (within every driver's parameter limit)."""
+_LAST_SEQUENCE_NR = 2**62
+_TAG_VIEW_KEY = "tag, timebucket, timeuuid, persistence_id, tag_pid_sequence_nr"
+
+
+class SqlOperationsStore(SqlKeyReads):
+    """OperationsStore in plain SQL; subclasses add `_upsert_rows`. Thread-safe."""
+
+    UPSERT_CONFLICT: ClassVar[str] = (
+        f"ON CONFLICT ({_TAG_VIEW_KEY}) DO UPDATE SET sequence_nr = excluded.sequence_nr, "
+        "persistence_id_hash = excluded.persistence_id_hash, "
+        "writer_uuid = excluded.writer_uuid, serializer = excluded.serializer, "
+        "manifest = excluded.manifest, payload = excluded.payload, "
+        "metadata = excluded.metadata, tags = excluded.tags"
+    )
+    """How a rebuilt row overwrites a stored row with its key: the journal's columns win."""
+
+    # --- writer leases -------------------------------------------------------------------
+
+    def live_writers(self, *, since_ms: int) -> Sequence[WriterLeaseInfo]:
+        """Leases renewed at or after `since_ms`, by writer uuid."""
+        rows = self._fetchall(
+            "SELECT writer_uuid, started_at, heartbeat_at FROM writer_leases "
+            "WHERE heartbeat_at >= {p} ORDER BY writer_uuid",
+            (since_ms,),
+        )
+        return [
+            WriterLeaseInfo(
+                writer_uuid=str(r[0]), started_at_ms=int(r[1]), heartbeat_at_ms=int(r[2])
+            )
+            for r in rows
+        ]
+
+    def writers_covering(
+        self, persistence_ids: Sequence[PersistenceId], *, since_ms: int
+    ) -> Mapping[PersistenceId, tuple[str, ...]]:
+        """Ids a live lease lists, or whose events a live writer appended."""
+        found: dict[PersistenceId, set[str]] = {}
+        for chunk in _chunks(sorted(set(persistence_ids))):
+            marks = ", ".join(["{p}"] * len(chunk))
+            rows = self._fetchall(
+                "SELECT l.persistence_id, l.writer_uuid FROM writer_lease_pids AS l "
+                "JOIN writer_leases AS w ON w.writer_uuid = l.writer_uuid "
+                f"WHERE w.heartbeat_at >= {{p}} AND l.persistence_id IN ({marks}) "
+                "UNION SELECT DISTINCT m.persistence_id, m.writer_uuid FROM messages AS m "
+                "JOIN writer_leases AS w ON w.writer_uuid = m.writer_uuid "
+                f"WHERE w.heartbeat_at >= {{p}} AND m.persistence_id IN ({marks})",
+                (since_ms, *chunk, since_ms, *chunk),
+            )
+            for pid, writer in rows:
+                found.setdefault(PersistenceId(str(pid)), set()).add(str(writer))
+        return {pid: tuple(sorted(writers)) for pid, writers in sorted(found.items())}
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def deleted_to(self, persistence_id: PersistenceId) -> SequenceNr:
+        """Up to which sequence nr the id's events were deleted; 0 if none."""
+        row = self._fetchone(
+            "SELECT deleted_to FROM all_persistence_ids WHERE persistence_id = {p}",
+            (persistence_id,),
+        )
+        return SequenceNr(0 if row is None else int(row[0]))
+
+    def tags_of(self, persistence_id: PersistenceId) -> Sequence[Tag]:
+        """Tags of the id's events (each distinct tag set decoded once) and of its progress."""
+        tags: set[Tag] = set()
+        for (text,) in self._fetchall(
+            "SELECT DISTINCT tags FROM messages WHERE persistence_id = {p}", (persistence_id,)
+        ):
+            tags.update(json.loads(str(text)))
+        for (tag,) in self._fetchall(
+            "SELECT tag FROM tag_write_progress WHERE persistence_id = {p}", (persistence_id,)
+        ):
+            tags.add(Tag(str(tag)))
+        return sorted(tags)
+
+    def count_tag_view_rows(
+        self, persistence_id: PersistenceId, tag: Tag, *, after_sequence_nr: SequenceNr
+    ) -> int:
+        """Rows of (tag, id) with sequence_nr > after (a scan of the tag)."""
+        row = self._fetchone(
+            "SELECT count(*) FROM tag_views WHERE tag = {p} AND persistence_id = {p} "
+            "AND sequence_nr > {p}",
+            (tag, persistence_id, after_sequence_nr),
+        )
+        return int(row[0])
+
+    def count_metadata(self, persistence_id: PersistenceId, tags: Sequence[Tag]) -> DeletedCounts:
+        """Progress rows of the tags and the id's tag_scanning row."""
+        progress = sum(
+            int(
+                self._fetchone(
+                    "SELECT count(*) FROM tag_write_progress WHERE persistence_id = {p} "
+                    "AND tag = {p}",
+                    (persistence_id, tag),
+                )[0]
+            )
+            for tag in tags
+        )
+        scanning = int(
+            self._fetchone(
+                "SELECT count(*) FROM tag_scanning WHERE persistence_id = {p}", (persistence_id,)
+            )[0]
+        )
+        return DeletedCounts(progress_rows=progress, scanning_rows=scanning)
+
+    def count_persistence_id_events(self, persistence_id: PersistenceId) -> int:
+        """Events of the id still in the journal."""
+        return int(
+            self._fetchone(
+                "SELECT count(*) FROM messages WHERE persistence_id = {p}", (persistence_id,)
+            )[0]
+        )
+
+    def count_tag_views_before(self, tag: Tag, *, up_to_bucket: TimeBucket, before: bytes) -> int:
+        """Rows of the tag with timeuuid < `before`."""
+        row = self._fetchone(
+            "SELECT count(*) FROM tag_views WHERE tag = {p} AND timebucket <= {p} "
+            "AND timeuuid < {p}",
+            (tag, up_to_bucket, before),
+        )
+        return int(row[0])
+
+    # --- writes --------------------------------------------------------------------------
+
+    def replace_tag_view(
+        self,
+        persistence_id: PersistenceId,
+        tag: Tag,
+        rows: Sequence[TagViewRow],
+        progress: TagProgress | None,
+        *,
+        keep_up_to: SequenceNr,
+    ) -> int:
+        """Delete the (tag, id) rows after keep_up_to, upsert `rows`, set the progress exactly."""
+        with self._db.write_transaction() as conn:
+            deleted = conn.execute(
+                self._sql(
+                    "DELETE FROM tag_views WHERE tag = {p} AND persistence_id = {p} "
+                    "AND sequence_nr > {p}"
+                ),
+                (tag, persistence_id, keep_up_to),
+            ).rowcount
+            if rows:
+                self._upsert_rows(conn, rows)
+            conn.execute(
+                self._sql(
+                    "DELETE FROM tag_write_progress WHERE persistence_id = {p} AND tag = {p}"
+                ),
+                (persistence_id, tag),
+            )
+            if progress is not None:
+                self._insert_progress(conn, progress)
+            return deleted
+
+    def set_tag_scanning(self, persistence_id: PersistenceId, sequence_nr: SequenceNr) -> None:
+        """Set the id's tag_scanning exactly (0 deletes the row)."""
+        with self._db.write_transaction() as conn:
+            conn.execute(
+                self._sql("DELETE FROM tag_scanning WHERE persistence_id = {p}"),
+                (persistence_id,),
+            )
+            if sequence_nr > 0:
+                conn.execute(
+                    self._sql(
+                        "INSERT INTO tag_scanning (persistence_id, sequence_nr) VALUES ({p}, {p})"
+                    ),
+                    (persistence_id, sequence_nr),
+                )
+
+    def delete_tag_views(self, persistence_id: PersistenceId, tags: Sequence[Tag]) -> DeletedCounts:
+        """Delete the id's rows and progress of the tags, and its tag_scanning row."""
+        with self._db.write_transaction() as conn:
+            return self._delete_tag_views(conn, persistence_id, tags)
+
+    def delete_persistence_id(
+        self, persistence_id: PersistenceId, tags: Sequence[Tag]
+    ) -> DeletedCounts:
+        """Delete the id's events, rows, progress, scanning and its registration."""
+        with self._db.write_transaction() as conn:
+            counts = self._delete_tag_views(conn, persistence_id, tags)
+            events = conn.execute(
+                self._sql("DELETE FROM messages WHERE persistence_id = {p}"), (persistence_id,)
+            ).rowcount
+            for table in ("all_persistence_ids", "writer_lease_pids"):
+                conn.execute(
+                    self._sql(f"DELETE FROM {table} WHERE persistence_id = {{p}}"),
+                    (persistence_id,),
+                )
+            return counts + DeletedCounts(events=events)
+
+    def truncate_tag_views(self, *, dry_run: bool) -> DeletedCounts:
+        """Delete (or count) every row of tag_views, tag_write_progress and tag_scanning."""
+        tables = ("tag_views", "tag_write_progress", "tag_scanning")
+        with self._db.write_transaction() as conn:
+            if dry_run:
+                counts = [
+                    int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+                    for table in tables
+                ]
+            else:
+                counts = [conn.execute(f"DELETE FROM {table}").rowcount for table in tables]
+        rows, progress, scanning = counts
+        return DeletedCounts(tag_view_rows=rows, progress_rows=progress, scanning_rows=scanning)
+
+    def delete_tag_views_before(
+        self, tag: Tag, *, up_to_bucket: TimeBucket, before: bytes, limit: int
+    ) -> int:
+        """Delete at most `limit` rows of the tag with timeuuid < before (one transaction)."""
+        with self._db.write_transaction() as conn:
+            return conn.execute(
+                self._sql(
+                    f"DELETE FROM tag_views WHERE ({_TAG_VIEW_KEY}) IN (SELECT {_TAG_VIEW_KEY} "
+                    "FROM tag_views WHERE tag = {p} AND timebucket <= {p} AND timeuuid < {p} "
+                    "LIMIT {p})"
+                ),
+                (tag, up_to_bucket, before, limit),
+            ).rowcount
+
+    def upsert_tag_view_rows(self, rows: Sequence[TagViewRow]) -> None:
+        """Insert or overwrite the rows in one transaction."""
+        if rows:
+            with self._db.write_transaction() as conn:
+                self._upsert_rows(conn, rows)
+
+    def write_exact_progress(self, progress: Sequence[TagProgress]) -> None:
+        """Set the progress rows to exactly these values."""
+        if not progress:
+            return
+        with self._db.write_transaction() as conn:
+            for p in progress:
+                conn.execute(
+                    self._sql(
+                        "DELETE FROM tag_write_progress WHERE persistence_id = {p} AND tag = {p}"
+                    ),
+                    (p.persistence_id, p.tag),
+                )
+                self._insert_progress(conn, p)
+
+    def write_tag_scanning(self, scanned: Mapping[PersistenceId, SequenceNr]) -> None:
+        """Move each id's tag_scanning to at least its value."""
+        if not scanned:
+            return
+        with self._db.write_transaction() as conn:
+            for pid, sequence_nr in scanned.items():
+                conn.execute(
+                    self._sql(
+                        "INSERT INTO tag_scanning (persistence_id, sequence_nr) VALUES ({p}, {p}) "
+                        "ON CONFLICT (persistence_id) DO UPDATE "
+                        "SET sequence_nr = excluded.sequence_nr "
+                        "WHERE excluded.sequence_nr > tag_scanning.sequence_nr"
+                    ),
+                    (pid, sequence_nr),
+                )
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _upsert_rows(self, conn: SqlConnection, rows: Sequence[TagViewRow]) -> None:
+        raise NotImplementedError
+
+    def _insert_progress(self, conn: SqlConnection, progress: TagProgress) -> None:
+        conn.execute(
+            self._sql(
+                f"INSERT INTO tag_write_progress ({PROGRESS_COLUMNS}) "
+                "VALUES ({p}, {p}, {p}, {p}, {p})"
+            ),
+            (
+                progress.persistence_id,
+                progress.tag,
+                progress.sequence_nr,
+                progress.tag_pid_sequence_nr,
+                progress.timeuuid.to_bytes(),
+            ),
+        )
+
+    def _delete_tag_views(
+        self, conn: SqlConnection, persistence_id: PersistenceId, tags: Sequence[Tag]
+    ) -> DeletedCounts:
+        rows = progress = 0
+        for tag in tags:
+            rows += conn.execute(
+                self._sql("DELETE FROM tag_views WHERE tag = {p} AND persistence_id = {p}"),
+                (tag, persistence_id),
+            ).rowcount
+            progress += conn.execute(
+                self._sql(
+                    "DELETE FROM tag_write_progress WHERE persistence_id = {p} AND tag = {p}"
+                ),
+                (persistence_id, tag),
+            ).rowcount
+        scanning = conn.execute(
+            self._sql("DELETE FROM tag_scanning WHERE persistence_id = {p}"), (persistence_id,)
+        ).rowcount
+        return DeletedCounts(tag_view_rows=rows, progress_rows=progress, scanning_rows=scanning)
+
+
+def _chunks(values: Sequence[PersistenceId]) -> Iterator[Sequence[PersistenceId]]:
+    for start in range(0, len(values), IN_CHUNK):
+        yield values[start : start + IN_CHUNK]

@@ -1,0 +1,48 @@
+"""The operations tools' store on SQLite."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from ordo.hashing import stable_hash
+from ordo.storage.sql_operations_store import SqlOperationsStore
+from ordo.storage.sql_store import SqlConnection
+from ordo.tools.ports import TagViewRow
+
+# One statement per batch: the row keys travel as one JSON array and SQLite copies the payload
+# columns from `messages` itself, as the tag writer's insert does.
+_UPSERT_ROWS = (
+    "INSERT INTO tag_views (tag, timebucket, timeuuid, persistence_id, tag_pid_sequence_nr, "
+    "sequence_nr, persistence_id_hash, writer_uuid, serializer, manifest, payload, metadata, tags) "
+    "SELECT r.value ->> 0, r.value ->> 1, m.timeuuid, m.persistence_id, r.value ->> 4, "
+    "m.sequence_nr, r.value ->> 5, m.writer_uuid, m.serializer, m.manifest, m.payload, "
+    "m.metadata, m.tags "
+    "FROM json_each(?) AS r JOIN messages AS m ON m.persistence_id = r.value ->> 2 "
+    "AND m.sequence_nr = r.value ->> 3 WHERE true "
+)
+
+
+class SQLiteOperationsStore(SqlOperationsStore):
+    """OperationsStore on SQLite. Thread-safe (connections are per thread)."""
+
+    PARAM = "?"
+
+    def _upsert_rows(self, conn: SqlConnection, rows: Sequence[TagViewRow]) -> None:
+        hashes: dict[str, int] = {}
+        keys = json.dumps(
+            [
+                [
+                    r.tag,
+                    r.time_bucket,
+                    r.persistence_id,
+                    r.sequence_nr,
+                    r.tag_pid_sequence_nr,
+                    hashes.get(r.persistence_id)
+                    or hashes.setdefault(r.persistence_id, stable_hash(r.persistence_id)),
+                ]
+                for r in rows
+            ],
+            ensure_ascii=False,
+        )
+        conn.execute(_UPSERT_ROWS + self.UPSERT_CONFLICT, (keys,))

@@ -1,0 +1,257 @@
+"""Cleanup and TTL (seed 000, "Cleanup of tag_views table"): delete ids, old rows, expire.
+
+By default tag_views keep tagged events forever. `events_by_tag.time_to_live` bounds that:
+the expiry job deletes rows whose TimeUUID is older than now - TTL, tag by tag, in bounded
+batches (one short transaction each), so it can run next to live writers and readers. Rows are
+deleted, their progress is not: recovery must not write expired events again.
+
+"The TTL must be greater than any expected delay in using the tagged events": a tracking
+processor whose token is older than the cutoff has not read events the job would delete. The
+token store does not record which tag a processor reads, so every processor counts; one that
+has processed nothing yet reads from the start and always counts. Such a cutoff is refused
+(TimeToLiveTooShortError) unless forced, and logged at WARNING either way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from ordo.clock import Clock, SystemClock
+from ordo.errors import ConfigurationError, TimeToLiveTooShortError, UnknownProcessorError
+from ordo.processing.ports import TokenStore
+from ordo.settings import OperationsSettings
+from ordo.tagging import TagViewStore
+from ordo.time import BucketSize, TimeUUID
+from ordo.tools.guard import WriterGuard
+from ordo.tools.ports import DeletedCounts, OperationsStore
+from ordo.tools.receipts import OperationReceipt
+from ordo.tools.reconciliation import recorded_bucket_size
+from ordo.types import PersistenceId, SequenceNr, Tag, TimeBucket
+
+if TYPE_CHECKING:  # a runtime import would be circular: storage imports tools.ports
+    from ordo.storage.operations import OperationsStores
+
+logger = logging.getLogger(__name__)
+
+_NS_PER_MS = 1_000_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExpiryReceipt:
+    """What deleting the rows before `cutoff_ms` did (or would do, in a dry run)."""
+
+    cutoff_ms: int
+    deleted_per_tag: Mapping[Tag, int]
+    is_dry_run: bool
+    lagging: Mapping[str, int | None] = field(default_factory=dict)
+    """Processors behind the cutoff (lag in ms; None: nothing read yet) that force overrode."""
+
+    @property
+    def deleted(self) -> int:
+        """Rows over every tag."""
+        return sum(self.deleted_per_tag.values())
+
+    def describe(self) -> str:
+        """One human line."""
+        cutoff = TimeUUID.min_for_epoch_ns(self.cutoff_ms * _NS_PER_MS).datetime.isoformat()
+        verb = "would delete" if self.is_dry_run else "deleted"
+        text = f"{verb} {self.deleted} tag_views rows older than {cutoff}"
+        if self.deleted == 0:
+            text = f"nothing to do: no tag_views rows older than {cutoff}"
+        if self.lagging:
+            text += f" (forced past lagging processors {', '.join(sorted(self.lagging))})"
+        return text
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The receipt as one JSON object."""
+        return {
+            "cutoff_ms": self.cutoff_ms,
+            "dry_run": self.is_dry_run,
+            "deleted": self.deleted,
+            "deleted_per_tag": dict(self.deleted_per_tag),
+            "lagging_processors_ms": dict(self.lagging),
+        }
+
+
+def processor_lags(tokens: TokenStore, *, now_ms: int) -> dict[str, int | None]:
+    """Each processor's lag: now minus the time of its oldest segment token (None: no token).
+
+    A token is the offset of the last processed event (inclusive), so everything newer than
+    the oldest token of a processor may still be unread.
+    """
+    lags: dict[str, int | None] = {}
+    for name in tokens.processors():
+        try:
+            entries = tokens.entries(name)
+        except UnknownProcessorError:
+            continue
+        offsets = [entry.token.offset for entry in entries]
+        if any(offset is None for offset in offsets):
+            lags[name] = None
+        else:
+            lags[name] = now_ms - min(o.epoch_ms for o in offsets if o is not None)
+    return lags
+
+
+class Cleanup:
+    """Deletes events, tag views and metadata. Thread-safe; methods are independent."""
+
+    def __init__(
+        self,
+        *,
+        tag_views: TagViewStore,
+        operations: OperationsStore,
+        tokens: TokenStore,
+        bucket_size: BucketSize,
+        settings: OperationsSettings | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self._tag_views = tag_views
+        self._operations = operations
+        self._tokens = tokens
+        self._bucket_size = bucket_size
+        self._settings = settings or OperationsSettings()
+        self._clock = clock or SystemClock()
+        self._guard = WriterGuard(operations, settings=self._settings, clock=self._clock)
+
+    @classmethod
+    def of(
+        cls,
+        stores: OperationsStores,
+        *,
+        settings: OperationsSettings | None = None,
+        clock: Clock | None = None,
+    ) -> Cleanup:
+        """The cleanup of the database `stores` is open on, with its bucket size."""
+        return cls(
+            tag_views=stores.tag_views,
+            operations=stores.operations,
+            tokens=stores.tokens,
+            bucket_size=recorded_bucket_size(stores.journal),
+            settings=settings,
+            clock=clock,
+        )
+
+    def delete_persistence_ids(
+        self,
+        persistence_ids: Sequence[PersistenceId],
+        *,
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> OperationReceipt:
+        """Delete the ids' events, tag views (every tag), progress, scanning and registration.
+
+        The ids are forgotten: a later append starts again at sequence nr 1. Refused as a
+        whole (ActiveWriterError, nothing deleted) when a live writer uses any of them,
+        unless `force`.
+        """
+        operation = "delete persistence ids"
+        forced = self._guard.check(operation, persistence_ids, force=force)
+        deleted = DeletedCounts()
+        for pid in persistence_ids:
+            tags = self._operations.tags_of(pid)
+            if dry_run:
+                rows = sum(
+                    self._operations.count_tag_view_rows(pid, t, after_sequence_nr=SequenceNr(0))
+                    for t in tags
+                )
+                deleted += self._operations.count_metadata(pid, tags) + DeletedCounts(
+                    events=self._operations.count_persistence_id_events(pid), tag_view_rows=rows
+                )
+            else:
+                deleted += self._operations.delete_persistence_id(pid, tags)
+                logger.info("persistence id deleted: persistence_id=%s", pid)
+        return OperationReceipt(
+            operation=operation,
+            persistence_ids=tuple(persistence_ids),
+            deleted=deleted,
+            is_dry_run=dry_run,
+            forced_past=forced,
+            note="" if deleted.total else "unknown persistence ids",
+        )
+
+    def delete_tag_views_before(
+        self,
+        cutoff_ms: int,
+        *,
+        tag: Tag | None = None,
+        force: bool = False,
+        dry_run: bool = False,
+        on_progress: Callable[[str], None] | None = None,
+    ) -> ExpiryReceipt:
+        """Delete the rows (of `tag`, or every tag) whose TimeUUID is before `cutoff_ms`.
+
+        Refused (TimeToLiveTooShortError) when a processor has not read that far, unless
+        `force`. Deletes in batches of the settings' rows_per_batch.
+        """
+        now_ms = self._clock.now_ns() // _NS_PER_MS
+        lagging = {
+            name: lag
+            for name, lag in processor_lags(self._tokens, now_ms=now_ms).items()
+            if lag is None or now_ms - lag < cutoff_ms
+        }
+        if lagging:
+            logger.warning(
+                "processors have not read what would be deleted: cutoff_ms=%d processors=%s",
+                cutoff_ms,
+                ",".join(sorted(lagging)),
+            )
+            if not force:
+                raise TimeToLiveTooShortError(retention_ms=now_ms - cutoff_ms, lags=lagging)
+        before = TimeUUID.min_for_epoch_ns(cutoff_ms * _NS_PER_MS).to_bytes()
+        up_to = TimeBucket(self._bucket_size.key(cutoff_ms))
+        tags = [tag] if tag is not None else [s.tag for s in self._tag_views.tags()]
+        per_tag: dict[Tag, int] = {}
+        for t in tags:
+            if dry_run:
+                per_tag[t] = self._operations.count_tag_views_before(
+                    t, up_to_bucket=up_to, before=before
+                )
+                continue
+            per_tag[t] = 0
+            while True:
+                deleted = self._operations.delete_tag_views_before(
+                    t, up_to_bucket=up_to, before=before, limit=self._settings.rows_per_batch
+                )
+                per_tag[t] += deleted
+                if on_progress is not None and deleted:
+                    on_progress(f"tag {t!r}: {per_tag[t]} rows deleted")
+                if deleted < self._settings.rows_per_batch:
+                    break
+            logger.info("tag views expired: tag=%s rows=%d", t, per_tag[t])
+        return ExpiryReceipt(
+            cutoff_ms=cutoff_ms,
+            deleted_per_tag={t: n for t, n in per_tag.items() if n},
+            is_dry_run=dry_run,
+            lagging=lagging,
+        )
+
+    def expire(
+        self,
+        time_to_live: timedelta | None,
+        *,
+        tag: Tag | None = None,
+        force: bool = False,
+        dry_run: bool = False,
+        on_progress: Callable[[str], None] | None = None,
+    ) -> ExpiryReceipt:
+        """The expiry job: delete rows older than now - `time_to_live` (events_by_tag's TTL).
+
+        Raises ConfigurationError when no TTL is set, TimeToLiveTooShortError when it is
+        shorter than a processor's lag (unless `force`).
+        """
+        if time_to_live is None:
+            msg = (
+                "events_by_tag.time_to_live is not set (ORDO_TIME_TO_LIVE_MS or "
+                "--time-to-live-ms): tag views are kept forever, nothing expires"
+            )
+            raise ConfigurationError(msg)
+        now_ms = self._clock.now_ns() // _NS_PER_MS
+        cutoff_ms = now_ms - time_to_live // timedelta(milliseconds=1)
+        return self.delete_tag_views_before(
+            cutoff_ms, tag=tag, force=force, dry_run=dry_run, on_progress=on_progress
+        )

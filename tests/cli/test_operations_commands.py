@@ -1,0 +1,98 @@
+"""`ordo reconcile` and `ordo cleanup`: thin commands, one-line refusals, dry runs, JSON."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from operations_support import WRITE, tag_view_rows, write_with_writers
+from ordo import NewEvent, open_journal
+from ordo.cli.main import cli
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_reconcile_commands_round_trip(journal_url: str) -> None:
+    write_with_writers(journal_url, writers=2, pids=2, appends=3)
+    before = tag_view_rows(journal_url)
+    j = ("--journal", journal_url)
+
+    code, out, _ = _run("reconcile", "tags", *j, "--json")
+    assert code == 0
+    assert {t["tag"] for t in json.loads(out)} == {"a", "b"}
+    code, out, _ = _run("reconcile", "tags", "w0-p1", *j)
+    assert (code, out) == (0, "a\nb\n")
+
+    code, out, _ = _run("reconcile", "delete", "w0-p1", *j, "--dry-run", "--json")
+    assert code == 0
+    assert json.loads(out)["dry_run"] is True
+    assert tag_view_rows(journal_url) == before
+    code, out, _ = _run("reconcile", "delete", "w0-p1", "--tag", "a", *j)
+    assert code == 0
+    assert out.startswith("delete tag views: delete ")
+    code, out, _ = _run("reconcile", "rebuild", "w0-p1", *j)
+    assert code == 0
+    assert "write" in out
+    assert tag_view_rows(journal_url) == before
+
+    code, out, _ = _run("reconcile", "truncate", *j)
+    assert code == 0
+    assert f"delete {len(before)} tag_views rows" in out
+    code, out, _ = _run("reconcile", "rebuild", "--all", "--local", *j, "--json")
+    assert code == 0
+    assert json.loads(out)["written_rows"] == len(before)
+    assert tag_view_rows(journal_url) == before
+
+    code, out, _ = _run("reconcile", "rebuild", "nobody", *j)
+    assert code == 0
+    assert "nothing to do" in out
+    code, _, err = _run("reconcile", "rebuild", "w0-p1", "--all", *j)
+    assert code == 1
+    assert "not both" in err
+
+
+def test_refusals_are_one_line_and_change_nothing(journal_url: str) -> None:
+    with open_journal(journal_url, settings=WRITE) as journal:
+        journal.append("busy", [NewEvent.of(1, tags=["a"])])
+        journal.flush()
+        before = tag_view_rows(journal_url)
+        for args in (
+            ("reconcile", "delete", "busy"),
+            ("reconcile", "truncate"),
+            ("cleanup", "delete", "busy"),
+        ):
+            code, _, err = _run(*args, "--journal", journal_url)
+            assert code == 1, args
+            assert err.startswith("Error: ActiveWriterError: ")
+            assert err.count("\n") == 1
+            assert journal.writer_uuid in err
+        assert tag_view_rows(journal_url) == before
+        code, out, _ = _run("reconcile", "delete", "busy", "--force", "--journal", journal_url)
+        assert code == 0
+        assert "forced past live writers of busy" in out
+
+
+def test_cleanup_expire_and_before(journal_url: str) -> None:
+    write_with_writers(journal_url, writers=1, pids=2, appends=2)
+    j = ("--journal", journal_url)
+    code, _, err = _run("cleanup", "expire", *j)
+    assert code == 1
+    assert "time_to_live is not set" in err
+    code, out, _ = _run("cleanup", "expire", "--time-to-live-ms", "3600000", *j)
+    assert code == 0
+    assert out.startswith("nothing to do")
+    code, _, err = _run("cleanup", "before", "2026-01-01T00:00:00", *j)
+    assert code == 1
+    assert "has no zone" in err
+    code, out, _ = _run("cleanup", "before", "2999-01-01T00:00:00+00:00", "--dry-run", *j)
+    assert code == 0
+    assert out.startswith("would delete")
+    rows = len(tag_view_rows(journal_url))
+    code, out, _ = _run("cleanup", "before", "2999-01-01T00:00:00+00:00", "--json", *j)
+    assert code == 0
+    assert json.loads(out)["deleted"] == rows > 0
+    assert tag_view_rows(journal_url) == set()

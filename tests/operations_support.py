@@ -1,0 +1,81 @@
+"""Helpers of the operations tests: journals from several writers, raw SQL, row snapshots."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from contextlib import closing
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+
+from ordo import EventsByTagSettings, NewEvent, open_journal
+from ordo.storage.location import SQLiteLocation, parse_location
+
+WRITE = EventsByTagSettings(flush_interval=timedelta(milliseconds=5), max_message_batch_size=7)
+TAG_VIEW_COLUMNS = "tag, timebucket, timeuuid, persistence_id, tag_pid_sequence_nr, sequence_nr"
+
+
+def write_with_writers(url: str, *, writers: int = 3, pids: int = 4, appends: int = 6) -> None:
+    """Several journals (one per thread, each its own writer) append to their own ids.
+
+    Events carry tags `a`, `b` or both, appends hold one to three events, and the tag writers
+    batch and flush as in production (small batches, short flush interval).
+    """
+
+    def write(writer: int) -> None:
+        with open_journal(url, settings=WRITE) as journal:
+            for n in range(appends):
+                for p in range(pids):
+                    tags = (["a"], ["b"], ["a", "b"])[(n + p + writer) % 3]
+                    events = [
+                        NewEvent.of({"w": writer, "n": n, "k": k}, tags=tags)
+                        for k in range(1 + (n + p) % 3)
+                    ]
+                    journal.append(f"w{writer}-p{p}", events)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def execute(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run one statement (`?` placeholders) on either backend; returns the rows, if any."""
+    location = parse_location(url)
+    if isinstance(location, SQLiteLocation):
+        with closing(sqlite3.connect(location.path)) as conn, conn:
+            return conn.execute(sql, params).fetchall()
+    with psycopg.connect(location.dsn, autocommit=True) as conn:
+        cursor = conn.execute(sql.replace("?", "%s"), params)  # type: ignore[arg-type]
+        return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+
+
+def tag_view_rows(url: str) -> set[tuple[Any, ...]]:
+    """Every tag_views row's key, sequence nr and payload (timeuuid as hex)."""
+    rows = execute(url, f"SELECT {TAG_VIEW_COLUMNS}, payload, persistence_id_hash FROM tag_views")
+    return {(r[0], r[1], bytes(r[2]).hex(), r[3], r[4], r[5], bytes(r[6]), r[7]) for r in rows}
+
+
+def progress_rows(url: str) -> set[tuple[Any, ...]]:
+    """Every tag_write_progress row."""
+    rows = execute(
+        url,
+        "SELECT persistence_id, tag, sequence_nr, tag_pid_sequence_nr, timeuuid "
+        "FROM tag_write_progress",
+    )
+    return {(r[0], r[1], r[2], r[3], bytes(r[4]).hex()) for r in rows}
+
+
+def one_row(url: str, tag: str, pid: str, number: int) -> tuple[Any, ...]:
+    """The key columns of one row (tag, bucket, timeuuid, pid, nr, seq)."""
+    rows = execute(
+        url,
+        f"SELECT {TAG_VIEW_COLUMNS} FROM tag_views WHERE tag = ? AND persistence_id = ? "
+        "AND tag_pid_sequence_nr = ?",
+        (tag, pid, number),
+    )
+    assert len(rows) == 1, rows
+    return rows[0]

@@ -1,0 +1,146 @@
+"""Cleanup and TTL on both backends: deleting ids, rows before a time, the expiry job."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+
+from operations_support import WRITE, execute, progress_rows, tag_view_rows
+from ordo import NewEvent, open_journal
+from ordo.clock import ManualClock
+from ordo.errors import ActiveWriterError, ConfigurationError, TimeToLiveTooShortError
+from ordo.processing.token import TrackingToken
+from ordo.settings import EventsByTagSettings, OperationsSettings
+from ordo.storage.operations import OperationsStores, operations_at
+from ordo.time import TimeUUID
+from ordo.tools.cleanup import Cleanup
+from ordo.types import PersistenceId
+
+NOW_NS = time.time_ns()
+HOUR_NS = 3_600 * 10**9
+SMALL_BATCHES = OperationsSettings(rows_per_batch=2)
+
+
+def _write_old_and_new(url: str) -> None:
+    """Five events three hours ago and three now, of tag `t`, across two ids."""
+    clock = ManualClock(NOW_NS - 3 * HOUR_NS)
+    with open_journal(url, settings=WRITE, clock=clock) as journal:
+        for n in range(5):
+            journal.append(f"p{n % 2}", [NewEvent.of(n, tags=["t"])])
+        clock.advance(3 * HOUR_NS)
+        for n in range(3):
+            journal.append(f"p{n % 2}", [NewEvent.of(n, tags=["t", "u"])])
+
+
+def _set_token(stores: OperationsStores, processor: str, offset: TimeUUID | None) -> None:
+    stores.tokens.initialize(processor, segment_count=1)
+    if offset is not None:
+        stores.tokens.claim(processor, 0, "me", now_ms=0, claim_timeout_ms=1)
+        with stores.tokens.batch(processor, 0, "me") as batch:
+            batch.store_token(TrackingToken(offset))
+        stores.tokens.release(processor, 0, "me")
+
+
+def test_expiry_deletes_old_rows_in_batches_and_keeps_their_progress(journal_url: str) -> None:
+    _write_old_and_new(journal_url)
+    progress = progress_rows(journal_url)
+    with operations_at(journal_url) as stores:
+        cleanup = Cleanup.of(stores, settings=SMALL_BATCHES)
+        dry = cleanup.expire(timedelta(hours=1), dry_run=True)
+        assert (dry.deleted, dry.is_dry_run) == (5, True)
+        assert len(tag_view_rows(journal_url)) == 11
+        lines: list[str] = []
+        receipt = cleanup.expire(timedelta(hours=1), on_progress=lines.append)
+    assert receipt.deleted_per_tag == {"t": 5}
+    assert len(lines) == 3  # batches of 2, 2 and 1
+    rows = tag_view_rows(journal_url)
+    assert len(rows) == 6
+    assert all(r[1] >= (NOW_NS - HOUR_NS) // 10**6 - 3_600_000 for r in rows)
+    assert progress_rows(journal_url) == progress
+    with operations_at(journal_url) as stores:
+        again = Cleanup.of(stores).expire(timedelta(hours=1))
+    assert again.deleted == 0
+    assert "nothing to do" in again.describe()
+
+
+def test_expiry_needs_a_time_to_live(journal_url: str) -> None:
+    assert EventsByTagSettings().time_to_live is None
+    with (
+        operations_at(journal_url) as stores,
+        pytest.raises(ConfigurationError, match="time_to_live"),
+    ):
+        Cleanup.of(stores).expire(None)
+
+
+def test_a_ttl_shorter_than_a_processors_lag_is_refused_unless_forced(journal_url: str) -> None:
+    _write_old_and_new(journal_url)
+    before = tag_view_rows(journal_url)
+    two_hours_ago = TimeUUID.min_for_epoch_ns(NOW_NS - 2 * HOUR_NS)
+    with operations_at(journal_url) as stores:
+        _set_token(stores, "caught-up", TimeUUID.min_for_epoch_ns(NOW_NS))
+        cleanup = Cleanup.of(stores)
+        assert cleanup.expire(timedelta(hours=1), dry_run=True).deleted == 5
+
+        _set_token(stores, "slow", two_hours_ago)
+        with pytest.raises(TimeToLiveTooShortError) as refused:
+            cleanup.expire(timedelta(hours=1))
+        assert set(refused.value.lags) == {"slow"}
+        assert "slow" in str(refused.value)
+        assert tag_view_rows(journal_url) == before
+        assert cleanup.expire(timedelta(hours=4)).deleted == 0  # longer than the lag: fine
+
+        _set_token(stores, "new", None)  # has read nothing: reads from the start
+        with pytest.raises(TimeToLiveTooShortError):
+            cleanup.expire(timedelta(hours=4))
+        forced = cleanup.expire(timedelta(hours=1), force=True)
+    assert forced.deleted == 5
+    assert set(forced.lagging) == {"slow", "new"}
+    assert forced.lagging["new"] is None
+
+
+def test_rows_of_one_tag_before_a_time(journal_url: str) -> None:
+    _write_old_and_new(journal_url)
+    with operations_at(journal_url) as stores:
+        receipt = Cleanup.of(stores).delete_tag_views_before(
+            NOW_NS // 10**6 + 1_000,
+            tag="u",  # type: ignore[arg-type]
+        )
+    assert receipt.deleted_per_tag == {"u": 3}
+    assert {r[0] for r in tag_view_rows(journal_url)} == {"t"}
+
+
+def test_deleting_persistence_ids_forgets_them(journal_url: str) -> None:
+    _write_old_and_new(journal_url)
+    with operations_at(journal_url) as stores:
+        cleanup = Cleanup.of(stores)
+        dry = cleanup.delete_persistence_ids([PersistenceId("p0")], dry_run=True)
+        assert dry.deleted.events == 5
+        assert dry.deleted.tag_view_rows == 7
+        assert len(tag_view_rows(journal_url)) == 11
+        receipt = cleanup.delete_persistence_ids([PersistenceId("p0"), PersistenceId("ghost")])
+        assert receipt.deleted.events == 5
+        assert receipt.deleted.tag_view_rows == 7
+        assert receipt.deleted.progress_rows == 2
+        nothing = cleanup.delete_persistence_ids([PersistenceId("ghost")])
+        assert nothing.is_noop
+        assert "nothing to do" in nothing.describe()
+    assert not execute(journal_url, "SELECT 1 FROM messages WHERE persistence_id = 'p0'")
+    assert not execute(journal_url, "SELECT 1 FROM all_persistence_ids WHERE persistence_id = 'p0'")
+    assert {r[3] for r in tag_view_rows(journal_url)} == {"p1"}
+    with open_journal(journal_url, settings=WRITE) as journal:
+        assert journal.append("p0", [NewEvent.of("again")]).first_sequence_nr == 1
+
+
+def test_deleting_an_id_a_live_writer_uses_is_refused(journal_url: str) -> None:
+    with open_journal(journal_url, settings=WRITE) as journal:
+        journal.append("p", [NewEvent.of(1, tags=["t"])])
+        with operations_at(journal_url) as stores:
+            cleanup = Cleanup.of(stores)
+            with pytest.raises(ActiveWriterError):
+                cleanup.delete_persistence_ids([PersistenceId("idle"), PersistenceId("p")])
+            assert execute(journal_url, "SELECT count(*) FROM messages")[0][0] == 1
+            forced = cleanup.delete_persistence_ids([PersistenceId("p")], force=True)
+            assert forced.deleted.events == 1
+            assert "p" in forced.forced_past

@@ -1,0 +1,171 @@
+"""Reconciliation on both backends: delete, rebuild, tags, truncate, dry runs, the guard."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from operations_support import (
+    WRITE,
+    execute,
+    one_row,
+    progress_rows,
+    tag_view_rows,
+    write_with_writers,
+)
+from ordo import NewEvent, open_journal
+from ordo.errors import ActiveWriterError
+from ordo.storage.operations import OperationsStores, operations_at
+from ordo.tools.reconciliation import Reconciliation
+from ordo.types import PersistenceId, Tag
+
+
+@pytest.fixture
+def written(journal_url: str) -> Iterator[OperationsStores]:
+    """A journal written by three writers, all of them closed (no live lease)."""
+    write_with_writers(journal_url)
+    with operations_at(journal_url) as stores:
+        yield stores
+
+
+def test_delete_then_rebuild_restores_the_same_rows_and_progress(
+    journal_url: str, written: OperationsStores
+) -> None:
+    before, progress = tag_view_rows(journal_url), progress_rows(journal_url)
+    reconciliation = Reconciliation.of(written)
+    pid = PersistenceId("w1-p2")
+    assert reconciliation.tags_of(pid) == ["a", "b"]
+
+    deleted = reconciliation.delete_tag_views(pid)
+    assert deleted.deleted.tag_view_rows == sum(1 for r in before if r[3] == pid)
+    assert deleted.deleted.progress_rows == 2
+    assert not any(r[3] == pid for r in tag_view_rows(journal_url))
+
+    rebuilt = reconciliation.rebuild_tag_views(pid)
+    assert rebuilt.written_rows == deleted.deleted.tag_view_rows
+    assert tag_view_rows(journal_url) == before
+    assert progress_rows(journal_url) == progress
+
+
+def test_rebuild_of_one_tag_repairs_shifted_numbers_and_leaves_other_tags(
+    journal_url: str, written: OperationsStores
+) -> None:
+    before = tag_view_rows(journal_url)
+    execute(
+        journal_url,
+        "UPDATE tag_views SET tag_pid_sequence_nr = tag_pid_sequence_nr + 1 "
+        "WHERE tag = 'a' AND persistence_id = 'w0-p0'",
+    )
+    assert tag_view_rows(journal_url) != before
+
+    receipt = Reconciliation.of(written).rebuild_tag_views(PersistenceId("w0-p0"), tag=Tag("a"))
+    assert receipt.tags == ("a",)
+    assert tag_view_rows(journal_url) == before
+
+
+def test_a_recovered_writer_rebuilds_deleted_tag_views_with_the_same_numbers(
+    journal_url: str, written: OperationsStores
+) -> None:
+    before = tag_view_rows(journal_url)
+    Reconciliation.of(written).delete_tag_views(PersistenceId("w2-p1"), tag=Tag("b"))
+    with open_journal(journal_url, settings=WRITE) as journal:
+        journal.recover("w2-p1")
+    assert tag_view_rows(journal_url) == before
+
+
+def test_dry_runs_report_and_change_nothing(journal_url: str, written: OperationsStores) -> None:
+    before, progress = tag_view_rows(journal_url), progress_rows(journal_url)
+    reconciliation = Reconciliation.of(written)
+    pid = PersistenceId("w0-p1")
+
+    deleting = reconciliation.delete_tag_views(pid, dry_run=True)
+    rebuilding = reconciliation.rebuild_tag_views(pid, dry_run=True)
+    truncating = reconciliation.truncate(dry_run=True)
+    everything = reconciliation.rebuild_all_locally(dry_run=True)
+
+    rows_of_pid = sum(1 for r in before if r[3] == pid)
+    assert deleting.is_dry_run
+    assert deleting.deleted.tag_view_rows == rows_of_pid
+    assert rebuilding.written_rows == rows_of_pid
+    assert truncating.deleted.tag_view_rows == len(before)
+    assert everything.written_rows == len(before)
+    assert "would" in deleting.describe()
+    assert tag_view_rows(journal_url) == before
+    assert progress_rows(journal_url) == progress
+
+
+def test_unknown_persistence_ids_and_tags_are_nothing_to_do(
+    journal_url: str, written: OperationsStores
+) -> None:
+    before = tag_view_rows(journal_url)
+    reconciliation = Reconciliation.of(written)
+    for receipt in (
+        reconciliation.delete_tag_views(PersistenceId("nobody")),
+        reconciliation.rebuild_tag_views(PersistenceId("nobody")),
+        reconciliation.delete_tag_views(PersistenceId("w0-p0"), tag=Tag("no-such-tag")),
+        reconciliation.rebuild_pairs([]),
+    ):
+        assert receipt.is_noop
+        assert "nothing to do" in receipt.describe()
+    assert reconciliation.tags_of(PersistenceId("nobody")) == []
+    assert tag_view_rows(journal_url) == before
+
+
+def test_truncate_then_rebuild_all_gives_what_the_tag_writers_wrote(
+    journal_url: str, written: OperationsStores
+) -> None:
+    before, progress = tag_view_rows(journal_url), progress_rows(journal_url)
+    reconciliation = Reconciliation.of(written)
+    truncated = reconciliation.truncate()
+    assert truncated.deleted.tag_view_rows == len(before)
+    assert tag_view_rows(journal_url) == set()
+
+    rebuilt = reconciliation.rebuild_all_locally()
+    assert rebuilt.written_rows == len(before)
+    assert tag_view_rows(journal_url) == before
+    assert progress_rows(journal_url) == progress
+
+
+def test_rows_of_events_deleted_from_the_journal_are_kept_by_a_rebuild(
+    journal_url: str, written: OperationsStores
+) -> None:
+    with open_journal(journal_url, settings=WRITE) as journal:
+        journal.delete_to("w1-p1", 3)
+    before = tag_view_rows(journal_url)
+    reconciliation = Reconciliation.of(written)
+    reconciliation.rebuild_tag_views(PersistenceId("w1-p1"))
+    assert tag_view_rows(journal_url) == before
+    execute(journal_url, "DELETE FROM tag_views WHERE persistence_id = 'w1-p1' AND sequence_nr > 3")
+    reconciliation.rebuild_tag_views(PersistenceId("w1-p1"))
+    assert tag_view_rows(journal_url) == before
+
+
+def test_the_active_writer_guard_refuses_and_force_overrides(journal_url: str) -> None:
+    with open_journal(journal_url, settings=WRITE) as journal:
+        journal.append("busy", [NewEvent.of(1, tags=["a"])])
+        journal.append("other", [NewEvent.of(2, tags=["a"])])
+        journal.flush()
+        with operations_at(journal_url) as stores:
+            reconciliation = Reconciliation.of(stores)
+            before = tag_view_rows(journal_url)
+            for attempt in (
+                lambda: reconciliation.delete_tag_views(PersistenceId("busy")),
+                lambda: reconciliation.rebuild_tag_views(PersistenceId("busy")),
+                lambda: reconciliation.rebuild_pairs([(Tag("a"), PersistenceId("busy"))]),
+                reconciliation.truncate,
+                reconciliation.rebuild_all_locally,
+            ):
+                with pytest.raises(ActiveWriterError) as refused:
+                    attempt()
+                assert journal.writer_uuid in str(refused.value)
+            assert tag_view_rows(journal_url) == before
+
+            forced = reconciliation.delete_tag_views(PersistenceId("busy"), force=True)
+            assert forced.forced_past == {"busy": (journal.writer_uuid,)}
+            assert forced.deleted.tag_view_rows == 1
+    with operations_at(journal_url) as stores:  # the journal closed: its lease is gone
+        receipt = Reconciliation.of(stores).rebuild_tag_views(PersistenceId("busy"))
+        assert receipt.written_rows == 1
+        assert not receipt.forced_past
+    one_row(journal_url, "a", "busy", 1)

@@ -1,0 +1,112 @@
+"""The writer lease: held while a journal is open, renewed by a thread, never per append."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Collection
+from datetime import timedelta
+
+from operations_support import WRITE
+from ordo import Journal, NewEvent, open_journal
+from ordo.clock import ManualClock
+from ordo.journal.lease import WriterLease
+from ordo.journal.ports import JournalStore
+from ordo.settings import OperationsSettings
+from ordo.storage.open import Stores
+from ordo.storage.operations import operations_at
+from ordo.tools.guard import WriterGuard
+from ordo.types import PersistenceId
+
+
+class CountingLeases:
+    """A journal store that counts lease renewals (and otherwise delegates)."""
+
+    def __init__(self, inner: JournalStore) -> None:
+        self._inner = inner
+        self.renewals: list[tuple[int, frozenset[str]]] = []
+        self.renewed = threading.Event()
+
+    def renew_writer_lease(
+        self,
+        writer_uuid: str,
+        persistence_ids: Collection[PersistenceId],
+        *,
+        started_at_ms: int,
+        now_ms: int,
+    ) -> None:
+        self._inner.renew_writer_lease(
+            writer_uuid, persistence_ids, started_at_ms=started_at_ms, now_ms=now_ms
+        )
+        self.renewals.append((now_ms, frozenset(persistence_ids)))
+        self.renewed.set()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+
+def test_an_open_journal_holds_a_lease_on_the_ids_it_started_until_it_closes(
+    journal_url: str,
+) -> None:
+    journal = open_journal(journal_url, settings=WRITE)
+    try:
+        with operations_at(journal_url) as stores:
+            assert stores.operations.live_writers(since_ms=0) == []  # nothing written yet
+            journal.append("p1", [NewEvent.of(1, tags=["t"])])
+            journal.recover("p2")
+            live = stores.operations.live_writers(since_ms=0)
+            assert [w.writer_uuid for w in live] == [journal.writer_uuid]
+            covered = stores.operations.writers_covering(
+                [PersistenceId("p1"), PersistenceId("p3")], since_ms=0
+            )
+            assert covered == {"p1": (journal.writer_uuid,)}
+    finally:
+        journal.close()
+    with operations_at(journal_url) as stores:
+        assert stores.operations.live_writers(since_ms=0) == []
+
+
+def test_appends_do_not_write_the_lease_the_heartbeat_does(stores: Stores) -> None:
+    counting = CountingLeases(stores.journal)
+    journal = Journal(counting, stores.tag_views, settings=WRITE)  # type: ignore[arg-type]
+    try:
+        for n in range(200):
+            journal.append(f"p{n % 5}", [NewEvent.of(n, tags=["t"])])
+        assert len(counting.renewals) == 1  # the first write took the lease, appends add nothing
+        assert counting.renewals[0][1] == {"p0"}
+    finally:
+        journal.close()
+
+
+def test_the_heartbeat_renews_the_lease_with_the_ids_started_since(stores: Stores) -> None:
+    counting = CountingLeases(stores.journal)
+    clock = ManualClock(1_000_000 * 1_000_000)
+    lease = WriterLease(counting, "w", clock, interval=timedelta(milliseconds=20))  # type: ignore[arg-type]
+    lease.cover(PersistenceId("a"))
+    lease.start()
+    counting.renewed.clear()
+    lease.cover(PersistenceId("b"))
+    clock.advance(5_000 * 1_000_000)
+    assert counting.renewed.wait(5)
+    time.sleep(0.05)
+    lease.close()
+    assert counting.renewals[0] == (1_000_000, frozenset({"a"}))
+    assert counting.renewals[1] == (1_005_000, frozenset({"b"}))
+
+
+def test_a_lease_not_renewed_within_the_timeout_no_longer_guards(journal_url: str) -> None:
+    now_ms = time.time_ns() // 1_000_000
+    with operations_at(journal_url) as ops:
+        ops.journal.renew_writer_lease(
+            "crashed", [PersistenceId("p")], started_at_ms=now_ms - 60_000, now_ms=now_ms - 31_000
+        )
+        ops.journal.renew_writer_lease(
+            "alive", [PersistenceId("q")], started_at_ms=now_ms - 60_000, now_ms=now_ms - 1_000
+        )
+        guard = WriterGuard(ops.operations, settings=OperationsSettings())
+        assert guard.check("test", [PersistenceId("p")], force=False) == {}
+        assert guard.check("test", [PersistenceId("q")], force=True) == {"q": ("alive",)}
+        longer = WriterGuard(
+            ops.operations, settings=OperationsSettings(writer_lease_timeout=timedelta(minutes=2))
+        )
+        assert longer.check("test", [PersistenceId("p")], force=True) == {"p": ("crashed",)}
