@@ -8,12 +8,16 @@ from typing import Any
 
 import click
 
+from ordo.cli.cdc import cdc
+from ordo.cli.cleanup import cleanup
 from ordo.cli.demo import demo
 from ordo.cli.journal import append, events, info, init, tags
 from ordo.cli.pipeline import pipeline
 from ordo.cli.processors import processors
 from ordo.cli.query import query
+from ordo.cli.reconcile import reconcile
 from ordo.cli.simulate import simulate_command
+from ordo.cli.verify import verify
 from ordo.errors import OrdoError
 
 
@@ -50,9 +54,11 @@ def cli(log_level: str, debug: bool) -> None:
     )
 
 
-for command in (init, append, events, tags, info, query, processors, pipeline, demo):
+for command in (init, append, events, tags, info, query, processors, pipeline, cdc, demo):
     cli.add_command(command)
 cli.add_command(simulate_command, name="simulate")
+for command in (reconcile, cleanup, verify):
+    cli.add_command(command)
 
 
 def main() -> None:

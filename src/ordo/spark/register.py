@@ -23,8 +23,16 @@ def python_for_workers() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
+ROCKSDB_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+"""The state store the CDC materializer needs (transformWithState); fixed per checkpoint."""
+
+
 def start_session(*, master: str = "local[*]", app_name: str = "ordo") -> SparkSession:
-    """A SparkSession for ordo's jobs: sources registered, UI and console progress bar off."""
+    """A SparkSession for ordo's jobs: sources registered, UI and console progress bar off.
+
+    Stateful queries keep their state in RocksDB, which the CDC materializer requires; the
+    provider cannot change once a query has a checkpoint, so it is set before the first run.
+    """
     python_for_workers()
     session = (
         SparkSession.builder.master(master)
@@ -32,6 +40,7 @@ def start_session(*, master: str = "local[*]", app_name: str = "ordo") -> SparkS
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_STATE_STORE)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -16,6 +16,7 @@ from ordo.query import EventEnvelope, EventsByTag, TagViewKey, TagViewReader
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.storage.location import Location, PostgresLocation, SQLiteLocation, parse_location
 from ordo.storage.migration import MigrationReceipt
+from ordo.storage.sql_change_sink import SqlChangeSink
 from ordo.storage.sql_store import TagViewKeyReader
 from ordo.tagging import TagViewStore
 from ordo.tagging.notification import IN_PROCESS
@@ -37,6 +38,8 @@ class Stores:
     tokens: TokenStore
     schemas: SchemaStore
     """The CDC schema registry's versions."""
+    change_sink: SqlChangeSink
+    """Where CDC materializers apply their micro-batches (messages, tables, progress)."""
     all_events: Callable[[BucketSize], TagViewReader[EventEnvelope]]
     """Every journal event as a TagViewReader (for processors over the whole journal)."""
     migrate: Callable[[], MigrationReceipt]
@@ -52,6 +55,7 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
     location = parse_location(url)
     stores: Stores
     if isinstance(location, SQLiteLocation):
+        from ordo.storage.sqlite.change_sink import SQLiteChangeSink
         from ordo.storage.sqlite.datastore import SQLiteDatastore
         from ordo.storage.sqlite.journal_store import SQLiteJournalStore
         from ordo.storage.sqlite.schema_store import SQLiteSchemaStore
@@ -69,6 +73,7 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
             tag_view_key_reader=TagViewKeyReader(tag_views),
             tokens=SQLiteTokenStore(sqlite),
             schemas=SQLiteSchemaStore(sqlite),
+            change_sink=SQLiteChangeSink(sqlite),
             all_events=partial(SQLiteAllEventsReader, sqlite),
             migrate=sqlite.migrate,
             close=sqlite.close,
@@ -157,6 +162,7 @@ def events_by_tag_at(
 
 
 def _open_postgres(location: PostgresLocation) -> Stores:
+    from ordo.storage.postgres.change_sink import PostgresChangeSink
     from ordo.storage.postgres.datastore import PostgresDatastore
     from ordo.storage.postgres.journal_store import PostgresJournalStore
     from ordo.storage.postgres.schema_store import PostgresSchemaStore
@@ -174,6 +180,7 @@ def _open_postgres(location: PostgresLocation) -> Stores:
         tag_view_key_reader=TagViewKeyReader(tag_views),
         tokens=PostgresTokenStore(postgres),
         schemas=PostgresSchemaStore(postgres),
+        change_sink=PostgresChangeSink(postgres),
         all_events=partial(PostgresAllEventsReader, postgres),
         migrate=postgres.migrate,
         close=postgres.close,

@@ -16,6 +16,7 @@ from ordo.storage.rows import PROGRESS_COLUMNS
 from ordo.storage.sql_key_reads import SqlKeyReads
 from ordo.storage.sql_store import SqlConnection
 from ordo.tagging import TagProgress
+from ordo.time import TimeUUID
 from ordo.tools.ports import (
     DeletedCounts,
     TagViewRow,
@@ -40,6 +41,25 @@ class SqlOperationsStore(SqlKeyReads):
         "metadata = excluded.metadata, tags = excluded.tags"
     )
     """How a rebuilt row overwrites a stored row with its key: the journal's columns win."""
+
+    # --- status ---------------------------------------------------------------------------
+
+    def count_events_after(self, after: TimeUUID | None) -> int:
+        """Journal events with a TimeUUID after `after` (all when None); uses the timeuuid index."""
+        if after is None:
+            row = self._fetchone("SELECT count(*) FROM messages", ())
+        else:
+            row = self._fetchone(
+                "SELECT count(*) FROM messages WHERE timeuuid > {p}", (after.to_bytes(),)
+            )
+        return int(row[0])
+
+    def count_time_buckets(self) -> int:
+        """(tag, time bucket) partitions of tag_views (a scan of the key)."""
+        row = self._fetchone(
+            "SELECT count(*) FROM (SELECT DISTINCT tag, timebucket FROM tag_views) AS buckets", ()
+        )
+        return int(row[0])
 
     # --- writer leases -------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ordo.tagging import TagProgress
+from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr, TimeBucket
 
 
@@ -83,6 +84,14 @@ class OperationsStore(Protocol):
 
     Thread-safe. Reads named "scan" read a whole table or a whole tag: tools only.
     """
+
+    def count_events_after(self, after: TimeUUID | None) -> int:
+        """Journal events with a TimeUUID after `after` (every event when None)."""
+        ...
+
+    def count_time_buckets(self) -> int:
+        """(tag, time bucket) partitions of tag_views (a scan)."""
+        ...
 
     def live_writers(self, *, since_ms: int) -> Sequence[WriterLeaseInfo]:
         """Leases renewed at or after `since_ms`."""

@@ -144,7 +144,7 @@ class ParquetChangeLog:
         path = self.table_path(table)
         for file in sorted(path.glob("partition=*/*.parquet")):
             for row in pq.read_table(file, schema=CHANGE_LOG_SCHEMA).to_pylist():
-                yield _mutation(row)
+                yield mutation_from_row(row)
 
     @staticmethod
     def _table(mutations: Sequence[Mutation]) -> pa.Table:
@@ -172,7 +172,7 @@ class ParquetChangeLog:
         return pa.Table.from_pylist(rows, schema=CHANGE_LOG_SCHEMA)
 
 
-def _mutation(row: dict[str, object]) -> Mutation:
+def mutation_from_row(row: dict[str, object]) -> Mutation:
     """A change log row back as a Mutation (the materializer does the same on Spark)."""
     liveness_time = row["liveness_time"]
     liveness_ttl = row["liveness_ttl_s"]

@@ -1,0 +1,319 @@
+"""`ordo cdc`: capture, ingest, materialize, schemas, status and the replica simulation."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from ordo.cdc import Publisher, SchemaRegistry
+from ordo.cdc.capture import Capture
+from ordo.cdc.ingest import ingest as publish_mutations
+from ordo.cdc.ingest import parse_mutation_lines
+from ordo.cli.cdc_schemas import schemas
+from ordo.cli.options import journal_option, json_option, print_json, require_journal
+from ordo.settings import CaptureSettings
+from ordo.storage.change_sources import DEFAULT_SLOT, change_source_at
+from ordo.storage.open import stores_at
+from ordo.storage.parquet import ParquetChangeLog
+
+F = TypeVar("F", bound=Callable[..., Any])
+DEFAULT_CHANGE_LOG = ".ordo/changelog"
+
+
+def change_log_option(func: F) -> F:
+    """--change-log DIR, also from ORDO_CDC_CHANGE_LOG."""
+    return click.option(
+        "--change-log",
+        "change_log",
+        default=DEFAULT_CHANGE_LOG,
+        show_default=True,
+        envvar="ORDO_CDC_CHANGE_LOG",
+        show_envvar=True,
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Root directory of the partitioned Parquet change logs (one per table).",
+    )(func)
+
+
+def partitions_option(func: F) -> F:
+    """--partitions N of each table's change log."""
+    return click.option(
+        "--partitions",
+        type=click.IntRange(min=1),
+        default=8,
+        show_default=True,
+        help="Partitions of each table's change log (keep it fixed once a log has files).",
+    )(func)
+
+
+@click.group()
+def cdc() -> None:
+    """Change data capture: source changes -> keyed change log -> full-row change messages."""
+
+
+cdc.add_command(schemas)
+
+
+@cdc.command()
+@journal_option
+@change_log_option
+@click.argument("source_url")
+@click.option("--table", "tables", multiple=True, required=True, help="A table to capture.")
+@click.option("--slot", default=DEFAULT_SLOT, show_default=True, help="PostgreSQL slot name.")
+@click.option("--snapshot", is_flag=True, help="First publish every captured table's rows.")
+@click.option("--follow", is_flag=True, help="Keep capturing until interrupted.")
+@partitions_option
+@click.option(
+    "--max-changes",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Changes per window; a full window is published at once.",
+)
+@click.option(
+    "--flush-interval-ms",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Publish a partly filled window at least this often.",
+)
+def capture(
+    journal_url: str | None,
+    change_log: Path,
+    source_url: str,
+    tables: tuple[str, ...],
+    slot: str,
+    snapshot: bool,
+    follow: bool,
+    partitions: int,
+    max_changes: int,
+    flush_interval_ms: int,
+) -> None:
+    """Capture committed changes of SOURCE_URL's tables into the change log.
+
+    SOURCE_URL is an SQLite file (change triggers are installed) or a PostgreSQL URL
+    (a wal2json logical replication slot is created). Without --follow the capture stops
+    once everything committed so far is published. Schemas are registered in --journal's
+    registry; an incompatible schema change stops the capture until it is accepted.
+    """
+    settings = CaptureSettings(
+        max_changes=max_changes,
+        flush_interval=timedelta(milliseconds=flush_interval_ms),
+        partitions=partitions,
+    )
+    publisher = Publisher(ParquetChangeLog(change_log), partitions=partitions)
+    with (
+        stores_at(require_journal(journal_url)) as stores,
+        change_source_at(source_url, tables, slot=slot) as source,
+    ):
+        runner = Capture(source, publisher, SchemaRegistry(stores.schemas), settings=settings)
+        runner.register_schemas()
+        if snapshot:
+            for table in tables:
+                receipt = publisher.publish(list(source.snapshot(table)))
+                click.echo(f"snapshot {table}: {sum(receipt.published.values())} rows", err=True)
+        try:
+            totals = runner.run(until_idle=not follow)
+        except KeyboardInterrupt:
+            click.echo("capture interrupted; everything published is durable", err=True)
+            return
+    published = ", ".join(f"{t}={n}" for t, n in sorted(totals.published.items())) or "nothing"
+    click.echo(f"published {published} (skipped {totals.skipped} already in the log)")
+
+
+@cdc.command()
+@journal_option
+@change_log_option
+@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@partitions_option
+def ingest(
+    journal_url: str | None, change_log: Path, files: tuple[Path, ...], partitions: int
+) -> None:
+    """Publish raw mutations (JSON lines, docs/cdc.md) from FILES or stdin into the change log.
+
+    Every line is checked first; a malformed one is reported with its number and nothing of
+    that input is published. Each table needs a registered schema (`ordo cdc schemas register`).
+    """
+    texts = [(str(f), f.read_text(encoding="utf-8")) for f in files] or [
+        ("stdin", sys.stdin.read())
+    ]
+    publisher = Publisher(ParquetChangeLog(change_log), partitions=partitions)
+    with stores_at(require_journal(journal_url)) as stores:
+        registry = SchemaRegistry(stores.schemas)
+        batches = [(name, parse_mutation_lines(text.splitlines())) for name, text in texts]
+        for name, mutations in batches:
+            receipt = publish_mutations(mutations, publisher, registry)
+            click.echo(
+                f"{name}: published {sum(receipt.published.values())}, skipped {receipt.skipped}"
+            )
+
+
+@cdc.command()
+@journal_option
+@change_log_option
+@json_option
+@click.option("--source", "source_url", default=None, help="Also show this source's capture lag.")
+@click.option("--table", "tables", multiple=True, help="Tables of --source.")
+@click.option("--slot", default=DEFAULT_SLOT, show_default=True, help="PostgreSQL slot name.")
+def status(
+    journal_url: str | None,
+    change_log: Path,
+    as_json: bool,
+    source_url: str | None,
+    tables: tuple[str, ...],
+    slot: str,
+) -> None:
+    """Show change logs (partitions, last positions), schemas, materializers and capture lag."""
+    from ordo.cli.cdc_status import cdc_status, print_status
+
+    found = cdc_status(
+        require_journal(journal_url), change_log, source_url=source_url, tables=tables, slot=slot
+    )
+    if as_json:
+        print_json(found.to_json())
+    else:
+        print_status(found)
+
+
+master_option = click.option(
+    "--master", default="local[2]", show_default=True, help="Spark master URL (a cluster works)."
+)
+
+
+@cdc.command()
+@journal_option
+@change_log_option
+@master_option
+@click.argument("table")
+@click.option(
+    "--checkpoint",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Spark checkpoint directory (state and progress); keep it to restart where it stopped.",
+)
+@click.option("--name", default=None, help="Materializer name (default: the table's name).")
+@click.option(
+    "--messages",
+    "messages_path",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Also write the messages as Parquet here (one directory per micro-batch).",
+)
+@click.option(
+    "--target-table", default="", help="Materialized table (default: TABLE_materialized)."
+)
+@click.option("--follow", is_flag=True, help="Keep materializing new changes until interrupted.")
+def materialize(
+    journal_url: str | None,
+    change_log: Path,
+    master: str,
+    table: str,
+    checkpoint: Path,
+    name: str | None,
+    messages_path: Path | None,
+    target_table: str,
+    follow: bool,
+) -> None:
+    """Turn TABLE's change log into full-row messages and keep the materialized table.
+
+    Messages go to the `cdc_messages` table of --journal (and to --messages as Parquet);
+    the table TABLE_materialized follows them. Without --follow it stops once the change
+    log is consumed. Restarting with the same --checkpoint continues exactly where it stopped.
+    """
+    from ordo.spark import start_session
+    from ordo.spark.materializer import MaterializerSpec
+    from ordo.spark.materializer import materialize as start_materializer
+
+    spec = MaterializerSpec(
+        name=name or table,
+        table=table,
+        change_log=str(change_log),
+        sink=require_journal(journal_url),
+        messages_path=None if messages_path is None else str(messages_path),
+        target_table=target_table,
+    )
+    spark = start_session(master=master, app_name=f"ordo-materializer-{spec.name}")
+    try:
+        query = start_materializer(
+            spark,
+            spec,
+            checkpoint=str(checkpoint),
+            available_now=not follow,
+            processing_time="1 second" if follow else None,
+        )
+        try:
+            query.awaitTermination()
+        except KeyboardInterrupt:
+            query.stop()
+        failure = query.exception()
+        if failure is not None:
+            msg = f"materializer {spec.name!r} failed: {failure}"
+            raise click.ClickException(" ".join(msg.split()))
+        with stores_at(spec.sink) as stores:
+            progress = [p for p in stores.change_sink.progress() if p.materializer == spec.name]
+    finally:
+        spark.stop()
+    stored = progress[0].messages if progress else 0
+    click.echo(f"materializer {spec.name!r}: {stored} messages stored; table {spec.target_table}")
+
+
+@cdc.command()
+@json_option
+@master_option
+@click.option(
+    "--replicas",
+    type=click.IntRange(min=1, max=16),
+    default=3,
+    show_default=True,
+    help="Replicas delivering each write.",
+)
+@click.option(
+    "--keys",
+    type=click.IntRange(min=1),
+    default=1_000,
+    show_default=True,
+    help="Partition keys written.",
+)
+@click.option(
+    "--mutations",
+    type=click.IntRange(min=1),
+    default=20_000,
+    show_default=True,
+    help="Client writes.",
+)
+@click.option("--seed", type=int, default=1, show_default=True, help="Makes the run repeatable.")
+def simulate(
+    as_json: bool, master: str, replicas: int, keys: int, mutations: int, seed: int
+) -> None:
+    """Check G6 with N replicas delivering a workload's writes duplicated, reordered, partial.
+
+    The deliveries go through the change log and the Spark materializer; the checker verifies
+    that each message's `before` is the previous `after` of its key, that the materialized
+    table equals the fold of the messages and the last-write-wins merge of every mutation, and
+    that every message conforms to its schema. Exit status 1 when any check fails.
+    """
+    from ordo.simulation.cdc import ReplicaWorkload
+    from ordo.spark import start_session
+    from ordo.spark.cdc_simulation import run_cdc_simulation
+
+    workload = ReplicaWorkload(mutations=mutations, keys=keys, replicas=replicas, seed=seed)
+    spark = start_session(master=master, app_name="ordo-cdc-simulate")
+    try:
+        with tempfile.TemporaryDirectory(prefix="ordo-cdc-simulate-") as work_dir:
+            result = run_cdc_simulation(spark, workload, work_dir=Path(work_dir))
+    finally:
+        spark.stop()
+    document = result.to_json()
+    if as_json:
+        click.echo(json.dumps(document))
+    else:
+        for key, value in document.items():
+            click.echo(f"{key:<22}{value}")
+    if not result.report.is_clean:
+        raise click.exceptions.Exit(1)

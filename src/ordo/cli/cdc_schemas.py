@@ -1,0 +1,87 @@
+"""`ordo cdc schemas`: list, show, register and accept the versions of captured tables' schemas."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import click
+
+from ordo.cdc import SchemaRegistry, SchemaVersion, TableSchema
+from ordo.cli.options import journal_option, json_option, print_json, require_journal
+from ordo.errors import InvalidSchemaError
+from ordo.storage.open import stores_at
+
+
+def _document(version: SchemaVersion) -> dict[str, object]:
+    return {
+        "schema_id": version.schema_id,
+        "table": version.table,
+        "version": version.version,
+        "accepted": version.is_accepted,
+        "registered_at": version.registered_at.isoformat(),
+        "schema": json.loads(version.schema.to_json()),
+    }
+
+
+def _line(version: SchemaVersion) -> str:
+    state = "accepted" if version.is_accepted else "PENDING (run `ordo cdc schemas accept`)"
+    columns = ", ".join(
+        f"{c.name} {c.type.value}{'' if c.nullable else ' not null'}"
+        for c in version.schema.columns
+    )
+    return f"{version.table} v{version.version} id={version.schema_id} {state}: {columns}"
+
+
+@click.group()
+def schemas() -> None:
+    """The schema registry: every message names the schema version it conforms to."""
+
+
+@schemas.command("list")
+@journal_option
+@json_option
+@click.argument("table", required=False)
+def list_versions(journal_url: str | None, as_json: bool, table: str | None) -> None:
+    """Show every version of TABLE's schema (or of every table)."""
+    with stores_at(require_journal(journal_url)) as stores:
+        tables = [table] if table else list(stores.schemas.tables())
+        versions = [v for name in tables for v in stores.schemas.versions(name)]
+    if as_json:
+        print_json([_document(v) for v in versions])
+        return
+    for version in versions:
+        click.echo(_line(version))
+    if not versions:
+        click.echo("no schemas registered", err=True)
+
+
+@schemas.command()
+@journal_option
+@click.argument("schema_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def register(journal_url: str | None, schema_file: Path) -> None:
+    """Declare a table's schema from SCHEMA_FILE (JSON: table, columns, partition_key, ...).
+
+    This is how a source without a catalog (a Cassandra CDC agent, the ingestion path) gets a
+    schema; captured PostgreSQL and SQLite tables register theirs from the catalog.
+    """
+    try:
+        schema = TableSchema.from_json(schema_file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        msg = f"{schema_file}: not a text file: {exc}"
+        raise InvalidSchemaError(msg) from exc
+    with stores_at(require_journal(journal_url)) as stores:
+        version = SchemaRegistry(stores.schemas).register(schema)
+    click.echo(_line(version))
+
+
+@schemas.command()
+@journal_option
+@click.argument("table")
+@click.argument("version", type=click.IntRange(min=1))
+def accept(journal_url: str | None, table: str, version: int) -> None:
+    """Accept VERSION of TABLE's schema after reviewing an incompatible change."""
+    with stores_at(require_journal(journal_url)) as stores:
+        accepted = SchemaRegistry(stores.schemas).accept(table, version)
+    click.echo(_line(dataclasses.replace(accepted, is_accepted=True)))

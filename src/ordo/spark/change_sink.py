@@ -1,0 +1,88 @@
+"""The materializer's sink: each micro-batch's messages into the sink database, exactly once.
+
+`apply_batch` is the query's `foreachBatch` function; it runs on the driver. It collects the
+batch once (as Arrow), writes the messages and dead letters as Parquet (one directory per batch
+id, replaced on a replay), then applies the messages to the sink in one transaction with the
+batch id (`SqlChangeSink.apply_batch`), which skips a batch it already applied. A replayed batch
+carries the same rows (the stateful step restarts from the state version of that batch), so
+the files it rewrites are the same files.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+
+from ordo.cdc.schema import TableSchema
+from ordo.cdc.schema_registry import SchemaRegistry
+from ordo.spark.change_rows import MESSAGE_COLUMNS, messages_from_arrow
+from ordo.storage.open import stores_at
+from ordo.storage.parquet.batch_files import replace_batch
+
+if TYPE_CHECKING:
+    from ordo.spark.materializer import MaterializerSpec
+
+logger = logging.getLogger(__name__)
+
+DEAD_LETTER_COLUMNS = (
+    "partition_key",
+    "table",
+    "key_json",
+    "schema_id",
+    "write_time",
+    "source",
+    "replica",
+    "segment",
+    "position",
+    "captured_at_us",
+    "dead_letter_reason",
+    "mutation_json",
+)
+"""The columns of the dead letters' Parquet files."""
+
+
+def apply_batch(
+    spec: MaterializerSpec, dead_letters_path: str, batch: DataFrame, batch_id: int
+) -> None:
+    """Store one micro-batch (driver; called by Spark with the batch and its id)."""
+    rows = batch.toArrow()
+    is_message = pc.is_null(rows.column("dead_letter_reason"))
+    messages = rows.filter(is_message).sort_by(
+        [("partition_key", "ascending"), ("ordinal", "ascending")]
+    )
+    rejected = rows.filter(pc.invert(is_message)).sort_by(
+        [("partition_key", "ascending"), ("position", "ascending")]
+    )
+    numbered = messages.select(list(MESSAGE_COLUMNS)).set_column(
+        0, "ordinal", pa.array(range(messages.num_rows), pa.int64())
+    )
+    if spec.messages_path is not None and messages.num_rows:
+        replace_batch(spec.messages_path, batch_id, numbered)
+    if rejected.num_rows:
+        replace_batch(dead_letters_path, batch_id, rejected.select(list(DEAD_LETTER_COLUMNS)))
+    changes = messages_from_arrow(messages)
+    with stores_at(spec.sink, create_schema=False) as stores:
+        registry = SchemaRegistry(stores.schemas)
+        schemas: dict[int, TableSchema] = {
+            schema_id: registry.by_id(schema_id).schema
+            for schema_id in sorted({m.schema_id for m in changes if m.schema_id is not None})
+        }
+        receipt = stores.change_sink.apply_batch(
+            materializer=spec.name,
+            batch_id=batch_id,
+            target_table=spec.target_table,
+            messages=changes,
+            schemas=schemas,
+        )
+    logger.info(
+        "materializer batch name=%s batch_id=%d applied=%s messages=%d dead_letters=%d",
+        spec.name,
+        batch_id,
+        receipt.is_applied,
+        len(changes),
+        rejected.num_rows,
+    )

@@ -1,0 +1,120 @@
+"""The CDC materializer on Spark: a table's change log in, full-row change messages out.
+
+`materialize(...)` streams the table's Parquet change log with Spark's file stream source,
+folds each partition key's mutations with `transformWithStateInPandas` (state per key in
+RocksDB, see `change_processor`), and hands every micro-batch to `change_sink.apply_batch`,
+which stores the messages and the materialized table in the sink database in one transaction
+with the batch id. A restart from the checkpoint continues with the state and applies nothing
+twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from pyspark.sql.functions import col, lit, pmod, xxhash64
+from pyspark.sql.streaming.query import StreamingQuery
+
+from ordo.errors import ConfigurationError
+from ordo.spark.change_processor import (
+    BIGINT_COLUMNS,
+    INPUT_COLUMNS,
+    STATE_BUCKETS,
+    ChangeFoldProcessor,
+)
+from ordo.spark.change_sink import apply_batch
+from ordo.spark.register import ROCKSDB_STATE_STORE
+from ordo.spark.schemas import CHANGE_LOG_DDL, MATERIALIZER_OUTPUT_DDL
+from ordo.storage.open import init_storage
+
+_PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MaterializerSpec:
+    """What a materializer reads and where it writes; picklable (it travels to the executors).
+
+    `name` identifies the materializer in the sink's `cdc_messages` and
+    `cdc_materializer_progress` (one name per checkpoint). `change_log` is the root of the
+    Parquet change logs (the table's log is `<change_log>/<table>`); `sink` is the SQLite or
+    PostgreSQL URL holding the schema registry, the messages, the progress and
+    `target_table` (default `<table>_materialized`). `messages_path` and `dead_letters_path`
+    are local directories that get one Parquet directory per batch id (`batch_id=<n>`);
+    dead letters default to `<checkpoint>/dead_letters`.
+    """
+
+    name: str
+    table: str
+    change_log: str
+    sink: str
+    messages_path: str | None = None
+    target_table: str = ""
+    dead_letters_path: str | None = None
+
+    def __post_init__(self) -> None:
+        for field in ("name", "table", "change_log", "sink"):
+            if not getattr(self, field):
+                msg = f"MaterializerSpec.{field} must not be empty"
+                raise ConfigurationError(msg)
+        if not self.target_table:
+            object.__setattr__(self, "target_table", f"{self.table}_materialized")
+
+    @property
+    def change_log_path(self) -> str:
+        """The directory of the table's change log (what the file stream source lists)."""
+        return f"{self.change_log.rstrip('/')}/{self.table}"
+
+
+def materialize(
+    spark: SparkSession,
+    spec: MaterializerSpec,
+    *,
+    checkpoint: str,
+    available_now: bool = False,
+    processing_time: str | None = None,
+) -> StreamingQuery:
+    """Start the materializer's streaming query (call on the driver; returns at once).
+
+    `available_now` processes what the change log holds and stops; `processing_time` (e.g.
+    "10 seconds") sets the trigger interval of a continuous run. Raises ConfigurationError when
+    the session's state store is not RocksDB. Creates or upgrades the sink's schema.
+    """
+    provider = spark.conf.get(_PROVIDER_KEY, None)
+    if provider != ROCKSDB_STATE_STORE:
+        msg = (
+            f"the CDC materializer keeps its state with transformWithState, which needs "
+            f"{_PROVIDER_KEY}={ROCKSDB_STATE_STORE} (got {provider}); set it before the "
+            "query's first run (ordo.spark.start_session does), it cannot change afterwards"
+        )
+        raise ConfigurationError(msg)
+    init_storage(spec.sink)
+    if "://" not in spec.change_log:  # a local log: the capture may not have written yet
+        Path(spec.change_log_path).mkdir(parents=True, exist_ok=True)
+    columns = [
+        col(name).cast("string") if name in BIGINT_COLUMNS else col(name) for name in INPUT_COLUMNS
+    ]
+    bucket = pmod(xxhash64(col("partition_key")), lit(STATE_BUCKETS)).alias("state_bucket")
+    changes = (
+        spark.readStream.schema(CHANGE_LOG_DDL)
+        .parquet(spec.change_log_path)
+        .select(bucket, *columns)
+        .groupBy("state_bucket")
+        .transformWithStateInPandas(
+            ChangeFoldProcessor(sink=spec.sink, table=spec.table),
+            MATERIALIZER_OUTPUT_DDL,
+            "Append",
+            "None",
+        )
+    )
+    dead_letters = spec.dead_letters_path or f"{checkpoint.rstrip('/')}/dead_letters"
+    writer = changes.writeStream.foreachBatch(partial(apply_batch, spec, dead_letters)).option(
+        "checkpointLocation", checkpoint
+    )
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    elif processing_time is not None:
+        writer = writer.trigger(processingTime=processing_time)
+    return writer.queryName(spec.name).start()

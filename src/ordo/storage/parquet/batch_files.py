@@ -1,0 +1,44 @@
+"""One Parquet directory per micro-batch, replaced as a whole: `<root>/batch_id=<n>/`.
+
+A streaming sink that writes files outside its transaction is exactly-once when a replayed batch
+rewrites the same directory instead of adding to it. The new files are written to a hidden
+directory (Spark and pyarrow readers skip names starting with "."), then renamed into place, so a
+reader sees the old batch or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def batch_directory(root: str | os.PathLike[str], batch_id: int) -> Path:
+    """Where the files of `batch_id` live under `root` (a Hive-style partition directory)."""
+    return Path(root) / f"batch_id={batch_id}"
+
+
+def replace_batch(root: str | os.PathLike[str], batch_id: int, table: pa.Table) -> Path:
+    """Write `table` as the batch's only file, replacing what an earlier attempt wrote.
+
+    Called from the driver of a streaming query, once per micro-batch; not safe for two writers
+    of the same batch at once (a streaming query has one).
+    """
+    final = batch_directory(root, batch_id)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    token = uuid.uuid4().hex
+    staged = final.parent / f".{final.name}.{token}.tmp"
+    staged.mkdir()
+    pq.write_table(table, staged / "part-00000.parquet")
+    if final.exists():
+        retired = final.parent / f".{final.name}.{token}.old"
+        final.rename(retired)
+        staged.rename(final)
+        shutil.rmtree(retired)
+    else:
+        staged.rename(final)
+    return final

@@ -1,0 +1,338 @@
+"""The materializer's sink database: messages, the materialized table and progress, exactly once.
+
+One micro-batch of a materializer is applied in one transaction: its messages go to
+`cdc_messages`, their net effect to the materialized table, and the batch id to
+`cdc_materializer_progress`. A batch whose id the progress already covers (a replay after a
+restart or a retried batch) changes nothing. The SQL is the same on SQLite and PostgreSQL,
+written with `{p}` placeholders; the backends add their column types, how they list a table's
+columns and how they run one statement for many rows.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, cast
+
+from ordo.cdc.change import ChangeMessage, ChangeOp
+from ordo.cdc.mutation import Audit, JsonValue, Key, Scalar
+from ordo.cdc.schema import Column, ColumnType, TableSchema
+from ordo.errors import CdcError
+from ordo.storage.sql_store import SqlConnection, SqlStore
+
+_MESSAGE_COLUMNS = (
+    "materializer, batch_id, ordinal, table_name, key_json, op, before_json, after_json, "
+    "schema_id, write_time, source, replica, segment, position"
+)
+
+
+def quote_identifier(name: str) -> str:
+    """`name` as a quoted SQL identifier (the same rule on SQLite and PostgreSQL)."""
+    if not name or "\x00" in name:
+        msg = f"not a usable table or column name: {name!r}"
+        raise CdcError(msg)
+    return '"' + name.replace('"', '""') + '"'
+
+
+_json = json.JSONEncoder(separators=(",", ":")).encode
+"""Compact JSON; one encoder for every call (json.dumps with arguments builds one each time)."""
+
+
+def _json_value(column: Column, value: Any) -> JsonValue:
+    """A value read from a materialized table back in its message (JSON) form."""
+    if value is None:
+        return None
+    match column.type:
+        case ColumnType.BOOLEAN:
+            return bool(value)
+        case ColumnType.BYTES:
+            return bytes(value).hex()
+        case ColumnType.JSON:
+            return cast(JsonValue, json.loads(value) if isinstance(value, str) else value)
+        case ColumnType.DECIMAL | ColumnType.TIMESTAMP | ColumnType.DATE:
+            return value if isinstance(value, str) else str(value)
+        case _:
+            return cast(JsonValue, value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeBatchReceipt:
+    """What `apply_batch` did: `is_applied` is False for a batch the progress already covered."""
+
+    is_applied: bool
+    messages: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MaterializerProgress:
+    """How far a materializer got: its last applied batch id (inclusive) and messages stored."""
+
+    materializer: str
+    batch_id: int
+    messages: int
+
+
+@dataclass(slots=True)
+class _NetChange:
+    """The net effect of one key's messages in a batch: delete first?, then upsert these values."""
+
+    is_deleted: bool = False
+    values: dict[str, JsonValue] | None = None
+
+
+def _net_changes(messages: Sequence[ChangeMessage]) -> dict[Key, _NetChange]:
+    """Per key, what applying the messages one by one does to the table, as one delete+upsert.
+
+    An upsert writes the columns of its `after` row and leaves the others as they are, so the
+    columns of consecutive upserts merge; a delete wipes what came before.
+    """
+    changes: dict[Key, _NetChange] = {}
+    for message in messages:
+        change = changes.setdefault(message.key, _NetChange())
+        if message.op is ChangeOp.DELETE or message.after is None:
+            change.is_deleted, change.values = True, None
+        elif change.values is None:
+            change.values = dict(message.after)
+        else:
+            change.values.update(message.after)
+    return changes
+
+
+class SqlChangeSink(SqlStore):
+    """Applies a materializer's micro-batches exactly once (thread-safe as its datastore is)."""
+
+    COLUMN_TYPES: ClassVar[Mapping[ColumnType, str]]
+    """The SQL type of each logical column type on this backend."""
+    TABLE_COLUMNS: ClassVar[str]
+    """A query with one `{p}` (the table name) listing the table's columns; none if absent."""
+
+    def _executemany(self, conn: SqlConnection, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        raise NotImplementedError
+
+    def last_batch_id(self, materializer: str) -> int | None:
+        """The last batch id the materializer applied (inclusive), or None."""
+        row = self._fetchone(
+            "SELECT batch_id FROM cdc_materializer_progress WHERE materializer = {p}",
+            (materializer,),
+        )
+        return None if row is None else int(row[0])
+
+    def progress(self) -> Sequence[MaterializerProgress]:
+        """Every materializer that applied a batch, by name."""
+        rows = self._fetchall(
+            "SELECT p.materializer, p.batch_id, (SELECT count(*) FROM cdc_messages AS m "
+            "WHERE m.materializer = p.materializer) FROM cdc_materializer_progress AS p "
+            "ORDER BY p.materializer",
+            (),
+        )
+        return [
+            MaterializerProgress(materializer=str(name), batch_id=int(batch), messages=int(count))
+            for name, batch, count in rows
+        ]
+
+    def read_messages(self, materializer: str) -> Iterator[ChangeMessage]:
+        """Every message the materializer stored, in the order it emitted them (for checks)."""
+        rows = self._fetchall(
+            f"SELECT {_MESSAGE_COLUMNS} FROM cdc_messages WHERE materializer = {{p}} "
+            "ORDER BY batch_id, ordinal",
+            (materializer,),
+        )
+        for row in rows:
+            before, after = row[6], row[7]
+            yield ChangeMessage(
+                table=str(row[3]),
+                op=ChangeOp(row[5]),
+                key=tuple(json.loads(row[4])),
+                before=None if before is None else json.loads(before),
+                after=None if after is None else json.loads(after),
+                schema_id=None if row[8] is None else int(row[8]),
+                write_time=int(row[9]),
+                audit=Audit(
+                    source=str(row[10]),
+                    replica=str(row[11]),
+                    segment=str(row[12]),
+                    position=int(row[13]),
+                ),
+            )
+
+    def read_table(self, table: str, schema: TableSchema) -> dict[Key, dict[str, JsonValue]]:
+        """A materialized table's rows by primary key, values in their JSON form.
+
+        Exact for string, long, double, boolean, bytes and json columns; decimals, timestamps
+        and dates come back as the database renders them.
+        """
+        names = [column.name for column in schema.columns]
+        rows = self._fetchall(
+            f"SELECT {', '.join(map(quote_identifier, names))} FROM {quote_identifier(table)}", ()
+        )
+        found: dict[Key, dict[str, JsonValue]] = {}
+        for row in rows:
+            values = {c.name: _json_value(c, v) for c, v in zip(schema.columns, row, strict=True)}
+            found[tuple(cast(Scalar, values[k]) for k in schema.primary_key)] = values
+        return found
+
+    def apply_batch(
+        self,
+        *,
+        materializer: str,
+        batch_id: int,
+        target_table: str,
+        messages: Sequence[ChangeMessage],
+        schemas: Mapping[int, TableSchema],
+    ) -> ChangeBatchReceipt:
+        """Store and apply one micro-batch's `messages` (in order) in one transaction.
+
+        `schemas` holds the schema of every schema id the messages name; the target table is
+        created from them on first use, and gains the nullable columns a newer version adds.
+        """
+        with self._db.write_transaction() as conn:
+            done = conn.execute(
+                self._sql(
+                    "SELECT batch_id FROM cdc_materializer_progress WHERE materializer = {p}"
+                ),
+                (materializer,),
+            ).fetchone()
+            if done is not None and int(done[0]) >= batch_id:
+                return ChangeBatchReceipt(is_applied=False, messages=0)
+            self._insert_messages(conn, materializer, batch_id, messages)
+            if messages:
+                columns, key = self._ensure_table(conn, target_table, messages, schemas)
+                self._apply(conn, target_table, _net_changes(messages), columns, key)
+            conn.execute(
+                self._sql(
+                    "INSERT INTO cdc_materializer_progress (materializer, batch_id, updated_at) "
+                    "VALUES ({p}, {p}, {p}) ON CONFLICT (materializer) DO UPDATE SET "
+                    "batch_id = excluded.batch_id, updated_at = excluded.updated_at"
+                ),
+                (materializer, batch_id, time.time_ns() // 1_000_000),
+            )
+        return ChangeBatchReceipt(is_applied=True, messages=len(messages))
+
+    def _insert_messages(
+        self,
+        conn: SqlConnection,
+        materializer: str,
+        batch_id: int,
+        messages: Sequence[ChangeMessage],
+    ) -> None:
+        rows = [
+            (
+                materializer,
+                batch_id,
+                ordinal,
+                m.table,
+                _json(list(m.key)),
+                m.op.value,
+                None if m.before is None else _json(m.before),
+                None if m.after is None else _json(m.after),
+                m.schema_id,
+                m.write_time,
+                m.audit.source,
+                m.audit.replica,
+                m.audit.segment,
+                m.audit.position,
+            )
+            for ordinal, m in enumerate(messages)
+        ]
+        if rows:
+            placeholders = ", ".join(["{p}"] * 14)
+            self._executemany(
+                conn,
+                self._sql(f"INSERT INTO cdc_messages ({_MESSAGE_COLUMNS}) VALUES ({placeholders})"),
+                rows,
+            )
+
+    def _ensure_table(
+        self,
+        conn: SqlConnection,
+        table: str,
+        messages: Sequence[ChangeMessage],
+        schemas: Mapping[int, TableSchema],
+    ) -> tuple[dict[str, Column], tuple[str, ...]]:
+        """Create the table or add missing columns; returns every column by name, and the key."""
+        named = sorted({m.schema_id for m in messages if m.schema_id is not None})
+        missing = [schema_id for schema_id in named if schema_id not in schemas]
+        if missing or not named:
+            msg = f"table {table!r}: messages name schema ids {missing or [None]} with no schema"
+            raise CdcError(msg)
+        columns: dict[str, Column] = {}
+        for schema_id in named:  # ids grow with versions: the newest type of a column wins
+            columns.update((column.name, column) for column in schemas[schema_id].columns)
+        key = schemas[named[-1]].primary_key
+        found = conn.execute(self._sql(self.TABLE_COLUMNS), (table,)).fetchall()
+        existing = {str(row[0]) for row in found}
+        name = self._identifier
+        if not existing:
+            definitions = [
+                f"{name(c.name)} {self.COLUMN_TYPES[c.type]}"
+                + (" NOT NULL" if c.name in key else "")
+                for c in columns.values()
+            ]
+            primary_key = ", ".join(map(name, key))
+            conn.execute(
+                f"CREATE TABLE {name(table)} ({', '.join(definitions)}, "
+                f"PRIMARY KEY ({primary_key}))",
+                (),
+            )
+        for column in columns.values():
+            if existing and column.name not in existing:
+                conn.execute(
+                    f"ALTER TABLE {name(table)} ADD COLUMN "
+                    f"{name(column.name)} {self.COLUMN_TYPES[column.type]}",
+                    (),
+                )
+        return columns, key
+
+    def _apply(
+        self,
+        conn: SqlConnection,
+        table: str,
+        changes: Mapping[Key, _NetChange],
+        columns: Mapping[str, Column],
+        key: tuple[str, ...],
+    ) -> None:
+        name, p = self._identifier, self.PARAM
+        deletes = [
+            [self._sql_value(columns[k], v) for k, v in zip(key, row_key, strict=True)]
+            for row_key, change in changes.items()
+            if change.is_deleted
+        ]
+        if deletes:
+            where = " AND ".join(f"{name(k)} = {p}" for k in key)
+            self._executemany(conn, f"DELETE FROM {name(table)} WHERE {where}", deletes)
+        by_columns: dict[tuple[str, ...], list[list[object]]] = {}
+        for change in changes.values():
+            if change.values is not None:
+                names = tuple(change.values)
+                by_columns.setdefault(names, []).append(
+                    [self._sql_value(columns[n], change.values[n]) for n in names]
+                )
+        for names, rows in by_columns.items():
+            assignments = [f"{name(n)} = excluded.{name(n)}" for n in names if n not in key]
+            update = "DO UPDATE SET " + ", ".join(assignments) if assignments else "DO NOTHING"
+            sql = (
+                f"INSERT INTO {name(table)} ({', '.join(map(name, names))}) "
+                f"VALUES ({', '.join([p] * len(names))}) "
+                f"ON CONFLICT ({', '.join(map(name, key))}) {update}"
+            )
+            self._executemany(conn, sql, rows)
+
+    def _identifier(self, name: str) -> str:
+        """`name` quoted for statements that also carry parameters."""
+        return quote_identifier(name)
+
+    def _sql_value(self, column: Column, value: JsonValue) -> object:
+        """A message value as this backend's driver takes it for the column's SQL type."""
+        if value is None:
+            return None
+        match column.type:
+            case ColumnType.JSON:
+                return _json(value)
+            case ColumnType.BYTES:
+                return bytes.fromhex(str(value).removeprefix("\\x"))
+            case ColumnType.DECIMAL:
+                return str(value)
+            case _:
+                return value

@@ -1,0 +1,98 @@
+"""`ordo cdc` on the embedded default: schemas, capture from SQLite, ingest, bad input."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ordo.cdc import mutation_to_json
+from ordo.cli.main import cli
+from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload, replica_mutations
+from ordo.storage.parquet import ParquetChangeLog
+
+
+def _run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), input=stdin)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'ordo.db'}"
+
+
+def test_capture_publishes_a_snapshot_and_the_changes_of_sqlite_tables(
+    tmp_path: Path, journal: str
+) -> None:
+    source = tmp_path / "shop.db"
+    with sqlite3.connect(source) as conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT, qty INTEGER)")
+        conn.executemany("INSERT INTO items VALUES (?, ?, ?)", [(i, f"i{i}", i) for i in range(5)])
+    log = tmp_path / "log"
+    args = ("cdc", "capture", str(source), "--table", "items", "--journal", journal)
+    code, out, err = _run(*args, "--change-log", str(log), "--snapshot")
+    assert code == 0, err
+    assert "snapshot items: 5 rows" in err
+    with sqlite3.connect(source) as conn:
+        conn.execute("UPDATE items SET qty = 99 WHERE id = 3")
+    code, out, _ = _run(*args, "--change-log", str(log))
+    assert code == 0
+    assert out.strip() == "published items=1 (skipped 0 already in the log)"
+    mutations = list(ParquetChangeLog(log).read("items"))
+    assert len(mutations) == 6
+    assert sum(m.audit.is_snapshot for m in mutations) == 5
+
+    code, out, _ = _run("cdc", "schemas", "list", "--journal", journal, "--json")
+    assert [(v["table"], v["version"], v["accepted"]) for v in json.loads(out)] == [
+        ("items", 1, True)
+    ]
+    code, out, _ = _run("cdc", "status", "--journal", journal, "--change-log", str(log), "--json")
+    assert code == 0
+    assert json.loads(out)["change_logs"][0]["mutations"] == 6
+
+
+def test_ingest_needs_a_schema_and_rejects_a_malformed_line_whole(
+    tmp_path: Path, journal: str
+) -> None:
+    lines = [
+        json.dumps(mutation_to_json(m))
+        for m in replica_mutations(ReplicaWorkload(mutations=30, keys=5, replicas=3))
+    ]
+    log = str(tmp_path / "log")
+    code, _, err = _run(
+        "cdc", "ingest", "--journal", journal, "--change-log", log, stdin="\n".join(lines)
+    )
+    assert code == 1
+    assert "UnknownSchemaError" in err
+
+    schema_file = tmp_path / "readings.json"
+    schema_file.write_text(SIMULATED_SCHEMA.to_json())
+    code, out, _ = _run("cdc", "schemas", "register", str(schema_file), "--journal", journal)
+    assert code == 0
+    assert out.startswith("readings v1")
+
+    broken = "\n".join([*lines[:3], "{not json", *lines[3:]])
+    code, _, err = _run("cdc", "ingest", "--journal", journal, "--change-log", log, stdin=broken)
+    assert code == 1
+    assert "MalformedMutationError: line 4" in err
+    assert not (tmp_path / "log").exists()
+
+    code, out, _ = _run(
+        "cdc", "ingest", "--journal", journal, "--change-log", log, stdin="\n".join(lines)
+    )
+    assert code == 0
+    assert out.strip() == f"stdin: published {len(lines)}, skipped 0"
+
+
+def test_capture_refuses_a_table_without_primary_key(tmp_path: Path, journal: str) -> None:
+    source = tmp_path / "shop.db"
+    with sqlite3.connect(source) as conn:
+        conn.execute("CREATE TABLE loose (name TEXT)")
+    code, _, err = _run("cdc", "capture", str(source), "--table", "loose", "--journal", journal)
+    assert code == 1
+    assert "NoPrimaryKeyError" in err
+    assert "PRIMARY KEY" in err

@@ -1,0 +1,231 @@
+"""The CDC materializer on Spark: full-row messages, the materialized table, exactly once."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import closing
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+from ordo.cdc import Audit, Cell, Column, ColumnType, Mutation, SchemaRegistry, TableSchema
+from ordo.cdc.mutation import snapshot_segment
+from ordo.errors import ConfigurationError
+from ordo.spark import MaterializerSpec, materialize
+from ordo.storage.open import stores_at
+from ordo.storage.parquet import ParquetChangeLog
+
+pytestmark = pytest.mark.spark
+
+USERS = TableSchema(
+    table="users",
+    columns=(
+        Column(name="id", type=ColumnType.LONG, nullable=False),
+        Column(name="name", type=ColumnType.STRING),
+        Column(name="age", type=ColumnType.LONG),
+    ),
+    partition_key=("id",),
+)
+USERS_V2 = TableSchema(
+    table="users",
+    columns=(*USERS.columns, Column(name="email", type=ColumnType.STRING)),
+    partition_key=("id",),
+)
+REPLICAS = ("10.0.0.1", "10.0.0.2", "10.0.0.3")
+
+
+def _write(
+    key: int,
+    time: int,
+    *,
+    insert: bool = False,
+    replicas: Sequence[str] = REPLICAS,
+    segment: str = "CommitLog-1",
+    schema_id: int | None = None,
+    **cells: object,
+) -> list[Mutation]:
+    """One write of user `key` at `time`, as each replica's commit log delivers it."""
+    return [
+        Mutation(
+            table="users",
+            partition_key=(key,),
+            cells={name: Cell(value=value, write_time=time) for name, value in cells.items()},
+            liveness=Cell(value=True, write_time=time) if insert else None,
+            schema_id=schema_id,
+            audit=Audit(source="cassandra", replica=replica, segment=segment, position=time),
+        )
+        for replica in replicas
+    ]
+
+
+def _delete(key: int, time: int) -> list[Mutation]:
+    return [
+        Mutation(
+            table="users",
+            partition_key=(key,),
+            row_deleted_at=time,
+            audit=Audit(source="cassandra", replica=replica, segment="CommitLog-1", position=time),
+        )
+        for replica in REPLICAS
+    ]
+
+
+def _run(spark: SparkSession, spec: MaterializerSpec, checkpoint: Path) -> None:
+    query = materialize(spark, spec, checkpoint=str(checkpoint), available_now=True)
+    query.awaitTermination(120)
+    assert query.exception() is None
+
+
+def _messages(url: str) -> list[dict[str, Any]]:
+    columns = "batch_id, ordinal, key_json, op, before_json, after_json, schema_id"
+    sql = f"SELECT {columns} FROM cdc_messages ORDER BY batch_id, ordinal"
+    if url.startswith("sqlite"):
+        with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
+            rows = conn.execute(sql).fetchall()
+    else:
+        with psycopg.connect(url) as conn:
+            rows = conn.execute(sql).fetchall()
+    names = [c.strip() for c in columns.split(",")]
+    found = [dict(zip(names, row, strict=True)) for row in rows]
+    for message in found:
+        for side in ("before", "after"):
+            text = message.pop(f"{side}_json")
+            message[side] = None if text is None else json.loads(text)
+    return found
+
+
+def _table(url: str, table: str) -> dict[int, tuple[Any, ...]]:
+    sql = f'SELECT * FROM "{table}" ORDER BY id'
+    if url.startswith("sqlite"):
+        with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
+            rows = conn.execute(sql).fetchall()
+    else:
+        with psycopg.connect(url) as conn:
+            rows = conn.execute(sql).fetchall()
+    return {row[0]: tuple(row) for row in rows}
+
+
+def _by_key(messages: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for message in messages:
+        grouped.setdefault(message["key_json"], []).append(message)
+    return grouped
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def sink_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'sink.db'}"
+    else:
+        yield request.getfixturevalue("postgres_dsn")
+
+
+def test_messages_carry_full_rows_and_a_restart_continues_exactly_once(
+    spark: SparkSession, sink_url: str, tmp_path: Path
+) -> None:
+    with stores_at(sink_url) as stores:
+        v1 = SchemaRegistry(stores.schemas).register(USERS).schema_id
+    log = ParquetChangeLog(tmp_path / "log")
+    spec = MaterializerSpec(
+        name="users-view",
+        table="users",
+        change_log=str(tmp_path / "log"),
+        sink=sink_url,
+        messages_path=str(tmp_path / "messages"),
+    )
+    log.append("users", 0, _write(1, 10, insert=True, name="Ada", age=36))
+    log.append("users", 1, _write(2, 11, insert=True, name="Bob", age=40))
+    log.append("users", 0, _write(1, 20, age=37))  # a partial update
+    _run(spark, spec, tmp_path / "checkpoint")
+
+    with stores_at(sink_url) as stores:  # a compatible change: a new nullable column
+        v2 = SchemaRegistry(stores.schemas).register(USERS_V2).schema_id
+    log.append("users", 0, _write(1, 5, name="Stale"))  # older than the name the state holds
+    log.append("users", 0, _write(1, 30, schema_id=v2, email="ada@example.com"))
+    log.append("users", 1, _delete(2, 31))
+    log.append("users", 1, _write(3, 32, insert=True, schema_id=v2, name="Cy"))
+    _run(spark, spec, tmp_path / "checkpoint")  # resumes from the checkpoint's state
+    _run(spark, spec, tmp_path / "checkpoint")  # nothing new: nothing happens
+
+    messages = _messages(sink_url)
+    assert [m["ordinal"] for m in messages if m["batch_id"] == messages[0]["batch_id"]] == [
+        0,
+        1,
+        2,
+    ]
+    by_key = _by_key(messages)
+    assert {k: [m["op"] for m in ms] for k, ms in by_key.items()} == {
+        "[1]": ["create", "update", "update"],
+        "[2]": ["create", "delete"],
+        "[3]": ["create"],
+    }
+    assert [m["after"] for m in by_key["[1]"]] == [
+        {"id": 1, "name": "Ada", "age": 36},
+        {"id": 1, "name": "Ada", "age": 37},
+        {"id": 1, "name": "Ada", "age": 37, "email": "ada@example.com"},
+    ]
+    assert [m["schema_id"] for m in by_key["[1]"]] == [v1, v1, v2]
+    for history in by_key.values():
+        assert history[0]["before"] is None
+        for previous, message in pairwise(history):
+            # equal, in the newer message's schema (v2 adds a column, null until written)
+            before, after = message["before"], previous["after"]
+            assert before == {column: after.get(column) for column in before}
+            assert set(after) <= set(before)
+    assert _table(sink_url, "users_materialized") == {
+        1: (1, "Ada", 37, "ada@example.com"),
+        3: (3, "Cy", None, None),
+    }
+    files = pq.read_table(tmp_path / "messages").to_pylist()
+    assert len(files) == len(messages) == 6
+
+
+def test_snapshot_rows_are_reads_and_bad_mutations_are_dead_letters(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'sink.db'}"
+    with stores_at(url) as stores:
+        SchemaRegistry(stores.schemas).register(USERS)
+    log = ParquetChangeLog(tmp_path / "log")
+    snapshot = snapshot_segment("slot", 1)
+    log.append("users", 0, _write(1, 1, insert=True, replicas=[""], segment=snapshot, name="A"))
+    log.append("users", 0, _write(2, 2, insert=True, replicas=[""], segment=snapshot, name="B"))
+    log.append("users", 1, _write(1, 5, replicas=["r"], nickname="Al"))  # no such column
+    log.append("users", 1, _write(2, 6, replicas=["r"], age="old"))  # not a long
+    log.append("users", 1, _write(2, 7, replicas=["r"], schema_id=999, age=3))  # no such id
+    log.append("users", 1, _write(2, 8, replicas=["r"], age=4))
+    spec = MaterializerSpec(name="snap", table="users", change_log=str(tmp_path / "log"), sink=url)
+    _run(spark, spec, tmp_path / "checkpoint")
+
+    ops = [(m["key_json"], m["op"]) for m in _messages(url)]
+    assert sorted(ops) == [("[1]", "read"), ("[2]", "read"), ("[2]", "update")]
+    assert _table(url, "users_materialized") == {1: (1, "A", None), 2: (2, "B", 4)}
+    dead = pq.read_table(tmp_path / "checkpoint" / "dead_letters").to_pylist()
+    reasons = [d["dead_letter_reason"] for d in dead]
+    for expected in ("unknown column 'nickname'", "'old' is not a long", "no schema id 999"):
+        assert sum(expected in reason for reason in reasons) == 1, reasons
+    assert len(reasons) == 3
+    assert {json.loads(d["mutation_json"])["audit"]["replica"] for d in dead} == {"r"}
+
+
+def test_another_state_store_is_refused(spark: SparkSession, tmp_path: Path) -> None:
+    key = "spark.sql.streaming.stateStore.providerClass"
+    configured = spark.conf.get(key)
+    spark.conf.set(
+        key, "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+    )
+    try:
+        spec = MaterializerSpec(
+            name="x", table="users", change_log=str(tmp_path), sink=f"sqlite:///{tmp_path}/s.db"
+        )
+        with pytest.raises(ConfigurationError, match="RocksDBStateStoreProvider"):
+            materialize(spark, spec, checkpoint=str(tmp_path / "checkpoint"))
+    finally:
+        spark.conf.set(key, configured)
