@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
+from cdc_support import USERS
 from ordo.cdc import Audit, Cell, Column, ColumnType, Mutation, SchemaRegistry, TableSchema
 from ordo.cdc.mutation import snapshot_segment
 from ordo.errors import ConfigurationError
@@ -24,15 +25,6 @@ from ordo.storage.parquet import ParquetChangeLog
 
 pytestmark = pytest.mark.spark
 
-USERS = TableSchema(
-    table="users",
-    columns=(
-        Column(name="id", type=ColumnType.LONG, nullable=False),
-        Column(name="name", type=ColumnType.STRING),
-        Column(name="age", type=ColumnType.LONG),
-    ),
-    partition_key=("id",),
-)
 USERS_V2 = TableSchema(
     table="users",
     columns=(*USERS.columns, Column(name="email", type=ColumnType.STRING)),

@@ -18,6 +18,7 @@ from ordo.cdc.ingest import ingest as publish_mutations
 from ordo.cdc.ingest import parse_mutation_lines
 from ordo.cli.cdc_schemas import schemas
 from ordo.cli.options import journal_option, json_option, print_json, require_journal
+from ordo.cli.streaming import wait_for
 from ordo.settings import CaptureSettings
 from ordo.storage.change_sources import DEFAULT_SLOT, change_source_at
 from ordo.storage.open import stores_at
@@ -41,15 +42,22 @@ def change_log_option(func: F) -> F:
     )(func)
 
 
-def partitions_option(func: F) -> F:
-    """--partitions N of each table's change log."""
+def _count(
+    name: str, default: int, help_text: str, *, maximum: int | None = None
+) -> Callable[[F], F]:
+    """A positive integer option with its default shown."""
     return click.option(
-        "--partitions",
-        type=click.IntRange(min=1),
-        default=8,
+        name,
+        type=click.IntRange(min=1, max=maximum),
+        default=default,
         show_default=True,
-        help="Partitions of each table's change log (keep it fixed once a log has files).",
-    )(func)
+        help=help_text,
+    )
+
+
+partitions_option = _count(
+    "--partitions", 8, "Partitions of each table's change log (keep it fixed once it has files)."
+)
 
 
 @click.group()
@@ -69,20 +77,8 @@ cdc.add_command(schemas)
 @click.option("--snapshot", is_flag=True, help="First publish every captured table's rows.")
 @click.option("--follow", is_flag=True, help="Keep capturing until interrupted.")
 @partitions_option
-@click.option(
-    "--max-changes",
-    type=click.IntRange(min=1),
-    default=1000,
-    show_default=True,
-    help="Changes per window; a full window is published at once.",
-)
-@click.option(
-    "--flush-interval-ms",
-    type=click.IntRange(min=1),
-    default=1000,
-    show_default=True,
-    help="Publish a partly filled window at least this often.",
-)
+@_count("--max-changes", 1000, "Changes per window; a full window is published at once.")
+@_count("--flush-interval-ms", 1000, "Publish a partly filled window at least this often.")
 def capture(
     journal_url: str | None,
     change_log: Path,
@@ -247,14 +243,7 @@ def materialize(
             available_now=not follow,
             processing_time="1 second" if follow else None,
         )
-        try:
-            query.awaitTermination()
-        except KeyboardInterrupt:
-            query.stop()
-        failure = query.exception()
-        if failure is not None:
-            msg = f"materializer {spec.name!r} failed: {failure}"
-            raise click.ClickException(" ".join(msg.split()))
+        wait_for(query, f"materializer {spec.name!r}")
         with stores_at(spec.sink) as stores:
             progress = [p for p in stores.change_sink.progress() if p.materializer == spec.name]
     finally:
@@ -266,27 +255,9 @@ def materialize(
 @cdc.command()
 @json_option
 @master_option
-@click.option(
-    "--replicas",
-    type=click.IntRange(min=1, max=16),
-    default=3,
-    show_default=True,
-    help="Replicas delivering each write.",
-)
-@click.option(
-    "--keys",
-    type=click.IntRange(min=1),
-    default=1_000,
-    show_default=True,
-    help="Partition keys written.",
-)
-@click.option(
-    "--mutations",
-    type=click.IntRange(min=1),
-    default=20_000,
-    show_default=True,
-    help="Client writes.",
-)
+@_count("--replicas", 3, "Replicas delivering each write.", maximum=16)
+@_count("--keys", 1_000, "Partition keys written.")
+@_count("--mutations", 20_000, "Client writes.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Makes the run repeatable.")
 def simulate(
     as_json: bool, master: str, replicas: int, keys: int, mutations: int, seed: int

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from ordo.cli.streaming import wait_for
+
 
 @click.group()
 def pipeline() -> None:
@@ -33,14 +35,7 @@ def run(config_file: Path, master: str) -> None:
     spark = start_session(master=master, app_name=f"ordo-{config.processor}")
     try:
         query = start_pipeline(spark, config)
-        try:
-            query.awaitTermination()
-        except KeyboardInterrupt:
-            query.stop()
-        failure = query.exception()
-        if failure is not None:
-            msg = f"pipeline {config.processor!r} failed: {failure}"
-            raise click.ClickException(msg)
+        wait_for(query, f"pipeline {config.processor!r}")
         click.echo(f"pipeline {config.processor!r} stopped; checkpoint at {config.checkpoint}")
     finally:
         spark.stop()

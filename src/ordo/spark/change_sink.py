@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame
 
 from ordo.cdc.schema import TableSchema
 from ordo.cdc.schema_registry import SchemaRegistry
-from ordo.spark.change_rows import MESSAGE_COLUMNS, messages_from_arrow
+from ordo.spark.change_rows import MESSAGE_COLUMNS, OUTPUT_COLUMNS, messages_from_arrow
 from ordo.storage.open import stores_at
 from ordo.storage.parquet.batch_files import replace_batch
 
@@ -32,15 +32,7 @@ DEAD_LETTER_COLUMNS = (
     "partition_key",
     "table",
     "key_json",
-    "schema_id",
-    "write_time",
-    "source",
-    "replica",
-    "segment",
-    "position",
-    "captured_at_us",
-    "dead_letter_reason",
-    "mutation_json",
+    *OUTPUT_COLUMNS[OUTPUT_COLUMNS.index("schema_id") :],
 )
 """The columns of the dead letters' Parquet files."""
 

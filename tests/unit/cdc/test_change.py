@@ -4,27 +4,15 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from cdc_support import USERS as SCHEMA
 from ordo.cdc import (
     Audit,
     Cell,
     ChangeOp,
-    Column,
-    ColumnType,
     Mutation,
     PartitionState,
-    TableSchema,
     fold,
     mutation_problems,
-)
-
-SCHEMA = TableSchema(
-    table="users",
-    columns=(
-        Column(name="id", type=ColumnType.LONG, nullable=False),
-        Column(name="name", type=ColumnType.STRING),
-        Column(name="age", type=ColumnType.LONG),
-    ),
-    partition_key=("id",),
 )
 
 
