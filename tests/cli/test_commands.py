@@ -161,6 +161,9 @@ def test_the_demo_runs_the_pipeline_and_its_verdict_is_clean(
     assert result["segments"] == 5  # four, one of them split while the stream ran
     assert result["projected_events"] > 0
     assert result["events_per_s"] > 0
+    assert result["cdc_violations"] == 0
+    assert result["cdc_changes"] >= result["projected_events"]  # an upsert per projected event
+    assert 0 < result["cdc_messages"] <= result["cdc_changes"]
 
 
 def test_simulate_prints_one_json_verdict(runner: CliRunner, tmp_path: Path) -> None:

@@ -73,7 +73,9 @@ def demo(
 
     A streaming projection of the tag `order` in four segments counts each order's events,
     exactly once and in order; one segment is split half-way through the run. The verdict
-    compares the read model and the tag views with the journal.
+    compares the read model and the tag views with the journal. On SQLite the read model's
+    changes are captured as well and materialized on Spark into full-row change messages
+    and a copy of the table, which the verdict checks too (CDC, G6).
     """
     from ordo.spark import start_session
     from ordo.spark.demo import Progress, run_demo

@@ -3,7 +3,8 @@
 Writer processes append to the journal; a streaming projection of the tag `order`, in four
 segments, counts each order's events in `order_totals` (exactly once, in order per order); one
 segment is split while it runs. The result is checked against the journal: every event counted
-once (lost / duplicated), in order (misordered), and the tag views complete.
+once (lost / duplicated), in order (misordered), and the tag views complete. On the embedded
+default the read model's changes are also captured and materialized (`cdc_demo`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from ordo.query import EventEnvelope
 from ordo.settings import EventsByTagSettings
 from ordo.simulation.workload import Workload
 from ordo.simulation.writers import WriteReport, WriterPlan, run_writers
+from ordo.spark.cdc_demo import CdcDemoReport, run_cdc_part, start_capture
 from ordo.spark.projection import ProjectionSpec, projection
+from ordo.storage.location import SQLiteLocation, parse_location
 from ordo.storage.open import Stores, stores_at
 from ordo.time import format_first_time_bucket
 from ordo.tools.verification import check_tag_views
@@ -83,6 +86,8 @@ class DemoReport:
     misordered: int
     tag_views_clean: bool
     seconds: float
+    cdc: CdcDemoReport | None
+    """The CDC part (None on PostgreSQL, where it needs a server with wal_level=logical)."""
 
     def to_json_dict(self) -> dict[str, Any]:
         """The last line of `ordo demo --json`."""
@@ -96,13 +101,19 @@ class DemoReport:
             "misordered": self.misordered,
             "tag_views_clean": self.tag_views_clean,
             "events_per_s": round(self.events / self.seconds) if self.seconds else 0,
+            **(self.cdc.to_json_dict() if self.cdc is not None else {}),
             "clean": self.is_clean,
         }
 
     @property
     def is_clean(self) -> bool:
         """Nothing lost, duplicated or misordered, and complete tag views."""
-        return not (self.lost or self.duplicated or self.misordered) and self.tag_views_clean
+        is_cdc_clean = self.cdc is None or self.cdc.violations == 0
+        return (
+            not (self.lost or self.duplicated or self.misordered)
+            and self.tag_views_clean
+            and is_cdc_clean
+        )
 
 
 def run_demo(
@@ -122,6 +133,9 @@ def run_demo(
         stores.tokens.initialize(PROCESSOR, segment_count=SEGMENTS)
         with stores.tokens.batch(PROCESSOR, 0, "demo") as batch:
             batch.connection.execute(ORDER_TOTALS_TABLE)  # type: ignore[attr-defined]
+    is_embedded = isinstance(parse_location(journal), SQLiteLocation)
+    if is_embedded:
+        start_capture(journal)
     progress = Progress()
     started = time.perf_counter()
     written: list[WriteReport] = []
@@ -156,7 +170,8 @@ def run_demo(
         query.stop()
         writers.join()
     seconds = time.perf_counter() - started
-    return _verdict(journal, settings, written[0] if written else None, seconds)
+    cdc = run_cdc_part(spark, journal=journal, work_dir=work_dir) if is_embedded else None
+    return _verdict(journal, settings, written[0] if written else None, seconds, cdc)
 
 
 def _watch(
@@ -227,7 +242,11 @@ def _read_model(stores: Stores) -> list[tuple[str, int, int, int]]:
 
 
 def _verdict(
-    journal: str, settings: EventsByTagSettings, written: WriteReport | None, seconds: float
+    journal: str,
+    settings: EventsByTagSettings,
+    written: WriteReport | None,
+    seconds: float,
+    cdc: CdcDemoReport | None,
 ) -> DemoReport:
     with stores_at(journal) as stores:
         tag_views = check_tag_views(stores.journal, stores.tag_views, settings.bucket_size)
@@ -251,4 +270,5 @@ def _verdict(
         misordered=misordered_total,
         tag_views_clean=tag_views.is_clean,
         seconds=seconds,
+        cdc=cdc,
     )
