@@ -41,7 +41,7 @@ from ordo.settings import OperationsSettings
 from ordo.spark import start_session
 from ordo.spark.rebuild import rebuild_all
 from ordo.spark.verify import verify_tag_views
-from ordo.storage.operations import operations_at
+from ordo.storage.open import stores_at
 from ordo.tools.reconciliation import Reconciliation
 
 TAG = "order"
@@ -86,14 +86,14 @@ def digest(db: Path) -> tuple[int, str]:
 
 
 def truncate(url: str) -> None:
-    with operations_at(url) as stores:
+    with stores_at(url) as stores:
         Reconciliation.of(stores).truncate()
 
 
 def python_loop(url: str) -> float:
     truncate(url)
     began = time.perf_counter()
-    with operations_at(url) as stores:
+    with stores_at(url) as stores:
         settings = OperationsSettings(rows_per_batch=ROWS_PER_BATCH)
         Reconciliation.of(stores, settings=settings).rebuild_all_locally()
     return time.perf_counter() - began

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from ordo.cdc import mutation_to_json
 from ordo.cli.main import cli
 from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload, replica_mutations
+from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
 
 
@@ -96,3 +97,29 @@ def test_capture_refuses_a_table_without_primary_key(tmp_path: Path, journal: st
     assert code == 1
     assert "NoPrimaryKeyError" in err
     assert "PRIMARY KEY" in err
+
+
+def test_status_shows_the_journal_processors_and_cdc(journal: str, tmp_path: Path) -> None:
+    lines = "\n".join(
+        json.dumps({"persistence_id": f"order-{i}", "payload": {"n": i}, "tags": ["order"]})
+        for i in range(7)
+    )
+    assert _run("append", "--journal", journal, stdin=lines)[0] == 0
+    code, out, err = _run(
+        "status", "--journal", journal, "--change-log", str(tmp_path / "log"), "--json"
+    )
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["journal"]["events"] == 7
+    assert document["journal"]["persistence_ids"] == 7
+    assert document["journal"]["tags"] == {"order": 7}
+    assert document["journal"]["time_buckets"] == 1
+    assert document["journal"]["events_per_s"] > 0  # appended within the last minute
+    (processor,) = document["processors"]
+    assert processor["processor"] == "order-view"
+    assert len(processor["segments"]) == 2
+    assert (processor["lag_events"], processor["lag_ms"]) == (7, None)  # nothing processed yet
+    assert document["cdc"]["change_logs"] == []
+    code, out, _ = _run("status", "--journal", journal)
+    assert code == 0
+    assert "persistence ids" in out

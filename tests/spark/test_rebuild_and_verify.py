@@ -21,7 +21,7 @@ from ordo.cli.main import cli
 from ordo.errors import ActiveWriterError
 from ordo.spark.rebuild import rebuild_all
 from ordo.spark.verify import verify_tag_views
-from ordo.storage.operations import operations_at
+from ordo.storage.open import stores_at
 from ordo.tools.reconciliation import Reconciliation
 from ordo.tools.verify_report import ProblemKind, VerifyReport
 
@@ -87,7 +87,7 @@ def test_verify_reports_exactly_what_was_corrupted_and_a_repair_restores_it(
         ("a", "ghost"),
     }
 
-    with operations_at(journal_url) as stores:
+    with stores_at(journal_url) as stores:
         dry = Reconciliation.of(stores).rebuild_pairs(report.affected, dry_run=True)
         assert dry.is_dry_run
         assert dry.written_rows > 0
@@ -104,7 +104,7 @@ def test_the_spark_rebuild_equals_what_the_tag_writers_wrote(
         journal.delete_to("w1-p2", 4)  # numbering goes on after deleted events
         journal.append("w1-p2", [NewEvent.of("late", tags=["a"])])
     before, progress = tag_view_rows(journal_url), progress_rows(journal_url)
-    with operations_at(journal_url) as stores:
+    with stores_at(journal_url) as stores:
         Reconciliation.of(stores).truncate()
     execute(  # the rows of deleted events cannot be rebuilt: keep them aside
         journal_url, "DELETE FROM tag_views WHERE persistence_id = 'x'"

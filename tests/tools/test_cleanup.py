@@ -13,7 +13,7 @@ from ordo.clock import ManualClock
 from ordo.errors import ActiveWriterError, ConfigurationError, TimeToLiveTooShortError
 from ordo.processing.token import TrackingToken
 from ordo.settings import EventsByTagSettings, OperationsSettings
-from ordo.storage.operations import OperationsStores, operations_at
+from ordo.storage.open import Stores, stores_at
 from ordo.time import TimeUUID
 from ordo.tools.cleanup import Cleanup
 from ordo.types import PersistenceId
@@ -34,7 +34,7 @@ def _write_old_and_new(url: str) -> None:
             journal.append(f"p{n % 2}", [NewEvent.of(n, tags=["t", "u"])])
 
 
-def _set_token(stores: OperationsStores, processor: str, offset: TimeUUID | None) -> None:
+def _set_token(stores: Stores, processor: str, offset: TimeUUID | None) -> None:
     stores.tokens.initialize(processor, segment_count=1)
     if offset is not None:
         stores.tokens.claim(processor, 0, "me", now_ms=0, claim_timeout_ms=1)
@@ -46,7 +46,7 @@ def _set_token(stores: OperationsStores, processor: str, offset: TimeUUID | None
 def test_expiry_deletes_old_rows_in_batches_and_keeps_their_progress(journal_url: str) -> None:
     _write_old_and_new(journal_url)
     progress = progress_rows(journal_url)
-    with operations_at(journal_url) as stores:
+    with stores_at(journal_url) as stores:
         cleanup = Cleanup.of(stores, settings=SMALL_BATCHES)
         dry = cleanup.expire(timedelta(hours=1), dry_run=True)
         assert (dry.deleted, dry.is_dry_run) == (5, True)
@@ -59,7 +59,7 @@ def test_expiry_deletes_old_rows_in_batches_and_keeps_their_progress(journal_url
     assert len(rows) == 6
     assert all(r[1] >= (NOW_NS - HOUR_NS) // 10**6 - 3_600_000 for r in rows)
     assert progress_rows(journal_url) == progress
-    with operations_at(journal_url) as stores:
+    with stores_at(journal_url) as stores:
         again = Cleanup.of(stores).expire(timedelta(hours=1))
     assert again.deleted == 0
     assert "nothing to do" in again.describe()
@@ -68,7 +68,7 @@ def test_expiry_deletes_old_rows_in_batches_and_keeps_their_progress(journal_url
 def test_expiry_needs_a_time_to_live(journal_url: str) -> None:
     assert EventsByTagSettings().time_to_live is None
     with (
-        operations_at(journal_url) as stores,
+        stores_at(journal_url) as stores,
         pytest.raises(ConfigurationError, match="time_to_live"),
     ):
         Cleanup.of(stores).expire(None)
@@ -78,7 +78,7 @@ def test_a_ttl_shorter_than_a_processors_lag_is_refused_unless_forced(journal_ur
     _write_old_and_new(journal_url)
     before = tag_view_rows(journal_url)
     two_hours_ago = TimeUUID.min_for_epoch_ns(NOW_NS - 2 * HOUR_NS)
-    with operations_at(journal_url) as stores:
+    with stores_at(journal_url) as stores:
         _set_token(stores, "caught-up", TimeUUID.min_for_epoch_ns(NOW_NS))
         cleanup = Cleanup.of(stores)
         assert cleanup.expire(timedelta(hours=1), dry_run=True).deleted == 5
@@ -102,7 +102,7 @@ def test_a_ttl_shorter_than_a_processors_lag_is_refused_unless_forced(journal_ur
 
 def test_rows_of_one_tag_before_a_time(journal_url: str) -> None:
     _write_old_and_new(journal_url)
-    with operations_at(journal_url) as stores:
+    with stores_at(journal_url) as stores:
         receipt = Cleanup.of(stores).delete_tag_views_before(
             NOW_NS // 10**6 + 1_000,
             tag="u",  # type: ignore[arg-type]
@@ -113,7 +113,7 @@ def test_rows_of_one_tag_before_a_time(journal_url: str) -> None:
 
 def test_deleting_persistence_ids_forgets_them(journal_url: str) -> None:
     _write_old_and_new(journal_url)
-    with operations_at(journal_url) as stores:
+    with stores_at(journal_url) as stores:
         cleanup = Cleanup.of(stores)
         dry = cleanup.delete_persistence_ids([PersistenceId("p0")], dry_run=True)
         assert dry.deleted.events == 5
@@ -136,7 +136,7 @@ def test_deleting_persistence_ids_forgets_them(journal_url: str) -> None:
 def test_deleting_an_id_a_live_writer_uses_is_refused(journal_url: str) -> None:
     with open_journal(journal_url, settings=WRITE) as journal:
         journal.append("p", [NewEvent.of(1, tags=["t"])])
-        with operations_at(journal_url) as stores:
+        with stores_at(journal_url) as stores:
             cleanup = Cleanup.of(stores)
             with pytest.raises(ActiveWriterError):
                 cleanup.delete_persistence_ids([PersistenceId("idle"), PersistenceId("p")])

@@ -16,21 +16,21 @@ from operations_support import (
 )
 from ordo import NewEvent, open_journal
 from ordo.errors import ActiveWriterError
-from ordo.storage.operations import OperationsStores, operations_at
+from ordo.storage.open import Stores, stores_at
 from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId, Tag
 
 
 @pytest.fixture
-def written(journal_url: str) -> Iterator[OperationsStores]:
+def written(journal_url: str) -> Iterator[Stores]:
     """A journal written by three writers, all of them closed (no live lease)."""
     write_with_writers(journal_url)
-    with operations_at(journal_url) as stores:
+    with stores_at(journal_url) as stores:
         yield stores
 
 
 def test_delete_then_rebuild_restores_the_same_rows_and_progress(
-    journal_url: str, written: OperationsStores
+    journal_url: str, written: Stores
 ) -> None:
     before, progress = tag_view_rows(journal_url), progress_rows(journal_url)
     reconciliation = Reconciliation.of(written)
@@ -49,7 +49,7 @@ def test_delete_then_rebuild_restores_the_same_rows_and_progress(
 
 
 def test_rebuild_of_one_tag_repairs_shifted_numbers_and_leaves_other_tags(
-    journal_url: str, written: OperationsStores
+    journal_url: str, written: Stores
 ) -> None:
     before = tag_view_rows(journal_url)
     execute(
@@ -65,7 +65,7 @@ def test_rebuild_of_one_tag_repairs_shifted_numbers_and_leaves_other_tags(
 
 
 def test_a_recovered_writer_rebuilds_deleted_tag_views_with_the_same_numbers(
-    journal_url: str, written: OperationsStores
+    journal_url: str, written: Stores
 ) -> None:
     before = tag_view_rows(journal_url)
     Reconciliation.of(written).delete_tag_views(PersistenceId("w2-p1"), tag=Tag("b"))
@@ -74,7 +74,7 @@ def test_a_recovered_writer_rebuilds_deleted_tag_views_with_the_same_numbers(
     assert tag_view_rows(journal_url) == before
 
 
-def test_dry_runs_report_and_change_nothing(journal_url: str, written: OperationsStores) -> None:
+def test_dry_runs_report_and_change_nothing(journal_url: str, written: Stores) -> None:
     before, progress = tag_view_rows(journal_url), progress_rows(journal_url)
     reconciliation = Reconciliation.of(written)
     pid = PersistenceId("w0-p1")
@@ -96,7 +96,7 @@ def test_dry_runs_report_and_change_nothing(journal_url: str, written: Operation
 
 
 def test_unknown_persistence_ids_and_tags_are_nothing_to_do(
-    journal_url: str, written: OperationsStores
+    journal_url: str, written: Stores
 ) -> None:
     before = tag_view_rows(journal_url)
     reconciliation = Reconciliation.of(written)
@@ -113,7 +113,7 @@ def test_unknown_persistence_ids_and_tags_are_nothing_to_do(
 
 
 def test_truncate_then_rebuild_all_gives_what_the_tag_writers_wrote(
-    journal_url: str, written: OperationsStores
+    journal_url: str, written: Stores
 ) -> None:
     before, progress = tag_view_rows(journal_url), progress_rows(journal_url)
     reconciliation = Reconciliation.of(written)
@@ -128,7 +128,7 @@ def test_truncate_then_rebuild_all_gives_what_the_tag_writers_wrote(
 
 
 def test_rows_of_events_deleted_from_the_journal_are_kept_by_a_rebuild(
-    journal_url: str, written: OperationsStores
+    journal_url: str, written: Stores
 ) -> None:
     with open_journal(journal_url, settings=WRITE) as journal:
         journal.delete_to("w1-p1", 3)
@@ -146,7 +146,7 @@ def test_the_active_writer_guard_refuses_and_force_overrides(journal_url: str) -
         journal.append("busy", [NewEvent.of(1, tags=["a"])])
         journal.append("other", [NewEvent.of(2, tags=["a"])])
         journal.flush()
-        with operations_at(journal_url) as stores:
+        with stores_at(journal_url) as stores:
             reconciliation = Reconciliation.of(stores)
             before = tag_view_rows(journal_url)
             for attempt in (
@@ -164,7 +164,7 @@ def test_the_active_writer_guard_refuses_and_force_overrides(journal_url: str) -
             forced = reconciliation.delete_tag_views(PersistenceId("busy"), force=True)
             assert forced.forced_past == {"busy": (journal.writer_uuid,)}
             assert forced.deleted.tag_view_rows == 1
-    with operations_at(journal_url) as stores:  # the journal closed: its lease is gone
+    with stores_at(journal_url) as stores:  # the journal closed: its lease is gone
         receipt = Reconciliation.of(stores).rebuild_tag_views(PersistenceId("busy"))
         assert receipt.written_rows == 1
         assert not receipt.forced_past

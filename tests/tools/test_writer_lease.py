@@ -13,8 +13,7 @@ from ordo.clock import ManualClock
 from ordo.journal.lease import WriterLease
 from ordo.journal.ports import JournalStore
 from ordo.settings import OperationsSettings
-from ordo.storage.open import Stores
-from ordo.storage.operations import operations_at
+from ordo.storage.open import Stores, stores_at
 from ordo.tools.guard import WriterGuard
 from ordo.types import PersistenceId
 
@@ -28,17 +27,10 @@ class CountingLeases:
         self.renewed = threading.Event()
 
     def renew_writer_lease(
-        self,
-        writer_uuid: str,
-        persistence_ids: Collection[PersistenceId],
-        *,
-        started_at_ms: int,
-        now_ms: int,
+        self, writer_uuid: str, persistence_ids: Collection[PersistenceId], **times: int
     ) -> None:
-        self._inner.renew_writer_lease(
-            writer_uuid, persistence_ids, started_at_ms=started_at_ms, now_ms=now_ms
-        )
-        self.renewals.append((now_ms, frozenset(persistence_ids)))
+        self._inner.renew_writer_lease(writer_uuid, persistence_ids, **times)
+        self.renewals.append((times["now_ms"], frozenset(persistence_ids)))
         self.renewed.set()
 
     def __getattr__(self, name: str) -> object:
@@ -50,7 +42,7 @@ def test_an_open_journal_holds_a_lease_on_the_ids_it_started_until_it_closes(
 ) -> None:
     journal = open_journal(journal_url, settings=WRITE)
     try:
-        with operations_at(journal_url) as stores:
+        with stores_at(journal_url) as stores:
             assert stores.operations.live_writers(since_ms=0) == []  # nothing written yet
             journal.append("p1", [NewEvent.of(1, tags=["t"])])
             journal.recover("p2")
@@ -62,7 +54,7 @@ def test_an_open_journal_holds_a_lease_on_the_ids_it_started_until_it_closes(
             assert covered == {"p1": (journal.writer_uuid,)}
     finally:
         journal.close()
-    with operations_at(journal_url) as stores:
+    with stores_at(journal_url) as stores:
         assert stores.operations.live_writers(since_ms=0) == []
 
 
@@ -96,7 +88,7 @@ def test_the_heartbeat_renews_the_lease_with_the_ids_started_since(stores: Store
 
 def test_a_lease_not_renewed_within_the_timeout_no_longer_guards(journal_url: str) -> None:
     now_ms = time.time_ns() // 1_000_000
-    with operations_at(journal_url) as ops:
+    with stores_at(journal_url) as ops:
         ops.journal.renew_writer_lease(
             "crashed", [PersistenceId("p")], started_at_ms=now_ms - 60_000, now_ms=now_ms - 31_000
         )

@@ -166,7 +166,8 @@ def status(
     slot: str,
 ) -> None:
     """Show change logs (partitions, last positions), schemas, materializers and capture lag."""
-    from ordo.cli.cdc_status import cdc_status, print_status
+    from ordo.cli.cdc_status import print_status
+    from ordo.tools.status import cdc_status
 
     found = cdc_status(
         require_journal(journal_url), change_log, source_url=source_url, tables=tables, slot=slot

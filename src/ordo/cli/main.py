@@ -17,6 +17,7 @@ from ordo.cli.processors import processors
 from ordo.cli.query import query
 from ordo.cli.reconcile import reconcile
 from ordo.cli.simulate import simulate_command
+from ordo.cli.status import status
 from ordo.cli.verify import verify
 from ordo.errors import OrdoError
 
@@ -57,7 +58,7 @@ def cli(log_level: str, debug: bool) -> None:
 for command in (init, append, events, tags, info, query, processors, pipeline, cdc, demo):
     cli.add_command(command)
 cli.add_command(simulate_command, name="simulate")
-for command in (reconcile, cleanup, verify):
+for command in (reconcile, cleanup, verify, status):
     cli.add_command(command)
 
 

@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import click
 
-from ordo.cli.operations_options import (
-    dry_run_option,
-    force_option,
-    lease_timeout_option,
-    operations_settings,
-    progress,
-    render,
-)
+from ordo.cli.operations_options import OperationRequest, guarded_options, progress, tag_option
 from ordo.cli.options import journal_option, json_option, print_json, require_journal
 from ordo.errors import ConfigurationError
-from ordo.settings import OperationsSettings
-from ordo.storage.operations import operations_at
+from ordo.storage.open import stores_at
 from ordo.tools.receipts import OperationReceipt
 from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId, Tag
+
+_ONE_ID_TAG = "Only this tag (default: every tag of the persistence id)."
 
 
 @click.group()
@@ -36,7 +30,7 @@ def reconcile() -> None:
 @click.argument("persistence_id", required=False)
 def tags(journal_url: str | None, as_json: bool, persistence_id: str | None) -> None:
     """List every tag (a full scan of tag_views), or the tags of PERSISTENCE_ID."""
-    with operations_at(require_journal(journal_url)) as stores:
+    with stores_at(require_journal(journal_url)) as stores:
         reconciliation = Reconciliation.of(stores)
         if persistence_id is None:
             summaries = reconciliation.tags()
@@ -55,44 +49,24 @@ def tags(journal_url: str | None, as_json: bool, persistence_id: str | None) -> 
 
 
 @reconcile.command()
-@journal_option
-@json_option
-@dry_run_option
-@force_option
-@lease_timeout_option
-@click.option("--tag", help="Only this tag (default: every tag of the persistence id).")
+@guarded_options
+@tag_option(_ONE_ID_TAG)
 @click.argument("persistence_id")
-def delete(
-    journal_url: str | None,
-    as_json: bool,
-    dry_run: bool,
-    force: bool,
-    lease_timeout_ms: int | None,
-    tag: str | None,
-    persistence_id: str,
-) -> None:
+def delete(request: OperationRequest, tag: Tag | None, persistence_id: str) -> None:
     """Delete the tag views of PERSISTENCE_ID with their progress and tag_scanning.
 
     They are rebuilt when the persistence id is next started, or by `ordo reconcile rebuild`.
     """
-    settings = operations_settings(lease_timeout_ms)
-    with operations_at(require_journal(journal_url)) as stores:
-        receipt = Reconciliation.of(stores, settings=settings).delete_tag_views(
-            PersistenceId(persistence_id),
-            tag=None if tag is None else Tag(tag),
-            force=force,
-            dry_run=dry_run,
+    with request.tool(Reconciliation) as reconciliation:
+        receipt = reconciliation.delete_tag_views(
+            PersistenceId(persistence_id), tag=tag, force=request.force, dry_run=request.dry_run
         )
-    render(receipt, as_json=as_json)
+    request.render(receipt)
 
 
 @reconcile.command()
-@journal_option
-@json_option
-@dry_run_option
-@force_option
-@lease_timeout_option
-@click.option("--tag", help="Only this tag (default: every tag of the persistence id).")
+@guarded_options
+@tag_option(_ONE_ID_TAG)
 @click.option("--all", "every", is_flag=True, help="Rebuild every persistence id (Spark job).")
 @click.option("--local", is_flag=True, help="With --all: one Python process instead of Spark.")
 @click.option("--truncate", is_flag=True, help="With --all: truncate the tag views first.")
@@ -102,12 +76,8 @@ def delete(
 )
 @click.argument("persistence_id", required=False)
 def rebuild(
-    journal_url: str | None,
-    as_json: bool,
-    dry_run: bool,
-    force: bool,
-    lease_timeout_ms: int | None,
-    tag: str | None,
+    request: OperationRequest,
+    tag: Tag | None,
     every: bool,
     local: bool,
     truncate: bool,
@@ -125,17 +95,12 @@ def rebuild(
     if every and tag is not None:
         msg = "--tag applies to one persistence id; --all rebuilds every tag"
         raise ConfigurationError(msg)
-    url = require_journal(journal_url)
-    settings = operations_settings(lease_timeout_ms)
+    force, dry_run = request.force, request.dry_run
     receipt: OperationReceipt | None = None
-    with operations_at(url) as stores:
-        reconciliation = Reconciliation.of(stores, settings=settings)
+    with request.tool(Reconciliation) as reconciliation:
         if persistence_id is not None:
             receipt = reconciliation.rebuild_tag_views(
-                PersistenceId(persistence_id),
-                tag=None if tag is None else Tag(tag),
-                force=force,
-                dry_run=dry_run,
+                PersistenceId(persistence_id), tag=tag, force=force, dry_run=dry_run
             )
         elif truncate:
             progress(reconciliation.truncate(force=force, dry_run=dry_run).describe())
@@ -144,48 +109,30 @@ def rebuild(
                 force=force, dry_run=dry_run, on_progress=progress
             )
     if receipt is None:
-        receipt = _rebuild_on_spark(
-            url, master, partitions, settings=settings, force=force, dry_run=dry_run
-        )
-    render(receipt, as_json=as_json)
+        receipt = _rebuild_on_spark(request, master, partitions)
+    request.render(receipt)
 
 
 @reconcile.command()
-@journal_option
-@json_option
-@dry_run_option
-@force_option
-@lease_timeout_option
-def truncate(
-    journal_url: str | None,
-    as_json: bool,
-    dry_run: bool,
-    force: bool,
-    lease_timeout_ms: int | None,
-) -> None:
+@guarded_options
+def truncate(request: OperationRequest) -> None:
     """Delete every tag view row, its progress and tag_scanning (rebuild afterwards)."""
-    settings = operations_settings(lease_timeout_ms)
-    with operations_at(require_journal(journal_url)) as stores:
-        receipt = Reconciliation.of(stores, settings=settings).truncate(
-            force=force, dry_run=dry_run
-        )
-    render(receipt, as_json=as_json)
+    with request.tool(Reconciliation) as reconciliation:
+        receipt = reconciliation.truncate(force=request.force, dry_run=request.dry_run)
+    request.render(receipt)
 
 
-def _rebuild_on_spark(
-    url: str,
-    master: str,
-    partitions: int,
-    *,
-    settings: OperationsSettings,
-    force: bool,
-    dry_run: bool,
-) -> OperationReceipt:
+def _rebuild_on_spark(request: OperationRequest, master: str, partitions: int) -> OperationReceipt:
     from ordo.spark.job_session import job_session
     from ordo.spark.rebuild import rebuild_all
 
     progress("rebuilding every tag view on Spark ...")
     with job_session(master=master, app_name="ordo-rebuild") as spark:
         return rebuild_all(
-            spark, url, force=force, dry_run=dry_run, partitions=partitions, settings=settings
+            spark,
+            request.url,
+            force=request.force,
+            dry_run=request.dry_run,
+            partitions=partitions,
+            settings=request.settings,
         )

@@ -4,36 +4,21 @@ from __future__ import annotations
 
 import click
 
-from ordo.cli.operations_options import (
-    dry_run_option,
-    force_option,
-    lease_timeout_option,
-    operations_settings,
-    progress,
-)
-from ordo.cli.options import journal_option, json_option, print_json, require_journal
-from ordo.storage.operations import operations_at
+from ordo.cli.operations_options import OperationRequest, guarded_options, progress
+from ordo.cli.options import print_json
 from ordo.tools.reconciliation import Reconciliation
 from ordo.tools.verify_report import VerifyReport
 
 
 @click.command()
-@journal_option
-@json_option
-@dry_run_option
-@force_option
-@lease_timeout_option
+@guarded_options
 @click.option("--repair", is_flag=True, help="Rebuild what differs, then verify again.")
 @click.option("--partitions", default=4, show_default=True, help="Spark read partitions.")
 @click.option("--master", default="local[*]", show_default=True, help="The Spark master.")
 @click.pass_context
 def verify(
     ctx: click.Context,
-    journal_url: str | None,
-    as_json: bool,
-    dry_run: bool,
-    force: bool,
-    lease_timeout_ms: int | None,
+    request: OperationRequest,
     repair: bool,
     partitions: int,
     master: str,
@@ -47,21 +32,24 @@ def verify(
     from ordo.spark.job_session import job_session
     from ordo.spark.verify import verify_tag_views
 
-    url = require_journal(journal_url)
+    url, as_json = request.url, request.as_json
     progress("verifying tag views on Spark ...")
     with job_session(master=master, app_name="ordo-verify") as spark:
         report = verify_tag_views(spark, url, partitions=partitions)
         document: dict[str, object] = {"report": report.to_json_dict()}
         if repair and not report.is_clean:
             _show(report, as_json=as_json)
-            with operations_at(url) as stores:
-                receipt = Reconciliation.of(
-                    stores, settings=operations_settings(lease_timeout_ms)
-                ).rebuild_pairs(report.affected, force=force, dry_run=dry_run, on_progress=progress)
+            with request.tool(Reconciliation) as reconciliation:
+                receipt = reconciliation.rebuild_pairs(
+                    report.affected,
+                    force=request.force,
+                    dry_run=request.dry_run,
+                    on_progress=progress,
+                )
             document["repair"] = receipt.to_json_dict()
             if not as_json:
                 click.echo(receipt.describe())
-            if not dry_run:
+            if not request.dry_run:
                 progress("verifying again ...")
                 report = verify_tag_views(spark, url, partitions=partitions)
                 document["after_repair"] = report.to_json_dict()

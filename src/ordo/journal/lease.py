@@ -74,12 +74,7 @@ class WriterLease:
             self._started_at_ms = self._now_ms()
             pending, self._pending = self._pending, set()
             try:
-                self._store.renew_writer_lease(
-                    self.writer_uuid,
-                    pending,
-                    started_at_ms=self._started_at_ms,
-                    now_ms=self._started_at_ms,
-                )
+                self._write(pending, now_ms=self._started_at_ms)
             except StorageError:
                 self._pending |= pending
                 raise
@@ -117,12 +112,7 @@ class WriterLease:
         with self._lock:
             pending, self._pending = self._pending, set()
         try:
-            self._store.renew_writer_lease(
-                self.writer_uuid,
-                pending,
-                started_at_ms=self._started_at_ms,
-                now_ms=self._now_ms(),
-            )
+            self._write(pending, now_ms=self._now_ms())
         except StorageError as exc:
             with self._lock:
                 self._pending |= pending
@@ -131,6 +121,12 @@ class WriterLease:
                 self.writer_uuid,
                 exc,
             )
+
+    def _write(self, persistence_ids: set[PersistenceId], *, now_ms: int) -> None:
+        """Write the lease with its heartbeat at `now_ms` and the ids started since the last."""
+        self._store.renew_writer_lease(
+            self.writer_uuid, persistence_ids, started_at_ms=self._started_at_ms, now_ms=now_ms
+        )
 
     def _now_ms(self) -> int:
         return self._clock.now_ns() // _NS_PER_MS

@@ -21,13 +21,13 @@ from pyspark.sql import functions as F
 from ordo.clock import Clock
 from ordo.settings import OperationsSettings
 from ordo.spark.operations_source import JournalKeysDataSource, TagViewKeysDataSource
-from ordo.storage.operations import operations_at
+from ordo.storage.open import stores_at
 from ordo.tagging import TagProgress
 from ordo.time import BucketSize, TimeUUID
 from ordo.tools.guard import WriterGuard
+from ordo.tools.operations_tool import recorded_bucket_size
 from ordo.tools.ports import TagViewRow
 from ordo.tools.receipts import OperationReceipt
-from ordo.tools.reconciliation import recorded_bucket_size
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr, TimeBucket
 
 DEFAULT_PARTITIONS = 4
@@ -41,7 +41,7 @@ def register_operations_sources(spark: SparkSession) -> None:
 
 def journal_bucket_size(journal: str) -> BucketSize:
     """The bucket size the journal was written with (the default for an empty journal)."""
-    with operations_at(journal) as stores:
+    with stores_at(journal) as stores:
         return recorded_bucket_size(stores.journal)
 
 
@@ -98,7 +98,7 @@ def rebuild_all(
     rebuild). Refused (ActiveWriterError) while any writer is live, unless `force`.
     """
     operation = "rebuild all tag views (spark)"
-    with operations_at(journal) as stores:
+    with stores_at(journal) as stores:
         guard = WriterGuard(stores.operations, settings=settings, clock=clock)
         forced = guard.check(operation, None, force=force)
     frame = expected_rows(
@@ -123,7 +123,7 @@ def _write_partition(
     last: dict[tuple[str, str], tuple[int, int, bytes]] = {}
     highest: dict[PersistenceId, SequenceNr] = {}
     written = 0
-    with operations_at(journal, create_schema=False) as stores:
+    with stores_at(journal, create_schema=False) as stores:
         for batch in batches:
             columns = batch.to_pydict()
             rows = [

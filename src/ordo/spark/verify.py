@@ -18,7 +18,7 @@ from ordo.spark.rebuild import (
     journal_bucket_size,
     register_operations_sources,
 )
-from ordo.storage.operations import operations_at
+from ordo.storage.open import stores_at
 from ordo.tools.verify_report import Problem, ProblemKind, VerifyReport
 from ordo.types import PersistenceId, Tag
 
@@ -72,7 +72,7 @@ def verify_tag_views(
         .option("partitions", str(partitions))
         .load()
     )
-    with operations_at(journal) as stores:
+    with stores_at(journal) as stores:
         deleted = stores.operations.deleted_persistence_ids()
     deleted_to = spark.createDataFrame(
         [(pid, int(nr)) for pid, nr in deleted.items()], "persistence_id STRING, deleted_to BIGINT"

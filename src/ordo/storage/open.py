@@ -21,6 +21,7 @@ from ordo.storage.sql_store import TagViewKeyReader
 from ordo.tagging import TagViewStore
 from ordo.tagging.notification import IN_PROCESS
 from ordo.time import BucketSize
+from ordo.tools.ports import OperationsStore
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,6 +41,8 @@ class Stores:
     """The CDC schema registry's versions."""
     change_sink: SqlChangeSink
     """Where CDC materializers apply their micro-batches (messages, tables, progress)."""
+    operations: OperationsStore
+    """Reconciliation, cleanup and expiry (ordo.tools), and the Spark operations jobs' reads."""
     all_events: Callable[[BucketSize], TagViewReader[EventEnvelope]]
     """Every journal event as a TagViewReader (for processors over the whole journal)."""
     migrate: Callable[[], MigrationReceipt]
@@ -50,7 +53,8 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
     """Connect to the journal at `url`; create or upgrade its schema unless told not to.
 
     Even without create_schema the schema version is checked: a database written by a newer
-    ordo raises SchemaVersionError instead of being misread.
+    ordo raises SchemaVersionError instead of being misread. Spark executors open their share
+    with create_schema=False.
     """
     location = parse_location(url)
     stores: Stores
@@ -58,6 +62,7 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
         from ordo.storage.sqlite.change_sink import SQLiteChangeSink
         from ordo.storage.sqlite.datastore import SQLiteDatastore
         from ordo.storage.sqlite.journal_store import SQLiteJournalStore
+        from ordo.storage.sqlite.operations_store import SQLiteOperationsStore
         from ordo.storage.sqlite.schema_store import SQLiteSchemaStore
         from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
         from ordo.storage.sqlite.token_store import SQLiteAllEventsReader, SQLiteTokenStore
@@ -74,6 +79,7 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
             tokens=SQLiteTokenStore(sqlite),
             schemas=SQLiteSchemaStore(sqlite),
             change_sink=SQLiteChangeSink(sqlite),
+            operations=SQLiteOperationsStore(sqlite),
             all_events=partial(SQLiteAllEventsReader, sqlite),
             migrate=sqlite.migrate,
             close=sqlite.close,
@@ -165,6 +171,7 @@ def _open_postgres(location: PostgresLocation) -> Stores:
     from ordo.storage.postgres.change_sink import PostgresChangeSink
     from ordo.storage.postgres.datastore import PostgresDatastore
     from ordo.storage.postgres.journal_store import PostgresJournalStore
+    from ordo.storage.postgres.operations_store import PostgresOperationsStore
     from ordo.storage.postgres.schema_store import PostgresSchemaStore
     from ordo.storage.postgres.tag_view_store import PostgresTagViewStore
     from ordo.storage.postgres.token_store import PostgresAllEventsReader, PostgresTokenStore
@@ -181,6 +188,7 @@ def _open_postgres(location: PostgresLocation) -> Stores:
         tokens=PostgresTokenStore(postgres),
         schemas=PostgresSchemaStore(postgres),
         change_sink=PostgresChangeSink(postgres),
+        operations=PostgresOperationsStore(postgres),
         all_events=partial(PostgresAllEventsReader, postgres),
         migrate=postgres.migrate,
         close=postgres.close,

@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import ClassVar
 
+from ordo.hashing import stable_hash
 from ordo.storage.rows import PROGRESS_COLUMNS
 from ordo.storage.sql_key_reads import SqlKeyReads
 from ordo.storage.sql_store import SqlConnection
@@ -28,6 +29,11 @@ IN_CHUNK = 500
 """Values per IN (...) list (within every driver's parameter limit)."""
 _LAST_SEQUENCE_NR = 2**62
 _TAG_VIEW_KEY = "tag, timebucket, timeuuid, persistence_id, tag_pid_sequence_nr"
+UPSERT_INTO = (
+    "INSERT INTO tag_views (tag, timebucket, timeuuid, persistence_id, tag_pid_sequence_nr, "
+    "sequence_nr, persistence_id_hash, writer_uuid, serializer, manifest, payload, metadata, tags) "
+)
+"""The columns a backend's `_upsert_rows` fills: its SELECT joins the row keys to `messages`."""
 
 
 class SqlOperationsStore(SqlKeyReads):
@@ -338,6 +344,12 @@ class SqlOperationsStore(SqlKeyReads):
             self._sql("DELETE FROM tag_scanning WHERE persistence_id = {p}"), (persistence_id,)
         ).rowcount
         return DeletedCounts(tag_view_rows=rows, progress_rows=progress, scanning_rows=scanning)
+
+
+def persistence_id_hashes(rows: Sequence[TagViewRow]) -> list[int]:
+    """The stable_hash of each row's persistence id (computed once per id), in row order."""
+    hashes = {pid: stable_hash(pid) for pid in {r.persistence_id for r in rows}}
+    return [hashes[r.persistence_id] for r in rows]
 
 
 def _chunks(values: Sequence[PersistenceId]) -> Iterator[Sequence[PersistenceId]]:

@@ -1,6 +1,6 @@
 """Operations on stored data: reconciliation, cleanup and TTL, verification (seed 000).
 
-Open the stores with `ordo.storage.operations.operations_at(url)`, then
+Open the stores with `ordo.storage.open.stores_at(url)`, then
 `Reconciliation.of(stores)` or `Cleanup.of(stores)`. The Spark jobs (rebuilding everything,
 `ordo verify`) are in `ordo.spark.rebuild` and `ordo.spark.verify`.
 """

@@ -18,22 +18,15 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ordo.clock import Clock, SystemClock
 from ordo.errors import ConfigurationError, TimeToLiveTooShortError, UnknownProcessorError
 from ordo.processing.ports import TokenStore
-from ordo.settings import OperationsSettings
-from ordo.tagging import TagViewStore
-from ordo.time import BucketSize, TimeUUID
-from ordo.tools.guard import WriterGuard
-from ordo.tools.ports import DeletedCounts, OperationsStore
+from ordo.time import TimeUUID
+from ordo.tools.operations_tool import OperationsTool
+from ordo.tools.ports import DeletedCounts
 from ordo.tools.receipts import OperationReceipt
-from ordo.tools.reconciliation import recorded_bucket_size
-from ordo.types import PersistenceId, SequenceNr, Tag, TimeBucket
-
-if TYPE_CHECKING:  # a runtime import would be circular: storage imports tools.ports
-    from ordo.storage.operations import OperationsStores
+from ordo.types import PersistenceId, Tag, TimeBucket
 
 logger = logging.getLogger(__name__)
 
@@ -97,44 +90,11 @@ def processor_lags(tokens: TokenStore, *, now_ms: int) -> dict[str, int | None]:
     return lags
 
 
-class Cleanup:
-    """Deletes events, tag views and metadata. Thread-safe; methods are independent."""
+class Cleanup(OperationsTool):
+    """Deletes events, tag views and metadata. Thread-safe; methods are independent.
 
-    def __init__(
-        self,
-        *,
-        tag_views: TagViewStore,
-        operations: OperationsStore,
-        tokens: TokenStore,
-        bucket_size: BucketSize,
-        settings: OperationsSettings | None = None,
-        clock: Clock | None = None,
-    ) -> None:
-        self._tag_views = tag_views
-        self._operations = operations
-        self._tokens = tokens
-        self._bucket_size = bucket_size
-        self._settings = settings or OperationsSettings()
-        self._clock = clock or SystemClock()
-        self._guard = WriterGuard(operations, settings=self._settings, clock=self._clock)
-
-    @classmethod
-    def of(
-        cls,
-        stores: OperationsStores,
-        *,
-        settings: OperationsSettings | None = None,
-        clock: Clock | None = None,
-    ) -> Cleanup:
-        """The cleanup of the database `stores` is open on, with its bucket size."""
-        return cls(
-            tag_views=stores.tag_views,
-            operations=stores.operations,
-            tokens=stores.tokens,
-            bucket_size=recorded_bucket_size(stores.journal),
-            settings=settings,
-            clock=clock,
-        )
+    Open it with `Cleanup.of(stores)`, which reads the journal's bucket size.
+    """
 
     def delete_persistence_ids(
         self,
@@ -155,12 +115,8 @@ class Cleanup:
         for pid in persistence_ids:
             tags = self._operations.tags_of(pid)
             if dry_run:
-                rows = sum(
-                    self._operations.count_tag_view_rows(pid, t, after_sequence_nr=SequenceNr(0))
-                    for t in tags
-                )
-                deleted += self._operations.count_metadata(pid, tags) + DeletedCounts(
-                    events=self._operations.count_persistence_id_events(pid), tag_view_rows=rows
+                deleted += self._tag_views_to_delete(pid, tags) + DeletedCounts(
+                    events=self._operations.count_persistence_id_events(pid)
                 )
             else:
                 deleted += self._operations.delete_persistence_id(pid, tags)

@@ -12,21 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
-from ordo.clock import Clock
-from ordo.journal.ports import JournalStore
-from ordo.settings import OperationsSettings
-from ordo.tagging import TagProgress, TagSummary, TagViewStore
-from ordo.time import BucketSize
-from ordo.tools.guard import WriterGuard
-from ordo.tools.ports import DeletedCounts, OperationsStore, TagViewRow
+from ordo.tagging import TagProgress, TagSummary
+from ordo.tools.operations_tool import OperationsTool
+from ordo.tools.ports import DeletedCounts, TagViewRow
 from ordo.tools.receipts import OperationReceipt
-from ordo.tools.tag_view_rows import rebuild_tag_views
+from ordo.tools.tag_view_rows import RebuiltTagViews, rebuild_tag_views
 from ordo.types import PersistenceId, SequenceNr, Tag
-
-if TYPE_CHECKING:  # a runtime import would be circular: storage imports tools.ports
-    from ordo.storage.operations import OperationsStores
 
 logger = logging.getLogger(__name__)
 
@@ -34,47 +26,11 @@ Progress = Callable[[str], None]
 """Receives a line of progress for long operations (the CLI prints it on stderr)."""
 
 
-class Reconciliation:
+class Reconciliation(OperationsTool):
     """The reconciliation operations on one database. Thread-safe; methods are independent.
 
-    `bucket_size` must be the journal's (rows are bucketed by it); the caller reads it from
-    the journal (`recorded_bucket_size()`).
+    Open it with `Reconciliation.of(stores)`, which reads the journal's bucket size.
     """
-
-    def __init__(
-        self,
-        *,
-        journal: JournalStore,
-        tag_views: TagViewStore,
-        operations: OperationsStore,
-        bucket_size: BucketSize,
-        settings: OperationsSettings | None = None,
-        clock: Clock | None = None,
-    ) -> None:
-        self._journal = journal
-        self._tag_views = tag_views
-        self._operations = operations
-        self._bucket_size = bucket_size
-        self._settings = settings or OperationsSettings()
-        self._guard = WriterGuard(operations, settings=self._settings, clock=clock)
-
-    @classmethod
-    def of(
-        cls,
-        stores: OperationsStores,
-        *,
-        settings: OperationsSettings | None = None,
-        clock: Clock | None = None,
-    ) -> Reconciliation:
-        """The reconciliation of the database `stores` is open on, with its bucket size."""
-        return cls(
-            journal=stores.journal,
-            tag_views=stores.tag_views,
-            operations=stores.operations,
-            bucket_size=recorded_bucket_size(stores.journal),
-            settings=settings,
-            clock=clock,
-        )
 
     def tags(self) -> Sequence[TagSummary]:
         """Every tag with tag_views rows, with counts: a full scan of tag_views (seed 000)."""
@@ -96,36 +52,13 @@ class Reconciliation:
 
         Raises ActiveWriterError when a live writer uses the id, unless `force`.
         """
-        operation = "delete tag views"
-        tags = self._tags(persistence_id, tag)
-        if not tags:
-            return _nothing(operation, persistence_id, tag, dry_run)
-        forced = self._guard.check(operation, [persistence_id], force=force)
-        if dry_run:
-            rows = sum(
-                self._operations.count_tag_view_rows(
-                    persistence_id, t, after_sequence_nr=SequenceNr(0)
-                )
-                for t in tags
-            )
-            deleted = self._operations.count_metadata(persistence_id, tags) + DeletedCounts(
-                tag_view_rows=rows
-            )
-        else:
-            deleted = self._operations.delete_tag_views(persistence_id, tags)
-            logger.info(
-                "tag views deleted: persistence_id=%s tags=%s rows=%d",
-                persistence_id,
-                ",".join(tags),
-                deleted.tag_view_rows,
-            )
-        return OperationReceipt(
-            operation=operation,
-            persistence_ids=(persistence_id,),
-            tags=tuple(tags),
-            deleted=deleted,
-            is_dry_run=dry_run,
-            forced_past=forced,
+        return self._on_tags(
+            "delete tag views",
+            persistence_id,
+            tag,
+            force=force,
+            dry_run=dry_run,
+            change=lambda tags: (self._delete(persistence_id, tags, dry_run=dry_run), 0),
         )
 
     def rebuild_tag_views(
@@ -143,22 +76,15 @@ class Reconciliation:
         from the journal are kept. Raises ActiveWriterError when a live writer uses the id,
         unless `force`.
         """
-        operation = "rebuild tag views"
-        tags = self._tags(persistence_id, tag)
-        if not tags:
-            return _nothing(operation, persistence_id, tag, dry_run)
-        forced = self._guard.check(operation, [persistence_id], force=force)
-        replaced, written = self._rebuild(
-            persistence_id, tags, is_every_tag=tag is None, dry_run=dry_run
-        )
-        return OperationReceipt(
-            operation=operation,
-            persistence_ids=(persistence_id,),
-            tags=tuple(tags),
-            deleted=DeletedCounts(tag_view_rows=replaced),
-            written_rows=written,
-            is_dry_run=dry_run,
-            forced_past=forced,
+        return self._on_tags(
+            "rebuild tag views",
+            persistence_id,
+            tag,
+            force=force,
+            dry_run=dry_run,
+            change=lambda tags: self._rebuild(
+                persistence_id, tags, is_every_tag=tag is None, dry_run=dry_run
+            ),
         )
 
     def rebuild_pairs(
@@ -181,17 +107,17 @@ class Reconciliation:
         if not by_pid:
             return OperationReceipt(operation=operation, is_dry_run=dry_run)
         forced = self._guard.check(operation, sorted(by_pid), force=force)
-        replaced = written = 0
+        deleted, written = DeletedCounts(), 0
         for done, (pid, tags) in enumerate(sorted(by_pid.items()), 1):
-            deleted, rows = self._rebuild(pid, sorted(tags), is_every_tag=False, dry_run=dry_run)
-            replaced, written = replaced + deleted, written + rows
+            replaced, rows = self._rebuild(pid, sorted(tags), is_every_tag=False, dry_run=dry_run)
+            deleted, written = deleted + replaced, written + rows
             if on_progress is not None and done % 100 == 0:
                 on_progress(f"{done}/{len(by_pid)} persistence ids rebuilt")
         return OperationReceipt(
             operation=operation,
             persistence_ids=tuple(sorted(by_pid)),
             tags=tuple(sorted({tag for tag, _ in pairs})),
-            deleted=DeletedCounts(tag_view_rows=replaced),
+            deleted=deleted,
             written_rows=written,
             is_dry_run=dry_run,
             forced_past=forced,
@@ -234,14 +160,7 @@ class Reconciliation:
         scanned: dict[PersistenceId, SequenceNr] = {}
         written = ids = 0
         for pid in self._journal.persistence_ids():
-            keep_up_to = self._operations.deleted_to(pid)
-            highest = self._journal.highest_sequence_nr(pid)
-            built = rebuild_tag_views(
-                self._journal.read_events(
-                    pid, from_sequence_nr=SequenceNr(keep_up_to + 1), to_sequence_nr=highest
-                ),
-                self._bucket_size,
-            )
+            _, highest, built = self._rebuilt(pid, None)
             rows = built.all_rows()
             written, ids = written + len(rows), ids + 1
             if not dry_run:
@@ -262,18 +181,56 @@ class Reconciliation:
             note=f"{ids} persistence ids",
         )
 
-    def _rebuild(
+    def _on_tags(
         self,
+        operation: str,
         persistence_id: PersistenceId,
-        tags: Sequence[Tag],
+        tag: Tag | None,
         *,
-        is_every_tag: bool,
+        force: bool,
         dry_run: bool,
-    ) -> tuple[int, int]:
-        """Replace the rows of each tag (one transaction per tag); (rows deleted, rows written).
+        change: Callable[[Sequence[Tag]], tuple[DeletedCounts, int]],
+    ) -> OperationReceipt:
+        """Run `change` on the id's tags (see `_tags`) once the writer guard lets it.
 
-        Rows of events deleted from the journal are kept; tag_scanning is set to the highest
-        sequence nr only when every tag of the id was rebuilt.
+        `change` returns (rows deleted, tag_views rows written), or would in a dry run.
+        """
+        tags = self._tags(persistence_id, tag)
+        if not tags:
+            return _nothing(operation, persistence_id, tag, dry_run)
+        forced = self._guard.check(operation, [persistence_id], force=force)
+        deleted, written = change(tags)
+        return OperationReceipt(
+            operation=operation,
+            persistence_ids=(persistence_id,),
+            tags=tuple(tags),
+            deleted=deleted,
+            written_rows=written,
+            is_dry_run=dry_run,
+            forced_past=forced,
+        )
+
+    def _delete(
+        self, persistence_id: PersistenceId, tags: Sequence[Tag], *, dry_run: bool
+    ) -> DeletedCounts:
+        """Delete the id's rows and progress of the tags and its tag_scanning (or count them)."""
+        if dry_run:
+            return self._tag_views_to_delete(persistence_id, tags)
+        deleted = self._operations.delete_tag_views(persistence_id, tags)
+        logger.info(
+            "tag views deleted: persistence_id=%s tags=%s rows=%d",
+            persistence_id,
+            ",".join(tags),
+            deleted.tag_view_rows,
+        )
+        return deleted
+
+    def _rebuilt(
+        self, persistence_id: PersistenceId, tags: Sequence[Tag] | None
+    ) -> tuple[SequenceNr, SequenceNr, RebuiltTagViews]:
+        """(deleted_to, highest sequence nr, the rows of `tags` or all) from the id's events.
+
+        Events up to deleted_to (inclusive) were deleted from the journal: their rows are kept.
         """
         keep_up_to = self._operations.deleted_to(persistence_id)
         highest = self._journal.highest_sequence_nr(persistence_id)
@@ -282,7 +239,22 @@ class Reconciliation:
             from_sequence_nr=SequenceNr(keep_up_to + 1),
             to_sequence_nr=highest,
         )
-        built = rebuild_tag_views(events, self._bucket_size, tags=tags)
+        return keep_up_to, highest, rebuild_tag_views(events, self._bucket_size, tags=tags)
+
+    def _rebuild(
+        self,
+        persistence_id: PersistenceId,
+        tags: Sequence[Tag],
+        *,
+        is_every_tag: bool,
+        dry_run: bool,
+    ) -> tuple[DeletedCounts, int]:
+        """Replace the rows of each tag (one transaction per tag); (rows deleted, rows written).
+
+        Rows of events deleted from the journal are kept; tag_scanning is set to the highest
+        sequence nr only when every tag of the id was rebuilt.
+        """
+        keep_up_to, highest, built = self._rebuilt(persistence_id, tags)
         replaced = 0
         for t in tags:
             if dry_run:
@@ -306,7 +278,7 @@ class Reconciliation:
                 ",".join(tags),
                 len(built.all_rows()),
             )
-        return replaced, len(built.all_rows())
+        return DeletedCounts(tag_view_rows=replaced), len(built.all_rows())
 
     def _write(
         self,
@@ -334,12 +306,6 @@ class Reconciliation:
             persistence_id, tag, after_sequence_nr=SequenceNr(0)
         )
         return [tag] if rows else []
-
-
-def recorded_bucket_size(journal: JournalStore) -> BucketSize:
-    """The bucket size the journal was written with (hour, the default, when it is empty)."""
-    recorded = journal.recorded_bucket_size()
-    return BucketSize.HOUR if recorded is None else BucketSize.parse(recorded)
 
 
 def _nothing(

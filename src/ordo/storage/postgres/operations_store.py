@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ordo.hashing import stable_hash
-from ordo.storage.sql_operations_store import SqlOperationsStore
+from ordo.storage.sql_operations_store import (
+    UPSERT_INTO,
+    SqlOperationsStore,
+    persistence_id_hashes,
+)
 from ordo.storage.sql_store import SqlConnection
 from ordo.tools.ports import TagViewRow
 
 # One statement per batch: the row keys travel as binary arrays and PostgreSQL copies the
 # payload columns from `messages` itself, as the tag writer's insert does.
-_UPSERT_ROWS = (
-    "INSERT INTO tag_views (tag, timebucket, timeuuid, persistence_id, tag_pid_sequence_nr, "
-    "sequence_nr, persistence_id_hash, writer_uuid, serializer, manifest, payload, metadata, tags) "
+_UPSERT_ROWS = UPSERT_INTO + (
     "SELECT r.tag, r.timebucket, m.timeuuid, m.persistence_id, r.tag_pid_sequence_nr, "
     "m.sequence_nr, r.persistence_id_hash, m.writer_uuid, m.serializer, m.manifest, m.payload, "
     "m.metadata, m.tags "
@@ -30,17 +31,12 @@ class PostgresOperationsStore(SqlOperationsStore):
     PARAM = "%s"
 
     def _upsert_rows(self, conn: SqlConnection, rows: Sequence[TagViewRow]) -> None:
-        hashes: dict[str, int] = {}
         params = [
             [r.tag for r in rows],
             [r.time_bucket for r in rows],
             [r.persistence_id for r in rows],
             [r.sequence_nr for r in rows],
             [r.tag_pid_sequence_nr for r in rows],
-            [
-                hashes.get(r.persistence_id)
-                or hashes.setdefault(r.persistence_id, stable_hash(r.persistence_id))
-                for r in rows
-            ],
+            persistence_id_hashes(rows),
         ]
         conn.execute(_UPSERT_ROWS + self.UPSERT_CONFLICT, params)

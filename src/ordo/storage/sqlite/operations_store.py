@@ -5,16 +5,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from ordo.hashing import stable_hash
-from ordo.storage.sql_operations_store import SqlOperationsStore
+from ordo.storage.sql_operations_store import (
+    UPSERT_INTO,
+    SqlOperationsStore,
+    persistence_id_hashes,
+)
 from ordo.storage.sql_store import SqlConnection
 from ordo.tools.ports import TagViewRow
 
 # One statement per batch: the row keys travel as one JSON array and SQLite copies the payload
 # columns from `messages` itself, as the tag writer's insert does.
-_UPSERT_ROWS = (
-    "INSERT INTO tag_views (tag, timebucket, timeuuid, persistence_id, tag_pid_sequence_nr, "
-    "sequence_nr, persistence_id_hash, writer_uuid, serializer, manifest, payload, metadata, tags) "
+_UPSERT_ROWS = UPSERT_INTO + (
     "SELECT r.value ->> 0, r.value ->> 1, m.timeuuid, m.persistence_id, r.value ->> 4, "
     "m.sequence_nr, r.value ->> 5, m.writer_uuid, m.serializer, m.manifest, m.payload, "
     "m.metadata, m.tags "
@@ -29,19 +30,10 @@ class SQLiteOperationsStore(SqlOperationsStore):
     PARAM = "?"
 
     def _upsert_rows(self, conn: SqlConnection, rows: Sequence[TagViewRow]) -> None:
-        hashes: dict[str, int] = {}
         keys = json.dumps(
             [
-                [
-                    r.tag,
-                    r.time_bucket,
-                    r.persistence_id,
-                    r.sequence_nr,
-                    r.tag_pid_sequence_nr,
-                    hashes.get(r.persistence_id)
-                    or hashes.setdefault(r.persistence_id, stable_hash(r.persistence_id)),
-                ]
-                for r in rows
+                [r.tag, r.time_bucket, r.persistence_id, r.sequence_nr, r.tag_pid_sequence_nr, h]
+                for r, h in zip(rows, persistence_id_hashes(rows), strict=True)
             ],
             ensure_ascii=False,
         )

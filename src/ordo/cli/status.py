@@ -1,0 +1,117 @@
+"""`ordo status`: the journal, processors, CDC captures and materializers in one view."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ordo.cli.cdc import change_log_option
+from ordo.cli.options import journal_option, json_option, print_json, require_journal
+from ordo.settings import OperationsSettings
+from ordo.storage.change_sources import DEFAULT_SLOT
+from ordo.storage.open import stores_at
+from ordo.tools.status import Status, cdc_status, journal_status, processor_status, source_lag
+
+
+@click.command()
+@journal_option
+@json_option
+@change_log_option
+@click.option("--source", "source_url", default=None, help="A CDC source to show the lag of.")
+@click.option("--table", "tables", multiple=True, help="Captured tables of --source.")
+@click.option(
+    "--slot", default=DEFAULT_SLOT, show_default=True, help="PostgreSQL slot of --source."
+)
+def status(
+    journal_url: str | None,
+    as_json: bool,
+    change_log: Path,
+    source_url: str | None,
+    tables: tuple[str, ...],
+    slot: str,
+) -> None:
+    """Show the journal, every processor, CDC captures and materializers.
+
+    Journal: events, persistence ids, tags, time buckets, write rate, live writers.
+    Processors: segments with owners, tokens, claim age, and lag in events and in time.
+    CDC: change logs, materializers, and with --source the capture's lag and retained WAL.
+
+    Counting reads whole tables: this is an operator's view, not something to poll often.
+    """
+    url = require_journal(journal_url)
+    now_ms = time.time_ns() // 1_000_000
+    with stores_at(url) as stores:
+        summary = stores.journal.summary()
+        lease_timeout_ms = OperationsSettings.from_env(os.environ).writer_lease_timeout_ms
+        journal = journal_status(
+            stores.operations,
+            events=summary.events,
+            persistence_ids=summary.persistence_ids,
+            tags={s.tag: s.events for s in stores.tag_views.tags()},
+            writers=stores.operations.live_writers(since_ms=now_ms - lease_timeout_ms),
+            now_ms=now_ms,
+        )
+        processors = [
+            processor_status(stores.tokens, stores.operations, name, now_ms=now_ms)
+            for name in stores.tokens.processors()
+        ]
+    cdc = cdc_status(url, change_log, source_url=source_url, tables=tables, slot=slot)
+    found = Status(journal=journal, processors=processors, cdc=cdc)
+    if as_json:
+        print_json(found.to_json())
+    else:
+        _print(found)
+
+
+def _print(found: Status) -> None:
+    console = Console()
+    journal = found.journal
+    overview = Table(title="journal", show_header=False)
+    overview.add_row("events", f"{journal.events:,}")
+    overview.add_row("persistence ids", f"{journal.persistence_ids:,}")
+    overview.add_row("tags", ", ".join(f"{t} ({n:,})" for t, n in journal.tags.items()) or "-")
+    overview.add_row("time buckets", f"{journal.time_buckets:,}")
+    overview.add_row("write rate", f"{journal.events_per_s:,} events/s (last minute)")
+    overview.add_row("live writers", str(journal.live_writers))
+    console.print(overview)
+    processors = Table(title="processors")
+    for column in ("processor", "segment", "owner", "token", "claim age", "lag"):
+        processors.add_column(column)
+    for processor in found.processors:
+        lag = f"{processor.lag_events:,} events"
+        if processor.lag_ms is not None:
+            lag += f", {processor.lag_ms / 1000:,.1f} s"
+        for segment in processor.segments:
+            age = "-" if segment.claim_age_ms is None else f"{segment.claim_age_ms / 1000:.1f} s"
+            processors.add_row(
+                processor.processor,
+                segment.segment,
+                segment.owner or "-",
+                segment.token or "-",
+                age,
+                lag,
+            )
+    console.print(processors)
+    table = Table(title="cdc")
+    for column in ("part", "name", "state"):
+        table.add_column(column)
+    for log in found.cdc.change_logs:
+        state = f"{log.mutations:,} mutations, {log.partitions} partitions"
+        table.add_row("change log", log.table, state)
+    for progress in found.cdc.materializers:
+        state = f"batch {progress.batch_id}, {progress.messages:,} messages"
+        table.add_row("materializer", progress.materializer, state)
+    source = found.cdc.source
+    if source is not None:
+        held = (
+            f"{source.retained_bytes:,} bytes of WAL"
+            if source.retained_bytes is not None
+            else f"{source.retained_changes} changes waiting"
+        )
+        table.add_row("capture", source.name, f"lag {source_lag(source)}, {held}")
+    console.print(table)

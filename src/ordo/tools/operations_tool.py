@@ -1,0 +1,86 @@
+"""What Reconciliation and Cleanup share: one database's stores, the settings, the writer guard."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Self
+
+from ordo.clock import Clock, SystemClock
+from ordo.journal.ports import JournalStore
+from ordo.processing.ports import TokenStore
+from ordo.settings import OperationsSettings
+from ordo.tagging import TagViewStore
+from ordo.time import BucketSize
+from ordo.tools.guard import WriterGuard
+from ordo.tools.ports import DeletedCounts, OperationsStore
+from ordo.types import PersistenceId, SequenceNr, Tag
+
+if TYPE_CHECKING:  # a runtime import would be circular: storage imports tools.ports
+    from ordo.storage.open import Stores
+
+
+class OperationsTool:
+    """The base of the tools that change stored data. Thread-safe; methods are independent.
+
+    `bucket_size` must be the journal's (rows are bucketed by it); `of()` reads it from the
+    journal (`recorded_bucket_size()`).
+    """
+
+    def __init__(
+        self,
+        *,
+        journal: JournalStore,
+        tag_views: TagViewStore,
+        operations: OperationsStore,
+        tokens: TokenStore,
+        bucket_size: BucketSize,
+        settings: OperationsSettings | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self._journal = journal
+        self._tag_views = tag_views
+        self._operations = operations
+        self._tokens = tokens
+        self._bucket_size = bucket_size
+        self._settings = settings or OperationsSettings()
+        self._clock = clock or SystemClock()
+        self._guard = WriterGuard(operations, settings=self._settings, clock=self._clock)
+
+    @classmethod
+    def of(
+        cls,
+        stores: Stores,
+        *,
+        settings: OperationsSettings | None = None,
+        clock: Clock | None = None,
+    ) -> Self:
+        """The tool on the database `stores` is open on (`ordo.storage.open.stores_at`)."""
+        return cls(
+            journal=stores.journal,
+            tag_views=stores.tag_views,
+            operations=stores.operations,
+            tokens=stores.tokens,
+            bucket_size=recorded_bucket_size(stores.journal),
+            settings=settings,
+            clock=clock,
+        )
+
+    def _tag_views_to_delete(
+        self, persistence_id: PersistenceId, tags: Sequence[Tag]
+    ) -> DeletedCounts:
+        """What deleting the id's tag views of `tags` would delete: rows, progress, scanning."""
+        rows = sum(
+            self._operations.count_tag_view_rows(
+                persistence_id, tag, after_sequence_nr=SequenceNr(0)
+            )
+            for tag in tags
+        )
+        return self._operations.count_metadata(persistence_id, tags) + DeletedCounts(
+            tag_view_rows=rows
+        )
+
+
+def recorded_bucket_size(journal: JournalStore) -> BucketSize:
+    """The bucket size the journal was written with (hour, the default, when it is empty)."""
+    recorded = journal.recorded_bucket_size()
+    return BucketSize.HOUR if recorded is None else BucketSize.parse(recorded)

@@ -1,0 +1,190 @@
+"""`ordo status`: the journal, every processor, CDC captures and materializers, in one report.
+
+Counting reads whole tables (events, persistence ids, time buckets); status is an operator's
+tool, not something to poll at a high rate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ordo.cdc.ports import SchemaVersion, SourceStatus
+from ordo.processing.ports import TokenStore
+from ordo.storage.change_sources import change_source_at
+from ordo.storage.open import stores_at
+from ordo.storage.parquet import ChangeLogSummary, ParquetChangeLog
+from ordo.storage.sql_change_sink import MaterializerProgress
+from ordo.time import TimeUUID
+from ordo.tools.ports import OperationsStore, WriterLeaseInfo
+
+RATE_WINDOW_MS = 60_000
+"""The write rate is the events of this last window, per second."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournalStatus:
+    """Counts over the journal and its tag views."""
+
+    events: int
+    persistence_ids: int
+    tags: dict[str, int]
+    """Events per tag."""
+    time_buckets: int
+    """(tag, time bucket) partitions of tag_views."""
+    events_per_s: float
+    """Appends over the last minute."""
+    live_writers: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentStatus:
+    """One segment of a processor: owner, token, claim age."""
+
+    segment: str
+    owner: str | None
+    token: str | None
+    claim_age_ms: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessorStatus:
+    """A tracking processor and how far behind the journal its slowest segment is.
+
+    The token store does not know which tag a processor reads, so the lag in events counts
+    every journal event after the slowest token (an upper bound for a processor of one tag).
+    """
+
+    processor: str
+    segments: list[SegmentStatus]
+    lag_events: int
+    lag_ms: int | None
+    """Now minus the slowest token's time; None when a segment has processed nothing."""
+
+
+def journal_status(
+    operations: OperationsStore,
+    *,
+    events: int,
+    persistence_ids: int,
+    tags: dict[str, int],
+    writers: Sequence[WriterLeaseInfo],
+    now_ms: int,
+) -> JournalStatus:
+    """The journal part: counts given, buckets and the write rate read from `operations`."""
+    since = TimeUUID.min_for_epoch_ns((now_ms - RATE_WINDOW_MS) * 1_000_000)
+    recent = operations.count_events_after(since)
+    return JournalStatus(
+        events=events,
+        persistence_ids=persistence_ids,
+        tags=tags,
+        time_buckets=operations.count_time_buckets(),
+        events_per_s=round(recent / (RATE_WINDOW_MS / 1000), 1),
+        live_writers=len(writers),
+    )
+
+
+def processor_status(
+    tokens: TokenStore, operations: OperationsStore, processor: str, *, now_ms: int
+) -> ProcessorStatus:
+    """One processor's segments and its lag behind the journal."""
+    entries = tokens.entries(processor)
+    segments = [
+        SegmentStatus(
+            segment=str(entry.segment),
+            owner=entry.owner,
+            token=None if entry.token.offset is None else str(entry.token.offset),
+            claim_age_ms=None
+            if entry.claimed_at_ms is None
+            else max(0, now_ms - entry.claimed_at_ms),
+        )
+        for entry in entries
+    ]
+    offsets = [entry.token.offset for entry in entries]
+    slowest = None if any(o is None for o in offsets) else min(o for o in offsets if o is not None)
+    lag_events = operations.count_events_after(slowest)
+    lag_ms = None if slowest is None else max(0, now_ms - slowest.epoch_ms)
+    return ProcessorStatus(
+        processor=processor, segments=segments, lag_events=lag_events, lag_ms=lag_ms
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CdcStatus:
+    """Every part of the CDC pipeline that can be inspected."""
+
+    change_logs: list[ChangeLogSummary]
+    schemas: list[SchemaVersion]
+    materializers: list[MaterializerProgress]
+    source: SourceStatus | None
+
+    def to_json(self) -> dict[str, object]:
+        """The status as one JSON document (`--json`)."""
+        source = None
+        if self.source is not None:
+            source = {**dataclasses.asdict(self.source), "lag": source_lag(self.source)}
+        return {
+            "change_logs": [dataclasses.asdict(s) for s in self.change_logs],
+            "schemas": [
+                {
+                    "table": v.table,
+                    "version": v.version,
+                    "schema_id": v.schema_id,
+                    "accepted": v.is_accepted,
+                }
+                for v in self.schemas
+            ],
+            "materializers": [dataclasses.asdict(m) for m in self.materializers],
+            "source": source,
+        }
+
+
+def source_lag(source: SourceStatus) -> int | None:
+    """How far the source's head is ahead of what the capture confirmed (positions)."""
+    if source.head_position is None or source.confirmed_position is None:
+        return None
+    return source.head_position - source.confirmed_position
+
+
+def cdc_status(
+    journal_url: str,
+    change_log: Path,
+    *,
+    source_url: str | None,
+    tables: Sequence[str],
+    slot: str,
+) -> CdcStatus:
+    """Read the change logs, the registry, the materializers' progress and the source's lag."""
+    log = ParquetChangeLog(change_log)
+    with stores_at(journal_url) as stores:
+        schemas = [v for table in stores.schemas.tables() for v in stores.schemas.versions(table)]
+        materializers = list(stores.change_sink.progress())
+    source = None
+    if source_url is not None:
+        with change_source_at(source_url, tables, slot=slot) as opened:
+            source = opened.status()
+    return CdcStatus(
+        change_logs=[log.summary(table) for table in log.tables()],
+        schemas=schemas,
+        materializers=materializers,
+        source=source,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Status:
+    """Everything `ordo status` shows."""
+
+    journal: JournalStatus
+    processors: list[ProcessorStatus]
+    cdc: CdcStatus
+
+    def to_json(self) -> dict[str, object]:
+        """One JSON document (`--json`)."""
+        return {
+            "journal": dataclasses.asdict(self.journal),
+            "processors": [dataclasses.asdict(p) for p in self.processors],
+            "cdc": self.cdc.to_json(),
+        }
