@@ -105,6 +105,8 @@ def test_status_shows_the_journal_processors_and_cdc(journal: str, tmp_path: Pat
         for i in range(7)
     )
     assert _run("append", "--journal", journal, stdin=lines)[0] == 0
+    with stores_at(journal) as stores:
+        stores.tokens.initialize("order-view", segment_count=2)
     code, out, err = _run(
         "status", "--journal", journal, "--change-log", str(tmp_path / "log"), "--json"
     )
