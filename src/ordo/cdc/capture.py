@@ -99,8 +99,8 @@ class Capture:
         totals = CaptureTotals()
         while not stop.is_set():
             size = self.capture_once(totals, flush=until_idle)
-            if until_idle and size == 0:
-                break
+            if until_idle and size is not None and size < self.settings.max_changes:
+                break  # a window that was not full held everything committed when it was read
             if size is None or size < self.settings.max_changes:
                 stop.wait(self.settings.poll_interval.total_seconds())
         return totals

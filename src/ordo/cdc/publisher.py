@@ -21,9 +21,12 @@ from ordo.hashing import stable_hash
 DEFAULT_PARTITIONS = 8
 
 
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def partition_of(partition_key: Key, partitions: int) -> int:
     """The change log partition of a partition key: a stable hash, the same in every process."""
-    return stable_hash(json.dumps(list(partition_key), separators=(",", ":"))) % partitions
+    return stable_hash(_encode(list(partition_key))) % partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,10 +1,11 @@
 """Each table's change log: `<root>/<table>/partition=<n>/<segment>-<first>-<last>.parquet`.
 
 A file holds the mutations of one publish for one partition, in position order, and is written to
-a hidden temporary name and renamed into place, so a reader (Spark's file stream source lists the
-directory) never sees half a file. The file name carries the segment and the position range it
-covers; scanning the names tells a restarted capture what is already durable, so it publishes
-nothing twice and advances its source only past what is in the log.
+a hidden temporary name, synced, and renamed into place, so a reader (Spark's file stream source
+lists the directory) never sees half a file and a crash never loses a published one. The file
+name carries the segment and the position range it covers; scanning the names tells a restarted
+capture what is already durable, so it publishes nothing twice and advances its source only past
+what is in the log.
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ def _segment_token(segment: str) -> str:
     return _SAFE.sub("_", segment) or "_"
 
 
-def _json(value: object) -> str:
-    return json.dumps(value, separators=(",", ":"))
+_json = json.JSONEncoder(separators=(",", ":")).encode
+"""Compact JSON with one encoder for every call (json.dumps with options builds one per call)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,8 +93,12 @@ class ParquetChangeLog:
         first, last = mutations[0].audit.position, mutations[-1].audit.position
         name = f"{_segment_token(segment)}-{first}-{last}.parquet"
         temporary = directory / f".{name}.{uuid.uuid4().hex}.tmp"
-        pq.write_table(self._table(mutations), temporary)
+        with temporary.open("wb") as file:
+            pq.write_table(self._table(mutations), file)
+            file.flush()
+            os.fsync(file.fileno())  # durable before the source may forget these changes
         os.replace(temporary, directory / name)
+        _fsync_directory(directory)
 
     def last_position(self, table: str, segment: str, partition: int) -> int | None:
         """The highest position of `segment` in one partition's files (read from their names)."""
@@ -201,3 +206,12 @@ def mutation_from_row(row: dict[str, object]) -> Mutation:
             captured_at_us=int(str(row["captured_at_us"])),
         ),
     )
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in `directory` durable (the new name survives a crash)."""
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
