@@ -46,14 +46,16 @@ class PartitionFold:
     rejected: list[RejectedMutation]
 
 
-def delivery_order(mutation: Mutation) -> tuple[int, str, str]:
-    """The order mutations of one key are folded in: position, then segment, then replica.
+def delivery_order(mutation: Mutation) -> tuple[int, int, str, str]:
+    """The order a key's mutations are folded in: snapshot rows, then position, segment, replica.
 
-    Last write wins makes the final state independent of the order; the order only decides
-    which of several equivalent messages is emitted, so it must be deterministic across replays.
+    Last write wins makes the final state independent of the order; the order decides which
+    messages tell the story, so it must be deterministic across replays, and a snapshot's rows
+    (READ) come before the changes captured after it, whose positions are not comparable with
+    the snapshot's row ordinals.
     """
     audit = mutation.audit
-    return (audit.position, audit.segment, audit.replica)
+    return (0 if audit.is_snapshot else 1, audit.position, audit.segment, audit.replica)
 
 
 def _named(message: ChangeMessage, op: ChangeOp, schema_id: int) -> ChangeMessage:

@@ -27,7 +27,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from ordo.cdc.materializer import materialize_partition
-from ordo.cdc.mutation import Mutation
+from ordo.cdc.mutation import SNAPSHOT_MARK, Mutation
 from ordo.cdc.ports import SchemaVersion
 from ordo.cdc.row_state import PartitionState
 from ordo.cdc.schema_catalog import SchemaCatalog
@@ -90,10 +90,14 @@ _POSITION, _SEGMENT, _REPLICA = 12, 11, 10
 _EMPTY_STATE = encode_state(PartitionState())
 
 
-def _delivery_key(row: tuple[Any, ...]) -> tuple[int, str, str, str, str]:
-    """Position, segment, replica, then the row and cells: the order replays agree on."""
+def _delivery_key(row: tuple[Any, ...]) -> tuple[int, int, str, str, str, str]:
+    """Snapshot rows first, then position, segment, replica, then the row and cells.
+
+    The order replays agree on, as `ordo.cdc.materializer.delivery_order`.
+    """
     position = row[_POSITION]
     return (
+        0 if SNAPSHOT_MARK in (row[_SEGMENT] or "") else 1,
         -1 if position is None else int(position),  # unreadable: a dead letter anyway
         row[_SEGMENT] or "",
         row[_REPLICA] or "",

@@ -97,6 +97,23 @@ def test_snapshot_rows_are_reads_unless_the_row_is_known() -> None:
     assert [m.op for m in again.messages] == [ChangeOp.UPDATE]
 
 
+def test_a_snapshot_is_folded_before_changes_whose_positions_overlap_its_ordinals() -> None:
+    snapshot = snapshot_segment("sqlite:shop.db", 100)
+    change = _write(1, name="b")  # position 1 in the change table, written after the snapshot
+    row = Mutation(
+        table="users",
+        partition_key=(1,),
+        cells={"name": Cell(value="a", write_time=0)},
+        liveness=Cell(value=True, write_time=0),
+        audit=Audit(source="test", segment=snapshot, position=2),
+    )
+    folded = materialize_partition(PartitionState(), [change, row], _resolve)
+    assert [(m.op, m.after) for m in folded.messages] == [
+        (ChangeOp.READ, {"id": 1, "name": "a"}),
+        (ChangeOp.UPDATE, {"id": 1, "name": "b"}),
+    ]
+
+
 def test_the_catalog_reloads_on_a_miss_and_stops_at_a_pending_version() -> None:
     loaded: list[list[SchemaVersion]] = [
         [_version(4, 1)],
