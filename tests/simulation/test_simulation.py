@@ -40,7 +40,9 @@ def test_skewed_clocks_and_late_writes_violate_nothing(journal_url: str) -> None
     assert result["events"] == 900
     assert result["violations"] == 0, result
     assert (result["lost"], result["duplicated"], result["misordered"]) == (0, 0, 0)
-    assert result["restarts"] == 8
+    assert (
+        1 <= result["restarts"] <= 8
+    )  # 4 queries x 2 at random moments, unless the run ends first
     excused = result["lost_as_the_seeds_allow"]
     assert isinstance(excused, dict)
     assert result["delivered"] >= result["tagged_events"] - sum(excused.values())
