@@ -49,7 +49,8 @@ from ordo.cdc.capture import Capture
 from ordo.cdc.mutation import Key, Mutation
 from ordo.settings import CaptureSettings
 from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload, replica_mutations
-from ordo.spark import MaterializerSpec, materialize, start_session
+from ordo.spark import MaterializerSpec, start_session
+from ordo.spark.materializer import materialize_available
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.sqlite.change_source import SQLiteChangeSource
@@ -69,16 +70,7 @@ def run_materializer(spark: SparkSession, root: Path, table: str, name: str) -> 
     spec = MaterializerSpec(
         name=name, table=table, change_log=str(root / "log"), sink=f"sqlite:///{root / 'sink.db'}"
     )
-    started = time.perf_counter()
-    query = materialize(
-        spark, spec, checkpoint=str(root / f"checkpoint-{name}"), available_now=True
-    )
-    query.awaitTermination()
-    elapsed = time.perf_counter() - started
-    if query.exception() is not None:
-        msg = f"materializer failed: {query.exception()}"
-        raise RuntimeError(msg)
-    return elapsed
+    return materialize_available(spark, spec, checkpoint=str(root / f"checkpoint-{name}"))
 
 
 def publish_workload(root: Path, workload: ReplicaWorkload) -> list[Mutation]:

@@ -60,6 +60,19 @@ partitions_option = _count(
 )
 
 
+def source_status_options(func: F) -> F:
+    """--source URL, --table and --slot: a CDC source whose lag a status shows."""
+    func = click.option(
+        "--slot", default=DEFAULT_SLOT, show_default=True, help="PostgreSQL slot of --source."
+    )(func)
+    func = click.option("--table", "tables", multiple=True, help="Captured tables of --source.")(
+        func
+    )
+    return click.option(
+        "--source", "source_url", default=None, help="Also show this CDC source's capture lag."
+    )(func)
+
+
 @click.group()
 def cdc() -> None:
     """Change data capture: source changes -> keyed change log -> full-row change messages."""
@@ -154,9 +167,7 @@ def ingest(
 @journal_option
 @change_log_option
 @json_option
-@click.option("--source", "source_url", default=None, help="Also show this source's capture lag.")
-@click.option("--table", "tables", multiple=True, help="Tables of --source.")
-@click.option("--slot", default=DEFAULT_SLOT, show_default=True, help="PostgreSQL slot name.")
+@source_status_options
 def status(
     journal_url: str | None,
     change_log: Path,

@@ -10,10 +10,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ordo.cli.cdc import change_log_option
+from ordo.cli.cdc import change_log_option, source_status_options
 from ordo.cli.options import journal_option, json_option, print_json, require_journal
 from ordo.settings import OperationsSettings
-from ordo.storage.change_sources import DEFAULT_SLOT
 from ordo.storage.open import stores_at
 from ordo.tools.status import Status, cdc_status, journal_status, processor_status, source_lag
 
@@ -22,11 +21,7 @@ from ordo.tools.status import Status, cdc_status, journal_status, processor_stat
 @journal_option
 @json_option
 @change_log_option
-@click.option("--source", "source_url", default=None, help="A CDC source to show the lag of.")
-@click.option("--table", "tables", multiple=True, help="Captured tables of --source.")
-@click.option(
-    "--slot", default=DEFAULT_SLOT, show_default=True, help="PostgreSQL slot of --source."
-)
+@source_status_options
 def status(
     journal_url: str | None,
     as_json: bool,

@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from ordo.cdc import Publisher, SchemaRegistry
 from ordo.cdc.capture import Capture
 from ordo.simulation.cdc import check
-from ordo.spark.materializer import MaterializerSpec, materialize
+from ordo.spark.materializer import MaterializerSpec, materialize_available
 from ordo.storage.change_sources import change_source_at
 from ordo.storage.open import stores_at
 
@@ -58,13 +58,7 @@ def run_cdc_part(spark: SparkSession, *, journal: str, work_dir: Path) -> CdcDem
         totals = Capture(source, Publisher(log), registry).run(until_idle=True)
         schema = registry.current(TABLE).schema
     spec = MaterializerSpec(name=MATERIALIZER, table=TABLE, change_log=str(log.root), sink=journal)
-    query = materialize(
-        spark, spec, checkpoint=str(work_dir / "cdc-checkpoint"), available_now=True
-    )
-    query.awaitTermination()
-    failure = query.exception()
-    if failure is not None:
-        raise failure
+    materialize_available(spark, spec, checkpoint=str(work_dir / "cdc-checkpoint"))
     with stores_at(journal) as stores:
         messages = list(stores.change_sink.read_messages(MATERIALIZER))
         copy = stores.change_sink.read_table(spec.target_table, schema)

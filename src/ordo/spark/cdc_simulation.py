@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from pyspark.sql import SparkSession
 from ordo.cdc import Publisher, SchemaRegistry
 from ordo.simulation.cdc import SIMULATED_SCHEMA, CdcReport, ReplicaWorkload, check
 from ordo.simulation.cdc.replicas import replica_mutations
-from ordo.spark.materializer import MaterializerSpec, materialize
+from ordo.spark.materializer import MaterializerSpec, materialize_available
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
 
@@ -57,13 +56,7 @@ def run_cdc_simulation(
         change_log=str(work_dir / "log"),
         sink=sink,
     )
-    started = time.perf_counter()
-    query = materialize(spark, spec, checkpoint=str(work_dir / "checkpoint"), available_now=True)
-    query.awaitTermination()
-    seconds = time.perf_counter() - started
-    failure = query.exception()
-    if failure is not None:
-        raise failure
+    seconds = materialize_available(spark, spec, checkpoint=str(work_dir / "checkpoint"))
     with stores_at(sink) as stores:
         messages = list(stores.change_sink.read_messages(MATERIALIZER))
         table = stores.change_sink.read_table(spec.target_table, SIMULATED_SCHEMA)

@@ -10,6 +10,7 @@ twice.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -118,3 +119,17 @@ def materialize(
     elif processing_time is not None:
         writer = writer.trigger(processingTime=processing_time)
     return writer.queryName(spec.name).start()
+
+
+def materialize_available(spark: SparkSession, spec: MaterializerSpec, *, checkpoint: str) -> float:
+    """Materialize everything the change log holds now, then stop; the run's wall seconds.
+
+    A failure of the query is raised here (with Spark's message).
+    """
+    started = time.perf_counter()
+    query = materialize(spark, spec, checkpoint=checkpoint, available_now=True)
+    query.awaitTermination()
+    failure = query.exception()
+    if failure is not None:
+        raise failure
+    return time.perf_counter() - started
