@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 from pathlib import Path
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 
 from ordo.cdc import mutation_to_json
 from ordo.cli.main import cli
 from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload, replica_mutations
+from ordo.storage.change_sources import change_source_at
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
+from ordo.storage.postgres.change_source import PostgresChangeSource
 
 
 def _run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
@@ -122,6 +126,30 @@ def test_status_shows_the_journal_processors_and_cdc(journal: str, tmp_path: Pat
     assert len(processor["segments"]) == 2
     assert (processor["lag_events"], processor["lag_ms"]) == (7, None)  # nothing processed yet
     assert document["cdc"]["change_logs"] == []
+    assert document["cdc"]["sources"] == []  # SQLite keeps change tables in each source file
     code, out, _ = _run("status", "--journal", journal)
     assert code == 0
     assert "persistence ids" in out
+
+
+@pytest.mark.postgres
+def test_status_lists_the_wal2json_slots_of_a_postgres_journal(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id BIGINT PRIMARY KEY, qty BIGINT)")
+    try:
+        with change_source_at(postgres_dsn, ["items"], slot=slot):
+            pass
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute("INSERT INTO items VALUES (1, 2)")
+        args = ("status", "--journal", postgres_dsn, "--change-log", str(tmp_path), "--json")
+        code, out, err = _run(*args)
+        assert code == 0, err
+        (found,) = [s for s in json.loads(out)["cdc"]["sources"] if s["name"] == slot]
+        assert found["retained_bytes"] > 0
+        assert found["lag"] >= 0
+    finally:
+        with PostgresChangeSource(postgres_dsn, slot=slot, tables=["items"]) as source:
+            source.drop()

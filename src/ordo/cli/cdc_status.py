@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ordo.tools.status import CdcStatus, source_lag
+from ordo.tools.status import CdcStatus, retention, source_lag
 
 
 def print_status(status: CdcStatus) -> None:
@@ -23,14 +23,8 @@ def print_status(status: CdcStatus) -> None:
             f"materializer {progress.materializer}: batch {progress.batch_id}, "
             f"{progress.messages} messages"
         )
-    if status.source is not None:
-        source = status.source
-        retained = (
-            f"{source.retained_bytes} bytes of WAL retained"
-            if source.retained_bytes is not None
-            else f"{source.retained_changes} changes waiting"
-        )
+    for source in status.sources:
         click.echo(
             f"source {source.name}: confirmed {source.confirmed_position}, head "
-            f"{source.head_position}, lag {source_lag(source)}; {retained}"
+            f"{source.head_position}, lag {source_lag(source)}; {retention(source)}"
         )

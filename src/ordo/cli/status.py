@@ -14,7 +14,14 @@ from ordo.cli.cdc import change_log_option, source_status_options
 from ordo.cli.options import journal_option, json_option, print_json, require_journal
 from ordo.settings import OperationsSettings
 from ordo.storage.open import stores_at
-from ordo.tools.status import Status, cdc_status, journal_status, processor_status, source_lag
+from ordo.tools.status import (
+    Status,
+    cdc_status,
+    journal_status,
+    processor_status,
+    retention,
+    source_lag,
+)
 
 
 @click.command()
@@ -34,7 +41,8 @@ def status(
 
     Journal: events, persistence ids, tags, time buckets, write rate, live writers.
     Processors: segments with owners, tokens, claim age, and lag in events and in time.
-    CDC: change logs, materializers, and with --source the capture's lag and retained WAL.
+    CDC: change logs, materializers, and the captures' lag and retained WAL (the journal's
+    wal2json slots on PostgreSQL, or the capture --source names).
 
     Counting reads whole tables: this is an operator's view, not something to poll often.
     """
@@ -101,12 +109,7 @@ def _print(found: Status) -> None:
     for progress in found.cdc.materializers:
         state = f"batch {progress.batch_id}, {progress.messages:,} messages"
         table.add_row("materializer", progress.materializer, state)
-    source = found.cdc.source
-    if source is not None:
-        held = (
-            f"{source.retained_bytes:,} bytes of WAL"
-            if source.retained_bytes is not None
-            else f"{source.retained_changes} changes waiting"
-        )
-        table.add_row("capture", source.name, f"lag {source_lag(source)}, {held}")
+    for source in found.cdc.sources:
+        state = f"lag {source_lag(source)}, {retention(source)}"
+        table.add_row("capture", source.name, state)
     console.print(table)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from ordo.cdc.ports import ChangeSource
+from ordo.cdc.ports import ChangeSource, SourceStatus
 from ordo.errors import ConfigurationError
 from ordo.storage.location import SQLiteLocation, parse_location
 
@@ -41,3 +41,16 @@ def change_source_at(
     with PostgresChangeSource(location.dsn, slot=slot, tables=tables) as postgres:
         postgres.create()
         yield postgres
+
+
+def capture_slots_at(url: str) -> list[SourceStatus]:
+    """The captures a database knows of: its wal2json slots on PostgreSQL.
+
+    None on SQLite, whose change tables live in each source file (name one with `--source`).
+    """
+    location = parse_location(url)
+    if isinstance(location, SQLiteLocation):
+        return []
+    from ordo.storage.postgres.change_source import capture_slots
+
+    return capture_slots(location.dsn)

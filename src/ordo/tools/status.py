@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ordo.cdc.ports import SchemaVersion, SourceStatus
 from ordo.processing.ports import TokenStore
-from ordo.storage.change_sources import change_source_at
+from ordo.storage.change_sources import capture_slots_at, change_source_at
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ChangeLogSummary, ParquetChangeLog
 from ordo.storage.sql_change_sink import MaterializerProgress
@@ -118,13 +118,14 @@ class CdcStatus:
     change_logs: list[ChangeLogSummary]
     schemas: list[SchemaVersion]
     materializers: list[MaterializerProgress]
-    source: SourceStatus | None
+    sources: list[SourceStatus]
+    """The capture named by `--source`, else the journal database's wal2json slots."""
 
     def to_json(self) -> dict[str, object]:
         """The status as one JSON document (`--json`)."""
-        source = None
-        if self.source is not None:
-            source = {**dataclasses.asdict(self.source), "lag": source_lag(self.source)}
+        sources = [
+            {**dataclasses.asdict(source), "lag": source_lag(source)} for source in self.sources
+        ]
         return {
             "change_logs": [dataclasses.asdict(s) for s in self.change_logs],
             "schemas": [
@@ -137,8 +138,15 @@ class CdcStatus:
                 for v in self.schemas
             ],
             "materializers": [dataclasses.asdict(m) for m in self.materializers],
-            "source": source,
+            "sources": sources,
         }
+
+
+def retention(source: SourceStatus) -> str:
+    """What a source keeps for its capture, in words (WAL bytes, or change rows waiting)."""
+    if source.retained_bytes is not None:
+        return f"{source.retained_bytes:,} bytes of WAL retained"
+    return f"{source.retained_changes or 0:,} changes waiting"
 
 
 def source_lag(source: SourceStatus) -> int | None:
@@ -161,15 +169,16 @@ def cdc_status(
     with stores_at(journal_url) as stores:
         schemas = [v for table in stores.schemas.tables() for v in stores.schemas.versions(table)]
         materializers = list(stores.change_sink.progress())
-    source = None
-    if source_url is not None:
+    if source_url is None:
+        sources = capture_slots_at(journal_url)
+    else:
         with change_source_at(source_url, tables, slot=slot) as opened:
-            source = opened.status()
+            sources = [opened.status()]
     return CdcStatus(
         change_logs=[log.summary(table) for table in log.tables()],
         schemas=schemas,
         materializers=materializers,
-        source=source,
+        sources=sources,
     )
 
 

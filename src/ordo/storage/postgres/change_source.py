@@ -356,3 +356,29 @@ def _translated(slot: str) -> Iterator[None]:
         raise translate_postgres_error(exc) from exc
     except psycopg.Error as exc:
         raise translate_postgres_error(exc) from exc
+
+
+_SLOTS = (
+    "SELECT slot_name, confirmed_flush_lsn::text, pg_current_wal_lsn()::text, "
+    "pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint FROM pg_replication_slots "
+    "WHERE plugin = %s AND database = current_database() ORDER BY slot_name"
+)
+
+
+def capture_slots(dsn: str) -> list[SourceStatus]:
+    """Every wal2json slot of the database at `dsn`: what `ordo status` shows of captures."""
+    try:
+        with _connect(dsn, autocommit=True) as conn:
+            rows = conn.execute(_SLOTS, (PLUGIN,)).fetchall()
+    except psycopg.Error as exc:
+        raise translate_postgres_error(exc) from exc
+    return [
+        SourceStatus(
+            name=str(name),
+            tables=(),
+            confirmed_position=None if confirmed is None else parse_lsn(str(confirmed)),
+            head_position=parse_lsn(str(head)),
+            retained_bytes=None if retained is None else int(str(retained)),
+        )
+        for name, confirmed, head, retained in rows
+    ]
