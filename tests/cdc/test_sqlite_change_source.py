@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from ordo.cdc import ColumnType, Publisher, SchemaRegistry
-from ordo.cdc.capture import Capture
+from ordo.cdc.capture import Capture, CaptureTotals
+from ordo.clock import ManualClock
 from ordo.errors import (
     CaptureError,
     IncompatibleSchemaError,
     NoPrimaryKeyError,
     UnmappableColumnTypeError,
 )
+from ordo.settings import CaptureSettings
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.sqlite.change_source import SQLiteChangeSource
@@ -158,3 +161,26 @@ def test_the_capture_loop_publishes_then_advances_and_stops_on_an_incompatible_c
         with pytest.raises(IncompatibleSchemaError, match="'score' dropped"):
             capture.run(until_idle=True)
         assert source.status().retained_changes == 1  # nothing advanced
+
+
+def test_a_partial_window_waits_for_the_flush_interval_and_a_full_one_does_not(
+    source: SQLiteChangeSource, database: Path, tmp_path: Path
+) -> None:
+    clock = ManualClock(0)
+    settings = CaptureSettings(max_changes=3, flush_interval=timedelta(seconds=1))
+    log = ParquetChangeLog(tmp_path / "log")
+    with stores_at(f"sqlite:///{tmp_path / 'ordo.db'}") as stores:
+        capture = Capture(
+            source, Publisher(log), SchemaRegistry(stores.schemas), settings=settings, clock=clock
+        )
+        totals = CaptureTotals()
+        _run(database, "INSERT INTO users (id, name) VALUES (1, 'a')")
+        assert capture.capture_once(totals) is None  # partial, the interval has not passed
+        clock.advance(999_000_000)
+        assert capture.capture_once(totals) is None
+        clock.advance(1_000_000)
+        assert capture.capture_once(totals) == 1  # flush_interval reached: published
+        _run(database, *(f"INSERT INTO users (id, name) VALUES ({i}, 'b')" for i in range(2, 5)))
+        assert capture.capture_once(totals) == 3  # a full window goes at once
+    assert totals.published == {"users": 4}
+    assert source.status().retained_changes == 0
