@@ -70,3 +70,22 @@ def test_segments_are_deduplicated_separately(tmp_path: Path) -> None:
     receipt = Publisher(log).publish([_mutation(1, 3, segment="replica-b/CommitLog-1.log")])
     assert receipt.published == {"users": 1}
     assert len(list(log.read("users"))) == 2
+
+
+def test_segments_published_together_keep_their_own_positions(tmp_path: Path) -> None:
+    log = ParquetChangeLog(tmp_path)
+    a = [_mutation(1, p, segment="replica-a") for p in (100, 101, 102)]
+    b = [_mutation(1, p, segment="replica-b") for p in (1, 2, 3)]
+    Publisher(log, partitions=1).publish([a[0], b[0], a[1], b[1]])
+    again = Publisher(ParquetChangeLog(tmp_path), partitions=1).publish([*a, *b])
+    assert (again.published, again.skipped) == ({"users": 2}, 4)
+    assert sorted((m.audit.segment, m.audit.position) for m in log.read("users")) == sorted(
+        (m.audit.segment, m.audit.position) for m in [*a, *b]
+    )
+    names = sorted(f.name for f in (tmp_path / "users" / "partition=0").glob("*.parquet"))
+    assert names == [
+        "replica_a-100-101.parquet",
+        "replica_a-102-102.parquet",
+        "replica_b-1-2.parquet",
+        "replica_b-3-3.parquet",
+    ]

@@ -4,7 +4,7 @@ At least once from the source, exactly once into the change log: the source is a
 the publisher's files are in place, and the publisher skips positions the log already holds, so a
 crash anywhere in between neither loses nor repeats a change. Each table's current schema is
 registered before its changes are published; an incompatible change stops the capture (nothing is
-peeked or advanced) until an operator accepts the new version.
+published or advanced) until an operator accepts the new version.
 """
 
 from __future__ import annotations
@@ -62,12 +62,12 @@ class Capture:
         Returns the window's size, or None when the window is still filling (nothing was
         published or advanced).
         """
-        versions = self.register_schemas()
         window = self.source.peek(max_changes=self.settings.max_changes)
         interval_ns = int(self.settings.flush_interval.total_seconds() * 1e9)
         is_due = self._clock.now_ns() - self._last_publish_ns >= interval_ns
         if len(window.mutations) < self.settings.max_changes and not (flush or is_due):
             return None
+        versions = self.register_schemas()  # per publish, not per poll: it reads the catalog
         mutations = [
             dataclasses.replace(m, schema_id=versions[m.table].schema_id)
             if m.table in versions

@@ -87,7 +87,8 @@ class ChangeLogWriter(Protocol):
         """The highest position of `segment` in one partition of the table's log, or None.
 
         Per partition, because a publish writes one file per partition: a crash between two of
-        them leaves lower positions unwritten in the partitions it had not reached.
+        them leaves lower positions unwritten in the partitions it had not reached. Called for
+        every mutation published, so implementations answer from memory after a first read.
         """
         ...
 

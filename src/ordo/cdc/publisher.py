@@ -47,22 +47,23 @@ class Publisher:
         self.log, self.partitions = log, partitions
 
     def publish(self, mutations: Sequence[Mutation]) -> PublishReceipt:
-        """Append `mutations` (commit order) to their partitions, keeping that order per key."""
-        durable: dict[tuple[str, str, int], int | None] = {}
-        routed: dict[tuple[str, int], list[Mutation]] = defaultdict(list)
+        """Append `mutations` (commit order) to their partitions, keeping that order per key.
+
+        One file per (table, partition, segment): a file name states the positions of one
+        segment, which is what deduplication reads back.
+        """
+        routed: dict[tuple[str, int, str], list[Mutation]] = defaultdict(list)
         skipped = 0
         for mutation in mutations:
+            table, segment = mutation.table, mutation.audit.segment
             partition = partition_of(mutation.partition_key, self.partitions)
-            where = (mutation.table, mutation.audit.segment, partition)
-            if where not in durable:
-                durable[where] = self.log.last_position(*where)
-            held = durable[where]
+            held = self.log.last_position(table, segment, partition)
             if held is not None and mutation.audit.position <= held:
                 skipped += 1
                 continue
-            routed[(mutation.table, partition)].append(mutation)
+            routed[table, partition, segment].append(mutation)
         published: dict[str, int] = defaultdict(int)
-        for (table, partition), batch in sorted(routed.items()):
+        for (table, partition, _), batch in sorted(routed.items()):
             self.log.append(table, partition, batch)
             published[table] += len(batch)
         return PublishReceipt(published=dict(published), skipped=skipped)

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from ordo.cdc.mutation import Audit, Cell, Mutation
 from ordo.cdc.mutation_json import cells_from_json, cells_to_json
+from ordo.errors import InvalidInputError
 
 CHANGE_LOG_SCHEMA = pa.schema(
     [
@@ -74,19 +75,31 @@ class ChangeLogSummary:
 
 
 class ParquetChangeLog:
-    """Appends mutations to the partitioned Parquet change logs under `root` (thread-compatible)."""
+    """Appends mutations to the partitioned Parquet change logs under `root` (thread-compatible).
+
+    The last position of each (table, segment, partition) is read from the file names once and
+    then kept up to date by `append`, so publishing does not list directories every window; this
+    assumes one writer per segment (one capture per slot or change table), as the sources do.
+    """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
+        self._last: dict[tuple[str, str, int], int | None] = {}
 
     def table_path(self, table: str) -> Path:
         """The directory Spark reads as the table's change stream."""
         return self.root / table
 
     def append(self, table: str, partition: int, mutations: Sequence[Mutation]) -> None:
-        """Write one file of `mutations` (same table and partition, position order) atomically."""
+        """Write one file of `mutations` (one table, partition and segment; position order).
+
+        The file name carries the segment and the position range, so it must be one segment.
+        """
         if not mutations:
             return
+        if len({m.audit.segment for m in mutations}) > 1:
+            msg = "a change log file holds the mutations of one segment"
+            raise InvalidInputError(msg)
         directory = self.table_path(table) / f"partition={partition}"
         directory.mkdir(parents=True, exist_ok=True)
         segment = mutations[0].audit.segment
@@ -99,14 +112,19 @@ class ParquetChangeLog:
             os.fsync(file.fileno())  # durable before the source may forget these changes
         os.replace(temporary, directory / name)
         _fsync_directory(directory)
+        held = self.last_position(table, segment, partition)
+        self._last[(table, segment, partition)] = last if held is None else max(held, last)
 
     def last_position(self, table: str, segment: str, partition: int) -> int | None:
         """The highest position of `segment` in one partition's files (read from their names)."""
-        token = _segment_token(segment)
-        directory = self.table_path(table) / f"partition={partition}"
-        matches = (_FILE_NAME.match(file.name) for file in directory.glob("*.parquet"))
-        positions = [int(m["last"]) for m in matches if m is not None and m["segment"] == token]
-        return max(positions, default=None)
+        where = (table, segment, partition)
+        if where not in self._last:
+            token = _segment_token(segment)
+            directory = self.table_path(table) / f"partition={partition}"
+            matches = (_FILE_NAME.match(file.name) for file in directory.glob("*.parquet"))
+            positions = [int(m["last"]) for m in matches if m and m["segment"] == token]
+            self._last[where] = max(positions, default=None)
+        return self._last[where]
 
     def partitions(self, table: str) -> list[int]:
         """The partitions that hold at least one file."""
