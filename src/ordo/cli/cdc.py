@@ -17,7 +17,14 @@ from ordo.cdc.capture import Capture
 from ordo.cdc.ingest import ingest as publish_mutations
 from ordo.cdc.ingest import parse_mutation_lines
 from ordo.cli.cdc_schemas import schemas
-from ordo.cli.options import journal_option, json_option, print_json, require_journal
+from ordo.cli.options import (
+    int_option,
+    journal_option,
+    json_option,
+    master_option,
+    print_json,
+    require_journal,
+)
 from ordo.cli.streaming import wait_for
 from ordo.settings import CaptureSettings
 from ordo.storage.change_sources import DEFAULT_SLOT, change_source_at
@@ -42,20 +49,7 @@ def change_log_option(func: F) -> F:
     )(func)
 
 
-def _count(
-    name: str, default: int, help_text: str, *, maximum: int | None = None
-) -> Callable[[F], F]:
-    """A positive integer option with its default shown."""
-    return click.option(
-        name,
-        type=click.IntRange(min=1, max=maximum),
-        default=default,
-        show_default=True,
-        help=help_text,
-    )
-
-
-partitions_option = _count(
+partitions_option = int_option(
     "--partitions", 8, "Partitions of each table's change log (keep it fixed once it has files)."
 )
 
@@ -90,8 +84,8 @@ cdc.add_command(schemas)
 @click.option("--snapshot", is_flag=True, help="First publish every captured table's rows.")
 @click.option("--follow", is_flag=True, help="Keep capturing until interrupted.")
 @partitions_option
-@_count("--max-changes", 1000, "Changes per window; a full window is published at once.")
-@_count("--flush-interval-ms", 1000, "Publish a partly filled window at least this often.")
+@int_option("--max-changes", 1000, "Changes per window; a full window is published at once.")
+@int_option("--flush-interval-ms", 1000, "Publish a partly filled window at least this often.")
 def capture(
     journal_url: str | None,
     change_log: Path,
@@ -189,15 +183,10 @@ def status(
         print_status(found)
 
 
-master_option = click.option(
-    "--master", default="local[2]", show_default=True, help="Spark master URL (a cluster works)."
-)
-
-
 @cdc.command()
 @journal_option
 @change_log_option
-@master_option
+@master_option("local[2]")
 @click.argument("table")
 @click.option(
     "--checkpoint",
@@ -266,10 +255,10 @@ def materialize(
 
 @cdc.command()
 @json_option
-@master_option
-@_count("--replicas", 3, "Replicas delivering each write.", maximum=16)
-@_count("--keys", 1_000, "Partition keys written.")
-@_count("--mutations", 20_000, "Client writes.")
+@master_option("local[2]")
+@int_option("--replicas", 3, "Replicas delivering each write.", maximum=16)
+@int_option("--keys", 1_000, "Partition keys written.")
+@int_option("--mutations", 20_000, "Client writes.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Makes the run repeatable.")
 def simulate(
     as_json: bool, master: str, replicas: int, keys: int, mutations: int, seed: int

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from ordo.cli.options import master_option, workload_options
 from ordo.simulation.workload import Workload
 from ordo.storage.location import SQLiteLocation, parse_location
 
@@ -28,37 +29,8 @@ DEFAULT_DEMO_JOURNAL = "sqlite:///.ordo/demo.db"
     metavar="URL",
     help="Where to write; the default file is recreated on every run.",
 )
-@click.option(
-    "--events",
-    default=20_000,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Events to write.",
-)
-@click.option(
-    "--writers",
-    default=4,
-    show_default=True,
-    type=click.IntRange(min=1, max=64),
-    help="Writer processes.",
-)
-@click.option(
-    "--persistence-ids",
-    "persistence_ids",
-    default=3_000,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Distinct persistence ids (orders and customers).",
-)
-@click.option(
-    "--seed", default=1, show_default=True, type=int, help="Makes the workload repeatable."
-)
-@click.option(
-    "--master",
-    default="local[*]",
-    show_default=True,
-    help="Spark master URL (a cluster URL works).",
-)
+@workload_options(persistence_ids=3_000, seed_help="Makes the workload repeatable.")
+@master_option("local[*]")
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object (the verdict).")
 def demo(
     journal_url: str,

@@ -27,6 +27,44 @@ def journal_option(func: F) -> F:
     )(func)
 
 
+def int_option(
+    name: str, default: int, help_text: str, *, minimum: int = 1, maximum: int | None = None
+) -> Callable[[F], F]:
+    """An integer option in a range, with its default shown."""
+    return click.option(
+        name,
+        type=click.IntRange(min=minimum, max=maximum),
+        default=default,
+        show_default=True,
+        help=help_text,
+    )
+
+
+def workload_options(*, persistence_ids: int, seed_help: str) -> Callable[[F], F]:
+    """--writers, --events, --persistence-ids and --seed of a generated shop workload."""
+
+    def decorate(func: F) -> F:
+        for option in reversed(
+            (
+                int_option("--writers", 4, "Writer processes.", maximum=64),
+                int_option("--events", 20_000, "Events to append."),
+                int_option("--persistence-ids", persistence_ids, "Distinct persistence ids."),
+                click.option("--seed", default=1, show_default=True, type=int, help=seed_help),
+            )
+        ):
+            func = option(func)
+        return func
+
+    return decorate
+
+
+def master_option(default: str) -> Callable[[F], F]:
+    """--master: the Spark master URL."""
+    return click.option(
+        "--master", default=default, show_default=True, help="Spark master URL (a cluster works)."
+    )
+
+
 def json_option(func: F) -> F:
     """--json: one JSON document on stdout instead of text."""
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(func)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ordo.cli.options import master_option
 from ordo.cli.streaming import wait_for
 
 
@@ -16,12 +17,7 @@ def pipeline() -> None:
 
 @pipeline.command()
 @click.argument("config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--master",
-    default="local[*]",
-    show_default=True,
-    help="Spark master URL (a cluster URL works).",
-)
+@master_option("local[*]")
 def run(config_file: Path, master: str) -> None:
     """Run the projection described by CONFIG_FILE.
 

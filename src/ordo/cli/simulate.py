@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
+from ordo.cli.options import int_option, workload_options
 from ordo.simulation.run import SIMULATION_QUERY_SETTINGS, SimulationConfig, simulate
 from ordo.time import BucketSize
 
@@ -24,41 +25,9 @@ from ordo.time import BucketSize
     metavar="URL",
     help="Journal to write (default: a new SQLite file in a temporary directory).",
 )
-@click.option(
-    "--writers", default=4, show_default=True, type=click.IntRange(1, 64), help="Writer processes."
-)
-@click.option(
-    "--events", default=20_000, show_default=True, type=click.IntRange(1), help="Events to append."
-)
-@click.option(
-    "--persistence-ids",
-    "persistence_ids",
-    default=2_000,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Distinct persistence ids.",
-)
-@click.option(
-    "--seed",
-    default=1,
-    show_default=True,
-    type=int,
-    help="Makes workload, skews and delays repeatable.",
-)
-@click.option(
-    "--skew-ms",
-    default=300,
-    show_default=True,
-    type=click.IntRange(0),
-    help="Writers' clocks are off by up to this much.",
-)
-@click.option(
-    "--max-delay-ms",
-    default=2_000,
-    show_default=True,
-    type=click.IntRange(0),
-    help="Longest delay of a tag_views write.",
-)
+@workload_options(persistence_ids=2_000, seed_help="Makes workload, skews and delays repeatable.")
+@int_option("--skew-ms", 300, "Writers' clocks are off by up to this much.", minimum=0)
+@int_option("--max-delay-ms", 2_000, "Longest delay of a tag_views write.", minimum=0)
 @click.option(
     "--delay-probability",
     default=0.05,
@@ -73,34 +42,10 @@ from ordo.time import BucketSize
     type=click.FloatRange(min=1),
     help="Events per second over all writers.",
 )
-@click.option(
-    "--queries",
-    default=4,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Live queries (one per tag, round-robin).",
-)
-@click.option(
-    "--restarts",
-    default=3,
-    show_default=True,
-    type=click.IntRange(0),
-    help="Restarts of each query from its last offset.",
-)
-@click.option(
-    "--consistency-delay-ms",
-    default=1_000,
-    show_default=True,
-    type=click.IntRange(0),
-    help="The queries' eventual_consistency_delay.",
-)
-@click.option(
-    "--gap-timeout-ms",
-    default=10_000,
-    show_default=True,
-    type=click.IntRange(0),
-    help="The queries' gap_timeout.",
-)
+@int_option("--queries", 4, "Live queries (one per tag, round-robin).")
+@int_option("--restarts", 3, "Restarts of each query from its last offset.", minimum=0)
+@int_option("--consistency-delay-ms", 1_000, "The queries' eventual_consistency_delay.", minimum=0)
+@int_option("--gap-timeout-ms", 10_000, "The queries' gap_timeout.", minimum=0)
 @click.option(
     "--bucket-size",
     default="minute",
