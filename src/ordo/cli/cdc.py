@@ -171,7 +171,9 @@ def status(
     slot: str,
 ) -> None:
     """Show change logs (partitions, last positions), schemas, materializers and capture lag."""
-    from ordo.cli.cdc_status import print_status
+    from rich.console import Console
+
+    from ordo.cli.cdc_status import cdc_table
     from ordo.tools.status import cdc_status
 
     found = cdc_status(
@@ -180,7 +182,7 @@ def status(
     if as_json:
         print_json(found.to_json())
     else:
-        print_status(found)
+        Console().print(cdc_table(found))
 
 
 @cdc.command()

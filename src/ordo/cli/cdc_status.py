@@ -1,30 +1,36 @@
-"""How `ordo cdc status` prints: change logs, schemas, materializers and the capture's lag."""
+"""How the CDC part of a status prints (`ordo cdc status`, and `ordo status`'s CDC table)."""
 
 from __future__ import annotations
 
-import click
+from rich.table import Table
 
 from ordo.tools.status import CdcStatus, retention, source_lag
 
 
-def print_status(status: CdcStatus) -> None:
-    """The status as a few readable lines per part."""
-    for summary in status.change_logs:
-        positions = ", ".join(f"{s}@{p}" for s, p in summary.last_positions.items())
-        click.echo(
-            f"change log {summary.table}: {summary.mutations} mutations in {summary.files} "
-            f"files, {summary.partitions} partitions; last {positions or '-'}"
+def cdc_table(status: CdcStatus) -> Table:
+    """One row per change log, schema version, materializer and capture."""
+    table = Table(title="cdc")
+    for column in ("part", "name", "state"):
+        table.add_column(column)
+    for log in status.change_logs:
+        positions = ", ".join(f"{s}@{p}" for s, p in log.last_positions.items()) or "-"
+        state = (
+            f"{log.mutations:,} mutations in {log.files} files, {log.partitions} partitions; "
+            f"last {positions}"
         )
+        table.add_row("change log", log.table, state)
     for version in status.schemas:
-        state = "accepted" if version.is_accepted else "PENDING"
-        click.echo(f"schema {version.table} v{version.version} id={version.schema_id} {state}")
+        accepted = "accepted" if version.is_accepted else "PENDING"
+        table.add_row(
+            "schema", version.table, f"v{version.version} id={version.schema_id} {accepted}"
+        )
     for progress in status.materializers:
-        click.echo(
-            f"materializer {progress.materializer}: batch {progress.batch_id}, "
-            f"{progress.messages} messages"
-        )
+        state = f"batch {progress.batch_id}, {progress.messages:,} messages"
+        table.add_row("materializer", progress.materializer, state)
     for source in status.sources:
-        click.echo(
-            f"source {source.name}: confirmed {source.confirmed_position}, head "
-            f"{source.head_position}, lag {source_lag(source)}; {retention(source)}"
+        state = (
+            f"confirmed {source.confirmed_position}, head {source.head_position}, "
+            f"lag {source_lag(source)}; {retention(source)}"
         )
+        table.add_row("capture", source.name, state)
+    return table

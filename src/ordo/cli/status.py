@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ordo.cli.cdc import change_log_option, source_status_options
+from ordo.cli.cdc_status import cdc_table
 from ordo.cli.options import journal_option, json_option, print_json, require_journal
 from ordo.settings import OperationsSettings
 from ordo.storage.open import stores_at
@@ -19,8 +20,6 @@ from ordo.tools.status import (
     cdc_status,
     journal_status,
     processor_status,
-    retention,
-    source_lag,
 )
 
 
@@ -100,16 +99,4 @@ def _print(found: Status) -> None:
                 lag,
             )
     console.print(processors)
-    table = Table(title="cdc")
-    for column in ("part", "name", "state"):
-        table.add_column(column)
-    for log in found.cdc.change_logs:
-        state = f"{log.mutations:,} mutations, {log.partitions} partitions"
-        table.add_row("change log", log.table, state)
-    for progress in found.cdc.materializers:
-        state = f"batch {progress.batch_id}, {progress.messages:,} messages"
-        table.add_row("materializer", progress.materializer, state)
-    for source in found.cdc.sources:
-        state = f"lag {source_lag(source)}, {retention(source)}"
-        table.add_row("capture", source.name, state)
-    console.print(table)
+    console.print(cdc_table(found.cdc))

@@ -23,6 +23,7 @@ from ordo.cdc.mutation import Audit, Cell, Mutation, snapshot_segment
 from ordo.cdc.ports import CapturedWindow, SourceStatus
 from ordo.cdc.schema import Column, ColumnType, TableSchema
 from ordo.errors import CaptureError, UnmappableColumnTypeError
+from ordo.storage.sql_change_sink import quote_identifier
 from ordo.storage.sqlite.datastore import SQLiteDatastore
 
 SOURCE = "sqlite"
@@ -46,10 +47,6 @@ _AFFINITY: tuple[tuple[str, ColumnType], ...] = (
     ("DATE", ColumnType.DATE),
     ("JSON", ColumnType.JSON),
 )
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def column_type(table: str, column: str, declared: str) -> ColumnType:
@@ -167,19 +164,12 @@ class SQLiteChangeSource:
         audit segment is `snapshot_segment(name, now)` with row ordinals as positions.
         """
         schema = next(s for s in self.schemas() if s.table == table)
-        keys = ", ".join(
-            _json_expression(_quote(k), c.type)
-            for k in schema.primary_key
-            for c in schema.columns
-            if c.name == k
-        )
         with self._db.write_transaction() as conn:  # one consistent read of rows and head
             head = conn.execute(
                 "SELECT seq FROM sqlite_sequence WHERE name = ?", (_CHANGES,)
             ).fetchone()
-            rows = conn.execute(
-                f"SELECT json_array({keys}), {_row_json(schema, '')} FROM {_quote(table)}"
-            ).fetchall()
+            columns = f"{_key_json(schema, '')}, {_row_json(schema, '')}"
+            rows = conn.execute(f"SELECT {columns} FROM {quote_identifier(table)}").fetchall()
         write_time = head[0] if head else 0
         captured_at_us = time.time_ns() // 1000
         segment = snapshot_segment(self.name, captured_at_us)
@@ -205,7 +195,7 @@ class SQLiteChangeSource:
         self._db.close()
 
     def _read_schema(self, conn: sqlite3.Connection, table: str) -> TableSchema:
-        info = conn.execute(f"PRAGMA table_info({_quote(table)})").fetchall()
+        info = conn.execute(f"PRAGMA table_info({quote_identifier(table)})").fetchall()
         if not info:
             msg = f"table {table!r} does not exist in {self.path}"
             raise CaptureError(msg)
@@ -223,29 +213,27 @@ class SQLiteChangeSource:
         return f"ordo_cdc_{schema.table}_{event}"
 
     def _trigger_sql(self, schema: TableSchema, event: str) -> str:
-        def key(ref: str) -> str:
-            by_name = {c.name: c for c in schema.columns}
-            parts = (
-                _json_expression(f"{ref}.{_quote(k)}", by_name[k].type) for k in schema.primary_key
-            )
-            return f"json_array({', '.join(parts)})"
-
+        new_key, old_key = _key_json(schema, "NEW."), _key_json(schema, "OLD.")
         row = _row_json(schema, "NEW.")
         values = {
-            "insert": f"'I', {key('NEW')}, NULL, {row}",
-            "update": f"'U', {key('NEW')}, {key('OLD')}, {row}",
-            "delete": f"'D', {key('OLD')}, NULL, NULL",
+            "insert": f"'I', {new_key}, NULL, {row}",
+            "update": f"'U', {new_key}, {old_key}, {row}",
+            "delete": f"'D', {old_key}, NULL, NULL",
         }[event]
+        trigger, table = (
+            quote_identifier(self._trigger(schema, event)),
+            quote_identifier(schema.table),
+        )
         return (
-            f"CREATE TRIGGER {_quote(self._trigger(schema, event))} AFTER {event.upper()} "
-            f"ON {_quote(schema.table)} BEGIN INSERT INTO {_CHANGES} "
+            f"CREATE TRIGGER {trigger} AFTER {event.upper()} "
+            f"ON {table} BEGIN INSERT INTO {_CHANGES} "
             f"(table_name, op, key_json, old_key_json, row_json, captured_at_us) "
             f"VALUES ({_literal(schema.table)}, {values}, {_NOW_US}); END"
         )
 
     def _create_triggers(self, conn: sqlite3.Connection, schema: TableSchema) -> None:
         for event in ("insert", "update", "delete"):
-            conn.execute(f"DROP TRIGGER IF EXISTS {_quote(self._trigger(schema, event))}")
+            conn.execute(f"DROP TRIGGER IF EXISTS {quote_identifier(self._trigger(schema, event))}")
             conn.execute(self._trigger_sql(schema, event))
 
     def _confirmed(self) -> int:
@@ -294,10 +282,19 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def _key_json(schema: TableSchema, prefix: str) -> str:
+    """json_array() of the primary key columns (`prefix` "NEW.", "OLD." or "")."""
+    by_name = {c.name: c for c in schema.columns}
+    parts = (
+        _json_expression(prefix + quote_identifier(k), by_name[k].type) for k in schema.primary_key
+    )
+    return f"json_array({', '.join(parts)})"
+
+
 def _row_json(schema: TableSchema, prefix: str) -> str:
     """json_object() of the value columns (keys travel separately), each as its logical type."""
     parts = [
-        f"{_literal(c.name)}, {_json_expression(prefix + _quote(c.name), c.type)}"
+        f"{_literal(c.name)}, {_json_expression(prefix + quote_identifier(c.name), c.type)}"
         for c in schema.value_columns
     ]
     return f"json_object({', '.join(parts)})"
