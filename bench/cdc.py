@@ -28,7 +28,6 @@ A benchmark reports; it exits 0 whether the targets are met or not.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import random
 import shutil
@@ -51,8 +50,9 @@ from ordo.cdc import PartitionState, Publisher, SchemaRegistry, fold
 from ordo.cdc.capture import Capture
 from ordo.cdc.mutation import Key, Mutation
 from ordo.settings import CaptureSettings
-from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload, replica_mutations
+from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload
 from ordo.spark import MaterializerSpec, start_session
+from ordo.spark.cdc_simulation import publish_deliveries, sink_url
 from ordo.spark.materializer import materialize, materialize_available
 from ordo.storage.open import Stores, stores_at
 from ordo.storage.parquet import ParquetChangeLog
@@ -71,19 +71,9 @@ def log(message: str) -> None:
 def run_materializer(spark: SparkSession, root: Path, table: str, name: str) -> float:
     """One available-now run of the materializer over `root`'s change log; its wall seconds."""
     spec = MaterializerSpec(
-        name=name, table=table, change_log=str(root / "log"), sink=f"sqlite:///{root / 'sink.db'}"
+        name=name, table=table, change_log=str(root / "log"), sink=sink_url(root)
     )
     return materialize_available(spark, spec, checkpoint=str(root / f"checkpoint-{name}"))
-
-
-def publish_workload(root: Path, workload: ReplicaWorkload) -> list[Mutation]:
-    """The workload's deliveries, published into `root`'s change log with the schema registered."""
-    deliveries = list(replica_mutations(workload))
-    with stores_at(f"sqlite:///{root / 'sink.db'}") as stores:
-        schema_id = SchemaRegistry(stores.schemas).register(SIMULATED_SCHEMA).schema_id
-    named = [dataclasses.replace(m, schema_id=schema_id) for m in deliveries]
-    Publisher(ParquetChangeLog(root / "log"), partitions=PARTITIONS).publish(named)
-    return named
 
 
 def local_fold_rate(deliveries: Sequence[Mutation]) -> float:
@@ -100,11 +90,13 @@ def local_fold_rate(deliveries: Sequence[Mutation]) -> float:
 def bench_materializer(spark: SparkSession, writes: int, keys: int, work: Path) -> list[Row]:
     log("materializer: warm-up")
     warm = work / "warm"
-    publish_workload(warm, ReplicaWorkload(mutations=2_000, keys=200, seed=2))
+    publish_deliveries(ReplicaWorkload(mutations=2_000, keys=200, seed=2), work_dir=warm)
     run_materializer(spark, warm, SIMULATED_SCHEMA.table, "warm")
     log(f"materializer: {writes:,} writes over {keys:,} keys, 3 replicas")
     timed = work / "timed"
-    deliveries = publish_workload(timed, ReplicaWorkload(mutations=writes, keys=keys, seed=1))
+    deliveries = publish_deliveries(
+        ReplicaWorkload(mutations=writes, keys=keys, seed=1), work_dir=timed
+    )
     elapsed = run_materializer(spark, timed, SIMULATED_SCHEMA.table, "timed")
     rate = len(deliveries) / elapsed
     baseline = local_fold_rate(deliveries)
@@ -168,7 +160,7 @@ def start_running(spark: SparkSession, root: Path) -> StreamingQuery:
         name="items",
         table="items",
         change_log=str(root / "log"),
-        sink=f"sqlite:///{root / 'sink.db'}",
+        sink=sink_url(root),
     )
     query = materialize(
         spark, spec, checkpoint=str(root / "checkpoint-items"), processing_time="100 milliseconds"
@@ -203,7 +195,7 @@ def bench_bulk(spark: SparkSession, rows: int, work: Path) -> list[Row]:
     log_root = ParquetChangeLog(root / "log")
     publisher = Publisher(log_root, partitions=PARTITIONS)
     with (
-        stores_at(f"sqlite:///{root / 'sink.db'}") as stores,
+        stores_at(sink_url(root)) as stores,
         closing(SQLiteChangeSource(source, ["items"])) as cdc_source,
     ):
         cdc_source.install()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from ordo.cdc import Publisher, SchemaRegistry
+from ordo.cdc import Mutation, Publisher, SchemaRegistry
 from ordo.simulation.cdc import SIMULATED_SCHEMA, CdcReport, ReplicaWorkload, check
 from ordo.simulation.cdc.replicas import replica_mutations
 from ordo.spark.materializer import MaterializerSpec, materialize_available
@@ -41,15 +41,29 @@ class CdcSimulationResult:
         }
 
 
+def sink_url(work_dir: Path) -> str:
+    """The SQLite sink (registry, messages, materialized table) of a run in `work_dir`."""
+    return f"sqlite:///{work_dir / 'sink.db'}"
+
+
+def publish_deliveries(workload: ReplicaWorkload, *, work_dir: Path) -> list[Mutation]:
+    """Publish the workload's replica deliveries into `<work_dir>/log` (schema registered).
+
+    Returns the deliveries with their schema id.
+    """
+    with stores_at(sink_url(work_dir)) as stores:
+        schema_id = SchemaRegistry(stores.schemas).register(SIMULATED_SCHEMA).schema_id
+    deliveries = [dataclasses.replace(m, schema_id=schema_id) for m in replica_mutations(workload)]
+    Publisher(ParquetChangeLog(work_dir / "log"), partitions=PARTITIONS).publish(deliveries)
+    return deliveries
+
+
 def run_cdc_simulation(
     spark: SparkSession, workload: ReplicaWorkload, *, work_dir: Path
 ) -> CdcSimulationResult:
     """Publish the workload's replica deliveries, materialize them, and check G6."""
-    sink = f"sqlite:///{work_dir / 'sink.db'}"
-    with stores_at(sink) as stores:
-        schema_id = SchemaRegistry(stores.schemas).register(SIMULATED_SCHEMA).schema_id
-    deliveries = [dataclasses.replace(m, schema_id=schema_id) for m in replica_mutations(workload)]
-    Publisher(ParquetChangeLog(work_dir / "log"), partitions=PARTITIONS).publish(deliveries)
+    deliveries = publish_deliveries(workload, work_dir=work_dir)
+    sink = sink_url(work_dir)
     spec = MaterializerSpec(
         name=MATERIALIZER,
         table=SIMULATED_SCHEMA.table,
