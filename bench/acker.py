@@ -14,10 +14,12 @@ What is measured:
 - acks/s: wall clock of `for offset in order: acker.ack(offset)`, the best of --repeat runs,
   the two ackers alternating so that they share the machine's noise.
 - peak memory: tracemalloc's peak over a separate run (tracing slows the loop, so it is not
-  timed), including the acker object itself. Both ackers store references to the order's
-  existing int objects, so the figure is the structure, not the offsets.
-- largest pending: the most pending intervals (ContiguousAcker) and heap entries (heap) at any
-  point, from a third, untimed run: what the memory is proportional to.
+  timed), including the acker object itself. The heap stores references to the order's
+  existing int objects and ContiguousAcker one byte per slot of its ring, so the figure is the
+  structure, not the offsets.
+- largest pending: the most runs of done offsets above committed (ContiguousAcker) and heap
+  entries (heap) at any point, from a third, untimed run: the heap's memory is proportional to
+  its entries; the acker's to how far completions run ahead (its ring), not to this.
 
 The heap acker is the seed's approach: push every completed offset on a heap, pop while the
 top is committed + 1. Like the seed it assumes offsets are unique (the bench has no duplicates).

@@ -3,93 +3,203 @@
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterator
 from math import inf
 from typing import Final, cast
 
 _AFTER_EVERY_OFFSET: Final = cast(int, inf)
-"""Sentinel start after the last pending interval, so `ack` never checks the list's length.
+"""Sentinel start after the last far interval, so no lookup checks the list's length.
 
 Float infinity compares greater than every int (exactly, however large the int), and the
-sentinel is only ever compared, never returned or used in arithmetic, hence the cast to int.
+sentinels are only ever compared, never returned or used in arithmetic, hence the casts.
 """
+_BEFORE_EVERY_OFFSET: Final = cast(int, -inf)
+"""Sentinel end before the first far interval: the mirror of `_AFTER_EVERY_OFFSET`."""
+
+_FIRST_SPAN: Final = 1024
+"""Slots of a new acker's ring: a window of about a thousand elements in flight fits."""
 
 
 class ContiguousAcker:
     """Accepts completions in any order and tells which offset may be committed.
 
     Offsets are dense integers in input order. `committed` is an inclusive position: the last
-    offset that is done together with every offset before it. Completions above it that cannot
-    be committed yet are kept as disjoint closed intervals of done offsets, so memory is
-    proportional to the number of gaps (`pending_intervals`), not to the number of elements:
-    one stuck element with a million completions behind it costs one interval, not a million
-    entries. Seed 004's "possible improvements" section proposes exactly this.
+    offset that is done together with every offset before it. Called by
+    `process_in_parallel`'s workers each time a handler finishes, and by anything else that
+    processes a stream's elements out of order but must commit a position that never skips an
+    unprocessed element. Duplicates and offsets at or below `committed` are ignored. Not
+    thread-safe: call it from one thread (or one event loop).
 
-    Called by `process_in_parallel`'s workers each time a handler finishes, and by anything
-    else that processes a stream's elements out of order but must commit a position that never
-    skips an unprocessed element. Not thread-safe: call it from one thread (or one event loop).
+    Data structure, in two tiers:
 
-    Data structure: one flat sorted list
-    `[committed, start_1, end_1, start_2, end_2, ..., +inf]` (ends inclusive). The committed
-    prefix is folded in as the first "end", so advancing `committed` is just one more merge
-    with the interval before it, with no special case. One `bisect_right` (in C) answers both
-    questions an ack asks: an odd index means the offset lies in the gap between `bounds[i-1]`
-    (an end) and `bounds[i]` (a start), so it is new unless it equals that end; an even index
-    means it lies inside an interval or at or before `committed`, so it is a duplicate. The
-    offset then extends the interval on its left, the one on its right, joins both (deleting
-    two slots) or opens a new one (inserting two). That costs O(log k) comparisons plus a C
-    `memmove` of at most 2k pointers for k pending intervals; with a window of ~1000 in-flight
-    elements k stays in the low hundreds and the move is at most a few kilobytes. The list
-    holds the caller's own offset objects, so it allocates no ints: 16 bytes per interval.
-    bench/acker.py compares speed and peak memory with the heap below.
+    - A ring of bytes over the offsets just above `committed`: the slot of offset `o` is
+      `o & (span - 1)` and holds 1 once `o` is done. Marking a completion is one store, a
+      duplicate stores the same 1 again, and when `committed + 1` completes, `committed` moves
+      over the whole run of done slots after it with one `bytearray.find(0)` and clears them
+      with one slice assignment, both in C. The slot of `committed + 1` is always 0 (otherwise
+      `committed` would be further on), so the search always stops within one lap. The ring
+      starts with 1,024 slots and doubles (up to `max_span`) when a completion lands further
+      ahead, so its size follows how far completions run ahead of the oldest unfinished
+      element, not how many elements there are.
+    - Completions even further ahead, beyond `max_span`, are kept as disjoint closed intervals
+      in one flat sorted list `[-inf, start_1, end_1, ..., +inf]`, so one element stuck for a
+      long time with millions of completions behind it costs one ring and a few intervals,
+      not a million entries. One `bisect_right` tells whether an offset falls in a gap (odd
+      index) or inside an interval (even index: a duplicate), and the offset then extends an
+      interval, joins two or opens one. When `committed` moves, the intervals that come
+      within the ring's reach are moved into it.
+
+    Seed 004 keeps a heap of done offsets; its "possible improvements" section proposes
+    storing ranges instead. bench/acker.py compares speed and peak memory with the heap: the
+    ring marks a completion with fewer bytecodes than a heap push and advances over a run in
+    C instead of one pop per offset, and a byte per slot is smaller than a heap entry.
 
     Rejected alternatives:
 
     - A heap of done offsets, popped while its top is `committed + 1` (seed 004's priority
-      queue): one entry per done-but-not-committable element, so memory grows with the
-      elements, not the gaps; and a duplicate ack stays on the heap below `committed + 1`
-      and blocks every later pop unless it is filtered out first.
+      queue): one entry per done-but-not-committable element, and a duplicate ack stays on
+      the heap below `committed + 1` and blocks every later pop unless filtered out first.
+    - Intervals alone (a previous version of this class): memory per gap, the best there is,
+      but a bisect and several list lookups per ack made it slower than the heap.
     - Two dicts, start -> end and end -> start: every merge is O(1), but a duplicate strictly
-      inside an interval touches neither dict and would open an overlapping interval; telling
-      it from a new offset needs an ordered index anyway (or a set of every done offset, which
-      brings back memory per element).
+      inside an interval touches neither dict and would open an overlapping interval.
     """
 
-    __slots__ = ("_bounds",)
+    __slots__ = ("_committed", "_done", "_far", "_mask", "_max_span", "_zeros")
 
-    def __init__(self, *, committed: int = -1) -> None:
-        self._bounds: list[int] = [committed, _AFTER_EVERY_OFFSET]
+    def __init__(self, *, committed: int = -1, max_span: int = 1 << 20) -> None:
+        """Start after `committed`; `max_span` bounds the ring (rounded up to a power of two)."""
+        if max_span < 2:
+            msg = f"max_span must be >= 2, got {max_span}"
+            raise ValueError(msg)
+        self._committed = committed
+        self._max_span = 1 << (max_span - 1).bit_length()
+        span = min(_FIRST_SPAN, self._max_span)
+        self._done = bytearray(span)
+        self._zeros = memoryview(bytes(span))
+        self._mask = span - 1
+        self._far: list[int] = [_BEFORE_EVERY_OFFSET, _AFTER_EVERY_OFFSET]
 
     @property
     def committed(self) -> int:
         """The last offset done together with every earlier one (inclusive position)."""
-        return self._bounds[0]
+        return self._committed
 
     @property
     def pending_intervals(self) -> int:
-        """How many disjoint runs of done offsets above `committed`; memory grows with this."""
-        return (len(self._bounds) - 2) >> 1
+        """How many disjoint runs of done offsets lie above `committed` (a diagnostic)."""
+        slots = self._slots()
+        far = self._far
+        joined = slots[-2:-1] == b"\x01" and far[1] == self._committed + len(slots)
+        return (b"\x00" + slots).count(b"\x00\x01") + (len(far) - 2) // 2 - joined
 
     def ack(self, offset: int) -> int:
-        """Mark `offset` done and return `committed` (inclusive position).
+        """Mark `offset` done and return `committed` (inclusive position)."""
+        committed = self._committed
+        distance = offset - committed
+        if distance <= 0:
+            return committed
+        if distance > self._mask and not self._widen(distance):
+            self._add_far(offset)
+            return committed
+        done = self._done
+        if distance != 1:
+            done[offset & self._mask] = 1
+            return committed
+        committed = self._advance(offset)
+        if self._far[1] <= committed + self._mask:
+            committed = self._take_far(committed)
+        return committed
 
-        Duplicates and offsets at or below `committed` are ignored.
-        """
-        bounds = self._bounds
-        i = bisect_right(bounds, offset)
-        if i & 1:  # bounds[i - 1] <= offset < bounds[i]: an end, then the next start
-            previous_end = bounds[i - 1]
+    def _advance(self, offset: int) -> int:
+        """`offset` (= committed + 1) is done: move `committed` to the end of its run."""
+        done = self._done
+        start = (offset + 1) & self._mask
+        end = done.find(0, start)
+        if end >= 0:
+            done[start:end] = self._zeros[: end - start]
+            committed = offset + end - start
+        else:  # the run wraps around the ring's end
+            end = done.find(0)
+            done[start:] = self._zeros[start:]
+            done[:end] = self._zeros[:end]
+            committed = offset + len(done) - start + end
+        self._committed = committed
+        return committed
+
+    def _widen(self, distance: int) -> bool:
+        """Double the ring until `distance` fits, if `max_span` allows; keep every slot."""
+        if distance >= self._max_span:
+            return False
+        committed, slots = self._committed, self._slots()
+        span = 1 << distance.bit_length()
+        start = (committed + 1) & (span - 1)
+        head = min(len(slots), span - start)
+        done = bytearray(span)
+        done[start : start + head] = slots[:head]
+        done[: len(slots) - head] = slots[head:]
+        self._done, self._zeros, self._mask = done, memoryview(bytes(span)), span - 1
+        if self._far[1] <= committed + self._mask:
+            self._take_far(committed)
+        return True
+
+    def _add_far(self, offset: int) -> None:
+        """Record a done offset beyond the ring's reach in the interval list."""
+        far = self._far
+        i = bisect_right(far, offset)
+        if i & 1:  # far[i - 1] <= offset < far[i]: an end, then the next start
+            previous_end = far[i - 1]
             if previous_end + 1 == offset:
-                if offset + 1 == bounds[i]:
-                    del bounds[i - 1 : i + 1]  # offset joins the intervals on both sides
+                if offset + 1 == far[i]:
+                    del far[i - 1 : i + 1]  # offset joins the intervals on both sides
                 else:
-                    bounds[i - 1] = offset
-            elif offset + 1 == bounds[i]:
-                bounds[i] = offset
+                    far[i - 1] = offset
+            elif offset + 1 == far[i]:
+                far[i] = offset
             elif previous_end != offset:
-                bounds[i:i] = (offset, offset)
-        return bounds[0]
+                far[i:i] = (offset, offset)
+
+    def _take_far(self, committed: int) -> int:
+        """Move the far intervals now within the ring's reach into it, advancing over them."""
+        far, done, mask = self._far, self._done, self._mask
+        while far[1] <= committed + mask:
+            start, end = far[1], far[2]
+            last = min(end, committed + mask)  # the furthest offset the ring can hold
+            if last == end:
+                del far[1:3]
+            else:
+                far[1] = last + 1
+            slot, count = start & mask, last - start + 1
+            head = min(count, mask + 1 - slot)
+            done[slot : slot + head] = b"\x01" * head
+            done[: count - head] = b"\x01" * (count - head)
+            if start == committed + 1:
+                done[start & mask] = 0
+                committed = self._advance(start)
+        return committed
+
+    def _pending(self) -> Iterator[tuple[int, int]]:
+        """The runs of done offsets above `committed`, in order, as (first, last) pairs."""
+        committed, slots = self._committed, self._slots()
+        runs: list[tuple[int, int]] = []
+        begin = slots.find(1)
+        while begin >= 0:
+            stop = slots.find(0, begin)
+            runs.append((committed + 1 + begin, committed + stop))
+            begin = slots.find(1, stop)
+        far = self._far
+        for i in range(1, len(far) - 1, 2):
+            if runs and runs[-1][1] + 1 == far[i]:
+                runs[-1] = (runs[-1][0], far[i + 1])
+            else:
+                runs.append((far[i], far[i + 1]))
+        return iter(runs)
+
+    def _slots(self) -> bytes:
+        """The ring in offset order: item k is offset `committed + 1 + k` (the last is 0)."""
+        done, first = self._done, (self._committed + 1) & self._mask
+        return bytes(done[first:] + done[:first])
 
     def __repr__(self) -> str:
-        bounds = self._bounds
-        intervals = ", ".join(f"{bounds[i]}..{bounds[i + 1]}" for i in range(1, len(bounds) - 1, 2))
-        return f"ContiguousAcker(committed={bounds[0]}, pending=[{intervals}])"
+        intervals = ", ".join(f"{first}..{last}" for first, last in self._pending())
+        return f"ContiguousAcker(committed={self._committed}, pending=[{intervals}])"

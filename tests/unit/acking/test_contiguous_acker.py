@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import tracemalloc
+
 import pytest
 
 from ordo.acking import ContiguousAcker
@@ -89,9 +91,41 @@ def test_offsets_far_apart_and_huge_stay_separate_intervals() -> None:
     assert acker.committed == -1
 
 
-def test_memory_is_per_gap_not_per_element() -> None:
-    acker = ContiguousAcker()
-    for offset in range(1, 100_001):
-        acker.ack(offset)
+def test_memory_behind_a_stuck_element_is_bounded_by_max_span() -> None:
+    tracemalloc.start()
+    try:
+        acker = ContiguousAcker(max_span=4096)
+        for offset in range(1, 200_001):
+            acker.ack(offset)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 * 1024  # a 4 KiB ring, its zeros and one interval; not 200k entries
     assert acker.pending_intervals == 1
-    assert acker.ack(0) == 100_000
+    assert acker.ack(0) == 200_000
+    assert acker.pending_intervals == 0
+
+
+def test_runs_across_the_ring_and_the_far_intervals_read_as_one() -> None:
+    acker = ContiguousAcker(max_span=8)
+    for offset in (3, 4, 5, 6, 7, 8, 9, 20):
+        acker.ack(offset)
+    assert repr(acker) == "ContiguousAcker(committed=-1, pending=[3..9, 20..20])"
+    assert acker.pending_intervals == 2
+    assert [acker.ack(offset) for offset in (1, 2, 0)] == [-1, -1, 9]
+    assert repr(acker) == "ContiguousAcker(committed=9, pending=[20..20])"
+
+
+def test_a_completion_far_ahead_widens_the_ring_and_keeps_every_slot() -> None:
+    acker = ContiguousAcker()
+    for offset in (5, 1000, 1023, 5000):
+        acker.ack(offset)
+    assert repr(acker) == (
+        "ContiguousAcker(committed=-1, pending=[5..5, 1000..1000, 1023..1023, 5000..5000])"
+    )
+    assert [acker.ack(offset) for offset in range(5)] == [0, 1, 2, 3, 5]
+
+
+def test_max_span_below_two_is_rejected() -> None:
+    with pytest.raises(ValueError, match="max_span must be >= 2, got 1"):
+        ContiguousAcker(max_span=1)

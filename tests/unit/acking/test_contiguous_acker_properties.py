@@ -34,11 +34,14 @@ def _acks(draw: st.DrawFn) -> tuple[int, list[int]]:
     return committed, order
 
 
-@settings(max_examples=300, deadline=None)
-@given(_acks())
-def test_committed_is_the_end_of_the_longest_acked_prefix(case: tuple[int, list[int]]) -> None:
+@settings(max_examples=500, deadline=None)
+@given(_acks(), st.sampled_from([2, 4, 16, 1 << 20]))
+def test_committed_is_the_end_of_the_longest_acked_prefix(
+    case: tuple[int, list[int]], max_span: int
+) -> None:
+    """Small spans send most completions to the far intervals and back into the ring."""
     start, order = case
-    acker = ContiguousAcker(committed=start)
+    acker = ContiguousAcker(committed=start, max_span=max_span)
     done: set[int] = set()
     for offset in order:
         done.add(offset)
@@ -49,9 +52,15 @@ def test_committed_is_the_end_of_the_longest_acked_prefix(case: tuple[int, list[
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.permutations(range(200)), st.integers(min_value=0, max_value=199))
-def test_all_offsets_but_one_leave_at_most_one_gap(order: list[int], missing: int) -> None:
-    acker = ContiguousAcker()
+@given(
+    st.permutations(range(200)),
+    st.integers(min_value=0, max_value=199),
+    st.sampled_from([8, 64, 1 << 20]),
+)
+def test_all_offsets_but_one_leave_at_most_one_gap(
+    order: list[int], missing: int, max_span: int
+) -> None:
+    acker = ContiguousAcker(max_span=max_span)
     for offset in order:
         if offset != missing:
             acker.ack(offset)
