@@ -328,7 +328,7 @@ class TimedStreamReader(EventsByTagStreamReader):
 
 
 def _instrument_reading() -> dict[str, float]:
-    """Wrap reading._batch and the SQLite store's read_tag_view in this (worker) process."""
+    """Wrap reading._batch and the SQLite store's read_packed in this (worker) process."""
     from ordo.spark import reading
     from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
 
@@ -337,7 +337,7 @@ def _instrument_reading() -> dict[str, float]:
         return clock
     clock = {"sql": 0.0, "arrow": 0.0}
     build = reading._batch
-    fetch = SQLiteTagViewStore.read_tag_view
+    fetch = SQLiteTagViewStore.read_packed
 
     def timed_batch(*args: Any, **kwargs: Any) -> pa.RecordBatch:
         began = time.perf_counter()
@@ -354,7 +354,7 @@ def _instrument_reading() -> dict[str, float]:
             clock["sql"] += time.perf_counter() - began
 
     reading._batch = timed_batch
-    SQLiteTagViewStore.read_tag_view = timed_fetch  # type: ignore[method-assign]
+    SQLiteTagViewStore.read_packed = timed_fetch  # type: ignore[method-assign]
     reading._bench_clock = clock  # type: ignore[attr-defined]
     return clock
 
@@ -685,7 +685,7 @@ def profile(setup: Setup) -> list[Row]:
             Row(
                 f"profile: read_partition, {r['rows']:,} rows",
                 f"{r['wall']:.1f}",
-                f"s wall: SQL+envelopes {r['sql']:.1f}, Arrow {r['arrow']:.1f}, "
+                f"s wall: SQL (packed pages) {r['sql']:.1f}, Arrow {r['arrow']:.1f}, "
                 f"filter+sort {rest:.1f}, Spark around it {r['wall'] - r['inside']:.1f}",
             )
         )

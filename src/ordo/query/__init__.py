@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from ordo.query.envelope import EventEnvelope, TagViewKey
+from ordo.query.envelope import EventEnvelope, KeyRun, TagViewKey
 from ordo.query.events_by_tag import EventsByTag, TagStream
 from ordo.query.offset import NO_OFFSET, NoOffset, Offset, to_offset
-from ordo.query.ports import RowKey, TagViewReader
+from ordo.query.ports import RowKey, RunPage, RunReader, TagViewReader
 from ordo.query.tag_query import Step, TagQuery
 
 __all__ = [
     "NO_OFFSET",
     "EventEnvelope",
     "EventsByTag",
+    "KeyRun",
     "NoOffset",
     "Offset",
     "RowKey",
+    "RunPage",
+    "RunReader",
     "Step",
     "TagQuery",
     "TagStream",

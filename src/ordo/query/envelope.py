@@ -19,6 +19,23 @@ class TagViewKey(NamedTuple):
     tag_pid_sequence_nr: TagPidSequenceNr
 
 
+class KeyRun(NamedTuple):
+    """One persistence id's rows in a page of keys: consecutive tag pid sequence nrs in order.
+
+    What Spark's planner decides on instead of one key per row: a page of 50,000 keys from
+    1,000 persistence ids is 1,000 runs. A single row is a run whose first and last agree. The
+    last row's fields carry the RowKey names, so a run is a RowKey of its last row.
+    """
+
+    first_key: bytes
+    first_nr: TagPidSequenceNr
+    offset_key: bytes
+    """The last row's offset (sortable encoding)."""
+    persistence_id: PersistenceId
+    tag_pid_sequence_nr: TagPidSequenceNr
+    """The last row's tag pid sequence nr."""
+
+
 class EventEnvelope(NamedTuple):
     """One delivered event. Fields are the stored columns; everything else is decoded on use.
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from ordo.query.envelope import KeyRun
 from ordo.types import PersistenceId, Tag, TagPidSequenceNr, TimeBucket
 
 
@@ -51,4 +53,31 @@ class TagViewReader(Protocol[R_co]):
         At most `limit` rows; only those of `persistence_id` when it is given, and only those
         whose persistence id hash matches the segment `(segment_id, mask)` when that is given.
         """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    """A page of keys summarised per persistence id, the page itself as `read_tag_view` reads it."""
+
+    runs: Sequence[KeyRun] | None
+    """One run per persistence id in the page; None when some id's rows in it are not one run
+    (a gap, a duplicate, or tag pid sequence nrs out of offset order)."""
+    row_count: int
+    last_key: bytes
+    """The page's last offset (sortable encoding); meaningless when row_count is 0."""
+
+
+class RunReader(Protocol):
+    """Reads pages of keys already summarised per persistence id, for the forward scan.
+
+    Optional, for a query over KeyRuns (Spark's planner): it accepts a whole page at once
+    when every persistence id's run continues where it left off, and reads the page row by
+    row otherwise.
+    """
+
+    def read_runs(
+        self, tag: Tag, time_bucket: TimeBucket, *, after: bytes, up_to: bytes, limit: int
+    ) -> RunPage:
+        """The page `read_tag_view(tag, time_bucket, after=, up_to=, limit=)` would return."""
         ...

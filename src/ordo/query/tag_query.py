@@ -19,12 +19,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Generic
+from typing import Generic, cast
 
 from ordo.errors import FutureOffsetError, MissingTaggedEventError
 from ordo.query.backtracking import BackTrack, BackTrackSchedule
+from ordo.query.envelope import KeyRun
 from ordo.query.offset import NoOffset, Offset
-from ordo.query.ports import R, TagViewReader
+from ordo.query.ports import R, RunPage, RunReader, TagViewReader
 from ordo.query.search import MissingSearch
 from ordo.settings import QuerySettings
 from ordo.time import BucketSize, TimeUUID
@@ -34,6 +35,10 @@ logger = logging.getLogger(__name__)
 
 PAGES_PER_POLL = 20
 """Pages read by one poll before it returns, so that deliveries stream out."""
+
+RUN_PAGE = 50_000
+"""Rows per forward page when a RunReader summarises pages: a page costs one query whatever
+its size, and is decided per persistence id, so large pages are cheap."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,13 +83,21 @@ class TagQuery(Generic[R]):
         first_time_bucket_ms: int,
         now_ns: int,
         is_live: bool,
+        runs: RunReader | None = None,
     ) -> None:
+        """Start at `offset`; `runs`, when given, summarises forward pages.
+
+        With `runs` the query's rows are KeyRuns (its reader returns single-row ones), see
+        `_forward_runs`.
+        """
         self.tag = tag
         self._reader = reader
+        self._runs = runs
         self._settings = settings
         self._sizes = bucket_size
         self._is_live = is_live
         self._page = settings.page_size
+        self._forward_page = settings.page_size if runs is None else RUN_PAGE
         self._delay_ns = _ns(settings.eventual_consistency_delay)
         cleanup = settings.cleanup_old_persistence_ids or timedelta(
             milliseconds=2 * bucket_size.millis
@@ -156,14 +169,21 @@ class TagQuery(Generic[R]):
         for _ in range(PAGES_PER_POLL):
             if self._position >= bound:
                 return False
-            rows = self._reader.read_tag_view(
-                self.tag, self._bucket, after=self._position, up_to=bound, limit=self._page
-            )
-            for row in rows:
-                if not self._offer(row, out):
-                    return False
-                self._position = row.offset_key
-            if len(rows) == self._page:
+            count = self._forward_runs(bound, out) if self._runs is not None else None
+            if count is None:
+                rows = self._reader.read_tag_view(
+                    self.tag,
+                    self._bucket,
+                    after=self._position,
+                    up_to=bound,
+                    limit=self._forward_page,
+                )
+                for row in rows:
+                    if not self._offer(row, out):
+                        return False
+                    self._position = row.offset_key
+                count = len(rows)
+            if count == self._forward_page:
                 continue
             bucket_end = _key_at((self._bucket + self._sizes.millis) * 1_000_000 - 100)
             if bound <= bucket_end:
@@ -171,6 +191,43 @@ class TagQuery(Generic[R]):
             self._bucket = self._sizes.next(self._bucket)
             self._position = max(self._position, bucket_end)
         return True
+
+    def _forward_runs(self, bound: bytes, out: list[R]) -> int | None:
+        """Deliver the next page as whole runs; None when it must be read row by row.
+
+        A page is taken at once only when every persistence id's run would be accepted row by
+        row without a search: it starts right after what was delivered (or is a first
+        encounter `_offer` accepts) and has no gap, duplicate or misordered row (the reader
+        returns no runs then). Ids are independent of each other, so the result is the one
+        the rows give; anything else falls back to the rows, which decide as always.
+        """
+        assert self._runs is not None  # noqa: S101 - _forward checked
+        page: RunPage = self._runs.read_runs(
+            self.tag, self._bucket, after=self._position, up_to=bound, limit=self._forward_page
+        )
+        if page.runs is None or not all(map(self._takes_whole, page.runs)):
+            return None
+        for run in page.runs:
+            self._pids[run.persistence_id] = (run.tag_pid_sequence_nr, run.offset_key)
+        out.extend(cast("list[R]", page.runs))  # R is KeyRun when a RunReader is given
+        if page.row_count:
+            self._position = page.last_key
+        return page.row_count
+
+    def _takes_whole(self, run: KeyRun) -> bool:
+        """Whether `_offer` would accept the run's first row at once (the rest then follow)."""
+        known = self._pids.get(run.persistence_id)
+        if known is not None:
+            return run.first_nr == known[0] + 1
+        if self._expects_first_nr_one and not self._has_forgotten:
+            return run.first_nr == 1
+        first_bucket = self._sizes.key(_ms(run.first_key))
+        is_past = first_bucket < self._sizes.key(self._now_ns // 1_000_000)
+        return (
+            run.first_nr == 1
+            or is_past
+            or self._settings.new_persistence_id_scan_timeout <= timedelta(0)
+        )
 
     def _bound(self) -> bytes:
         if self._end is not None:

@@ -9,10 +9,12 @@ delivered (EventsByTagOffset), so executors read exactly those rows, on every re
 from __future__ import annotations
 
 from collections import deque
+from contextlib import ExitStack
 
 from ordo.hashing import stable_hash
 from ordo.processing import Segment, initial_segments
-from ordo.query import NO_OFFSET, TagQuery, TagViewKey
+from ordo.query import NO_OFFSET, KeyRun, TagQuery
+from ordo.spark.key_runs import KeyRunReader
 from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions
 from ordo.storage.open import Stores, open_stores
@@ -26,11 +28,19 @@ class EventsByTagPlanner:
     """Plans the micro-batches of one streaming query. Lives on the driver; not picklable."""
 
     def __init__(self, options: EventsByTagOptions, *, resume_after: str, now_ns: int) -> None:
+        """Continue after the sortable key `resume_after` (hex; empty: from the start).
+
+        Pages are summarised per persistence id (KeyRunReader) unless `maxEventsPerTrigger`
+        is set: a batch is then cut after a number of rows, which needs them one by one.
+        """
         self.options = options
+        self._resources = ExitStack()
         self._stores: Stores = open_stores(options.journal)
+        self._resources.callback(self._stores.close)
+        keys = KeyRunReader(self._stores.tag_view_key_reader, self._stores.packed_pages)
         start = NO_OFFSET if not resume_after else TimeUUID.from_bytes(bytes.fromhex(resume_after))
         self._query = TagQuery(
-            self._stores.tag_view_key_reader,
+            keys,
             tag=options.tag,
             offset=start,
             settings=options.query,
@@ -38,8 +48,9 @@ class EventsByTagPlanner:
             first_time_bucket_ms=options.events_by_tag.first_time_bucket_ms,
             now_ns=now_ns,
             is_live=True,
+            runs=keys if options.max_events_per_trigger is None else None,
         )
-        self._backlog: deque[TagViewKey] = deque()
+        self._backlog: deque[KeyRun] = deque()
         self.latest_end = resume_after
         self.latest_seen = resume_after
         """The newest offset the state machine has delivered (the source's lag reference)."""
@@ -63,16 +74,16 @@ class EventsByTagPlanner:
         if not taken:
             return start
         pids: dict[str, list[int]] = {}
-        for key in taken:
-            span = pids.setdefault(key.persistence_id, [key.tag_pid_sequence_nr] * 2)
-            span[1] = key.tag_pid_sequence_nr
-        keys = [key.offset_key for key in taken]
-        untaken = min((key.offset_key for key in self._backlog), default=None)
+        for run in taken:
+            span = pids.setdefault(run.persistence_id, [run.first_nr, run.tag_pid_sequence_nr])
+            span[1] = run.tag_pid_sequence_nr
+        keys = [run.offset_key for run in taken]
+        untaken = min((run.first_key for run in self._backlog), default=None)
         resumable = [k for k in keys if untaken is None or k < untaken]
         position = max([*resumable, bytes.fromhex(start.position)] if start.position else resumable)
         end = EventsByTagOffset(
             position=position.hex() if position else start.position,
-            lo=min(keys).hex(),
+            lo=min(run.first_key for run in taken).hex(),
             hi=max(keys).hex(),
             pids=pids,
             segments=[[s.segment_id, s.mask] for s in self.segments()],
@@ -94,7 +105,7 @@ class EventsByTagPlanner:
 
     def close(self) -> None:
         """Release the driver's connections."""
-        self._stores.close()
+        self._resources.close()
 
 
 def pids_of(segment: Segment, pids: dict[str, list[int]]) -> dict[str, list[int]]:

@@ -1,4 +1,10 @@
-"""Executor side of `ordo_events_by_tag`: one segment's rows of a batch, as Arrow."""
+"""Executor side of `ordo_events_by_tag`: one segment's rows of a batch, as Arrow.
+
+The rows come packed by the database, pages of 50,000 (ordo.storage.packed_reads), and become
+Arrow columns from their buffers (packed_arrow.py); then the named persistence ids' spans are
+kept, ordered per persistence id and cut into record batches with Arrow compute kernels and
+numpy. No Python object is built per row: that used to cost more than the database's own read.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from ordo.query import EventEnvelope
+from ordo.spark.packed_arrow import packed_table
 from ordo.storage.open import stores_at
+from ordo.storage.packed_reads import Packing
 from ordo.time import GREGORIAN_OFFSET_100NS, BucketSize, TimeUUID
 from ordo.types import Tag, TimeBucket
 
@@ -35,46 +43,98 @@ SCHEMA = pa.schema(
     ]
 )
 
+READ_PAGE = 50_000
+"""Rows per packed read: one query each, so large; a page of ~150-byte rows is ~8 MB."""
+ROW_COLUMNS = (
+    ("timeuuid", Packing.KEY),
+    ("persistence_id", Packing.TEXT),
+    ("tag_pid_sequence_nr", Packing.INT),
+    ("sequence_nr", Packing.INT),
+    ("serializer", Packing.TEXT),
+    ("manifest", Packing.TEXT),
+    ("payload", Packing.BLOB),
+    ("metadata", Packing.NULLABLE_TEXT),
+    ("tags", Packing.TEXT),
+)
+_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+_HEX_PLACES = np.r_[0:8, 9:13, 14:18, 19:23, 24:36]
+"""Where a UUID text's 32 hex digits go; the 4 other places (8, 13, 18, 23) are dashes."""
+_ORDER = [("persistence_id", "ascending"), ("tag_pid_sequence_nr", "ascending")]
+
 
 def read_partition(partition: SegmentPartition) -> Iterator[pa.RecordBatch]:
-    """Read the rows named by the partition, within lo..hi, ordered per persistence id."""
+    """Read the rows named by the partition, within lo..hi, ordered per persistence id.
+
+    Rows are gathered bucket by bucket in offset order, then stably sorted by (persistence id,
+    tag pid sequence nr): rows that tie (only in a corrupt journal) keep their offset order.
+    """
     if not partition.pids:
         return
     lo, hi = bytes.fromhex(partition.lo), bytes.fromhex(partition.hi)
-    after = (int.from_bytes(lo, "big") - 1).to_bytes(16, "big")
+    segment_id, mask = partition.segment
     sizes = BucketSize(partition.bucket_size)
-    rows: list[EventEnvelope] = []
+    named = _spans(partition.pids)
+    tables: list[pa.Table] = []
     with stores_at(partition.journal, create_schema=False) as stores:
-        reader = stores.tag_view_reader
         bucket = sizes.key(TimeUUID.from_bytes(lo).epoch_ms)
         last = sizes.key(TimeUUID.from_bytes(hi).epoch_ms)
         while bucket <= last:
-            cursor = after
+            after = (int.from_bytes(lo, "big") - 1).to_bytes(16, "big")
             while True:
-                page = reader.read_tag_view(
+                page = stores.packed_pages.read_packed(
                     Tag(partition.tag),
                     TimeBucket(bucket),
-                    after=cursor,
+                    after=after,
                     up_to=hi,
-                    limit=PAGE,
+                    limit=READ_PAGE,
+                    columns=ROW_COLUMNS,
                     hash_mask=partition.segment,
                 )
-                rows.extend(r for r in page if _is_named(r, partition.pids))
-                if len(page) < PAGE:
+                if page.count:
+                    tables.append(_named_rows(packed_table(page, ROW_COLUMNS), named))
+                    after = page.keys["timeuuid"][-16:]
+                if page.count < READ_PAGE:
                     break
-                cursor = page[-1].offset_key
             bucket = sizes.next(bucket)
-    rows.sort(key=lambda r: (r.persistence_id, r.tag_pid_sequence_nr))
-    segment = f"{partition.segment[0]}/{partition.segment[1]}"
-    for start in range(0, len(rows), PAGE):
-        yield _batch(rows[start : start + PAGE], segment)
+    if not tables:
+        return
+    rows = pa.concat_tables(tables).combine_chunks()  # one take per page, not one per chunk
+    order = pc.sort_indices(rows, sort_keys=_ORDER)
+    segment = f"{segment_id}/{mask}"
+    for start in range(0, len(order), PAGE):
+        yield _batch(rows.take(order[start : start + PAGE]), segment)
 
 
-def _uuid_texts(timestamps: np.ndarray, low_keys: np.ndarray) -> list[str]:
-    """The canonical UUID texts of sortable keys.
+def _spans(pids: dict[str, list[int]]) -> pa.Table:
+    """The named persistence ids with their inclusive [first, last] tag pid sequence nrs."""
+    return pa.table(
+        {
+            "persistence_id": pa.array(pids, pa.string()),
+            "first": pa.array([span[0] for span in pids.values()], pa.int64()),
+            "last": pa.array([span[1] for span in pids.values()], pa.int64()),
+        }
+    )
 
-    The UUID layout is rebuilt for every key at once with numpy, hex-encoded as one string, then
-    cut per row: the only per-row Python left.
+
+def _named_rows(table: pa.Table, named: pa.Table) -> pa.Table:
+    """The rows whose persistence id is named and whose tag pid sequence nr is in its span.
+
+    Each row's span is looked up by its persistence id's index among the named ones (null
+    when not named, which drops the row); the filter keeps the rows' order.
+    """
+    index = pc.index_in(table["persistence_id"], value_set=named["persistence_id"])
+    number = table["tag_pid_sequence_nr"]
+    first = pc.take(named["first"], index)
+    last = pc.take(named["last"], index)
+    return table.filter(pc.and_(pc.greater_equal(number, first), pc.less_equal(number, last)))
+
+
+def _uuid_texts(timestamps: np.ndarray, low_keys: np.ndarray) -> pa.StringArray:
+    """The canonical UUID texts of sortable keys, as one Arrow string column.
+
+    The UUID layout is rebuilt for every key at once with numpy, hex-encoded by table lookup
+    into a fixed-width (36 characters a row, dashes in place) buffer that Arrow takes as is:
+    no Python string per row.
     """
     layout = np.empty((len(timestamps), 2), dtype=">u8")
     layout[:, 0] = (
@@ -83,40 +143,44 @@ def _uuid_texts(timestamps: np.ndarray, low_keys: np.ndarray) -> list[str]:
         | (np.uint64(0x1000) | (timestamps >> np.uint64(48)))
     )
     layout[:, 1] = low_keys ^ np.uint64(_SIGN_FLIP)
-    text = layout.tobytes().hex()
-    return [
-        f"{text[i : i + 8]}-{text[i + 8 : i + 12]}-{text[i + 12 : i + 16]}-"
-        f"{text[i + 16 : i + 20]}-{text[i + 20 : i + 32]}"
-        for i in range(0, len(text), 32)
-    ]
+    octets = layout.view(np.uint8).reshape(-1, 16)
+    text = np.full((len(octets), 36), ord("-"), dtype=np.uint8)
+    text[:, _HEX_PLACES[0::2]] = _HEX_DIGITS[octets >> 4]
+    text[:, _HEX_PLACES[1::2]] = _HEX_DIGITS[octets & 0xF]
+    offsets = np.arange(0, 36 * (len(octets) + 1), 36, dtype=np.int32)
+    return pa.StringArray.from_buffers(len(octets), pa.py_buffer(offsets), pa.py_buffer(text))
 
 
-def _is_named(row: EventEnvelope, pids: dict[str, list[int]]) -> bool:
-    span = pids.get(row.persistence_id)
-    return span is not None and span[0] <= row.tag_pid_sequence_nr <= span[1]
+def _keys(timeuuids: pa.ChunkedArray) -> np.ndarray:
+    """The 16-byte sortable keys as an (n, 2) array of big-endian uint64, without copies per row.
 
-
-def _batch(rows: list[EventEnvelope], segment: str) -> pa.RecordBatch:
-    # Columns in one C-level transpose; EventEnvelope's field order is the stored column order.
-    offset, pid, tag_pid_nr, sequence_nr, serializer, manifest, payload, metadata, tags = zip(
-        *rows, strict=True
+    Fixed-size binary keys are one contiguous buffer of 16 bytes a key, from the array's offset.
+    """
+    keys = timeuuids.combine_chunks()
+    data = keys.buffers()[1]
+    return np.frombuffer(data, dtype=">u8", count=2 * len(keys), offset=16 * keys.offset).reshape(
+        -1, 2
     )
-    keys = np.frombuffer(b"".join(offset), dtype=">u8").reshape(-1, 2)
+
+
+def _batch(rows: pa.Table, segment: str) -> pa.RecordBatch:
+    """One page of ordered rows in SCHEMA: offset text, timestamp and segment derived."""
+    keys = _keys(rows["timeuuid"])
     timestamps = keys[:, 0] & _TIMESTAMP_MASK  # 100 ns units since 1582, the sortable key's top
     epoch_us = (timestamps.astype(np.int64) - GREGORIAN_OFFSET_100NS) // 10
-    return pa.record_batch(
-        [
-            pa.array(_uuid_texts(timestamps, keys[:, 1]), pa.string()),
-            pa.array(epoch_us, pa.timestamp("us", tz="UTC")),
-            pa.array(pid, pa.string()),
-            pa.array(sequence_nr, pa.int64()),
-            pa.array(tag_pid_nr, pa.int64()),
-            pa.array([segment] * len(rows), pa.string()),
-            pa.array(tags, pa.string()),
-            pa.array(manifest, pa.string()),
-            pa.array(serializer, pa.string()),
-            pa.array(payload, pa.binary()),
-            pa.array(metadata, pa.string()),
-        ],
-        schema=SCHEMA,
-    )
+    columns = {
+        "offset": _uuid_texts(timestamps, keys[:, 1]),
+        "timestamp": pa.array(epoch_us, pa.timestamp("us", tz="UTC")),
+        "persistence_id": rows["persistence_id"],
+        "sequence_nr": rows["sequence_nr"],
+        "tag_pid_sequence_nr": rows["tag_pid_sequence_nr"],
+        "segment": pa.repeat(pa.scalar(segment), rows.num_rows),
+        "tags": rows["tags"],
+        "manifest": rows["manifest"],
+        "serializer": rows["serializer"],
+        "payload": rows["payload"],
+        "metadata": rows["metadata"],
+    }
+    table = pa.table(columns).cast(SCHEMA).combine_chunks()
+    (batch,) = table.to_batches()
+    return batch

@@ -16,6 +16,7 @@ from ordo.query import EventEnvelope, EventsByTag, TagViewKey, TagViewReader
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.storage.location import Location, PostgresLocation, SQLiteLocation, parse_location
 from ordo.storage.migration import MigrationReceipt
+from ordo.storage.packed_reads import PackedPageReader
 from ordo.storage.sql_change_sink import SqlChangeSink
 from ordo.storage.sql_store import TagViewKeyReader
 from ordo.tagging import TagViewStore
@@ -36,6 +37,8 @@ class Stores:
     """The same tag view store, as the query's port."""
     tag_view_key_reader: TagViewReader[TagViewKey]
     """Its keys-only reads, for planners (Spark's driver)."""
+    packed_pages: PackedPageReader
+    """Its pages packed column by column, for Spark's bulk reads (driver and executors)."""
     tokens: TokenStore
     schemas: SchemaStore
     """The CDC schema registry's versions."""
@@ -76,6 +79,7 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
             tag_views=tag_views,
             tag_view_reader=tag_views,
             tag_view_key_reader=TagViewKeyReader(tag_views),
+            packed_pages=tag_views,
             tokens=SQLiteTokenStore(sqlite),
             schemas=SQLiteSchemaStore(sqlite),
             change_sink=SQLiteChangeSink(sqlite),
@@ -185,6 +189,7 @@ def _open_postgres(location: PostgresLocation) -> Stores:
         tag_views=tag_views,
         tag_view_reader=tag_views,
         tag_view_key_reader=TagViewKeyReader(tag_views),
+        packed_pages=tag_views,
         tokens=PostgresTokenStore(postgres),
         schemas=PostgresSchemaStore(postgres),
         change_sink=PostgresChangeSink(postgres),

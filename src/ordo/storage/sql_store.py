@@ -15,6 +15,7 @@ from ordo.journal.event import PersistedEvent
 from ordo.journal.ports import JournalSummary
 from ordo.query.envelope import EventEnvelope, TagViewKey
 from ordo.storage.migration import BUCKET_SIZE_KEY, METADATA_TABLE, SCHEMA_VERSION_KEY
+from ordo.storage.packed_reads import PackDialect, PackedRows, Packing, packing_query, unpack
 from ordo.storage.rows import (
     MESSAGE_COLUMNS,
     PROGRESS_COLUMNS,
@@ -201,6 +202,8 @@ class SqlJournalStore(SqlStore, SqlWriterLeases):
 class SqlTagViewStore(SqlStore):
     """TagViewStore methods that are plain SQL; subclasses add the bulk writes."""
 
+    PACKING: ClassVar[PackDialect]
+
     def read_progress(self, persistence_id: PersistenceId) -> Mapping[Tag, TagProgress]:
         """Progress per tag of the persistence id."""
         rows = self._fetchall(
@@ -257,6 +260,23 @@ class SqlTagViewStore(SqlStore):
         persistence_id: PersistenceId | None,
         hash_mask: tuple[int, int] | None,
     ) -> list[Any]:
+        query, params = self._tag_view_page(
+            columns, tag, time_bucket, after, up_to, limit, persistence_id, hash_mask
+        )
+        return self._fetchall(query, params)
+
+    def _tag_view_page(
+        self,
+        columns: str,
+        tag: Tag,
+        time_bucket: TimeBucket,
+        after: bytes,
+        up_to: bytes,
+        limit: int,
+        persistence_id: PersistenceId | None,
+        hash_mask: tuple[int, int] | None,
+    ) -> tuple[str, tuple[object, ...]]:
+        """The SELECT of one page of a (tag, bucket) in offset order, and its parameters."""
         where = ""
         params: tuple[object, ...] = (tag, time_bucket, after, up_to)
         if persistence_id is not None:
@@ -265,12 +285,30 @@ class SqlTagViewStore(SqlStore):
         if hash_mask is not None:
             where += "AND (persistence_id_hash & {p}) = {p} "
             params += (hash_mask[1], hash_mask[0])
-        return self._fetchall(
+        query = (
             f"SELECT {columns} FROM tag_views WHERE tag = {{p}} AND timebucket = {{p}} "
             f"AND timeuuid > {{p}} AND timeuuid <= {{p}} {where}"
-            "ORDER BY timeuuid, persistence_id, tag_pid_sequence_nr LIMIT {p}",
-            (*params, limit),
+            "ORDER BY timeuuid, persistence_id, tag_pid_sequence_nr LIMIT {p}"
         )
+        return query, (*params, limit)
+
+    def read_packed(
+        self,
+        tag: Tag,
+        time_bucket: TimeBucket,
+        *,
+        after: bytes,
+        up_to: bytes,
+        limit: int,
+        columns: Sequence[tuple[str, Packing]],
+        hash_mask: tuple[int, int] | None = None,
+    ) -> PackedRows:
+        """The page `read_tag_view` reads (same bounds and order), packed column by column."""
+        names = ", ".join(name for name, _ in columns)
+        inner, params = self._tag_view_page(
+            names, tag, time_bucket, after, up_to, limit, None, hash_mask
+        )
+        return unpack(self._fetchone(packing_query(self.PACKING, inner, columns), params), columns)
 
     def heads(self, tag: Tag) -> Mapping[PersistenceId, int]:
         """The highest tag pid sequence nr of every persistence id of the tag (a scan)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ordo.hashing import stable_hash
+from ordo.storage.packed_reads import POSTGRES_PACKING
 from ordo.storage.postgres.datastore import PostgresDatastore
 from ordo.storage.rows import PROGRESS_COLUMNS, latest_progress
 from ordo.storage.sql_store import SqlTagViewStore
@@ -43,6 +44,7 @@ class PostgresTagViewStore(SqlTagViewStore):
     """TagViewStore on PostgreSQL. Thread-safe (connections come from the pool)."""
 
     PARAM = "%s"
+    PACKING = POSTGRES_PACKING
 
     def __init__(self, datastore: PostgresDatastore) -> None:
         super().__init__(datastore)

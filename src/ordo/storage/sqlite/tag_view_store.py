@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 
 from ordo.hashing import stable_hash
+from ordo.storage.packed_reads import SQLITE_PACKING
 from ordo.storage.rows import PROGRESS_COLUMNS, latest_progress
 from ordo.storage.sql_store import SqlTagViewStore
 from ordo.storage.sqlite.datastore import SQLiteDatastore
@@ -38,6 +39,7 @@ class SQLiteTagViewStore(SqlTagViewStore):
     """TagViewStore on SQLite. Thread-safe (connections are per thread)."""
 
     PARAM = "?"
+    PACKING = SQLITE_PACKING
 
     def __init__(self, datastore: SQLiteDatastore) -> None:
         super().__init__(datastore)

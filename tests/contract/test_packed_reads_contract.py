@@ -1,0 +1,107 @@
+"""Packed pages (one string per column, ordo.storage.packed_reads) hold what the rows hold.
+
+Run once per backend through `journal_url`; the rows read by `read_tag_view` are the reference.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+
+from ordo import EventsByTagSettings, NewEvent, open_journal
+from ordo.storage.open import Stores
+from ordo.storage.packed_reads import PackedRows, Packing
+from ordo.time import BucketSize, format_first_time_bucket
+from ordo.types import Tag, TimeBucket
+
+WRITE = EventsByTagSettings(
+    first_time_bucket=format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000),
+    flush_interval=timedelta(0),
+)
+TAG = Tag("t")
+LAST_KEY = b"\xff" * 16
+COLUMNS = (
+    ("timeuuid", Packing.KEY),
+    ("persistence_id", Packing.TEXT),
+    ("tag_pid_sequence_nr", Packing.INT),
+    ("sequence_nr", Packing.INT),
+    ("serializer", Packing.TEXT),
+    ("manifest", Packing.TEXT),
+    ("payload", Packing.BLOB),
+    ("metadata", Packing.NULLABLE_TEXT),
+    ("tags", Packing.TEXT),
+)
+
+
+def _as_envelopes(packed: PackedRows) -> list[tuple[object, ...]]:
+    """The packed page back as rows, with plain Python, to compare with read_tag_view's."""
+    columns: dict[str, list[object]] = {}
+    for name, packing in COLUMNS:
+        if packing is Packing.KEY:
+            keys = packed.keys[name]
+            columns[name] = [keys[i : i + 16] for i in range(0, 16 * packed.count, 16)]
+        elif packing is Packing.INT:
+            columns[name] = [int(n) for n in packed.ints[name].split(",") if n]
+        else:
+            data, lengths = packed.data[name]
+            values: list[object] = []
+            start = 0
+            for length in (int(n) for n in lengths.split(",") if n):
+                value = data[start : start + length]
+                values.append(value if packing is Packing.BLOB else value.decode())
+                start += length
+            for i, flag in enumerate(packed.nulls.get(name, "")):
+                values[i] = None if flag == "1" else values[i]
+            columns[name] = values
+    return list(zip(*columns.values(), strict=True))
+
+
+def _pages_match(stores: Stores, *, limit: int, hash_mask: tuple[int, int] | None) -> int:
+    bucket = TimeBucket(BucketSize.HOUR.key(time.time_ns() // 1_000_000))
+    after, pages = b"", 0
+    while True:
+        rows = list(
+            stores.tag_view_reader.read_tag_view(
+                TAG, bucket, after=after, up_to=LAST_KEY, limit=limit, hash_mask=hash_mask
+            )
+        )
+        packed = stores.packed_pages.read_packed(
+            TAG,
+            bucket,
+            after=after,
+            up_to=LAST_KEY,
+            limit=limit,
+            columns=COLUMNS,
+            hash_mask=hash_mask,
+        )
+        assert _as_envelopes(packed) == [tuple(row) for row in rows]
+        if not rows:
+            return pages
+        pages += 1
+        after = rows[-1].offset_key
+
+
+@pytest.mark.parametrize(("limit", "hash_mask"), [(4, None), (1000, None), (1000, (1, 1))])
+def test_packed_pages_hold_the_rows(
+    journal_url: str, stores: Stores, limit: int, hash_mask: tuple[int, int] | None
+) -> None:
+    with open_journal(journal_url, settings=WRITE) as journal:
+        for i in range(30):
+            event = NewEvent.of({"i": i, "text": "ü, 🙂"}, tags=[TAG])
+            if i % 3 == 0:
+                event = NewEvent.of(b"" if i % 2 else b"\x00\x1f\xff", tags=[TAG])
+            if i > 20:
+                event = NewEvent.of(i, tags=[TAG], metadata={"trace": f"m{i}"})
+            journal.append(f"pid-{i % 4}", [event])
+        journal.append("with\x1fseparator, ünicode", [NewEvent.of(1, tags=[TAG])])
+    assert _pages_match(stores, limit=limit, hash_mask=hash_mask) > 0
+
+
+def test_an_empty_page_packs_to_nothing(stores: Stores) -> None:
+    packed = stores.packed_pages.read_packed(
+        TAG, TimeBucket(0), after=b"", up_to=LAST_KEY, limit=10, columns=COLUMNS
+    )
+    assert packed.count == 0
+    assert _as_envelopes(packed) == []
