@@ -261,7 +261,7 @@ class SQLiteChangeSource:
             for column, value in json.loads(row_json or "{}").items()
         }
         found = []
-        if old_key_json is not None and tuple(json.loads(old_key_json)) != key:
+        if old_key_json is not None and old_key_json != key_json:  # both from json_array()
             old = tuple(json.loads(old_key_json))  # a primary-key change: delete, then insert
             found.append(
                 Mutation(table=table, partition_key=old, row_deleted_at=position, audit=audit)
