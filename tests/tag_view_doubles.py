@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import NamedTuple
 
 from ordo.hashing import stable_hash
-from ordo.query import NO_OFFSET, Offset, TagQuery
+from ordo.query import NO_OFFSET, KeyRun, Offset, RowKey, TagQuery
 from ordo.settings import QuerySettings
 from ordo.time import BucketSize, TimeUUID
 from ordo.types import PersistenceId, Tag, TagPidSequenceNr, TimeBucket
@@ -120,3 +120,30 @@ def drain(query: TagQuery[Row], *, now_ms: float, polls: int = 20) -> list[tuple
         if step.is_complete:
             break
     return delivered
+
+
+def reference_runs(rows: Sequence[RowKey]) -> list[KeyRun] | None:
+    """A page's runs per persistence id, by plain Python: what a RunReader must summarise.
+
+    In order of each id's first row; None when some id's tag pid sequence nrs in the page do
+    not step by one in offset order.
+    """
+    by_id: dict[str, list[RowKey]] = {}
+    for key in rows:
+        by_id.setdefault(key.persistence_id, []).append(key)
+    runs = []
+    for own in by_id.values():
+        nrs = [key.tag_pid_sequence_nr for key in own]
+        if nrs != list(range(nrs[0], nrs[0] + len(nrs))):
+            return None
+        first, last = own[0], own[-1]
+        runs.append(
+            KeyRun(
+                first.offset_key,
+                nrs[0],
+                last.offset_key,
+                last.persistence_id,
+                last.tag_pid_sequence_nr,
+            )
+        )
+    return runs

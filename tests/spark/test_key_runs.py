@@ -9,11 +9,11 @@ import pytest
 
 from operations_support import execute
 from ordo import EventsByTagSettings, NewEvent, open_journal
-from ordo.query import KeyRun, TagViewKey
 from ordo.spark.key_runs import KeyRunReader
 from ordo.storage.open import Stores
 from ordo.time import BucketSize, format_first_time_bucket
 from ordo.types import Tag, TimeBucket
+from tag_view_doubles import reference_runs
 
 FIRST_MS = time.time_ns() // 1_000_000 - 3_600_000
 WRITE = EventsByTagSettings(
@@ -21,20 +21,6 @@ WRITE = EventsByTagSettings(
 )
 TAG = Tag("order")
 LAST_KEY = b"\xff" * 16
-
-
-def _reference(rows: list[TagViewKey]) -> list[KeyRun] | None:
-    """Runs per persistence id in order of first appearance, or None if one is not a run."""
-    by_id: dict[str, list[TagViewKey]] = {}
-    for key in rows:
-        by_id.setdefault(key.persistence_id, []).append(key)
-    runs = []
-    for own in by_id.values():
-        nrs = [key.tag_pid_sequence_nr for key in own]
-        if nrs != list(range(nrs[0], nrs[0] + len(nrs))):
-            return None
-        runs.append(KeyRun(own[0].offset_key, nrs[0], *own[-1]))
-    return runs
 
 
 def _pages_agree(stores: Stores, url: str, bucket: TimeBucket, limit: int) -> int:
@@ -51,7 +37,7 @@ def _pages_agree(stores: Stores, url: str, bucket: TimeBucket, limit: int) -> in
         assert page.row_count == len(rows)
         if not rows:
             return whole
-        expected = _reference(rows)
+        expected = reference_runs(rows)
         if expected is None:
             assert page.runs is None
         else:

@@ -24,6 +24,7 @@ from tag_view_doubles import (
     Row,
     at,
     offset_at,
+    reference_runs,
     row,
 )
 from tag_view_doubles import (
@@ -64,17 +65,7 @@ class InMemoryRuns:
         self, tag: Tag, time_bucket: TimeBucket, *, after: bytes, up_to: bytes, limit: int
     ) -> RunPage:
         rows = self.view.read_tag_view(tag, time_bucket, after=after, up_to=up_to, limit=limit)
-        by_id: dict[str, list[Row]] = {}
-        for r in rows:
-            by_id.setdefault(r.persistence_id, []).append(r)
-        runs: list[KeyRun] | None = []
-        for own in by_id.values():
-            nrs = [r.tag_pid_sequence_nr for r in own]
-            if nrs != list(range(nrs[0], nrs[0] + len(nrs))):
-                runs = None
-                break
-            assert runs is not None
-            runs.append(KeyRun(own[0].offset_key, nrs[0], *own[-1]))
+        runs = reference_runs(rows)
         self.whole_pages += runs is not None and bool(rows)
         last_key = rows[-1].offset_key if rows else b""
         return RunPage(runs=runs, row_count=len(rows), last_key=last_key)
