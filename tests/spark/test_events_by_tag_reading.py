@@ -16,6 +16,7 @@ from ordo import BucketSize, EventsByTagSettings, Journal, NewEvent, PersistedEv
 from ordo.clock import ManualClock
 from ordo.hashing import stable_hash
 from ordo.journal.event import encode_tags
+from ordo.spark import reading
 from ordo.spark.events_by_tag_source import SegmentPartition
 from ordo.spark.reading import PAGE, SCHEMA, read_partition
 
@@ -123,9 +124,15 @@ def _partition(
     )
 
 
+@pytest.mark.parametrize("read_page", [reading.READ_PAGE, 97])
 def test_a_segment_reads_the_named_spans_within_lo_hi_ordered_per_persistence_id(
-    journal_url: str, journal_factory: JournalFactory
+    journal_url: str,
+    journal_factory: JournalFactory,
+    read_page: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """With small packed pages too: the reads go on from each page's greatest offset."""
+    monkeypatch.setattr(reading, "READ_PAGE", read_page)
     clock = ManualClock(START_NS)
     events = _write(journal_factory(settings=SETTINGS, clock=clock), clock)
     keys = [e.timeuuid.to_bytes() for e in events]

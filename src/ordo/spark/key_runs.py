@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from ordo.query import KeyRun, RunPage, TagViewKey, TagViewReader
-from ordo.spark.packed_arrow import packed_table
+from ordo.spark.packed_arrow import greatest_key, packed_table
 from ordo.storage.packed_reads import PackedPageReader, PackedRows, Packing
 from ordo.types import PersistenceId, Tag, TimeBucket
 
@@ -63,9 +63,10 @@ class KeyRunReader:
         page = self._pages.read_packed(
             tag, time_bucket, after=after, up_to=up_to, limit=limit, columns=KEY_COLUMNS
         )
-        runs = _runs(page) if page.count else []
-        last_key = max((run.offset_key for run in runs), default=b"") if runs else b""
-        return RunPage(runs=runs, row_count=page.count, last_key=last_key)
+        if not page.count:
+            return RunPage(runs=[], row_count=0, last_key=b"")
+        keys = page.keys["timeuuid"]
+        return RunPage(runs=_runs(page), row_count=page.count, last_key=greatest_key(keys))
 
 
 def _runs(page: PackedRows) -> list[KeyRun] | None:

@@ -50,6 +50,20 @@ def packed_table(packed: PackedRows, columns: Sequence[tuple[str, Packing]]) -> 
     return pa.Table.from_arrays(arrays, schema=packed_schema(columns))
 
 
+def greatest_key(keys: bytes) -> bytes:
+    """The greatest of packed 16-byte keys: a page's cursor, not relying on the packing order.
+
+    SQL leaves an aggregate's input order unspecified (ordo.storage.packed_reads packs the rows
+    of an ordered subquery, which both backends keep in practice); the keys compare as two
+    big-endian words.
+    """
+    words = np.frombuffer(keys, dtype=">u8").reshape(-1, 2)
+    high = words[:, 0]
+    tied = np.flatnonzero(high == high.max())
+    index = int(tied[np.argmax(words[tied, 1])])
+    return keys[16 * index : 16 * index + 16]
+
+
 def _decimals(joined: str, count: int) -> np.ndarray:
     """Comma-joined decimals as int64, parsed by numpy's text reader (~20 ns a number)."""
     if not count:

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ordo.spark.packed_arrow import packed_table
+from ordo.spark.packed_arrow import greatest_key, packed_table
 from ordo.storage.open import stores_at
 from ordo.storage.packed_reads import Packing
 from ordo.time import GREGORIAN_OFFSET_100NS, BucketSize, TimeUUID
@@ -92,7 +92,7 @@ def read_partition(partition: SegmentPartition) -> Iterator[pa.RecordBatch]:
                 )
                 if page.count:
                     tables.append(_named_rows(packed_table(page, ROW_COLUMNS), named))
-                    after = page.keys["timeuuid"][-16:]
+                    after = greatest_key(page.keys["timeuuid"])
                 if page.count < READ_PAGE:
                     break
             bucket = sizes.next(bucket)
