@@ -13,6 +13,7 @@ PACKAGES = [
     "ordo.processing",
     "ordo.query",
     "ordo.settings",
+    "ordo.spark",
     "ordo.tagging",
     "ordo.time",
 ]

@@ -12,7 +12,7 @@ import pytest
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.storage.open import Stores
-from ordo.storage.packed_reads import PackedRows, Packing
+from ordo.storage.packed_reads import TAG_VIEW_PACKING, PackedRows, Packing
 from ordo.time import BucketSize, format_first_time_bucket
 from ordo.types import Tag, TimeBucket
 
@@ -22,17 +22,7 @@ WRITE = EventsByTagSettings(
 )
 TAG = Tag("t")
 LAST_KEY = b"\xff" * 16
-COLUMNS = (
-    ("timeuuid", Packing.KEY),
-    ("persistence_id", Packing.TEXT),
-    ("tag_pid_sequence_nr", Packing.INT),
-    ("sequence_nr", Packing.INT),
-    ("serializer", Packing.TEXT),
-    ("manifest", Packing.TEXT),
-    ("payload", Packing.BLOB),
-    ("metadata", Packing.NULLABLE_TEXT),
-    ("tags", Packing.TEXT),
-)
+COLUMNS = TAG_VIEW_PACKING
 
 
 def _as_envelopes(packed: PackedRows) -> list[tuple[object, ...]]:

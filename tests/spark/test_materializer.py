@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import closing
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
 from cdc_support import USERS
+from operations_support import execute
 from ordo.cdc import Audit, Cell, Column, ColumnType, Mutation, SchemaRegistry, TableSchema
 from ordo.cdc.mutation import snapshot_segment
 from ordo.errors import ConfigurationError
@@ -77,13 +75,7 @@ def _run(spark: SparkSession, spec: MaterializerSpec, checkpoint: Path) -> None:
 
 def _messages(url: str) -> list[dict[str, Any]]:
     columns = "batch_id, ordinal, key_json, op, before_json, after_json, schema_id"
-    sql = f"SELECT {columns} FROM cdc_messages ORDER BY batch_id, ordinal"
-    if url.startswith("sqlite"):
-        with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
-            rows = conn.execute(sql).fetchall()
-    else:
-        with psycopg.connect(url) as conn:
-            rows = conn.execute(sql).fetchall()
+    rows = execute(url, f"SELECT {columns} FROM cdc_messages ORDER BY batch_id, ordinal")
     names = [c.strip() for c in columns.split(",")]
     found = [dict(zip(names, row, strict=True)) for row in rows]
     for message in found:
@@ -94,13 +86,7 @@ def _messages(url: str) -> list[dict[str, Any]]:
 
 
 def _table(url: str, table: str) -> dict[int, tuple[Any, ...]]:
-    sql = f'SELECT * FROM "{table}" ORDER BY id'
-    if url.startswith("sqlite"):
-        with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
-            rows = conn.execute(sql).fetchall()
-    else:
-        with psycopg.connect(url) as conn:
-            rows = conn.execute(sql).fetchall()
+    rows = execute(url, f'SELECT * FROM "{table}" ORDER BY id')
     return {row[0]: tuple(row) for row in rows}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ordo.query.envelope import EventEnvelope, KeyRun, TagViewKey
+from ordo.query.envelope import EventEnvelope, KeyRun
 from ordo.query.events_by_tag import EventsByTag, TagStream
 from ordo.query.offset import NO_OFFSET, NoOffset, Offset, to_offset
 from ordo.query.ports import RowKey, RunPage, RunReader, TagViewReader
@@ -21,7 +21,6 @@ __all__ = [
     "Step",
     "TagQuery",
     "TagStream",
-    "TagViewKey",
     "TagViewReader",
     "to_offset",
 ]

@@ -11,19 +11,11 @@ from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
 
 
-class TagViewKey(NamedTuple):
-    """The key columns of a tag_views row: what a planner decides on, without the payload."""
-
-    offset_key: bytes
-    persistence_id: PersistenceId
-    tag_pid_sequence_nr: TagPidSequenceNr
-
-
 class KeyRun(NamedTuple):
     """One persistence id's rows in a page of keys: consecutive tag pid sequence nrs in order.
 
-    What Spark's planner decides on instead of one key per row: a page of 50,000 keys from
-    1,000 persistence ids is 1,000 runs. A single row is a run whose first and last agree. The
+    What Spark's planner decides on, without the payload: a page of 50,000 keys from 1,000
+    persistence ids is 1,000 runs, and a single row is a run whose first and last agree. The
     last row's fields carry the RowKey names, so a run is a RowKey of its last row.
     """
 

@@ -64,8 +64,6 @@ class RunPage:
     """One run per persistence id in the page; None when some id's rows in it are not one run
     (a gap, a duplicate, or tag pid sequence nrs out of offset order)."""
     row_count: int
-    last_key: bytes
-    """The page's last offset (sortable encoding); meaningless when row_count is 0."""
 
 
 class RunReader(Protocol):

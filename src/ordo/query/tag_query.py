@@ -169,7 +169,7 @@ class TagQuery(Generic[R]):
         for _ in range(PAGES_PER_POLL):
             if self._position >= bound:
                 return False
-            count = self._forward_runs(bound, out) if self._runs is not None else None
+            count = None if self._runs is None else self._forward_runs(self._runs, bound, out)
             if count is None:
                 rows = self._reader.read_tag_view(
                     self.tag,
@@ -192,7 +192,7 @@ class TagQuery(Generic[R]):
             self._position = max(self._position, bucket_end)
         return True
 
-    def _forward_runs(self, bound: bytes, out: list[R]) -> int | None:
+    def _forward_runs(self, runs: RunReader, bound: bytes, out: list[R]) -> int | None:
         """Deliver the next page as whole runs; None when it must be read row by row.
 
         A page is taken at once only when every persistence id's run would be accepted row by
@@ -201,17 +201,15 @@ class TagQuery(Generic[R]):
         returns no runs then). Ids are independent of each other, so the result is the one
         the rows give; anything else falls back to the rows, which decide as always.
         """
-        assert self._runs is not None  # noqa: S101 - _forward checked
-        page: RunPage = self._runs.read_runs(
+        page: RunPage = runs.read_runs(
             self.tag, self._bucket, after=self._position, up_to=bound, limit=self._forward_page
         )
         if page.runs is None or not all(map(self._takes_whole, page.runs)):
             return None
         for run in page.runs:
             self._pids[run.persistence_id] = (run.tag_pid_sequence_nr, run.offset_key)
+            self._position = max(self._position, run.offset_key)  # the page's last row
         out.extend(cast("list[R]", page.runs))  # R is KeyRun when a RunReader is given
-        if page.row_count:
-            self._position = page.last_key
         return page.row_count
 
     def _takes_whole(self, run: KeyRun) -> bool:

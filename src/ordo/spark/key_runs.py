@@ -1,4 +1,4 @@
-"""The planner's reads: tag_views keys as KeyRuns, pages summarised with numpy.
+"""The planner's summarised pages: tag_views keys as one KeyRun per persistence id, with numpy.
 
 Planning a micro-batch runs the events-by-tag state machine on the driver, serially, before
 any executor starts. Fed one key per row it costs about 3 µs a row in Python; fed a page of
@@ -9,64 +9,29 @@ the database (ordo.storage.packed_reads) and is summarised by numpy.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import pyarrow.compute as pc
 
-from ordo.query import KeyRun, RunPage, TagViewKey, TagViewReader
-from ordo.spark.packed_arrow import greatest_key, packed_table
-from ordo.storage.packed_reads import PackedPageReader, PackedRows, Packing
-from ordo.types import PersistenceId, Tag, TimeBucket
-
-KEY_COLUMNS = (
-    ("timeuuid", Packing.KEY),
-    ("persistence_id", Packing.TEXT),
-    ("tag_pid_sequence_nr", Packing.INT),
-)
+from ordo.query import KeyRun, RunPage
+from ordo.spark.packed_arrow import packed_table
+from ordo.storage.packed_reads import TAG_VIEW_KEY_PACKING, PackedPageReader, PackedRows
+from ordo.types import Tag, TimeBucket
 
 
 class KeyRunReader:
-    """Single-row KeyRuns for the state machine's row-by-row reads, summarised pages besides."""
+    """The query's RunReader over a store's packed pages."""
 
-    def __init__(self, keys: TagViewReader[TagViewKey], pages: PackedPageReader) -> None:
-        self._keys = keys
+    def __init__(self, pages: PackedPageReader) -> None:
         self._pages = pages
-
-    def read_tag_view(
-        self,
-        tag: Tag,
-        time_bucket: TimeBucket,
-        *,
-        after: bytes,
-        up_to: bytes,
-        limit: int,
-        persistence_id: PersistenceId | None = None,
-        hash_mask: tuple[int, int] | None = None,
-    ) -> Sequence[KeyRun]:
-        """The keys reader's rows, each as a run of one."""
-        rows = self._keys.read_tag_view(
-            tag,
-            time_bucket,
-            after=after,
-            up_to=up_to,
-            limit=limit,
-            persistence_id=persistence_id,
-            hash_mask=hash_mask,
-        )
-        return [KeyRun(key, nr, key, pid, nr) for key, pid, nr in rows]
 
     def read_runs(
         self, tag: Tag, time_bucket: TimeBucket, *, after: bytes, up_to: bytes, limit: int
     ) -> RunPage:
         """The page of keys, one run per persistence id (None if an id's rows are not one)."""
         page = self._pages.read_packed(
-            tag, time_bucket, after=after, up_to=up_to, limit=limit, columns=KEY_COLUMNS
+            tag, time_bucket, after=after, up_to=up_to, limit=limit, columns=TAG_VIEW_KEY_PACKING
         )
-        if not page.count:
-            return RunPage(runs=[], row_count=0, last_key=b"")
-        keys = page.keys["timeuuid"]
-        return RunPage(runs=_runs(page), row_count=page.count, last_key=greatest_key(keys))
+        return RunPage(runs=_runs(page) if page.count else [], row_count=page.count)
 
 
 def _runs(page: PackedRows) -> list[KeyRun] | None:
@@ -78,7 +43,7 @@ def _runs(page: PackedRows) -> list[KeyRun] | None:
     """
     keys = page.keys["timeuuid"]
     words = np.frombuffer(keys, dtype=">u8").reshape(-1, 2)
-    table = packed_table(page, KEY_COLUMNS)
+    table = packed_table(page, TAG_VIEW_KEY_PACKING)
     ids = pc.dictionary_encode(table["persistence_id"]).combine_chunks()
     codes = ids.indices.to_numpy()
     nrs = table["tag_pid_sequence_nr"].to_numpy()

@@ -9,7 +9,6 @@ delivered (EventsByTagOffset), so executors read exactly those rows, on every re
 from __future__ import annotations
 
 from collections import deque
-from contextlib import ExitStack
 
 from ordo.hashing import stable_hash
 from ordo.processing import Segment, initial_segments
@@ -34,13 +33,10 @@ class EventsByTagPlanner:
         is set: a batch is then cut after a number of rows, which needs them one by one.
         """
         self.options = options
-        self._resources = ExitStack()
         self._stores: Stores = open_stores(options.journal)
-        self._resources.callback(self._stores.close)
-        keys = KeyRunReader(self._stores.tag_view_key_reader, self._stores.packed_pages)
         start = NO_OFFSET if not resume_after else TimeUUID.from_bytes(bytes.fromhex(resume_after))
         self._query = TagQuery(
-            keys,
+            self._stores.tag_view_key_reader,
             tag=options.tag,
             offset=start,
             settings=options.query,
@@ -48,7 +44,9 @@ class EventsByTagPlanner:
             first_time_bucket_ms=options.events_by_tag.first_time_bucket_ms,
             now_ns=now_ns,
             is_live=True,
-            runs=keys if options.max_events_per_trigger is None else None,
+            runs=None
+            if options.max_events_per_trigger is not None
+            else KeyRunReader(self._stores.packed_pages),
         )
         self._backlog: deque[KeyRun] = deque()
         self.latest_end = resume_after
@@ -105,7 +103,7 @@ class EventsByTagPlanner:
 
     def close(self) -> None:
         """Release the driver's connections."""
-        self._resources.close()
+        self._stores.close()
 
 
 def pids_of(segment: Segment, pids: dict[str, list[int]]) -> dict[str, list[int]]:

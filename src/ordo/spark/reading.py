@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from ordo.spark.packed_arrow import greatest_key, packed_table
 from ordo.storage.open import stores_at
-from ordo.storage.packed_reads import Packing
+from ordo.storage.packed_reads import TAG_VIEW_PACKING
 from ordo.time import GREGORIAN_OFFSET_100NS, BucketSize, TimeUUID
 from ordo.types import Tag, TimeBucket
 
@@ -45,17 +45,6 @@ SCHEMA = pa.schema(
 
 READ_PAGE = 50_000
 """Rows per packed read: one query each, so large; a page of ~150-byte rows is ~8 MB."""
-ROW_COLUMNS = (
-    ("timeuuid", Packing.KEY),
-    ("persistence_id", Packing.TEXT),
-    ("tag_pid_sequence_nr", Packing.INT),
-    ("sequence_nr", Packing.INT),
-    ("serializer", Packing.TEXT),
-    ("manifest", Packing.TEXT),
-    ("payload", Packing.BLOB),
-    ("metadata", Packing.NULLABLE_TEXT),
-    ("tags", Packing.TEXT),
-)
 _HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 _HEX_PLACES = np.r_[0:8, 9:13, 14:18, 19:23, 24:36]
 """Where a UUID text's 32 hex digits go; the 4 other places (8, 13, 18, 23) are dashes."""
@@ -87,11 +76,11 @@ def read_partition(partition: SegmentPartition) -> Iterator[pa.RecordBatch]:
                     after=after,
                     up_to=hi,
                     limit=READ_PAGE,
-                    columns=ROW_COLUMNS,
+                    columns=TAG_VIEW_PACKING,
                     hash_mask=partition.segment,
                 )
                 if page.count:
-                    tables.append(_named_rows(packed_table(page, ROW_COLUMNS), named))
+                    tables.append(_named_rows(packed_table(page, TAG_VIEW_PACKING), named))
                     after = greatest_key(page.keys["timeuuid"])
                 if page.count < READ_PAGE:
                     break

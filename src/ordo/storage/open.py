@@ -12,7 +12,7 @@ from ordo.clock import Clock
 from ordo.journal import Journal
 from ordo.journal.ports import JournalStore
 from ordo.processing.ports import TokenStore
-from ordo.query import EventEnvelope, EventsByTag, TagViewKey, TagViewReader
+from ordo.query import EventEnvelope, EventsByTag, KeyRun, TagViewReader
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.storage.location import Location, PostgresLocation, SQLiteLocation, parse_location
 from ordo.storage.migration import MigrationReceipt
@@ -35,8 +35,8 @@ class Stores:
     tag_views: TagViewStore
     tag_view_reader: TagViewReader[EventEnvelope]
     """The same tag view store, as the query's port."""
-    tag_view_key_reader: TagViewReader[TagViewKey]
-    """Its keys-only reads, for planners (Spark's driver)."""
+    tag_view_key_reader: TagViewReader[KeyRun]
+    """Its keys-only reads, each row a KeyRun of one, for Spark's planner."""
     packed_pages: PackedPageReader
     """Its pages packed column by column, for Spark's bulk reads (driver and executors)."""
     tokens: TokenStore

@@ -40,6 +40,24 @@ class Packing(Enum):
     """Bytes: joined, with the lengths."""
 
 
+TAG_VIEW_KEY_PACKING = (
+    ("timeuuid", Packing.KEY),
+    ("persistence_id", Packing.TEXT),
+    ("tag_pid_sequence_nr", Packing.INT),
+)
+"""The key columns of tag_views, packed (what a planner reads)."""
+TAG_VIEW_PACKING = (
+    *TAG_VIEW_KEY_PACKING,
+    ("sequence_nr", Packing.INT),
+    ("serializer", Packing.TEXT),
+    ("manifest", Packing.TEXT),
+    ("payload", Packing.BLOB),
+    ("metadata", Packing.NULLABLE_TEXT),
+    ("tags", Packing.TEXT),
+)
+"""The columns of an EventEnvelope, packed (what an executor reads), in its field order."""
+
+
 @dataclass(frozen=True, slots=True)
 class PackDialect:
     """The SQL a backend packs with; each template takes the expression as `{}`."""

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Protocol
 
 from ordo.journal.event import PersistedEvent
 from ordo.journal.ports import JournalSummary
-from ordo.query.envelope import EventEnvelope, TagViewKey
+from ordo.query.envelope import EventEnvelope, KeyRun
 from ordo.storage.migration import BUCKET_SIZE_KEY, METADATA_TABLE, SCHEMA_VERSION_KEY
 from ordo.storage.packed_reads import PackDialect, PackedRows, Packing, packing_query, unpack
 from ordo.storage.rows import (
@@ -37,6 +37,8 @@ ENVELOPE_COLUMNS = (
     "metadata, tags"
 )
 """The tag_views columns of an EventEnvelope, in its field order."""
+_KEY_RUN_COLUMNS = "timeuuid, tag_pid_sequence_nr, timeuuid, persistence_id, tag_pid_sequence_nr"
+"""A row as a KeyRun of one (first and last are the row), in KeyRun's field order."""
 PAGE_SIZE = 500
 """Rows per read of the paged scans (events of an id, persistence ids)."""
 
@@ -243,27 +245,13 @@ class SqlTagViewStore(SqlStore):
         hash_mask: tuple[int, int] | None = None,
     ) -> Sequence[EventEnvelope]:
         """Envelopes of one (tag, bucket) with after < offset <= up_to, in offset order."""
-        rows = self._select_tag_view(
-            ENVELOPE_COLUMNS, tag, time_bucket, after, up_to, limit, persistence_id, hash_mask
+        rows = self._fetchall(
+            *self._tag_view_page(
+                ENVELOPE_COLUMNS, tag, time_bucket, after, up_to, limit, persistence_id, hash_mask
+            )
         )
         envelope = tuple.__new__  # EventEnvelope._make without its per-row call and checks
         return [envelope(EventEnvelope, row) for row in rows]
-
-    def _select_tag_view(
-        self,
-        columns: str,
-        tag: Tag,
-        time_bucket: TimeBucket,
-        after: bytes,
-        up_to: bytes,
-        limit: int,
-        persistence_id: PersistenceId | None,
-        hash_mask: tuple[int, int] | None,
-    ) -> list[Any]:
-        query, params = self._tag_view_page(
-            columns, tag, time_bucket, after, up_to, limit, persistence_id, hash_mask
-        )
-        return self._fetchall(query, params)
 
     def _tag_view_page(
         self,
@@ -376,7 +364,10 @@ class SqlAllEventsReader(SqlStore):
 
 
 class TagViewKeyReader:
-    """A tag view store's keys-only reads under the query's port (for planners)."""
+    """A tag view store's keys-only reads under the query's port, each row a KeyRun of one.
+
+    For Spark's planner, whose query also takes whole pages as KeyRuns (ordo.spark.key_runs).
+    """
 
     def __init__(self, store: SqlTagViewStore) -> None:
         self._store = store
@@ -391,17 +382,12 @@ class TagViewKeyReader:
         limit: int,
         persistence_id: PersistenceId | None = None,
         hash_mask: tuple[int, int] | None = None,
-    ) -> Sequence[TagViewKey]:
+    ) -> Sequence[KeyRun]:
         """Keys of one (tag, bucket) with after < offset <= up_to, in offset order."""
-        rows = self._store._select_tag_view(
-            "timeuuid, persistence_id, tag_pid_sequence_nr",
-            tag,
-            time_bucket,
-            after,
-            up_to,
-            limit,
-            persistence_id,
-            hash_mask,
+        rows = self._store._fetchall(
+            *self._store._tag_view_page(
+                _KEY_RUN_COLUMNS, tag, time_bucket, after, up_to, limit, persistence_id, hash_mask
+            )
         )
-        key = tuple.__new__  # TagViewKey._make without its per-row call and checks
-        return [key(TagViewKey, row) for row in rows]
+        run = tuple.__new__  # KeyRun._make without its per-row call and checks
+        return [run(KeyRun, row) for row in rows]

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ordo.errors import MissingTaggedEventError
-from ordo.query import NO_OFFSET, KeyRun, Offset, RunPage, TagQuery
-from ordo.query.tag_query import RUN_PAGE
+from ordo.query import NO_OFFSET, KeyRun, Offset, RunPage, TagQuery, tag_query
 from ordo.types import PersistenceId, Tag, TimeBucket
 from tag_view_doubles import (
     BUCKET_SIZE,
@@ -67,8 +67,7 @@ class InMemoryRuns:
         rows = self.view.read_tag_view(tag, time_bucket, after=after, up_to=up_to, limit=limit)
         runs = reference_runs(rows)
         self.whole_pages += runs is not None and bool(rows)
-        last_key = rows[-1].offset_key if rows else b""
-        return RunPage(runs=runs, row_count=len(rows), last_key=last_key)
+        return RunPage(runs=runs, row_count=len(rows))
 
 
 def _outcome(
@@ -143,12 +142,17 @@ def test_summarised_pages_deliver_what_rows_deliver(rows: list[Row], start_ms: i
     assert by_runs[:2] == by_rows[:2]
 
 
-def test_a_clean_tag_view_is_taken_a_page_at_a_time() -> None:
+@pytest.mark.parametrize(("run_page", "pages"), [(tag_query.RUN_PAGE, 1), (50, 14)])
+def test_a_clean_tag_view_is_taken_a_page_at_a_time(
+    run_page: int, pages: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each whole page moves the scan past it: none is read twice, none row by row."""
+    monkeypatch.setattr(tag_query, "RUN_PAGE", run_page)
     rows = [row(f"p{i % 7}", i // 7 + 1, 100 + i) for i in range(700)]
     delivered, failure, whole_pages = _outcome(rows, offset=NO_OFFSET, use_runs=True, now_ms=5_000)
     assert failure is None
     assert delivered == {f"p{p}": list(range(1, 101)) for p in range(7)}
-    assert whole_pages == 1 < RUN_PAGE
+    assert whole_pages == pages
 
 
 def test_a_page_with_a_gap_falls_back_to_rows_and_still_fails() -> None:
