@@ -42,6 +42,7 @@ from ordo.spark import start_session
 from ordo.spark.rebuild import rebuild_all
 from ordo.spark.verify import verify_tag_views
 from ordo.storage.open import stores_at
+from ordo.storage.rows import TAG_VIEW_KEY_COLUMNS
 from ordo.tools.reconciliation import Reconciliation
 
 TAG = "order"
@@ -49,7 +50,6 @@ APPEND_BATCH = 1000
 DEFAULT_EVENTS = 1_000_000
 WARM_UP_EVENTS = 5_000
 ROWS_PER_BATCH = 10_000
-KEY_COLUMNS = "tag, timebucket, timeuuid, persistence_id, tag_pid_sequence_nr, sequence_nr"
 
 
 def log(message: str) -> None:
@@ -76,7 +76,7 @@ def digest(db: Path) -> tuple[int, str]:
     count = 0
     with closing(sqlite3.connect(db)) as conn:
         cursor = conn.execute(
-            f"SELECT {KEY_COLUMNS}, payload FROM tag_views ORDER BY {KEY_COLUMNS}"
+            f"SELECT {TAG_VIEW_KEY_COLUMNS}, payload FROM tag_views ORDER BY {TAG_VIEW_KEY_COLUMNS}"
         )
         while rows := cursor.fetchmany(10_000):
             count += len(rows)
