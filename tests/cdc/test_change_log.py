@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from ordo.cdc import Audit, Cell, Mutation, Publisher, partition_of
+from ordo.cdc.change_rows import ChangeRows
 from ordo.storage.parquet import ParquetChangeLog
 
 
@@ -58,7 +59,9 @@ def test_a_publish_cut_short_between_partitions_is_completed(tmp_path: Path) -> 
     for mutation in window:
         by_partition.setdefault(partition_of(mutation.partition_key, 4), []).append(mutation)
     written = max(by_partition, key=lambda p: by_partition[p][-1].audit.position)
-    log.append("users", written, by_partition[written])  # the crash came after this file
+    log.append(
+        "users", written, ChangeRows.from_mutations(by_partition[written])
+    )  # the crash came after this file
     receipt = Publisher(log, partitions=4).publish(window)
     assert receipt.skipped == len(by_partition[written])
     assert sorted(m.audit.position for m in log.read("users")) == list(range(1, 21))

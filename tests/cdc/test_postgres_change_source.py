@@ -297,7 +297,7 @@ def test_a_window_without_captured_changes_still_moves_past_other_writes(
 
     run("INSERT INTO other VALUES (1)")
     window = source.peek(max_changes=10)
-    assert window.mutations == ()
+    assert window.mutations == []
     assert confirmed is not None
     assert window.up_to > confirmed
     source.advance(up_to=window.up_to)

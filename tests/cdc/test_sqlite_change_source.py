@@ -11,6 +11,7 @@ import pytest
 
 from ordo.cdc import ColumnType, Publisher, SchemaRegistry
 from ordo.cdc.capture import Capture, CaptureTotals
+from ordo.cdc.change_rows import key_text
 from ordo.clock import ManualClock
 from ordo.errors import (
     CaptureError,
@@ -96,6 +97,21 @@ def test_inserts_updates_deletes_and_key_changes_become_mutations(
     positions = [m.audit.position for m in window.mutations]
     assert positions == sorted(positions)
     assert window.up_to == positions[-1]
+
+
+def test_keys_get_the_change_logs_key_text_whatever_sqlite_wrote(
+    source: SQLiteChangeSource, database: Path
+) -> None:
+    ids = ["plain id", "zoë", 'a"b', "tab\there", "1.5"]
+    _run(
+        database,
+        *(f"INSERT INTO orders VALUES ('{i.replace(chr(39), chr(39) * 2)}', 2, 1)" for i in ids),
+    )
+    _run(database, "INSERT INTO orders VALUES (1.5, 2.5, 1)")  # a REAL in an INTEGER column
+    rows = source.peek(max_changes=10).rows
+    expected = [*((i, 2) for i in ids), ("1.5", 2.5)]
+    assert rows.column("partition_key") == [key_text(k) for k in expected]
+    assert [m.partition_key for m in rows.mutations()] == expected
 
 
 def test_peek_does_not_consume_and_advance_forgets(

@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 from cdc_support import USERS
 from operations_support import execute
 from ordo.cdc import Audit, Cell, Column, ColumnType, Mutation, SchemaRegistry, TableSchema
+from ordo.cdc.change_rows import ChangeRows
 from ordo.cdc.mutation import snapshot_segment
 from ordo.errors import ConfigurationError
 from ordo.spark import MaterializerSpec, materialize
@@ -40,31 +41,37 @@ def _write(
     segment: str = "CommitLog-1",
     schema_id: int | None = None,
     **cells: object,
-) -> list[Mutation]:
+) -> ChangeRows:
     """One write of user `key` at `time`, as each replica's commit log delivers it."""
-    return [
-        Mutation(
-            table="users",
-            partition_key=(key,),
-            cells={name: Cell(value=value, write_time=time) for name, value in cells.items()},
-            liveness=Cell(value=True, write_time=time) if insert else None,
-            schema_id=schema_id,
-            audit=Audit(source="cassandra", replica=replica, segment=segment, position=time),
-        )
-        for replica in replicas
-    ]
+    return ChangeRows.from_mutations(
+        [
+            Mutation(
+                table="users",
+                partition_key=(key,),
+                cells={name: Cell(value=value, write_time=time) for name, value in cells.items()},
+                liveness=Cell(value=True, write_time=time) if insert else None,
+                schema_id=schema_id,
+                audit=Audit(source="cassandra", replica=replica, segment=segment, position=time),
+            )
+            for replica in replicas
+        ]
+    )
 
 
-def _delete(key: int, time: int) -> list[Mutation]:
-    return [
-        Mutation(
-            table="users",
-            partition_key=(key,),
-            row_deleted_at=time,
-            audit=Audit(source="cassandra", replica=replica, segment="CommitLog-1", position=time),
-        )
-        for replica in REPLICAS
-    ]
+def _delete(key: int, time: int) -> ChangeRows:
+    return ChangeRows.from_mutations(
+        [
+            Mutation(
+                table="users",
+                partition_key=(key,),
+                row_deleted_at=time,
+                audit=Audit(
+                    source="cassandra", replica=replica, segment="CommitLog-1", position=time
+                ),
+            )
+            for replica in REPLICAS
+        ]
+    )
 
 
 def _run(spark: SparkSession, spec: MaterializerSpec, checkpoint: Path) -> None:

@@ -9,7 +9,6 @@ published or advanced) until an operator accepts the new version.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 from collections import Counter
@@ -65,31 +64,36 @@ class Capture:
         window = self.source.peek(max_changes=self.settings.max_changes)
         interval_ns = int(self.settings.flush_interval.total_seconds() * 1e9)
         is_due = self._clock.now_ns() - self._last_publish_ns >= interval_ns
-        if len(window.mutations) < self.settings.max_changes and not (flush or is_due):
+        size = len(window.rows)
+        if size < self.settings.max_changes and not (flush or is_due):
             return None
         versions = self.register_schemas()  # per publish, not per poll: it reads the catalog
-        mutations = [
-            dataclasses.replace(m, schema_id=versions[m.table].schema_id)
-            if m.table in versions
-            else m
-            for m in window.mutations
-        ]
-        receipt = self.publisher.publish(mutations)
+        named = {table: version.schema_id for table, version in versions.items()}
+        rows = window.rows.replaced(
+            "schema_id",
+            [
+                named.get(table, schema_id)
+                for table, schema_id in zip(
+                    window.rows.column("table"), window.rows.column("schema_id"), strict=True
+                )
+            ],
+        )
+        receipt = self.publisher.publish_rows(rows)
         self.source.advance(up_to=window.up_to)
         self._last_publish_ns = self._clock.now_ns()
         totals.windows += 1
         totals.published.update(receipt.published)
         totals.skipped += receipt.skipped
         totals.up_to = window.up_to
-        if mutations:
+        if size:
             logger.info(
                 "published source=%s mutations=%d skipped=%d up_to=%d",
                 self.source.name,
-                len(mutations),
+                size,
                 receipt.skipped,
                 window.up_to,
             )
-        return len(mutations)
+        return size
 
     def run(
         self, *, stop: threading.Event | None = None, until_idle: bool = False

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ordo.cdc.change_rows import ChangeRows
 from ordo.cdc.mutation import Mutation
 from ordo.cdc.schema import TableSchema
 
@@ -16,11 +17,22 @@ class CapturedWindow:
     """Committed changes a source returned, in commit order, and where the source may advance to.
 
     `up_to` is the source position (inclusive) that the window covers: once every mutation of the
-    window is durably published, the source is advanced to it, never before.
+    window is durably published, the source is advanced to it, never before. The mutations are
+    held as columns (`ChangeRows`), which the publisher writes without a Python object per row.
     """
 
-    mutations: Sequence[Mutation]
+    rows: ChangeRows
     up_to: int
+
+    @classmethod
+    def of(cls, mutations: Sequence[Mutation], *, up_to: int) -> CapturedWindow:
+        """A window of mutations decoded one by one (wal2json, tests)."""
+        return cls(rows=ChangeRows.from_mutations(mutations), up_to=up_to)
+
+    @property
+    def mutations(self) -> list[Mutation]:
+        """The window's mutations as objects (for tools and tests)."""
+        return self.rows.mutations()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,8 +91,8 @@ class ChangeSource(Protocol):
 class ChangeLogWriter(Protocol):
     """The keyed, partitioned change log of each table (partitioned Parquet by default)."""
 
-    def append(self, table: str, partition: int, mutations: Sequence[Mutation]) -> None:
-        """Durably add `mutations` (one table, one partition, position order) to the log."""
+    def append(self, table: str, partition: int, rows: ChangeRows) -> None:
+        """Durably add `rows` (one table, partition and segment; position order) to the log."""
         ...
 
     def last_position(self, table: str, segment: str, partition: int) -> int | None:

@@ -9,11 +9,11 @@ nothing twice when it re-reads the same changes.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ordo.cdc.change_rows import ChangeRows, key_text
 from ordo.cdc.mutation import Key, Mutation
 from ordo.cdc.ports import ChangeLogWriter
 from ordo.hashing import stable_hash
@@ -21,12 +21,9 @@ from ordo.hashing import stable_hash
 DEFAULT_PARTITIONS = 8
 
 
-_encode = json.JSONEncoder(separators=(",", ":")).encode
-
-
 def partition_of(partition_key: Key, partitions: int) -> int:
     """The change log partition of a partition key: a stable hash, the same in every process."""
-    return stable_hash(_encode(list(partition_key))) % partitions
+    return stable_hash(key_text(partition_key)) % partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,23 +44,37 @@ class Publisher:
         self.log, self.partitions = log, partitions
 
     def publish(self, mutations: Sequence[Mutation]) -> PublishReceipt:
-        """Append `mutations` (commit order) to their partitions, keeping that order per key.
+        """Append `mutations` (commit order) to their partitions, keeping that order per key."""
+        return self.publish_rows(ChangeRows.from_mutations(mutations))
+
+    def publish_rows(self, rows: ChangeRows) -> PublishReceipt:
+        """Append `rows` (commit order) to their partitions, keeping that order per key.
 
         One file per (table, partition, segment): a file name states the positions of one
         segment, which is what deduplication reads back.
         """
-        routed: dict[tuple[str, int, str], list[Mutation]] = defaultdict(list)
+        routed: dict[tuple[str, int, str], list[int]] = defaultdict(list)
+        partitions = self.partitions
+        for index, (table, key, segment) in enumerate(
+            zip(
+                rows.column("table"),
+                rows.column("partition_key"),
+                rows.column("segment"),
+                strict=True,
+            )
+        ):
+            routed[table, stable_hash(key) % partitions, segment].append(index)
+        positions = rows.column("position")
         skipped = 0
-        for mutation in mutations:
-            table, segment = mutation.table, mutation.audit.segment
-            partition = partition_of(mutation.partition_key, self.partitions)
+        for (table, partition, segment), indices in routed.items():
             held = self.log.last_position(table, segment, partition)
-            if held is not None and mutation.audit.position <= held:
-                skipped += 1
-                continue
-            routed[table, partition, segment].append(mutation)
+            if held is not None:
+                fresh = [i for i in indices if positions[i] > held]
+                skipped += len(indices) - len(fresh)
+                indices[:] = fresh
         published: dict[str, int] = defaultdict(int)
-        for (table, partition, _), batch in sorted(routed.items()):
-            self.log.append(table, partition, batch)
-            published[table] += len(batch)
+        for (table, partition, _), indices in sorted(routed.items()):
+            if indices:
+                self.log.append(table, partition, rows.take(indices))
+                published[table] += len(indices)
         return PublishReceipt(published=dict(published), skipped=skipped)

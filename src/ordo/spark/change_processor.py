@@ -26,6 +26,7 @@ from pyspark.sql.streaming.stateful_processor import (
     ValueState,
 )
 
+from ordo.cdc.change_rows import mutation_from_row
 from ordo.cdc.materializer import materialize_partition
 from ordo.cdc.mutation import SNAPSHOT_MARK, Mutation
 from ordo.cdc.ports import SchemaVersion
@@ -45,7 +46,6 @@ from ordo.spark.schemas import (
     MATERIALIZER_SLOT_DDL,
     MATERIALIZER_SLOT_KEY_DDL,
 )
-from ordo.storage.parquet.change_log import mutation_from_row
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,8 @@ INPUT_COLUMNS = (
     "partition_key",
     "clustering_key",
     "cells",
+    "cell_values",
+    "cell_values_time",
     "liveness_time",
     "liveness_ttl_s",
     "row_deleted_at",
@@ -72,6 +74,7 @@ INPUT_COLUMNS = (
 """The change log columns the processor reads, in this order."""
 BIGINT_COLUMNS = frozenset(
     {
+        "cell_values_time",
         "liveness_time",
         "liveness_ttl_s",
         "row_deleted_at",
@@ -84,13 +87,13 @@ BIGINT_COLUMNS = frozenset(
 """Input columns the materializer casts to strings before the processor: pandas would turn a
 nullable integer column into floats and round values above 2**53."""
 
-_CONTENT = slice(0, 9)
+_CONTENT = slice(0, INPUT_COLUMNS.index("source"))
 """The columns that make two rows the same write (the rest say where a copy came from)."""
-_POSITION, _SEGMENT, _REPLICA = 12, 11, 10
+_POSITION, _SEGMENT, _REPLICA = (INPUT_COLUMNS.index(c) for c in ("position", "segment", "replica"))
 _EMPTY_STATE = encode_state(PartitionState())
 
 
-def _delivery_key(row: tuple[Any, ...]) -> tuple[int, int, str, str, str, str]:
+def _delivery_key(row: tuple[Any, ...]) -> tuple[int, int, str, str, str, str, str]:
     """Snapshot rows first, then position, segment, replica, then the row and cells.
 
     The order replays agree on, as `ordo.cdc.materializer.delivery_order`.
@@ -103,6 +106,7 @@ def _delivery_key(row: tuple[Any, ...]) -> tuple[int, int, str, str, str, str]:
         row[_REPLICA] or "",
         row[1] or "",
         row[2] or "",
+        row[3] or "",
     )
 
 

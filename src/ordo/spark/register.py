@@ -27,11 +27,18 @@ ROCKSDB_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBSta
 """The state store the CDC materializer needs (transformWithState); fixed per checkpoint."""
 
 
+LISTING_ON_DRIVER = 100_000
+"""How many files a query's file source may name before Spark lists them with a job."""
+
+
 def start_session(*, master: str = "local[*]", app_name: str = "ordo") -> SparkSession:
     """A SparkSession for ordo's jobs: sources registered, UI and console progress bar off.
 
     Stateful queries keep their state in RocksDB, which the CDC materializer requires; the
     provider cannot change once a query has a checkpoint, so it is set before the first run.
+    Files named in a micro-batch are listed on the driver up to `LISTING_ON_DRIVER` of them:
+    Spark's default lists more than 32 paths with a Spark job of one task per path, which cost
+    the materializer 5 s per batch of a 900-file change log (0.2 s on the driver).
     """
     python_for_workers()
     session = (
@@ -41,6 +48,7 @@ def start_session(*, master: str = "local[*]", app_name: str = "ordo") -> SparkS
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_STATE_STORE)
+        .config("spark.sql.sources.parallelPartitionDiscovery.threshold", str(LISTING_ON_DRIVER))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -14,13 +14,14 @@ or null."""
 
 CHANGE_LOG_DDL = (
     "`table` STRING, partition_key STRING, clustering_key STRING, cells STRING, "
-    "liveness_time BIGINT, liveness_ttl_s BIGINT, row_deleted_at BIGINT, "
+    "cell_values STRING, cell_values_time BIGINT, liveness_time BIGINT, liveness_ttl_s BIGINT, "
+    "row_deleted_at BIGINT, "
     "partition_deleted_at BIGINT, schema_id BIGINT, source STRING, replica STRING, "
     "segment STRING, position BIGINT, captured_at_us BIGINT, published_at_us BIGINT, "
     "partition INT"
 )
 """A table's Parquet change log as Spark's file stream source reads it: the columns of
-`ordo.storage.parquet.change_log.CHANGE_LOG_SCHEMA` (keys and cells are JSON text) plus
+`ordo.storage.parquet.change_log.CHANGE_LOG_SCHEMA` (see `ordo.cdc.change_rows`) plus
 `partition`, which comes from the `partition=<n>` directory names."""
 
 MATERIALIZER_BUCKET_DDL = "keys BIGINT, depth INT"

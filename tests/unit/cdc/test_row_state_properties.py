@@ -5,48 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ordo.cdc import Audit, Cell, Mutation, PartitionState, reconcile
-
-COLUMNS = ("a", "b", "c")
-times = st.integers(min_value=1, max_value=30)  # few values: ties happen often
-values = st.none() | st.integers(min_value=0, max_value=3) | st.sampled_from(["x", "y"])
-cells = st.builds(
-    Cell,
-    value=values,
-    write_time=times,
-    ttl_s=st.none() | st.just(None) | st.integers(min_value=1, max_value=2),
-)
-
-
-@st.composite
-def mutations(draw: st.DrawFn) -> Mutation:
-    clustering = draw(st.sampled_from([(), (1,), (2,)]))
-    kind = draw(st.sampled_from(["write", "insert", "row_delete", "partition_delete"]))
-    audit = Audit(source="test", replica=draw(st.sampled_from(["r1", "r2", "r3"])))
-    if kind == "partition_delete":
-        return Mutation(
-            table="t", partition_key=(7,), partition_deleted_at=draw(times), audit=audit
-        )
-    if kind == "row_delete":
-        return Mutation(
-            table="t",
-            partition_key=(7,),
-            clustering_key=clustering,
-            row_deleted_at=draw(times),
-            audit=audit,
-        )
-    written = draw(st.dictionaries(st.sampled_from(COLUMNS), cells, min_size=1))
-    liveness = None
-    if kind == "insert":
-        liveness = Cell(value=True, write_time=draw(times))
-    return Mutation(
-        table="t",
-        partition_key=(7,),
-        clustering_key=clustering,
-        cells=written,
-        liveness=liveness,
-        audit=audit,
-    )
+from cdc_support import cells, mutations
+from ordo.cdc import Cell, Mutation, PartitionState, reconcile
 
 
 def _fold(sequence: list[Mutation]) -> PartitionState:

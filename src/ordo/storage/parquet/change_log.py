@@ -10,43 +10,40 @@ what is in the log.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ordo.cdc.mutation import Audit, Cell, Mutation
-from ordo.cdc.mutation_json import cells_from_json, cells_to_json
+from ordo.cdc.change_rows import CHANGE_ROW_COLUMNS, ChangeRows, mutation_from_row
+from ordo.cdc.mutation import Mutation
 from ordo.errors import InvalidInputError
 
-CHANGE_LOG_SCHEMA = pa.schema(
-    [
-        ("table", pa.string()),
-        ("partition_key", pa.string()),
-        ("clustering_key", pa.string()),
-        ("cells", pa.string()),
-        ("liveness_time", pa.int64()),
-        ("liveness_ttl_s", pa.int64()),
-        ("row_deleted_at", pa.int64()),
-        ("partition_deleted_at", pa.int64()),
-        ("schema_id", pa.int64()),
-        ("source", pa.string()),
-        ("replica", pa.string()),
-        ("segment", pa.string()),
-        ("position", pa.int64()),
-        ("captured_at_us", pa.int64()),
-        ("published_at_us", pa.int64()),
-    ]
+_TEXT_COLUMNS = frozenset(
+    {
+        "table",
+        "partition_key",
+        "clustering_key",
+        "cells",
+        "cell_values",
+        "source",
+        "replica",
+        "segment",
+    }
 )
-"""One row per single-row mutation. Keys and cells are JSON text (the mutation JSON format), so
-one layout serves every table; the `partition` column comes from the directory name."""
+CHANGE_LOG_SCHEMA = pa.schema(
+    (name, pa.string() if name in _TEXT_COLUMNS else pa.int64())
+    for name in (*CHANGE_ROW_COLUMNS, "published_at_us")
+)
+"""One row per single-row mutation (`ordo.cdc.change_rows`): keys and cells are JSON text, so one
+layout serves every table; the `partition` column comes from the directory name. Files written
+before `cell_values` existed lack its two columns; readers take them as null."""
 
 CHANGE_LOG_COLUMNS = tuple(CHANGE_LOG_SCHEMA.names)
 _FILE_NAME = re.compile(r"^(?P<segment>.+)-(?P<first>\d+)-(?P<last>\d+)\.parquet$")
@@ -56,10 +53,6 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.]+")
 def _segment_token(segment: str) -> str:
     """A segment name made safe for a file name (audit columns keep the original)."""
     return _SAFE.sub("_", segment) or "_"
-
-
-_json = json.JSONEncoder(separators=(",", ":")).encode
-"""Compact JSON with one encoder for every call (json.dumps with options builds one per call)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,24 +83,26 @@ class ParquetChangeLog:
         """The directory Spark reads as the table's change stream."""
         return self.root / table
 
-    def append(self, table: str, partition: int, mutations: Sequence[Mutation]) -> None:
-        """Write one file of `mutations` (one table, partition and segment; position order).
+    def append(self, table: str, partition: int, rows: ChangeRows) -> None:
+        """Write one file of `rows` (one table, partition and segment; position order).
 
         The file name carries the segment and the position range, so it must be one segment.
         """
-        if not mutations:
+        if not len(rows):
             return
-        if len({m.audit.segment for m in mutations}) > 1:
+        segments = set(rows.column("segment"))
+        if len(segments) > 1:
             msg = "a change log file holds the mutations of one segment"
             raise InvalidInputError(msg)
         directory = self.table_path(table) / f"partition={partition}"
         directory.mkdir(parents=True, exist_ok=True)
-        segment = mutations[0].audit.segment
-        first, last = mutations[0].audit.position, mutations[-1].audit.position
+        segment = segments.pop()
+        positions = rows.column("position")
+        first, last = positions[0], positions[-1]
         name = f"{_segment_token(segment)}-{first}-{last}.parquet"
         temporary = directory / f".{name}.{uuid.uuid4().hex}.tmp"
         with temporary.open("wb") as file:
-            pq.write_table(self._table(mutations), file)
+            pq.write_table(_table(rows), file)
             file.flush()
             os.fsync(file.fileno())  # durable before the source may forget these changes
         os.replace(temporary, directory / name)
@@ -169,68 +164,16 @@ class ParquetChangeLog:
             for row in pq.read_table(file, schema=CHANGE_LOG_SCHEMA).to_pylist():
                 yield mutation_from_row(row)
 
-    @staticmethod
-    def _table(mutations: Sequence[Mutation]) -> pa.Table:
-        """The rows of CHANGE_LOG_SCHEMA, built column by column (a dict per row cost twice)."""
-        published_at_us = time.time_ns() // 1000
-        count = len(mutations)
-        livenesses = [m.liveness for m in mutations]
-        audits = [m.audit for m in mutations]
-        columns: list[list[object]] = [
-            [m.table for m in mutations],
-            [_json(list(m.partition_key)) for m in mutations],
-            [_json(list(m.clustering_key)) if m.clustering_key else "[]" for m in mutations],
-            [_json(cells_to_json(m.cells)) for m in mutations],
-            [None if cell is None else cell.write_time for cell in livenesses],
-            [None if cell is None else cell.ttl_s for cell in livenesses],
-            [m.row_deleted_at for m in mutations],
-            [m.partition_deleted_at for m in mutations],
-            [m.schema_id for m in mutations],
-            [a.source for a in audits],
-            [a.replica for a in audits],
-            [a.segment for a in audits],
-            [a.position for a in audits],
-            [a.captured_at_us for a in audits],
-            [published_at_us] * count,
-        ]
-        return pa.Table.from_arrays(
-            [
-                pa.array(column, field.type)
-                for column, field in zip(columns, CHANGE_LOG_SCHEMA, strict=True)
-            ],
-            schema=CHANGE_LOG_SCHEMA,
-        )
 
-
-def mutation_from_row(row: dict[str, object]) -> Mutation:
-    """A change log row back as a Mutation (the materializer does the same on Spark)."""
-    liveness_time = row["liveness_time"]
-    liveness_ttl = row["liveness_ttl_s"]
-    return Mutation(
-        table=str(row["table"]),
-        partition_key=tuple(json.loads(str(row["partition_key"]))),
-        clustering_key=tuple(json.loads(str(row["clustering_key"]))),
-        cells=cells_from_json(json.loads(str(row["cells"]))),
-        liveness=None
-        if liveness_time is None
-        else Cell(
-            value=True,
-            write_time=int(str(liveness_time)),
-            ttl_s=None if liveness_ttl is None else int(str(liveness_ttl)),
-        ),
-        row_deleted_at=None if row["row_deleted_at"] is None else int(str(row["row_deleted_at"])),
-        partition_deleted_at=None
-        if row["partition_deleted_at"] is None
-        else int(str(row["partition_deleted_at"])),
-        schema_id=None if row["schema_id"] is None else int(str(row["schema_id"])),
-        audit=Audit(
-            source=str(row["source"]),
-            replica=str(row["replica"]),
-            segment=str(row["segment"]),
-            position=int(str(row["position"])),
-            captured_at_us=int(str(row["captured_at_us"])),
-        ),
-    )
+def _table(rows: ChangeRows) -> pa.Table:
+    """The rows as a CHANGE_LOG_SCHEMA table, stamped with the time of publishing."""
+    published_at_us = time.time_ns() // 1000
+    arrays = [
+        pa.array(rows.column(name), CHANGE_LOG_SCHEMA.field(name).type)
+        for name in CHANGE_ROW_COLUMNS
+    ]
+    arrays.append(pa.array([published_at_us] * len(rows), pa.int64()))
+    return pa.Table.from_arrays(arrays, schema=CHANGE_LOG_SCHEMA)
 
 
 def _fsync_directory(directory: Path) -> None:

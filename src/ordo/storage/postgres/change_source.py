@@ -201,7 +201,7 @@ class PostgresChangeSource:
         logger.debug(
             "peeked slot=%s mutations=%d up_to=%s",
             self._slot,
-            len(window.mutations),
+            len(window.rows),
             format_lsn(window.up_to),
         )
         return window

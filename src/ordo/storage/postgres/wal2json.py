@@ -162,7 +162,7 @@ def decode_window(
                 for p, rc in enumerate(pending, start=first)
             )
             up_to, pending = end, None
-    return CapturedWindow(mutations=tuple(mutations), up_to=up_to)
+    return CapturedWindow.of(mutations, up_to=up_to)
 
 
 def _row_changes(change: Mapping[str, Any], schema_of: SchemaOf) -> list[RowChange]:

@@ -14,11 +14,13 @@ right after altering a captured table).
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from ordo.cdc.change_rows import ChangeRows, key_text
 from ordo.cdc.mutation import Audit, Cell, Mutation, snapshot_segment
 from ordo.cdc.ports import CapturedWindow, SourceStatus
 from ordo.cdc.schema import Column, ColumnType, TableSchema
@@ -123,15 +125,22 @@ class SQLiteChangeSource:
         return schemas
 
     def peek(self, *, max_changes: int) -> CapturedWindow:
-        """Up to `max_changes` rows of the change table (each row is its own transaction)."""
+        """Up to `max_changes` rows of the change table (each row is its own transaction).
+
+        Built column by column from the change table's JSON texts, with no object per change
+        (see `ordo.cdc.change_rows`): the row JSON is already the `cell_values` column, every
+        cell written at the change's position.
+        """
         with self._db.connection() as conn:
             rows = conn.execute(
                 "SELECT position, table_name, op, key_json, old_key_json, row_json, "
                 f"captured_at_us FROM {_CHANGES} ORDER BY position LIMIT ?",
                 (max_changes,),
             ).fetchall()
-        mutations = [m for row in rows for m in self._mutations(*row)]
-        return CapturedWindow(mutations=mutations, up_to=rows[-1][0] if rows else self._confirmed())
+        window = _ChangeColumns(self.name)
+        for row in rows:
+            window.add(*row)
+        return CapturedWindow(rows=window.rows(), up_to=rows[-1][0] if rows else self._confirmed())
 
     def advance(self, *, up_to: int) -> None:
         """Forget the change rows up to `up_to` (inclusive): they are published."""
@@ -240,7 +249,42 @@ class SQLiteChangeSource:
         confirmed = self.status().confirmed_position
         return 0 if confirmed is None else confirmed
 
-    def _mutations(
+
+_PLAIN_KEY = re.compile(r'\[(?:-?[0-9]+|"[ !#-\[\]-~]*")(?:,(?:-?[0-9]+|"[ !#-\[\]-~]*"))*\]')
+"""A json_array() text of integers and printable ASCII strings without escapes: SQLite writes
+those exactly as `key_text` does."""
+
+
+def _key_text(sqlite_json: str) -> str:
+    """The change log's key text (`key_text`) of a key as SQLite's json_array() wrote it.
+
+    Routing and the materializer hash the text, so it must be the one `key_text` gives for the
+    same key (the snapshot's keys take that path); SQLite writes floats and non-ASCII text
+    differently, so anything but the plain cases is decoded and encoded again.
+    """
+    if _PLAIN_KEY.fullmatch(sqlite_json):
+        return sqlite_json
+    return key_text(tuple(json.loads(sqlite_json)))
+
+
+class _ChangeColumns:
+    """Collects a window of change table rows as the columns of `ChangeRows`.
+
+    Only eight columns vary between the changes of one source; the others are filled at the end.
+    """
+
+    def __init__(self, segment: str) -> None:
+        self._segment = segment
+        self._tables: list[str] = []
+        self._keys: list[str] = []
+        self._values: list[str | None] = []
+        self._values_times: list[int | None] = []
+        self._liveness: list[int | None] = []
+        self._deleted: list[int | None] = []
+        self._positions: list[int] = []
+        self._captured: list[int] = []
+
+    def add(
         self,
         position: int,
         table: str,
@@ -249,33 +293,53 @@ class SQLiteChangeSource:
         old_key_json: str | None,
         row_json: str | None,
         captured_at_us: int,
-    ) -> list[Mutation]:
-        audit = Audit(
-            source=SOURCE, segment=self.name, position=position, captured_at_us=captured_at_us
-        )
-        key = tuple(json.loads(key_json))
+    ) -> None:
+        """One change row: a delete, or an upsert (a primary-key change deletes the old key)."""
         if op == "D":
-            return [Mutation(table=table, partition_key=key, row_deleted_at=position, audit=audit)]
-        cells = {
-            column: Cell(value=value, write_time=position)
-            for column, value in json.loads(row_json or "{}").items()
-        }
-        found = []
+            self._append(table, _key_text(key_json), position, captured_at_us, None)
+            return
         if old_key_json is not None and old_key_json != key_json:  # both from json_array()
-            old = tuple(json.loads(old_key_json))  # a primary-key change: delete, then insert
-            found.append(
-                Mutation(table=table, partition_key=old, row_deleted_at=position, audit=audit)
-            )
-        found.append(
-            Mutation(
-                table=table,
-                partition_key=key,
-                cells=cells,
-                liveness=Cell(value=True, write_time=position),
-                audit=audit,
-            )
+            self._append(table, _key_text(old_key_json), position, captured_at_us, None)
+        self._append(table, _key_text(key_json), position, captured_at_us, row_json or "{}")
+
+    def _append(
+        self, table: str, key: str, position: int, captured_at_us: int, values: str | None
+    ) -> None:
+        """A delete (`values` None) or an upsert of the row's JSON `values` at `position`."""
+        self._tables.append(table)
+        self._keys.append(key)
+        self._positions.append(position)
+        self._captured.append(captured_at_us)
+        has_cells = values is not None and values != "{}"
+        self._values.append(values if has_cells else None)
+        self._values_times.append(position if has_cells else None)
+        self._liveness.append(None if values is None else position)
+        self._deleted.append(position if values is None else None)
+
+    def rows(self) -> ChangeRows:
+        """What was added, in order."""
+        count = len(self._positions)
+        nothing: list[None] = [None] * count
+        return ChangeRows(
+            {
+                "table": self._tables,
+                "partition_key": self._keys,
+                "clustering_key": ["[]"] * count,
+                "cells": nothing,
+                "cell_values": self._values,
+                "cell_values_time": self._values_times,
+                "liveness_time": self._liveness,
+                "liveness_ttl_s": nothing,
+                "row_deleted_at": self._deleted,
+                "partition_deleted_at": nothing,
+                "schema_id": nothing,
+                "source": [SOURCE] * count,
+                "replica": [""] * count,
+                "segment": [self._segment] * count,
+                "position": self._positions,
+                "captured_at_us": self._captured,
+            }
         )
-        return found
 
 
 def _literal(text: str) -> str:

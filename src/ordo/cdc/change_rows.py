@@ -1,0 +1,181 @@
+"""Single-row mutations column by column: the change log's layout, without a Python object per row.
+
+A capture that builds a `Mutation` per change spends most of its time creating and encoding
+objects. `ChangeRows` holds a window's mutations as one list per change log column instead, so
+a source that can produce those columns directly (SQLite's change table) skips the objects, and
+the publisher routes and writes columns. Sources that decode row by row (wal2json, ingestion)
+convert with `ChangeRows.from_mutations`; tools read them back with `mutations()`.
+
+Keys and cells are JSON text. Cells come in two forms: `cells`, a JSON object column ->
+{"value", "write_time", "ttl_s"} (the mutation JSON format), and `cell_values`, a JSON object
+column -> value for cells that share the write time `cell_values_time` and have no TTL, which is
+every cell a PostgreSQL or SQLite capture produces (and most replica writes). A mutation's
+cells are both together; `from_mutations` uses the second form whenever it fits, so a mutation
+has one encoding whichever path produced it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ordo.cdc.mutation import Audit, Cell, Key, Mutation
+from ordo.cdc.mutation_json import cells_from_json, cells_to_json
+
+CHANGE_ROW_COLUMNS = (
+    "table",
+    "partition_key",
+    "clustering_key",
+    "cells",
+    "cell_values",
+    "cell_values_time",
+    "liveness_time",
+    "liveness_ttl_s",
+    "row_deleted_at",
+    "partition_deleted_at",
+    "schema_id",
+    "source",
+    "replica",
+    "segment",
+    "position",
+    "captured_at_us",
+)
+"""The columns of a mutation, in change log order (the log adds `published_at_us`)."""
+
+_json = json.JSONEncoder(separators=(",", ":")).encode
+"""Compact JSON with one encoder for every call (json.dumps with options builds one per call)."""
+
+
+def key_text(key: Key) -> str:
+    """A key's JSON text as the change log stores it: what routing and the materializer hash."""
+    return _json(list(key))
+
+
+def _cell_columns(mutation: Mutation) -> tuple[str | None, str | None, int | None]:
+    """`cells`, `cell_values`, `cell_values_time` of a mutation (see the module docstring)."""
+    cells = mutation.cells
+    if not cells:
+        return None, None, None
+    times = {cell.write_time for cell in cells.values()}
+    if len(times) == 1 and all(cell.ttl_s is None for cell in cells.values()):
+        values = {column: cell.value for column, cell in cells.items()}
+        return None, _json(values), times.pop()
+    return _json(cells_to_json(cells)), None, None
+
+
+def _row_of(mutation: Mutation) -> tuple[Any, ...]:
+    """One mutation's values in CHANGE_ROW_COLUMNS order."""
+    liveness, audit = mutation.liveness, mutation.audit
+    return (
+        mutation.table,
+        key_text(mutation.partition_key),
+        key_text(mutation.clustering_key),
+        *_cell_columns(mutation),
+        None if liveness is None else liveness.write_time,
+        None if liveness is None else liveness.ttl_s,
+        mutation.row_deleted_at,
+        mutation.partition_deleted_at,
+        mutation.schema_id,
+        audit.source,
+        audit.replica,
+        audit.segment,
+        audit.position,
+        audit.captured_at_us,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeRows:
+    """Mutations as one sequence per column of CHANGE_ROW_COLUMNS, all of one length."""
+
+    columns: Mapping[str, Sequence[Any]]
+
+    def __post_init__(self) -> None:
+        lengths = {len(self.columns.get(name, ())) for name in CHANGE_ROW_COLUMNS}
+        if set(self.columns) != set(CHANGE_ROW_COLUMNS) or len(lengths) != 1:
+            msg = f"change rows need the columns {CHANGE_ROW_COLUMNS}, all of one length"
+            raise ValueError(msg)
+
+    @classmethod
+    def from_mutations(cls, mutations: Sequence[Mutation]) -> ChangeRows:
+        """The rows of `mutations`, in their order."""
+        rows = [_row_of(m) for m in mutations]
+        transposed = zip(*rows, strict=True) if rows else ((),) * len(CHANGE_ROW_COLUMNS)
+        return cls(dict(zip(CHANGE_ROW_COLUMNS, map(list, transposed), strict=True)))
+
+    def __len__(self) -> int:
+        return len(self.columns["position"])
+
+    def column(self, name: str) -> Sequence[Any]:
+        """One column's values (KeyError for a name not in CHANGE_ROW_COLUMNS)."""
+        return self.columns[name]
+
+    def take(self, indices: Sequence[int]) -> ChangeRows:
+        """The rows at `indices`, in that order."""
+        return ChangeRows(
+            {name: [values[i] for i in indices] for name, values in self.columns.items()}
+        )
+
+    def replaced(self, name: str, values: Sequence[Any]) -> ChangeRows:
+        """The same rows with column `name` replaced by `values`."""
+        return ChangeRows({**self.columns, name: values})
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """Row by row, as dicts of column name -> value."""
+        for values in zip(*(self.columns[name] for name in CHANGE_ROW_COLUMNS), strict=True):
+            yield dict(zip(CHANGE_ROW_COLUMNS, values, strict=True))
+
+    def mutations(self) -> list[Mutation]:
+        """The rows as Mutations (for tools and tests; the hot paths stay in columns)."""
+        return [mutation_from_row(row) for row in self.rows()]
+
+
+def _optional_int(value: object) -> int | None:
+    """An integer column that may be null (the materializer hands BIGINTs over as text)."""
+    return None if value is None else int(str(value))
+
+
+def mutation_from_row(row: Mapping[str, object]) -> Mutation:
+    """A change row (a change log row, or one that Spark read from it) as a Mutation.
+
+    Raises ValueError (bad JSON or numbers) or MalformedMutationError (a field that does not
+    fit); rows of change logs written before `cell_values` existed have no such column.
+    """
+    cells_text, values_text = row["cells"], row.get("cell_values")
+    cells = {} if cells_text is None else cells_from_json(json.loads(str(cells_text)))
+    if values_text is not None:
+        values_time = int(str(row["cell_values_time"]))
+        values = json.loads(str(values_text))
+        if not isinstance(values, dict):
+            msg = f"cell_values must be a JSON object, got {values_text!r}"
+            raise ValueError(msg)
+        cells.update(
+            (str(column), Cell(value=value, write_time=values_time))
+            for column, value in values.items()
+        )
+    liveness_time = row["liveness_time"]
+    return Mutation(
+        table=str(row["table"]),
+        partition_key=tuple(json.loads(str(row["partition_key"]))),
+        clustering_key=tuple(json.loads(str(row["clustering_key"]))),
+        cells=cells,
+        liveness=None
+        if liveness_time is None
+        else Cell(
+            value=True,
+            write_time=int(str(liveness_time)),
+            ttl_s=_optional_int(row["liveness_ttl_s"]),
+        ),
+        row_deleted_at=_optional_int(row["row_deleted_at"]),
+        partition_deleted_at=_optional_int(row["partition_deleted_at"]),
+        schema_id=_optional_int(row["schema_id"]),
+        audit=Audit(
+            source=str(row["source"]),
+            replica=str(row["replica"]),
+            segment=str(row["segment"]),
+            position=int(str(row["position"])),
+            captured_at_us=int(str(row["captured_at_us"])),
+        ),
+    )
