@@ -22,7 +22,8 @@
    is the materializer's latency over those changes: a streaming query (100 ms trigger) whose
    state was loaded with the table's snapshot beforehand and which has applied one change already
    (so the state is loaded: untimed), timed from the end of the publish until its messages are in
-   the sink, so the end-to-end figure is visible as well. Bulk mode finds those 10,001 rows.
+   the sink, so the end-to-end figure is visible as well. Three rounds, each changing another
+   1% and diffing with the previous round's scan (as bulk mode would); each figure keeps its best.
 
 A benchmark reports; it exits 0 whether the targets are met or not.
 """
@@ -74,6 +75,8 @@ PARTITIONS = 8
 MATERIALIZER_TARGET = 50_000.0
 BULK_TARGET = 20.0
 CHANGED_SHARE = 0.01
+ROUNDS = 3
+"""Rounds of the CDC vs bulk comparison (each changes another 1%); each figure keeps its best."""
 
 
 def log(message: str) -> None:
@@ -250,7 +253,6 @@ def bench_bulk(spark: SparkSession, rows: int, work: Path) -> list[Row]:
     log(f"bulk vs CDC: {rows:,} rows, {CHANGED_SHARE:.0%} change")
     make_items(source, rows)
     shutil.copy(source, plain)
-    previous = scan(source)  # bulk mode's last scan
     log_root = ParquetChangeLog(root / "log")
     publisher = Publisher(log_root, partitions=PARTITIONS)
     with (
@@ -273,24 +275,41 @@ def bench_bulk(spark: SparkSession, rows: int, work: Path) -> list[Row]:
         update_items(source, [warm])
         capture.run(until_idle=True)
         wait_for_messages(stores, rows + 1, since=time.perf_counter())
-        changed = random.Random(3).sample(range(rows - 1), int(rows * CHANGED_SHARE))
-        plain_s = update_items(plain, changed)
-        triggered_s = update_items(source, changed)
-        started = time.perf_counter()
-        totals = capture.run(until_idle=True)
-        cdc_s = time.perf_counter() - started
-        materialize_s = wait_for_messages(
-            stores, rows + 1 + len(changed), since=time.perf_counter()
-        )
+        previous = scan(source)  # bulk mode's last scan
+        best: dict[str, float] = {}
+        expected = rows + 1
+        for round_nr in range(ROUNDS):
+            changed = random.Random(round_nr).sample(range(rows - 1), int(rows * CHANGED_SHARE))
+            plain_s = update_items(plain, changed)
+            triggered_s = update_items(source, changed)
+            started = time.perf_counter()
+            totals = capture.run(until_idle=True)
+            cdc_s = time.perf_counter() - started
+            expected += len(changed)
+            materialize_s = wait_for_messages(stores, expected, since=time.perf_counter())
+            started = time.perf_counter()
+            current = scan(source)
+            found = diff(previous, current)
+            bulk_s = time.perf_counter() - started
+            previous = current
+            if found != len(changed) or totals.published.get("items") != len(changed):
+                msg = f"bulk found {found}, CDC published {totals.published}"
+                raise RuntimeError(msg)
+            log(f"  round {round_nr + 1}: bulk {bulk_s:.3f} s, CDC {cdc_s:.3f} s")
+            for name, value in (
+                ("bulk", bulk_s),
+                ("cdc", cdc_s),
+                ("materialize", materialize_s),
+                ("trigger", triggered_s - plain_s),
+                ("plain", plain_s),
+                ("triggered", triggered_s),
+            ):
+                best[name] = min(value, best.get(name, value))
         running.stop()
-    started = time.perf_counter()
-    found = diff(previous, scan(source))
-    bulk_s = time.perf_counter() - started
-    if found != len(changed) + 1 or totals.published.get("items") != len(changed):
-        msg = f"bulk found {found}, CDC published {totals.published}"
-        raise RuntimeError(msg)
+    bulk_s, cdc_s, materialize_s = best["bulk"], best["cdc"], best["materialize"]
+    trigger_s = max(best["trigger"], 0.0)
     return [
-        Row("rows / changed", f"{rows:,} / {len(changed):,}", "rows"),
+        Row("rows / changed", f"{rows:,} / {len(changed):,}", f"rows, best of {ROUNDS} rounds"),
         Row("bulk: scan + diff", f"{bulk_s:.3f}", f"s (reads {rows:,} rows)"),
         Row("CDC: capture + publish", f"{cdc_s:.3f}", f"s (reads {len(changed):,} changes)"),
         Row(
@@ -300,13 +319,13 @@ def bench_bulk(spark: SparkSession, rows: int, work: Path) -> list[Row]:
         ),
         Row(
             "CDC: trigger cost on writes",
-            f"{triggered_s - plain_s:.3f}",
-            f"s ({triggered_s:.3f} vs {plain_s:.3f} s for the updates)",
+            f"{trigger_s:.3f}",
+            f"s (updates: {best['triggered']:.3f} with vs {best['plain']:.3f} s without triggers)",
         ),
         ratio_row("bulk / CDC (capture)", bulk_s / cdc_s, target=BULK_TARGET),
         Row(
             "bulk / CDC (capture + trigger cost)",
-            f"{bulk_s / (cdc_s + max(triggered_s - plain_s, 0.0)):.2f}",
+            f"{bulk_s / (cdc_s + trigger_s):.2f}",
             "x (the triggers' share of the writes counted as CDC's; no target)",
         ),
         Row(

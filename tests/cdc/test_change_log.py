@@ -6,9 +6,11 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from ordo.cdc import Audit, Cell, Mutation, Publisher, partition_of
 from ordo.cdc.change_rows import ChangeRows
+from ordo.errors import InvalidInputError
 from ordo.storage.parquet import ParquetChangeLog
 
 
@@ -59,12 +61,25 @@ def test_a_publish_cut_short_between_partitions_is_completed(tmp_path: Path) -> 
     for mutation in window:
         by_partition.setdefault(partition_of(mutation.partition_key, 4), []).append(mutation)
     written = max(by_partition, key=lambda p: by_partition[p][-1].audit.position)
-    log.append(
-        "users", written, ChangeRows.from_mutations(by_partition[written])
-    )  # the crash came after this file
+    # the crash came after this file
+    log.append("users", [(written, ChangeRows.from_mutations(by_partition[written]))])
     receipt = Publisher(log, partitions=4).publish(window)
     assert receipt.skipped == len(by_partition[written])
     assert sorted(m.audit.position for m in log.read("users")) == list(range(1, 21))
+
+
+def test_a_publish_becomes_visible_after_every_file_is_written(tmp_path: Path) -> None:
+    log = ParquetChangeLog(tmp_path)
+    good = ChangeRows.from_mutations([_mutation(key=1, position=1)])
+    mixed = ChangeRows.from_mutations(
+        [_mutation(key=2, position=2), _mutation(key=3, position=3, segment="other")]
+    )
+    with pytest.raises(InvalidInputError, match="one segment"):
+        log.append("users", [(0, good), (1, mixed)])
+    assert list(log.read("users")) == []  # the good file was staged, not published
+    assert list((tmp_path / "users").glob("partition=*/.*")) == []  # nor left behind
+    log.append("users", [(0, good)])
+    assert [m.audit.position for m in log.read("users")] == [1]
 
 
 def test_segments_are_deduplicated_separately(tmp_path: Path) -> None:

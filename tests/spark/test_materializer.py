@@ -125,17 +125,17 @@ def test_messages_carry_full_rows_and_a_restart_continues_exactly_once(
         sink=sink_url,
         messages_path=str(tmp_path / "messages"),
     )
-    log.append("users", 0, _write(1, 10, insert=True, name="Ada", age=36))
-    log.append("users", 1, _write(2, 11, insert=True, name="Bob", age=40))
-    log.append("users", 0, _write(1, 20, age=37))  # a partial update
+    log.append("users", [(0, _write(1, 10, insert=True, name="Ada", age=36))])
+    log.append("users", [(1, _write(2, 11, insert=True, name="Bob", age=40))])
+    log.append("users", [(0, _write(1, 20, age=37))])  # a partial update
     _run(spark, spec, tmp_path / "checkpoint")
 
     with stores_at(sink_url) as stores:  # a compatible change: a new nullable column
         v2 = SchemaRegistry(stores.schemas).register(USERS_V2).schema_id
-    log.append("users", 0, _write(1, 5, name="Stale"))  # older than the name the state holds
-    log.append("users", 0, _write(1, 30, schema_id=v2, email="ada@example.com"))
-    log.append("users", 1, _delete(2, 31))
-    log.append("users", 1, _write(3, 32, insert=True, schema_id=v2, name="Cy"))
+    log.append("users", [(0, _write(1, 5, name="Stale"))])  # older than the name the state holds
+    log.append("users", [(0, _write(1, 30, schema_id=v2, email="ada@example.com"))])
+    log.append("users", [(1, _delete(2, 31))])
+    log.append("users", [(1, _write(3, 32, insert=True, schema_id=v2, name="Cy"))])
     _run(spark, spec, tmp_path / "checkpoint")  # resumes from the checkpoint's state
     _run(spark, spec, tmp_path / "checkpoint")  # nothing new: nothing happens
 
@@ -180,12 +180,12 @@ def test_snapshot_rows_are_reads_and_bad_mutations_are_dead_letters(
         SchemaRegistry(stores.schemas).register(USERS)
     log = ParquetChangeLog(tmp_path / "log")
     snapshot = snapshot_segment("slot", 1)
-    log.append("users", 0, _write(1, 1, insert=True, replicas=[""], segment=snapshot, name="A"))
-    log.append("users", 0, _write(2, 2, insert=True, replicas=[""], segment=snapshot, name="B"))
-    log.append("users", 1, _write(1, 5, replicas=["r"], nickname="Al"))  # no such column
-    log.append("users", 1, _write(2, 6, replicas=["r"], age="old"))  # not a long
-    log.append("users", 1, _write(2, 7, replicas=["r"], schema_id=999, age=3))  # no such id
-    log.append("users", 1, _write(2, 8, replicas=["r"], age=4))
+    log.append("users", [(0, _write(1, 1, insert=True, replicas=[""], segment=snapshot, name="A"))])
+    log.append("users", [(0, _write(2, 2, insert=True, replicas=[""], segment=snapshot, name="B"))])
+    log.append("users", [(1, _write(1, 5, replicas=["r"], nickname="Al"))])  # no such column
+    log.append("users", [(1, _write(2, 6, replicas=["r"], age="old"))])  # not a long
+    log.append("users", [(1, _write(2, 7, replicas=["r"], schema_id=999, age=3))])  # no such id
+    log.append("users", [(1, _write(2, 8, replicas=["r"], age=4))])
     spec = MaterializerSpec(name="snap", table="users", change_log=str(tmp_path / "log"), sink=url)
     _run(spark, spec, tmp_path / "checkpoint")
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from ordo.cdc.mutation import Audit, Cell, Key, Mutation
@@ -113,10 +114,13 @@ class ChangeRows:
         return self.columns[name]
 
     def take(self, indices: Sequence[int]) -> ChangeRows:
-        """The rows at `indices`, in that order."""
-        return ChangeRows(
-            {name: [values[i] for i in indices] for name, values in self.columns.items()}
-        )
+        """The rows at `indices`, in that order (itemgetter: one C call per column)."""
+        if len(indices) < 2:  # itemgetter of one index returns the value, not a tuple
+            return ChangeRows(
+                {name: [values[i] for i in indices] for name, values in self.columns.items()}
+            )
+        pick = itemgetter(*indices)
+        return ChangeRows({name: pick(values) for name, values in self.columns.items()})
 
     def replaced(self, name: str, values: Sequence[Any]) -> ChangeRows:
         """The same rows with column `name` replaced by `values`."""

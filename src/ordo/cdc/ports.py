@@ -91,8 +91,8 @@ class ChangeSource(Protocol):
 class ChangeLogWriter(Protocol):
     """The keyed, partitioned change log of each table (partitioned Parquet by default)."""
 
-    def append(self, table: str, partition: int, rows: ChangeRows) -> None:
-        """Durably add `rows` (one table, partition and segment; position order) to the log."""
+    def append(self, table: str, files: Sequence[tuple[int, ChangeRows]]) -> None:
+        """Durably add one file per (partition, rows) of `table` (one segment, position order)."""
         ...
 
     def last_position(self, table: str, segment: str, partition: int) -> int | None:

@@ -51,7 +51,8 @@ class Publisher:
         """Append `rows` (commit order) to their partitions, keeping that order per key.
 
         One file per (table, partition, segment): a file name states the positions of one
-        segment, which is what deduplication reads back.
+        segment, which is what deduplication reads back. A table's files are written in one
+        `append`, so they become visible together.
         """
         routed: dict[tuple[str, int, str], list[int]] = defaultdict(list)
         partitions = self.partitions
@@ -72,9 +73,11 @@ class Publisher:
                 fresh = [i for i in indices if positions[i] > held]
                 skipped += len(indices) - len(fresh)
                 indices[:] = fresh
-        published: dict[str, int] = defaultdict(int)
+        files: dict[str, list[tuple[int, ChangeRows]]] = defaultdict(list)
         for (table, partition, _), indices in sorted(routed.items()):
             if indices:
-                self.log.append(table, partition, rows.take(indices))
-                published[table] += len(indices)
-        return PublishReceipt(published=dict(published), skipped=skipped)
+                files[table].append((partition, rows.take(indices)))
+        for table, table_files in files.items():
+            self.log.append(table, table_files)
+        published = {table: sum(len(r) for _, r in fs) for table, fs in files.items()}
+        return PublishReceipt(published=published, skipped=skipped)

@@ -14,7 +14,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,13 +83,35 @@ class ParquetChangeLog:
         """The directory Spark reads as the table's change stream."""
         return self.root / table
 
-    def append(self, table: str, partition: int, rows: ChangeRows) -> None:
-        """Write one file of `rows` (one table, partition and segment; position order).
+    def append(self, table: str, files: Sequence[tuple[int, ChangeRows]]) -> None:
+        """Write one file per (partition, rows) pair: one segment each, in position order.
 
-        The file name carries the segment and the position range, so it must be one segment.
+        Every file is written and synced under a hidden name before the first is renamed into
+        place, so a micro-batch that lists the log meanwhile sees the publish whole or not at
+        all, in the usual case (a crash between renames leaves a prefix, which the next
+        publish completes). The file name carries the segment and the position range.
         """
-        if not len(rows):
-            return
+        staged: list[tuple[Path, Path, str, int, int]] = []
+        try:
+            for partition, rows in files:
+                if len(rows):
+                    staged.append(self._stage(table, partition, rows))
+        except BaseException:
+            for temporary, *_ in staged:
+                temporary.unlink(missing_ok=True)
+            raise
+        for temporary, final, *_ in staged:
+            os.replace(temporary, final)
+        for directory in {final.parent for _, final, *_ in staged}:
+            _fsync_directory(directory)
+        for _, _, segment, partition, last in staged:
+            held = self.last_position(table, segment, partition)
+            self._last[(table, segment, partition)] = last if held is None else max(held, last)
+
+    def _stage(
+        self, table: str, partition: int, rows: ChangeRows
+    ) -> tuple[Path, Path, str, int, int]:
+        """Write and sync one file under a hidden name; returns where it goes and what it holds."""
         segments = set(rows.column("segment"))
         if len(segments) > 1:
             msg = "a change log file holds the mutations of one segment"
@@ -98,17 +120,13 @@ class ParquetChangeLog:
         directory.mkdir(parents=True, exist_ok=True)
         segment = segments.pop()
         positions = rows.column("position")
-        first, last = positions[0], positions[-1]
-        name = f"{_segment_token(segment)}-{first}-{last}.parquet"
+        name = f"{_segment_token(segment)}-{positions[0]}-{positions[-1]}.parquet"
         temporary = directory / f".{name}.{uuid.uuid4().hex}.tmp"
         with temporary.open("wb") as file:
             pq.write_table(_table(rows), file)
             file.flush()
             os.fsync(file.fileno())  # durable before the source may forget these changes
-        os.replace(temporary, directory / name)
-        _fsync_directory(directory)
-        held = self.last_position(table, segment, partition)
-        self._last[(table, segment, partition)] = last if held is None else max(held, last)
+        return temporary, directory / name, segment, partition, positions[-1]
 
     def last_position(self, table: str, segment: str, partition: int) -> int | None:
         """The highest position of `segment` in one partition's files (read from their names)."""
