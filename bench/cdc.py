@@ -300,14 +300,13 @@ def bench_bulk(spark: SparkSession, rows: int, work: Path) -> list[Row]:
                 ("bulk", bulk_s),
                 ("cdc", cdc_s),
                 ("materialize", materialize_s),
-                ("trigger", triggered_s - plain_s),
                 ("plain", plain_s),
                 ("triggered", triggered_s),
             ):
                 best[name] = min(value, best.get(name, value))
         running.stop()
     bulk_s, cdc_s, materialize_s = best["bulk"], best["cdc"], best["materialize"]
-    trigger_s = max(best["trigger"], 0.0)
+    trigger_s = max(best["triggered"] - best["plain"], 0.0)
     return [
         Row("rows / changed", f"{rows:,} / {len(changed):,}", f"rows, best of {ROUNDS} rounds"),
         Row("bulk: scan + diff", f"{bulk_s:.3f}", f"s (reads {rows:,} rows)"),
