@@ -8,6 +8,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
@@ -21,6 +22,7 @@ from ordo.errors import ConfigurationError
 from ordo.spark import MaterializerSpec, materialize
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
+from ordo.storage.parquet.change_log import CHANGE_LOG_SCHEMA
 
 pytestmark = pytest.mark.spark
 
@@ -198,6 +200,42 @@ def test_snapshot_rows_are_reads_and_bad_mutations_are_dead_letters(
         assert sum(expected in reason for reason in reasons) == 1, reasons
     assert len(reasons) == 3
     assert {json.loads(d["mutation_json"])["audit"]["replica"] for d in dead} == {"r"}
+
+
+def test_a_change_log_file_of_the_earlier_layout_is_read(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'sink.db'}"
+    with stores_at(url) as stores:
+        SchemaRegistry(stores.schemas).register(USERS)
+    earlier = pa.schema(
+        f for f in CHANGE_LOG_SCHEMA if f.name not in ("cell_values", "cell_values_time")
+    )
+    cells = {"name": {"value": "Ada", "write_time": 10, "ttl_s": None}}
+    row = dict.fromkeys(earlier.names) | {
+        "table": "users",
+        "partition_key": "[1]",
+        "clustering_key": "[]",
+        "cells": json.dumps(cells),
+        "liveness_time": 10,
+        "source": "cassandra",
+        "replica": "r",
+        "segment": "CommitLog-1",
+        "position": 10,
+        "captured_at_us": 0,
+        "published_at_us": 0,
+    }
+    directory = tmp_path / "log" / "users" / "partition=0"
+    directory.mkdir(parents=True)
+    pq.write_table(
+        pa.Table.from_pylist([row], schema=earlier), directory / "CommitLog_1-10-10.parquet"
+    )
+    ParquetChangeLog(tmp_path / "log").append("users", [(0, _write(1, 20, replicas=["r"], age=37))])
+    spec = MaterializerSpec(name="old", table="users", change_log=str(tmp_path / "log"), sink=url)
+    _run(spark, spec, tmp_path / "checkpoint")
+
+    assert [m["op"] for m in _messages(url)] == ["create", "update"]
+    assert _table(url, "users_materialized") == {1: (1, "Ada", 37)}
 
 
 def test_another_state_store_is_refused(spark: SparkSession, tmp_path: Path) -> None:
