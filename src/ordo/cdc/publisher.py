@@ -67,16 +67,13 @@ class Publisher:
             routed[table, stable_hash(key) % partitions, segment].append(index)
         positions = rows.column("position")
         skipped = 0
-        for (table, partition, segment), indices in routed.items():
-            held = self.log.last_position(table, segment, partition)
-            if held is not None:
-                fresh = [i for i in indices if positions[i] > held]
-                skipped += len(indices) - len(fresh)
-                indices[:] = fresh
         files: dict[str, list[tuple[int, ChangeRows]]] = defaultdict(list)
-        for (table, partition, _), indices in sorted(routed.items()):
-            if indices:
-                files[table].append((partition, rows.take(indices)))
+        for (table, partition, segment), indices in sorted(routed.items()):
+            held = self.log.last_position(table, segment, partition)
+            fresh = indices if held is None else [i for i in indices if positions[i] > held]
+            skipped += len(indices) - len(fresh)
+            if fresh:
+                files[table].append((partition, rows.take(fresh)))
         for table, table_files in files.items():
             self.log.append(table, table_files)
         published = {table: sum(len(r) for _, r in fs) for table, fs in files.items()}
