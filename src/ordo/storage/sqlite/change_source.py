@@ -319,12 +319,12 @@ class _ChangeColumns:
     def rows(self) -> ChangeRows:
         """What was added, in order."""
         count = len(self._positions)
-        nothing: list[None] = [None] * count
+        nothing = (None,) * count  # a tuple: four columns share it
         return ChangeRows(
             {
                 "table": self._tables,
                 "partition_key": self._keys,
-                "clustering_key": ["[]"] * count,
+                "clustering_key": ("[]",) * count,
                 "cells": nothing,
                 "cell_values": self._values,
                 "cell_values_time": self._values_times,
@@ -333,9 +333,9 @@ class _ChangeColumns:
                 "row_deleted_at": self._deleted,
                 "partition_deleted_at": nothing,
                 "schema_id": nothing,
-                "source": [SOURCE] * count,
-                "replica": [""] * count,
-                "segment": [self._segment] * count,
+                "source": (SOURCE,) * count,
+                "replica": ("",) * count,
+                "segment": (self._segment,) * count,
                 "position": self._positions,
                 "captured_at_us": self._captured,
             }
