@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ordo.cdc import Audit, ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
+from ordo.cdc.message_rows import MessageRows
 from ordo.storage.open import Stores
 
 ID = Column(name="id", type=ColumnType.LONG, nullable=False)
@@ -73,11 +74,19 @@ def test_a_batch_is_applied_once_with_its_messages_and_progress(stores: Stores) 
         _message(ChangeOp.UPDATE, 1, a1, a2, 1),
     ]
     receipt = sink.apply_batch(
-        materializer="m", batch_id=0, target_table=TARGET, messages=batch, schemas={1: V1}
+        materializer="m",
+        batch_id=0,
+        target_table=TARGET,
+        messages=MessageRows.from_messages(batch),
+        schemas={1: V1},
     )
     assert (receipt.is_applied, receipt.messages) == (True, 3)
     again = sink.apply_batch(
-        materializer="m", batch_id=0, target_table=TARGET, messages=batch, schemas={1: V1}
+        materializer="m",
+        batch_id=0,
+        target_table=TARGET,
+        messages=MessageRows.from_messages(batch),
+        schemas={1: V1},
     )
     assert not again.is_applied
     rows = _table(stores)
@@ -95,10 +104,12 @@ def test_deletes_and_a_new_nullable_column_apply_in_order(stores: Stores) -> Non
         materializer="m",
         batch_id=3,
         target_table=TARGET,
-        messages=[
-            _message(ChangeOp.CREATE, 1, None, a, 1),
-            _message(ChangeOp.CREATE, 2, None, b, 1),
-        ],
+        messages=MessageRows.from_messages(
+            [
+                _message(ChangeOp.CREATE, 1, None, a, 1),
+                _message(ChangeOp.CREATE, 2, None, b, 1),
+            ]
+        ),
         schemas={1: V1},
     )
     a_v2 = {**a, "note": "n"}
@@ -106,11 +117,13 @@ def test_deletes_and_a_new_nullable_column_apply_in_order(stores: Stores) -> Non
         materializer="m",
         batch_id=4,
         target_table=TARGET,
-        messages=[
-            _message(ChangeOp.DELETE, 2, b, None, 1),
-            _message(ChangeOp.CREATE, 2, None, _row(2, "again"), 1),  # back with old columns
-            _message(ChangeOp.UPDATE, 1, {**a, "note": None}, a_v2, 2),
-        ],
+        messages=MessageRows.from_messages(
+            [
+                _message(ChangeOp.DELETE, 2, b, None, 1),
+                _message(ChangeOp.CREATE, 2, None, _row(2, "again"), 1),  # back with old columns
+                _message(ChangeOp.UPDATE, 1, {**a, "note": None}, a_v2, 2),
+            ]
+        ),
         schemas={1: V1, 2: V2},
     )
     rows = _table(stores)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
+from ordo.cdc.json_text import compact_json
 from ordo.cdc.mutation import Audit, Cell, Key, Mutation
 from ordo.cdc.mutation_json import cells_from_json, cells_to_json
 
@@ -45,13 +46,10 @@ CHANGE_ROW_COLUMNS = (
 )
 """The columns of a mutation, in change log order (the log adds `published_at_us`)."""
 
-_json = json.JSONEncoder(separators=(",", ":")).encode
-"""Compact JSON with one encoder for every call (json.dumps with options builds one per call)."""
-
 
 def key_text(key: Key) -> str:
     """A key's JSON text as the change log stores it: what routing and the materializer hash."""
-    return _json(list(key))
+    return compact_json(list(key))
 
 
 def _cell_columns(mutation: Mutation) -> tuple[str | None, str | None, int | None]:
@@ -62,8 +60,8 @@ def _cell_columns(mutation: Mutation) -> tuple[str | None, str | None, int | Non
     times = {cell.write_time for cell in cells.values()}
     if len(times) == 1 and all(cell.ttl_s is None for cell in cells.values()):
         values = {column: cell.value for column, cell in cells.items()}
-        return None, _json(values), times.pop()
-    return _json(cells_to_json(cells)), None, None
+        return None, compact_json(values), times.pop()
+    return compact_json(cells_to_json(cells)), None, None
 
 
 def _row_of(mutation: Mutation) -> tuple[Any, ...]:

@@ -24,6 +24,7 @@ from collections.abc import Collection, Mapping
 
 from pyspark.sql.streaming.stateful_processor import MapState, ValueState
 
+from ordo.cdc.json_text import compact_json
 from ordo.hashing import stable_hash
 
 SLOT_KEYS = 64
@@ -31,8 +32,6 @@ SLOT_KEYS = 64
 SCAN_RATIO = 8
 """Scan the bucket instead of reading slots one by one when a batch touches more than
 1/SCAN_RATIO of them (a scan streams entries in batches)."""
-
-_encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def depth_for(keys: int) -> int:
@@ -107,7 +106,7 @@ class BucketState:
                 self._slots.clear()
             dirty = set(self._entries)
         for slot in sorted(dirty):
-            self._slots.updateValue((slot,), (_encode(self._entries[slot]),))
+            self._slots.updateValue((slot,), (compact_json(self._entries[slot]),))
         if (keys, depth) != (self._keys, self._depth):
             self._bucket.update((keys, depth))
             self._keys, self._depth = keys, depth

@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame
 
 from ordo.cdc.schema import TableSchema
 from ordo.cdc.schema_registry import SchemaRegistry
-from ordo.spark.change_rows import MESSAGE_COLUMNS, OUTPUT_COLUMNS, messages_from_arrow
+from ordo.spark.change_rows import MESSAGE_COLUMNS, OUTPUT_COLUMNS, message_rows_from_arrow
 from ordo.storage.open import stores_at
 from ordo.storage.parquet.batch_files import replace_batch
 
@@ -56,12 +56,12 @@ def apply_batch(
         replace_batch(spec.messages_path, batch_id, numbered)
     if rejected.num_rows:
         replace_batch(dead_letters_path, batch_id, rejected.select(list(DEAD_LETTER_COLUMNS)))
-    changes = messages_from_arrow(messages)
+    changes = message_rows_from_arrow(messages)
     with stores_at(spec.sink, create_schema=False) as stores:
         registry = SchemaRegistry(stores.schemas)
+        named = {schema_id for schema_id in changes.column("schema_id") if schema_id is not None}
         schemas: dict[int, TableSchema] = {
-            schema_id: registry.by_id(schema_id).schema
-            for schema_id in sorted({m.schema_id for m in changes if m.schema_id is not None})
+            schema_id: registry.by_id(schema_id).schema for schema_id in sorted(named)
         }
         receipt = stores.change_sink.apply_batch(
             materializer=spec.name,

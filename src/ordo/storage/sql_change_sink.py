@@ -14,9 +14,12 @@ import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, ClassVar, cast
 
 from ordo.cdc.change import ChangeMessage, ChangeOp
+from ordo.cdc.json_text import compact_json
+from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, MessageRows
 from ordo.cdc.mutation import Audit, JsonValue, Key, Scalar
 from ordo.cdc.schema import Column, ColumnType, TableSchema
 from ordo.errors import CdcError
@@ -26,6 +29,7 @@ _MESSAGE_COLUMNS = (
     "materializer, batch_id, ordinal, table_name, key_json, op, before_json, after_json, "
     "schema_id, write_time, source, replica, segment, position"
 )
+"""The stored columns: the batch's place, then MESSAGE_ROW_COLUMNS in their order."""
 
 
 def quote_identifier(name: str) -> str:
@@ -34,10 +38,6 @@ def quote_identifier(name: str) -> str:
         msg = f"not a usable table or column name: {name!r}"
         raise CdcError(msg)
     return '"' + name.replace('"', '""') + '"'
-
-
-_json = json.JSONEncoder(separators=(",", ":")).encode
-"""Compact JSON; one encoder for every call (json.dumps with arguments builds one each time)."""
 
 
 def _json_value(column: Column, value: Any) -> JsonValue:
@@ -82,21 +82,28 @@ class _NetChange:
     values: dict[str, JsonValue] | None = None
 
 
-def _net_changes(messages: Sequence[ChangeMessage]) -> dict[Key, _NetChange]:
-    """Per key, what applying the messages one by one does to the table, as one delete+upsert.
+def _net_changes(messages: MessageRows) -> dict[str, _NetChange]:
+    """Per key (its JSON text), what applying the messages one by one does, as one delete+upsert.
 
     An upsert writes the columns of its `after` row and leaves the others as they are, so the
-    columns of consecutive upserts merge; a delete wipes what came before.
+    columns of consecutive upserts merge; a delete wipes what came before. Only the `after`
+    rows of upserts are decoded.
     """
-    changes: dict[Key, _NetChange] = {}
-    for message in messages:
-        change = changes.setdefault(message.key, _NetChange())
-        if message.op is ChangeOp.DELETE or message.after is None:
+    changes: dict[str, _NetChange] = {}
+    delete = ChangeOp.DELETE.value
+    for key, op, after in zip(
+        messages.column("key_json"),
+        messages.column("op"),
+        messages.column("after_json"),
+        strict=True,
+    ):
+        change = changes.setdefault(key, _NetChange())
+        if op == delete or after is None:
             change.is_deleted, change.values = True, None
         elif change.values is None:
-            change.values = dict(message.after)
+            change.values = json.loads(after)
         else:
-            change.values.update(message.after)
+            change.values.update(json.loads(after))
     return changes
 
 
@@ -179,7 +186,7 @@ class SqlChangeSink(SqlStore):
         materializer: str,
         batch_id: int,
         target_table: str,
-        messages: Sequence[ChangeMessage],
+        messages: MessageRows,
         schemas: Mapping[int, TableSchema],
     ) -> ChangeBatchReceipt:
         """Store and apply one micro-batch's `messages` (in order) in one transaction.
@@ -197,7 +204,7 @@ class SqlChangeSink(SqlStore):
             if done is not None and int(done[0]) >= batch_id:
                 return ChangeBatchReceipt(is_applied=False, messages=0)
             self._insert_messages(conn, materializer, batch_id, messages)
-            if messages:
+            if len(messages):
                 columns, key = self._ensure_table(conn, target_table, messages, schemas)
                 self._apply(conn, target_table, _net_changes(messages), columns, key)
             conn.execute(
@@ -215,44 +222,38 @@ class SqlChangeSink(SqlStore):
         conn: SqlConnection,
         materializer: str,
         batch_id: int,
-        messages: Sequence[ChangeMessage],
+        messages: MessageRows,
     ) -> None:
-        rows = [
-            (
-                materializer,
-                batch_id,
-                ordinal,
-                m.table,
-                _json(list(m.key)),
-                m.op.value,
-                None if m.before is None else _json(m.before),
-                None if m.after is None else _json(m.after),
-                m.schema_id,
-                m.write_time,
-                m.audit.source,
-                m.audit.replica,
-                m.audit.segment,
-                m.audit.position,
+        """The messages as they are (their JSON texts too), numbered in order."""
+        count = len(messages)
+        if not count:
+            return
+        columns = [messages.column(name) for name in MESSAGE_ROW_COLUMNS]
+        rows = list(
+            zip(
+                repeat(materializer, count),
+                repeat(batch_id, count),
+                range(count),
+                *columns,
+                strict=True,
             )
-            for ordinal, m in enumerate(messages)
-        ]
-        if rows:
-            placeholders = ", ".join(["{p}"] * 14)
-            self._executemany(
-                conn,
-                self._sql(f"INSERT INTO cdc_messages ({_MESSAGE_COLUMNS}) VALUES ({placeholders})"),
-                rows,
-            )
+        )
+        placeholders = ", ".join(["{p}"] * (3 + len(MESSAGE_ROW_COLUMNS)))
+        self._executemany(
+            conn,
+            self._sql(f"INSERT INTO cdc_messages ({_MESSAGE_COLUMNS}) VALUES ({placeholders})"),
+            rows,
+        )
 
     def _ensure_table(
         self,
         conn: SqlConnection,
         table: str,
-        messages: Sequence[ChangeMessage],
+        messages: MessageRows,
         schemas: Mapping[int, TableSchema],
     ) -> tuple[dict[str, Column], tuple[str, ...]]:
         """Create the table or add missing columns; returns every column by name, and the key."""
-        named = sorted({m.schema_id for m in messages if m.schema_id is not None})
+        named = sorted({i for i in messages.column("schema_id") if i is not None})
         missing = [schema_id for schema_id in named if schema_id not in schemas]
         if missing or not named:
             msg = f"table {table!r}: messages name schema ids {missing or [None]} with no schema"
@@ -289,14 +290,14 @@ class SqlChangeSink(SqlStore):
         self,
         conn: SqlConnection,
         table: str,
-        changes: Mapping[Key, _NetChange],
+        changes: Mapping[str, _NetChange],
         columns: Mapping[str, Column],
         key: tuple[str, ...],
     ) -> None:
         name, p = self._identifier, self.PARAM
         deletes = [
-            [self._sql_value(columns[k], v) for k, v in zip(key, row_key, strict=True)]
-            for row_key, change in changes.items()
+            [self._sql_value(columns[k], v) for k, v in zip(key, json.loads(key_json), strict=True)]
+            for key_json, change in changes.items()
             if change.is_deleted
         ]
         if deletes:
@@ -329,7 +330,7 @@ class SqlChangeSink(SqlStore):
             return None
         match column.type:
             case ColumnType.JSON:
-                return _json(value)
+                return compact_json(value)
             case ColumnType.BYTES:
                 return bytes.fromhex(str(value).removeprefix("\\x"))
             case ColumnType.DECIMAL:

@@ -1,0 +1,48 @@
+"""Messages as sink rows: the JSON texts the stateful step writes, in emission order."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ordo.cdc import Audit, ChangeMessage, ChangeOp
+from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, MessageRows
+
+
+def test_messages_become_compact_json_rows_in_order() -> None:
+    audit = Audit(source="s", replica="r", segment="g", position=7)
+    messages = [
+        ChangeMessage(
+            table="t",
+            op=op,
+            key=(1, "é"),
+            before=before,
+            after=after,
+            schema_id=3,
+            write_time=9,
+            audit=audit,
+        )
+        for op, before, after in (
+            (ChangeOp.CREATE, None, {"id": 1, "x": 1.5}),
+            (ChangeOp.DELETE, {"id": 1, "x": 1.5}, None),
+        )
+    ]
+    rows = MessageRows.from_messages(messages)
+    assert len(rows) == 2
+    assert rows.column("key_json") == ['[1,"\\u00e9"]'] * 2
+    assert rows.column("op") == ["create", "delete"]
+    assert rows.column("after_json") == ['{"id":1,"x":1.5}', None]
+    assert [json.loads(t) if t else t for t in rows.column("before_json")] == [
+        None,
+        {"id": 1, "x": 1.5},
+    ]
+    assert rows.column("position") == [7, 7]
+
+
+def test_rows_must_have_every_column_of_one_length() -> None:
+    with pytest.raises(ValueError, match="one length"):
+        MessageRows({**{name: [] for name in MESSAGE_ROW_COLUMNS}, "op": ["create"]})
+    with pytest.raises(ValueError, match="columns"):
+        MessageRows({name: [] for name in MESSAGE_ROW_COLUMNS[1:]})
+    assert len(MessageRows.from_messages([])) == 0
