@@ -58,6 +58,8 @@ class BucketState:
         self._slots, self._bucket = slots, bucket
         self._keys = self._depth = 0
         self._entries: dict[int, dict[str, str]] = {}
+        self._undecoded: dict[int, str] = {}
+        """Slots a scan read and no key needed yet: a batch decodes only the slots it uses."""
         self._is_complete = False
 
     def load(self, partition_keys: Collection[str]) -> dict[str, str]:
@@ -77,7 +79,7 @@ class BucketState:
                 self._entries[slot] = {} if value is None else json.loads(value[0])
         stored: dict[str, str] = {}
         for key in partition_keys:
-            state = self._entries.get(slot_of(key, self._depth), {}).get(key)
+            state = self._entry(slot_of(key, self._depth)).get(key)
             if state is not None:
                 stored[key] = state
         return stored
@@ -88,7 +90,7 @@ class BucketState:
         added = 0
         for key, state in changed.items():
             slot = slot_of(key, self._depth)
-            entry = self._entries.setdefault(slot, {})
+            entry = self._entry(slot)
             added += key not in entry
             entry[key] = state
             dirty.add(slot)
@@ -96,6 +98,8 @@ class BucketState:
         if depth != self._depth:
             if not self._is_complete:
                 self._scan(keep=self._entries)
+            for slot in list(self._undecoded):
+                self._entry(slot)
             states = {
                 key: state for entry in self._entries.values() for key, state in entry.items()
             }
@@ -111,8 +115,20 @@ class BucketState:
             self._bucket.update((keys, depth))
             self._keys, self._depth = keys, depth
 
+    def _entry(self, slot: int) -> dict[str, str]:
+        """The slot's states by key, decoded on first use (empty when the slot holds none)."""
+        entry = self._entries.get(slot)
+        if entry is None:
+            text = self._undecoded.pop(slot, None)
+            entry = self._entries[slot] = {} if text is None else json.loads(text)
+        return entry
+
     def _scan(self, keep: Mapping[int, dict[str, str]] | None = None) -> None:
         """Read every slot; slots in `keep` (already read and changed) stay as they are."""
-        entries = {int(slot[0]): json.loads(value[0]) for slot, value in self._slots.iterator()}
-        entries.update(keep or {})
-        self._entries, self._is_complete = entries, True
+        kept = keep or {}
+        self._undecoded = {
+            int(slot[0]): value[0]
+            for slot, value in self._slots.iterator()
+            if int(slot[0]) not in kept
+        }
+        self._entries, self._is_complete = dict(kept), True
