@@ -47,6 +47,14 @@ CHANGE_ROW_COLUMNS = (
 """The columns of a mutation, in change log order (the log adds `published_at_us`)."""
 
 
+def require_columns(columns: Mapping[str, Sequence[Any]], names: Sequence[str], what: str) -> None:
+    """ValueError unless `columns` are exactly `names`, all of one length."""
+    lengths = {len(columns.get(name, ())) for name in names}
+    if set(columns) != set(names) or len(lengths) != 1:
+        msg = f"{what} need the columns {tuple(names)}, all of one length"
+        raise ValueError(msg)
+
+
 def key_text(key: Key) -> str:
     """A key's JSON text as the change log stores it: what routing and the materializer hash."""
     return compact_json(list(key))
@@ -92,10 +100,7 @@ class ChangeRows:
     columns: Mapping[str, Sequence[Any]]
 
     def __post_init__(self) -> None:
-        lengths = {len(self.columns.get(name, ())) for name in CHANGE_ROW_COLUMNS}
-        if set(self.columns) != set(CHANGE_ROW_COLUMNS) or len(lengths) != 1:
-            msg = f"change rows need the columns {CHANGE_ROW_COLUMNS}, all of one length"
-            raise ValueError(msg)
+        require_columns(self.columns, CHANGE_ROW_COLUMNS, "change rows")
 
     @classmethod
     def from_mutations(cls, mutations: Sequence[Mutation]) -> ChangeRows:

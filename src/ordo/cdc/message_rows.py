@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ordo.cdc.change import ChangeMessage
+from ordo.cdc.change_rows import require_columns
 from ordo.cdc.json_text import compact_json
 
 MESSAGE_ROW_COLUMNS = (
@@ -39,10 +40,7 @@ class MessageRows:
     columns: Mapping[str, Sequence[Any]]
 
     def __post_init__(self) -> None:
-        lengths = {len(self.columns.get(name, ())) for name in MESSAGE_ROW_COLUMNS}
-        if set(self.columns) != set(MESSAGE_ROW_COLUMNS) or len(lengths) != 1:
-            msg = f"message rows need the columns {MESSAGE_ROW_COLUMNS}, all of one length"
-            raise ValueError(msg)
+        require_columns(self.columns, MESSAGE_ROW_COLUMNS, "message rows")
 
     @classmethod
     def from_messages(cls, messages: Sequence[ChangeMessage]) -> MessageRows:
