@@ -12,6 +12,9 @@
    same run: the pure fold (`ordo.cdc.fold`) of the same deliveries in this one process, and
    the same query with a stateful step that does nothing (what Spark, the shuffle into state
    buckets and transformWithStateInPandas cost before any folding: the ceiling of this design).
+   Also: the sink alone (the stored messages applied again as one batch to a fresh database),
+   and Spark listing the log's files as a micro-batch names them, on the driver as
+   `start_session` sets it and with Spark's default threshold (a listing job above 32 paths).
 2. CDC vs bulk mode (target: CDC >= 20x cheaper) when 1% of an R-row SQLite table (default
    1,000,000) changes. Bulk mode, as seed 003 describes it and rejects it: scan the whole table
    (into Arrow) and diff it with the previous scan (a pyarrow join on the key) to find the
@@ -61,6 +64,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from _report import Row, machine_lines, print_table, ratio_row
 from ordo.cdc import PartitionState, Publisher, SchemaRegistry, fold
 from ordo.cdc.capture import Capture
+from ordo.cdc.message_rows import MessageRows
 from ordo.cdc.mutation import Key, Mutation
 from ordo.settings import CaptureSettings
 from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload
@@ -68,6 +72,7 @@ from ordo.spark import MaterializerSpec, start_session
 from ordo.spark.cdc_simulation import publish_deliveries, sink_url
 from ordo.spark.change_processor import INPUT_COLUMNS, STATE_BUCKETS
 from ordo.spark.materializer import materialize, materialize_available
+from ordo.spark.register import LISTING_ON_DRIVER
 from ordo.spark.schemas import CHANGE_LOG_DDL
 from ordo.storage.open import Stores, stores_at
 from ordo.storage.parquet import ParquetChangeLog
@@ -75,6 +80,8 @@ from ordo.storage.sqlite.change_source import SQLiteChangeSource
 
 PARTITIONS = 8
 MATERIALIZER_TARGET = 50_000.0
+SPARK_LISTING_THRESHOLD = 32
+"""Spark's default spark.sql.sources.parallelPartitionDiscovery.threshold."""
 BULK_TARGET = 20.0
 CHANGED_SHARE = 0.01
 ROUNDS = 3
@@ -144,6 +151,44 @@ def run_pass_through(spark: SparkSession, root: Path, table: str, name: str) -> 
     return time.perf_counter() - started
 
 
+def sink_seconds(root: Path, materializer: str) -> tuple[int, float]:
+    """How long the sink takes to store one batch of the messages `materializer` stored.
+
+    The messages are read back and applied again, as one batch, to a fresh sink database:
+    `SqlChangeSink.apply_batch` alone (one transaction), without Spark around it.
+    """
+    with stores_at(sink_url(root)) as stores:
+        messages = MessageRows.from_messages(list(stores.change_sink.read_messages(materializer)))
+    fresh = root / "sink-again"
+    fresh.mkdir()
+    with stores_at(sink_url(fresh)) as stores:
+        schema_id = SchemaRegistry(stores.schemas).register(SIMULATED_SCHEMA).schema_id
+        started = time.perf_counter()
+        stores.change_sink.apply_batch(
+            materializer="again",
+            batch_id=0,
+            target_table="again",
+            messages=messages,
+            schemas={schema_id: SIMULATED_SCHEMA},
+        )
+        return len(messages), time.perf_counter() - started
+
+
+def listing_seconds(spark: SparkSession, log_dir: Path, threshold: int) -> tuple[int, float]:
+    """How long Spark takes to list the change log's files, named one by one as a micro-batch
+    of the file stream source names them, with `threshold` as the parallel-listing threshold."""
+    key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    paths = [str(path) for path in sorted(log_dir.glob("partition=*/*.parquet"))]
+    configured = spark.conf.get(key)
+    spark.conf.set(key, str(threshold))
+    try:
+        started = time.perf_counter()
+        spark.read.schema(CHANGE_LOG_DDL).option("basePath", str(log_dir)).parquet(*paths)
+        return len(paths), time.perf_counter() - started
+    finally:
+        spark.conf.set(key, configured)
+
+
 def bench_materializer(
     spark: SparkSession, writes: int, keys: int, work: Path, *, repeat: int
 ) -> list[Row]:
@@ -165,6 +210,10 @@ def bench_materializer(
         run_pass_through(spark, timed, SIMULATED_SCHEMA.table, str(n)) for n in range(repeat)
     )
     baseline = local_fold_rate(deliveries)
+    stored, sink_s = sink_seconds(timed, "timed-0")
+    log_dir = timed / "log" / SIMULATED_SCHEMA.table
+    files, spark_listing_s = listing_seconds(spark, log_dir, SPARK_LISTING_THRESHOLD)
+    _, driver_listing_s = listing_seconds(spark, log_dir, LISTING_ON_DRIVER)
     return [
         Row("replica deliveries", f"{len(deliveries):,}", f"from {writes:,} writes"),
         Row(
@@ -179,6 +228,14 @@ def bench_materializer(
         ),
         Row("pure fold, 1 process", f"{baseline:,.0f}", "mutations/s (baseline)"),
         ratio_row("materializer vs 50k/s", rate / MATERIALIZER_TARGET, target=1.0),
+        Row(
+            "sink: store one batch", f"{sink_s:.2f}", f"s for {stored:,} messages (one transaction)"
+        ),
+        Row(
+            "listing the change log's files",
+            f"{driver_listing_s:.2f} / {spark_listing_s:.2f}",
+            f"s for {files:,} files: on the driver (ordo) / Spark's default (a job above 32)",
+        ),
     ]
 
 

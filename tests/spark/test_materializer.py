@@ -174,12 +174,18 @@ def test_messages_carry_full_rows_and_a_restart_continues_exactly_once(
     assert len(files) == len(messages) == 6
 
 
-def test_snapshot_rows_are_reads_and_bad_mutations_are_dead_letters(
-    spark: SparkSession, tmp_path: Path
-) -> None:
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    """An SQLite sink with the users schema registered."""
     url = f"sqlite:///{tmp_path / 'sink.db'}"
     with stores_at(url) as stores:
         SchemaRegistry(stores.schemas).register(USERS)
+    return url
+
+
+def test_snapshot_rows_are_reads_and_bad_mutations_are_dead_letters(
+    spark: SparkSession, tmp_path: Path, url: str
+) -> None:
     log = ParquetChangeLog(tmp_path / "log")
     snapshot = snapshot_segment("slot", 1)
     log.append("users", [(0, _write(1, 1, insert=True, replicas=[""], segment=snapshot, name="A"))])
@@ -203,11 +209,8 @@ def test_snapshot_rows_are_reads_and_bad_mutations_are_dead_letters(
 
 
 def test_a_change_log_file_of_the_earlier_layout_is_read(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, url: str
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'sink.db'}"
-    with stores_at(url) as stores:
-        SchemaRegistry(stores.schemas).register(USERS)
     earlier = pa.schema(
         f for f in CHANGE_LOG_SCHEMA if f.name not in ("cell_values", "cell_values_time")
     )

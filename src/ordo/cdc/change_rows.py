@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from ordo.cdc.json_text import compact_json
 from ordo.cdc.mutation import Audit, Cell, Key, Mutation
@@ -45,14 +45,46 @@ CHANGE_ROW_COLUMNS = (
     "captured_at_us",
 )
 """The columns of a mutation, in change log order (the log adds `published_at_us`)."""
+CHANGE_ROW_TEXT_COLUMNS = frozenset(
+    {
+        "table",
+        "partition_key",
+        "clustering_key",
+        "cells",
+        "cell_values",
+        "source",
+        "replica",
+        "segment",
+    }
+)
+"""The columns that hold text; every other one is a 64-bit integer (or null)."""
 
 
-def require_columns(columns: Mapping[str, Sequence[Any]], names: Sequence[str], what: str) -> None:
-    """ValueError unless `columns` are exactly `names`, all of one length."""
-    lengths = {len(columns.get(name, ())) for name in names}
-    if set(columns) != set(names) or len(lengths) != 1:
-        msg = f"{what} need the columns {tuple(names)}, all of one length"
-        raise ValueError(msg)
+@dataclass(frozen=True, slots=True)
+class ColumnRows:
+    """Rows held as one sequence per column of `NAMES`, all of one length (a base class)."""
+
+    NAMES: ClassVar[tuple[str, ...]] = ()
+    columns: Mapping[str, Sequence[Any]]
+
+    def __post_init__(self) -> None:
+        lengths = {len(self.columns.get(name, ())) for name in self.NAMES}
+        if set(self.columns) != set(self.NAMES) or len(lengths) != 1:
+            msg = f"{type(self).__name__} need the columns {self.NAMES}, all of one length"
+            raise ValueError(msg)
+
+    @classmethod
+    def of_rows(cls, rows: Sequence[tuple[Any, ...]]) -> Self:
+        """Rows given as tuples in NAMES order, transposed into columns."""
+        transposed = zip(*rows, strict=True) if rows else ((),) * len(cls.NAMES)
+        return cls(dict(zip(cls.NAMES, map(list, transposed), strict=True)))
+
+    def __len__(self) -> int:
+        return len(self.columns[self.NAMES[0]])
+
+    def column(self, name: str) -> Sequence[Any]:
+        """One column's values (KeyError for a name not in NAMES)."""
+        return self.columns[name]
 
 
 def key_text(key: Key) -> str:
@@ -94,27 +126,15 @@ def _row_of(mutation: Mutation) -> tuple[Any, ...]:
 
 
 @dataclass(frozen=True, slots=True)
-class ChangeRows:
+class ChangeRows(ColumnRows):
     """Mutations as one sequence per column of CHANGE_ROW_COLUMNS, all of one length."""
 
-    columns: Mapping[str, Sequence[Any]]
-
-    def __post_init__(self) -> None:
-        require_columns(self.columns, CHANGE_ROW_COLUMNS, "change rows")
+    NAMES = CHANGE_ROW_COLUMNS
 
     @classmethod
     def from_mutations(cls, mutations: Sequence[Mutation]) -> ChangeRows:
         """The rows of `mutations`, in their order."""
-        rows = [_row_of(m) for m in mutations]
-        transposed = zip(*rows, strict=True) if rows else ((),) * len(CHANGE_ROW_COLUMNS)
-        return cls(dict(zip(CHANGE_ROW_COLUMNS, map(list, transposed), strict=True)))
-
-    def __len__(self) -> int:
-        return len(self.columns["position"])
-
-    def column(self, name: str) -> Sequence[Any]:
-        """One column's values (KeyError for a name not in CHANGE_ROW_COLUMNS)."""
-        return self.columns[name]
+        return cls.of_rows([_row_of(m) for m in mutations])
 
     def take(self, indices: Sequence[int]) -> ChangeRows:
         """The rows at `indices`, in that order (itemgetter: one C call per column)."""

@@ -9,18 +9,17 @@ from objects, with the same compact JSON the stateful step writes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ordo.cdc.change import ChangeMessage
-from ordo.cdc.change_rows import require_columns
+from ordo.cdc.change_rows import ColumnRows
 from ordo.cdc.json_text import compact_json
 
 MESSAGE_ROW_COLUMNS = (
     "table",
-    "key_json",
     "op",
+    "key_json",
     "before_json",
     "after_json",
     "schema_id",
@@ -34,39 +33,29 @@ MESSAGE_ROW_COLUMNS = (
 
 
 @dataclass(frozen=True, slots=True)
-class MessageRows:
+class MessageRows(ColumnRows):
     """A micro-batch's messages in emission order, one sequence per MESSAGE_ROW_COLUMNS."""
 
-    columns: Mapping[str, Sequence[Any]]
-
-    def __post_init__(self) -> None:
-        require_columns(self.columns, MESSAGE_ROW_COLUMNS, "message rows")
+    NAMES = MESSAGE_ROW_COLUMNS
 
     @classmethod
     def from_messages(cls, messages: Sequence[ChangeMessage]) -> MessageRows:
         """The rows of `messages`, in their order."""
-        rows = [
-            (
-                m.table,
-                compact_json(list(m.key)),
-                m.op.value,
-                None if m.before is None else compact_json(m.before),
-                None if m.after is None else compact_json(m.after),
-                m.schema_id,
-                m.write_time,
-                m.audit.source,
-                m.audit.replica,
-                m.audit.segment,
-                m.audit.position,
-            )
-            for m in messages
-        ]
-        transposed = zip(*rows, strict=True) if rows else ((),) * len(MESSAGE_ROW_COLUMNS)
-        return cls(dict(zip(MESSAGE_ROW_COLUMNS, map(list, transposed), strict=True)))
-
-    def __len__(self) -> int:
-        return len(self.columns["op"])
-
-    def column(self, name: str) -> Sequence[Any]:
-        """One column's values (KeyError for a name not in MESSAGE_ROW_COLUMNS)."""
-        return self.columns[name]
+        return cls.of_rows(
+            [
+                (
+                    m.table,
+                    m.op.value,
+                    compact_json(list(m.key)),
+                    None if m.before is None else compact_json(m.before),
+                    None if m.after is None else compact_json(m.after),
+                    m.schema_id,
+                    m.write_time,
+                    m.audit.source,
+                    m.audit.replica,
+                    m.audit.segment,
+                    m.audit.position,
+                )
+                for m in messages
+            ]
+        )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from operator import itemgetter
 from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]  # pandas ships no type hints
@@ -26,7 +27,11 @@ from pyspark.sql.streaming.stateful_processor import (
     ValueState,
 )
 
-from ordo.cdc.change_rows import mutation_from_row
+from ordo.cdc.change_rows import (
+    CHANGE_ROW_COLUMNS,
+    CHANGE_ROW_TEXT_COLUMNS,
+    mutation_from_row,
+)
 from ordo.cdc.materializer import materialize_partition
 from ordo.cdc.mutation import SNAPSHOT_MARK, Mutation
 from ordo.cdc.ports import SchemaVersion
@@ -53,43 +58,21 @@ STATE_BUCKETS = 256
 """Groups of the stateful step. Part of the checkpoint's state layout: changing it needs a new
 checkpoint. Keep it at least the number of shuffle partitions, or some cores stay idle."""
 
-INPUT_COLUMNS = (
-    "partition_key",
-    "clustering_key",
-    "cells",
-    "cell_values",
-    "cell_values_time",
-    "liveness_time",
-    "liveness_ttl_s",
-    "row_deleted_at",
-    "partition_deleted_at",
-    "schema_id",
-    "table",
-    "source",
-    "replica",
-    "segment",
-    "position",
-    "captured_at_us",
-)
+INPUT_COLUMNS = CHANGE_ROW_COLUMNS
 """The change log columns the processor reads, in this order."""
-BIGINT_COLUMNS = frozenset(
-    {
-        "cell_values_time",
-        "liveness_time",
-        "liveness_ttl_s",
-        "row_deleted_at",
-        "partition_deleted_at",
-        "schema_id",
-        "position",
-        "captured_at_us",
-    }
-)
+BIGINT_COLUMNS = frozenset(CHANGE_ROW_COLUMNS) - CHANGE_ROW_TEXT_COLUMNS
 """Input columns the materializer casts to strings before the processor: pandas would turn a
 nullable integer column into floats and round values above 2**53."""
 
-_CONTENT = slice(0, INPUT_COLUMNS.index("source"))
-"""The columns that make two rows the same write (the rest say where a copy came from)."""
-_POSITION, _SEGMENT, _REPLICA = (INPUT_COLUMNS.index(c) for c in ("position", "segment", "replica"))
+_AUDIT = ("source", "replica", "segment", "position", "captured_at_us")
+_CONTENT = [i for i, name in enumerate(INPUT_COLUMNS) if name not in _AUDIT]
+"""The columns that make two rows the same write (the audit columns say where a copy came
+from)."""
+_KEY, _CLUSTERING, _CELLS, _VALUES, _POSITION, _SEGMENT, _REPLICA = map(
+    INPUT_COLUMNS.index,
+    ("partition_key", "clustering_key", "cells", "cell_values", "position", "segment", "replica"),
+)
+_content = itemgetter(*_CONTENT)
 _EMPTY_STATE = encode_state(PartitionState())
 
 
@@ -104,9 +87,9 @@ def _delivery_key(row: tuple[Any, ...]) -> tuple[int, int, str, str, str, str, s
         -1 if position is None else int(position),  # unreadable: a dead letter anyway
         row[_SEGMENT] or "",
         row[_REPLICA] or "",
-        row[1] or "",
-        row[2] or "",
-        row[3] or "",
+        row[_CLUSTERING] or "",
+        row[_CELLS] or "",
+        row[_VALUES] or "",
     )
 
 
@@ -139,10 +122,10 @@ class ChangeFoldProcessor(StatefulProcessor):
         by_key: dict[str, list[tuple[Any, ...]]] = {}
         seen: set[tuple[Any, ...]] = set()
         for record in records:
-            content = record[_CONTENT]
+            content = _content(record)
             if content not in seen:
                 seen.add(content)
-                by_key.setdefault(record[0], []).append(record)
+                by_key.setdefault(record[_KEY], []).append(record)
         bucket = BucketState(self._slots, self._bucket)
         stored = bucket.load(by_key.keys())
         output: list[OutputRow] = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ordo.cdc.change_rows import CHANGE_ROW_COLUMNS, CHANGE_ROW_TEXT_COLUMNS
+
 EVENT_ROW_DDL = (
     "offset STRING, timestamp TIMESTAMP, persistence_id STRING, sequence_nr BIGINT, "
     "tag_pid_sequence_nr BIGINT, segment STRING, tags STRING, manifest STRING, "
@@ -12,13 +14,14 @@ EVENT_ROW_DDL = (
 `serializer` how `payload` is stored ("json": UTF-8 JSON, "bytes": as given), `metadata` JSON
 or null."""
 
-CHANGE_LOG_DDL = (
-    "`table` STRING, partition_key STRING, clustering_key STRING, cells STRING, "
-    "cell_values STRING, cell_values_time BIGINT, liveness_time BIGINT, liveness_ttl_s BIGINT, "
-    "row_deleted_at BIGINT, "
-    "partition_deleted_at BIGINT, schema_id BIGINT, source STRING, replica STRING, "
-    "segment STRING, position BIGINT, captured_at_us BIGINT, published_at_us BIGINT, "
-    "partition INT"
+CHANGE_LOG_DDL = ", ".join(
+    [
+        *(
+            f"`{name}` {'STRING' if name in CHANGE_ROW_TEXT_COLUMNS else 'BIGINT'}"
+            for name in (*CHANGE_ROW_COLUMNS, "published_at_us")
+        ),
+        "`partition` INT",
+    ]
 )
 """A table's Parquet change log as Spark's file stream source reads it: the columns of
 `ordo.storage.parquet.change_log.CHANGE_LOG_SCHEMA` (see `ordo.cdc.change_rows`) plus

@@ -25,9 +25,9 @@ from ordo.cdc.schema import Column, ColumnType, TableSchema
 from ordo.errors import CdcError
 from ordo.storage.sql_store import SqlConnection, SqlStore
 
-_MESSAGE_COLUMNS = (
-    "materializer, batch_id, ordinal, table_name, key_json, op, before_json, after_json, "
-    "schema_id, write_time, source, replica, segment, position"
+_MESSAGE_COLUMNS = ", ".join(
+    ["materializer", "batch_id", "ordinal"]
+    + ["table_name" if name == "table" else name for name in MESSAGE_ROW_COLUMNS]
 )
 """The stored columns: the batch's place, then MESSAGE_ROW_COLUMNS in their order."""
 
@@ -150,8 +150,8 @@ class SqlChangeSink(SqlStore):
             before, after = row[6], row[7]
             yield ChangeMessage(
                 table=str(row[3]),
-                op=ChangeOp(row[5]),
-                key=tuple(json.loads(row[4])),
+                op=ChangeOp(row[4]),
+                key=tuple(json.loads(row[5])),
                 before=None if before is None else json.loads(before),
                 after=None if after is None else json.loads(after),
                 schema_id=None if row[8] is None else int(row[8]),

@@ -22,24 +22,17 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ordo.cdc.change_rows import CHANGE_ROW_COLUMNS, ChangeRows, mutation_from_row
+from ordo.cdc.change_rows import (
+    CHANGE_ROW_COLUMNS,
+    CHANGE_ROW_TEXT_COLUMNS,
+    ChangeRows,
+    mutation_from_row,
+)
 from ordo.cdc.mutation import Mutation
 from ordo.errors import InvalidInputError
 
-_TEXT_COLUMNS = frozenset(
-    {
-        "table",
-        "partition_key",
-        "clustering_key",
-        "cells",
-        "cell_values",
-        "source",
-        "replica",
-        "segment",
-    }
-)
 CHANGE_LOG_SCHEMA = pa.schema(
-    (name, pa.string() if name in _TEXT_COLUMNS else pa.int64())
+    (name, pa.string() if name in CHANGE_ROW_TEXT_COLUMNS else pa.int64())
     for name in (*CHANGE_ROW_COLUMNS, "published_at_us")
 )
 """One row per single-row mutation (`ordo.cdc.change_rows`): keys and cells are JSON text, so one
