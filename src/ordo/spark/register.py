@@ -37,8 +37,8 @@ def start_session(*, master: str = "local[*]", app_name: str = "ordo") -> SparkS
     Stateful queries keep their state in RocksDB, which the CDC materializer requires; the
     provider cannot change once a query has a checkpoint, so it is set before the first run.
     Files named in a micro-batch are listed on the driver up to `LISTING_ON_DRIVER` of them:
-    Spark's default lists more than 32 paths with a Spark job of one task per path, which cost
-    the materializer 5 s per batch of a 900-file change log (0.2 s on the driver).
+    Spark's default lists more than 32 paths with a Spark job of one task per path, which costs
+    the materializer far more than the listing itself (bench/cdc.py measures both).
     """
     python_for_workers()
     session = (

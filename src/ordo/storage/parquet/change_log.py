@@ -87,7 +87,7 @@ class ParquetChangeLog:
         all, in the usual case (a crash between renames leaves a prefix, which the next
         publish completes). The file name carries the segment and the position range. Files
         are written and synced by a few threads at once (Parquet encoding and fsync release
-        the GIL), which halves a publish's time on two cores.
+        the GIL).
         """
         work = [(partition, rows) for partition, rows in files if len(rows)]
         with ThreadPoolExecutor(max_workers=max(1, min(len(work), _WRITERS))) as pool:
