@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ordo.cdc.change import ChangeMessage
 from ordo.cdc.change_rows import ColumnRows
@@ -32,6 +33,24 @@ MESSAGE_ROW_COLUMNS = (
 """The columns of a stored message, in this order (`op` is a `ChangeOp` value)."""
 
 
+def message_values(message: ChangeMessage) -> tuple[Any, ...]:
+    """One message's values in MESSAGE_ROW_COLUMNS order (keys and rows as compact JSON)."""
+    audit = message.audit
+    return (
+        message.table,
+        message.op.value,
+        compact_json(list(message.key)),
+        None if message.before is None else compact_json(message.before),
+        None if message.after is None else compact_json(message.after),
+        message.schema_id,
+        message.write_time,
+        audit.source,
+        audit.replica,
+        audit.segment,
+        audit.position,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class MessageRows(ColumnRows):
     """A micro-batch's messages in emission order, one sequence per MESSAGE_ROW_COLUMNS."""
@@ -41,21 +60,4 @@ class MessageRows(ColumnRows):
     @classmethod
     def from_messages(cls, messages: Sequence[ChangeMessage]) -> MessageRows:
         """The rows of `messages`, in their order."""
-        return cls.of_rows(
-            [
-                (
-                    m.table,
-                    m.op.value,
-                    compact_json(list(m.key)),
-                    None if m.before is None else compact_json(m.before),
-                    None if m.after is None else compact_json(m.after),
-                    m.schema_id,
-                    m.write_time,
-                    m.audit.source,
-                    m.audit.replica,
-                    m.audit.segment,
-                    m.audit.position,
-                )
-                for m in messages
-            ]
-        )
+        return cls.of_rows([message_values(m) for m in messages])

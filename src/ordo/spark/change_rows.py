@@ -15,7 +15,7 @@ import pyarrow as pa
 from ordo.cdc.change import ChangeMessage
 from ordo.cdc.json_text import compact_json
 from ordo.cdc.materializer import RejectedMutation
-from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, MessageRows
+from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, MessageRows, message_values
 from ordo.cdc.mutation_json import mutation_to_json
 
 OUTPUT_COLUMNS = (
@@ -36,22 +36,11 @@ OutputRow = tuple[Any, ...]
 
 def message_row(partition_key: str, ordinal: int, message: ChangeMessage) -> OutputRow:
     """One message; `ordinal` is its place among its partition key's messages in the batch."""
-    audit = message.audit
     return (
         partition_key,
         ordinal,
-        message.table,
-        message.op.value,
-        compact_json(list(message.key)),
-        None if message.before is None else compact_json(message.before),
-        None if message.after is None else compact_json(message.after),
-        message.schema_id,
-        message.write_time,
-        audit.source,
-        audit.replica,
-        audit.segment,
-        audit.position,
-        audit.captured_at_us,
+        *message_values(message),
+        message.audit.captured_at_us,
         None,
         None,
     )
