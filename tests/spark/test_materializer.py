@@ -18,7 +18,7 @@ from operations_support import execute
 from ordo.cdc import Audit, Cell, Column, ColumnType, Mutation, SchemaRegistry, TableSchema
 from ordo.cdc.change_rows import ChangeRows
 from ordo.cdc.mutation import snapshot_segment
-from ordo.errors import ConfigurationError
+from ordo.errors import ConfigurationError, UnknownSchemaError
 from ordo.spark import MaterializerSpec, materialize
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
@@ -255,3 +255,17 @@ def test_another_state_store_is_refused(spark: SparkSession, tmp_path: Path) -> 
             materialize(spark, spec, checkpoint=str(tmp_path / "checkpoint"))
     finally:
         spark.conf.set(key, configured)
+
+
+def test_a_table_without_a_schema_is_refused_before_the_query_starts(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path}/sink.db"
+    with stores_at(url) as stores:
+        SchemaRegistry(stores.schemas).register(USERS)
+    spec = MaterializerSpec(name="x", table="user", change_log=str(tmp_path / "log"), sink=url)
+
+    with pytest.raises(UnknownSchemaError, match="'user'"):
+        materialize(spark, spec, checkpoint=str(tmp_path / "checkpoint"))
+    assert not (tmp_path / "checkpoint").exists()
+    assert not (tmp_path / "log").exists()

@@ -225,7 +225,7 @@ def materialize(
     the table TABLE_materialized follows them. Without --follow it stops once the change
     log is consumed. Restarting with the same --checkpoint continues exactly where it stopped.
     """
-    from ordo.spark import start_session
+    from ordo.spark.job_session import job_session
     from ordo.spark.materializer import MaterializerSpec
     from ordo.spark.materializer import materialize as start_materializer
 
@@ -237,8 +237,7 @@ def materialize(
         messages_path=None if messages_path is None else str(messages_path),
         target_table=target_table,
     )
-    spark = start_session(master=master, app_name=f"ordo-materializer-{spec.name}")
-    try:
+    with job_session(master=master, app_name=f"ordo-materializer-{spec.name}") as spark:
         query = start_materializer(
             spark,
             spec,
@@ -247,10 +246,8 @@ def materialize(
             processing_time="1 second" if follow else None,
         )
         wait_for(query, f"materializer {spec.name!r}")
-        with stores_at(spec.sink) as stores:
-            progress = [p for p in stores.change_sink.progress() if p.materializer == spec.name]
-    finally:
-        spark.stop()
+    with stores_at(spec.sink) as stores:
+        progress = [p for p in stores.change_sink.progress() if p.materializer == spec.name]
     stored = progress[0].messages if progress else 0
     click.echo(f"materializer {spec.name!r}: {stored} messages stored; table {spec.target_table}")
 
@@ -273,16 +270,15 @@ def simulate(
     that every message conforms to its schema. Exit status 1 when any check fails.
     """
     from ordo.simulation.cdc import ReplicaWorkload
-    from ordo.spark import start_session
     from ordo.spark.cdc_simulation import run_cdc_simulation
+    from ordo.spark.job_session import job_session
 
     workload = ReplicaWorkload(mutations=mutations, keys=keys, replicas=replicas, seed=seed)
-    spark = start_session(master=master, app_name="ordo-cdc-simulate")
-    try:
-        with tempfile.TemporaryDirectory(prefix="ordo-cdc-simulate-") as work_dir:
-            result = run_cdc_simulation(spark, workload, work_dir=Path(work_dir))
-    finally:
-        spark.stop()
+    with (
+        job_session(master=master, app_name="ordo-cdc-simulate") as spark,
+        tempfile.TemporaryDirectory(prefix="ordo-cdc-simulate-") as work_dir,
+    ):
+        result = run_cdc_simulation(spark, workload, work_dir=Path(work_dir))
     document = result.to_json()
     if as_json:
         click.echo(json.dumps(document))

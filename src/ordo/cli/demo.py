@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from ordo.simulation.workload import Workload
 from ordo.storage.location import SQLiteLocation, parse_location
 
 DEFAULT_DEMO_JOURNAL = "sqlite:///.ordo/demo.db"
+_APP = "ordo-demo"
 
 
 @click.command()
@@ -49,17 +49,18 @@ def demo(
     changes are captured as well and materialized on Spark into full-row change messages
     and a copy of the table, which the verdict checks too (CDC, G6).
     """
-    from ordo.spark import start_session
     from ordo.spark.demo import Progress, run_demo
+    from ordo.spark.job_session import job_session, spark_output_path
 
     console = Console(stderr=True)
     if journal_url == DEFAULT_DEMO_JOURNAL:
         _remove_sqlite_files(journal_url)
-    console.print("starting Spark ...")
-    spark = start_session(master=master, app_name="ordo-demo")
-    work_dir = Path(tempfile.mkdtemp(prefix="ordo-demo-"))
-    started = time.monotonic()
-    try:
+    console.print(f"starting Spark (its own output goes to {spark_output_path(_APP)}) ...")
+    with (
+        job_session(master=master, app_name=_APP) as spark,
+        tempfile.TemporaryDirectory(prefix="ordo-demo-", ignore_cleanup_errors=True) as work_dir,
+    ):
+        started = time.monotonic()
         with Live(console=console, refresh_per_second=4, transient=as_json) as live:
 
             def show(progress: Progress) -> None:
@@ -71,12 +72,9 @@ def demo(
                 workload=Workload(
                     events=events, persistence_ids=persistence_ids, writers=writers, seed=seed
                 ),
-                work_dir=work_dir,
+                work_dir=Path(work_dir),
                 on_progress=show,
             )
-    finally:
-        spark.stop()
-        shutil.rmtree(work_dir, ignore_errors=True)
     result = report.to_json_dict()
     if as_json:
         click.echo(json.dumps(result))

@@ -24,14 +24,11 @@ def run(config_file: Path, master: str) -> None:
     With the available_now trigger it stops once it has caught up; with a processing-time
     trigger it runs until interrupted.
     """
-    from ordo.spark import start_session
+    from ordo.spark.job_session import job_session
     from ordo.spark.pipeline import PipelineConfig, start_pipeline
 
     config = PipelineConfig.from_toml(config_file)
-    spark = start_session(master=master, app_name=f"ordo-{config.processor}")
-    try:
+    with job_session(master=master, app_name=f"ordo-{config.processor}") as spark:
         query = start_pipeline(spark, config)
         wait_for(query, f"pipeline {config.processor!r}")
-        click.echo(f"pipeline {config.processor!r} stopped; checkpoint at {config.checkpoint}")
-    finally:
-        spark.stop()
+    click.echo(f"pipeline {config.processor!r} stopped; checkpoint at {config.checkpoint}")

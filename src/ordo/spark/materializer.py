@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.functions import col, lit, pmod, xxhash64
 from pyspark.sql.streaming.query import StreamingQuery
 
-from ordo.errors import ConfigurationError
+from ordo.errors import ConfigurationError, UnknownSchemaError
 from ordo.spark.change_processor import (
     BIGINT_COLUMNS,
     INPUT_COLUMNS,
@@ -29,7 +29,7 @@ from ordo.spark.change_processor import (
 from ordo.spark.change_sink import apply_batch
 from ordo.spark.register import ROCKSDB_STATE_STORE
 from ordo.spark.schemas import CHANGE_LOG_DDL, MATERIALIZER_OUTPUT_DDL
-from ordo.storage.open import init_storage
+from ordo.storage.open import init_storage, stores_at
 
 _PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 
@@ -81,7 +81,9 @@ def materialize(
 
     `available_now` processes what the change log holds and stops; `processing_time` (e.g.
     "10 seconds") sets the trigger interval of a continuous run. Raises ConfigurationError when
-    the session's state store is not RocksDB. Creates or upgrades the sink's schema.
+    the session's state store is not RocksDB, and UnknownSchemaError when the sink's registry
+    has no schema for the table (a misspelt table, or one neither captured nor declared yet:
+    every change would be rejected). Creates or upgrades the sink's schema.
     """
     provider = spark.conf.get(_PROVIDER_KEY, None)
     if provider != ROCKSDB_STATE_STORE:
@@ -92,6 +94,14 @@ def materialize(
         )
         raise ConfigurationError(msg)
     init_storage(spec.sink)
+    with stores_at(spec.sink, create_schema=False) as stores:
+        if not stores.schemas.versions(spec.table):
+            msg = (
+                f"no schema is registered for table {spec.table!r} in {spec.sink}: capture or "
+                "ingest it first (`ordo cdc capture`, `ordo cdc ingest`), or declare it "
+                "(`ordo cdc schemas register`)"
+            )
+            raise UnknownSchemaError(msg)
     if "://" not in spec.change_log:  # a local log: the capture may not have written yet
         Path(spec.change_log_path).mkdir(parents=True, exist_ok=True)
     columns = [

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+from pathlib import Path
 
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from ordo.spark.events_by_tag_source import EventsByTagDataSource
@@ -31,7 +35,19 @@ LISTING_ON_DRIVER = 100_000
 """How many files a query's file source may name before Spark lists them with a job."""
 
 
-def start_session(*, master: str = "local[*]", app_name: str = "ordo") -> SparkSession:
+_SETTINGS = [
+    ("spark.ui.enabled", "false"),
+    ("spark.ui.showConsoleProgress", "false"),
+    ("spark.sql.shuffle.partitions", "4"),
+    ("spark.sql.streaming.stateStore.providerClass", ROCKSDB_STATE_STORE),
+    ("spark.sql.sources.parallelPartitionDiscovery.threshold", str(LISTING_ON_DRIVER)),
+]
+"""The settings of start_session's sessions."""
+
+
+def start_session(
+    *, master: str = "local[*]", app_name: str = "ordo", output: Path | None = None
+) -> SparkSession:
     """A SparkSession for ordo's jobs: sources registered, UI and console progress bar off.
 
     Stateful queries keep their state in RocksDB, which the CDC materializer requires; the
@@ -39,18 +55,28 @@ def start_session(*, master: str = "local[*]", app_name: str = "ordo") -> SparkS
     Files named in a micro-batch are listed on the driver up to `LISTING_ON_DRIVER` of them:
     Spark's default lists more than 32 paths with a Spark job of one task per path, which costs
     the materializer far more than the listing itself (bench/cdc.py measures both).
+
+    With `output`, a JVM that this call starts writes its console output to that file: log4j's
+    start-up lines and what Spark's Python workers print (the stateful step's worker prints at
+    every call) would otherwise break up a command's own output. Errors still reach the caller
+    as exceptions. A running session is reused as it is.
     """
     python_for_workers()
-    session = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_STATE_STORE)
-        .config("spark.sql.sources.parallelPartitionDiscovery.threshold", str(LISTING_ON_DRIVER))
-        .getOrCreate()
-    )
+    conf = SparkConf().setMaster(master).setAppName(app_name).setAll(_SETTINGS)
+    if output is not None and SparkSession.getActiveSession() is None:
+        _start_jvm(conf, output)
+    session = SparkSession.builder.config(conf=conf).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     register(session)
     return session
+
+
+def _start_jvm(conf: SparkConf, output: Path) -> None:
+    """Start Spark's JVM with its stdout and stderr in `output` (replaced), and its context."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with output.open("wb") as log:
+        # PySpark's own launcher (untyped); popen_kwargs is its way to capture the JVM's output.
+        gateway = launch_gateway(  # type: ignore[no-untyped-call]
+            conf, popen_kwargs={"stdout": log, "stderr": subprocess.STDOUT}
+        )
+    SparkContext(conf=conf, gateway=gateway)

@@ -1,0 +1,68 @@
+"""Commands that run Spark print their own output only; Spark's goes to its log file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from pyspark.sql import SparkSession
+
+from cdc_support import USERS
+from ordo.cdc import Audit, Cell, Mutation, SchemaRegistry
+from ordo.cdc.change_rows import ChangeRows
+from ordo.cli.main import cli
+from ordo.storage.open import stores_at
+from ordo.storage.parquet import ParquetChangeLog
+
+pytestmark = pytest.mark.spark
+
+ORDO = Path(sys.executable).parent / "ordo"
+
+
+def _users_sink(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path}/sink.db"
+    with stores_at(url) as stores:
+        SchemaRegistry(stores.schemas).register(USERS)
+    return url
+
+
+def test_a_new_spark_writes_its_console_output_to_the_log_file(tmp_path: Path) -> None:
+    sink = _users_sink(tmp_path)
+    insert = Mutation(
+        table="users",
+        partition_key=(1,),
+        cells={"name": Cell(value="Ada", write_time=10), "age": Cell(value=36, write_time=10)},
+        liveness=Cell(value=True, write_time=10),
+        audit=Audit(source="test", replica="r", segment="s", position=1),
+    )
+    ParquetChangeLog(tmp_path / "log").append("users", [(0, ChangeRows.from_mutations([insert]))])
+    log = tmp_path / "spark.log"
+    env = {**os.environ, "ORDO_SPARK_LOG": str(log)}
+    command = [str(ORDO), "cdc", "materialize", "users", "--journal", sink]
+    command += ["--change-log", str(tmp_path / "log"), "--checkpoint", str(tmp_path / "ck")]
+
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "materializer 'users': 1 messages stored; table users_materialized\n"
+    assert done.stderr == ""
+    assert "TransformWithStateInPandas Python worker" in log.read_text(encoding="utf-8")
+
+
+def test_materializing_a_table_without_a_schema_is_a_one_line_error(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    sink = _users_sink(tmp_path)
+    found = CliRunner().invoke(
+        cli,
+        ["cdc", "materialize", "user", "--journal", sink, "--checkpoint", str(tmp_path / "ck")],
+    )
+
+    assert found.exit_code == 1
+    assert found.stderr.startswith("Error: UnknownSchemaError: no schema is registered")
+    assert found.stderr.count("\n") == 1
+    assert spark.range(1).count() == 1  # the test session's Spark was reused, not stopped
