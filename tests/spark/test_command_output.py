@@ -45,7 +45,9 @@ def test_a_new_spark_writes_its_console_output_to_the_log_file(tmp_path: Path) -
     command = [str(ORDO), "cdc", "materialize", "users", "--journal", sink]
     command += ["--change-log", str(tmp_path / "log"), "--checkpoint", str(tmp_path / "ck")]
 
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
 
     assert done.returncode == 0, done.stderr
     assert done.stdout == "materializer 'users': 1 messages stored; table users_materialized\n"
