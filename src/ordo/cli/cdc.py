@@ -126,7 +126,7 @@ def capture(
         except KeyboardInterrupt:
             click.echo("capture interrupted; everything published is durable", err=True)
             return
-    published = ", ".join(f"{t}={n}" for t, n in sorted(totals.published.items())) or "nothing"
+    published = ", ".join(f"{t}={n}" for t, n in sorted(totals.published.items())) or "no changes"
     click.echo(f"published {published} (skipped {totals.skipped} already in the log)")
 
 
