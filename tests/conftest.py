@@ -1,4 +1,4 @@
-"""Shared fixtures: Hypothesis profiles and the PostgreSQL server every backend test uses.
+"""Shared fixtures: Hypothesis profiles, the PostgreSQL server every backend test uses, Spark.
 
 PostgreSQL tests are never skipped. Unless ORDO_TEST_POSTGRES_DSN names a server, the
 first test that needs one starts a private ThrowawayPostgres for the whole run; if that
@@ -11,6 +11,7 @@ import os
 import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -24,6 +25,9 @@ from ordo.journal import Journal
 from ordo.settings import EventsByTagSettings
 from ordo.storage.open import Stores, open_journal, open_stores
 from ordo.storage.postgres.throwaway import ThrowawayPostgres
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # deadline=None: database-backed properties have slow, uneven examples.
 settings.register_profile("dev", max_examples=50, deadline=None)
@@ -101,3 +105,13 @@ def journal_factory(journal_url: str) -> Iterator[Callable[..., Journal]]:
     yield factory
     for journal in reversed(opened):
         journal.close()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The run's one SparkSession (ordo's sources registered); commands run in-process reuse it."""
+    from ordo.spark import start_session
+
+    session = start_session(master="local[2]", app_name="ordo-tests")
+    yield session
+    session.stop()

@@ -1,20 +1,26 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from click.testing import CliRunner
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.cli.main import cli
+from ordo.cli.streaming import failure_line
 from ordo.storage.migration import load_migrations
 from ordo.storage.open import stores_at
 from ordo.time import format_first_time_bucket
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 LATEST = load_migrations("ordo.storage.sqlite")[-1].version
 
@@ -137,7 +143,7 @@ def test_a_bad_setting_in_the_environment_names_the_key(
 
 @pytest.mark.spark
 def test_the_demo_runs_the_pipeline_and_its_verdict_is_clean(
-    runner: CliRunner, tmp_path: Path
+    runner: CliRunner, tmp_path: Path, spark: SparkSession
 ) -> None:
     url = f"sqlite:///{tmp_path}/demo.db"
     code, out, err = _run(
@@ -273,7 +279,9 @@ def test_processor_commands_refuse_bad_input(
 
 
 @pytest.mark.spark
-def test_a_pipeline_file_runs_a_projection(runner: CliRunner, tmp_path: Path) -> None:
+def test_a_pipeline_file_runs_a_projection(
+    runner: CliRunner, tmp_path: Path, spark: SparkSession
+) -> None:
     path = tmp_path / "shop.db"
     url = f"sqlite:///{path}"
     first = format_first_time_bucket(time.time_ns() // 10**6 - 3_600_000)
@@ -297,9 +305,62 @@ def test_a_pipeline_file_runs_a_projection(runner: CliRunner, tmp_path: Path) ->
     code, out, err = _run(runner, "pipeline", "run", str(config), "--master", "local[2]")
     assert code == 0, err
     assert "stopped" in out
+    batches = re.findall(r"^pipeline 'totals': batch \d+, (\d+) rows in [\d.]+ s$", err, re.M)
+    assert sum(int(rows) for rows in batches) == 30
     with closing(sqlite3.connect(path)) as conn:
         totals = conn.execute("SELECT pid, events, misordered FROM order_totals").fetchall()
     assert sorted(totals) == [(f"order-{p}", 10, 0) for p in range(3)]
+
+
+@pytest.mark.spark
+def test_a_failing_pipeline_is_one_error_line_naming_the_handlers_exception(
+    runner: CliRunner, tmp_path: Path, spark: SparkSession
+) -> None:
+    url = f"sqlite:///{tmp_path}/shop.db"
+    first = format_first_time_bucket(time.time_ns() // 10**6 - 3_600_000)
+    settings = EventsByTagSettings(first_time_bucket=first, flush_interval=timedelta(0))
+    with open_journal(url, settings=settings) as journal:
+        journal.append("order-1", [NewEvent.of(1, tags=["order"])])
+    config = tmp_path / "pipeline.toml"
+    config.write_text(  # the demo's handler, but the sink has no order_totals table
+        f'[pipeline]\njournal = "{url}"\ntag = "order"\nprocessor = "totals"\n'
+        'handler = "ordo.spark.demo:count_order_events"\n'
+        f'checkpoint = "{tmp_path / "checkpoint"}"\n'
+        f'[source]\nfirstTimeBucket = "{first}"\neventualConsistencyDelayMs = 0\n',
+        encoding="utf-8",
+    )
+    code, _, err = _run(runner, "pipeline", "run", str(config))
+    assert code == 1
+    assert err == (
+        "Error: pipeline 'totals' failed: StorageError: SQLite error: no such table: order_totals\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "line"),
+    [
+        (
+            "[STREAM_FAILED] Query terminated with exception: [PYTHON_EXCEPTION] An exception "
+            'was thrown from the Python worker: Traceback (most recent call last):\n  File "h.py"'
+            ', line 7, in boom\n    raise ValueError("boom")\nValueError: boom\n SQLSTATE: 38000'
+            "\n=== Streaming Query ===\nIdentifier: x",
+            "ValueError: boom",
+        ),
+        (
+            "[FOREACH_BATCH_USER_FUNCTION_ERROR] Traceback (most recent call last):\n  File"
+            ' "p.py", line 1, in call\npyspark.errors.PythonException: An exception was thrown:'
+            '\nTraceback (most recent call last):\n  File "s.py", line 9, in write\n'
+            "ordo.errors.StorageError: no such table: t\n SQLSTATE: 39000\n"
+            "=== Streaming Query ===\nTraceback (most recent call last):\nNotThis: x",
+            "StorageError: no such table: t",
+        ),
+        ("[STREAM_FAILED] Query [id = 1] terminated\n=== Streaming Query ===\n", None),
+    ],
+)
+def test_a_failed_querys_line_is_the_python_exception_else_sparks_first_line(
+    message: str, line: str | None
+) -> None:
+    assert failure_line(message) == (line or message.splitlines()[0])
 
 
 @pytest.mark.parametrize(
