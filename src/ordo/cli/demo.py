@@ -13,6 +13,7 @@ from rich.live import Live
 from rich.table import Table
 
 from ordo.cli.options import master_option, workload_options
+from ordo.cli.streaming import failures_as_one_line
 from ordo.simulation.workload import Workload
 from ordo.storage.location import SQLiteLocation, parse_location
 
@@ -57,6 +58,7 @@ def demo(
         _remove_sqlite_files(journal_url)
     console.print(f"starting Spark (its own output goes to {spark_output_path(_APP)}) ...")
     with (
+        failures_as_one_line("demo"),
         job_session(master=master, app_name=_APP) as spark,
         tempfile.TemporaryDirectory(prefix="ordo-demo-", ignore_cleanup_errors=True) as work_dir,
     ):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -17,24 +19,35 @@ _QUALIFIED = re.compile(r"^[\w.]+\.(\w+: )")
 def wait_for(query: Any, label: str) -> None:
     """Wait for `query`, reporting each micro-batch that read rows on stderr.
 
-    Ctrl-C stops the query cleanly. Its failure becomes a one-line error naming the exception
-    raised in Spark's Python worker (or Spark's own first line); --debug keeps the whole
-    exception. `query` is a pyspark StreamingQuery (typed loosely: the CLI imports Spark lazily).
+    Ctrl-C stops the query cleanly; its failure becomes one error line (`failures_as_one_line`).
+    `query` is a pyspark StreamingQuery (typed loosely: the CLI imports Spark lazily).
+    """
+    reported = -1
+    with failures_as_one_line(label):
+        try:
+            while not query.awaitTermination(POLL_SECONDS):
+                reported = _report(query, label, reported)
+        except KeyboardInterrupt:
+            query.stop()
+    _report(query, label, reported)
+
+
+@contextmanager
+def failures_as_one_line(label: str) -> Iterator[None]:
+    """A streaming query's failure in the block becomes one error line: `label failed: ...`.
+
+    The line names the exception raised in Spark's Python worker (or Spark's own first line,
+    see `failure_line`); --debug keeps the whole exception.
     """
     from pyspark.errors import StreamingQueryException
 
-    reported = -1
     try:
-        while not query.awaitTermination(POLL_SECONDS):
-            reported = _report(query, label, reported)
-    except KeyboardInterrupt:
-        query.stop()
+        yield
     except StreamingQueryException as exc:
         if click.get_current_context().find_root().params.get("debug"):
             raise
         msg = f"{label} failed: {failure_line(str(exc))}"
         raise click.ClickException(msg) from exc
-    _report(query, label, reported)
 
 
 def failure_line(message: str) -> str:
