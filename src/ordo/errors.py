@@ -23,6 +23,7 @@ OrdoError
 ├── ElementFailedError
 │   └── ElementTimeoutError (TimeoutError)
 ├── EventHandlingError
+├── QueryFailedError
 ├── JournalClosedError
 ├── CdcError
 │   ├── MalformedMutationError (ValueError)
@@ -225,6 +226,13 @@ class EventHandlingError(OrdoError):
             f"sequence_nr={sequence_nr}: {cause!r}"
         )
         super().__init__(msg)
+
+
+class QueryFailedError(OrdoError):
+    """A Spark streaming query of an ordo job stopped with an error.
+
+    The message names the exception that stopped it; Spark's own exception is the cause.
+    """
 
 
 class CdcError(OrdoError):

@@ -14,7 +14,6 @@ from click.testing import CliRunner
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.cli.main import cli
-from ordo.cli.streaming import failure_line
 from ordo.storage.migration import load_migrations
 from ordo.storage.open import stores_at
 from ordo.time import format_first_time_bucket
@@ -332,35 +331,9 @@ def test_a_failing_pipeline_is_one_error_line_naming_the_handlers_exception(
     code, _, err = _run(runner, "pipeline", "run", str(config))
     assert code == 1
     assert err == (
-        "Error: pipeline 'totals' failed: StorageError: SQLite error: no such table: order_totals\n"
+        "Error: QueryFailedError: pipeline 'totals' failed: "
+        "StorageError: SQLite error: no such table: order_totals\n"
     )
-
-
-@pytest.mark.parametrize(
-    ("message", "line"),
-    [
-        (
-            "[STREAM_FAILED] Query terminated with exception: [PYTHON_EXCEPTION] An exception "
-            'was thrown from the Python worker: Traceback (most recent call last):\n  File "h.py"'
-            ', line 7, in boom\n    raise ValueError("boom")\nValueError: boom\n SQLSTATE: 38000'
-            "\n=== Streaming Query ===\nIdentifier: x",
-            "ValueError: boom",
-        ),
-        (
-            "[FOREACH_BATCH_USER_FUNCTION_ERROR] Traceback (most recent call last):\n  File"
-            ' "p.py", line 1, in call\npyspark.errors.PythonException: An exception was thrown:'
-            '\nTraceback (most recent call last):\n  File "s.py", line 9, in write\n'
-            "ordo.errors.StorageError: no such table: t\n SQLSTATE: 39000\n"
-            "=== Streaming Query ===\nTraceback (most recent call last):\nNotThis: x",
-            "StorageError: no such table: t",
-        ),
-        ("[STREAM_FAILED] Query [id = 1] terminated\n=== Streaming Query ===\n", None),
-    ],
-)
-def test_a_failed_querys_line_is_the_python_exception_else_sparks_first_line(
-    message: str, line: str | None
-) -> None:
-    assert failure_line(message) == (line or message.splitlines()[0])
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from cdc_support import USERS
 from ordo.cdc import Audit, Cell, Mutation, SchemaRegistry
 from ordo.cdc.change_rows import ChangeRows
 from ordo.cli.main import cli
+from ordo.spark.query_failure import failure_line
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
 
@@ -52,7 +53,7 @@ def test_a_new_spark_writes_its_console_output_to_the_log_file(tmp_path: Path) -
 
     assert done.returncode == 0, done.stderr
     assert done.stdout == "materializer 'users': 1 messages stored; table users_materialized\n"
-    assert re.fullmatch(r"(materializer 'users': batch \d+, 1 rows in [\d.]+ s\n)+", done.stderr)
+    assert re.fullmatch(r"(materializer 'users': batch \d+, 1 row in [\d.]+ s\n)+", done.stderr)
     assert "TransformWithStateInPandas Python worker" in log.read_text(encoding="utf-8")
 
 
@@ -69,3 +70,30 @@ def test_materializing_a_table_without_a_schema_is_a_one_line_error(
     assert found.stderr.startswith("Error: UnknownSchemaError: no schema is registered")
     assert found.stderr.count("\n") == 1
     assert spark.range(1).count() == 1  # the test session's Spark was reused, not stopped
+
+
+@pytest.mark.parametrize(
+    ("message", "line"),
+    [
+        (
+            "[STREAM_FAILED] Query terminated with exception: [PYTHON_EXCEPTION] An exception "
+            'was thrown from the Python worker: Traceback (most recent call last):\n  File "h.py"'
+            ', line 7, in boom\n    raise ValueError("boom")\nValueError: boom\n SQLSTATE: 38000'
+            "\n=== Streaming Query ===\nIdentifier: x",
+            "ValueError: boom",
+        ),
+        (
+            "[FOREACH_BATCH_USER_FUNCTION_ERROR] Traceback (most recent call last):\n  File"
+            ' "p.py", line 1, in call\npyspark.errors.PythonException: An exception was thrown:'
+            '\nTraceback (most recent call last):\n  File "s.py", line 9, in write\n'
+            "ordo.errors.StorageError: no such table: t\n SQLSTATE: 39000\n"
+            "=== Streaming Query ===\nTraceback (most recent call last):\nNotThis: x",
+            "StorageError: no such table: t",
+        ),
+        ("[STREAM_FAILED] Query [id = 1] terminated\n=== Streaming Query ===\n", None),
+    ],
+)
+def test_a_failed_querys_line_is_the_python_exception_else_sparks_first_line(
+    message: str, line: str | None
+) -> None:
+    assert failure_line(message) == (line or message.splitlines()[0])

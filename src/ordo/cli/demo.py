@@ -13,7 +13,6 @@ from rich.live import Live
 from rich.table import Table
 
 from ordo.cli.options import master_option, workload_options
-from ordo.cli.streaming import failures_as_one_line
 from ordo.simulation.workload import Workload
 from ordo.storage.location import SQLiteLocation, parse_location
 
@@ -52,13 +51,14 @@ def demo(
     """
     from ordo.spark.demo import Progress, run_demo
     from ordo.spark.job_session import job_session, spark_output_path
+    from ordo.spark.query_failure import query_failures
 
     console = Console(stderr=True)
     if journal_url == DEFAULT_DEMO_JOURNAL:
         _remove_sqlite_files(journal_url)
     console.print(f"starting Spark (its own output goes to {spark_output_path(_APP)}) ...")
     with (
-        failures_as_one_line("demo"),
+        query_failures("demo"),
         job_session(master=master, app_name=_APP) as spark,
         tempfile.TemporaryDirectory(prefix="ordo-demo-", ignore_cleanup_errors=True) as work_dir,
     ):
