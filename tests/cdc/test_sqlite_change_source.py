@@ -179,6 +179,27 @@ def test_the_capture_loop_publishes_then_advances_and_stops_on_an_incompatible_c
         assert source.status().retained_changes == 1  # nothing advanced
 
 
+def test_a_capture_reports_its_running_totals_after_each_window_it_publishes(
+    source: SQLiteChangeSource, database: Path, tmp_path: Path
+) -> None:
+    _run(database, *(f"INSERT INTO users (id, name) VALUES ({i}, 'u{i}')" for i in range(5)))
+    settings = CaptureSettings(max_changes=2)
+    seen: list[tuple[int, int | None]] = []
+    with stores_at(f"sqlite:///{tmp_path / 'ordo.db'}") as stores:
+        capture = Capture(
+            source,
+            Publisher(ParquetChangeLog(tmp_path / "log"), partitions=2),
+            SchemaRegistry(stores.schemas),
+            settings=settings,
+        )
+        totals = capture.run(
+            until_idle=True, on_publish=lambda t: seen.append((t.published["users"], t.up_to))
+        )
+
+    assert [published for published, _ in seen] == [2, 4, 5]
+    assert seen[-1][1] == totals.up_to
+
+
 def test_a_partial_window_waits_for_the_flush_interval_and_a_full_one_does_not(
     source: SQLiteChangeSource, database: Path, tmp_path: Path
 ) -> None:

@@ -44,9 +44,10 @@ def test_capture_publishes_a_snapshot_and_the_changes_of_sqlite_tables(
     assert "snapshot items: 5 rows" in err
     with sqlite3.connect(source) as conn:
         conn.execute("UPDATE items SET qty = 99 WHERE id = 3")
-    code, out, _ = _run(*args, "--change-log", str(log))
+    code, out, err = _run(*args, "--change-log", str(log))
     assert code == 0
     assert out.strip() == "published items=1 (skipped 0 already in the log)"
+    assert err.startswith("capturing: published items=1, up to ")
     mutations = list(ParquetChangeLog(log).read("items"))
     assert len(mutations) == 6
     assert sum(m.audit.is_snapshot for m in mutations) == 5

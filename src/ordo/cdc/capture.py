@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ordo.cdc.ports import ChangeSource, SchemaVersion
@@ -96,13 +97,23 @@ class Capture:
         return size
 
     def run(
-        self, *, stop: threading.Event | None = None, until_idle: bool = False
+        self,
+        *,
+        stop: threading.Event | None = None,
+        until_idle: bool = False,
+        on_publish: Callable[[CaptureTotals], None] | None = None,
     ) -> CaptureTotals:
-        """Capture until `stop` is set; with `until_idle`, until a window comes back empty."""
+        """Capture until `stop` is set; with `until_idle`, until a window comes back empty.
+
+        `on_publish` sees the running totals after each window that published changes (a
+        long capture's progress).
+        """
         stop = stop or threading.Event()
         totals = CaptureTotals()
         while not stop.is_set():
             size = self.capture_once(totals, flush=until_idle)
+            if size and on_publish is not None:
+                on_publish(totals)
             if until_idle and size is not None and size < self.settings.max_changes:
                 break  # a window that was not full held everything committed when it was read
             if size is None or size < self.settings.max_changes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any, TypeVar
 import click
 
 from ordo.cdc import Publisher, SchemaRegistry
-from ordo.cdc.capture import Capture
+from ordo.cdc.capture import Capture, CaptureTotals
 from ordo.cdc.ingest import ingest as publish_mutations
 from ordo.cdc.ingest import parse_mutation_lines
 from ordo.cli.cdc_schemas import schemas
@@ -122,12 +123,32 @@ def capture(
                 receipt = publisher.publish(list(source.snapshot(table)))
                 click.echo(f"snapshot {table}: {sum(receipt.published.values())} rows", err=True)
         try:
-            totals = runner.run(until_idle=not follow)
+            totals = runner.run(until_idle=not follow, on_publish=_CaptureProgress())
         except KeyboardInterrupt:
             click.echo("capture interrupted; everything published is durable", err=True)
             return
-    published = ", ".join(f"{t}={n}" for t, n in sorted(totals.published.items())) or "no changes"
-    click.echo(f"published {published} (skipped {totals.skipped} already in the log)")
+    click.echo(f"published {_published(totals)} (skipped {totals.skipped} already in the log)")
+
+
+def _published(totals: CaptureTotals) -> str:
+    """`table=count, ...` of what a capture published so far."""
+    return ", ".join(f"{t}={n:,}" for t, n in sorted(totals.published.items())) or "no changes"
+
+
+class _CaptureProgress:
+    """Reports a running capture on stderr: its first window, then at most every few seconds."""
+
+    EVERY_S = 5.0
+
+    def __init__(self) -> None:
+        self._last: float | None = None
+
+    def __call__(self, totals: CaptureTotals) -> None:
+        now = time.monotonic()
+        if self._last is not None and now - self._last < self.EVERY_S:
+            return
+        self._last = now
+        click.echo(f"capturing: published {_published(totals)}, up to {totals.up_to}", err=True)
 
 
 @cdc.command()
