@@ -56,14 +56,15 @@ def start_session(
     Spark's default lists more than 32 paths with a Spark job of one task per path, which costs
     the materializer far more than the listing itself (bench/cdc.py measures both).
 
-    With `output`, a JVM that this call starts writes its console output to that file: log4j's
-    start-up lines and what Spark's Python workers print (the stateful step's worker prints at
-    every call) would otherwise break up a command's own output. Errors still reach the caller
-    as exceptions. A running session is reused as it is.
+    With `output`, the JVM writes its console output to that file when this call is the one
+    that starts it: log4j's start-up lines and what Spark's Python workers print (the stateful
+    step's worker prints at every call) would otherwise break up a command's own output. Errors
+    still reach the caller as exceptions. A running session is reused as it is, and a process
+    keeps its first JVM (PySpark's `SparkContext._gateway`) for every later session.
     """
     python_for_workers()
     conf = SparkConf().setMaster(master).setAppName(app_name).setAll(_SETTINGS)
-    if output is not None and SparkSession.getActiveSession() is None:
+    if output is not None and SparkContext._gateway is None:
         _start_jvm(conf, output)
     session = SparkSession.builder.config(conf=conf).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
