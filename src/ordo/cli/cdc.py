@@ -293,9 +293,11 @@ def simulate(
     from ordo.simulation.cdc import ReplicaWorkload
     from ordo.spark.cdc_simulation import run_cdc_simulation
     from ordo.spark.job_session import job_session
+    from ordo.spark.query_failure import query_failures
 
     workload = ReplicaWorkload(mutations=mutations, keys=keys, replicas=replicas, seed=seed)
     with (
+        query_failures("cdc simulate"),
         job_session(master=master, app_name="ordo-cdc-simulate") as spark,
         tempfile.TemporaryDirectory(prefix="ordo-cdc-simulate-") as work_dir,
     ):
