@@ -69,9 +69,14 @@ def test_ingest_needs_a_schema_and_rejects_a_malformed_line_whole(
         for m in replica_mutations(ReplicaWorkload(mutations=30, keys=5, replicas=3))
     ]
     log = str(tmp_path / "log")
-    code, _, err = _run(
-        "cdc", "ingest", "--journal", journal, "--change-log", log, stdin="\n".join(lines)
-    )
+    ingest = ("cdc", "ingest", "--journal", journal, "--change-log", log)
+    code, _, err = _run(*ingest, stdin="\n".join(lines))
+    assert code == 1
+    assert err.startswith("Error: StorageUnavailableError: no journal at")
+    assert not (tmp_path / "ordo.db").exists()
+
+    assert _run("init", "--journal", journal)[0] == 0
+    code, _, err = _run(*ingest, stdin="\n".join(lines))
     assert code == 1
     assert "UnknownSchemaError" in err
 

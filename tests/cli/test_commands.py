@@ -95,8 +95,38 @@ def test_a_bad_line_is_one_error_line_and_nothing_is_written(
     assert code == 1
     assert needle in err
     assert len(err.strip().splitlines()) == 1
-    _, out, _ = _run(runner, "events", "p", "--journal", url, "--json")
-    assert json.loads(out) == []
+    assert not (tmp_path / "j.db").exists()  # validated before the journal is even opened
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["events", "p"],
+        ["tags"],
+        ["info"],
+        ["query", "t"],
+        ["status"],
+        ["processors", "status"],
+        ["reconcile", "tags"],
+        ["cleanup", "expire"],
+        ["verify"],
+        ["cdc", "status"],
+        ["cdc", "schemas", "list"],
+        ["cdc", "ingest"],
+        ["cdc", "materialize", "t", "--checkpoint", "unused"],
+    ],
+)
+def test_a_command_that_reads_refuses_a_missing_sqlite_journal_and_creates_none(
+    runner: CliRunner, tmp_path: Path, command: list[str]
+) -> None:
+    missing = tmp_path / "typo" / "journal.db"
+    code, _, err = _run(runner, *command, "--journal", f"sqlite:///{missing}", stdin="")
+    assert code == 1
+    assert err == (
+        f"Error: StorageUnavailableError: no journal at {missing}: "
+        "create it with `ordo init` or by appending to it\n"
+    )
+    assert not missing.parent.exists()
 
 
 def test_a_conflicting_expected_sequence_nr_is_reported(runner: CliRunner, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from ordo.cdc.ingest import ingest as publish_mutations
 from ordo.cdc.ingest import parse_mutation_lines
 from ordo.cli.cdc_schemas import schemas
 from ordo.cli.options import (
+    existing_journal,
     int_option,
     journal_option,
     json_option,
@@ -168,7 +169,7 @@ def ingest(
         ("stdin", sys.stdin.read())
     ]
     publisher = Publisher(ParquetChangeLog(change_log), partitions=partitions)
-    with stores_at(require_journal(journal_url)) as stores:
+    with stores_at(existing_journal(journal_url)) as stores:
         registry = SchemaRegistry(stores.schemas)
         batches = [(name, parse_mutation_lines(text.splitlines())) for name, text in texts]
         for name, mutations in batches:
@@ -198,7 +199,7 @@ def status(
     from ordo.tools.status import cdc_status
 
     found = cdc_status(
-        require_journal(journal_url), change_log, source_url=source_url, tables=tables, slot=slot
+        existing_journal(journal_url), change_log, source_url=source_url, tables=tables, slot=slot
     )
     if as_json:
         print_json(found.to_json())
@@ -254,7 +255,7 @@ def materialize(
         name=name or table,
         table=table,
         change_log=str(change_log),
-        sink=require_journal(journal_url),
+        sink=existing_journal(journal_url),
         messages_path=None if messages_path is None else str(messages_path),
         target_table=target_table,
     )

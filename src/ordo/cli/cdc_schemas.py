@@ -9,7 +9,13 @@ from pathlib import Path
 import click
 
 from ordo.cdc import SchemaRegistry, SchemaVersion, TableSchema
-from ordo.cli.options import journal_option, json_option, print_json, require_journal
+from ordo.cli.options import (
+    existing_journal,
+    journal_option,
+    json_option,
+    print_json,
+    require_journal,
+)
 from ordo.errors import InvalidSchemaError
 from ordo.storage.open import stores_at
 
@@ -45,7 +51,7 @@ def schemas() -> None:
 @click.argument("table", required=False)
 def list_versions(journal_url: str | None, as_json: bool, table: str | None) -> None:
     """Show every version of TABLE's schema (or of every table)."""
-    with stores_at(require_journal(journal_url)) as stores:
+    with stores_at(existing_journal(journal_url)) as stores:
         tables = [table] if table else list(stores.schemas.tables())
         versions = [v for name in tables for v in stores.schemas.versions(name)]
     if as_json:
@@ -82,6 +88,6 @@ def register(journal_url: str | None, schema_file: Path) -> None:
 @click.argument("version", type=click.IntRange(min=1))
 def accept(journal_url: str | None, table: str, version: int) -> None:
     """Accept VERSION of TABLE's schema after reviewing an incompatible change."""
-    with stores_at(require_journal(journal_url)) as stores:
+    with stores_at(existing_journal(journal_url)) as stores:
         accepted = SchemaRegistry(stores.schemas).accept(table, version)
     click.echo(_line(dataclasses.replace(accepted, is_accepted=True)))

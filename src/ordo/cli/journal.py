@@ -8,6 +8,7 @@ from typing import TextIO
 import click
 
 from ordo.cli.options import (
+    existing_journal,
     journal_option,
     json_option,
     print_json,
@@ -92,7 +93,8 @@ def events(
     to_sequence_nr: int | None,
 ) -> None:
     """Replay the events of PERSISTENCE_ID (inclusive range --from..--to)."""
-    with open_journal(require_journal(journal_url), settings=settings_from_env()) as journal:
+    settings = settings_from_env()  # a bad ORDO_* setting is named before the journal is opened
+    with open_journal(existing_journal(journal_url), settings=settings) as journal:
         replayed = list(
             journal.replay(
                 persistence_id, from_sequence_nr=from_sequence_nr, to_sequence_nr=to_sequence_nr
@@ -113,7 +115,7 @@ def events(
 @json_option
 def tags(journal_url: str | None, as_json: bool) -> None:
     """List the tags of the tag views with their event counts (a full scan)."""
-    with stores_at(require_journal(journal_url)) as stores:
+    with stores_at(existing_journal(journal_url)) as stores:
         summaries = stores.tag_views.tags()
     if as_json:
         print_json(
@@ -143,7 +145,7 @@ def tags(journal_url: str | None, as_json: bool) -> None:
 @json_option
 def info(journal_url: str | None, as_json: bool) -> None:
     """Summarize the journal: events, persistence ids, bucket size, tags."""
-    with stores_at(require_journal(journal_url)) as stores:
+    with stores_at(existing_journal(journal_url)) as stores:
         summary = stores.journal.summary()
         summaries = stores.tag_views.tags()
     document = {

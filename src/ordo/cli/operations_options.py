@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ordo.cli.options import journal_option, json_option, print_json, require_journal
+from ordo.cli.options import existing_journal, journal_option, json_option, print_json
 from ordo.settings import OperationsSettings
 from ordo.storage.open import stores_at
 from ordo.tools.cleanup import ExpiryReceipt
@@ -72,7 +72,7 @@ class OperationRequest:
     @property
     def url(self) -> str:
         """The journal URL; ConfigurationError when neither --journal nor ORDO_JOURNAL is set."""
-        return require_journal(self.journal_url)
+        return existing_journal(self.journal_url)
 
     @property
     def settings(self) -> OperationsSettings:

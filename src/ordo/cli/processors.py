@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import click
 
-from ordo.cli.options import journal_option, json_option, print_json, require_journal
+from ordo.cli.options import existing_journal, journal_option, json_option, print_json
 from ordo.processing.control import (
     ControlReceipt,
     merge_segment,
@@ -42,7 +42,7 @@ def _now_ms() -> int:
 @click.argument("processor", required=False)
 def status(journal_url: str | None, as_json: bool, processor: str | None) -> None:
     """Show every segment of PROCESSOR (or of all processors): owner, token, claim age."""
-    with stores_at(require_journal(journal_url)) as stores:
+    with stores_at(existing_journal(journal_url)) as stores:
         names = [processor] if processor else list(stores.tokens.processors())
         rows = [
             {
@@ -73,7 +73,7 @@ def status(journal_url: str | None, as_json: bool, processor: str | None) -> Non
 
 def _steer(journal_url: str | None, action: str, processor: str, segment_id: int) -> None:
     operations = {"split": split_segment, "merge": merge_segment, "release": release_segment}
-    with stores_at(require_journal(journal_url)) as stores:
+    with stores_at(existing_journal(journal_url)) as stores:
         receipt: ControlReceipt = operations[action](
             stores.tokens,
             processor,
@@ -124,7 +124,7 @@ def reset(journal_url: str | None, processor: str, offset: str | None) -> None:
     """Reset PROCESSOR to replay its source; refused while it runs."""
     start = to_offset(offset)
     token = TrackingToken(start if isinstance(start, TimeUUID) else None)
-    with stores_at(require_journal(journal_url)) as stores:
+    with stores_at(existing_journal(journal_url)) as stores:
         receipt = reset_processor(
             stores.tokens, processor, token, now_ms=_now_ms(), claim_timeout_ms=_timeout_ms()
         )

@@ -9,8 +9,9 @@ from itertools import islice
 
 import click
 
-from ordo.cli.options import journal_option, json_option, require_journal, settings_from_env
+from ordo.cli.options import existing_journal, journal_option, json_option, settings_from_env
 from ordo.errors import OffsetFormatError
+from ordo.query.offset import Offset, to_offset
 from ordo.settings import QuerySettings
 from ordo.storage.open import events_by_tag_at
 
@@ -39,11 +40,10 @@ def query(
     Query settings come from ORDO_* variables (ORDO_EVENTUAL_CONSISTENCY_DELAY_MS,
     ORDO_REFRESH_INTERVAL_MS, ...). A query reads only; it never changes the journal.
     """
-    start = _offset(offset)
+    start = _offset(offset)  # input and settings are checked before the journal is opened
+    query_settings, write_settings = QuerySettings.from_env(os.environ), settings_from_env()
     with events_by_tag_at(
-        require_journal(journal_url),
-        settings=QuerySettings.from_env(os.environ),
-        events_by_tag=settings_from_env(),
+        existing_journal(journal_url), settings=query_settings, events_by_tag=write_settings
     ) as queries:
         stream = queries.live(tag, start) if live else queries.current(tag, start)
         with stream:
@@ -57,11 +57,13 @@ def query(
                     )
 
 
-def _offset(text: str | None) -> object:
+def _offset(text: str | None) -> Offset:
+    """--offset as a query offset, checked before the journal is opened."""
     if text is None or "-" not in text or len(text) == 36:
-        return text
+        return to_offset(text)
     try:
-        return datetime.fromisoformat(text)
+        instant = datetime.fromisoformat(text)
     except ValueError as exc:
         msg = f"--offset {text!r} is neither a TimeUUID nor an ISO-8601 time"
         raise OffsetFormatError(msg) from exc
+    return to_offset(instant)

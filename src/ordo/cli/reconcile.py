@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ordo.cli.operations_options import OperationRequest, guarded_options, progress, tag_option
-from ordo.cli.options import journal_option, json_option, print_json, require_journal
+from ordo.cli.options import existing_journal, journal_option, json_option, print_json
 from ordo.errors import ConfigurationError
 from ordo.storage.open import stores_at
 from ordo.tools.receipts import OperationReceipt
@@ -30,7 +30,7 @@ def reconcile() -> None:
 @click.argument("persistence_id", required=False)
 def tags(journal_url: str | None, as_json: bool, persistence_id: str | None) -> None:
     """List every tag (a full scan of tag_views), or the tags of PERSISTENCE_ID."""
-    with stores_at(require_journal(journal_url)) as stores:
+    with stores_at(existing_journal(journal_url)) as stores:
         reconciliation = Reconciliation.of(stores)
         if persistence_id is None:
             summaries = reconciliation.tags()

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ordo.cli.cdc import change_log_option, source_status_options
 from ordo.cli.cdc_status import cdc_table
-from ordo.cli.options import journal_option, json_option, print_json, require_journal
+from ordo.cli.options import existing_journal, journal_option, json_option, print_json
 from ordo.settings import OperationsSettings
 from ordo.storage.open import stores_at
 from ordo.tools.status import (
@@ -45,7 +45,7 @@ def status(
 
     Counting reads whole tables: this is an operator's view, not something to poll often.
     """
-    url = require_journal(journal_url)
+    url = existing_journal(journal_url)
     now_ms = time.time_ns() // 1_000_000
     with stores_at(url) as stores:
         summary = stores.journal.summary()
