@@ -90,6 +90,14 @@ def test_materializing_a_table_without_a_schema_is_a_one_line_error(
             "=== Streaming Query ===\nTraceback (most recent call last):\nNotThis: x",
             "StorageError: no such table: t",
         ),
+        (
+            "[PYTHON_DATA_SOURCE_ERROR] Failed to plan: Traceback (most recent call last):\n"
+            '  File "o.py", line 3, in parse\nordo.errors.StorageUnavailableError: no journal\n\n'
+            "During handling of the above exception, another exception occurred:\n\n"
+            'Traceback (most recent call last):\n  File "runner.py", line 9, in main\n'
+            "UnboundLocalError: cannot access local variable 'reader'\n",
+            "StorageUnavailableError: no journal",
+        ),
         ("[STREAM_FAILED] Query [id = 1] terminated\n=== Streaming Query ===\n", None),
     ],
 )

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from ordo.errors import ConfigurationError, InvalidIdentifierError, OffsetFormatError
+from ordo.errors import (
+    ConfigurationError,
+    InvalidIdentifierError,
+    OffsetFormatError,
+    StorageUnavailableError,
+)
 from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions
+from ordo.storage.open import init_storage
 
 
 def test_offsets_round_trip_through_json() -> None:
@@ -32,10 +40,11 @@ def test_a_checkpoint_of_another_format_is_refused(
         EventsByTagOffset.from_json_dict(document)
 
 
-def test_options_are_case_insensitive_and_typed() -> None:
+def test_options_are_case_insensitive_and_typed(tmp_path: Path) -> None:
+    init_storage(f"sqlite:///{tmp_path}/x.db")
     options = EventsByTagOptions.from_spark(
         {
-            "journal": "x.db",
+            "journal": f"{tmp_path}/x.db",
             "tag": "order",
             "maxeventspertrigger": "50",
             "SEGMENTS": "4",
@@ -62,6 +71,7 @@ def test_options_are_case_insensitive_and_typed() -> None:
             OffsetFormatError,
             "yesterday",
         ),
+        ({"journal": "sqlite:///no/such.db", "tag": "t"}, StorageUnavailableError, "no journal"),
     ],
 )
 def test_bad_options_are_refused_with_the_reason(

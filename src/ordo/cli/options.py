@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 
 import click
 
-from ordo.errors import ConfigurationError, StorageUnavailableError
+from ordo.errors import ConfigurationError
 from ordo.settings import EventsByTagSettings
-from ordo.storage.location import SQLiteLocation, parse_location
+from ordo.storage.location import existing_location
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -80,16 +80,9 @@ def require_journal(url: str | None) -> str:
 
 
 def existing_journal(url: str | None) -> str:
-    """The journal URL of a command that reads it: an SQLite journal's file must exist.
-
-    Opening a missing SQLite file creates it, so a misspelt path would otherwise become a new,
-    empty journal that the command then reports on (or leaves behind).
-    """
+    """The journal URL of a command that only reads it (`existing_location`)."""
     url = require_journal(url)
-    location = parse_location(url)
-    if isinstance(location, SQLiteLocation) and not location.path.exists():
-        msg = f"no journal at {location.path}: create it with `ordo init` or by appending to it"
-        raise StorageUnavailableError(msg)
+    existing_location(url)
     return url
 
 

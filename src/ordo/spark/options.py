@@ -10,6 +10,7 @@ from typing import Any
 from ordo.errors import ConfigurationError
 from ordo.journal import validation
 from ordo.settings import EventsByTagSettings, QuerySettings
+from ordo.storage.location import existing_location
 from ordo.time import BucketSize, TimeUUID
 from ordo.types import Tag
 
@@ -89,7 +90,7 @@ class EventsByTagOptions:
         }
         query = QuerySettings(page_size=_int(given, "pagesize", 5000), **durations)
         limit = _int(given, "maxeventspertrigger", 0) or None
-        return cls(
+        parsed = cls(
             journal=journal,
             tag=validation.tag(given["tag"]),
             starting_offset=None
@@ -102,6 +103,8 @@ class EventsByTagOptions:
             events_by_tag=events_by_tag,
             query=query,
         )
+        existing_location(journal)  # last: every option is checked even when the file is missing
+        return parsed
 
 
 def _int(given: Mapping[str, str], key: str, default: int) -> int:

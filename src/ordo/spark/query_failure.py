@@ -31,12 +31,20 @@ def query_failures(label: str) -> Iterator[None]:
 def failure_line(message: str) -> str:
     """The line of a failed query's message that says what failed.
 
-    Spark's message holds the Python tracebacks of the failure (a worker's inside the driver's
-    for a foreachBatch sink); the exception of the last one is the one raised first, named by
-    its class as ordo's own one-line errors are. Without a traceback: Spark's first line.
+    Spark's message holds the Python tracebacks of the failure: a worker's inside the driver's
+    for a foreachBatch sink, or the data source's error followed by one that PySpark raised
+    while handling it. The line is the exception of the last of them that ordo raised, else of
+    the last that neither PySpark nor Py4J raised (a handler's), named by its class as ordo's
+    own one-line errors are. Without a traceback: Spark's first line.
     """
     head, *tracebacks = message.split("\n=== Streaming Query ===")[0].split(_TRACEBACK)
-    lines = tracebacks[-1].splitlines() if tracebacks else []
-    raised = [line for line in lines if line and not line[0].isspace()]
-    line = _QUALIFIED.sub(r"\1", raised[0]) if raised else head.strip().splitlines()[0]
-    return " ".join(line.split())
+    raised = [_exception_line(traceback) for traceback in tracebacks]
+    ordo = [line for line in raised if line.startswith("ordo.")]
+    theirs = [line for line in raised if line and not line.startswith(("pyspark.", "py4j."))]
+    chosen = (ordo or theirs or [head.strip().splitlines()[0]])[-1]
+    return " ".join(_QUALIFIED.sub(r"\1", chosen).split())
+
+
+def _exception_line(traceback: str) -> str:
+    """The exception line that ends a traceback's frames ("" when there is none)."""
+    return next((line for line in traceback.splitlines() if line and not line[0].isspace()), "")

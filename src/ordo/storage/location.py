@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ordo.errors import ConfigurationError, UnknownUrlSchemeError
+from ordo.errors import ConfigurationError, StorageUnavailableError, UnknownUrlSchemeError
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,3 +50,16 @@ def parse_location(url: str) -> Location:
         return PostgresLocation(dsn=url)
     msg = f"unknown journal URL scheme {scheme!r} in {url!r}; use one of: {', '.join(_SCHEMES)}"
     raise UnknownUrlSchemeError(msg)
+
+
+def existing_location(url: str) -> Location:
+    """The location of a journal that is only read: an SQLite journal's file must exist.
+
+    Opening a missing SQLite file creates it, so a misspelt path would otherwise become a new,
+    empty journal that a reader reports on (or leaves behind).
+    """
+    location = parse_location(url)
+    if isinstance(location, SQLiteLocation) and not location.path.exists():
+        msg = f"no journal at {location.path}: create it with `ordo init` or by appending to it"
+        raise StorageUnavailableError(msg)
+    return location
