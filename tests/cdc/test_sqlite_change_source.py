@@ -146,6 +146,9 @@ def test_bad_tables_are_rejected(database: Path) -> None:
         SQLiteChangeSource(database, ["odd"]).install()
     with pytest.raises(CaptureError, match="missing"):
         SQLiteChangeSource(database, ["missing"]).install()
+    with pytest.raises(CaptureError, match="no SQLite database at"):
+        SQLiteChangeSource(database.parent / "typo.db", ["users"])
+    assert not (database.parent / "typo.db").exists()
 
 
 def test_the_capture_loop_publishes_then_advances_and_stops_on_an_incompatible_change(

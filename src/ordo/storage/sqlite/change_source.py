@@ -86,6 +86,9 @@ class SQLiteChangeSource:
             msg = "name at least one table to capture"
             raise CaptureError(msg)
         self.path = Path(path)
+        if not self.path.is_file():  # opening it would create an empty database
+            msg = f"no SQLite database at {self.path} to capture"
+            raise CaptureError(msg)
         self.tables = tuple(tables)
         self._db = SQLiteDatastore(self.path)
 
