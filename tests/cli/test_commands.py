@@ -170,6 +170,13 @@ def test_a_bad_setting_in_the_environment_names_the_key(
     assert "week" in err
 
 
+def test_the_demo_fails_on_an_unreachable_journal_before_starting_spark(runner: CliRunner) -> None:
+    code, _, err = _run(runner, "demo", "--journal", "postgresql://nobody@127.0.0.1:1/none")
+    assert code == 1
+    assert err.startswith("Error: StorageUnavailableError: cannot connect to PostgreSQL")
+    assert "starting Spark" not in err
+
+
 @pytest.mark.spark
 def test_the_demo_runs_the_pipeline_and_its_verdict_is_clean(
     runner: CliRunner, tmp_path: Path, spark: SparkSession

@@ -15,6 +15,7 @@ from rich.table import Table
 from ordo.cli.options import master_option, workload_options
 from ordo.simulation.workload import Workload
 from ordo.storage.location import SQLiteLocation, parse_location
+from ordo.storage.open import init_storage
 
 DEFAULT_DEMO_JOURNAL = "sqlite:///.ordo/demo.db"
 _APP = "ordo-demo"
@@ -56,6 +57,7 @@ def demo(
     console = Console(stderr=True)
     if journal_url == DEFAULT_DEMO_JOURNAL:
         _remove_sqlite_files(journal_url)
+    init_storage(journal_url)  # an unreachable journal fails here, before Spark starts
     console.print(f"starting Spark (its own output goes to {spark_output_path(_APP)}) ...")
     with (
         query_failures("demo"),
