@@ -383,6 +383,11 @@ def test_a_failing_pipeline_is_one_error_line_naming_the_handlers_exception(
             'handler = "no.such.module:f"\ncheckpoint = "c"\n',
             "cannot import handler",
         ),
+        (
+            '[pipeline]\njournal = "sqlite:///no/such.db"\ntag = "t"\nprocessor = "p"\n'
+            'handler = "ordo.spark.demo:count_order_events"\ncheckpoint = "c"\n',
+            "StorageUnavailableError: no journal at no/such.db",
+        ),
     ],
 )
 def test_a_bad_pipeline_file_is_one_error_line(

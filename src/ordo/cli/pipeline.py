@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ordo.cli.options import master_option
+from ordo.cli.options import existing_journal, master_option
 from ordo.cli.streaming import wait_for
 
 
@@ -28,6 +28,7 @@ def run(config_file: Path, master: str) -> None:
     from ordo.spark.pipeline import PipelineConfig, start_pipeline
 
     config = PipelineConfig.from_toml(config_file)
+    existing_journal(config.journal)  # before Spark starts: its source would refuse it later
     with job_session(master=master, app_name=f"ordo-{config.processor}") as spark:
         query = start_pipeline(spark, config)
         wait_for(query, f"pipeline {config.processor!r}")

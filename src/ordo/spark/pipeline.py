@@ -59,7 +59,7 @@ class PipelineConfig:
 
     @classmethod
     def from_toml(cls, path: Path) -> PipelineConfig:
-        """Read and check a pipeline file; errors name the key."""
+        """Read and check a pipeline file (the handler must import); errors name the key."""
         try:
             document = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -81,6 +81,7 @@ class PipelineConfig:
         if not isinstance(source, dict):
             msg = f"{path}: [source] must be a table"
             raise ConfigurationError(msg)
+        load_handler(str(table["handler"]))  # fail on reading, not once Spark has started
         return cls(
             journal=str(table["journal"]),
             tag=str(table["tag"]),
