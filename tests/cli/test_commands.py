@@ -132,7 +132,10 @@ def test_a_command_that_reads_refuses_a_missing_sqlite_journal_and_creates_none(
 def test_a_conflicting_expected_sequence_nr_is_reported(runner: CliRunner, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/j.db"
     line = '{"persistence_id": "p", "payload": 0, "expected_sequence_nr": 0}'
-    assert _run(runner, "append", "--journal", url, stdin=line)[0] == 0
+    assert _run(runner, "append", "--journal", url, stdin=line)[:2] == (
+        0,
+        "appended 1 event to 1 persistence id\n",
+    )
     code, _, err = _run(runner, "append", "--journal", url, stdin=line)
     assert code == 1
     assert "ConcurrencyConflictError" in err

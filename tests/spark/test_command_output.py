@@ -52,7 +52,7 @@ def test_a_new_spark_writes_its_console_output_to_the_log_file(tmp_path: Path) -
     )
 
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "materializer 'users': 1 messages stored; table users_materialized\n"
+    assert done.stdout == "materializer 'users': 1 message stored; table users_materialized\n"
     assert re.fullmatch(r"(materializer 'users': batch \d+, 1 row in [\d.]+ s\n)+", done.stderr)
     assert "TransformWithStateInPandas Python worker" in log.read_text(encoding="utf-8")
 

@@ -19,6 +19,7 @@ from ordo.cdc.ingest import ingest as publish_mutations
 from ordo.cdc.ingest import parse_mutation_lines
 from ordo.cli.cdc_schemas import schemas
 from ordo.cli.options import (
+    counted,
     existing_journal,
     int_option,
     journal_option,
@@ -122,7 +123,8 @@ def capture(
         if snapshot:
             for table in tables:
                 receipt = publisher.publish(list(source.snapshot(table)))
-                click.echo(f"snapshot {table}: {sum(receipt.published.values())} rows", err=True)
+                rows = counted(sum(receipt.published.values()), "row")
+                click.echo(f"snapshot {table}: {rows}", err=True)
         try:
             totals = runner.run(until_idle=not follow, on_publish=_CaptureProgress())
         except KeyboardInterrupt:
@@ -271,7 +273,10 @@ def materialize(
     with stores_at(spec.sink) as stores:
         progress = [p for p in stores.change_sink.progress() if p.materializer == spec.name]
     stored = progress[0].messages if progress else 0
-    click.echo(f"materializer {spec.name!r}: {stored} messages stored; table {spec.target_table}")
+    click.echo(
+        f"materializer {spec.name!r}: {counted(stored, 'message')} stored; "
+        f"table {spec.target_table}"
+    )
 
 
 @cdc.command()

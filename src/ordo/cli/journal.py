@@ -8,6 +8,7 @@ from typing import TextIO
 import click
 
 from ordo.cli.options import (
+    counted,
     existing_journal,
     journal_option,
     json_option,
@@ -74,7 +75,7 @@ def append(journal_url: str | None, as_json: bool, source: TextIO) -> None:
         )
     else:
         pids = len({r.persistence_id for r in receipts})
-        click.echo(f"appended {count} events to {pids} persistence ids")
+        click.echo(f"appended {counted(count, 'event')} to {counted(pids, 'persistence id')}")
 
 
 @click.command()

@@ -94,3 +94,8 @@ def settings_from_env() -> EventsByTagSettings:
 def print_json(document: object) -> None:
     """Write one JSON document to stdout."""
     click.echo(json.dumps(document, ensure_ascii=False, indent=2))
+
+
+def counted(count: int, noun: str) -> str:
+    """`count` with `noun` in the number it needs: "1 event", "2,000 persistence ids"."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"

@@ -6,6 +6,8 @@ from typing import Any
 
 import click
 
+from ordo.cli.options import counted
+
 POLL_SECONDS = 2.0
 """How often the command looks for finished micro-batches to report."""
 
@@ -34,10 +36,9 @@ def _report(query: Any, label: str, reported: int) -> int:
         if progress.batchId <= reported:
             continue
         reported = progress.batchId
-        rows = progress.numInputRows
-        if rows:
+        if progress.numInputRows:
             click.echo(
-                f"{label}: batch {progress.batchId}, {rows:,} row{'s' * (rows != 1)} in "
+                f"{label}: batch {progress.batchId}, {counted(progress.numInputRows, 'row')} in "
                 f"{progress.batchDuration / 1000:.1f} s",
                 err=True,
             )
