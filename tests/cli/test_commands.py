@@ -116,7 +116,7 @@ def test_a_bad_line_is_one_error_line_and_nothing_is_written(
         ["cdc", "materialize", "t", "--checkpoint", "unused"],
     ],
 )
-def test_a_command_that_reads_refuses_a_missing_sqlite_journal_and_creates_none(
+def test_a_command_that_reads_refuses_what_is_not_a_journal_and_changes_nothing(
     runner: CliRunner, tmp_path: Path, command: list[str]
 ) -> None:
     missing = tmp_path / "typo" / "journal.db"
@@ -127,6 +127,18 @@ def test_a_command_that_reads_refuses_a_missing_sqlite_journal_and_creates_none(
         "create it with `ordo init` or by appending to it\n"
     )
     assert not missing.parent.exists()
+
+    application = tmp_path / "shop.db"
+    with closing(sqlite3.connect(application)) as conn, conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY)")
+    before = application.read_bytes()
+    code, _, err = _run(runner, *command, "--journal", f"sqlite:///{application}", stdin="")
+    assert code == 1
+    assert err == (
+        f"Error: StorageUnavailableError: {application} is not an ordo journal "
+        "(it has no ordo_metadata table)\n"
+    )
+    assert application.read_bytes() == before
 
 
 def test_a_conflicting_expected_sequence_nr_is_reported(runner: CliRunner, tmp_path: Path) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from ordo.errors import ConfigurationError, StorageUnavailableError, UnknownUrlSchemeError
+from ordo.storage.migration import METADATA_TABLE
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,13 +56,28 @@ def parse_location(url: str) -> Location:
 
 
 def existing_location(url: str) -> Location:
-    """The location of a journal that is only read: an SQLite journal's file must exist.
+    """The location of a journal that is only read: an SQLite journal must exist and be one.
 
-    Opening a missing SQLite file creates it, so a misspelt path would otherwise become a new,
-    empty journal that a reader reports on (or leaves behind).
+    Opening an SQLite file creates it, and migrating gives any database ordo's tables, so a
+    misspelt path would become a new, empty journal and an application's database would gain
+    ordo's tables. The file is looked at read-only. (A PostgreSQL URL is taken as it is.)
     """
     location = parse_location(url)
-    if isinstance(location, SQLiteLocation) and not location.path.exists():
+    if not isinstance(location, SQLiteLocation):
+        return location
+    if not location.path.is_file():
         msg = f"no journal at {location.path}: create it with `ordo init` or by appending to it"
+        raise StorageUnavailableError(msg)
+    read_only = f"{location.path.resolve().as_uri()}?mode=ro"
+    try:
+        with closing(sqlite3.connect(read_only, uri=True)) as db:
+            found = db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (METADATA_TABLE,)
+            ).fetchone()
+    except sqlite3.Error as exc:
+        msg = f"cannot read {location.path} as an SQLite journal: {exc}"
+        raise StorageUnavailableError(msg) from exc
+    if found is None:
+        msg = f"{location.path} is not an ordo journal (it has no {METADATA_TABLE} table)"
         raise StorageUnavailableError(msg)
     return location
