@@ -148,6 +148,7 @@ def test_status_lists_the_wal2json_slots_of_a_postgres_journal(
     try:
         with change_source_at(postgres_dsn, ["items"], slot=slot):
             pass
+        assert _run("init", "--journal", postgres_dsn)[0] == 0  # as `ordo cdc capture` does
         with psycopg.connect(postgres_dsn, autocommit=True) as conn:
             conn.execute("INSERT INTO items VALUES (1, 2)")
         args = ("status", "--journal", postgres_dsn, "--change-log", str(tmp_path), "--json")

@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 
@@ -139,6 +140,19 @@ def test_a_command_that_reads_refuses_what_is_not_a_journal_and_changes_nothing(
         "(it has no ordo_metadata table)\n"
     )
     assert application.read_bytes() == before
+
+
+@pytest.mark.postgres
+def test_a_command_that_reads_refuses_a_postgres_schema_without_a_journal(
+    runner: CliRunner, postgres_dsn: str
+) -> None:
+    code, _, err = _run(runner, "info", "--journal", postgres_dsn)
+    assert code == 1
+    assert err.startswith("Error: StorageUnavailableError: no ordo journal in PostgreSQL at")
+    with psycopg.connect(postgres_dsn) as conn:
+        assert conn.execute("SELECT to_regclass('ordo_metadata')").fetchone() == (None,)
+    assert _run(runner, "init", "--journal", postgres_dsn)[0] == 0
+    assert _run(runner, "info", "--journal", postgres_dsn)[0] == 0
 
 
 def test_a_conflicting_expected_sequence_nr_is_reported(runner: CliRunner, tmp_path: Path) -> None:

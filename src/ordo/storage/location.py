@@ -56,14 +56,18 @@ def parse_location(url: str) -> Location:
 
 
 def existing_location(url: str) -> Location:
-    """The location of a journal that is only read: an SQLite journal must exist and be one.
+    """The location of a journal that is only read: it must exist and be an ordo journal.
 
     Opening an SQLite file creates it, and migrating gives any database ordo's tables, so a
     misspelt path would become a new, empty journal and an application's database would gain
-    ordo's tables. The file is looked at read-only. (A PostgreSQL URL is taken as it is.)
+    ordo's tables. The file is looked at read-only; a PostgreSQL database (the URL's
+    search_path) must hold ordo's metadata table.
     """
     location = parse_location(url)
-    if not isinstance(location, SQLiteLocation):
+    if isinstance(location, PostgresLocation):
+        from ordo.storage.postgres.datastore import require_journal_schema
+
+        require_journal_schema(location.dsn)
         return location
     if not location.path.is_file():
         msg = f"no journal at {location.path}: create it with `ordo init` or by appending to it"

@@ -41,11 +41,7 @@ class PostgresDatastore:
 
     def __init__(self, dsn: str, *, max_size: int = POOL_MAX_SIZE) -> None:
         self.dsn = dsn
-        try:
-            psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT_S).close()
-        except psycopg.Error as exc:
-            msg = f"cannot connect to PostgreSQL at {_redacted(dsn)}: {exc}".strip()
-            raise StorageUnavailableError(msg) from exc
+        _connect(dsn).close()
         self._pool = ConnectionPool(
             dsn,
             min_size=1,
@@ -103,6 +99,28 @@ class PostgresDatastore:
             f"SELECT value FROM {METADATA_TABLE} WHERE key = %s", (SCHEMA_VERSION_KEY,)
         ).fetchone()
         return 0 if found is None else int(str(found[0]))
+
+
+def require_journal_schema(dsn: str) -> None:
+    """Refuse a database (schema by the URL's search_path) without ordo's metadata table.
+
+    One short connection that only reads, so that a command that reads does not give an
+    application's database ordo's tables.
+    """
+    with _connect(dsn) as conn:
+        row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (METADATA_TABLE,)).fetchone()
+    if row is None or not row[0]:
+        msg = f"no ordo journal in PostgreSQL at {_redacted(dsn)}: create it with `ordo init`"
+        raise StorageUnavailableError(msg)
+
+
+def _connect(dsn: str) -> psycopg.Connection[tuple[object, ...]]:
+    """A plain connection; an unreachable server is StorageUnavailableError."""
+    try:
+        return psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True)
+    except psycopg.Error as exc:
+        msg = f"cannot connect to PostgreSQL at {_redacted(dsn)}: {exc}".strip()
+        raise StorageUnavailableError(msg) from exc
 
 
 def _redacted(dsn: str) -> str:
