@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from ordo.cli.options import counted
 from ordo.tools.status import CdcStatus, retention, source_lag
 
 
@@ -15,8 +16,8 @@ def cdc_table(status: CdcStatus) -> Table:
     for log in status.change_logs:
         positions = ", ".join(f"{s}@{p}" for s, p in log.last_positions.items()) or "-"
         state = (
-            f"{log.mutations:,} mutations in {log.files} files, {log.partitions} partitions; "
-            f"last {positions}"
+            f"{counted(log.mutations, 'mutation')} in {counted(log.files, 'file')}, "
+            f"{counted(log.partitions, 'partition')}; last {positions}"
         )
         table.add_row("change log", log.table, state)
     for version in status.schemas:
@@ -25,7 +26,7 @@ def cdc_table(status: CdcStatus) -> Table:
             "schema", version.table, f"v{version.version} id={version.schema_id} {accepted}"
         )
     for progress in status.materializers:
-        state = f"batch {progress.batch_id}, {progress.messages:,} messages"
+        state = f"batch {progress.batch_id}, {counted(progress.messages, 'message')}"
         table.add_row("materializer", progress.materializer, state)
     for source in status.sources:
         state = (
