@@ -26,6 +26,7 @@ from ordo.cli.options import (
     json_option,
     master_option,
     print_json,
+    progress,
     require_journal,
 )
 from ordo.cli.streaming import wait_for
@@ -261,7 +262,8 @@ def materialize(
         messages_path=None if messages_path is None else str(messages_path),
         target_table=target_table,
     )
-    with job_session(master=master, app_name=f"ordo-materializer-{spec.name}") as spark:
+    app_name = f"ordo-materializer-{spec.name}"
+    with job_session(master=master, app_name=app_name, announce=progress) as spark:
         query = start_materializer(
             spark,
             spec,
@@ -271,8 +273,8 @@ def materialize(
         )
         wait_for(query, f"materializer {spec.name!r}")
     with stores_at(spec.sink) as stores:
-        progress = [p for p in stores.change_sink.progress() if p.materializer == spec.name]
-    stored = progress[0].messages if progress else 0
+        done = [p for p in stores.change_sink.progress() if p.materializer == spec.name]
+    stored = done[0].messages if done else 0
     click.echo(
         f"materializer {spec.name!r}: {counted(stored, 'message')} stored; "
         f"table {spec.target_table}"
@@ -304,7 +306,7 @@ def simulate(
     workload = ReplicaWorkload(mutations=mutations, keys=keys, replicas=replicas, seed=seed)
     with (
         query_failures("cdc simulate"),
-        job_session(master=master, app_name="ordo-cdc-simulate") as spark,
+        job_session(master=master, app_name="ordo-cdc-simulate", announce=progress) as spark,
         tempfile.TemporaryDirectory(prefix="ordo-cdc-simulate-") as work_dir,
     ):
         result = run_cdc_simulation(spark, workload, work_dir=Path(work_dir))

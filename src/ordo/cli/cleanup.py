@@ -10,10 +10,9 @@ from ordo.cli.operations_options import (
     OperationRequest,
     change_options,
     guarded_options,
-    progress,
     tag_option,
 )
-from ordo.cli.options import settings_from_env
+from ordo.cli.options import progress, settings_from_env
 from ordo.errors import ConfigurationError
 from ordo.settings import EventsByTagSettings
 from ordo.tools.cleanup import Cleanup

@@ -51,17 +51,16 @@ def demo(
     and a copy of the table, which the verdict checks too (CDC, G6).
     """
     from ordo.spark.demo import Progress, run_demo
-    from ordo.spark.job_session import job_session, spark_output_path
+    from ordo.spark.job_session import job_session
     from ordo.spark.query_failure import query_failures
 
     console = Console(stderr=True)
     if journal_url == DEFAULT_DEMO_JOURNAL:
         _remove_sqlite_files(journal_url)
     init_storage(journal_url)  # an unreachable journal fails here, before Spark starts
-    console.print(f"starting Spark (its own output goes to {spark_output_path(_APP)}) ...")
     with (
         query_failures("demo"),
-        job_session(master=master, app_name=_APP) as spark,
+        job_session(master=master, app_name=_APP, announce=console.print) as spark,
         tempfile.TemporaryDirectory(prefix="ordo-demo-", ignore_cleanup_errors=True) as work_dir,
     ):
         started = time.monotonic()

@@ -140,8 +140,3 @@ def operations_settings(lease_timeout_ms: int | None) -> OperationsSettings:
     if lease_timeout_ms is not None:
         values["ORDO_WRITER_LEASE_TIMEOUT_MS"] = str(lease_timeout_ms)
     return OperationsSettings.from_env(values)
-
-
-def progress(message: str) -> None:
-    """Progress of long work goes to stderr, so stdout stays one result."""
-    click.echo(message, err=True)

@@ -99,3 +99,8 @@ def print_json(document: object) -> None:
 def counted(count: int, noun: str) -> str:
     """`count` with `noun` in the number it needs: "1 event", "2,000 persistence ids"."""
     return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
+def progress(message: str) -> None:
+    """Progress of long work goes to stderr, so stdout stays one result."""
+    click.echo(message, err=True)

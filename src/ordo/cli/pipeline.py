@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ordo.cli.options import existing_journal, master_option
+from ordo.cli.options import existing_journal, master_option, progress
 from ordo.cli.streaming import wait_for
 
 
@@ -29,7 +29,8 @@ def run(config_file: Path, master: str) -> None:
 
     config = PipelineConfig.from_toml(config_file)
     existing_journal(config.journal)  # before Spark starts: its source would refuse it later
-    with job_session(master=master, app_name=f"ordo-{config.processor}") as spark:
+    app_name = f"ordo-{config.processor}"
+    with job_session(master=master, app_name=app_name, announce=progress) as spark:
         query = start_pipeline(spark, config)
         wait_for(query, f"pipeline {config.processor!r}")
     click.echo(f"pipeline {config.processor!r} stopped; checkpoint at {config.checkpoint}")

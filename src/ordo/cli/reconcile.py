@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ordo.cli.operations_options import OperationRequest, guarded_options, progress, tag_option
-from ordo.cli.options import existing_journal, journal_option, json_option, print_json
+from ordo.cli.operations_options import OperationRequest, guarded_options, tag_option
+from ordo.cli.options import existing_journal, journal_option, json_option, print_json, progress
 from ordo.errors import ConfigurationError
 from ordo.storage.open import stores_at
 from ordo.tools.receipts import OperationReceipt
@@ -127,7 +127,7 @@ def _rebuild_on_spark(request: OperationRequest, master: str, partitions: int) -
     from ordo.spark.rebuild import rebuild_all
 
     progress("rebuilding every tag view on Spark ...")
-    with job_session(master=master, app_name="ordo-rebuild") as spark:
+    with job_session(master=master, app_name="ordo-rebuild", announce=progress) as spark:
         return rebuild_all(
             spark,
             request.url,

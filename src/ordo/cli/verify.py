@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ordo.cli.operations_options import OperationRequest, guarded_options, progress
-from ordo.cli.options import print_json
+from ordo.cli.operations_options import OperationRequest, guarded_options
+from ordo.cli.options import print_json, progress
 from ordo.tools.reconciliation import Reconciliation
 from ordo.tools.verify_report import VerifyReport
 
@@ -34,7 +34,7 @@ def verify(
 
     url, as_json = request.url, request.as_json
     progress("verifying tag views on Spark ...")
-    with job_session(master=master, app_name="ordo-verify") as spark:
+    with job_session(master=master, app_name="ordo-verify", announce=progress) as spark:
         report = verify_tag_views(spark, url, partitions=partitions)
         document: dict[str, object] = {"report": report.to_json_dict()}
         if repair and not report.is_clean:

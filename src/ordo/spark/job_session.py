@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,14 +27,19 @@ def spark_output_path(app_name: str) -> Path:
 
 
 @contextmanager
-def job_session(*, master: str, app_name: str) -> Iterator[SparkSession]:
+def job_session(
+    *, master: str, app_name: str, announce: Callable[[str], object] | None = None
+) -> Iterator[SparkSession]:
     """The active session if there is one (left running), else a new one stopped at the end.
 
     A command run inside a process that already has a session (a notebook, the test suite)
     must neither start a second one nor stop the caller's. A new session's JVM writes its
-    console output to `spark_output_path(app_name)`, not to the terminal the command prints to.
+    console output to `spark_output_path(app_name)`, not to the terminal the command prints to;
+    `announce` is told so before Spark starts (which takes seconds).
     """
     is_running = SparkSession.getActiveSession() is not None
+    if not is_running and announce is not None:
+        announce(f"starting Spark (its own output goes to {spark_output_path(app_name)}) ...")
     spark = start_session(master=master, app_name=app_name, output=spark_output_path(app_name))
     try:
         yield spark
