@@ -125,11 +125,11 @@ def capture(
             for table in tables:
                 receipt = publisher.publish(list(source.snapshot(table)))
                 rows = counted(sum(receipt.published.values()), "row")
-                click.echo(f"snapshot {table}: {rows}", err=True)
+                progress(f"snapshot {table}: {rows}")
         try:
             totals = runner.run(until_idle=not follow, on_publish=_CaptureProgress())
         except KeyboardInterrupt:
-            click.echo("capture interrupted; everything published is durable", err=True)
+            progress("capture interrupted; everything published is durable")
             return
     click.echo(f"published {_published(totals)} (skipped {totals.skipped} already in the log)")
 
@@ -152,7 +152,7 @@ class _CaptureProgress:
         if self._last is not None and now - self._last < self.EVERY_S:
             return
         self._last = now
-        click.echo(f"capturing: published {_published(totals)}, up to {totals.up_to}", err=True)
+        progress(f"capturing: published {_published(totals)}, up to {totals.up_to}")
 
 
 @cdc.command()

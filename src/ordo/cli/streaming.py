@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
-
-from ordo.cli.options import counted
+from ordo.cli.options import counted, progress
 
 POLL_SECONDS = 2.0
 """How often the command looks for finished micro-batches to report."""
@@ -32,14 +30,11 @@ def wait_for(query: Any, label: str) -> None:
 
 def _report(query: Any, label: str, reported: int) -> int:
     """Print the batches after `reported` that read rows; the last batch id seen."""
-    for progress in query.recentProgress:
-        if progress.batchId <= reported:
+    for batch in query.recentProgress:
+        if batch.batchId <= reported:
             continue
-        reported = progress.batchId
-        if progress.numInputRows:
-            click.echo(
-                f"{label}: batch {progress.batchId}, {counted(progress.numInputRows, 'row')} in "
-                f"{progress.batchDuration / 1000:.1f} s",
-                err=True,
-            )
+        reported = batch.batchId
+        if batch.numInputRows:
+            rows, seconds = counted(batch.numInputRows, "row"), batch.batchDuration / 1000
+            progress(f"{label}: batch {batch.batchId}, {rows} in {seconds:.1f} s")
     return reported

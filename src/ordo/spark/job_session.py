@@ -38,9 +38,10 @@ def job_session(
     `announce` is told so before Spark starts (which takes seconds).
     """
     is_running = SparkSession.getActiveSession() is not None
+    output = spark_output_path(app_name)
     if not is_running and announce is not None:
-        announce(f"starting Spark (its own output goes to {spark_output_path(app_name)}) ...")
-    spark = start_session(master=master, app_name=app_name, output=spark_output_path(app_name))
+        announce(f"starting Spark (its own output goes to {output}) ...")
+    spark = start_session(master=master, app_name=app_name, output=output)
     try:
         yield spark
     finally:

@@ -29,7 +29,7 @@ from ordo.spark.change_processor import (
 from ordo.spark.change_sink import apply_batch
 from ordo.spark.register import ROCKSDB_STATE_STORE
 from ordo.spark.schemas import CHANGE_LOG_DDL, MATERIALIZER_OUTPUT_DDL
-from ordo.storage.open import init_storage, stores_at
+from ordo.storage.open import stores_at
 
 _PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 
@@ -93,8 +93,7 @@ def materialize(
             "query's first run (ordo.spark.start_session does), it cannot change afterwards"
         )
         raise ConfigurationError(msg)
-    init_storage(spec.sink)
-    with stores_at(spec.sink, create_schema=False) as stores:
+    with stores_at(spec.sink) as stores:  # creates or upgrades the sink's schema
         if not stores.schemas.versions(spec.table):
             msg = (
                 f"no schema is registered for table {spec.table!r} in {spec.sink}: capture or "

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ordo.errors import ConfigurationError, StorageUnavailableError, UnknownUrlSchemeError
-from ordo.storage.migration import METADATA_TABLE
+from ordo.errors import ConfigurationError, UnknownUrlSchemeError
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,30 +55,17 @@ def parse_location(url: str) -> Location:
 def existing_location(url: str) -> Location:
     """The location of a journal that is only read: it must exist and be an ordo journal.
 
-    Opening an SQLite file creates it, and migrating gives any database ordo's tables, so a
-    misspelt path would become a new, empty journal and an application's database would gain
-    ordo's tables. The file is looked at read-only; a PostgreSQL database (the URL's
-    search_path) must hold ordo's metadata table.
+    Opening a journal creates a missing SQLite file and migrating gives any database ordo's
+    tables, so a misspelt path would become a new, empty journal and an application's database
+    would gain ordo's tables. Both backends look without writing.
     """
     location = parse_location(url)
     if isinstance(location, PostgresLocation):
         from ordo.storage.postgres.datastore import require_journal_schema
 
         require_journal_schema(location.dsn)
-        return location
-    if not location.path.is_file():
-        msg = f"no journal at {location.path}: create it with `ordo init` or by appending to it"
-        raise StorageUnavailableError(msg)
-    read_only = f"{location.path.resolve().as_uri()}?mode=ro"
-    try:
-        with closing(sqlite3.connect(read_only, uri=True)) as db:
-            found = db.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (METADATA_TABLE,)
-            ).fetchone()
-    except sqlite3.Error as exc:
-        msg = f"cannot read {location.path} as an SQLite journal: {exc}"
-        raise StorageUnavailableError(msg) from exc
-    if found is None:
-        msg = f"{location.path} is not an ordo journal (it has no {METADATA_TABLE} table)"
-        raise StorageUnavailableError(msg)
+    else:
+        from ordo.storage.sqlite.datastore import require_journal_file
+
+        require_journal_file(location.path)
     return location

@@ -92,8 +92,7 @@ class PostgresDatastore:
         self._pool.close()
 
     def _schema_version(self, conn: psycopg.Connection[tuple[object, ...]]) -> int:
-        row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (METADATA_TABLE,)).fetchone()
-        if row is None or not row[0]:
+        if not _has_metadata(conn):
             return 0
         found = conn.execute(
             f"SELECT value FROM {METADATA_TABLE} WHERE key = %s", (SCHEMA_VERSION_KEY,)
@@ -108,10 +107,16 @@ def require_journal_schema(dsn: str) -> None:
     application's database ordo's tables.
     """
     with _connect(dsn) as conn:
-        row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (METADATA_TABLE,)).fetchone()
-    if row is None or not row[0]:
+        is_journal = _has_metadata(conn)
+    if not is_journal:
         msg = f"no ordo journal in PostgreSQL at {_redacted(dsn)}: create it with `ordo init`"
         raise StorageUnavailableError(msg)
+
+
+def _has_metadata(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    """Whether the search_path holds ordo's metadata table (every journal does)."""
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (METADATA_TABLE,)).fetchone()
+    return row is not None and bool(row[0])
 
 
 def _connect(dsn: str) -> psycopg.Connection[tuple[object, ...]]:

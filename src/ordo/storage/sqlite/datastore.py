@@ -7,7 +7,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 from ordo.errors import (
@@ -119,10 +119,7 @@ class SQLiteDatastore:
         self._local = threading.local()
 
     def _schema_version(self, conn: sqlite3.Connection) -> int:
-        exists = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (METADATA_TABLE,)
-        ).fetchone()
-        if exists is None:
+        if not _has_metadata(conn):
             return 0
         row = conn.execute(
             f"SELECT value FROM {METADATA_TABLE} WHERE key = ?", (SCHEMA_VERSION_KEY,)
@@ -146,3 +143,31 @@ class SQLiteDatastore:
             self._connections.append(conn)
         self._local.conn = conn
         return conn
+
+
+def require_journal_file(path: Path) -> None:
+    """Refuse a path that is not an ordo journal: no file, or no metadata table in it.
+
+    The file is looked at through a read-only connection: opening it as a journal would
+    create a missing file and give an application's database ordo's tables.
+    """
+    if not path.is_file():
+        msg = f"no journal at {path}: create it with `ordo init` or by appending to it"
+        raise StorageUnavailableError(msg)
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            is_journal = _has_metadata(conn)
+    except sqlite3.Error as exc:
+        msg = f"cannot read {path} as an SQLite journal: {exc}"
+        raise StorageUnavailableError(msg) from exc
+    if not is_journal:
+        msg = f"{path} is not an ordo journal (it has no {METADATA_TABLE} table)"
+        raise StorageUnavailableError(msg)
+
+
+def _has_metadata(conn: sqlite3.Connection) -> bool:
+    """Whether the database holds ordo's metadata table (every journal does)."""
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (METADATA_TABLE,)
+    ).fetchone()
+    return found is not None
