@@ -60,6 +60,20 @@ def expected_entries(
     return sorted(rows, key=lambda r: (r.time_bucket, r.timeuuid))
 
 
+def wait_for_progress(stores: Stores, persistence_id: str, tag: str, sequence_nr: int) -> None:
+    """Wait until the tag's progress of the id reaches `sequence_nr` (at most 10 s).
+
+    Where the store asks for background writes (PostgreSQL) a full batch is written by the
+    flusher thread a moment after the append that filled it; progress is written last.
+    """
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        progress = stores.tag_views.read_progress(persistence_id).get(tag)
+        if progress is not None and progress.sequence_nr >= sequence_nr:
+            return
+        time.sleep(0.005)
+
+
 def all_events(journal: Journal) -> list[PersistedEvent]:
     return [e for pid in journal.persistence_ids() for e in journal.replay(pid)]
 
@@ -211,6 +225,7 @@ def test_a_full_batch_is_written_without_flush(
 
     journal.append("p", [NewEvent.of(3, tags=["t"])])
 
+    wait_for_progress(stores, "p", "t", 2)
     rows = entries(stores, "t")
     assert [(r.persistence_id, r.sequence_nr) for r in rows] == [("p", 1), ("q", 1), ("p", 2)]
     assert stores.tag_views.read_progress("p")["t"].sequence_nr == 2
@@ -227,6 +242,7 @@ def test_batches_are_counted_per_tag(journal_factory: JournalFactory, stores: St
 
     journal.append("p", [NewEvent.of(4, tags=["a"])])
 
+    wait_for_progress(stores, "p", "a", 4)
     assert [r.sequence_nr for r in entries(stores, "a")] == [1, 2, 4]
     assert [r.sequence_nr for r in entries(stores, "b")] == []
 
@@ -253,6 +269,7 @@ def test_an_event_in_a_new_time_bucket_writes_the_previous_buckets_batch(
     clock.advance(MINUTE_NS)
     journal.append("p", [NewEvent.of(3, tags=["t"])])
 
+    wait_for_progress(stores, "p", "t", 2)
     first_minute = BucketSize.MINUTE.key(MINUTE_START_NS // 10**6)
     rows = entries(stores, "t")
     assert [(r.sequence_nr, r.time_bucket) for r in rows] == [(1, first_minute), (2, first_minute)]

@@ -9,6 +9,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import ClassVar
 
 from ordo.errors import OrdoError
 from ordo.tagging import TaggedEvent, TagProgress, TagSummary, TagViewStore, TagWrite
@@ -27,6 +28,8 @@ class DelayingTagViewStore:
     Reads pass straight through; `on_applied` hears of every applied row write (the simulator
     logs when each event became visible). close() waits for every pending write. Thread-safe.
     """
+
+    BACKGROUND_WRITES: ClassVar[bool] = False  # its own thread applies every write later
 
     def __init__(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr, TimeBucket
@@ -78,6 +78,15 @@ class TagSummary:
 
 class TagViewWriter(Protocol):
     """What the tag writer needs: the two writes, rows first, then their progress."""
+
+    BACKGROUND_WRITES: ClassVar[bool]
+    """Whether full batches are better written by a background thread than by the appender.
+
+    True where the database does a write's work in its own process (PostgreSQL): the next
+    append then runs while the previous batch is written. False for SQLite, whose writes are
+    serialized in this process, so a second writing thread only adds contention (measured:
+    bench/append.py, docs/benchmarks.md).
+    """
 
     def write_tag_views(self, writes: Sequence[TagWrite]) -> None:
         """Upsert the rows of the writes in one transaction; writing a row again changes nothing."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
@@ -13,15 +14,25 @@ from ordo.types import PersistenceId, Tag
 
 logger = logging.getLogger(__name__)
 
+BACKLOG_BATCHES = 4
+"""Full batches a tag writer holds for its background writer before appenders write them.
+
+This is the back-pressure: appenders run ahead of a slow store by at most this many batches
+per tag, then write (and wait) themselves.
+"""
+
 
 class TagWriter:
     """Batches the events of one tag (seed 000: one TagWriter per tag, created on demand).
 
-    A batch is written when it holds `max_message_batch_size` events, when an event of another
-    time bucket arrives (a new bucket is a new partition), and when the owner calls flush() (the
-    periodic flush of TagWriters). Progress is written after the tag_views rows, so a crash
-    between the two leaves rows that recovery rewrites with the same numbers. Thread-safe: one
-    lock guards the buffer and serializes the writes of this tag.
+    A batch is closed when it holds `max_message_batch_size` events and when an event of
+    another time bucket arrives (a new bucket is a new partition); owners flush() the open batch
+    periodically. Closed batches are written by whoever `on_full` hands them to (the journal's
+    flusher thread, so that an append does not wait for tag writes, as Akka's TagWriter actor
+    writes apart from the persisting actor), or at once by the appender when there is no
+    `on_full` or `BACKLOG_BATCHES` are waiting. Batches of a tag are written one at a time in
+    order, each rows first and progress after, so a crash between the two leaves rows that
+    recovery rewrites with the same numbers. Thread-safe.
     """
 
     def __init__(
@@ -31,14 +42,18 @@ class TagWriter:
         *,
         max_message_batch_size: int,
         on_written: Callable[[Tag], None] | None = None,
+        on_full: Callable[[TagWriter], None] | None = None,
     ) -> None:
         self.tag = tag
         self._store = store
         self._max = max_message_batch_size
         self._on_written = on_written
-        self._buffer: list[TagWrite] = []
-        self._buffered = 0
-        self._lock = threading.Lock()
+        self._on_full = on_full
+        self._open: list[TagWrite] = []
+        self._open_events = 0
+        self._closed: list[tuple[list[TagWrite], int]] = []  # (batch, events), oldest first
+        self._lock = threading.Lock()  # guards the batches
+        self._write_lock = threading.Lock()  # one write of this tag at a time, in order
 
     def add(self, writes: Sequence[TagWrite], *, is_immediate: bool = False) -> None:
         """Buffer writes of this tag (in sequence nr order per persistence id).
@@ -49,54 +64,85 @@ class TagWriter:
         """
         with self._lock:
             for write in writes:
-                if self._buffer and write.time_bucket != self._buffer[-1].time_bucket:
-                    self._try_flush_locked()
-                self._buffer.append(write)
-                self._buffered += write.events
-                if self._buffered >= self._max:
-                    self._try_flush_locked()
+                if self._open and write.time_bucket != self._open[-1].time_bucket:
+                    self._close_open_locked()
+                self._open.append(write)
+                self._open_events += write.events
+                if self._open_events >= self._max:
+                    self._close_open_locked()
             if is_immediate:
-                self._try_flush_locked()
+                self._close_open_locked()
+            waiting = len(self._closed)
+        if not waiting:
+            return
+        if is_immediate or self._on_full is None or waiting >= BACKLOG_BATCHES:
+            self._try_write(self._write_closed)
+        else:
+            self._on_full(self)
+
+    def write_full(self) -> None:
+        """Write the closed batches, logging (not raising) a storage error."""
+        self._try_write(self._write_closed)
 
     def try_flush(self) -> None:
         """Flush, logging (not raising) a storage error; the batch stays buffered."""
-        with self._lock:
-            self._try_flush_locked()
+        self._try_write(self.flush)
 
     def flush(self) -> None:
         """Write whatever is buffered now; on a storage error the batch stays buffered."""
-        with self._lock:
-            self._flush_locked()
+        with self._write_lock:
+            with self._lock:
+                self._close_open_locked()
+            self._write_closed_locked()
 
     @property
     def buffered(self) -> int:
         """How many events wait to be written."""
-        return self._buffered
+        with self._lock:
+            return self._open_events + sum(events for _, events in self._closed)
 
-    def _try_flush_locked(self) -> None:
+    def _close_open_locked(self) -> None:
+        if self._open:
+            self._closed.append((self._open, self._open_events))
+            self._open, self._open_events = [], 0
+
+    def _try_write(self, write: Callable[[], None]) -> None:
         try:
-            self._flush_locked()
+            write()
         except StorageError as exc:
             logger.warning("tag write failed, will retry: tag=%s error=%s", self.tag, exc)
 
-    def _flush_locked(self) -> None:
-        batch = self._buffer
-        if not batch:
-            return
-        self._store.write_tag_views(batch)
-        self._buffer, self._buffered = [], 0
-        latest: dict[PersistenceId, TagWrite] = {write.persistence_id: write for write in batch}
-        self._store.write_progress([write.progress() for write in latest.values()])
-        if self._on_written is not None:
-            self._on_written(self.tag)
+    def _write_closed(self) -> None:
+        with self._write_lock:
+            self._write_closed_locked()
+
+    def _write_closed_locked(self) -> None:
+        while True:
+            with self._lock:
+                if not self._closed:
+                    return
+                batch, events = self._closed.pop(0)
+            try:
+                self._store.write_tag_views(batch)
+            except BaseException:
+                with self._lock:
+                    self._closed.insert(0, (batch, events))
+                raise
+            latest: dict[PersistenceId, TagWrite] = {w.persistence_id: w for w in batch}
+            self._store.write_progress([write.progress() for write in latest.values()])
+            if self._on_written is not None:
+                self._on_written(self.tag)
 
 
 class TagWriters:
     """The tag writers of one journal, and the thread that flushes them every flush_interval.
 
-    With flush_interval 0 every write is flushed at once (seed 000: "write each individually
-    without delay"). `on_written(tag)` runs after each stored batch (pubsub notification).
-    Thread-safe; close() flushes and stops the flusher thread.
+    Where the store asks for it (`BACKGROUND_WRITES`), the same thread also writes each full
+    batch as soon as it closes, so appends do not wait for tag writes; otherwise the appender
+    that fills a batch writes it. With flush_interval 0 every write is flushed at once by the
+    appender (seed 000: "write each individually without delay"). `on_written(tag)` runs after
+    each stored batch (pubsub notification). Thread-safe; close() flushes and stops the flusher
+    thread.
     """
 
     def __init__(
@@ -112,7 +158,9 @@ class TagWriters:
         self._on_written = on_written
         self._interval = flush_interval.total_seconds()
         self._writers: dict[Tag, TagWriter] = {}
+        self._full: dict[Tag, TagWriter] = {}  # writers with closed batches, for the flusher
         self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
         self._stopped = threading.Event()
         self._flusher: threading.Thread | None = None
         if self._interval > 0:
@@ -120,6 +168,7 @@ class TagWriters:
                 target=self._flush_periodically, name="ordo-tag-flusher", daemon=True
             )
             self._flusher.start()
+        self._is_background = self._flusher is not None and store.BACKGROUND_WRITES
 
     def write(self, writes: Sequence[TagWrite]) -> None:
         """Hand tag writes to their tags' writers (created on demand)."""
@@ -144,7 +193,9 @@ class TagWriters:
 
     def close(self) -> None:
         """Stop the flusher thread and write what is buffered. Idempotent."""
-        self._stopped.set()
+        with self._wake:
+            self._stopped.set()
+            self._wake.notify()
         if self._flusher is not None:
             self._flusher.join()
             self._flusher = None
@@ -159,15 +210,34 @@ class TagWriters:
                     self._store,
                     max_message_batch_size=self._max,
                     on_written=self._on_written,
+                    on_full=self._hand_over if self._is_background else None,
                 )
                 self._writers[tag] = writer
             return writer
+
+    def _hand_over(self, writer: TagWriter) -> None:
+        with self._wake:
+            self._full[writer.tag] = writer
+            self._wake.notify()
 
     def _snapshot(self) -> list[TagWriter]:
         with self._lock:
             return list(self._writers.values())
 
     def _flush_periodically(self) -> None:
-        while not self._stopped.wait(self._interval):
-            for writer in self._snapshot():
-                writer.try_flush()
+        next_flush = time.monotonic() + self._interval
+        while True:
+            with self._wake:
+                self._wake.wait_for(
+                    lambda: self._full or self._stopped.is_set(),
+                    timeout=max(0.0, next_flush - time.monotonic()),
+                )
+                if self._stopped.is_set():
+                    return
+                full, self._full = list(self._full.values()), {}
+            for writer in full:
+                writer.write_full()
+            if time.monotonic() >= next_flush:
+                for writer in self._snapshot():
+                    writer.try_flush()
+                next_flush = time.monotonic() + self._interval

@@ -11,6 +11,7 @@ import pytest
 
 from ordo.errors import JournalClosedError, StorageError
 from ordo.tagging import TagProgress, TagWrite, TagWriter, TagWriters
+from ordo.tagging.tag_writer import BACKLOG_BATCHES
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr, TimeBucket
 
@@ -20,6 +21,8 @@ BASE_NS = 1_700_000_000_000_000_000
 
 class MemoryTagViews:
     """Records every write, in order; the next `failures` tag_views writes raise StorageError."""
+
+    BACKGROUND_WRITES = True  # TagWriters hand full batches to their flusher thread
 
     def __init__(self) -> None:
         self.kinds: list[str] = []
@@ -162,8 +165,8 @@ def test_a_failed_write_keeps_the_batch_for_the_next_flush() -> None:
     assert writer.buffered == 2
     writer.add([tagged("a", 3)])
     writer.flush()
-    assert store.rows() == [tagged("a", 1), tagged("a", 2), tagged("a", 3)]
-    assert store.progress == [[progress_for(tagged("a", 3))]]
+    assert store.batches == [[tagged("a", 1), tagged("a", 2)], [tagged("a", 3)]]
+    assert store.progress == [[progress_for(tagged("a", 2))], [progress_for(tagged("a", 3))]]
 
 
 def test_tag_writers_route_each_tag_to_its_own_batches() -> None:
@@ -172,6 +175,7 @@ def test_tag_writers_route_each_tag_to_its_own_batches() -> None:
     try:
         writers.write([tagged("a", 1, tag="x"), tagged("a", 1, tag="y"), tagged("a", 2, tag="x")])
 
+        wait_for(store.rows)  # the flusher writes a full batch long before the interval
         assert store.rows() == [tagged("a", 1, tag="x"), tagged("a", 2, tag="x")]
         assert writers.buffered == 1
         writers.flush()
@@ -234,3 +238,74 @@ def test_close_writes_what_is_buffered_and_stops_the_flusher() -> None:
     assert not any(t.is_alive() for t in flushers)
     with pytest.raises(JournalClosedError):
         writers.write([tagged("a", 2)])
+
+
+class BlockingTagViews(MemoryTagViews):
+    """Each tag_views write waits until `release` is set; `entered` says one is waiting."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def write_tag_views(self, writes: Sequence[TagWrite]) -> None:
+        self.entered.set()
+        assert self.release.wait(10), "the test never released the store"
+        super().write_tag_views(writes)
+
+
+def test_an_append_does_not_wait_for_its_full_batch_to_be_written() -> None:
+    store = BlockingTagViews()
+    writers = TagWriters(store, max_message_batch_size=2, flush_interval=timedelta(hours=1))
+    try:
+        writers.write([tagged("a", 1), tagged("a", 2)])  # returns while the store is blocked
+        assert store.entered.wait(10), "the flusher thread did not start the write"
+        writers.write([tagged("a", 3)])
+        assert store.rows() == []
+
+        store.release.set()
+        wait_for(lambda: store.progress)
+        assert store.batches == [[tagged("a", 1), tagged("a", 2)]]
+    finally:
+        store.release.set()
+        writers.close()
+    assert store.batches[1:] == [[tagged("a", 3)]]
+
+
+def test_appenders_wait_once_the_backlog_of_full_batches_is_reached() -> None:
+    store = BlockingTagViews()
+    writers = TagWriters(store, max_message_batch_size=1, flush_interval=timedelta(hours=1))
+    try:
+        writers.write([tagged("a", 1)])
+        assert store.entered.wait(10)
+        # The flusher holds batch 1; the appender may run ahead by BACKLOG_BATCHES more.
+        appender = threading.Thread(
+            target=writers.write,
+            args=([tagged("a", n) for n in range(2, 3 + BACKLOG_BATCHES)],),
+        )
+        appender.start()
+        appender.join(0.2)
+        assert appender.is_alive(), "the appender ran ahead of a blocked store without limit"
+
+        store.release.set()
+        appender.join(10)
+        assert not appender.is_alive()
+        writers.flush()
+    finally:
+        store.release.set()
+        writers.close()
+    assert store.batches == [[tagged("a", n)] for n in range(1, 3 + BACKLOG_BATCHES)]
+    assert [p[0].sequence_nr for p in store.progress] == list(range(1, 3 + BACKLOG_BATCHES))
+
+
+def test_where_writes_serialize_in_process_the_appender_writes_its_full_batch() -> None:
+    store = MemoryTagViews()
+    store.BACKGROUND_WRITES = False  # as SQLite's store
+    writers = TagWriters(store, max_message_batch_size=2, flush_interval=timedelta(hours=1))
+    try:
+        writers.write([tagged("a", 1), tagged("a", 2), tagged("a", 3)])
+
+        assert store.batches == [[tagged("a", 1), tagged("a", 2)]]
+        assert writers.buffered == 1
+    finally:
+        writers.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from ordo.hashing import stable_hash
 from ordo.storage.packed_reads import POSTGRES_PACKING
@@ -43,6 +44,7 @@ _UPSERT_PROGRESS = (
 class PostgresTagViewStore(SqlTagViewStore):
     """TagViewStore on PostgreSQL. Thread-safe (connections come from the pool)."""
 
+    BACKGROUND_WRITES: ClassVar[bool] = True
     PARAM = "%s"
     PACKING = POSTGRES_PACKING
 

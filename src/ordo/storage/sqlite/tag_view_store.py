@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import ClassVar
 
 from ordo.hashing import stable_hash
 from ordo.storage.packed_reads import SQLITE_PACKING
@@ -38,6 +39,7 @@ _UPSERT_PROGRESS = (
 class SQLiteTagViewStore(SqlTagViewStore):
     """TagViewStore on SQLite. Thread-safe (connections are per thread)."""
 
+    BACKGROUND_WRITES: ClassVar[bool] = False
     PARAM = "?"
     PACKING = SQLITE_PACKING
 
