@@ -292,6 +292,21 @@ def test_query_reads_a_tag_in_offset_order(
     assert len(out.splitlines()) == 2
 
 
+def test_a_query_that_prints_nothing_says_why(runner: CliRunner, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/q.db"
+    line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
+    assert _run(runner, "append", "--journal", url, stdin=line)[0] == 0
+
+    code, out, err = _run(runner, "query", "t", "--journal", url)  # the default delay is 5 s
+
+    assert code == 0
+    assert out == ""
+    assert "no events of tag 't' are settled" in err
+    assert "eventual-consistency delay (5 s" in err
+    code, out, err = _run(runner, "query", "t", "--journal", url, "--offset", "2000-01-01T00:00Z")
+    assert "no events of tag 't' are settled" in err
+
+
 @pytest.mark.parametrize("offset", ["yesterday-ish", "2026-01-01T00:00:00"])
 def test_query_refuses_bad_offsets(runner: CliRunner, tmp_path: Path, offset: str) -> None:
     code, _, err = _run(runner, "query", "t", "--journal", f"{tmp_path}/q.db", "--offset", offset)

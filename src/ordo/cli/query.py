@@ -9,7 +9,13 @@ from itertools import islice
 
 import click
 
-from ordo.cli.options import existing_journal, journal_option, json_option, settings_from_env
+from ordo.cli.options import (
+    existing_journal,
+    journal_option,
+    json_option,
+    progress,
+    settings_from_env,
+)
 from ordo.errors import OffsetFormatError
 from ordo.query.offset import Offset, to_offset
 from ordo.settings import QuerySettings
@@ -46,8 +52,10 @@ def query(
         existing_journal(journal_url), settings=query_settings, events_by_tag=write_settings
     ) as queries:
         stream = queries.live(tag, start) if live else queries.current(tag, start)
+        delivered = 0
         with stream:
             for envelope in islice(stream, limit):
+                delivered += 1
                 if as_json:
                     click.echo(json.dumps(envelope.to_json_dict(), ensure_ascii=False))
                 else:
@@ -55,6 +63,18 @@ def query(
                         f"{envelope.offset}  {envelope.persistence_id}#"
                         f"{envelope.tag_pid_sequence_nr}  {envelope.payload!r}"
                     )
+    if not delivered:
+        progress(_nothing_settled(tag, query_settings))
+
+
+def _nothing_settled(tag: str, settings: QuerySettings) -> str:
+    """Why a query printed nothing: the tag is empty, or its events are still too young."""
+    delay = settings.eventual_consistency_delay.total_seconds()
+    return (
+        f"no events of tag {tag!r} are settled: a tag without events reads empty, and events"
+        f" younger than the eventual-consistency delay ({delay:g} s,"
+        " ORDO_EVENTUAL_CONSISTENCY_DELAY_MS) are read once they are older"
+    )
 
 
 def _offset(text: str | None) -> Offset:
