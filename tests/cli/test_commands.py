@@ -74,6 +74,10 @@ def test_append_then_events_and_info(runner: CliRunner, journal_url: str) -> Non
     assert info["tags"] == {"order": 2, "pay": 1}
     code, out, _ = _run(runner, "tags", "--journal", journal_url, "--json")
     assert [t["tag"] for t in json.loads(out)] == ["order", "pay"]
+    code, out, _ = _run(runner, "tags", "--journal", journal_url)
+    order, pay = out.splitlines()
+    assert order.startswith("order\t2 events\t1 persistence id\t")  # 1 or 2 hour buckets
+    assert pay == "pay\t1 event\t1 persistence id\t1 bucket"
 
 
 @pytest.mark.parametrize(

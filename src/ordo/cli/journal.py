@@ -134,9 +134,12 @@ def tags(journal_url: str | None, as_json: bool) -> None:
         )
         return
     for s in summaries:
-        click.echo(
-            f"{s.tag}\t{s.events} events\t{s.persistence_ids} persistence ids\t{s.buckets} buckets"
+        counts = (
+            counted(s.events, "event"),
+            counted(s.persistence_ids, "persistence id"),
+            counted(s.buckets, "bucket"),
         )
+        click.echo("\t".join((s.tag, *counts)))
     if not summaries:
         click.echo("no tagged events", err=True)
 
