@@ -148,7 +148,6 @@ def run_demo(
         ),
         name="ordo-demo-writers",
     )
-    writers.start()
     query = projection(
         spark,
         ProjectionSpec(processor=PROCESSOR, sink=journal, handler=count_order_events),
@@ -165,13 +164,32 @@ def run_demo(
         processing_time="250 milliseconds",
     )
     try:
+        _wait_for_first_trigger(query)
+        writers.start()
         _watch(journal, query, progress, writers, on_progress, split_at=workload.events // 2)
     finally:
         query.stop()
-        writers.join()
+        if writers.ident is not None:
+            writers.join()
     seconds = time.perf_counter() - started
     cdc = run_cdc_part(spark, journal=journal, work_dir=work_dir) if is_embedded else None
     return _verdict(journal, settings, written[0] if written else None, seconds, cdc)
+
+
+def _wait_for_first_trigger(query: Any, *, timeout_s: float = 120) -> None:
+    """Wait until the stream has run its first trigger, then the writers start.
+
+    The first trigger starts the source's and the executors' Python processes: several
+    seconds on a small machine, during which the writers used to write most of the workload,
+    so the projection read it all in one micro-batch after the writing and the split came
+    before any micro-batch. A running projection that writers write to is what the demo shows.
+    """
+    deadline = time.monotonic() + timeout_s
+    while query.lastProgress is None and time.monotonic() < deadline:
+        failure = query.exception()
+        if failure is not None:
+            raise failure
+        time.sleep(0.2)
 
 
 def _watch(
@@ -185,8 +203,8 @@ def _watch(
 ) -> None:
     """Refresh the progress until the writers are done and the projection has caught up.
 
-    Segment 0 is split once `split_at` events are written: the planner picks the new segments
-    up at the next micro-batch, while the stream runs.
+    Segment 0 is split once `split_at` events are written and a micro-batch has run: the
+    planner picks the new segments up at the next micro-batch, while the stream runs.
     """
     deadline: float | None = None
     with stores_at(journal) as stores:
@@ -196,7 +214,11 @@ def _watch(
                 raise failure
             _measure(stores, progress, query)
             on_progress(progress)
-            if not progress.split and (progress.written >= split_at or not writers.is_alive()):
+            if (
+                not progress.split
+                and progress.batches
+                and (progress.written >= split_at or not writers.is_alive())
+            ):
                 receipt = split_segment(
                     stores.tokens,
                     PROCESSOR,
