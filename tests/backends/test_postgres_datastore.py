@@ -49,3 +49,19 @@ def test_identifiers_sort_bytewise_whatever_the_server_locale(postgres_dsn: str)
             "WHERE table_schema = current_schema() AND column_name IN ('persistence_id', 'tag')"
         ).fetchall()
     assert collations == [("C",)]
+
+
+def test_opening_a_current_journal_does_not_wait_for_a_migration(postgres_dsn: str) -> None:
+    init_storage(postgres_dsn)
+    with psycopg.connect(postgres_dsn, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(hashtext('ordo.migrate'))")  # a migration runs
+        opened: list[object] = []
+        opening = threading.Thread(target=lambda: opened.append(open_stores(postgres_dsn)))
+        opening.start()
+        opening.join(10)
+        waited = not opened
+        other.execute("SELECT pg_advisory_unlock(hashtext('ordo.migrate'))")
+        opening.join()
+    for stores in opened:
+        stores.close()  # type: ignore[attr-defined]
+    assert not waited, "opening a current journal waited for the migration lock"

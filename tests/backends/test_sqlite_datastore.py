@@ -3,6 +3,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,23 @@ def test_processes_opening_a_new_journal_together_all_succeed(tmp_path: Path, at
     assert [child.wait(timeout=60) for child in children] == [0] * 10
     with open_journal(str(path)) as journal:
         assert sorted(journal.persistence_ids()) == sorted(f"p{i}" for i in range(10))
+
+
+def test_opening_a_current_journal_does_not_wait_for_a_writer(tmp_path: Path) -> None:
+    """Projection tasks open their sink every batch; busy writers must not hold them up."""
+    path = tmp_path / "j.db"
+    init_storage(f"sqlite:///{path}")
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # a writer in the middle of a transaction
+    opened: list[object] = []
+    try:
+        opening = threading.Thread(target=lambda: opened.append(open_stores(f"sqlite:///{path}")))
+        opening.start()
+        opening.join(10)  # the busy timeout is 60 s
+        assert opened, "opening the journal waited for the writer's lock"
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+        opening.join()
+        for stores in opened:
+            stores.close()  # type: ignore[attr-defined]

@@ -62,22 +62,21 @@ def demo(
         query_failures("demo"),
         job_session(master=master, app_name=_APP, announce=console.print) as spark,
         tempfile.TemporaryDirectory(prefix="ordo-demo-", ignore_cleanup_errors=True) as work_dir,
+        Live(console=console, refresh_per_second=4, transient=as_json) as live,
     ):
-        started = time.monotonic()
-        with Live(console=console, refresh_per_second=4, transient=as_json) as live:
 
-            def show(progress: Progress) -> None:
-                live.update(_view(progress, time.monotonic() - started))
+        def show(progress: Progress) -> None:
+            live.update(_view(progress))
 
-            report = run_demo(
-                spark,
-                journal=journal_url,
-                workload=Workload(
-                    events=events, persistence_ids=persistence_ids, writers=writers, seed=seed
-                ),
-                work_dir=Path(work_dir),
-                on_progress=show,
-            )
+        report = run_demo(
+            spark,
+            journal=journal_url,
+            workload=Workload(
+                events=events, persistence_ids=persistence_ids, writers=writers, seed=seed
+            ),
+            work_dir=Path(work_dir),
+            on_progress=show,
+        )
     result = report.to_json_dict()
     if as_json:
         click.echo(json.dumps(result))
@@ -94,14 +93,16 @@ def demo(
         raise click.exceptions.Exit(1)
 
 
-def _view(progress: object, elapsed: float) -> Table:
+def _view(progress: object) -> Table:
     from ordo.spark.demo import Progress
 
     assert isinstance(progress, Progress)  # noqa: S101 - only run_demo calls back
     table = Table(title="ordo demo: writers → SQLite journal → Spark projection", show_header=False)
-    table.add_row(
-        "events written", f"{progress.written:,}  ({progress.written / max(elapsed, 0.001):,.0f}/s)"
-    )
+    if progress.writing_since is None:
+        table.add_row("events written", "0  (Spark's workers are starting)")
+    else:
+        rate = progress.written / max(time.monotonic() - progress.writing_since, 0.001)
+        table.add_row("events written", f"{progress.written:,}  ({rate:,.0f}/s)")
     table.add_row("order events projected", f"{progress.projected:,} of {progress.tagged:,}")
     table.add_row("micro-batches", f"{progress.batches}  (last {progress.batch_ms} ms)")
     for segment, lag in sorted(progress.segments.items()):

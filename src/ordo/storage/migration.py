@@ -56,6 +56,18 @@ def pending(migrations: tuple[Migration, ...], current: int) -> tuple[Migration,
     return tuple(m for m in migrations if m.version > current)
 
 
+def finished(package: str, current: int) -> MigrationReceipt | None:
+    """The receipt of a migration with nothing to do at `current`, or None if one is needed.
+
+    Datastores ask this after a plain read of the version, before taking the lock that
+    serializes migrations: on a journal that writers keep busy, opening stores must not wait
+    for a write lock only to find the schema current.
+    """
+    if pending(load_migrations(package), current):
+        return None
+    return MigrationReceipt(previous_version=current, version=current)
+
+
 class _Connection(Protocol):
     def execute(self, sql: Any, params: Any = ..., /) -> Any: ...
 

@@ -14,10 +14,13 @@ from ordo.storage.migration import (
     METADATA_TABLE,
     SCHEMA_VERSION_KEY,
     MigrationReceipt,
+    finished,
     migrate,
 )
 
 logger = logging.getLogger(__name__)
+
+_PACKAGE = "ordo.storage.postgres"
 
 CONNECT_TIMEOUT_S = 10
 POOL_MAX_SIZE = 8
@@ -77,15 +80,25 @@ class PostgresDatastore:
             raise translate_postgres_error(exc) from exc
 
     def migrate(self) -> MigrationReceipt:
-        """Create or upgrade the schema; an advisory lock serializes concurrent callers."""
-        with self.write_transaction() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext('ordo.migrate'))")
-            return migrate(
-                conn,
-                package="ordo.storage.postgres",
-                current=self._schema_version(conn),
-                param="%s",
-            )
+        """Create or upgrade the schema; an advisory lock serializes concurrent callers.
+
+        A current schema is found by a read: the lock is taken only to migrate. The migration's
+        transaction begins after the lock is granted, because a backend refreshes its catalog
+        cache at a transaction's start: begun before, it would still see the tables missing
+        that the caller ahead of it created.
+        """
+        with self.connection() as conn:
+            done = finished(_PACKAGE, self._schema_version(conn))
+            if done is not None:
+                return done
+            conn.execute("SELECT pg_advisory_lock(hashtext('ordo.migrate'))")
+            try:
+                with conn.transaction():
+                    return migrate(
+                        conn, package=_PACKAGE, current=self._schema_version(conn), param="%s"
+                    )
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(hashtext('ordo.migrate'))")
 
     def close(self) -> None:
         """Close the pool."""

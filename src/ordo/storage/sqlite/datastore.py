@@ -19,10 +19,13 @@ from ordo.storage.migration import (
     METADATA_TABLE,
     SCHEMA_VERSION_KEY,
     MigrationReceipt,
+    finished,
     migrate,
 )
 
 logger = logging.getLogger(__name__)
+
+_PACKAGE = "ordo.storage.sqlite"
 
 BUSY_TIMEOUT_S = 60.0
 """How long a writer waits for another process's write lock before failing."""
@@ -101,11 +104,18 @@ class SQLiteDatastore:
             raise translate_sqlite_error(exc) from exc
 
     def migrate(self) -> MigrationReceipt:
-        """Create or upgrade the schema (idempotent; concurrent callers serialize)."""
+        """Create or upgrade the schema (idempotent; concurrent callers serialize).
+
+        A current schema is found by a read: the write lock is taken only to migrate.
+        """
+        with self.connection() as conn:
+            done = finished(_PACKAGE, self._schema_version(conn))
+        if done is not None:
+            return done
         with self.write_transaction() as conn:
             return migrate(
                 conn,
-                package="ordo.storage.sqlite",
+                package=_PACKAGE,
                 current=self._schema_version(conn),
                 param="?",
             )
