@@ -6,6 +6,7 @@ batch, at a new time bucket, at once with flush_interval 0, periodically, and on
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -15,6 +16,7 @@ from ordo.clock import ManualClock
 from ordo.errors import StorageError
 from ordo.storage.open import Stores
 from ordo.tagging import TaggedEvent, TagProgress, TagViewStore, TagWrite
+from ordo.time import TimeUUID
 
 JournalFactory = Callable[..., Journal]
 
@@ -184,6 +186,48 @@ def test_progress_after_flush_is_the_last_written_event(
         ),
     }
     assert stores.tag_views.read_progress("nobody") == {}
+
+
+def test_concurrent_progress_writes_over_the_same_rows_in_any_order_all_succeed(
+    stores: Stores,
+) -> None:
+    """Two journals write progress of the same ids (or one recovers what another writes).
+
+    Their upserts must lock rows in one order: PostgreSQL stops one of two upserts that lock
+    the same rows in opposite orders as a deadlock.
+    """
+    pids = [f"p{n:02d}" for n in range(30)]
+    rounds = 40
+    barrier = threading.Barrier(2)
+    failures: list[BaseException] = []
+
+    def write(order: list[str]) -> None:
+        try:
+            for n in range(1, rounds + 1):
+                progress = [
+                    TagProgress(
+                        persistence_id=pid,
+                        tag="t",
+                        sequence_nr=n,
+                        tag_pid_sequence_nr=n,
+                        timeuuid=TimeUUID.min_for_epoch_ns(n * 10**9),
+                    )
+                    for pid in order
+                ]
+                barrier.wait(10)
+                stores.tag_views.write_progress(progress)
+        except BaseException as exc:  # reported below, with the other thread's
+            failures.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=write, args=(order,)) for order in (pids, pids[::-1])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert not failures, failures[0]
+    assert {stores.tag_views.read_progress(pid)["t"].sequence_nr for pid in pids} == {rounds}
 
 
 def test_untagged_events_have_no_tag_views(journal_factory: JournalFactory, stores: Stores) -> None:

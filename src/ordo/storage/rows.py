@@ -106,13 +106,18 @@ def summary_from_row(row: Sequence[object] | None) -> JournalSummary:
 
 
 def latest_progress(progress: Sequence[TagProgress]) -> list[TagProgress]:
-    """One progress per (persistence id, tag), the furthest; an upsert may touch a row once."""
+    """One progress per (persistence id, tag), the furthest, in (persistence id, tag) order.
+
+    An upsert may touch a row once; and two writers' upserts that touch the same rows must lock
+    them in one order, or PostgreSQL stops one of them as a deadlock (two journals writing the
+    same ids, or one recovering an id while another writes it).
+    """
     latest: dict[tuple[str, str], TagProgress] = {}
     for p in progress:
         key = (p.persistence_id, p.tag)
         if key not in latest or latest[key].tag_pid_sequence_nr < p.tag_pid_sequence_nr:
             latest[key] = p
-    return list(latest.values())
+    return [latest[key] for key in sorted(latest)]
 
 
 def _bytes(value: object) -> bytes:

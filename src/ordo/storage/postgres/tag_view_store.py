@@ -18,7 +18,9 @@ TAG_WRITTEN_CHANNEL = "ordo_tag_written"
 
 # One statement per batch: the writes travel as arrays and PostgreSQL expands each range of
 # journal events into rows itself, taking the tag pid sequence nr from the event's stored tags
-# and copying the payload columns.
+# and copying the payload columns. Rows go in in primary-key order, so that two writers
+# inserting the same rows (a recovery rewriting what another journal writes) wait for each
+# other in one order instead of deadlocking.
 _INSERT_TAG_VIEWS = (
     "INSERT INTO tag_views (tag, timebucket, timeuuid, persistence_id, tag_pid_sequence_nr, "
     "sequence_nr, persistence_id_hash, writer_uuid, serializer, manifest, payload, metadata, tags) "
@@ -30,6 +32,7 @@ _INSERT_TAG_VIEWS = (
     "JOIN messages AS m ON m.persistence_id = b.persistence_id "
     "AND m.sequence_nr BETWEEN b.from_nr AND b.to_nr "
     "WHERE m.tags::jsonb ? b.tag "
+    "ORDER BY 1, 2, 3, 4, 5 "
     "ON CONFLICT DO NOTHING"
 )
 _UPSERT_PROGRESS = (
