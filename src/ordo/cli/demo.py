@@ -81,6 +81,8 @@ def demo(
     if as_json:
         click.echo(json.dumps(result))
     else:
+        if not console.is_terminal:
+            console.line()  # rich ends the display's last line only on a terminal
         for key, value in result.items():
             click.echo(f"{key:<18}{value}")
         verdict = (
