@@ -85,6 +85,25 @@ def test_a_batch_stores_the_token_positions_and_dead_letters_together(stores: St
         assert batch.positions([PersistenceId("x"), PersistenceId("z")]) == {"x": 3}
 
 
+def test_a_batch_stores_positions_of_many_ids_and_never_moves_one_back(stores: Stores) -> None:
+    pids = [PersistenceId(f"id-{n:04d}") for n in range(2_500)]  # several statements' worth
+    stores.tokens.initialize("p", segment_count=1)
+    stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    with stores.tokens.batch("p", 0, "a") as batch:
+        for n, pid in enumerate(reversed(pids)):
+            batch.record(pid, n + 1)
+    with stores.tokens.batch("p", 0, "a") as batch:
+        batch.record(pids[0], 1)  # older than what is stored: ignored
+        batch.record(pids[1], 10_000)
+
+    stored = stores.tokens.positions("p")
+
+    assert len(stored) == len(pids)
+    assert stored[pids[0]] == len(pids)
+    assert stored[pids[1]] == 10_000
+    assert stored[pids[-1]] == 1
+
+
 def test_a_batch_of_a_lost_claim_is_rolled_back_whole(stores: Stores) -> None:
     stores.tokens.initialize("p", segment_count=1)
     stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)

@@ -18,6 +18,8 @@ from ordo.storage.sql_store import SqlConnection, SqlStore
 from ordo.types import PersistenceId
 
 _ENTRY = "segment_id, mask, token, owner, claimed_at, replay_until"
+_POSITIONS_PER_STATEMENT = 1_000
+"""Rows of one positions upsert: 3,000 parameters, within SQLite's and PostgreSQL's limits."""
 
 
 class SqlTokenStore(SqlStore):
@@ -395,17 +397,25 @@ class SqlBatch:
         self._conn.execute("RELEASE SAVEPOINT ordo_event")
 
     def commit(self, owner: str) -> None:
-        """Write positions and token, unless the claim was lost (then roll everything back)."""
+        """Write positions and token, unless the claim was lost (then roll everything back).
+
+        Positions go in as few statements as the drivers' parameter limits allow (a round trip
+        per persistence id cost PostgreSQL most of a batch), in persistence id order, so that
+        two batches touching the same rows lock them in one order.
+        """
         sql = self._store._sql
-        for pid, position in self._positions.items():
+        ordered = sorted(self._positions.items())
+        for start in range(0, len(ordered), _POSITIONS_PER_STATEMENT):
+            chunk = ordered[start : start + _POSITIONS_PER_STATEMENT]
             self._conn.execute(
                 sql(
                     "INSERT INTO processed_positions (processor, persistence_id, position) "
-                    "VALUES ({p}, {p}, {p}) ON CONFLICT (processor, persistence_id) DO UPDATE "
+                    f"VALUES {', '.join(['({p}, {p}, {p})'] * len(chunk))} "
+                    "ON CONFLICT (processor, persistence_id) DO UPDATE "
                     "SET position = excluded.position "
                     "WHERE excluded.position > processed_positions.position"
                 ),
-                (self._processor, pid, position),
+                [value for pid, position in chunk for value in (self._processor, pid, position)],
             )
         if self._token is None:
             return
