@@ -184,8 +184,8 @@ def _start_python_workers(spark: SparkSession) -> None:
     """Fork Spark's Python workers and import the projection's modules in them now.
 
     Workers are reused from task to task; without this the first micro-batch with events
-    starts them while the writers hold the CPU (4 - 5 s on two cores, against 0.2 s once
-    started), and the projection falls behind the whole workload at once.
+    starts them while the writers hold the CPU (seconds on two cores), and the projection
+    falls behind the whole workload at once.
     """
     slots = spark.sparkContext.defaultParallelism
     spark.sparkContext.parallelize(range(slots), slots).foreach(_import_task_modules)
@@ -214,10 +214,15 @@ def _wait_for_first_trigger(query: Any, *, timeout_s: float = 120) -> None:
     """
     deadline = time.monotonic() + timeout_s
     while query.lastProgress is None and time.monotonic() < deadline:
-        failure = query.exception()
-        if failure is not None:
-            raise failure
+        _raise_failure(query)
         time.sleep(0.2)
+
+
+def _raise_failure(query: Any) -> None:
+    """Raise the exception that stopped the query, if one did."""
+    failure = query.exception()
+    if failure is not None:
+        raise failure
 
 
 def _watch(
@@ -237,9 +242,7 @@ def _watch(
     deadline: float | None = None
     with stores_at(journal) as stores:
         while True:
-            failure = query.exception()
-            if failure is not None:
-                raise failure
+            _raise_failure(query)
             _measure(stores, progress, query)
             on_progress(progress)
             if (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
@@ -35,8 +36,13 @@ class MigrationReceipt:
         return self.previous_version != self.version
 
 
+@functools.cache
 def load_migrations(package: str) -> tuple[Migration, ...]:
-    """Read `<package>/migrations/NNNN_name.sql` files, ascending; statements split on `;`."""
+    """Read `<package>/migrations/NNNN_name.sql` files, ascending; statements split on `;`.
+
+    Read once per process: every opening of stores asks for them, and a projection opens its
+    sink in every task of every micro-batch.
+    """
     found: list[Migration] = []
     for entry in resources.files(package).joinpath("migrations").iterdir():
         if not entry.name.endswith(".sql"):

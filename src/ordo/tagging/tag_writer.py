@@ -76,7 +76,7 @@ class TagWriter:
         if not waiting:
             return
         if is_immediate or self._on_full is None or waiting >= BACKLOG_BATCHES:
-            self._try_write(self._write_closed)
+            self.write_full()
         else:
             self._on_full(self)
 
