@@ -17,7 +17,8 @@ from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.cli.main import cli
 from ordo.storage.migration import load_migrations
 from ordo.storage.open import stores_at
-from ordo.time import format_first_time_bucket
+from ordo.processing import TrackingToken
+from ordo.time import TimeUUID, format_first_time_bucket
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -337,6 +338,28 @@ def test_processors_can_be_inspected_and_steered_offline(runner: CliRunner, tmp_
     assert "reset" in out
     with stores_at(url) as stores:
         assert all(entry.owner is None for entry in stores.tokens.entries("counts"))
+
+
+def test_processors_status_shows_where_replays_end_after_a_reset(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path}/p.db"
+    processed = TimeUUID.min_for_epoch_ns(1_700_000_000_000_000_000)
+    with stores_at(url) as stores:
+        stores.tokens.initialize("counts", segment_count=1)
+        stores.tokens.claim("counts", 0, "w", now_ms=0, claim_timeout_ms=1)
+        with stores.tokens.batch("counts", 0, "w") as batch:
+            batch.store_token(TrackingToken(processed))
+        stores.tokens.release("counts", 0, "w")
+    code, out, _ = _run(runner, "processors", "status", "--journal", url)
+    assert code == 0
+    assert "replays" not in out
+    assert _run(runner, "processors", "reset", "counts", "--journal", url)[0] == 0
+
+    code, out, _ = _run(runner, "processors", "status", "--journal", url)
+
+    assert code == 0
+    assert out.strip().endswith(f"token=start  replays until {processed}")
 
 
 @pytest.mark.parametrize(

@@ -63,9 +63,10 @@ def status(journal_url: str | None, as_json: bool, processor: str | None) -> Non
         return
     for row in rows:
         age = "-" if row["claim_age_ms"] is None else f"{row['claim_age_ms']} ms"
+        replays = "" if row["replay_until"] is None else f"  replays until {row['replay_until']}"
         click.echo(
             f"{row['processor']}  {row['segment']:<16} owner={row['owner'] or '-'}  "
-            f"claimed {age} ago  token={row['token']}"
+            f"claimed {age} ago  token={row['token']}{replays}"
         )
     if not rows:
         click.echo("no processors", err=True)
