@@ -15,9 +15,9 @@ from click.testing import CliRunner
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.cli.main import cli
+from ordo.processing import TrackingToken
 from ordo.storage.migration import load_migrations
 from ordo.storage.open import stores_at
-from ordo.processing import TrackingToken
 from ordo.time import TimeUUID, format_first_time_bucket
 
 if TYPE_CHECKING:
@@ -90,6 +90,9 @@ def test_append_then_events_and_info(runner: CliRunner, journal_url: str) -> Non
         ('{"persistence_id": "p", "payload": 1, "colour": 1}', "unknown key(s) colour"),
         ("not json", "not valid JSON"),
         ('{"persistence_id": "p", "payload": 1, "expected_sequence_nr": -1}', ">= 0"),
+        ('{"persistence_id": "q", "payload": NaN}', "line 2: payload is neither bytes nor JSON"),
+        ('{"persistence_id": "q", "payload": [1e999]}', "line 2: payload is neither bytes"),
+        ('{"persistence_id": "q", "payload": "\\ud800"}', "line 2: payload is neither bytes"),
     ],
 )
 def test_a_bad_line_is_one_error_line_and_nothing_is_written(
@@ -102,6 +105,19 @@ def test_a_bad_line_is_one_error_line_and_nothing_is_written(
     assert needle in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "j.db").exists()  # validated before the journal is even opened
+
+
+def test_binary_input_is_one_error_line_and_nothing_is_written(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    result = runner.invoke(
+        cli, ["append", "--journal", f"{tmp_path}/j.db"], input=b'{"persistence_id": "p"}\xff\n'
+    )
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "Error: InvalidInputError: the input is not UTF-8 text (invalid start byte)"
+    )
+    assert not (tmp_path / "j.db").exists()
 
 
 @pytest.mark.parametrize(

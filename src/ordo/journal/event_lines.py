@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ordo.errors import InvalidInputError, OrdoError
 from ordo.journal import validation
 from ordo.journal.event import NewEvent
-from ordo.journal.serialization import serialize_metadata
+from ordo.journal.serialization import serialize_metadata, serialize_payload
 from ordo.types import PersistenceId
 
 _KEYS = {"persistence_id", "payload", "tags", "manifest", "metadata", "expected_sequence_nr"}
@@ -33,7 +33,7 @@ def parse_event_lines(lines: Iterable[str]) -> list[AppendRequest]:
     Nothing is written by this function, so a bad line anywhere means nothing is appended.
     """
     requests: list[AppendRequest] = []
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(_text_lines(lines), 1):
         if not line.strip():
             continue
         try:
@@ -53,6 +53,18 @@ def parse_event_lines(lines: Iterable[str]) -> list[AppendRequest]:
                 AppendRequest(persistence_id=pid, events=(event,), expected_sequence_nr=expected)
             )
     return requests
+
+
+def _text_lines(lines: Iterable[str]) -> Iterator[str]:
+    """The lines of a text stream; InvalidInputError when it does not decode (binary input).
+
+    A decoder reads ahead in chunks, so the failing line is not known: the error says none.
+    """
+    try:
+        yield from lines
+    except UnicodeDecodeError as exc:
+        msg = f"the input is not UTF-8 text ({exc.reason})"
+        raise InvalidInputError(msg) from exc
 
 
 def _parse_line(line: str) -> tuple[PersistenceId, NewEvent, int | None]:
@@ -85,5 +97,6 @@ def _parse_line(line: str) -> tuple[PersistenceId, NewEvent, int | None]:
     expected = document.get("expected_sequence_nr")
     if expected is not None:
         expected = validation.sequence_nr(expected, name="expected_sequence_nr", minimum=0)
+    serialize_payload(document["payload"])  # JSON's NaN, 1e999 or a lone surrogate: refused here
     event = NewEvent.of(document["payload"], tags=tags, manifest=manifest, metadata=metadata)
     return pid, event, expected

@@ -43,6 +43,23 @@ def change_source_at(
         yield postgres
 
 
+def source_status_at(url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT) -> SourceStatus:
+    """The capture's progress in the source at `url`, read only.
+
+    Unlike `change_source_at` it prepares nothing: a status must not install triggers in an
+    SQLite file, nor create a slot (which makes PostgreSQL keep WAL from then on).
+    """
+    location = parse_location(url)
+    if isinstance(location, SQLiteLocation):
+        from ordo.storage.sqlite.change_source import read_status
+
+        return read_status(location.path, tables)
+    from ordo.storage.postgres.change_source import PostgresChangeSource
+
+    with PostgresChangeSource(location.dsn, slot=slot, tables=tables) as postgres:
+        return postgres.status()
+
+
 def capture_slots_at(url: str) -> list[SourceStatus]:
     """The captures a database knows of: its wal2json slots on PostgreSQL.
 

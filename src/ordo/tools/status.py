@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ordo.cdc.ports import SchemaVersion, SourceStatus
+from ordo.errors import ConfigurationError
 from ordo.processing.ports import TokenStore
-from ordo.storage.change_sources import capture_slots_at, change_source_at
+from ordo.storage.change_sources import capture_slots_at, source_status_at
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ChangeLogSummary, ParquetChangeLog
 from ordo.storage.sql_change_sink import MaterializerProgress
@@ -146,7 +147,8 @@ def retention(source: SourceStatus) -> str:
     """What a source keeps for its capture, in words (WAL bytes, or change rows waiting)."""
     if source.retained_bytes is not None:
         return f"{source.retained_bytes:,} bytes of WAL retained"
-    return f"{source.retained_changes or 0:,} changes waiting"
+    waiting = source.retained_changes or 0
+    return f"{waiting:,} change{'' if waiting == 1 else 's'} waiting"
 
 
 def source_lag(source: SourceStatus) -> int | None:
@@ -164,7 +166,14 @@ def cdc_status(
     tables: Sequence[str],
     slot: str,
 ) -> CdcStatus:
-    """Read the change logs, the registry, the materializers' progress and the source's lag."""
+    """Read the change logs, the registry, the materializers' progress and the source's lag.
+
+    Reads only: a source's capture is looked at, not installed. `tables` name the captured
+    tables of `source_url` (ConfigurationError without it).
+    """
+    if source_url is None and tables:
+        msg = f"tables {', '.join(tables)} are the captured tables of a source: name it (--source)"
+        raise ConfigurationError(msg)
     log = ParquetChangeLog(change_log)
     with stores_at(journal_url) as stores:
         schemas = [v for table in stores.schemas.tables() for v in stores.schemas.versions(table)]
@@ -172,8 +181,7 @@ def cdc_status(
     if source_url is None:
         sources = capture_slots_at(journal_url)
     else:
-        with change_source_at(source_url, tables, slot=slot) as opened:
-            sources = [opened.status()]
+        sources = [source_status_at(source_url, tables, slot=slot)]
     return CdcStatus(
         change_logs=[log.summary(table) for table in log.tables()],
         schemas=schemas,

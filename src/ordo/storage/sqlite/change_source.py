@@ -18,6 +18,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import closing
 from pathlib import Path
 
 from ordo.cdc.change_rows import ChangeRows, key_text
@@ -26,7 +27,7 @@ from ordo.cdc.ports import CapturedWindow, SourceStatus
 from ordo.cdc.schema import Column, ColumnType, TableSchema
 from ordo.errors import CaptureError, UnmappableColumnTypeError
 from ordo.storage.sql_change_sink import quote_identifier
-from ordo.storage.sqlite.datastore import SQLiteDatastore
+from ordo.storage.sqlite.datastore import SQLiteDatastore, read_only_connection
 
 SOURCE = "sqlite"
 _CHANGES = "ordo_cdc_changes"
@@ -86,16 +87,16 @@ class SQLiteChangeSource:
             msg = "name at least one table to capture"
             raise CaptureError(msg)
         self.path = Path(path)
-        if not self.path.is_file():  # opening it would create an empty database
-            msg = f"no SQLite database at {self.path} to capture"
-            raise CaptureError(msg)
         self.tables = tuple(tables)
+        with closing(_read_only(self.path)) as conn:  # a bad table leaves the file as it was
+            for table in self.tables:
+                _read_schema(conn, self.path, table)
         self._db = SQLiteDatastore(self.path)
 
     @property
     def name(self) -> str:
         """The segment name that every captured mutation's audit carries."""
-        return f"sqlite:{self.path.name}"
+        return _source_name(self.path)
 
     def install(self) -> None:
         """Create the change table and (re)create the triggers of every captured table."""
@@ -106,13 +107,13 @@ class SQLiteChangeSource:
                 "op TEXT NOT NULL, key_json TEXT NOT NULL, old_key_json TEXT, row_json TEXT, "
                 "captured_at_us INTEGER NOT NULL)"
             )
-            for schema in (self._read_schema(conn, table) for table in self.tables):
+            for schema in (_read_schema(conn, self.path, table) for table in self.tables):
                 self._create_triggers(conn, schema)
 
     def schemas(self) -> Sequence[TableSchema]:
         """The captured tables' schemas from the catalog; triggers follow column changes."""
         with self._db.connection() as conn:
-            schemas = [self._read_schema(conn, table) for table in self.tables]
+            schemas = [_read_schema(conn, self.path, table) for table in self.tables]
             installed = {
                 row[0]: row[1]
                 for row in conn.execute(
@@ -153,20 +154,7 @@ class SQLiteChangeSource:
     def status(self) -> SourceStatus:
         """Confirmed position = one before the oldest waiting row; retained = rows waiting."""
         with self._db.connection() as conn:
-            oldest, newest, waiting = conn.execute(
-                f"SELECT MIN(position), MAX(position), COUNT(*) FROM {_CHANGES}"
-            ).fetchone()
-            head = conn.execute(
-                "SELECT seq FROM sqlite_sequence WHERE name = ?", (_CHANGES,)
-            ).fetchone()
-        return SourceStatus(
-            name=self.name,
-            tables=self.tables,
-            confirmed_position=(oldest - 1) if oldest is not None else (head[0] if head else None),
-            head_position=newest if newest is not None else (head[0] if head else None),
-            retained_bytes=None,
-            retained_changes=waiting,
-        )
+            return _status(conn, self.path, self.tables)
 
     def snapshot(self, table: str) -> Iterator[Mutation]:
         """The table's current rows as INSERT-like mutations, written at the change table's head.
@@ -205,20 +193,6 @@ class SQLiteChangeSource:
     def close(self) -> None:
         """Close the connections to the source file."""
         self._db.close()
-
-    def _read_schema(self, conn: sqlite3.Connection, table: str) -> TableSchema:
-        info = conn.execute(f"PRAGMA table_info({quote_identifier(table)})").fetchall()
-        if not info:
-            msg = f"table {table!r} does not exist in {self.path}"
-            raise CaptureError(msg)
-        columns = tuple(
-            Column(
-                name=name, type=column_type(table, name, declared), nullable=not notnull and not pk
-            )
-            for _, name, declared, notnull, _, pk in info
-        )
-        key = tuple(name for *_, pk, name in sorted((row[5], row[1]) for row in info if row[5]))
-        return TableSchema(table=table, columns=columns, partition_key=key)
 
     @staticmethod
     def _trigger(schema: TableSchema, event: str) -> str:
@@ -365,3 +339,63 @@ def _row_json(schema: TableSchema, prefix: str) -> str:
         for c in schema.value_columns
     ]
     return f"json_object({', '.join(parts)})"
+
+
+def read_status(path: Path, tables: Sequence[str]) -> SourceStatus:
+    """The capture's status in the file at `path`, read only.
+
+    What `ordo status` and `ordo cdc status` show: looking must not install a capture (the
+    change table and triggers that log every later write), nor switch the file to WAL.
+    """
+    with closing(_read_only(path)) as conn:
+        has_changes = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (_CHANGES,)
+        ).fetchone()
+        if has_changes is None:
+            msg = f"no capture is installed in {path}: start one with `ordo cdc capture`"
+            raise CaptureError(msg)
+        return _status(conn, path, tables)
+
+
+def _source_name(path: Path) -> str:
+    return f"sqlite:{path.name}"
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection to an existing source file (CaptureError when there is none)."""
+    if not path.is_file():  # connecting would create an empty database
+        msg = f"no SQLite database at {path} to capture"
+        raise CaptureError(msg)
+    try:
+        return read_only_connection(path)
+    except sqlite3.Error as exc:
+        msg = f"cannot read {path} as an SQLite database: {exc}"
+        raise CaptureError(msg) from exc
+
+
+def _read_schema(conn: sqlite3.Connection, path: Path, table: str) -> TableSchema:
+    info = conn.execute(f"PRAGMA table_info({quote_identifier(table)})").fetchall()
+    if not info:
+        msg = f"table {table!r} does not exist in {path}"
+        raise CaptureError(msg)
+    columns = tuple(
+        Column(name=name, type=column_type(table, name, declared), nullable=not notnull and not pk)
+        for _, name, declared, notnull, _, pk in info
+    )
+    key = tuple(name for *_, pk, name in sorted((row[5], row[1]) for row in info if row[5]))
+    return TableSchema(table=table, columns=columns, partition_key=key)
+
+
+def _status(conn: sqlite3.Connection, path: Path, tables: Sequence[str]) -> SourceStatus:
+    oldest, newest, waiting = conn.execute(
+        f"SELECT MIN(position), MAX(position), COUNT(*) FROM {_CHANGES}"
+    ).fetchone()
+    head = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (_CHANGES,)).fetchone()
+    return SourceStatus(
+        name=_source_name(path),
+        tables=tuple(tables),
+        confirmed_position=(oldest - 1) if oldest is not None else (head[0] if head else None),
+        head_position=newest if newest is not None else (head[0] if head else None),
+        retained_bytes=None,
+        retained_changes=waiting,
+    )

@@ -165,7 +165,7 @@ def require_journal_file(path: Path) -> None:
         msg = f"no journal at {path}: create it with `ordo init` or by appending to it"
         raise StorageUnavailableError(msg)
     try:
-        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+        with closing(read_only_connection(path)) as conn:
             is_journal = _has_metadata(conn)
     except sqlite3.Error as exc:
         msg = f"cannot read {path} as an SQLite journal: {exc}"
@@ -173,6 +173,11 @@ def require_journal_file(path: Path) -> None:
     if not is_journal:
         msg = f"{path} is not an ordo journal (it has no {METADATA_TABLE} table)"
         raise StorageUnavailableError(msg)
+
+
+def read_only_connection(path: Path) -> sqlite3.Connection:
+    """A connection that can neither create the file nor change it (nor its journal mode)."""
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 
 def _has_metadata(conn: sqlite3.Connection) -> bool:

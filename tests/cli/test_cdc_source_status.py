@@ -1,0 +1,119 @@
+"""A status or a refused capture leaves a CDC source as it was."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+from ordo.cli.main import cli
+from ordo.storage.postgres.change_source import PostgresChangeSource
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _fingerprint(path: Path) -> tuple[str, str]:
+    """The file's bytes and its journal mode (a WAL switch leaves the bytes alone at first)."""
+    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+        mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+    return hashlib.sha256(path.read_bytes()).hexdigest(), mode
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    source = tmp_path / "shop.db"
+    with closing(sqlite3.connect(source)) as conn, conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    return source
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'ordo.db'}"
+    assert _run("init", "--journal", url)[0] == 0
+    return url
+
+
+@pytest.mark.parametrize("command", [("status",), ("cdc", "status")])
+def test_a_status_of_an_sqlite_source_without_a_capture_installs_none(
+    shop: Path, journal: str, command: tuple[str, ...]
+) -> None:
+    before = _fingerprint(shop)
+
+    code, _, err = _run(*command, "--journal", journal, "--source", str(shop), "--table", "items")
+
+    assert code == 1
+    assert err.strip() == (
+        f"Error: CaptureError: no capture is installed in {shop}: start one with `ordo cdc capture`"
+    )
+    assert _fingerprint(shop) == before == (before[0], "delete")
+
+
+def test_a_status_shows_an_installed_sqlite_capture_and_leaves_it_alone(
+    shop: Path, journal: str, tmp_path: Path
+) -> None:
+    log = str(tmp_path / "log")
+    args = ("--journal", journal, "--change-log", log)
+    assert _run("cdc", "capture", str(shop), "--table", "items", *args)[0] == 0
+    with closing(sqlite3.connect(shop)) as conn, conn:
+        conn.execute("INSERT INTO items VALUES (1, 'pen')")
+    before = _fingerprint(shop)
+
+    code, out, err = _run("cdc", "status", *args, "--source", str(shop), "--table", "items")
+
+    assert code == 0, err
+    assert "confirmed 0, head 1, lag 1; 1 change waiting" in out
+    assert _fingerprint(shop) == before
+
+
+def test_tables_without_a_source_are_refused(journal: str) -> None:
+    code, _, err = _run("status", "--journal", journal, "--table", "items")
+    assert code == 1
+    assert err.strip() == (
+        "Error: ConfigurationError: tables items are the captured tables of a source: "
+        "name it (--source)"
+    )
+
+
+@pytest.mark.parametrize("tables", [["nothere"], ["items", "notes"]])
+def test_a_refused_capture_leaves_the_sqlite_source_as_it_was(
+    shop: Path, journal: str, tmp_path: Path, tables: list[str]
+) -> None:
+    before = _fingerprint(shop)
+    chosen = [arg for table in tables for arg in ("--table", table)]
+
+    code, _, err = _run("cdc", "capture", str(shop), *chosen, "--journal", journal)
+
+    assert code == 1
+    assert "does not exist" in err or "has no primary key" in err
+    assert _fingerprint(shop) == before
+
+
+@pytest.mark.postgres
+def test_a_status_of_a_postgres_source_creates_no_slot(postgres_dsn: str, tmp_path: Path) -> None:
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    args = ("--journal", f"sqlite:///{tmp_path / 'ordo.db'}", "--source", postgres_dsn)
+    assert _run("init", *args[:2])[0] == 0
+
+    code, _, err = _run("cdc", "status", *args, "--table", "items", "--slot", slot)
+
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+        ).fetchone()
+    if found is not None:  # the old behaviour: drop the slot before failing
+        with PostgresChangeSource(postgres_dsn, slot=slot, tables=["items"]) as source:
+            source.drop()
+    assert found is None
+    assert code == 1
+    assert slot in err
