@@ -335,6 +335,20 @@ def test_query_refuses_bad_offsets(runner: CliRunner, tmp_path: Path, offset: st
     assert "OffsetFormatError" in err
 
 
+def test_query_refuses_another_bucket_size_than_the_journal(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path}/q.db"
+    line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
+    assert _run(runner, "append", "--journal", url, stdin=line)[0] == 0
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "minute")
+
+    code, out, err = _run(runner, "query", "t", "--journal", url)
+
+    assert (code, out) == (1, "")
+    assert err.startswith("Error: BucketSizeMismatchError: journal was written with bucket_size=h")
+
+
 def test_processors_can_be_inspected_and_steered_offline(runner: CliRunner, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/p.db"
     with stores_at(url) as stores:
@@ -464,6 +478,12 @@ def test_a_failing_pipeline_is_one_error_line_naming_the_handlers_exception(
     ("text", "needle"),
     [
         ("[pipeline]\ncolour = 1\n", "unknown key(s) colour"),
+        ('colour = 1\n[pipeline]\njournal = "x.db"\n', "unknown table(s) or key(s) colour"),
+        (
+            '[pipeline]\njournal = "x.db"\ntag = "t"\nprocessor = ""\n'
+            'handler = "ordo.spark.demo:count_order_events"\ncheckpoint = "c"\n',
+            "[pipeline] processor must be a non-empty string, got ''",
+        ),
         ('[pipeline]\njournal = "x.db"\n', "needs tag, processor, handler, checkpoint"),
         (
             '[pipeline]\njournal = "x.db"\ntag = "t"\nprocessor = "p"\n'
@@ -485,3 +505,100 @@ def test_a_bad_pipeline_file_is_one_error_line(
     code, _, err = _run(runner, "pipeline", "run", str(config))
     assert code == 1
     assert needle in err
+
+
+def _pipeline_file(tmp_path: Path, extra: str) -> Path:
+    """A pipeline file for an existing, empty journal, with `extra` after its required keys."""
+    url = f"sqlite:///{tmp_path / 'shop.db'}"
+    open_journal(url).close()
+    config = tmp_path / "pipeline.toml"
+    config.write_text(
+        f'[pipeline]\njournal = "{url}"\ntag = "order"\nprocessor = "totals"\n'
+        'handler = "ordo.spark.demo:count_order_events"\n'
+        f'checkpoint = "{tmp_path / "checkpoint"}"\n{extra}',
+        encoding="utf-8",
+    )
+    return config
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        ('dead_letters = "false"\n', "[pipeline] dead_letters must be a boolean (true or false)"),
+        ("segments = 0\n", "[pipeline] segments must be in 1..2**32, got 0"),
+        ("segments = -2\n", "[pipeline] segments must be in 1..2**32, got -2"),
+        ('segments = "abc"\n', "[pipeline] segments must be an integer, got 'abc'"),
+        ("segments = 2.7\n", "[pipeline] segments must be an integer, got 2.7"),
+        ("segments = true\n", "[pipeline] segments must be an integer, got True"),
+        ("sink = 1\n", "[pipeline] sink must be a non-empty string, got 1"),
+        ('sink = " "\n', "[pipeline] sink must be a non-empty string, got ' '"),
+        ('trigger = "bogus"\n', "trigger must be 'available_now' or a processing time"),
+        ('trigger = "1 month"\n', "trigger must be 'available_now' or a processing time"),
+        ('trigger = "1.5 minutes"\n', "trigger must be 'available_now' or a processing time"),
+        ("[source]\nbogusOption = 1\n", "unknown option(s) bogusoption for ordo_events_by_tag"),
+        ('[source]\npageSize = "many"\n', "option pagesize must be an integer, got 'many'"),
+        ("[source]\npageSize = 1.5\n", "[source] pageSize must be a string or an integer"),
+        ("[source]\nSegments = 2\n", "[source] cannot set Segments: [pipeline] sets"),
+        (
+            "[sources]\neventualConsistencyDelayMs = 0\n",
+            "unknown table(s) or key(s) sources; valid: [pipeline], [source]",
+        ),
+    ],
+)
+def test_a_bad_pipeline_value_is_one_error_line_before_spark_starts(
+    runner: CliRunner, tmp_path: Path, extra: str, needle: str
+) -> None:
+    config = _pipeline_file(tmp_path, extra)
+    code, _, err = _run(runner, "pipeline", "run", str(config))
+    assert code == 1
+    assert err.startswith("Error: ConfigurationError: ")
+    assert err.count("\n") == 1  # no "starting Spark" line: the check came first
+    assert needle in err
+    assert not (tmp_path / "checkpoint").exists()
+
+
+def test_a_binary_pipeline_file_is_one_error_line_naming_it(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    config = tmp_path / "pipeline.toml"
+    config.write_bytes(b"\xff\xfe[pipeline]\n")
+    code, _, err = _run(runner, "pipeline", "run", str(config))
+    assert code == 1
+    assert err.startswith(f"Error: ConfigurationError: cannot read pipeline file {config}: ")
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("trigger", "parsed"),
+    [
+        ("available-now", "available_now"),
+        ("Available_Now", "available_now"),
+        ("1 second", "1 second"),
+        ("1.5 seconds", "1.5 seconds"),
+        ("interval 1 minute 30 seconds", "interval 1 minute 30 seconds"),
+        ("500 Milliseconds", "500 Milliseconds"),
+    ],
+)
+def test_a_pipeline_file_takes_the_triggers_spark_takes(
+    tmp_path: Path, trigger: str, parsed: str
+) -> None:
+    from ordo.spark.pipeline import PipelineConfig
+
+    config = PipelineConfig.from_toml(_pipeline_file(tmp_path, f'trigger = "{trigger}"\n'))
+    assert config.trigger == parsed
+
+
+def test_a_pipeline_files_defaults_and_source_options(tmp_path: Path) -> None:
+    from ordo.spark.pipeline import PipelineConfig
+
+    extra = '[source]\neventualConsistencyDelayMs = 0\nstartingOffsets = "latest"\n'
+    config = PipelineConfig.from_toml(_pipeline_file(tmp_path, extra))
+    assert (config.sink, config.segments, config.dead_letters) == (config.journal, 1, False)
+    assert config.source_options() == {
+        "eventualConsistencyDelayMs": "0",
+        "startingOffsets": "latest",
+        "journal": config.journal,
+        "tag": "order",
+        "processor": "totals",
+        "segments": "1",
+    }

@@ -26,11 +26,12 @@ from ordo import (
     Journal,
     NewEvent,
     PersistedEvent,
+    QuerySettings,
     SerializationError,
 )
 from ordo.clock import ManualClock
 from ordo.errors import JournalClosedError
-from ordo.storage.open import Stores
+from ordo.storage.open import Stores, events_by_tag_at
 
 JournalFactory = Callable[..., Journal]
 
@@ -402,6 +403,21 @@ def test_bucket_size_is_recorded_by_the_first_write(
     reopened = journal_factory(settings=daily)
     assert payloads(reopened, "p") == [1]
     assert reopened.append("p", [NewEvent.of(2)]).first_sequence_nr == 2
+
+
+def test_queries_with_another_bucket_size_than_the_journal_are_refused(
+    journal_factory: JournalFactory, journal_url: str
+) -> None:
+    daily = EventsByTagSettings(bucket_size=BucketSize.DAY, flush_interval=timedelta(0))
+    journal_factory(settings=daily).append("p", [NewEvent.of(1, tags=["t"])])
+
+    with pytest.raises(BucketSizeMismatchError) as raised, events_by_tag_at(journal_url):
+        pass
+
+    assert (raised.value.recorded, raised.value.requested) == ("day", "hour")
+    settled = QuerySettings(eventual_consistency_delay=timedelta(0))
+    with events_by_tag_at(journal_url, settings=settled, events_by_tag=daily) as queries:
+        assert [envelope.payload for envelope in queries.current("t")] == [1]
 
 
 def test_a_rejected_bucket_size_leaves_no_flusher_thread_behind(

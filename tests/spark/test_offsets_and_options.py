@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
+from ordo import NewEvent, open_journal
 from ordo.errors import (
+    BucketSizeMismatchError,
     ConfigurationError,
     InvalidIdentifierError,
     OffsetFormatError,
@@ -14,6 +17,7 @@ from ordo.errors import (
 )
 from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions
+from ordo.spark.planner import EventsByTagPlanner
 from ordo.storage.open import init_storage
 
 
@@ -79,3 +83,15 @@ def test_bad_options_are_refused_with_the_reason(
 ) -> None:
     with pytest.raises(error, match=needle):
         EventsByTagOptions.from_spark(given)
+
+
+def test_a_source_with_another_bucket_size_than_the_journal_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/x.db"
+    with open_journal(url) as journal:  # hourly buckets, the default
+        journal.append("p", [NewEvent.of(1, tags=["order"])])
+    options = EventsByTagOptions.from_spark({"journal": url, "tag": "order", "bucketSize": "day"})
+
+    with pytest.raises(BucketSizeMismatchError) as raised:
+        EventsByTagPlanner(options, resume_after="", now_ns=time.time_ns())
+
+    assert (raised.value.recorded, raised.value.requested) == ("hour", "day")

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 from ordo.journal.event import NewEvent, PersistedEvent
-from ordo.journal.journal import AppendReceipt, Journal
+from ordo.journal.journal import AppendReceipt, Journal, check_bucket_size
 from ordo.journal.ports import JournalStore
 from ordo.journal.serialization import Serializer
 
-__all__ = ["AppendReceipt", "Journal", "JournalStore", "NewEvent", "PersistedEvent", "Serializer"]
+__all__ = [
+    "AppendReceipt",
+    "Journal",
+    "JournalStore",
+    "NewEvent",
+    "PersistedEvent",
+    "Serializer",
+    "check_bucket_size",
+]

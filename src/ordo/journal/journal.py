@@ -77,7 +77,7 @@ class Journal:
         clock = clock or SystemClock()
         self._uuids = TimeUUIDGenerator(clock)
         self._lease = WriterLease(store, self.writer_uuid, clock)
-        self._check_bucket_size(store.recorded_bucket_size())
+        check_bucket_size(store.recorded_bucket_size(), self.settings.bucket_size)
         self._tag_writers = TagWriters(
             tag_store,
             max_message_batch_size=self.settings.max_message_batch_size,
@@ -287,9 +287,17 @@ class Journal:
 
     def _record_bucket_size(self) -> None:
         if not self._is_bucket_size_recorded:
-            self._check_bucket_size(self._store.record_bucket_size(self.settings.bucket_size))
+            recorded = self._store.record_bucket_size(self.settings.bucket_size)
+            check_bucket_size(recorded, self.settings.bucket_size)
             self._is_bucket_size_recorded = True
 
-    def _check_bucket_size(self, recorded: str | None) -> None:
-        if recorded is not None and recorded != self.settings.bucket_size:
-            raise BucketSizeMismatchError(recorded=recorded, requested=self.settings.bucket_size)
+
+def check_bucket_size(recorded: str | None, requested: str) -> None:
+    """Refuse a bucket size other than the one the journal was written with.
+
+    Seed 001: it cannot change once data is written. Writers would split a tag across two
+    layouts, and a reader with another size walks buckets that hold nothing (a wrong, empty
+    answer, or minutes spent scanning minute buckets of an hourly journal).
+    """
+    if recorded is not None and recorded != requested:
+        raise BucketSizeMismatchError(recorded=recorded, requested=requested)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 
 from ordo.hashing import stable_hash
+from ordo.journal import check_bucket_size
 from ordo.processing import Segment, initial_segments
 from ordo.query import NO_OFFSET, KeyRun, TagQuery
 from ordo.spark.key_runs import KeyRunReader
@@ -34,6 +35,12 @@ class EventsByTagPlanner:
         """
         self.options = options
         self._stores: Stores = open_stores(options.journal)
+        try:
+            recorded = self._stores.journal.recorded_bucket_size()
+            check_bucket_size(recorded, options.events_by_tag.bucket_size)
+        except BaseException:
+            self._stores.close()
+            raise
         start = NO_OFFSET if not resume_after else TimeUUID.from_bytes(bytes.fromhex(resume_after))
         self._query = TagQuery(
             self._stores.tag_view_key_reader,

@@ -9,7 +9,7 @@ from functools import partial
 
 from ordo.cdc.ports import SchemaStore
 from ordo.clock import Clock
-from ordo.journal import Journal
+from ordo.journal import Journal, check_bucket_size
 from ordo.journal.ports import JournalStore
 from ordo.processing.ports import TokenStore
 from ordo.query import EventEnvelope, EventsByTag, KeyRun, TagViewReader
@@ -154,6 +154,7 @@ def events_by_tag_at(
     """
     events_by_tag = events_by_tag or EventsByTagSettings()
     with stores_at(url) as stores:
+        check_bucket_size(stores.journal.recorded_bucket_size(), events_by_tag.bucket_size)
         listener = None
         if events_by_tag.pubsub_notification and isinstance(stores.location, PostgresLocation):
             from ordo.storage.postgres.notification import PostgresTagListener
