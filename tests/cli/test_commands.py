@@ -399,6 +399,10 @@ def test_processors_status_shows_where_replays_end_after_a_reset(
         (["processors", "merge", "counts", "0"], "InvalidSegmentOperationError"),
         (["processors", "split", "counts", "9"], "UnknownProcessorError"),
         (["processors", "reset", "counts", "--to", "bad"], "OffsetFormatError"),
+        (
+            ["processors", "reset", "counts", "--to", "12345678-1234-1234-1234-123456789012"],
+            "FutureOffsetError: offset 12345678-1234-1234-1234-123456789012 (2085-11-29",
+        ),
     ],
 )
 def test_processor_commands_refuse_bad_input(

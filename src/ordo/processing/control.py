@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ordo.errors import InvalidSegmentOperationError, UnknownProcessorError
 from ordo.processing.ports import SegmentAction, SegmentRequest, TokenEntry, TokenStore
 from ordo.processing.token import TrackingToken
+from ordo.query.offset import refuse_future
 
 OPERATOR = "ordo-operator"
 """The owner name of claims taken for an operator's immediate change."""
@@ -101,7 +102,13 @@ def reset_processor(
     now_ms: int,
     claim_timeout_ms: int,
 ) -> ControlReceipt:
-    """Reset every segment to `token` (refused while the processor runs)."""
+    """Reset every segment to `token` (refused while the processor runs).
+
+    A token in the future is refused (FutureOffsetError), as a query refuses such an offset:
+    the processor would skip every event written until then.
+    """
+    if token.offset is not None:
+        refuse_future(token.offset, now_ns=now_ms * 1_000_000)
     tokens.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
     return ControlReceipt(
         is_done=True,

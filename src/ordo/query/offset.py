@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from ordo.errors import OffsetFormatError
+from ordo.errors import FutureOffsetError, OffsetFormatError
 from ordo.time import TimeUUID
 
 
@@ -36,3 +36,14 @@ def to_offset(value: object) -> Offset:
         return TimeUUID.from_datetime(value, bound="min")
     msg = f"an offset is a TimeUUID, its string or an aware datetime, not {value!r}"
     raise OffsetFormatError(msg)
+
+
+def refuse_future(offset: TimeUUID, *, now_ns: int) -> None:
+    """Raise FutureOffsetError when `offset` is after `now_ns`.
+
+    Resuming there would skip every event written until then (a typo in a year, or a clock far
+    ahead): queries and processor resets refuse it.
+    """
+    if offset.epoch_ns > now_ns:
+        msg = f"offset {offset} ({offset.datetime.isoformat()}) is in the future"
+        raise FutureOffsetError(msg)

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Generic, cast
 
-from ordo.errors import FutureOffsetError, MissingTaggedEventError
+from ordo.errors import MissingTaggedEventError
 from ordo.query.backtracking import BackTrack, BackTrackSchedule
 from ordo.query.envelope import KeyRun
-from ordo.query.offset import NoOffset, Offset
+from ordo.query.offset import NoOffset, Offset, refuse_future
 from ordo.query.ports import R, RunPage, RunReader, TagViewReader
 from ordo.query.search import MissingSearch
 from ordo.settings import QuerySettings
@@ -108,9 +108,7 @@ class TagQuery(Generic[R]):
             self._position = _key_at(first_time_bucket_ms * 1_000_000 - 100)
             self._bucket = bucket_size.key(first_time_bucket_ms)
         else:
-            if offset.epoch_ns > now_ns:
-                msg = f"offset {offset} ({offset.datetime.isoformat()}) is in the future"
-                raise FutureOffsetError(msg)
+            refuse_future(offset, now_ns=now_ns)
             self._position = offset.to_bytes()
             self._bucket = bucket_size.key(offset.epoch_ms)
         self._start = self._position
