@@ -323,6 +323,7 @@ class TimeToLiveTooShortError(OperationRefusedError):
         )
         msg = (
             f"refused: keeping only the last {retention_ms / 1000:g}s of tag views would delete "
-            f"events that processor(s) {shown} have not processed; pass --force (force=True)"
+            f"events that processor(s) {shown} have not processed (--force, or force=True, "
+            "deletes them anyway)"
         )
         super().__init__(msg)

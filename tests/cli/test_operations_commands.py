@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 from click.testing import CliRunner
 
@@ -88,11 +89,18 @@ def test_cleanup_expire_and_before(journal_url: str) -> None:
     code, _, err = _run("cleanup", "before", "2026-01-01T00:00:00", *j)
     assert code == 1
     assert "has no zone" in err
-    code, out, _ = _run("cleanup", "before", "2999-01-01T00:00:00+00:00", "--dry-run", *j)
+    code, _, err = _run("cleanup", "before", "2999-01-01T00:00:00+00:00", "--force", *j)
+    assert code == 1
+    assert err.strip() == (
+        "Error: InvalidInputError: the cutoff 2999-01-01T00:00:00+00:00 is in the future: every "
+        "row is older than it; to delete them all, give the current time"
+    )
+    now = datetime.now(UTC).isoformat()
+    code, out, _ = _run("cleanup", "before", now, "--dry-run", *j)
     assert code == 0
     assert out.startswith("would delete")
     rows = len(tag_view_rows(journal_url))
-    code, out, _ = _run("cleanup", "before", "2999-01-01T00:00:00+00:00", "--json", *j)
+    code, out, _ = _run("cleanup", "before", now, "--json", *j)
     assert code == 0
     assert json.loads(out)["deleted"] == rows > 0
     assert tag_view_rows(journal_url) == set()

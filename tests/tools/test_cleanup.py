@@ -10,7 +10,12 @@ import pytest
 from operations_support import WRITE, execute, progress_rows, tag_view_rows
 from ordo import NewEvent, open_journal
 from ordo.clock import ManualClock
-from ordo.errors import ActiveWriterError, ConfigurationError, TimeToLiveTooShortError
+from ordo.errors import (
+    ActiveWriterError,
+    ConfigurationError,
+    InvalidInputError,
+    TimeToLiveTooShortError,
+)
 from ordo.processing.token import TrackingToken
 from ordo.settings import EventsByTagSettings, OperationsSettings
 from ordo.storage.open import Stores, stores_at
@@ -104,11 +109,20 @@ def test_rows_of_one_tag_before_a_time(journal_url: str) -> None:
     _write_old_and_new(journal_url)
     with stores_at(journal_url) as stores:
         receipt = Cleanup.of(stores).delete_tag_views_before(
-            NOW_NS // 10**6 + 1_000,
+            time.time_ns() // 10**6,  # after the newest events (written when the module loaded)
             tag="u",  # type: ignore[arg-type]
         )
     assert receipt.deleted_per_tag == {"u": 3}
     assert {r[0] for r in tag_view_rows(journal_url)} == {"t"}
+
+
+def test_a_cutoff_in_the_future_is_refused_even_when_forced(journal_url: str) -> None:
+    _write_old_and_new(journal_url)
+    before = tag_view_rows(journal_url)
+    in_a_day = time.time_ns() // 10**6 + 24 * HOUR_NS // 10**6
+    with stores_at(journal_url) as stores, pytest.raises(InvalidInputError, match="the future"):
+        Cleanup.of(stores).delete_tag_views_before(in_a_day, force=True)
+    assert tag_view_rows(journal_url) == before
 
 
 def test_deleting_persistence_ids_forgets_them(journal_url: str) -> None:

@@ -17,10 +17,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ordo.errors import ConfigurationError, TimeToLiveTooShortError, UnknownProcessorError
+from ordo.errors import (
+    ConfigurationError,
+    InvalidInputError,
+    TimeToLiveTooShortError,
+    UnknownProcessorError,
+)
 from ordo.processing.ports import TokenStore
 from ordo.time import TimeUUID
 from ordo.tools.operations_tool import OperationsTool
@@ -142,22 +147,32 @@ class Cleanup(OperationsTool):
         """Delete the rows (of `tag`, or every tag) whose TimeUUID is before `cutoff_ms`.
 
         Refused (TimeToLiveTooShortError) when a processor has not read that far, unless
-        `force`. Deletes in batches of the settings' rows_per_batch.
+        `force`; a cutoff in the future is refused even then (InvalidInputError): it can only
+        be a mistake that deletes every row. Deletes in batches of the settings'
+        rows_per_batch.
         """
         now_ms = self._clock.now_ns() // _NS_PER_MS
+        if cutoff_ms > now_ms:
+            moment = datetime.fromtimestamp(cutoff_ms / 1000, UTC).isoformat()
+            msg = (
+                f"the cutoff {moment} is in the future: every row is older than it; "
+                "to delete them all, give the current time"
+            )
+            raise InvalidInputError(msg)
         lagging = {
             name: lag
             for name, lag in processor_lags(self._tokens, now_ms=now_ms).items()
             if lag is None or now_ms - lag < cutoff_ms
         }
         if lagging:
+            if not force:
+                raise TimeToLiveTooShortError(retention_ms=now_ms - cutoff_ms, lags=lagging)
             logger.warning(
-                "processors have not read what would be deleted: cutoff_ms=%d processors=%s",
+                "forced past processors that have not read what is deleted: "
+                "cutoff_ms=%d processors=%s",
                 cutoff_ms,
                 ",".join(sorted(lagging)),
             )
-            if not force:
-                raise TimeToLiveTooShortError(retention_ms=now_ms - cutoff_ms, lags=lagging)
         before = TimeUUID.min_for_epoch_ns(cutoff_ms * _NS_PER_MS).to_bytes()
         up_to = TimeBucket(self._bucket_size.key(cutoff_ms))
         tags = [tag] if tag is not None else [s.tag for s in self._tag_views.tags()]
