@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from ordo.cdc import mutation_to_json
+from ordo.cdc import Audit, Cell, Mutation, mutation_to_json
 from ordo.cli.main import cli
 from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload, replica_mutations
 from ordo.storage.change_sources import change_source_at
@@ -97,6 +97,128 @@ def test_ingest_needs_a_schema_and_rejects_a_malformed_line_whole(
     )
     assert code == 0
     assert out.strip() == f"stdin: published {len(lines)}, skipped 0"
+
+
+def _registered(tmp_path: Path, journal: str) -> tuple[str, ...]:
+    """An initialized journal with the simulated `readings` schema; the ingest command for it."""
+    assert _run("init", "--journal", journal)[0] == 0
+    schema_file = tmp_path / "readings.json"
+    schema_file.write_text(SIMULATED_SCHEMA.to_json())
+    assert _run("cdc", "schemas", "register", str(schema_file), "--journal", journal)[0] == 0
+    return ("cdc", "ingest", "--journal", journal, "--change-log", str(tmp_path / "log"))
+
+
+def _readings(**audit: object) -> str:
+    """One JSON line writing a `readings` row, with `audit` fields replaced."""
+    document = mutation_to_json(
+        Mutation(
+            table="readings",
+            partition_key=(1,),
+            clustering_key=(2,),
+            cells={"label": Cell(value="ok", write_time=5)},
+            audit=Audit(source="test", segment="seg", position=1),
+        )
+    )
+    assert isinstance(document["audit"], dict)
+    document["audit"].update(audit)
+    return json.dumps(document)
+
+
+def _one_line_error(code: int, err: str, problem: str) -> None:
+    assert code == 1
+    assert err.startswith("Error: ")
+    assert err.count("\n") == 1
+    assert problem in err
+
+
+_READINGS = json.loads(SIMULATED_SCHEMA.to_json())
+_EXTRA = {"name": "extra", "type": "string"}
+
+
+@pytest.mark.parametrize(
+    ("document", "problem"),
+    [
+        (
+            {**_READINGS, "columns": [*_READINGS["columns"], {**_EXTRA, "nullable": "yes"}]},
+            "InvalidSchemaError: column 'extra': 'nullable' must be true or false, got 'yes'",
+        ),
+        (
+            {**_READINGS, "columns": [*_READINGS["columns"], {**_EXTRA, "default": ""}]},
+            "column 'extra' has unknown key 'default' (valid keys: name, type, nullable)",
+        ),
+        (
+            {**_READINGS, "comment": "v2"},
+            "the schema document has unknown key 'comment' (valid keys: table, columns, ",
+        ),
+        (
+            {**_READINGS, "columns": [*_READINGS["columns"], {**_EXTRA, "type": "uuid"}]},
+            "type 'uuid' is not one of string, long, double, boolean, decimal, timestamp, ",
+        ),
+        ({k: v for k, v in _READINGS.items() if k != "table"}, "is missing key 'table'"),
+        ([_READINGS], "the schema document must be a JSON object, got [{"),
+    ],
+)
+def test_schemas_register_refuses_a_bad_document_and_stores_no_version(
+    tmp_path: Path, journal: str, document: object, problem: str
+) -> None:
+    _registered(tmp_path, journal)
+    schema_file = tmp_path / "v2.json"
+    schema_file.write_text(json.dumps(document))
+    code, _, err = _run("cdc", "schemas", "register", str(schema_file), "--journal", journal)
+    _one_line_error(code, err, problem)
+    code, out, _ = _run("cdc", "schemas", "list", "--journal", journal, "--json")
+    assert [v["version"] for v in json.loads(out)] == [1]
+
+
+def test_schemas_register_names_a_file_that_is_not_text(tmp_path: Path, journal: str) -> None:
+    assert _run("init", "--journal", journal)[0] == 0
+    schema_file = tmp_path / "schema.json"
+    schema_file.write_bytes(b"\xff\xfe\x00{}")
+    code, _, err = _run("cdc", "schemas", "register", str(schema_file), "--journal", journal)
+    _one_line_error(code, err, f"InvalidSchemaError: {schema_file}: not a text file: ")
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        (
+            _readings()[:-1] + ', "bogus": 1}',
+            "line 2 of {file}: the mutation has unknown key 'bogus' (valid keys: table, ",
+        ),
+        (
+            _readings(position=-13),
+            "line 2 of {file}: audit field 'position' must be between 0 and ",
+        ),
+        (
+            _readings().replace('"readings"', '"unregistered"'),
+            "UnknownSchemaError: line 2 of {file}: no schema is registered for table "
+            "'unregistered'",
+        ),
+    ],
+)
+def test_ingest_checks_every_file_before_it_publishes_any(
+    tmp_path: Path, journal: str, line: str, problem: str
+) -> None:
+    ingest = _registered(tmp_path, journal)
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text(_readings() + "\n")
+    bad.write_text(f"{_readings(position=2)}\n{line}\n")
+    code, _, err = _run(*ingest, str(good), str(bad))
+    _one_line_error(code, err, problem.format(file=bad))
+    assert not (tmp_path / "log").exists()
+
+    code, out, err = _run(*ingest, str(good))
+    assert code == 0, err
+    assert out == f"{good}: published 1, skipped 0\n"
+
+
+def test_ingest_names_a_file_that_is_not_text(tmp_path: Path, journal: str) -> None:
+    ingest = _registered(tmp_path, journal)
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\xff\xfe\x00{}")
+    code, _, err = _run(*ingest, str(binary))
+    _one_line_error(code, err, f"MalformedMutationError: {binary}: not a text file: ")
+    assert not (tmp_path / "log").exists()
 
 
 def test_capture_refuses_a_table_without_primary_key(tmp_path: Path, journal: str) -> None:

@@ -1,42 +1,92 @@
 """The ingestion path: raw mutations from any producer, published like captured changes.
 
 This is how a Cassandra CDC agent or the replica simulation feeds the pipeline: mutations in the
-documented JSON format (`ordo.cdc.mutation_json`) are checked whole, then published.
+documented JSON format (`ordo.cdc.mutation_json`) are checked whole, then published. Every input
+(every file of one `ordo cdc ingest`) is checked before any is published, so a bad line or a table
+without a schema anywhere leaves the change log as it was.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ordo.cdc.mutation import Mutation
-from ordo.cdc.mutation_json import parse_mutation_line
+from ordo.cdc.mutation_json import line_location, parse_mutation_line
 from ordo.cdc.publisher import Publisher, PublishReceipt
 from ordo.cdc.schema_registry import SchemaRegistry
+from ordo.errors import MalformedMutationError, UnknownSchemaError
 
 
-def parse_mutation_lines(lines: Iterable[str]) -> list[Mutation]:
-    """Every mutation of a JSON lines text (blank lines skipped).
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MutationLines:
+    """The mutations of one JSON lines input (a file, or stdin), each with its line number.
 
-    MalformedMutationError names the first bad line; then nothing of the text is used.
+    The line numbers let errors found after parsing (a table without a schema) point at a line.
     """
-    return [
-        parse_mutation_line(line, line_nr=number)
-        for number, line in enumerate(lines, start=1)
-        if line.strip()
-    ]
+
+    source: str
+    mutations: tuple[tuple[int, Mutation], ...]
+
+
+def parse_mutation_lines(source: str, data: bytes) -> MutationLines:
+    """Every mutation of the JSON lines `data` read from `source` (blank lines skipped).
+
+    MalformedMutationError names `source` and its first bad line (or says it is not UTF-8 text);
+    then nothing of it is used. Lines end at a line feed only: `str.splitlines` would also split
+    a JSON string holding U+2028 or another Unicode line break, which JSON allows unescaped.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = f"{source}: not a text file: {exc}"
+        raise MalformedMutationError(msg) from exc
+    return MutationLines(
+        source=source,
+        mutations=tuple(
+            (number, parse_mutation_line(line, line_nr=number, source=source))
+            for number, line in enumerate(text.split("\n"), start=1)
+            if line.strip()
+        ),
+    )
+
+
+def _current_schema_ids(
+    inputs: Sequence[MutationLines], registry: SchemaRegistry
+) -> dict[str, int]:
+    """Each table's current schema id, looked up once per table.
+
+    UnknownSchemaError names the input and line of the first mutation of a table without one.
+    """
+    current: dict[str, int] = {}
+    for lines in inputs:
+        for number, mutation in lines.mutations:
+            if mutation.table in current:
+                continue
+            try:
+                current[mutation.table] = registry.current(mutation.table).schema_id
+            except UnknownSchemaError as exc:
+                msg = f"{line_location(number, lines.source)}: {exc}"
+                raise UnknownSchemaError(msg) from exc
+    return current
 
 
 def ingest(
-    mutations: Sequence[Mutation], publisher: Publisher, registry: SchemaRegistry
-) -> PublishReceipt:
+    inputs: Sequence[MutationLines], publisher: Publisher, registry: SchemaRegistry
+) -> list[PublishReceipt]:
     """Name each mutation's schema (the table's current one unless it names its own) and publish.
 
-    A table without a registered schema raises UnknownSchemaError before anything is published.
+    Every table needs a registered schema, and all of them are looked up before anything of any
+    input is published. The receipts are in the order of `inputs`.
     """
-    current = {table: registry.current(table).schema_id for table in {m.table for m in mutations}}
-    named = [
-        m if m.schema_id is not None else dataclasses.replace(m, schema_id=current[m.table])
-        for m in mutations
+    current = _current_schema_ids(inputs, registry)
+    return [
+        publisher.publish(
+            [
+                m if m.schema_id is not None else dataclasses.replace(m, schema_id=current[m.table])
+                for _, m in lines.mutations
+            ]
+        )
+        for lines in inputs
     ]
-    return publisher.publish(named)

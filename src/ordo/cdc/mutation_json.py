@@ -10,27 +10,84 @@ One JSON object per mutation (one per line in a JSON lines file)::
                "position": 4096, "captured_at_us": 1700000000100000}}
 
 Only `table`, `partition_key` and `audit.source` are required; absent fields mean "none". Anything
-else that does not fit raises MalformedMutationError naming the field.
+else that does not fit raises MalformedMutationError naming the field: a key the format does not
+have, a number outside a signed 64-bit integer (the change log stores BIGINTs), a negative audit
+`position` or `captured_at_us`, a `ttl_s` that is not positive.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ordo.cdc.mutation import Audit, Cell, JsonValue, Key, Mutation
-from ordo.errors import MalformedMutationError
+from ordo.errors import CdcError, MalformedMutationError
 
 _SCALARS = (type(None), bool, int, float, str)
+_MUTATION_KEYS = (
+    "table",
+    "partition_key",
+    "clustering_key",
+    "cells",
+    "liveness",
+    "row_deleted_at",
+    "partition_deleted_at",
+    "schema_id",
+    "audit",
+)
+_AUDIT_KEYS = ("source", "replica", "segment", "position", "captured_at_us")
+_CELL_KEYS = ("value", "write_time", "ttl_s")
+_LIVENESS_KEYS = ("write_time", "ttl_s")
+_BIGINT_MIN, _BIGINT_MAX = -(2**63), 2**63 - 1
 
 
-def _int(document: Mapping[str, Any], name: str, *, optional: bool = True) -> int | None:
+def reject_unknown_keys(
+    document: Mapping[str, object], valid: Sequence[str], *, where: str, error: type[CdcError]
+) -> None:
+    """Raise `error` naming the keys of `document` that are not in `valid`.
+
+    Optional keys are read with `.get`, so a misspelt one ("ttl" for "ttl_s") would otherwise be
+    dropped without a word and the document taken to say something it does not.
+    """
+    unknown = [key for key in document if key not in valid]
+    if unknown:
+        msg = (
+            f"{where} has unknown key{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(repr, unknown))} (valid keys: {', '.join(valid)})"
+        )
+        raise error(msg)
+
+
+def _int(
+    document: Mapping[str, Any],
+    name: str,
+    *,
+    where: str = "",
+    optional: bool = True,
+    minimum: int = _BIGINT_MIN,
+) -> int | None:
+    """An integer field that fits the change log's BIGINT columns and is at least `minimum`."""
+    label = f"{where} field {name!r}" if where else f"field {name!r}"
     value = document.get(name)
     if value is None and optional:
         return None
     if not isinstance(value, int) or isinstance(value, bool):
-        msg = f"field {name!r} must be an integer, got {value!r}"
+        msg = f"{label} must be an integer, got {value!r}"
+        raise MalformedMutationError(msg)
+    if not minimum <= value <= _BIGINT_MAX:
+        msg = f"{label} must be between {minimum} and {_BIGINT_MAX}, got {value}"
+        raise MalformedMutationError(msg)
+    return value
+
+
+def _text(document: Mapping[str, Any], name: str, *, where: str) -> str:
+    """An optional string field ("" when absent or null), never another value turned into text."""
+    value = document.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        msg = f"{where} field {name!r} must be a string, got {value!r}"
         raise MalformedMutationError(msg)
     return value
 
@@ -43,22 +100,20 @@ def _key(document: Mapping[str, Any], name: str) -> Key:
     return tuple(value)
 
 
-def _cell(document: Any, name: str) -> Cell:
+def _cell(document: Any, name: str, keys: Sequence[str] = _CELL_KEYS) -> Cell:
     if not isinstance(document, dict):
         msg = f"{name} must be an object, got {document!r}"
         raise MalformedMutationError(msg)
-    write_time = _int(document, "write_time", optional=False) or 0
-    ttl_s = _int(document, "ttl_s")
-    if ttl_s is not None and ttl_s <= 0:
-        msg = f"{name}: ttl_s must be positive, got {ttl_s}"
-        raise MalformedMutationError(msg)
+    reject_unknown_keys(document, keys, where=name, error=MalformedMutationError)
+    write_time = _int(document, "write_time", where=name, optional=False) or 0
+    ttl_s = _int(document, "ttl_s", where=name, minimum=1)
     value: JsonValue = document.get("value")
     return Cell(value=value, write_time=write_time, ttl_s=ttl_s)
 
 
 def _marker(document: Any) -> Cell:
-    """The row marker an INSERT sets: a cell whose value is always True."""
-    cell = _cell(document, "liveness")
+    """The row marker an INSERT sets: a cell whose value is always True (so it has no `value`)."""
+    cell = _cell(document, "liveness", _LIVENESS_KEYS)
     return Cell(value=True, write_time=cell.write_time, ttl_s=cell.ttl_s)
 
 
@@ -85,6 +140,9 @@ def mutation_from_json(document: Any) -> Mutation:
     if not isinstance(document, dict):
         msg = f"a mutation must be a JSON object, got {document!r}"
         raise MalformedMutationError(msg)
+    reject_unknown_keys(
+        document, _MUTATION_KEYS, where="the mutation", error=MalformedMutationError
+    )
     table = document.get("table")
     if not isinstance(table, str):
         msg = f"field 'table' must be a string, got {table!r}"
@@ -93,6 +151,7 @@ def mutation_from_json(document: Any) -> Mutation:
     if not isinstance(audit, dict) or not isinstance(audit.get("source"), str):
         msg = "field 'audit' must be an object with a string 'source'"
         raise MalformedMutationError(msg)
+    reject_unknown_keys(audit, _AUDIT_KEYS, where="field 'audit'", error=MalformedMutationError)
     liveness = document.get("liveness")
     return Mutation(
         table=table,
@@ -105,10 +164,12 @@ def mutation_from_json(document: Any) -> Mutation:
         schema_id=_int(document, "schema_id"),
         audit=Audit(
             source=audit["source"],
-            replica=str(audit.get("replica", "")),
-            segment=str(audit.get("segment", "")),
-            position=_int(audit, "position") or 0,
-            captured_at_us=_int(audit, "captured_at_us") or 0,
+            replica=_text(audit, "replica", where="audit"),
+            segment=_text(audit, "segment", where="audit"),
+            # A position names the change log's files and is what deduplication compares, and a
+            # capture time is a wall-clock time: neither is ever negative.
+            position=_int(audit, "position", where="audit", minimum=0) or 0,
+            captured_at_us=_int(audit, "captured_at_us", where="audit", minimum=0) or 0,
         ),
     )
 
@@ -138,10 +199,15 @@ def mutation_to_json(mutation: Mutation) -> dict[str, JsonValue]:
     }
 
 
-def parse_mutation_line(line: str, *, line_nr: int = 0) -> Mutation:
-    """One line of a JSON lines file; the error names the line number."""
+def line_location(line_nr: int, source: str = "") -> str:
+    """`line N`, or `line N of SOURCE`: how ingestion errors point at the line to fix."""
+    return f"line {line_nr} of {source}" if source else f"line {line_nr}"
+
+
+def parse_mutation_line(line: str, *, line_nr: int = 0, source: str = "") -> Mutation:
+    """One line of a JSON lines file; the error names the line number (and `source`, if given)."""
     try:
         return mutation_from_json(json.loads(line))
     except (json.JSONDecodeError, MalformedMutationError) as exc:
-        msg = f"line {line_nr}: {exc}"
+        msg = f"{line_location(line_nr, source)}: {exc}"
         raise MalformedMutationError(msg) from exc

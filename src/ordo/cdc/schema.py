@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -17,6 +18,7 @@ from enum import StrEnum
 from hashlib import blake2b
 
 from ordo.cdc.mutation import JsonValue
+from ordo.cdc.mutation_json import reject_unknown_keys
 from ordo.errors import InvalidSchemaError, NoPrimaryKeyError
 
 
@@ -196,26 +198,87 @@ class TableSchema:
 
     @classmethod
     def from_json(cls, text: str) -> TableSchema:
-        """Read a schema document written by `to_json` (or by hand); InvalidSchemaError if bad."""
+        """Read a schema document written by `to_json` (or by hand); InvalidSchemaError if bad.
+
+        Hand-written documents are checked strictly (no unknown keys, no value coerced to another
+        JSON type) because what is accepted becomes a registered version that stays.
+        """
         try:
             document = json.loads(text)
-            columns = tuple(
-                Column(
-                    name=str(c["name"]),
-                    type=ColumnType(c["type"]),
-                    nullable=bool(c.get("nullable", True)),
-                )
-                for c in document["columns"]
-            )
-            return cls(
-                table=str(document["table"]),
-                columns=columns,
-                partition_key=tuple(str(k) for k in document["partition_key"]),
-                clustering_key=tuple(str(k) for k in document.get("clustering_key", ())),
-            )
-        except (ValueError, KeyError, TypeError) as exc:
-            msg = f"not a schema document: {exc}"
+        except json.JSONDecodeError as exc:
+            msg = f"not a JSON document: {exc}"
             raise InvalidSchemaError(msg) from exc
+        fields = _object(
+            document,
+            "the schema document",
+            ("table", "columns", "partition_key"),
+            ("clustering_key",),
+        )
+        columns = fields["columns"]
+        if not isinstance(columns, list) or not columns:
+            msg = (
+                f"'columns' must be a non-empty list of column objects, got {reprlib.repr(columns)}"
+            )
+            raise InvalidSchemaError(msg)
+        return cls(
+            table=_name(fields["table"], "'table'"),
+            columns=tuple(_column(column, number) for number, column in enumerate(columns, 1)),
+            partition_key=_names(fields, "partition_key"),
+            clustering_key=_names(fields, "clustering_key"),
+        )
+
+
+def _object(
+    value: object, what: str, required: Sequence[str], optional: Sequence[str] = ()
+) -> Mapping[str, object]:
+    """`value` as a JSON object with every `required` key and no key but those and `optional`."""
+    if not isinstance(value, dict):
+        msg = f"{what} must be a JSON object, got {reprlib.repr(value)}"
+        raise InvalidSchemaError(msg)
+    reject_unknown_keys(value, (*required, *optional), where=what, error=InvalidSchemaError)
+    missing = [key for key in required if key not in value]
+    if missing:
+        keys = ", ".join(map(repr, missing))
+        msg = f"{what} is missing key{'s' if len(missing) > 1 else ''} {keys}"
+        raise InvalidSchemaError(msg)
+    return value
+
+
+def _name(value: object, what: str) -> str:
+    """A table or column name: a non-empty string, never a number or list turned into text."""
+    if not isinstance(value, str) or not value:
+        msg = f"{what} must be a non-empty string, got {reprlib.repr(value)}"
+        raise InvalidSchemaError(msg)
+    return value
+
+
+def _names(fields: Mapping[str, object], key: str) -> tuple[str, ...]:
+    """A key's column names (absent: none)."""
+    value = fields.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        msg = f"{key!r} must be a list of column names (strings), got {reprlib.repr(value)}"
+        raise InvalidSchemaError(msg)
+    return tuple(value)
+
+
+def _column(value: object, number: int) -> Column:
+    """One entry of `columns`; errors call it by its name when it has one, else by its number."""
+    name = value.get("name") if isinstance(value, dict) else None
+    what = f"column {name!r}" if isinstance(name, str) and name else f"column {number}"
+    fields = _object(value, what, ("name", "type"), ("nullable",))
+    type_name = fields["type"]
+    if not isinstance(type_name, str) or type_name not in {t.value for t in ColumnType}:
+        msg = f"{what}: type {reprlib.repr(type_name)} is not one of {', '.join(ColumnType)}"
+        raise InvalidSchemaError(msg)
+    nullable = fields.get("nullable", True)
+    if not isinstance(nullable, bool):
+        msg = f"{what}: 'nullable' must be true or false, got {reprlib.repr(nullable)}"
+        raise InvalidSchemaError(msg)
+    return Column(
+        name=_name(fields["name"], f"{what}: 'name'"),
+        type=ColumnType(type_name),
+        nullable=nullable,
+    )
 
 
 def full_row(

@@ -19,6 +19,7 @@ from ordo.cdc.ingest import ingest as publish_mutations
 from ordo.cdc.ingest import parse_mutation_lines
 from ordo.cli.cdc_schemas import schemas
 from ordo.cli.options import (
+    NUMBER,
     counted,
     existing_journal,
     int_option,
@@ -165,21 +166,20 @@ def ingest(
 ) -> None:
     """Publish raw mutations (JSON lines, docs/cdc.md) from FILES or stdin into the change log.
 
-    Every line is checked first; a malformed one is reported with its number and nothing of
-    that input is published. Each table needs a registered schema (`ordo cdc schemas register`).
+    Every line of every input is checked first, and every table's schema looked up: a malformed
+    line, or a table with no registered schema (`ordo cdc schemas register`), is reported with
+    its file and line number and nothing of any input is published.
     """
-    texts = [(str(f), f.read_text(encoding="utf-8")) for f in files] or [
-        ("stdin", sys.stdin.read())
+    url = existing_journal(journal_url)
+    inputs = [parse_mutation_lines(str(f), f.read_bytes()) for f in files] or [
+        parse_mutation_lines("stdin", sys.stdin.buffer.read())
     ]
     publisher = Publisher(ParquetChangeLog(change_log), partitions=partitions)
-    with stores_at(existing_journal(journal_url)) as stores:
-        registry = SchemaRegistry(stores.schemas)
-        batches = [(name, parse_mutation_lines(text.splitlines())) for name, text in texts]
-        for name, mutations in batches:
-            receipt = publish_mutations(mutations, publisher, registry)
-            click.echo(
-                f"{name}: published {sum(receipt.published.values())}, skipped {receipt.skipped}"
-            )
+    with stores_at(url) as stores:
+        receipts = publish_mutations(inputs, publisher, SchemaRegistry(stores.schemas))
+    for lines, receipt in zip(inputs, receipts, strict=True):
+        published = sum(receipt.published.values())
+        click.echo(f"{lines.source}: published {published}, skipped {receipt.skipped}")
 
 
 @cdc.command()
@@ -287,7 +287,7 @@ def materialize(
 @int_option("--replicas", 3, "Replicas delivering each write.", maximum=16)
 @int_option("--keys", 1_000, "Partition keys written.")
 @int_option("--mutations", 20_000, "Client writes.")
-@click.option("--seed", type=int, default=1, show_default=True, help="Makes the run repeatable.")
+@click.option("--seed", type=NUMBER, default=1, show_default=True, help="Makes the run repeatable.")
 def simulate(
     as_json: bool, master: str, replicas: int, keys: int, mutations: int, seed: int
 ) -> None:

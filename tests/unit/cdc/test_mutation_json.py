@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
+from hypothesis import given
 
+from cdc_support import mutations
 from ordo.cdc import Audit, Cell, Mutation, mutation_from_json, mutation_to_json
 from ordo.cdc.mutation_json import parse_mutation_line
 from ordo.errors import MalformedMutationError
@@ -29,6 +32,23 @@ def test_a_mutation_round_trips_through_its_json_line() -> None:
     assert parse_mutation_line(line) == FULL
 
 
+def test_the_extremes_of_every_number_round_trip() -> None:
+    lowest = -(2**63)
+    extreme = dataclasses.replace(
+        FULL,
+        cells={"name": Cell(value="Ada", write_time=lowest, ttl_s=2**63 - 1)},
+        liveness=Cell(value=True, write_time=2**63 - 1, ttl_s=1),
+        row_deleted_at=lowest,
+        audit=Audit(source="s", position=0, captured_at_us=0),
+    )
+    assert parse_mutation_line(json.dumps(mutation_to_json(extreme))) == extreme
+
+
+@given(mutations())
+def test_every_mutation_round_trips_through_its_json_line(mutation: Mutation) -> None:
+    assert parse_mutation_line(json.dumps(mutation_to_json(mutation))) == mutation
+
+
 @pytest.mark.parametrize(
     ("line", "problem"),
     [
@@ -50,11 +70,61 @@ def test_a_mutation_round_trips_through_its_json_line() -> None:
             '{"table": "t", "partition_key": [[1]], "row_deleted_at": 1, "audit": {"source": "s"}}',
             "scalars",
         ),
+        (
+            '{"table": "t", "partition_key": [1], "row_deleted_at": 1, "bogus": 1, '
+            '"audit": {"source": "s"}}',
+            r"the mutation has unknown key 'bogus' \(valid keys: table, partition_key, ",
+        ),
+        (
+            '{"table": "t", "partition_key": [1], "row_deleted_at": 1, '
+            '"audit": {"source": "s", "pos": 1}}',
+            r"field 'audit' has unknown key 'pos' \(valid keys: source, replica, segment, ",
+        ),
+        (
+            '{"table": "t", "partition_key": [1], "cells": {"a": {"write_time": 1, "ttl": 5}}, '
+            '"audit": {"source": "s"}}',
+            r"cell 'a' has unknown key 'ttl' \(valid keys: value, write_time, ttl_s\)",
+        ),
+        (
+            '{"table": "t", "partition_key": [1], "liveness": {"write_time": 1, "value": true}, '
+            '"audit": {"source": "s"}}',
+            r"liveness has unknown key 'value' \(valid keys: write_time, ttl_s\)",
+        ),
+        (
+            '{"table": "t", "partition_key": [1], "row_deleted_at": 1, '
+            '"audit": {"source": "s", "position": -13}}',
+            "audit field 'position' must be between 0 and ",
+        ),
+        (
+            '{"table": "t", "partition_key": [1], "row_deleted_at": 1, '
+            '"audit": {"source": "s", "captured_at_us": -1}}',
+            "audit field 'captured_at_us' must be between 0 and ",
+        ),
+        (
+            '{"table": "t", "partition_key": [1], "cells": {"a": {"write_time": 1, "ttl_s": 0}}, '
+            '"audit": {"source": "s"}}',
+            "cell 'a' field 'ttl_s' must be between 1 and ",
+        ),
+        (
+            '{"table": "t", "partition_key": [1], "row_deleted_at": 9223372036854775808, '
+            '"audit": {"source": "s"}}',
+            "field 'row_deleted_at' must be between -9223372036854775808 and 9223372036854775807",
+        ),
+        (
+            '{"table": "t", "partition_key": [1], "row_deleted_at": 1, '
+            '"audit": {"source": "s", "segment": null, "replica": 5}}',
+            "audit field 'replica' must be a string, got 5",
+        ),
     ],
 )
 def test_malformed_lines_raise_a_specific_error(line: str, problem: str) -> None:
     with pytest.raises(MalformedMutationError, match=problem):
         parse_mutation_line(line, line_nr=3)
+
+
+def test_an_error_names_the_file_of_its_line_when_given_one() -> None:
+    with pytest.raises(MalformedMutationError, match=r"^line 3 of in\.jsonl: "):
+        parse_mutation_line("[]", line_nr=3, source="in.jsonl")
 
 
 def test_only_a_json_object_is_a_mutation() -> None:

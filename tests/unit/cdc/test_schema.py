@@ -53,3 +53,80 @@ def test_the_json_document_round_trips_and_fingerprints_are_stable() -> None:
 def test_a_table_without_primary_key_is_rejected_with_advice() -> None:
     with pytest.raises(NoPrimaryKeyError, match="PRIMARY KEY"):
         TableSchema(table="t", columns=BASE.columns, partition_key=())
+
+
+def test_a_hand_written_document_needs_only_the_required_keys() -> None:
+    schema = TableSchema.from_json(
+        '{"table": "t", "columns": [{"name": "id", "type": "long"}], "partition_key": ["id"]}'
+    )
+    assert schema == TableSchema(
+        table="t", columns=(Column(name="id", type=ColumnType.LONG),), partition_key=("id",)
+    )
+    keyed = TableSchema(
+        table="t", columns=BASE.columns, partition_key=("id",), clustering_key=("seen",)
+    )
+    assert TableSchema.from_json(keyed.to_json()) == keyed
+
+
+_ID = '{"name": "id", "type": "long"}'
+
+
+@pytest.mark.parametrize(
+    ("document", "problem"),
+    [
+        ("{not json", "not a JSON document: "),
+        ("[1, 2]", r"the schema document must be a JSON object, got \[1, 2\]"),
+        (f'{{"columns": [{_ID}], "partition_key": ["id"]}}', "missing key 'table'"),
+        (
+            f'{{"table": "t", "columns": [{_ID}], "partition_key": ["id"], "key": ["id"]}}',
+            r"the schema document has unknown key 'key' \(valid keys: table, columns, "
+            r"partition_key, clustering_key\)",
+        ),
+        (
+            '{"table": "t", "columns": [{"name": "id", "type": "long", "null": false}], '
+            '"partition_key": ["id"]}',
+            r"column 'id' has unknown key 'null' \(valid keys: name, type, nullable\)",
+        ),
+        (
+            '{"table": "t", "columns": [{"name": "id", "type": "long", "nullable": "yes"}], '
+            '"partition_key": ["id"]}',
+            "column 'id': 'nullable' must be true or false, got 'yes'",
+        ),
+        (
+            '{"table": "t", "columns": [{"name": "id", "type": "uuid"}], "partition_key": ["id"]}',
+            "column 'id': type 'uuid' is not one of string, long, double, boolean, decimal, "
+            "timestamp, date, bytes, json",
+        ),
+        (
+            f'{{"table": 7, "columns": [{_ID}], "partition_key": ["id"]}}',
+            "'table' must be a non-empty string, got 7",
+        ),
+        (
+            '{"table": "t", "columns": [], "partition_key": ["id"]}',
+            "'columns' must be a non-empty list of column objects",
+        ),
+        (
+            '{"table": "t", "columns": ["id"], "partition_key": ["id"]}',
+            "column 1 must be a JSON object, got 'id'",
+        ),
+        (
+            '{"table": "t", "columns": [{"name": 7, "type": "long"}], "partition_key": ["id"]}',
+            "column 1: 'name' must be a non-empty string, got 7",
+        ),
+        (
+            '{"table": "t", "columns": [{"type": "long"}], "partition_key": ["id"]}',
+            "column 1 is missing key 'name'",
+        ),
+        (
+            f'{{"table": "t", "columns": [{_ID}], "partition_key": "id"}}',
+            r"'partition_key' must be a list of column names \(strings\), got 'id'",
+        ),
+        (
+            f'{{"table": "t", "columns": [{_ID}], "partition_key": ["id"], "clustering_key": [1]}}',
+            r"'clustering_key' must be a list of column names \(strings\), got \[1\]",
+        ),
+    ],
+)
+def test_a_bad_document_is_rejected_with_what_is_wrong(document: str, problem: str) -> None:
+    with pytest.raises(InvalidSchemaError, match=problem):
+        TableSchema.from_json(document)
