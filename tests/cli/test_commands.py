@@ -216,7 +216,7 @@ def test_a_bad_setting_in_the_environment_names_the_key(
     monkeypatch.setenv("ORDO_BUCKET_SIZE", "week")
     code, _, err = _run(runner, "events", "p", "--journal", f"{tmp_path}/j.db")
     assert code == 1
-    assert "bucket_size" in err
+    assert "ORDO_BUCKET_SIZE" in err
     assert "week" in err
 
 
@@ -285,6 +285,69 @@ def test_simulate_refuses_bad_options(runner: CliRunner) -> None:
     code, _, err = _run(runner, "simulate", "--writers", "0")
     assert code == 2
     assert "--writers" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["info", "--bogus"],
+            "Error: No such option '--bogus' (valid: --journal, --json, --help); "
+            "see 'ordo info --help'",
+        ),
+        (
+            ["cdc", "bogus"],
+            "Error: No such command 'bogus' (valid: capture, ingest, materialize, schemas, "
+            "simulate, status); see 'ordo cdc --help'",
+        ),
+        (
+            ["--bogus"],
+            "Error: No such option '--bogus' (valid: --debug, --log-level, --version, --help); "
+            "see 'ordo --help'",
+        ),
+        (["events"], "Error: Missing argument 'PERSISTENCE_ID'; see 'ordo events --help'"),
+        (
+            ["events", "p", "--to", "99999999999999999999"],
+            "Error: Invalid value for '--to': 99999999999999999999 is not in the range "
+            "x<=9007199254740991; see 'ordo events --help'",
+        ),
+    ],
+)
+def test_a_usage_error_is_one_line_with_status_2(
+    runner: CliRunner, args: list[str], line: str
+) -> None:
+    code, out, err = _run(runner, *args)
+    assert (code, out, err) == (2, "", line + "\n")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["cleanup", "expire", "--time-to-live-ms", "99999999999999999999"],
+        ["reconcile", "delete", "p", "--writer-lease-timeout-ms", "99999999999999999999"],
+        ["simulate", "--events", "99999999999999999999"],
+    ],
+)
+def test_a_huge_number_is_a_usage_error_naming_its_option(
+    runner: CliRunner, tmp_path: Path, args: list[str]
+) -> None:
+    code, _, err = _run(runner, *args, "--journal", f"{tmp_path}/j.db")
+    assert code == 2
+    assert err.startswith(f"Error: Invalid value for '{args[-2]}'")
+    assert len(err.splitlines()) == 1
+
+
+def test_a_bad_lease_timeout_is_refused_before_any_work(runner: CliRunner, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/j.db"
+    assert _run(runner, "init", "--journal", url)[0] == 0
+    code, _, err = _run(
+        runner, "verify", "--repair", "--writer-lease-timeout-ms", "-5", "--journal", url
+    )
+    assert code == 1
+    assert err == (
+        "Error: ConfigurationError: --writer-lease-timeout-ms -5: writer_lease_timeout must be "
+        "longer than the heartbeat interval (5s), got -5 ms\n"
+    )
 
 
 def test_query_reads_a_tag_in_offset_order(

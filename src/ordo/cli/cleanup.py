@@ -12,7 +12,7 @@ from ordo.cli.operations_options import (
     guarded_options,
     tag_option,
 )
-from ordo.cli.options import progress, settings_from_env
+from ordo.cli.options import NUMBER, progress, settings_from_env
 from ordo.errors import ConfigurationError
 from ordo.settings import EventsByTagSettings
 from ordo.tools.cleanup import Cleanup
@@ -70,7 +70,7 @@ def before(request: OperationRequest, tag: Tag | None, time: str) -> None:
 @tag_option(_ANY_TAG)
 @click.option(
     "--time-to-live-ms",
-    type=int,
+    type=NUMBER,
     help="events_by_tag.time_to_live in ms (default: ORDO_TIME_TO_LIVE_MS).",
 )
 def expire(request: OperationRequest, tag: Tag | None, time_to_live_ms: int | None) -> None:

@@ -8,6 +8,7 @@ from typing import TextIO
 import click
 
 from ordo.cli.options import (
+    NUMBER,
     counted,
     existing_journal,
     journal_option,
@@ -83,9 +84,14 @@ def append(journal_url: str | None, as_json: bool, source: TextIO) -> None:
 @json_option
 @click.argument("persistence_id")
 @click.option(
-    "--from", "from_sequence_nr", type=int, default=1, show_default=True, help="First sequence nr."
+    "--from",
+    "from_sequence_nr",
+    type=NUMBER,
+    default=1,
+    show_default=True,
+    help="First sequence nr.",
 )
-@click.option("--to", "to_sequence_nr", type=int, default=None, help="Last sequence nr.")
+@click.option("--to", "to_sequence_nr", type=NUMBER, default=None, help="Last sequence nr.")
 def events(
     journal_url: str | None,
     as_json: bool,

@@ -22,13 +22,45 @@ from ordo.cli.verify import verify
 from ordo.errors import OrdoError
 
 
+class UsageLine(click.ClickException):
+    """A usage error as one line (click prints usage, a hint and the error on four)."""
+
+    exit_code = 2
+
+
+def _usage_line(exc: click.UsageError) -> click.ClickException:
+    """The error, the valid options or commands where it is about one, and where help is."""
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        return exc  # `ordo` or `ordo cdc` alone: click shows the help
+    message = exc.format_message().rstrip(".")
+    ctx = exc.ctx
+    if ctx is None:
+        return UsageLine(message)
+    if isinstance(exc, click.NoSuchOption) and not exc.possibilities:
+        params = ctx.command.params
+        names = sorted(name for p in params if isinstance(p, click.Option) for name in p.opts)
+        message = f"{message} (valid: {', '.join([*names, '--help'])})"
+    elif isinstance(ctx.command, click.Group) and message.startswith("No such command"):
+        message = f"{message} (valid: {', '.join(sorted(ctx.command.commands))})"
+    return UsageLine(f"{message}; see '{ctx.command_path} --help'")
+
+
 class OrdoGroup(click.Group):
-    """Turns every OrdoError into one line on stderr and exit status 1."""
+    """One line on stderr for every error: an OrdoError exits with 1, a usage error with 2."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """The root's own options; a usage error in them is one line."""
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            raise _usage_line(exc) from exc
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; an OrdoError becomes a one-line message (traceback with --debug)."""
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _usage_line(exc) from exc
         except OrdoError as exc:
             if ctx.find_root().params.get("debug"):
                 raise
@@ -36,7 +68,7 @@ class OrdoGroup(click.Group):
             raise click.ClickException(msg) from exc
 
 
-@click.group(cls=OrdoGroup)
+@click.group(cls=OrdoGroup, name="ordo")
 @click.option(
     "--log-level",
     default="WARNING",

@@ -10,12 +10,20 @@ import functools
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import click
 
-from ordo.cli.options import existing_journal, journal_option, json_option, print_json
+from ordo.cli.options import (
+    NUMBER,
+    existing_journal,
+    journal_option,
+    json_option,
+    print_json,
+)
+from ordo.errors import ConfigurationError
 from ordo.settings import OperationsSettings
 from ordo.storage.open import stores_at
 from ordo.tools.cleanup import ExpiryReceipt
@@ -48,7 +56,7 @@ def lease_timeout_option(func: F) -> F:
     return click.option(
         "--writer-lease-timeout-ms",
         "lease_timeout_ms",
-        type=int,
+        type=NUMBER,
         envvar="ORDO_WRITER_LEASE_TIMEOUT_MS",
         show_envvar=True,
         help="A writer whose lease is older than this is gone (default 30000).",
@@ -60,31 +68,23 @@ class OperationRequest:
     """What every operations command was asked: the journal, --json, --dry-run, --force.
 
     The options decorators (`change_options`, `guarded_options`) build it from the flags and
-    pass it to the command as `request`.
+    pass it to the command as `request`; the journal and the settings are checked then, before
+    the command does any work (a Spark job, a scan).
     """
 
-    journal_url: str | None
+    url: str
+    """The journal URL (an existing journal)."""
     as_json: bool
     dry_run: bool
     force: bool
-    lease_timeout_ms: int | None = None
-
-    @property
-    def url(self) -> str:
-        """The journal URL; ConfigurationError when neither --journal nor ORDO_JOURNAL is set."""
-        return existing_journal(self.journal_url)
-
-    @property
-    def settings(self) -> OperationsSettings:
-        """ORDO_* operations settings with --writer-lease-timeout-ms on top."""
-        return operations_settings(self.lease_timeout_ms)
+    settings: OperationsSettings
+    """ORDO_* operations settings with --writer-lease-timeout-ms on top."""
 
     @contextmanager
     def tool(self, tool: type[ToolT]) -> Iterator[ToolT]:
         """`tool` (Reconciliation, Cleanup) on the journal, with the settings; closes after."""
-        url, settings = self.url, self.settings
-        with stores_at(url) as stores:
-            yield tool.of(stores, settings=settings)
+        with stores_at(self.url) as stores:
+            yield tool.of(stores, settings=self.settings)
 
     def render(self, receipt: OperationReceipt | ExpiryReceipt) -> None:
         """Print a receipt: one line, or one JSON document with --json."""
@@ -101,13 +101,12 @@ def change_options(func: Callable[..., None]) -> Callable[..., None]:
     def command(
         journal_url: str | None, as_json: bool, dry_run: bool, force: bool, **rest: Any
     ) -> None:
-        lease_timeout_ms = rest.pop("lease_timeout_ms", None)
         request = OperationRequest(
-            journal_url=journal_url,
+            url=existing_journal(journal_url),
             as_json=as_json,
             dry_run=dry_run,
             force=force,
-            lease_timeout_ms=lease_timeout_ms,
+            settings=operations_settings(rest.pop("lease_timeout_ms", None)),
         )
         func(request=request, **rest)
 
@@ -131,12 +130,12 @@ def _to_tag(_ctx: click.Context, _param: click.Parameter, value: str | None) -> 
 
 
 def operations_settings(lease_timeout_ms: int | None) -> OperationsSettings:
-    """Settings from ORDO_* variables, with the lease timeout flag on top."""
-    values: dict[str, str] = {
-        key: value
-        for key, value in os.environ.items()
-        if key in ("ORDO_WRITER_LEASE_TIMEOUT_MS", "ORDO_ROWS_PER_BATCH")
-    }
-    if lease_timeout_ms is not None:
-        values["ORDO_WRITER_LEASE_TIMEOUT_MS"] = str(lease_timeout_ms)
-    return OperationsSettings.from_env(values)
+    """Settings from ORDO_* variables, with --writer-lease-timeout-ms on top (named if bad)."""
+    settings = OperationsSettings.from_env(os.environ)
+    if lease_timeout_ms is None:
+        return settings
+    try:
+        return replace(settings, writer_lease_timeout=timedelta(milliseconds=lease_timeout_ms))
+    except (ConfigurationError, OverflowError) as exc:
+        msg = f"--writer-lease-timeout-ms {lease_timeout_ms}: {exc}"
+        raise ConfigurationError(msg) from exc

@@ -15,6 +15,13 @@ from ordo.storage.location import existing_location
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+LARGEST = 2**53 - 1
+"""The largest integer an option takes: every consumer holds it (SQLite's and PostgreSQL's
+64-bit integers, `timedelta` milliseconds, JSON readers), so a huge number is a usage error
+naming the option rather than an overflow deep inside."""
+NUMBER = click.IntRange(max=LARGEST)
+"""An integer option with no range of its own."""
+
 
 def journal_option(func: F) -> F:
     """--journal URL, also from ORDO_JOURNAL."""
@@ -29,7 +36,7 @@ def journal_option(func: F) -> F:
 
 
 def int_option(
-    name: str, default: int, help_text: str, *, minimum: int = 1, maximum: int | None = None
+    name: str, default: int, help_text: str, *, minimum: int = 1, maximum: int = LARGEST
 ) -> Callable[[F], F]:
     """An integer option in a range, with its default shown."""
     return click.option(
@@ -50,7 +57,7 @@ def workload_options(*, persistence_ids: int, seed_help: str) -> Callable[[F], F
                 int_option("--writers", 4, "Writer processes.", maximum=64),
                 int_option("--events", 20_000, "Events to append."),
                 int_option("--persistence-ids", persistence_ids, "Distinct persistence ids."),
-                click.option("--seed", default=1, show_default=True, type=int, help=seed_help),
+                click.option("--seed", default=1, show_default=True, type=NUMBER, help=seed_help),
             )
         ):
             func = option(func)

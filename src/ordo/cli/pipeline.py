@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ordo.cli.options import existing_journal, master_option, progress
+from ordo.cli.options import master_option, progress
 from ordo.cli.streaming import wait_for
 
 
@@ -27,8 +27,7 @@ def run(config_file: Path, master: str) -> None:
     from ordo.spark.job_session import job_session
     from ordo.spark.pipeline import PipelineConfig, start_pipeline
 
-    config = PipelineConfig.from_toml(config_file)
-    existing_journal(config.journal)  # before Spark starts: its source would refuse it later
+    config = PipelineConfig.from_toml(config_file)  # every check, the journal's too, before Spark
     app_name = f"ordo-{config.processor}"
     with job_session(master=master, app_name=app_name, announce=progress) as spark:
         query = start_pipeline(spark, config)

@@ -6,7 +6,7 @@ import dataclasses
 from datetime import timedelta
 
 from ordo.errors import ConfigurationError
-from ordo.settings.loading import LoadableSettings, at_least
+from ordo.settings.loading import LoadableSettings, at_least, shown
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,5 +30,5 @@ class CaptureSettings(LoadableSettings):
         for name in ("flush_interval", "poll_interval"):
             value = getattr(self, name)
             if not isinstance(value, timedelta) or value <= timedelta(0):
-                msg = f"{name} must be a duration > 0, got {value!r}"
+                msg = f"{name} must be a duration > 0, got {shown(value)}"
                 raise ConfigurationError(msg)

@@ -6,7 +6,7 @@ import dataclasses
 from datetime import timedelta
 
 from ordo.errors import ConfigurationError
-from ordo.settings.loading import LoadableSettings, at_least, not_negative
+from ordo.settings.loading import LoadableSettings, at_least, not_negative, shown
 from ordo.time import DEFAULT_FIRST_TIME_BUCKET, BucketSize, parse_first_time_bucket
 
 
@@ -40,7 +40,9 @@ class EventsByTagSettings(LoadableSettings):
         if self.time_to_live is not None and (
             not isinstance(self.time_to_live, timedelta) or self.time_to_live <= timedelta(0)
         ):
-            msg = f"time_to_live must be a positive duration or None, got {self.time_to_live!r}"
+            msg = (
+                f"time_to_live must be a positive duration or None, got {shown(self.time_to_live)}"
+            )
             raise ConfigurationError(msg)
 
     @property

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from enum import Enum
 from pathlib import Path
@@ -39,22 +39,29 @@ class LoadableSettings:
         if unknown:
             msg = f"{source}: unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(keys))}"
             raise ConfigurationError(msg)
-        kwargs = {
-            keys[key][0]: _convert(f"{source}.{key}", keys[key][1], raw)
-            for key, raw in values.items()
-        }
-        try:
-            return cls(**kwargs)
-        except ConfigurationError as exc:
-            msg = f"{source}: {exc}"
-            raise ConfigurationError(msg) from exc
+        return cls._build(values, source=source, label=lambda key: f"{source}.{key}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Self:
         """Build from ORDO_-prefixed variables (e.g. ORDO_BUCKET_SIZE, ORDO_FLUSH_INTERVAL_MS)."""
         wanted = {f"{ENV_PREFIX}{key.upper()}": key for key in _keys(cls)}
         values = {key: environ[name] for name, key in wanted.items() if name in environ}
-        return cls.from_mapping(values, source="environment ORDO_*")
+        return cls._build(values, source="environment", label=lambda key: ENV_PREFIX + key.upper())
+
+    @classmethod
+    def _build(
+        cls, values: Mapping[str, object], *, source: str, label: Callable[[str], str]
+    ) -> Self:
+        """The settings of known `values`; errors name a value by `label(key)`."""
+        keys = _keys(cls)
+        kwargs = {
+            keys[key][0]: _convert(label(key), keys[key][1], raw) for key, raw in values.items()
+        }
+        try:
+            return cls(**kwargs)
+        except ConfigurationError as exc:
+            msg = f"{source}: {exc}"
+            raise ConfigurationError(msg) from exc
 
     @classmethod
     def from_toml(cls, path: Path, *, table: str | None = None) -> Self:
@@ -82,8 +89,19 @@ def at_least(name: str, value: int, minimum: int) -> None:
 def not_negative(name: str, value: timedelta) -> None:
     """Raise ConfigurationError naming `name` unless `value` is a duration >= 0."""
     if not isinstance(value, timedelta) or value < timedelta(0):
-        msg = f"{name} must be a duration >= 0, got {value!r}"
+        msg = f"{name} must be a duration >= 0, got {shown(value)}"
         raise ConfigurationError(msg)
+
+
+def shown(value: object) -> str:
+    """A setting's value as an error shows it: durations in milliseconds.
+
+    Durations are given in milliseconds outside Python, and -1 ms would print as
+    `timedelta(days=-1, seconds=86399, microseconds=999000)`.
+    """
+    if isinstance(value, timedelta):
+        return f"{value // timedelta(milliseconds=1)} ms"
+    return repr(value)
 
 
 _NO_DURATION = frozenset({"", "none", "off"})
@@ -125,9 +143,28 @@ def _convert(key: str, kind: Any, raw: object) -> object:
     except ConfigurationError as exc:
         msg = f"{key}: {exc}"
         raise ConfigurationError(msg) from exc
-    except (TypeError, ValueError) as exc:
-        msg = f"{key}: cannot use {raw!r} here"
+    except (TypeError, ValueError, OverflowError) as exc:
+        msg = f"{key}: {raw!r} is not {_expected(kind)}"
         raise ConfigurationError(msg) from exc
+
+
+def _expected(kind: Any) -> str:
+    """What a value of a settings field's type is, in words (for errors)."""
+    if _is_duration(kind):
+        words = ["a whole number of milliseconds"]
+        for alternative in typing.get_args(kind):
+            if alternative is type(None):
+                words.append("none")
+            elif typing.get_origin(alternative) is Literal:
+                words.extend(typing.get_args(alternative))
+        return " or ".join(words)
+    if kind is bool:
+        return "true or false"
+    if kind is int:
+        return "an integer"
+    if isinstance(kind, type) and issubclass(kind, Enum):
+        return f"one of {', '.join(str(member.value) for member in kind)}"
+    return "usable here"
 
 
 def _boolean(raw: object) -> bool:

@@ -6,7 +6,7 @@ import dataclasses
 from datetime import timedelta
 
 from ordo.errors import ConfigurationError
-from ordo.settings.loading import LoadableSettings, at_least
+from ordo.settings.loading import LoadableSettings, at_least, shown
 
 WRITER_HEARTBEAT_INTERVAL = timedelta(seconds=5)
 """How often an open Journal renews its writer lease (a background thread, not the appends)."""
@@ -37,7 +37,7 @@ class OperationsSettings(LoadableSettings):
             heartbeat = WRITER_HEARTBEAT_INTERVAL.total_seconds()
             msg = (
                 f"writer_lease_timeout must be longer than the heartbeat interval "
-                f"({heartbeat:g}s), got {self.writer_lease_timeout!r}"
+                f"({heartbeat:g}s), got {shown(self.writer_lease_timeout)}"
             )
             raise ConfigurationError(msg)
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 from enum import StrEnum
 
 from ordo.errors import ConfigurationError
-from ordo.settings.loading import LoadableSettings, at_least, not_negative
+from ordo.settings.loading import LoadableSettings, at_least, not_negative, shown
 
 
 class ErrorMode(StrEnum):
@@ -61,6 +61,6 @@ class ProcessorSettings(LoadableSettings):
         for name in ("claim_timeout", "token_claim_interval"):
             value = getattr(self, name)
             if not isinstance(value, timedelta) or value <= timedelta(0):
-                msg = f"{name} must be a duration > 0, got {value!r}"
+                msg = f"{name} must be a duration > 0, got {shown(value)}"
                 raise ConfigurationError(msg)
         not_negative("retry_backoff", self.retry_backoff)

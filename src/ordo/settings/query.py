@@ -6,7 +6,7 @@ import dataclasses
 from datetime import timedelta
 
 from ordo.errors import ConfigurationError
-from ordo.settings.loading import BackTrackPeriod, LoadableSettings, at_least, not_negative
+from ordo.settings.loading import BackTrackPeriod, LoadableSettings, at_least, not_negative, shown
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,7 +52,7 @@ class QuerySettings(LoadableSettings):
             not_negative(name, getattr(self, name))
         for name in ("refresh_interval", "back_track_interval", "back_track_long_interval"):
             if getattr(self, name) <= timedelta(0):
-                msg = f"{name} must be a duration > 0, got {getattr(self, name)!r}"
+                msg = f"{name} must be a duration > 0, got {shown(getattr(self, name))}"
                 raise ConfigurationError(msg)
         at_least("page_size", self.page_size, 1)
         at_least("max_missing_to_search", self.max_missing_to_search, 1)
@@ -66,7 +66,7 @@ class QuerySettings(LoadableSettings):
             if isinstance(period, timedelta):
                 not_negative(name, period)
             elif period not in ("max", "off"):
-                msg = f"{name} must be a duration, 'max' or 'off', got {period!r}"
+                msg = f"{name} must be a duration, 'max' or 'off', got {shown(period)}"
                 raise ConfigurationError(msg)
         short, long = self.back_track_period, self.back_track_long_period
         if isinstance(long, timedelta) and (short == "max" or long < short):

@@ -13,21 +13,33 @@ dead_letters = false                   # keep failing events instead of failing 
 
 [source]                               # more ordo_events_by_tag options, camelCase
 eventualConsistencyDelayMs = 1000
+
+Every value is checked, with its TOML type, before Spark starts: a mistake is then one line
+naming the key, not a failed query after Spark's start-up (or, for `segments = 0`, a run that
+processed nothing and wrote a checkpoint).
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from ordo.errors import ConfigurationError
+from ordo.hashing import HASH_BITS
+from ordo.spark.options import EventsByTagOptions
 from ordo.spark.projection import Handler, ProjectionSpec, projection
 
+_T = TypeVar("_T", str, int, bool)
+
+_TABLES = ("pipeline", "source")
 _KEYS = {
     "journal",
     "tag",
@@ -40,6 +52,17 @@ _KEYS = {
     "dead_letters",
 }
 _REQUIRED = ("journal", "tag", "processor", "handler", "checkpoint")
+_TOML_TYPES = {str: "a non-empty string", int: "an integer", bool: "a boolean (true or false)"}
+_SET_BY_PIPELINE = ("journal", "path", "tag", "processor", "segments")
+"""ordo_events_by_tag options that [pipeline] sets (path is journal's alias): [source] setting
+them too would be silently overridden."""
+
+AVAILABLE_NOW = "available_now"
+_AMOUNT = r"\d+\s+(?:week|day|hour|minute|millisecond|microsecond)s?|\d+(?:\.\d+)?\s+seconds?"
+_PROCESSING_TIME = re.compile(rf"(?:interval\s+)?(?:{_AMOUNT})(?:\s+(?:{_AMOUNT}))*", re.IGNORECASE)
+"""The intervals Spark takes as a processingTime trigger, without signs: Spark parses them only
+once it has started, and rejects months and years (and a negative total) even then. Only seconds
+may have a fraction."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,7 +76,8 @@ class PipelineConfig:
     sink: str
     checkpoint: str
     segments: int = 1
-    trigger: str = "available_now"
+    trigger: str = AVAILABLE_NOW
+    """AVAILABLE_NOW or a processing-time interval."""
     dead_letters: bool = False
     source: dict[str, str] = field(default_factory=dict)
 
@@ -62,9 +86,14 @@ class PipelineConfig:
         """Read and check a pipeline file (the handler must import); errors name the key."""
         try:
             document = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             msg = f"cannot read pipeline file {path}: {exc}"
             raise ConfigurationError(msg) from exc
+        unknown = sorted(set(document) - set(_TABLES))
+        if unknown:
+            valid = ", ".join(f"[{name}]" for name in _TABLES)
+            msg = f"{path}: unknown table(s) or key(s) {', '.join(unknown)}; valid: {valid}"
+            raise ConfigurationError(msg)
         table = document.get("pipeline")
         if not isinstance(table, dict):
             msg = f"{path}: a [pipeline] table is needed"
@@ -77,23 +106,86 @@ class PipelineConfig:
         if missing:
             msg = f"{path}: [pipeline] needs {', '.join(missing)}"
             raise ConfigurationError(msg)
-        source = document.get("source", {})
-        if not isinstance(source, dict):
-            msg = f"{path}: [source] must be a table"
+        segments = _typed(path, table, "segments", int, 1)
+        if not 1 <= segments <= 1 << HASH_BITS:
+            msg = f"{path}: [pipeline] segments must be in 1..2**{HASH_BITS}, got {segments}"
             raise ConfigurationError(msg)
-        load_handler(str(table["handler"]))  # fail on reading, not once Spark has started
-        return cls(
-            journal=str(table["journal"]),
-            tag=str(table["tag"]),
-            processor=str(table["processor"]),
-            handler=str(table["handler"]),
-            sink=str(table.get("sink", table["journal"])),
-            checkpoint=str(table["checkpoint"]),
-            segments=int(table.get("segments", 1)),
-            trigger=str(table.get("trigger", "available_now")),
-            dead_letters=bool(table.get("dead_letters", False)),
-            source={str(k): str(v) for k, v in source.items()},
+        handler = _typed(path, table, "handler", str)
+        load_handler(handler)  # fail on reading, not once Spark has started
+        journal = _typed(path, table, "journal", str)
+        config = cls(
+            journal=journal,
+            tag=_typed(path, table, "tag", str),
+            processor=_typed(path, table, "processor", str),
+            handler=handler,
+            sink=_typed(path, table, "sink", str, journal),
+            checkpoint=_typed(path, table, "checkpoint", str),
+            segments=segments,
+            trigger=_trigger(path, _typed(path, table, "trigger", str, AVAILABLE_NOW)),
+            dead_letters=_typed(path, table, "dead_letters", bool, False),
+            source=_source(path, document.get("source", {})),
         )
+        # The source's own parser, as Spark would run it: unknown or bad [source] options, and
+        # a journal that does not exist (its check comes last), are errors before Spark starts.
+        EventsByTagOptions.from_spark(config.source_options())
+        return config
+
+    def source_options(self) -> dict[str, str]:
+        """ordo_events_by_tag's options: [source]'s and those [pipeline] sets."""
+        return {
+            **self.source,
+            "journal": self.journal,
+            "tag": self.tag,
+            "processor": self.processor,
+            "segments": str(self.segments),
+        }
+
+
+def _typed(
+    path: Path, table: Mapping[str, Any], key: str, kind: type[_T], default: _T | None = None
+) -> _T:
+    """[pipeline]'s `key`, which must have the TOML type `kind`.
+
+    No conversion: str("false") and int(2.7) would turn a mistake into a different setting.
+    """
+    value = table.get(key, default)
+    # type() too, as a TOML boolean is a Python int; str(): a blank string names nothing.
+    if isinstance(value, kind) and type(value) is kind and str(value).strip():
+        return value
+    msg = f"{path}: [pipeline] {key} must be {_TOML_TYPES[kind]}, got {value!r}"
+    raise ConfigurationError(msg)
+
+
+def _trigger(path: Path, trigger: str) -> str:
+    """AVAILABLE_NOW (in any case, with - or _), else the processing-time interval as given."""
+    if trigger.replace("-", "_").lower() == AVAILABLE_NOW:
+        return AVAILABLE_NOW
+    if _PROCESSING_TIME.fullmatch(trigger.strip()):
+        return trigger
+    msg = (
+        f"{path}: [pipeline] trigger must be {AVAILABLE_NOW!r} or a processing time such as "
+        f"'1 second' or '1 minute 30 seconds', got {trigger!r}"
+    )
+    raise ConfigurationError(msg)
+
+
+def _source(path: Path, source: object) -> dict[str, str]:
+    """[source]'s options as Spark hands them over: strings, from TOML strings or integers."""
+    if not isinstance(source, dict):
+        msg = f"{path}: [source] must be a table"
+        raise ConfigurationError(msg)
+    taken = sorted(key for key in source if key.lower() in _SET_BY_PIPELINE)
+    if taken:
+        msg = (
+            f"{path}: [source] cannot set {', '.join(taken)}: "
+            "[pipeline] sets the journal, tag, processor and segments"
+        )
+        raise ConfigurationError(msg)
+    for key, value in source.items():
+        if type(value) not in (str, int):
+            msg = f"{path}: [source] {key} must be a string or an integer, got {value!r}"
+            raise ConfigurationError(msg)
+    return {key: str(value) for key, value in source.items()}
 
 
 def load_handler(reference: str) -> Handler:
@@ -121,18 +213,11 @@ def start_pipeline(spark: SparkSession, config: PipelineConfig) -> StreamingQuer
         handler=load_handler(config.handler),
         dead_letters=config.dead_letters,
     )
-    options = {
-        **config.source,
-        "journal": config.journal,
-        "tag": config.tag,
-        "processor": config.processor,
-        "segments": str(config.segments),
-    }
-    is_available_now = config.trigger.replace("-", "_").lower() == "available_now"
+    is_available_now = config.trigger == AVAILABLE_NOW
     return projection(
         spark,
         spec,
-        source_options=options,
+        source_options=config.source_options(),
         checkpoint=config.checkpoint,
         available_now=is_available_now,
         processing_time=None if is_available_now else config.trigger,

@@ -20,7 +20,7 @@ def test_time_to_live_is_off_by_default_and_read_in_milliseconds() -> None:
 
 @pytest.mark.parametrize("bad", ["0", "-5", "soon"])
 def test_a_bad_time_to_live_names_the_key(bad: str) -> None:
-    with pytest.raises(ConfigurationError, match="time_to_live"):
+    with pytest.raises(ConfigurationError, match=r"(?i)time_to_live"):
         EventsByTagSettings.from_env({"ORDO_TIME_TO_LIVE_MS": bad})
 
 
