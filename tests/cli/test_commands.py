@@ -210,6 +210,20 @@ def test_bad_journal_urls_are_one_line_errors(
     assert len(err.strip().splitlines()) == 1
 
 
+def test_a_damaged_schema_version_is_one_error_line(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    assert _run(runner, "init", "--journal", str(path))[0] == 0
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE ordo_metadata SET value = 'abc' WHERE key = 'schema_version'")
+    for command in (["info"], ["init"], ["query", "t"]):
+        code, _, err = _run(runner, *command, "--journal", str(path))
+        assert (code, err) == (
+            1,
+            "Error: StorageUnavailableError: the journal's ordo_metadata holds schema_version "
+            "'abc', not a version number\n",
+        )
+
+
 def test_a_bad_setting_in_the_environment_names_the_key(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

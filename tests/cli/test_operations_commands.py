@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from operations_support import WRITE, tag_view_rows, write_with_writers
@@ -104,3 +106,38 @@ def test_cleanup_expire_and_before(journal_url: str) -> None:
     assert code == 0
     assert json.loads(out)["deleted"] == rows > 0
     assert tag_view_rows(journal_url) == set()
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["reconcile", "delete", ""], "InvalidIdentifierError: persistence_id must not be empty"),
+        (["reconcile", "tags", ""], "InvalidIdentifierError: persistence_id must not be empty"),
+        (["reconcile", "rebuild", ""], "InvalidIdentifierError: persistence_id must not be empty"),
+        (
+            ["cleanup", "delete", "p", ""],
+            "InvalidIdentifierError: persistence_id must not be empty",
+        ),
+        (
+            ["reconcile", "delete", "p", "--tag", ""],
+            "InvalidIdentifierError: tag must not be empty",
+        ),
+    ],
+)
+def test_an_empty_identifier_is_refused_not_nothing_to_do(
+    tmp_path: Path, args: list[str], line: str
+) -> None:
+    url = f"sqlite:///{tmp_path}/j.db"
+    assert _run("init", "--journal", url)[0] == 0
+    code, out, err = _run(*args, "--journal", url)
+    assert (code, out, err) == (1, "", f"Error: {line}\n")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["verify", "--partitions", "0"], ["reconcile", "rebuild", "--all", "--partitions", "-3"]],
+)
+def test_spark_partitions_must_be_positive(tmp_path: Path, args: list[str]) -> None:
+    code, _, err = _run(*args, "--journal", f"sqlite:///{tmp_path}/j.db")
+    assert code == 2
+    assert err.startswith("Error: Invalid value for '--partitions'")

@@ -24,6 +24,7 @@ from ordo.cli.options import (
     print_json,
 )
 from ordo.errors import ConfigurationError
+from ordo.journal import validation
 from ordo.settings import OperationsSettings
 from ordo.storage.open import stores_at
 from ordo.tools.cleanup import ExpiryReceipt
@@ -126,7 +127,7 @@ def tag_option(help_text: str) -> Callable[[F], F]:
 
 
 def _to_tag(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Tag | None:
-    return None if value is None else Tag(value)
+    return None if value is None else validation.tag(value)
 
 
 def operations_settings(lease_timeout_ms: int | None) -> OperationsSettings:

@@ -5,7 +5,15 @@ from __future__ import annotations
 import click
 
 from ordo.cli.operations_options import OperationRequest, guarded_options, tag_option
-from ordo.cli.options import existing_journal, journal_option, json_option, print_json, progress
+from ordo.cli.options import (
+    checked_persistence_ids,
+    existing_journal,
+    int_option,
+    journal_option,
+    json_option,
+    print_json,
+    progress,
+)
 from ordo.errors import ConfigurationError
 from ordo.storage.open import stores_at
 from ordo.tools.receipts import OperationReceipt
@@ -27,7 +35,7 @@ def reconcile() -> None:
 @reconcile.command()
 @journal_option
 @json_option
-@click.argument("persistence_id", required=False)
+@click.argument("persistence_id", required=False, callback=checked_persistence_ids)
 def tags(journal_url: str | None, as_json: bool, persistence_id: str | None) -> None:
     """List every tag (a full scan of tag_views), or the tags of PERSISTENCE_ID."""
     with stores_at(existing_journal(journal_url)) as stores:
@@ -51,7 +59,7 @@ def tags(journal_url: str | None, as_json: bool, persistence_id: str | None) -> 
 @reconcile.command()
 @guarded_options
 @tag_option(_ONE_ID_TAG)
-@click.argument("persistence_id")
+@click.argument("persistence_id", callback=checked_persistence_ids)
 def delete(request: OperationRequest, tag: Tag | None, persistence_id: str) -> None:
     """Delete the tag views of PERSISTENCE_ID with their progress and tag_scanning.
 
@@ -70,11 +78,11 @@ def delete(request: OperationRequest, tag: Tag | None, persistence_id: str) -> N
 @click.option("--all", "every", is_flag=True, help="Rebuild every persistence id (Spark job).")
 @click.option("--local", is_flag=True, help="With --all: one Python process instead of Spark.")
 @click.option("--truncate", is_flag=True, help="With --all: truncate the tag views first.")
-@click.option("--partitions", default=4, show_default=True, help="With --all: Spark partitions.")
+@int_option("--partitions", 4, "With --all: Spark partitions.")
 @click.option(
     "--master", default="local[*]", show_default=True, help="With --all: the Spark master."
 )
-@click.argument("persistence_id", required=False)
+@click.argument("persistence_id", required=False, callback=checked_persistence_ids)
 def rebuild(
     request: OperationRequest,
     tag: Tag | None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ordo.cli.operations_options import OperationRequest, guarded_options
-from ordo.cli.options import print_json, progress
+from ordo.cli.options import int_option, print_json, progress
 from ordo.tools.reconciliation import Reconciliation
 from ordo.tools.verify_report import VerifyReport
 
@@ -13,7 +13,7 @@ from ordo.tools.verify_report import VerifyReport
 @click.command()
 @guarded_options
 @click.option("--repair", is_flag=True, help="Rebuild what differs, then verify again.")
-@click.option("--partitions", default=4, show_default=True, help="Spark read partitions.")
+@int_option("--partitions", 4, "Spark read partitions.")
 @click.option("--master", default="local[*]", show_default=True, help="The Spark master.")
 @click.pass_context
 def verify(

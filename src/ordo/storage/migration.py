@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
 
-from ordo.errors import SchemaVersionError
+from ordo.errors import SchemaVersionError, StorageUnavailableError
 
 METADATA_TABLE = "ordo_metadata"
 SCHEMA_VERSION_KEY = "schema_version"
@@ -52,6 +52,19 @@ def load_migrations(package: str) -> tuple[Migration, ...]:
         statements = tuple(s.strip() for s in text.split(";") if s.strip())
         found.append(Migration(version=int(number), name=name, statements=statements))
     return tuple(sorted(found, key=lambda m: m.version))
+
+
+def stored_version(value: object) -> int:
+    """The schema version a metadata table holds; StorageUnavailableError unless a number.
+
+    Only ordo writes it, so anything else is a damaged journal or another program's table of
+    the same name: refused as a journal cannot be opened, not misread as version 0.
+    """
+    try:
+        return int(str(value))
+    except ValueError as exc:
+        msg = f"the journal's {METADATA_TABLE} holds schema_version {value!r}, not a version number"
+        raise StorageUnavailableError(msg) from exc
 
 
 def pending(migrations: tuple[Migration, ...], current: int) -> tuple[Migration, ...]:

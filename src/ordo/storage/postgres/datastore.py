@@ -16,6 +16,7 @@ from ordo.storage.migration import (
     MigrationReceipt,
     finished,
     migrate,
+    stored_version,
 )
 
 logger = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ class PostgresDatastore:
         found = conn.execute(
             f"SELECT value FROM {METADATA_TABLE} WHERE key = %s", (SCHEMA_VERSION_KEY,)
         ).fetchone()
-        return 0 if found is None else int(str(found[0]))
+        return 0 if found is None else stored_version(found[0])
 
 
 def require_journal_schema(dsn: str) -> None:

@@ -21,6 +21,7 @@ from ordo.storage.migration import (
     MigrationReceipt,
     finished,
     migrate,
+    stored_version,
 )
 
 logger = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ class SQLiteDatastore:
         row = conn.execute(
             f"SELECT value FROM {METADATA_TABLE} WHERE key = ?", (SCHEMA_VERSION_KEY,)
         ).fetchone()
-        return 0 if row is None else int(row[0])
+        return 0 if row is None else stored_version(row[0])
 
     def _connect(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
