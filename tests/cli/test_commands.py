@@ -295,6 +295,23 @@ def test_simulate_prints_one_json_verdict(runner: CliRunner, tmp_path: Path) -> 
     assert {"p50", "p90", "p99", "max"} <= set(result["latency_ms"])
 
 
+@pytest.mark.parametrize("kind", ["not a journal", "another bucket size"])
+def test_simulate_on_a_journal_it_cannot_use_fails_once_before_starting(
+    runner: CliRunner, tmp_path: Path, kind: str
+) -> None:
+    path = tmp_path / "j.db"
+    if kind == "not a journal":
+        path.write_text("hello\n")
+    else:
+        line = json.dumps({"persistence_id": "p", "payload": 1, "tags": ["t"]})
+        assert _run(runner, "append", "--journal", str(path), stdin=line)[0] == 0  # hourly
+    code, out, err = _run(runner, "simulate", "--journal", str(path), "--events", "20")
+    assert (code, out) == (1, "")
+    assert "Traceback" not in err
+    (line,) = [line for line in err.splitlines() if line.strip()]
+    assert line.startswith(("Error: StorageUnavailableError", "Error: BucketSizeMismatchError"))
+
+
 def test_simulate_refuses_bad_options(runner: CliRunner) -> None:
     code, _, err = _run(runner, "simulate", "--writers", "0")
     assert code == 2

@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from ordo.errors import ConfigurationError
+from ordo.journal import check_bucket_size
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.simulation.checker import EventKey, Expected, Verdict, check, expected_events
 from ordo.simulation.readers import QueryChain, QueryChainThread
@@ -109,6 +110,9 @@ def simulate(config: SimulationConfig, *, on_progress: Progress) -> SimulationRe
 
 
 def _simulate(config: SimulationConfig, logs: Path, *, on_progress: Progress) -> SimulationReport:
+    with stores_at(config.journal) as stores:  # a journal that cannot be used fails here, once,
+        recorded = stores.journal.recorded_bucket_size()  # not in every query thread and writer
+    check_bucket_size(recorded, config.bucket_size)
     events_by_tag = EventsByTagSettings(
         bucket_size=config.bucket_size,
         first_time_bucket=format_first_time_bucket(
