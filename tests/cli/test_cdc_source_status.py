@@ -117,3 +117,20 @@ def test_a_status_of_a_postgres_source_creates_no_slot(postgres_dsn: str, tmp_pa
     assert found is None
     assert code == 1
     assert slot in err
+
+
+@pytest.mark.parametrize("command", [("cdc", "capture"), ("cdc", "status", "--source")])
+def test_a_slot_is_refused_for_an_sqlite_source(
+    shop: Path, journal: str, command: tuple[str, ...]
+) -> None:
+    before = _fingerprint(shop)
+    args = (*command, str(shop), "--table", "items", "--slot", "mine", "--journal", journal)
+
+    code, _, err = _run(*args)
+
+    assert (code, err) == (
+        1,
+        "Error: ConfigurationError: slot 'mine': an SQLite source has no replication slot "
+        "(--slot is PostgreSQL's)\n",
+    )
+    assert _fingerprint(shop) == before

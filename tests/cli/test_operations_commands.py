@@ -141,3 +141,15 @@ def test_spark_partitions_must_be_positive(tmp_path: Path, args: list[str]) -> N
     code, _, err = _run(*args, "--journal", f"sqlite:///{tmp_path}/j.db")
     assert code == 2
     assert err.startswith("Error: Invalid value for '--partitions'")
+
+
+def test_options_of_rebuild_all_are_refused_with_one_persistence_id(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/j.db"
+    assert _run("init", "--journal", url)[0] == 0
+    args = ("reconcile", "rebuild", "p", "--truncate", "--master", "x", "--journal", url)
+    code, _, err = _run(*args)
+    assert (code, err) == (
+        1,
+        "Error: ConfigurationError: --truncate, --master apply to --all; a single persistence id "
+        "is rebuilt in place\n",
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from click.core import ParameterSource
 
 from ordo.cli.operations_options import OperationRequest, guarded_options, tag_option
 from ordo.cli.options import (
@@ -102,6 +103,15 @@ def rebuild(
         raise ConfigurationError(msg)
     if every and tag is not None:
         msg = "--tag applies to one persistence id; --all rebuilds every tag"
+        raise ConfigurationError(msg)
+    ctx = click.get_current_context()
+    given = [
+        f"--{name}"
+        for name in ("local", "truncate", "partitions", "master")
+        if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT
+    ]
+    if not every and given:
+        msg = f"{', '.join(given)} apply to --all; a single persistence id is rebuilt in place"
         raise ConfigurationError(msg)
     force, dry_run = request.force, request.dry_run
     receipt: OperationReceipt | None = None

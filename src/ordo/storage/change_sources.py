@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 from ordo.cdc.ports import ChangeSource, SourceStatus
 from ordo.errors import ConfigurationError
-from ordo.storage.location import SQLiteLocation, parse_location
+from ordo.storage.location import Location, SQLiteLocation, parse_location
 
 DEFAULT_SLOT = "ordo_cdc"
 
@@ -25,7 +25,7 @@ def change_source_at(
     if not tables:
         msg = "name at least one table to capture (--table)"
         raise ConfigurationError(msg)
-    location = parse_location(url)
+    location = _source_location(url, slot)
     if isinstance(location, SQLiteLocation):
         from ordo.storage.sqlite.change_source import SQLiteChangeSource
 
@@ -49,7 +49,7 @@ def source_status_at(url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLO
     Unlike `change_source_at` it prepares nothing: a status must not install triggers in an
     SQLite file, nor create a slot (which makes PostgreSQL keep WAL from then on).
     """
-    location = parse_location(url)
+    location = _source_location(url, slot)
     if isinstance(location, SQLiteLocation):
         from ordo.storage.sqlite.change_source import read_status
 
@@ -71,3 +71,12 @@ def capture_slots_at(url: str) -> list[SourceStatus]:
     from ordo.storage.postgres.change_source import capture_slots
 
     return capture_slots(location.dsn)
+
+
+def _source_location(url: str, slot: str) -> Location:
+    """Where the source is; a slot named for an SQLite source (which has none) is refused."""
+    location = parse_location(url)
+    if isinstance(location, SQLiteLocation) and slot != DEFAULT_SLOT:
+        msg = f"slot {slot!r}: an SQLite source has no replication slot (--slot is PostgreSQL's)"
+        raise ConfigurationError(msg)
+    return location
