@@ -10,7 +10,7 @@ import pytest
 
 from ordo.cdc import Audit, Cell, Mutation, Publisher, partition_of
 from ordo.cdc.change_rows import ChangeRows
-from ordo.errors import InvalidInputError
+from ordo.errors import InvalidInputError, MalformedMutationError
 from ordo.storage.parquet import ParquetChangeLog
 
 
@@ -107,3 +107,22 @@ def test_segments_published_together_keep_their_own_positions(tmp_path: Path) ->
         "replica_b-1-2.parquet",
         "replica_b-3-3.parquet",
     ]
+
+
+@pytest.mark.parametrize("table", ["../../escaped", "/tmp/abs", "a/b", "..", "nul\x00"])
+def test_a_table_name_that_is_not_one_directory_name_is_refused(tmp_path: Path, table: str) -> None:
+    log = ParquetChangeLog(tmp_path / "log" / "root")
+    mutation = Mutation(
+        table=table,
+        partition_key=(1,),
+        cells={"a": Cell(value=1, write_time=1)},
+        audit=Audit(source="s", segment="slot", position=1),
+    )
+    with pytest.raises(InvalidInputError, match="cannot name a change log directory"):
+        Publisher(log, partitions=2).publish([mutation])
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_keys_must_be_tuples_not_strings() -> None:
+    with pytest.raises(MalformedMutationError, match="keys must be tuples"):
+        Mutation(table="t", partition_key="abc", audit=Audit(source="s"))  # type: ignore[arg-type]

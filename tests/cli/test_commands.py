@@ -89,7 +89,10 @@ def test_append_then_events_and_info(runner: CliRunner, journal_url: str) -> Non
         ('{"persistence_id": "p"}', "missing key payload"),
         ('{"persistence_id": "p", "payload": 1, "colour": 1}', "unknown key(s) colour"),
         ("not json", "not valid JSON"),
-        ('{"persistence_id": "p", "payload": 1, "expected_sequence_nr": -1}', ">= 0"),
+        (
+            '{"persistence_id": "p", "payload": 1, "expected_sequence_nr": -1}',
+            "must be in 0..2**63-1, got -1",
+        ),
         ('{"persistence_id": "q", "payload": NaN}', "line 2: payload is neither bytes nor JSON"),
         ('{"persistence_id": "q", "payload": [1e999]}', "line 2: payload is neither bytes"),
         ('{"persistence_id": "q", "payload": "\\ud800"}', "line 2: payload is neither bytes"),

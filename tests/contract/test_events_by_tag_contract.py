@@ -16,7 +16,7 @@ from ordo import EventsByTagSettings, Journal, NewEvent
 from ordo.errors import FutureOffsetError, InvalidIdentifierError, OffsetFormatError
 from ordo.query import EventEnvelope, EventsByTag
 from ordo.settings import QuerySettings
-from ordo.storage.open import Stores, events_by_tag_at
+from ordo.storage.open import Stores, events_by_tag_at, init_storage
 from ordo.time import format_first_time_bucket
 
 # Start a few buckets back, not at the default 2015: a NoOffset query reads every bucket.
@@ -32,6 +32,7 @@ FAST = QuerySettings(
 
 @pytest.fixture
 def queries(journal_url: str) -> Iterator[EventsByTag]:
+    init_storage(journal_url)  # queries read an existing journal only
     with events_by_tag_at(journal_url, settings=FAST, events_by_tag=WRITE) as opened:
         yield opened
 
@@ -160,6 +161,7 @@ def test_pubsub_wakes_a_live_query_before_its_refresh(journal_url: str) -> None:
         back_track_interval=timedelta(seconds=30),
         back_track_long_interval=timedelta(seconds=60),
     )
+    init_storage(journal_url)  # the query starts before anything is written
     with events_by_tag_at(journal_url, settings=slow, events_by_tag=write) as queries:
         with queries.live("ping") as stream:
             started = time.monotonic()

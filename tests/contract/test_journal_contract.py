@@ -11,6 +11,7 @@ import threading
 import unicodedata
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -30,7 +31,7 @@ from ordo import (
     SerializationError,
 )
 from ordo.clock import ManualClock
-from ordo.errors import JournalClosedError
+from ordo.errors import JournalClosedError, StorageUnavailableError
 from ordo.storage.open import Stores, events_by_tag_at
 
 JournalFactory = Callable[..., Journal]
@@ -536,6 +537,13 @@ BAD_CALLS: list[tuple[str, type[Exception], Callable[[Journal], object]]] = [
     ("bad pid recover", InvalidIdentifierError, lambda j: j.recover("a\x00")),
     ("zero delete_to", InvalidSequenceNrError, lambda j: j.delete_to("p", 0)),
     ("negative delete_to", InvalidSequenceNrError, lambda j: j.delete_to("p", -1)),
+    ("huge delete_to", InvalidSequenceNrError, lambda j: j.delete_to("p", 2**70)),
+    ("huge to", InvalidSequenceNrError, lambda j: j.replay("p", to_sequence_nr=2**63)),
+    (
+        "tags as one string",
+        InvalidInputError,
+        lambda j: j.append("p", [NewEvent(payload=1, tags="order")]),  # type: ignore[arg-type]
+    ),
     ("bad pid delete_to", InvalidIdentifierError, lambda j: j.delete_to("", 1)),
     # Lone surrogates are not Unicode characters: no UTF-8 database can store them.
     ("surrogate in pid", InvalidIdentifierError, lambda j: j.append("p\ud800", _good())),
@@ -583,6 +591,19 @@ def test_bad_tags_are_rejected_when_the_event_is_built() -> None:
     for bad in ["", LONG, "a\x00b"]:
         with pytest.raises(InvalidIdentifierError):
             NewEvent.of(1, tags=[bad])
+    for collection in ["order", b"order", None, 5]:  # a string is not split into tags
+        with pytest.raises(InvalidInputError, match="tags must be a collection of tags"):
+            NewEvent.of(1, tags=collection)  # type: ignore[arg-type]
+
+
+def test_queries_of_a_missing_journal_are_refused_and_create_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "typo.db"
+    with (
+        pytest.raises(StorageUnavailableError, match="no journal at"),
+        events_by_tag_at(f"sqlite:///{missing}"),
+    ):
+        pass
+    assert not missing.exists()
 
 
 def test_the_longest_identifiers_are_accepted(journal: Journal) -> None:

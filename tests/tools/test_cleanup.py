@@ -13,6 +13,7 @@ from ordo.clock import ManualClock
 from ordo.errors import (
     ActiveWriterError,
     ConfigurationError,
+    InvalidIdentifierError,
     InvalidInputError,
     TimeToLiveTooShortError,
 )
@@ -158,3 +159,24 @@ def test_deleting_an_id_a_live_writer_uses_is_refused(journal_url: str) -> None:
             forced = cleanup.delete_persistence_ids([PersistenceId("p")], force=True)
             assert forced.deleted.events == 1
             assert "p" in forced.forced_past
+
+
+def test_ids_given_as_one_string_are_refused_not_split(journal_url: str) -> None:
+    _write_old_and_new(journal_url)
+    before = tag_view_rows(journal_url)
+    with stores_at(journal_url) as stores:
+        cleanup = Cleanup.of(stores)
+        with pytest.raises(InvalidInputError, match="not the string 'p1'"):
+            cleanup.delete_persistence_ids("p1")  # type: ignore[arg-type]
+        with pytest.raises(InvalidIdentifierError):
+            cleanup.delete_persistence_ids(["p0", ""])  # type: ignore[list-item]
+    assert tag_view_rows(journal_url) == before
+
+
+@pytest.mark.parametrize("ttl", [timedelta(0), timedelta(seconds=-1)])
+def test_a_ttl_that_is_not_positive_is_refused(journal_url: str, ttl: timedelta) -> None:
+    _write_old_and_new(journal_url)
+    before = tag_view_rows(journal_url)
+    with stores_at(journal_url) as stores, pytest.raises(ConfigurationError, match="positive"):
+        Cleanup.of(stores).expire(ttl, force=True)
+    assert tag_view_rows(journal_url) == before

@@ -102,6 +102,12 @@ class Mutation:
         if not self.table:
             msg = "mutation has no table"
             raise MalformedMutationError(msg)
+        if not isinstance(self.partition_key, tuple) or not isinstance(self.clustering_key, tuple):
+            msg = (  # a string would be split into one key value per character
+                f"mutation of table {self.table!r}: keys must be tuples, got "
+                f"{self.partition_key!r} and {self.clustering_key!r}"
+            )
+            raise MalformedMutationError(msg)
         if not self.partition_key:
             msg = f"mutation of table {self.table!r} has no partition key"
             raise MalformedMutationError(msg)

@@ -130,6 +130,10 @@ class TableSchema:
                 "and rows (add a PRIMARY KEY, or declare the key columns in the schema)"
             )
             raise NoPrimaryKeyError(msg)
+        repeated = sorted({k for k in self.primary_key if self.primary_key.count(k) > 1})
+        if repeated:
+            msg = f"table {self.table!r}: key columns {repeated} appear more than once in the key"
+            raise InvalidSchemaError(msg)
         unknown = [k for k in self.primary_key if k not in names]
         if unknown:
             msg = f"table {self.table!r}: key columns {unknown} are not columns"

@@ -43,7 +43,7 @@ class NewEvent:
             payload=payload,
             manifest=manifest,
             metadata=metadata,
-            tags=frozenset(validation.tag(t) for t in tags),
+            tags=frozenset(validation.tag(t) for t in validation.tag_collection(tags)),
         )
 
 

@@ -246,10 +246,11 @@ class Journal:
         serializer, data = serialize_payload(event.payload)
         metadata = serialize_metadata(event.metadata)
         manifest = validation.text(event.manifest, name="manifest") if event.manifest else ""
-        if isinstance(event.tags, str):
-            msg = f"tags must be a collection of tags, not the string {event.tags!r}"
-            raise InvalidInputError(msg)
-        key = event.tags if isinstance(event.tags, frozenset) else frozenset(event.tags)
+        key = (
+            event.tags
+            if isinstance(event.tags, frozenset)
+            else frozenset(validation.tag_collection(event.tags))
+        )
         tags = self._tag_sets.get(key)
         if tags is None:
             tags = tuple(sorted(validation.tag(t) for t in key))

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ordo.errors import InvalidIdentifierError, InvalidInputError, InvalidSequenceNrError
 from ordo.types import PersistenceId, SequenceNr, Tag
 
 MAX_IDENTIFIER_LENGTH = 255
 """Longest persistence id or tag, in characters (Akka's journals use the same bound)."""
+MAX_SEQUENCE_NR = 2**63 - 1
+"""Sequence nrs are stored as 64-bit integers."""
 
 
 def _identifier(kind: str, value: object) -> str:
@@ -54,12 +58,23 @@ def tag(value: object) -> Tag:
     return Tag(_identifier("tag", value))
 
 
+def tag_collection(value: object) -> Iterable[object]:
+    """`value` when it is a collection of tags; InvalidInputError otherwise.
+
+    A string is refused although it is iterable: its characters would each become a tag.
+    """
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        msg = f"tags must be a collection of tags, not {value!r}"
+        raise InvalidInputError(msg)
+    return value
+
+
 def sequence_nr(value: object, *, name: str, minimum: int = 1) -> SequenceNr:
     """Return `value` as a SequenceNr >= minimum or raise InvalidSequenceNrError naming `name`."""
     if isinstance(value, bool) or not isinstance(value, int):
         msg = f"{name} must be an integer, got {type(value).__name__}"
         raise InvalidSequenceNrError(msg)
-    if value < minimum:
-        msg = f"{name} must be >= {minimum}, got {value}"
+    if not minimum <= value <= MAX_SEQUENCE_NR:
+        msg = f"{name} must be in {minimum}..2**63-1, got {value}"
         raise InvalidSequenceNrError(msg)
     return SequenceNr(value)

@@ -86,6 +86,29 @@ def at_least(name: str, value: int, minimum: int) -> None:
         raise ConfigurationError(msg)
 
 
+def enum_member(settings: object, name: str, kind: type[Enum]) -> None:
+    """Make the field `name` of frozen `settings` a member of `kind` (its value text is parsed).
+
+    Code compares these fields with `is`: a plain string was accepted and then ignored
+    (`error_mode="skip"` failed the processor) or recorded as a journal's bucket size that no
+    later open matched. ConfigurationError for anything else.
+    """
+    value = getattr(settings, name)
+    if isinstance(value, kind):
+        return
+    parse = getattr(kind, "parse", None)
+    if not isinstance(value, str) or parse is None:
+        valid = ", ".join(str(member.value) for member in kind)
+        msg = f"{name} must be a {kind.__name__} ({valid}), got {value!r}"
+        raise ConfigurationError(msg)
+    try:
+        member = parse(value)
+    except ConfigurationError as exc:
+        msg = f"{name}: {exc}"
+        raise ConfigurationError(msg) from exc
+    object.__setattr__(settings, name, member)
+
+
 def not_negative(name: str, value: timedelta) -> None:
     """Raise ConfigurationError naming `name` unless `value` is a duration >= 0."""
     if not isinstance(value, timedelta) or value < timedelta(0):

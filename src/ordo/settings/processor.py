@@ -7,7 +7,7 @@ from datetime import timedelta
 from enum import StrEnum
 
 from ordo.errors import ConfigurationError
-from ordo.settings.loading import LoadableSettings, at_least, not_negative, shown
+from ordo.settings.loading import LoadableSettings, at_least, enum_member, not_negative, shown
 
 
 class ErrorMode(StrEnum):
@@ -54,6 +54,7 @@ class ProcessorSettings(LoadableSettings):
     """The first retry waits this long; each further retry twice as long."""
 
     def __post_init__(self) -> None:
+        enum_member(self, "error_mode", ErrorMode)
         at_least("thread_count", self.thread_count, 1)
         at_least("initial_segment_count", self.initial_segment_count, 1)
         at_least("batch_size", self.batch_size, 1)

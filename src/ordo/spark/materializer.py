@@ -30,6 +30,7 @@ from ordo.spark.change_sink import apply_batch
 from ordo.spark.register import ROCKSDB_STATE_STORE
 from ordo.spark.schemas import CHANGE_LOG_DDL, MATERIALIZER_OUTPUT_DDL
 from ordo.storage.open import stores_at
+from ordo.storage.parquet.change_log import checked_table_name
 
 _PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 
@@ -60,6 +61,7 @@ class MaterializerSpec:
             if not getattr(self, field):
                 msg = f"MaterializerSpec.{field} must not be empty"
                 raise ConfigurationError(msg)
+        checked_table_name(self.table)
         if not self.target_table:
             object.__setattr__(self, "target_table", f"{self.table}_materialized")
 

@@ -14,7 +14,13 @@ from ordo.journal.ports import JournalStore
 from ordo.processing.ports import TokenStore
 from ordo.query import EventEnvelope, EventsByTag, KeyRun, TagViewReader
 from ordo.settings import EventsByTagSettings, QuerySettings
-from ordo.storage.location import Location, PostgresLocation, SQLiteLocation, parse_location
+from ordo.storage.location import (
+    Location,
+    PostgresLocation,
+    SQLiteLocation,
+    existing_location,
+    parse_location,
+)
 from ordo.storage.migration import MigrationReceipt
 from ordo.storage.packed_reads import PackedPageReader
 from ordo.storage.sql_change_sink import SqlChangeSink
@@ -149,10 +155,13 @@ def events_by_tag_at(
 ) -> Iterator[EventsByTag]:
     """Events-by-tag queries on the journal at `url`; its connections close with the block.
 
-    With pubsub_notification on a PostgreSQL journal, a listener thread forwards tag writes
-    of other processes to this process's live queries.
+    The journal must exist (StorageUnavailableError otherwise): a query only reads, and a
+    misspelt path would otherwise become a new, empty journal with no events. With
+    pubsub_notification on a PostgreSQL journal, a listener thread forwards tag writes of other
+    processes to this process's live queries.
     """
     events_by_tag = events_by_tag or EventsByTagSettings()
+    existing_location(url)
     with stores_at(url) as stores:
         check_bucket_size(stores.journal.recorded_bucket_size(), events_by_tag.bucket_size)
         listener = None

@@ -26,7 +26,9 @@ from ordo.errors import (
     TimeToLiveTooShortError,
     UnknownProcessorError,
 )
+from ordo.journal import validation
 from ordo.processing.ports import TokenStore
+from ordo.settings.loading import shown
 from ordo.time import TimeUUID
 from ordo.tools.operations_tool import OperationsTool
 from ordo.tools.ports import DeletedCounts
@@ -114,10 +116,14 @@ class Cleanup(OperationsTool):
         whole (ActiveWriterError, nothing deleted) when a live writer uses any of them,
         unless `force`.
         """
+        if isinstance(persistence_ids, str):  # its characters would be the ids deleted
+            msg = f"persistence_ids must be a collection of ids, not the string {persistence_ids!r}"
+            raise InvalidInputError(msg)
+        ids = [validation.persistence_id(pid) for pid in persistence_ids]
         operation = "delete persistence ids"
-        forced = self._guard.check(operation, persistence_ids, force=force)
+        forced = self._guard.check(operation, ids, force=force)
         deleted = DeletedCounts()
-        for pid in persistence_ids:
+        for pid in ids:
             tags = self._operations.tags_of(pid)
             if dry_run:
                 deleted += self._tag_views_to_delete(pid, tags) + DeletedCounts(
@@ -128,7 +134,7 @@ class Cleanup(OperationsTool):
                 logger.info("persistence id deleted: persistence_id=%s", pid)
         return OperationReceipt(
             operation=operation,
-            persistence_ids=tuple(persistence_ids),
+            persistence_ids=tuple(ids),
             deleted=deleted,
             is_dry_run=dry_run,
             forced_past=forced,
@@ -220,6 +226,9 @@ class Cleanup(OperationsTool):
                 "events_by_tag.time_to_live is not set (ORDO_TIME_TO_LIVE_MS or "
                 "--time-to-live-ms): tag views are kept forever, nothing expires"
             )
+            raise ConfigurationError(msg)
+        if not isinstance(time_to_live, timedelta) or time_to_live <= timedelta(0):
+            msg = f"time_to_live must be a positive duration, got {shown(time_to_live)}"
             raise ConfigurationError(msg)
         now_ms = self._clock.now_ns() // _NS_PER_MS
         cutoff_ms = now_ms - time_to_live // timedelta(milliseconds=1)

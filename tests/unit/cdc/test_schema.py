@@ -130,3 +130,16 @@ _ID = '{"name": "id", "type": "long"}'
 def test_a_bad_document_is_rejected_with_what_is_wrong(document: str, problem: str) -> None:
     with pytest.raises(InvalidSchemaError, match=problem):
         TableSchema.from_json(document)
+
+
+@pytest.mark.parametrize(("partition_key", "clustering_key"), [(("a", "a"), ()), (("a",), ("a",))])
+def test_a_key_column_appears_once_in_the_key(
+    partition_key: tuple[str, ...], clustering_key: tuple[str, ...]
+) -> None:
+    with pytest.raises(InvalidSchemaError, match="appear more than once"):
+        TableSchema(
+            table="t",
+            columns=(Column(name="a", type=ColumnType.LONG),),
+            partition_key=partition_key,
+            clustering_key=clustering_key,
+        )

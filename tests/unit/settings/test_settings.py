@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -158,3 +159,22 @@ def test_processor_settings_follow_axon_and_read_the_environment() -> None:
     )
     assert (settings.thread_count, settings.error_mode) == (4, ErrorMode.DEAD_LETTER)
     assert settings.claim_timeout == timedelta(milliseconds=500)
+
+
+def test_enum_settings_take_their_members_or_value_texts() -> None:
+    assert EventsByTagSettings(bucket_size="DAY").bucket_size is BucketSize.DAY  # type: ignore[arg-type]
+    assert ProcessorSettings(error_mode="skip").error_mode is ErrorMode.SKIP  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("build", "needle"),
+    [
+        (lambda: EventsByTagSettings(bucket_size="weird"), "bucket_size: unknown bucket size"),
+        (lambda: EventsByTagSettings(bucket_size=5), "bucket_size must be a BucketSize"),
+        (lambda: EventsByTagSettings(bucket_size=None), "bucket_size must be a BucketSize"),
+        (lambda: ProcessorSettings(error_mode="bogus"), "error_mode: unknown error mode"),
+    ],
+)
+def test_enum_settings_refuse_anything_else(build: Callable[[], object], needle: str) -> None:
+    with pytest.raises(ConfigurationError, match=needle):
+        build()

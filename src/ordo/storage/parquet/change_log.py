@@ -77,7 +77,7 @@ class ParquetChangeLog:
 
     def table_path(self, table: str) -> Path:
         """The directory Spark reads as the table's change stream."""
-        return self.root / table
+        return self.root / checked_table_name(table)
 
     def append(self, table: str, files: Sequence[tuple[int, ChangeRows]]) -> None:
         """Write one file per (partition, rows) pair: one segment each, in position order.
@@ -179,6 +179,18 @@ class ParquetChangeLog:
         for file in sorted(path.glob("partition=*/*.parquet")):
             for row in pq.read_table(file, schema=CHANGE_LOG_SCHEMA).to_pylist():
                 yield mutation_from_row(row)
+
+
+def checked_table_name(table: str) -> str:
+    """`table` when it can name a change log directory; InvalidInputError otherwise.
+
+    A table name is one directory under the log's root: "..", a separator or an absolute path
+    would put a table's changes anywhere on the disk.
+    """
+    if not isinstance(table, str) or table in {"", ".", ".."} or any(c in table for c in "/\\\0"):
+        msg = f"table name {table!r} cannot name a change log directory (one plain name is needed)"
+        raise InvalidInputError(msg)
+    return table
 
 
 def _table(rows: ChangeRows) -> pa.Table:
