@@ -69,6 +69,12 @@ def test_options_are_case_insensitive_and_typed(tmp_path: Path) -> None:
         ({"journal": "x.db"}, ConfigurationError, "needs the option tag"),
         ({"journal": "x.db", "tag": ""}, InvalidIdentifierError, "tag must not be empty"),
         ({"journal": "x.db", "tag": "t", "segments": "-1"}, ConfigurationError, "segments"),
+        ({"journal": "x.db", "tag": "t", "segments": "0"}, ConfigurationError, "segments must"),
+        (
+            {"journal": "x.db", "tag": "t", "gapTimeoutMs": str(10**20)},
+            ConfigurationError,
+            "gaptimeoutms must be in 0..",
+        ),
         ({"journal": "x.db", "tag": "t", "pageSize": "many"}, ConfigurationError, "pagesize"),
         (
             {"journal": "x.db", "tag": "t", "startingOffsets": "yesterday"},

@@ -12,15 +12,12 @@ import click
 from ordo.errors import ConfigurationError
 from ordo.journal import validation
 from ordo.settings import EventsByTagSettings
+from ordo.settings.loading import LARGEST_INTEGER
 from ordo.storage.location import existing_location
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-LARGEST = 2**53 - 1
-"""The largest integer an option takes: every consumer holds it (SQLite's and PostgreSQL's
-64-bit integers, `timedelta` milliseconds, JSON readers), so a huge number is a usage error
-naming the option rather than an overflow deep inside."""
-NUMBER = click.IntRange(max=LARGEST)
+NUMBER = click.IntRange(max=LARGEST_INTEGER)
 """An integer option with no range of its own."""
 
 
@@ -49,7 +46,7 @@ def checked_persistence_ids(_ctx: click.Context, _param: click.Parameter, value:
 
 
 def int_option(
-    name: str, default: int, help_text: str, *, minimum: int = 1, maximum: int = LARGEST
+    name: str, default: int, help_text: str, *, minimum: int = 1, maximum: int = LARGEST_INTEGER
 ) -> Callable[[F], F]:
     """An integer option in a range, with its default shown."""
     return click.option(

@@ -79,6 +79,12 @@ class LoadableSettings:
         return cls.from_mapping(values, source=f"{path}:[{name}]")
 
 
+LARGEST_INTEGER = 2**53 - 1
+"""The largest integer an option takes: every consumer holds it (SQLite's and PostgreSQL's
+64-bit integers, `timedelta` milliseconds, JSON readers), so a huge number is refused where it
+is given rather than overflowing deep inside."""
+
+
 def at_least(name: str, value: int, minimum: int) -> None:
     """Raise ConfigurationError naming `name` unless `value` is an int >= minimum."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:

@@ -10,6 +10,7 @@ from typing import Any
 from ordo.errors import ConfigurationError
 from ordo.journal import validation
 from ordo.settings import EventsByTagSettings, QuerySettings
+from ordo.settings.loading import LARGEST_INTEGER
 from ordo.storage.location import existing_location
 from ordo.time import BucketSize, TimeUUID
 from ordo.types import Tag
@@ -98,7 +99,7 @@ class EventsByTagOptions:
             else TimeUUID.parse(starting),
             starts_at_latest=starting.lower() == "latest",
             max_events_per_trigger=limit,
-            segments=_int(given, "segments", 1),
+            segments=_int(given, "segments", 1, minimum=1),
             processor=given.get("processor"),
             events_by_tag=events_by_tag,
             query=query,
@@ -107,15 +108,15 @@ class EventsByTagOptions:
         return parsed
 
 
-def _int(given: Mapping[str, str], key: str, default: int) -> int:
+def _int(given: Mapping[str, str], key: str, default: int, *, minimum: int = 0) -> int:
     if key not in given:
         return default
     try:
         value = int(given[key])
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:
         msg = f"option {key} must be an integer, got {given[key]!r}"
         raise ConfigurationError(msg) from exc
-    if value < 0:
-        msg = f"option {key} must not be negative, got {value}"
+    if not minimum <= value <= LARGEST_INTEGER:
+        msg = f"option {key} must be in {minimum}..{LARGEST_INTEGER}, got {value}"
         raise ConfigurationError(msg)
     return value
