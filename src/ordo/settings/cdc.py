@@ -5,8 +5,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
-from ordo.errors import ConfigurationError
-from ordo.settings.loading import LoadableSettings, at_least, shown
+from ordo.settings.loading import LoadableSettings, at_least, positive
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,8 +26,4 @@ class CaptureSettings(LoadableSettings):
     def __post_init__(self) -> None:
         at_least("max_changes", self.max_changes, 1)
         at_least("partitions", self.partitions, 1)
-        for name in ("flush_interval", "poll_interval"):
-            value = getattr(self, name)
-            if not isinstance(value, timedelta) or value <= timedelta(0):
-                msg = f"{name} must be a duration > 0, got {shown(value)}"
-                raise ConfigurationError(msg)
+        positive(self, "flush_interval", "poll_interval")

@@ -6,7 +6,7 @@ import dataclasses
 from datetime import timedelta
 
 from ordo.errors import ConfigurationError
-from ordo.settings.loading import LoadableSettings, at_least, enum_member, not_negative, shown
+from ordo.settings.loading import LoadableSettings, at_least, enum_member, flag, not_negative, shown
 from ordo.time import DEFAULT_FIRST_TIME_BUCKET, BucketSize, parse_first_time_bucket
 
 
@@ -35,6 +35,7 @@ class EventsByTagSettings(LoadableSettings):
 
     def __post_init__(self) -> None:
         enum_member(self, "bucket_size", BucketSize)
+        flag(self, "pubsub_notification")
         parse_first_time_bucket(self.first_time_bucket)
         at_least("max_message_batch_size", self.max_message_batch_size, 1)
         not_negative("flush_interval", self.flush_interval)

@@ -7,7 +7,13 @@ from datetime import timedelta
 from enum import StrEnum
 
 from ordo.errors import ConfigurationError
-from ordo.settings.loading import LoadableSettings, at_least, enum_member, not_negative, shown
+from ordo.settings.loading import (
+    LoadableSettings,
+    at_least,
+    enum_member,
+    not_negative,
+    positive,
+)
 
 
 class ErrorMode(StrEnum):
@@ -59,9 +65,5 @@ class ProcessorSettings(LoadableSettings):
         at_least("initial_segment_count", self.initial_segment_count, 1)
         at_least("batch_size", self.batch_size, 1)
         at_least("max_retries", self.max_retries, 0)
-        for name in ("claim_timeout", "token_claim_interval"):
-            value = getattr(self, name)
-            if not isinstance(value, timedelta) or value <= timedelta(0):
-                msg = f"{name} must be a duration > 0, got {shown(value)}"
-                raise ConfigurationError(msg)
+        positive(self, "claim_timeout", "token_claim_interval")
         not_negative("retry_backoff", self.retry_backoff)

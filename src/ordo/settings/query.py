@@ -6,7 +6,14 @@ import dataclasses
 from datetime import timedelta
 
 from ordo.errors import ConfigurationError
-from ordo.settings.loading import BackTrackPeriod, LoadableSettings, at_least, not_negative, shown
+from ordo.settings.loading import (
+    BackTrackPeriod,
+    LoadableSettings,
+    at_least,
+    not_negative,
+    positive,
+    shown,
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,10 +57,7 @@ class QuerySettings(LoadableSettings):
             "back_track_long_interval",
         ):
             not_negative(name, getattr(self, name))
-        for name in ("refresh_interval", "back_track_interval", "back_track_long_interval"):
-            if getattr(self, name) <= timedelta(0):
-                msg = f"{name} must be a duration > 0, got {shown(getattr(self, name))}"
-                raise ConfigurationError(msg)
+        positive(self, "refresh_interval", "back_track_interval", "back_track_long_interval")
         at_least("page_size", self.page_size, 1)
         at_least("max_missing_to_search", self.max_missing_to_search, 1)
         if self.cleanup_old_persistence_ids is not None:
