@@ -45,7 +45,7 @@ class ChangeMessage:
 
 def mutation_problems(mutation: Mutation, schema: TableSchema) -> list[str]:
     """Why `mutation` does not fit `schema` (unknown columns, ill-typed values); [] if it fits."""
-    by_name = {column.name: column for column in schema.columns}
+    by_name = schema.by_name
     problems: list[str] = []
     if len(mutation.partition_key) != len(schema.partition_key):
         problems.append(f"partition key has {len(mutation.partition_key)} values")
@@ -61,7 +61,7 @@ def mutation_problems(mutation: Mutation, schema: TableSchema) -> list[str]:
         column = by_name.get(name)
         if column is None:
             problems.append(f"unknown column {name!r}")
-        elif name in schema.primary_key:
+        elif name in schema.key_names:
             problems.append(f"key column {name!r} written as a cell")
         elif cell.value is not None and not fits(column.type, cell.value):
             problems.append(f"column {name!r}: {cell.value!r} is not a {column.type.value}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from operator import itemgetter
 from typing import Any, ClassVar, Self
 
@@ -164,6 +165,15 @@ def _optional_int(value: object) -> int | None:
     return None if value is None else int(str(value))
 
 
+@lru_cache(maxsize=4096)
+def _key(text: str) -> Key:
+    """A key's JSON text as a tuple, decoded once per text.
+
+    A key's rows come together in a batch, and clustering keys repeat across partitions.
+    """
+    return tuple(json.loads(text))
+
+
 def mutation_from_row(row: Mapping[str, object]) -> Mutation:
     """A change row (a change log row, or one that Spark read from it) as a Mutation.
 
@@ -185,8 +195,8 @@ def mutation_from_row(row: Mapping[str, object]) -> Mutation:
     liveness_time = row["liveness_time"]
     return Mutation(
         table=str(row["table"]),
-        partition_key=tuple(json.loads(str(row["partition_key"]))),
-        clustering_key=tuple(json.loads(str(row["clustering_key"]))),
+        partition_key=_key(str(row["partition_key"])),
+        clustering_key=_key(str(row["clustering_key"])),
         cells=cells,
         liveness=None
         if liveness_time is None

@@ -12,7 +12,7 @@ import datetime as dt
 import json
 import reprlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from hashlib import blake2b
@@ -115,9 +115,17 @@ class TableSchema:
     columns: tuple[Column, ...]
     partition_key: tuple[str, ...]
     clustering_key: tuple[str, ...] = ()
+    by_name: Mapping[str, Column] = field(init=False, repr=False, compare=False)
+    """The columns by name. Derived, as are `names` and `key_names`: the materializer looks
+    them up for every cell it checks and every row it builds."""
+    names: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    key_names: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         names = [column.name for column in self.columns]
+        object.__setattr__(self, "by_name", {column.name: column for column in self.columns})
+        object.__setattr__(self, "names", tuple(names))
+        object.__setattr__(self, "key_names", frozenset(self.primary_key))
         if not self.table:
             msg = "a schema needs a table name"
             raise InvalidSchemaError(msg)
@@ -147,13 +155,12 @@ class TableSchema:
     @property
     def value_columns(self) -> tuple[Column, ...]:
         """The columns that are not part of the primary key."""
-        keys = set(self.primary_key)
-        return tuple(column for column in self.columns if column.name not in keys)
+        return tuple(column for column in self.columns if column.name not in self.key_names)
 
     def problems(self, row: Mapping[str, JsonValue]) -> list[str]:
         """Why `row` (a full row: every column) does not conform to this schema; [] if it does."""
         found: list[str] = []
-        by_name = {column.name: column for column in self.columns}
+        by_name = self.by_name
         found.extend(f"unknown column {name!r}" for name in row if name not in by_name)
         for column in self.columns:
             value = row.get(column.name)
@@ -289,7 +296,5 @@ def full_row(
     schema: TableSchema, key: Sequence[JsonValue], values: Mapping[str, JsonValue]
 ) -> dict[str, JsonValue]:
     """Every column of the schema, in order: key values, then values, None where missing."""
-    row: dict[str, JsonValue] = dict(zip(schema.primary_key, key, strict=True))
-    for column in schema.value_columns:
-        row[column.name] = values.get(column.name)
-    return {column.name: row[column.name] for column in schema.columns}
+    keys: dict[str, JsonValue] = dict(zip(schema.primary_key, key, strict=True))
+    return {name: keys[name] if name in keys else values.get(name) for name in schema.names}
