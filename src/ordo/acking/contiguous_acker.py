@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from math import inf
 from typing import Final, cast
 
+from ordo.errors import ConfigurationError
+
 _AFTER_EVERY_OFFSET: Final = cast(int, inf)
 """Sentinel start after the last far interval, so no lookup checks the list's length.
 
@@ -71,7 +73,7 @@ class ContiguousAcker:
         """Start after `committed`; `max_span` bounds the ring (rounded up to a power of two)."""
         if max_span < 2:
             msg = f"max_span must be >= 2, got {max_span}"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         self._committed = committed
         self._max_span = 1 << (max_span - 1).bit_length()
         span = min(_FIRST_SPAN, self._max_span)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ordo.cdc.change_rows import ChangeRows, key_text
 from ordo.cdc.mutation import Key, Mutation
 from ordo.cdc.ports import ChangeLogWriter
+from ordo.errors import ConfigurationError
 from ordo.hashing import stable_hash
 
 DEFAULT_PARTITIONS = 8
@@ -40,7 +41,7 @@ class Publisher:
     def __init__(self, log: ChangeLogWriter, *, partitions: int = DEFAULT_PARTITIONS) -> None:
         if partitions < 1:
             msg = f"partitions must be at least 1, got {partitions}"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         self.log, self.partitions = log, partitions
 
     def publish(self, mutations: Sequence[Mutation]) -> PublishReceipt:

@@ -5,6 +5,7 @@ import tracemalloc
 import pytest
 
 from ordo.acking import ContiguousAcker
+from ordo.errors import ConfigurationError
 
 
 def test_a_new_acker_has_committed_nothing() -> None:
@@ -127,5 +128,5 @@ def test_a_completion_far_ahead_widens_the_ring_and_keeps_every_slot() -> None:
 
 
 def test_max_span_below_two_is_rejected() -> None:
-    with pytest.raises(ValueError, match="max_span must be >= 2, got 1"):
+    with pytest.raises(ConfigurationError, match="max_span must be >= 2, got 1"):
         ContiguousAcker(max_span=1)
