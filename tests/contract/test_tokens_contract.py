@@ -121,6 +121,24 @@ def test_a_batch_of_a_lost_claim_is_rolled_back_whole(stores: Stores) -> None:
         assert batch.positions([PersistenceId("x")]) == {}
 
 
+def test_a_batch_read_with_another_mask_stores_no_token(stores: Stores) -> None:
+    """A worker that read segment 0/0 may not move the token of the 0/1 a split left there."""
+    stores.tokens.initialize("p", segment_count=1)
+    stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.split("p", 0, "a")  # a keeps segment id 0, now 0/1
+
+    def store_as(mask: int) -> None:
+        with stores.tokens.batch("p", 0, "a", mask=mask) as batch:
+            batch.record(PersistenceId("x"), 9)
+            batch.store_token(TrackingToken(T2))
+
+    with pytest.raises(UnableToClaimTokenError, match="with mask 0"):
+        store_as(0)
+    assert stores.tokens.entries("p")[0].token == TrackingToken()
+    store_as(1)
+    assert stores.tokens.entries("p")[0].token == TrackingToken(T2)
+
+
 def test_split_copies_the_token_and_merge_keeps_the_lower_one(stores: Stores) -> None:
     stores.tokens.initialize("p", segment_count=1)
     stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)

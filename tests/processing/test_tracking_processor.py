@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 
 from ordo import Journal, NewEvent
+from ordo.processing.control import merge_segment, split_segment
 from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.sequencing import FullySequentialPolicy
 from ordo.processing.source import ALL_EVENTS, EventSource
@@ -214,3 +215,65 @@ def test_a_fully_sequential_processor_uses_one_segment(
         wait_for(lambda: _total(sql) == 50)
     assert [e.segment.mask for e in p.status()] == [0]
     assert READ.eventual_consistency_delay == timedelta(milliseconds=100)
+
+
+class _PausableClock:
+    """The system clock, except that while paused every thread reading it waits.
+
+    A paused processor stalls like a stopped process: its workers stop renewing their claims,
+    which lapse, while the operator changes segments under them.
+    """
+
+    def __init__(self) -> None:
+        self.running = threading.Event()
+        self.running.set()
+
+    def now_ns(self) -> int:
+        self.running.wait()
+        return time.time_ns()
+
+
+@pytest.mark.parametrize("change", ["merge", "split"])
+def test_a_segment_changed_under_a_lapsed_claim_loses_and_repeats_nothing(
+    stores: Stores,
+    journal_factory: Callable[..., Journal],
+    sql: Callable[..., list[tuple[object, ...]]],
+    change: str,
+) -> None:
+    """A stalled worker must not go on reading its old segment on the new segment's token.
+
+    Found by a stress run: a worker paused past its claim timeout, the operator merged (or
+    split) its segment at once, and on waking the worker renewed the claim of the segment id,
+    kept reading the old half of the hash space and moved the merged segment's token past the
+    other half's events (lost for good; on PostgreSQL a split applied events twice).
+    """
+    journal = journal_factory(settings=WRITE)
+    clock = _PausableClock()
+    settings = replace(
+        FAST,
+        thread_count=2,
+        initial_segment_count=2 if change == "merge" else 1,
+        claim_timeout=timedelta(seconds=1),
+    )
+    processor = TrackingProcessor(
+        "counts", source(stores), stores.tokens, counting_handler, settings=settings, clock=clock
+    )
+    act, segment_id = (merge_segment, 1) if change == "merge" else (split_segment, 0)
+    with processor:
+        _append(journal, 100)
+        wait_for(lambda: _total(sql) == 100)
+        clock.running.clear()  # the processor stalls between batches
+        try:
+            time.sleep(1.5)  # past the claim timeout
+            now = time.time_ns() // 1_000_000
+            receipt = act(stores.tokens, "counts", segment_id, now_ms=now, claim_timeout_ms=1_000)
+        finally:
+            clock.running.set()
+        assert receipt.is_done  # at once: the claims had lapsed
+        _append(journal, 200)
+        wait_for(lambda: _total(sql) == 300)
+        time.sleep(0.5)  # anything applied twice would show now
+    assert processor.failure is None
+    assert sorted(sql("SELECT pid, n, last FROM counts")) == sorted(
+        (f"p{p}", 15, 15) for p in range(20)
+    )

@@ -179,9 +179,13 @@ class TokenStore(Protocol):
         ...
 
     def batch(
-        self, processor: str, segment_id: int, owner: str
+        self, processor: str, segment_id: int, owner: str, *, mask: int | None = None
     ) -> AbstractContextManager[BatchTransaction]:
-        """Open one batch transaction for an owned segment."""
+        """Open one batch transaction for an owned segment.
+
+        With `mask`, a stored token commits only while the segment still has that mask (the
+        batch is rolled back with UnableToClaimTokenError otherwise).
+        """
         ...
 
     def dead_letters(self, processor: str) -> Sequence[DeadLetter]:

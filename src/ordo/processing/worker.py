@@ -13,7 +13,12 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from ordo.errors import EventHandlingError, UnableToClaimTokenError
+from ordo.errors import (
+    EventHandlingError,
+    InvalidSegmentOperationError,
+    UnableToClaimTokenError,
+    UnknownProcessorError,
+)
 from ordo.processing.handler import HandlerContext
 from ordo.processing.ports import (
     BatchTransaction,
@@ -60,7 +65,9 @@ class SegmentWorker(threading.Thread):
                 continue
             try:
                 self._process_segment(entry)
-            except UnableToClaimTokenError as exc:
+            except (UnableToClaimTokenError, UnknownProcessorError) as exc:
+                # Lost the claim, or the segment is gone (merged away while the claim lapsed):
+                # claim again, as a fresh start.
                 logger.info("claim lost: processor=%s error=%s", self.p.name, exc)
             except EventHandlingError as exc:
                 self.p._fail(exc)
@@ -129,8 +136,21 @@ class SegmentWorker(threading.Thread):
         """Extend the claim and act on a pending request; True when the claim should end."""
         p, now = self.p, self.p._now_ms()
         timeout = p.settings.claim_timeout // timedelta(milliseconds=1)
-        segment_id = state.entry.segment.segment_id
-        p._tokens.claim(p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout)
+        segment = state.entry.segment
+        segment_id = segment.segment_id
+        renewed = p._tokens.claim(
+            p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout
+        ).segment
+        if renewed != segment:
+            # The claim lapsed (a stalled process) and the segment was split or merged under
+            # it: this query reads the old segment's events, so end it and claim afresh.
+            logger.warning(
+                "segment changed under a lapsed claim: processor=%s was %s now %s",
+                p.name,
+                segment,
+                renewed,
+            )
+            return True
         request = p._tokens.take_request(p.name, segment_id)
         action = None if request is None else request.action
         if action is SegmentAction.SPLIT:
@@ -142,6 +162,10 @@ class SegmentWorker(threading.Thread):
                 merged = p._tokens.merge(
                     p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout
                 )
+            except InvalidSegmentOperationError as exc:
+                # The sibling was split since the merge was asked: nothing to merge with.
+                logger.warning("merge dropped: processor=%s error=%s", p.name, exc)
+                return False
             except UnableToClaimTokenError:
                 # The sibling is processed elsewhere: ask its owner to hand it over, then retry.
                 sibling = state.entry.segment.mergeable_segment_id()
@@ -170,8 +194,8 @@ class SegmentWorker(threading.Thread):
 
     def _batch(self, state: _SegmentState, rows: list[EventEnvelope], *, careful: bool) -> None:
         p = self.p
-        segment_id = state.entry.segment.segment_id
-        with p._tokens.batch(p.name, segment_id, self.owner) as batch:
+        segment = state.entry.segment
+        with p._tokens.batch(p.name, segment.segment_id, self.owner, mask=segment.mask) as batch:
             seen = batch.positions({r.persistence_id for r in rows}) if p._is_per_id else {}
             context = HandlerContext(
                 processor=p.name,

@@ -222,12 +222,19 @@ class SqlTokenStore(SqlStore):
             )
 
     @contextmanager
-    def batch(self, processor: str, segment_id: int, owner: str) -> Iterator[SqlBatch]:
-        """One batch: handler writes, positions, dead letters and token in one transaction."""
+    def batch(
+        self, processor: str, segment_id: int, owner: str, *, mask: int | None = None
+    ) -> Iterator[SqlBatch]:
+        """One batch: handler writes, positions, dead letters and token in one transaction.
+
+        With `mask` (the segment's as its events were read) the token is stored only while the
+        segment still has that mask: after a split or merge under a lapsed claim, a worker
+        still reading the old segment must not move the new one's token.
+        """
         with self._db.write_transaction() as conn:
             batch = SqlBatch(self, conn, processor, segment_id)
             yield batch
-            batch.commit(owner)
+            batch.commit(owner, mask=mask)
 
     def dead_letters(self, processor: str) -> Sequence[DeadLetter]:
         """The processor's dead letters, oldest first."""
@@ -396,7 +403,7 @@ class SqlBatch:
             raise
         self._conn.execute("RELEASE SAVEPOINT ordo_event")
 
-    def commit(self, owner: str) -> None:
+    def commit(self, owner: str, *, mask: int | None = None) -> None:
         """Write positions and token, unless the claim was lost (then roll everything back).
 
         Positions go in as few statements as the drivers' parameter limits allow (a round trip
@@ -419,17 +426,20 @@ class SqlBatch:
             )
         if self._token is None:
             return
+        same_mask = "" if mask is None else " AND mask = {p}"
         updated = self._conn.execute(
             sql(
                 "UPDATE tokens SET token = {p} WHERE processor = {p} AND segment_id = {p} "
-                "AND owner = {p}"
+                f"AND owner = {{p}}{same_mask}"
             ),
-            (self._token.to_json(), self._processor, self._segment_id, owner),
+            (self._token.to_json(), self._processor, self._segment_id, owner)
+            + (() if mask is None else (mask,)),
         ).rowcount
         if not updated:
+            also = "" if mask is None else f" with mask {mask}"
             msg = (
-                f"processor {self._processor!r} segment {self._segment_id} is no longer claimed "
-                f"by {owner!r}; the batch is rolled back"
+                f"processor {self._processor!r} segment {self._segment_id}{also} is no longer "
+                f"claimed by {owner!r}; the batch is rolled back"
             )
             raise UnableToClaimTokenError(msg)
 
