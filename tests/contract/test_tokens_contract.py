@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ordo.errors import (
+    InvalidIdentifierError,
     InvalidSegmentOperationError,
     UnableToClaimTokenError,
     UnknownProcessorError,
@@ -219,3 +220,10 @@ def test_reset_marks_replays_and_is_refused_while_running(stores: Stores) -> Non
     stores.tokens.claim("p", 0, "a", now_ms=2, claim_timeout_ms=TIMEOUT)
     with stores.tokens.batch("p", 0, "a") as batch:
         assert batch.positions([PersistenceId("x")]) == {}
+
+
+@pytest.mark.parametrize("name", ["", "a\x00b", "p" * 256, 5])
+def test_a_processor_name_must_be_an_identifier(stores: Stores, name: object) -> None:
+    with pytest.raises(InvalidIdentifierError, match="processor name"):
+        stores.tokens.initialize(name, segment_count=1)  # type: ignore[arg-type]
+    assert stores.tokens.processors() == []

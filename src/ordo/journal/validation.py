@@ -58,6 +58,14 @@ def tag(value: object) -> Tag:
     return Tag(_identifier("tag", value))
 
 
+def processor_name(value: object) -> str:
+    """Return `value` as a processor name or raise InvalidIdentifierError.
+
+    It keys the token store's rows, so it follows the rules of a tag.
+    """
+    return _identifier("processor name", value)
+
+
 def tag_collection(value: object) -> Iterable[object]:
     """`value` when it is a collection of tags; InvalidInputError otherwise.
 

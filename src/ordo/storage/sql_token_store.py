@@ -11,6 +11,7 @@ from ordo.errors import (
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
+from ordo.journal import validation
 from ordo.processing.ports import DeadLetter, SegmentAction, SegmentRequest, TokenEntry
 from ordo.processing.segment import Segment, initial_segments
 from ordo.processing.token import TrackingToken
@@ -33,6 +34,7 @@ class SqlTokenStore(SqlStore):
 
     def initialize(self, processor: str, *, segment_count: int) -> Sequence[TokenEntry]:
         """Create the processor's first segments unless it has some; return its segments."""
+        validation.processor_name(processor)
         with self._db.write_transaction() as conn:
             if not self._entries(conn, processor):
                 for segment in initial_segments(segment_count):
