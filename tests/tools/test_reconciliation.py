@@ -15,7 +15,7 @@ from operations_support import (
     write_with_writers,
 )
 from ordo import NewEvent, open_journal
-from ordo.errors import ActiveWriterError
+from ordo.errors import ActiveWriterError, InvalidIdentifierError
 from ordo.storage.open import Stores, stores_at
 from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId, Tag
@@ -109,6 +109,23 @@ def test_unknown_persistence_ids_and_tags_are_nothing_to_do(
         assert receipt.is_noop
         assert "nothing to do" in receipt.describe()
     assert reconciliation.tags_of(PersistenceId("nobody")) == []
+    assert tag_view_rows(journal_url) == before
+
+
+def test_empty_ids_and_tags_are_refused_not_nothing_to_do(
+    journal_url: str, written: Stores
+) -> None:
+    before = tag_view_rows(journal_url)
+    reconciliation = Reconciliation.of(written)
+    calls = [
+        lambda: reconciliation.delete_tag_views(PersistenceId("")),
+        lambda: reconciliation.rebuild_tag_views(PersistenceId("a\x00b")),
+        lambda: reconciliation.delete_tag_views(PersistenceId("w0-p0"), tag=Tag("")),
+        lambda: reconciliation.tags_of(PersistenceId("")),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidIdentifierError):
+            call()
     assert tag_view_rows(journal_url) == before
 
 

@@ -12,7 +12,7 @@ from ordo.cli.operations_options import (
     guarded_options,
     tag_option,
 )
-from ordo.cli.options import NUMBER, checked_persistence_ids, progress, settings_from_env
+from ordo.cli.options import NUMBER, progress, settings_from_env
 from ordo.errors import ConfigurationError
 from ordo.settings import EventsByTagSettings
 from ordo.tools.cleanup import Cleanup
@@ -28,7 +28,7 @@ def cleanup() -> None:
 
 @cleanup.command(name="delete")
 @guarded_options
-@click.argument("persistence_ids", nargs=-1, required=True, callback=checked_persistence_ids)
+@click.argument("persistence_ids", nargs=-1, required=True)
 def delete_persistence_ids(request: OperationRequest, persistence_ids: tuple[str, ...]) -> None:
     """Delete PERSISTENCE_IDS: events, tag views, progress, scanning, registration."""
     with request.tool(Cleanup) as tool:

@@ -24,7 +24,6 @@ from ordo.cli.options import (
     print_json,
 )
 from ordo.errors import ConfigurationError
-from ordo.journal import validation
 from ordo.settings import OperationsSettings
 from ordo.storage.open import stores_at
 from ordo.tools.cleanup import ExpiryReceipt
@@ -127,7 +126,7 @@ def tag_option(help_text: str) -> Callable[[F], F]:
 
 
 def _to_tag(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Tag | None:
-    return None if value is None else validation.tag(value)
+    return None if value is None else Tag(value)
 
 
 def operations_settings(lease_timeout_ms: int | None) -> OperationsSettings:
@@ -135,8 +134,8 @@ def operations_settings(lease_timeout_ms: int | None) -> OperationsSettings:
     settings = OperationsSettings.from_env(os.environ)
     if lease_timeout_ms is None:
         return settings
-    try:
+    try:  # NUMBER bounds the milliseconds below timedelta's limit
         return replace(settings, writer_lease_timeout=timedelta(milliseconds=lease_timeout_ms))
-    except (ConfigurationError, OverflowError) as exc:
+    except ConfigurationError as exc:
         msg = f"--writer-lease-timeout-ms {lease_timeout_ms}: {exc}"
         raise ConfigurationError(msg) from exc

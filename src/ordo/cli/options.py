@@ -10,7 +10,6 @@ from typing import Any, TypeVar
 import click
 
 from ordo.errors import ConfigurationError
-from ordo.journal import validation
 from ordo.settings import EventsByTagSettings
 from ordo.settings.loading import LARGEST_INTEGER
 from ordo.storage.location import existing_location
@@ -31,18 +30,6 @@ def journal_option(func: F) -> F:
         metavar="URL",
         help="Journal URL: sqlite:///path.db, a file path, or postgresql://...",
     )(func)
-
-
-def checked_persistence_ids(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
-    """A PERSISTENCE_ID argument (one, optional, or several) checked as the journal checks ids.
-
-    An empty or unusable id names nothing: InvalidIdentifierError, not "nothing to do".
-    """
-    if value is None:
-        return None
-    if isinstance(value, tuple):
-        return tuple(validation.persistence_id(pid) for pid in value)
-    return validation.persistence_id(value)
 
 
 def int_option(

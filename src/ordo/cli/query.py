@@ -10,10 +10,10 @@ from itertools import islice
 import click
 
 from ordo.cli.options import (
-    existing_journal,
     journal_option,
     json_option,
     progress,
+    require_journal,
     settings_from_env,
 )
 from ordo.errors import OffsetFormatError
@@ -49,7 +49,7 @@ def query(
     start = _offset(offset)  # input and settings are checked before the journal is opened
     query_settings, write_settings = QuerySettings.from_env(os.environ), settings_from_env()
     with events_by_tag_at(
-        existing_journal(journal_url), settings=query_settings, events_by_tag=write_settings
+        require_journal(journal_url), settings=query_settings, events_by_tag=write_settings
     ) as queries:
         stream = queries.live(tag, start) if live else queries.current(tag, start)
         delivered = 0

@@ -7,7 +7,6 @@ from click.core import ParameterSource
 
 from ordo.cli.operations_options import OperationRequest, guarded_options, tag_option
 from ordo.cli.options import (
-    checked_persistence_ids,
     existing_journal,
     int_option,
     journal_option,
@@ -36,7 +35,7 @@ def reconcile() -> None:
 @reconcile.command()
 @journal_option
 @json_option
-@click.argument("persistence_id", required=False, callback=checked_persistence_ids)
+@click.argument("persistence_id", required=False)
 def tags(journal_url: str | None, as_json: bool, persistence_id: str | None) -> None:
     """List every tag (a full scan of tag_views), or the tags of PERSISTENCE_ID."""
     with stores_at(existing_journal(journal_url)) as stores:
@@ -60,7 +59,7 @@ def tags(journal_url: str | None, as_json: bool, persistence_id: str | None) -> 
 @reconcile.command()
 @guarded_options
 @tag_option(_ONE_ID_TAG)
-@click.argument("persistence_id", callback=checked_persistence_ids)
+@click.argument("persistence_id")
 def delete(request: OperationRequest, tag: Tag | None, persistence_id: str) -> None:
     """Delete the tag views of PERSISTENCE_ID with their progress and tag_scanning.
 
@@ -83,7 +82,7 @@ def delete(request: OperationRequest, tag: Tag | None, persistence_id: str) -> N
 @click.option(
     "--master", default="local[*]", show_default=True, help="With --all: the Spark master."
 )
-@click.argument("persistence_id", required=False, callback=checked_persistence_ids)
+@click.argument("persistence_id", required=False)
 def rebuild(
     request: OperationRequest,
     tag: Tag | None,

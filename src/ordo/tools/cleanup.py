@@ -157,6 +157,8 @@ class Cleanup(OperationsTool):
         be a mistake that deletes every row. Deletes in batches of the settings'
         rows_per_batch.
         """
+        if tag is not None:
+            validation.tag(tag)
         now_ms = self._clock.now_ns() // _NS_PER_MS
         if cutoff_ms > now_ms:
             moment = datetime.fromtimestamp(cutoff_ms / 1000, UTC).isoformat()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from ordo.journal import validation
 from ordo.tagging import TagProgress, TagSummary
 from ordo.tools.operations_tool import OperationsTool
 from ordo.tools.ports import DeletedCounts, TagViewRow
@@ -38,7 +39,7 @@ class Reconciliation(OperationsTool):
 
     def tags_of(self, persistence_id: PersistenceId) -> Sequence[Tag]:
         """The tags of the id's events and tag write progress (cheap: the id's rows only)."""
-        return self._operations.tags_of(persistence_id)
+        return self._operations.tags_of(validation.persistence_id(persistence_id))
 
     def delete_tag_views(
         self,
@@ -193,8 +194,12 @@ class Reconciliation(OperationsTool):
     ) -> OperationReceipt:
         """Run `change` on the id's tags (see `_tags`) once the writer guard lets it.
 
-        `change` returns (rows deleted, tag_views rows written), or would in a dry run.
+        `change` returns (rows deleted, tag_views rows written), or would in a dry run. An
+        empty or unusable id or tag is refused (InvalidIdentifierError), not "nothing to do".
         """
+        validation.persistence_id(persistence_id)
+        if tag is not None:
+            validation.tag(tag)
         tags = self._tags(persistence_id, tag)
         if not tags:
             return _nothing(operation, persistence_id, tag, dry_run)
