@@ -26,4 +26,5 @@ class CaptureSettings(LoadableSettings):
     def __post_init__(self) -> None:
         at_least("max_changes", self.max_changes, 1)
         at_least("partitions", self.partitions, 1)
-        positive(self, "flush_interval", "poll_interval")
+        positive("flush_interval", self.flush_interval)
+        positive("poll_interval", self.poll_interval)

@@ -35,7 +35,7 @@ class EventsByTagSettings(LoadableSettings):
 
     def __post_init__(self) -> None:
         enum_member(self, "bucket_size", BucketSize)
-        flag(self, "pubsub_notification")
+        flag("pubsub_notification", self.pubsub_notification)
         parse_first_time_bucket(self.first_time_bucket)
         at_least("max_message_batch_size", self.max_message_batch_size, 1)
         not_negative("flush_interval", self.flush_interval)

@@ -92,25 +92,21 @@ def at_least(name: str, value: int, minimum: int) -> None:
         raise ConfigurationError(msg)
 
 
-def positive(settings: object, *names: str) -> None:
-    """Raise ConfigurationError naming the first field of `names` that is not a duration > 0."""
-    for name in names:
-        value = getattr(settings, name)
-        if not isinstance(value, timedelta) or value <= timedelta(0):
-            msg = f"{name} must be a duration > 0, got {shown(value)}"
-            raise ConfigurationError(msg)
+def positive(name: str, value: timedelta) -> None:
+    """Raise ConfigurationError naming `name` unless `value` is a duration > 0."""
+    if not isinstance(value, timedelta) or value <= timedelta(0):
+        msg = f"{name} must be a duration > 0, got {shown(value)}"
+        raise ConfigurationError(msg)
 
 
-def flag(settings: object, *names: str) -> None:
-    """Raise ConfigurationError naming the first of the fields `names` that is not a bool.
+def flag(name: str, value: bool) -> None:
+    """Raise ConfigurationError naming `name` unless `value` is a bool.
 
     Any object has a truth value: `pubsub_notification="no"` would turn notifications on.
     """
-    for name in names:
-        value = getattr(settings, name)
-        if not isinstance(value, bool):
-            msg = f"{name} must be True or False, got {value!r}"
-            raise ConfigurationError(msg)
+    if not isinstance(value, bool):
+        msg = f"{name} must be True or False, got {value!r}"
+        raise ConfigurationError(msg)
 
 
 def enum_member(settings: object, name: str, kind: type[Enum]) -> None:

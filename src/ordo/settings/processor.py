@@ -65,5 +65,6 @@ class ProcessorSettings(LoadableSettings):
         at_least("initial_segment_count", self.initial_segment_count, 1)
         at_least("batch_size", self.batch_size, 1)
         at_least("max_retries", self.max_retries, 0)
-        positive(self, "claim_timeout", "token_claim_interval")
+        positive("claim_timeout", self.claim_timeout)
+        positive("token_claim_interval", self.token_claim_interval)
         not_negative("retry_backoff", self.retry_backoff)

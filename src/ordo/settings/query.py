@@ -57,7 +57,8 @@ class QuerySettings(LoadableSettings):
             "back_track_long_interval",
         ):
             not_negative(name, getattr(self, name))
-        positive(self, "refresh_interval", "back_track_interval", "back_track_long_interval")
+        for name in ("refresh_interval", "back_track_interval", "back_track_long_interval"):
+            positive(name, getattr(self, name))
         at_least("page_size", self.page_size, 1)
         at_least("max_missing_to_search", self.max_missing_to_search, 1)
         if self.cleanup_old_persistence_ids is not None:
