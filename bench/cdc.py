@@ -11,7 +11,9 @@
    JVM and the Python workers are warmed first by a run on a small workload. Baselines in the
    same run: the pure fold (`ordo.cdc.fold`) of the same deliveries in this one process, and
    the same query with a stateful step that does nothing (what Spark, the shuffle into state
-   buckets and transformWithStateInPandas cost before any folding: the ceiling of this design).
+   buckets and transformWithStateInPandas cost before any folding: the ceiling of this design),
+   and the stateful step's own Python (ChangeFoldProcessor over the same rows in this process,
+   state in memory: what ordo costs before Spark's hand-over and state store calls).
    Also: the sink alone (the stored messages applied again as one batch to a fresh database),
    and Spark listing the log's files as a micro-batch names them, on the driver as
    `start_session` sets it and with Spark's default threshold (a listing job above 32 paths).
@@ -53,7 +55,6 @@ import pandas as pd  # type: ignore[import-untyped]
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
-from pyspark.sql.functions import col, lit, pmod, xxhash64
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessor,
@@ -70,8 +71,8 @@ from ordo.settings import CaptureSettings
 from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload
 from ordo.spark import MaterializerSpec, start_session
 from ordo.spark.cdc_simulation import publish_deliveries, sink_url
-from ordo.spark.change_processor import INPUT_COLUMNS, STATE_BUCKETS
-from ordo.spark.materializer import materialize, materialize_available
+from ordo.spark.change_processor import ChangeFoldProcessor
+from ordo.spark.materializer import bucketed, materialize, materialize_available
 from ordo.spark.register import LISTING_ON_DRIVER
 from ordo.spark.schemas import CHANGE_LOG_DDL
 from ordo.storage.open import Stores, stores_at
@@ -132,11 +133,8 @@ def run_pass_through(spark: SparkSession, root: Path, table: str, name: str) -> 
     Same change log, same grouping into STATE_BUCKETS, RocksDB state store, a sink that
     collects each batch as Arrow: what Spark and transformWithStateInPandas cost alone.
     """
-    bucket = pmod(xxhash64(col("partition_key")), lit(STATE_BUCKETS)).alias("state_bucket")
     counts = (
-        spark.readStream.schema(CHANGE_LOG_DDL)
-        .parquet(str(root / "log" / table))
-        .select(bucket, *INPUT_COLUMNS)
+        bucketed(spark.readStream.schema(CHANGE_LOG_DDL).parquet(str(root / "log" / table)))
         .groupBy("state_bucket")
         .transformWithStateInPandas(PassThrough(), "bucket LONG, rows LONG", "Append", "None")
     )
@@ -149,6 +147,68 @@ def run_pass_through(spark: SparkSession, root: Path, table: str, name: str) -> 
     )
     query.awaitTermination()
     return time.perf_counter() - started
+
+
+class _BucketStates:
+    """The state handle of every bucket in memory, for running the stateful step without Spark.
+
+    `bucket` selects whose states the step sees, as Spark scopes state to the grouping key.
+    """
+
+    def __init__(self) -> None:
+        self.bucket = 0
+        self._maps: dict[tuple[int, str], dict[Any, Any]] = defaultdict(dict)
+        self._values: dict[tuple[int, str], Any] = {}
+
+    def getMapState(self, name: str, *_: object) -> Any:
+        states = self
+
+        class _Map:
+            def getValue(self, key: Any) -> Any:
+                return states._maps[(states.bucket, name)].get(key)
+
+            def updateValue(self, key: Any, value: Any) -> None:
+                states._maps[(states.bucket, name)][key] = value
+
+            def iterator(self) -> Iterator[tuple[Any, Any]]:
+                return iter(list(states._maps[(states.bucket, name)].items()))
+
+            def clear(self) -> None:
+                states._maps[(states.bucket, name)].clear()
+
+        return _Map()
+
+    def getValueState(self, name: str, *_: object) -> Any:
+        states = self
+
+        class _Value:
+            def get(self) -> Any:
+                return states._values.get((states.bucket, name))
+
+            def update(self, value: Any) -> None:
+                states._values[(states.bucket, name)] = value
+
+        return _Value()
+
+
+def stateful_step_seconds(spark: SparkSession, root: Path, table: str) -> float:
+    """CPU seconds of the materializer's stateful step alone: ChangeFoldProcessor on the
+    change log's rows, bucket by bucket, in this process, with its state in memory.
+
+    What ordo's Python costs before Spark's hand-over and state store calls (the frames are
+    built beforehand, untimed).
+    """
+    frame = bucketed(spark.read.schema(CHANGE_LOG_DDL).parquet(str(root / "log" / table)))
+    groups = list(frame.toPandas().groupby("state_bucket"))
+    processor = ChangeFoldProcessor(sink=sink_url(root), table=table)
+    states = _BucketStates()
+    processor.init(states)  # type: ignore[arg-type]  # a handle in all but name
+    started = time.process_time()
+    for bucket, rows in groups:
+        states.bucket = int(bucket)
+        for _ in processor.handleInputRows((bucket,), iter([rows]), None):  # type: ignore[arg-type]
+            pass
+    return time.process_time() - started
 
 
 def sink_seconds(root: Path, materializer: str) -> tuple[int, float]:
@@ -210,6 +270,7 @@ def bench_materializer(
         run_pass_through(spark, timed, SIMULATED_SCHEMA.table, str(n)) for n in range(repeat)
     )
     baseline = local_fold_rate(deliveries)
+    step_s = min(stateful_step_seconds(spark, timed, SIMULATED_SCHEMA.table) for _ in range(repeat))
     stored, sink_s = sink_seconds(timed, "timed-0")
     log_dir = timed / "log" / SIMULATED_SCHEMA.table
     files, spark_listing_s = listing_seconds(spark, log_dir, SPARK_LISTING_THRESHOLD)
@@ -227,6 +288,11 @@ def bench_materializer(
             f"mutations/s ({ceiling_s:.1f} s; Spark + transformWithStateInPandas alone)",
         ),
         Row("pure fold, 1 process", f"{baseline:,.0f}", "mutations/s (baseline)"),
+        Row(
+            "stateful step's Python, 1 process",
+            f"{step_s:.2f}",
+            "CPU s (ChangeFoldProcessor, state in memory, no Spark)",
+        ),
         ratio_row("materializer vs 50k/s", rate / MATERIALIZER_TARGET, target=1.0),
         Row(
             "sink: store one batch", f"{sink_s:.2f}", f"s for {stored:,} messages (one transaction)"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import col, lit, pmod, xxhash64
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -105,14 +105,8 @@ def materialize(
             raise UnknownSchemaError(msg)
     if "://" not in spec.change_log:  # a local log: the capture may not have written yet
         Path(spec.change_log_path).mkdir(parents=True, exist_ok=True)
-    columns = [
-        col(name).cast("string") if name in BIGINT_COLUMNS else col(name) for name in INPUT_COLUMNS
-    ]
-    bucket = pmod(xxhash64(col("partition_key")), lit(STATE_BUCKETS)).alias("state_bucket")
     changes = (
-        spark.readStream.schema(CHANGE_LOG_DDL)
-        .parquet(spec.change_log_path)
-        .select(bucket, *columns)
+        bucketed(spark.readStream.schema(CHANGE_LOG_DDL).parquet(spec.change_log_path))
         .groupBy("state_bucket")
         .transformWithStateInPandas(
             ChangeFoldProcessor(sink=spec.sink, table=spec.table),
@@ -130,6 +124,18 @@ def materialize(
     elif processing_time is not None:
         writer = writer.trigger(processingTime=processing_time)
     return writer.queryName(spec.name).start()
+
+
+def bucketed(change_log: DataFrame) -> DataFrame:
+    """The change log's rows as the stateful step takes them.
+
+    A `state_bucket` column, then INPUT_COLUMNS (BIGINTs as text: pandas would round them).
+    """
+    columns = [
+        col(name).cast("string") if name in BIGINT_COLUMNS else col(name) for name in INPUT_COLUMNS
+    ]
+    bucket = pmod(xxhash64(col("partition_key")), lit(STATE_BUCKETS)).alias("state_bucket")
+    return change_log.select(bucket, *columns)
 
 
 def materialize_available(spark: SparkSession, spec: MaterializerSpec, *, checkpoint: str) -> float:
