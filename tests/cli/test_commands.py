@@ -87,7 +87,10 @@ def test_append_then_events_and_info(runner: CliRunner, journal_url: str) -> Non
         ('{"persistence_id": "", "payload": 1}', "persistence_id must not be empty"),
         ('{"persistence_id": "p", "payload": 1, "tags": [""]}', "tag must not be empty"),
         ('{"persistence_id": "p"}', "missing key payload"),
-        ('{"persistence_id": "p", "payload": 1, "colour": 1}', "unknown key(s) colour"),
+        (
+            '{"persistence_id": "p", "payload": 1, "colour": 1}',
+            "the event has unknown key 'colour' (valid keys: persistence_id, payload, ",
+        ),
         ("not json", "not valid JSON"),
         (
             '{"persistence_id": "p", "payload": 1, "expected_sequence_nr": -1}',
@@ -578,8 +581,11 @@ def test_a_failing_pipeline_is_one_error_line_naming_the_handlers_exception(
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
-        ("[pipeline]\ncolour = 1\n", "unknown key(s) colour"),
-        ('colour = 1\n[pipeline]\njournal = "x.db"\n', "unknown table(s) or key(s) colour"),
+        ("[pipeline]\ncolour = 1\n", "[pipeline] has unknown key 'colour' (valid keys: journal, "),
+        (
+            'colour = 1\n[pipeline]\njournal = "x.db"\n',
+            "has unknown table 'colour' (valid tables: ",
+        ),
         (
             '[pipeline]\njournal = "x.db"\ntag = "t"\nprocessor = ""\n'
             'handler = "ordo.spark.demo:count_order_events"\ncheckpoint = "c"\n',
@@ -636,13 +642,16 @@ def _pipeline_file(tmp_path: Path, extra: str) -> Path:
         ('trigger = "bogus"\n', "trigger must be 'available_now' or a processing time"),
         ('trigger = "1 month"\n', "trigger must be 'available_now' or a processing time"),
         ('trigger = "1.5 minutes"\n', "trigger must be 'available_now' or a processing time"),
-        ("[source]\nbogusOption = 1\n", "unknown option(s) bogusoption for ordo_events_by_tag"),
+        (
+            "[source]\nbogusOption = 1\n",
+            "ordo_events_by_tag has unknown option 'bogusoption' (valid options: journal, ",
+        ),
         ('[source]\npageSize = "many"\n', "option pagesize must be an integer, got 'many'"),
         ("[source]\npageSize = 1.5\n", "[source] pageSize must be a string or an integer"),
         ("[source]\nSegments = 2\n", "[source] cannot set Segments: [pipeline] sets"),
         (
             "[sources]\neventualConsistencyDelayMs = 0\n",
-            "unknown table(s) or key(s) sources; valid: [pipeline], [source]",
+            "has unknown table 'sources' (valid tables: pipeline, source)",
         ),
     ],
 )

@@ -277,3 +277,51 @@ def test_a_segment_changed_under_a_lapsed_claim_loses_and_repeats_nothing(
     assert sorted(sql("SELECT pid, n, last FROM counts")) == sorted(
         (f"p{p}", 15, 15) for p in range(20)
     )
+
+
+def test_a_merge_made_impossible_meanwhile_is_dropped_and_processing_goes_on(
+    stores: Stores,
+    journal_factory: Callable[..., Journal],
+    sql: Callable[..., list[tuple[object, ...]]],
+) -> None:
+    """A pending merge whose sibling was split before the owner acted on it is dropped.
+
+    The owner of segment 0 is asked to merge; it stalls past its claim timeout, and the
+    operator splits the sibling at once. Merging is then impossible (InvalidSegmentOperationError
+    from the token store): the worker logs it and keeps processing its segment. It used to die
+    with the error, leaving its segment unprocessed until the next start.
+    """
+    journal = journal_factory(settings=WRITE)
+    clock = _PausableClock()
+    settings = replace(
+        FAST, thread_count=3, initial_segment_count=2, claim_timeout=timedelta(seconds=1)
+    )
+    processor = TrackingProcessor(
+        "counts", source(stores), stores.tokens, counting_handler, settings=settings, clock=clock
+    )
+    with processor:
+        _append(journal, 100)
+        wait_for(lambda: _total(sql) == 100)
+        clock.running.clear()  # the processor stalls with both claims held
+        try:
+            now = time.time_ns() // 1_000_000
+            asked = merge_segment(stores.tokens, "counts", 0, now_ms=now, claim_timeout_ms=1_000)
+            time.sleep(1.5)  # past the claim timeout
+            now = time.time_ns() // 1_000_000
+            split = split_segment(stores.tokens, "counts", 1, now_ms=now, claim_timeout_ms=1_000)
+        finally:
+            clock.running.set()
+        assert not asked.is_done
+        assert split.is_done
+        _append(journal, 200)
+        wait_for(lambda: _total(sql) == 300)
+        time.sleep(0.5)  # anything applied twice would show now
+    assert processor.failure is None
+    assert sorted(sql("SELECT pid, n, last FROM counts")) == sorted(
+        (f"p{p}", 15, 15) for p in range(20)
+    )
+    segments = sorted(
+        (e.segment.segment_id, e.segment.mask) for e in stores.tokens.entries("counts")
+    )
+    assert segments == [(0, 1), (1, 3), (3, 3)]
+    assert stores.tokens.take_request("counts", 0) is None

@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ordo.cdc.mutation import Audit, Cell, JsonValue, Key, Mutation
-from ordo.errors import CdcError, MalformedMutationError
+from ordo.documents import reject_unknown_keys
+from ordo.errors import MalformedMutationError
 
 _SCALARS = (type(None), bool, int, float, str)
 _MUTATION_KEYS = (
@@ -40,23 +41,6 @@ _AUDIT_KEYS = ("source", "replica", "segment", "position", "captured_at_us")
 _CELL_KEYS = ("value", "write_time", "ttl_s")
 _LIVENESS_KEYS = ("write_time", "ttl_s")
 _BIGINT_MIN, _BIGINT_MAX = -(2**63), 2**63 - 1
-
-
-def reject_unknown_keys(
-    document: Mapping[str, object], valid: Sequence[str], *, where: str, error: type[CdcError]
-) -> None:
-    """Raise `error` naming the keys of `document` that are not in `valid`.
-
-    Optional keys are read with `.get`, so a misspelt one ("ttl" for "ttl_s") would otherwise be
-    dropped without a word and the document taken to say something it does not.
-    """
-    unknown = [key for key in document if key not in valid]
-    if unknown:
-        msg = (
-            f"{where} has unknown key{'s' if len(unknown) > 1 else ''} "
-            f"{', '.join(map(repr, unknown))} (valid keys: {', '.join(valid)})"
-        )
-        raise error(msg)
 
 
 def _int(

@@ -18,7 +18,7 @@ from enum import StrEnum
 from hashlib import blake2b
 
 from ordo.cdc.mutation import JsonValue
-from ordo.cdc.mutation_json import reject_unknown_keys
+from ordo.documents import reject_unknown_keys
 from ordo.errors import InvalidSchemaError, NoPrimaryKeyError
 
 

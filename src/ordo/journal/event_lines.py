@@ -6,13 +6,14 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from ordo.documents import reject_unknown_keys
 from ordo.errors import InvalidInputError, OrdoError
 from ordo.journal import validation
 from ordo.journal.event import NewEvent
 from ordo.journal.serialization import serialize_metadata, serialize_payload
 from ordo.types import PersistenceId
 
-_KEYS = {"persistence_id", "payload", "tags", "manifest", "metadata", "expected_sequence_nr"}
+_KEYS = ("persistence_id", "payload", "tags", "manifest", "metadata", "expected_sequence_nr")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,10 +77,7 @@ def _parse_line(line: str) -> tuple[PersistenceId, NewEvent, int | None]:
     if not isinstance(document, dict):
         msg = "each line must be a JSON object"
         raise InvalidInputError(msg)
-    unknown = sorted(set(document) - _KEYS)
-    if unknown:
-        msg = f"unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(_KEYS))}"
-        raise InvalidInputError(msg)
+    reject_unknown_keys(document, _KEYS, where="the event", error=InvalidInputError)
     if "payload" not in document:
         msg = "missing key payload"
         raise InvalidInputError(msg)

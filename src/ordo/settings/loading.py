@@ -17,6 +17,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self, get_type_hints
 
+from ordo.documents import reject_unknown_keys
 from ordo.errors import ConfigurationError
 
 ENV_PREFIX = "ORDO_"
@@ -35,10 +36,7 @@ class LoadableSettings:
     def from_mapping(cls, values: Mapping[str, object], *, source: str = "settings") -> Self:
         """Build from a mapping such as a TOML table (durations as `<name>_ms`)."""
         keys = _keys(cls)
-        unknown = sorted(set(values) - set(keys))
-        if unknown:
-            msg = f"{source}: unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(keys))}"
-            raise ConfigurationError(msg)
+        reject_unknown_keys(values, sorted(keys), where=source, error=ConfigurationError)
         return cls._build(values, source=source, label=lambda key: f"{source}.{key}")
 
     @classmethod

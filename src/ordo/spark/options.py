@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
+from ordo.documents import unknown_names_message
 from ordo.errors import ConfigurationError
 from ordo.journal import validation
 from ordo.settings import EventsByTagSettings, QuerySettings
@@ -62,13 +63,12 @@ class EventsByTagOptions:
         """Parse Spark's (case-insensitive) options; unknown ones list the valid ones."""
         given = {key.lower(): value for key, value in options.items()}
         valid = {name.lower() for name in VALID_OPTIONS}
-        unknown = sorted(set(given) - valid)
+        unknown = [key for key in given if key not in valid]
         if unknown:
-            msg = (
-                f"unknown option(s) {', '.join(unknown)} for ordo_events_by_tag; "
-                f"valid: {', '.join(VALID_OPTIONS)}"
+            where = "ordo_events_by_tag"
+            raise ConfigurationError(
+                unknown_names_message(unknown, VALID_OPTIONS, where=where, noun="option")
             )
-            raise ConfigurationError(msg)
         journal = given.get("journal") or given.get("path")
         if not journal:
             msg = "ordo_events_by_tag needs the option journal (a journal URL)"

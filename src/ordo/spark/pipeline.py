@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from ordo.documents import reject_unknown_keys
 from ordo.errors import ConfigurationError
 from ordo.hashing import HASH_BITS
 from ordo.spark.options import EventsByTagOptions
@@ -40,7 +41,7 @@ from ordo.spark.projection import Handler, ProjectionSpec, projection
 _T = TypeVar("_T", str, int, bool)
 
 _TABLES = ("pipeline", "source")
-_KEYS = {
+_KEYS = (
     "journal",
     "tag",
     "processor",
@@ -50,7 +51,7 @@ _KEYS = {
     "segments",
     "trigger",
     "dead_letters",
-}
+)
 _REQUIRED = ("journal", "tag", "processor", "handler", "checkpoint")
 _TOML_TYPES = {str: "a non-empty string", int: "an integer", bool: "a boolean (true or false)"}
 _SET_BY_PIPELINE = ("journal", "path", "tag", "processor", "segments")
@@ -89,19 +90,14 @@ class PipelineConfig:
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             msg = f"cannot read pipeline file {path}: {exc}"
             raise ConfigurationError(msg) from exc
-        unknown = sorted(set(document) - set(_TABLES))
-        if unknown:
-            valid = ", ".join(f"[{name}]" for name in _TABLES)
-            msg = f"{path}: unknown table(s) or key(s) {', '.join(unknown)}; valid: {valid}"
-            raise ConfigurationError(msg)
+        reject_unknown_keys(
+            document, _TABLES, where=str(path), error=ConfigurationError, noun="table"
+        )
         table = document.get("pipeline")
         if not isinstance(table, dict):
             msg = f"{path}: a [pipeline] table is needed"
             raise ConfigurationError(msg)
-        unknown = sorted(set(table) - _KEYS)
-        if unknown:
-            msg = f"{path}: unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(_KEYS))}"
-            raise ConfigurationError(msg)
+        reject_unknown_keys(table, _KEYS, where=f"{path} [pipeline]", error=ConfigurationError)
         missing = [key for key in _REQUIRED if key not in table]
         if missing:
             msg = f"{path}: [pipeline] needs {', '.join(missing)}"

@@ -76,7 +76,9 @@ def test_bad_values_name_the_key(environ: dict[str, str], needle: str) -> None:
 def test_unknown_toml_keys_are_listed_with_the_valid_ones(tmp_path: Path) -> None:
     path = tmp_path / "ordo.toml"
     path.write_text("[events_by_tag]\nbucket = 'day'\n", encoding="utf-8")
-    with pytest.raises(ConfigurationError, match=r"unknown key\(s\) bucket; valid: bucket_size"):
+    with pytest.raises(
+        ConfigurationError, match=r"has unknown key 'bucket' \(valid keys: bucket_size, "
+    ):
         EventsByTagSettings.from_toml(path)
 
 
