@@ -9,7 +9,9 @@ database on one private PostgreSQL server (ThrowawayPostgres, started here). Eve
 
 What is timed:
 - ordo: every Journal.append() plus the final journal.flush(), wall clock, so the figure
-  covers durable `messages` rows and their tag_views rows. Events are built beforehand.
+  covers durable `messages` rows and their tag_views rows. Events are built beforehand. Each
+  append states the sequence nr it expects (0 for a new id), as eventsourcing's application
+  states each aggregate's version: both check for concurrent writers.
 - raw: executemany() of the same `messages` rows into ordo's own schema, one transaction per
   batch of 100; the "+ tag_views rows" line also inserts the tag_views row of each event in
   the same transaction (the data ordo writes for one tag, progress rows aside).
@@ -182,13 +184,16 @@ def run_ordo(
         (persistence_id(k), [NewEvent.of(payload(i), tags=TAGS[:tags]) for i in numbers])
         for k, numbers in enumerate(plan(events, batch))
     ]
+    highest: dict[str, int] = {}
     journal = open_journal(place.ordo_url, settings=EventsByTagSettings())
     try:
         if profiler is not None:
             profiler.enable()
         start = time.perf_counter()
         for pid, chunk in work:
-            journal.append(pid, chunk)
+            highest[pid] = journal.append(
+                pid, chunk, expected_sequence_nr=highest.get(pid, 0)
+            ).last_sequence_nr
         journal.flush()
         elapsed = time.perf_counter() - start
     finally:

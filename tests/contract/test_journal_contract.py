@@ -257,6 +257,34 @@ def test_a_second_journal_sees_the_first_ones_events(journal_factory: JournalFac
     assert [e.tags for e in first.replay("p")] == [{"t": n} for n in range(1, 6)]
 
 
+@pytest.mark.parametrize("deleted", [False, True])
+def test_expected_zero_for_an_id_only_another_journal_wrote_conflicts_and_changes_nothing(
+    journal_factory: JournalFactory, stores: Stores, deleted: bool
+) -> None:
+    """An id a journal has not seen, appended with expected 0, is written as new without a read.
+
+    The write itself must find out that another journal wrote the id (or wrote and deleted
+    its events: numbers are never reused), and change nothing.
+    """
+    first = journal_factory(settings=IMMEDIATE)
+    second = journal_factory(settings=IMMEDIATE)
+    first.append("p", [NewEvent.of(1, tags=["t"]), NewEvent.of(2, tags=["t"])])
+    if deleted:
+        first.delete_to("p", 2)
+    before = snapshot(second, stores)
+
+    with pytest.raises(ConcurrencyConflictError) as raised:
+        second.append("p", [NewEvent.of("new?", tags=["t"])], expected_sequence_nr=0)
+
+    assert (raised.value.expected, raised.value.actual) == (0, 2)
+    assert snapshot(second, stores) == before
+    receipt = second.append("p", [NewEvent.of(3, tags=["t"])], expected_sequence_nr=2)
+    assert receipt.first_sequence_nr == 3
+    assert events_of(second, "p")[-1].tags == {"t": 3}
+    second.append("q", [NewEvent.of(1, tags=["t"])], expected_sequence_nr=0)
+    assert [e.tags for e in second.replay("q")] == [{"t": 1}]
+
+
 # --- reading ------------------------------------------------------------------------------------
 
 
