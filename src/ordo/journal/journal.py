@@ -102,7 +102,9 @@ class Journal:
 
         Raises ConcurrencyConflictError when the persistence id is not at the expected
         sequence nr, and InvalidInputError subclasses for bad input; either way nothing is
-        written.
+        written. The first append to an id this journal has not seen reads the id's state
+        (recovering its tag views) unless it expects 0, the way to create an id: then the
+        write alone checks that the id is new.
         """
         pid = validation.persistence_id(persistence_id)
         if not events:
