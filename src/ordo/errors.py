@@ -150,14 +150,29 @@ class StorageIntegrityError(StorageError):
 
 
 class ConcurrencyConflictError(StorageIntegrityError):
-    """Optimistic concurrency failed: another writer appended to the persistence id first."""
+    """Optimistic concurrency failed: another writer appended to the persistence id first.
 
-    def __init__(self, *, persistence_id: str, expected: int, actual: int) -> None:
+    `expected` is the caller's expected sequence nr, or, for an append that gave none
+    (`is_implicit`), the one the journal last knew of: the append is stopped all the same, so
+    that a writer learns of another one; appending again appends after it.
+    """
+
+    def __init__(
+        self, *, persistence_id: str, expected: int, actual: int, is_implicit: bool = False
+    ) -> None:
         self.persistence_id, self.expected, self.actual = persistence_id, expected, actual
-        msg = (
-            f"persistence_id={persistence_id!r}: expected sequence_nr {expected} "
-            f"but the journal is at {actual}"
-        )
+        self.is_implicit = is_implicit
+        if is_implicit:
+            msg = (
+                f"persistence_id={persistence_id!r}: another writer appended since this journal "
+                f"did (it knew sequence_nr {expected}, the journal is at {actual}); nothing was "
+                "written, append again to append after it"
+            )
+        else:
+            msg = (
+                f"persistence_id={persistence_id!r}: expected sequence_nr {expected} "
+                f"but the journal is at {actual}"
+            )
         super().__init__(msg)
 
 

@@ -8,11 +8,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from ordo import EventsByTagSettings, Journal, NewEvent
+from ordo.clock import SkewedClock, SystemClock
 from ordo.errors import FutureOffsetError, InvalidIdentifierError, OffsetFormatError
 from ordo.query import EventEnvelope, EventsByTag
 from ordo.settings import QuerySettings
@@ -85,6 +87,42 @@ def test_a_query_resumes_after_the_offset_it_is_given(
     assert list(queries.current("t", middle.offset)) == everything[5:]
     assert list(queries.current("t", str(middle.offset))) == everything[5:]
     assert list(queries.current("t", middle.timestamp - timedelta(seconds=1))) == everything
+
+
+@pytest.mark.parametrize("progress", ["written", "lost with the first writer"])
+def test_a_writer_whose_clock_is_behind_continues_an_id_after_its_offsets(
+    journal_url: str,
+    journal_factory: Callable[..., Journal],
+    queries: EventsByTag,
+    progress: str,
+) -> None:
+    """An id handed to a writer whose clock is 1 s behind gets offsets after its last one.
+
+    Found by a stress run: the second writer stamped its events before the first writer's, so a
+    query saw tag pid sequence nr 2 before 1, searched up to 2's offset only and failed with
+    MissingTaggedEventError for an event it had; resumed from the error's offset it dropped 1
+    as a duplicate. The floor comes from the tag progress, or, when the first writer died
+    before writing its tag views, from the events recovery reads.
+    """
+    first = journal_factory(
+        settings=WRITE
+        if progress == "written"
+        else replace(WRITE, flush_interval=timedelta(hours=1))
+    )
+    behind = SkewedClock(SystemClock(), skew_ns=-1_000_000_000)
+    first.append("p", [NewEvent.of(1, tags=["t"]), NewEvent.of(2, tags=["t"])])
+    if progress == "written":
+        first.close()
+    second = journal_factory(settings=WRITE, clock=behind)
+    second.append("p", [NewEvent.of(3, tags=["t"])], expected_sequence_nr=2)
+    second.append("p", [NewEvent.of(4)], expected_sequence_nr=3)
+    second.append("p", [NewEvent.of(5, tags=["t"])], expected_sequence_nr=4)
+
+    offsets = [event.timeuuid for event in second.replay("p")]
+    assert offsets == sorted(offsets)
+    assert len(set(offsets)) == 5
+    _settled()
+    assert [e.payload for e in queries.current("t")] == [1, 2, 3, 5]
 
 
 def test_unknown_tags_give_an_empty_stream(queries: EventsByTag) -> None:

@@ -241,6 +241,7 @@ def test_a_second_journal_sees_the_first_ones_events(journal_factory: JournalFac
     with pytest.raises(ConcurrencyConflictError) as raised:
         first.append("p", [NewEvent.of("stale")], expected_sequence_nr=2)
     assert (raised.value.expected, raised.value.actual) == (2, 3)
+    assert not raised.value.is_implicit
     # ... and once the writer knows the truth, it appends after the other journal's event.
     receipt = first.append("p", [NewEvent.of(4, tags=["t"])], expected_sequence_nr=3)
     assert receipt.first_sequence_nr == 4
@@ -250,6 +251,8 @@ def test_a_second_journal_sees_the_first_ones_events(journal_factory: JournalFac
     with pytest.raises(ConcurrencyConflictError) as raised:
         second.append("p", [NewEvent.of("stale")])
     assert (raised.value.expected, raised.value.actual) == (3, 4)
+    assert raised.value.is_implicit
+    assert "another writer appended since this journal did" in str(raised.value)
     receipt = second.append("p", [NewEvent.of(5, tags=["t"])])
     assert receipt.first_sequence_nr == 5
 

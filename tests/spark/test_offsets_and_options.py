@@ -64,7 +64,11 @@ def test_options_are_case_insensitive_and_typed(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("given", "error", "needle"),
     [
-        ({"journal": "x.db", "tag": "t", "colour": "blue"}, ConfigurationError, "valid options: journal"),
+        (
+            {"journal": "x.db", "tag": "t", "colour": "blue"},
+            ConfigurationError,
+            "valid options: journal",
+        ),
         ({"tag": "t"}, ConfigurationError, "needs the option journal"),
         ({"journal": "x.db"}, ConfigurationError, "needs the option tag"),
         ({"journal": "x.db", "tag": ""}, InvalidIdentifierError, "tag must not be empty"),

@@ -132,9 +132,13 @@ class Journal:
                 )
             try:
                 persisted = self._write(pid, state, prepared)
-            except ConcurrencyConflictError:
+            except ConcurrencyConflictError as exc:
                 self._states.pop(pid, None)
-                raise
+                if expected is not None:
+                    raise
+                raise ConcurrencyConflictError(
+                    persistence_id=pid, expected=exc.expected, actual=exc.actual, is_implicit=True
+                ) from None
         return AppendReceipt(
             persistence_id=pid,
             first_sequence_nr=persisted[0].sequence_nr,
@@ -252,7 +256,7 @@ class Journal:
         after = state.highest
         counters = dict(state.tag_pid_sequence_nrs)
         persisted: list[PersistedEvent] = []
-        offsets = self._uuids.next_batch(len(prepared))
+        offsets = self._uuids.next_batch(len(prepared), after=state.last_offset)
         for number, (serializer, data, manifest, metadata, tags) in enumerate(prepared, 1):
             tag_nrs: dict[Tag, TagPidSequenceNr] = {}
             for tag in tags:
@@ -273,6 +277,7 @@ class Journal:
         self._store.write_events(persisted, expected_sequence_nr=after)
         state.highest = persisted[-1].sequence_nr
         state.tag_pid_sequence_nrs = counters
+        state.last_offset = persisted[-1].timeuuid
         self._tag_writers.write(
             tag_writes(
                 ((event, tag, nr) for event in persisted for tag, nr in event.tags.items()),

@@ -18,7 +18,7 @@ from ordo.journal.event import PersistedEvent
 from ordo.journal.ports import JournalStore
 from ordo.settings import EventsByTagSettings
 from ordo.tagging import TagViewStore, TagWrite, TagWriters
-from ordo.time import BucketSize
+from ordo.time import BucketSize, TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr, TimeBucket
 
 logger = logging.getLogger(__name__)
@@ -30,6 +30,10 @@ class PidState:
 
     highest: SequenceNr
     tag_pid_sequence_nrs: dict[Tag, TagPidSequenceNr] = field(default_factory=dict)
+    last_offset: TimeUUID | None = None
+    """The greatest offset of the id's tagged events: its next events get greater ones, even
+    from a writer whose clock is behind the one that wrote it last (a query delivers an id's
+    events in offset order, so one numbered higher but stamped earlier would be a gap)."""
 
 
 TaggedEntry = tuple[PersistedEvent, Tag, TagPidSequenceNr]
@@ -93,11 +97,14 @@ def recover_persistence_id(
     progress = tag_store.read_progress(persistence_id)
     scanned = tag_store.read_tag_scanning(persistence_id)
     counters = {tag: p.tag_pid_sequence_nr for tag, p in progress.items()}
+    last_offset = max((p.timeuuid for p in progress.values()), default=None)
     missing: list[TaggedEntry] = []
     if scanned < highest:
         for event in store.read_events(
             persistence_id, from_sequence_nr=SequenceNr(scanned + 1), to_sequence_nr=highest
         ):
+            if event.tags and (last_offset is None or event.timeuuid > last_offset):
+                last_offset = event.timeuuid
             for tag, number in event.tags.items():
                 counters[tag] = max(counters.get(tag, TagPidSequenceNr(0)), number)
                 written = progress.get(tag)
@@ -112,4 +119,4 @@ def recover_persistence_id(
             tag_writers.write(tag_writes(missing, settings.bucket_size))
             tag_writers.flush()
         tag_store.write_tag_scanning(persistence_id, highest)
-    return PidState(highest=highest, tag_pid_sequence_nrs=counters)
+    return PidState(highest=highest, tag_pid_sequence_nrs=counters, last_offset=last_offset)

@@ -242,11 +242,13 @@ class TimeUUIDGenerator:
         """
         return self.next_batch(1)[0]
 
-    def next_batch(self, count: int) -> list[TimeUUID]:
+    def next_batch(self, count: int, *, after: TimeUUID | None = None) -> list[TimeUUID]:
         """Issue `count` ascending TimeUUIDs at once: one clock reading, consecutive ticks.
 
         The journal calls this once per append, so a hundred events cost one clock read and
-        one lock, and their ids are strictly greater than every one issued before.
+        one lock, and their ids are strictly greater than every one issued before, and than
+        `after` (the last offset of the persistence id, which another writer, whose clock may
+        be ahead of this one, may have issued).
 
         Raises:
             OffsetFormatError: the clock reads outside the timeuuid range (before 1582).
@@ -255,6 +257,8 @@ class TimeUUIDGenerator:
         reading = _timestamp_for(self._clock.now_ns())
         with self._lock:
             first = max(reading, self._last_100ns + 1)
+            if after is not None:
+                first = max(first, after.timestamp_100ns + 1)
             if not (first >= 0 and first + count - 1 <= _TIMESTAMP_MASK):
                 msg = f"the clock reads outside the timeuuid range: {first} (100 ns units)"
                 raise OffsetFormatError(msg)
