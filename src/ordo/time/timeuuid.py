@@ -248,7 +248,9 @@ class TimeUUIDGenerator:
         The journal calls this once per append, so a hundred events cost one clock read and
         one lock, and their ids are strictly greater than every one issued before, and than
         `after` (the last offset of the persistence id, which another writer, whose clock may
-        be ahead of this one, may have issued).
+        be ahead of this one, may have issued). Like a Lamport clock, the generator then goes
+        on from there for every id, so that no later id can equal one of these: it runs ahead
+        of its own clock by at most the skew of the writer it took the id from.
 
         Raises:
             OffsetFormatError: the clock reads outside the timeuuid range (before 1582).
