@@ -210,6 +210,20 @@ def test_generator_under_a_skewed_clock_shows_the_skew() -> None:
     assert second < first  # written later, sorts earlier: the skew is visible
 
 
+def test_a_batch_after_a_floor_follows_it_and_so_does_everything_issued_later() -> None:
+    base = ManualClock(EPOCH_2015_NS)
+    ahead = TimeUUIDGenerator(SkewedClock(base, skew_ns=2_000_000_000), rng=random.Random(2))
+    behind = TimeUUIDGenerator(base, rng=random.Random(3))
+    floor = ahead.next()
+
+    batch = behind.next_batch(3, after=floor)
+    later = behind.next()
+
+    assert floor < batch[0] < batch[1] < batch[2] < later
+    assert batch[0].timestamp_100ns == floor.timestamp_100ns + 1
+    assert behind.next_batch(1, after=TimeUUID.min_for_epoch_ns(EPOCH_2015_NS))[0] > later
+
+
 def test_generator_uses_the_given_node_and_clock_seq() -> None:
     generator = TimeUUIDGenerator(ManualClock(EPOCH_2015_NS), node=0xABCDEF012345, clock_seq=0x1234)
     value = generator.next()
