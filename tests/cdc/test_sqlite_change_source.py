@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ordo.cdc import ColumnType, Publisher, SchemaRegistry
-from ordo.cdc.capture import Capture, CaptureTotals
+from ordo.cdc.capture import Capture, CaptureTotals, PublishedWindow
 from ordo.cdc.change_rows import key_text
 from ordo.clock import ManualClock
 from ordo.errors import (
@@ -219,8 +219,9 @@ def test_a_partial_window_waits_for_the_flush_interval_and_a_full_one_does_not(
         clock.advance(999_000_000)
         assert capture.capture_once(totals) is None
         clock.advance(1_000_000)
-        assert capture.capture_once(totals) == 1  # flush_interval reached: published
+        assert capture.capture_once(totals) == PublishedWindow(size=1, has_more=False)
         _run(database, *(f"INSERT INTO users (id, name) VALUES ({i}, 'b')" for i in range(2, 5)))
-        assert capture.capture_once(totals) == 3  # a full window goes at once
+        # a full window goes at once (the limit reached: the source may hold more)
+        assert capture.capture_once(totals) == PublishedWindow(size=3, has_more=True)
     assert totals.published == {"users": 4}
     assert source.status().retained_changes == 0

@@ -24,6 +24,14 @@ from ordo.settings.cdc import CaptureSettings
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PublishedWindow:
+    """What one `capture_once` published: its mutations, and whether the source has more."""
+
+    size: int
+    has_more: bool
+
+
 @dataclass(slots=True, kw_only=True)
 class CaptureTotals:
     """What a capture run published: windows, mutations per table, duplicates skipped."""
@@ -56,17 +64,17 @@ class Capture:
         """Register the source's current schemas; raises IncompatibleSchemaError when blocked."""
         return {schema.table: self.registry.register(schema) for schema in self.source.schemas()}
 
-    def capture_once(self, totals: CaptureTotals, *, flush: bool = False) -> int | None:
+    def capture_once(self, totals: CaptureTotals, *, flush: bool = False) -> PublishedWindow | None:
         """Publish one window if it is full, the flush interval passed, or `flush`.
 
-        Returns the window's size, or None when the window is still filling (nothing was
+        Returns what was published, or None when the window is still filling (nothing was
         published or advanced).
         """
         window = self.source.peek(max_changes=self.settings.max_changes)
         interval_ns = int(self.settings.flush_interval.total_seconds() * 1e9)
         is_due = self._clock.now_ns() - self._last_publish_ns >= interval_ns
         size = len(window.rows)
-        if size < self.settings.max_changes and not (flush or is_due):
+        if not (window.has_more or flush or is_due):
             return None
         versions = self.register_schemas()  # per publish, not per poll: it reads the catalog
         named = {table: version.schema_id for table, version in versions.items()}
@@ -94,7 +102,7 @@ class Capture:
                 receipt.skipped,
                 window.up_to,
             )
-        return size
+        return PublishedWindow(size=size, has_more=window.has_more)
 
     def run(
         self,
@@ -111,11 +119,12 @@ class Capture:
         stop = stop or threading.Event()
         totals = CaptureTotals()
         while not stop.is_set():
-            size = self.capture_once(totals, flush=until_idle)
-            if size and on_publish is not None:
+            published = self.capture_once(totals, flush=until_idle)
+            if published is not None and published.size and on_publish is not None:
                 on_publish(totals)
-            if until_idle and size is not None and size < self.settings.max_changes:
-                break  # a window that was not full held everything committed when it was read
-            if size is None or size < self.settings.max_changes:
-                stop.wait(self.settings.poll_interval.total_seconds())
+            if published is not None and published.has_more:
+                continue  # a backlog: read on at once
+            if until_idle and published is not None:
+                break  # the source held nothing more when it was read
+            stop.wait(self.settings.poll_interval.total_seconds())
         return totals

@@ -23,11 +23,18 @@ class CapturedWindow:
 
     rows: ChangeRows
     up_to: int
+    has_more: bool = False
+    """The source stopped at its limit, so more may be committed after `up_to`. The number of
+    rows says nothing: a PostgreSQL slot's limit counts every row it decodes (transactions'
+    begin and commit rows, other tables' transactions), so a full window can hold few
+    changes."""
 
     @classmethod
-    def of(cls, mutations: Sequence[Mutation], *, up_to: int) -> CapturedWindow:
+    def of(
+        cls, mutations: Sequence[Mutation], *, up_to: int, has_more: bool = False
+    ) -> CapturedWindow:
         """A window of mutations decoded one by one (wal2json, tests)."""
-        return cls(rows=ChangeRows.from_mutations(mutations), up_to=up_to)
+        return cls(rows=ChangeRows.from_mutations(mutations), up_to=up_to, has_more=has_more)
 
     @property
     def mutations(self) -> list[Mutation]:
@@ -68,7 +75,10 @@ class ChangeSource(Protocol):
         ...
 
     def peek(self, *, max_changes: int) -> CapturedWindow:
-        """Up to about `max_changes` committed changes after the confirmed position."""
+        """Up to about `max_changes` committed changes after the confirmed position.
+
+        The window's `has_more` says whether the source stopped at the limit.
+        """
         ...
 
     def advance(self, *, up_to: int) -> None:

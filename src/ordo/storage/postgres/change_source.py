@@ -179,9 +179,10 @@ class PostgresChangeSource:
         """Whole committed transactions after the confirmed position, in commit order.
 
         Stops after the transaction that reaches about `max_changes` decoded rows (wal2json's
-        begin and commit rows count too), so a window may hold more. `up_to` is the commit end
-        LSN of its last transaction (filtered-out ones included), or the confirmed position
-        when nothing committed since. Consumes nothing.
+        begin and commit rows count too, other tables' transactions too), so a window may hold
+        more changes or far fewer; `has_more` says whether it stopped there. `up_to` is the
+        commit end LSN of its last transaction (filtered-out ones included), or the confirmed
+        position when nothing committed since. Consumes nothing.
         """
         if max_changes < 1:
             msg = f"max_changes must be at least 1, got {max_changes}"
@@ -197,6 +198,7 @@ class PostgresChangeSource:
                 confirmed=confirmed,
                 schema_of=lambda schema, name, reload: self._schema_of(conn, schema, name, reload),
                 audit=self._audit,
+                has_more=len(rows) >= max_changes,
             )
         logger.debug(
             "peeked slot=%s mutations=%d up_to=%s",

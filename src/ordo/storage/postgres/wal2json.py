@@ -120,11 +120,17 @@ def value_cells(schema: TableSchema, values: Mapping[str, JsonValue]) -> dict[st
 
 
 def decode_window(
-    rows: Sequence[str], *, confirmed: int, schema_of: SchemaOf, audit: AuditOf
+    rows: Sequence[str],
+    *,
+    confirmed: int,
+    schema_of: SchemaOf,
+    audit: AuditOf,
+    has_more: bool = False,
 ) -> CapturedWindow:
     """The mutations of every complete transaction in `rows` (wal2json v2 JSON documents).
 
     `confirmed` is the slot's confirmed LSN: the window's `up_to` when `rows` hold no commit.
+    `has_more` is the slot's: whether it stopped at the peek's row limit.
     """
     mutations: list[Mutation] = []
     up_to = confirmed
@@ -162,7 +168,7 @@ def decode_window(
                 for p, rc in enumerate(pending, start=first)
             )
             up_to, pending = end, None
-    return CapturedWindow.of(mutations, up_to=up_to)
+    return CapturedWindow.of(mutations, up_to=up_to, has_more=has_more)
 
 
 def _row_changes(change: Mapping[str, Any], schema_of: SchemaOf) -> list[RowChange]:

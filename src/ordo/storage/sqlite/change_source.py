@@ -144,7 +144,11 @@ class SQLiteChangeSource:
         window = _ChangeColumns(self.name)
         for row in rows:
             window.add(*row)
-        return CapturedWindow(rows=window.rows(), up_to=rows[-1][0] if rows else self._confirmed())
+        return CapturedWindow(
+            rows=window.rows(),
+            up_to=rows[-1][0] if rows else self._confirmed(),
+            has_more=len(rows) >= max_changes,
+        )
 
     def advance(self, *, up_to: int) -> None:
         """Forget the change rows up to `up_to` (inclusive): they are published."""
