@@ -217,6 +217,19 @@ def test_a_fully_sequential_processor_uses_one_segment(
     assert READ.eventual_consistency_delay == timedelta(milliseconds=100)
 
 
+def _then_200_more_are_applied_once(
+    journal: Journal, sql: Callable[..., list[tuple[object, ...]]], processor: TrackingProcessor
+) -> None:
+    """After 100 events: 200 more, and each of the 300 is applied once, in order per id."""
+    _append(journal, 200)
+    wait_for(lambda: _total(sql) == 300)
+    time.sleep(0.5)  # anything applied twice would show now
+    assert processor.failure is None
+    assert sorted(sql("SELECT pid, n, last FROM counts")) == sorted(
+        (f"p{p}", 15, 15) for p in range(20)
+    )
+
+
 class _PausableClock:
     """The system clock, except that while paused every thread reading it waits.
 
@@ -270,13 +283,7 @@ def test_a_segment_changed_under_a_lapsed_claim_loses_and_repeats_nothing(
         finally:
             clock.running.set()
         assert receipt.is_done  # at once: the claims had lapsed
-        _append(journal, 200)
-        wait_for(lambda: _total(sql) == 300)
-        time.sleep(0.5)  # anything applied twice would show now
-    assert processor.failure is None
-    assert sorted(sql("SELECT pid, n, last FROM counts")) == sorted(
-        (f"p{p}", 15, 15) for p in range(20)
-    )
+        _then_200_more_are_applied_once(journal, sql, processor)
 
 
 def test_a_merge_made_impossible_meanwhile_is_dropped_and_processing_goes_on(
@@ -313,13 +320,7 @@ def test_a_merge_made_impossible_meanwhile_is_dropped_and_processing_goes_on(
             clock.running.set()
         assert not asked.is_done
         assert split.is_done
-        _append(journal, 200)
-        wait_for(lambda: _total(sql) == 300)
-        time.sleep(0.5)  # anything applied twice would show now
-    assert processor.failure is None
-    assert sorted(sql("SELECT pid, n, last FROM counts")) == sorted(
-        (f"p{p}", 15, 15) for p in range(20)
-    )
+        _then_200_more_are_applied_once(journal, sql, processor)
     segments = sorted(
         (e.segment.segment_id, e.segment.mask) for e in stores.tokens.entries("counts")
     )
