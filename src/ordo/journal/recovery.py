@@ -31,9 +31,10 @@ class PidState:
     highest: SequenceNr
     tag_pid_sequence_nrs: dict[Tag, TagPidSequenceNr] = field(default_factory=dict)
     last_offset: TimeUUID | None = None
-    """The greatest offset of the id's tagged events: its next events get greater ones, even
-    from a writer whose clock is behind the one that wrote it last (a query delivers an id's
-    events in offset order, so one numbered higher but stamped earlier would be a gap)."""
+    """The greatest offset known of the id's events (its tagged ones at least): its next events
+    get greater ones, even from a writer whose clock is behind the one that wrote it last (a
+    query delivers an id's events in offset order, so one numbered higher but stamped earlier
+    would be a gap)."""
 
 
 TaggedEntry = tuple[PersistedEvent, Tag, TagPidSequenceNr]
@@ -103,8 +104,9 @@ def recover_persistence_id(
         for event in store.read_events(
             persistence_id, from_sequence_nr=SequenceNr(scanned + 1), to_sequence_nr=highest
         ):
-            if event.tags and (last_offset is None or event.timeuuid > last_offset):
-                last_offset = event.timeuuid
+            last_offset = (
+                event.timeuuid if last_offset is None else max(last_offset, event.timeuuid)
+            )
             for tag, number in event.tags.items():
                 counters[tag] = max(counters.get(tag, TagPidSequenceNr(0)), number)
                 written = progress.get(tag)
