@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from ordo import BucketSize, EventsByTagSettings, Journal, NewEvent, PersistedEvent
@@ -449,6 +449,44 @@ def test_recovery_writes_lost_rows_into_their_own_time_buckets(
     assert entries(stores, "u") == expected_entries(events, "u", BucketSize.MINUTE)
     assert len({e.time_bucket for e in entries(stores, "t")}) == 3
     assert stores.tag_views.read_progress("p")["t"].sequence_nr == 7
+
+
+class RecoveryBetweenReads:
+    """A TagViewStore that lets another journal recover an id right after reading its progress.
+
+    Found by `ordo simulate --handovers`: a recovery whose progress read was older than its
+    tag_scanning read took the tag pid sequence nrs below tag_scanning from a stale progress.
+    """
+
+    def __init__(self, inner: TagViewStore, meanwhile: Callable[[], object]) -> None:
+        self._inner = inner
+        self._meanwhile = meanwhile
+
+    def read_progress(self, persistence_id: PersistenceId) -> Mapping[Tag, TagProgress]:
+        progress = self._inner.read_progress(persistence_id)
+        self._meanwhile()
+        return progress
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+
+def test_a_recovery_racing_another_continues_the_tag_pid_sequence_nrs(
+    journal_factory: JournalFactory, stores: Stores
+) -> None:
+    killed = journal_factory(settings=BATCHED, clock=still_clock())
+    killed.append("p", [NewEvent.of(1, tags=["t"]), NewEvent.of(2, tags=["t"])])
+    # `killed` never writes its buffered rows; another writer recovers the id while a third reads.
+    other = journal_factory(settings=IMMEDIATE)
+    racing = RecoveryBetweenReads(stores.tag_views, lambda: other.recover("p"))
+    journal = Journal(stores.journal, racing, settings=IMMEDIATE)  # type: ignore[arg-type]
+    try:
+        journal.append("p", [NewEvent.of(3, tags=["t"])])
+    finally:
+        journal.close()
+
+    assert [e.tags for e in journal.replay("p")] == [{"t": 1}, {"t": 2}, {"t": 3}]
+    assert [r.tag_pid_sequence_nr for r in entries(stores, "t")] == [1, 2, 3]
 
 
 # --- failures -----------------------------------------------------------------------------------

@@ -36,6 +36,13 @@ from ordo.time import BucketSize
     help="Share of tag_views writes that are delayed.",
 )
 @click.option(
+    "--handovers",
+    default=0.02,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="Share of appends to an id another writer owns (ids change writers and clocks).",
+)
+@click.option(
     "--rate",
     default=4_000.0,
     show_default=True,
@@ -66,6 +73,7 @@ def simulate_command(
     skew_ms: int,
     max_delay_ms: int,
     delay_probability: float,
+    handovers: float,
     rate: float,
     queries: int,
     restarts: int,
@@ -90,6 +98,7 @@ def simulate_command(
             skew_ms=skew_ms,
             max_delay_ms=max_delay_ms,
             delay_probability=delay_probability,
+            handovers=handovers,
             events_per_s=rate,
             queries=queries,
             restarts=restarts,

@@ -95,8 +95,12 @@ def recover_persistence_id(
     highest = store.highest_sequence_nr(persistence_id)
     if highest == 0:
         return PidState(highest=highest)  # a new persistence id: nothing to recover
-    progress = tag_store.read_progress(persistence_id)
+    # tag_scanning first: whoever wrote it had written the progress of every event up to it,
+    # so a progress read after it covers those events. Read the other way round, another
+    # recovery could complete in between, and the events below its tag_scanning would be
+    # numbered from a progress older than them.
     scanned = tag_store.read_tag_scanning(persistence_id)
+    progress = tag_store.read_progress(persistence_id)
     counters = {tag: p.tag_pid_sequence_nr for tag, p in progress.items()}
     last_offset = max((p.timeuuid for p in progress.values()), default=None)
     missing: list[TaggedEntry] = []

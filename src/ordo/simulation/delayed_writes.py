@@ -24,7 +24,8 @@ class DelayingTagViewStore:
     Seed 000 lists what delays tag writes: GC pauses, batching, clock skew, an overloaded
     database. With probability `delay_probability` a write waits up to `max_delay_s`, so events
     reach tag_views out of TimeUUID order, and a persistence id's later events may land before
-    its earlier ones. Progress is applied after the rows it covers, as in the real writer.
+    its earlier ones. Progress is applied after the rows it covers, as in the real writer, and
+    recovery's tag_scanning after both.
     Reads pass straight through; `on_applied` hears of every applied row write (the simulator
     logs when each event became visible). close() waits for every pending write. Thread-safe.
     """
@@ -78,8 +79,10 @@ class DelayingTagViewStore:
         return self._store.read_tag_scanning(persistence_id)
 
     def write_tag_scanning(self, persistence_id: PersistenceId, sequence_nr: SequenceNr) -> None:
-        """Write through (recovery only)."""
-        self._store.write_tag_scanning(persistence_id, sequence_nr)
+        """Schedule it after every write scheduled so far: it says they are done (recovery)."""
+        self._schedule(
+            self._latest_due, lambda: self._store.write_tag_scanning(persistence_id, sequence_nr)
+        )
 
     def tags(self) -> Sequence[TagSummary]:
         """Read through."""

@@ -41,6 +41,8 @@ class SimulationConfig:
     skew_ms: int = 300
     max_delay_ms: int = 2_000
     delay_probability: float = 0.05
+    handovers: float = 0.02
+    """Share of appends to an id another writer owns: ids change writers (and clocks)."""
     events_per_s: float = 4_000.0
     queries: int = len(TAGS)
     """Query chains, one per tag round-robin."""
@@ -60,9 +62,10 @@ class SimulationConfig:
             if getattr(self, name) < 0:
                 msg = f"{name} must be >= 0, got {getattr(self, name)}"
                 raise ConfigurationError(msg)
-        if not 0 <= self.delay_probability <= 1:
-            msg = f"delay_probability must be within [0, 1], got {self.delay_probability}"
-            raise ConfigurationError(msg)
+        for name in ("delay_probability", "handovers"):
+            if not 0 <= getattr(self, name) <= 1:
+                msg = f"{name} must be within [0, 1], got {getattr(self, name)}"
+                raise ConfigurationError(msg)
         if self.events_per_s <= 0:
             msg = f"events_per_s must be > 0, got {self.events_per_s}"
             raise ConfigurationError(msg)
@@ -75,6 +78,7 @@ class SimulationReport:
     config: SimulationConfig
     events: int
     write_seconds: float
+    conflicts: int
     verdict: Verdict
     restarts: int
 
@@ -94,6 +98,7 @@ class SimulationReport:
             "latency_ms": dict(v.latency_ms),
             "restarts": self.restarts,
             "writers": self.config.writers,
+            "conflicts": self.conflicts,
             "seed": self.config.seed,
             "events_per_s": round(self.events / self.write_seconds) if self.write_seconds else 0,
         }
@@ -128,6 +133,7 @@ def _simulate(config: SimulationConfig, logs: Path, *, on_progress: Progress) ->
             persistence_ids=config.persistence_ids,
             writers=config.writers,
             seed=config.seed,
+            handovers=config.handovers,
         ),
         settings=events_by_tag,
         skew_ms=config.skew_ms,
@@ -166,6 +172,7 @@ def _simulate(config: SimulationConfig, logs: Path, *, on_progress: Progress) ->
         config=config,
         events=written.events,
         write_seconds=written.seconds,
+        conflicts=written.conflicts,
         verdict=check(
             expected,
             chains,

@@ -37,6 +37,8 @@ class Workload:
     persistence_ids: int
     writers: int
     seed: int = 1
+    handovers: float = 0.0
+    """Share of a writer's appends that go to an id another writer owns."""
 
 
 def writer_batches(workload: Workload, writer: int) -> Iterator[tuple[str, list[NewEvent]]]:
@@ -45,12 +47,15 @@ def writer_batches(workload: Workload, writer: int) -> Iterator[tuple[str, list[
     share = workload.events // workload.writers + (
         1 if writer < workload.events % workload.writers else 0
     )
-    owned = range(writer, workload.persistence_ids, workload.writers)
-    if not owned:
-        return
+    if writer >= workload.persistence_ids:
+        return  # owns no id
     steps: dict[int, int] = {}
     written = 0
     while written < share:
+        owner = writer
+        if workload.handovers and rng.random() < workload.handovers:
+            owner = rng.randrange(min(workload.writers, workload.persistence_ids))
+        owned = range(owner, workload.persistence_ids, workload.writers)
         if rng.random() < HOT_SHARE:
             index = owned[min(int(rng.paretovariate(1.2)) - 1, len(owned) - 1)]
         else:

@@ -16,8 +16,9 @@ from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 
 from ordo.clock import SkewedClock, SystemClock
-from ordo.errors import OrdoError
+from ordo.errors import ConcurrencyConflictError, OrdoError
 from ordo.journal import Journal
+from ordo.journal.event import NewEvent
 from ordo.settings import EventsByTagSettings
 from ordo.simulation.delayed_writes import DelayingTagViewStore
 from ordo.simulation.visibility import VisibilityLog
@@ -61,11 +62,38 @@ class WriteReport:
     events: int
     seconds: float
     failed_writers: tuple[int, ...]
+    conflicts: int = 0
+    """Appends that another writer beat to an id (then appended again after it)."""
     skews_ns: dict[str, int] = field(default_factory=dict)
     """Clock skew per writer uuid."""
 
 
-def _write(plan: WriterPlan, writer: int, counter: Synchronized[int]) -> None:
+MAX_ATTEMPTS = 100
+"""Appends to one id in a row that may lose to other writers before a writer gives up."""
+
+
+def _append(
+    journal: Journal, pid: str, events: list[NewEvent], conflicts: Synchronized[int]
+) -> None:
+    """Append after whatever is last, again after each writer that got there first.
+
+    A conflict drops the journal's state of the id, so the next attempt recovers it: reads
+    what the other writer appended (and its offsets) before numbering the events after it.
+    """
+    for _ in range(MAX_ATTEMPTS - 1):
+        try:
+            journal.append(pid, events)
+        except ConcurrencyConflictError:
+            with conflicts.get_lock():
+                conflicts.value += 1
+        else:
+            return
+    journal.append(pid, events)
+
+
+def _write(
+    plan: WriterPlan, writer: int, counter: Synchronized[int], conflicts: Synchronized[int]
+) -> None:
     stores = open_stores(plan.url)
     log = (
         VisibilityLog(Path(plan.visibility_dir) / f"writer-{writer}.jsonl")
@@ -96,7 +124,7 @@ def _write(plan: WriterPlan, writer: int, counter: Synchronized[int]) -> None:
         for pid, events in writer_batches(plan.workload, writer):
             if pace is not None:
                 time.sleep(max(0.0, started + written / pace - time.monotonic()))
-            journal.append(pid, events)
+            _append(journal, pid, events, conflicts)
             written += len(events)
             with counter.get_lock():
                 counter.value += len(events)
@@ -118,9 +146,10 @@ def run_writers(plan: WriterPlan, *, on_progress: Callable[[int], None]) -> Writ
     init_storage(plan.url)  # once, before the writers race to create the schema
     context = multiprocessing.get_context("spawn")
     counter: Synchronized[int] = context.Value("q", 0)
+    conflicts: Synchronized[int] = context.Value("q", 0)
     writers = range(plan.workload.writers)
     processes = [
-        context.Process(target=_write, args=(plan, w, counter), name=f"ordo-writer-{w}")
+        context.Process(target=_write, args=(plan, w, counter, conflicts), name=f"ordo-writer-{w}")
         for w in writers
     ]
     started = time.perf_counter()
@@ -140,5 +169,6 @@ def run_writers(plan: WriterPlan, *, on_progress: Callable[[int], None]) -> Writ
         events=counter.value,
         seconds=time.perf_counter() - started,
         failed_writers=failed,
+        conflicts=conflicts.value,
         skews_ns={plan.writer_uuid(w): plan.skew_ns(w) for w in writers},
     )
