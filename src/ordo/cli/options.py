@@ -45,6 +45,13 @@ def int_option(
     )
 
 
+def share_option(name: str, default: float, help_text: str) -> Callable[[F], F]:
+    """A share (0 to 1) option, with its default shown."""
+    return click.option(
+        name, type=click.FloatRange(0, 1), default=default, show_default=True, help=help_text
+    )
+
+
 def workload_options(*, persistence_ids: int, seed_help: str) -> Callable[[F], F]:
     """--writers, --events, --persistence-ids and --seed of a generated shop workload."""
 

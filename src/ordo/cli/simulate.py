@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
-from ordo.cli.options import int_option, workload_options
+from ordo.cli.options import int_option, share_option, workload_options
 from ordo.simulation.run import SIMULATION_QUERY_SETTINGS, SimulationConfig, simulate
 from ordo.time import BucketSize
 
@@ -28,19 +28,11 @@ from ordo.time import BucketSize
 @workload_options(persistence_ids=2_000, seed_help="Makes workload, skews and delays repeatable.")
 @int_option("--skew-ms", 300, "Writers' clocks are off by up to this much.", minimum=0)
 @int_option("--max-delay-ms", 2_000, "Longest delay of a tag_views write.", minimum=0)
-@click.option(
-    "--delay-probability",
-    default=0.05,
-    show_default=True,
-    type=click.FloatRange(0, 1),
-    help="Share of tag_views writes that are delayed.",
-)
-@click.option(
+@share_option("--delay-probability", 0.05, "Share of tag_views writes that are delayed.")
+@share_option(
     "--handovers",
-    default=0.02,
-    show_default=True,
-    type=click.FloatRange(0, 1),
-    help="Share of appends to an id another writer owns (ids change writers and clocks).",
+    0.02,
+    "Share of appends to an id another writer owns (ids change writers and clocks).",
 )
 @click.option(
     "--rate",
