@@ -176,6 +176,23 @@ class ConcurrencyConflictError(StorageIntegrityError):
         super().__init__(msg)
 
 
+class AppendStoppedError(OrdoError):
+    """A run of appends (`ordo append`) stopped part way: the appends before it stay written.
+
+    Each persistence id's append is atomic on its own; the error says where the run stopped
+    and what is already written, so that the input can be resumed from that line.
+    """
+
+    def __init__(self, *, line: int, appended_events: int, cause: OrdoError) -> None:
+        self.line, self.appended_events, self.cause = line, appended_events, cause
+        written = (
+            f"the appends of lines 1-{line - 1} were written ({appended_events} events)"
+            if line > 1
+            else "nothing was written"
+        )
+        super().__init__(f"line {line}: {type(cause).__name__}: {cause}; {written}")
+
+
 class JournalClosedError(OrdoError):
     """The journal (or its tag writer) was used after close()."""
 

@@ -410,6 +410,18 @@ def test_a_missing_table_is_a_capture_error(capture: Capture) -> None:
         source.schemas()
 
 
+def test_a_refused_table_creates_no_slot(postgres_dsn: str, capture: Capture) -> None:
+    """A slot left by a refused capture would make the server keep WAL for nobody."""
+    source = capture("nowhere", create=False)
+    with pytest.raises(CaptureError, match="'nowhere'"):
+        source.create()
+    with psycopg.connect(postgres_dsn) as conn:
+        slots = conn.execute(
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (source.name,)
+        ).fetchone()
+    assert slots == (0,)
+
+
 def test_create_reuses_its_slot_and_refuses_a_foreign_one(
     postgres_dsn: str, run: Callable[..., None], capture: Capture
 ) -> None:

@@ -99,6 +99,8 @@ def test_append_then_events_and_info(runner: CliRunner, journal_url: str) -> Non
         ('{"persistence_id": "q", "payload": NaN}', "line 2: payload is neither bytes nor JSON"),
         ('{"persistence_id": "q", "payload": [1e999]}', "line 2: payload is neither bytes"),
         ('{"persistence_id": "q", "payload": "\\ud800"}', "line 2: payload is neither bytes"),
+        ('{"persistence_id": "q", "payload": 1, "manifest": "\\ud800"}', "line 2: manifest"),
+        ('{"persistence_id": "q", "payload": 1, "manifest": "a\\u0000b"}', "line 2: manifest"),
     ],
 )
 def test_a_bad_line_is_one_error_line_and_nothing_is_written(
@@ -111,6 +113,31 @@ def test_a_bad_line_is_one_error_line_and_nothing_is_written(
     assert needle in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "j.db").exists()  # validated before the journal is even opened
+
+
+def test_a_conflict_stops_the_appends_at_its_line_and_says_what_was_written(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path}/j.db"
+    assert (
+        _run(runner, "append", "--journal", url, stdin='{"persistence_id": "o", "payload": 0}')[0]
+        == 0
+    )
+    lines = [
+        '{"persistence_id": "a", "payload": 1}',
+        '{"persistence_id": "a", "payload": 2}',
+        '{"persistence_id": "o", "payload": 3, "expected_sequence_nr": 0}',
+        '{"persistence_id": "b", "payload": 4}',
+    ]
+    code, _, err = _run(runner, "append", "--journal", url, stdin="\n".join(lines))
+    assert code == 1
+    assert err.strip() == (
+        "Error: AppendStoppedError: line 3: ConcurrencyConflictError: persistence_id='o': "
+        "expected sequence_nr 0 but the journal is at 1; the appends of lines 1-2 were written "
+        "(2 events)"
+    )
+    code, out, _ = _run(runner, "info", "--journal", url, "--json")
+    assert (json.loads(out)["events"], json.loads(out)["persistence_ids"]) == (3, 2)
 
 
 def test_binary_input_is_one_error_line_and_nothing_is_written(

@@ -17,6 +17,8 @@ from ordo.cli.options import (
     require_journal,
     settings_from_env,
 )
+from ordo.errors import AppendStoppedError, OrdoError
+from ordo.journal import AppendReceipt
 from ordo.journal.event_lines import parse_event_lines
 from ordo.storage.open import init_storage, open_journal, stores_at
 from ordo.time import format_first_time_bucket
@@ -45,21 +47,27 @@ def append(journal_url: str | None, as_json: bool, source: TextIO) -> None:
 
     One event per line: {"persistence_id": "...", "payload": {...}, "tags": ["..."]} with
     optional "manifest", "metadata" and "expected_sequence_nr". Every line is validated before
-    anything is written.
+    anything is written; each persistence id's run of lines is one atomic append, and a conflict
+    stops the run there, naming the line and what was already appended.
     """
     url = require_journal(journal_url)
     requests = parse_event_lines(source)
     receipts = []
     with open_journal(url, settings=settings_from_env()) as journal:
         for request in requests:
-            receipts.append(
-                journal.append(
-                    request.persistence_id,
-                    request.events,
-                    expected_sequence_nr=request.expected_sequence_nr,
+            try:
+                receipts.append(
+                    journal.append(
+                        request.persistence_id,
+                        request.events,
+                        expected_sequence_nr=request.expected_sequence_nr,
+                    )
                 )
-            )
-    count = sum(r.last_sequence_nr - r.first_sequence_nr + 1 for r in receipts)
+            except OrdoError as exc:
+                raise AppendStoppedError(
+                    line=request.line, appended_events=_events(receipts), cause=exc
+                ) from exc
+    count = _events(receipts)
     if as_json:
         print_json(
             {
@@ -77,6 +85,10 @@ def append(journal_url: str | None, as_json: bool, source: TextIO) -> None:
     else:
         pids = len({r.persistence_id for r in receipts})
         click.echo(f"appended {counted(count, 'event')} to {counted(pids, 'persistence id')}")
+
+
+def _events(receipts: list[AppendReceipt]) -> int:
+    return sum(r.last_sequence_nr - r.first_sequence_nr + 1 for r in receipts)
 
 
 @click.command()

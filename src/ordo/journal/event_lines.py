@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ordo.documents import reject_unknown_keys
 from ordo.errors import InvalidInputError, OrdoError
@@ -23,6 +23,8 @@ class AppendRequest:
     persistence_id: PersistenceId
     events: tuple[NewEvent, ...]
     expected_sequence_nr: int | None
+    line: int
+    """The number of its first line."""
 
 
 def parse_event_lines(lines: Iterable[str]) -> list[AppendRequest]:
@@ -44,14 +46,12 @@ def parse_event_lines(lines: Iterable[str]) -> list[AppendRequest]:
             raise InvalidInputError(msg) from exc
         last = requests[-1] if requests else None
         if last is not None and last.persistence_id == pid and expected is None:
-            requests[-1] = AppendRequest(
-                persistence_id=pid,
-                events=(*last.events, event),
-                expected_sequence_nr=last.expected_sequence_nr,
-            )
+            requests[-1] = replace(last, events=(*last.events, event))
         else:
             requests.append(
-                AppendRequest(persistence_id=pid, events=(event,), expected_sequence_nr=expected)
+                AppendRequest(
+                    persistence_id=pid, events=(event,), expected_sequence_nr=expected, line=number
+                )
             )
     return requests
 
@@ -86,10 +86,7 @@ def _parse_line(line: str) -> tuple[PersistenceId, NewEvent, int | None]:
     if not isinstance(tags, list):
         msg = "tags must be a list of strings"
         raise InvalidInputError(msg)
-    manifest = document.get("manifest", "")
-    if not isinstance(manifest, str):
-        msg = "manifest must be a string"
-        raise InvalidInputError(msg)
+    manifest = validation.text(document.get("manifest", ""), name="manifest")
     metadata = document.get("metadata")
     serialize_metadata(metadata)
     expected = document.get("expected_sequence_nr")

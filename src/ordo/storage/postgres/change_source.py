@@ -108,9 +108,12 @@ class PostgresChangeSource:
         """Create the slot with wal2json; an existing wal2json slot of this database is reused.
 
         Changes committed from now on are captured. Raises CaptureError when the slot name is
-        taken by another kind of slot, or the server lacks wal2json or wal_level=logical.
+        taken by another kind of slot, or the server lacks wal2json or wal_level=logical. The
+        tables are checked first (they exist, have a primary key, types the registry maps): a
+        slot left behind by a refused capture would make the server keep WAL for nobody.
         """
         with self._session() as conn:
+            self._read_schemas(conn)
             found = conn.execute(
                 "SELECT plugin, slot_type, database = current_database() "
                 "FROM pg_replication_slots WHERE slot_name = %s",
