@@ -81,6 +81,52 @@ def test_a_stream_resumed_from_its_checkpoint_delivers_everything_once(
     assert sorted(delivered) == sorted((f"order-{i % 7}", i // 7 + 1) for i in range(100))
 
 
+YEAR_AGO = format_first_time_bucket(time.time_ns() // 1_000_000 - 366 * 24 * 3_600_000)
+
+
+def test_reads_from_a_first_time_bucket_long_ago_walk_every_empty_bucket(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Thousands of empty buckets before the events: no plan may look like "no new data".
+
+    An availableNow query took such a plan for the end and stopped having read nothing.
+    """
+    url = _journal(tmp_path)
+    _append(url, 0, 14)
+    options = {**OPTIONS, "journal": url, "firstTimeBucket": YEAR_AGO}
+    assert spark.read.format("ordo_events_by_tag").options(**options).load().count() == 14
+    query = (
+        spark.readStream.format("ordo_events_by_tag")
+        .options(**options)
+        .load()
+        .writeStream.format("memory")
+        .queryName("year_ago")
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert spark.table("year_ago").count() == 14
+
+
+def test_a_batch_read_with_a_gap_that_cannot_be_filled_fails_with_the_error(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """As the library's current(): never a silent skip of the events after the gap."""
+    path = tmp_path / "journal.db"
+    url = f"sqlite:///{path}"
+    with open_journal(url, settings=WRITE) as journal:
+        journal.append("order-1", [NewEvent.of(i, tags=["order"]) for i in range(3)])
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("DELETE FROM tag_views WHERE tag_pid_sequence_nr = 2")
+    frame = (
+        spark.read.format("ordo_events_by_tag")
+        .options(**OPTIONS, journal=url, gapTimeoutMs="300")
+        .load()
+    )
+    with pytest.raises(PySparkException, match="missing tagged events"):
+        frame.collect()
+
+
 def test_unknown_options_list_the_valid_ones(spark: SparkSession, tmp_path: Path) -> None:
     reader = spark.read.format("ordo_events_by_tag").options(
         journal=_journal(tmp_path), tag="order", colour="blue"

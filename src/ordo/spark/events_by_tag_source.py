@@ -175,6 +175,7 @@ class EventsByTagBatchReader(DataSourceReader):
         planner = EventsByTagPlanner(
             self.options, resume_after=start.position, now_ns=time.time_ns()
         )
+        planner.cap_at(time.time_ns())  # what is settled now, gaps searched as current() does
         try:
             pids: dict[str, list[int]] = {}
             lo, hi = "", ""

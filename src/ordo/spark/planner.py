@@ -8,6 +8,7 @@ delivered (EventsByTagOffset), so executors read exactly those rows, on every re
 
 from __future__ import annotations
 
+import time
 from collections import deque
 
 from ordo.hashing import stable_hash
@@ -21,7 +22,7 @@ from ordo.storage.open import Stores, open_stores
 from ordo.time import TimeUUID
 
 POLLS_PER_PLAN = 100
-"""Polls of the state machine per planned batch, at most (each reads up to 20 pages)."""
+"""Polls of the state machine per planned batch once it has rows (each reads up to 20 pages)."""
 
 
 class EventsByTagPlanner:
@@ -56,6 +57,7 @@ class EventsByTagPlanner:
             else KeyRunReader(self._stores.packed_pages),
         )
         self._backlog: deque[KeyRun] = deque()
+        self._is_capped = False
         self.latest_end = resume_after
         self.latest_seen = resume_after
         """The newest offset the state machine has delivered (the source's lag reference)."""
@@ -63,17 +65,30 @@ class EventsByTagPlanner:
     def plan(
         self, start: EventsByTagOffset, *, now_ns: int, max_rows: int | None
     ) -> EventsByTagOffset:
-        """The end of the next micro-batch after `start`; `start` itself when nothing is new."""
-        for _ in range(POLLS_PER_PLAN):
-            if max_rows is not None and len(self._backlog) >= max_rows:
-                break
+        """The end of the next micro-batch after `start`; `start` itself when nothing is new.
+
+        Polls until it has rows and the state machine waits (or POLLS_PER_PLAN polls), or has
+        `max_rows` rows. With nothing found yet it goes on walking empty buckets: `start` would
+        say "no new data", which ends an availableNow query. Capped (availableNow, a batch
+        read) it also sits out the machine's waits (a gap search) until it has rows or is done.
+        """
+        polls = 0
+        while max_rows is None or len(self._backlog) < max_rows:
             step = self._query.poll(now_ns)
+            polls += 1
             self._backlog.extend(step.rows)
             if step.rows:
                 newest = max(row.offset_key for row in step.rows).hex()
                 self.latest_seen = max(self.latest_seen, newest)
-            if step.wait_ns > 0 or step.is_complete:
+            if step.is_complete:
                 break
+            if self._backlog and (step.wait_ns > 0 or polls >= POLLS_PER_PLAN):
+                break
+            if step.wait_ns > 0:
+                if not self._is_capped:
+                    break  # live and caught up: nothing new yet
+                time.sleep(step.wait_ns / 1e9)
+                now_ns = time.time_ns()
         count = len(self._backlog) if max_rows is None else min(max_rows, len(self._backlog))
         taken = [self._backlog.popleft() for _ in range(count)]
         if not taken:
@@ -99,6 +114,7 @@ class EventsByTagPlanner:
     def cap_at(self, now_ns: int) -> None:
         """Plan nothing newer than what is settled at `now_ns` (availableNow's target)."""
         self._query.cap_at(now_ns)
+        self._is_capped = True
 
     def segments(self) -> list[Segment]:
         """The input partitions of the next batch: the processor's segments, or `segments`."""
