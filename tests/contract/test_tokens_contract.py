@@ -10,6 +10,7 @@ from ordo.errors import (
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
+from ordo.processing.control import merge_segment
 from ordo.processing.ports import DeadLetter, SegmentAction, SegmentRequest
 from ordo.processing.segment import Segment
 from ordo.processing.token import TrackingToken
@@ -192,6 +193,29 @@ def test_requests_reach_the_owner_once(stores: Stores) -> None:
     assert stores.tokens.take_request("p", 1) is None
     with pytest.raises(UnknownProcessorError):
         stores.tokens.request("p", 7, split, now_ms=0)
+
+
+def test_a_merge_drops_the_requests_of_the_merged_away_segment(stores: Stores) -> None:
+    """Else a later split that makes the id again hands the new segment an old request."""
+    stores.tokens.initialize("p", segment_count=2)
+    stores.tokens.request("p", 1, SegmentRequest(action=SegmentAction.SPLIT), now_ms=0)
+    stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.merge("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.split("p", 0, "a")
+    assert stores.tokens.take_request("p", 1) is None
+
+
+def test_a_merge_with_a_segment_that_is_no_sibling_is_refused_even_while_held(
+    stores: Stores,
+) -> None:
+    """The refusal used to depend on the segment being free: held, a request was stored."""
+    stores.tokens.initialize("p", segment_count=2)
+    stores.tokens.claim("p", 1, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.split("p", 1, "a")  # 0/1, 1/3, 3/3
+    stores.tokens.claim("p", 0, "b", now_ms=0, claim_timeout_ms=TIMEOUT)
+    with pytest.raises(InvalidSegmentOperationError, match="not siblings"):
+        merge_segment(stores.tokens, "p", 0, now_ms=0, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.take_request("p", 0) is None
 
 
 def test_a_claim_is_handed_over_by_its_owner_only(stores: Stores) -> None:

@@ -13,6 +13,7 @@ import pytest
 from ordo import Journal, NewEvent
 from ordo.processing.control import merge_segment, split_segment
 from ordo.processing.processor import HandlerContext, TrackingProcessor
+from ordo.processing.segment import Segment
 from ordo.processing.sequencing import FullySequentialPolicy
 from ordo.processing.source import ALL_EVENTS, EventSource
 from ordo.processing.token import TrackingToken
@@ -196,24 +197,40 @@ def test_a_processor_can_read_every_event_of_the_journal(
     assert {row[1] for row in sql("SELECT pid, last FROM counts")} == {10}
 
 
+@pytest.mark.parametrize("segments", [1, 4])
 def test_a_fully_sequential_processor_uses_one_segment(
     stores: Stores,
     journal_factory: Callable[..., Journal],
     sql: Callable[..., list[tuple[object, ...]]],
+    segments: int,
 ) -> None:
+    """With more segments than one, all but one are idle: every event has the same hash.
+
+    With 4 segments the storage used to select rows by the persistence id's hash, so four
+    segments handled events at once and out of order.
+    """
     journal = journal_factory(settings=WRITE)
     _append(journal, 50)
-    settings = replace(FAST, initial_segment_count=1)
+    handled: list[tuple[Segment, bytes]] = []
+
+    def handler(event: EventEnvelope, context: HandlerContext) -> None:
+        counting_handler(event, context)
+        handled.append((context.segment, event.offset_key))
+
+    settings = replace(FAST, initial_segment_count=segments, thread_count=segments)
     with TrackingProcessor(
         "seq",
         source(stores),
         stores.tokens,
-        counting_handler,
+        handler,
         settings=settings,
         policy=FullySequentialPolicy(),
     ) as p:
         wait_for(lambda: _total(sql) == 50)
-    assert [e.segment.mask for e in p.status()] == [0]
+    assert len({segment for segment, _ in handled}) == 1
+    offsets = [offset for _, offset in handled]
+    assert offsets == sorted(offsets)
+    assert len(p.status()) == segments
     assert READ.eventual_consistency_delay == timedelta(milliseconds=100)
 
 

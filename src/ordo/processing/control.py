@@ -55,6 +55,9 @@ def merge_segment(
         msg = f"processor {processor!r}: the root segment has nothing to merge with"
         raise InvalidSegmentOperationError(msg)
     sibling = _entry(tokens, processor, entry.segment.mergeable_segment_id())
+    if not entry.segment.is_mergeable_with(sibling.segment):
+        msg = f"cannot merge {entry.segment} with {sibling.segment}: they are not siblings"
+        raise InvalidSegmentOperationError(msg)
     free = [e for e in (entry, sibling) if _is_free(e, now_ms, claim_timeout_ms)]
     if len(free) == 2:
         tokens.claim(

@@ -70,10 +70,25 @@ class TrackingProcessor:
         self._is_per_id = isinstance(
             self.policy, SequentialPerAggregatePolicy | FullySequentialPolicy
         )
+        # Storage selects a segment's rows by the persistence id's hash: only right when the
+        # persistence id is the sequence value (not for FullySequentialPolicy's constant).
+        self._selects_by_id = isinstance(self.policy, SequentialPerAggregatePolicy)
 
     def start(self) -> None:
         """Create the first segments if needed and start the threads."""
-        self._tokens.initialize(self.name, segment_count=self.settings.initial_segment_count)
+        entries = self._tokens.initialize(
+            self.name, segment_count=self.settings.initial_segment_count
+        )
+        if len(entries) > self.settings.thread_count:
+            # As in Axon, a thread works one segment at a time: the rest wait for other
+            # processes' threads, and with none they wait for ever.
+            logger.warning(
+                "more segments than threads: name=%s segments=%d threads=%d (segments beyond "
+                "the threads of every running process are not processed)",
+                self.name,
+                len(entries),
+                self.settings.thread_count,
+            )
         self._workers = [SegmentWorker(self, index) for index in range(self.settings.thread_count)]
         for worker in self._workers:
             worker.start()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ordo.errors import (
     EventHandlingError,
     InvalidSegmentOperationError,
+    StorageError,
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
@@ -59,7 +60,12 @@ class SegmentWorker(threading.Thread):
         """Claim, process, release, until the processor stops."""
         interval = self.p.settings.token_claim_interval.total_seconds()
         while not self.p._stopped.is_set():
-            entry = self._claim_any()
+            try:
+                entry = self._claim_any()
+            except StorageError as exc:
+                logger.warning("claim failed: processor=%s error=%s", self.p.name, exc)
+                self._sleep(interval)
+                continue
             if entry is None:
                 self._sleep(interval)
                 continue
@@ -71,8 +77,17 @@ class SegmentWorker(threading.Thread):
                 logger.info("claim lost: processor=%s error=%s", self.p.name, exc)
             except EventHandlingError as exc:
                 self.p._fail(exc)
+            except StorageError as exc:
+                # A transient storage failure (connection lost, database locked): the batch was
+                # rolled back; give the claim up and claim again after a pause, as a fresh start.
+                logger.warning("storage error: processor=%s error=%s", self.p.name, exc)
+                self._sleep(interval)
             finally:
-                self._release(entry.segment.segment_id)
+                try:
+                    self._release(entry.segment.segment_id)
+                except StorageError as exc:  # the claim lapses by itself
+                    logger.warning("release failed: processor=%s error=%s", self.p.name, exc)
+                    self._forget(entry.segment.segment_id)
 
     def _claim_any(self) -> TokenEntry | None:
         p, now = self.p, self.p._now_ms()
@@ -109,7 +124,7 @@ class SegmentWorker(threading.Thread):
     def _process_segment(self, entry: TokenEntry) -> None:
         """Read and handle the segment's events until stopped or a request ends the claim."""
         p, segment = self.p, entry.segment
-        selects = p._is_per_id and p._source.can_select_segments
+        selects = p._selects_by_id and p._source.can_select_segments
         stream = p._source.open(
             entry.token, segment=segment if selects else None, now_ns=p._clock.now_ns()
         )
@@ -138,9 +153,17 @@ class SegmentWorker(threading.Thread):
         timeout = p.settings.claim_timeout // timedelta(milliseconds=1)
         segment = state.entry.segment
         segment_id = segment.segment_id
-        renewed = p._tokens.claim(
+        claimed = p._tokens.claim(
             p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout
-        ).segment
+        )
+        renewed = claimed.segment
+        if claimed.token != state.token:
+            # The claim lapsed and another owner moved the token meanwhile (then let the claim
+            # go): this stream is behind it. End the claim and start afresh from the stored token.
+            logger.warning(
+                "token moved under a lapsed claim: processor=%s segment=%s", p.name, segment
+            )
+            return True
         if renewed != segment:
             # The claim lapsed (a stalled process) and the segment was split or merged under
             # it: this query reads the old segment's events, so end it and claim afresh.

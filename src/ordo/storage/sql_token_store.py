@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from ordo.errors import (
     InvalidSegmentOperationError,
+    StorageIntegrityError,
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
@@ -35,10 +36,16 @@ class SqlTokenStore(SqlStore):
     def initialize(self, processor: str, *, segment_count: int) -> Sequence[TokenEntry]:
         """Create the processor's first segments unless it has some; return its segments."""
         validation.processor_name(processor)
-        with self._db.write_transaction() as conn:
-            if not self._entries(conn, processor):
-                for segment in initial_segments(segment_count):
-                    self._insert(conn, processor, segment, None, None, None, None)
+        try:
+            with self._db.write_transaction() as conn:
+                if not self._entries(conn, processor):
+                    for segment in initial_segments(segment_count):
+                        self._insert(conn, processor, segment, None, None, None, None)
+        except StorageIntegrityError:
+            # Another process initialized it between our read and our insert (PostgreSQL's
+            # READ COMMITTED does not serialize the two): its segments stand.
+            if not self.entries(processor):
+                raise
         return self.entries(processor)
 
     def entries(self, processor: str) -> Sequence[TokenEntry]:
@@ -132,6 +139,13 @@ class SqlTokenStore(SqlStore):
             conn.execute(
                 self._sql("DELETE FROM tokens WHERE processor = {p} AND segment_id IN ({p}, {p})"),
                 (processor, segment_id, sibling_id),
+            )
+            # Requests to the merged-away segment must not reach a segment a later split makes.
+            conn.execute(
+                self._sql(
+                    "DELETE FROM segment_requests WHERE processor = {p} AND segment_id = {p}"
+                ),
+                (processor, max(segment_id, sibling_id)),
             )
             self._insert(conn, processor, merged, token, owner, now_ms, replay)
         return merged
