@@ -274,6 +274,21 @@ def test_the_demo_fails_on_an_unreachable_journal_before_starting_spark(runner: 
     assert "starting Spark" not in err
 
 
+def test_the_demo_refuses_a_journal_with_events_before_starting_spark(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path}/j.db"
+    assert (
+        _run(runner, "append", "--journal", url, stdin='{"persistence_id": "o", "payload": 0}')[0]
+        == 0
+    )
+    code, _, err = _run(runner, "demo", "--journal", url)
+    assert code == 1
+    assert err.startswith("Error: ConfigurationError: the demo needs an empty journal")
+    assert "starting Spark" not in err
+    assert json.loads(_run(runner, "info", "--journal", url, "--json")[1])["events"] == 1
+
+
 @pytest.mark.spark
 def test_the_demo_runs_the_pipeline_and_its_verdict_is_clean(
     runner: CliRunner, tmp_path: Path, spark: SparkSession

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
+from ordo import BucketSize, EventsByTagSettings, NewEvent, open_journal
+from ordo.errors import ConfigurationError
 from ordo.settings import QuerySettings
 from ordo.simulation.run import SimulationConfig, simulate
 from ordo.storage.open import stores_at
@@ -92,3 +96,15 @@ def test_delays_beyond_the_bounds_fail_loudly(journal_url: str) -> None:
     )
     assert result["failed_queries"] >= 1, result
     assert result["violations"] >= 1
+
+
+def test_a_journal_with_events_is_refused_and_left_alone(journal_url: str) -> None:
+    """The checker compares every event of the journal with the deliveries: others would be lost."""
+    with open_journal(
+        journal_url, settings=EventsByTagSettings(bucket_size=BucketSize.MINUTE)
+    ) as journal:
+        journal.append("mine", [NewEvent.of(1, tags=["order"])])
+    with pytest.raises(ConfigurationError, match="needs an empty journal"):
+        _run(journal_url)
+    with stores_at(journal_url) as stores:
+        assert list(stores.journal.persistence_ids()) == ["mine"]

@@ -85,6 +85,10 @@ def cli(log_level: str, debug: bool) -> None:
     logging.basicConfig(
         level=log_level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
+    if not debug:
+        # py4j logs the traceback of a failed Spark callback (a projection's batch) at ERROR;
+        # the command reports the same failure in its one line (--debug shows both).
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
 
 
 for command in (init, append, events, tags, info, query, processors, pipeline, cdc, demo):

@@ -19,6 +19,7 @@ from ordo.cli.options import (
 from ordo.errors import OffsetFormatError
 from ordo.query.offset import Offset, to_offset
 from ordo.settings import QuerySettings
+from ordo.settings.loading import LARGEST_INTEGER
 from ordo.storage.open import events_by_tag_at
 
 
@@ -32,7 +33,12 @@ from ordo.storage.open import events_by_tag_at
     help="Resume after this offset (a TimeUUID) or from this ISO-8601 time with a zone.",
 )
 @click.option("--live", is_flag=True, help="Keep following new events (Ctrl-C to stop).")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Stop after N events.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1, max=LARGEST_INTEGER),
+    default=None,
+    help="Stop after N events.",
+)
 def query(
     journal_url: str | None,
     as_json: bool,

@@ -19,7 +19,7 @@ from ordo.simulation.readers import QueryChain, QueryChainThread
 from ordo.simulation.visibility import read_visibility
 from ordo.simulation.workload import TAGS, Workload
 from ordo.simulation.writers import WriterPlan, run_writers
-from ordo.storage.open import stores_at
+from ordo.storage.open import require_empty_journal, stores_at
 from ordo.time import BucketSize, format_first_time_bucket
 
 SIMULATION_QUERY_SETTINGS = QuerySettings(
@@ -117,7 +117,8 @@ def simulate(config: SimulationConfig, *, on_progress: Progress) -> SimulationRe
 def _simulate(config: SimulationConfig, logs: Path, *, on_progress: Progress) -> SimulationReport:
     with stores_at(config.journal) as stores:  # a journal that cannot be used fails here, once,
         recorded = stores.journal.recorded_bucket_size()  # not in every query thread and writer
-    check_bucket_size(recorded, config.bucket_size)
+        check_bucket_size(recorded, config.bucket_size)
+        require_empty_journal(stores.journal, config.journal, run="a simulation")
     events_by_tag = EventsByTagSettings(
         bucket_size=config.bucket_size,
         first_time_bucket=format_first_time_bucket(

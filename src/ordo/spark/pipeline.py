@@ -192,8 +192,8 @@ def load_handler(reference: str) -> Handler:
         raise ConfigurationError(msg)
     try:
         handler = getattr(importlib.import_module(module_name), name)
-    except (ImportError, AttributeError) as exc:
-        msg = f"cannot import handler {reference!r}: {exc}"
+    except Exception as exc:  # the user's module: any error of its import is a bad setting
+        msg = f"cannot import handler {reference!r}: {type(exc).__name__}: {exc}"
         raise ConfigurationError(msg) from exc
     if not callable(handler):
         msg = f"handler {reference!r} is not callable"

@@ -9,6 +9,7 @@ from functools import partial
 
 from ordo.cdc.ports import SchemaStore
 from ordo.clock import Clock
+from ordo.errors import ConfigurationError
 from ordo.journal import Journal, check_bucket_size
 from ordo.journal.ports import JournalStore
 from ordo.processing.ports import TokenStore
@@ -113,6 +114,16 @@ def stores_at(url: str, *, create_schema: bool = True) -> Iterator[Stores]:
         yield stores
     finally:
         stores.close()
+
+
+def require_empty_journal(journal: JournalStore, url: str, *, run: str) -> None:
+    """Refuse a journal that holds events: `run` checks what it wrote against all of them."""
+    if next(iter(journal.persistence_ids()), None) is not None:
+        msg = (
+            f"{run} needs an empty journal, and {url} holds events (its checker compares every "
+            "event of the journal with what was delivered): name a new one"
+        )
+        raise ConfigurationError(msg)
 
 
 def init_storage(url: str) -> MigrationReceipt:
