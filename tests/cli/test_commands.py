@@ -115,14 +115,18 @@ def test_a_bad_line_is_one_error_line_and_nothing_is_written(
     assert not (tmp_path / "j.db").exists()  # validated before the journal is even opened
 
 
+def _journal_with_one_event(runner: CliRunner, tmp_path: Path) -> str:
+    """A new SQLite journal holding one event of persistence id "o"."""
+    url = f"sqlite:///{tmp_path}/j.db"
+    stdin = '{"persistence_id": "o", "payload": 0}'
+    assert _run(runner, "append", "--journal", url, stdin=stdin)[0] == 0
+    return url
+
+
 def test_a_conflict_stops_the_appends_at_its_line_and_says_what_was_written(
     runner: CliRunner, tmp_path: Path
 ) -> None:
-    url = f"sqlite:///{tmp_path}/j.db"
-    assert (
-        _run(runner, "append", "--journal", url, stdin='{"persistence_id": "o", "payload": 0}')[0]
-        == 0
-    )
+    url = _journal_with_one_event(runner, tmp_path)
     lines = [
         '{"persistence_id": "a", "payload": 1}',
         '{"persistence_id": "a", "payload": 2}',
@@ -277,11 +281,7 @@ def test_the_demo_fails_on_an_unreachable_journal_before_starting_spark(runner: 
 def test_the_demo_refuses_a_journal_with_events_before_starting_spark(
     runner: CliRunner, tmp_path: Path
 ) -> None:
-    url = f"sqlite:///{tmp_path}/j.db"
-    assert (
-        _run(runner, "append", "--journal", url, stdin='{"persistence_id": "o", "payload": 0}')[0]
-        == 0
-    )
+    url = _journal_with_one_event(runner, tmp_path)
     code, _, err = _run(runner, "demo", "--journal", url)
     assert code == 1
     assert err.startswith("Error: ConfigurationError: the demo needs an empty journal")

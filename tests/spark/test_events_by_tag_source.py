@@ -33,6 +33,17 @@ def _journal(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'journal.db'}"
 
 
+def _gapped_journal(tmp_path: Path) -> str:
+    """A journal whose tag views lost order-1's tag pid sequence nr 2 of 3 for good."""
+    path = tmp_path / "journal.db"
+    url = f"sqlite:///{path}"
+    with open_journal(url, settings=WRITE) as journal:
+        journal.append("order-1", [NewEvent.of(i, tags=["order"]) for i in range(3)])
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("DELETE FROM tag_views WHERE tag_pid_sequence_nr = 2")
+    return url
+
+
 def test_a_batch_read_gives_every_event_once_ordered_per_persistence_id(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -112,12 +123,7 @@ def test_a_batch_read_with_a_gap_that_cannot_be_filled_fails_with_the_error(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     """As the library's current(): never a silent skip of the events after the gap."""
-    path = tmp_path / "journal.db"
-    url = f"sqlite:///{path}"
-    with open_journal(url, settings=WRITE) as journal:
-        journal.append("order-1", [NewEvent.of(i, tags=["order"]) for i in range(3)])
-    with closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute("DELETE FROM tag_views WHERE tag_pid_sequence_nr = 2")
+    url = _gapped_journal(tmp_path)
     frame = (
         spark.read.format("ordo_events_by_tag")
         .options(**OPTIONS, journal=url, gapTimeoutMs="300")
@@ -138,12 +144,7 @@ def test_unknown_options_list_the_valid_ones(spark: SparkSession, tmp_path: Path
 def test_a_gap_that_cannot_be_filled_stops_the_stream_with_the_error(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    path = tmp_path / "journal.db"
-    url = f"sqlite:///{path}"
-    with open_journal(url, settings=WRITE) as journal:
-        journal.append("order-1", [NewEvent.of(i, tags=["order"]) for i in range(3)])
-    with closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute("DELETE FROM tag_views WHERE tag_pid_sequence_nr = 2")
+    url = _gapped_journal(tmp_path)
     query = (
         spark.readStream.format("ordo_events_by_tag")
         .options(**OPTIONS, journal=url, gapTimeoutMs="300")
