@@ -15,7 +15,7 @@ from rich.table import Table
 from ordo.cli.options import master_option, workload_options
 from ordo.simulation.workload import Workload
 from ordo.storage.location import SQLiteLocation, parse_location
-from ordo.storage.open import init_storage, require_empty_journal, stores_at
+from ordo.storage.open import require_empty_journal, stores_at
 
 DEFAULT_DEMO_JOURNAL = "sqlite:///.ordo/demo.db"
 _APP = "ordo-demo"
@@ -57,8 +57,7 @@ def demo(
     console = Console(stderr=True)
     if journal_url == DEFAULT_DEMO_JOURNAL:
         _remove_sqlite_files(journal_url)
-    init_storage(journal_url)  # an unreachable journal fails here, before Spark starts
-    with stores_at(journal_url) as stores:
+    with stores_at(journal_url) as stores:  # an unreachable journal fails here, before Spark
         require_empty_journal(stores.journal, journal_url, run="the demo")
     with (
         query_failures("demo"),

@@ -156,22 +156,15 @@ class SegmentWorker(threading.Thread):
         claimed = p._tokens.claim(
             p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout
         )
-        renewed = claimed.segment
-        if claimed.token != state.token:
-            # The claim lapsed and another owner moved the token meanwhile (then let the claim
-            # go): this stream is behind it. End the claim and start afresh from the stored token.
+        if (claimed.token, claimed.segment) != (state.token, segment):
+            # The claim lapsed (a stalled process) and meanwhile another owner moved the token,
+            # or the segment was split or merged: this stream is behind the stored token, or
+            # reads the old segment's events. End the claim and start afresh from the store.
             logger.warning(
-                "token moved under a lapsed claim: processor=%s segment=%s", p.name, segment
-            )
-            return True
-        if renewed != segment:
-            # The claim lapsed (a stalled process) and the segment was split or merged under
-            # it: this query reads the old segment's events, so end it and claim afresh.
-            logger.warning(
-                "segment changed under a lapsed claim: processor=%s was %s now %s",
+                "the segment moved on under a lapsed claim: processor=%s was %s now %s",
                 p.name,
                 segment,
-                renewed,
+                claimed.segment,
             )
             return True
         request = p._tokens.take_request(p.name, segment_id)

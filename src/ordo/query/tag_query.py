@@ -134,6 +134,11 @@ class TagQuery(Generic[R]):
         self._is_live = False
 
     @property
+    def is_live(self) -> bool:
+        """A live query waits for new events; a current or capped one ends (is_complete)."""
+        return self._is_live
+
+    @property
     def position(self) -> TimeUUID:
         """The last offset the forward scan passed (inclusive)."""
         return TimeUUID.from_bytes(self._position)

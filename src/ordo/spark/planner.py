@@ -57,7 +57,6 @@ class EventsByTagPlanner:
             else KeyRunReader(self._stores.packed_pages),
         )
         self._backlog: deque[KeyRun] = deque()
-        self._is_capped = False
         self.latest_end = resume_after
         self.latest_seen = resume_after
         """The newest offset the state machine has delivered (the source's lag reference)."""
@@ -85,8 +84,8 @@ class EventsByTagPlanner:
             if self._backlog and (step.wait_ns > 0 or polls >= POLLS_PER_PLAN):
                 break
             if step.wait_ns > 0:
-                if not self._is_capped:
-                    break  # live and caught up: nothing new yet
+                if self._query.is_live:
+                    break  # caught up: nothing new yet
                 time.sleep(step.wait_ns / 1e9)
                 now_ns = time.time_ns()
         count = len(self._backlog) if max_rows is None else min(max_rows, len(self._backlog))
@@ -114,7 +113,6 @@ class EventsByTagPlanner:
     def cap_at(self, now_ns: int) -> None:
         """Plan nothing newer than what is settled at `now_ns` (availableNow's target)."""
         self._query.cap_at(now_ns)
-        self._is_capped = True
 
     def segments(self) -> list[Segment]:
         """The input partitions of the next batch: the processor's segments, or `segments`."""
