@@ -13,7 +13,7 @@ from ordo.errors import (
 from ordo.processing.control import merge_segment
 from ordo.processing.ports import DeadLetter, SegmentAction, SegmentRequest
 from ordo.processing.segment import Segment
-from ordo.processing.token import TrackingToken
+from ordo.processing.token import PartAhead, TrackingToken
 from ordo.storage.open import Stores
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
@@ -141,7 +141,9 @@ def test_a_batch_read_with_another_mask_stores_no_token(stores: Stores) -> None:
     assert stores.tokens.entries("p")[0].token == TrackingToken(T2)
 
 
-def test_split_copies_the_token_and_merge_keeps_the_lower_one(stores: Stores) -> None:
+def test_split_copies_the_token_and_merge_keeps_the_lower_one_and_the_half_ahead(
+    stores: Stores,
+) -> None:
     stores.tokens.initialize("p", segment_count=1)
     stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
     with stores.tokens.batch("p", 0, "a") as batch:
@@ -162,7 +164,12 @@ def test_split_copies_the_token_and_merge_keeps_the_lower_one(stores: Stores) ->
     merged = stores.tokens.merge("p", 0, "a", now_ms=1, claim_timeout_ms=TIMEOUT)
     assert merged == Segment(0, 0)
     (entry,) = stores.tokens.entries("p")
-    assert (entry.segment, entry.token, entry.owner) == (Segment(0, 0), TrackingToken(T1), "a")
+    ahead = (PartAhead(Segment(1, 1), T2),)
+    assert (entry.segment, entry.token, entry.owner) == (
+        Segment(0, 0),
+        TrackingToken(T1, ahead),
+        "a",
+    )
 
 
 def test_only_the_owner_splits_or_merges_and_refusals_change_nothing(stores: Stores) -> None:

@@ -14,7 +14,7 @@ from ordo import Journal, NewEvent
 from ordo.processing.control import merge_segment, split_segment
 from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.segment import Segment
-from ordo.processing.sequencing import FullySequentialPolicy
+from ordo.processing.sequencing import FullySequentialPolicy, policy_from_name
 from ordo.processing.source import ALL_EVENTS, EventSource
 from ordo.processing.token import TrackingToken
 from ordo.query import EventEnvelope
@@ -343,3 +343,65 @@ def test_a_merge_made_impossible_meanwhile_is_dropped_and_processing_goes_on(
     )
     assert segments == [(0, 1), (1, 3), (3, 3)]
     assert stores.tokens.take_request("counts", 0) is None
+
+
+@pytest.mark.parametrize("policy", ["property:g", "concurrent"])
+def test_merging_a_segment_that_was_ahead_applies_nothing_twice(
+    stores: Stores,
+    journal_factory: Callable[..., Journal],
+    sql: Callable[..., list[tuple[object, ...]]],
+    policy: str,
+) -> None:
+    """Under a policy without per-id positions, a merge must not replay the half ahead.
+
+    Segment 0 is held by an operator while segment 1 processes 100 more events; then the two
+    merge. The merged segment starts from segment 0's (lower) token: the events segment 1
+    handled already lie after it and used to be handled a second time.
+    """
+    journal = journal_factory(settings=WRITE)
+    sql("CREATE TABLE handled (event TEXT PRIMARY KEY, times BIGINT NOT NULL)")
+
+    def record(event: EventEnvelope, context: HandlerContext) -> None:
+        context.connection.execute(  # type: ignore[attr-defined]
+            f"INSERT INTO handled VALUES ({context.placeholder}, 1) "
+            "ON CONFLICT (event) DO UPDATE SET times = handled.times + 1",
+            (f"{event.persistence_id}#{event.sequence_nr}",),
+        )
+
+    def handled() -> int:
+        return int(str(sql("SELECT count(*) FROM handled")[0][0]))
+
+    settings = replace(FAST, initial_segment_count=2)
+
+    def processor() -> TrackingProcessor:
+        return TrackingProcessor(
+            "p",
+            source(stores),
+            stores.tokens,
+            record,
+            settings=settings,
+            policy=policy_from_name(policy),
+        )
+
+    with processor():
+        for i in range(100):
+            journal.append(f"p{i % 10}", [NewEvent.of({"g": i % 7}, tags=["t"])])
+        wait_for(lambda: handled() == 100)
+    stores.tokens.claim(
+        "p", 0, "operator", now_ms=time.time_ns() // 1_000_000, claim_timeout_ms=60_000
+    )
+    with processor():
+        for i in range(100, 200):
+            journal.append(f"p{i % 10}", [NewEvent.of({"g": i % 7}, tags=["t"])])
+        wait_for(lambda: handled() > 100)
+        time.sleep(1)  # segment 1 catches up with everything of its half
+    stores.tokens.release("p", 0, "operator")
+    (one,) = (e for e in stores.tokens.entries("p") if e.segment.segment_id == 1)
+    (zero,) = (e for e in stores.tokens.entries("p") if e.segment.segment_id == 0)
+    assert zero.token.is_before(one.token)
+    now = time.time_ns() // 1_000_000
+    assert merge_segment(stores.tokens, "p", 0, now_ms=now, claim_timeout_ms=60_000).is_done
+    with processor():
+        wait_for(lambda: handled() == 200)
+        time.sleep(0.5)
+    assert sql("SELECT times, count(*) FROM handled GROUP BY times") == [(1, 200)]

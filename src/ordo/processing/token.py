@@ -6,7 +6,20 @@ import json
 from dataclasses import dataclass
 
 from ordo.errors import OffsetFormatError
+from ordo.processing.segment import Segment
 from ordo.time import TimeUUID
+
+
+@dataclass(frozen=True, slots=True)
+class PartAhead:
+    """A part of a merged segment that had processed further than the merged token.
+
+    Axon keeps a MergedTrackingToken for the same reason: the events of `segment` up to
+    `offset` (inclusive) were handled before the merge and must be skipped, not handled again.
+    """
+
+    segment: Segment
+    offset: TimeUUID
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,14 +27,26 @@ class TrackingToken:
     """The offset of the last event a segment processed (inclusive); None before the first.
 
     Stored as a small versioned JSON document, so that the format can grow. Tokens order by
-    offset (no offset first): when two segments merge, the lower token is kept.
+    offset (no offset first). When two segments merge, the lower offset is kept and the half
+    that was further ahead becomes a part ahead (`ahead`), whose events up to its own offset
+    the merged segment skips; a part is dropped once the offset passes it.
     """
 
     offset: TimeUUID | None = None
+    ahead: tuple[PartAhead, ...] = ()
 
     def to_json(self) -> str:
-        """The stored form."""
-        return json.dumps({"v": 1, "offset": None if self.offset is None else str(self.offset)})
+        """The stored form (the `ahead` key only while there are parts ahead)."""
+        document: dict[str, object] = {
+            "v": 1,
+            "offset": None if self.offset is None else str(self.offset),
+        }
+        if self.ahead:
+            document["ahead"] = [
+                [part.segment.segment_id, part.segment.mask, str(part.offset)]
+                for part in self.ahead
+            ]
+        return json.dumps(document)
 
     @classmethod
     def from_json(cls, text: str | None) -> TrackingToken:
@@ -31,16 +56,52 @@ class TrackingToken:
         try:
             document = json.loads(text)
             offset = document["offset"]
-        except (ValueError, KeyError, TypeError) as exc:
+            ahead = tuple(
+                PartAhead(Segment(int(segment_id), int(mask)), TimeUUID.parse(part_offset))
+                for segment_id, mask, part_offset in document.get("ahead", ())
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             msg = f"not a stored tracking token: {text!r}"
             raise OffsetFormatError(msg) from exc
-        return cls(None if offset is None else TimeUUID.parse(offset))
+        return cls(None if offset is None else TimeUUID.parse(offset), ahead)
 
     def is_before(self, other: TrackingToken) -> bool:
-        """Whether this token is behind `other` (a segment with it has less processed)."""
+        """Whether this token's offset is behind `other`'s (it has less processed)."""
         if self.offset is None:
             return other.offset is not None
         return other.offset is not None and self.offset < other.offset
 
+    def merged(
+        self, segment: Segment, other: TrackingToken, other_segment: Segment
+    ) -> TrackingToken:
+        """The token of the merge of `segment` (with this token) and `other_segment`.
+
+        The lower offset is where the merged segment resumes; the other half, and any parts
+        ahead of either, are kept as parts ahead.
+        """
+        low, high, high_segment = self, other, other_segment
+        if other.is_before(self):
+            low, high, high_segment = other, self, segment
+        parts = (*low.ahead, *high.ahead)
+        if high.offset is not None:
+            parts = (*parts, PartAhead(high_segment, high.offset))
+        return TrackingToken(low.offset, parts).advanced_to(low.offset)
+
+    def advanced_to(self, offset: TimeUUID | None) -> TrackingToken:
+        """The token moved on to `offset`, without the parts ahead that it has reached."""
+        if offset is None:
+            return TrackingToken(None, self.ahead)
+        return TrackingToken(offset, tuple(p for p in self.ahead if offset < p.offset))
+
+    def covers(self, value_hash: int, offset_key: bytes) -> bool:
+        """Whether a part ahead handled the event with this sequence hash and offset key."""
+        return any(
+            part.segment.matches(value_hash) and offset_key <= part.offset.key
+            for part in self.ahead
+        )
+
     def __str__(self) -> str:
-        return "start" if self.offset is None else str(self.offset)
+        position = "start" if self.offset is None else str(self.offset)
+        if not self.ahead:
+            return position
+        return f"{position} (+{len(self.ahead)} merged part(s) ahead)"

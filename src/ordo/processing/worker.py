@@ -30,7 +30,6 @@ from ordo.processing.ports import (
 )
 from ordo.processing.segment import Segment
 from ordo.processing.sequencing import sequence_hash
-from ordo.processing.token import TrackingToken
 from ordo.query import EventEnvelope
 from ordo.settings import ErrorMode
 from ordo.time import TimeUUID
@@ -223,6 +222,10 @@ class SegmentWorker(threading.Thread):
             for row in rows:
                 if p._is_per_id and row.tag_pid_sequence_nr <= seen.get(row.persistence_id, 0):
                     continue
+                if state.token.ahead and state.token.covers(
+                    sequence_hash(p.policy, row), row.offset_key
+                ):
+                    continue  # a merged-in half handled it before the merge
                 replaying = state.replay_key is not None and row.offset_key <= state.replay_key
                 event_context = context if not replaying else _replay(context)
                 if careful:
@@ -286,7 +289,7 @@ class _SegmentState:
             return
         newest = max(row.offset_key for row in rows)
         if self.token.offset is None or self.token.offset.key < newest:
-            self.token = TrackingToken(TimeUUID.from_bytes(newest))
+            self.token = self.token.advanced_to(TimeUUID.from_bytes(newest))
 
 
 def _replay(context: HandlerContext) -> HandlerContext:

@@ -111,11 +111,11 @@ class SqlTokenStore(SqlStore):
     def merge(
         self, processor: str, segment_id: int, owner: str, *, now_ms: int, claim_timeout_ms: int
     ) -> Segment:
-        """Merge an owned segment with its claimable sibling, keeping the lower token.
+        """Merge an owned segment with its claimable sibling, resuming from the lower token.
 
         The half that was further ahead processed events the merged segment will see again;
-        they are not applied twice because every batch skips positions at or below the last
-        processed position of their persistence id (processed_positions).
+        the merged token keeps that half as a part ahead (TrackingToken.merged), whose events
+        the processor skips.
         """
         with self._db.write_transaction() as conn:
             entry = self._owned(conn, processor, segment_id, owner)
@@ -134,7 +134,7 @@ class SqlTokenStore(SqlStore):
                     f"{sibling.owner!r}: ask its owner to release it first"
                 )
                 raise UnableToClaimTokenError(msg)
-            token = entry.token if entry.token.is_before(sibling.token) else sibling.token
+            token = entry.token.merged(entry.segment, sibling.token, sibling.segment)
             replay = _later(entry.replay_until, sibling.replay_until)
             conn.execute(
                 self._sql("DELETE FROM tokens WHERE processor = {p} AND segment_id IN ({p}, {p})"),

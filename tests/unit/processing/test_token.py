@@ -1,0 +1,64 @@
+"""Tracking tokens: the stored form, and the parts ahead that a merge keeps."""
+
+from __future__ import annotations
+
+import pytest
+
+from ordo.errors import OffsetFormatError
+from ordo.processing.segment import Segment
+from ordo.processing.token import PartAhead, TrackingToken
+from ordo.time import TimeUUID
+
+T1 = TimeUUID.parse("5f1a2c10-e5f0-11f1-8000-000000000001")
+T2 = TimeUUID.parse("6f1a2c10-e5f0-11f1-8000-000000000001")
+T3 = TimeUUID.parse("7f1a2c10-e5f0-11f1-8000-000000000001")
+LOW, HIGH = Segment(0, 1), Segment(1, 1)
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        TrackingToken(),
+        TrackingToken(T1),
+        TrackingToken(T1, (PartAhead(HIGH, T2), PartAhead(Segment(2, 3), T3))),
+        TrackingToken(None, (PartAhead(HIGH, T2),)),
+    ],
+)
+def test_a_token_reads_back_what_it_stored(token: TrackingToken) -> None:
+    assert TrackingToken.from_json(token.to_json()) == token
+
+
+def test_a_token_without_parts_ahead_keeps_the_first_stored_form() -> None:
+    assert TrackingToken(T1).to_json() == f'{{"v": 1, "offset": "{T1}"}}'
+
+
+@pytest.mark.parametrize("text", ["{}", "[]", '{"offset": null, "ahead": [[1]]}', "x"])
+def test_a_damaged_token_is_refused(text: str) -> None:
+    with pytest.raises(OffsetFormatError):
+        TrackingToken.from_json(text)
+
+
+def test_a_merge_resumes_from_the_lower_half_and_keeps_the_higher_as_a_part_ahead() -> None:
+    merged = TrackingToken(T1).merged(LOW, TrackingToken(T2), HIGH)
+    assert merged == TrackingToken(T1, (PartAhead(HIGH, T2),))
+    assert merged == TrackingToken(T2).merged(HIGH, TrackingToken(T1), LOW)
+    high_hash, low_hash = 0b11, 0b10
+    assert merged.covers(high_hash, T2.key)
+    assert not merged.covers(high_hash, T3.key)
+    assert not merged.covers(low_hash, T2.key)
+
+
+def test_equal_halves_or_a_half_that_never_ran_keep_no_useless_part() -> None:
+    assert TrackingToken(T1).merged(LOW, TrackingToken(T1), HIGH) == TrackingToken(T1)
+    assert TrackingToken().merged(LOW, TrackingToken(), HIGH) == TrackingToken()
+    assert TrackingToken(T1).merged(LOW, TrackingToken(), HIGH) == TrackingToken(
+        None, (PartAhead(LOW, T1),)
+    )
+
+
+def test_parts_ahead_of_both_halves_survive_a_merge_until_the_offset_passes_them() -> None:
+    inner = TrackingToken(T1, (PartAhead(Segment(3, 3), T3),))
+    merged = inner.merged(HIGH, TrackingToken(T2), LOW)
+    assert merged == TrackingToken(T1, (PartAhead(Segment(3, 3), T3), PartAhead(LOW, T2)))
+    assert merged.advanced_to(T2) == TrackingToken(T2, (PartAhead(Segment(3, 3), T3),))
+    assert merged.advanced_to(T3) == TrackingToken(T3)
