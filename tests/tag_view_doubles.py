@@ -6,7 +6,7 @@ out of offset order or never, and drive the TagQuery with explicit clock reading
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import NamedTuple
 
@@ -95,6 +95,7 @@ def tag_query(
     now_ms: float,
     offset: Offset = NO_OFFSET,
     is_live: bool = True,
+    known: Mapping[PersistenceId, int] | None = None,
     **overrides: object,
 ) -> TagQuery[Row]:
     return TagQuery(
@@ -106,6 +107,7 @@ def tag_query(
         first_time_bucket_ms=EPOCH_MS,
         now_ns=at(now_ms),
         is_live=is_live,
+        known=known,
     )
 
 

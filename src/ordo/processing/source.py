@@ -8,9 +8,10 @@ otherwise the processor filters rows by the policy's hash itself.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ordo.hashing import stable_hash
 from ordo.processing.segment import Segment
 from ordo.processing.token import TrackingToken
 from ordo.query import NO_OFFSET, EventEnvelope, TagQuery, TagViewReader
@@ -33,10 +34,22 @@ class EventSource:
     """Whether the reader can select a segment's rows itself (tag views store the hash)."""
 
     def open(
-        self, token: TrackingToken, *, segment: Segment | None, now_ns: int
+        self,
+        token: TrackingToken,
+        *,
+        segment: Segment | None,
+        now_ns: int,
+        known: Mapping[PersistenceId, int] | None = None,
     ) -> TagQuery[EventEnvelope]:
-        """A live query resuming after `token`, reading only `segment`'s rows when given."""
+        """A live query resuming after `token`, reading only `segment`'s rows when given.
+
+        `known`: the last processed tag pid sequence nr of persistence ids, so that the query
+        holds back an event whose predecessor is not visible yet (TagQuery's `known`); only
+        those of `segment`'s ids are kept when the reader selects the segment.
+        """
         reader = self.reader if segment is None else _SegmentReader(self.reader, segment)
+        if segment is not None and known:
+            known = {pid: nr for pid, nr in known.items() if segment.matches(stable_hash(pid))}
         return TagQuery(
             reader,
             tag=self.tag,
@@ -46,6 +59,7 @@ class EventSource:
             first_time_bucket_ms=self.events_by_tag.first_time_bucket_ms,
             now_ns=now_ns,
             is_live=True,
+            known=known,
         )
 
 

@@ -125,7 +125,10 @@ class SegmentWorker(threading.Thread):
         p, segment = self.p, entry.segment
         selects = p._selects_by_id and p._source.can_select_segments
         stream = p._source.open(
-            entry.token, segment=segment if selects else None, now_ns=p._clock.now_ns()
+            entry.token,
+            segment=segment if selects else None,
+            now_ns=p._clock.now_ns(),
+            known=p._tokens.positions(p.name) if p._is_per_id else None,
         )
         state = _SegmentState(entry)
         interval_ms = p.settings.token_claim_interval // timedelta(milliseconds=1)

@@ -12,11 +12,14 @@ sequence nr 1, and a first event above 1 is a gap (until the query has forgotten
 which it cannot tell a returning id from a new one and looks back instead, as Akka does). A
 query from an offset takes the first event seen as the first when it is in a past bucket or
 `new_persistence_id_scan_timeout` is 0; otherwise it looks back that long for earlier ones.
+An id whose last tag pid sequence nr the caller knows (`known`, a tracking processor's
+processed positions) is no first encounter: its next event must follow on.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Generic, cast
@@ -84,11 +87,14 @@ class TagQuery(Generic[R]):
         now_ns: int,
         is_live: bool,
         runs: RunReader | None = None,
+        known: Mapping[PersistenceId, int] | None = None,
     ) -> None:
         """Start at `offset`; `runs`, when given, summarises forward pages.
 
         With `runs` the query's rows are KeyRuns (its reader returns single-row ones), see
-        `_forward_runs`.
+        `_forward_runs`. `known` gives the last tag pid sequence nr the caller has of some
+        persistence ids (a processor's processed positions): the query then expects their
+        next events to follow on, so it detects a gap a first encounter would have hidden.
         """
         self.tag = tag
         self._reader = reader
@@ -115,7 +121,9 @@ class TagQuery(Generic[R]):
         self._expects_first_nr_one = isinstance(offset, NoOffset)
         self._has_forgotten = False
         self._end = None if is_live else _key_at(now_ns - self._delay_ns)
-        self._pids: dict[PersistenceId, tuple[int, bytes]] = {}
+        self._pids: dict[PersistenceId, tuple[int, bytes]] = {
+            pid: (nr, self._start) for pid, nr in (known or {}).items()
+        }
         self._search: MissingSearch[R] | None = None
         self._needs_start_scan = not self._expects_first_nr_one and self._bucket == (
             bucket_size.key(now_ns // 1_000_000)
@@ -418,7 +426,9 @@ class TagQuery(Generic[R]):
             if len(rows) < self._page:
                 break
             cursor = rows[-1].offset_key
-        self._pids.update(before)
+        for pid, last in before.items():
+            if last[0] > self._pids.get(pid, (0, b""))[0]:
+                self._pids[pid] = last
         for pid, first in lowest.items():
             self._pids.setdefault(pid, (first - 1, self._start))
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from ordo.errors import FutureOffsetError, MissingTaggedEventError
+from ordo.types import PersistenceId
 from tag_view_doubles import InMemoryTagView, at, drain, offset_at, row, tag_query
 
 
@@ -104,6 +105,16 @@ def test_the_start_scan_counts_events_just_before_the_offset_as_delivered() -> N
     with pytest.raises(MissingTaggedEventError) as caught:
         drain(query, now_ms=2_000)
     assert caught.value.missing == (4,)
+
+
+def test_known_positions_make_a_first_encounter_after_the_offset_a_gap() -> None:
+    view = InMemoryTagView()
+    view.add(row("b", 4, 100), row("b", 6, 1_500))  # b#5 is not visible yet
+    known = {PersistenceId("b"): 4}
+    query = tag_query(view, now_ms=2_000, offset=offset_at(1_000), known=known)
+    assert drain(query, now_ms=2_000) == []
+    view.add(row("b", 5, 1_200))
+    assert drain(query, now_ms=2_100) == [("b", 5), ("b", 6)]
 
 
 def test_new_persistence_id_scan_timeout_looks_back_for_earlier_events() -> None:
