@@ -102,10 +102,10 @@ def test_segments_published_together_keep_their_own_positions(tmp_path: Path) ->
     )
     names = sorted(f.name for f in (tmp_path / "users" / "partition=0").glob("*.parquet"))
     assert names == [
-        "replica_a-100-101.parquet",
-        "replica_a-102-102.parquet",
-        "replica_b-1-2.parquet",
-        "replica_b-3-3.parquet",
+        "replica-2da-100-101.parquet",
+        "replica-2da-102-102.parquet",
+        "replica-2db-1-2.parquet",
+        "replica-2db-3-3.parquet",
     ]
 
 
@@ -126,3 +126,36 @@ def test_a_table_name_that_is_not_one_directory_name_is_refused(tmp_path: Path, 
 def test_keys_must_be_tuples_not_strings() -> None:
     with pytest.raises(MalformedMutationError, match="keys must be tuples"):
         Mutation(table="t", partition_key="abc", audit=Audit(source="s"))  # type: ignore[arg-type]
+
+
+def test_segments_that_look_alike_keep_apart_and_no_file_is_hidden_from_spark(
+    tmp_path: Path,
+) -> None:
+    segments = ["a-b", "a b", "a_b", "_a", ".a", "", "é/x"]
+    for segment in segments:  # each publish by a fresh log, which reads positions from names
+        receipt = Publisher(ParquetChangeLog(tmp_path), partitions=1).publish(
+            [_mutation(1, p, segment=segment) for p in (1, 2)]
+        )
+        assert receipt.published == {"users": 2}, segment
+    log = ParquetChangeLog(tmp_path)
+    assert sorted((m.audit.segment, m.audit.position) for m in log.read("users")) == sorted(
+        (s, p) for s in segments for p in (1, 2)
+    )
+    names = [f.name for f in (tmp_path / "users" / "partition=0").iterdir()]
+    assert len(names) == len(segments)
+    assert not [n for n in names if n.startswith(("_", "."))]
+    assert log.summary("users").last_positions == dict.fromkeys(sorted(segments), 2)
+
+
+def test_mutations_without_a_position_are_all_kept(tmp_path: Path) -> None:
+    unpositioned = [_mutation(k, 0, segment="") for k in (1, 2)]
+    for window in ([*unpositioned, _mutation(3, 1, segment="")], unpositioned):
+        receipt = Publisher(ParquetChangeLog(tmp_path), partitions=1).publish(window)
+        assert (receipt.published, receipt.skipped) == ({"users": len(window)}, 0)
+    log = ParquetChangeLog(tmp_path)
+    assert sorted(m.audit.position for m in log.read("users")) == [0, 0, 0, 0, 1]
+    assert not [f for f in (tmp_path / "users").rglob("*") if f.name.startswith(("_", "."))]
+    assert log.summary("users").last_positions == {"": 1}
+    mixed = ChangeRows.from_mutations([_mutation(1, 0, segment=""), _mutation(1, 2, segment="")])
+    with pytest.raises(InvalidInputError, match="with or without positions, not both"):
+        log.append("users", [(0, mixed)])

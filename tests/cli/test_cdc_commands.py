@@ -221,6 +221,21 @@ def test_ingest_names_a_file_that_is_not_text(tmp_path: Path, journal: str) -> N
     assert not (tmp_path / "log").exists()
 
 
+def test_ingest_keeps_every_mutation_without_a_position_where_spark_sees_it(
+    tmp_path: Path, journal: str
+) -> None:
+    ingest = _registered(tmp_path, journal)
+    unpositioned = tmp_path / "unpositioned.jsonl"
+    unpositioned.write_text(_readings(segment=None, position=None) + "\n")
+    for _ in range(2):
+        code, out, err = _run(*ingest, str(unpositioned))
+        assert code == 0, err
+        assert out == f"{unpositioned}: published 1, skipped 0\n"
+    files = list((tmp_path / "log" / "readings").glob("partition=*/*"))
+    assert len(files) == 2
+    assert not [f for f in files if f.name.startswith(("_", "."))]  # Spark skips those
+
+
 def test_capture_refuses_a_table_without_primary_key(tmp_path: Path, journal: str) -> None:
     source = tmp_path / "shop.db"
     with sqlite3.connect(source) as conn:

@@ -4,7 +4,8 @@ Seed 003's CDC publisher breaks commit-log mutations into single-row updates and
 the table's stream keyed by its partition key, so all writes of a key land in one partition in
 order. Publishing is idempotent: mutations whose position the log already holds for their segment
 are skipped, so a capture that crashed between publishing and advancing its source publishes
-nothing twice when it re-reads the same changes.
+nothing twice when it re-reads the same changes. A mutation without a position (0, which no
+capture produces) cannot be recognised again, so it is always published.
 """
 
 from __future__ import annotations
@@ -51,12 +52,14 @@ class Publisher:
     def publish_rows(self, rows: ChangeRows) -> PublishReceipt:
         """Append `rows` (commit order) to their partitions, keeping that order per key.
 
-        One file per (table, partition, segment): a file name states the positions of one
-        segment, which is what deduplication reads back. A table's files are written in one
-        `append`, so they become visible together.
+        One file per (table, partition, segment), and another for the segment's mutations
+        without a position: a file name states the positions of one segment, which is what
+        deduplication reads back. A table's files are written in one `append`, so they become
+        visible together.
         """
-        routed: dict[tuple[str, int, str], list[int]] = defaultdict(list)
+        routed: dict[tuple[str, int, str, bool], list[int]] = defaultdict(list)
         partitions = self.partitions
+        positions = rows.column("position")
         for index, (table, key, segment) in enumerate(
             zip(
                 rows.column("table"),
@@ -65,12 +68,13 @@ class Publisher:
                 strict=True,
             )
         ):
-            routed[table, stable_hash(key) % partitions, segment].append(index)
-        positions = rows.column("position")
+            routed[table, stable_hash(key) % partitions, segment, positions[index] > 0].append(
+                index
+            )
         skipped = 0
         files: dict[str, list[tuple[int, ChangeRows]]] = defaultdict(list)
-        for (table, partition, segment), indices in sorted(routed.items()):
-            held = self.log.last_position(table, segment, partition)
+        for (table, partition, segment, has_position), indices in sorted(routed.items()):
+            held = self.log.last_position(table, segment, partition) if has_position else None
             fresh = indices if held is None else [i for i in indices if positions[i] > held]
             skipped += len(indices) - len(fresh)
             if fresh:

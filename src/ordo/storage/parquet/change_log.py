@@ -5,13 +5,16 @@ a hidden temporary name, synced, and renamed into place, so a reader (Spark's fi
 lists the directory) never sees half a file and a crash never loses a published one. The file
 name carries the segment and the position range it covers; scanning the names tells a restarted
 capture what is already durable, so it publishes nothing twice and advances its source only past
-what is in the log.
+what is in the log. Mutations without a position (0: ingested ones may have none) cannot be told
+apart from a repeat, so they are never skipped: each publish of them gets a file of its own,
+`<segment>-unpositioned-<uuid>.parquet`.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import string
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -43,12 +46,38 @@ CHANGE_LOG_COLUMNS = tuple(CHANGE_LOG_SCHEMA.names)
 _WRITERS = 4
 """Threads that write a publish's files."""
 _FILE_NAME = re.compile(r"^(?P<segment>.+)-(?P<first>\d+)-(?P<last>\d+)\.parquet$")
-_SAFE = re.compile(r"[^A-Za-z0-9_.]+")
+_KEPT = frozenset(string.ascii_letters + string.digits + "_.")
+_HIDING = ("_", ".")
+"""Spark's and Hadoop's file listings skip names starting with these: a file so named is lost."""
+_EMPTY_SEGMENT = "-"
+_ESCAPED = re.compile(r"(?:-[0-9a-f]{2})+")
 
 
 def _segment_token(segment: str) -> str:
-    """A segment name made safe for a file name (audit columns keep the original)."""
-    return _SAFE.sub("_", segment) or "_"
+    """The segment as a file name part: never empty or hidden, and one per segment.
+
+    Letters, digits, `_` and `.` stand for themselves (so slot names read as they are), except a
+    leading `_` or `.`; every other character is its UTF-8 bytes as `-xx`. Two segments never
+    share a token (the file names' positions would mix), and `_segment_name` reverses it.
+    """
+    return (
+        "".join(
+            char
+            if char in _KEPT and not (index == 0 and char in _HIDING)
+            else "".join(f"-{byte:02x}" for byte in char.encode("utf-8", "surrogatepass"))
+            for index, char in enumerate(segment)
+        )
+        or _EMPTY_SEGMENT
+    )
+
+
+def _segment_name(token: str) -> str:
+    """The segment a file name's token stands for (the inverse of `_segment_token`)."""
+    if token == _EMPTY_SEGMENT:
+        return ""
+    return _ESCAPED.sub(
+        lambda run: bytes.fromhex(run[0].replace("-", "")).decode("utf-8", "replace"), token
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,7 +89,7 @@ class ChangeLogSummary:
     files: int
     mutations: int
     last_positions: dict[str, int]
-    """The highest position per segment (segment names as made safe for file names)."""
+    """The highest position per segment (mutations without a position are not counted)."""
 
 
 class ParquetChangeLog:
@@ -103,13 +132,18 @@ class ParquetChangeLog:
                 os.replace(temporary, final)
             list(pool.map(_fsync_directory, {final.parent for _, final, *_ in staged}))
         for _, _, segment, partition, last in staged:
+            if last is None:
+                continue
             held = self.last_position(table, segment, partition)
             self._last[(table, segment, partition)] = last if held is None else max(held, last)
 
     def _stage(
         self, table: str, partition: int, rows: ChangeRows
-    ) -> tuple[Path, Path, str, int, int]:
-        """Write and sync one file under a hidden name; returns where it goes and what it holds."""
+    ) -> tuple[Path, Path, str, int, int | None]:
+        """Write and sync one file under a hidden name; returns where it goes and what it holds.
+
+        The last position is None for a file of mutations without one.
+        """
         segments = set(rows.column("segment"))
         if len(segments) > 1:
             msg = "a change log file holds the mutations of one segment"
@@ -117,14 +151,22 @@ class ParquetChangeLog:
         directory = self.table_path(table) / f"partition={partition}"
         directory.mkdir(parents=True, exist_ok=True)
         segment = segments.pop()
+        token = _segment_token(segment)
         positions = rows.column("position")
-        name = f"{_segment_token(segment)}-{positions[0]}-{positions[-1]}.parquet"
+        unpositioned = positions.count(0)
+        if unpositioned == len(positions):
+            name, last = f"{token}-unpositioned-{uuid.uuid4().hex}.parquet", None
+        elif unpositioned:
+            msg = f"segment {segment!r}: a file holds mutations with or without positions, not both"
+            raise InvalidInputError(msg)
+        else:
+            name, last = f"{token}-{positions[0]}-{positions[-1]}.parquet", positions[-1]
         temporary = directory / f".{name}.{uuid.uuid4().hex}.tmp"
         with temporary.open("wb") as file:
             pq.write_table(_table(rows), file)
             file.flush()
             os.fsync(file.fileno())  # durable before the source may forget these changes
-        return temporary, directory / name, segment, partition, positions[-1]
+        return temporary, directory / name, segment, partition, last
 
     def last_position(self, table: str, segment: str, partition: int) -> int | None:
         """The highest position of `segment` in one partition's files (read from their names)."""
@@ -164,7 +206,8 @@ class ParquetChangeLog:
         for file in files:
             match = _FILE_NAME.match(file.name)
             if match is not None:
-                last[match["segment"]] = max(last.get(match["segment"], 0), int(match["last"]))
+                segment = _segment_name(match["segment"])
+                last[segment] = max(last.get(segment, 0), int(match["last"]))
         return ChangeLogSummary(
             table=table,
             partitions=len(self.partitions(table)),
