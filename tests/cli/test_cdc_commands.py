@@ -236,6 +236,18 @@ def test_ingest_keeps_every_mutation_without_a_position_where_spark_sees_it(
     assert not [f for f in files if f.name.startswith(("_", "."))]  # Spark skips those
 
 
+@pytest.mark.parametrize("table", ["items", "nosuch"])
+def test_capture_from_a_bad_source_leaves_no_journal_behind(tmp_path: Path, table: str) -> None:
+    source = tmp_path / "shop.db"
+    if table == "nosuch":
+        with sqlite3.connect(source) as conn:
+            conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY)")
+    journal = tmp_path / "new.db"
+    code, _, err = _run("cdc", "capture", str(source), "--table", table, "--journal", str(journal))
+    _one_line_error(code, err, "CaptureError: ")
+    assert not journal.exists()
+
+
 def test_capture_refuses_a_table_without_primary_key(tmp_path: Path, journal: str) -> None:
     source = tmp_path / "shop.db"
     with sqlite3.connect(source) as conn:

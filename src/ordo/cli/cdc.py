@@ -33,6 +33,7 @@ from ordo.cli.options import (
 from ordo.cli.streaming import wait_for
 from ordo.settings import CaptureSettings
 from ordo.storage.change_sources import DEFAULT_SLOT, change_source_at
+from ordo.storage.location import parse_location
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
 
@@ -116,9 +117,13 @@ def capture(
         partitions=partitions,
     )
     publisher = Publisher(ParquetChangeLog(change_log), partitions=partitions)
+    journal = require_journal(journal_url)
+    parse_location(journal)  # a bad URL is refused before the source is prepared
+    # The source is checked before the journal is opened (which creates or upgrades it), so
+    # a bad source leaves no journal behind.
     with (
-        stores_at(require_journal(journal_url)) as stores,
         change_source_at(source_url, tables, slot=slot) as source,
+        stores_at(journal) as stores,
     ):
         runner = Capture(source, publisher, SchemaRegistry(stores.schemas), settings=settings)
         runner.register_schemas()
