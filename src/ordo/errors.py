@@ -134,14 +134,20 @@ class StorageUnavailableError(StorageError, ConnectionError):
 
 
 class SchemaVersionError(StorageError):
-    """The database was created by a newer ordo (or is not an ordo journal)."""
+    """The schema is newer than this ordo's, or older where it may only be read."""
 
     def __init__(self, *, found: int, supported: int) -> None:
         self.found, self.supported = found, supported
-        msg = (
-            f"journal schema version {found} is newer than this ordo supports ({supported}); "
-            "upgrade ordo"
-        )
+        if found > supported:
+            msg = (
+                f"journal schema version {found} is newer than this ordo supports ({supported}); "
+                "upgrade ordo"
+            )
+        else:
+            msg = (
+                f"journal schema version {found} is older than this ordo's ({supported}); "
+                "commands that only read do not upgrade it: run `ordo init`"
+            )
         super().__init__(msg)
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from ordo import SchemaVersionError, StorageUnavailableError, init_storage, open_stores
 from ordo.storage.migration import load_migrations
+from ordo.storage.open import existing_stores_at
 
 LATEST = load_migrations("ordo.storage.postgres")[-1].version
 
@@ -39,6 +40,19 @@ def test_a_journal_of_a_newer_schema_is_refused(postgres_dsn: str) -> None:
         conn.execute("UPDATE ordo_metadata SET value = '7' WHERE key = 'schema_version'")
     with pytest.raises(SchemaVersionError, match="newer"):
         open_stores(postgres_dsn)
+
+
+def test_a_journal_opened_for_reading_is_checked_not_upgraded(postgres_dsn: str) -> None:
+    init_storage(postgres_dsn)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            f"UPDATE ordo_metadata SET value = '{LATEST - 1}' WHERE key = 'schema_version'"
+        )
+    with pytest.raises(SchemaVersionError, match="older"), existing_stores_at(postgres_dsn):
+        pass
+    with psycopg.connect(postgres_dsn) as conn:
+        version = conn.execute("SELECT value FROM ordo_metadata WHERE key = 'schema_version'")
+        assert version.fetchone() == (str(LATEST - 1),)
 
 
 def test_identifiers_sort_bytewise_whatever_the_server_locale(postgres_dsn: str) -> None:

@@ -261,6 +261,54 @@ def test_a_damaged_schema_version_is_one_error_line(runner: CliRunner, tmp_path:
         )
 
 
+def _older_journal(path: Path) -> None:
+    """A journal as the ordo before the latest migration left it."""
+    with closing(sqlite3.connect(path)) as conn, conn:
+        for migration in load_migrations("ordo.storage.sqlite")[:-1]:
+            for statement in migration.statements:
+                conn.execute(statement)
+        conn.execute(
+            "INSERT INTO ordo_metadata (key, value) VALUES ('schema_version', ?)", (LATEST - 1,)
+        )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status"],
+        ["query", "t"],
+        ["cdc", "status"],
+        ["cdc", "schemas", "list"],
+        ["processors", "status"],
+        ["events", "p"],
+        ["tags"],
+        ["info"],
+    ],
+)
+def test_a_command_that_only_reads_neither_creates_nor_upgrades_a_journal(
+    runner: CliRunner, tmp_path: Path, command: list[str]
+) -> None:
+    missing = tmp_path / "missing.db"
+    code, _, err = _run(runner, *command, "--journal", str(missing))
+    assert (code, err.count("\n")) == (1, 1)
+    assert "no journal at" in err
+    assert not missing.exists()
+
+    older = tmp_path / "older.db"
+    _older_journal(older)
+    code, _, err = _run(runner, *command, "--journal", str(older))
+    assert (code, err) == (
+        1,
+        f"Error: SchemaVersionError: journal schema version {LATEST - 1} is older than this "
+        f"ordo's ({LATEST}); commands that only read do not upgrade it: run `ordo init`\n",
+    )
+    with closing(sqlite3.connect(older)) as conn:
+        version = conn.execute("SELECT value FROM ordo_metadata WHERE key = 'schema_version'")
+        assert version.fetchone() == (str(LATEST - 1),)
+    assert _run(runner, "init", "--journal", str(older))[0] == 0
+    assert _run(runner, *command, "--journal", str(older))[0] == 0
+
+
 def test_a_bad_setting_in_the_environment_names_the_key(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

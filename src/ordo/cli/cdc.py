@@ -207,7 +207,7 @@ def status(
     from ordo.tools.status import cdc_status
 
     found = cdc_status(
-        existing_journal(journal_url), change_log, source_url=source_url, tables=tables, slot=slot
+        require_journal(journal_url), change_log, source_url=source_url, tables=tables, slot=slot
     )
     if as_json:
         print_json(found.to_json())

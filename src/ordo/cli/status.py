@@ -12,9 +12,9 @@ from rich.table import Table
 
 from ordo.cli.cdc import change_log_option, source_status_options
 from ordo.cli.cdc_status import cdc_table
-from ordo.cli.options import existing_journal, journal_option, json_option, print_json
+from ordo.cli.options import journal_option, json_option, print_json, require_journal
 from ordo.settings import OperationsSettings
-from ordo.storage.open import stores_at
+from ordo.storage.open import existing_stores_at
 from ordo.tools.status import (
     Status,
     cdc_status,
@@ -45,9 +45,9 @@ def status(
 
     Counting reads whole tables: this is an operator's view, not something to poll often.
     """
-    url = existing_journal(journal_url)
+    url = require_journal(journal_url)
     now_ms = time.time_ns() // 1_000_000
-    with stores_at(url) as stores:
+    with existing_stores_at(url) as stores:
         summary = stores.journal.summary()
         lease_timeout_ms = OperationsSettings.from_env(os.environ).writer_lease_timeout_ms
         journal = journal_status(

@@ -75,6 +75,17 @@ def pending(migrations: tuple[Migration, ...], current: int) -> tuple[Migration,
     return tuple(m for m in migrations if m.version > current)
 
 
+def require_latest(package: str, current: int) -> None:
+    """Refuse a schema at `current` that is not the latest of `package` (newer or older).
+
+    What opening for reading checks instead of migrating: a status or a query must not change
+    the database (an upgrade takes the write lock and alters tables under running writers).
+    """
+    latest = load_migrations(package)[-1].version
+    if current != latest:
+        raise SchemaVersionError(found=current, supported=latest)
+
+
 def finished(package: str, current: int) -> MigrationReceipt | None:
     """The receipt of a migration with nothing to do at `current`, or None if one is needed.
 

@@ -56,15 +56,17 @@ class Stores:
     all_events: Callable[[BucketSize], TagViewReader[EventEnvelope]]
     """Every journal event as a TagViewReader (for processors over the whole journal)."""
     migrate: Callable[[], MigrationReceipt]
+    check_schema: Callable[[], None]
+    """SchemaVersionError unless the schema is the latest (what `existing_stores_at` checks)."""
     close: Callable[[], None]
 
 
 def open_stores(url: str, *, create_schema: bool = True) -> Stores:
     """Connect to the journal at `url`; create or upgrade its schema unless told not to.
 
-    Even without create_schema the schema version is checked: a database written by a newer
-    ordo raises SchemaVersionError instead of being misread. Spark executors open their share
-    with create_schema=False.
+    A database written by a newer ordo raises SchemaVersionError when migrated. Without
+    create_schema the schema is not looked at: Spark executors open their share so, after the
+    driver opened it; commands that only read use `existing_stores_at`, which checks it.
     """
     location = parse_location(url)
     stores: Stores
@@ -93,6 +95,7 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
             operations=SQLiteOperationsStore(sqlite),
             all_events=partial(SQLiteAllEventsReader, sqlite),
             migrate=sqlite.migrate,
+            check_schema=sqlite.check_schema,
             close=sqlite.close,
         )
     else:
@@ -114,6 +117,21 @@ def stores_at(url: str, *, create_schema: bool = True) -> Iterator[Stores]:
         yield stores
     finally:
         stores.close()
+
+
+@contextmanager
+def existing_stores_at(url: str) -> Iterator[Stores]:
+    """The stores of a journal that is only read: it must exist and have the latest schema.
+
+    Nothing is created or upgraded: a missing journal is StorageUnavailableError
+    (`existing_location`: a misspelt path would otherwise become an empty journal), an older
+    schema SchemaVersionError telling to run `ordo init` (an upgrade takes the write lock and
+    alters tables under the writers of the older ordo, which a status or a query must not do).
+    """
+    existing_location(url)
+    with stores_at(url, create_schema=False) as stores:
+        stores.check_schema()
+        yield stores
 
 
 def require_empty_journal(journal: JournalStore, url: str, *, run: str) -> None:
@@ -166,14 +184,13 @@ def events_by_tag_at(
 ) -> Iterator[EventsByTag]:
     """Events-by-tag queries on the journal at `url`; its connections close with the block.
 
-    The journal must exist (StorageUnavailableError otherwise): a query only reads, and a
-    misspelt path would otherwise become a new, empty journal with no events. With
+    The journal must exist with the latest schema (`existing_stores_at`): a query only reads,
+    so it neither creates nor upgrades one. With
     pubsub_notification on a PostgreSQL journal, a listener thread forwards tag writes of other
     processes to this process's live queries.
     """
     events_by_tag = events_by_tag or EventsByTagSettings()
-    existing_location(url)
-    with stores_at(url) as stores:
+    with existing_stores_at(url) as stores:
         check_bucket_size(stores.journal.recorded_bucket_size(), events_by_tag.bucket_size)
         listener = None
         if events_by_tag.pubsub_notification and isinstance(stores.location, PostgresLocation):
@@ -217,5 +234,6 @@ def _open_postgres(location: PostgresLocation) -> Stores:
         operations=PostgresOperationsStore(postgres),
         all_events=partial(PostgresAllEventsReader, postgres),
         migrate=postgres.migrate,
+        check_schema=postgres.check_schema,
         close=postgres.close,
     )

@@ -15,7 +15,7 @@ from ordo.cdc.ports import SchemaVersion, SourceStatus
 from ordo.errors import ConfigurationError
 from ordo.processing.ports import TokenStore
 from ordo.storage.change_sources import capture_slots_at, source_status_at
-from ordo.storage.open import stores_at
+from ordo.storage.open import existing_stores_at
 from ordo.storage.parquet import ChangeLogSummary, ParquetChangeLog
 from ordo.storage.sql_change_sink import MaterializerProgress
 from ordo.time import TimeUUID
@@ -175,7 +175,7 @@ def cdc_status(
         msg = f"tables {', '.join(tables)} are the captured tables of a source: name it (--source)"
         raise ConfigurationError(msg)
     log = ParquetChangeLog(change_log)
-    with stores_at(journal_url) as stores:
+    with existing_stores_at(journal_url) as stores:
         schemas = [v for table in stores.schemas.tables() for v in stores.schemas.versions(table)]
         materializers = list(stores.change_sink.progress())
     if source_url is None:

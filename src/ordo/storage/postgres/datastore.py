@@ -16,6 +16,7 @@ from ordo.storage.migration import (
     MigrationReceipt,
     finished,
     migrate,
+    require_latest,
     stored_version,
 )
 
@@ -100,6 +101,11 @@ class PostgresDatastore:
                     )
             finally:
                 conn.execute("SELECT pg_advisory_unlock(hashtext('ordo.migrate'))")
+
+    def check_schema(self) -> None:
+        """Refuse a schema other than the latest, changing nothing (`require_latest`)."""
+        with self.connection() as conn:
+            require_latest(_PACKAGE, self._schema_version(conn))
 
     def close(self) -> None:
         """Close the pool."""

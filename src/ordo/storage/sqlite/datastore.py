@@ -21,6 +21,7 @@ from ordo.storage.migration import (
     MigrationReceipt,
     finished,
     migrate,
+    require_latest,
     stored_version,
 )
 
@@ -120,6 +121,11 @@ class SQLiteDatastore:
                 current=self._schema_version(conn),
                 param="?",
             )
+
+    def check_schema(self) -> None:
+        """Refuse a schema other than the latest, changing nothing (`require_latest`)."""
+        with self.connection() as conn:
+            require_latest(_PACKAGE, self._schema_version(conn))
 
     def close(self) -> None:
         """Close every connection this datastore opened, in any thread."""
