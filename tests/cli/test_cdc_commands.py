@@ -248,6 +248,26 @@ def test_capture_from_a_bad_source_leaves_no_journal_behind(tmp_path: Path, tabl
     assert not journal.exists()
 
 
+def test_materialize_refuses_a_table_or_change_log_it_cannot_find_before_spark_starts(
+    tmp_path: Path, journal: str
+) -> None:
+    _registered(tmp_path, journal)
+    log, misspelt = tmp_path / "log", tmp_path / "lgo"
+    log.mkdir()
+    checkpoint = tmp_path / "checkpoint"
+    materialize = ("cdc", "materialize", "--journal", journal, "--checkpoint", str(checkpoint))
+    code, _, err = _run(*materialize, "--change-log", str(log), "nosuch")
+    _one_line_error(code, err, "UnknownSchemaError: no schema is registered for table 'nosuch'")
+    code, _, err = _run(*materialize, "--change-log", str(misspelt), "readings")
+    _one_line_error(
+        code, err, f"ConfigurationError: no change log of table 'readings' in {misspelt}"
+    )
+    code, _, err = _run(*materialize, "--change-log", str(misspelt), "readings", "--follow")
+    _one_line_error(code, err, f"ConfigurationError: no change log directory {misspelt}")
+    assert not misspelt.exists()
+    assert not checkpoint.exists()
+
+
 def test_capture_refuses_a_table_without_primary_key(tmp_path: Path, journal: str) -> None:
     source = tmp_path / "shop.db"
     with sqlite3.connect(source) as conn:

@@ -76,6 +76,20 @@ def test_a_status_shows_an_installed_sqlite_capture_and_leaves_it_alone(
     assert _fingerprint(shop) == before
 
 
+def test_a_status_names_a_table_the_sqlite_source_does_not_capture(
+    shop: Path, journal: str, tmp_path: Path
+) -> None:
+    args = ("--journal", journal, "--change-log", str(tmp_path / "log"))
+    assert _run("cdc", "capture", str(shop), "--table", "items", *args)[0] == 0
+
+    code, _, err = _run("cdc", "status", *args, "--source", str(shop), "--table", "nosuch")
+
+    assert (code, err) == (
+        1,
+        f"Error: CaptureError: table 'nosuch' is not captured in {shop} (captured: items)\n",
+    )
+
+
 def test_tables_without_a_source_are_refused(journal: str) -> None:
     code, _, err = _run("status", "--journal", journal, "--table", "items")
     assert code == 1
@@ -117,6 +131,26 @@ def test_a_status_of_a_postgres_source_creates_no_slot(postgres_dsn: str, tmp_pa
     assert found is None
     assert code == 1
     assert slot in err
+
+
+@pytest.mark.postgres
+def test_a_status_names_a_table_the_postgres_source_cannot_capture(
+    postgres_dsn: str, journal: str
+) -> None:
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id BIGINT PRIMARY KEY)")
+    with PostgresChangeSource(postgres_dsn, slot=slot, tables=["items"]) as source:
+        source.create()
+        try:
+            args = ("cdc", "status", "--journal", journal, "--source", postgres_dsn, "--slot", slot)
+            assert _run(*args, "--table", "items")[0] == 0
+            code, _, err = _run(*args, "--table", "nosuch")
+        finally:
+            source.drop()
+    assert code == 1
+    assert err.startswith("Error: CaptureError: ")
+    assert "nosuch" in err
 
 
 @pytest.mark.parametrize("command", [("cdc", "capture"), ("cdc", "status", "--source")])

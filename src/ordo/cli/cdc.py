@@ -31,6 +31,7 @@ from ordo.cli.options import (
     require_journal,
 )
 from ordo.cli.streaming import wait_for
+from ordo.errors import ConfigurationError
 from ordo.settings import CaptureSettings
 from ordo.storage.change_sources import DEFAULT_SLOT, change_source_at
 from ordo.storage.location import parse_location
@@ -256,7 +257,7 @@ def materialize(
     log is consumed. Restarting with the same --checkpoint continues exactly where it stopped.
     """
     from ordo.spark.job_session import job_session
-    from ordo.spark.materializer import MaterializerSpec
+    from ordo.spark.materializer import MaterializerSpec, require_schema
     from ordo.spark.materializer import materialize as start_materializer
 
     spec = MaterializerSpec(
@@ -267,6 +268,8 @@ def materialize(
         messages_path=None if messages_path is None else str(messages_path),
         target_table=target_table,
     )
+    require_schema(spec)  # before Spark starts, as is the change log's check
+    _require_change_log(change_log, table, follow=follow)
     app_name = f"ordo-materializer-{spec.name}"
     with job_session(master=master, app_name=app_name, announce=progress) as spark:
         query = start_materializer(
@@ -284,6 +287,22 @@ def materialize(
         f"materializer {spec.name!r}: {counted(stored, 'message')} stored; "
         f"table {spec.target_table}"
     )
+
+
+def _require_change_log(change_log: Path, table: str, *, follow: bool) -> None:
+    """Refuse a change log that is not there (a misspelt --change-log would materialize nothing).
+
+    With --follow only the root must exist: the table's directory comes with its first publish.
+    """
+    if follow and not change_log.is_dir():
+        msg = f"no change log directory {change_log}: check --change-log"
+        raise ConfigurationError(msg)
+    if not follow and not (change_log / table).is_dir():
+        msg = (
+            f"no change log of table {table!r} in {change_log}: check --change-log, or capture "
+            "or ingest the table first"
+        )
+        raise ConfigurationError(msg)
 
 
 @cdc.command()

@@ -83,9 +83,8 @@ def materialize(
 
     `available_now` processes what the change log holds and stops; `processing_time` (e.g.
     "10 seconds") sets the trigger interval of a continuous run. Raises ConfigurationError when
-    the session's state store is not RocksDB, and UnknownSchemaError when the sink's registry
-    has no schema for the table (a misspelt table, or one neither captured nor declared yet:
-    every change would be rejected). Creates or upgrades the sink's schema.
+    the session's state store is not RocksDB, and UnknownSchemaError as `require_schema` does.
+    Creates or upgrades the sink's schema.
     """
     provider = spark.conf.get(_PROVIDER_KEY, None)
     if provider != ROCKSDB_STATE_STORE:
@@ -95,14 +94,7 @@ def materialize(
             "query's first run (ordo.spark.start_session does), it cannot change afterwards"
         )
         raise ConfigurationError(msg)
-    with stores_at(spec.sink) as stores:  # creates or upgrades the sink's schema
-        if not stores.schemas.versions(spec.table):
-            msg = (
-                f"no schema is registered for table {spec.table!r} in {spec.sink}: capture or "
-                "ingest it first (`ordo cdc capture`, `ordo cdc ingest`), or declare it "
-                "(`ordo cdc schemas register`)"
-            )
-            raise UnknownSchemaError(msg)
+    require_schema(spec)
     if "://" not in spec.change_log:  # a local log: the capture may not have written yet
         Path(spec.change_log_path).mkdir(parents=True, exist_ok=True)
     changes = (
@@ -124,6 +116,22 @@ def materialize(
     elif processing_time is not None:
         writer = writer.trigger(processingTime=processing_time)
     return writer.queryName(spec.name).start()
+
+
+def require_schema(spec: MaterializerSpec) -> None:
+    """UnknownSchemaError when the sink's registry has no schema for the spec's table.
+
+    A misspelt table, or one neither captured nor declared yet: every change would be rejected.
+    `ordo cdc materialize` asks before it starts Spark. Creates or upgrades the sink's schema.
+    """
+    with stores_at(spec.sink) as stores:
+        if not stores.schemas.versions(spec.table):
+            msg = (
+                f"no schema is registered for table {spec.table!r} in {spec.sink}: capture or "
+                "ingest it first (`ordo cdc capture`, `ordo cdc ingest`), or declare it "
+                "(`ordo cdc schemas register`)"
+            )
+            raise UnknownSchemaError(msg)
 
 
 def bucketed(change_log: DataFrame) -> DataFrame:

@@ -224,11 +224,16 @@ class PostgresChangeSource:
         logger.debug("advanced slot=%s up_to=%s", self._slot, target)
 
     def status(self) -> SourceStatus:
-        """The slot's confirmed position, the server's WAL head, and the WAL kept for the slot."""
+        """The slot's confirmed position, the server's WAL head, and the WAL kept for the slot.
+
+        The slot does not know its tables (a capture names them on every read): each must be a
+        table the capture could take (CaptureError, NoPrimaryKeyError... otherwise).
+        """
         with self._session() as conn:
             row = conn.execute(_STATUS, (self._slot,)).fetchone()
-        if row is None:
-            raise _slot_missing(self._slot)
+            if row is None:
+                raise _slot_missing(self._slot)
+            self._read_schemas(conn)
         confirmed, head, retained = row
         return SourceStatus(
             name=self._slot,

@@ -349,7 +349,8 @@ def read_status(path: Path, tables: Sequence[str]) -> SourceStatus:
     """The capture's status in the file at `path`, read only.
 
     What `ordo status` and `ordo cdc status` show: looking must not install a capture (the
-    change table and triggers that log every later write), nor switch the file to WAL.
+    change table and triggers that log every later write), nor switch the file to WAL. A table
+    without the capture's triggers is a CaptureError naming the captured ones.
     """
     with closing(_read_only(path)) as conn:
         has_changes = conn.execute(
@@ -358,6 +359,17 @@ def read_status(path: Path, tables: Sequence[str]) -> SourceStatus:
         if has_changes is None:
             msg = f"no capture is installed in {path}: start one with `ordo cdc capture`"
             raise CaptureError(msg)
+        captured = sorted(
+            str(row[0]).removeprefix("ordo_cdc_").removesuffix("_insert")
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'trigger' "
+                "AND name LIKE 'ordo_cdc_%_insert'"
+            )
+        )
+        for table in tables:
+            if table not in captured:
+                msg = f"table {table!r} is not captured in {path} (captured: {', '.join(captured)})"
+                raise CaptureError(msg)
         return _status(conn, path, tables)
 
 
