@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sqlite3
+import subprocess
+import sys
 import time
 from contextlib import closing
 from datetime import timedelta
@@ -501,6 +504,30 @@ def test_query_reads_a_tag_in_offset_order(
     code, out, _ = _run(runner, "query", "t", "--journal", url, "--live", "--limit", "2")
     assert code == 0
     assert len(out.splitlines()) == 2
+
+
+def test_python_m_runs_the_cli_and_ctrl_c_ends_a_live_query_quietly(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path}/q.db"
+    monkeypatch.setenv("ORDO_FIRST_TIME_BUCKET", format_first_time_bucket(time.time_ns() // 10**6))
+    monkeypatch.setenv("ORDO_EVENTUAL_CONSISTENCY_DELAY_MS", "0")
+    line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
+    assert _run(runner, "append", "--journal", url, stdin=line)[0] == 0
+    live = subprocess.Popen(  # inherits the environment, PYTHONPATH included
+        [sys.executable, "-m", "ordo.cli.main", "query", "t", "--live", "--journal", url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert live.stdout is not None
+        assert "p#1" in live.stdout.readline()  # the query is live once it delivered the event
+        live.send_signal(signal.SIGINT)
+        _, err = live.communicate(timeout=30)
+    finally:
+        live.kill()
+    assert (live.returncode, err) == (130, "")
 
 
 def test_a_query_that_prints_nothing_says_why(runner: CliRunner, tmp_path: Path) -> None:

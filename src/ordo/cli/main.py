@@ -99,5 +99,9 @@ for command in (reconcile, cleanup, verify, status):
 
 
 def main() -> None:
-    """Entry point of the `ordo` console script."""
+    """Entry point of the `ordo` console script (and of `python -m ordo.cli.main`)."""
     cli(prog_name="ordo")
+
+
+if __name__ == "__main__":
+    main()

@@ -60,15 +60,20 @@ def query(
         stream = queries.live(tag, start) if live else queries.current(tag, start)
         delivered = 0
         with stream:
-            for envelope in islice(stream, limit):
-                delivered += 1
-                if as_json:
-                    click.echo(json.dumps(envelope.to_json_dict(), ensure_ascii=False))
-                else:
-                    click.echo(
-                        f"{envelope.offset}  {envelope.persistence_id}#"
-                        f"{envelope.tag_pid_sequence_nr}  {envelope.payload!r}"
-                    )
+            try:
+                for envelope in islice(stream, limit):
+                    delivered += 1
+                    if as_json:
+                        click.echo(json.dumps(envelope.to_json_dict(), ensure_ascii=False))
+                    else:
+                        click.echo(
+                            f"{envelope.offset}  {envelope.persistence_id}#"
+                            f"{envelope.tag_pid_sequence_nr}  {envelope.payload!r}"
+                        )
+            except KeyboardInterrupt:
+                # Ctrl-C is how a live query ends: the shell's 130, without click's "Aborted!"
+                # and its exit status 1, which says the command failed.
+                raise click.exceptions.Exit(130) from None
     if not delivered:
         progress(_nothing_settled(tag, query_settings))
 
