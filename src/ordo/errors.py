@@ -52,7 +52,15 @@ class OrdoError(Exception):
 
 
 class ConfigurationError(OrdoError, ValueError):
-    """A setting, option or URL is invalid; the message names the key."""
+    """A setting, option or URL is invalid; the message names the key.
+
+    `setting` is the settings field at fault, when there is one: settings loaded from the
+    environment or a file put the variable or key it came from in front of the message.
+    """
+
+    def __init__(self, msg: str = "", *, setting: str | None = None) -> None:
+        self.setting = setting
+        super().__init__(msg)
 
 
 class BucketSizeMismatchError(ConfigurationError):

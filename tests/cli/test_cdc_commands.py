@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
@@ -266,6 +269,46 @@ def test_materialize_refuses_a_table_or_change_log_it_cannot_find_before_spark_s
     _one_line_error(code, err, f"ConfigurationError: no change log directory {misspelt}")
     assert not misspelt.exists()
     assert not checkpoint.exists()
+
+
+@pytest.mark.parametrize(
+    ("master", "spark_log", "problem"),
+    [
+        ("bogus://x", "spark.log", "Spark did not start with master 'bogus://x': SparkException: "),
+        ("local[0]", "spark.log", "Spark did not start with master 'local[0]': SparkException: "),
+        ("local[1]", "file/spark.log", "ORDO_SPARK_LOG: cannot write Spark's output to "),
+    ],
+)
+def test_materialize_says_in_one_line_why_spark_did_not_start(
+    tmp_path: Path, journal: str, master: str, spark_log: str, problem: str
+) -> None:
+    _registered(tmp_path, journal)
+    (tmp_path / "log" / "readings").mkdir(parents=True)
+    (tmp_path / "file").write_text("a file where ORDO_SPARK_LOG wants a directory")
+    logs = ("--change-log", str(tmp_path / "log"), "--checkpoint", str(tmp_path / "checkpoint"))
+    args = ("cdc", "materialize", "readings", "--master", master, "--journal", journal, *logs)
+    materialize = subprocess.run(  # a process of its own: its first Spark session is this one
+        [sys.executable, "-m", "ordo.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ORDO_SPARK_LOG": str(tmp_path / spark_log)},
+        check=False,
+    )
+    assert materialize.returncode == 1
+    assert "Traceback" not in materialize.stderr
+    assert materialize.stderr.splitlines()[-1].startswith(f"Error: ConfigurationError: {problem}")
+
+
+@pytest.mark.parametrize("command", [("cdc", "capture"), ("cdc", "status", "--source")])
+def test_a_source_that_is_not_sqlite_is_one_line(
+    tmp_path: Path, journal: str, command: tuple[str, ...]
+) -> None:
+    assert _run("init", "--journal", journal)[0] == 0
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database\n" * 100)
+    code, _, err = _run(*command, str(notes), "--table", "items", "--journal", journal)
+    _one_line_error(code, err, f"CaptureError: cannot read {notes} as an SQLite database: ")
+    assert notes.read_text().startswith("not a database")
 
 
 def test_capture_refuses_a_table_without_primary_key(tmp_path: Path, journal: str) -> None:

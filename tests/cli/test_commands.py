@@ -312,6 +312,33 @@ def test_a_command_that_only_reads_neither_creates_nor_upgrades_a_journal(
     assert _run(runner, *command, "--journal", str(older))[0] == 0
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "command", "problem"),
+    [
+        ("ORDO_MAX_MESSAGE_BATCH_SIZE", "0", "events", "max_message_batch_size must be an"),
+        ("ORDO_FLUSH_INTERVAL_MS", "-5", "query", "flush_interval must be a duration >= 0"),
+        ("ORDO_REFRESH_INTERVAL_MS", "0", "query", "refresh_interval must be a duration > 0"),
+        ("ORDO_WRITER_LEASE_TIMEOUT_MS", "1", "status", "writer_lease_timeout must be longer"),
+    ],
+)
+def test_a_setting_out_of_range_in_the_environment_names_the_variable(
+    runner: CliRunner,
+    journal_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    value: str,
+    command: str,
+    problem: str,
+) -> None:
+    line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
+    assert _run(runner, "append", "--journal", journal_url, stdin=line)[0] == 0
+    monkeypatch.setenv(variable, value)
+    args = {"events": ["events", "p"], "query": ["query", "t"]}.get(command, [command])
+    code, _, err = _run(runner, *args, "--journal", journal_url)
+    assert code == 1
+    assert err.startswith(f"Error: ConfigurationError: {variable}: {problem}")
+
+
 def test_a_bad_setting_in_the_environment_names_the_key(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

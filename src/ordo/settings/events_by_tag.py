@@ -45,7 +45,7 @@ class EventsByTagSettings(LoadableSettings):
             msg = (
                 f"time_to_live must be a positive duration or None, got {shown(self.time_to_live)}"
             )
-            raise ConfigurationError(msg)
+            raise ConfigurationError(msg, setting="time_to_live")
 
     @property
     def first_time_bucket_ms(self) -> int:

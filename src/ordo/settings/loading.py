@@ -58,8 +58,9 @@ class LoadableSettings:
         try:
             return cls(**kwargs)
         except ConfigurationError as exc:
-            msg = f"{source}: {exc}"
-            raise ConfigurationError(msg) from exc
+            given = [key for key in values if keys[key][0] == exc.setting]
+            msg = f"{label(given[0]) if given else source}: {exc}"
+            raise ConfigurationError(msg, setting=exc.setting) from exc
 
     @classmethod
     def from_toml(cls, path: Path, *, table: str | None = None) -> Self:
@@ -87,14 +88,14 @@ def at_least(name: str, value: int, minimum: int) -> None:
     """Raise ConfigurationError naming `name` unless `value` is an int >= minimum."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         msg = f"{name} must be an integer >= {minimum}, got {value!r}"
-        raise ConfigurationError(msg)
+        raise ConfigurationError(msg, setting=name)
 
 
 def positive(name: str, value: timedelta) -> None:
     """Raise ConfigurationError naming `name` unless `value` is a duration > 0."""
     if not isinstance(value, timedelta) or value <= timedelta(0):
         msg = f"{name} must be a duration > 0, got {shown(value)}"
-        raise ConfigurationError(msg)
+        raise ConfigurationError(msg, setting=name)
 
 
 def flag(name: str, value: bool) -> None:
@@ -104,7 +105,7 @@ def flag(name: str, value: bool) -> None:
     """
     if not isinstance(value, bool):
         msg = f"{name} must be True or False, got {value!r}"
-        raise ConfigurationError(msg)
+        raise ConfigurationError(msg, setting=name)
 
 
 def enum_member(settings: object, name: str, kind: type[Enum]) -> None:
@@ -121,12 +122,12 @@ def enum_member(settings: object, name: str, kind: type[Enum]) -> None:
     if not isinstance(value, str) or parse is None:
         valid = ", ".join(str(member.value) for member in kind)
         msg = f"{name} must be a {kind.__name__} ({valid}), got {value!r}"
-        raise ConfigurationError(msg)
+        raise ConfigurationError(msg, setting=name)
     try:
         member = parse(value)
     except ConfigurationError as exc:
         msg = f"{name}: {exc}"
-        raise ConfigurationError(msg) from exc
+        raise ConfigurationError(msg, setting=name) from exc
     object.__setattr__(settings, name, member)
 
 
@@ -134,7 +135,7 @@ def not_negative(name: str, value: timedelta) -> None:
     """Raise ConfigurationError naming `name` unless `value` is a duration >= 0."""
     if not isinstance(value, timedelta) or value < timedelta(0):
         msg = f"{name} must be a duration >= 0, got {shown(value)}"
-        raise ConfigurationError(msg)
+        raise ConfigurationError(msg, setting=name)
 
 
 def shown(value: object) -> str:

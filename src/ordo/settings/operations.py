@@ -39,7 +39,7 @@ class OperationsSettings(LoadableSettings):
                 f"writer_lease_timeout must be longer than the heartbeat interval "
                 f"({heartbeat:g}s), got {shown(self.writer_lease_timeout)}"
             )
-            raise ConfigurationError(msg)
+            raise ConfigurationError(msg, setting="writer_lease_timeout")
 
     @property
     def writer_lease_timeout_ms(self) -> int:

@@ -65,18 +65,18 @@ class QuerySettings(LoadableSettings):
             not_negative("cleanup_old_persistence_ids", self.cleanup_old_persistence_ids)
         if self.back_track_period == "off":
             msg = "back_track_period cannot be off (only back_track_long_period can)"
-            raise ConfigurationError(msg)
+            raise ConfigurationError(msg, setting="back_track_period")
         for name in ("back_track_period", "back_track_long_period"):
             period = getattr(self, name)
             if isinstance(period, timedelta):
                 not_negative(name, period)
             elif period not in ("max", "off"):
                 msg = f"{name} must be a duration, 'max' or 'off', got {shown(period)}"
-                raise ConfigurationError(msg)
+                raise ConfigurationError(msg, setting=name)
         short, long = self.back_track_period, self.back_track_long_period
         if isinstance(long, timedelta) and (short == "max" or long < short):
             msg = (
                 f"back_track_long_period ({long}) must not be shorter than "
                 f"back_track_period ({short})"
             )
-            raise ConfigurationError(msg)
+            raise ConfigurationError(msg, setting="back_track_long_period")

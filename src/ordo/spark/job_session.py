@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
+from ordo.errors import ConfigurationError
 from ordo.spark.register import start_session
 
 SPARK_LOG_VARIABLE = "ORDO_SPARK_LOG"
@@ -35,15 +39,42 @@ def job_session(
     A command run inside a process that already has a session (a notebook, the test suite)
     must neither start a second one nor stop the caller's. A new session's JVM writes its
     console output to `spark_output_path(app_name)`, not to the terminal the command prints to;
-    `announce` is told so before Spark starts (which takes seconds).
+    `announce` is told so before Spark starts (which takes seconds). A Spark that does not start
+    (a bad master URL, an output file that cannot be written) is a one-line ConfigurationError.
     """
     is_running = SparkSession.getActiveSession() is not None
     output = spark_output_path(app_name)
     if not is_running and announce is not None:
         announce(f"starting Spark (its own output goes to {output}) ...")
-    spark = start_session(master=master, app_name=app_name, output=output)
+    try:
+        spark = start_session(master=master, app_name=app_name, output=output)
+    except OSError as exc:  # only the output file is opened on this side of the JVM
+        msg = f"{SPARK_LOG_VARIABLE}: cannot write Spark's output to {output}: {exc}"
+        raise ConfigurationError(msg) from exc
+    except (PySparkException, Py4JError) as exc:
+        msg = f"Spark did not start with master {master!r}: {_start_failure(exc, output)}"
+        raise ConfigurationError(msg) from exc
     try:
         yield spark
     finally:
         if not is_running:
             spark.stop()
+
+
+_JVM_EXCEPTION = re.compile(r"(?:[a-z]\w*\.)+(\w*(?:Exception|Error): .+)")
+"""A Java exception line, its package dropped (`org.apache.spark.SparkException: ...`)."""
+
+
+def _start_failure(exc: Exception, output: Path) -> str:
+    """What stopped Spark from starting, in one line (its output file has the whole story).
+
+    A JVM that exits at once (spark-submit refused the master) leaves PySpark saying only that
+    it exited; the reason is the first Java exception in its output. A JVM that started and
+    failed to create the context names the exception in Py4J's message.
+    """
+    text = str(exc)
+    if isinstance(exc, PySparkException) and output.is_file():
+        text = output.read_text(encoding="utf-8", errors="replace")
+    found = _JVM_EXCEPTION.search(text)
+    reason = found[1] if found else text.strip().splitlines()[0]
+    return f"{reason} (Spark's output: {output})"

@@ -61,8 +61,11 @@ def test_from_toml_reads_one_table(tmp_path: Path) -> None:
             {"ORDO_FLUSH_INTERVAL_MS": "99999999999999999999"},
             "ORDO_FLUSH_INTERVAL_MS: '99999999999999999999' is not a whole number",
         ),
-        ({"ORDO_FLUSH_INTERVAL_MS": "-5"}, "flush_interval must be a duration >= 0, got -5 ms"),
-        ({"ORDO_MAX_MESSAGE_BATCH_SIZE": "0"}, "max_message_batch_size"),
+        (
+            {"ORDO_FLUSH_INTERVAL_MS": "-5"},
+            "ORDO_FLUSH_INTERVAL_MS: flush_interval must be a duration >= 0, got -5 ms",
+        ),
+        ({"ORDO_MAX_MESSAGE_BATCH_SIZE": "0"}, "ORDO_MAX_MESSAGE_BATCH_SIZE: max_message_batch"),
         ({"ORDO_PUBSUB_NOTIFICATION": "maybe"}, "ORDO_PUBSUB_NOTIFICATION: 'maybe' is not true"),
         ({"ORDO_TIME_TO_LIVE_MS": "x"}, "'x' is not a whole number of milliseconds or none"),
         ({"ORDO_FIRST_TIME_BUCKET": "2015-11-20"}, "2015-11-20"),

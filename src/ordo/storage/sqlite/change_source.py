@@ -383,10 +383,17 @@ def _read_only(path: Path) -> sqlite3.Connection:
         msg = f"no SQLite database at {path} to capture"
         raise CaptureError(msg)
     try:
-        return read_only_connection(path)
+        conn = read_only_connection(path)
     except sqlite3.Error as exc:
         msg = f"cannot read {path} as an SQLite database: {exc}"
         raise CaptureError(msg) from exc
+    try:  # connecting reads nothing: a file that is not SQLite fails at its first statement
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        conn.close()
+        msg = f"cannot read {path} as an SQLite database: {exc}"
+        raise CaptureError(msg) from exc
+    return conn
 
 
 def _read_schema(conn: sqlite3.Connection, path: Path, table: str) -> TableSchema:
