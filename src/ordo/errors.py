@@ -3,6 +3,7 @@
 OrdoError
 ├── ConfigurationError (ValueError)
 │   ├── BucketSizeMismatchError
+│   ├── CheckpointMismatchError
 │   └── UnknownUrlSchemeError
 ├── InvalidInputError (ValueError)
 │   ├── InvalidIdentifierError
@@ -71,6 +72,21 @@ class BucketSizeMismatchError(ConfigurationError):
         msg = (
             f"journal was written with bucket_size={recorded}, cannot open it with "
             f"bucket_size={requested} (the bucket size cannot change after data is written)"
+        )
+        super().__init__(msg)
+
+
+class CheckpointMismatchError(ConfigurationError):
+    """A streaming query's checkpoint was written by a query of another tag.
+
+    Resuming would start the tag at the other tag's position and skip what lies before it.
+    """
+
+    def __init__(self, *, checkpointed: str, requested: str) -> None:
+        self.checkpointed, self.requested = checkpointed, requested
+        msg = (
+            f"the checkpoint was written by a query of tag={checkpointed!r}, this query reads "
+            f"tag={requested!r}: give it a checkpointLocation of its own"
         )
         super().__init__(msg)
 

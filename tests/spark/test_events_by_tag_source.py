@@ -63,6 +63,38 @@ def test_a_batch_read_gives_every_event_once_ordered_per_persistence_id(
     assert rows[0].payload.startswith(b"{")
 
 
+def test_a_checkpoint_of_another_tag_is_refused_instead_of_skipping_its_events(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The invoices were written before the orders: resuming at the orders' position skipped
+    them all, and the query reported success having delivered nothing."""
+    url = _journal(tmp_path)
+    with open_journal(url, settings=WRITE) as journal:
+        journal.append("invoice-1", [NewEvent.of(i, tags=["invoice"]) for i in range(3)])
+    _append(url, 0, 7)
+    checkpoint = str(tmp_path / "checkpoint")
+
+    def run(tag: str) -> str:
+        output = str(tmp_path / tag)
+        query = (
+            spark.readStream.format("ordo_events_by_tag")
+            .options(**{**OPTIONS, "tag": tag}, journal=url)
+            .load()
+            .writeStream.format("parquet")  # the memory sink cannot resume from a checkpoint
+            .option("path", output)
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+        return output
+
+    assert spark.read.parquet(run("order")).count() == 7
+    with pytest.raises(StreamingQueryException, match="CheckpointMismatchError") as caught:
+        run("invoice")
+    assert "tag='order', this query reads tag='invoice'" in str(caught.value)
+
+
 def test_a_stream_resumed_from_its_checkpoint_delivers_everything_once(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ import pytest
 from ordo import NewEvent, open_journal
 from ordo.errors import (
     BucketSizeMismatchError,
+    CheckpointMismatchError,
     ConfigurationError,
     InvalidIdentifierError,
     OffsetFormatError,
@@ -23,9 +24,22 @@ from ordo.storage.open import init_storage
 
 def test_offsets_round_trip_through_json() -> None:
     offset = EventsByTagOffset(
-        position="11f1", lo="10", hi="11f1", pids={"a": [1, 3]}, segments=[[0, 1], [1, 1]]
+        position="11f1",
+        lo="10",
+        hi="11f1",
+        pids={"a": [1, 3]},
+        segments=[[0, 1], [1, 1]],
+        tag="order",
     )
     assert EventsByTagOffset.from_json_dict(offset.to_json_dict()) == offset
+
+
+def test_an_offset_of_another_tag_is_refused_and_one_without_a_tag_accepted() -> None:
+    with pytest.raises(CheckpointMismatchError) as raised:
+        EventsByTagOffset(position="11f1", tag="order").check_tag("invoice")
+    assert (raised.value.checkpointed, raised.value.requested) == ("order", "invoice")
+    older = {"v": 1, "position": "11f1", "lo": "", "hi": "", "pids": {}}  # before tags were kept
+    EventsByTagOffset.from_json_dict(older).check_tag("invoice")
 
 
 @pytest.mark.parametrize(

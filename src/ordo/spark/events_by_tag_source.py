@@ -100,7 +100,7 @@ class EventsByTagStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 time.time_ns() - self.options.query.eventual_consistency_delay.total_seconds() * 1e9
             )
             position = TimeUUID.max_for_epoch_ns(int(settled)).to_bytes().hex()
-        return EventsByTagOffset(position=position).to_json_dict()
+        return EventsByTagOffset(position=position, tag=self.options.tag).to_json_dict()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """maxEventsPerTrigger, when set."""
@@ -109,7 +109,7 @@ class EventsByTagStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """Advance only to what the state machine has delivered (proven complete)."""
-        begin = EventsByTagOffset.from_json_dict(start)
+        begin = self._checkpointed(start)
         planner = self._planner_after(begin)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         return planner.plan(begin, now_ns=time.time_ns(), max_rows=max_rows).to_json_dict()
@@ -118,11 +118,12 @@ class EventsByTagStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         """The newest offset delivered by the planner: query progress shows the lag to it."""
         if self._planner is None:
             return None
-        return EventsByTagOffset(position=self._planner.latest_seen).to_json_dict()
+        latest = EventsByTagOffset(position=self._planner.latest_seen, tag=self.options.tag)
+        return latest.to_json_dict()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """One partition per segment of the batch `(start, end]`."""
-        batch = EventsByTagOffset.from_json_dict(end)
+        batch = self._checkpointed(end)
         if end == start or not batch.pids:
             return []
         return _partitions(self.options, batch, [Segment(*pair) for pair in batch.segments])
@@ -139,6 +140,12 @@ class EventsByTagStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         if self._planner is not None:
             self._planner.close()
             self._planner = None
+
+    def _checkpointed(self, document: dict[str, Any]) -> EventsByTagOffset:
+        """An offset Spark hands back (maybe from a checkpoint); one of another tag is refused."""
+        offset = EventsByTagOffset.from_json_dict(document)
+        offset.check_tag(self.options.tag)
+        return offset
 
     def _planner_after(self, start: EventsByTagOffset) -> EventsByTagPlanner:
         """The planner that continues from `start`.

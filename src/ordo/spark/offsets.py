@@ -4,14 +4,15 @@ A micro-batch reads `(start, end]`: the events the planner delivered, named by p
 and the tag pid sequence nrs of each (a contiguous range per id, by G1), inside the offset
 range `lo..hi` where they lie. Naming them, not a time range, makes a replayed batch read
 exactly the same rows even when late rows have arrived since. `position` is where the planner's
-forward scan stood: a restarted query resumes after it.
+forward scan stood: a restarted query resumes after it. `tag` names the tag whose positions these
+are, so that a checkpoint reused by a query of another tag is refused instead of resuming there.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ordo.errors import OffsetFormatError
+from ordo.errors import CheckpointMismatchError, OffsetFormatError
 
 OFFSET_VERSION = 1
 
@@ -29,6 +30,8 @@ class EventsByTagOffset:
     segments: list[list[int]] = field(default_factory=list)
     """[segment_id, mask] of the batch's input partitions, fixed when it was planned, so that a
     replay reads the same partitions even if segments were split or merged since."""
+    tag: str | None = None
+    """The tag read; None in offsets checkpointed before ordo recorded it (then any is accepted)."""
 
     def to_json_dict(self) -> dict[str, object]:
         """The checkpointed form."""
@@ -39,6 +42,7 @@ class EventsByTagOffset:
             "hi": self.hi,
             "pids": self.pids,
             "segments": self.segments,
+            "tag": self.tag,
         }
 
     @classmethod
@@ -53,6 +57,8 @@ class EventsByTagOffset:
             raise OffsetFormatError(msg)
         try:
             pids, segments = document["pids"], document.get("segments", [])
+            tag = document.get("tag")
+            assert tag is None or isinstance(tag, str)  # noqa: S101 - as below
             assert isinstance(pids, dict)  # noqa: S101 - turned into OffsetFormatError below
             assert isinstance(segments, list)  # noqa: S101 - turned into OffsetFormatError below
             return cls(
@@ -61,7 +67,18 @@ class EventsByTagOffset:
                 hi=str(document["hi"]),
                 pids={str(pid): [int(n) for n in span] for pid, span in pids.items()},
                 segments=[[int(n) for n in pair] for pair in segments],
+                tag=tag,
             )
         except (KeyError, TypeError, ValueError, AssertionError) as exc:
             msg = f"not an events-by-tag offset: {document!r}"
             raise OffsetFormatError(msg) from exc
+
+    def check_tag(self, tag: str) -> None:
+        """Refuse an offset checkpointed by a query of another tag.
+
+        Called by the stream reader on every offset Spark hands back from a checkpoint: a
+        checkpoint location reused for another tag would otherwise resume at the first tag's
+        position and silently skip the new tag's events before it.
+        """
+        if self.tag is not None and self.tag != tag:
+            raise CheckpointMismatchError(checkpointed=self.tag, requested=tag)

@@ -106,6 +106,7 @@ class EventsByTagPlanner:
             hi=max(keys).hex(),
             pids=pids,
             segments=[[s.segment_id, s.mask] for s in self.segments()],
+            tag=self.options.tag,
         )
         self.latest_end = end.position
         return end
