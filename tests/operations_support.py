@@ -53,6 +53,24 @@ def execute(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any,
         return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
 
 
+def duplicate_tag_view(url: str, tag: str, persistence_id: str, tag_pid_sequence_nr: int) -> None:
+    """Copy an event's tag_views row to the offset of the id's next one: the event is there twice.
+
+    As a tag write retried after a crash, or a reconciliation, can leave it.
+    """
+    execute(
+        url,
+        "INSERT INTO tag_views SELECT later.tag, later.timebucket, later.timeuuid, "
+        "copied.persistence_id, copied.tag_pid_sequence_nr, copied.sequence_nr, "
+        "copied.persistence_id_hash, copied.writer_uuid, copied.serializer, copied.manifest, "
+        "copied.payload, copied.metadata, copied.tags FROM tag_views copied JOIN tag_views later "
+        "ON later.tag = copied.tag AND later.persistence_id = copied.persistence_id "
+        "AND later.tag_pid_sequence_nr = copied.tag_pid_sequence_nr + 1 "
+        "WHERE copied.tag = ? AND copied.persistence_id = ? AND copied.tag_pid_sequence_nr = ?",
+        (tag, persistence_id, tag_pid_sequence_nr),
+    )
+
+
 def tag_view_rows(url: str) -> set[tuple[Any, ...]]:
     """Every tag_views row's key, sequence nr and payload (timeuuid as hex)."""
     rows = execute(url, f"SELECT {TAG_VIEW_COLUMNS}, payload, persistence_id_hash FROM tag_views")

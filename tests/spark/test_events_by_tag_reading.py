@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 import pytest
 
+from operations_support import duplicate_tag_view
 from ordo import BucketSize, EventsByTagSettings, Journal, NewEvent, PersistedEvent
 from ordo.clock import ManualClock
 from ordo.hashing import stable_hash
@@ -177,3 +178,21 @@ def test_rows_are_cut_into_pages_and_nothing_named_reads_nothing(
     assert list(read_partition(_partition(journal_url, segment, lo, hi, {"two": [1, 9]}))) == []
     later = bytes.fromhex(f"{int.from_bytes(hi, 'big') + (60 * 10**7 << 64):032x}")
     assert list(read_partition(_partition(journal_url, segment, later, later, spans))) == []
+
+
+def test_an_event_whose_tag_views_row_is_there_twice_is_read_once(
+    journal_url: str, journal_factory: JournalFactory
+) -> None:
+    """The planner delivers nr 2 once and names it in the span, which both copies match."""
+    clock = ManualClock(START_NS)
+    journal = journal_factory(settings=SETTINGS, clock=clock)
+    journal.append("one", [NewEvent.of(k, tags=["order"]) for k in range(4)])
+    duplicate_tag_view(journal_url, "order", "one", 2)  # a copy at nr 3's offset
+    events = list(journal.replay("one"))
+    lo, hi = events[0].timeuuid.to_bytes(), events[-1].timeuuid.to_bytes()
+    segment = (stable_hash("one") & 1, 1)
+
+    read = _read(_partition(journal_url, segment, lo, hi, {"one": [1, 4]}))
+
+    assert read.column("tag_pid_sequence_nr").to_pylist() == [1, 2, 3, 4]
+    assert read.column("offset").to_pylist() == [str(e.timeuuid) for e in events]

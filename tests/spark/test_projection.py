@@ -18,11 +18,13 @@ from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
+from operations_support import duplicate_tag_view
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.processing import HandlerContext, merge_segment, split_segment
 from ordo.query import EventEnvelope
 from ordo.spark import ProjectionSpec, projection
 from ordo.spark.demo import ORDER_TOTALS_TABLE, count_order_events
+from ordo.spark.projection import apply_partition
 from ordo.storage.open import stores_at
 from ordo.time import format_first_time_bucket
 
@@ -92,6 +94,35 @@ def test_a_projection_applies_every_event_once_across_restarts_and_replays(
     assert _totals(path) == {f"order-{p}": 15 for p in range(9)}
     _run(spark, url, tmp_path / "fresh-checkpoint", segments="4")  # replays every batch
     assert _totals(path) == {f"order-{p}": 15 for p in range(9)}
+
+
+def test_an_event_whose_tag_views_row_is_there_twice_is_applied_once(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    path = tmp_path / "journal.db"
+    url = f"sqlite:///{path}"
+    _create_totals(path)
+    _append(url, 0, 27)
+    duplicate_tag_view(url, "order", "order-4", 1)
+    _run(spark, url, tmp_path / "checkpoint")
+    assert _totals(path) == {f"order-{p}": 3 for p in range(9)}
+
+
+def test_a_partition_applies_an_event_handed_over_twice_once(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The positions read at the start of the batch do not cover a repeat within it."""
+    path = tmp_path / "journal.db"
+    url = f"sqlite:///{path}"
+    _create_totals(path)
+    _append(url, 0, 18)
+    rows = spark.read.format("ordo_events_by_tag").options(**_source(url, "1")).load().collect()
+    twice = [row for row in rows for _ in range(1 + (row.persistence_id == "order-4"))]
+    spec = ProjectionSpec(processor="totals", sink=url, handler=count_order_events)
+
+    apply_partition(spec, iter(twice))
+
+    assert _totals(path) == {f"order-{p}": 2 for p in range(9)}
 
 
 def _wait_for(predicate: Callable[[], bool], timeout: float = 120) -> None:

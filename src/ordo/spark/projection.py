@@ -91,7 +91,7 @@ def apply_partition(spec: ProjectionSpec, rows: Iterator[Row]) -> None:
         stores_at(spec.sink) as stores,
         stores.tokens.batch(spec.processor, segment.segment_id, OWNER) as batch,
     ):
-        seen = batch.positions({e.persistence_id for e, _ in events}) if by_id else {}
+        seen = dict(batch.positions({e.persistence_id for e, _ in events})) if by_id else {}
         context = HandlerContext(
             processor=spec.processor,
             segment=segment,
@@ -101,7 +101,7 @@ def apply_partition(spec: ProjectionSpec, rows: Iterator[Row]) -> None:
         )
         for envelope, _ in events:
             if envelope.tag_pid_sequence_nr <= seen.get(envelope.persistence_id, 0):
-                continue
+                continue  # applied already: a replayed batch, or an event's row read twice
             if spec.dead_letters:
                 try:
                     with batch.savepoint():
@@ -112,6 +112,7 @@ def apply_partition(spec: ProjectionSpec, rows: Iterator[Row]) -> None:
                 spec.handler(envelope, context)
             if by_id:
                 batch.record(envelope.persistence_id, envelope.tag_pid_sequence_nr)
+                seen[envelope.persistence_id] = envelope.tag_pid_sequence_nr
 
 
 def _envelope(row: Row) -> tuple[EventEnvelope, str]:

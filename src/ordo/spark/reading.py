@@ -55,7 +55,8 @@ def read_partition(partition: SegmentPartition) -> Iterator[pa.RecordBatch]:
     """Read the rows named by the partition, within lo..hi, ordered per persistence id.
 
     Rows are gathered bucket by bucket in offset order, then stably sorted by (persistence id,
-    tag pid sequence nr): rows that tie (only in a corrupt journal) keep their offset order.
+    tag pid sequence nr): rows that tie (a tag_views row written twice) keep their offset order,
+    and only the first of them is read.
     """
     if not partition.pids:
         return
@@ -88,7 +89,7 @@ def read_partition(partition: SegmentPartition) -> Iterator[pa.RecordBatch]:
     if not tables:
         return
     rows = pa.concat_tables(tables).combine_chunks()  # one take per page, not one per chunk
-    order = pc.sort_indices(rows, sort_keys=_ORDER)
+    order = _first_copies(rows, pc.sort_indices(rows, sort_keys=_ORDER))
     segment = f"{segment_id}/{mask}"
     for start in range(0, len(order), PAGE):
         yield _batch(rows.take(order[start : start + PAGE]), segment)
@@ -116,6 +117,23 @@ def _named_rows(table: pa.Table, named: pa.Table) -> pa.Table:
     first = pc.take(named["first"], index)
     last = pc.take(named["last"], index)
     return table.filter(pc.and_(pc.greater_equal(number, first), pc.less_equal(number, last)))
+
+
+def _first_copies(rows: pa.Table, order: pa.Array) -> pa.Array:
+    """`order` without the rows that repeat the previous row's persistence id and number.
+
+    A tag_views row can be there twice under two offsets (a tag write retried after a crash, a
+    reconciliation). The planner delivers the number once and names it in the batch's span, so
+    both copies match: reading only the first (the earliest, as ties keep offset order) delivers
+    the event once.
+    """
+    if len(order) < 2:
+        return order
+    pids = rows["persistence_id"].take(order)
+    numbers = rows["tag_pid_sequence_nr"].take(order)
+    repeats = pc.and_(pc.equal(pids[1:], pids[:-1]), pc.equal(numbers[1:], numbers[:-1]))
+    keep = pa.concat_arrays([pa.array([True]), pc.invert(repeats).combine_chunks()])
+    return order.filter(keep)
 
 
 def _uuid_texts(timestamps: np.ndarray, low_keys: np.ndarray) -> pa.StringArray:
