@@ -17,6 +17,7 @@ OrdoError
 │   └── StorageIntegrityError
 │       └── ConcurrencyConflictError
 ├── MissingTaggedEventError
+├── ProjectionGapError
 ├── InvalidSegmentOperationError (ValueError)
 ├── TokenStoreError
 │   ├── UnknownProcessorError (LookupError)
@@ -145,6 +146,30 @@ class MissingTaggedEventError(OrdoError):
             f"missing tagged events: tag={tag!r} persistence_id={persistence_id!r} "
             f"tag_pid_sequence_nrs=[{shown}] searched ({searched_after}, {searched_up_to}]; "
             f"restart from last_known_offset={last_known_offset} to search further back"
+        )
+        super().__init__(msg)
+
+
+class ProjectionGapError(OrdoError):
+    """A Spark projection was handed a persistence id's event past the next one it expects.
+
+    The projection's positions say `applied` was the last tag pid sequence nr applied; the
+    batch went on at `applied + 1 + len(missing)`. A query restarted after a
+    MissingTaggedEventError takes the first event it meets after its checkpoint for an id's first,
+    so it would skip the missing ones; the segment's batch is rolled back instead.
+    """
+
+    def __init__(
+        self, *, processor: str, persistence_id: str, applied: int, missing: tuple[int, ...]
+    ) -> None:
+        self.processor, self.persistence_id = processor, persistence_id
+        self.applied, self.missing = applied, missing
+        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+        msg = (
+            f"projection {processor!r}: persistence_id={persistence_id!r} was applied up to "
+            f"tag_pid_sequence_nr {applied}, the batch skips tag_pid_sequence_nrs [{shown}]; "
+            "nothing of the segment's batch was applied (repair the tag views with "
+            "`ordo verify --repair`, or reset the processor to apply from another point)"
         )
         super().__init__(msg)
 

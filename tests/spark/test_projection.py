@@ -18,8 +18,9 @@ from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
-from operations_support import duplicate_tag_view
+from operations_support import duplicate_tag_view, execute
 from ordo import EventsByTagSettings, NewEvent, open_journal
+from ordo.clock import ManualClock
 from ordo.processing import HandlerContext, merge_segment, split_segment
 from ordo.query import EventEnvelope
 from ordo.spark import ProjectionSpec, projection
@@ -123,6 +124,43 @@ def test_a_partition_applies_an_event_handed_over_twice_once(
     apply_partition(spec, iter(twice))
 
     assert _totals(path) == {f"order-{p}": 2 for p in range(9)}
+
+
+def test_a_projection_restarted_after_a_gap_stopped_it_stops_again_instead_of_skipping(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Resumed from its checkpoint, the source takes order-1's nr 3 for the first event of
+    order-1 (it is in a past bucket) and delivers it: the positions say nr 1 came last."""
+    path = tmp_path / "journal.db"
+    url = f"sqlite:///{path}"
+    _create_totals(path)
+    an_hour_ago = ManualClock(time.time_ns() - 3_600 * 10**9)
+    with open_journal(url, settings=WRITE, clock=an_hour_ago) as journal:
+        for pid, count_ in (("order-1", 1), ("order-2", 2), ("order-1", 2), ("order-2", 2)):
+            journal.append(pid, [NewEvent.of(i, tags=["order"]) for i in range(count_)])
+    execute(
+        url, "DELETE FROM tag_views WHERE persistence_id = 'order-1' AND tag_pid_sequence_nr = 2"
+    )
+
+    def run() -> StreamingQueryException:
+        query = projection(
+            spark,
+            ProjectionSpec(processor="gapped", sink=url, handler=count_order_events),
+            source_options=_source(url, "1", gapTimeoutMs="300"),
+            checkpoint=str(tmp_path / "checkpoint"),
+            available_now=True,
+        )
+        with pytest.raises(StreamingQueryException) as raised:
+            query.awaitTermination(180)
+        return raised.value
+
+    assert "missing tagged events" in str(run())
+    restarted = str(run())
+    assert "ProjectionGapError" in restarted
+    assert "order-1' was applied up to tag_pid_sequence_nr 1, the batch skips" in restarted
+    with closing(sqlite3.connect(path)) as conn:
+        totals = conn.execute("SELECT pid, events, last_nr FROM order_totals").fetchall()
+    assert sorted(totals) == [("order-1", 1, 1), ("order-2", 2, 2)]
 
 
 def _wait_for(predicate: Callable[[], bool], timeout: float = 120) -> None:

@@ -5,7 +5,8 @@ handler on the executors, one task per segment, with each persistence id's event
 The handler writes through `context.connection` (the sink database: SQLite or PostgreSQL) in
 one transaction with the last processed position of every persistence id it saw; a replayed
 batch (a restart from the checkpoint, a retried task) skips what those positions cover, so it
-applies nothing twice, whatever the segments were split or merged into meanwhile.
+applies nothing twice, whatever the segments were split or merged into meanwhile; an event past
+the next one they expect fails the batch, so that it skips nothing either.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.functions import col, get_json_object
 from pyspark.sql.streaming.query import StreamingQuery
 
+from ordo.errors import ProjectionGapError
 from ordo.processing import HandlerContext, Segment
 from ordo.processing.ports import DeadLetter
 from ordo.query import EventEnvelope
@@ -100,7 +102,7 @@ def apply_partition(spec: ProjectionSpec, rows: Iterator[Row]) -> None:
             placeholder=batch.placeholder,
         )
         for envelope, _ in events:
-            if envelope.tag_pid_sequence_nr <= seen.get(envelope.persistence_id, 0):
+            if not _is_next(spec, envelope, seen):
                 continue  # applied already: a replayed batch, or an event's row read twice
             if spec.dead_letters:
                 try:
@@ -113,6 +115,30 @@ def apply_partition(spec: ProjectionSpec, rows: Iterator[Row]) -> None:
             if by_id:
                 batch.record(envelope.persistence_id, envelope.tag_pid_sequence_nr)
                 seen[envelope.persistence_id] = envelope.tag_pid_sequence_nr
+
+
+def _is_next(spec: ProjectionSpec, envelope: EventEnvelope, seen: dict[PersistenceId, int]) -> bool:
+    """Whether to apply the event: False when `seen` covers it, an error when it skips some.
+
+    `seen` holds the last applied tag pid sequence nr of the ids the projection has applied
+    events of. An id it has not seen may start anywhere (the query may start at an offset).
+
+    Raises:
+        ProjectionGapError: the id's next event is missing: the source was restarted after a
+            MissingTaggedEventError and took the event after the gap for the id's first.
+
+    """
+    applied = seen.get(envelope.persistence_id)
+    if applied is None:
+        return True
+    if envelope.tag_pid_sequence_nr > applied + 1:
+        raise ProjectionGapError(
+            processor=spec.processor,
+            persistence_id=envelope.persistence_id,
+            applied=applied,
+            missing=tuple(range(applied + 1, envelope.tag_pid_sequence_nr)),
+        )
+    return envelope.tag_pid_sequence_nr > applied
 
 
 def _envelope(row: Row) -> tuple[EventEnvelope, str]:
