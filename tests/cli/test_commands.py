@@ -776,13 +776,23 @@ def _pipeline_file(tmp_path: Path, extra: str) -> Path:
     ("extra", "needle"),
     [
         ('dead_letters = "false"\n', "[pipeline] dead_letters must be a boolean (true or false)"),
-        ("segments = 0\n", "[pipeline] segments must be in 1..2**32, got 0"),
-        ("segments = -2\n", "[pipeline] segments must be in 1..2**32, got -2"),
+        ("segments = 0\n", "[pipeline] segments must be in 1..1024, got 0"),
+        ("segments = -2\n", "[pipeline] segments must be in 1..1024, got -2"),
+        ("segments = 1025\n", "[pipeline] segments must be in 1..1024, got 1025"),
         ('segments = "abc"\n', "[pipeline] segments must be an integer, got 'abc'"),
         ("segments = 2.7\n", "[pipeline] segments must be an integer, got 2.7"),
         ("segments = true\n", "[pipeline] segments must be an integer, got True"),
         ("sink = 1\n", "[pipeline] sink must be a non-empty string, got 1"),
         ('sink = " "\n', "[pipeline] sink must be a non-empty string, got ' '"),
+        ('sink = "mysql://db/shop"\n', "[pipeline] sink: unknown journal URL scheme 'mysql'"),
+        (
+            'sink = "sqlite:///no/such/folder/sink.db"\n',
+            "[pipeline] sink 'sqlite:///no/such/folder/sink.db': there is no folder no/such/folder",
+        ),
+        (
+            "[source]\nmaxEventsPerTrigger = 0\n",
+            "option maxeventspertrigger must be in 1..9007199254740991, got 0",
+        ),
         ('trigger = "bogus"\n', "trigger must be 'available_now' or a processing time"),
         ('trigger = "1 month"\n', "trigger must be 'available_now' or a processing time"),
         ('trigger = "1.5 minutes"\n', "trigger must be 'available_now' or a processing time"),
@@ -808,6 +818,21 @@ def test_a_bad_pipeline_value_is_one_error_line_before_spark_starts(
     assert err.startswith("Error: ConfigurationError: ")
     assert err.count("\n") == 1  # no "starting Spark" line: the check came first
     assert needle in err
+    assert not (tmp_path / "checkpoint").exists()
+
+
+def test_a_pipeline_asking_another_bucket_size_than_the_journals_fails_before_spark_starts(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    config = _pipeline_file(tmp_path, '[source]\nbucketSize = "day"\n')
+    with open_journal(f"sqlite:///{tmp_path / 'shop.db'}") as journal:  # hourly buckets
+        journal.append("order-1", [NewEvent.of(1, tags=["order"])])
+    code, _, err = _run(runner, "pipeline", "run", str(config))
+    assert code == 1
+    assert err == (
+        "Error: BucketSizeMismatchError: journal was written with bucket_size=hour, cannot open "
+        "it with bucket_size=day (the bucket size cannot change after data is written)\n"
+    )
     assert not (tmp_path / "checkpoint").exists()
 
 

@@ -89,6 +89,16 @@ def test_options_are_case_insensitive_and_typed(tmp_path: Path) -> None:
         ({"journal": "x.db", "tag": "t", "segments": "-1"}, ConfigurationError, "segments"),
         ({"journal": "x.db", "tag": "t", "segments": "0"}, ConfigurationError, "segments must"),
         (
+            {"journal": "x.db", "tag": "t", "segments": "1025"},
+            ConfigurationError,
+            "segments must be in 1..1024, got 1025",
+        ),
+        (
+            {"journal": "x.db", "tag": "t", "maxEventsPerTrigger": "0"},
+            ConfigurationError,
+            "maxeventspertrigger must be in 1..",
+        ),
+        (
             {"journal": "x.db", "tag": "t", "gapTimeoutMs": str(10**20)},
             ConfigurationError,
             "gaptimeoutms must be in 0..",
@@ -111,11 +121,14 @@ def test_bad_options_are_refused_with_the_reason(
 
 def test_a_source_with_another_bucket_size_than_the_journal_is_refused(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/x.db"
+    init_storage(url)
+    given = {"journal": url, "tag": "order", "bucketSize": "day"}
+    options = EventsByTagOptions.from_spark(given)  # nothing written yet: any size will do
     with open_journal(url) as journal:  # hourly buckets, the default
         journal.append("p", [NewEvent.of(1, tags=["order"])])
-    options = EventsByTagOptions.from_spark({"journal": url, "tag": "order", "bucketSize": "day"})
 
     with pytest.raises(BucketSizeMismatchError) as raised:
-        EventsByTagPlanner(options, resume_after="", now_ns=time.time_ns())
-
+        EventsByTagOptions.from_spark(given)
     assert (raised.value.recorded, raised.value.requested) == ("hour", "day")
+    with pytest.raises(BucketSizeMismatchError):  # a query defined before the journal was written
+        EventsByTagPlanner(options, resume_after="", now_ns=time.time_ns())

@@ -9,10 +9,11 @@ from typing import Any
 
 from ordo.documents import unknown_names_message
 from ordo.errors import ConfigurationError
-from ordo.journal import validation
+from ordo.journal import check_bucket_size, validation
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.settings.loading import LARGEST_INTEGER
 from ordo.storage.location import existing_location
+from ordo.storage.open import stores_at
 from ordo.time import BucketSize, TimeUUID
 from ordo.types import Tag
 
@@ -41,6 +42,10 @@ VALID_OPTIONS = (
     "path",
 )
 """camelCase, as Spark users expect; Spark hands them over lower-cased."""
+MAX_SEGMENTS = 1024
+"""The most input partitions `segments` may ask for. Each is a Spark task of every micro-batch
+with a database connection of its own (and each scans the rows of the others, see docs/spark.md):
+more is a mistake, not a plan."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,7 +95,11 @@ class EventsByTagOptions:
             if key in given
         }
         query = QuerySettings(page_size=_int(given, "pagesize", 5000), **durations)
-        limit = _int(given, "maxeventspertrigger", 0) or None
+        limit = (
+            _int(given, "maxeventspertrigger", 1, minimum=1)
+            if "maxeventspertrigger" in given
+            else None
+        )
         parsed = cls(
             journal=journal,
             tag=validation.tag(given["tag"]),
@@ -99,16 +108,35 @@ class EventsByTagOptions:
             else TimeUUID.parse(starting),
             starts_at_latest=starting.lower() == "latest",
             max_events_per_trigger=limit,
-            segments=_int(given, "segments", 1, minimum=1),
+            segments=_int(given, "segments", 1, minimum=1, maximum=MAX_SEGMENTS),
             processor=given.get("processor"),
             events_by_tag=events_by_tag,
             query=query,
         )
-        existing_location(journal)  # last: every option is checked even when the file is missing
+        _check_journal(parsed)  # last: every option is checked even when the file is missing
         return parsed
 
 
-def _int(given: Mapping[str, str], key: str, default: int, *, minimum: int = 0) -> int:
+def _check_journal(options: EventsByTagOptions) -> None:
+    """The journal must exist and have been written with the options' bucket size.
+
+    Checked as the options are parsed (as a query is defined, and by `ordo pipeline run` before
+    Spark starts), not only once the planner of a started query opens the journal.
+    """
+    existing_location(options.journal)
+    with stores_at(options.journal, create_schema=False) as stores:
+        recorded = stores.journal.recorded_bucket_size()
+    check_bucket_size(recorded, options.events_by_tag.bucket_size)
+
+
+def _int(
+    given: Mapping[str, str],
+    key: str,
+    default: int,
+    *,
+    minimum: int = 0,
+    maximum: int = LARGEST_INTEGER,
+) -> int:
     if key not in given:
         return default
     try:
@@ -116,7 +144,7 @@ def _int(given: Mapping[str, str], key: str, default: int, *, minimum: int = 0) 
     except (TypeError, ValueError) as exc:
         msg = f"option {key} must be an integer, got {given[key]!r}"
         raise ConfigurationError(msg) from exc
-    if not minimum <= value <= LARGEST_INTEGER:
-        msg = f"option {key} must be in {minimum}..{LARGEST_INTEGER}, got {value}"
+    if not minimum <= value <= maximum:
+        msg = f"option {key} must be in {minimum}..{maximum}, got {value}"
         raise ConfigurationError(msg)
     return value

@@ -7,7 +7,7 @@ processor = "order-totals"             # names the positions (and segments) of t
 handler = "myapp.projections:count"    # module:function(event, context), importable by workers
 sink = "sqlite:///shop.db"             # where the handler writes (default: the journal)
 checkpoint = ".ordo/checkpoints/order-totals"
-segments = 4                           # input partitions (default 1)
+segments = 4                           # input partitions (default 1, at most 1024)
 trigger = "available_now"              # or a processing time such as "1 second"
 dead_letters = false                   # keep failing events instead of failing the batch
 
@@ -16,7 +16,9 @@ eventualConsistencyDelayMs = 1000
 
 Every value is checked, with its TOML type, before Spark starts: a mistake is then one line
 naming the key, not a failed query after Spark's start-up (or, for `segments = 0`, a run that
-processed nothing and wrote a checkpoint).
+processed nothing and wrote a checkpoint). So are the journal (it exists, and was written with
+the bucket size the source asks for) and the sink (a known scheme; an SQLite file in an existing
+folder, as a misspelt one would silently become a new database).
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from ordo.documents import reject_unknown_keys
 from ordo.errors import ConfigurationError
-from ordo.hashing import HASH_BITS
-from ordo.spark.options import EventsByTagOptions
+from ordo.spark.options import MAX_SEGMENTS, EventsByTagOptions
 from ordo.spark.projection import Handler, ProjectionSpec, projection
+from ordo.storage.location import SQLiteLocation, parse_location
 
 _T = TypeVar("_T", str, int, bool)
 
@@ -103,8 +105,8 @@ class PipelineConfig:
             msg = f"{path}: [pipeline] needs {', '.join(missing)}"
             raise ConfigurationError(msg)
         segments = _typed(path, table, "segments", int, 1)
-        if not 1 <= segments <= 1 << HASH_BITS:
-            msg = f"{path}: [pipeline] segments must be in 1..2**{HASH_BITS}, got {segments}"
+        if not 1 <= segments <= MAX_SEGMENTS:
+            msg = f"{path}: [pipeline] segments must be in 1..{MAX_SEGMENTS}, got {segments}"
             raise ConfigurationError(msg)
         handler = _typed(path, table, "handler", str)
         load_handler(handler)  # fail on reading, not once Spark has started
@@ -124,6 +126,7 @@ class PipelineConfig:
         # The source's own parser, as Spark would run it: unknown or bad [source] options, and
         # a journal that does not exist (its check comes last), are errors before Spark starts.
         EventsByTagOptions.from_spark(config.source_options())
+        _check_sink(path, config.sink)  # after the journal's check: the sink defaults to it
         return config
 
     def source_options(self) -> dict[str, str]:
@@ -150,6 +153,22 @@ def _typed(
         return value
     msg = f"{path}: [pipeline] {key} must be {_TOML_TYPES[kind]}, got {value!r}"
     raise ConfigurationError(msg)
+
+
+def _check_sink(path: Path, sink: str) -> None:
+    """Refuse a sink URL ordo cannot open: an unknown scheme, an SQLite file in no folder.
+
+    The sink may be a new SQLite file (the projection creates it), so a misspelt folder would
+    only show once Spark had started, and a misspelt file name cannot be told from a new one.
+    """
+    try:
+        location = parse_location(sink)
+    except ConfigurationError as exc:
+        msg = f"{path}: [pipeline] sink: {exc}"
+        raise ConfigurationError(msg) from exc
+    if isinstance(location, SQLiteLocation) and not location.path.parent.is_dir():
+        msg = f"{path}: [pipeline] sink {sink!r}: there is no folder {location.path.parent}"
+        raise ConfigurationError(msg)
 
 
 def _trigger(path: Path, trigger: str) -> str:
