@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import sqlite3
 import subprocess
 import sys
+import threading
+import time
+from contextlib import closing
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -13,12 +19,15 @@ from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from cdc_support import USERS
+from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.cdc import Audit, Cell, Mutation, SchemaRegistry
 from ordo.cdc.change_rows import ChangeRows
 from ordo.cli.main import cli
+from ordo.spark.demo import ORDER_TOTALS_TABLE
 from ordo.spark.query_failure import failure_line
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
+from ordo.time import format_first_time_bucket
 
 pytestmark = pytest.mark.spark
 
@@ -59,6 +68,56 @@ def test_a_new_spark_writes_its_console_output_to_the_log_file(tmp_path: Path) -
     assert batches
     assert all(batch.fullmatch(line) for line in batches)
     assert "TransformWithStateInPandas Python worker" in log.read_text(encoding="utf-8")
+
+
+def _running_pipeline(tmp_path: Path) -> list[str]:
+    """`ordo pipeline run` of a journal with one event, every 200 ms: the command line."""
+    first = format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000)
+    url = f"sqlite:///{tmp_path}/shop.db"
+    settings = EventsByTagSettings(first_time_bucket=first, flush_interval=timedelta(0))
+    with open_journal(url, settings=settings) as journal:
+        journal.append("order-1", [NewEvent.of(1, tags=["order"])])
+    with closing(sqlite3.connect(tmp_path / "shop.db")) as conn, conn:
+        conn.execute(ORDER_TOTALS_TABLE)
+    config = tmp_path / "pipeline.toml"
+    config.write_text(
+        f'[pipeline]\njournal = "{url}"\ntag = "order"\nprocessor = "totals"\n'
+        'handler = "ordo.spark.demo:count_order_events"\n'
+        f'checkpoint = "{tmp_path / "checkpoint"}"\ntrigger = "200 milliseconds"\n'
+        f'[source]\nfirstTimeBucket = "{first}"\neventualConsistencyDelayMs = 0\n',
+        encoding="utf-8",
+    )
+    return [str(ORDO), "pipeline", "run", str(config), "--master", "local[1]"]
+
+
+def test_ctrl_c_stops_a_running_pipeline_with_one_line_and_status_130(tmp_path: Path) -> None:
+    """SIGINT goes to the process group, as a terminal's Ctrl-C: Spark's Python workers get it
+    too (its JVM ignores it). The query is stopped; no Py4J traceback is printed."""
+    env = {**os.environ, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")}
+    pipeline = subprocess.Popen(
+        _running_pipeline(tmp_path),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    watchdog = threading.Timer(240, os.killpg, (pipeline.pid, signal.SIGKILL))
+    watchdog.start()
+    try:
+        assert pipeline.stderr is not None
+        started, batch = pipeline.stderr.readline(), pipeline.stderr.readline()
+        assert batch.startswith("pipeline 'totals': batch 0, 1 row in "), started + batch
+        os.killpg(pipeline.pid, signal.SIGINT)
+        out, err = pipeline.communicate(timeout=120)
+    finally:
+        watchdog.cancel()
+        if pipeline.poll() is None:
+            os.killpg(pipeline.pid, signal.SIGKILL)
+            pipeline.wait()
+
+    assert (pipeline.returncode, out) == (130, "")
+    assert err == "pipeline 'totals' interrupted: stopped, it resumes from its checkpoint\n"
 
 
 def test_materializing_a_table_without_a_schema_is_a_one_line_error(
