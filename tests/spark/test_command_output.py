@@ -70,7 +70,12 @@ def test_a_new_spark_writes_its_console_output_to_the_log_file(tmp_path: Path) -
     assert "TransformWithStateInPandas Python worker" in log.read_text(encoding="utf-8")
 
 
-def _running_pipeline(tmp_path: Path) -> list[str]:
+def _pipeline_command(
+    tmp_path: Path,
+    *,
+    handler: str = "ordo.spark.demo:count_order_events",
+    trigger: str = "200 milliseconds",
+) -> list[str]:
     """`ordo pipeline run` of a journal with one event, every 200 ms: the command line."""
     first = format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000)
     url = f"sqlite:///{tmp_path}/shop.db"
@@ -82,8 +87,8 @@ def _running_pipeline(tmp_path: Path) -> list[str]:
     config = tmp_path / "pipeline.toml"
     config.write_text(
         f'[pipeline]\njournal = "{url}"\ntag = "order"\nprocessor = "totals"\n'
-        'handler = "ordo.spark.demo:count_order_events"\n'
-        f'checkpoint = "{tmp_path / "checkpoint"}"\ntrigger = "200 milliseconds"\n'
+        f'handler = "{handler}"\n'
+        f'checkpoint = "{tmp_path / "checkpoint"}"\ntrigger = "{trigger}"\n'
         f'[source]\nfirstTimeBucket = "{first}"\neventualConsistencyDelayMs = 0\n',
         encoding="utf-8",
     )
@@ -95,7 +100,7 @@ def test_ctrl_c_stops_a_running_pipeline_with_one_line_and_status_130(tmp_path: 
     too (its JVM ignores it). The query is stopped; no Py4J traceback is printed."""
     env = {**os.environ, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")}
     pipeline = subprocess.Popen(
-        _running_pipeline(tmp_path),
+        _pipeline_command(tmp_path),
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -118,6 +123,36 @@ def test_ctrl_c_stops_a_running_pipeline_with_one_line_and_status_130(tmp_path: 
 
     assert (pipeline.returncode, out) == (130, "")
     assert err == "pipeline 'totals' interrupted: stopped, it resumes from its checkpoint\n"
+
+
+def test_a_handler_module_in_the_working_directory_is_imported_by_spark_too(
+    tmp_path: Path,
+) -> None:
+    """As with `python -m`, `handler = "module:function"` may name a module next to the user.
+
+    The installed script did not look there. The function is pickled by reference, so Spark's
+    Python workers import the module as well.
+    """
+    (tmp_path / "shop_handlers.py").write_text(
+        "def count(event, context):\n"
+        "    context.connection.execute(\n"
+        "        'INSERT INTO order_totals (pid, events, last_nr, misordered) '\n"
+        "        'VALUES (?, 1, ?, 0)',\n"
+        "        (event.persistence_id, event.tag_pid_sequence_nr),\n"
+        "    )\n",
+        encoding="utf-8",
+    )
+    command = _pipeline_command(tmp_path, handler="shop_handlers:count", trigger="available_now")
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env["ORDO_SPARK_LOG"] = str(tmp_path / "spark.log")
+
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+
+    assert done.returncode == 0, done.stderr
+    with closing(sqlite3.connect(tmp_path / "shop.db")) as conn:
+        assert conn.execute("SELECT pid, last_nr FROM order_totals").fetchall() == [("order-1", 1)]
 
 
 def test_materializing_a_table_without_a_schema_is_a_one_line_error(

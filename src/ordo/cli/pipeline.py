@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import click
@@ -27,9 +29,22 @@ def run(config_file: Path, master: str) -> None:
     from ordo.spark.job_session import job_session
     from ordo.spark.pipeline import PipelineConfig, start_pipeline
 
+    _import_from_working_directory()
     config = PipelineConfig.from_toml(config_file)  # every check, the journal's too, before Spark
     app_name = f"ordo-{config.processor}"
     with job_session(master=master, app_name=app_name, announce=progress) as spark:
         query = start_pipeline(spark, config)
         wait_for(query, f"pipeline {config.processor!r}")
     click.echo(f"pipeline {config.processor!r} stopped; checkpoint at {config.checkpoint}")
+
+
+def _import_from_working_directory() -> None:
+    """Let the handler's module be found in the working directory, as `python -m` does.
+
+    The installed `ordo` script's path starts at its own folder, so `handler = "app:count"`
+    next to the user was not found. (Spark's local Python workers start in the same directory
+    and find it there; on a cluster the module must be shipped, e.g. with --py-files.)
+    """
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
