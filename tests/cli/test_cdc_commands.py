@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -62,6 +63,37 @@ def test_capture_publishes_a_snapshot_and_the_changes_of_sqlite_tables(
     code, out, _ = _run("cdc", "status", "--journal", journal, "--change-log", str(log), "--json")
     assert code == 0
     assert json.loads(out)["change_logs"][0]["mutations"] == 6
+
+
+def test_ctrl_c_ends_a_followed_capture_with_one_line_and_status_130(
+    tmp_path: Path, journal: str
+) -> None:
+    source = tmp_path / "shop.db"
+    with sqlite3.connect(source) as conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)")
+    args = ["cdc", "capture", str(source), "--table", "items", "--journal", journal]
+    args += ["--change-log", str(tmp_path / "log")]
+    assert _run(*args)[0] == 0  # installs the triggers: the next change is captured
+    capture = subprocess.Popen(  # inherits the environment, PYTHONPATH included
+        [sys.executable, "-m", "ordo.cli.main", *args, "--follow", "--flush-interval-ms", "50"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with sqlite3.connect(source) as conn:
+            conn.execute("INSERT INTO items VALUES (1, 'x')")
+        assert capture.stderr is not None
+        assert capture.stderr.readline().startswith("capturing: published items=1")
+        capture.send_signal(signal.SIGINT)
+        out, err = capture.communicate(timeout=30)
+    finally:
+        capture.kill()
+    assert (capture.returncode, out, err) == (
+        130,
+        "",
+        "capture interrupted; everything published is durable\n",
+    )
 
 
 def test_ingest_needs_a_schema_and_rejects_a_malformed_line_whole(

@@ -19,6 +19,7 @@ from ordo.cdc.ingest import ingest as publish_mutations
 from ordo.cdc.ingest import parse_mutation_lines
 from ordo.cli.cdc_schemas import schemas
 from ordo.cli.options import (
+    INTERRUPTED_STATUS,
     NUMBER,
     counted,
     existing_journal,
@@ -137,7 +138,7 @@ def capture(
             totals = runner.run(until_idle=not follow, on_publish=_CaptureProgress())
         except KeyboardInterrupt:
             progress("capture interrupted; everything published is durable")
-            return
+            raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
     click.echo(f"published {_published(totals)} (skipped {totals.skipped} already in the log)")
 
 

@@ -112,6 +112,11 @@ def counted(count: int, noun: str) -> str:
     return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
+INTERRUPTED_STATUS = 130
+"""The exit status of a command ended by Ctrl-C, as shells report it (128 + SIGINT): how a
+live query, a followed capture or a streaming job is stopped, so not click's "Aborted!" and 1."""
+
+
 def progress(message: str) -> None:
     """Progress of long work goes to stderr, so stdout stays one result."""
     click.echo(message, err=True)

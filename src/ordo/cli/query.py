@@ -10,6 +10,7 @@ from itertools import islice
 import click
 
 from ordo.cli.options import (
+    INTERRUPTED_STATUS,
     journal_option,
     json_option,
     progress,
@@ -71,9 +72,7 @@ def query(
                             f"{envelope.tag_pid_sequence_nr}  {envelope.payload!r}"
                         )
             except KeyboardInterrupt:
-                # Ctrl-C is how a live query ends: the shell's 130, without click's "Aborted!"
-                # and its exit status 1, which says the command failed.
-                raise click.exceptions.Exit(130) from None
+                raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
     if not delivered:
         progress(_nothing_settled(tag, query_settings))
 

@@ -10,13 +10,11 @@ from typing import Any
 
 import click
 
-from ordo.cli.options import counted, progress
+from ordo.cli.options import INTERRUPTED_STATUS, counted, progress
 from ordo.errors import QueryFailedError
 
 POLL_SECONDS = 2.0
 """How often the command looks for finished micro-batches to report (and for Ctrl-C)."""
-INTERRUPTED_STATUS = 130
-"""The exit status of a command stopped by Ctrl-C, as shells report it (128 + SIGINT)."""
 
 
 def wait_for(query: Any, label: str) -> None:
