@@ -56,9 +56,12 @@ def _source(url: str, segments: str, delay_ms: str = "0", **more: str) -> dict[s
     }
 
 
-def _create_totals(path: Path) -> None:
+def _totals_journal(tmp_path: Path) -> tuple[Path, str]:
+    """An SQLite journal file with the demo's order_totals table: its path and URL."""
+    path = tmp_path / "journal.db"
     with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute(ORDER_TOTALS_TABLE)
+    return path, f"sqlite:///{path}"
 
 
 def _totals(path: Path) -> dict[str, int]:
@@ -84,9 +87,7 @@ def _run(spark: SparkSession, url: str, checkpoint: Path, segments: str = "3") -
 def test_a_projection_applies_every_event_once_across_restarts_and_replays(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    path = tmp_path / "journal.db"
-    url = f"sqlite:///{path}"
-    _create_totals(path)
+    path, url = _totals_journal(tmp_path)
     _append(url, 0, 90)
     _run(spark, url, tmp_path / "checkpoint")
     assert _totals(path) == {f"order-{p}": 10 for p in range(9)}
@@ -100,9 +101,7 @@ def test_a_projection_applies_every_event_once_across_restarts_and_replays(
 def test_an_event_whose_tag_views_row_is_there_twice_is_applied_once(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    path = tmp_path / "journal.db"
-    url = f"sqlite:///{path}"
-    _create_totals(path)
+    path, url = _totals_journal(tmp_path)
     _append(url, 0, 27)
     duplicate_tag_view(url, "order", "order-4", 1)
     _run(spark, url, tmp_path / "checkpoint")
@@ -113,9 +112,7 @@ def test_a_partition_applies_an_event_handed_over_twice_once(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     """The positions read at the start of the batch do not cover a repeat within it."""
-    path = tmp_path / "journal.db"
-    url = f"sqlite:///{path}"
-    _create_totals(path)
+    path, url = _totals_journal(tmp_path)
     _append(url, 0, 18)
     rows = spark.read.format("ordo_events_by_tag").options(**_source(url, "1")).load().collect()
     twice = [row for row in rows for _ in range(1 + (row.persistence_id == "order-4"))]
@@ -131,9 +128,7 @@ def test_a_projection_restarted_after_a_gap_stopped_it_stops_again_instead_of_sk
 ) -> None:
     """Resumed from its checkpoint, the source takes order-1's nr 3 for the first event of
     order-1 (it is in a past bucket) and delivers it: the positions say nr 1 came last."""
-    path = tmp_path / "journal.db"
-    url = f"sqlite:///{path}"
-    _create_totals(path)
+    path, url = _totals_journal(tmp_path)
     an_hour_ago = ManualClock(time.time_ns() - 3_600 * 10**9)
     with open_journal(url, settings=WRITE, clock=an_hour_ago) as journal:
         for pid, count_ in (("order-1", 1), ("order-2", 2), ("order-1", 2), ("order-2", 2)):
@@ -173,9 +168,7 @@ def _wait_for(predicate: Callable[[], bool], timeout: float = 120) -> None:
 def test_segments_split_and_merge_while_the_stream_runs(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    path = tmp_path / "journal.db"
-    url = f"sqlite:///{path}"
-    _create_totals(path)
+    path, url = _totals_journal(tmp_path)
     _append(url, 0, 45)
     spec = ProjectionSpec(processor="live-totals", sink=url, handler=count_order_events)
     query = projection(
@@ -205,9 +198,7 @@ DRIVER = Path(__file__).with_name("projection_driver.py")
 
 
 def test_a_driver_killed_mid_run_resumes_to_the_same_projection(tmp_path: Path) -> None:
-    path = tmp_path / "journal.db"
-    url = f"sqlite:///{path}"
-    _create_totals(path)
+    path, url = _totals_journal(tmp_path)
     _append(url, 0, 90)
     args = [sys.executable, str(DRIVER), url, FIRST, str(tmp_path / "checkpoint")]
     driver = subprocess.Popen([*args, "processing-time"])
@@ -235,9 +226,7 @@ def _flaky_count(event: EventEnvelope, context: HandlerContext) -> None:
 def test_a_poison_event_goes_to_the_dead_letters_and_the_rest_is_applied(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    path = tmp_path / "journal.db"
-    url = f"sqlite:///{path}"
-    _create_totals(path)
+    path, url = _totals_journal(tmp_path)
     _append(url, 0, 45)
     spec = ProjectionSpec(processor="dl", sink=url, handler=_flaky_count, dead_letters=True)
     query = projection(
@@ -259,9 +248,7 @@ def test_a_poison_event_goes_to_the_dead_letters_and_the_rest_is_applied(
 def test_a_failing_handler_stops_the_projection_and_commits_nothing_of_its_segment(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    path = tmp_path / "journal.db"
-    url = f"sqlite:///{path}"
-    _create_totals(path)
+    path, url = _totals_journal(tmp_path)
     _append(url, 0, 45)
     spec = ProjectionSpec(processor="stop", sink=url, handler=_flaky_count)
     query = projection(
