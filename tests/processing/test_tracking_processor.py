@@ -14,7 +14,7 @@ from ordo import Journal, NewEvent
 from ordo.processing.control import merge_segment, split_segment
 from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.segment import Segment
-from ordo.processing.sequencing import FullySequentialPolicy, policy_from_name
+from ordo.processing.sequencing import FullySequentialPolicy
 from ordo.processing.source import ALL_EVENTS, EventSource
 from ordo.processing.token import TrackingToken
 from ordo.query import EventEnvelope
@@ -343,106 +343,3 @@ def test_a_merge_made_impossible_meanwhile_is_dropped_and_processing_goes_on(
     )
     assert segments == [(0, 1), (1, 3), (3, 3)]
     assert stores.tokens.take_request("counts", 0) is None
-
-
-@pytest.mark.parametrize("policy", ["property:g", "concurrent"])
-def test_merging_a_segment_that_was_ahead_applies_nothing_twice(
-    stores: Stores,
-    journal_factory: Callable[..., Journal],
-    sql: Callable[..., list[tuple[object, ...]]],
-    policy: str,
-) -> None:
-    """Under a policy without per-id positions, a merge must not replay the half ahead.
-
-    Segment 0 is held by an operator while segment 1 processes 100 more events; then the two
-    merge. The merged segment starts from segment 0's (lower) token: the events segment 1
-    handled already lie after it and used to be handled a second time.
-    """
-    journal = journal_factory(settings=WRITE)
-    sql("CREATE TABLE handled (event TEXT PRIMARY KEY, times BIGINT NOT NULL)")
-
-    def record(event: EventEnvelope, context: HandlerContext) -> None:
-        context.connection.execute(  # type: ignore[attr-defined]
-            f"INSERT INTO handled VALUES ({context.placeholder}, 1) "
-            "ON CONFLICT (event) DO UPDATE SET times = handled.times + 1",
-            (f"{event.persistence_id}#{event.sequence_nr}",),
-        )
-
-    def handled() -> int:
-        return int(str(sql("SELECT count(*) FROM handled")[0][0]))
-
-    settings = replace(FAST, initial_segment_count=2)
-
-    def processor() -> TrackingProcessor:
-        return TrackingProcessor(
-            "p",
-            source(stores),
-            stores.tokens,
-            record,
-            settings=settings,
-            policy=policy_from_name(policy),
-        )
-
-    with processor():
-        for i in range(100):
-            journal.append(f"p{i % 10}", [NewEvent.of({"g": i % 7}, tags=["t"])])
-        wait_for(lambda: handled() == 100)
-    stores.tokens.claim(
-        "p", 0, "operator", now_ms=time.time_ns() // 1_000_000, claim_timeout_ms=60_000
-    )
-    with processor():
-        for i in range(100, 200):
-            journal.append(f"p{i % 10}", [NewEvent.of({"g": i % 7}, tags=["t"])])
-        wait_for(lambda: handled() > 100)
-        time.sleep(1)  # segment 1 catches up with everything of its half
-    stores.tokens.release("p", 0, "operator")
-    (one,) = (e for e in stores.tokens.entries("p") if e.segment.segment_id == 1)
-    (zero,) = (e for e in stores.tokens.entries("p") if e.segment.segment_id == 0)
-    assert zero.token.is_before(one.token)
-    now = time.time_ns() // 1_000_000
-    assert merge_segment(stores.tokens, "p", 0, now_ms=now, claim_timeout_ms=60_000).is_done
-    with processor():
-        wait_for(lambda: handled() == 200)
-        time.sleep(0.5)
-    assert sql("SELECT times, count(*) FROM handled GROUP BY times") == [(1, 200)]
-
-
-def test_a_restarted_processor_waits_for_an_event_that_became_visible_late(
-    stores: Stores,
-    journal_factory: Callable[..., Journal],
-    sql: Callable[..., list[tuple[object, ...]]],
-) -> None:
-    """A claim's stream knows the positions its processor processed, so it detects gaps.
-
-    One segment: p's events 1-4 are processed, then q's 1, then the processor stops. p's 5
-    and 6 are written, but 5 is not visible yet (held out of tag_views) when the processor
-    starts again. Its stream starts from q's offset, over 0.2 s after p's last event: p used
-    to be new to it, so 6 was taken as p's first event, handled after 4, and 5 was dropped
-    when it showed up.
-    """
-    journal = journal_factory(settings=WRITE)
-
-    def counts() -> TrackingProcessor:
-        settings = replace(FAST, initial_segment_count=1)
-        return TrackingProcessor(
-            "counts", source(stores), stores.tokens, counting_handler, settings=settings
-        )
-
-    with counts():
-        journal.append("p", [NewEvent.of({"i": i}, tags=["t"]) for i in range(4)])
-        time.sleep(0.5)  # p's events are older than the offset scanning period of a restart
-        journal.append("q", [NewEvent.of({"i": 0}, tags=["t"])])
-        wait_for(lambda: _total(sql) == 5)
-    journal.append("p", [NewEvent.of({"i": 4}, tags=["t"])])
-    journal.append("p", [NewEvent.of({"i": 5}, tags=["t"])])
-    journal.append("q", [NewEvent.of({"i": 1}, tags=["t"])])
-    wait_for(lambda: int(str(sql("SELECT count(*) FROM tag_views")[0][0])) == 8)
-    late = "FROM tag_views WHERE persistence_id = 'p' AND tag_pid_sequence_nr = 5"
-    sql(f"CREATE TABLE late AS SELECT * {late}")
-    sql(f"DELETE {late}")
-    with counts() as processor:
-        time.sleep(1)  # p's 6 is visible and settled; 5 is not
-        sql("INSERT INTO tag_views SELECT * FROM late")
-        wait_for(lambda: _total(sql) == 8 or processor.failure is not None)
-    assert processor.failure is None
-    assert sorted(sql("SELECT pid, n, last FROM counts")) == [("p", 6, 6), ("q", 2, 2)]

@@ -18,7 +18,11 @@ import uuid
 from collections.abc import Sequence
 
 from ordo.clock import Clock, SystemClock
-from ordo.errors import EventHandlingError, InvalidSegmentOperationError
+from ordo.errors import (
+    EventHandlingError,
+    InvalidSegmentOperationError,
+    MissingTaggedEventError,
+)
 from ordo.processing.handler import EventHandler, HandlerContext
 from ordo.processing.ports import SegmentAction, SegmentRequest, TokenEntry, TokenStore
 from ordo.processing.segment import Segment
@@ -40,7 +44,8 @@ class TrackingProcessor:
     """A named processor with `thread_count` threads over the segments of its token store.
 
     Thread-safe. start() returns at once; stop() releases the claims. A handler failure under
-    ErrorMode.FAIL stops the processor and is kept in `failure`.
+    ErrorMode.FAIL, or a gap its source could not fill (MissingTaggedEventError), stops the
+    processor and is kept in `failure`.
     """
 
     def __init__(
@@ -57,7 +62,7 @@ class TrackingProcessor:
         self.name = name
         self.settings = settings or ProcessorSettings()
         self.policy = policy or SequentialPerAggregatePolicy()
-        self.failure: EventHandlingError | None = None
+        self.failure: EventHandlingError | MissingTaggedEventError | None = None
         self._source, self._tokens, self._handler = source, tokens, handler
         self._clock = clock or SystemClock()
         self._instance = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -151,7 +156,7 @@ class TrackingProcessor:
     def _now_ms(self) -> int:
         return self._clock.now_ns() // 1_000_000
 
-    def _fail(self, error: EventHandlingError) -> None:
+    def _fail(self, error: EventHandlingError | MissingTaggedEventError) -> None:
         logger.error("processor failed: name=%s error=%s", self.name, error)
         if self.failure is None:
             self.failure = error

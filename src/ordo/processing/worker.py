@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ordo.errors import (
     EventHandlingError,
     InvalidSegmentOperationError,
+    MissingTaggedEventError,
     StorageError,
     UnableToClaimTokenError,
     UnknownProcessorError,
@@ -74,7 +75,9 @@ class SegmentWorker(threading.Thread):
                 # Lost the claim, or the segment is gone (merged away while the claim lapsed):
                 # claim again, as a fresh start.
                 logger.info("claim lost: processor=%s error=%s", self.p.name, exc)
-            except EventHandlingError as exc:
+            except (EventHandlingError, MissingTaggedEventError) as exc:
+                # A handler that failed for good, or a gap that stayed open past gap_timeout:
+                # going on would skip events, so the processor stops and keeps the failure.
                 self.p._fail(exc)
             except StorageError as exc:
                 # A transient storage failure (connection lost, database locked): the batch was
@@ -223,12 +226,16 @@ class SegmentWorker(threading.Thread):
                 placeholder=batch.placeholder,
             )
             for row in rows:
-                if p._is_per_id and row.tag_pid_sequence_nr <= seen.get(row.persistence_id, 0):
-                    continue
-                if state.token.ahead and state.token.covers(
+                if p._is_per_id:
+                    if row.tag_pid_sequence_nr <= seen.get(row.persistence_id, 0):
+                        continue  # processed already (positions are exact)
+                elif state.token.ahead and state.token.covers(
                     sequence_hash(p.policy, row), row.offset_key
                 ):
-                    continue  # a merged-in half handled it before the merge
+                    # A merged-in half handled it before the merge. Without positions this is
+                    # as good as an offset gets: an event of that half not visible yet when it
+                    # passed its offset is skipped too (as a restart from an offset skips it).
+                    continue
                 replaying = state.replay_key is not None and row.offset_key <= state.replay_key
                 event_context = context if not replaying else _replay(context)
                 if careful:

@@ -124,6 +124,7 @@ class TagQuery(Generic[R]):
         self._pids: dict[PersistenceId, tuple[int, bytes]] = {
             pid: (nr, self._start) for pid, nr in (known or {}).items()
         }
+        self._known = frozenset(known or ())
         self._search: MissingSearch[R] | None = None
         self._needs_start_scan = not self._expects_first_nr_one and self._bucket == (
             bucket_size.key(now_ns // 1_000_000)
@@ -427,7 +428,9 @@ class TagQuery(Generic[R]):
                 break
             cursor = rows[-1].offset_key
         for pid, last in before.items():
-            if last[0] > self._pids.get(pid, (0, b""))[0]:
+            # A known position is what the caller processed: an event after it that lies
+            # before the offset is late and not delivered yet, whatever the scan finds.
+            if pid not in self._known and last[0] > self._pids.get(pid, (0, b""))[0]:
                 self._pids[pid] = last
         for pid, first in lowest.items():
             self._pids.setdefault(pid, (first - 1, self._start))

@@ -1,0 +1,246 @@
+"""Tracking processors and events that become visible late, across restarts and merges.
+
+An event is "late" when its tag_views row shows up after rows with later offsets: these tests
+hide a row (move it to a table `late`) and show it again, on both backends.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from ordo import Journal, NewEvent
+from ordo.errors import MissingTaggedEventError
+from ordo.hashing import stable_hash
+from ordo.processing.control import merge_segment
+from ordo.processing.processor import HandlerContext, TrackingProcessor
+from ordo.processing.sequencing import policy_from_name
+from ordo.processing.source import EventSource
+from ordo.query import EventEnvelope
+from ordo.storage.open import Stores
+from processing_support import FAST, READ, WRITE, source, wait_for
+
+Sql = Callable[..., list[tuple[object, ...]]]
+
+
+def _recorder(sql: Sql) -> Callable[[EventEnvelope, HandlerContext], None]:
+    """A handler counting how often each event was handled, in the batch's transaction."""
+    sql("CREATE TABLE handled (event TEXT PRIMARY KEY, times BIGINT NOT NULL)")
+
+    def record(event: EventEnvelope, context: HandlerContext) -> None:
+        context.connection.execute(  # type: ignore[attr-defined]
+            f"INSERT INTO handled VALUES ({context.placeholder}, 1) "
+            "ON CONFLICT (event) DO UPDATE SET times = handled.times + 1",
+            (f"{event.persistence_id}#{event.sequence_nr}",),
+        )
+
+    return record
+
+
+def _handled(sql: Sql) -> list[tuple[object, ...]]:
+    return sorted(sql("SELECT event, times FROM handled"))
+
+
+def _once(*events: str) -> list[tuple[object, ...]]:
+    return sorted((event, 1) for event in events)
+
+
+def _hide(sql: Sql, pid: str, nr: int) -> None:
+    """Take the event's tag_views row away (kept in `late`), as if not written yet."""
+    where = f"FROM tag_views WHERE persistence_id = '{pid}' AND tag_pid_sequence_nr = {nr}"
+    wait_for(lambda: int(str(sql(f"SELECT count(*) {where}")[0][0])) == 1)
+    sql(f"CREATE TABLE late AS SELECT * {where}")
+    sql(f"DELETE {where}")
+
+
+def _show(sql: Sql) -> None:
+    sql("INSERT INTO tag_views SELECT * FROM late")
+
+
+def _append(journal: Journal, pid: str, i: int, **payload: object) -> None:
+    journal.append(pid, [NewEvent.of({"i": i, **payload}, tags=["t"])])
+
+
+def _in_half(half: int, prefix: str) -> str:
+    """A persistence id whose hash lies in segment `half` of two."""
+    return next(f"{prefix}{i}" for i in range(1000) if stable_hash(f"{prefix}{i}") & 1 == half)
+
+
+def _processor(
+    stores: Stores, handler: Callable[..., None], *, segments: int, **options: object
+) -> TrackingProcessor:
+    settings = replace(FAST, initial_segment_count=segments)
+    return TrackingProcessor(
+        "p", source(stores), stores.tokens, handler, settings=settings, **options
+    )  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("policy", ["property:g", "concurrent"])
+def test_merging_a_segment_that_was_ahead_applies_nothing_twice(
+    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql, policy: str
+) -> None:
+    """Under a policy without per-id positions, a merge must not replay the half ahead.
+
+    Segment 0 is held by an operator while segment 1 processes 100 more events; then the two
+    merge. The merged segment starts from segment 0's (lower) token: the events segment 1
+    handled already lie after it and used to be handled a second time.
+    """
+    journal = journal_factory(settings=WRITE)
+    record = _recorder(sql)
+
+    def processor() -> TrackingProcessor:
+        return _processor(stores, record, segments=2, policy=policy_from_name(policy))
+
+    with processor():
+        for i in range(100):
+            _append(journal, f"p{i % 10}", i, g=i % 7)
+        wait_for(lambda: len(_handled(sql)) == 100)
+    now = time.time_ns() // 1_000_000
+    stores.tokens.claim("p", 0, "operator", now_ms=now, claim_timeout_ms=60_000)
+    with processor():
+        for i in range(100, 200):
+            _append(journal, f"p{i % 10}", i, g=i % 7)
+        wait_for(lambda: len(_handled(sql)) > 100)
+        time.sleep(1)  # segment 1 catches up with everything of its half
+    stores.tokens.release("p", 0, "operator")
+    (one,) = (e for e in stores.tokens.entries("p") if e.segment.segment_id == 1)
+    (zero,) = (e for e in stores.tokens.entries("p") if e.segment.segment_id == 0)
+    assert zero.token.is_before(one.token)
+    now = time.time_ns() // 1_000_000
+    assert merge_segment(stores.tokens, "p", 0, now_ms=now, claim_timeout_ms=60_000).is_done
+    with processor():
+        wait_for(lambda: len(_handled(sql)) == 200)
+        time.sleep(0.5)
+    assert sql("SELECT times, count(*) FROM handled GROUP BY times") == [(1, 200)]
+
+
+def test_a_merge_hands_on_a_late_event_of_the_half_that_was_ahead(
+    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql
+) -> None:
+    """Per aggregate, positions decide what was handled, not the merged half's offset.
+
+    x and y are in segment 1, z in segment 0. x#2 is written but not visible when y#2 (a later
+    offset) is handled while segment 0 is held, so segment 1's token passes x#2. The two
+    merge and x#2 shows up: the merged stream delivers it, and the part ahead used to make the
+    worker skip it although nobody had handled it.
+    """
+    journal = journal_factory(settings=WRITE)
+    record = _recorder(sql)
+    x, y, z = _in_half(1, "x"), _in_half(1, "y"), _in_half(0, "z")
+    with _processor(stores, record, segments=2):
+        for pid in (x, y, z):
+            _append(journal, pid, 1)
+        wait_for(lambda: len(_handled(sql)) == 3)
+    now = time.time_ns() // 1_000_000
+    stores.tokens.claim("p", 0, "operator", now_ms=now, claim_timeout_ms=60_000)
+    _append(journal, x, 2)
+    _hide(sql, x, 2)
+    _append(journal, y, 2)
+    with _processor(stores, record, segments=2):
+        wait_for(lambda: len(_handled(sql)) == 4)
+    stores.tokens.release("p", 0, "operator")
+    now = time.time_ns() // 1_000_000
+    assert merge_segment(stores.tokens, "p", 1, now_ms=now, claim_timeout_ms=60_000).is_done
+    _show(sql)
+    with _processor(stores, record, segments=2) as running:
+        _append(journal, x, 3)
+        wait_for(lambda: len(_handled(sql)) == 6)
+        time.sleep(0.5)
+    assert running.failure is None
+    assert _handled(sql) == _once(f"{x}#1", f"{x}#2", f"{x}#3", f"{y}#1", f"{y}#2", f"{z}#1")
+
+
+@pytest.mark.parametrize("pause", [0.0, 0.5, 1.0])
+def test_a_restart_hands_on_an_event_that_became_visible_behind_the_token(
+    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql, pause: float
+) -> None:
+    """One segment: x#2 is written but not visible; y#1, `pause` s later, is handled, so the
+    token passes x#2's offset. The processor stops, x#2 shows up, it starts again.
+
+    The stream used to start after the token: its start scan counted x#2 as delivered when it
+    lay within offset_scanning_period (0.2 s) of it, otherwise x#3 was a gap whose search
+    looked only after the token and failed. It now starts back_track_period before the token
+    and knows x's position, so it hands x#2 on.
+    """
+    journal = journal_factory(settings=WRITE)
+    record = _recorder(sql)
+    with _processor(stores, record, segments=1):
+        _append(journal, "x", 1)
+        wait_for(lambda: len(_handled(sql)) == 1)
+        _append(journal, "x", 2)
+        _hide(sql, "x", 2)
+        time.sleep(pause)
+        _append(journal, "y", 1)
+        wait_for(lambda: len(_handled(sql)) == 2)
+    _show(sql)
+    with _processor(stores, record, segments=1) as running:
+        _append(journal, "x", 3)
+        wait_for(lambda: len(_handled(sql)) == 4 or running.failure is not None)
+        time.sleep(0.5)
+    assert running.failure is None
+    assert _handled(sql) == _once("x#1", "x#2", "x#3", "y#1")
+
+
+def test_a_restarted_processor_waits_for_an_event_that_became_visible_late(
+    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql
+) -> None:
+    """A claim's stream knows the positions its processor processed, so it detects gaps.
+
+    One segment: p's events 1-4 are handled, then q's 1, then the processor stops. p's 5 and
+    6 are written, but 5 is not visible yet when the processor starts again. Its stream starts
+    from q's offset, over 0.2 s after p's last event: p used to be new to it, so 6 was taken
+    as p's first event and handled, and 5 was dropped when it showed up.
+    """
+    journal = journal_factory(settings=WRITE)
+    record = _recorder(sql)
+    with _processor(stores, record, segments=1):
+        for i in range(4):
+            _append(journal, "p", i)
+        time.sleep(0.5)  # p's events are older than the offset scanning period of a restart
+        _append(journal, "q", 0)
+        wait_for(lambda: len(_handled(sql)) == 5)
+    _append(journal, "p", 4)
+    _hide(sql, "p", 5)
+    _append(journal, "p", 5)
+    _append(journal, "q", 1)
+    with _processor(stores, record, segments=1) as running:
+        time.sleep(1)  # p's 6 is visible and settled; 5 is not
+        assert len(_handled(sql)) == 5
+        _show(sql)
+        wait_for(lambda: len(_handled(sql)) == 8 or running.failure is not None)
+    assert running.failure is None
+    assert _handled(sql) == _once(*(f"p#{n}" for n in range(1, 7)), "q#1", "q#2")
+
+
+def test_a_gap_that_stays_open_stops_the_processor_with_the_error(
+    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql
+) -> None:
+    """A missing event is not skipped: past gap_timeout the processor fails and says why.
+
+    Its worker threads used to die of MissingTaggedEventError one after another while the
+    processor still said it was running, with no failure.
+    """
+    journal = journal_factory(settings=WRITE)
+    record = _recorder(sql)
+    short = EventSource(
+        reader=stores.tag_view_reader,  # type: ignore[arg-type]
+        tag="t",
+        query=replace(READ, gap_timeout=timedelta(milliseconds=500)),
+        events_by_tag=WRITE,
+    )
+    settings = replace(FAST, initial_segment_count=1)
+    processor = TrackingProcessor("p", short, stores.tokens, record, settings=settings)
+    with processor:
+        _append(journal, "x", 1)
+        wait_for(lambda: len(_handled(sql)) == 1)
+        _append(journal, "x", 2)
+        _hide(sql, "x", 2)
+        _append(journal, "x", 3)
+        wait_for(lambda: processor.failure is not None)
+        assert not processor.is_running
+    assert isinstance(processor.failure, MissingTaggedEventError)
+    assert _handled(sql) == _once("x#1")
