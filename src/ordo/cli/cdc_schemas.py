@@ -14,10 +14,11 @@ from ordo.cli.options import (
     journal_option,
     json_option,
     print_json,
+    read_only_stores,
     require_journal,
 )
 from ordo.errors import InvalidSchemaError
-from ordo.storage.open import existing_stores_at, stores_at
+from ordo.storage.open import stores_at
 
 
 def _document(version: SchemaVersion) -> dict[str, object]:
@@ -51,7 +52,7 @@ def schemas() -> None:
 @click.argument("table", required=False)
 def list_versions(journal_url: str | None, as_json: bool, table: str | None) -> None:
     """Show every version of TABLE's schema (or of every table)."""
-    with existing_stores_at(require_journal(journal_url)) as stores:
+    with read_only_stores(journal_url) as stores:
         tables = [table] if table else list(stores.schemas.tables())
         versions = [v for name in tables for v in stores.schemas.versions(name)]
     if as_json:

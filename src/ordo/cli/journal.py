@@ -13,13 +13,14 @@ from ordo.cli.options import (
     journal_option,
     json_option,
     print_json,
+    read_only_stores,
     require_journal,
     settings_from_env,
 )
 from ordo.errors import AppendStoppedError, OrdoError
 from ordo.journal import AppendReceipt, Journal
 from ordo.journal.event_lines import parse_event_lines
-from ordo.storage.open import existing_stores_at, init_storage, open_journal
+from ordo.storage.open import init_storage, open_journal
 from ordo.time import format_first_time_bucket
 
 
@@ -112,7 +113,7 @@ def events(
 ) -> None:
     """Replay the events of PERSISTENCE_ID (inclusive range --from..--to)."""
     settings = settings_from_env()  # a bad ORDO_* setting is named before the journal is opened
-    with existing_stores_at(require_journal(journal_url)) as stores:
+    with read_only_stores(journal_url) as stores:
         journal = Journal(stores.journal, stores.tag_views, settings=settings)
         replayed = list(
             journal.replay(
@@ -134,7 +135,7 @@ def events(
 @json_option
 def tags(journal_url: str | None, as_json: bool) -> None:
     """List the tags of the tag views with their event counts (a full scan)."""
-    with existing_stores_at(require_journal(journal_url)) as stores:
+    with read_only_stores(journal_url) as stores:
         summaries = stores.tag_views.tags()
     if as_json:
         print_json(
@@ -167,7 +168,7 @@ def tags(journal_url: str | None, as_json: bool) -> None:
 @json_option
 def info(journal_url: str | None, as_json: bool) -> None:
     """Summarize the journal: events, persistence ids, bucket size, tags."""
-    with existing_stores_at(require_journal(journal_url)) as stores:
+    with read_only_stores(journal_url) as stores:
         summary = stores.journal.summary()
         summaries = stores.tag_views.tags()
     document = {

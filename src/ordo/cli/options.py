@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 import click
@@ -13,6 +14,7 @@ from ordo.errors import ConfigurationError
 from ordo.settings import EventsByTagSettings
 from ordo.settings.loading import LARGEST_INTEGER
 from ordo.storage.location import existing_location
+from ordo.storage.open import Stores, existing_stores_at
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -91,10 +93,19 @@ def require_journal(url: str | None) -> str:
 
 
 def existing_journal(url: str | None) -> str:
-    """The journal URL of a command that only reads it (`existing_location`)."""
+    """The journal URL of a command that works on an existing journal (`existing_location`).
+
+    A misspelt path must not become a new, empty journal. Commands that only read use
+    `read_only_stores`, which also refuses to upgrade the journal's schema.
+    """
     url = require_journal(url)
     existing_location(url)
     return url
+
+
+def read_only_stores(url: str | None) -> AbstractContextManager[Stores]:
+    """The stores of a command that only reads the journal (`existing_stores_at`)."""
+    return existing_stores_at(require_journal(url))
 
 
 def settings_from_env() -> EventsByTagSettings:

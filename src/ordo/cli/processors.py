@@ -13,7 +13,7 @@ from ordo.cli.options import (
     journal_option,
     json_option,
     print_json,
-    require_journal,
+    read_only_stores,
 )
 from ordo.processing.control import (
     ControlReceipt,
@@ -25,7 +25,7 @@ from ordo.processing.control import (
 from ordo.processing.token import TrackingToken
 from ordo.query import to_offset
 from ordo.settings import ProcessorSettings
-from ordo.storage.open import existing_stores_at, stores_at
+from ordo.storage.open import stores_at
 from ordo.time import TimeUUID
 
 
@@ -48,7 +48,7 @@ def _now_ms() -> int:
 @click.argument("processor", required=False)
 def status(journal_url: str | None, as_json: bool, processor: str | None) -> None:
     """Show every segment of PROCESSOR (or of all processors): owner, token, claim age."""
-    with existing_stores_at(require_journal(journal_url)) as stores:
+    with read_only_stores(journal_url) as stores:
         names = [processor] if processor else list(stores.tokens.processors())
         rows = [
             {
