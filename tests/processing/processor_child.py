@@ -1,14 +1,17 @@
 """A tracking processor in its own process, for the multi-process tests.
 
-    python processor_child.py URL THREADS SEGMENTS
+    python processor_child.py URL THREADS SEGMENTS [STALL_AT]
 
 Runs until SIGTERM (clean stop) or SIGKILL. The handler inserts every event into `applied`
 (primary key: persistence id and position) in the batch's transaction, after checking that the
 persistence id's previous position is there: applying an event twice, or out of order, fails.
+With STALL_AT (`pid#nr`), the process stops itself (SIGSTOP) right after inserting that event,
+the first time, in the middle of its batch: a stalled process holding its locks.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -18,6 +21,9 @@ from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.query import EventEnvelope
 from ordo.storage.open import open_stores
 from processing_support import FAST, source
+
+STALL_AT = sys.argv[4] if len(sys.argv) > 4 else None
+stalled = threading.Event()
 
 
 def apply(event: EventEnvelope, context: HandlerContext) -> None:
@@ -33,6 +39,10 @@ def apply(event: EventEnvelope, context: HandlerContext) -> None:
         f"INSERT INTO applied (pid, nr, owner) VALUES ({p}, {p}, {p})",
         (event.persistence_id, event.tag_pid_sequence_nr, context.segment.__str__()),
     )
+    if f"{event.persistence_id}#{event.tag_pid_sequence_nr}" == STALL_AT and not stalled.is_set():
+        stalled.set()
+        print("stalled", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 def main() -> None:

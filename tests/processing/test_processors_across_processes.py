@@ -33,17 +33,20 @@ def applied_table(postgres_dsn: str) -> str:
     return postgres_dsn
 
 
+StartChild = Callable[..., subprocess.Popen[str]]
+
+
 @pytest.fixture
-def start_child(applied_table: str) -> Iterator[Callable[[int, int], subprocess.Popen[str]]]:
+def start_child(applied_table: str) -> Iterator[StartChild]:
     children: list[subprocess.Popen[str]] = []
 
-    def start(threads: int, segments: int) -> subprocess.Popen[str]:
+    def start(threads: int, segments: int, *stall_at: str) -> subprocess.Popen[str]:
         env = {
             **os.environ,
             "PYTHONPATH": f"{CHILD.parent.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
         }
         child = subprocess.Popen(
-            [sys.executable, str(CHILD), applied_table, str(threads), str(segments)],
+            [sys.executable, str(CHILD), applied_table, str(threads), str(segments), *stall_at],
             stdout=subprocess.PIPE,
             text=True,
             env=env,
@@ -56,6 +59,7 @@ def start_child(applied_table: str) -> Iterator[Callable[[int, int], subprocess.
     yield start
     for child in children:
         if child.poll() is None:
+            child.send_signal(signal.SIGCONT)
             child.send_signal(signal.SIGTERM)
             child.wait(timeout=30)
         if child.stdout is not None:
@@ -85,7 +89,7 @@ def _expected(total: int) -> list[tuple[str, int]]:
 
 
 def test_two_processes_share_the_segments_and_apply_each_event_once(
-    applied_table: str, start_child: Callable[[int, int], subprocess.Popen[str]], stores: Stores
+    applied_table: str, start_child: StartChild, stores: Stores
 ) -> None:
     start_child(2, 4)
     start_child(2, 4)
@@ -97,7 +101,7 @@ def test_two_processes_share_the_segments_and_apply_each_event_once(
 
 
 def test_a_killed_process_segments_are_taken_over_after_the_claim_timeout(
-    applied_table: str, start_child: Callable[[int, int], subprocess.Popen[str]], stores: Stores
+    applied_table: str, start_child: StartChild, stores: Stores
 ) -> None:
     first = start_child(4, 4)
     _append(applied_table, 0, 200)
@@ -113,7 +117,7 @@ def test_a_killed_process_segments_are_taken_over_after_the_claim_timeout(
 
 
 def test_split_and_merge_across_processes_lose_and_repeat_nothing(
-    applied_table: str, start_child: Callable[[int, int], subprocess.Popen[str]], stores: Stores
+    applied_table: str, start_child: StartChild, stores: Stores
 ) -> None:
     start_child(3, 2)
     start_child(3, 2)
@@ -128,3 +132,21 @@ def test_split_and_merge_across_processes_lose_and_repeat_nothing(
     _append(applied_table, 450, 150)
     wait_for(lambda: len(_applied(applied_table)) == 600, timeout=60)
     assert sorted(_applied(applied_table)) == _expected(600)
+
+
+def test_a_process_stopped_mid_batch_does_not_hold_up_the_others(
+    applied_table: str, start_child: StartChild
+) -> None:
+    # The first process stops itself inside a batch, holding the rows it wrote and the
+    # positions' locks; the server ends its idle transaction after the claim timeout, so the
+    # second process takes the segments over instead of waiting for the stalled one.
+    stalled = start_child(4, 4, "p3#2")
+    _append(applied_table, 0, 200)
+    assert stalled.stdout is not None
+    assert stalled.stdout.readline().strip() == "stalled"
+    start_child(4, 4)
+    wait_for(lambda: len(_applied(applied_table)) == 200, timeout=60)
+    stalled.send_signal(signal.SIGCONT)  # its batch fails at its next statement: rolled back
+    _append(applied_table, 200, 200)
+    wait_for(lambda: len(_applied(applied_table)) == 400, timeout=60)
+    assert sorted(_applied(applied_table)) == _expected(400)

@@ -179,12 +179,21 @@ class TokenStore(Protocol):
         ...
 
     def batch(
-        self, processor: str, segment_id: int, owner: str, *, mask: int | None = None
+        self,
+        processor: str,
+        segment_id: int,
+        owner: str,
+        *,
+        mask: int | None = None,
+        idle_limit_ms: int | None = None,
     ) -> AbstractContextManager[BatchTransaction]:
         """Open one batch transaction for an owned segment.
 
         With `mask`, a stored token commits only while the segment still has that mask (the
-        batch is rolled back with UnableToClaimTokenError otherwise).
+        batch is rolled back with UnableToClaimTokenError otherwise). With `idle_limit_ms`, a
+        backend whose locks outlive a stalled process ends the transaction when it sits idle
+        that long, so that the segment's next owner is not kept waiting (a StorageError then
+        rolls the batch back).
         """
         ...
 

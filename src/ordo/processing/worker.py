@@ -216,7 +216,10 @@ class SegmentWorker(threading.Thread):
     def _batch(self, state: _SegmentState, rows: list[EventEnvelope], *, careful: bool) -> None:
         p = self.p
         segment = state.entry.segment
-        with p._tokens.batch(p.name, segment.segment_id, self.owner, mask=segment.mask) as batch:
+        idle_limit_ms = p.settings.claim_timeout // timedelta(milliseconds=1)
+        with p._tokens.batch(
+            p.name, segment.segment_id, self.owner, mask=segment.mask, idle_limit_ms=idle_limit_ms
+        ) as batch:
             seen = batch.positions({r.persistence_id for r in rows}) if p._is_per_id else {}
             context = HandlerContext(
                 processor=p.name,

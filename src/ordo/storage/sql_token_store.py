@@ -22,6 +22,9 @@ from ordo.types import PersistenceId
 _ENTRY = "segment_id, mask, token, owner, claimed_at, replay_until"
 _POSITIONS_PER_STATEMENT = 1_000
 """Rows of one positions upsert: 3,000 parameters, within SQLite's and PostgreSQL's limits."""
+OWN_IDLE_LIMIT_MS = 10_000
+"""How long a transaction running only the store's own statements may sit idle: they follow
+each other at once, so a transaction idle this long belongs to a stalled process."""
 
 
 class SqlTokenStore(SqlStore):
@@ -33,11 +36,33 @@ class SqlTokenStore(SqlStore):
     LOCK_ROWS: ClassVar[str] = ""
     """Appended to SELECTs that must lock the rows they read (PostgreSQL: FOR UPDATE)."""
 
+    @contextmanager
+    def _write(self, idle_limit_ms: int | None = OWN_IDLE_LIMIT_MS) -> Iterator[SqlConnection]:
+        """One write transaction that a stalled process cannot keep open past `idle_limit_ms`.
+
+        A process stopped in the middle of a transaction (SIGSTOP, a paused VM, a debugger)
+        holds its row locks: on PostgreSQL the token row and the positions of its batch, so
+        the segment's next owner would wait on them after the claim expired. The server ends
+        such a session instead (_limit_idle); the stalled batch then fails at its next
+        statement and is rolled back, as if its claim had been lost.
+        """
+        with self._db.write_transaction() as conn:
+            if idle_limit_ms is not None:
+                self._limit_idle(conn, idle_limit_ms)
+            yield conn
+
+    def _limit_idle(self, conn: SqlConnection, idle_limit_ms: int) -> None:
+        """End the session when the transaction sits idle that long.
+
+        A no-op here: on SQLite a stalled writer holds the database's write lock, which other
+        writers wait for only up to their busy timeout, and no row locks.
+        """
+
     def initialize(self, processor: str, *, segment_count: int) -> Sequence[TokenEntry]:
         """Create the processor's first segments unless it has some; return its segments."""
         validation.processor_name(processor)
         try:
-            with self._db.write_transaction() as conn:
+            with self._write() as conn:
                 if not self._entries(conn, processor):
                     for segment in initial_segments(segment_count):
                         self._insert(conn, processor, segment, None, None, None, None)
@@ -66,7 +91,7 @@ class SqlTokenStore(SqlStore):
         self, processor: str, segment_id: int, owner: str, *, now_ms: int, claim_timeout_ms: int
     ) -> TokenEntry:
         """Take or renew the claim: unowned, owned by `owner`, or expired."""
-        with self._db.write_transaction() as conn:
+        with self._write() as conn:
             claimed = conn.execute(
                 self._sql(
                     "UPDATE tokens SET owner = {p}, claimed_at = {p} WHERE processor = {p} "
@@ -96,7 +121,7 @@ class SqlTokenStore(SqlStore):
 
     def split(self, processor: str, segment_id: int, owner: str) -> tuple[Segment, Segment]:
         """Split an owned segment; the new half copies token and replay boundary, unclaimed."""
-        with self._db.write_transaction() as conn:
+        with self._write() as conn:
             entry = self._owned(conn, processor, segment_id, owner)
             low, high = entry.segment.split()
             conn.execute(
@@ -117,7 +142,7 @@ class SqlTokenStore(SqlStore):
         the merged token keeps that half as a part ahead (TrackingToken.merged), whose events
         the processor skips.
         """
-        with self._db.write_transaction() as conn:
+        with self._write() as conn:
             entry = self._owned(conn, processor, segment_id, owner)
             sibling_id = entry.segment.mergeable_segment_id()
             sibling = self._find(conn, processor, sibling_id)
@@ -154,7 +179,7 @@ class SqlTokenStore(SqlStore):
         self, processor: str, segment_id: int, request: SegmentRequest, *, now_ms: int
     ) -> None:
         """Ask the segment's owner to act (the latest request wins)."""
-        with self._db.write_transaction() as conn:
+        with self._write() as conn:
             self._entry(conn, processor, segment_id)
             conn.execute(
                 self._sql(
@@ -168,7 +193,7 @@ class SqlTokenStore(SqlStore):
 
     def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
         """Remove and return the pending request for the segment, if any."""
-        with self._db.write_transaction() as conn:
+        with self._write() as conn:
             row = conn.execute(
                 self._sql(
                     "SELECT action, target_owner FROM segment_requests "
@@ -192,7 +217,7 @@ class SqlTokenStore(SqlStore):
         self, processor: str, segment_id: int, owner: str, *, to: str, now_ms: int
     ) -> None:
         """Move an owned claim to `to`, fresh, so nobody else takes it in between."""
-        with self._db.write_transaction() as conn:
+        with self._write() as conn:
             self._owned(conn, processor, segment_id, owner)
             conn.execute(
                 self._sql(
@@ -206,7 +231,7 @@ class SqlTokenStore(SqlStore):
         self, processor: str, token: TrackingToken, *, now_ms: int, claim_timeout_ms: int
     ) -> None:
         """Move every segment to `token`; what was processed before becomes replay."""
-        with self._db.write_transaction() as conn:
+        with self._write() as conn:
             entries = self._entries(conn, processor)
             if not entries:
                 msg = f"processor {processor!r} has no tokens to reset"
@@ -239,15 +264,22 @@ class SqlTokenStore(SqlStore):
 
     @contextmanager
     def batch(
-        self, processor: str, segment_id: int, owner: str, *, mask: int | None = None
+        self,
+        processor: str,
+        segment_id: int,
+        owner: str,
+        *,
+        mask: int | None = None,
+        idle_limit_ms: int | None = None,
     ) -> Iterator[SqlBatch]:
         """One batch: handler writes, positions, dead letters and token in one transaction.
 
         With `mask` (the segment's as its events were read) the token is stored only while the
         segment still has that mask: after a split or merge under a lapsed claim, a worker
-        still reading the old segment must not move the new one's token.
+        still reading the old segment must not move the new one's token. With `idle_limit_ms`
+        a batch whose process stalls that long between two statements is ended (see _write).
         """
-        with self._db.write_transaction() as conn:
+        with self._write(idle_limit_ms) as conn:
             batch = SqlBatch(self, conn, processor, segment_id)
             yield batch
             batch.commit(owner, mask=mask)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ordo.storage.sql_store import SqlAllEventsReader
+from ordo.storage.sql_store import SqlAllEventsReader, SqlConnection
 from ordo.storage.sql_token_store import SqlTokenStore
 
 
@@ -11,6 +11,13 @@ class PostgresTokenStore(SqlTokenStore):
 
     PARAM = "%s"
     LOCK_ROWS = " FOR UPDATE"
+
+    def _limit_idle(self, conn: SqlConnection, idle_limit_ms: int) -> None:
+        """idle_in_transaction_session_timeout for this transaction only (set_config local)."""
+        conn.execute(
+            "SELECT set_config('idle_in_transaction_session_timeout', %s, true)",
+            (str(idle_limit_ms),),
+        )
 
 
 class PostgresAllEventsReader(SqlAllEventsReader):
