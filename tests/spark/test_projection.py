@@ -16,11 +16,12 @@ import psycopg
 import pytest
 from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 
 from operations_support import duplicate_tag_view, execute
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.clock import ManualClock
+from ordo.errors import ProjectionGapError
 from ordo.processing import HandlerContext, merge_segment, split_segment
 from ordo.query import EventEnvelope
 from ordo.spark import ProjectionSpec, projection
@@ -114,8 +115,7 @@ def test_a_partition_applies_an_event_handed_over_twice_once(
     """The positions read at the start of the batch do not cover a repeat within it."""
     path, url = _totals_journal(tmp_path)
     _append(url, 0, 18)
-    rows = spark.read.format("ordo_events_by_tag").options(**_source(url, "1")).load().collect()
-    twice = [row for row in rows for _ in range(1 + (row.persistence_id == "order-4"))]
+    twice = [row for row in _rows(spark, url) for _ in range(1 + (row.persistence_id == "order-4"))]
     spec = ProjectionSpec(processor="totals", sink=url, handler=count_order_events)
 
     apply_partition(spec, iter(twice))
@@ -126,8 +126,8 @@ def test_a_partition_applies_an_event_handed_over_twice_once(
 def test_a_projection_restarted_after_a_gap_stopped_it_stops_again_instead_of_skipping(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """Resumed from its checkpoint, the source takes order-1's nr 3 for the first event of
-    order-1 (it is in a past bucket) and delivers it: the positions say nr 1 came last."""
+    """Resumed from its checkpoint, the source knows order-1 was applied up to nr 1, so nr 3
+    is a gap again (it used to take it for order-1's first event, in a past bucket)."""
     path, url = _totals_journal(tmp_path)
     an_hour_ago = ManualClock(time.time_ns() - 3_600 * 10**9)
     with open_journal(url, settings=WRITE, clock=an_hour_ago) as journal:
@@ -151,11 +151,67 @@ def test_a_projection_restarted_after_a_gap_stopped_it_stops_again_instead_of_sk
 
     assert "missing tagged events" in str(run())
     restarted = str(run())
-    assert "ProjectionGapError" in restarted
-    assert "order-1' was applied up to tag_pid_sequence_nr 1, the batch skips" in restarted
+    assert "missing tagged events" in restarted
+    assert "order-1" in restarted
     with closing(sqlite3.connect(path)) as conn:
         totals = conn.execute("SELECT pid, events, last_nr FROM order_totals").fetchall()
     assert sorted(totals) == [("order-1", 1, 1), ("order-2", 2, 2)]
+
+
+def test_a_partition_refuses_an_event_past_the_next_one_it_expects(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The executors' own check, for a source that does not know the positions."""
+    path, url = _totals_journal(tmp_path)
+    _append(url, 0, 18)
+    spec = ProjectionSpec(processor="totals", sink=url, handler=count_order_events)
+    apply_partition(spec, iter(_rows(spark, url)))
+    _append(url, 18, 18)
+    later = [
+        r for r in _rows(spark, url) if (r.persistence_id, r.tag_pid_sequence_nr) != ("order-4", 3)
+    ]
+
+    with pytest.raises(
+        ProjectionGapError, match="'order-4' was applied up to tag_pid_sequence_nr 2"
+    ):
+        apply_partition(spec, iter(later))
+
+    assert _totals(path) == {f"order-{p}": 2 for p in range(9)}
+
+
+def test_a_restarted_projection_hands_on_an_event_that_showed_up_behind_its_offset(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """order-1's nr 2 is written but not visible when order-2's first event (a later offset)
+    is applied, so the checkpoint's offset passes it; then it shows up.
+
+    The restarted source used to start after the offset: it never delivered nr 2, and took
+    nr 3 for the next event (the start scan counted nr 2 as delivered) or for order-1's first,
+    which the executors refused. It now starts back_track_period before the offset knowing
+    the applied positions, so it hands nr 2 on.
+    """
+    path, url = _totals_journal(tmp_path)
+    with open_journal(url, settings=WRITE) as journal:
+        for _ in range(2):
+            journal.append("order-1", [NewEvent.of(0, tags=["order"])])
+    where = "FROM tag_views WHERE persistence_id = 'order-1' AND tag_pid_sequence_nr = 2"
+    execute(url, f"CREATE TABLE late AS SELECT * {where}")
+    execute(url, f"DELETE {where}")
+    with open_journal(url, settings=WRITE) as journal:
+        journal.append("order-2", [NewEvent.of(0, tags=["order"])])
+    _run(spark, url, tmp_path / "checkpoint")
+    assert _totals(path) == {"order-1": 1, "order-2": 1}
+    execute(url, "INSERT INTO tag_views SELECT * FROM late")
+    with open_journal(url, settings=WRITE) as journal:
+        journal.append("order-1", [NewEvent.of(0, tags=["order"])])
+
+    _run(spark, url, tmp_path / "checkpoint")
+
+    assert _totals(path) == {"order-1": 3, "order-2": 1}
+
+
+def _rows(spark: SparkSession, url: str) -> list[Row]:
+    return spark.read.format("ordo_events_by_tag").options(**_source(url, "1")).load().collect()
 
 
 def _wait_for(predicate: Callable[[], bool], timeout: float = 120) -> None:

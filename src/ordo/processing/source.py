@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 
 from ordo.hashing import stable_hash
 from ordo.processing.segment import Segment
 from ordo.processing.token import TrackingToken
-from ordo.query import NO_OFFSET, EventEnvelope, TagQuery, TagViewReader
+from ordo.query import NO_OFFSET, EventEnvelope, TagQuery, TagViewReader, looking_back
 from ordo.query.offset import Offset
 from ordo.settings import EventsByTagSettings, QuerySettings
-from ordo.time import TimeUUID
 from ordo.types import PersistenceId, Tag, TimeBucket
 
 ALL_EVENTS = Tag("*")
@@ -67,19 +65,10 @@ class EventSource:
 
 
 def _start(token: TrackingToken, query: QuerySettings, *, looks_back: bool) -> Offset:
-    """Where a segment's query starts: after the token, or back_track_period before it.
-
-    With processed positions (`known`) the query dedupes exactly, so it may start earlier:
-    an event whose offset lies below the token but that was not visible when the segment's
-    last stream passed it (a late event, which that stream's back-track would have found) is
-    then still delivered after a restart, split, merge or release.
-    """
+    """Where a segment's query starts: after the token, or looking back from it with positions."""
     if token.offset is None:
         return NO_OFFSET
-    if not looks_back or not isinstance(query.back_track_period, timedelta):
-        return token.offset
-    back_ns = token.offset.epoch_ns - query.back_track_period // timedelta(microseconds=1) * 1000
-    return TimeUUID.min_for_epoch_ns(max(back_ns, 0))
+    return looking_back(token.offset, query) if looks_back else token.offset
 
 
 class _SegmentReader:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ordo.query.envelope import EventEnvelope, KeyRun
 from ordo.query.events_by_tag import EventsByTag, TagStream
-from ordo.query.offset import NO_OFFSET, NoOffset, Offset, to_offset
+from ordo.query.offset import NO_OFFSET, NoOffset, Offset, looking_back, to_offset
 from ordo.query.ports import RowKey, RunPage, RunReader, TagViewReader
 from ordo.query.tag_query import Step, TagQuery
 
@@ -22,5 +22,6 @@ __all__ = [
     "TagQuery",
     "TagStream",
     "TagViewReader",
+    "looking_back",
     "to_offset",
 ]

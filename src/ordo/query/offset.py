@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ordo.errors import FutureOffsetError, OffsetFormatError
+from ordo.settings import QuerySettings
 from ordo.time import TimeUUID
 
 
@@ -18,6 +19,21 @@ NO_OFFSET = NoOffset()
 
 Offset = NoOffset | TimeUUID
 """A TimeUUID offset is the last delivered event (inclusive): the query resumes after it."""
+
+
+def looking_back(offset: TimeUUID, settings: QuerySettings) -> TimeUUID:
+    """Where a reader that knows its processed positions resumes: back_track_period earlier.
+
+    Positions dedupe exactly, so such a reader (a processor's segment, a Spark projection)
+    can start before its offset: an event that lies below the offset but was not visible when
+    its last stream passed there (a late event, which that stream's back-track would have
+    found) is then still delivered after a restart, split, merge or release. With a period of
+    "max" it starts at the offset: a stream that ran long would otherwise re-read it all.
+    """
+    if not isinstance(settings.back_track_period, timedelta):
+        return offset
+    back_ns = offset.epoch_ns - settings.back_track_period // timedelta(microseconds=1) * 1000
+    return TimeUUID.min_for_epoch_ns(max(back_ns, 0))
 
 
 def to_offset(value: object) -> Offset:

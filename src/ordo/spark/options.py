@@ -12,7 +12,7 @@ from ordo.errors import ConfigurationError
 from ordo.journal import check_bucket_size, validation
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.settings.loading import LARGEST_INTEGER
-from ordo.storage.location import existing_location
+from ordo.storage.location import existing_location, parse_location
 from ordo.storage.open import stores_at
 from ordo.time import BucketSize, TimeUUID
 from ordo.types import Tag
@@ -39,6 +39,8 @@ VALID_OPTIONS = (
     "backTrackIntervalMs",
     "backTrackPeriodMs",
     "newPersistenceIdScanTimeoutMs",
+    "positionsOf",
+    "positionsAt",
     "path",
 )
 """camelCase, as Spark users expect; Spark hands them over lower-cased."""
@@ -62,6 +64,10 @@ class EventsByTagOptions:
     processor: str | None
     events_by_tag: EventsByTagSettings
     query: QuerySettings
+    positions_of: str | None = None
+    """A processor whose processed positions the planner starts from (a projection's)."""
+    positions_at: str | None = None
+    """URL of the database holding them (a projection's sink); None: the journal."""
 
     @classmethod
     def from_spark(cls, options: Mapping[str, str]) -> EventsByTagOptions:
@@ -100,6 +106,9 @@ class EventsByTagOptions:
             if "maxeventspertrigger" in given
             else None
         )
+        if "positionsat" in given and "positionsof" not in given:
+            msg = "option positionsAt needs positionsOf (the processor whose positions it holds)"
+            raise ConfigurationError(msg)
         parsed = cls(
             journal=journal,
             tag=validation.tag(given["tag"]),
@@ -112,6 +121,10 @@ class EventsByTagOptions:
             processor=given.get("processor"),
             events_by_tag=events_by_tag,
             query=query,
+            positions_of=None
+            if "positionsof" not in given
+            else validation.processor_name(given["positionsof"]),
+            positions_at=None if "positionsat" not in given else _url(given["positionsat"]),
         )
         _check_journal(parsed)  # last: every option is checked even when the file is missing
         return parsed
@@ -127,6 +140,12 @@ def _check_journal(options: EventsByTagOptions) -> None:
     with stores_at(options.journal, create_schema=False) as stores:
         recorded = stores.journal.recorded_bucket_size()
     check_bucket_size(recorded, options.events_by_tag.bucket_size)
+
+
+def _url(url: str) -> str:
+    """A database URL ordo can open (the database itself may not exist yet)."""
+    parse_location(url)
+    return url
 
 
 def _int(

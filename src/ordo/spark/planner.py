@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Mapping
 
 from ordo.hashing import stable_hash
 from ordo.journal import check_bucket_size
 from ordo.processing import Segment, initial_segments
-from ordo.query import NO_OFFSET, KeyRun, TagQuery
+from ordo.query import NO_OFFSET, KeyRun, Offset, TagQuery, looking_back
 from ordo.spark.key_runs import KeyRunReader
 from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions
-from ordo.storage.open import Stores, open_stores
+from ordo.storage.open import Stores, open_stores, stores_at
 from ordo.time import TimeUUID
+from ordo.types import PersistenceId
 
 POLLS_PER_PLAN = 100
 """Polls of the state machine per planned batch once it has rows (each reads up to 20 pages)."""
@@ -42,7 +44,12 @@ class EventsByTagPlanner:
         except BaseException:
             self._stores.close()
             raise
-        start = NO_OFFSET if not resume_after else TimeUUID.from_bytes(bytes.fromhex(resume_after))
+        known = _known_positions(options)
+        start: Offset = NO_OFFSET
+        if resume_after:
+            start = TimeUUID.from_bytes(bytes.fromhex(resume_after))
+            if known is not None:
+                start = looking_back(start, options.query)
         self._query = TagQuery(
             self._stores.tag_view_key_reader,
             tag=options.tag,
@@ -55,6 +62,7 @@ class EventsByTagPlanner:
             runs=None
             if options.max_events_per_trigger is not None
             else KeyRunReader(self._stores.packed_pages),
+            known=known,
         )
         self._backlog: deque[KeyRun] = deque()
         self.latest_end = resume_after
@@ -126,6 +134,19 @@ class EventsByTagPlanner:
     def close(self) -> None:
         """Release the driver's connections."""
         self._stores.close()
+
+
+def _known_positions(options: EventsByTagOptions) -> Mapping[PersistenceId, int] | None:
+    """The processed positions of `positionsOf`, when given (a projection's, in its sink).
+
+    With them the state machine expects each id's next event to follow on from what was
+    applied (a missing one is a gap, not a first encounter) and starts back_track_period
+    before the offset, so that an event that showed up behind it since is handed on.
+    """
+    if options.positions_of is None:
+        return None
+    with stores_at(options.positions_at or options.journal) as stores:
+        return stores.tokens.positions(options.positions_of)
 
 
 def pids_of(segment: Segment, pids: dict[str, list[int]]) -> dict[str, list[int]]:

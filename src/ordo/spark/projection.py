@@ -57,8 +57,17 @@ def projection(
     available_now: bool = False,
     processing_time: str | None = None,
 ) -> StreamingQuery:
-    """Start the streaming projection; `source_options` are `ordo_events_by_tag`'s."""
-    stream = spark.readStream.format("ordo_events_by_tag").options(**source_options).load()
+    """Start the streaming projection; `source_options` are `ordo_events_by_tag`'s.
+
+    Sequenced per persistence id, the source starts from the positions the projection applied
+    (positionsOf / positionsAt, unless given): after a restart it hands on an event that
+    showed up behind the checkpoint's offset, and waits for a missing one as for any gap.
+    """
+    options = dict(source_options)
+    given = {key.lower() for key in options}
+    if spec.sequencing_property is None and "positionsof" not in given:
+        options.update(positionsOf=spec.processor, positionsAt=spec.sink)
+    stream = spark.readStream.format("ordo_events_by_tag").options(**options).load()
     writer = stream.writeStream.foreachBatch(partial(_apply_batch, spec)).option(
         "checkpointLocation", checkpoint
     )
