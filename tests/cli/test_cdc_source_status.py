@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import secrets
 import sqlite3
 from contextlib import closing
@@ -111,6 +112,61 @@ def test_a_refused_capture_leaves_the_sqlite_source_as_it_was(
     assert code == 1
     assert "does not exist" in err or "has no primary key" in err
     assert _fingerprint(shop) == before
+
+
+def _inside_a_file(tmp_path: Path) -> Path:
+    """A path no directory can be made at: its parent is a regular file."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where a directory is needed")
+    return blocker / "inside"
+
+
+def _ordo_objects(path: Path) -> list[str]:
+    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'ordo_cdc%'")
+        return [str(name) for (name,) in rows]
+
+
+@pytest.mark.parametrize("destination", ["--journal", "--change-log"])
+def test_a_capture_whose_destination_cannot_be_opened_leaves_the_sqlite_source_as_it_was(
+    shop: Path, journal: str, tmp_path: Path, destination: str
+) -> None:
+    before = _fingerprint(shop)
+    destinations = {"--journal": journal, "--change-log": str(tmp_path / "log")}
+    destinations[destination] = str(_inside_a_file(tmp_path) / "destination")
+
+    code, _, err = _run(
+        "cdc", "capture", str(shop), "--table", "items", *itertools.chain(*destinations.items())
+    )
+
+    assert (code, err.count("\n")) == (1, 1)
+    assert err.startswith("Error: StorageUnavailableError: cannot create the directory of ")
+    assert _ordo_objects(shop) == []
+    assert _fingerprint(shop) == before
+
+
+@pytest.mark.postgres
+def test_a_capture_whose_journal_cannot_be_opened_creates_no_slot(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id BIGINT PRIMARY KEY)")
+    journal = str(_inside_a_file(tmp_path) / "ordo.db")
+    args = ("--journal", journal, "--change-log", str(tmp_path / "log"), "--slot", slot)
+
+    code, _, err = _run("cdc", "capture", postgres_dsn, "--table", "items", *args)
+
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+        ).fetchone()
+    if found is not None:  # the old behaviour: drop the slot before failing
+        with PostgresChangeSource(postgres_dsn, slot=slot, tables=["items"]) as source:
+            source.drop()
+    assert found is None
+    assert (code, err.count("\n")) == (1, 1)
+    assert err.startswith("Error: StorageUnavailableError: cannot create the directory of ")
 
 
 @pytest.mark.postgres

@@ -34,7 +34,7 @@ from ordo.cli.options import (
 from ordo.cli.streaming import wait_for
 from ordo.errors import ConfigurationError
 from ordo.settings import CaptureSettings
-from ordo.storage.change_sources import DEFAULT_SLOT, change_source_at
+from ordo.storage.change_sources import DEFAULT_SLOT, change_source_at, check_change_source
 from ordo.storage.location import parse_location
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
@@ -118,14 +118,18 @@ def capture(
         flush_interval=timedelta(milliseconds=flush_interval_ms),
         partitions=partitions,
     )
-    publisher = Publisher(ParquetChangeLog(change_log), partitions=partitions)
+    log = ParquetChangeLog(change_log)
+    publisher = Publisher(log, partitions=partitions)
     journal = require_journal(journal_url)
-    parse_location(journal)  # a bad URL is refused before the source is prepared
-    # The source is checked before the journal is opened (which creates or upgrades it), so
-    # a bad source leaves no journal behind.
+    parse_location(journal)  # a bad URL is refused before the source is looked at
+    # The source is checked before the journal is opened (which creates or upgrades it), so a
+    # bad source leaves no journal behind; it is prepared (triggers, a slot) only once every
+    # destination is open, so a destination that fails leaves the source as it was.
+    check_change_source(source_url, tables, slot=slot)
+    log.make_root()
     with (
-        change_source_at(source_url, tables, slot=slot) as source,
         stores_at(journal) as stores,
+        change_source_at(source_url, tables, slot=slot) as source,
     ):
         runner = Capture(source, publisher, SchemaRegistry(stores.schemas), settings=settings)
         runner.register_schemas()

@@ -22,10 +22,7 @@ def change_source_at(
     gets the logical replication slot `slot` created unless it exists (PostgreSQL keeps WAL for
     it from then on, until the capture advances it or the slot is dropped).
     """
-    if not tables:
-        msg = "name at least one table to capture (--table)"
-        raise ConfigurationError(msg)
-    location = _source_location(url, slot)
+    location = _capture_location(url, tables, slot)
     if isinstance(location, SQLiteLocation):
         from ordo.storage.sqlite.change_source import SQLiteChangeSource
 
@@ -41,6 +38,25 @@ def change_source_at(
     with PostgresChangeSource(location.dsn, slot=slot, tables=tables) as postgres:
         postgres.create()
         yield postgres
+
+
+def check_change_source(url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT) -> None:
+    """Refuse a source whose `tables` `change_source_at` could not capture; prepare nothing.
+
+    A capture checks its source so before it opens its destinations, and prepares the source
+    only once they are open: a bad source leaves no journal behind, and a destination that
+    cannot be opened leaves no triggers or slot in the user's database.
+    """
+    location = _capture_location(url, tables, slot)
+    if isinstance(location, SQLiteLocation):
+        from ordo.storage.sqlite.change_source import check_capturable
+
+        check_capturable(location.path, tables)
+        return
+    from ordo.storage.postgres.change_source import PostgresChangeSource
+
+    with PostgresChangeSource(location.dsn, slot=slot, tables=tables) as postgres:
+        postgres.schemas()
 
 
 def source_status_at(url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT) -> SourceStatus:
@@ -71,6 +87,14 @@ def capture_slots_at(url: str) -> list[SourceStatus]:
     from ordo.storage.postgres.change_source import capture_slots
 
     return capture_slots(location.dsn)
+
+
+def _capture_location(url: str, tables: Sequence[str], slot: str) -> Location:
+    """`_source_location`, with at least one table to capture."""
+    if not tables:
+        msg = "name at least one table to capture (--table)"
+        raise ConfigurationError(msg)
+    return _source_location(url, slot)
 
 
 def _source_location(url: str, slot: str) -> Location:

@@ -32,7 +32,7 @@ from ordo.cdc.change_rows import (
     mutation_from_row,
 )
 from ordo.cdc.mutation import Mutation
-from ordo.errors import InvalidInputError
+from ordo.errors import InvalidInputError, StorageUnavailableError
 
 CHANGE_LOG_SCHEMA = pa.schema(
     (name, pa.string() if name in CHANGE_ROW_TEXT_COLUMNS else pa.int64())
@@ -103,6 +103,21 @@ class ParquetChangeLog:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self._last: dict[tuple[str, str, int], int | None] = {}
+
+    def make_root(self) -> None:
+        """Create the root directory, or refuse one that cannot be written.
+
+        A capture calls this before it prepares its source, so that a log it could not publish
+        into fails before any trigger or slot exists (StorageUnavailableError naming the root).
+        """
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            msg = f"cannot create the directory of change log {self.root}: {exc}"
+            raise StorageUnavailableError(msg) from exc
+        if not os.access(self.root, os.W_OK):
+            msg = f"cannot write to change log {self.root}"
+            raise StorageUnavailableError(msg)
 
     def table_path(self, table: str) -> Path:
         """The directory Spark reads as the table's change stream."""

@@ -88,9 +88,7 @@ class SQLiteChangeSource:
             raise CaptureError(msg)
         self.path = Path(path)
         self.tables = tuple(tables)
-        with closing(_read_only(self.path)) as conn:  # a bad table leaves the file as it was
-            for table in self.tables:
-                _read_schema(conn, self.path, table)
+        check_capturable(self.path, self.tables)  # a bad table leaves the file as it was
         self._db = SQLiteDatastore(self.path)
 
     @property
@@ -343,6 +341,16 @@ def _row_json(schema: TableSchema, prefix: str) -> str:
         for c in schema.value_columns
     ]
     return f"json_object({', '.join(parts)})"
+
+
+def check_capturable(path: Path, tables: Sequence[str]) -> None:
+    """Refuse a file or a table the capture cannot take, through a read-only connection.
+
+    CaptureError (or the schema's own error) names the problem; the file is left as it was.
+    """
+    with closing(_read_only(path)) as conn:
+        for table in tables:
+            _read_schema(conn, path, table)
 
 
 def read_status(path: Path, tables: Sequence[str]) -> SourceStatus:
