@@ -54,6 +54,22 @@ def test_publishing_a_window_again_writes_nothing_twice(tmp_path: Path) -> None:
     assert log.last_position("users", "other", 0) is None
 
 
+def test_a_file_of_positions_out_of_order_is_named_for_its_lowest_and_highest(
+    tmp_path: Path,
+) -> None:
+    ingested = [_mutation(key=1, position=p) for p in (5, 3, 4)]  # JSON lines in any order
+    log = ParquetChangeLog(tmp_path)
+    Publisher(log, partitions=1).publish(ingested)
+    names = [f.name for f in (tmp_path / "users" / "partition=0").glob("*.parquet")]
+    assert names == ["slot-3-5.parquet"]
+    for reader in (log, ParquetChangeLog(tmp_path)):  # what it kept, and what names tell
+        assert reader.last_position("users", "slot", 0) == 5
+        assert reader.summary("users").last_positions == {"slot": 5}
+        again = Publisher(reader, partitions=1).publish(ingested)
+        assert (again.published, again.skipped) == ({}, 3)
+    assert sorted(m.audit.position for m in log.read("users")) == [3, 4, 5]
+
+
 def test_a_publish_cut_short_between_partitions_is_completed(tmp_path: Path) -> None:
     log = ParquetChangeLog(tmp_path)
     window = [_mutation(key=k, position=k) for k in range(1, 21)]

@@ -102,7 +102,7 @@ class ChangeLogWriter(Protocol):
     """The keyed, partitioned change log of each table (partitioned Parquet by default)."""
 
     def append(self, table: str, files: Sequence[tuple[int, ChangeRows]]) -> None:
-        """Durably add one file per (partition, rows) of `table` (one segment, position order)."""
+        """Durably add one file per (partition, rows) of `table` (one segment each)."""
         ...
 
     def last_position(self, table: str, segment: str, partition: int) -> int | None:

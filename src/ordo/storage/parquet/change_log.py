@@ -1,9 +1,10 @@
-"""Each table's change log: `<root>/<table>/partition=<n>/<segment>-<first>-<last>.parquet`.
+"""Each table's change log: `<root>/<table>/partition=<n>/<segment>-<lowest>-<highest>.parquet`.
 
-A file holds the mutations of one publish for one partition, in position order, and is written to
-a hidden temporary name, synced, and renamed into place, so a reader (Spark's file stream source
-lists the directory) never sees half a file and a crash never loses a published one. The file
-name carries the segment and the position range it covers; scanning the names tells a restarted
+A file holds the mutations of one publish for one partition, in the order published (a capture's
+in position order, ingested ones as their lines came), and is written to a hidden temporary
+name, synced, and renamed into place, so a reader (Spark's file stream source lists the
+directory) never sees half a file and a crash never loses a published one. The file name carries
+the segment and the lowest and highest position it holds; scanning the names tells a restarted
 capture what is already durable, so it publishes nothing twice and advances its source only past
 what is in the log. Mutations without a position (0: ingested ones may have none) cannot be told
 apart from a repeat, so they are never skipped: each publish of them gets a file of its own,
@@ -45,7 +46,7 @@ before `cell_values` existed lack its two columns; readers take them as null."""
 CHANGE_LOG_COLUMNS = tuple(CHANGE_LOG_SCHEMA.names)
 _WRITERS = 4
 """Threads that write a publish's files."""
-_FILE_NAME = re.compile(r"^(?P<segment>.+)-(?P<first>\d+)-(?P<last>\d+)\.parquet$")
+_FILE_NAME = re.compile(r"^(?P<segment>.+)-(?P<lowest>\d+)-(?P<highest>\d+)\.parquet$")
 _KEPT = frozenset(string.ascii_letters + string.digits + "_.")
 _HIDING = ("_", ".")
 """Spark's and Hadoop's file listings skip names starting with these: a file so named is lost."""
@@ -124,7 +125,7 @@ class ParquetChangeLog:
         return self.root / checked_table_name(table)
 
     def append(self, table: str, files: Sequence[tuple[int, ChangeRows]]) -> None:
-        """Write one file per (partition, rows) pair: one segment each, in position order.
+        """Write one file per (partition, rows) pair: one segment each, in the order given.
 
         Every file is written and synced under a hidden name before the first is renamed into
         place, so a micro-batch that lists the log meanwhile sees the publish whole or not at
@@ -157,7 +158,9 @@ class ParquetChangeLog:
     ) -> tuple[Path, Path, str, int, int | None]:
         """Write and sync one file under a hidden name; returns where it goes and what it holds.
 
-        The last position is None for a file of mutations without one.
+        The highest position is None for a file of mutations without one. Ingested rows may come
+        in any position order: the name states the lowest and highest, not the first and last
+        row's, since the highest is what a publish skips up to and status shows.
         """
         segments = set(rows.column("segment"))
         if len(segments) > 1:
@@ -175,7 +178,8 @@ class ParquetChangeLog:
             msg = f"segment {segment!r}: a file holds mutations with or without positions, not both"
             raise InvalidInputError(msg)
         else:
-            name, last = f"{token}-{positions[0]}-{positions[-1]}.parquet", positions[-1]
+            last = max(positions)
+            name = f"{token}-{min(positions)}-{last}.parquet"
         temporary = directory / f".{name}.{uuid.uuid4().hex}.tmp"
         with temporary.open("wb") as file:
             pq.write_table(_table(rows), file)
@@ -190,7 +194,7 @@ class ParquetChangeLog:
             token = _segment_token(segment)
             directory = self.table_path(table) / f"partition={partition}"
             matches = (_FILE_NAME.match(file.name) for file in directory.glob("*.parquet"))
-            positions = [int(m["last"]) for m in matches if m and m["segment"] == token]
+            positions = [int(m["highest"]) for m in matches if m and m["segment"] == token]
             self._last[where] = max(positions, default=None)
         return self._last[where]
 
@@ -222,7 +226,7 @@ class ParquetChangeLog:
             match = _FILE_NAME.match(file.name)
             if match is not None:
                 segment = _segment_name(match["segment"])
-                last[segment] = max(last.get(segment, 0), int(match["last"]))
+                last[segment] = max(last.get(segment, 0), int(match["highest"]))
         return ChangeLogSummary(
             table=table,
             partitions=len(self.partitions(table)),
