@@ -19,14 +19,12 @@ from click.testing import CliRunner
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.cli.main import cli
 from ordo.processing import TrackingToken
-from ordo.storage.migration import load_migrations
 from ordo.storage.open import stores_at
 from ordo.time import TimeUUID, format_first_time_bucket
+from schema_support import LATEST, older_journal, stored_version
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-LATEST = load_migrations("ordo.storage.sqlite")[-1].version
 
 
 @pytest.fixture
@@ -264,17 +262,6 @@ def test_a_damaged_schema_version_is_one_error_line(runner: CliRunner, tmp_path:
         )
 
 
-def _older_journal(path: Path) -> None:
-    """A journal as the ordo before the latest migration left it."""
-    with closing(sqlite3.connect(path)) as conn, conn:
-        for migration in load_migrations("ordo.storage.sqlite")[:-1]:
-            for statement in migration.statements:
-                conn.execute(statement)
-        conn.execute(
-            "INSERT INTO ordo_metadata (key, value) VALUES ('schema_version', ?)", (LATEST - 1,)
-        )
-
-
 @pytest.mark.parametrize(
     "command",
     [
@@ -298,16 +285,14 @@ def test_a_command_that_only_reads_neither_creates_nor_upgrades_a_journal(
     assert not missing.exists()
 
     older = tmp_path / "older.db"
-    _older_journal(older)
+    older_journal(older)
     code, _, err = _run(runner, *command, "--journal", str(older))
     assert (code, err) == (
         1,
         f"Error: SchemaVersionError: journal schema version {LATEST - 1} is older than this "
         f"ordo's ({LATEST}); commands that only read do not upgrade it: run `ordo init`\n",
     )
-    with closing(sqlite3.connect(older)) as conn:
-        version = conn.execute("SELECT value FROM ordo_metadata WHERE key = 'schema_version'")
-        assert version.fetchone() == (str(LATEST - 1),)
+    assert stored_version(older) == LATEST - 1
     assert _run(runner, "init", "--journal", str(older))[0] == 0
     assert _run(runner, *command, "--journal", str(older))[0] == 0
 

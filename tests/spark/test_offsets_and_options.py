@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -14,12 +15,14 @@ from ordo.errors import (
     ConfigurationError,
     InvalidIdentifierError,
     OffsetFormatError,
+    SchemaVersionError,
     StorageUnavailableError,
 )
 from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions
 from ordo.spark.planner import EventsByTagPlanner
 from ordo.storage.open import init_storage
+from schema_support import LATEST, older_journal, stored_version
 
 
 def test_offsets_round_trip_through_json() -> None:
@@ -132,3 +135,18 @@ def test_a_source_with_another_bucket_size_than_the_journal_is_refused(tmp_path:
     assert (raised.value.recorded, raised.value.requested) == ("hour", "day")
     with pytest.raises(BucketSizeMismatchError):  # a query defined before the journal was written
         EventsByTagPlanner(options, resume_after="", now_ns=time.time_ns())
+
+
+def test_an_older_journal_is_refused_by_the_source_not_upgraded(tmp_path: Path) -> None:
+    current, older = f"sqlite:///{tmp_path}/current.db", tmp_path / "older.db"
+    init_storage(current)
+    options = EventsByTagOptions.from_spark({"journal": current, "tag": "order"})
+    older_journal(older)
+
+    with pytest.raises(SchemaVersionError, match="run `ordo init`"):
+        EventsByTagOptions.from_spark({"journal": str(older), "tag": "order"})
+    with pytest.raises(SchemaVersionError, match="run `ordo init`"):  # upgraded since defined
+        EventsByTagPlanner(
+            dataclasses.replace(options, journal=str(older)), resume_after="", now_ns=time.time_ns()
+        )
+    assert stored_version(older) == LATEST - 1

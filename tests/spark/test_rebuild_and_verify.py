@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -18,12 +19,13 @@ from operations_support import (
 )
 from ordo import NewEvent, open_journal
 from ordo.cli.main import cli
-from ordo.errors import ActiveWriterError
+from ordo.errors import ActiveWriterError, SchemaVersionError
 from ordo.spark.rebuild import rebuild_all
 from ordo.spark.verify import verify_tag_views
 from ordo.storage.open import stores_at
 from ordo.tools.reconciliation import Reconciliation
 from ordo.tools.verify_report import ProblemKind, VerifyReport
+from schema_support import LATEST, older_journal, stored_version
 
 pytestmark = pytest.mark.spark
 
@@ -151,3 +153,26 @@ def test_ordo_verify_repair_exits_zero_once_repaired(spark: SparkSession, tmp_pa
     assert document["repair"]["written_rows"] > 0
     assert document["after_repair"]["clean"] is True
     assert one_row(url, "a", "w0-p0", 1) == row
+
+
+def test_verify_refuses_an_older_journal_and_a_repair_upgrades_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    older = tmp_path / "older.db"
+    older_journal(older)
+    with pytest.raises(SchemaVersionError, match="run `ordo init`"):
+        verify_tag_views(spark, str(older))
+    runner = CliRunner()
+    for only_reads in (["verify"], ["verify", "--repair", "--dry-run"]):
+        refused = runner.invoke(cli, [*only_reads, "--journal", str(older)])
+        assert (refused.exit_code, refused.stderr) == (
+            1,
+            f"Error: SchemaVersionError: journal schema version {LATEST - 1} is older than this "
+            f"ordo's ({LATEST}); commands that only read do not upgrade it: run `ordo init`\n",
+        )
+        assert stored_version(older) == LATEST - 1
+
+    repaired = runner.invoke(cli, ["verify", "--repair", "--journal", str(older)])
+
+    assert repaired.exit_code == 0, repaired.output
+    assert stored_version(older) == LATEST

@@ -6,6 +6,7 @@ import click
 
 from ordo.cli.operations_options import OperationRequest, guarded_options
 from ordo.cli.options import int_option, print_json, progress
+from ordo.storage.open import init_storage, open_existing_stores
 from ordo.tools.reconciliation import Reconciliation
 from ordo.tools.verify_report import VerifyReport
 
@@ -33,6 +34,10 @@ def verify(
     from ordo.spark.verify import verify_tag_views
 
     url, as_json = request.url, request.as_json
+    if repair and not request.dry_run:
+        init_storage(url)  # a repair writes: the journal is upgraded first, as by reconcile
+    else:
+        open_existing_stores(url).close()  # only reads: an older schema is refused before Spark
     progress("verifying tag views on Spark ...")
     with job_session(master=master, app_name="ordo-verify", announce=progress) as spark:
         report = verify_tag_views(spark, url, partitions=partitions)

@@ -12,8 +12,8 @@ from ordo.errors import ConfigurationError
 from ordo.journal import check_bucket_size, validation
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.settings.loading import LARGEST_INTEGER
-from ordo.storage.location import existing_location, parse_location
-from ordo.storage.open import stores_at
+from ordo.storage.location import parse_location
+from ordo.storage.open import existing_stores_at
 from ordo.time import BucketSize, TimeUUID
 from ordo.types import Tag
 
@@ -131,13 +131,12 @@ class EventsByTagOptions:
 
 
 def _check_journal(options: EventsByTagOptions) -> None:
-    """The journal must exist and have been written with the options' bucket size.
+    """The journal must exist, have the latest schema and the options' bucket size.
 
     Checked as the options are parsed (as a query is defined, and by `ordo pipeline run` before
     Spark starts), not only once the planner of a started query opens the journal.
     """
-    existing_location(options.journal)
-    with stores_at(options.journal, create_schema=False) as stores:
+    with existing_stores_at(options.journal) as stores:
         recorded = stores.journal.recorded_bucket_size()
     check_bucket_size(recorded, options.events_by_tag.bucket_size)
 

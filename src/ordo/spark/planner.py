@@ -19,7 +19,7 @@ from ordo.query import NO_OFFSET, KeyRun, Offset, TagQuery, looking_back
 from ordo.spark.key_runs import KeyRunReader
 from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions
-from ordo.storage.open import Stores, open_stores, stores_at
+from ordo.storage.open import Stores, open_existing_stores, stores_at
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
 
@@ -34,17 +34,18 @@ class EventsByTagPlanner:
         """Continue after the sortable key `resume_after` (hex; empty: from the start).
 
         Pages are summarised per persistence id (KeyRunReader) unless `maxEventsPerTrigger`
-        is set: a batch is then cut after a number of rows, which needs them one by one.
+        is set: a batch is then cut after a number of rows, which needs them one by one. The
+        journal is read, not upgraded: an older schema is SchemaVersionError (`ordo init`).
         """
         self.options = options
-        self._stores: Stores = open_stores(options.journal)
+        self._stores: Stores = open_existing_stores(options.journal)
         try:
             recorded = self._stores.journal.recorded_bucket_size()
             check_bucket_size(recorded, options.events_by_tag.bucket_size)
+            known = _known_positions(options, self._stores)
         except BaseException:
             self._stores.close()
             raise
-        known = _known_positions(options)
         start: Offset = NO_OFFSET
         if resume_after:
             start = TimeUUID.from_bytes(bytes.fromhex(resume_after))
@@ -136,17 +137,22 @@ class EventsByTagPlanner:
         self._stores.close()
 
 
-def _known_positions(options: EventsByTagOptions) -> Mapping[PersistenceId, int] | None:
+def _known_positions(
+    options: EventsByTagOptions, journal: Stores
+) -> Mapping[PersistenceId, int] | None:
     """The processed positions of `positionsOf`, when given (a projection's, in its sink).
 
     With them the state machine expects each id's next event to follow on from what was
     applied (a missing one is a gap, not a first encounter) and starts back_track_period
-    before the offset, so that an event that showed up behind it since is handed on.
+    before the offset, so that an event that showed up behind it since is handed on. The
+    sink is opened as the projection's executors open it (its schema created if new).
     """
     if options.positions_of is None:
         return None
-    with stores_at(options.positions_at or options.journal) as stores:
-        return stores.tokens.positions(options.positions_of)
+    if options.positions_at is None:
+        return journal.tokens.positions(options.positions_of)
+    with stores_at(options.positions_at) as sink:
+        return sink.tokens.positions(options.positions_of)
 
 
 def pids_of(segment: Segment, pids: dict[str, list[int]]) -> dict[str, list[int]]:

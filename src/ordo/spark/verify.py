@@ -12,13 +12,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
-from ordo.spark.rebuild import (
-    DEFAULT_PARTITIONS,
-    expected_rows,
-    journal_bucket_size,
-    register_operations_sources,
-)
-from ordo.storage.open import stores_at
+from ordo.spark.rebuild import DEFAULT_PARTITIONS, expected_rows, register_operations_sources
+from ordo.storage.open import existing_stores_at
+from ordo.tools.operations_tool import recorded_bucket_size
 from ordo.tools.verify_report import Problem, ProblemKind, VerifyReport
 from ordo.types import PersistenceId, Tag
 
@@ -57,11 +53,15 @@ def verify_tag_views(
     partitions: int = DEFAULT_PARTITIONS,
     sample_limit: int = SAMPLE_LIMIT,
 ) -> VerifyReport:
-    """Run the comparison as Spark batch jobs; nothing is written."""
+    """Run the comparison as Spark batch jobs; nothing is written.
+
+    The journal is not upgraded either: an older schema is SchemaVersionError (`ordo init`).
+    """
+    with existing_stores_at(journal) as stores:
+        bucket_size = recorded_bucket_size(stores.journal)
+        deleted = stores.operations.deleted_persistence_ids()
     register_operations_sources(spark)
-    expected = expected_rows(
-        spark, journal, bucket_size=journal_bucket_size(journal), partitions=partitions
-    ).select(
+    expected = expected_rows(spark, journal, bucket_size=bucket_size, partitions=partitions).select(
         *_EVENT,
         F.col("tag_pid_sequence_nr").alias("expected_nr"),
         F.col("timebucket").alias("expected_bucket"),
@@ -72,8 +72,6 @@ def verify_tag_views(
         .option("partitions", str(partitions))
         .load()
     )
-    with stores_at(journal) as stores:
-        deleted = stores.operations.deleted_persistence_ids()
     deleted_to = spark.createDataFrame(
         [(pid, int(nr)) for pid, nr in deleted.items()], "persistence_id STRING, deleted_to BIGINT"
     )

@@ -119,19 +119,33 @@ def stores_at(url: str, *, create_schema: bool = True) -> Iterator[Stores]:
         stores.close()
 
 
-@contextmanager
-def existing_stores_at(url: str) -> Iterator[Stores]:
+def open_existing_stores(url: str) -> Stores:
     """The stores of a journal that is only read: it must exist and have the latest schema.
 
     Nothing is created or upgraded: a missing journal is StorageUnavailableError
     (`existing_location`: a misspelt path would otherwise become an empty journal), an older
     schema SchemaVersionError telling to run `ordo init` (an upgrade takes the write lock and
-    alters tables under the writers of the older ordo, which a status or a query must not do).
+    alters tables under the writers of the older ordo, which a status, a query, a verify or a
+    Spark read must not do). Close the stores after use.
     """
     existing_location(url)
-    with stores_at(url, create_schema=False) as stores:
+    stores = open_stores(url, create_schema=False)
+    try:
         stores.check_schema()
+    except BaseException:
+        stores.close()
+        raise
+    return stores
+
+
+@contextmanager
+def existing_stores_at(url: str) -> Iterator[Stores]:
+    """open_existing_stores() as a context manager."""
+    stores = open_existing_stores(url)
+    try:
         yield stores
+    finally:
+        stores.close()
 
 
 def require_empty_journal(journal: JournalStore, url: str, *, run: str) -> None:

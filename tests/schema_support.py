@@ -1,0 +1,29 @@
+"""Journals of an older schema: what commands and readers that only read must refuse as they are."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+from ordo.storage.migration import load_migrations
+
+LATEST = load_migrations("ordo.storage.sqlite")[-1].version
+
+
+def older_journal(path: Path) -> None:
+    """A journal as the ordo before the latest migration left it."""
+    with closing(sqlite3.connect(path)) as conn, conn:
+        for migration in load_migrations("ordo.storage.sqlite")[:-1]:
+            for statement in migration.statements:
+                conn.execute(statement)
+        conn.execute(
+            "INSERT INTO ordo_metadata (key, value) VALUES ('schema_version', ?)", (LATEST - 1,)
+        )
+
+
+def stored_version(path: Path) -> int:
+    """The schema version the journal at `path` records, read without changing the file."""
+    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+        row = conn.execute("SELECT value FROM ordo_metadata WHERE key = 'schema_version'")
+        return int(row.fetchone()[0])
