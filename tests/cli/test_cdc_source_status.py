@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import secrets
 import sqlite3
@@ -15,18 +14,12 @@ from click.testing import CliRunner
 
 from ordo.cli.main import cli
 from ordo.storage.postgres.change_source import PostgresChangeSource
+from sqlite_support import fingerprint
 
 
 def _run(*args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(cli, list(args))
     return result.exit_code, result.stdout, result.stderr
-
-
-def _fingerprint(path: Path) -> tuple[str, str]:
-    """The file's bytes and its journal mode (a WAL switch leaves the bytes alone at first)."""
-    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
-        mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0])
-    return hashlib.sha256(path.read_bytes()).hexdigest(), mode
 
 
 @pytest.fixture
@@ -49,7 +42,7 @@ def journal(tmp_path: Path) -> str:
 def test_a_status_of_an_sqlite_source_without_a_capture_installs_none(
     shop: Path, journal: str, command: tuple[str, ...]
 ) -> None:
-    before = _fingerprint(shop)
+    before = fingerprint(shop)
 
     code, _, err = _run(*command, "--journal", journal, "--source", str(shop), "--table", "items")
 
@@ -57,7 +50,7 @@ def test_a_status_of_an_sqlite_source_without_a_capture_installs_none(
     assert err.strip() == (
         f"Error: CaptureError: no capture is installed in {shop}: start one with `ordo cdc capture`"
     )
-    assert _fingerprint(shop) == before == (before[0], "delete")
+    assert fingerprint(shop) == before == (before[0], "delete")
 
 
 def test_a_status_shows_an_installed_sqlite_capture_and_leaves_it_alone(
@@ -68,13 +61,13 @@ def test_a_status_shows_an_installed_sqlite_capture_and_leaves_it_alone(
     assert _run("cdc", "capture", str(shop), "--table", "items", *args)[0] == 0
     with closing(sqlite3.connect(shop)) as conn, conn:
         conn.execute("INSERT INTO items VALUES (1, 'pen')")
-    before = _fingerprint(shop)
+    before = fingerprint(shop)
 
     code, out, err = _run("cdc", "status", *args, "--source", str(shop), "--table", "items")
 
     assert code == 0, err
     assert "confirmed 0, head 1, lag 1; 1 change waiting" in out
-    assert _fingerprint(shop) == before
+    assert fingerprint(shop) == before
 
 
 def test_a_status_names_a_table_the_sqlite_source_does_not_capture(
@@ -104,14 +97,14 @@ def test_tables_without_a_source_are_refused(journal: str) -> None:
 def test_a_refused_capture_leaves_the_sqlite_source_as_it_was(
     shop: Path, journal: str, tmp_path: Path, tables: list[str]
 ) -> None:
-    before = _fingerprint(shop)
+    before = fingerprint(shop)
     chosen = [arg for table in tables for arg in ("--table", table)]
 
     code, _, err = _run("cdc", "capture", str(shop), *chosen, "--journal", journal)
 
     assert code == 1
     assert "does not exist" in err or "has no primary key" in err
-    assert _fingerprint(shop) == before
+    assert fingerprint(shop) == before
 
 
 def _inside_a_file(tmp_path: Path) -> Path:
@@ -131,7 +124,7 @@ def _ordo_objects(path: Path) -> list[str]:
 def test_a_capture_whose_destination_cannot_be_opened_leaves_the_sqlite_source_as_it_was(
     shop: Path, journal: str, tmp_path: Path, destination: str
 ) -> None:
-    before = _fingerprint(shop)
+    before = fingerprint(shop)
     destinations = {"--journal": journal, "--change-log": str(tmp_path / "log")}
     destinations[destination] = str(_inside_a_file(tmp_path) / "destination")
 
@@ -142,7 +135,7 @@ def test_a_capture_whose_destination_cannot_be_opened_leaves_the_sqlite_source_a
     assert (code, err.count("\n")) == (1, 1)
     assert err.startswith("Error: StorageUnavailableError: cannot create the directory of ")
     assert _ordo_objects(shop) == []
-    assert _fingerprint(shop) == before
+    assert fingerprint(shop) == before
 
 
 @pytest.mark.postgres
@@ -213,7 +206,7 @@ def test_a_status_names_a_table_the_postgres_source_cannot_capture(
 def test_a_slot_is_refused_for_an_sqlite_source(
     shop: Path, journal: str, command: tuple[str, ...]
 ) -> None:
-    before = _fingerprint(shop)
+    before = fingerprint(shop)
     args = (*command, str(shop), "--table", "items", "--slot", "mine", "--journal", journal)
 
     code, _, err = _run(*args)
@@ -223,4 +216,4 @@ def test_a_slot_is_refused_for_an_sqlite_source(
         "Error: ConfigurationError: slot 'mine': an SQLite source has no replication slot "
         "(--slot is PostgreSQL's)\n",
     )
-    assert _fingerprint(shop) == before
+    assert fingerprint(shop) == before

@@ -21,7 +21,7 @@ from ordo.cli.main import cli
 from ordo.processing import TrackingToken
 from ordo.storage.open import stores_at
 from ordo.time import TimeUUID, format_first_time_bucket
-from schema_support import LATEST, older_journal, stored_version
+from sqlite_support import LATEST, fingerprint, older_journal, stored_version
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -262,19 +262,19 @@ def test_a_damaged_schema_version_is_one_error_line(runner: CliRunner, tmp_path:
         )
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        ["status"],
-        ["query", "t"],
-        ["cdc", "status"],
-        ["cdc", "schemas", "list"],
-        ["processors", "status"],
-        ["events", "p"],
-        ["tags"],
-        ["info"],
-    ],
-)
+READ_ONLY_COMMANDS = [
+    ["status"],
+    ["query", "t"],
+    ["cdc", "status"],
+    ["cdc", "schemas", "list"],
+    ["processors", "status"],
+    ["events", "p"],
+    ["tags"],
+    ["info"],
+]
+
+
+@pytest.mark.parametrize("command", READ_ONLY_COMMANDS)
 def test_a_command_that_only_reads_neither_creates_nor_upgrades_a_journal(
     runner: CliRunner, tmp_path: Path, command: list[str]
 ) -> None:
@@ -295,6 +295,25 @@ def test_a_command_that_only_reads_neither_creates_nor_upgrades_a_journal(
     assert stored_version(older) == LATEST - 1
     assert _run(runner, "init", "--journal", str(older))[0] == 0
     assert _run(runner, *command, "--journal", str(older))[0] == 0
+
+
+@pytest.mark.parametrize("command", READ_ONLY_COMMANDS)
+def test_a_command_that_only_reads_leaves_a_journal_in_rollback_mode_as_it_is(
+    runner: CliRunner, tmp_path: Path, command: list[str]
+) -> None:
+    live = tmp_path / "live.db"
+    event = json.dumps({"persistence_id": "p", "payload": {"n": 1}, "tags": ["t"]})
+    assert _run(runner, "append", "--journal", str(live), stdin=event)[0] == 0
+    backup = tmp_path / "backup.db"
+    with closing(sqlite3.connect(live)) as conn:
+        conn.execute("VACUUM INTO ?", (str(backup),))  # a backup of a live journal
+    before = fingerprint(backup)
+
+    code, _, err = _run(runner, *command, "--journal", str(backup))
+
+    assert code == 0, err
+    assert fingerprint(backup) == before == (before[0], "delete")
+    assert list(tmp_path.glob("backup.db-*")) == []
 
 
 @pytest.mark.parametrize(

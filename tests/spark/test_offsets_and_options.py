@@ -22,7 +22,7 @@ from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions
 from ordo.spark.planner import EventsByTagPlanner
 from ordo.storage.open import init_storage
-from schema_support import LATEST, older_journal, stored_version
+from sqlite_support import LATEST, older_journal, stored_version
 
 
 def test_offsets_round_trip_through_json() -> None:

@@ -25,7 +25,7 @@ from ordo.spark.verify import verify_tag_views
 from ordo.storage.open import stores_at
 from ordo.tools.reconciliation import Reconciliation
 from ordo.tools.verify_report import ProblemKind, VerifyReport
-from schema_support import LATEST, older_journal, stored_version
+from sqlite_support import LATEST, older_journal, stored_version
 
 pytestmark = pytest.mark.spark
 

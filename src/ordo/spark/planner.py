@@ -35,10 +35,13 @@ class EventsByTagPlanner:
 
         Pages are summarised per persistence id (KeyRunReader) unless `maxEventsPerTrigger`
         is set: a batch is then cut after a number of rows, which needs them one by one. The
-        journal is read, not upgraded: an older schema is SchemaVersionError (`ordo init`).
+        journal is read, not upgraded: an older schema is SchemaVersionError (`ordo init`). It
+        is opened read-only unless a `processor` option's first tokens are to be written.
         """
         self.options = options
-        self._stores: Stores = open_existing_stores(options.journal)
+        self._stores: Stores = open_existing_stores(
+            options.journal, read_only=options.processor is None
+        )
         try:
             recorded = self._stores.journal.recorded_bucket_size()
             check_bucket_size(recorded, options.events_by_tag.bucket_size)

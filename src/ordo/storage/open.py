@@ -61,12 +61,15 @@ class Stores:
     close: Callable[[], None]
 
 
-def open_stores(url: str, *, create_schema: bool = True) -> Stores:
+def open_stores(url: str, *, create_schema: bool = True, read_only: bool = False) -> Stores:
     """Connect to the journal at `url`; create or upgrade its schema unless told not to.
 
     A database written by a newer ordo raises SchemaVersionError when migrated. Without
     create_schema the schema is not looked at: Spark executors open their share so, after the
     driver opened it; commands that only read use `existing_stores_at`, which checks it.
+    With `read_only`, for callers that only read, nothing is created or upgraded and an SQLite
+    file keeps its journal mode (`SQLiteDatastore`); PostgreSQL connections are the same either
+    way (opening one changes nothing).
     """
     location = parse_location(url)
     stores: Stores
@@ -79,7 +82,7 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
         from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
         from ordo.storage.sqlite.token_store import SQLiteAllEventsReader, SQLiteTokenStore
 
-        sqlite = SQLiteDatastore(location.path)
+        sqlite = SQLiteDatastore(location.path, read_only=read_only)
         tag_views = SQLiteTagViewStore(sqlite)
         stores = Stores(
             backend="sqlite",
@@ -101,7 +104,7 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
     else:
         stores = _open_postgres(location)
     try:
-        if create_schema:
+        if create_schema and not read_only:
             stores.migrate()
     except BaseException:
         stores.close()
@@ -110,26 +113,27 @@ def open_stores(url: str, *, create_schema: bool = True) -> Stores:
 
 
 @contextmanager
-def stores_at(url: str, *, create_schema: bool = True) -> Iterator[Stores]:
+def stores_at(url: str, *, create_schema: bool = True, read_only: bool = False) -> Iterator[Stores]:
     """open_stores() as a context manager."""
-    stores = open_stores(url, create_schema=create_schema)
+    stores = open_stores(url, create_schema=create_schema, read_only=read_only)
     try:
         yield stores
     finally:
         stores.close()
 
 
-def open_existing_stores(url: str) -> Stores:
+def open_existing_stores(url: str, *, read_only: bool = True) -> Stores:
     """The stores of a journal that is only read: it must exist and have the latest schema.
 
     Nothing is created or upgraded: a missing journal is StorageUnavailableError
     (`existing_location`: a misspelt path would otherwise become an empty journal), an older
     schema SchemaVersionError telling to run `ordo init` (an upgrade takes the write lock and
     alters tables under the writers of the older ordo, which a status, a query, a verify or a
-    Spark read must not do). Close the stores after use.
+    Spark read must not do). An SQLite file is opened `read_only` (see `open_stores`) unless the
+    caller writes to the tables it has. Close the stores after use.
     """
     existing_location(url)
-    stores = open_stores(url, create_schema=False)
+    stores = open_stores(url, create_schema=False, read_only=read_only)
     try:
         stores.check_schema()
     except BaseException:

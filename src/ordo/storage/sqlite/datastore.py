@@ -66,19 +66,25 @@ class SQLiteDatastore:
 
     WAL lets readers run while one writer writes; several processes may use the same file.
     Writes start with BEGIN IMMEDIATE so that the write lock is taken up front and a
-    transaction never fails half-way on a lock upgrade. Thread-safe; not picklable.
+    transaction never fails half-way on a lock upgrade. With `read_only` (for callers that only
+    read) the file is neither created nor switched to WAL, so a journal in rollback mode (a
+    backup made by `VACUUM INTO`) is left as it is. Its connections are not SQLite's read-only
+    ones, which would leave `-wal` and `-shm` files behind after reading a WAL journal.
+    Thread-safe; not picklable.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
+        self.read_only = read_only
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            msg = f"cannot create the directory of SQLite journal {path}: {exc}"
-            raise StorageUnavailableError(msg) from exc
+        if not read_only:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                msg = f"cannot create the directory of SQLite journal {path}: {exc}"
+                raise StorageUnavailableError(msg) from exc
         self._connect()
 
     @contextmanager
@@ -149,9 +155,14 @@ class SQLiteDatastore:
             return conn
         try:
             conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S
+                f"{self.path.resolve().as_uri()}?mode=rw" if self.read_only else self.path,
+                uri=self.read_only,  # mode=rw: read and write, never create
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=BUSY_TIMEOUT_S,
             )
-            _use_wal(conn)
+            if not self.read_only:
+                _use_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
         except sqlite3.Error as exc:
             msg = f"cannot open SQLite journal {self.path}: {exc}"

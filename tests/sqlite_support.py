@@ -1,7 +1,8 @@
-"""Journals of an older schema: what commands and readers that only read must refuse as they are."""
+"""SQLite files as the tests make and inspect them: journals of an older schema, fingerprints."""
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -27,3 +28,10 @@ def stored_version(path: Path) -> int:
     with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
         row = conn.execute("SELECT value FROM ordo_metadata WHERE key = 'schema_version'")
         return int(row.fetchone()[0])
+
+
+def fingerprint(path: Path) -> tuple[str, str]:
+    """The file's bytes and its journal mode (a WAL switch leaves the bytes alone at first)."""
+    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+        mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+    return hashlib.sha256(path.read_bytes()).hexdigest(), mode
