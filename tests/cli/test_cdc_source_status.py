@@ -150,14 +150,7 @@ def test_a_capture_whose_journal_cannot_be_opened_creates_no_slot(
 
     code, _, err = _run("cdc", "capture", postgres_dsn, "--table", "items", *args)
 
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        found = conn.execute(
-            "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (slot,)
-        ).fetchone()
-    if found is not None:  # the old behaviour: drop the slot before failing
-        with PostgresChangeSource(postgres_dsn, slot=slot, tables=["items"]) as source:
-            source.drop()
-    assert found is None
+    assert not _slot_was_created(postgres_dsn, slot)
     assert (code, err.count("\n")) == (1, 1)
     assert err.startswith("Error: StorageUnavailableError: cannot create the directory of ")
 
@@ -170,14 +163,7 @@ def test_a_status_of_a_postgres_source_creates_no_slot(postgres_dsn: str, tmp_pa
 
     code, _, err = _run("cdc", "status", *args, "--table", "items", "--slot", slot)
 
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        found = conn.execute(
-            "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (slot,)
-        ).fetchone()
-    if found is not None:  # the old behaviour: drop the slot before failing
-        with PostgresChangeSource(postgres_dsn, slot=slot, tables=["items"]) as source:
-            source.drop()
-    assert found is None
+    assert not _slot_was_created(postgres_dsn, slot)
     assert code == 1
     assert slot in err
 
@@ -217,3 +203,15 @@ def test_a_slot_is_refused_for_an_sqlite_source(
         "(--slot is PostgreSQL's)\n",
     )
     assert fingerprint(shop) == before
+
+
+def _slot_was_created(dsn: str, slot: str) -> bool:
+    """Whether `slot` exists; dropped if so (the old behaviour), so that no WAL is kept for it."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+        ).fetchone()
+    if found is not None:
+        with PostgresChangeSource(dsn, slot=slot, tables=["items"]) as source:
+            source.drop()
+    return found is not None
