@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass
 from functools import partial
 
@@ -112,14 +112,11 @@ def open_stores(url: str, *, create_schema: bool = True, read_only: bool = False
     return stores
 
 
-@contextmanager
-def stores_at(url: str, *, create_schema: bool = True, read_only: bool = False) -> Iterator[Stores]:
-    """open_stores() as a context manager."""
-    stores = open_stores(url, create_schema=create_schema, read_only=read_only)
-    try:
-        yield stores
-    finally:
-        stores.close()
+def stores_at(
+    url: str, *, create_schema: bool = True, read_only: bool = False
+) -> AbstractContextManager[Stores]:
+    """open_stores() as a context manager that closes them."""
+    return closing(open_stores(url, create_schema=create_schema, read_only=read_only))
 
 
 def open_existing_stores(url: str, *, read_only: bool = True) -> Stores:
@@ -142,14 +139,9 @@ def open_existing_stores(url: str, *, read_only: bool = True) -> Stores:
     return stores
 
 
-@contextmanager
-def existing_stores_at(url: str) -> Iterator[Stores]:
-    """open_existing_stores() as a context manager."""
-    stores = open_existing_stores(url)
-    try:
-        yield stores
-    finally:
-        stores.close()
+def existing_stores_at(url: str) -> AbstractContextManager[Stores]:
+    """open_existing_stores() as a context manager that closes them."""
+    return closing(open_existing_stores(url))
 
 
 def require_empty_journal(journal: JournalStore, url: str, *, run: str) -> None:
