@@ -1,12 +1,15 @@
 """Events/s through a TrackingProcessor with 1, 2 and 4 threads, on SQLite and PostgreSQL.
 
-    .venv/bin/python bench/processor.py [--backend sqlite|postgres|both] [--events N] [--quick]
+    .venv/bin/python bench/processor.py [--backend sqlite|postgres|both] [--events N]
+        [--policy per_aggregate|sequential|concurrent|property:<name>] [--quick]
 
 Each figure starts a processor (as many segments as threads) on a journal that already holds
 N tagged events of 400 persistence ids, and times it until every event was handled. Two
 handlers: a no-op (the cost of claiming, reading, batching and storing tokens) and a
 projection that upserts a row per event in the batch's transaction (exactly-once). The
 eventual-consistency delay is 0: the events are settled, so this measures the pipeline.
+`--policy` picks the sequencing policy (per_aggregate by default): under `concurrent` and
+`property:` a processor records every event it handled instead of a position per id.
 A benchmark reports; it exits 0.
 """
 
@@ -26,7 +29,13 @@ import psycopg
 from _postgres import bench_postgres
 from _report import Row, machine_lines, print_table
 from ordo import EventsByTagSettings, NewEvent, QuerySettings, open_journal
-from ordo.processing import EventSource, HandlerContext, TrackingProcessor
+from ordo.processing import (
+    EventSource,
+    HandlerContext,
+    SequencingPolicy,
+    TrackingProcessor,
+    policy_from_name,
+)
 from ordo.query import EventEnvelope
 from ordo.settings import ProcessorSettings
 from ordo.storage.open import open_stores
@@ -67,6 +76,7 @@ def run(
     threads: int,
     handler: Callable[[EventEnvelope, HandlerContext], object],
     name: str,
+    policy: SequencingPolicy,
 ) -> float:
     stores = open_stores(url)
     done = 0
@@ -90,7 +100,9 @@ def run(
     source = EventSource(
         reader=stores.tag_view_reader, tag="order", query=READ, events_by_tag=WRITE
     )  # type: ignore[arg-type]
-    processor = TrackingProcessor(name, source, stores.tokens, counting, settings=settings)
+    processor = TrackingProcessor(
+        name, source, stores.tokens, counting, settings=settings, policy=policy
+    )
     started = time.perf_counter()
     processor.start()
     finished.wait(timeout=600)
@@ -106,12 +118,13 @@ def bench(
     events: int,
     rows: list[Row],
     prepare: Callable[[str], None],
+    policy: SequencingPolicy,
 ) -> None:
     populate(url, events)
     prepare(url)
     for kind, handler in (("no-op", lambda e, c: None), ("projection", projection)):
         for threads in THREADS:
-            rate = run(url, events, threads, handler, f"{kind}-{threads}")
+            rate = run(url, events, threads, handler, f"{kind}-{threads}", policy)
             rows.append(
                 Row(f"{label}: {kind} handler, {threads} thread(s)", f"{rate:,.0f}", "events/s")
             )
@@ -121,11 +134,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--events", type=int, default=50_000)
+    parser.add_argument("--policy", default="per_aggregate", help="the sequencing policy")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
+    policy = policy_from_name(args.policy)
     events = 5_000 if args.quick else args.events
     print("\n".join(machine_lines(libraries=("ordo", "psycopg"))))
-    print(f"workload:   {events} events of one tag over 400 persistence ids; segments = threads\n")
+    print(
+        f"workload:   {events} events of one tag over 400 persistence ids; segments = threads; "
+        f"policy {args.policy}\n"
+    )
     rows: list[Row] = []
     ddl = "CREATE TABLE IF NOT EXISTS totals (pid TEXT PRIMARY KEY, n BIGINT NOT NULL)"
     if args.backend in ("sqlite", "both"):
@@ -135,7 +153,8 @@ def main() -> None:
                 with sqlite3.connect(url) as conn:
                     conn.execute(ddl)
 
-            bench("sqlite", str(Path(directory) / "bench.db"), events, rows, prepare_sqlite)
+            url = str(Path(directory) / "bench.db")
+            bench("sqlite", url, events, rows, prepare_sqlite, policy)
     if args.backend in ("postgres", "both"):
         with bench_postgres() as server:
             database = server.fresh_database("processor")
@@ -144,7 +163,7 @@ def main() -> None:
                 with psycopg.connect(url, autocommit=True) as conn:
                     conn.execute(ddl)
 
-            bench("postgres", database.dsn, events, rows, prepare_postgres)
+            bench("postgres", database.dsn, events, rows, prepare_postgres, policy)
     print_table(rows)
 
 

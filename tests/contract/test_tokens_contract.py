@@ -106,6 +106,32 @@ def test_a_batch_stores_positions_of_many_ids_and_never_moves_one_back(stores: S
     assert stored[pids[-1]] == 1
 
 
+def test_handled_events_are_found_by_their_batches_offsets_and_forgotten_below_a_point(
+    stores: Stores,
+) -> None:
+    t = [TimeUUID.parse(f"{n}f1a2c10-e5f0-11f1-8000-000000000001") for n in range(1, 7)]
+    x, y = PersistenceId("x"), PersistenceId("y")
+    stores.tokens.initialize("p", segment_count=1)
+    stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    for events in ([(x, 1, t[0]), (y, 1, t[1])], [(x, 2, t[3]), (y, 2, t[2])], [(x, 3, t[4])]):
+        with stores.tokens.batch("p", 0, "a") as batch:
+            for pid, position, offset in events:
+                batch.record_handled(pid, position, offset.to_bytes())
+    with stores.tokens.batch("p", 0, "a"):
+        pass  # a batch that handled nothing records nothing
+
+    def handled(after: int, up_to: int) -> set[tuple[str, int]]:
+        return set(stores.tokens.handled("p", after=t[after].to_bytes(), up_to=t[up_to].to_bytes()))
+
+    assert handled(0, 5) == {(x, 1), (y, 1), (x, 2), (y, 2), (x, 3)}
+    assert handled(1, 5) == {(x, 2), (y, 2), (x, 3)}  # batches reaching past t[1]
+    assert handled(1, 2) == {(x, 2), (y, 2)}  # and starting up to t[2]: t[2] - t[3]
+    assert handled(4, 5) == set()
+    assert stores.tokens.handled("other", after=b"", up_to=t[5].to_bytes()) == set()
+    stores.tokens.forget_handled("p", before=t[2].to_bytes())  # the first batch ends before
+    assert handled(0, 5) == {(x, 2), (y, 2), (x, 3)}
+
+
 def test_a_batch_of_a_lost_claim_is_rolled_back_whole(stores: Stores) -> None:
     stores.tokens.initialize("p", segment_count=1)
     stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
@@ -114,11 +140,13 @@ def test_a_batch_of_a_lost_claim_is_rolled_back_whole(stores: Stores) -> None:
     def process_as_a() -> None:
         with stores.tokens.batch("p", 0, "a") as batch:
             batch.record(PersistenceId("x"), 9)
+            batch.record_handled(PersistenceId("x"), 9, T2.to_bytes())
             batch.store_token(TrackingToken(T2))
 
     with pytest.raises(UnableToClaimTokenError):
         process_as_a()
     assert stores.tokens.entries("p")[0].token == TrackingToken()
+    assert stores.tokens.handled("p", after=b"", up_to=T2.to_bytes()) == set()
     with stores.tokens.batch("p", 0, "b") as batch:
         assert batch.positions([PersistenceId("x")]) == {}
 

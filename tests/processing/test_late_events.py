@@ -6,6 +6,7 @@ hide a row (move it to a table `late`) and show it again, on both backends.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -20,6 +21,7 @@ from ordo.processing.control import merge_segment
 from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.sequencing import policy_from_name
 from ordo.processing.source import EventSource
+from ordo.processing.token import TrackingToken
 from ordo.query import EventEnvelope
 from ordo.storage.open import Stores
 from processing_support import FAST, READ, WRITE, source, wait_for
@@ -244,3 +246,122 @@ def test_a_gap_that_stays_open_stops_the_processor_with_the_error(
         assert not processor.is_running
     assert isinstance(processor.failure, MissingTaggedEventError)
     assert _handled(sql) == _once("x#1")
+
+
+def _in_half_of(half: int, policy: str, pid: str, nr: int) -> dict[str, object]:
+    """A payload that puts event `pid#nr` into segment `half` of two under `policy`."""
+    if policy == "concurrent":
+        assert stable_hash(f"{pid}#{nr}") & 1 == half, "pick another id for this test"
+        return {}
+    return {"g": next(g for g in range(1000) if stable_hash(str(g)) & 1 == half)}
+
+
+@pytest.mark.parametrize("pause", [0.0, 1.0])
+@pytest.mark.parametrize("policy", ["property:g", "concurrent"])
+def test_a_restart_hands_on_a_late_event_under_a_policy_without_per_id_order(
+    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql, policy: str, pause: float
+) -> None:
+    """Without per-id positions, the events a processor handled decide, not its offset alone.
+
+    One segment: x#2 is written but not visible when y#1, `pause` s later, is handled, so the
+    token passes x#2. The processor stops, x#2 shows up, it starts again. The stream used to
+    start after the token and never delivered x#2; it now starts back_track_period before
+    the token and skips only the events recorded as handled.
+    """
+    journal = journal_factory(settings=WRITE)
+    record = _recorder(sql)
+    with _processor(stores, record, segments=1, policy=policy_from_name(policy)):
+        _append(journal, "x", 1, g=1)
+        wait_for(lambda: len(_handled(sql)) == 1)
+        _append(journal, "x", 2, g=2)
+        _hide(sql, "x", 2)
+        time.sleep(pause)
+        _append(journal, "y", 1, g=3)
+        wait_for(lambda: len(_handled(sql)) == 2)
+    _show(sql)
+    with _processor(stores, record, segments=1, policy=policy_from_name(policy)) as running:
+        _append(journal, "x", 3, g=4)
+        wait_for(lambda: len(_handled(sql)) == 4 or running.failure is not None)
+        time.sleep(0.5)
+    assert running.failure is None
+    assert _handled(sql) == _once("x#1", "x#2", "x#3", "y#1")
+
+
+@pytest.mark.parametrize("policy", ["property:g", "concurrent"])
+def test_a_merge_hands_on_a_late_event_of_the_half_that_was_ahead_without_positions(
+    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql, policy: str
+) -> None:
+    """The merged segment skips what the half ahead handled, not everything up to its offset.
+
+    Segment 0 is held by an operator. x#2 (segment 1's) is written but not visible when y#2
+    (also segment 1's, a later offset) is handled, so segment 1's token passes x#2. The two
+    merge and x#2 shows up: the part ahead used to make the worker skip it unhandled.
+    """
+    journal = journal_factory(settings=WRITE)
+    record = _recorder(sql)
+    x, y = ("x1", "y2") if policy == "concurrent" else ("x", "y")
+
+    def processor() -> TrackingProcessor:
+        return _processor(stores, record, segments=2, policy=policy_from_name(policy))
+
+    with processor():
+        _append(journal, x, 1, **_in_half_of(0, policy, x, 1))
+        _append(journal, y, 1, **_in_half_of(1, policy, y, 1))
+        wait_for(lambda: len(_handled(sql)) == 2)
+    now = time.time_ns() // 1_000_000
+    stores.tokens.claim("p", 0, "operator", now_ms=now, claim_timeout_ms=60_000)
+    _append(journal, x, 2, **_in_half_of(1, policy, x, 2))
+    _hide(sql, x, 2)
+    _append(journal, y, 2, **_in_half_of(1, policy, y, 2))
+    with processor():
+        wait_for(lambda: len(_handled(sql)) == 3)
+    stores.tokens.release("p", 0, "operator")
+    now = time.time_ns() // 1_000_000
+    assert merge_segment(stores.tokens, "p", 1, now_ms=now, claim_timeout_ms=60_000).is_done
+    _show(sql)
+    with processor() as running:
+        _append(journal, x, 3, **_in_half_of(0, policy, x, 3))
+        wait_for(lambda: len(_handled(sql)) == 5)
+        time.sleep(0.5)
+    assert running.failure is None
+    assert _handled(sql) == _once(f"{x}#1", f"{x}#2", f"{x}#3", f"{y}#1", f"{y}#2")
+
+
+def test_handled_events_are_forgotten_once_no_segment_can_read_them_again(
+    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql
+) -> None:
+    """A segment's stream starts back_track_period (2 s here) before its token: what lies
+    before that for every segment is never read again, so its record goes."""
+    journal = journal_factory(settings=WRITE)
+    record = _recorder(sql)
+    with _processor(stores, record, segments=2, policy=policy_from_name("concurrent")):
+        for i in range(20):
+            _append(journal, f"old{i}", i)
+        wait_for(lambda: len(_handled(sql)) == 20)
+        assert _remembered(sql) == {f"old{i}" for i in range(20)}
+        time.sleep(2.5)
+        for i in range(20):
+            _append(journal, f"new{i}", i)
+        wait_for(lambda: len(_handled(sql)) == 40)
+        wait_for(lambda: _remembered(sql) == {f"new{i}" for i in range(20)})
+
+
+def test_a_reset_replays_what_was_handled_under_a_policy_without_positions(
+    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql
+) -> None:
+    journal = journal_factory(settings=WRITE)
+    record = _recorder(sql)
+    for i in range(10):
+        _append(journal, f"p{i}", i)
+    with _processor(stores, record, segments=2, policy=policy_from_name("concurrent")):
+        wait_for(lambda: len(_handled(sql)) == 10)
+    stores.tokens.reset("p", TrackingToken(), now_ms=0, claim_timeout_ms=0)
+    assert _remembered(sql) == set()
+    with _processor(stores, record, segments=2, policy=policy_from_name("concurrent")):
+        wait_for(lambda: sql("SELECT DISTINCT times FROM handled") == [(2,)])
+
+
+def _remembered(sql: Sql) -> set[str]:
+    """The persistence ids of the events the processor's batches recorded as handled."""
+    rows = sql("SELECT events FROM handled_batches")
+    return {str(pid) for (events,) in rows for pid, _ in json.loads(str(events))}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -100,6 +101,12 @@ class BatchTransaction(Protocol):
 
     def record(self, persistence_id: PersistenceId, position: int) -> None:
         """Mark `position` of the persistence id processed (stored at commit)."""
+        ...
+
+    def record_handled(
+        self, persistence_id: PersistenceId, position: int, offset_key: bytes
+    ) -> None:
+        """Record one event as handled (stored at commit), for policies without positions."""
         ...
 
     def dead_letter(self, letter: DeadLetter) -> None:
@@ -203,4 +210,18 @@ class TokenStore(Protocol):
 
     def positions(self, processor: str) -> Mapping[PersistenceId, int]:
         """The last processed position of every persistence id (for lag and status)."""
+        ...
+
+    def handled(
+        self, processor: str, *, after: bytes, up_to: bytes
+    ) -> AbstractSet[tuple[PersistenceId, int]]:
+        """The (persistence id, position) of events that batches recorded as handled.
+
+        Every batch whose events' offset keys reach past `after` and start up to `up_to`
+        (`record_handled`) contributes all its events.
+        """
+        ...
+
+    def forget_handled(self, processor: str, *, before: bytes) -> None:
+        """Drop the records of handled events below `before` (an offset key)."""
         ...

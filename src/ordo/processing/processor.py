@@ -71,7 +71,8 @@ class TrackingProcessor:
         self._held: dict[int, int] = {}  # segment id -> worker index, within this instance
         self._workers: list[SegmentWorker] = []
         # Each persistence id's events stay in one segment, in order, under these policies:
-        # then a per-id position dedupes what a restart or a merge delivers again.
+        # then a per-id position dedupes what a restart or a merge delivers again. Under the
+        # other policies each handled event is recorded (`handled_batches`) instead.
         self._is_per_id = isinstance(
             self.policy, SequentialPerAggregatePolicy | FullySequentialPolicy
         )

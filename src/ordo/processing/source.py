@@ -15,7 +15,6 @@ from ordo.hashing import stable_hash
 from ordo.processing.segment import Segment
 from ordo.processing.token import TrackingToken
 from ordo.query import NO_OFFSET, EventEnvelope, TagQuery, TagViewReader, looking_back
-from ordo.query.offset import Offset
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.types import PersistenceId, Tag, TimeBucket
 
@@ -42,8 +41,11 @@ class EventSource:
         now_ns: int,
         known: Mapping[PersistenceId, int] | None = None,
     ) -> TagQuery[EventEnvelope]:
-        """A live query resuming after `token`, reading only `segment`'s rows when given.
+        """A live query from `back_track_period` before `token`, only `segment`'s rows if given.
 
+        It starts there (`looking_back`) because the processor skips what it handled before
+        (positions or handled records): an event that showed up behind the token since the
+        segment's last stream passed there is then delivered.
         `known`: the last processed tag pid sequence nr of persistence ids, so that the query
         holds back an event whose predecessor is not visible yet (TagQuery's `known`); only
         those of `segment`'s ids are kept when the reader selects the segment.
@@ -54,7 +56,7 @@ class EventSource:
         return TagQuery(
             reader,
             tag=self.tag,
-            offset=_start(token, self.query, looks_back=known is not None),
+            offset=NO_OFFSET if token.offset is None else looking_back(token.offset, self.query),
             settings=self.query,
             bucket_size=self.events_by_tag.bucket_size,
             first_time_bucket_ms=self.events_by_tag.first_time_bucket_ms,
@@ -62,13 +64,6 @@ class EventSource:
             is_live=True,
             known=known,
         )
-
-
-def _start(token: TrackingToken, query: QuerySettings, *, looks_back: bool) -> Offset:
-    """Where a segment's query starts: after the token, or looking back from it with positions."""
-    if token.offset is None:
-        return NO_OFFSET
-    return looking_back(token.offset, query) if looks_back else token.offset
 
 
 class _SegmentReader:

@@ -14,8 +14,10 @@ from ordo.time import TimeUUID
 class PartAhead:
     """A part of a merged segment that had processed further than the merged token.
 
-    Axon keeps a MergedTrackingToken for the same reason: the events of `segment` up to
-    `offset` (inclusive) were handled before the merge and must be skipped, not handled again.
+    Axon keeps a MergedTrackingToken for the same reason: events of `segment` up to `offset`
+    (inclusive) may have been handled before the merge. The merged segment checks its events
+    up to there against what was recorded as handled (positions or handled events): one of
+    that half that was not visible yet when the half passed its offset is still handled.
     """
 
     segment: Segment
@@ -28,8 +30,8 @@ class TrackingToken:
 
     Stored as a small versioned JSON document, so that the format can grow. Tokens order by
     offset (no offset first). When two segments merge, the lower offset is kept and the half
-    that was further ahead becomes a part ahead (`ahead`), whose events up to its own offset
-    the merged segment skips; a part is dropped once the offset passes it.
+    that was further ahead becomes a part ahead (`ahead`), up to whose offset the merged
+    segment checks what was handled already; a part is dropped once the offset passes it.
     """
 
     offset: TimeUUID | None = None
@@ -92,13 +94,6 @@ class TrackingToken:
         if offset is None:
             return TrackingToken(None, self.ahead)
         return TrackingToken(offset, tuple(p for p in self.ahead if offset < p.offset))
-
-    def covers(self, value_hash: int, offset_key: bytes) -> bool:
-        """Whether a part ahead handled the event with this sequence hash and offset key."""
-        return any(
-            part.segment.matches(value_hash) and offset_key <= part.offset.key
-            for part in self.ahead
-        )
 
     def __str__(self) -> str:
         position = "start" if self.offset is None else str(self.offset)

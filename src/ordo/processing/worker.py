@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -31,9 +32,10 @@ from ordo.processing.ports import (
 )
 from ordo.processing.segment import Segment
 from ordo.processing.sequencing import sequence_hash
-from ordo.query import EventEnvelope
+from ordo.query import EventEnvelope, looking_back
 from ordo.settings import ErrorMode
 from ordo.time import TimeUUID
+from ordo.types import PersistenceId
 
 if TYPE_CHECKING:
     from ordo.processing.processor import TrackingProcessor
@@ -133,7 +135,7 @@ class SegmentWorker(threading.Thread):
             now_ns=p._clock.now_ns(),
             known=p._tokens.positions(p.name) if p._is_per_id else None,
         )
-        state = _SegmentState(entry)
+        state = _SegmentState(entry, handled=frozenset() if p._is_per_id else self._handled(entry))
         interval_ms = p.settings.token_claim_interval // timedelta(milliseconds=1)
         next_check = p._now_ms() + interval_ms
         while not p._stopped.is_set():
@@ -172,6 +174,8 @@ class SegmentWorker(threading.Thread):
                 claimed.segment,
             )
             return True
+        if not p._is_per_id:
+            self._forget_handled()
         request = p._tokens.take_request(p.name, segment_id)
         action = None if request is None else request.action
         if action is SegmentAction.SPLIT:
@@ -206,6 +210,34 @@ class SegmentWorker(threading.Thread):
             return True
         return False
 
+    def _handled(self, entry: TokenEntry) -> AbstractSet[tuple[PersistenceId, int]]:
+        """The events handled before this claim that the segment's stream may deliver again.
+
+        The stream starts back_track_period before the token, and nothing after the furthest
+        offset known at the claim (the token, or a merged half's) was handled by anyone.
+        """
+        token, query = entry.token, self.p._source.query
+        known = [part.offset for part in token.ahead]
+        if token.offset is not None:
+            known.append(token.offset)
+        if not known:
+            return frozenset()
+        after = b"" if token.offset is None else looking_back(token.offset, query).key
+        return self.p._tokens.handled(self.p.name, after=after, up_to=max(known).key)
+
+    def _forget_handled(self) -> None:
+        """Drop the handled records that no segment's stream can read again.
+
+        Every segment's stream starts back_track_period before its token (`looking_back`)
+        and never reads before its start, so records below that point for the lowest token
+        are not needed. A segment that has processed nothing yet reads from the start.
+        """
+        p = self.p
+        offsets = [entry.token.offset for entry in p._tokens.entries(p.name)]
+        if offsets and None not in offsets:
+            lowest = min(offset for offset in offsets if offset is not None)
+            p._tokens.forget_handled(p.name, before=looking_back(lowest, p._source.query).key)
+
     def _apply(self, state: _SegmentState, rows: list[EventEnvelope]) -> None:
         """Handle one batch; a failure reruns it event by event with retries (see _handle)."""
         try:
@@ -229,16 +261,10 @@ class SegmentWorker(threading.Thread):
                 placeholder=batch.placeholder,
             )
             for row in rows:
-                if p._is_per_id:
-                    if row.tag_pid_sequence_nr <= seen.get(row.persistence_id, 0):
-                        continue  # processed already (positions are exact)
-                elif state.token.ahead and state.token.covers(
-                    sequence_hash(p.policy, row), row.offset_key
-                ):
-                    # A merged-in half handled it before the merge. Without positions this is
-                    # as good as an offset gets: an event of that half not visible yet when it
-                    # passed its offset is skipped too (as a restart from an offset skips it).
-                    continue
+                if row.tag_pid_sequence_nr <= seen.get(row.persistence_id, 0):
+                    continue  # processed already (positions are exact)
+                if (row.persistence_id, row.tag_pid_sequence_nr) in state.handled:
+                    continue  # handled before this claim (by this segment or a merged half)
                 replaying = state.replay_key is not None and row.offset_key <= state.replay_key
                 event_context = context if not replaying else _replay(context)
                 if careful:
@@ -250,6 +276,10 @@ class SegmentWorker(threading.Thread):
                         raise _HandlerFailedError from exc
                 if p._is_per_id:
                     batch.record(row.persistence_id, row.tag_pid_sequence_nr)
+                else:
+                    batch.record_handled(
+                        row.persistence_id, row.tag_pid_sequence_nr, row.offset_key
+                    )
             state.advance(rows)
             batch.store_token(state.token)
 
@@ -291,8 +321,12 @@ class SegmentWorker(threading.Thread):
 class _SegmentState:
     """The token of the claimed segment as batches move it forward (it never moves back)."""
 
-    def __init__(self, entry: TokenEntry) -> None:
+    def __init__(
+        self, entry: TokenEntry, *, handled: AbstractSet[tuple[PersistenceId, int]]
+    ) -> None:
         self.entry = entry
+        self.handled = handled
+        """Events handled before the claim, for policies without per-id positions."""
         self.token = entry.token
         replay = entry.replay_until
         self.replay_key = None if replay is None or replay.offset is None else replay.offset.key

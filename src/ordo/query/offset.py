@@ -22,13 +22,14 @@ Offset = NoOffset | TimeUUID
 
 
 def looking_back(offset: TimeUUID, settings: QuerySettings) -> TimeUUID:
-    """Where a reader that knows its processed positions resumes: back_track_period earlier.
+    """Where a reader that knows what it processed resumes: back_track_period earlier.
 
-    Positions dedupe exactly, so such a reader (a processor's segment, a Spark projection)
-    can start before its offset: an event that lies below the offset but was not visible when
-    its last stream passed there (a late event, which that stream's back-track would have
-    found) is then still delivered after a restart, split, merge or release. With a period of
-    "max" it starts at the offset: a stream that ran long would otherwise re-read it all.
+    Processed positions or records of handled events dedupe exactly, so such a reader (a
+    processor's segment, a Spark projection) can start before its offset: an event that lies
+    below the offset but was not visible when its last stream passed there (a late event,
+    which that stream's back-track would have found) is then still delivered after a restart,
+    split, merge or release. With a period of "max" it starts at the offset: a stream that
+    ran long would otherwise re-read it all.
     """
     if not isinstance(settings.back_track_period, timedelta):
         return offset

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from typing import ClassVar
 
@@ -139,8 +141,8 @@ class SqlTokenStore(SqlStore):
         """Merge an owned segment with its claimable sibling, resuming from the lower token.
 
         The half that was further ahead processed events the merged segment will see again;
-        the merged token keeps that half as a part ahead (TrackingToken.merged), whose events
-        the processor skips.
+        the merged token keeps that half as a part ahead (TrackingToken.merged), up to which
+        the processor checks what was handled (positions or handled events).
         """
         with self._write() as conn:
             entry = self._owned(conn, processor, segment_id, owner)
@@ -258,9 +260,10 @@ class SqlTokenStore(SqlStore):
                 ),
                 (token.to_json(), None if replay is None else replay.to_json(), processor),
             )
-            conn.execute(
-                self._sql("DELETE FROM processed_positions WHERE processor = {p}"), (processor,)
-            )
+            for table in ("processed_positions", "handled_batches"):
+                conn.execute(
+                    self._sql(f"DELETE FROM {table} WHERE processor = {{p}}"), (processor,)
+                )
 
     @contextmanager
     def batch(
@@ -309,6 +312,31 @@ class SqlTokenStore(SqlStore):
             (processor,),
         )
         return {PersistenceId(str(r[0])): int(r[1]) for r in rows}
+
+    def handled(
+        self, processor: str, *, after: bytes, up_to: bytes
+    ) -> AbstractSet[tuple[PersistenceId, int]]:
+        """The events recorded as handled by batches between these offset keys."""
+        rows = self._fetchall(
+            "SELECT events FROM handled_batches WHERE processor = {p} AND last_offset > {p} "
+            "AND first_offset <= {p}",
+            (processor, after, up_to),
+        )
+        return {
+            (PersistenceId(pid), int(position))
+            for (events,) in rows
+            for pid, position in json.loads(str(events))
+        }
+
+    def forget_handled(self, processor: str, *, before: bytes) -> None:
+        """Drop the records of batches whose last offset key is below `before`."""
+        with self._write() as conn:
+            conn.execute(
+                self._sql(
+                    "DELETE FROM handled_batches WHERE processor = {p} AND last_offset < {p}"
+                ),
+                (processor, before),
+            )
 
     def _insert(
         self,
@@ -382,6 +410,7 @@ class SqlBatch:
         self._store, self._conn = store, conn
         self._processor, self._segment_id = processor, segment_id
         self._positions: dict[PersistenceId, int] = {}
+        self._handled: list[tuple[PersistenceId, int, bytes]] = []
         self._token: TrackingToken | None = None
 
     @property
@@ -414,6 +443,12 @@ class SqlBatch:
     def record(self, persistence_id: PersistenceId, position: int) -> None:
         """Mark a position processed (stored at commit)."""
         self._positions[persistence_id] = max(position, self._positions.get(persistence_id, 0))
+
+    def record_handled(
+        self, persistence_id: PersistenceId, position: int, offset_key: bytes
+    ) -> None:
+        """Record one event as handled (stored at commit)."""
+        self._handled.append((persistence_id, position, offset_key))
 
     def dead_letter(self, letter: DeadLetter) -> None:
         """Keep a failed event with its error."""
@@ -452,11 +487,12 @@ class SqlBatch:
         self._conn.execute("RELEASE SAVEPOINT ordo_event")
 
     def commit(self, owner: str, *, mask: int | None = None) -> None:
-        """Write positions and token, unless the claim was lost (then roll everything back).
+        """Write positions, handled events and the token, unless the claim was lost.
 
+        A lost claim raises UnableToClaimTokenError, which rolls the whole batch back.
         Positions go in as few statements as the drivers' parameter limits allow (a round trip
         per persistence id cost PostgreSQL most of a batch), in persistence id order, so that
-        two batches touching the same rows lock them in one order.
+        two batches touching the same rows lock them in one order; handled events as one row.
         """
         sql = self._store._sql
         ordered = sorted(self._positions.items())
@@ -471,6 +507,20 @@ class SqlBatch:
                     "WHERE excluded.position > processed_positions.position"
                 ),
                 [value for pid, position in chunk for value in (self._processor, pid, position)],
+            )
+        if self._handled:
+            offsets = [offset_key for _, _, offset_key in self._handled]
+            self._conn.execute(
+                sql(
+                    "INSERT INTO handled_batches (processor, last_offset, first_offset, events) "
+                    "VALUES ({p}, {p}, {p}, {p})"
+                ),
+                (
+                    self._processor,
+                    max(offsets),
+                    min(offsets),
+                    json.dumps([[pid, position] for pid, position, _ in self._handled]),
+                ),
             )
         if self._token is None:
             return

@@ -42,10 +42,6 @@ def test_a_merge_resumes_from_the_lower_half_and_keeps_the_higher_as_a_part_ahea
     merged = TrackingToken(T1).merged(LOW, TrackingToken(T2), HIGH)
     assert merged == TrackingToken(T1, (PartAhead(HIGH, T2),))
     assert merged == TrackingToken(T2).merged(HIGH, TrackingToken(T1), LOW)
-    high_hash, low_hash = 0b11, 0b10
-    assert merged.covers(high_hash, T2.key)
-    assert not merged.covers(high_hash, T3.key)
-    assert not merged.covers(low_hash, T2.key)
 
 
 def test_equal_halves_or_a_half_that_never_ran_keep_no_useless_part() -> None:
