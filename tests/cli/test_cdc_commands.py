@@ -79,6 +79,7 @@ def test_ctrl_c_ends_a_followed_capture_with_one_line_and_status_130(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     try:
         with sqlite3.connect(source) as conn:
@@ -87,8 +88,15 @@ def test_ctrl_c_ends_a_followed_capture_with_one_line_and_status_130(
         assert capture.stderr.readline().startswith("capturing: published items=1")
         capture.send_signal(signal.SIGINT)
         out, err = capture.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        # Seen once in a full CI run (not reproduced alone): show where every thread of the
+        # capture was (faulthandler prints them on SIGABRT) instead of only the timeout.
+        capture.send_signal(signal.SIGABRT)
+        _, err = capture.communicate()
+        pytest.fail(f"the capture did not end within 30 s of Ctrl-C; its threads:\n{err}")
     finally:
         capture.kill()
+        capture.wait()
     assert (capture.returncode, out, err) == (
         130,
         "",
