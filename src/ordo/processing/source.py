@@ -15,6 +15,7 @@ from ordo.hashing import stable_hash
 from ordo.processing.segment import Segment
 from ordo.processing.token import TrackingToken
 from ordo.query import NO_OFFSET, EventEnvelope, TagQuery, TagViewReader, looking_back
+from ordo.query.offset import Offset
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.types import PersistenceId, Tag, TimeBucket
 
@@ -41,11 +42,8 @@ class EventSource:
         now_ns: int,
         known: Mapping[PersistenceId, int] | None = None,
     ) -> TagQuery[EventEnvelope]:
-        """A live query from `back_track_period` before `token`, only `segment`'s rows if given.
+        """A live query from `start(token)`, reading only `segment`'s rows when given.
 
-        It starts there (`looking_back`) because the processor skips what it handled before
-        (positions or handled records): an event that showed up behind the token since the
-        segment's last stream passed there is then delivered.
         `known`: the last processed tag pid sequence nr of persistence ids, so that the query
         holds back an event whose predecessor is not visible yet (TagQuery's `known`); only
         those of `segment`'s ids are kept when the reader selects the segment.
@@ -56,7 +54,7 @@ class EventSource:
         return TagQuery(
             reader,
             tag=self.tag,
-            offset=NO_OFFSET if token.offset is None else looking_back(token.offset, self.query),
+            offset=self.start(token),
             settings=self.query,
             bucket_size=self.events_by_tag.bucket_size,
             first_time_bucket_ms=self.events_by_tag.first_time_bucket_ms,
@@ -64,6 +62,16 @@ class EventSource:
             is_live=True,
             known=known,
         )
+
+    def start(self, token: TrackingToken) -> Offset:
+        """Where a segment's stream resumes: `back_track_period` before the token.
+
+        It starts there (`looking_back`) because the processor skips what it handled before
+        (positions or handled records): an event that showed up behind the token since the
+        segment's last stream passed there is then delivered. The stream never reads before
+        this point, so records of handled events below it are not needed (`forget_handled`).
+        """
+        return NO_OFFSET if token.offset is None else looking_back(token.offset, self.query)
 
 
 class _SegmentReader:

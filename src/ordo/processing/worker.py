@@ -32,7 +32,8 @@ from ordo.processing.ports import (
 )
 from ordo.processing.segment import Segment
 from ordo.processing.sequencing import sequence_hash
-from ordo.query import EventEnvelope, looking_back
+from ordo.query import EventEnvelope
+from ordo.query.offset import Offset
 from ordo.settings import ErrorMode
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
@@ -213,30 +214,28 @@ class SegmentWorker(threading.Thread):
     def _handled(self, entry: TokenEntry) -> AbstractSet[tuple[PersistenceId, int]]:
         """The events handled before this claim that the segment's stream may deliver again.
 
-        The stream starts back_track_period before the token, and nothing after the furthest
-        offset known at the claim (the token, or a merged half's) was handled by anyone.
+        The stream starts at `EventSource.start`, and nothing after the furthest offset known
+        at the claim (the token, or a merged half's) was handled by anyone.
         """
-        token, query = entry.token, self.p._source.query
+        token = entry.token
         known = [part.offset for part in token.ahead]
         if token.offset is not None:
             known.append(token.offset)
         if not known:
             return frozenset()
-        after = b"" if token.offset is None else looking_back(token.offset, query).key
+        after = _key(self.p._source.start(token))
         return self.p._tokens.handled(self.p.name, after=after, up_to=max(known).key)
 
     def _forget_handled(self) -> None:
-        """Drop the handled records that no segment's stream can read again.
+        """Drop the handled records below every segment's stream start (`EventSource.start`).
 
-        Every segment's stream starts back_track_period before its token (`looking_back`)
-        and never reads before its start, so records below that point for the lowest token
-        are not needed. A segment that has processed nothing yet reads from the start.
+        A stream never reads before its start; one that has processed nothing yet reads from
+        the beginning, and then nothing is dropped.
         """
         p = self.p
-        offsets = [entry.token.offset for entry in p._tokens.entries(p.name)]
-        if offsets and None not in offsets:
-            lowest = min(offset for offset in offsets if offset is not None)
-            p._tokens.forget_handled(p.name, before=looking_back(lowest, p._source.query).key)
+        lowest = min(_key(p._source.start(e.token)) for e in p._tokens.entries(p.name))
+        if lowest:
+            p._tokens.forget_handled(p.name, before=lowest)
 
     def _apply(self, state: _SegmentState, rows: list[EventEnvelope]) -> None:
         """Handle one batch; a failure reruns it event by event with retries (see _handle)."""
@@ -337,6 +336,11 @@ class _SegmentState:
         newest = max(row.offset_key for row in rows)
         if self.token.offset is None or self.token.offset.key < newest:
             self.token = self.token.advanced_to(TimeUUID.from_bytes(newest))
+
+
+def _key(offset: Offset) -> bytes:
+    """The offset's storage key; empty (below every key) for the very beginning."""
+    return offset.key if isinstance(offset, TimeUUID) else b""
 
 
 def _replay(context: HandlerContext) -> HandlerContext:
