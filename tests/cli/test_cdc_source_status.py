@@ -11,6 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from click.testing import CliRunner
+from psycopg import sql
 
 from ordo.cli.main import cli
 from ordo.storage.postgres.change_source import PostgresChangeSource
@@ -153,6 +154,58 @@ def test_a_capture_whose_journal_cannot_be_opened_creates_no_slot(
     assert not _slot_was_created(postgres_dsn, slot)
     assert (code, err.count("\n")) == (1, 1)
     assert err.startswith("Error: StorageUnavailableError: cannot create the directory of ")
+
+
+def _assert_refused_before_the_journal(source: str, slot: str, tmp_path: Path) -> None:
+    """A capture of `source` fails with a one-line CaptureError and creates no destination."""
+    journal, log = tmp_path / "ordo.db", tmp_path / "log"
+    args = ("--journal", f"sqlite:///{journal}", "--change-log", str(log), "--slot", slot)
+
+    code, _, err = _run("cdc", "capture", source, "--table", "items", *args)
+
+    assert (code, err.count("\n")) == (1, 1)
+    assert err.startswith("Error: CaptureError: ")
+    assert f"replication slot {slot!r}" in err
+    assert not journal.exists()
+    assert not log.exists()
+
+
+@pytest.mark.postgres
+def test_a_capture_whose_slot_name_is_taken_leaves_no_journal_or_change_log(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id BIGINT PRIMARY KEY)")
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (slot,))
+        try:
+            _assert_refused_before_the_journal(postgres_dsn, slot, tmp_path)
+        finally:
+            conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+
+
+@pytest.mark.postgres
+def test_a_capture_by_a_role_that_may_not_replicate_leaves_no_journal_or_change_log(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    slot, role = f"ordo_test_{secrets.token_hex(6)}", f"ordo_test_{secrets.token_hex(6)}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        schema = conn.execute("SELECT current_schema()").fetchone()
+        assert schema is not None
+        names = {"role": sql.Identifier(role), "schema": sql.Identifier(str(schema[0]))}
+        conn.execute("CREATE TABLE items (id BIGINT PRIMARY KEY)")
+        conn.execute(
+            sql.SQL(
+                "CREATE ROLE {role} LOGIN; GRANT USAGE ON SCHEMA {schema} TO {role}; "
+                "GRANT SELECT ON items TO {role}"
+            ).format(**names)
+        )
+        try:
+            source = postgres_dsn.replace("://postgres@", f"://{role}@", 1)
+            _assert_refused_before_the_journal(source, slot, tmp_path)
+        finally:
+            conn.execute(sql.SQL("DROP OWNED BY {role}; DROP ROLE {role}").format(**names))
+        assert not _slot_was_created(postgres_dsn, slot)
 
 
 @pytest.mark.postgres

@@ -56,7 +56,7 @@ def check_change_source(url: str, tables: Sequence[str], *, slot: str = DEFAULT_
     from ordo.storage.postgres.change_source import PostgresChangeSource
 
     with PostgresChangeSource(location.dsn, slot=slot, tables=tables) as postgres:
-        postgres.schemas()
+        postgres.check()
 
 
 def source_status_at(url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT) -> SourceStatus:

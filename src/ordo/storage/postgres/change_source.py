@@ -64,6 +64,11 @@ _PEEK = (
     "'include-transaction', 'true', 'include-lsn', 'true', 'include-timestamp', 'true', "
     "'include-types', 'false', 'actions', 'insert,update,delete,truncate', 'add-tables', %s)"
 )
+_CAN_CREATE_SLOT = (
+    "SELECT current_setting('wal_level'), "
+    "current_setting('max_replication_slots')::int > (SELECT count(*) FROM pg_replication_slots), "
+    "(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user)"
+)
 _STATUS = (
     "SELECT confirmed_flush_lsn::text, pg_current_wal_lsn()::text, "
     "pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint "
@@ -104,29 +109,28 @@ class PostgresChangeSource:
         """The replication slot's name: the audit segment of every captured change."""
         return self._slot
 
+    def check(self) -> None:
+        """Refuse what would stop `create`; create nothing.
+
+        The tables must exist, have a primary key and types the registry maps; the slot must be
+        this database's wal2json slot, or the server must be able to create it (wal_level, a free
+        slot, a role allowed to replicate). A capture checks so before it opens its journal, so a
+        refused source leaves no journal behind. wal2json itself is found only by `create`.
+        """
+        with self._session() as conn:
+            self._read_schemas(conn)
+            self._check_slot(conn)
+
     def create(self) -> None:
         """Create the slot with wal2json; an existing wal2json slot of this database is reused.
 
-        Changes committed from now on are captured. Raises CaptureError when the slot name is
-        taken by another kind of slot, or the server lacks wal2json or wal_level=logical. The
-        tables are checked first (they exist, have a primary key, types the registry maps): a
+        Changes committed from now on are captured. Raises CaptureError for what `check`
+        refuses, or when the server lacks the wal2json plugin. Everything is checked first: a
         slot left behind by a refused capture would make the server keep WAL for nobody.
         """
         with self._session() as conn:
             self._read_schemas(conn)
-            found = conn.execute(
-                "SELECT plugin, slot_type, database = current_database() "
-                "FROM pg_replication_slots WHERE slot_name = %s",
-                (self._slot,),
-            ).fetchone()
-            if found is not None:
-                if tuple(found) != (PLUGIN, "logical", True):
-                    msg = (
-                        f"replication slot {self._slot!r} exists but is not a {PLUGIN} slot of "
-                        f"this database (plugin={found[0]}, type={found[1]}): drop it or pick "
-                        "another slot name"
-                    )
-                    raise CaptureError(msg)
+            if self._check_slot(conn):
                 logger.info("reusing replication slot slot=%s", self._slot)
                 return
             try:
@@ -134,12 +138,34 @@ class PostgresChangeSource:
                     "SELECT pg_create_logical_replication_slot(%s, %s)", (self._slot, PLUGIN)
                 )
             except (psycopg.errors.UndefinedFile, psycopg.errors.ObjectNotInPrerequisiteState) as e:
-                msg = (
-                    f"cannot create replication slot {self._slot!r}: {e} (the server needs "
-                    "wal_level=logical and the wal2json plugin: postgresql-15-wal2json)"
-                )
-                raise CaptureError(msg) from e
+                reason = f"{e} (the server needs the wal2json plugin: postgresql-15-wal2json)"
+                raise self._cannot_create(reason) from e
         logger.info("created replication slot slot=%s plugin=%s", self._slot, PLUGIN)
+
+    def _check_slot(self, conn: Connection) -> bool:
+        """True when the slot exists and is ours to reuse; raise when it could not be created."""
+        found = conn.execute(
+            "SELECT plugin, slot_type, database = current_database() "
+            "FROM pg_replication_slots WHERE slot_name = %s",
+            (self._slot,),
+        ).fetchone()
+        if found is not None:
+            if tuple(found) != (PLUGIN, "logical", True):
+                msg = (
+                    f"replication slot {self._slot!r} exists but is not a {PLUGIN} slot of "
+                    f"this database (plugin={found[0]}, type={found[1]}): drop it or pick "
+                    "another slot name"
+                )
+                raise CaptureError(msg)
+            return True
+        refusal = _slot_refusal(conn)
+        if refusal is not None:
+            raise self._cannot_create(refusal)
+        return False
+
+    def _cannot_create(self, reason: str) -> CaptureError:
+        """The error of a slot the server would not create, with what to do about it."""
+        return CaptureError(f"cannot create replication slot {self._slot!r}: {reason}")
 
     def drop(self) -> None:
         """Drop the slot (nothing happens when it does not exist): the server frees its WAL."""
@@ -345,6 +371,19 @@ def _connect(dsn: str, *, autocommit: bool) -> Connection:
     )
     conn.execute(_SESSION)
     return conn
+
+
+def _slot_refusal(conn: Connection) -> str | None:
+    """Why the server would refuse to create a logical slot now, or None when it would not."""
+    row = conn.execute(_CAN_CREATE_SLOT).fetchone()
+    wal_level, free, allowed = row if row is not None else ("", False, False)
+    if wal_level != "logical":
+        return f"wal_level is {wal_level!r}, logical decoding needs 'logical'"
+    if not free:
+        return "every replication slot is taken (max_replication_slots)"
+    if not allowed:
+        return "the role has neither the REPLICATION nor the SUPERUSER attribute"
+    return None
 
 
 def _slot_missing(slot: str) -> ReplicationSlotMissingError:
