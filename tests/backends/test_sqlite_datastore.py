@@ -68,6 +68,9 @@ def test_a_journal_of_a_newer_schema_is_refused_and_left_alone(tmp_path: Path) -
         ("j.db", SQLiteLocation(path=Path("j.db"))),
         ("postgresql://u@h:5/db", PostgresLocation(dsn="postgresql://u@h:5/db")),
         ("postgres://u@h/db", PostgresLocation(dsn="postgres://u@h/db")),
+        ("host=h port=5 dbname=db", PostgresLocation(dsn="host=h port=5 dbname=db")),
+        (" dbname = db", PostgresLocation(dsn=" dbname = db")),
+        ("hostname=x.db", SQLiteLocation(path=Path("hostname=x.db"))),
     ],
 )
 def test_journal_urls(url: str, expected: object) -> None:

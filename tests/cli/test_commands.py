@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import psycopg
 import pytest
 from click.testing import CliRunner
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.cli.main import cli
@@ -212,6 +213,22 @@ def test_a_command_that_reads_refuses_a_postgres_schema_without_a_journal(
         assert conn.execute("SELECT to_regclass('ordo_metadata')").fetchone() == (None,)
     assert _run(runner, "init", "--journal", postgres_dsn)[0] == 0
     assert _run(runner, "info", "--journal", postgres_dsn)[0] == 0
+
+
+@pytest.mark.postgres
+def test_a_libpq_conninfo_string_is_a_postgres_journal(
+    runner: CliRunner, postgres_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    conninfo = make_conninfo("", **conninfo_to_dict(postgres_dsn))
+    assert "://" not in conninfo
+
+    assert _run(runner, "init", "--journal", conninfo)[0] == 0
+
+    assert list(tmp_path.iterdir()) == []  # no SQLite file named after the string
+    with psycopg.connect(postgres_dsn) as conn:
+        assert conn.execute("SELECT to_regclass('ordo_metadata')").fetchone() != (None,)
+    assert _run(runner, "info", "--journal", conninfo)[0] == 0
 
 
 def test_a_conflicting_expected_sequence_nr_is_reported(runner: CliRunner, tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
-"""Where a journal lives: parsing `sqlite:///path`, plain paths and `postgresql://` URLs."""
+"""Where a journal lives: parsing `sqlite:///path`, plain paths and PostgreSQL URLs or conninfo."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,7 +19,7 @@ class SQLiteLocation:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PostgresLocation:
-    """A PostgreSQL database, given as a libpq connection URL."""
+    """A PostgreSQL database, given as a libpq connection URL or key=value conninfo string."""
 
     dsn: str
 
@@ -26,18 +27,27 @@ class PostgresLocation:
 Location = SQLiteLocation | PostgresLocation
 
 _SCHEMES = ("sqlite", "postgresql", "postgres")
+# A libpq conninfo string (`host=db dbname=app`) starts with one of these keywords: psycopg users
+# pass them as often as URLs, and read as a path one would become an SQLite file of that name.
+_CONNINFO = re.compile(
+    r"\s*(host|hostaddr|port|dbname|user|password|passfile|service|options|sslmode"
+    r"|application_name|connect_timeout|target_session_attrs)\s*="
+)
 
 
 def parse_location(url: str) -> Location:
     """Parse a journal URL into a location.
 
-    Accepted: `sqlite:///rel/path.db`, `sqlite:////abs/path.db`, a plain file path, or
-    `postgresql://user@host:port/db?options=-csearch_path%3Dschema`.
+    Accepted: `sqlite:///rel/path.db`, `sqlite:////abs/path.db`, a plain file path,
+    `postgresql://user@host:port/db?options=-csearch_path%3Dschema`, or a libpq conninfo
+    string that starts with a connection keyword (`host=... dbname=...`).
     """
     if not isinstance(url, str) or not url.strip():
         msg = "journal URL must be a non-empty string (e.g. sqlite:///ordo.db)"
         raise ConfigurationError(msg)
     if "://" not in url:
+        if _CONNINFO.match(url):
+            return PostgresLocation(dsn=url)
         return SQLiteLocation(path=Path(url))
     scheme = urlsplit(url).scheme.lower()
     if scheme == "sqlite":
