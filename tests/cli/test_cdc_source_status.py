@@ -137,6 +137,7 @@ def test_a_capture_whose_destination_cannot_be_opened_leaves_the_sqlite_source_a
     assert err.startswith("Error: StorageUnavailableError: cannot create the directory of ")
     assert _ordo_objects(shop) == []
     assert fingerprint(shop) == before
+    assert not (tmp_path / "log").exists()
 
 
 @pytest.mark.postgres
@@ -154,6 +155,7 @@ def test_a_capture_whose_journal_cannot_be_opened_creates_no_slot(
     assert not _slot_was_created(postgres_dsn, slot)
     assert (code, err.count("\n")) == (1, 1)
     assert err.startswith("Error: StorageUnavailableError: cannot create the directory of ")
+    assert not (tmp_path / "log").exists()
 
 
 def _assert_refused_before_the_journal(source: str, slot: str, tmp_path: Path) -> None:

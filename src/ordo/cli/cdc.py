@@ -126,8 +126,8 @@ def capture(
     # bad source leaves no journal behind; it is prepared (triggers, a slot) only once every
     # destination is open, so a destination that fails leaves the source as it was.
     check_change_source(source_url, tables, slot=slot)
-    log.make_root()
     with (
+        log.root_made(),
         stores_at(journal) as stores,
         change_source_at(source_url, tables, slot=slot) as source,
     ):

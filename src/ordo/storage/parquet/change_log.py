@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,20 +106,31 @@ class ParquetChangeLog:
         self.root = Path(root)
         self._last: dict[tuple[str, str, int], int | None] = {}
 
-    def make_root(self) -> None:
-        """Create the root directory, or refuse one that cannot be written.
+    @contextmanager
+    def root_made(self) -> Iterator[None]:
+        """Create the root directory for a block, or refuse one that cannot be written.
 
-        A capture calls this before it prepares its source, so that a log it could not publish
-        into fails before any trigger or slot exists (StorageUnavailableError naming the root).
+        A capture enters this before it opens its journal and prepares its source, so that a log
+        it could not publish into fails before any trigger or slot exists (StorageUnavailableError
+        naming the root). When the block fails, the directories made here are removed again
+        while they are empty: a refused capture leaves no change log behind.
         """
+        missing = [d for d in (self.root, *self.root.parents) if not d.exists()]
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             msg = f"cannot create the directory of change log {self.root}: {exc}"
             raise StorageUnavailableError(msg) from exc
-        if not os.access(self.root, os.W_OK):
-            msg = f"cannot write to change log {self.root}"
-            raise StorageUnavailableError(msg)
+        try:
+            if not os.access(self.root, os.W_OK):
+                msg = f"cannot write to change log {self.root}"
+                raise StorageUnavailableError(msg)
+            yield
+        except BaseException:
+            for directory in missing:  # deepest first; a directory with files stays
+                with suppress(OSError):
+                    directory.rmdir()
+            raise
 
     def table_path(self, table: str) -> Path:
         """The directory Spark reads as the table's change stream."""
