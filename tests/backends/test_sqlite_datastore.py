@@ -83,6 +83,13 @@ def test_malformed_urls_are_configuration_errors(url: str) -> None:
         parse_location(url)
 
 
+def test_an_unknown_open_mode_is_refused_before_anything_is_created(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    with pytest.raises(ConfigurationError, match="migrate, write, read; got 'rw'"):
+        open_stores(str(path), mode="rw")  # type: ignore[arg-type]
+    assert not path.exists()
+
+
 def test_an_unknown_scheme_names_the_valid_ones() -> None:
     with pytest.raises(UnknownUrlSchemeError, match="sqlite, postgresql, postgres"):
         parse_location("mysql://u@h/db")

@@ -170,5 +170,5 @@ class ChangeFoldProcessor(StatefulProcessor):
     def _load_versions(self) -> Sequence[SchemaVersion]:
         from ordo.storage.open import stores_at
 
-        with stores_at(self._sink, create_schema=False) as stores:
+        with stores_at(self._sink, mode="write") as stores:
             return stores.schemas.versions(self._table)

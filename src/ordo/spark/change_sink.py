@@ -57,7 +57,7 @@ def apply_batch(
     if rejected.num_rows:
         replace_batch(dead_letters_path, batch_id, rejected.select(list(DEAD_LETTER_COLUMNS)))
     changes = message_rows_from_arrow(messages)
-    with stores_at(spec.sink, create_schema=False) as stores:
+    with stores_at(spec.sink, mode="write") as stores:
         registry = SchemaRegistry(stores.schemas)
         named = {schema_id for schema_id in changes.column("schema_id") if schema_id is not None}
         schemas: dict[int, TableSchema] = {

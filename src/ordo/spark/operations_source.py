@@ -123,7 +123,7 @@ class JournalKeysReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         """One range per quantile of all_persistence_ids (at least one)."""
-        with stores_at(self.options.journal, read_only=True) as stores:
+        with stores_at(self.options.journal, mode="read") as stores:
             bounds: list[str | None] = [
                 *stores.operations.persistence_id_boundaries(self.options.partitions)
             ]
@@ -135,7 +135,7 @@ class JournalKeysReader(DataSourceReader):
         if not isinstance(partition, PidRange):
             msg = f"not a journal keys partition: {partition!r}"
             raise TypeError(msg)
-        with stores_at(self.options.journal, read_only=True) as stores:
+        with stores_at(self.options.journal, mode="read") as stores:
             for page in stores.operations.message_keys(
                 after=None if partition.after is None else PersistenceId(partition.after),
                 up_to=None if partition.up_to is None else PersistenceId(partition.up_to),
@@ -162,7 +162,7 @@ class TagViewKeysReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         """Each tag's bucket span cut into pieces in proportion to its rows (a scan)."""
-        with stores_at(self.options.journal, read_only=True) as stores:
+        with stores_at(self.options.journal, mode="read") as stores:
             ranges = stores.operations.tag_ranges()
         total = sum(r.rows for r in ranges) or 1
         pieces: list[InputPartition] = []
@@ -181,7 +181,7 @@ class TagViewKeysReader(DataSourceReader):
             raise TypeError(msg)
         if partition.last < partition.first:
             return
-        with stores_at(self.options.journal, read_only=True) as stores:
+        with stores_at(self.options.journal, mode="read") as stores:
             for page in stores.operations.tag_view_keys(
                 Tag(partition.tag),
                 first_bucket=TimeBucket(partition.first),

@@ -40,7 +40,7 @@ class EventsByTagPlanner:
         """
         self.options = options
         self._stores: Stores = open_existing_stores(
-            options.journal, read_only=options.processor is None
+            options.journal, mode="read" if options.processor is None else "write"
         )
         try:
             recorded = self._stores.journal.recorded_bucket_size()

@@ -65,7 +65,7 @@ def read_partition(partition: SegmentPartition) -> Iterator[pa.RecordBatch]:
     sizes = BucketSize(partition.bucket_size)
     named = _spans(partition.pids)
     tables: list[pa.Table] = []
-    with stores_at(partition.journal, read_only=True) as stores:
+    with stores_at(partition.journal, mode="read") as stores:
         bucket = sizes.key(TimeUUID.from_bytes(lo).epoch_ms)
         last = sizes.key(TimeUUID.from_bytes(hi).epoch_ms)
         while bucket <= last:

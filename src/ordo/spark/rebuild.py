@@ -123,7 +123,7 @@ def _write_partition(
     last: dict[tuple[str, str], tuple[int, int, bytes]] = {}
     highest: dict[PersistenceId, SequenceNr] = {}
     written = 0
-    with stores_at(journal, create_schema=False) as stores:
+    with stores_at(journal, mode="write") as stores:
         for batch in batches:
             columns = batch.to_pydict()
             rows = [

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass
 from functools import partial
+from typing import Literal
 
 from ordo.cdc.ports import SchemaStore
 from ordo.clock import Clock
@@ -61,16 +62,27 @@ class Stores:
     close: Callable[[], None]
 
 
-def open_stores(url: str, *, create_schema: bool = True, read_only: bool = False) -> Stores:
-    """Connect to the journal at `url`; create or upgrade its schema unless told not to.
+OpenMode = Literal["migrate", "write", "read"]
+"""How `open_stores` opens a journal.
 
-    A database written by a newer ordo raises SchemaVersionError when migrated. Without
-    create_schema the schema is not looked at: Spark executors open their share so, after the
-    driver opened it; commands that only read use `existing_stores_at`, which checks it.
-    With `read_only`, for callers that only read, nothing is created or upgraded and an SQLite
-    file keeps its journal mode (`SQLiteDatastore`); PostgreSQL connections are the same either
-    way (opening one changes nothing).
+- `migrate` (the default): create the schema, or upgrade it, then read and write.
+- `write`: read and write without looking at the schema: Spark executors and sinks open their
+  share so, after the driver opened it (and `init_storage`, which migrates explicitly).
+- `read`: only read; nothing is created or upgraded and an SQLite file keeps its journal mode
+  (`SQLiteDatastore(read_only=True)`), so a backup in rollback mode is not rewritten.
+  PostgreSQL connections are the same either way (opening one changes nothing).
+"""
+
+
+def open_stores(url: str, *, mode: OpenMode = "migrate") -> Stores:
+    """Connect to the journal at `url`, as `mode` says (`OpenMode`); close the stores after use.
+
+    A database written by a newer ordo raises SchemaVersionError when migrated. Commands that
+    only read use `existing_stores_at`, which checks the schema without changing it.
     """
+    if mode not in ("migrate", "write", "read"):
+        msg = f"mode must be one of migrate, write, read; got {mode!r}"
+        raise ConfigurationError(msg)
     location = parse_location(url)
     stores: Stores
     if isinstance(location, SQLiteLocation):
@@ -82,7 +94,7 @@ def open_stores(url: str, *, create_schema: bool = True, read_only: bool = False
         from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
         from ordo.storage.sqlite.token_store import SQLiteAllEventsReader, SQLiteTokenStore
 
-        sqlite = SQLiteDatastore(location.path, read_only=read_only)
+        sqlite = SQLiteDatastore(location.path, read_only=mode == "read")
         tag_views = SQLiteTagViewStore(sqlite)
         stores = Stores(
             backend="sqlite",
@@ -104,7 +116,7 @@ def open_stores(url: str, *, create_schema: bool = True, read_only: bool = False
     else:
         stores = _open_postgres(location)
     try:
-        if create_schema and not read_only:
+        if mode == "migrate":
             stores.migrate()
     except BaseException:
         stores.close()
@@ -112,25 +124,23 @@ def open_stores(url: str, *, create_schema: bool = True, read_only: bool = False
     return stores
 
 
-def stores_at(
-    url: str, *, create_schema: bool = True, read_only: bool = False
-) -> AbstractContextManager[Stores]:
+def stores_at(url: str, *, mode: OpenMode = "migrate") -> AbstractContextManager[Stores]:
     """open_stores() as a context manager that closes them."""
-    return closing(open_stores(url, create_schema=create_schema, read_only=read_only))
+    return closing(open_stores(url, mode=mode))
 
 
-def open_existing_stores(url: str, *, read_only: bool = True) -> Stores:
+def open_existing_stores(url: str, *, mode: Literal["write", "read"] = "read") -> Stores:
     """The stores of a journal that is only read: it must exist and have the latest schema.
 
     Nothing is created or upgraded: a missing journal is StorageUnavailableError
     (`existing_location`: a misspelt path would otherwise become an empty journal), an older
     schema SchemaVersionError telling to run `ordo init` (an upgrade takes the write lock and
     alters tables under the writers of the older ordo, which a status, a query, a verify or a
-    Spark read must not do). An SQLite file is opened `read_only` (see `open_stores`) unless the
+    Spark read must not do). An SQLite file is opened in `read` mode (`OpenMode`) unless the
     caller writes to the tables it has. Close the stores after use.
     """
     existing_location(url)
-    stores = open_stores(url, create_schema=False, read_only=read_only)
+    stores = open_stores(url, mode=mode)
     try:
         stores.check_schema()
     except BaseException:
@@ -156,7 +166,7 @@ def require_empty_journal(journal: JournalStore, url: str, *, run: str) -> None:
 
 def init_storage(url: str) -> MigrationReceipt:
     """Create or upgrade the schema at `url` (what `ordo init` runs); idempotent."""
-    stores = open_stores(url, create_schema=False)
+    stores = open_stores(url, mode="write")
     try:
         return stores.migrate()
     finally:
