@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from ordo.cdc.capture import Capture as CaptureRunner
+from ordo.cdc.change import mutation_problems
 from ordo.cdc.mutation import Mutation
 from ordo.cdc.ports import ChangeSource
 from ordo.cdc.publisher import Publisher
@@ -16,6 +17,7 @@ from ordo.cdc.schema import Column, ColumnType
 from ordo.cdc.schema_registry import SchemaRegistry
 from ordo.errors import (
     CaptureError,
+    IncompatibleSchemaError,
     NoPrimaryKeyError,
     ReplicationSlotMissingError,
     UnmappableColumnTypeError,
@@ -512,6 +514,39 @@ def test_a_column_added_while_capturing_is_captured(
     [insert] = source.peek(max_changes=10).mutations
 
     assert insert.cells["email"].value == "a@b.c"
+
+
+@pytest.mark.parametrize(
+    "alter",
+    ["ALTER TABLE items DROP COLUMN note", "ALTER TABLE items ALTER COLUMN note TYPE int USING 0"],
+)
+def test_changes_made_before_an_accepted_incompatible_change_are_read_as_written(
+    run: Callable[..., None], capture: Capture, postgres_dsn: str, tmp_path: Path, alter: str
+) -> None:
+    """The slot still holds them after the ALTER: read with the catalog's new types, the
+    capture failed on every run and the slot kept its WAL for good."""
+    run("CREATE TABLE items (id int PRIMARY KEY, note text, qty int)")
+    source = capture("items")
+    log = ParquetChangeLog(tmp_path / "log")
+    with stores_at(postgres_dsn) as stores:
+        registry = SchemaRegistry(stores.schemas)
+        runner = CaptureRunner(source, Publisher(log), registry)
+        runner.run(until_idle=True)
+        run("INSERT INTO items VALUES (1, 'cup', 2)", alter)
+        run("INSERT INTO items (id, qty) VALUES (2, 3)")
+        with pytest.raises(IncompatibleSchemaError):
+            runner.run(until_idle=True)
+        registry.accept("items", 2)
+        totals = runner.run(until_idle=True)
+        first, second = registry.versions("items")
+
+    assert totals.published == {"items": 2}
+    logged = {m.partition_key: m for m in log.read("items")}
+    assert logged[(1,)].cells["note"].value == "cup"
+    assert (logged[(1,)].schema_id, logged[(2,)].schema_id) == (first.schema_id, second.schema_id)
+    for version, key in ((first, (1,)), (second, (2,))):
+        assert mutation_problems(logged[key], version.schema) == []
+    assert source.peek(max_changes=10).mutations == []
 
 
 def test_a_crash_between_publish_and_advance_publishes_nothing_twice(

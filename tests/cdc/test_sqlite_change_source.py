@@ -11,6 +11,7 @@ import pytest
 
 from ordo.cdc import ColumnType, Publisher, SchemaRegistry
 from ordo.cdc.capture import Capture, CaptureTotals, PublishedWindow
+from ordo.cdc.change import mutation_problems
 from ordo.cdc.change_rows import key_text
 from ordo.clock import ManualClock
 from ordo.errors import (
@@ -180,6 +181,57 @@ def test_the_capture_loop_publishes_then_advances_and_stops_on_an_incompatible_c
         with pytest.raises(IncompatibleSchemaError, match="'score' dropped"):
             capture.run(until_idle=True)
         assert source.status().retained_changes == 1  # nothing advanced
+
+
+def test_changes_written_before_an_accepted_incompatible_change_name_the_older_schema(
+    source: SQLiteChangeSource, database: Path, tmp_path: Path
+) -> None:
+    """They fit only the version they were written under: named with the newer one, the
+    materializer dead-lettered them."""
+    _run(database, "INSERT INTO users (id, name) VALUES (1, 'a')")
+    log = ParquetChangeLog(tmp_path / "log")
+    with stores_at(f"sqlite:///{tmp_path / 'ordo.db'}") as stores:
+        registry = SchemaRegistry(stores.schemas)
+        capture = Capture(source, Publisher(log, partitions=2), registry)
+        capture.run(until_idle=True)
+        # SQLite rewrites the triggers' column references, not the names they log the row by.
+        _run(
+            database,
+            "ALTER TABLE users RENAME COLUMN score TO points",
+            "INSERT INTO users (id, name, points) VALUES (2, 'b', 1.5)",
+        )
+        with pytest.raises(IncompatibleSchemaError):
+            capture.run(until_idle=True)
+        registry.accept("users", 2)
+        capture.run(until_idle=True)
+        _run(database, "INSERT INTO users (id, name, points) VALUES (3, 'c', 2.5)")
+        capture.run(until_idle=True)
+        first, second = registry.versions("users")
+
+    logged = {m.partition_key: m for m in log.read("users")}
+    assert logged[(2,)].cells["score"].value == 1.5
+    assert logged[(3,)].cells["points"].value == 2.5
+    assert [logged[(i,)].schema_id for i in (1, 2, 3)] == [
+        first.schema_id,
+        first.schema_id,
+        second.schema_id,
+    ]
+    for version, key in ((first, (2,)), (second, (3,))):
+        assert mutation_problems(logged[key], version.schema) == []
+
+
+def test_snapshot_rows_name_the_schema_they_were_read_with(
+    source: SQLiteChangeSource, database: Path, tmp_path: Path
+) -> None:
+    _run(database, "INSERT INTO users (id, name) VALUES (1, 'a')")
+    log = ParquetChangeLog(tmp_path / "log")
+    with stores_at(f"sqlite:///{tmp_path / 'ordo.db'}") as stores:
+        registry = SchemaRegistry(stores.schemas)
+        Capture(source, Publisher(log, partitions=2), registry).publish_snapshot("users")
+        current = registry.current("users")
+
+    [row] = log.read("users")
+    assert (row.audit.is_snapshot, row.schema_id) == (True, current.schema_id)
 
 
 def test_a_capture_reports_its_running_totals_after_each_window_it_publishes(

@@ -140,6 +140,25 @@ def test_a_capture_whose_destination_cannot_be_opened_leaves_the_sqlite_source_a
     assert not (tmp_path / "log").exists()
 
 
+def test_a_capture_stopped_by_an_incompatible_schema_leaves_the_sqlite_source_as_it_was(
+    shop: Path, journal: str, tmp_path: Path
+) -> None:
+    declared = tmp_path / "items.json"
+    declared.write_text(
+        '{"table": "items", "partition_key": ["id"], "columns": ['
+        '{"name": "id", "type": "long", "nullable": false}, {"name": "name", "type": "long"}]}'
+    )
+    assert _run("cdc", "schemas", "register", str(declared), "--journal", journal)[0] == 0
+    before = fingerprint(shop)
+
+    code, _, err = _run("cdc", "capture", str(shop), "--table", "items", "--journal", journal)
+
+    assert (code, err.count("\n")) == (1, 1)
+    assert err.startswith("Error: IncompatibleSchemaError: ")
+    assert _ordo_objects(shop) == []
+    assert fingerprint(shop) == before
+
+
 @pytest.mark.postgres
 def test_a_capture_whose_journal_cannot_be_opened_creates_no_slot(
     postgres_dsn: str, tmp_path: Path

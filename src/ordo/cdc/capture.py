@@ -4,7 +4,9 @@ At least once from the source, exactly once into the change log: the source is a
 the publisher's files are in place, and the publisher skips positions the log already holds, so a
 crash anywhere in between neither loses nor repeats a change. Each table's current schema is
 registered before its changes are published; an incompatible change stops the capture (nothing is
-published or advanced) until an operator accepts the new version.
+published or advanced) until an operator accepts the new version. Each change is then published
+naming the version it was written under (`Capture._named`), the older one for changes made
+before the `ALTER TABLE`.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ordo.cdc.change import mutation_problems
+from ordo.cdc.change_rows import ChangeRows, mutation_from_row
 from ordo.cdc.ports import ChangeSource, SchemaVersion
-from ordo.cdc.publisher import Publisher
+from ordo.cdc.publisher import Publisher, PublishReceipt
 from ordo.cdc.schema_registry import SchemaRegistry
 from ordo.clock import Clock, SystemClock
 from ordo.settings.cdc import CaptureSettings
@@ -64,6 +68,56 @@ class Capture:
         """Register the source's current schemas; raises IncompatibleSchemaError when blocked."""
         return {schema.table: self.registry.register(schema) for schema in self.source.schemas()}
 
+    def publish_snapshot(self, table: str) -> PublishReceipt:
+        """Publish the table's current rows (READ messages), named with its current schema."""
+        versions = self.register_schemas()
+        rows = ChangeRows.from_mutations(list(self.source.snapshot(table)))
+        return self.publisher.publish_rows(self._named(rows, versions))
+
+    def _named(self, rows: ChangeRows, current: Mapping[str, SchemaVersion]) -> ChangeRows:
+        """`rows`, each naming the schema id of the version it was written under.
+
+        That is its table's `current` version, unless the table's accepted history holds an
+        incompatible change (a dropped or retyped column an operator accepted): a change
+        written before it fits only the older version, and named with the newer one the
+        materializer would dead-letter it. Rows of such a table are checked against the
+        versions that end an incompatible step, newest first, and named with the first they
+        fit (the current one if none: the materializer then says why). Tables the source does
+        not report keep what the row names.
+        """
+        eras = {table: self._eras(version) for table, version in current.items()}
+        ids: list[int | None] = []
+        for index, (table, named) in enumerate(
+            zip(rows.column("table"), rows.column("schema_id"), strict=True)
+        ):
+            versions = eras.get(table)
+            if versions is None:
+                ids.append(named)
+            elif len(versions) == 1:
+                ids.append(versions[0].schema_id)
+            else:
+                mutation = mutation_from_row(rows.row(index))
+                fitting = (v for v in versions if not mutation_problems(mutation, v.schema))
+                ids.append(next(fitting, versions[0]).schema_id)
+        return rows.replaced("schema_id", ids)
+
+    def _eras(self, current: SchemaVersion) -> Sequence[SchemaVersion]:
+        """`current`, then each older accepted version the next one could not read, newest first.
+
+        A change that fits a version fits every compatible later one, so only the versions
+        before an incompatible step can be what an older change was written under.
+        """
+        accepted = [
+            v
+            for v in self.registry.versions(current.table)
+            if v.is_accepted and v.version <= current.version
+        ]
+        eras = [current]
+        for older, newer in zip(reversed(accepted[:-1]), reversed(accepted[1:]), strict=True):
+            if older.schema.incompatibilities(newer.schema):
+                eras.append(older)
+        return eras
+
     def capture_once(self, totals: CaptureTotals, *, flush: bool = False) -> PublishedWindow | None:
         """Publish one window if it is full, the flush interval passed, or `flush`.
 
@@ -77,16 +131,7 @@ class Capture:
         if not (window.has_more or flush or is_due):
             return None
         versions = self.register_schemas()  # per publish, not per poll: it reads the catalog
-        named = {table: version.schema_id for table, version in versions.items()}
-        rows = window.rows.replaced(
-            "schema_id",
-            [
-                named.get(table, schema_id)
-                for table, schema_id in zip(
-                    window.rows.column("table"), window.rows.column("schema_id"), strict=True
-                )
-            ],
-        )
+        rows = self._named(window.rows, versions)
         receipt = self.publisher.publish_rows(rows)
         self.source.advance(up_to=window.up_to)
         self._last_publish_ns = self._clock.now_ns()

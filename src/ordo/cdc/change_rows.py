@@ -150,6 +150,10 @@ class ChangeRows(ColumnRows):
         """The same rows with column `name` replaced by `values`."""
         return ChangeRows({**self.columns, name: values})
 
+    def row(self, index: int) -> dict[str, Any]:
+        """One row as a dict of column name -> value."""
+        return {name: self.columns[name][index] for name in CHANGE_ROW_COLUMNS}
+
     def rows(self) -> Iterator[dict[str, Any]]:
         """Row by row, as dicts of column name -> value."""
         for values in zip(*(self.columns[name] for name in CHANGE_ROW_COLUMNS), strict=True):

@@ -124,25 +124,29 @@ def capture(
     parse_location(journal)  # a bad URL is refused before the source is looked at
     # The source is checked before the journal is opened (which creates or upgrades it), so a
     # bad source leaves no journal behind; it is prepared (triggers, a slot) only once every
-    # destination is open, so a destination that fails leaves the source as it was.
-    check_change_source(source_url, tables, slot=slot)
-    with (
-        log.root_made(),
-        stores_at(journal) as stores,
-        change_source_at(source_url, tables, slot=slot) as source,
-    ):
-        runner = Capture(source, publisher, SchemaRegistry(stores.schemas), settings=settings)
-        runner.register_schemas()
-        if snapshot:
-            for table in tables:
-                receipt = publisher.publish(list(source.snapshot(table)))
-                rows = counted(sum(receipt.published.values()), "row")
-                progress(f"snapshot {table}: {rows}")
-        try:
-            totals = runner.run(until_idle=not follow, on_publish=_CaptureProgress())
-        except KeyboardInterrupt:
-            progress("capture interrupted; everything published is durable")
-            raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
+    # destination is open and its schemas are registered, so a destination that fails or a
+    # schema change that waits for an operator leaves the source as it was.
+    schemas = check_change_source(source_url, tables, slot=slot)
+    with log.root_made(), stores_at(journal) as stores:
+        registry = SchemaRegistry(stores.schemas)
+        for schema in schemas:
+            registry.register(schema)
+        with change_source_at(source_url, tables, slot=slot) as source:
+            runner = Capture(source, publisher, registry, settings=settings)
+            _capture(runner, tables, snapshot=snapshot, follow=follow)
+
+
+def _capture(runner: Capture, tables: tuple[str, ...], *, snapshot: bool, follow: bool) -> None:
+    """Publish the snapshot when asked, then capture until idle (or interrupted with `follow`)."""
+    if snapshot:
+        for table in tables:
+            receipt = runner.publish_snapshot(table)
+            progress(f"snapshot {table}: {counted(sum(receipt.published.values()), 'row')}")
+    try:
+        totals = runner.run(until_idle=not follow, on_publish=_CaptureProgress())
+    except KeyboardInterrupt:
+        progress("capture interrupted; everything published is durable")
+        raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
     click.echo(f"published {_published(totals)} (skipped {totals.skipped} already in the log)")
 
 

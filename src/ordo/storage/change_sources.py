@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from ordo.cdc.ports import ChangeSource, SourceStatus
+from ordo.cdc.schema import TableSchema
 from ordo.errors import ConfigurationError
 from ordo.storage.location import Location, SQLiteLocation, parse_location
 
@@ -40,23 +41,25 @@ def change_source_at(
         yield postgres
 
 
-def check_change_source(url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT) -> None:
-    """Refuse a source whose `tables` `change_source_at` could not capture; prepare nothing.
+def check_change_source(
+    url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT
+) -> list[TableSchema]:
+    """The schemas of `tables`; refuse a source that `change_source_at` could not capture.
 
     A capture checks its source so before it opens its destinations, and prepares the source
-    only once they are open: a bad source leaves no journal behind, and a destination that
-    cannot be opened leaves no triggers or slot in the user's database.
+    only once they are open and the schemas registered: a bad source leaves no journal behind,
+    and a destination that cannot be opened, or a schema change that waits for an operator,
+    leaves no triggers or slot in the user's database.
     """
     location = _capture_location(url, tables, slot)
     if isinstance(location, SQLiteLocation):
         from ordo.storage.sqlite.change_source import check_capturable
 
-        check_capturable(location.path, tables)
-        return
+        return check_capturable(location.path, tables)
     from ordo.storage.postgres.change_source import PostgresChangeSource
 
     with PostgresChangeSource(location.dsn, slot=slot, tables=tables) as postgres:
-        postgres.check()
+        return postgres.check()
 
 
 def source_status_at(url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT) -> SourceStatus:

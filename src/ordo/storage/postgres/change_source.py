@@ -21,7 +21,7 @@ from psycopg.types.string import TextLoader
 
 from ordo.cdc.mutation import Audit, Mutation, snapshot_segment
 from ordo.cdc.ports import CapturedWindow, SourceStatus
-from ordo.cdc.schema import TableSchema
+from ordo.cdc.schema import ColumnType, TableSchema
 from ordo.errors import (
     CaptureError,
     ConfigurationError,
@@ -62,12 +62,18 @@ _SLOT = "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_n
 _PEEK = (
     "SELECT data FROM pg_logical_slot_peek_changes(%s, NULL, %s, 'format-version', '2', "
     "'include-transaction', 'true', 'include-lsn', 'true', 'include-timestamp', 'true', "
-    "'include-types', 'false', 'actions', 'insert,update,delete,truncate', 'add-tables', %s)"
+    "'include-types', 'true', 'include-type-oids', 'true', "
+    "'actions', 'insert,update,delete,truncate', 'add-tables', %s)"
 )
 _CAN_CREATE_SLOT = (
     "SELECT current_setting('wal_level'), "
     "current_setting('max_replication_slots')::int > (SELECT count(*) FROM pg_replication_slots), "
     "(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user)"
+)
+# A type's name, or its base type's for a domain: the key of COLUMN_TYPES.
+_TYPE_NAME = (
+    "SELECT coalesce(base.typname, t.typname) FROM pg_type t "
+    "LEFT JOIN pg_type base ON t.typtype = 'd' AND base.oid = t.typbasetype WHERE t.oid = %s"
 )
 _STATUS = (
     "SELECT confirmed_flush_lsn::text, pg_current_wal_lsn()::text, "
@@ -102,6 +108,7 @@ class PostgresChangeSource:
         self._conn: Connection | None = None
         self._refs: dict[str, TableRef] = {}
         self._schemas: dict[tuple[str, str], TableSchema] = {}
+        self._types: dict[int, ColumnType | None] = {}
         self._replica = ""
 
     @property
@@ -109,8 +116,8 @@ class PostgresChangeSource:
         """The replication slot's name: the audit segment of every captured change."""
         return self._slot
 
-    def check(self) -> None:
-        """Refuse what would stop `create`; create nothing.
+    def check(self) -> list[TableSchema]:
+        """The tables' schemas; refuse what would stop `create`, and create nothing.
 
         The tables must exist, have a primary key and types the registry maps; the slot must be
         this database's wal2json slot, or the server must be able to create it (wal_level, a free
@@ -118,8 +125,9 @@ class PostgresChangeSource:
         refused source leaves no journal behind. wal2json itself is found only by `create`.
         """
         with self._session() as conn:
-            self._read_schemas(conn)
+            schemas = self._read_schemas(conn)
             self._check_slot(conn)
+        return schemas
 
     def create(self) -> None:
         """Create the slot with wal2json; an existing wal2json slot of this database is reused.
@@ -225,7 +233,8 @@ class PostgresChangeSource:
             window = decode_window(
                 [str(data) for (data,) in rows],
                 confirmed=confirmed,
-                schema_of=lambda schema, name, reload: self._schema_of(conn, schema, name, reload),
+                schema_of=self._schema_of,
+                type_of=lambda oid: self._type_of(conn, oid),
                 audit=self._audit,
                 has_more=len(rows) >= max_changes,
             )
@@ -304,14 +313,19 @@ class PostgresChangeSource:
         self._schemas = {(r.schema, r.name): s for r, s in zip(refs, schemas, strict=True)}
         return schemas
 
-    def _schema_of(self, conn: Connection, schema: str, name: str, reload: bool) -> TableSchema:
-        """The cached schema; `reload` re-reads the catalog (a change names a new column)."""
+    def _schema_of(self, schema: str, name: str) -> TableSchema:
+        """The table's schema as last read: the capture reads the catalog before each publish."""
         if (schema, name) not in self._schemas:
             msg = f"slot {self._slot!r} sent a change of {schema}.{name}, which is not captured"
             raise CaptureError(msg)
-        if reload:
-            self._read_schemas(conn)
         return self._schemas[(schema, name)]
+
+    def _type_of(self, conn: Connection, oid: int) -> ColumnType | None:
+        """The logical type of a type oid wal2json names (looked up once per oid)."""
+        if oid not in self._types:
+            row = conn.execute(_TYPE_NAME, (oid,)).fetchone()
+            self._types[oid] = None if row is None else COLUMN_TYPES.get(str(row[0]))
+        return self._types[oid]
 
     def _audit(self, position: int, captured_at_us: int) -> Audit:
         return Audit(
@@ -340,6 +354,7 @@ class PostgresChangeSource:
         started_us = time.time_ns() // 1000
         segment = snapshot_segment(self._slot, started_us)
         names = [column.name for column in schema.columns]
+        as_read: list[ColumnType | None] = [None] * len(names)  # the catalog's types
         with (
             _translated(self._slot),
             _connect(self._dsn, autocommit=False) as conn,
@@ -351,7 +366,7 @@ class PostgresChangeSource:
             cursor.itersize = _SNAPSHOT_BATCH
             cursor.execute(query)
             for ordinal, raw in enumerate(cursor, start=1):
-                values = row_values(schema, zip(names, raw, strict=True))
+                values = row_values(schema, zip(names, raw, as_read, strict=True))
                 change = RowChange(
                     table=ref.given, key=row_key(schema, values), values=value_cells(schema, values)
                 )

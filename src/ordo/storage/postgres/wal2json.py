@@ -23,14 +23,14 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from ordo.cdc.mutation import Audit, Cell, JsonValue, Key, Mutation, Scalar
 from ordo.cdc.ports import CapturedWindow
-from ordo.cdc.schema import TableSchema
+from ordo.cdc.schema import ColumnType, TableSchema
 from ordo.errors import CaptureError, InvalidInputError
 from ordo.storage.postgres.catalog import to_logical
 
@@ -39,8 +39,10 @@ logger = logging.getLogger(__name__)
 POSITIONS_PER_LSN = 1000
 """Audit positions per byte of WAL: room for a transaction's mutations between two commits."""
 
-SchemaOf = Callable[[str, str, bool], TableSchema]
-"""(schema, table, reload) -> the captured table's schema; reload re-reads the catalog."""
+SchemaOf = Callable[[str, str], TableSchema]
+"""(schema, table) -> the captured table's schema as the catalog had it at the last read."""
+TypeOf = Callable[[int], ColumnType | None]
+"""A type oid -> its logical type (a domain's base type's), or None when it has none."""
 AuditOf = Callable[[int, int], Audit]
 """(position, captured_at_us) -> the audit of a captured mutation."""
 
@@ -89,13 +91,21 @@ class RowChange:
         )
 
 
-def row_values(schema: TableSchema, pairs: Iterable[tuple[str, object]]) -> dict[str, JsonValue]:
-    """Column values (key columns too) as their logical types; CaptureError names the column."""
+def row_values(
+    schema: TableSchema, columns: Iterable[tuple[str, object, ColumnType | None]]
+) -> dict[str, JsonValue]:
+    """Column values (key columns too) as their logical types; CaptureError names the column.
+
+    `columns` are (name, raw value, type) with the type the value was written as, or None for
+    the column's type in `schema`. wal2json gives each value's type (`typeoid`), which is the
+    column's when the change was written: changes made before an `ALTER TABLE` that dropped or
+    retyped a column are still read as written, after the catalog moved on.
+    """
     types = {column.name: column.type for column in schema.columns}
     values: dict[str, JsonValue] = {}
-    for name, raw in pairs:
+    for name, raw, written_as in columns:
         try:
-            values[name] = to_logical(types[name], raw)
+            values[name] = to_logical(written_as or types[name], raw)
         except (KeyError, ValueError) as exc:
             msg = f"table {schema.table!r} column {name!r}: cannot read {raw!r} ({exc})"
             raise CaptureError(msg) from exc
@@ -124,6 +134,7 @@ def decode_window(
     *,
     confirmed: int,
     schema_of: SchemaOf,
+    type_of: TypeOf,
     audit: AuditOf,
     has_more: bool = False,
 ) -> CapturedWindow:
@@ -146,7 +157,7 @@ def decode_window(
             msg = f"wal2json sent {action!r} outside a transaction: {row[:200]}"
             raise CaptureError(msg)
         elif action in ("I", "U", "D"):
-            pending.extend(_row_changes(change, schema_of))
+            pending.extend(_row_changes(change, schema_of, type_of))
         elif action == "T":
             logger.warning(
                 "TRUNCATE is not captured; rows stay in the view table=%s.%s",
@@ -171,16 +182,13 @@ def decode_window(
     return CapturedWindow.of(mutations, up_to=up_to, has_more=has_more)
 
 
-def _row_changes(change: Mapping[str, Any], schema_of: SchemaOf) -> list[RowChange]:
+def _row_changes(
+    change: Mapping[str, Any], schema_of: SchemaOf, type_of: TypeOf
+) -> list[RowChange]:
     """An I, U or D change as row changes (a primary-key UPDATE is a delete plus an insert)."""
-    namespace, relation = str(change["schema"]), str(change["table"])
-    new_pairs = [(str(c["name"]), c["value"]) for c in change.get("columns", ())]
-    old_pairs = [(str(c["name"]), c["value"]) for c in change.get("identity", ())]
-    schema = schema_of(namespace, relation, False)
-    known = {column.name for column in schema.columns}
-    if any(name not in known for name, _ in new_pairs + old_pairs):  # a column was added
-        schema = schema_of(namespace, relation, True)
-    new, old = row_values(schema, new_pairs), row_values(schema, old_pairs)
+    schema = schema_of(str(change["schema"]), str(change["table"]))
+    new = row_values(schema, _typed(change.get("columns", ()), type_of))
+    old = row_values(schema, _typed(change.get("identity", ()), type_of))
     if change["action"] == "D":
         return [RowChange(table=schema.table, key=row_key(schema, old), values=None)]
     key = row_key(schema, new)
@@ -203,6 +211,15 @@ def _row_changes(change: Mapping[str, Any], schema_of: SchemaOf) -> list[RowChan
         RowChange(table=schema.table, key=row_key(schema, old), values=None),
         RowChange(table=schema.table, key=key, values=cells),
     ]
+
+
+def _typed(
+    columns: Iterable[Mapping[str, Any]], type_of: TypeOf
+) -> Iterator[tuple[str, object, ColumnType | None]]:
+    """wal2json's columns as (name, value, logical type of the value's `typeoid`)."""
+    for column in columns:
+        oid = column.get("typeoid")
+        yield str(column["name"]), column["value"], None if oid is None else type_of(int(oid))
 
 
 def _scalar(schema: TableSchema, value: JsonValue) -> Scalar:

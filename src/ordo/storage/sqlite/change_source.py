@@ -343,14 +343,13 @@ def _row_json(schema: TableSchema, prefix: str) -> str:
     return f"json_object({', '.join(parts)})"
 
 
-def check_capturable(path: Path, tables: Sequence[str]) -> None:
-    """Refuse a file or a table the capture cannot take, through a read-only connection.
+def check_capturable(path: Path, tables: Sequence[str]) -> list[TableSchema]:
+    """The tables' schemas; refuse a file or a table the capture cannot take (read only).
 
     CaptureError (or the schema's own error) names the problem; the file is left as it was.
     """
     with closing(_read_only(path)) as conn:
-        for table in tables:
-            _read_schema(conn, path, table)
+        return [_read_schema(conn, path, table) for table in tables]
 
 
 def read_status(path: Path, tables: Sequence[str]) -> SourceStatus:
