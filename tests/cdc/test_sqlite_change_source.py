@@ -127,6 +127,29 @@ def test_peek_does_not_consume_and_advance_forgets(
     assert source.status().retained_changes == 1
 
 
+def test_a_capture_takes_and_forgets_only_the_changes_of_its_tables(
+    source: SQLiteChangeSource, database: Path
+) -> None:
+    """Triggers an earlier capture installed keep logging other tables' changes: those wait for
+    the capture that names them (and its schema checks) instead of being published here."""
+    _run(
+        database,
+        "INSERT INTO users (id, name) VALUES (1, 'a')",
+        "INSERT INTO orders VALUES ('o', 1, 2)",
+    )
+    orders_only = SQLiteChangeSource(database, ["orders"])
+    try:
+        window = orders_only.peek(max_changes=10)
+        orders_only.advance(up_to=window.up_to)
+        assert orders_only.status().retained_changes == 0
+    finally:
+        orders_only.close()
+
+    assert [m.table for m in window.mutations] == ["orders"]
+    assert [m.table for m in source.peek(max_changes=10).mutations] == ["users"]
+    assert source.status().retained_changes == 1
+
+
 def test_snapshot_reads_existing_rows_at_the_head(
     source: SQLiteChangeSource, database: Path
 ) -> None:

@@ -136,8 +136,9 @@ class SQLiteChangeSource:
         with self._db.connection() as conn:
             rows = conn.execute(
                 "SELECT position, table_name, op, key_json, old_key_json, row_json, "
-                f"captured_at_us FROM {_CHANGES} ORDER BY position LIMIT ?",
-                (max_changes,),
+                f"captured_at_us FROM {_CHANGES} WHERE {_of_tables(self.tables)} "
+                "ORDER BY position LIMIT ?",
+                (*self.tables, max_changes),
             ).fetchall()
         window = _ChangeColumns(self.name)
         for row in rows:
@@ -149,9 +150,16 @@ class SQLiteChangeSource:
         )
 
     def advance(self, *, up_to: int) -> None:
-        """Forget the change rows up to `up_to` (inclusive): they are published."""
+        """Forget the captured tables' change rows up to `up_to` (inclusive): they are published.
+
+        Rows of other tables whose triggers an earlier capture installed stay for the capture
+        that names them.
+        """
         with self._db.write_transaction() as conn:
-            conn.execute(f"DELETE FROM {_CHANGES} WHERE position <= ?", (up_to,))
+            conn.execute(
+                f"DELETE FROM {_CHANGES} WHERE position <= ? AND {_of_tables(self.tables)}",
+                (up_to, *self.tables),
+            )
 
     def status(self) -> SourceStatus:
         """Confirmed position = one before the oldest waiting row; retained = rows waiting."""
@@ -416,9 +424,20 @@ def _read_schema(conn: sqlite3.Connection, path: Path, table: str) -> TableSchem
     return TableSchema(table=table, columns=columns, partition_key=key)
 
 
+def _of_tables(tables: Sequence[str]) -> str:
+    """The condition on the change table's rows of `tables` (one parameter per table).
+
+    The change table holds the rows of every table an earlier capture installed triggers for;
+    a capture publishes and forgets only those of the tables it names.
+    """
+    return f"table_name IN ({', '.join('?' * len(tables))})"
+
+
 def _status(conn: sqlite3.Connection, path: Path, tables: Sequence[str]) -> SourceStatus:
     oldest, newest, waiting = conn.execute(
-        f"SELECT MIN(position), MAX(position), COUNT(*) FROM {_CHANGES}"
+        f"SELECT MIN(position), MAX(position), COUNT(*) FROM {_CHANGES} "
+        f"WHERE {_of_tables(tables)}",
+        tuple(tables),
     ).fetchone()
     head = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (_CHANGES,)).fetchone()
     return SourceStatus(
