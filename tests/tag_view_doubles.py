@@ -74,6 +74,10 @@ class InMemoryTagView:
         )
         return selected[:limit]
 
+    def next_bucket(self, tag: Tag, *, after: TimeBucket, up_to: TimeBucket) -> TimeBucket | None:
+        buckets = [BUCKET_SIZE.key(TimeUUID.from_bytes(r.offset_key).epoch_ms) for r in self.rows]
+        return min((b for b in buckets if after < b <= up_to), default=None)
+
 
 def settings(**overrides: object) -> QuerySettings:
     values: dict[str, object] = {

@@ -15,10 +15,11 @@ from ordo import BucketSize, EventsByTagSettings, Journal, NewEvent, PersistedEv
 from ordo.clock import ManualClock, SystemClock
 from ordo.errors import StorageError
 from ordo.journal.recovery import tag_writes
+from ordo.query import TagViewReader
 from ordo.storage.open import Stores
 from ordo.tagging import TaggedEvent, TagProgress, TagViewStore, TagWrite
 from ordo.time import TimeUUID, TimeUUIDGenerator
-from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
+from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr, TimeBucket
 
 JournalFactory = Callable[..., Journal]
 
@@ -149,6 +150,35 @@ def test_time_buckets_follow_the_offsets_and_bucket_size(
     minute = MINUTE_START_NS // 10**6 - 10_000
     assert [r.time_bucket for r in rows] == [minute, minute + 60_000, minute + 240_000]
     assert rows == expected_entries(all_events(journal), "t", BucketSize.MINUTE)
+
+
+def test_next_bucket_names_the_first_bucket_holding_rows_up_to_a_limit(
+    journal_factory: JournalFactory, stores: Stores
+) -> None:
+    """Where a query's forward scan jumps over empty buckets, in tag_views and the journal."""
+    clock = ManualClock(MINUTE_START_NS)
+    settings = EventsByTagSettings(bucket_size=BucketSize.MINUTE, flush_interval=timedelta(0))
+    journal = journal_factory(settings=settings, clock=clock)
+    journal.append("p", [NewEvent.of(1, tags=["t"])])
+    clock.advance(5 * MINUTE_NS)
+    journal.append("p", [NewEvent.of(2, tags=["t"]), NewEvent.of(3, tags=["u"])])
+    minute = MINUTE_START_NS // 10**6 - 10_000
+    later = minute + 5 * 60_000
+
+    def first_after(reader: TagViewReader[object], after: int, up_to: int) -> int | None:
+        return reader.next_bucket(Tag("t"), after=TimeBucket(after), up_to=TimeBucket(up_to))
+
+    for reader in (stores.tag_view_reader, stores.all_events(BucketSize.MINUTE)):
+        assert first_after(reader, minute - 60_000, later) == minute
+        assert first_after(reader, minute, later) == later
+        assert first_after(reader, minute, later - 60_000) is None
+        assert first_after(reader, later, later + 60_000) is None
+    assert (
+        stores.tag_view_reader.next_bucket(
+            Tag("u"), after=TimeBucket(minute - 60_000), up_to=TimeBucket(later)
+        )
+        == later
+    )
 
 
 def test_progress_after_flush_is_the_last_written_event(

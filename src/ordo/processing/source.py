@@ -102,3 +102,7 @@ class _SegmentReader:
             persistence_id=persistence_id,
             hash_mask=self._hash_mask,
         )
+
+    def next_bucket(self, tag: Tag, *, after: TimeBucket, up_to: TimeBucket) -> TimeBucket | None:
+        """The next bucket with rows of the tag (it may hold none of the segment's)."""
+        return self._reader.next_bucket(tag, after=after, up_to=up_to)

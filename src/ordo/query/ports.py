@@ -55,6 +55,15 @@ class TagViewReader(Protocol[R_co]):
         """
         ...
 
+    def next_bucket(self, tag: Tag, *, after: TimeBucket, up_to: TimeBucket) -> TimeBucket | None:
+        """The first bucket in (after, up_to] that may hold rows of `tag`; None when none does.
+
+        The forward scan jumps there over empty buckets: a query from the default first time
+        bucket would otherwise read every hour since 2015, one query each, before its first
+        event. A reader without an index may answer the bucket right after `after`.
+        """
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class RunPage:

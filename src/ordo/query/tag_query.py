@@ -200,8 +200,10 @@ class TagQuery(Generic[R]):
             bucket_end = _key_at((self._bucket + self._sizes.millis) * 1_000_000 - 100)
             if bound <= bucket_end:
                 return False
-            self._bucket = self._sizes.next(self._bucket)
-            self._position = max(self._position, bucket_end)
+            last = self._sizes.key(_ms(bound))
+            found = self._reader.next_bucket(self.tag, after=self._bucket, up_to=last)
+            self._bucket = last if found is None else found
+            self._position = max(self._position, _key_at(self._bucket * 1_000_000 - 100))
         return True
 
     def _forward_runs(self, runs: RunReader, bound: bytes, out: list[R]) -> int | None:

@@ -253,6 +253,15 @@ class SqlTagViewStore(SqlStore):
         envelope = tuple.__new__  # EventEnvelope._make without its per-row call and checks
         return [envelope(EventEnvelope, row) for row in rows]
 
+    def next_bucket(self, tag: Tag, *, after: TimeBucket, up_to: TimeBucket) -> TimeBucket | None:
+        """The first bucket in (after, up_to] holding rows of `tag` (a seek on the primary key)."""
+        row = self._fetchone(
+            "SELECT timebucket FROM tag_views WHERE tag = {p} AND timebucket > {p} "
+            "AND timebucket <= {p} ORDER BY timebucket LIMIT 1",
+            (tag, after, up_to),
+        )
+        return None if row is None else TimeBucket(int(row[0]))
+
     def _tag_view_page(
         self,
         columns: str,
@@ -333,6 +342,21 @@ class SqlAllEventsReader(SqlStore):
         super().__init__(datastore)
         self._bucket_size = bucket_size
 
+    def next_bucket(self, tag: Tag, *, after: TimeBucket, up_to: TimeBucket) -> TimeBucket | None:
+        """The bucket of the first event after bucket `after`, if it is not after `up_to`."""
+        millis = self._bucket_size.millis
+        row = self._fetchone(
+            "SELECT timeuuid FROM messages WHERE timeuuid > {p} AND timeuuid <= {p} "
+            "ORDER BY timeuuid LIMIT 1",
+            (
+                TimeUUID.max_for_epoch_ns((after + millis) * 1_000_000 - 100).to_bytes(),
+                TimeUUID.max_for_epoch_ns((up_to + millis) * 1_000_000 - 100).to_bytes(),
+            ),
+        )
+        if row is None:
+            return None
+        return self._bucket_size.key(TimeUUID.from_bytes(bytes(row[0])).epoch_ms)
+
     def read_tag_view(
         self,
         tag: Tag,
@@ -391,3 +415,7 @@ class TagViewKeyReader:
         )
         run = tuple.__new__  # KeyRun._make without its per-row call and checks
         return [run(KeyRun, row) for row in rows]
+
+    def next_bucket(self, tag: Tag, *, after: TimeBucket, up_to: TimeBucket) -> TimeBucket | None:
+        """The store's answer: the first bucket in (after, up_to] holding rows of `tag`."""
+        return self._store.next_bucket(tag, after=after, up_to=up_to)

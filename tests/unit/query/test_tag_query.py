@@ -180,3 +180,15 @@ def test_forgotten_persistence_ids_are_taken_as_new_when_seen_again() -> None:
     view.add(row("a", 1, 1_000), row("b", 1, 200_000), row("a", 2, 400_000))
     query = tag_query(view, now_ms=0, cleanup_old_persistence_ids=timedelta(seconds=60))
     assert drain(query, now_ms=500_000, polls=50) == [("a", 1), ("b", 1), ("a", 2)]
+
+
+def test_the_forward_scan_jumps_over_empty_buckets() -> None:
+    """A query from a first time bucket long ago read every empty bucket, one query each (about
+    96,000 for the default's hours since 2015) before its first event."""
+    days_ms = 3 * 24 * 3_600_000  # 4,320 minute buckets
+    view = InMemoryTagView()
+    view.add(row("a", 1, days_ms), row("a", 2, days_ms + 600_000), row("b", 1, days_ms + 660_000))
+    query = tag_query(view, now_ms=days_ms + 700_000, is_live=False)
+
+    assert drain(query, now_ms=days_ms + 700_000) == [("a", 1), ("a", 2), ("b", 1)]
+    assert view.reads < 20

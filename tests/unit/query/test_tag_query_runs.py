@@ -61,6 +61,9 @@ class InMemoryRuns:
         )
         return [KeyRun(r.offset_key, r.tag_pid_sequence_nr, *r) for r in rows]
 
+    def next_bucket(self, tag: Tag, *, after: TimeBucket, up_to: TimeBucket) -> TimeBucket | None:
+        return self.view.next_bucket(tag, after=after, up_to=up_to)
+
     def read_runs(
         self, tag: Tag, time_bucket: TimeBucket, *, after: bytes, up_to: bytes, limit: int
     ) -> RunPage:

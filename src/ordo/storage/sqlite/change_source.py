@@ -435,8 +435,7 @@ def _of_tables(tables: Sequence[str]) -> str:
 
 def _status(conn: sqlite3.Connection, path: Path, tables: Sequence[str]) -> SourceStatus:
     oldest, newest, waiting = conn.execute(
-        f"SELECT MIN(position), MAX(position), COUNT(*) FROM {_CHANGES} "
-        f"WHERE {_of_tables(tables)}",
+        f"SELECT MIN(position), MAX(position), COUNT(*) FROM {_CHANGES} WHERE {_of_tables(tables)}",
         tuple(tables),
     ).fetchone()
     head = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (_CHANGES,)).fetchone()
