@@ -4,6 +4,7 @@ OrdoError
 ├── ConfigurationError (ValueError)
 │   ├── BucketSizeMismatchError
 │   ├── CheckpointMismatchError
+│   ├── PartitionCountMismatchError
 │   └── UnknownUrlSchemeError
 ├── InvalidInputError (ValueError)
 │   ├── InvalidIdentifierError
@@ -89,6 +90,45 @@ class CheckpointMismatchError(ConfigurationError):
             f"the checkpoint was written by a query of tag={checkpointed!r}, this query reads "
             f"tag={requested!r}: give it a checkpointLocation of its own"
         )
+        super().__init__(msg)
+
+
+class PartitionCountMismatchError(ConfigurationError):
+    """A table's change log was written with another number of partitions, which cannot change.
+
+    Every change of a key must be in one partition, in order, where the publisher's
+    deduplication reads the positions already published: another count would route a key to
+    another partition. `recorded` is the log's count; None for a log written before ordo
+    recorded counts, whose files do not fit `requested` (`stray` is a partition key and the
+    partition it is in).
+    """
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        recorded: int | None,
+        requested: int,
+        stray: tuple[str, int] | None = None,
+    ) -> None:
+        self.table, self.recorded, self.requested = table, recorded, requested
+        if recorded is not None:
+            msg = (
+                f"table {table!r}: its change log has {recorded} partitions, a publish with "
+                f"{requested} is refused (a key's changes must stay in one partition): use "
+                f"--partitions {recorded} (partitions={recorded}), or leave it out to follow "
+                "the log; nothing was published"
+            )
+        else:
+            where = (
+                "" if stray is None else f" (partition key {stray[0]} is in partition={stray[1]})"
+            )
+            msg = (
+                f"table {table!r}: its change log was written before ordo recorded partition "
+                f"counts and its files do not fit {requested} partitions{where}: use "
+                "--partitions (partitions=) with the count it was written with; nothing was "
+                "published"
+            )
         super().__init__(msg)
 
 

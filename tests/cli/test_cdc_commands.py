@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from ordo.cdc import Audit, Cell, Mutation, mutation_to_json
+from ordo.cdc import Audit, Cell, Mutation, mutation_to_json, partition_of
 from ordo.cli.main import cli
 from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload, replica_mutations
 from ordo.storage.change_sources import change_source_at
@@ -277,6 +277,91 @@ def test_ingest_keeps_every_mutation_without_a_position_where_spark_sees_it(
     files = list((tmp_path / "log" / "readings").glob("partition=*/*"))
     assert len(files) == 2
     assert not [f for f in files if f.name.startswith(("_", "."))]  # Spark skips those
+
+
+def _log_files(log: Path) -> dict[str, bytes]:
+    """Every file of a change log with its content: what a refused command leaves as it was."""
+    return {str(f.relative_to(log)): f.read_bytes() for f in log.rglob("*") if f.is_file()}
+
+
+def test_ingest_refuses_another_partition_count_and_follows_the_log_without_one(
+    tmp_path: Path, journal: str
+) -> None:
+    ingest = _registered(tmp_path, journal)
+    log = tmp_path / "log"
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text(_readings() + "\n")
+    second.write_text(_readings(position=2) + "\n")
+    for expected in ("published 1, skipped 0", "published 0, skipped 1"):
+        code, out, err = _run(*ingest, str(first))
+        assert (code, out) == (0, f"{first}: {expected}\n"), err
+    before = _log_files(log)
+    for given in (first, second):
+        code, out, err = _run(*ingest, "--partitions", "3", str(given))
+        _one_line_error(
+            code,
+            err,
+            "PartitionCountMismatchError: table 'readings': its change log has 8 partitions, a "
+            "publish with 3 is refused (a key's changes must stay in one partition): use "
+            "--partitions 8 (partitions=8), or leave it out to follow the log",
+        )
+        assert out == ""
+    assert _log_files(log) == before
+
+    code, out, err = _run(*ingest, "--partitions", "8", str(first), str(second))
+    assert (code, out) == (
+        0,
+        f"{first}: published 0, skipped 1\n{second}: published 1, skipped 0\n",
+    )
+    assert [p.parent.name for p in sorted((log / "readings").glob("*/*.parquet"))] == [
+        f"partition={partition_of((1,), 8)}"
+    ] * 2
+
+    other = tmp_path / "other"  # a log started with 3 partitions is followed by plain ingests
+    for args in (("--partitions", "3", str(first)), (str(second),)):
+        code, _, err = _run(*ingest[:-1], str(other), *args)
+        assert code == 0, err
+    assert [p.parent.name for p in sorted((other / "readings").glob("*/*.parquet"))] == [
+        f"partition={partition_of((1,), 3)}"
+    ] * 2
+
+
+def test_capture_refuses_another_partition_count_before_it_changes_the_source(
+    tmp_path: Path, journal: str
+) -> None:
+    source, fresh = tmp_path / "shop.db", tmp_path / "fresh.db"
+    for path in (source, fresh):
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, qty INTEGER)")
+            conn.executemany("INSERT INTO items VALUES (?, ?)", [(i, i) for i in range(5)])
+    log = tmp_path / "log"
+    capture = ("cdc", "capture", "--table", "items", "--journal", journal, "--change-log", str(log))
+    code, _, err = _run(*capture, str(source), "--snapshot", "--partitions", "4")
+    assert code == 0, err
+    with sqlite3.connect(source) as conn:
+        conn.execute("UPDATE items SET qty = 99 WHERE id = 3")
+    before = _log_files(log)
+
+    for path in (source, fresh):
+        code, out, err = _run(*capture, str(path), "--partitions", "3")
+        _one_line_error(
+            code, err, "PartitionCountMismatchError: table 'items': its change log has 4 partitions"
+        )
+        assert "use --partitions 4 (partitions=4)" in err
+    assert _log_files(log) == before
+    with sqlite3.connect(fresh) as conn:  # refused before its change triggers were installed
+        names = [row[0] for row in conn.execute("SELECT name FROM sqlite_master")]
+    assert names == ["items"]
+
+    code, out, err = _run(*capture, str(source))  # the log's count, and the change kept for it
+    assert code == 0, err
+    assert out.strip() == "published items=1 (skipped 0 already in the log)"
+    changed = [
+        f
+        for f in (log / "items").glob("partition=*/*.parquet")
+        if str(f.relative_to(log)) not in before
+    ]
+    assert [f.parent.name for f in changed] == [f"partition={partition_of((3,), 4)}"]
 
 
 @pytest.mark.parametrize("table", ["items", "nosuch"])

@@ -78,9 +78,11 @@ def ingest(
     """Name each mutation's schema (the table's current one unless it names its own) and publish.
 
     Every table needs a registered schema, and all of them are looked up before anything of any
-    input is published. The receipts are in the order of `inputs`.
+    input is published; so are their partition counts (PartitionCountMismatchError when the
+    publisher's is not a table's). The receipts are in the order of `inputs`.
     """
     current = _current_schema_ids(inputs, registry)
+    publisher.settle(current)
     return [
         publisher.publish(
             [

@@ -114,6 +114,22 @@ class ChangeLogWriter(Protocol):
         """
         ...
 
+    def settled_partitions(self, table: str, *, requested: int | None, default: int) -> int:
+        """The partition count to publish `table` with, without writing anything.
+
+        The log's own count once it has one (PartitionCountMismatchError when `requested` is
+        another), else `requested`, or `default` when that is None. A key's changes must stay in
+        one partition: that is where its order holds and its positions are deduplicated.
+        """
+        ...
+
+    def record_partitions(self, table: str, partitions: int) -> None:
+        """Fix the table's count at `partitions` (settled before) before its first files are added.
+
+        PartitionCountMismatchError when another count was recorded meanwhile.
+        """
+        ...
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SchemaVersion:

@@ -6,12 +6,16 @@ order. Publishing is idempotent: mutations whose position the log already holds 
 are skipped, so a capture that crashed between publishing and advancing its source publishes
 nothing twice when it re-reads the same changes. A mutation without a position (0, which no
 capture produces) cannot be recognised again, so it is always published.
+
+Both rest on a table's partition count never changing: the log records it with the first publish,
+a publisher given another count is refused before it writes anything, and one given none
+follows each table's log (DEFAULT_PARTITIONS for a new one).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ordo.cdc.change_rows import ChangeRows, key_text
@@ -21,6 +25,7 @@ from ordo.errors import ConfigurationError
 from ordo.hashing import stable_hash
 
 DEFAULT_PARTITIONS = 8
+"""The partition count of a new table's change log when the publisher is given none."""
 
 
 def partition_of(partition_key: Key, partitions: int) -> int:
@@ -37,13 +42,33 @@ class PublishReceipt:
 
 
 class Publisher:
-    """Routes mutations to `partitions` partitions per table of `log` (not thread-safe)."""
+    """Routes mutations to the partitions of each table of `log` (not thread-safe).
 
-    def __init__(self, log: ChangeLogWriter, *, partitions: int = DEFAULT_PARTITIONS) -> None:
-        if partitions < 1:
+    `partitions` is the count every table's log must have; None follows each log's own count,
+    and gives a new log DEFAULT_PARTITIONS. A count other than a log's is refused
+    (PartitionCountMismatchError) before anything is written.
+    """
+
+    def __init__(self, log: ChangeLogWriter, *, partitions: int | None = None) -> None:
+        if partitions is not None and partitions < 1:
             msg = f"partitions must be at least 1, got {partitions}"
             raise ConfigurationError(msg)
         self.log, self.partitions = log, partitions
+
+    def settle(self, tables: Iterable[str]) -> dict[str, int]:
+        """The partition count each table is published with; writes nothing.
+
+        PartitionCountMismatchError when a table's log has another count than the one this
+        publisher was given. A command calls this with every table it will publish before it
+        changes anything (installs triggers, publishes a first input), so that a wrong count is
+        refused with nothing done; `publish_rows` calls it too.
+        """
+        return {
+            table: self.log.settled_partitions(
+                table, requested=self.partitions, default=DEFAULT_PARTITIONS
+            )
+            for table in dict.fromkeys(tables)
+        }
 
     def publish(self, mutations: Sequence[Mutation]) -> PublishReceipt:
         """Append `mutations` (commit order) to their partitions, keeping that order per key."""
@@ -55,10 +80,11 @@ class Publisher:
         One file per (table, partition, segment), and another for the segment's mutations
         without a position: a file name states the positions of one segment, which is what
         deduplication reads back. A table's files are written in one `append`, so they become
-        visible together.
+        visible together. Every table's partition count is settled before anything is written,
+        and recorded before its files are.
         """
+        counts = self.settle(rows.column("table"))
         routed: dict[tuple[str, int, str, bool], list[int]] = defaultdict(list)
-        partitions = self.partitions
         positions = rows.column("position")
         for index, (table, key, segment) in enumerate(
             zip(
@@ -68,9 +94,8 @@ class Publisher:
                 strict=True,
             )
         ):
-            routed[table, stable_hash(key) % partitions, segment, positions[index] > 0].append(
-                index
-            )
+            partition = stable_hash(key) % counts[table]
+            routed[table, partition, segment, positions[index] > 0].append(index)
         skipped = 0
         files: dict[str, list[tuple[int, ChangeRows]]] = defaultdict(list)
         for (table, partition, segment, has_position), indices in sorted(routed.items()):
@@ -79,6 +104,8 @@ class Publisher:
             skipped += len(indices) - len(fresh)
             if fresh:
                 files[table].append((partition, rows.take(fresh)))
+        for table, count in counts.items():
+            self.log.record_partitions(table, count)
         for table, table_files in files.items():
             self.log.append(table, table_files)
         published = {table: sum(len(r) for _, r in fs) for table, fs in files.items()}

@@ -34,6 +34,7 @@ from ordo.cli.options import (
 from ordo.cli.streaming import wait_for
 from ordo.errors import ConfigurationError
 from ordo.settings import CaptureSettings
+from ordo.settings.loading import LARGEST_INTEGER
 from ordo.storage.change_sources import DEFAULT_SLOT, change_source_at, check_change_source
 from ordo.storage.location import parse_location
 from ordo.storage.open import stores_at
@@ -57,9 +58,16 @@ def change_log_option(func: F) -> F:
     )(func)
 
 
-partitions_option = int_option(
-    "--partitions", 8, "Partitions of each table's change log (keep it fixed once it has files)."
+partitions_option = click.option(
+    "--partitions",
+    type=click.IntRange(min=1, max=LARGEST_INTEGER),
+    default=None,
+    help=(
+        "Partitions of each table's change log, fixed by its first publish (another count is "
+        "refused).  [default: the log's own count; 8 for a new log]"
+    ),
 )
+"""--partitions: None when not given, so that the publisher follows each table's log."""
 
 
 def source_status_options(func: F) -> F:
@@ -102,7 +110,7 @@ def capture(
     slot: str,
     snapshot: bool,
     follow: bool,
-    partitions: int,
+    partitions: int | None,
     max_changes: int,
     flush_interval_ms: int,
 ) -> None:
@@ -114,14 +122,13 @@ def capture(
     registry; an incompatible schema change stops the capture until it is accepted.
     """
     settings = CaptureSettings(
-        max_changes=max_changes,
-        flush_interval=timedelta(milliseconds=flush_interval_ms),
-        partitions=partitions,
+        max_changes=max_changes, flush_interval=timedelta(milliseconds=flush_interval_ms)
     )
     log = ParquetChangeLog(change_log)
     publisher = Publisher(log, partitions=partitions)
     journal = require_journal(journal_url)
     parse_location(journal)  # a bad URL is refused before the source is looked at
+    publisher.settle(tables)  # another count than a log's is refused before anything is made
     # The source is checked before the journal is opened (which creates or upgrades it), so a
     # bad source leaves no journal behind; it is prepared (triggers, a slot) only once every
     # destination is open and its schemas are registered, so a destination that fails or a
@@ -177,7 +184,7 @@ class _CaptureProgress:
 @click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @partitions_option
 def ingest(
-    journal_url: str | None, change_log: Path, files: tuple[Path, ...], partitions: int
+    journal_url: str | None, change_log: Path, files: tuple[Path, ...], partitions: int | None
 ) -> None:
     """Publish raw mutations (JSON lines, docs/cdc.md) from FILES or stdin into the change log.
 

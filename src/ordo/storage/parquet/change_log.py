@@ -9,10 +9,15 @@ capture what is already durable, so it publishes nothing twice and advances its 
 what is in the log. Mutations without a position (0: ingested ones may have none) cannot be told
 apart from a repeat, so they are never skipped: each publish of them gets a file of its own,
 `<segment>-unpositioned-<uuid>.parquet`.
+
+A table's partition count is fixed by its first publish, which records it in
+`<root>/<table>/_partitions.json` (hidden from Spark by its `_`) before any file is renamed into
+place: every key's changes must stay in the one partition where deduplication reads them.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import string
@@ -34,7 +39,13 @@ from ordo.cdc.change_rows import (
     mutation_from_row,
 )
 from ordo.cdc.mutation import Mutation
-from ordo.errors import InvalidInputError, StorageUnavailableError
+from ordo.errors import (
+    InvalidInputError,
+    PartitionCountMismatchError,
+    StorageIntegrityError,
+    StorageUnavailableError,
+)
+from ordo.hashing import stable_hash
 
 CHANGE_LOG_SCHEMA = pa.schema(
     (name, pa.string() if name in CHANGE_ROW_TEXT_COLUMNS else pa.int64())
@@ -52,6 +63,10 @@ _KEPT = frozenset(string.ascii_letters + string.digits + "_.")
 _HIDING = ("_", ".")
 """Spark's and Hadoop's file listings skip names starting with these: a file so named is lost."""
 _EMPTY_SEGMENT = "-"
+PARTITIONS_RECORD = "_partitions.json"
+"""A table's partition count, `{"partitions": n}`, in its directory; the leading `_` hides it from
+Spark's file listing (it is not a data file) and it holds no `=`, which would make it a
+partition directory to Spark."""
 _ESCAPED = re.compile(r"(?:-[0-9a-f]{2})+")
 
 
@@ -105,6 +120,10 @@ class ParquetChangeLog:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self._last: dict[tuple[str, str, int], int | None] = {}
+        self._counts: dict[str, int] = {}
+        """Each table's recorded partition count, once read (it never changes)."""
+        self._fitting: dict[str, int] = {}
+        """A count the files of a log without a record were found to fit."""
 
     @contextmanager
     def root_made(self) -> Iterator[None]:
@@ -135,6 +154,91 @@ class ParquetChangeLog:
     def table_path(self, table: str) -> Path:
         """The directory Spark reads as the table's change stream."""
         return self.root / checked_table_name(table)
+
+    def partition_count(self, table: str) -> int | None:
+        """The partition count recorded for the table's log, or None when it has no record.
+
+        StorageIntegrityError when the record cannot be read as one (it is written whole, so only
+        a hand edit makes it so).
+        """
+        if table not in self._counts:
+            record = self.table_path(table) / PARTITIONS_RECORD
+            try:
+                text = record.read_text(encoding="utf-8")
+            except (FileNotFoundError, NotADirectoryError):  # no log there (yet)
+                return None
+            except OSError as exc:
+                msg = f"cannot read the partition count of change log {record}: {exc}"
+                raise StorageUnavailableError(msg) from exc
+            self._counts[table] = _recorded_count(record, text)
+        return self._counts[table]
+
+    def settled_partitions(self, table: str, *, requested: int | None, default: int) -> int:
+        """The partition count to publish `table` with; reads, never writes.
+
+        The recorded count, and PartitionCountMismatchError if `requested` is another. A log
+        without a record takes `requested` (None: `default`); when it has files all the same (it
+        was written before counts were recorded), every partition key in them must be where that
+        count puts it, or PartitionCountMismatchError names one that is not. Those files are read
+        once per log object (only their keys), and not again once the count is recorded.
+        """
+        recorded = self.partition_count(table)
+        if recorded is not None:
+            if requested is not None and requested != recorded:
+                raise PartitionCountMismatchError(
+                    table=table, recorded=recorded, requested=requested
+                )
+            return recorded
+        count = default if requested is None else requested
+        if self._fitting.get(table) != count:
+            self._require_fit(table, count)
+            self._fitting[table] = count
+        return count
+
+    def _require_fit(self, table: str, partitions: int) -> None:
+        """PartitionCountMismatchError unless every key in the log is where `partitions` puts it.
+
+        Keys are hashed as the publisher routes them (`stable_hash` of their JSON text).
+        """
+        for file in sorted(self.table_path(table).glob("partition=*/*.parquet")):
+            partition = int(file.parent.name.removeprefix("partition="))
+            keys = pq.read_table(file, columns=["partition_key"]).column(0).to_pylist()
+            for key in dict.fromkeys(keys):
+                if stable_hash(key) % partitions != partition:
+                    raise PartitionCountMismatchError(
+                        table=table, recorded=None, requested=partitions, stray=(key, partition)
+                    )
+
+    def record_partitions(self, table: str, partitions: int) -> None:
+        """Record the table's partition count if it has none; call before its files are written.
+
+        Called after `settled_partitions` agreed to the count: a log with files and no record
+        was checked then. The record is written whole to a hidden name, synced, and linked into
+        place, which never replaces one: of two first publishes at once with different counts,
+        the second is refused (PartitionCountMismatchError). Written before any file, so every
+        log with files written since has one; a crash in between leaves a record of the count
+        the publish was given and no files, which the next publish with that count (or none)
+        goes on from.
+        """
+        if self.partition_count(table) is None:
+            directory = self.table_path(table)
+            directory.mkdir(parents=True, exist_ok=True)
+            record = directory / PARTITIONS_RECORD
+            temporary = directory / f".{PARTITIONS_RECORD}.{uuid.uuid4().hex}.tmp"
+            try:
+                with temporary.open("w", encoding="utf-8") as file:
+                    json.dump({"partitions": partitions}, file)
+                    file.flush()
+                    os.fsync(file.fileno())
+                with suppress(FileExistsError):  # another publish recorded one: compared below
+                    _link_new(temporary, record)
+            finally:
+                temporary.unlink(missing_ok=True)
+            _fsync_directory(directory)
+            _fsync_directory(directory.parent)  # a new table directory's name survives a crash
+        recorded = self.partition_count(table)
+        if recorded != partitions:
+            raise PartitionCountMismatchError(table=table, recorded=recorded, requested=partitions)
 
     def append(self, table: str, files: Sequence[tuple[int, ChangeRows]]) -> None:
         """Write one file per (partition, rows) pair: one segment each, in the order given.
@@ -276,6 +380,37 @@ def _table(rows: ChangeRows) -> pa.Table:
     ]
     arrays.append(pa.array([published_at_us] * len(rows), pa.int64()))
     return pa.Table.from_arrays(arrays, schema=CHANGE_LOG_SCHEMA)
+
+
+def _recorded_count(record: Path, text: str) -> int:
+    """The count a partitions record holds; StorageIntegrityError when it holds none."""
+    try:
+        count = json.loads(text)["partitions"]
+    except (ValueError, TypeError, KeyError):
+        count = None
+    if type(count) is not int or count < 1:
+        msg = (
+            f"{record} does not hold a partition count ({text[:80]!r}); write "
+            '{"partitions": <n>} with the count the log was written with'
+        )
+        raise StorageIntegrityError(msg)
+    return count
+
+
+def _link_new(source: Path, target: Path) -> None:
+    """Give `source` the name `target` unless that exists (FileExistsError then).
+
+    A hard link never replaces, so it is atomic and exclusive; a file system without hard links
+    gets a rename after a check, exclusive only between publishes that do not overlap.
+    """
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        raise
+    except OSError:
+        if target.exists():
+            raise FileExistsError(target) from None
+        os.replace(source, target)
 
 
 def _fsync_directory(directory: Path) -> None:
