@@ -408,10 +408,9 @@ def bench_bulk(spark: SparkSession, rows: int, work: Path) -> list[Row]:
             cdc_source,
             publisher,
             SchemaRegistry(stores.schemas),
-            settings=CaptureSettings(max_changes=100_000, partitions=PARTITIONS),
+            settings=CaptureSettings(max_changes=100_000),
         )
-        capture.register_schemas()
-        publisher.publish(list(cdc_source.snapshot("items")))
+        capture.publish_snapshot("items")
         log("bulk vs CDC: loading the materializer's state with the snapshot")
         run_materializer(spark, root, "items", "items")
         running = start_running(spark, root)

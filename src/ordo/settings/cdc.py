@@ -1,4 +1,4 @@
-"""Change data capture settings: window size, latency bound and change log partitions."""
+"""Change data capture settings: window size and latency bound."""
 
 from __future__ import annotations
 
@@ -20,11 +20,8 @@ class CaptureSettings(LoadableSettings):
     """A partially filled window is published at least this often (seed 003's latency bound)."""
     poll_interval: timedelta = timedelta(milliseconds=100)
     """How often the source is asked for new changes while the window fills."""
-    partitions: int = 8
-    """Partitions of each table's change log (fixed once the log has files)."""
 
     def __post_init__(self) -> None:
         at_least("max_changes", self.max_changes, 1)
-        at_least("partitions", self.partitions, 1)
         positive("flush_interval", self.flush_interval)
         positive("poll_interval", self.poll_interval)
