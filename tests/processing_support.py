@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from ordo import EventsByTagSettings, QuerySettings
+from ordo.hashing import stable_hash
 from ordo.processing.processor import HandlerContext
 from ordo.processing.source import EventSource
 from ordo.query import EventEnvelope
@@ -51,6 +52,11 @@ def counting_handler(event: EventEnvelope, context: HandlerContext) -> None:
         "n = excluded.n, last = excluded.last, replays = excluded.replays",
         (event.persistence_id, n + 1, event.tag_pid_sequence_nr, replays + context.is_replay),
     )
+
+
+def in_half(half: int, prefix: str) -> str:
+    """A persistence id whose hash lies in segment `half` of two."""
+    return next(f"{prefix}{i}" for i in range(1000) if stable_hash(f"{prefix}{i}") & 1 == half)
 
 
 def source(stores: Stores, tag: str = "t") -> EventSource:

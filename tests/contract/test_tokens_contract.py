@@ -281,6 +281,23 @@ def test_reset_marks_replays_and_is_refused_while_running(stores: Stores) -> Non
         assert batch.positions([PersistenceId("x")]) == {}
 
 
+def test_reset_replays_up_to_the_furthest_offset_a_merged_part_ahead_reached(
+    stores: Stores,
+) -> None:
+    """The merged token resumes at T1, but the half ahead handled up to T2: replays too."""
+    stores.tokens.initialize("p", segment_count=2)
+    for segment_id, offset in ((0, T1), (1, T2)):
+        stores.tokens.claim("p", segment_id, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+        with stores.tokens.batch("p", segment_id, "a") as batch:
+            batch.store_token(TrackingToken(offset))
+    stores.tokens.release("p", 1, "a")
+    stores.tokens.merge("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.release("p", 0, "a")
+    stores.tokens.reset("p", TrackingToken(), now_ms=1, claim_timeout_ms=TIMEOUT)
+    (entry,) = stores.tokens.entries("p")
+    assert (entry.token, entry.replay_until) == (TrackingToken(), TrackingToken(T2))
+
+
 @pytest.mark.parametrize("name", ["", "a\x00b", "p" * 256, 5])
 def test_a_processor_name_must_be_an_identifier(stores: Stores, name: object) -> None:
     with pytest.raises(InvalidIdentifierError, match="processor name"):

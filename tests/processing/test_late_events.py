@@ -24,7 +24,7 @@ from ordo.processing.source import EventSource
 from ordo.processing.token import TrackingToken
 from ordo.query import EventEnvelope
 from ordo.storage.open import Stores
-from processing_support import FAST, READ, WRITE, source, wait_for
+from processing_support import FAST, READ, WRITE, in_half, source, wait_for
 
 Sql = Callable[..., list[tuple[object, ...]]]
 
@@ -65,11 +65,6 @@ def _show(sql: Sql) -> None:
 
 def _append(journal: Journal, pid: str, i: int, **payload: object) -> None:
     journal.append(pid, [NewEvent.of({"i": i, **payload}, tags=["t"])])
-
-
-def _in_half(half: int, prefix: str) -> str:
-    """A persistence id whose hash lies in segment `half` of two."""
-    return next(f"{prefix}{i}" for i in range(1000) if stable_hash(f"{prefix}{i}") & 1 == half)
 
 
 def _processor(
@@ -132,7 +127,7 @@ def test_a_merge_hands_on_a_late_event_of_the_half_that_was_ahead(
     """
     journal = journal_factory(settings=WRITE)
     record = _recorder(sql)
-    x, y, z = _in_half(1, "x"), _in_half(1, "y"), _in_half(0, "z")
+    x, y, z = in_half(1, "x"), in_half(1, "y"), in_half(0, "z")
     with _processor(stores, record, segments=2):
         for pid in (x, y, z):
             _append(journal, pid, 1)

@@ -16,11 +16,19 @@ from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.segment import Segment
 from ordo.processing.sequencing import FullySequentialPolicy
 from ordo.processing.source import ALL_EVENTS, EventSource
-from ordo.processing.token import TrackingToken
+from ordo.processing.token import PartAhead, TrackingToken
 from ordo.query import EventEnvelope
 from ordo.settings import ErrorMode
 from ordo.storage.open import Stores
-from processing_support import FAST, READ, WRITE, counting_handler, source, wait_for
+from processing_support import (
+    FAST,
+    READ,
+    WRITE,
+    counting_handler,
+    in_half,
+    source,
+    wait_for,
+)
 
 
 def _append(journal: Journal, count: int, *, pids: int = 20, tag: str = "t") -> None:
@@ -174,6 +182,67 @@ def test_a_reset_processor_replays_with_the_replay_flag(
     with _counts(stores):
         wait_for(lambda: _total(sql) == 80)
     assert int(str(sql("SELECT sum(replays) FROM counts")[0][0])) == 60
+
+
+def test_a_reset_after_a_merge_replays_what_the_half_ahead_handled(
+    stores: Stores,
+    journal_factory: Callable[..., Journal],
+    sql: Callable[..., list[tuple[object, ...]]],
+) -> None:
+    """A merged token resumes at the lower half's offset; the half ahead handled further.
+
+    The reset used to take the merged token's own offset as the replay boundary, so the
+    events of the half ahead past it came back as new (is_replay False).
+    """
+    journal = journal_factory(settings=WRITE)
+    behind, ahead = in_half(0, "o"), in_half(1, "o")
+    for pid in (behind, ahead):
+        for i in range(5):
+            journal.append(pid, [NewEvent.of({"i": i}, tags=["t"])])
+
+    def processor() -> TrackingProcessor:
+        settings = replace(FAST, initial_segment_count=2)
+        return TrackingProcessor(
+            "counts", source(stores), stores.tokens, counting_handler, settings=settings
+        )
+
+    with processor():
+        wait_for(lambda: _total(sql) == 10)
+    now = time.time_ns() // 1_000_000
+    assert merge_segment(stores.tokens, "counts", 0, now_ms=now, claim_timeout_ms=0).is_done
+    assert stores.tokens.entries("counts")[0].token.ahead
+    stores.tokens.reset("counts", TrackingToken(), now_ms=now, claim_timeout_ms=0)
+    sql("DELETE FROM counts")
+    for pid in (behind, ahead):
+        journal.append(pid, [NewEvent.of({"i": 5}, tags=["t"])])
+    with processor():
+        wait_for(lambda: _total(sql) == 12)
+    assert sorted(sql("SELECT pid, n, replays FROM counts")) == [(behind, 6, 5), (ahead, 6, 5)]
+
+
+def test_a_replay_boundary_stored_with_parts_ahead_replays_up_to_their_offset(
+    stores: Stores,
+    journal_factory: Callable[..., Journal],
+    sql: Callable[..., list[tuple[object, ...]]],
+) -> None:
+    """Earlier versions stored a reset's boundary with the merged token's parts ahead.
+
+    The worker read only the boundary's own offset (here none), so nothing was a replay.
+    """
+    journal = journal_factory(settings=WRITE)
+    _append(journal, 20)
+    with _counts(stores):
+        wait_for(lambda: _total(sql) == 20)
+    stores.tokens.reset("counts", TrackingToken(), now_ms=0, claim_timeout_ms=0)
+    (boundary,) = {e.replay_until for e in stores.tokens.entries("counts")}
+    assert boundary is not None
+    assert boundary.offset is not None
+    legacy = TrackingToken(None, (PartAhead(Segment(1, 1), boundary.offset),))
+    sql("UPDATE tokens SET replay_until = ?", legacy.to_json())
+    sql("DELETE FROM counts")
+    with _counts(stores):
+        wait_for(lambda: _total(sql) == 20)
+    assert int(str(sql("SELECT sum(replays) FROM counts")[0][0])) == 20
 
 
 def test_a_processor_can_read_every_event_of_the_journal(

@@ -67,6 +67,18 @@ class TrackingToken:
             raise OffsetFormatError(msg) from exc
         return cls(None if offset is None else TimeUUID.parse(offset), ahead)
 
+    @property
+    def reached(self) -> TimeUUID | None:
+        """The furthest offset any part of the token processed: its own or a part's ahead.
+
+        The token's offset is where the segment resumes, but a merged half may have handled
+        events up to its part's offset: what was handled at all ends here.
+        """
+        offsets = [part.offset for part in self.ahead]
+        if self.offset is not None:
+            offsets.append(self.offset)
+        return max(offsets, default=None)
+
     def is_before(self, other: TrackingToken) -> bool:
         """Whether this token's offset is behind `other`'s (it has less processed)."""
         if self.offset is None:

@@ -218,13 +218,11 @@ class SegmentWorker(threading.Thread):
         at the claim (the token, or a merged half's) was handled by anyone.
         """
         token = entry.token
-        known = [part.offset for part in token.ahead]
-        if token.offset is not None:
-            known.append(token.offset)
-        if not known:
+        reached = token.reached
+        if reached is None:
             return frozenset()
         after = _key(self.p._source.start(token))
-        return self.p._tokens.handled(self.p.name, after=after, up_to=max(known).key)
+        return self.p._tokens.handled(self.p.name, after=after, up_to=reached.key)
 
     def _forget_handled(self) -> None:
         """Drop the handled records below every segment's stream start (`EventSource.start`).
@@ -327,8 +325,10 @@ class _SegmentState:
         self.handled = handled
         """Events handled before the claim, for policies without per-id positions."""
         self.token = entry.token
-        replay = entry.replay_until
-        self.replay_key = None if replay is None or replay.offset is None else replay.offset.key
+        # A replay boundary is a point (the reset stores one without parts ahead); `reached`
+        # also reads right one stored with parts by an earlier version.
+        replay = None if entry.replay_until is None else entry.replay_until.reached
+        self.replay_key = None if replay is None else replay.key
 
     def advance(self, rows: list[EventEnvelope]) -> None:
         if not rows:

@@ -162,7 +162,7 @@ class SqlTokenStore(SqlStore):
                 )
                 raise UnableToClaimTokenError(msg)
             token = entry.token.merged(entry.segment, sibling.token, sibling.segment)
-            replay = _later(entry.replay_until, sibling.replay_until)
+            replay = _replay_point([entry.replay_until, sibling.replay_until])
             conn.execute(
                 self._sql("DELETE FROM tokens WHERE processor = {p} AND segment_id IN ({p}, {p})"),
                 (processor, segment_id, sibling_id),
@@ -232,7 +232,11 @@ class SqlTokenStore(SqlStore):
     def reset(
         self, processor: str, token: TrackingToken, *, now_ms: int, claim_timeout_ms: int
     ) -> None:
-        """Move every segment to `token`; what was processed before becomes replay."""
+        """Move every segment to `token`; what was processed before becomes replay.
+
+        Replay runs up to the furthest offset any segment reached, a merged part ahead
+        included (_replay_point): the events that part handled are not new either.
+        """
         with self._write() as conn:
             entries = self._entries(conn, processor)
             if not entries:
@@ -250,9 +254,7 @@ class SqlTokenStore(SqlStore):
                     f"by {live[0].owner!r}): stop it before resetting"
                 )
                 raise UnableToClaimTokenError(msg)
-            replay: TrackingToken | None = None
-            for e in entries:
-                replay = _later(replay, _later(e.token, e.replay_until))
+            replay = _replay_point([t for e in entries for t in (e.token, e.replay_until)])
             conn.execute(
                 self._sql(
                     "UPDATE tokens SET token = {p}, replay_until = {p}, owner = NULL, "
@@ -554,9 +556,12 @@ def _entry(processor: str, row: Sequence[object]) -> TokenEntry:
     )
 
 
-def _later(a: TrackingToken | None, b: TrackingToken | None) -> TrackingToken | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return b if a.is_before(b) else a
+def _replay_point(tokens: Iterable[TrackingToken | None]) -> TrackingToken | None:
+    """The token up to which events are replays: the furthest offset any of `tokens` reached.
+
+    A merged token resumes at its lower half's offset, but its parts ahead handled events up
+    to theirs (TrackingToken.reached): those are replays too. The boundary is a point, so it
+    has no parts ahead; None when nothing was processed.
+    """
+    reached = [r for t in tokens if t is not None and (r := t.reached) is not None]
+    return TrackingToken(max(reached)) if reached else None

@@ -58,3 +58,18 @@ def test_parts_ahead_of_both_halves_survive_a_merge_until_the_offset_passes_them
     assert merged == TrackingToken(T1, (PartAhead(Segment(3, 3), T3), PartAhead(LOW, T2)))
     assert merged.advanced_to(T2) == TrackingToken(T2, (PartAhead(Segment(3, 3), T3),))
     assert merged.advanced_to(T3) == TrackingToken(T3)
+
+
+@pytest.mark.parametrize(
+    ("token", "reached"),
+    [
+        (TrackingToken(), None),
+        (TrackingToken(T1), T1),
+        (TrackingToken(T1, (PartAhead(Segment(3, 3), T3), PartAhead(LOW, T2))), T3),
+        (TrackingToken(None, (PartAhead(HIGH, T2),)), T2),
+    ],
+)
+def test_a_token_reached_the_furthest_offset_of_its_own_and_its_parts_ahead(
+    token: TrackingToken, reached: TimeUUID | None
+) -> None:
+    assert token.reached == reached
