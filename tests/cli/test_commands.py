@@ -657,6 +657,43 @@ def test_processors_status_shows_where_replays_end_after_a_reset(
     assert out.strip().endswith(f"token=start  replays until {processed}")
 
 
+def test_status_json_carries_plain_offsets_and_the_merged_parts_ahead(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The JSON token used to be the display text `<offset> (+1 merged part(s) ahead)`."""
+    url = f"sqlite:///{tmp_path}/p.db"
+    behind = TimeUUID.min_for_epoch_ns(1_700_000_000_000_000_000)
+    ahead = TimeUUID.min_for_epoch_ns(1_700_000_001_000_000_000)
+    with stores_at(url) as stores:
+        stores.tokens.initialize("counts", segment_count=2)
+        for segment_id, offset in ((0, behind), (1, ahead)):
+            stores.tokens.claim("counts", segment_id, "w", now_ms=0, claim_timeout_ms=1)
+            with stores.tokens.batch("counts", segment_id, "w") as batch:
+                batch.store_token(TrackingToken(offset))
+        stores.tokens.release("counts", 1, "w")
+        stores.tokens.merge("counts", 0, "w", now_ms=0, claim_timeout_ms=1)
+        stores.tokens.release("counts", 0, "w")
+    merged = {
+        "segment": "Segment[0/0]",
+        "owner": None,
+        "token": str(behind),
+        "ahead": [{"segment": "Segment[1/1]", "offset": str(ahead)}],
+        "claim_age_ms": None,
+        "replay_until": None,
+    }
+    code, out, _ = _run(runner, "processors", "status", "--journal", url, "--json")
+    assert (code, json.loads(out)) == (0, [{"processor": "counts", **merged}])
+    log = str(tmp_path / "log")
+    code, out, _ = _run(runner, "status", "--journal", url, "--change-log", log, "--json")
+    assert (code, json.loads(out)["processors"][0]["segments"]) == (0, [merged])
+    assert _run(runner, "processors", "reset", "counts", "--journal", url)[0] == 0
+
+    code, out, _ = _run(runner, "processors", "status", "--journal", url, "--json")
+
+    (row,) = json.loads(out)
+    assert (row["token"], row["ahead"], row["replay_until"]) == (None, [], str(ahead))
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import asdict
 from datetime import timedelta
 
 import click
@@ -27,6 +28,7 @@ from ordo.query import to_offset
 from ordo.settings import ProcessorSettings
 from ordo.storage.open import stores_at
 from ordo.time import TimeUUID
+from ordo.tools.status import SegmentStatus
 
 
 @click.group()
@@ -50,31 +52,25 @@ def status(journal_url: str | None, as_json: bool, processor: str | None) -> Non
     """Show every segment of PROCESSOR (or of all processors): owner, token, claim age."""
     with read_only_stores(journal_url) as stores:
         names = [processor] if processor else list(stores.tokens.processors())
-        rows = [
-            {
-                "processor": entry.processor,
-                "segment": str(entry.segment),
-                "owner": entry.owner,
-                "token": str(entry.token),
-                "claim_age_ms": None
-                if entry.claimed_at_ms is None
-                else max(0, _now_ms() - entry.claimed_at_ms),
-                "replay_until": None if entry.replay_until is None else str(entry.replay_until),
-            }
-            for name in names
-            for entry in stores.tokens.entries(name)
-        ]
+        entries = [entry for name in names for entry in stores.tokens.entries(name)]
+    now_ms = _now_ms()
     if as_json:
-        print_json(rows)
-        return
-    for row in rows:
-        age = "-" if row["claim_age_ms"] is None else f"{row['claim_age_ms']} ms"
-        replays = "" if row["replay_until"] is None else f"  replays until {row['replay_until']}"
-        click.echo(
-            f"{row['processor']}  {row['segment']:<16} owner={row['owner'] or '-'}  "
-            f"claimed {age} ago  token={row['token']}{replays}"
+        print_json(
+            [
+                {"processor": entry.processor, **asdict(SegmentStatus.of(entry, now_ms=now_ms))}
+                for entry in entries
+            ]
         )
-    if not rows:
+        return
+    for entry in entries:
+        found = SegmentStatus.of(entry, now_ms=now_ms)
+        age = "-" if found.claim_age_ms is None else f"{found.claim_age_ms} ms"
+        replays = "" if found.replay_until is None else f"  replays until {found.replay_until}"
+        click.echo(
+            f"{entry.processor}  {found.segment:<16} owner={found.owner or '-'}  "
+            f"claimed {age} ago  token={entry.token}{replays}"
+        )
+    if not entries:
         click.echo("no processors", err=True)
 
 

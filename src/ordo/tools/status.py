@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ordo.cdc.ports import SchemaVersion, SourceStatus
 from ordo.errors import ConfigurationError
-from ordo.processing.ports import TokenStore
+from ordo.processing.ports import TokenEntry, TokenStore
 from ordo.storage.change_sources import capture_slots_at, source_status_at
 from ordo.storage.open import existing_stores_at
 from ordo.storage.parquet import ChangeLogSummary, ParquetChangeLog
@@ -42,12 +42,39 @@ class JournalStatus:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SegmentStatus:
-    """One segment of a processor: owner, token, claim age."""
+    """One segment of a processor: owner, token, claim age, in plain values for JSON.
+
+    The token's display form (`<offset> (+1 merged part(s) ahead)`) is no offset a script can
+    use, so the offset and the parts ahead are separate fields.
+    """
 
     segment: str
     owner: str | None
     token: str | None
+    """The offset the segment resumes after; None before its first event."""
+    ahead: list[dict[str, str]]
+    """The parts of a merge that processed further: `segment` and its `offset` each."""
     claim_age_ms: int | None
+    replay_until: str | None
+    """After a reset, the offset up to which events are replays."""
+
+    @classmethod
+    def of(cls, entry: TokenEntry, *, now_ms: int) -> SegmentStatus:
+        """The status of a stored segment at `now_ms`."""
+        replay = None if entry.replay_until is None else entry.replay_until.reached
+        return cls(
+            segment=str(entry.segment),
+            owner=entry.owner,
+            token=None if entry.token.offset is None else str(entry.token.offset),
+            ahead=[
+                {"segment": str(part.segment), "offset": str(part.offset)}
+                for part in entry.token.ahead
+            ],
+            claim_age_ms=None
+            if entry.claimed_at_ms is None
+            else max(0, now_ms - entry.claimed_at_ms),
+            replay_until=None if replay is None else str(replay),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,17 +119,7 @@ def processor_status(
 ) -> ProcessorStatus:
     """One processor's segments and its lag behind the journal."""
     entries = tokens.entries(processor)
-    segments = [
-        SegmentStatus(
-            segment=str(entry.segment),
-            owner=entry.owner,
-            token=None if entry.token.offset is None else str(entry.token.offset),
-            claim_age_ms=None
-            if entry.claimed_at_ms is None
-            else max(0, now_ms - entry.claimed_at_ms),
-        )
-        for entry in entries
-    ]
+    segments = [SegmentStatus.of(entry, now_ms=now_ms) for entry in entries]
     offsets = [entry.token.offset for entry in entries]
     slowest = None if any(o is None for o in offsets) else min(o for o in offsets if o is not None)
     lag_events = operations.count_events_after(slowest)
