@@ -487,7 +487,26 @@ def test_simulate_refuses_bad_options(runner: CliRunner) -> None:
         (
             ["events", "p", "--to", "99999999999999999999"],
             "Error: Invalid value for '--to': 99999999999999999999 is not in the range "
-            "x<=9007199254740991; see 'ordo events --help'",
+            "1<=x<=9007199254740991; see 'ordo events --help'",
+        ),
+        (
+            ["events", "p", "--from", "0"],
+            "Error: Invalid value for '--from': 0 is not in the range 1<=x<=9007199254740991; "
+            "see 'ordo events --help'",
+        ),
+        (
+            ["events", "p", "--from", "-1"],
+            "Error: Invalid value for '--from': -1 is not in the range 1<=x<=9007199254740991; "
+            "see 'ordo events --help'",
+        ),
+        (
+            ["events", "p", "--to", "0"],
+            "Error: Invalid value for '--to': 0 is not in the range 1<=x<=9007199254740991; "
+            "see 'ordo events --help'",
+        ),
+        (
+            ["events", "p", "--from", "5", "--to", "2"],
+            "Error: Invalid value for '--to': 2 is before --from 5; see 'ordo events --help'",
         ),
     ],
 )

@@ -8,7 +8,7 @@ from typing import TextIO
 import click
 
 from ordo.cli.options import (
-    NUMBER,
+    SEQUENCE_NR,
     counted,
     journal_option,
     json_option,
@@ -98,12 +98,12 @@ def _events(receipts: list[AppendReceipt]) -> int:
 @click.option(
     "--from",
     "from_sequence_nr",
-    type=NUMBER,
+    type=SEQUENCE_NR,
     default=1,
     show_default=True,
     help="First sequence nr.",
 )
-@click.option("--to", "to_sequence_nr", type=NUMBER, default=None, help="Last sequence nr.")
+@click.option("--to", "to_sequence_nr", type=SEQUENCE_NR, default=None, help="Last sequence nr.")
 def events(
     journal_url: str | None,
     as_json: bool,
@@ -112,6 +112,10 @@ def events(
     to_sequence_nr: int | None,
 ) -> None:
     """Replay the events of PERSISTENCE_ID (inclusive range --from..--to)."""
+    if to_sequence_nr is not None and to_sequence_nr < from_sequence_nr:
+        # An inverted range is a mistake in the command, not a persistence id without events.
+        msg = f"{to_sequence_nr} is before --from {from_sequence_nr}"
+        raise click.BadParameter(msg, ctx=click.get_current_context(), param_hint="'--to'")
     settings = settings_from_env()  # a bad ORDO_* setting is named before the journal is opened
     with read_only_stores(journal_url) as stores:
         journal = Journal(stores.journal, stores.tag_views, settings=settings)

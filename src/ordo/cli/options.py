@@ -20,6 +20,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 NUMBER = click.IntRange(max=LARGEST_INTEGER)
 """An integer option with no range of its own."""
+SEQUENCE_NR = click.IntRange(min=1, max=LARGEST_INTEGER)
+"""A sequence nr option: a persistence id's events are numbered from 1, so 0 or less is a usage
+error (exit 2) rather than the journal's InvalidSequenceNrError."""
 
 
 def journal_option(func: F) -> F:
