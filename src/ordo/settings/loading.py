@@ -1,9 +1,9 @@
 """Loading settings dataclasses from mappings, TOML files and ORDO_* environment variables.
 
-Durations are `timedelta` in Python and integer milliseconds outside it, with `_ms` added to
-the key (`flush_interval_ms = 250`, `ORDO_FLUSH_INTERVAL_MS=250`). Back-track periods also
-accept `max` and `off`; optional durations (`time_to_live_ms`) accept `none` and `off`.
-Unknown keys and bad values raise ConfigurationError naming the key.
+Durations are `timedelta` in Python and integer milliseconds outside it (at most 2**53 - 1),
+with `_ms` added to the key (`flush_interval_ms = 250`, `ORDO_FLUSH_INTERVAL_MS=250`).
+Back-track periods also accept `max` and `off`; optional durations (`time_to_live_ms`) accept
+`none` and `off`. Unknown keys and bad values raise ConfigurationError naming the key.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def _convert(key: str, kind: Any, raw: object) -> object:
                 return None
             if kind is not timedelta and text in typing.get_args(typing.get_args(kind)[1]):
                 return text
-            return timedelta(milliseconds=int(text))
+            return _milliseconds(text)
         if kind is bool:
             return _boolean(raw)
         if kind is int:
@@ -188,9 +188,23 @@ def _convert(key: str, kind: Any, raw: object) -> object:
     except ConfigurationError as exc:
         msg = f"{key}: {exc}"
         raise ConfigurationError(msg) from exc
-    except (TypeError, ValueError, OverflowError) as exc:
+    except (TypeError, ValueError) as exc:
         msg = f"{key}: {raw!r} is not {_expected(kind)}"
         raise ConfigurationError(msg) from exc
+
+
+def _milliseconds(text: str) -> timedelta:
+    """A duration of `text` whole milliseconds, within LARGEST_INTEGER either way.
+
+    `timedelta` itself overflows only past 999,999,999 days, and a number that large is no
+    more usable elsewhere: the bound is the one every integer option has. A number beyond it
+    is too large, not "not a number" (OverflowError used to be reported as that).
+    """
+    milliseconds = int(text)
+    if abs(milliseconds) > LARGEST_INTEGER:
+        msg = f"{text!r} is too large: a duration is at most {LARGEST_INTEGER} ms (2**53 - 1)"
+        raise ConfigurationError(msg)
+    return timedelta(milliseconds=milliseconds)
 
 
 def _expected(kind: Any) -> str:

@@ -59,7 +59,12 @@ def test_from_toml_reads_one_table(tmp_path: Path) -> None:
         ),
         (
             {"ORDO_FLUSH_INTERVAL_MS": "99999999999999999999"},
-            "ORDO_FLUSH_INTERVAL_MS: '99999999999999999999' is not a whole number",
+            r"ORDO_FLUSH_INTERVAL_MS: '99999999999999999999' is too large: a duration is at most "
+            r"9007199254740991 ms \(2\*\*53 - 1\)",
+        ),
+        (
+            {"ORDO_FLUSH_INTERVAL_MS": "-99999999999999999999"},
+            "ORDO_FLUSH_INTERVAL_MS: '-99999999999999999999' is too large",
         ),
         (
             {"ORDO_FLUSH_INTERVAL_MS": "-5"},
