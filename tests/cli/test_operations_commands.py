@@ -143,13 +143,21 @@ def test_spark_partitions_must_be_positive(tmp_path: Path, args: list[str]) -> N
     assert err.startswith("Error: Invalid value for '--partitions'")
 
 
-def test_options_of_rebuild_all_are_refused_with_one_persistence_id(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["--master", "local[1]"], "--master applies"),
+        (["--truncate", "--master", "x"], "--truncate, --master apply"),
+    ],
+)
+def test_options_of_rebuild_all_are_refused_with_one_persistence_id(
+    tmp_path: Path, options: list[str], named: str
+) -> None:
     url = f"sqlite:///{tmp_path}/j.db"
     assert _run("init", "--journal", url)[0] == 0
-    args = ("reconcile", "rebuild", "p", "--truncate", "--master", "x", "--journal", url)
-    code, _, err = _run(*args)
+    code, _, err = _run("reconcile", "rebuild", "p", *options, "--journal", url)
     assert (code, err) == (
         1,
-        "Error: ConfigurationError: --truncate, --master apply to --all; a single persistence id "
-        "is rebuilt in place\n",
+        f"Error: ConfigurationError: {named} only with --all; a single persistence id is "
+        "rebuilt in place\n",
     )

@@ -110,7 +110,11 @@ def rebuild(
         if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT
     ]
     if not every and given:
-        msg = f"{', '.join(given)} apply to --all; a single persistence id is rebuilt in place"
+        verb = "applies" if len(given) == 1 else "apply"
+        msg = (
+            f"{', '.join(given)} {verb} only with --all; a single persistence id is rebuilt in "
+            "place"
+        )
         raise ConfigurationError(msg)
     force, dry_run = request.force, request.dry_run
     receipt: OperationReceipt | None = None
