@@ -609,7 +609,25 @@ def test_a_query_that_prints_nothing_says_why(runner: CliRunner, tmp_path: Path)
     assert "no events of tag 't' are settled" in err
     assert "eventual-consistency delay (5 s" in err
     code, out, err = _run(runner, "query", "t", "--journal", url, "--offset", "2000-01-01T00:00Z")
-    assert "no events of tag 't' are settled" in err
+    assert "no events of tag 't' after --offset 2000-01-01T00:00Z are settled: events" in err
+
+
+def test_a_query_after_the_last_event_says_nothing_is_after_its_offset(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It used to say "a tag without events reads empty" of a tag with events."""
+    url = f"sqlite:///{tmp_path}/q.db"
+    monkeypatch.setenv("ORDO_FIRST_TIME_BUCKET", format_first_time_bucket(time.time_ns() // 10**6))
+    monkeypatch.setenv("ORDO_EVENTUAL_CONSISTENCY_DELAY_MS", "0")
+    line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
+    assert _run(runner, "append", "--journal", url, stdin=line)[0] == 0
+    last = json.loads(_run(runner, "query", "t", "--journal", url, "--json")[1])["offset"]
+
+    code, out, err = _run(runner, "query", "t", "--journal", url, "--offset", last)
+
+    assert (code, out) == (0, "")
+    assert err.startswith(f"no events of tag 't' after --offset {last} are settled: events")
+    assert "without events" not in err
 
 
 @pytest.mark.parametrize("offset", ["yesterday-ish", "2026-01-01T00:00:00"])

@@ -74,17 +74,22 @@ def query(
             except KeyboardInterrupt:
                 raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
     if not delivered:
-        progress(_nothing_settled(tag, query_settings))
+        progress(_nothing_settled(tag, offset, query_settings))
 
 
-def _nothing_settled(tag: str, settings: QuerySettings) -> str:
-    """Why a query printed nothing: the tag is empty, or its events are still too young."""
+def _nothing_settled(tag: str, offset: str | None, settings: QuerySettings) -> str:
+    """Why a query printed nothing: nothing after --offset, an empty tag, or too young events.
+
+    After an --offset the tag has events, so "a tag without events reads empty" would mislead.
+    """
     delay = settings.eventual_consistency_delay.total_seconds()
-    return (
-        f"no events of tag {tag!r} are settled: a tag without events reads empty, and events"
-        f" younger than the eventual-consistency delay ({delay:g} s,"
+    younger = (
+        f"events younger than the eventual-consistency delay ({delay:g} s,"
         " ORDO_EVENTUAL_CONSISTENCY_DELAY_MS) are read once they are older"
     )
+    if offset is not None:
+        return f"no events of tag {tag!r} after --offset {offset} are settled: {younger}"
+    return f"no events of tag {tag!r} are settled: a tag without events reads empty, and {younger}"
 
 
 def _offset(text: str | None) -> Offset:
