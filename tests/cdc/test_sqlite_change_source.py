@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from datetime import timedelta
@@ -300,3 +301,46 @@ def test_a_partial_window_waits_for_the_flush_interval_and_a_full_one_does_not(
         assert capture.capture_once(totals) == PublishedWindow(size=3, has_more=True)
     assert totals.published == {"users": 4}
     assert source.status().retained_changes == 0
+
+
+def test_an_infinite_real_is_captured_as_a_string_that_no_numeric_column_accepts(
+    source: SQLiteChangeSource, database: Path
+) -> None:
+    """JSON has no infinities: SQLite's json_object() writes `Inf` (or 9.0e999) for one.
+
+    As the strings "Infinity" and "-Infinity" the change log stays JSON, and the materializer
+    dead-letters the change naming the column instead of failing to read it.
+    """
+    _run(
+        database,
+        "INSERT INTO users VALUES (1, 'ada', 1, NULL, 9e999)",
+        "INSERT INTO orders VALUES ('a', 1, -9e999)",  # an INTEGER column holds a REAL too
+    )
+    rows = source.peek(max_changes=10).rows
+    for text in rows.column("cell_values"):
+        json.loads(text, parse_constant=pytest.fail)  # standard JSON
+    users, orders = rows.mutations()
+    assert users.cells["score"].value == "Infinity"
+    assert orders.cells["qty"].value == "-Infinity"
+    by_table = {s.table: s for s in source.schemas()}
+    assert mutation_problems(users, by_table["users"]) == [
+        "column 'score': 'Infinity' is not a double"
+    ]
+    assert mutation_problems(orders, by_table["orders"]) == [
+        "column 'qty': '-Infinity' is not a long"
+    ]
+    (snapshot,) = source.snapshot("users")
+    assert snapshot.cells["score"].value == "Infinity"
+
+
+def test_a_key_that_is_not_json_stops_the_capture_naming_the_change(
+    source: SQLiteChangeSource, database: Path
+) -> None:
+    """A change an earlier ordo's triggers wrote with an infinite key (`[Inf]`)."""
+    _run(
+        database,
+        "INSERT INTO ordo_cdc_changes (table_name, op, key_json, row_json, captured_at_us) "
+        "VALUES ('users', 'D', '[Inf]', NULL, 0)",
+    )
+    with pytest.raises(CaptureError, match=r"^table 'users': change 1 of ordo_cdc_changes has "):
+        source.peek(max_changes=10)

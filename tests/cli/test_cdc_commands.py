@@ -233,6 +233,15 @@ def test_schemas_register_names_a_file_that_is_not_text(tmp_path: Path, journal:
             "line 2 of {file}: audit field 'position' must be between 0 and ",
         ),
         (
+            _readings().replace('"ok"', "NaN"),
+            "line 2 of {file}: NaN is not a JSON number (JSON has no NaN or infinities)",
+        ),
+        (
+            _readings().replace('"partition_key": [1]', '"partition_key": [-Infinity]'),
+            "line 2 of {file}: -Infinity is not a JSON number",
+        ),
+        (_readings().replace('"ok"', "1e999"), "line 2 of {file}: number 1e999 is out of the"),
+        (
             _readings().replace('"readings"', '"unregistered"'),
             "UnknownSchemaError: line 2 of {file}: no schema is registered for table "
             "'unregistered'",

@@ -12,20 +12,24 @@ column -> value for cells that share the write time `cell_values_time` and have 
 every cell a PostgreSQL or SQLite capture produces (and most replica writes). A mutation's
 cells are both together; `from_mutations` uses the second form whenever it fits, so a mutation
 has one encoding whichever path produced it.
+
+Keys and cells are standard JSON both ways (`ordo.cdc.json_text`): a mutation holding NaN or an
+infinity is refused when its rows are built, and a change log row holding one (written by a
+producer that allowed them) does not decode, so the materializer dead-letters it.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from operator import itemgetter
 from typing import Any, ClassVar, Self
 
-from ordo.cdc.json_text import compact_json
+from ordo.cdc.json_text import parse_json, strict_json
 from ordo.cdc.mutation import Audit, Cell, Key, Mutation
 from ordo.cdc.mutation_json import cells_from_json, cells_to_json
+from ordo.errors import MalformedMutationError
 
 CHANGE_ROW_COLUMNS = (
     "table",
@@ -89,8 +93,11 @@ class ColumnRows:
 
 
 def key_text(key: Key) -> str:
-    """A key's JSON text as the change log stores it: what routing and the materializer hash."""
-    return compact_json(list(key))
+    """A key's JSON text as the change log stores it: what routing and the materializer hash.
+
+    ValueError for a NaN or infinite value, which JSON cannot carry.
+    """
+    return strict_json(list(key))
 
 
 def _cell_columns(mutation: Mutation) -> tuple[str | None, str | None, int | None]:
@@ -101,8 +108,8 @@ def _cell_columns(mutation: Mutation) -> tuple[str | None, str | None, int | Non
     times = {cell.write_time for cell in cells.values()}
     if len(times) == 1 and all(cell.ttl_s is None for cell in cells.values()):
         values = {column: cell.value for column, cell in cells.items()}
-        return None, compact_json(values), times.pop()
-    return compact_json(cells_to_json(cells)), None, None
+        return None, strict_json(values), times.pop()
+    return strict_json(cells_to_json(cells)), None, None
 
 
 def _row_of(mutation: Mutation) -> tuple[Any, ...]:
@@ -134,8 +141,19 @@ class ChangeRows(ColumnRows):
 
     @classmethod
     def from_mutations(cls, mutations: Sequence[Mutation]) -> ChangeRows:
-        """The rows of `mutations`, in their order."""
-        return cls.of_rows([_row_of(m) for m in mutations])
+        """The rows of `mutations`, in their order.
+
+        MalformedMutationError for a mutation whose key or cells hold NaN or an infinity: the
+        change log would hold text that is not JSON, which no reader downstream can parse.
+        """
+        rows = []
+        for mutation in mutations:
+            try:
+                rows.append(_row_of(mutation))
+            except ValueError as exc:
+                msg = f"mutation of table {mutation.table!r} key {mutation.primary_key!r}: {exc}"
+                raise MalformedMutationError(msg) from exc
+        return cls.of_rows(rows)
 
     def take(self, indices: Sequence[int]) -> ChangeRows:
         """The rows at `indices`, in that order (itemgetter: one C call per column)."""
@@ -175,20 +193,21 @@ def _key(text: str) -> Key:
 
     A key's rows come together in a batch, and clustering keys repeat across partitions.
     """
-    return tuple(json.loads(text))
+    return tuple(parse_json(text))
 
 
 def mutation_from_row(row: Mapping[str, object]) -> Mutation:
     """A change row (a change log row, or one that Spark read from it) as a Mutation.
 
-    Raises ValueError (bad JSON or numbers) or MalformedMutationError (a field that does not
-    fit); rows of change logs written before `cell_values` existed have no such column.
+    Raises ValueError (bad JSON, NaN or infinities included, or bad numbers) or
+    MalformedMutationError (a field that does not fit); rows of change logs written before
+    `cell_values` existed have no such column.
     """
     cells_text, values_text = row["cells"], row.get("cell_values")
-    cells = {} if cells_text is None else cells_from_json(json.loads(str(cells_text)))
+    cells = {} if cells_text is None else cells_from_json(parse_json(str(cells_text)))
     if values_text is not None:
         values_time = int(str(row["cell_values_time"]))
-        values = json.loads(str(values_text))
+        values = parse_json(str(values_text))
         if not isinstance(values, dict):
             msg = f"cell_values must be a JSON object, got {values_text!r}"
             raise ValueError(msg)

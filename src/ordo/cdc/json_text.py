@@ -3,11 +3,49 @@
 Keys are compared and hashed as text (routing, state buckets, the sink's key column), so every
 writer must produce the same text for the same value: compact separators, ASCII escapes, the
 given key order.
+
+JSON has no NaN and no infinities, but Python's json module reads `NaN`, `Infinity` and
+`-Infinity` (and turns `1e999` into an infinity) and writes them back. `parse_json` refuses all
+of them, so mutations read from users or from the change log carry finite numbers only, and
+`strict_json` refuses to write them, so nothing non-standard reaches the change log: every
+reader downstream (Spark, a sink database, a message consumer) can parse what ordo wrote.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from typing import Any
 
 compact_json = json.JSONEncoder(separators=(",", ":")).encode
 """Compact JSON with one encoder for every call (json.dumps with options builds one per call)."""
+
+strict_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+"""`compact_json` that raises ValueError for NaN and infinities (the same text otherwise)."""
+
+
+def _no_constant(name: str) -> Any:
+    """`parse_json`'s answer to `NaN`, `Infinity` and `-Infinity`: they are not JSON."""
+    msg = f"{name} is not a JSON number (JSON has no NaN or infinities)"
+    raise ValueError(msg)
+
+
+def _finite(text: str) -> float:
+    """A JSON number with a fraction or exponent, refused when a double cannot hold it."""
+    number = float(text)
+    if math.isinf(number):
+        msg = f"number {text} is out of the range of a double"
+        raise ValueError(msg)
+    return number
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
+"""One decoder for every call: json.loads with arguments builds a new one each time."""
+
+
+def parse_json(text: str) -> Any:
+    """Standard JSON only: ValueError for NaN, infinities and numbers out of a double's range.
+
+    Malformed text raises json.JSONDecodeError (a ValueError) as json.loads does.
+    """
+    return _DECODER.decode(text)

@@ -12,15 +12,16 @@ One JSON object per mutation (one per line in a JSON lines file)::
 Only `table`, `partition_key` and `audit.source` are required; absent fields mean "none". Anything
 else that does not fit raises MalformedMutationError naming the field: a key the format does not
 have, a number outside a signed 64-bit integer (the change log stores BIGINTs), a negative audit
-`position` or `captured_at_us`, a `ttl_s` that is not positive.
+`position` or `captured_at_us`, a `ttl_s` that is not positive, and `NaN`, `Infinity` or a number
+beyond a double's range (`1e999`), which Python's json module would read but JSON does not have.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ordo.cdc.json_text import parse_json
 from ordo.cdc.mutation import Audit, Cell, JsonValue, Key, Mutation
 from ordo.documents import reject_unknown_keys
 from ordo.errors import MalformedMutationError
@@ -189,9 +190,13 @@ def line_location(line_nr: int, source: str = "") -> str:
 
 
 def parse_mutation_line(line: str, *, line_nr: int = 0, source: str = "") -> Mutation:
-    """One line of a JSON lines file; the error names the line number (and `source`, if given)."""
+    """One line of a JSON lines file; the error names the line number (and `source`, if given).
+
+    Standard JSON only (`parse_json`): a NaN would reach the change log, the messages and the
+    materialized table (as NULL), and a NaN key would fail the materializer at every restart.
+    """
     try:
-        return mutation_from_json(json.loads(line))
-    except (json.JSONDecodeError, MalformedMutationError) as exc:
+        return mutation_from_json(parse_json(line))
+    except (ValueError, MalformedMutationError) as exc:
         msg = f"{line_location(line_nr, source)}: {exc}"
         raise MalformedMutationError(msg) from exc

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,17 +43,23 @@ class ColumnType(StrEnum):
 
 
 def _is_decimal(value: JsonValue) -> bool:
+    """A finite number, or a string of one: `"NaN"` and `"Infinity"` are no decimal's value.
+
+    Decimal() reads them, but JSON numbers are finite, PostgreSQL captures them as null, and
+    the sink's NUMERIC column would refuse some of them (`sNaN`) and fail the whole batch.
+    """
     if isinstance(value, bool):
         return False
-    if isinstance(value, int | float):
+    if isinstance(value, int):
         return True
+    if isinstance(value, float):
+        return math.isfinite(value)
     if not isinstance(value, str):
         return False
     try:
-        Decimal(value)
+        return Decimal(value).is_finite()
     except InvalidOperation:
         return False
-    return True
 
 
 def _is_iso(value: JsonValue, parse: type[dt.datetime] | type[dt.date]) -> bool:
@@ -82,8 +89,10 @@ def fits(column_type: ColumnType, value: JsonValue) -> bool:
             return isinstance(value, str)
         case ColumnType.LONG:
             return isinstance(value, int) and not isinstance(value, bool)
-        case ColumnType.DOUBLE:
-            return isinstance(value, int | float) and not isinstance(value, bool)
+        case ColumnType.DOUBLE:  # finite: JSON has no NaN or infinities
+            return (isinstance(value, int) and not isinstance(value, bool)) or (
+                isinstance(value, float) and math.isfinite(value)
+            )
         case ColumnType.BOOLEAN:
             return isinstance(value, bool)
         case ColumnType.DECIMAL:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from hypothesis import given
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from cdc_support import mutations
 from ordo.cdc import Audit, Cell, Mutation
 from ordo.cdc.change_rows import CHANGE_ROW_COLUMNS, ChangeRows, key_text, mutation_from_row
+from ordo.errors import MalformedMutationError
 
 audits = st.builds(
     Audit,
@@ -33,7 +35,10 @@ keyed = st.builds(
         audit=audit,
     ),
     mutations(),
-    st.tuples(st.integers() | st.text(max_size=5) | st.floats(allow_nan=False), st.booleans()),
+    st.tuples(  # finite: JSON has no NaN or infinities, so a key cannot hold one
+        st.integers() | st.text(max_size=5) | st.floats(allow_nan=False, allow_infinity=False),
+        st.booleans(),
+    ),
     audits,
     st.none() | st.integers(min_value=1, max_value=9),
 )
@@ -105,3 +110,36 @@ def test_rows_must_have_every_column_of_one_length() -> None:
         ChangeRows({**columns, "position": [1]})
     with pytest.raises(ValueError, match="columns"):
         ChangeRows({name: [] for name in CHANGE_ROW_COLUMNS[1:]})
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
+def test_a_mutation_holding_nan_or_an_infinity_gets_no_rows(number: float) -> None:
+    with pytest.raises(MalformedMutationError, match=r"mutation of table 't' key \(1,\): "):
+        ChangeRows.from_mutations([_write(a=Cell(value=number, write_time=5))])
+    keyed = Mutation(
+        table="t",
+        partition_key=(number,),
+        cells={"a": Cell(value=1, write_time=5, ttl_s=9)},
+        audit=Audit(source="s"),
+    )
+    with pytest.raises(MalformedMutationError, match="Out of range float values"):
+        ChangeRows.from_mutations([keyed])
+
+
+@pytest.mark.parametrize(
+    ("column", "text"),
+    [
+        ("cell_values", '{"a":NaN}'),
+        ("cell_values", '{"a":Infinity}'),
+        ("cell_values", '{"a":1e999}'),
+        ("cells", '{"a":{"value":-Infinity,"write_time":5,"ttl_s":null}}'),
+        ("partition_key", "[NaN]"),
+    ],
+)
+def test_a_change_log_row_holding_what_is_not_json_does_not_decode(column: str, text: str) -> None:
+    """What a producer that allowed NaN wrote: the materializer dead-letters it as unreadable."""
+    row = next(ChangeRows.from_mutations([_write(a=Cell(value=1, write_time=5))]).rows())
+    if column == "cells":
+        row["cell_values"] = row["cell_values_time"] = None
+    with pytest.raises(ValueError, match=r"JSON number|range of a double"):
+        mutation_from_row({**row, column: text})

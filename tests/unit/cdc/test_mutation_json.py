@@ -130,3 +130,26 @@ def test_an_error_names_the_file_of_its_line_when_given_one() -> None:
 def test_only_a_json_object_is_a_mutation() -> None:
     with pytest.raises(MalformedMutationError):
         mutation_from_json([1, 2])
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("NaN", "NaN is not a JSON number"),
+        ("Infinity", "Infinity is not a JSON number"),
+        ("-Infinity", "-Infinity is not a JSON number"),
+        ("1e999", "number 1e999 is out of the range of a double"),
+        ("-1.5e400", "number -1.5e400 is out of the range of a double"),
+    ],
+)
+@pytest.mark.parametrize("where", ["cell", "key"])
+def test_nan_infinities_and_numbers_beyond_a_double_are_not_json(
+    value: str, problem: str, where: str
+) -> None:
+    key, cell = (value, "1") if where == "key" else ("1.5", value)
+    line = (
+        f'{{"table": "t", "partition_key": [{key}], '
+        f'"cells": {{"v": {{"value": {cell}, "write_time": 5}}}}, "audit": {{"source": "s"}}}}'
+    )
+    with pytest.raises(MalformedMutationError, match=rf"^line 1 of m\.jsonl: {problem}"):
+        parse_mutation_line(line, line_nr=1, source="m.jsonl")

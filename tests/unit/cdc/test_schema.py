@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from ordo.cdc import Column, ColumnType, TableSchema
@@ -41,6 +43,30 @@ def test_rows_are_checked_against_types_and_nullability() -> None:
         "column 'price': 'abc' is not a decimal",
         "column 'seen': 3 is not a timestamp",
     ]
+
+
+@pytest.mark.parametrize(
+    ("column_type", "value"),
+    [
+        (ColumnType.DOUBLE, math.inf),
+        (ColumnType.DOUBLE, -math.inf),
+        (ColumnType.DOUBLE, math.nan),
+        (ColumnType.DOUBLE, "Infinity"),
+        (ColumnType.DECIMAL, math.inf),
+        (ColumnType.DECIMAL, "NaN"),
+        (ColumnType.DECIMAL, "-Infinity"),
+        (ColumnType.DECIMAL, "sNaN"),
+    ],
+)
+def test_nan_and_infinities_are_no_value_of_a_numeric_column(
+    column_type: ColumnType, value: float | str
+) -> None:
+    """JSON has none of them: a message carrying one would not be JSON, or not a number."""
+    schema = _with(BASE.columns[0], Column(name="n", type=column_type))
+    assert schema.problems({"id": 1, "n": value}) == [
+        f"column 'n': {value!r} is not a {column_type.value}"
+    ]
+    assert schema.problems({"id": 1, "n": 1.5}) == []
 
 
 def test_the_json_document_round_trips_and_fingerprints_are_stable() -> None:

@@ -13,7 +13,6 @@ right after altering a captured table).
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 import time
@@ -22,6 +21,7 @@ from contextlib import closing
 from pathlib import Path
 
 from ordo.cdc.change_rows import ChangeRows, key_text
+from ordo.cdc.json_text import parse_json
 from ordo.cdc.mutation import Audit, Cell, Mutation, snapshot_segment
 from ordo.cdc.ports import CapturedWindow, SourceStatus
 from ordo.cdc.schema import Column, ColumnType, TableSchema
@@ -62,8 +62,29 @@ def column_type(table: str, column: str, declared: str) -> ColumnType:
     raise UnmappableColumnTypeError(msg)
 
 
+def _finite(ref: str, expression: str) -> str:
+    """`expression`, or the string "Infinity" / "-Infinity" when `ref` holds an infinite REAL.
+
+    JSON has no infinities: SQLite's json_object() writes `Inf` (3.40) or `9.0e999` (later
+    versions, which Python reads as an infinity), so the change log would hold text no reader
+    downstream can parse, or a number it cannot write back. As a string the value is valid
+    JSON that no numeric column accepts: the materializer sends the change to the dead letters
+    with the column named, and `ordo cdc materialize` reports them, instead of an unreadable
+    mutation or a silently altered value. (NaN cannot be stored: SQLite stores NULL instead.)
+    """
+    return (
+        f"CASE WHEN typeof({ref}) = 'real' AND abs({ref}) = 9e999 "
+        f"THEN CASE WHEN {ref} > 0 THEN 'Infinity' ELSE '-Infinity' END ELSE {expression} END"
+    )
+
+
 def _json_expression(ref: str, logical: ColumnType) -> str:
-    """SQL that renders one column of NEW/OLD as a JSON value of its logical type."""
+    """SQL that renders one column of NEW/OLD as a JSON value of its logical type.
+
+    A column of any type may hold any value in SQLite: numbers and text pass through as they
+    are (infinities as strings, see `_finite`), and the materializer checks them against the
+    schema.
+    """
     match logical:
         case ColumnType.BOOLEAN:
             return (
@@ -74,9 +95,9 @@ def _json_expression(ref: str, logical: ColumnType) -> str:
         case ColumnType.JSON:
             return f"json({ref})"
         case ColumnType.DECIMAL:
-            return f"CAST({ref} AS TEXT)"
+            return _finite(ref, f"CAST({ref} AS TEXT)")
         case _:
-            return ref
+            return _finite(ref, ref)
 
 
 class SQLiteChangeSource:
@@ -186,10 +207,10 @@ class SQLiteChangeSource:
         for ordinal, (key_json, row_json) in enumerate(rows, start=1):
             yield Mutation(
                 table=table,
-                partition_key=tuple(json.loads(key_json)),
+                partition_key=tuple(parse_json(key_json)),
                 cells={
                     column: Cell(value=value, write_time=write_time)
-                    for column, value in json.loads(row_json).items()
+                    for column, value in parse_json(row_json).items()
                 },
                 liveness=Cell(value=True, write_time=write_time),
                 audit=Audit(
@@ -251,7 +272,7 @@ def _key_text(sqlite_json: str) -> str:
     """
     if _PLAIN_KEY.fullmatch(sqlite_json):
         return sqlite_json
-    return key_text(tuple(json.loads(sqlite_json)))
+    return key_text(tuple(parse_json(sqlite_json)))
 
 
 class _ChangeColumns:
@@ -281,13 +302,28 @@ class _ChangeColumns:
         row_json: str | None,
         captured_at_us: int,
     ) -> None:
-        """One change row: a delete, or an upsert (a primary-key change deletes the old key)."""
+        """One change row: a delete, or an upsert (a primary-key change deletes the old key).
+
+        CaptureError for a key that is not JSON: an infinite REAL key as triggers installed by
+        an earlier ordo wrote it (`[Inf]`); today's write it as a string (see `_finite`).
+        """
+        is_moved = old_key_json is not None and old_key_json != key_json  # both json_array()
+        try:
+            key = _key_text(key_json)
+            old_key = _key_text(old_key_json) if is_moved and old_key_json else None
+        except ValueError as exc:
+            msg = (
+                f"table {table!r}: change {position} of {_CHANGES} has the key {key_json}, "
+                f"which is not JSON ({exc}); it cannot be published: delete that row of "
+                f"{_CHANGES} to go on"
+            )
+            raise CaptureError(msg) from exc
         if op == "D":
-            self._append(table, _key_text(key_json), position, captured_at_us, None)
+            self._append(table, key, position, captured_at_us, None)
             return
-        if old_key_json is not None and old_key_json != key_json:  # both from json_array()
-            self._append(table, _key_text(old_key_json), position, captured_at_us, None)
-        self._append(table, _key_text(key_json), position, captured_at_us, row_json or "{}")
+        if old_key is not None:
+            self._append(table, old_key, position, captured_at_us, None)
+        self._append(table, key, position, captured_at_us, row_json or "{}")
 
     def _append(
         self, table: str, key: str, position: int, captured_at_us: int, values: str | None
