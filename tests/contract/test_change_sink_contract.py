@@ -67,6 +67,7 @@ def _table(stores: Stores) -> list[tuple[Any, ...]]:
 
 def test_a_batch_is_applied_once_with_its_messages_and_progress(stores: Stores) -> None:
     sink = stores.change_sink
+    assert not sink.has_table(TARGET)  # created with the first messages
     a1, a2, b1 = _row(1, "a"), _row(1, "a2"), _row(2, "b")
     batch = [
         _message(ChangeOp.CREATE, 1, None, a1, 1),
@@ -89,6 +90,7 @@ def test_a_batch_is_applied_once_with_its_messages_and_progress(stores: Stores) 
         schemas={1: V1},
     )
     assert not again.is_applied
+    assert sink.has_table(TARGET)
     rows = _table(stores)
     assert [row[:3] for row in rows] == [(1, "a2", rows[0][2]), (2, "b", rows[1][2])]
     assert str(rows[0][2]) == "1.10"

@@ -203,3 +203,43 @@ def test_a_failed_querys_line_is_the_python_exception_else_sparks_first_line(
     message: str, line: str | None
 ) -> None:
     assert failure_line(message) == (line or message.splitlines()[0])
+
+
+def test_materialize_warns_of_the_changes_this_run_sent_to_the_dead_letters(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """An infinite REAL fits no double column: that change is a dead letter, and no table exists.
+
+    The dead letters sit in the checkpoint, easy to miss: the run says how many it sent there,
+    and a later run counts only its own.
+    """
+    source, journal = tmp_path / "shop.db", f"sqlite:///{tmp_path / 'ordo.db'}"
+    with closing(sqlite3.connect(source)) as conn, conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, price REAL)")
+        conn.execute("INSERT INTO items VALUES (30, 9e999)")
+    log, checkpoint = ("--change-log", str(tmp_path / "log")), tmp_path / "ck"
+    capture = ["cdc", "capture", str(source), "--table", "items", "--journal", journal, *log]
+    materialize = ["cdc", "materialize", "items", "--journal", journal, *log]
+    materialize += ["--checkpoint", str(checkpoint)]
+    assert CliRunner().invoke(cli, [*capture, "--snapshot"]).exit_code == 0
+
+    first = CliRunner().invoke(cli, materialize)
+
+    assert first.exit_code == 0, first.stderr
+    assert first.stdout == (
+        "materializer 'items': 0 messages stored; no table items_materialized "
+        "(no change was applied)\n"
+    )
+    assert (
+        f"warning: 1 change went to the dead letters in {checkpoint}/dead_letters (they do not "
+        "fit their schema, or cannot be read; see dead_letter_reason)"
+    ) in first.stderr.splitlines()
+    with closing(sqlite3.connect(source)) as conn, conn:
+        conn.execute("UPDATE items SET price = 1.5 WHERE id = 30")
+    assert CliRunner().invoke(cli, capture).exit_code == 0
+
+    second = CliRunner().invoke(cli, materialize)
+
+    assert second.exit_code == 0, second.stderr
+    assert second.stdout == "materializer 'items': 1 message stored; table items_materialized\n"
+    assert "dead letters" not in second.stderr

@@ -39,6 +39,7 @@ from ordo.storage.change_sources import DEFAULT_SLOT, change_source_at, check_ch
 from ordo.storage.location import parse_location
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
+from ordo.storage.parquet.batch_files import BatchListing
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_CHANGE_LOG = ".ordo/changelog"
@@ -271,6 +272,8 @@ def materialize(
     Messages go to the `cdc_messages` table of --journal (and to --messages as Parquet);
     the table TABLE_materialized follows them. Without --follow it stops once the change
     log is consumed. Restarting with the same --checkpoint continues exactly where it stopped.
+    Changes that do not fit their schema, or cannot be read, go to CHECKPOINT/dead_letters:
+    a warning on stderr says how many this run sent there.
     """
     from ordo.spark.job_session import job_session
     from ordo.spark.materializer import MaterializerSpec, require_schema
@@ -286,6 +289,7 @@ def materialize(
     )
     require_schema(spec)  # before Spark starts, as is the change log's check
     _require_change_log(change_log, table, follow=follow)
+    dead_letters = BatchListing.of(spec.dead_letters_at(str(checkpoint)))
     app_name = f"ordo-materializer-{spec.name}"
     with job_session(master=master, app_name=app_name, announce=progress) as spark:
         query = start_materializer(
@@ -295,14 +299,34 @@ def materialize(
             available_now=not follow,
             processing_time="1 second" if follow else None,
         )
-        wait_for(query, f"materializer {spec.name!r}")
+        try:
+            wait_for(query, f"materializer {spec.name!r}")
+        finally:  # interrupted or failed too: what went to the dead letters stays there
+            _warn_of_dead_letters(dead_letters)
     with stores_at(spec.sink) as stores:
         done = [p for p in stores.change_sink.progress() if p.materializer == spec.name]
+        has_table = stores.change_sink.has_table(spec.target_table)
     stored = done[0].messages if done else 0
-    click.echo(
-        f"materializer {spec.name!r}: {counted(stored, 'message')} stored; "
+    table_state = (
         f"table {spec.target_table}"
+        if has_table
+        else f"no table {spec.target_table} (no change was applied)"
     )
+    click.echo(f"materializer {spec.name!r}: {counted(stored, 'message')} stored; {table_state}")
+
+
+def _warn_of_dead_letters(listing: BatchListing) -> None:
+    """A warning on stderr when the run sent rows to the dead letters (they are easy to miss).
+
+    Counts the rows of the batch files written under the dead letters' directory since
+    `listing`: a restarted run that replays a batch counts its rows again.
+    """
+    rows = listing.rows_written_since()
+    if rows:
+        progress(
+            f"warning: {counted(rows, 'change')} went to the dead letters in {listing.root} "
+            "(they do not fit their schema, or cannot be read; see dead_letter_reason)"
+        )
 
 
 def _require_change_log(change_log: Path, table: str, *, follow: bool) -> None:

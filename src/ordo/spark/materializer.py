@@ -65,6 +65,10 @@ class MaterializerSpec:
         if not self.target_table:
             object.__setattr__(self, "target_table", f"{self.table}_materialized")
 
+    def dead_letters_at(self, checkpoint: str) -> str:
+        """Where the dead letters go: `dead_letters_path`, else `<checkpoint>/dead_letters`."""
+        return self.dead_letters_path or f"{checkpoint.rstrip('/')}/dead_letters"
+
     @property
     def change_log_path(self) -> str:
         """The directory of the table's change log (what the file stream source lists)."""
@@ -107,7 +111,7 @@ def materialize(
             "None",
         )
     )
-    dead_letters = spec.dead_letters_path or f"{checkpoint.rstrip('/')}/dead_letters"
+    dead_letters = spec.dead_letters_at(checkpoint)
     writer = changes.writeStream.foreachBatch(partial(apply_batch, spec, dead_letters)).option(
         "checkpointLocation", checkpoint
     )

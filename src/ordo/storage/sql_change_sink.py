@@ -126,6 +126,10 @@ class SqlChangeSink(SqlStore):
         )
         return None if row is None else int(row[0])
 
+    def has_table(self, table: str) -> bool:
+        """Whether `table` exists: a materialized table is created with its first messages."""
+        return self._fetchone(self.TABLE_COLUMNS, (table,)) is not None
+
     def progress(self) -> Sequence[MaterializerProgress]:
         """Every materializer that applied a batch, by name."""
         rows = self._fetchall(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -42,3 +43,41 @@ def replace_batch(root: str | os.PathLike[str], batch_id: int, table: pa.Table) 
     else:
         staged.rename(final)
     return final
+
+
+@dataclass(frozen=True, slots=True)
+class BatchListing:
+    """The batch directories under a root at one moment, to tell which a run then writes.
+
+    A batch directory is identified by its inode and modification time: `replace_batch` puts a
+    new directory in place of an old one (made while the old one still exists, so with another
+    inode, and with a later time), so a directory that is new or replaced after the listing was
+    written by whoever wrote since.
+    """
+
+    root: Path
+    seen: frozenset[tuple[int, int]]
+
+    @classmethod
+    def of(cls, root: str | os.PathLike[str]) -> BatchListing:
+        """The batch directories under `root` now (none when `root` does not exist yet)."""
+        return cls(Path(root), frozenset(_identity(d) for d in _batch_directories(Path(root))))
+
+    def rows_written_since(self) -> int:
+        """Rows in the batch files written under the root since the listing (Parquet footers)."""
+        return sum(
+            pq.read_metadata(file).num_rows
+            for directory in _batch_directories(self.root)
+            if _identity(directory) not in self.seen
+            for file in directory.glob("*.parquet")
+        )
+
+
+def _batch_directories(root: Path) -> list[Path]:
+    """The `batch_id=<n>` directories under `root` (hidden staging directories are not)."""
+    return [d for d in root.glob("batch_id=*") if d.is_dir()] if root.is_dir() else []
+
+
+def _identity(directory: Path) -> tuple[int, int]:
+    stat = directory.stat()
+    return stat.st_ino, stat.st_mtime_ns

@@ -1,0 +1,29 @@
+"""Batch directories replaced whole, and telling which ones a run wrote (dead letters)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from ordo.storage.parquet.batch_files import BatchListing, replace_batch
+
+
+def _rows(count: int) -> pa.Table:
+    return pa.table({"n": pa.array(range(count), pa.int64())})
+
+
+def test_a_listing_counts_the_rows_of_batches_written_or_replaced_after_it(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "dead_letters"
+    assert BatchListing.of(root).rows_written_since() == 0  # no directory yet
+    replace_batch(root, 0, _rows(2))
+    replace_batch(root, 1, _rows(3))
+    listing = BatchListing.of(root)
+    assert listing.rows_written_since() == 0  # what was there before does not count
+
+    replace_batch(root, 1, _rows(4))  # a replayed batch, written again
+    replace_batch(root, 2, _rows(5))
+    assert listing.rows_written_since() == 9
+    assert BatchListing.of(root).rows_written_since() == 0
