@@ -445,6 +445,28 @@ def test_a_source_that_is_not_sqlite_is_one_line(
     assert notes.read_text().startswith("not a database")
 
 
+@pytest.mark.parametrize("command", [("cdc", "status"), ("status",)])
+def test_status_refuses_a_named_change_log_that_is_not_there(
+    tmp_path: Path, journal: str, command: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A misspelt --change-log would show "no change logs", as if nothing had been captured."""
+    assert _run("init", "--journal", journal)[0] == 0
+    monkeypatch.chdir(tmp_path)  # the default, .ordo/changelog, does not exist: no capture yet
+    code, out, err = _run(*command, "--journal", journal, "--json")
+    assert code == 0, err
+    document = json.loads(out)
+    assert (document if command[0] == "cdc" else document["cdc"])["change_logs"] == []
+    misspelt = tmp_path / "nonexist" / "x"
+    code, _, err = _run(*command, "--journal", journal, "--change-log", str(misspelt), "--json")
+    _one_line_error(
+        code, err, f"ConfigurationError: no change log directory {misspelt}: check --change-log"
+    )
+    monkeypatch.setenv("ORDO_CDC_CHANGE_LOG", str(misspelt))
+    code, _, err = _run(*command, "--journal", journal)
+    _one_line_error(code, err, f"no change log directory {misspelt}: check ORDO_CDC_CHANGE_LOG")
+    assert not misspelt.parent.exists()
+
+
 def test_capture_refuses_a_table_without_primary_key(tmp_path: Path, journal: str) -> None:
     source = tmp_path / "shop.db"
     with sqlite3.connect(source) as conn:
@@ -463,6 +485,7 @@ def test_status_shows_the_journal_processors_and_cdc(journal: str, tmp_path: Pat
     assert _run("append", "--journal", journal, stdin=lines)[0] == 0
     with stores_at(journal) as stores:
         stores.tokens.initialize("order-view", segment_count=2)
+    (tmp_path / "log").mkdir()  # a named change log directory must exist
     code, out, err = _run(
         "status", "--journal", journal, "--change-log", str(tmp_path / "log"), "--json"
     )

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from ordo.cdc import Publisher, SchemaRegistry
 from ordo.cdc.capture import Capture, CaptureTotals
@@ -57,6 +58,22 @@ def change_log_option(func: F) -> F:
         type=click.Path(file_okay=False, path_type=Path),
         help="Root directory of the partitioned Parquet change logs (one per table).",
     )(func)
+
+
+def require_named_change_log(change_log: Path) -> None:
+    """Refuse a change log directory the user named (option or variable) that is not there.
+
+    A command that only reads would show a misspelt --change-log as "no change logs", as if
+    nothing were captured yet; the default directory may well not exist yet (no capture ran),
+    so only a named one is checked. `ordo cdc materialize` refuses a missing one as well.
+    """
+    source = click.get_current_context().get_parameter_source("change_log")
+    if source in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP):
+        return
+    if not change_log.is_dir():
+        named = "ORDO_CDC_CHANGE_LOG" if source is ParameterSource.ENVIRONMENT else "--change-log"
+        msg = f"no change log directory {change_log}: check {named}"
+        raise ConfigurationError(msg)
 
 
 partitions_option = click.option(
@@ -224,6 +241,7 @@ def status(
     from ordo.cli.cdc_status import cdc_table
     from ordo.tools.status import cdc_status
 
+    require_named_change_log(change_log)
     found = cdc_status(
         require_journal(journal_url), change_log, source_url=source_url, tables=tables, slot=slot
     )

@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ordo.cli.cdc import change_log_option, source_status_options
+from ordo.cli.cdc import change_log_option, require_named_change_log, source_status_options
 from ordo.cli.cdc_status import cdc_table
 from ordo.cli.options import journal_option, json_option, print_json, require_journal
 from ordo.settings import OperationsSettings
@@ -46,6 +46,7 @@ def status(
     Counting reads whole tables: this is an operator's view, not something to poll often.
     """
     url = require_journal(journal_url)
+    require_named_change_log(change_log)
     now_ms = time.time_ns() // 1_000_000
     with existing_stores_at(url) as stores:
         summary = stores.journal.summary()
