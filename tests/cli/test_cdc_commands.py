@@ -467,6 +467,24 @@ def test_status_refuses_a_named_change_log_that_is_not_there(
     assert not misspelt.parent.exists()
 
 
+@pytest.mark.parametrize("command", [("cdc", "capture"), ("cdc", "status", "--source")])
+def test_a_source_url_of_an_unknown_scheme_is_called_a_source(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """The URL parser is the journal's: its error must name what the URL is for."""
+    journal = tmp_path / "ordo.db"
+    if command[1] == "status":
+        assert _run("init", "--journal", str(journal))[0] == 0
+    code, _, err = _run(*command, "mysql://x/y", "--table", "t", "--journal", str(journal))
+    _one_line_error(
+        code,
+        err,
+        "UnknownUrlSchemeError: unknown source URL scheme 'mysql' in 'mysql://x/y'; use one of: "
+        "sqlite, postgresql, postgres",
+    )
+    assert journal.exists() == (command[1] == "status")  # a capture creates no journal
+
+
 def test_capture_refuses_a_table_without_primary_key(tmp_path: Path, journal: str) -> None:
     source = tmp_path / "shop.db"
     with sqlite3.connect(source) as conn:

@@ -879,7 +879,7 @@ def _pipeline_file(tmp_path: Path, extra: str) -> Path:
         ("segments = true\n", "[pipeline] segments must be an integer, got True"),
         ("sink = 1\n", "[pipeline] sink must be a non-empty string, got 1"),
         ('sink = " "\n', "[pipeline] sink must be a non-empty string, got ' '"),
-        ('sink = "mysql://db/shop"\n', "[pipeline] sink: unknown journal URL scheme 'mysql'"),
+        ('sink = "mysql://db/shop"\n', "[pipeline] sink: unknown sink URL scheme 'mysql'"),
         (
             'sink = "sqlite:///no/such/folder/sink.db"\n',
             "[pipeline] sink 'sqlite:///no/such/folder/sink.db': there is no folder no/such/folder",

@@ -162,7 +162,7 @@ def _check_sink(path: Path, sink: str) -> None:
     only show once Spark had started, and a misspelt file name cannot be told from a new one.
     """
     try:
-        location = parse_location(sink)
+        location = parse_location(sink, what="sink")
     except ConfigurationError as exc:
         msg = f"{path}: [pipeline] sink: {exc}"
         raise ConfigurationError(msg) from exc

@@ -102,7 +102,7 @@ def _capture_location(url: str, tables: Sequence[str], slot: str) -> Location:
 
 def _source_location(url: str, slot: str) -> Location:
     """Where the source is; a slot named for an SQLite source (which has none) is refused."""
-    location = parse_location(url)
+    location = parse_location(url, what="source")
     if isinstance(location, SQLiteLocation) and slot != DEFAULT_SLOT:
         msg = f"slot {slot!r}: an SQLite source has no replication slot (--slot is PostgreSQL's)"
         raise ConfigurationError(msg)

@@ -35,15 +35,16 @@ _CONNINFO = re.compile(
 )
 
 
-def parse_location(url: str) -> Location:
-    """Parse a journal URL into a location.
+def parse_location(url: str, *, what: str = "journal") -> Location:
+    """Parse a database URL into a location; `what` names the database in errors.
 
     Accepted: `sqlite:///rel/path.db`, `sqlite:////abs/path.db`, a plain file path,
     `postgresql://user@host:port/db?options=-csearch_path%3Dschema`, or a libpq conninfo
-    string that starts with a connection keyword (`host=... dbname=...`).
+    string that starts with a connection keyword (`host=... dbname=...`). Journals, CDC sources
+    and sinks are all given so: an error says which one is wrong ("unknown source URL scheme").
     """
     if not isinstance(url, str) or not url.strip():
-        msg = "journal URL must be a non-empty string (e.g. sqlite:///ordo.db)"
+        msg = f"{what} URL must be a non-empty string (e.g. sqlite:///ordo.db)"
         raise ConfigurationError(msg)
     if "://" not in url:
         if _CONNINFO.match(url):
@@ -58,7 +59,7 @@ def parse_location(url: str) -> Location:
         return SQLiteLocation(path=Path(rest[1:]))
     if scheme in ("postgresql", "postgres"):
         return PostgresLocation(dsn=url)
-    msg = f"unknown journal URL scheme {scheme!r} in {url!r}; use one of: {', '.join(_SCHEMES)}"
+    msg = f"unknown {what} URL scheme {scheme!r} in {url!r}; use one of: {', '.join(_SCHEMES)}"
     raise UnknownUrlSchemeError(msg)
 
 
