@@ -94,6 +94,21 @@ def test_tables_without_a_source_are_refused(journal: str) -> None:
     )
 
 
+@pytest.mark.parametrize("source", ["sqlite", "postgresql://nobody@127.0.0.1:1/none"])
+@pytest.mark.parametrize("command", [("status",), ("cdc", "status")])
+def test_a_source_without_tables_is_refused_with_the_option_to_name_them(
+    shop: Path, journal: str, source: str, command: tuple[str, ...]
+) -> None:
+    """A PostgreSQL source needs its tables to be looked at; both backends ask for them alike."""
+    source = str(shop) if source == "sqlite" else source
+    code, _, err = _run(*command, "--journal", journal, "--source", source)
+    assert (code, err) == (
+        1,
+        "Error: ConfigurationError: name the captured tables of --source with --table "
+        "(once per table)\n",
+    )
+
+
 @pytest.mark.parametrize("tables", [["nothere"], ["items", "notes"]])
 def test_a_refused_capture_leaves_the_sqlite_source_as_it_was(
     shop: Path, journal: str, tmp_path: Path, tables: list[str]

@@ -186,10 +186,14 @@ def cdc_status(
     """Read the change logs, the registry, the materializers' progress and the source's lag.
 
     Reads only: a source's capture is looked at, not installed. `tables` name the captured
-    tables of `source_url` (ConfigurationError without it).
+    tables of `source_url`: ConfigurationError for tables without a source, and for a source
+    without tables (on every backend alike, although only PostgreSQL's needs them to look).
     """
     if source_url is None and tables:
         msg = f"tables {', '.join(tables)} are the captured tables of a source: name it (--source)"
+        raise ConfigurationError(msg)
+    if source_url is not None and not tables:
+        msg = "name the captured tables of --source with --table (once per table)"
         raise ConfigurationError(msg)
     log = ParquetChangeLog(change_log)
     with existing_stores_at(journal_url) as stores:
