@@ -395,6 +395,11 @@ def test_materialize_refuses_a_table_or_change_log_it_cannot_find_before_spark_s
     materialize = ("cdc", "materialize", "--journal", journal, "--checkpoint", str(checkpoint))
     code, _, err = _run(*materialize, "--change-log", str(log), "nosuch")
     _one_line_error(code, err, "UnknownSchemaError: no schema is registered for table 'nosuch'")
+    assert err.rstrip().endswith(  # ingestion needs a schema too: it cannot come first
+        ": capture the table (`ordo cdc capture` registers its schema), or declare its schema "
+        "(`ordo cdc schemas register`) and ingest its changes (`ordo cdc ingest`); or check "
+        "the table's name"
+    )
     code, _, err = _run(*materialize, "--change-log", str(misspelt), "readings")
     _one_line_error(
         code, err, f"ConfigurationError: no change log of table 'readings' in {misspelt}"

@@ -130,10 +130,11 @@ def require_schema(spec: MaterializerSpec) -> None:
     """
     with stores_at(spec.sink) as stores:
         if not stores.schemas.versions(spec.table):
-            msg = (
-                f"no schema is registered for table {spec.table!r} in {spec.sink}: capture or "
-                "ingest it first (`ordo cdc capture`, `ordo cdc ingest`), or declare it "
-                "(`ordo cdc schemas register`)"
+            msg = (  # ingestion needs the schema too: it cannot come first
+                f"no schema is registered for table {spec.table!r} in {spec.sink}: capture the "
+                "table (`ordo cdc capture` registers its schema), or declare its schema "
+                "(`ordo cdc schemas register`) and ingest its changes (`ordo cdc ingest`); "
+                "or check the table's name"
             )
             raise UnknownSchemaError(msg)
 
