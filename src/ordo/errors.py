@@ -375,7 +375,7 @@ class InvalidSchemaError(CdcError, ValueError):
 
 
 class NoPrimaryKeyError(InvalidSchemaError):
-    """A captured table has no primary key, so its changes cannot be keyed."""
+    """A captured or declared table has no primary key, so its changes cannot be keyed."""
 
 
 class UnmappableColumnTypeError(InvalidSchemaError):

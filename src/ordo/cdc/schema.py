@@ -107,6 +107,20 @@ def fits(column_type: ColumnType, value: JsonValue) -> bool:
             return True
 
 
+_KEYED = "CDC keys its change log and rows by it"
+
+
+def require_captured_key(table: str, key: Sequence[str], *, how: str) -> None:
+    """NoPrimaryKeyError for a captured table without a primary key; `how` says how to add one.
+
+    A captured table's schema comes from the source's catalog, so the only remedy is in the
+    source database (a declared schema names its key columns instead: see TableSchema).
+    """
+    if not key:
+        msg = f"table {table!r} has no primary key: {_KEYED}; {how} to capture it"
+        raise NoPrimaryKeyError(msg)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Column:
     """One column: its name, logical type and whether it may be null."""
@@ -141,10 +155,10 @@ class TableSchema:
         if len(set(names)) != len(names):
             msg = f"table {self.table!r} repeats a column name: {names}"
             raise InvalidSchemaError(msg)
-        if not self.partition_key:
+        if not self.partition_key:  # a captured table is refused earlier (`require_captured_key`)
             msg = (
-                f"table {self.table!r} has no primary key: CDC needs one to key its change log "
-                "and rows (add a PRIMARY KEY, or declare the key columns in the schema)"
+                f"table {self.table!r} has no primary key: {_KEYED}; name its key columns in the "
+                "schema's 'partition_key'"
             )
             raise NoPrimaryKeyError(msg)
         repeated = sorted({k for k in self.primary_key if self.primary_key.count(k) > 1})

@@ -77,8 +77,13 @@ def test_the_json_document_round_trips_and_fingerprints_are_stable() -> None:
 
 
 def test_a_table_without_primary_key_is_rejected_with_advice() -> None:
-    with pytest.raises(NoPrimaryKeyError, match="PRIMARY KEY"):
+    """A declared schema names its key columns; a captured table needs a key in its database."""
+    with pytest.raises(NoPrimaryKeyError, match="name its key columns in the schema's 'partition"):
         TableSchema(table="t", columns=BASE.columns, partition_key=())
+    with pytest.raises(NoPrimaryKeyError, match="partition_key"):
+        TableSchema.from_json(
+            '{"table": "t", "columns": [{"name": "id", "type": "long"}], "partition_key": []}'
+        )
 
 
 def test_a_hand_written_document_needs_only_the_required_keys() -> None:

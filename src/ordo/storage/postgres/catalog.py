@@ -17,7 +17,7 @@ from decimal import Decimal, InvalidOperation
 import psycopg
 
 from ordo.cdc.mutation import JsonValue
-from ordo.cdc.schema import Column, ColumnType, TableSchema
+from ordo.cdc.schema import Column, ColumnType, TableSchema, require_captured_key
 from ordo.errors import CaptureError, UnmappableColumnTypeError
 
 Connection = psycopg.Connection[tuple[object, ...]]
@@ -117,6 +117,9 @@ def read_schema(conn: Connection, ref: TableRef) -> TableSchema:
             raise UnmappableColumnTypeError(msg)
         columns.append(Column(name=str(name), type=column_type, nullable=not not_null))
     key = tuple(str(name) for (name,) in conn.execute(_PRIMARY_KEY, (oid,)).fetchall())
+    require_captured_key(
+        ref.given, key, how=f"add one (ALTER TABLE {ref.schema}.{ref.name} ADD PRIMARY KEY (...))"
+    )
     return TableSchema(table=ref.given, columns=tuple(columns), partition_key=key)
 
 

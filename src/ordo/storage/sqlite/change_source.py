@@ -24,7 +24,7 @@ from ordo.cdc.change_rows import ChangeRows, key_text
 from ordo.cdc.json_text import parse_json
 from ordo.cdc.mutation import Audit, Cell, Mutation, snapshot_segment
 from ordo.cdc.ports import CapturedWindow, SourceStatus
-from ordo.cdc.schema import Column, ColumnType, TableSchema
+from ordo.cdc.schema import Column, ColumnType, TableSchema, require_captured_key
 from ordo.errors import CaptureError, UnmappableColumnTypeError
 from ordo.storage.sql_change_sink import quote_identifier
 from ordo.storage.sqlite.datastore import SQLiteDatastore, read_only_connection
@@ -457,6 +457,12 @@ def _read_schema(conn: sqlite3.Connection, path: Path, table: str) -> TableSchem
         for _, name, declared, notnull, _, pk in info
     )
     key = tuple(name for *_, pk, name in sorted((row[5], row[1]) for row in info if row[5]))
+    require_captured_key(
+        table,
+        key,
+        how="SQLite cannot add one to an existing table: create it again with a PRIMARY KEY "
+        "(and copy its rows over)",
+    )
     return TableSchema(table=table, columns=columns, partition_key=key)
 
 
