@@ -46,6 +46,9 @@ def test_capture_publishes_a_snapshot_and_the_changes_of_sqlite_tables(
     code, out, err = _run(*args, "--change-log", str(log), "--snapshot")
     assert code == 0, err
     assert "snapshot items: 5 rows" in err
+    assert out == (
+        "published a snapshot of items=5, then no changes (skipped 0 already in the log)\n"
+    )
     with sqlite3.connect(source) as conn:
         conn.execute("UPDATE items SET qty = 99 WHERE id = 3")
     code, out, err = _run(*args, "--change-log", str(log))

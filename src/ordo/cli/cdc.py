@@ -162,17 +162,29 @@ def capture(
 
 
 def _capture(runner: Capture, tables: tuple[str, ...], *, snapshot: bool, follow: bool) -> None:
-    """Publish the snapshot when asked, then capture until idle (or interrupted with `follow`)."""
+    """Publish the snapshot when asked, then capture until idle (or interrupted with `follow`).
+
+    The summary counts the snapshot's rows too: they are published, so it must not say "no
+    changes".
+    """
+    snapshots: dict[str, int] = {}
+    skipped = 0
     if snapshot:
         for table in tables:
             receipt = runner.publish_snapshot(table)
-            progress(f"snapshot {table}: {counted(sum(receipt.published.values()), 'row')}")
+            snapshots[table] = receipt.published.get(table, 0)
+            skipped += receipt.skipped
+            progress(f"snapshot {table}: {counted(snapshots[table], 'row')}")
     try:
         totals = runner.run(until_idle=not follow, on_publish=_CaptureProgress())
     except KeyboardInterrupt:
         progress("capture interrupted; everything published is durable")
         raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
-    click.echo(f"published {_published(totals)} (skipped {totals.skipped} already in the log)")
+    published = _published(totals)
+    if snapshot:
+        rows = ", ".join(f"{t}={n:,}" for t, n in sorted(snapshots.items()))
+        published = f"a snapshot of {rows}, then {published}"
+    click.echo(f"published {published} (skipped {skipped + totals.skipped} already in the log)")
 
 
 def _published(totals: CaptureTotals) -> str:
