@@ -720,8 +720,9 @@ def test_status_json_carries_plain_offsets_and_the_merged_parts_ahead(
     }
     code, out, _ = _run(runner, "processors", "status", "--journal", url, "--json")
     assert (code, json.loads(out)) == (0, [{"processor": "counts", **merged}])
-    log = str(tmp_path / "log")
-    code, out, _ = _run(runner, "status", "--journal", url, "--change-log", log, "--json")
+    log = tmp_path / "log"
+    log.mkdir()
+    code, out, _ = _run(runner, "status", "--journal", url, "--change-log", str(log), "--json")
     assert (code, json.loads(out)["processors"][0]["segments"]) == (0, [merged])
     assert _run(runner, "processors", "reset", "counts", "--journal", url)[0] == 0
 
