@@ -573,14 +573,22 @@ def test_query_reads_a_tag_in_offset_order(
     assert len(out.splitlines()) == 2
 
 
-def test_python_m_runs_the_cli_and_ctrl_c_ends_a_live_query_quietly(
+def _one_event_settled_at_once(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> str:
+    """A journal holding event p#1 of tag t, read with no consistency delay from this bucket."""
     url = f"sqlite:///{tmp_path}/q.db"
     monkeypatch.setenv("ORDO_FIRST_TIME_BUCKET", format_first_time_bucket(time.time_ns() // 10**6))
     monkeypatch.setenv("ORDO_EVENTUAL_CONSISTENCY_DELAY_MS", "0")
     line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
     assert _run(runner, "append", "--journal", url, stdin=line)[0] == 0
+    return url
+
+
+def test_python_m_runs_the_cli_and_ctrl_c_ends_a_live_query_quietly(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = _one_event_settled_at_once(runner, tmp_path, monkeypatch)
     live = subprocess.Popen(  # inherits the environment, PYTHONPATH included
         [sys.executable, "-m", "ordo.cli.main", "query", "t", "--live", "--journal", url],
         stdout=subprocess.PIPE,
@@ -616,11 +624,7 @@ def test_a_query_after_the_last_event_says_nothing_is_after_its_offset(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """It used to say "a tag without events reads empty" of a tag with events."""
-    url = f"sqlite:///{tmp_path}/q.db"
-    monkeypatch.setenv("ORDO_FIRST_TIME_BUCKET", format_first_time_bucket(time.time_ns() // 10**6))
-    monkeypatch.setenv("ORDO_EVENTUAL_CONSISTENCY_DELAY_MS", "0")
-    line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
-    assert _run(runner, "append", "--journal", url, stdin=line)[0] == 0
+    url = _one_event_settled_at_once(runner, tmp_path, monkeypatch)
     last = json.loads(_run(runner, "query", "t", "--journal", url, "--json")[1])["offset"]
 
     code, out, err = _run(runner, "query", "t", "--journal", url, "--offset", last)
