@@ -209,3 +209,18 @@ def test_a_journal_that_cannot_be_opened_is_an_error(spark: SparkSession) -> Non
     )
     with pytest.raises(PySparkException, match="cannot connect to PostgreSQL"):
         reader.load().collect()
+
+
+def test_a_batch_read_from_latest_is_refused_naming_the_option(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """`latest` is where a stream waits for new events; a batch read from it read everything."""
+    url = _journal(tmp_path)
+    _append(url, 0, 7)
+    frame = (
+        spark.read.format("ordo_events_by_tag")
+        .options(**OPTIONS, journal=url, startingOffsets="latest")
+        .load()
+    )
+    with pytest.raises(PySparkException, match="startingOffsets cannot be latest for a batch"):
+        frame.count()

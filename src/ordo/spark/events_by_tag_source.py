@@ -28,6 +28,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from ordo.errors import ConfigurationError
 from ordo.processing import Segment
 from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions
@@ -49,8 +50,20 @@ class EventsByTagDataSource(DataSource):
         return EVENT_ROW_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        """A batch read of what is settled now."""
-        return EventsByTagBatchReader(EventsByTagOptions.from_spark(self.options))
+        """A batch read of what is settled now; startingOffsets=latest is refused.
+
+        `latest` is where a stream starts to wait for new events: a batch read from there is
+        empty by definition, and it used to read everything instead. Spark's Kafka source
+        refuses it for batch queries too.
+        """
+        options = EventsByTagOptions.from_spark(self.options)
+        if options.starts_at_latest:
+            msg = (
+                "ordo_events_by_tag: option startingOffsets cannot be latest for a batch read "
+                "(spark.read); use earliest or a TimeUUID, or spark.readStream"
+            )
+            raise ConfigurationError(msg)
+        return EventsByTagBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """The micro-batch stream."""
