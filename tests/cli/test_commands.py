@@ -858,7 +858,7 @@ def test_a_bad_pipeline_file_is_one_error_line(
     assert needle in err
 
 
-def _pipeline_file(tmp_path: Path, extra: str) -> Path:
+def _pipeline_file(tmp_path: Path, extra: str, *, checkpoint: str | None = None) -> Path:
     """A pipeline file for an existing, empty journal, with `extra` after its required keys."""
     url = f"sqlite:///{tmp_path / 'shop.db'}"
     open_journal(url).close()
@@ -866,7 +866,7 @@ def _pipeline_file(tmp_path: Path, extra: str) -> Path:
     config.write_text(
         f'[pipeline]\njournal = "{url}"\ntag = "order"\nprocessor = "totals"\n'
         'handler = "ordo.spark.demo:count_order_events"\n'
-        f'checkpoint = "{tmp_path / "checkpoint"}"\n{extra}',
+        f'checkpoint = "{checkpoint or tmp_path / "checkpoint"}"\n{extra}',
         encoding="utf-8",
     )
     return config
@@ -934,6 +934,38 @@ def test_a_pipeline_asking_another_bucket_size_than_the_journals_fails_before_sp
         "it with bucket_size=day (the bucket size cannot change after data is written)\n"
     )
     assert not (tmp_path / "checkpoint").exists()
+
+
+@pytest.mark.parametrize("checkpoint", ["{file}/checkpoint", "file://{file}/checkpoint", "{file}"])
+def test_a_checkpoint_spark_cannot_create_is_one_error_line_before_spark_starts(
+    runner: CliRunner, tmp_path: Path, checkpoint: str
+) -> None:
+    """Spark found out only once it had started, in a Java stack trace of a hundred lines."""
+    file = tmp_path / "handlers.py"
+    file.write_text("def count(event, context):\n    pass\n", encoding="utf-8")
+    given = checkpoint.format(file=file)
+    config = _pipeline_file(tmp_path, "", checkpoint=given)
+    code, _, err = _run(runner, "pipeline", "run", str(config))
+    assert code == 1
+    assert err == (
+        f"Error: ConfigurationError: {config}: [pipeline] checkpoint {given!r}: "
+        f"{file} is not a folder\n"
+    )
+    assert file.is_file()
+
+
+@pytest.mark.spark
+def test_spark_refusing_to_start_a_pipeline_is_one_error_line(
+    runner: CliRunner, tmp_path: Path, spark: SparkSession
+) -> None:
+    """A checkpoint URI of a file system Spark does not know: refused by Spark as it starts."""
+    config = _pipeline_file(tmp_path, "", checkpoint="bogus://nowhere/checkpoint")
+    code, _, err = _run(runner, "pipeline", "run", str(config))
+    assert code == 1
+    assert err == (
+        "Error: QueryFailedError: pipeline 'totals' failed: "
+        'UnsupportedFileSystemException: No FileSystem for scheme "bogus"\n'
+    )
 
 
 def test_a_binary_pipeline_file_is_one_error_line_naming_it(

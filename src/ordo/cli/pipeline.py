@@ -28,13 +28,16 @@ def run(config_file: Path, master: str) -> None:
     """
     from ordo.spark.job_session import job_session
     from ordo.spark.pipeline import PipelineConfig, start_pipeline
+    from ordo.spark.query_failure import query_failures
 
     _import_from_working_directory()
     config = PipelineConfig.from_toml(config_file)  # every check, the journal's too, before Spark
     app_name = f"ordo-{config.processor}"
+    label = f"pipeline {config.processor!r}"
     with job_session(master=master, app_name=app_name, announce=progress) as spark:
-        query = start_pipeline(spark, config)
-        wait_for(query, f"pipeline {config.processor!r}")
+        with query_failures(label):  # Spark refusing to start the query: one line too
+            query = start_pipeline(spark, config)
+        wait_for(query, label)
     click.echo(f"pipeline {config.processor!r} stopped; checkpoint at {config.checkpoint}")
 
 

@@ -18,18 +18,21 @@ Every value is checked, with its TOML type, before Spark starts: a mistake is th
 naming the key, not a failed query after Spark's start-up (or, for `segments = 0`, a run that
 processed nothing and wrote a checkpoint). So are the journal (it exists, and was written with
 the bucket size the source asks for) and the sink (a known scheme; an SQLite file in an existing
-folder, as a misspelt one would silently become a new database).
+folder, as a misspelt one would silently become a new database), and a local checkpoint
+location (its nearest existing part must be a folder that can be written in).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
@@ -127,6 +130,7 @@ class PipelineConfig:
         # a journal that does not exist (its check comes last), are errors before Spark starts.
         EventsByTagOptions.from_spark(config.source_options())
         _check_sink(path, config.sink)  # after the journal's check: the sink defaults to it
+        _check_checkpoint(path, config.checkpoint)
         return config
 
     def source_options(self) -> dict[str, str]:
@@ -168,6 +172,32 @@ def _check_sink(path: Path, sink: str) -> None:
         raise ConfigurationError(msg) from exc
     if isinstance(location, SQLiteLocation) and not location.path.parent.is_dir():
         msg = f"{path}: [pipeline] sink {sink!r}: there is no folder {location.path.parent}"
+        raise ConfigurationError(msg)
+
+
+def _check_checkpoint(path: Path, checkpoint: str) -> None:
+    """Refuse a local checkpoint location that Spark could not create or write in.
+
+    Spark finds out only when the query starts, after seconds of start-up, and says so in a
+    Java stack trace. A local location (a path, or a file: URI) is checked here: the nearest
+    part of it that exists must be a folder this process can write in. Nothing is created.
+    Other URIs (hdfs://, s3a://, ...) are Spark's to check; a path without a scheme is taken
+    as local, as Spark takes it with its default file system.
+    """
+    parts = urlsplit(checkpoint)
+    if parts.scheme not in ("", "file"):
+        return
+    location = Path(unquote(parts.path) if parts.scheme else checkpoint).absolute()
+    existing = location
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    problem = None
+    if not existing.is_dir():
+        problem = f"{existing} is not a folder"
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        problem = f"cannot write in the folder {existing}"
+    if problem is not None:
+        msg = f"{path}: [pipeline] checkpoint {checkpoint!r}: {problem}"
         raise ConfigurationError(msg)
 
 

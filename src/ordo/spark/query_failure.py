@@ -6,7 +6,8 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pyspark.errors import StreamingQueryException
+from py4j.protocol import Py4JError, Py4JJavaError
+from pyspark.errors import PySparkException, StreamingQueryException
 
 from ordo.errors import QueryFailedError
 
@@ -17,15 +18,35 @@ _QUALIFIED = re.compile(r"^[\w.]+\.(\w+: )")
 
 @contextmanager
 def query_failures(label: str) -> Iterator[None]:
-    """A streaming query's failure in the block becomes QueryFailedError(`label failed: ...`).
+    """A Spark error in the block becomes QueryFailedError(`label failed: ...`).
 
-    Spark's own exception, tracebacks and query plan included, stays the error's cause.
+    A streaming query's failure, and also Spark's refusal to start one (a checkpoint location
+    it cannot use, an analysis error): those came out of Py4J as a Java stack trace of a
+    hundred lines. Spark's own exception, tracebacks and query plan included, stays the
+    error's cause.
     """
     try:
         yield
     except StreamingQueryException as exc:
         msg = f"{label} failed: {failure_line(str(exc))}"
         raise QueryFailedError(msg) from exc
+    except (PySparkException, Py4JJavaError) as exc:
+        msg = f"{label} failed: {failure_line(_spark_message(exc))}"
+        raise QueryFailedError(msg) from exc
+
+
+def _spark_message(exc: Exception) -> str:
+    """The text that says what a Spark error is about.
+
+    A Java exception that PySpark does not convert (Py4JJavaError) says only which Py4J call
+    failed; the Java exception's own `toString()` names it and its message.
+    """
+    if isinstance(exc, Py4JJavaError):
+        try:
+            return str(exc.java_exception.toString())
+        except Py4JError:  # the gateway is gone: the Java exception cannot be asked any more
+            return str(exc.errmsg)
+    return str(exc)
 
 
 def failure_line(message: str) -> str:
