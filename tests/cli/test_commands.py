@@ -954,6 +954,19 @@ def test_a_checkpoint_spark_cannot_create_is_one_error_line_before_spark_starts(
     assert file.is_file()
 
 
+def test_a_pipeline_starting_after_a_future_offset_fails_before_spark_starts(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """It failed once Spark had started, leaving a checkpoint, naming a back-tracked offset."""
+    future = TimeUUID.min_for_epoch_ns(time.time_ns() + 365 * 24 * 3600 * 10**9)
+    config = _pipeline_file(tmp_path, f'[source]\nstartingOffsets = "{future}"\n')
+    code, _, err = _run(runner, "pipeline", "run", str(config))
+    assert code == 1
+    assert err.startswith(f"Error: FutureOffsetError: option startingOffsets: offset {future} (")
+    assert err.count("\n") == 1  # no "starting Spark" line
+    assert not (tmp_path / "checkpoint").exists()
+
+
 @pytest.mark.spark
 def test_spark_refusing_to_start_a_pipeline_is_one_error_line(
     runner: CliRunner, tmp_path: Path, spark: SparkSession

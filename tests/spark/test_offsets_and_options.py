@@ -13,6 +13,7 @@ from ordo.errors import (
     BucketSizeMismatchError,
     CheckpointMismatchError,
     ConfigurationError,
+    FutureOffsetError,
     InvalidIdentifierError,
     OffsetFormatError,
     SchemaVersionError,
@@ -22,6 +23,7 @@ from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions
 from ordo.spark.planner import EventsByTagPlanner
 from ordo.storage.open import init_storage
+from ordo.time import TimeUUID
 from sqlite_support import LATEST, older_journal, stored_version
 
 
@@ -150,3 +152,19 @@ def test_an_older_journal_is_refused_by_the_source_not_upgraded(tmp_path: Path) 
             dataclasses.replace(options, journal=str(older)), resume_after="", now_ns=time.time_ns()
         )
     assert stored_version(older) == LATEST - 1
+
+
+def test_a_starting_offset_in_the_future_is_refused_naming_the_one_given(tmp_path: Path) -> None:
+    """The query refused it only once Spark had started, naming the offset moved back by
+    backTrackPeriodMs; a pipeline then failed after writing its checkpoint."""
+    url = f"sqlite:///{tmp_path}/x.db"
+    init_storage(url)
+    future = TimeUUID.min_for_epoch_ns(time.time_ns() + 365 * 24 * 3600 * 10**9)
+    given = {"journal": url, "tag": "order", "startingOffsets": str(future)}
+    with pytest.raises(FutureOffsetError) as raised:
+        EventsByTagOptions.from_spark(given)
+    assert str(raised.value).startswith(f"option startingOffsets: offset {future} (")
+    assert str(raised.value).endswith(") is in the future")
+    past = TimeUUID.min_for_epoch_ns(time.time_ns() - 10**9)
+    options = EventsByTagOptions.from_spark({**given, "startingOffsets": str(past)})
+    assert options.starting_offset == past

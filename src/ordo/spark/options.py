@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
 from ordo.documents import unknown_names_message
-from ordo.errors import ConfigurationError
+from ordo.errors import ConfigurationError, FutureOffsetError
 from ordo.journal import check_bucket_size, validation
+from ordo.query.offset import refuse_future
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.settings.loading import LARGEST_INTEGER
 from ordo.storage.location import parse_location
@@ -114,7 +116,7 @@ class EventsByTagOptions:
             tag=validation.tag(given["tag"]),
             starting_offset=None
             if starting.lower() in ("earliest", "latest")
-            else TimeUUID.parse(starting),
+            else _starting_offset(starting),
             starts_at_latest=starting.lower() == "latest",
             max_events_per_trigger=limit,
             segments=_int(given, "segments", 1, minimum=1, maximum=MAX_SEGMENTS),
@@ -139,6 +141,22 @@ def _check_journal(options: EventsByTagOptions) -> None:
     with existing_stores_at(options.journal) as stores:
         recorded = stores.journal.recorded_bucket_size()
     check_bucket_size(recorded, options.events_by_tag.bucket_size)
+
+
+def _starting_offset(text: str) -> TimeUUID:
+    """The TimeUUID given as startingOffsets, which must not be in the future.
+
+    Resuming after a future offset would skip every event written until then (a typo in a
+    year). The query refuses it too, but only once Spark has started (and has written a
+    checkpoint), naming the offset moved back by backTrackPeriodMs rather than the one given.
+    """
+    offset = TimeUUID.parse(text)
+    try:
+        refuse_future(offset, now_ns=time.time_ns())
+    except FutureOffsetError as exc:
+        msg = f"option startingOffsets: {exc}"
+        raise FutureOffsetError(msg) from exc
+    return offset
 
 
 def _url(url: str) -> str:
