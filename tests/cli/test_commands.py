@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import sqlite3
@@ -386,6 +387,36 @@ def test_the_demo_refuses_a_journal_with_events_before_starting_spark(
     assert err.startswith("Error: ConfigurationError: the demo needs an empty journal")
     assert "starting Spark" not in err
     assert json.loads(_run(runner, "info", "--journal", url, "--json")[1])["events"] == 1
+
+
+def test_the_demo_refuses_a_journal_in_a_missing_folder_before_starting_spark(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """A misspelt folder was created silently, as `pipeline run` refuses for its sink."""
+    url = f"sqlite:///{tmp_path}/nodir/x.db"
+    code, _, err = _run(runner, "demo", "--events", "10", "--journal", url)
+    assert code == 1
+    assert err == (
+        f"Error: ConfigurationError: --journal {url}: there is no folder {tmp_path}/nodir\n"
+    )
+    assert not (tmp_path / "nodir").exists()
+
+
+def test_a_demo_whose_spark_does_not_start_leaves_no_journal_behind(tmp_path: Path) -> None:
+    """The journal was created, with ordo's tables, before Spark refused the master."""
+    url = f"sqlite:///{tmp_path}/new.db"
+    demo = subprocess.run(  # a process of its own: its first Spark session is this one
+        [sys.executable, "-m", "ordo.cli.main", "demo", "--journal", url, "--master", "bogus"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")},
+        check=False,
+    )
+    assert demo.returncode == 1
+    assert demo.stderr.splitlines()[-1].startswith(
+        "Error: ConfigurationError: Spark did not start with master 'bogus': "
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["spark.log"]
 
 
 @pytest.mark.spark

@@ -13,6 +13,7 @@ from rich.live import Live
 from rich.table import Table
 
 from ordo.cli.options import master_option, workload_options
+from ordo.errors import ConfigurationError
 from ordo.simulation.workload import Workload
 from ordo.storage.location import SQLiteLocation, parse_location
 from ordo.storage.open import require_empty_journal, stores_at
@@ -57,8 +58,7 @@ def demo(
     console = Console(stderr=True)
     if journal_url == DEFAULT_DEMO_JOURNAL:
         _remove_sqlite_files(journal_url)
-    with stores_at(journal_url) as stores:  # an unreachable journal fails here, before Spark
-        require_empty_journal(stores.journal, journal_url, run="the demo")
+    _check_journal(journal_url)  # before Spark, which takes seconds to start (or to fail)
     with (
         query_failures("demo"),
         job_session(master=master, app_name=_APP, announce=console.print) as spark,
@@ -113,6 +113,28 @@ def _view(progress: object) -> Table:
     if progress.split:
         table.add_row("split", progress.split)
     return table
+
+
+def _check_journal(url: str) -> None:
+    """Refuse a journal the demo cannot use, creating nothing: run_demo creates it.
+
+    An unreachable or non-empty journal fails here, before Spark starts. A new SQLite file is
+    not created here but by the run, once Spark has started: a Spark that did not start (a
+    misspelt --master) left an empty journal with ordo's tables behind. Its folder must exist
+    (except the default's, which is the demo's own): a misspelt one was silently created.
+    A PostgreSQL journal is opened (which gives it ordo's tables) to find out whether it
+    holds events.
+    """
+    location = parse_location(url)
+    if isinstance(location, SQLiteLocation):
+        folder = location.path.parent
+        if url != DEFAULT_DEMO_JOURNAL and not folder.is_dir():
+            msg = f"--journal {url}: there is no folder {folder}"
+            raise ConfigurationError(msg)
+        if not location.path.exists():
+            return  # a new journal, empty by definition
+    with stores_at(url) as stores:
+        require_empty_journal(stores.journal, url, run="the demo")
 
 
 def _remove_sqlite_files(url: str) -> None:
