@@ -69,13 +69,14 @@ class ConfigurationError(OrdoError, ValueError):
 class BucketSizeMismatchError(ConfigurationError):
     """The journal was written with another bucket size, which can never change afterwards."""
 
-    def __init__(self, *, recorded: str, requested: str) -> None:
+    def __init__(self, *, recorded: str, requested: str, advice: str = "") -> None:
+        """`advice` says where the reader's bucket size is set (an option's name), if given."""
         self.recorded, self.requested = recorded, requested
         msg = (
             f"journal was written with bucket_size={recorded}, cannot open it with "
             f"bucket_size={requested} (the bucket size cannot change after data is written)"
         )
-        super().__init__(msg)
+        super().__init__(f"{msg}; {advice}" if advice else msg)
 
 
 class CheckpointMismatchError(ConfigurationError):

@@ -829,6 +829,45 @@ def test_a_pipeline_file_runs_a_projection(
 
 
 @pytest.mark.spark
+def test_a_pipeline_reads_with_the_ordo_variables_of_its_command(
+    runner: CliRunner, tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A minute-bucket journal needed [source] bucketSize although ORDO_BUCKET_SIZE was set.
+
+    Spark's session here was started before the variables were set, as a cluster's executors
+    do not have them: the command gives the source what it resolved.
+    """
+    from ordo.spark.demo import ORDER_TOTALS_TABLE
+
+    path = tmp_path / "shop.db"
+    url = f"sqlite:///{path}"
+    first = format_first_time_bucket(time.time_ns() // 10**6 - 600_000)
+    settings = EventsByTagSettings(
+        bucket_size="minute", first_time_bucket=first, flush_interval=timedelta(0)
+    )
+    with open_journal(url, settings=settings) as journal:
+        for i in range(12):
+            journal.append(f"order-{i % 3}", [NewEvent.of(i, tags=["order"])])
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(ORDER_TOTALS_TABLE)
+    config = tmp_path / "pipeline.toml"
+    config.write_text(
+        f'[pipeline]\njournal = "{url}"\ntag = "order"\nprocessor = "totals"\n'
+        'handler = "ordo.spark.demo:count_order_events"\n'
+        f'checkpoint = "{tmp_path / "checkpoint"}"\n'
+        "[source]\neventualConsistencyDelayMs = 0\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "minute")
+    monkeypatch.setenv("ORDO_FIRST_TIME_BUCKET", first)
+    code, _, err = _run(runner, "pipeline", "run", str(config), "--master", "local[2]")
+    assert code == 0, err
+    with closing(sqlite3.connect(path)) as conn:
+        totals = conn.execute("SELECT pid, events FROM order_totals").fetchall()
+    assert sorted(totals) == [(f"order-{p}", 4) for p in range(3)]
+
+
+@pytest.mark.spark
 def test_a_failing_pipeline_is_one_error_line_naming_the_handlers_exception(
     runner: CliRunner, tmp_path: Path, spark: SparkSession
 ) -> None:
@@ -962,7 +1001,8 @@ def test_a_pipeline_asking_another_bucket_size_than_the_journals_fails_before_sp
     assert code == 1
     assert err == (
         "Error: BucketSizeMismatchError: journal was written with bucket_size=hour, cannot open "
-        "it with bucket_size=day (the bucket size cannot change after data is written)\n"
+        "it with bucket_size=day (the bucket size cannot change after data is written); "
+        "set the option bucketSize (or ORDO_BUCKET_SIZE) to hour\n"
     )
     assert not (tmp_path / "checkpoint").exists()
 
@@ -1043,13 +1083,19 @@ def test_a_pipeline_file_takes_the_triggers_spark_takes(
     assert config.trigger == parsed
 
 
-def test_a_pipeline_files_defaults_and_source_options(tmp_path: Path) -> None:
+def test_a_pipeline_files_defaults_and_source_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ordo.spark.pipeline import PipelineConfig
 
+    monkeypatch.delenv("ORDO_BUCKET_SIZE", raising=False)
+    monkeypatch.setenv("ORDO_FIRST_TIME_BUCKET", "20200101T00:00")
     extra = '[source]\neventualConsistencyDelayMs = 0\nstartingOffsets = "latest"\n'
     config = PipelineConfig.from_toml(_pipeline_file(tmp_path, extra))
     assert (config.sink, config.segments, config.dead_letters) == (config.journal, 1, False)
     assert config.source_options() == {
+        "bucketSize": "hour",  # resolved from the environment by the command, for the source
+        "firstTimeBucket": "20200101T00:00",
         "eventualConsistencyDelayMs": "0",
         "startingOffsets": "latest",
         "journal": config.journal,

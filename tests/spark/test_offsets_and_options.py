@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ordo import NewEvent, open_journal
+from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.errors import (
     BucketSizeMismatchError,
     CheckpointMismatchError,
@@ -23,7 +23,7 @@ from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions
 from ordo.spark.planner import EventsByTagPlanner
 from ordo.storage.open import init_storage
-from ordo.time import TimeUUID
+from ordo.time import BucketSize, TimeUUID
 from sqlite_support import LATEST, older_journal, stored_version
 
 
@@ -168,3 +168,28 @@ def test_a_starting_offset_in_the_future_is_refused_naming_the_one_given(tmp_pat
     past = TimeUUID.min_for_epoch_ns(time.time_ns() - 10**9)
     options = EventsByTagOptions.from_spark({**given, "startingOffsets": str(past)})
     assert options.starting_offset == past
+
+
+def test_the_sources_settings_default_to_the_ordo_variables_and_its_options_win(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/cli.md lists the source among the readers ORDO_BUCKET_SIZE governs; it ignored it."""
+    url = f"sqlite:///{tmp_path}/x.db"
+    with open_journal(url, settings=EventsByTagSettings(bucket_size=BucketSize.MINUTE)) as journal:
+        journal.append("p", [NewEvent.of(1, tags=["order"])])
+    given = {"journal": url, "tag": "order"}
+    with pytest.raises(BucketSizeMismatchError) as raised:
+        EventsByTagOptions.from_spark(given)
+    assert str(raised.value).endswith("; set the option bucketSize (or ORDO_BUCKET_SIZE) to minute")
+
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "minute")
+    monkeypatch.setenv("ORDO_FIRST_TIME_BUCKET", "20200101T00:00")
+    options = EventsByTagOptions.from_spark(given)
+    assert options.events_by_tag.bucket_size is BucketSize.MINUTE
+    assert options.events_by_tag.first_time_bucket == "20200101T00:00"
+    first = EventsByTagOptions.from_spark({**given, "firstTimeBucket": "20210101T00:00"})
+    assert first.events_by_tag.first_time_bucket == "20210101T00:00"
+    with pytest.raises(BucketSizeMismatchError, match="bucket_size=hour"):
+        EventsByTagOptions.from_spark({**given, "bucketSize": "hour"})
+    with pytest.raises(BucketSizeMismatchError, match="bucket_size=hour"):  # not os.environ
+        EventsByTagOptions.from_spark(given, environ={})

@@ -159,6 +159,7 @@ def run_demo(
             "tag": TAG,
             "processor": PROCESSOR,
             "segments": str(SEGMENTS),
+            "bucketSize": settings.bucket_size.value,  # the writers' (not ORDO_BUCKET_SIZE)
             "firstTimeBucket": settings.first_time_bucket,
             "eventualConsistencyDelayMs": "500",
             "backTrackIntervalMs": "500",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -9,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from ordo.documents import unknown_names_message
-from ordo.errors import ConfigurationError, FutureOffsetError
+from ordo.errors import BucketSizeMismatchError, ConfigurationError, FutureOffsetError
 from ordo.journal import check_bucket_size, validation
 from ordo.query.offset import refuse_future
 from ordo.settings import EventsByTagSettings, QuerySettings
@@ -72,8 +73,16 @@ class EventsByTagOptions:
     """URL of the database holding them (a projection's sink); None: the journal."""
 
     @classmethod
-    def from_spark(cls, options: Mapping[str, str]) -> EventsByTagOptions:
-        """Parse Spark's (case-insensitive) options; unknown ones list the valid ones."""
+    def from_spark(
+        cls, options: Mapping[str, str], *, environ: Mapping[str, str] | None = None
+    ) -> EventsByTagOptions:
+        """Parse Spark's (case-insensitive) options; unknown ones list the valid ones.
+
+        The events-by-tag settings (bucketSize, firstTimeBucket) default to the ORDO_*
+        variables of `environ` (this process's environment by default), as the CLI's readers
+        load them; explicit options win. They are resolved here, where the query is defined,
+        and travel with the options: the executors do not look at their own environment.
+        """
         given = {key.lower(): value for key, value in options.items()}
         valid = {name.lower() for name in VALID_OPTIONS}
         unknown = [key for key in given if key not in valid]
@@ -90,7 +99,7 @@ class EventsByTagOptions:
             msg = "ordo_events_by_tag needs the option tag"
             raise ConfigurationError(msg)
         starting = given.get("startingoffsets", "earliest").strip()
-        events_by_tag = EventsByTagSettings()
+        events_by_tag = EventsByTagSettings.from_env(os.environ if environ is None else environ)
         if "bucketsize" in given:
             events_by_tag = replace(
                 events_by_tag, bucket_size=BucketSize.parse(given["bucketsize"])
@@ -140,7 +149,22 @@ def _check_journal(options: EventsByTagOptions) -> None:
     """
     with existing_stores_at(options.journal) as stores:
         recorded = stores.journal.recorded_bucket_size()
-    check_bucket_size(recorded, options.events_by_tag.bucket_size)
+    check_source_bucket_size(recorded, options)
+
+
+def check_source_bucket_size(recorded: str | None, options: EventsByTagOptions) -> None:
+    """check_bucket_size, with an error that names the source's option (and variable).
+
+    The source's bucket size is the option bucketSize, else ORDO_BUCKET_SIZE, else hour: the
+    library's message named only `bucket_size`, which the source has no option of.
+    """
+    try:
+        check_bucket_size(recorded, options.events_by_tag.bucket_size)
+    except BucketSizeMismatchError as exc:
+        advice = f"set the option bucketSize (or ORDO_BUCKET_SIZE) to {exc.recorded}"
+        raise BucketSizeMismatchError(
+            recorded=exc.recorded, requested=exc.requested, advice=advice
+        ) from exc
 
 
 def _starting_offset(text: str) -> TimeUUID:

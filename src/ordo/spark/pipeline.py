@@ -39,6 +39,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from ordo.documents import reject_unknown_keys
 from ordo.errors import ConfigurationError
+from ordo.settings import EventsByTagSettings
 from ordo.spark.options import MAX_SEGMENTS, EventsByTagOptions
 from ordo.spark.projection import Handler, ProjectionSpec, projection
 from ordo.storage.location import SQLiteLocation, parse_location
@@ -86,6 +87,10 @@ class PipelineConfig:
     """AVAILABLE_NOW or a processing-time interval."""
     dead_letters: bool = False
     source: dict[str, str] = field(default_factory=dict)
+    from_environment: dict[str, str] = field(default_factory=dict)
+    """bucketSize and firstTimeBucket from ORDO_* variables (or their defaults) where [source]
+    does not set them: resolved by the command, given to the source as options, so Spark's
+    processes (whose environment may differ) read with the settings that were checked."""
 
     @classmethod
     def from_toml(cls, path: Path) -> PipelineConfig:
@@ -114,6 +119,7 @@ class PipelineConfig:
         handler = _typed(path, table, "handler", str)
         load_handler(handler)  # fail on reading, not once Spark has started
         journal = _typed(path, table, "journal", str)
+        source = _source(path, document.get("source", {}))
         config = cls(
             journal=journal,
             tag=_typed(path, table, "tag", str),
@@ -124,7 +130,8 @@ class PipelineConfig:
             segments=segments,
             trigger=_trigger(path, _typed(path, table, "trigger", str, AVAILABLE_NOW)),
             dead_letters=_typed(path, table, "dead_letters", bool, False),
-            source=_source(path, document.get("source", {})),
+            source=source,
+            from_environment=_from_environment(source),
         )
         # The source's own parser, as Spark would run it: unknown or bad [source] options, and
         # a journal that does not exist (its check comes last), are errors before Spark starts.
@@ -136,6 +143,7 @@ class PipelineConfig:
     def source_options(self) -> dict[str, str]:
         """ordo_events_by_tag's options: [source]'s and those [pipeline] sets."""
         return {
+            **self.from_environment,
             **self.source,
             "journal": self.journal,
             "tag": self.tag,
@@ -231,6 +239,17 @@ def _source(path: Path, source: object) -> dict[str, str]:
             msg = f"{path}: [source] {key} must be a string or an integer, got {value!r}"
             raise ConfigurationError(msg)
     return {key: str(value) for key, value in source.items()}
+
+
+def _from_environment(source: Mapping[str, str]) -> dict[str, str]:
+    """The source's events-by-tag options from ORDO_* variables, unless [source] sets them."""
+    settings = EventsByTagSettings.from_env(os.environ)
+    resolved = {
+        "bucketSize": settings.bucket_size.value,
+        "firstTimeBucket": settings.first_time_bucket,
+    }
+    given = {key.lower() for key in source}
+    return {key: value for key, value in resolved.items() if key.lower() not in given}
 
 
 def load_handler(reference: str) -> Handler:

@@ -13,12 +13,11 @@ from collections import deque
 from collections.abc import Mapping
 
 from ordo.hashing import stable_hash
-from ordo.journal import check_bucket_size
 from ordo.processing import Segment, initial_segments
 from ordo.query import NO_OFFSET, KeyRun, Offset, TagQuery, looking_back
 from ordo.spark.key_runs import KeyRunReader
 from ordo.spark.offsets import EventsByTagOffset
-from ordo.spark.options import EventsByTagOptions
+from ordo.spark.options import EventsByTagOptions, check_source_bucket_size
 from ordo.storage.open import Stores, open_existing_stores, stores_at
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
@@ -44,7 +43,7 @@ class EventsByTagPlanner:
         )
         try:
             recorded = self._stores.journal.recorded_bucket_size()
-            check_bucket_size(recorded, options.events_by_tag.bucket_size)
+            check_source_bucket_size(recorded, options)
             known = _known_positions(options, self._stores)
         except BaseException:
             self._stores.close()
