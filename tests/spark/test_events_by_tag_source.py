@@ -224,3 +224,35 @@ def test_a_batch_read_from_latest_is_refused_naming_the_option(
     )
     with pytest.raises(PySparkException, match="startingOffsets cannot be latest for a batch"):
         frame.count()
+
+
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [
+        ({"colour": "blue"}, "unknown option 'colour'"),
+        ({"journal": "sqlite:///{tmp}/missing.db"}, "no journal at"),
+        ({"startingOffsets": "yesterday"}, "yesterday"),
+    ],
+)
+def test_a_stream_with_a_bad_option_fails_at_load_before_a_checkpoint_is_made(
+    spark: SparkSession, tmp_path: Path, bad: dict[str, str], needle: str
+) -> None:
+    """It failed after `start()` had created the checkpoint, behind PySpark's UnboundLocalError."""
+    url = _journal(tmp_path)
+    _append(url, 0, 1)
+    given = {**OPTIONS, "journal": url}
+    given.update({key: value.format(tmp=tmp_path) for key, value in bad.items()})
+    checkpoint = tmp_path / "checkpoint"
+    with pytest.raises(PySparkException, match=needle) as caught:
+        _run_to_parquet(spark, given, output=tmp_path / "out", checkpoint=checkpoint)
+    assert "UnboundLocalError" not in str(caught.value)
+    assert not checkpoint.exists()
+
+
+def _run_to_parquet(
+    spark: SparkSession, options: dict[str, str], *, output: Path, checkpoint: Path
+) -> None:
+    """Define the stream (`load()`), start it into Parquet files and wait for it (60 s at most)."""
+    stream = spark.readStream.format("ordo_events_by_tag").options(**options).load()
+    writer = stream.writeStream.format("parquet").option("path", str(output))
+    writer.option("checkpointLocation", str(checkpoint)).start().awaitTermination(60)

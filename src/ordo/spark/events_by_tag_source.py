@@ -46,7 +46,16 @@ class EventsByTagDataSource(DataSource):
         return "ordo_events_by_tag"
 
     def schema(self) -> str:
-        """See schemas.EVENT_ROW_DDL."""
+        """See schemas.EVENT_ROW_DDL; the options are parsed and checked here.
+
+        Spark asks for the schema on the driver when `load()` defines the DataFrame, for a
+        stream as for a batch read, so a bad option (or a missing journal) fails `load()`.
+        Checked only by the readers, it failed a stream after `start()` had created the
+        checkpoint location, behind PySpark's follow-on UnboundLocalError. (DataSource's
+        `__init__` is not to be overridden.) The parsed options, ORDO_* settings resolved,
+        are kept: Spark hands this object, pickled, to the readers.
+        """
+        self._parsed: EventsByTagOptions | None = EventsByTagOptions.from_spark(self.options)
         return EVENT_ROW_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -56,7 +65,7 @@ class EventsByTagDataSource(DataSource):
         empty by definition, and it used to read everything instead. Spark's Kafka source
         refuses it for batch queries too.
         """
-        options = EventsByTagOptions.from_spark(self.options)
+        options = self._options()
         if options.starts_at_latest:
             msg = (
                 "ordo_events_by_tag: option startingOffsets cannot be latest for a batch read "
@@ -67,7 +76,12 @@ class EventsByTagDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """The micro-batch stream."""
-        return EventsByTagStreamReader(EventsByTagOptions.from_spark(self.options))
+        return EventsByTagStreamReader(self._options())
+
+    def _options(self) -> EventsByTagOptions:
+        """The options `schema()` parsed; parsed now if it was not called (a given schema)."""
+        parsed = getattr(self, "_parsed", None)
+        return parsed if parsed is not None else EventsByTagOptions.from_spark(self.options)
 
 
 @dataclass(frozen=True, slots=True)

@@ -144,8 +144,9 @@ class EventsByTagOptions:
 def _check_journal(options: EventsByTagOptions) -> None:
     """The journal must exist, have the latest schema and the options' bucket size.
 
-    Checked as the options are parsed (as a query is defined, and by `ordo pipeline run` before
-    Spark starts), not only once the planner of a started query opens the journal.
+    Checked as the options are parsed (at `load()`, where the source's schema() parses them,
+    and by `ordo pipeline run` before Spark starts), not only once the planner of a started
+    query opens the journal.
     """
     with existing_stores_at(options.journal) as stores:
         recorded = stores.journal.recorded_bucket_size()
