@@ -907,6 +907,11 @@ def test_a_failing_pipeline_is_one_error_line_naming_the_handlers_exception(
         ),
         ('[pipeline]\njournal = "x.db"\n', "needs tag, processor, handler, checkpoint"),
         (
+            f'[pipeline]\njournal = "x.db"\ntag = "t"\nprocessor = "{"p" * 256}"\n'
+            'handler = "ordo.spark.demo:count_order_events"\ncheckpoint = "c"\n',
+            "[pipeline] processor: processor name is 256 characters long, at most 255 allowed",
+        ),
+        (
             '[pipeline]\njournal = "x.db"\ntag = "t"\nprocessor = "p"\n'
             'handler = "no.such.module:f"\ncheckpoint = "c"\n',
             "cannot import handler",

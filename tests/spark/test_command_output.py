@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from contextlib import closing
@@ -24,6 +25,7 @@ from ordo.cdc import Audit, Cell, Mutation, SchemaRegistry
 from ordo.cdc.change_rows import ChangeRows
 from ordo.cli.main import cli
 from ordo.spark.demo import ORDER_TOTALS_TABLE
+from ordo.spark.job_session import spark_output_path
 from ordo.spark.query_failure import failure_line
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
@@ -243,3 +245,49 @@ def test_materialize_warns_of_the_changes_this_run_sent_to_the_dead_letters(
     assert second.exit_code == 0, second.stderr
     assert second.stdout == "materializer 'items': 1 message stored; table items_materialized\n"
     assert "dead letters" not in second.stderr
+
+
+def test_a_jobs_log_file_is_a_file_of_the_temp_folder_whatever_the_processor_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`processor = "team/orders"` wrote to a folder ordo-team it created; a valid name of 250
+    characters failed, blaming ORDO_SPARK_LOG, which was not set."""
+    monkeypatch.delenv("ORDO_SPARK_LOG", raising=False)
+    temp = Path(tempfile.gettempdir())
+    assert spark_output_path("ordo-demo") == temp / "ordo-demo.log"
+    names = ["ordo-team/orders", "ordo-team-orders", "ordo-team orders", "ordo-" + "x" * 250]
+    paths = [spark_output_path(name) for name in names]
+    assert all(path.parent == temp for path in paths)
+    assert len(set(paths)) == len(names)  # a name that had to change keeps apart by its hash
+    assert all(len(path.name) <= 120 for path in paths)
+    assert paths[0].name.startswith("ordo-team-orders-")
+    assert paths[1].name == "ordo-team-orders.log"
+
+
+def test_a_log_file_that_cannot_be_written_blames_ordo_spark_log_only_when_it_is_set(
+    tmp_path: Path,
+) -> None:
+    """A temp folder that is a file: Spark's output cannot go there, and no variable is to blame."""
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the temp folder should be", encoding="utf-8")
+    script = (
+        "import sys, tempfile\n"
+        "tempfile.tempdir = sys.argv[1]\n"
+        "from ordo.spark.job_session import job_session\n"
+        "with job_session(master='local[1]', app_name='ordo-x'):\n"
+        "    pass\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "ORDO_SPARK_LOG"}
+    done = subprocess.run(  # a process of its own: its first Spark session is this one
+        [sys.executable, "-c", script, str(blocked / "tmp")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith(
+        f"ordo.errors.ConfigurationError: cannot write Spark's output to {blocked}/tmp/ordo-x.log: "
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -20,14 +21,35 @@ SPARK_LOG_VARIABLE = "ORDO_SPARK_LOG"
 """Environment variable naming the file a command's Spark writes its console output to."""
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+"""What a log file's name does not keep of a job's name (a processor's, which may hold any
+text): a `/` made a folder of the name's first part, other characters trouble shells."""
+LONGEST_LOG_NAME = 100
+"""The most characters of a job's name a log file's name keeps; a name may be 255 characters
+long, more than a file system takes with `.log` (and a prefix) added."""
+
+
+def log_file_name(app_name: str) -> str:
+    """The file name of the job's log: its name, made safe for a file name, and `.log`.
+
+    A name that had to change (characters replaced, cut to LONGEST_LOG_NAME) gets a short hash
+    of the whole name, so that two jobs whose names differ only there keep apart.
+    """
+    slug = _UNSAFE.sub("-", app_name).lstrip(".-")[:LONGEST_LOG_NAME]
+    if slug != app_name:
+        digest = hashlib.sha256(app_name.encode("utf-8")).hexdigest()[:10]
+        slug = f"{slug.rstrip('-')}-{digest}" if slug.rstrip("-") else digest
+    return f"{slug}.log"
+
+
 def spark_output_path(app_name: str) -> Path:
     """Where the job `app_name` sends Spark's console output: ORDO_SPARK_LOG, else a temp file.
 
-    One file per job name, replaced by its next run, so that two different jobs running at
-    once (a pipeline and a materializer) keep apart.
+    One file per job name (`log_file_name`), replaced by its next run, so that two different
+    jobs running at once (a pipeline and a materializer) keep apart.
     """
     chosen = os.environ.get(SPARK_LOG_VARIABLE)
-    return Path(chosen) if chosen else Path(tempfile.gettempdir()) / f"{app_name}.log"
+    return Path(chosen) if chosen else Path(tempfile.gettempdir()) / log_file_name(app_name)
 
 
 @contextmanager
@@ -49,7 +71,9 @@ def job_session(
     try:
         spark = start_session(master=master, app_name=app_name, output=output)
     except OSError as exc:  # only the output file is opened on this side of the JVM
-        msg = f"{SPARK_LOG_VARIABLE}: cannot write Spark's output to {output}: {exc}"
+        msg = f"cannot write Spark's output to {output}: {exc}"
+        if os.environ.get(SPARK_LOG_VARIABLE):  # the user's choice: say where it came from
+            msg = f"{SPARK_LOG_VARIABLE}: {msg}"
         raise ConfigurationError(msg) from exc
     except (PySparkException, Py4JError) as exc:
         msg = f"Spark did not start with master {master!r}: {_start_failure(exc, output)}"

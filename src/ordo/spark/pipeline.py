@@ -38,7 +38,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from ordo.documents import reject_unknown_keys
-from ordo.errors import ConfigurationError
+from ordo.errors import ConfigurationError, InvalidIdentifierError
+from ordo.journal import validation
 from ordo.settings import EventsByTagSettings
 from ordo.spark.options import MAX_SEGMENTS, EventsByTagOptions
 from ordo.spark.projection import Handler, ProjectionSpec, projection
@@ -123,7 +124,7 @@ class PipelineConfig:
         config = cls(
             journal=journal,
             tag=_typed(path, table, "tag", str),
-            processor=_typed(path, table, "processor", str),
+            processor=_processor(path, _typed(path, table, "processor", str)),
             handler=handler,
             sink=_typed(path, table, "sink", str, journal),
             checkpoint=_typed(path, table, "checkpoint", str),
@@ -165,6 +166,19 @@ def _typed(
         return value
     msg = f"{path}: [pipeline] {key} must be {_TOML_TYPES[kind]}, got {value!r}"
     raise ConfigurationError(msg)
+
+
+def _processor(path: Path, processor: str) -> str:
+    """[pipeline] processor, which must be a processor name (it keys the token store's rows).
+
+    Checked only by the source once Spark had started (or not at all: the job's log file is
+    named after it, and a name longer than a file name failed there, blaming ORDO_SPARK_LOG).
+    """
+    try:
+        return validation.processor_name(processor)
+    except InvalidIdentifierError as exc:
+        msg = f"{path}: [pipeline] processor: {exc}"
+        raise ConfigurationError(msg) from exc
 
 
 def _check_sink(path: Path, sink: str) -> None:
