@@ -91,6 +91,16 @@ def test_options_are_case_insensitive_and_typed(tmp_path: Path) -> None:
         ({"tag": "t"}, ConfigurationError, "needs the option journal"),
         ({"journal": "x.db"}, ConfigurationError, "needs the option tag"),
         ({"journal": "x.db", "tag": ""}, InvalidIdentifierError, "tag must not be empty"),
+        (
+            {"journal": "x.db", "tag": "t", "processor": ""},
+            InvalidIdentifierError,
+            "processor name must not be empty",
+        ),
+        (
+            {"journal": "x.db", "tag": "t", "processor": "p" * 256},
+            InvalidIdentifierError,
+            "processor name is 256 characters long",
+        ),
         ({"journal": "x.db", "tag": "t", "segments": "-1"}, ConfigurationError, "segments"),
         ({"journal": "x.db", "tag": "t", "segments": "0"}, ConfigurationError, "segments must"),
         (

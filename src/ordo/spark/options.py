@@ -129,7 +129,9 @@ class EventsByTagOptions:
             starts_at_latest=starting.lower() == "latest",
             max_events_per_trigger=limit,
             segments=_int(given, "segments", 1, minimum=1, maximum=MAX_SEGMENTS),
-            processor=given.get("processor"),
+            processor=None  # checked here: planning failed on it once the query had started
+            if "processor" not in given
+            else validation.processor_name(given["processor"]),
             events_by_tag=events_by_tag,
             query=query,
             positions_of=None
