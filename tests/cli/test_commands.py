@@ -966,7 +966,7 @@ def _pipeline_file(tmp_path: Path, extra: str, *, checkpoint: str | None = None)
         ),
         (
             "[source]\nmaxEventsPerTrigger = 0\n",
-            "option maxeventspertrigger must be in 1..9007199254740991, got 0",
+            "option maxEventsPerTrigger must be in 1..9007199254740991, got 0",
         ),
         ('trigger = "bogus"\n', "trigger must be 'available_now' or a processing time"),
         ('trigger = "1 month"\n', "trigger must be 'available_now' or a processing time"),
@@ -975,7 +975,7 @@ def _pipeline_file(tmp_path: Path, extra: str, *, checkpoint: str | None = None)
             "[source]\nbogusOption = 1\n",
             "ordo_events_by_tag has unknown option 'bogusoption' (valid options: journal, ",
         ),
-        ('[source]\npageSize = "many"\n', "option pagesize must be an integer, got 'many'"),
+        ('[source]\npageSize = "many"\n', "option pageSize must be an integer, got 'many'"),
         ("[source]\npageSize = 1.5\n", "[source] pageSize must be a string or an integer"),
         ("[source]\nSegments = 2\n", "[source] cannot set Segments: [pipeline] sets"),
         (

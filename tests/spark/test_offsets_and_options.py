@@ -111,18 +111,37 @@ def test_options_are_case_insensitive_and_typed(tmp_path: Path) -> None:
         (
             {"journal": "x.db", "tag": "t", "maxEventsPerTrigger": "0"},
             ConfigurationError,
-            "maxeventspertrigger must be in 1..",
+            "option maxEventsPerTrigger must be in 1..",
         ),
         (
             {"journal": "x.db", "tag": "t", "gapTimeoutMs": str(10**20)},
             ConfigurationError,
-            "gaptimeoutms must be in 0..",
+            "option gapTimeoutMs must be in 0..",
         ),
-        ({"journal": "x.db", "tag": "t", "pageSize": "many"}, ConfigurationError, "pagesize"),
+        (
+            {"journal": "x.db", "tag": "t", "pageSize": "many"},
+            ConfigurationError,
+            "option pageSize must be an integer, got 'many'",
+        ),
+        (
+            {"journal": "x.db", "tag": "t", "pageSize": "0"},
+            ConfigurationError,
+            "option pageSize: page_size must be an integer >= 1, got 0",
+        ),
+        (
+            {"journal": "x.db", "tag": "t", "bucketSize": "week"},
+            ConfigurationError,
+            "option bucketSize: unknown bucket size 'week'",
+        ),
+        (
+            {"journal": "x.db", "path": "y.db", "tag": "t"},
+            ConfigurationError,
+            r"options journal and path name different journals \('x.db' and 'y.db'\)",
+        ),
         (
             {"journal": "x.db", "tag": "t", "startingOffsets": "yesterday"},
             OffsetFormatError,
-            "yesterday",
+            "option startingOffsets must be earliest, latest or a TimeUUID: 'yesterday' is not",
         ),
         ({"journal": "sqlite:///no/such.db", "tag": "t"}, StorageUnavailableError, "no journal"),
     ],

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
 from ordo.documents import unknown_names_message
-from ordo.errors import BucketSizeMismatchError, ConfigurationError, FutureOffsetError
+from ordo.errors import (
+    BucketSizeMismatchError,
+    ConfigurationError,
+    FutureOffsetError,
+    OffsetFormatError,
+)
 from ordo.journal import check_bucket_size, validation
 from ordo.query.offset import refuse_future
 from ordo.settings import EventsByTagSettings, QuerySettings
@@ -92,6 +98,12 @@ class EventsByTagOptions:
                 unknown_names_message(unknown, VALID_OPTIONS, where=where, noun="option")
             )
         journal = given.get("journal") or given.get("path")
+        if given.get("journal") and given.get("path") and given["journal"] != given["path"]:
+            msg = (
+                "ordo_events_by_tag: options journal and path name different journals "
+                f"({given['journal']!r} and {given['path']!r}); path is journal's alias: give one"
+            )
+            raise ConfigurationError(msg)
         if not journal:
             msg = "ordo_events_by_tag needs the option journal (a journal URL)"
             raise ConfigurationError(msg)
@@ -101,17 +113,20 @@ class EventsByTagOptions:
         starting = given.get("startingoffsets", "earliest").strip()
         events_by_tag = EventsByTagSettings.from_env(os.environ if environ is None else environ)
         if "bucketsize" in given:
-            events_by_tag = replace(
-                events_by_tag, bucket_size=BucketSize.parse(given["bucketsize"])
-            )
+            with _named("bucketsize"):
+                events_by_tag = replace(
+                    events_by_tag, bucket_size=BucketSize.parse(given["bucketsize"])
+                )
         if "firsttimebucket" in given:
-            events_by_tag = replace(events_by_tag, first_time_bucket=given["firsttimebucket"])
+            with _named("firsttimebucket"):
+                events_by_tag = replace(events_by_tag, first_time_bucket=given["firsttimebucket"])
         durations: dict[str, Any] = {
             name: timedelta(milliseconds=_int(given, key, 0))
             for key, name in _DURATIONS.items()
             if key in given
         }
-        query = QuerySettings(page_size=_int(given, "pagesize", 5000), **durations)
+        with _named():
+            query = QuerySettings(page_size=_int(given, "pagesize", 5000), **durations)
         limit = (
             _int(given, "maxeventspertrigger", 1, minimum=1)
             if "maxeventspertrigger" in given
@@ -141,6 +156,32 @@ class EventsByTagOptions:
         )
         _check_journal(parsed)  # last: every option is checked even when the file is missing
         return parsed
+
+
+_CAMEL_CASE = {name.lower(): name for name in VALID_OPTIONS}
+"""An option's documented name by the lower-cased one Spark hands over."""
+_OPTION_OF_SETTING = {
+    "page_size": "pageSize",
+    **{setting: _CAMEL_CASE[key] for key, setting in _DURATIONS.items()},
+}
+"""The option that sets a QuerySettings field, for the field's errors."""
+
+
+@contextmanager
+def _named(key: str | None = None) -> Iterator[None]:
+    """Put the option in front of a ConfigurationError of its value (`key`, lower-cased).
+
+    Without `key`, the option is the one that sets the error's settings field, if any: the
+    settings name their snake_case fields, which the source has no options of.
+    """
+    try:
+        yield
+    except ConfigurationError as exc:
+        name = _CAMEL_CASE[key] if key is not None else _OPTION_OF_SETTING.get(exc.setting or "")
+        if name is None:
+            raise
+        msg = f"option {name}: {exc}"
+        raise ConfigurationError(msg, setting=exc.setting) from exc
 
 
 def _check_journal(options: EventsByTagOptions) -> None:
@@ -177,7 +218,11 @@ def _starting_offset(text: str) -> TimeUUID:
     year). The query refuses it too, but only once Spark has started (and has written a
     checkpoint), naming the offset moved back by backTrackPeriodMs rather than the one given.
     """
-    offset = TimeUUID.parse(text)
+    try:
+        offset = TimeUUID.parse(text)
+    except OffsetFormatError as exc:
+        msg = f"option startingOffsets must be earliest, latest or a TimeUUID: {exc}"
+        raise OffsetFormatError(msg) from exc
     try:
         refuse_future(offset, now_ns=time.time_ns())
     except FutureOffsetError as exc:
@@ -200,14 +245,16 @@ def _int(
     minimum: int = 0,
     maximum: int = LARGEST_INTEGER,
 ) -> int:
+    """The integer option `key` (lower-cased, as Spark hands it); errors say its camelCase name."""
     if key not in given:
         return default
+    name = _CAMEL_CASE[key]
     try:
         value = int(given[key])
     except (TypeError, ValueError) as exc:
-        msg = f"option {key} must be an integer, got {given[key]!r}"
+        msg = f"option {name} must be an integer, got {given[key]!r}"
         raise ConfigurationError(msg) from exc
     if not minimum <= value <= maximum:
-        msg = f"option {key} must be in {minimum}..{maximum}, got {value}"
+        msg = f"option {name} must be in {minimum}..{maximum}, got {value}"
         raise ConfigurationError(msg)
     return value
