@@ -82,7 +82,10 @@ def resolve_tables(conn: Connection, tables: tuple[str, ...]) -> tuple[TableRef,
         schema, dot, name = given.rpartition(".")
         if not dot:
             if default is None:
-                msg = f"table {given!r} is unqualified but the search_path names no schema"
+                msg = (  # current_schema() skips schemas the role may not use
+                    f"table {given!r} is unqualified but the search_path names no schema "
+                    "that exists and that the role has USAGE on: qualify it as schema.table"
+                )
                 raise CaptureError(msg)
             schema = default
         refs.append(TableRef(given=given, schema=schema, name=name))

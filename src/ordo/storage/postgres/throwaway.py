@@ -87,12 +87,21 @@ class ThrowawayPostgres:
             when omitted.
         base_dir: Where the temporary cluster directory is created; the system temp dir
             when omitted. As root it must be reachable by the `postgres` user.
+        settings: Server settings (`name=value`) applied over the defaults, e.g. a test of
+            what ordo does on a server without logical decoding (`wal_level=replica`).
 
     """
 
-    def __init__(self, *, bindir: Path | None = None, base_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        bindir: Path | None = None,
+        base_dir: Path | None = None,
+        settings: Sequence[str] = (),
+    ) -> None:
         self._requested_bindir = bindir
         self._base_dir = base_dir
+        self._settings = tuple(settings)
         self._bindir: Path | None = None
         self._workdir: Path | None = None
         self._port: int | None = None
@@ -200,6 +209,7 @@ class ThrowawayPostgres:
                 f"port={port}",
                 f"unix_socket_directories={workdir}",
                 *_SERVER_SETTINGS,
+                *self._settings,  # the server takes the last value of a repeated setting
             )
             # pg_ctl hands -o to /bin/sh, hence the quoting.
             options = " ".join(f"-c {shlex.quote(setting)}" for setting in settings)
