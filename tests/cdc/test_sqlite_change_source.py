@@ -14,6 +14,8 @@ from ordo.cdc import ColumnType, Publisher, SchemaRegistry
 from ordo.cdc.capture import Capture, CaptureTotals, PublishedWindow
 from ordo.cdc.change import mutation_problems
 from ordo.cdc.change_rows import key_text
+from ordo.cdc.materializer import materialize_partition
+from ordo.cdc.row_state import PartitionState
 from ordo.clock import ManualClock
 from ordo.errors import (
     CaptureError,
@@ -344,3 +346,100 @@ def test_a_key_that_is_not_json_stops_the_capture_naming_the_change(
     )
     with pytest.raises(CaptureError, match=r"^table 'users': change 1 of ordo_cdc_changes has "):
         source.peek(max_changes=10)
+
+
+@pytest.fixture
+def documents(tmp_path: Path) -> Iterator[SQLiteChangeSource]:
+    path = tmp_path / "docs.db"
+    _run(path, "CREATE TABLE docs (id INTEGER PRIMARY KEY, body JSON, tags JSON)")
+    opened = SQLiteChangeSource(path, ["docs"])
+    opened.install()
+    yield opened
+    opened.close()
+
+
+def test_a_json_column_holding_text_that_is_not_json_is_captured_and_dead_lettered(
+    documents: SQLiteChangeSource,
+) -> None:
+    """json() raised "malformed JSON" inside the trigger, which failed the application's write.
+
+    The value is captured under a name that is no column, so the materializer dead-letters the
+    change saying which column holds what, instead of the source losing its write.
+    """
+    _run(
+        documents.path,
+        """INSERT INTO docs VALUES (1, '{"a": [1, 2]}', '["x"]')""",
+        "INSERT INTO docs VALUES (2, '{oops', NULL)",
+        "UPDATE docs SET tags = 'not json' WHERE id = 1",
+        "INSERT INTO docs VALUES (3, x'00ff', 9e999)",
+    )
+    rows = documents.peek(max_changes=10).rows
+    for text in rows.column("cell_values"):
+        json.loads(text, parse_constant=pytest.fail)  # standard JSON
+    valid, malformed, updated, odd = rows.mutations()
+    assert {n: c.value for n, c in valid.cells.items()} == {"body": {"a": [1, 2]}, "tags": ["x"]}
+    assert {n: c.value for n, c in malformed.cells.items()} == {
+        "body (not JSON)": "{oops",
+        "tags": None,
+    }
+    assert {n: c.value for n, c in odd.cells.items()} == {
+        "body (not JSON)": "x'00ff'",
+        "tags (not JSON)": "Infinity",
+    }
+    (schema,) = documents.schemas()
+    folded = materialize_partition(PartitionState(), [malformed], lambda _: (7, schema))
+    assert [r.reason for r in folded.rejected] == [
+        "does not fit schema id 7: column 'body': '{oops' is not JSON text"
+    ]
+    assert folded.messages == []
+    assert mutation_problems(updated, schema) == ["column 'tags': 'not json' is not JSON text"]
+    assert mutation_problems(odd, schema) == [
+        "column 'body': \"x'00ff'\" is not JSON text",
+        "column 'tags': 'Infinity' is not JSON text",
+    ]
+    assert mutation_problems(valid, schema) == []
+    snapshot = {m.partition_key: m for m in documents.snapshot("docs")}
+    assert snapshot[(1,)].cells["tags (not JSON)"].value == "not json"
+
+
+def test_a_json_key_that_is_not_json_is_captured_as_a_null_key(tmp_path: Path) -> None:
+    """A key has no name to carry its value aside: the change is captured with a null key,
+    which the materializer dead-letters, instead of failing the application's write."""
+    path = tmp_path / "keyed.db"
+    _run(path, "CREATE TABLE keyed (k JSON PRIMARY KEY, n INTEGER)")
+    source = SQLiteChangeSource(path, ["keyed"])
+    try:
+        source.install()
+        _run(
+            path,
+            """INSERT INTO keyed VALUES ('{"a": 1}', 1)""",
+            "INSERT INTO keyed VALUES ('{oops', 2)",
+        )
+        valid, malformed = source.peek(max_changes=10).rows.mutations()
+        (schema,) = source.schemas()
+    finally:
+        source.close()
+    assert valid.partition_key == ({"a": 1},)
+    assert malformed.partition_key == (None,)
+    assert mutation_problems(malformed, schema) == ["key column 'k': None is not a json"]
+
+
+def test_triggers_an_earlier_ordo_installed_are_replaced_by_the_next_capture_window(
+    documents: SQLiteChangeSource,
+) -> None:
+    """Their json() fails the application's write of text that is not JSON until replaced."""
+    earlier = (
+        'CREATE TRIGGER "ordo_cdc_docs_insert" AFTER INSERT ON "docs" BEGIN INSERT INTO '
+        "ordo_cdc_changes (table_name, op, key_json, old_key_json, row_json, captured_at_us) "
+        "VALUES ('docs', 'I', json_array(NEW.\"id\"), NULL, json_object('body', "
+        'json(NEW."body"), \'tags\', json(NEW."tags")), 0); END'
+    )
+    _run(documents.path, 'DROP TRIGGER "ordo_cdc_docs_insert"', earlier)
+    with pytest.raises(sqlite3.OperationalError, match="malformed JSON"):
+        _run(documents.path, "INSERT INTO docs VALUES (1, '{oops', NULL)")
+
+    documents.schemas()  # what every capture window does first
+
+    _run(documents.path, "INSERT INTO docs VALUES (1, '{oops', NULL)")
+    (captured,) = documents.peek(max_changes=10).rows.mutations()
+    assert captured.cells["body (not JSON)"].value == "{oops"

@@ -14,7 +14,7 @@ from enum import StrEnum
 
 from ordo.cdc.mutation import Audit, JsonValue, Key, Mutation
 from ordo.cdc.row_state import PartitionState
-from ordo.cdc.schema import TableSchema, fits, full_row
+from ordo.cdc.schema import TableSchema, fits, full_row, not_json_column
 
 Row = dict[str, JsonValue]
 
@@ -60,7 +60,12 @@ def mutation_problems(mutation: Mutation, schema: TableSchema) -> list[str]:
     for name, cell in mutation.cells.items():
         column = by_name.get(name)
         if column is None:
-            problems.append(f"unknown column {name!r}")
+            of = not_json_column(name, schema)
+            problems.append(
+                f"unknown column {name!r}"
+                if of is None
+                else f"column {of!r}: {cell.value!r} is not JSON text"
+            )
         elif name in schema.key_names:
             problems.append(f"key column {name!r} written as a cell")
         elif cell.value is not None and not fits(column.type, cell.value):

@@ -24,7 +24,13 @@ from ordo.cdc.change_rows import ChangeRows, key_text
 from ordo.cdc.json_text import parse_json
 from ordo.cdc.mutation import Audit, Cell, Mutation, snapshot_segment
 from ordo.cdc.ports import CapturedWindow, SourceStatus
-from ordo.cdc.schema import Column, ColumnType, TableSchema, require_captured_key
+from ordo.cdc.schema import (
+    Column,
+    ColumnType,
+    TableSchema,
+    not_json_cell,
+    require_captured_key,
+)
 from ordo.errors import CaptureError, UnmappableColumnTypeError
 from ordo.storage.sql_change_sink import quote_identifier
 from ordo.storage.sqlite.datastore import SQLiteDatastore, read_only_connection
@@ -93,11 +99,50 @@ def _json_expression(ref: str, logical: ColumnType) -> str:
         case ColumnType.BYTES:
             return f"CASE WHEN {ref} IS NULL THEN NULL ELSE lower(hex({ref})) END"
         case ColumnType.JSON:
-            return f"json({ref})"
+            return _json_value(ref, "NULL")
         case ColumnType.DECIMAL:
             return _finite(ref, f"CAST({ref} AS TEXT)")
         case _:
             return _finite(ref, ref)
+
+
+def _is_json(ref: str) -> str:
+    """Whether `ref` is NULL or standard JSON text: json_valid(), unlike json(), never raises.
+
+    Its one-argument form, the only one SQLite before 3.45 has: two arguments would fail every
+    write to the table on an older SQLite.
+    """
+    return f"({ref} IS NULL OR json_valid({ref}))"
+
+
+def _json_value(ref: str, otherwise: str) -> str:
+    """json() of a JSON column's value, or of `otherwise` (JSON text) when it holds no JSON.
+
+    json() raises "malformed JSON" for text that does not parse (or a BLOB that is not JSON
+    text, or an infinite REAL), and an error inside a trigger fails the application's INSERT
+    or UPDATE: capture must never do that. In a key `otherwise` is NULL, so the materializer
+    dead-letters the change for its null key; a value column records the value under another
+    name (`_cell`).
+    """
+    return f"json(CASE WHEN {_is_json(ref)} THEN {ref} ELSE {otherwise} END)"
+
+
+def _cell(ref: str, column: Column) -> str:
+    """The json_object() name and value of one value column.
+
+    A JSON column whose value is not JSON goes under `not_json_cell(name)` as a string (a BLOB
+    as `x'<hex>'`, an infinite REAL as "Infinity"): the change is captured, no schema accepts
+    it, and the materializer dead-letters it saying which column holds what.
+    """
+    name = _literal(column.name)
+    if column.type is not ColumnType.JSON:
+        return f"{name}, {_json_expression(ref, column.type)}"
+    blob = f"'x''' || lower(hex({ref})) || ''''"
+    text = _finite(ref, f"CASE WHEN typeof({ref}) = 'blob' THEN {blob} ELSE {ref} END")
+    return (
+        f"CASE WHEN {_is_json(ref)} THEN {name} ELSE {_literal(not_json_cell(column.name))} END, "
+        f"{_json_value(ref, f'json_quote({text})')}"
+    )
 
 
 class SQLiteChangeSource:
@@ -380,10 +425,7 @@ def _key_json(schema: TableSchema, prefix: str) -> str:
 
 def _row_json(schema: TableSchema, prefix: str) -> str:
     """json_object() of the value columns (keys travel separately), each as its logical type."""
-    parts = [
-        f"{_literal(c.name)}, {_json_expression(prefix + quote_identifier(c.name), c.type)}"
-        for c in schema.value_columns
-    ]
+    parts = [_cell(prefix + quote_identifier(c.name), c) for c in schema.value_columns]
     return f"json_object({', '.join(parts)})"
 
 
