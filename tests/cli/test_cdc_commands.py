@@ -560,3 +560,36 @@ def test_status_lists_the_wal2json_slots_of_a_postgres_journal(
     finally:
         with PostgresChangeSource(postgres_dsn, slot=slot, tables=["items"]) as source:
             source.drop()
+
+
+def test_status_shows_a_change_logs_recorded_partition_count(tmp_path: Path, journal: str) -> None:
+    """It counted partition directories: a log of 8 partitions whose one key filled one was
+    shown with 1 partition, which is not the `--partitions` a publish must use."""
+    ingest = _registered(tmp_path, journal)
+    given = tmp_path / "readings.jsonl"
+    given.write_text(_readings() + "\n")
+    assert _run(*ingest, str(given))[0] == 0
+    status = ("cdc", "status", "--journal", journal, "--change-log", str(tmp_path / "log"))
+
+    code, out, err = _run(*status, "--json")
+
+    assert code == 0, err
+    (log,) = json.loads(out)["change_logs"]
+    assert log["partitions"] == 8
+    assert (log["has_partition_record"], log["files"]) == (True, 1)
+    assert "1 mutation in 1 file, 8 partitions; last seg@1" in _wide(*status)
+    (tmp_path / "log" / "readings" / "_partitions.json").unlink()  # as an earlier ordo wrote it
+
+    code, out, err = _run(*status, "--json")
+
+    assert code == 0, err
+    (log,) = json.loads(out)["change_logs"]
+    assert (log["partitions"], log["has_partition_record"]) == (1, False)
+    assert "1 partition with files (no count recorded); last" in _wide(*status)
+
+
+def _wide(*args: str) -> str:
+    """The output of a command that succeeds, its tables as wide as their rows (no wrapping)."""
+    result = CliRunner().invoke(cli, list(args), env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.stderr
+    return result.stdout

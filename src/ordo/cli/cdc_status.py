@@ -15,9 +15,10 @@ def cdc_table(status: CdcStatus) -> Table:
         table.add_column(column)
     for log in status.change_logs:
         positions = ", ".join(f"{s}@{p}" for s, p in log.last_positions.items()) or "-"
+        unrecorded = "" if log.has_partition_record else " with files (no count recorded)"
         state = (
             f"{counted(log.mutations, 'mutation')} in {counted(log.files, 'file')}, "
-            f"{counted(log.partitions, 'partition')}; last {positions}"
+            f"{counted(log.partitions, 'partition')}{unrecorded}; last {positions}"
         )
         table.add_row("change log", log.table, state)
     for version in status.schemas:

@@ -103,6 +103,9 @@ class ChangeLogSummary:
 
     table: str
     partitions: int
+    """The recorded partition count (`_partitions.json`); for a log without a record (written
+    before counts were recorded), the partition directories it holds."""
+    has_partition_record: bool
     files: int
     mutations: int
     last_positions: dict[str, int]
@@ -334,8 +337,11 @@ class ParquetChangeLog:
     def summary(self, table: str) -> ChangeLogSummary:
         """Partitions, files and mutations of a table's log, and the last position per segment.
 
-        Reads only file names and Parquet footers, so it is cheap on a large log.
+        Reads only file names, Parquet footers and the partitions record, so it is cheap on a
+        large log. The partition count is the recorded one: most partitions of a small log hold
+        no file yet, and counting directories would tell an operator the wrong `--partitions`.
         """
+        recorded = self.partition_count(table)
         files = list(self.table_path(table).glob("partition=*/*.parquet"))
         last: dict[str, int] = {}
         for file in files:
@@ -345,7 +351,8 @@ class ParquetChangeLog:
                 last[segment] = max(last.get(segment, 0), int(match["highest"]))
         return ChangeLogSummary(
             table=table,
-            partitions=len(self.partitions(table)),
+            partitions=len(self.partitions(table)) if recorded is None else recorded,
+            has_partition_record=recorded is not None,
             files=len(files),
             mutations=sum(pq.ParquetFile(file).metadata.num_rows for file in files),
             last_positions=dict(sorted(last.items())),
