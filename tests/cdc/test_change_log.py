@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -296,3 +297,40 @@ def test_a_record_that_holds_no_count_is_an_integrity_error(tmp_path: Path, text
     (tmp_path / "users" / "_partitions.json").write_text(text)
     with pytest.raises(StorageIntegrityError, match="does not hold a partition count"):
         Publisher(ParquetChangeLog(tmp_path)).publish([_mutation(2, 2)])
+
+
+def test_a_directory_the_log_creates_is_synced_into_its_parent_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new partition's files were synced, but not its directory's entry in the table's
+    directory, so a crash could lose the directory with the files (the source advanced)."""
+    synced: list[Path] = []
+    fsync = os.fsync
+
+    def recording_fsync(descriptor: int) -> None:
+        synced.append(Path(os.readlink(f"/proc/self/fd/{descriptor}")))
+        fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    root = tmp_path / "log"
+    table = root / "users"
+    log = ParquetChangeLog(root)
+    other = next(k for k in range(2, 99) if partition_of((k,), 4) != partition_of((1,), 4))
+
+    Publisher(log, partitions=4).publish([_mutation(1, 1)])
+
+    # each new directory's parent, and the directories renamed into (the record, the file)
+    first = table / f"partition={partition_of((1,), 4)}"
+    assert {path for path in synced if path.is_dir()} == {tmp_path, root, table, first}
+    synced.clear()
+
+    Publisher(log, partitions=4).publish([_mutation(other, 2)])
+
+    partition = table / f"partition={partition_of((other,), 4)}"
+    assert {path for path in synced if path.is_dir()} == {table, partition}
+    synced.clear()
+
+    Publisher(log, partitions=4).publish([_mutation(other, 3)])
+
+    assert {path for path in synced if path.is_dir()} == {partition}  # made once, synced once
+    assert sorted(m.audit.position for m in log.read("users")) == [1, 2, 3]

@@ -3,7 +3,8 @@
 A file holds the mutations of one publish for one partition, in the order published (a capture's
 in position order, ingested ones as their lines came), and is written to a hidden temporary
 name, synced, and renamed into place, so a reader (Spark's file stream source lists the
-directory) never sees half a file and a crash never loses a published one. The file name carries
+directory) never sees half a file and a crash never loses a published one (nor the directory of a
+new partition: its parent is synced when it is made). The file name carries
 the segment and the lowest and highest position it holds; scanning the names tells a restarted
 capture what is already durable, so it publishes nothing twice and advances its source only past
 what is in the log. Mutations without a position (0: ingested ones may have none) cannot be told
@@ -139,7 +140,7 @@ class ParquetChangeLog:
         """
         missing = [d for d in (self.root, *self.root.parents) if not d.exists()]
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            _made_directory(self.root)
         except OSError as exc:
             msg = f"cannot create the directory of change log {self.root}: {exc}"
             raise StorageUnavailableError(msg) from exc
@@ -225,7 +226,7 @@ class ParquetChangeLog:
         """
         if self.partition_count(table) is None:
             directory = self.table_path(table)
-            directory.mkdir(parents=True, exist_ok=True)
+            _made_directory(directory)
             record = directory / PARTITIONS_RECORD
             temporary = directory / f".{PARTITIONS_RECORD}.{uuid.uuid4().hex}.tmp"
             try:
@@ -238,7 +239,6 @@ class ParquetChangeLog:
             finally:
                 temporary.unlink(missing_ok=True)
             _fsync_directory(directory)
-            _fsync_directory(directory.parent)  # a new table directory's name survives a crash
         recorded = self.partition_count(table)
         if recorded != partitions:
             raise PartitionCountMismatchError(table=table, recorded=recorded, requested=partitions)
@@ -286,7 +286,7 @@ class ParquetChangeLog:
             msg = "a change log file holds the mutations of one segment"
             raise InvalidInputError(msg)
         directory = self.table_path(table) / f"partition={partition}"
-        directory.mkdir(parents=True, exist_ok=True)
+        _made_directory(directory)
         segment = segments.pop()
         token = _segment_token(segment)
         positions = rows.column("position")
@@ -418,6 +418,27 @@ def _link_new(source: Path, target: Path) -> None:
         if target.exists():
             raise FileExistsError(target) from None
         os.replace(source, target)
+
+
+def _made_directory(directory: Path) -> None:
+    """Create `directory` and its missing parents, syncing the parent of each one created.
+
+    Syncing a directory makes the names in it durable: the files renamed into a new partition
+    directory are synced there, but the directory's own name is an entry of its parent, and
+    unless that is synced too a crash can lose the directory with every file in it, after the
+    source was advanced past them. A directory that exists costs one stat; one that another
+    thread or publish creates meanwhile is synced by that one.
+    """
+    if directory.is_dir():
+        return
+    _made_directory(directory.parent)
+    try:
+        directory.mkdir()
+    except FileExistsError:
+        if not directory.is_dir():
+            raise
+        return
+    _fsync_directory(directory.parent)
 
 
 def _fsync_directory(directory: Path) -> None:
