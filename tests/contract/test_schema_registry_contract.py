@@ -59,3 +59,15 @@ def test_unknown_tables_versions_and_ids_are_reported(stores: Stores) -> None:
     with pytest.raises(UnknownSchemaError):
         registry.accept("users", 7)
     assert stores.schemas.tables() == ["users"]
+
+
+def test_registering_returns_the_accepted_versions_oldest_first(stores: Stores) -> None:
+    """What a capture names older changes with, from the one read that registering makes."""
+    registry = SchemaRegistry(stores.schemas)
+    (first,) = registry.register_accepted(_schema(ID, NAME))
+    assert list(registry.register_accepted(_schema(ID, NAME))) == [first]
+    second = registry.register_accepted(_schema(ID, NAME, NOTE))[-1]
+    with pytest.raises(IncompatibleSchemaError):
+        registry.register_accepted(_schema(ID, NOTE))
+    third = registry.accept("users", 3)
+    assert list(registry.register_accepted(_schema(ID, NOTE))) == [first, second, third]

@@ -64,9 +64,15 @@ class Capture:
         self._clock = clock or SystemClock()
         self._last_publish_ns = self._clock.now_ns()
 
-    def register_schemas(self) -> dict[str, SchemaVersion]:
-        """Register the source's current schemas; raises IncompatibleSchemaError when blocked."""
-        return {schema.table: self.registry.register(schema) for schema in self.source.schemas()}
+    def register_schemas(self) -> dict[str, Sequence[SchemaVersion]]:
+        """Register the source's current schemas; raises IncompatibleSchemaError when blocked.
+
+        Returns each table's accepted versions, oldest first, the current one last.
+        """
+        return {
+            schema.table: self.registry.register_accepted(schema)
+            for schema in self.source.schemas()
+        }
 
     def publish_snapshot(self, table: str) -> PublishReceipt:
         """Publish the table's current rows (READ messages), named with its current schema."""
@@ -74,18 +80,20 @@ class Capture:
         rows = ChangeRows.from_mutations(list(self.source.snapshot(table)))
         return self.publisher.publish_rows(self._named(rows, versions))
 
-    def _named(self, rows: ChangeRows, current: Mapping[str, SchemaVersion]) -> ChangeRows:
+    def _named(
+        self, rows: ChangeRows, accepted: Mapping[str, Sequence[SchemaVersion]]
+    ) -> ChangeRows:
         """`rows`, each naming the schema id of the version it was written under.
 
-        That is its table's `current` version, unless the table's accepted history holds an
-        incompatible change (a dropped or retyped column an operator accepted): a change
-        written before it fits only the older version, and named with the newer one the
-        materializer would dead-letter it. Rows of such a table are checked against the
-        versions that end an incompatible step, newest first, and named with the first they
-        fit (the current one if none: the materializer then says why). Tables the source does
-        not report keep what the row names.
+        That is its table's current version (the last `accepted` one), unless the table's
+        accepted history holds an incompatible change (a dropped or retyped column an operator
+        accepted): a change written before it fits only the older version, and named with the
+        newer one the materializer would dead-letter it. Rows of such a table are checked
+        against the versions that end an incompatible step, newest first, and named with the
+        first they fit (the current one if none: the materializer then says why). Tables the
+        source does not report keep what the row names.
         """
-        eras = {table: self._eras(version) for table, version in current.items()}
+        eras = {table: _eras(versions) for table, versions in accepted.items()}
         ids: list[int | None] = []
         for index, (table, named) in enumerate(
             zip(rows.column("table"), rows.column("schema_id"), strict=True)
@@ -100,23 +108,6 @@ class Capture:
                 fitting = (v for v in versions if not mutation_problems(mutation, v.schema))
                 ids.append(next(fitting, versions[0]).schema_id)
         return rows.replaced("schema_id", ids)
-
-    def _eras(self, current: SchemaVersion) -> Sequence[SchemaVersion]:
-        """`current`, then each older accepted version the next one could not read, newest first.
-
-        A change that fits a version fits every compatible later one, so only the versions
-        before an incompatible step can be what an older change was written under.
-        """
-        accepted = [
-            v
-            for v in self.registry.versions(current.table)
-            if v.is_accepted and v.version <= current.version
-        ]
-        eras = [current]
-        for older, newer in zip(reversed(accepted[:-1]), reversed(accepted[1:]), strict=True):
-            if older.schema.incompatibilities(newer.schema):
-                eras.append(older)
-        return eras
 
     def capture_once(self, totals: CaptureTotals, *, flush: bool = False) -> PublishedWindow | None:
         """Publish one window if it is full, the flush interval passed, or `flush`.
@@ -173,3 +164,16 @@ class Capture:
                 break  # the source held nothing more when it was read
             stop.wait(self.settings.poll_interval.total_seconds())
         return totals
+
+
+def _eras(accepted: Sequence[SchemaVersion]) -> Sequence[SchemaVersion]:
+    """The current (last `accepted`) version, then each older one the next could not read.
+
+    Newest first. A change that fits a version fits every compatible later one, so only the
+    versions before an incompatible step can be what an older change was written under.
+    """
+    eras = [accepted[-1]]
+    for older, newer in zip(reversed(accepted[:-1]), reversed(accepted[1:]), strict=True):
+        if older.schema.incompatibilities(newer.schema):
+            eras.append(older)
+    return eras

@@ -31,6 +31,15 @@ class SchemaRegistry:
         Raises IncompatibleSchemaError when `schema` is an incompatible change of the table's
         accepted schema, and for every schema while a pending version waits for an operator.
         """
+        return self.register_accepted(schema)[-1]
+
+    def register_accepted(self, schema: TableSchema) -> Sequence[SchemaVersion]:
+        """`register`, returning every accepted version of the table, oldest first.
+
+        The last is the one equal to `schema`. A capture needs the older ones to name the
+        changes written before an incompatible step, and gets them from the one read of the
+        store that registering makes. Raises as `register` does.
+        """
         versions = self.store.versions(schema.table)
         accepted = [v for v in versions if v.is_accepted]
         current = accepted[-1] if accepted else None
@@ -38,17 +47,17 @@ class SchemaRegistry:
         if pending:
             raise self._incompatible(current, pending[-1])
         if current is not None and current.schema.fingerprint == schema.fingerprint:
-            return current
+            return accepted
         if current is None:
             version = self.store.add_version(schema, is_accepted=True)
             logger.info("registered schema table=%s version=%d", schema.table, version.version)
-            return version
+            return [version]
         problems = current.schema.incompatibilities(schema)
         version = self.store.add_version(schema, is_accepted=not problems)
         if problems:
             raise self._incompatible(current, version)
         logger.info("compatible schema change table=%s version=%d", schema.table, version.version)
-        return version
+        return [*accepted, version]
 
     def current(self, table: str) -> SchemaVersion:
         """The table's newest accepted version; UnknownSchemaError when none is registered."""
