@@ -424,6 +424,41 @@ def test_a_json_key_that_is_not_json_is_captured_as_a_null_key(tmp_path: Path) -
     assert mutation_problems(malformed, schema) == ["key column 'k': None is not a json"]
 
 
+def test_a_blob_in_a_column_of_another_type_is_captured_and_dead_lettered(
+    tmp_path: Path,
+) -> None:
+    """SQLite lets any column hold a BLOB; json_object() and json_array() refuse one, which
+    failed the application's write. It is captured aside (a key as null) and dead-lettered."""
+    path = tmp_path / "notes.db"
+    _run(path, "CREATE TABLE notes (k TEXT PRIMARY KEY, title TEXT, n INTEGER, due DATE)")
+    source = SQLiteChangeSource(path, ["notes"])
+    try:
+        source.install()
+        _run(
+            path,
+            "INSERT INTO notes VALUES ('a', x'6869', 1, '2026-11-22')",
+            "UPDATE notes SET n = x'00', title = 'hi' WHERE k = 'a'",
+            "INSERT INTO notes VALUES (x'01', 'key', 2, NULL)",
+        )
+        inserted, updated, blob_key = source.peek(max_changes=10).rows.mutations()
+        (schema,) = source.schemas()
+    finally:
+        source.close()
+    assert {n: c.value for n, c in inserted.cells.items()} == {
+        "title (not JSON)": "x'6869'",
+        "n": 1,
+        "due": "2026-11-22",
+    }
+    assert mutation_problems(inserted, schema) == [
+        "column 'title': \"x'6869'\" is a BLOB, which a string column cannot hold"
+    ]
+    assert mutation_problems(updated, schema) == [
+        "column 'n': \"x'00'\" is a BLOB, which a long column cannot hold"
+    ]
+    assert blob_key.partition_key == (None,)
+    assert mutation_problems(blob_key, schema) == ["key column 'k': None is not a string"]
+
+
 def test_triggers_an_earlier_ordo_installed_are_replaced_by_the_next_capture_window(
     documents: SQLiteChangeSource,
 ) -> None:

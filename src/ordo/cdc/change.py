@@ -14,7 +14,7 @@ from enum import StrEnum
 
 from ordo.cdc.mutation import Audit, JsonValue, Key, Mutation
 from ordo.cdc.row_state import PartitionState
-from ordo.cdc.schema import TableSchema, fits, full_row, not_json_column
+from ordo.cdc.schema import ColumnType, TableSchema, fits, full_row, not_json_column
 
 Row = dict[str, JsonValue]
 
@@ -60,17 +60,26 @@ def mutation_problems(mutation: Mutation, schema: TableSchema) -> list[str]:
     for name, cell in mutation.cells.items():
         column = by_name.get(name)
         if column is None:
-            of = not_json_column(name, schema)
-            problems.append(
-                f"unknown column {name!r}"
-                if of is None
-                else f"column {of!r}: {cell.value!r} is not JSON text"
-            )
+            problems.append(_unknown_cell_problem(name, cell.value, schema))
         elif name in schema.key_names:
             problems.append(f"key column {name!r} written as a cell")
         elif cell.value is not None and not fits(column.type, cell.value):
             problems.append(f"column {name!r}: {cell.value!r} is not a {column.type.value}")
     return problems
+
+
+def _unknown_cell_problem(name: str, value: JsonValue, schema: TableSchema) -> str:
+    """Why a cell that names no column of `schema` does not fit.
+
+    A value the capture set aside (see `not_json_cell`) is reported for the column that held it.
+    """
+    column = not_json_column(name, schema)
+    if column is None:
+        return f"unknown column {name!r}"
+    if column.type is ColumnType.JSON:
+        return f"column {column.name!r}: {value!r} is not JSON text"
+    kind = column.type.value
+    return f"column {column.name!r}: {value!r} is a BLOB, which a {kind} column cannot hold"
 
 
 def _op(before: Row | None, after: Row | None) -> ChangeOp:

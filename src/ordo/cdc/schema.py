@@ -111,22 +111,22 @@ _NOT_JSON = " (not JSON)"
 
 
 def not_json_cell(column: str) -> str:
-    """The cell name a capture records a JSON column's value under when it is not JSON text.
+    """The cell name a capture records a value under when JSON cannot carry it as the column's.
 
     Who calls it: the SQLite capture's triggers, for text an application wrote to a JSON column
-    that does not parse. The change must still be captured (a trigger that failed would fail
-    the application's write) and must not be folded, but no value under the column's own name
-    could say so: a JSON column accepts every JSON value. Under this name, which is no column,
-    the value (kept as a string) fails every schema, and `not_json_column` lets the
-    materializer's reason name the column.
+    that does not parse, and for a BLOB in a column of any type but bytes (SQLite lets any
+    column hold one; json_object() refuses it). The change must still be captured (a trigger
+    that failed would fail the application's write) and must not be folded, but no value under
+    the column's own name could say so: a JSON column accepts every JSON value, a text column
+    every string. Under this name, which is no column, the value (kept as a string) fails every
+    schema, and `not_json_column` lets the materializer's reason name the column.
     """
     return column + _NOT_JSON
 
 
-def not_json_column(cell: str, schema: TableSchema) -> str | None:
-    """The JSON column of `schema` whose `not_json_cell` is `cell`; None for any other name."""
-    column = schema.by_name.get(cell.removesuffix(_NOT_JSON)) if cell.endswith(_NOT_JSON) else None
-    return column.name if column is not None and column.type is ColumnType.JSON else None
+def not_json_column(cell: str, schema: TableSchema) -> Column | None:
+    """The column of `schema` whose `not_json_cell` is `cell`; None for any other name."""
+    return schema.by_name.get(cell.removesuffix(_NOT_JSON)) if cell.endswith(_NOT_JSON) else None
 
 
 _KEYED = "CDC keys its change log and rows by it"

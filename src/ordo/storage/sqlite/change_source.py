@@ -130,19 +130,29 @@ def _json_value(ref: str, otherwise: str) -> str:
 def _cell(ref: str, column: Column) -> str:
     """The json_object() name and value of one value column.
 
-    A JSON column whose value is not JSON goes under `not_json_cell(name)` as a string (a BLOB
-    as `x'<hex>'`, an infinite REAL as "Infinity"): the change is captured, no schema accepts
-    it, and the materializer dead-letters it saying which column holds what.
+    A value JSON cannot carry as the column's goes under `not_json_cell(name)` as a string: in
+    a JSON column text that does not parse, a BLOB (as `x'<hex>'`) or an infinite REAL (as
+    "Infinity"); in a column of any other type but bytes a BLOB (json_object() would refuse it
+    and fail the application's write). The change is captured, no schema accepts it, and the
+    materializer dead-letters it saying which column holds what.
     """
-    name = _literal(column.name)
-    if column.type is not ColumnType.JSON:
-        return f"{name}, {_json_expression(ref, column.type)}"
+    name, aside = _literal(column.name), _literal(not_json_cell(column.name))
+    is_blob = f"typeof({ref}) = 'blob'"
     blob = f"'x''' || lower(hex({ref})) || ''''"
-    text = _finite(ref, f"CASE WHEN typeof({ref}) = 'blob' THEN {blob} ELSE {ref} END")
-    return (
-        f"CASE WHEN {_is_json(ref)} THEN {name} ELSE {_literal(not_json_cell(column.name))} END, "
-        f"{_json_value(ref, f'json_quote({text})')}"
-    )
+    match column.type:
+        case ColumnType.BYTES:
+            return f"{name}, {_json_expression(ref, column.type)}"
+        case ColumnType.JSON:
+            text = _finite(ref, f"CASE WHEN {is_blob} THEN {blob} ELSE {ref} END")
+            return (
+                f"CASE WHEN {_is_json(ref)} THEN {name} ELSE {aside} END, "
+                f"{_json_value(ref, f'json_quote({text})')}"
+            )
+        case _:
+            return (
+                f"CASE WHEN {is_blob} THEN {aside} ELSE {name} END, "
+                f"CASE WHEN {is_blob} THEN {blob} ELSE {_json_expression(ref, column.type)} END"
+            )
 
 
 class SQLiteChangeSource:
@@ -415,11 +425,19 @@ def _literal(text: str) -> str:
 
 
 def _key_json(schema: TableSchema, prefix: str) -> str:
-    """json_array() of the primary key columns (`prefix` "NEW.", "OLD." or "")."""
+    """json_array() of the primary key columns (`prefix` "NEW.", "OLD." or "").
+
+    A BLOB in a key column of another type than bytes becomes null (json_array() would refuse
+    it and fail the application's write): the materializer dead-letters the null key.
+    """
     by_name = {c.name: c for c in schema.columns}
-    parts = (
-        _json_expression(prefix + quote_identifier(k), by_name[k].type) for k in schema.primary_key
-    )
+    parts = []
+    for key in schema.primary_key:
+        ref, logical = prefix + quote_identifier(key), by_name[key].type
+        value = _json_expression(ref, logical)
+        if logical not in (ColumnType.BYTES, ColumnType.JSON):  # JSON: see _json_value
+            value = f"CASE WHEN typeof({ref}) = 'blob' THEN NULL ELSE {value} END"
+        parts.append(value)
     return f"json_array({', '.join(parts)})"
 
 
