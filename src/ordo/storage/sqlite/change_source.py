@@ -24,20 +24,19 @@ from ordo.cdc.change_rows import ChangeRows, key_text
 from ordo.cdc.json_text import parse_json
 from ordo.cdc.mutation import Audit, Cell, Mutation, snapshot_segment
 from ordo.cdc.ports import CapturedWindow, SourceStatus
-from ordo.cdc.schema import (
-    Column,
-    ColumnType,
-    TableSchema,
-    not_json_cell,
-    require_captured_key,
-)
+from ordo.cdc.schema import Column, ColumnType, TableSchema, require_captured_key
 from ordo.errors import CaptureError, UnmappableColumnTypeError
 from ordo.storage.sql_change_sink import quote_identifier
+from ordo.storage.sqlite.change_triggers import (
+    CHANGES,
+    key_json_sql,
+    row_json_sql,
+    trigger_name,
+    trigger_sql,
+)
 from ordo.storage.sqlite.datastore import SQLiteDatastore, read_only_connection
 
 SOURCE = "sqlite"
-_CHANGES = "ordo_cdc_changes"
-_NOW_US = "CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
 _AFFINITY: tuple[tuple[str, ColumnType], ...] = (
     ("BOOL", ColumnType.BOOLEAN),
     ("INT", ColumnType.LONG),
@@ -68,93 +67,6 @@ def column_type(table: str, column: str, declared: str) -> ColumnType:
     raise UnmappableColumnTypeError(msg)
 
 
-def _finite(ref: str, expression: str) -> str:
-    """`expression`, or the string "Infinity" / "-Infinity" when `ref` holds an infinite REAL.
-
-    JSON has no infinities: SQLite's json_object() writes `Inf` (3.40) or `9.0e999` (later
-    versions, which Python reads as an infinity), so the change log would hold text no reader
-    downstream can parse, or a number it cannot write back. As a string the value is valid
-    JSON that no numeric column accepts: the materializer sends the change to the dead letters
-    with the column named, and `ordo cdc materialize` reports them, instead of an unreadable
-    mutation or a silently altered value. (NaN cannot be stored: SQLite stores NULL instead.)
-    """
-    return (
-        f"CASE WHEN typeof({ref}) = 'real' AND abs({ref}) = 9e999 "
-        f"THEN CASE WHEN {ref} > 0 THEN 'Infinity' ELSE '-Infinity' END ELSE {expression} END"
-    )
-
-
-def _json_expression(ref: str, logical: ColumnType) -> str:
-    """SQL that renders one column of NEW/OLD as a JSON value of its logical type.
-
-    A column of any type may hold any value in SQLite: numbers and text pass through as they
-    are (infinities as strings, see `_finite`), and the materializer checks them against the
-    schema.
-    """
-    match logical:
-        case ColumnType.BOOLEAN:
-            return (
-                f"json(CASE WHEN {ref} IS NULL THEN 'null' WHEN {ref} THEN 'true' ELSE 'false' END)"
-            )
-        case ColumnType.BYTES:
-            return f"CASE WHEN {ref} IS NULL THEN NULL ELSE lower(hex({ref})) END"
-        case ColumnType.JSON:
-            return _json_value(ref, "NULL")
-        case ColumnType.DECIMAL:
-            return _finite(ref, f"CAST({ref} AS TEXT)")
-        case _:
-            return _finite(ref, ref)
-
-
-def _is_json(ref: str) -> str:
-    """Whether `ref` is NULL or standard JSON text: json_valid(), unlike json(), never raises.
-
-    Its one-argument form, the only one SQLite before 3.45 has: two arguments would fail every
-    write to the table on an older SQLite.
-    """
-    return f"({ref} IS NULL OR json_valid({ref}))"
-
-
-def _json_value(ref: str, otherwise: str) -> str:
-    """json() of a JSON column's value, or of `otherwise` (JSON text) when it holds no JSON.
-
-    json() raises "malformed JSON" for text that does not parse (or a BLOB that is not JSON
-    text, or an infinite REAL), and an error inside a trigger fails the application's INSERT
-    or UPDATE: capture must never do that. In a key `otherwise` is NULL, so the materializer
-    dead-letters the change for its null key; a value column records the value under another
-    name (`_cell`).
-    """
-    return f"json(CASE WHEN {_is_json(ref)} THEN {ref} ELSE {otherwise} END)"
-
-
-def _cell(ref: str, column: Column) -> str:
-    """The json_object() name and value of one value column.
-
-    A value JSON cannot carry as the column's goes under `not_json_cell(name)` as a string: in
-    a JSON column text that does not parse, a BLOB (as `x'<hex>'`) or an infinite REAL (as
-    "Infinity"); in a column of any other type but bytes a BLOB (json_object() would refuse it
-    and fail the application's write). The change is captured, no schema accepts it, and the
-    materializer dead-letters it saying which column holds what.
-    """
-    name, aside = _literal(column.name), _literal(not_json_cell(column.name))
-    is_blob = f"typeof({ref}) = 'blob'"
-    blob = f"'x''' || lower(hex({ref})) || ''''"
-    match column.type:
-        case ColumnType.BYTES:
-            return f"{name}, {_json_expression(ref, column.type)}"
-        case ColumnType.JSON:
-            text = _finite(ref, f"CASE WHEN {is_blob} THEN {blob} ELSE {ref} END")
-            return (
-                f"CASE WHEN {_is_json(ref)} THEN {name} ELSE {aside} END, "
-                f"{_json_value(ref, f'json_quote({text})')}"
-            )
-        case _:
-            return (
-                f"CASE WHEN {is_blob} THEN {aside} ELSE {name} END, "
-                f"CASE WHEN {is_blob} THEN {blob} ELSE {_json_expression(ref, column.type)} END"
-            )
-
-
 class SQLiteChangeSource:
     """ChangeSource over an SQLite file; `name` (the segment of every audit) is "sqlite:<file>"."""
 
@@ -176,7 +88,7 @@ class SQLiteChangeSource:
         """Create the change table and (re)create the triggers of every captured table."""
         with self._db.write_transaction() as conn:
             conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {_CHANGES} ("
+                f"CREATE TABLE IF NOT EXISTS {CHANGES} ("
                 "position INTEGER PRIMARY KEY AUTOINCREMENT, table_name TEXT NOT NULL, "
                 "op TEXT NOT NULL, key_json TEXT NOT NULL, old_key_json TEXT, row_json TEXT, "
                 "captured_at_us INTEGER NOT NULL)"
@@ -196,8 +108,7 @@ class SQLiteChangeSource:
                 )
             }
         if any(
-            self._trigger_sql(s, "insert") != installed.get(self._trigger(s, "insert"))
-            for s in schemas
+            trigger_sql(s, "insert") != installed.get(trigger_name(s, "insert")) for s in schemas
         ):
             self.install()
         return schemas
@@ -212,7 +123,7 @@ class SQLiteChangeSource:
         with self._db.connection() as conn:
             rows = conn.execute(
                 "SELECT position, table_name, op, key_json, old_key_json, row_json, "
-                f"captured_at_us FROM {_CHANGES} WHERE {_of_tables(self.tables)} "
+                f"captured_at_us FROM {CHANGES} WHERE {_of_tables(self.tables)} "
                 "ORDER BY position LIMIT ?",
                 (*self.tables, max_changes),
             ).fetchall()
@@ -233,7 +144,7 @@ class SQLiteChangeSource:
         """
         with self._db.write_transaction() as conn:
             conn.execute(
-                f"DELETE FROM {_CHANGES} WHERE position <= ? AND {_of_tables(self.tables)}",
+                f"DELETE FROM {CHANGES} WHERE position <= ? AND {_of_tables(self.tables)}",
                 (up_to, *self.tables),
             )
 
@@ -252,9 +163,9 @@ class SQLiteChangeSource:
         schema = next(s for s in self.schemas() if s.table == table)
         with self._db.write_transaction() as conn:  # one consistent read of rows and head
             head = conn.execute(
-                "SELECT seq FROM sqlite_sequence WHERE name = ?", (_CHANGES,)
+                "SELECT seq FROM sqlite_sequence WHERE name = ?", (CHANGES,)
             ).fetchone()
-            columns = f"{_key_json(schema, '')}, {_row_json(schema, '')}"
+            columns = f"{key_json_sql(schema, '')}, {row_json_sql(schema, '')}"
             rows = conn.execute(f"SELECT {columns} FROM {quote_identifier(table)}").fetchall()
         write_time = head[0] if head else 0
         captured_at_us = time.time_ns() // 1000
@@ -280,33 +191,10 @@ class SQLiteChangeSource:
         """Close the connections to the source file."""
         self._db.close()
 
-    @staticmethod
-    def _trigger(schema: TableSchema, event: str) -> str:
-        return f"ordo_cdc_{schema.table}_{event}"
-
-    def _trigger_sql(self, schema: TableSchema, event: str) -> str:
-        new_key, old_key = _key_json(schema, "NEW."), _key_json(schema, "OLD.")
-        row = _row_json(schema, "NEW.")
-        values = {
-            "insert": f"'I', {new_key}, NULL, {row}",
-            "update": f"'U', {new_key}, {old_key}, {row}",
-            "delete": f"'D', {old_key}, NULL, NULL",
-        }[event]
-        trigger, table = (
-            quote_identifier(self._trigger(schema, event)),
-            quote_identifier(schema.table),
-        )
-        return (
-            f"CREATE TRIGGER {trigger} AFTER {event.upper()} "
-            f"ON {table} BEGIN INSERT INTO {_CHANGES} "
-            f"(table_name, op, key_json, old_key_json, row_json, captured_at_us) "
-            f"VALUES ({_literal(schema.table)}, {values}, {_NOW_US}); END"
-        )
-
     def _create_triggers(self, conn: sqlite3.Connection, schema: TableSchema) -> None:
         for event in ("insert", "update", "delete"):
-            conn.execute(f"DROP TRIGGER IF EXISTS {quote_identifier(self._trigger(schema, event))}")
-            conn.execute(self._trigger_sql(schema, event))
+            conn.execute(f"DROP TRIGGER IF EXISTS {quote_identifier(trigger_name(schema, event))}")
+            conn.execute(trigger_sql(schema, event))
 
     def _confirmed(self) -> int:
         confirmed = self.status().confirmed_position
@@ -368,9 +256,9 @@ class _ChangeColumns:
             old_key = _key_text(old_key_json) if is_moved and old_key_json else None
         except ValueError as exc:
             msg = (
-                f"table {table!r}: change {position} of {_CHANGES} has the key {key_json}, "
+                f"table {table!r}: change {position} of {CHANGES} has the key {key_json}, "
                 f"which is not JSON ({exc}); it cannot be published: delete that row of "
-                f"{_CHANGES} to go on"
+                f"{CHANGES} to go on"
             )
             raise CaptureError(msg) from exc
         if op == "D":
@@ -420,33 +308,6 @@ class _ChangeColumns:
         )
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _key_json(schema: TableSchema, prefix: str) -> str:
-    """json_array() of the primary key columns (`prefix` "NEW.", "OLD." or "").
-
-    A BLOB in a key column of another type than bytes becomes null (json_array() would refuse
-    it and fail the application's write): the materializer dead-letters the null key.
-    """
-    by_name = {c.name: c for c in schema.columns}
-    parts = []
-    for key in schema.primary_key:
-        ref, logical = prefix + quote_identifier(key), by_name[key].type
-        value = _json_expression(ref, logical)
-        if logical not in (ColumnType.BYTES, ColumnType.JSON):  # JSON: see _json_value
-            value = f"CASE WHEN typeof({ref}) = 'blob' THEN NULL ELSE {value} END"
-        parts.append(value)
-    return f"json_array({', '.join(parts)})"
-
-
-def _row_json(schema: TableSchema, prefix: str) -> str:
-    """json_object() of the value columns (keys travel separately), each as its logical type."""
-    parts = [_cell(prefix + quote_identifier(c.name), c) for c in schema.value_columns]
-    return f"json_object({', '.join(parts)})"
-
-
 def check_capturable(path: Path, tables: Sequence[str]) -> list[TableSchema]:
     """The tables' schemas; refuse a file or a table the capture cannot take (read only).
 
@@ -465,7 +326,7 @@ def read_status(path: Path, tables: Sequence[str]) -> SourceStatus:
     """
     with closing(_read_only(path)) as conn:
         has_changes = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (_CHANGES,)
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (CHANGES,)
         ).fetchone()
         if has_changes is None:
             msg = f"no capture is installed in {path}: start one with `ordo cdc capture`"
@@ -537,10 +398,10 @@ def _of_tables(tables: Sequence[str]) -> str:
 
 def _status(conn: sqlite3.Connection, path: Path, tables: Sequence[str]) -> SourceStatus:
     oldest, newest, waiting = conn.execute(
-        f"SELECT MIN(position), MAX(position), COUNT(*) FROM {_CHANGES} WHERE {_of_tables(tables)}",
+        f"SELECT MIN(position), MAX(position), COUNT(*) FROM {CHANGES} WHERE {_of_tables(tables)}",
         tuple(tables),
     ).fetchone()
-    head = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (_CHANGES,)).fetchone()
+    head = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (CHANGES,)).fetchone()
     return SourceStatus(
         name=_source_name(path),
         tables=tuple(tables),

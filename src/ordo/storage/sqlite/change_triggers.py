@@ -1,0 +1,160 @@
+"""The SQL of the SQLite capture's triggers: each write of a captured table becomes a change row.
+
+The triggers render the key and the new row as JSON inside the application's own transaction,
+so they must never raise: an error in a trigger fails the application's INSERT, UPDATE or
+DELETE. Every value SQLite may hold in a column (any type in any column) is therefore either
+rendered as JSON of the column's logical type or set aside under a name no schema has (see
+`ordo.cdc.schema.not_json_cell`), for the materializer to dead-letter with the reason.
+"""
+
+from __future__ import annotations
+
+from ordo.cdc.schema import Column, ColumnType, TableSchema, not_json_cell
+from ordo.storage.sql_change_sink import quote_identifier
+
+CHANGES = "ordo_cdc_changes"
+"""The change table the triggers write to; its rowid is the change's position."""
+_NOW_US = "CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
+
+
+def trigger_name(schema: TableSchema, event: str) -> str:
+    """The capture's trigger on `schema`'s table for `event` (insert, update or delete)."""
+    return f"ordo_cdc_{schema.table}_{event}"
+
+
+def trigger_sql(schema: TableSchema, event: str) -> str:
+    """The CREATE TRIGGER statement that records `event` on `schema`'s table as a change row.
+
+    A capture compares it with the installed one to re-create triggers that are stale.
+    """
+    new_key, old_key = key_json_sql(schema, "NEW."), key_json_sql(schema, "OLD.")
+    row = row_json_sql(schema, "NEW.")
+    values = {
+        "insert": f"'I', {new_key}, NULL, {row}",
+        "update": f"'U', {new_key}, {old_key}, {row}",
+        "delete": f"'D', {old_key}, NULL, NULL",
+    }[event]
+    trigger, table = (
+        quote_identifier(trigger_name(schema, event)),
+        quote_identifier(schema.table),
+    )
+    return (
+        f"CREATE TRIGGER {trigger} AFTER {event.upper()} "
+        f"ON {table} BEGIN INSERT INTO {CHANGES} "
+        f"(table_name, op, key_json, old_key_json, row_json, captured_at_us) "
+        f"VALUES ({_literal(schema.table)}, {values}, {_NOW_US}); END"
+    )
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def key_json_sql(schema: TableSchema, prefix: str) -> str:
+    """json_array() of the primary key columns (`prefix` "NEW.", "OLD." or "").
+
+    A BLOB in a key column of another type than bytes becomes null (json_array() would refuse
+    it and fail the application's write): the materializer dead-letters the null key.
+    """
+    by_name = {c.name: c for c in schema.columns}
+    parts = []
+    for key in schema.primary_key:
+        ref, logical = prefix + quote_identifier(key), by_name[key].type
+        value = _json_expression(ref, logical)
+        if logical not in (ColumnType.BYTES, ColumnType.JSON):  # JSON: see _json_value
+            value = f"CASE WHEN typeof({ref}) = 'blob' THEN NULL ELSE {value} END"
+        parts.append(value)
+    return f"json_array({', '.join(parts)})"
+
+
+def row_json_sql(schema: TableSchema, prefix: str) -> str:
+    """json_object() of the value columns (keys travel separately), each as its logical type."""
+    parts = [_cell(prefix + quote_identifier(c.name), c) for c in schema.value_columns]
+    return f"json_object({', '.join(parts)})"
+
+
+def _finite(ref: str, expression: str) -> str:
+    """`expression`, or the string "Infinity" / "-Infinity" when `ref` holds an infinite REAL.
+
+    JSON has no infinities: SQLite's json_object() writes `Inf` (3.40) or `9.0e999` (later
+    versions, which Python reads as an infinity), so the change log would hold text no reader
+    downstream can parse, or a number it cannot write back. As a string the value is valid
+    JSON that no numeric column accepts: the materializer sends the change to the dead letters
+    with the column named, and `ordo cdc materialize` reports them, instead of an unreadable
+    mutation or a silently altered value. (NaN cannot be stored: SQLite stores NULL instead.)
+    """
+    return (
+        f"CASE WHEN typeof({ref}) = 'real' AND abs({ref}) = 9e999 "
+        f"THEN CASE WHEN {ref} > 0 THEN 'Infinity' ELSE '-Infinity' END ELSE {expression} END"
+    )
+
+
+def _json_expression(ref: str, logical: ColumnType) -> str:
+    """SQL that renders one column of NEW/OLD as a JSON value of its logical type.
+
+    A column of any type may hold any value in SQLite: numbers and text pass through as they
+    are (infinities as strings, see `_finite`), and the materializer checks them against the
+    schema.
+    """
+    match logical:
+        case ColumnType.BOOLEAN:
+            return (
+                f"json(CASE WHEN {ref} IS NULL THEN 'null' WHEN {ref} THEN 'true' ELSE 'false' END)"
+            )
+        case ColumnType.BYTES:
+            return f"CASE WHEN {ref} IS NULL THEN NULL ELSE lower(hex({ref})) END"
+        case ColumnType.JSON:
+            return _json_value(ref, "NULL")
+        case ColumnType.DECIMAL:
+            return _finite(ref, f"CAST({ref} AS TEXT)")
+        case _:
+            return _finite(ref, ref)
+
+
+def _is_json(ref: str) -> str:
+    """Whether `ref` is NULL or standard JSON text: json_valid(), unlike json(), never raises.
+
+    Its one-argument form, the only one SQLite before 3.45 has: two arguments would fail every
+    write to the table on an older SQLite.
+    """
+    return f"({ref} IS NULL OR json_valid({ref}))"
+
+
+def _json_value(ref: str, otherwise: str) -> str:
+    """json() of a JSON column's value, or of `otherwise` (JSON text) when it holds no JSON.
+
+    json() raises "malformed JSON" for text that does not parse (or a BLOB that is not JSON
+    text, or an infinite REAL), and an error inside a trigger fails the application's INSERT
+    or UPDATE: capture must never do that. In a key `otherwise` is NULL, so the materializer
+    dead-letters the change for its null key; a value column records the value under another
+    name (`_cell`).
+    """
+    return f"json(CASE WHEN {_is_json(ref)} THEN {ref} ELSE {otherwise} END)"
+
+
+def _cell(ref: str, column: Column) -> str:
+    """The json_object() name and value of one value column.
+
+    A value JSON cannot carry as the column's goes under `not_json_cell(name)` as a string: in
+    a JSON column text that does not parse, a BLOB (as `x'<hex>'`) or an infinite REAL (as
+    "Infinity"); in a column of any other type but bytes a BLOB (json_object() would refuse it
+    and fail the application's write). The change is captured, no schema accepts it, and the
+    materializer dead-letters it saying which column holds what.
+    """
+    name, aside = _literal(column.name), _literal(not_json_cell(column.name))
+    is_blob = f"typeof({ref}) = 'blob'"
+    blob = f"'x''' || lower(hex({ref})) || ''''"
+    match column.type:
+        case ColumnType.BYTES:
+            return f"{name}, {_json_expression(ref, column.type)}"
+        case ColumnType.JSON:
+            text = _finite(ref, f"CASE WHEN {is_blob} THEN {blob} ELSE {ref} END")
+            return (
+                f"CASE WHEN {_is_json(ref)} THEN {name} ELSE {aside} END, "
+                f"{_json_value(ref, f'json_quote({text})')}"
+            )
+        case _:
+            return (
+                f"CASE WHEN {is_blob} THEN {aside} ELSE {name} END, "
+                f"CASE WHEN {is_blob} THEN {blob} ELSE {_json_expression(ref, column.type)} END"
+            )
