@@ -39,13 +39,75 @@ def _run(runner: CliRunner, *args: str, stdin: str | None = None) -> tuple[int, 
     return result.exit_code, result.stdout, result.stderr
 
 
-def test_init_is_idempotent(runner: CliRunner, journal_url: str) -> None:
+def test_init_is_idempotent(
+    runner: CliRunner, journal_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ORDO_BUCKET_SIZE", raising=False)
     code, out, _ = _run(runner, "init", "--journal", journal_url, "--json")
     assert code == 0
-    assert json.loads(out) == {"previous_version": 0, "version": LATEST}
+    assert json.loads(out) == {
+        "previous_version": 0,
+        "version": LATEST,
+        "previous_bucket_size": None,
+        "bucket_size": None,
+    }
     code, out, _ = _run(runner, "init", "--journal", journal_url, "--json")
     assert code == 0
-    assert json.loads(out) == {"previous_version": LATEST, "version": LATEST}
+    assert json.loads(out)["previous_version"] == LATEST
+
+
+def test_init_records_the_bucket_size_of_the_environment(
+    runner: CliRunner, journal_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ORDO_BUCKET_SIZE=minute ordo init recorded nothing: a write with the default got hour."""
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "Minute")
+    code, out, _ = _run(runner, "init", "--journal", journal_url)
+    assert (code, out) == (0, f"schema at version {LATEST} (was 0); bucket size minute recorded\n")
+    code, out, _ = _run(runner, "init", "--journal", journal_url)
+    assert (code, out) == (0, f"schema already at version {LATEST}; nothing to do\n")
+
+    monkeypatch.delenv("ORDO_BUCKET_SIZE")
+    line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
+    code, _, err = _run(runner, "append", "--journal", journal_url, stdin=line)
+    assert code == 1
+    assert err.startswith("Error: BucketSizeMismatchError: journal was written with bucket_size=m")
+    code, out, _ = _run(runner, "info", "--journal", journal_url, "--json")
+    assert (json.loads(out)["bucket_size"], json.loads(out)["events"]) == ("minute", 0)
+
+
+def test_init_refuses_another_bucket_size_than_the_recorded_one(
+    runner: CliRunner, journal_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ORDO_BUCKET_SIZE", raising=False)
+    line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
+    assert _run(runner, "append", "--journal", journal_url, stdin=line)[0] == 0
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "day")
+
+    code, out, err = _run(runner, "init", "--journal", journal_url, "--json")
+
+    assert (code, out) == (1, "")
+    assert err.startswith("Error: BucketSizeMismatchError: journal was written with bucket_size=h")
+    assert err.count("\n") == 1
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "hour")
+    code, out, _ = _run(runner, "init", "--journal", journal_url, "--json")
+    assert code == 0
+    assert (json.loads(out)["previous_bucket_size"], json.loads(out)["bucket_size"]) == (
+        "hour",
+        "hour",
+    )
+
+
+def test_init_without_a_bucket_size_leaves_it_to_the_first_write(
+    runner: CliRunner, journal_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty journal is not fixed to the default: docs/cli.md says the first write records it."""
+    monkeypatch.delenv("ORDO_BUCKET_SIZE", raising=False)
+    assert _run(runner, "init", "--journal", journal_url)[0] == 0
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "day")
+    line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
+    assert _run(runner, "append", "--journal", journal_url, stdin=line)[0] == 0
+    code, out, _ = _run(runner, "info", "--journal", journal_url, "--json")
+    assert (code, json.loads(out)["bucket_size"]) == (0, "day")
 
 
 def test_append_then_events_and_info(runner: CliRunner, journal_url: str) -> None:

@@ -482,6 +482,19 @@ def test_init_storage_is_idempotent(journal_url: str) -> None:
         assert payloads(journal, "p") == [1]
 
 
+def test_init_storage_records_a_bucket_size_it_is_given(journal_url: str) -> None:
+    first = ordo.init_storage(journal_url, bucket_size=BucketSize.DAY)
+    again = ordo.init_storage(journal_url, bucket_size=BucketSize.DAY)
+
+    assert (first.is_changed, first.previous_bucket_size, first.bucket_size) == (True, None, "day")
+    assert (again.is_changed, again.previous_bucket_size) == (False, "day")
+    with pytest.raises(BucketSizeMismatchError):
+        ordo.init_storage(journal_url, bucket_size=BucketSize.HOUR)
+    with pytest.raises(BucketSizeMismatchError):
+        ordo.open_journal(journal_url)  # the default bucket size, hour
+    assert ordo.init_storage(journal_url).bucket_size == "day"
+
+
 def test_a_closed_journal_rejects_writes(journal_factory: JournalFactory) -> None:
     journal = journal_factory(settings=IMMEDIATE)
     journal.append("p", [NewEvent.of(1)])

@@ -9,6 +9,7 @@ import click
 
 from ordo.cli.options import (
     SEQUENCE_NR,
+    chosen_bucket_size,
     counted,
     journal_option,
     json_option,
@@ -28,14 +29,32 @@ from ordo.time import format_first_time_bucket
 @journal_option
 @json_option
 def init(journal_url: str | None, as_json: bool) -> None:
-    """Create or upgrade the journal's schema (idempotent)."""
-    receipt = init_storage(require_journal(journal_url))
+    """Create or upgrade the journal's schema (idempotent).
+
+    With ORDO_BUCKET_SIZE set, also record that bucket size (refused when the journal recorded
+    another); without, the first write records the one it is given.
+    """
+    url = require_journal(journal_url)
+    receipt = init_storage(url, bucket_size=chosen_bucket_size())
     if as_json:
-        print_json({"previous_version": receipt.previous_version, "version": receipt.version})
-    elif receipt.is_changed:
-        click.echo(f"schema at version {receipt.version} (was {receipt.previous_version})")
+        print_json(
+            {
+                "previous_version": receipt.previous_version,
+                "version": receipt.version,
+                "previous_bucket_size": receipt.previous_bucket_size,
+                "bucket_size": receipt.bucket_size,
+            }
+        )
+        return
+    schema = (
+        f"schema at version {receipt.version} (was {receipt.previous_version})"
+        if receipt.version != receipt.previous_version
+        else f"schema already at version {receipt.version}"
+    )
+    if receipt.is_bucket_size_recorded:
+        click.echo(f"{schema}; bucket size {receipt.bucket_size} recorded")
     else:
-        click.echo(f"schema already at version {receipt.version}; nothing to do")
+        click.echo(schema if receipt.is_changed else f"{schema}; nothing to do")
 
 
 @click.command()

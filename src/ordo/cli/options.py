@@ -11,10 +11,11 @@ from typing import Any, TypeVar
 import click
 
 from ordo.errors import ConfigurationError
-from ordo.settings import EventsByTagSettings
+from ordo.settings import ENV_PREFIX, EventsByTagSettings
 from ordo.settings.loading import LARGEST_INTEGER
 from ordo.storage.location import existing_location
 from ordo.storage.open import Stores, existing_stores_at
+from ordo.time import BucketSize
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -114,6 +115,17 @@ def read_only_stores(url: str | None) -> AbstractContextManager[Stores]:
 def settings_from_env() -> EventsByTagSettings:
     """Events-by-tag settings from ORDO_* environment variables (defaults otherwise)."""
     return EventsByTagSettings.from_env(os.environ)
+
+
+def chosen_bucket_size() -> BucketSize | None:
+    """ORDO_BUCKET_SIZE when it is set, else None: the bucket size a user chose.
+
+    `ordo init` records only a chosen one; the other settings are not read, as init uses none.
+    """
+    name = f"{ENV_PREFIX}BUCKET_SIZE"
+    if name not in os.environ:
+        return None
+    return EventsByTagSettings.from_env({name: os.environ[name]}).bucket_size
 
 
 def print_json(document: object) -> None:

@@ -63,7 +63,7 @@ class JournalStore(Protocol):
         ...
 
     def recorded_bucket_size(self) -> str | None:
-        """The bucket size recorded by the first write, or None for an empty journal."""
+        """The bucket size recorded by `init_storage` or the first write, or None while none is."""
         ...
 
     def summary(self) -> JournalSummary:

@@ -164,11 +164,51 @@ def require_empty_journal(journal: JournalStore, url: str, *, run: str) -> None:
         raise ConfigurationError(msg)
 
 
-def init_storage(url: str) -> MigrationReceipt:
-    """Create or upgrade the schema at `url` (what `ordo init` runs); idempotent."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InitReceipt(MigrationReceipt):
+    """What `init_storage` did: the schema's migration and the journal's bucket size.
+
+    The bucket sizes are the recorded one before and after, None while none is: the first
+    write records it unless an init was given one.
+    """
+
+    previous_bucket_size: str | None
+    bucket_size: str | None
+
+    @property
+    def is_bucket_size_recorded(self) -> bool:
+        """Whether this init recorded the bucket size (the journal had none)."""
+        return self.previous_bucket_size != self.bucket_size
+
+    @property
+    def is_changed(self) -> bool:
+        """Whether a migration ran or the bucket size was recorded."""
+        return self.previous_version != self.version or self.is_bucket_size_recorded
+
+
+def init_storage(url: str, *, bucket_size: BucketSize | None = None) -> InitReceipt:
+    """Create or upgrade the schema at `url` (what `ordo init` runs); idempotent.
+
+    With `bucket_size`, also record it, so that a writer with another one is refused from the
+    start rather than recording its own at the first write; a journal that recorded another
+    one raises BucketSizeMismatchError and keeps it. Without, the bucket size is left to the
+    first write: an empty journal must not be fixed to a size nobody chose.
+    """
     stores = open_stores(url, mode="write")
     try:
-        return stores.migrate()
+        migration = stores.migrate()
+        previous = stores.journal.recorded_bucket_size()
+        recorded = previous
+        if bucket_size is not None:
+            if previous is None:  # another writer may record first: record_ returns its size
+                recorded = stores.journal.record_bucket_size(bucket_size)
+            check_bucket_size(recorded, bucket_size)
+        return InitReceipt(
+            previous_version=migration.previous_version,
+            version=migration.version,
+            previous_bucket_size=previous,
+            bucket_size=recorded,
+        )
     finally:
         stores.close()
 

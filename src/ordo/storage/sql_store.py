@@ -178,7 +178,7 @@ class SqlJournalStore(SqlStore, SqlWriterLeases):
         return bucket_size if recorded is None else recorded
 
     def recorded_bucket_size(self) -> str | None:
-        """The bucket size the first write recorded, or None."""
+        """The bucket size `init_storage` or the first write recorded, or None."""
         row = self._fetchone(
             f"SELECT value FROM {METADATA_TABLE} WHERE key = {{p}}", (BUCKET_SIZE_KEY,)
         )
