@@ -403,6 +403,9 @@ def test_a_command_that_only_reads_leaves_a_journal_in_rollback_mode_as_it_is(
         ("ORDO_FLUSH_INTERVAL_MS", "-5", "query", "flush_interval must be a duration >= 0"),
         ("ORDO_REFRESH_INTERVAL_MS", "0", "query", "refresh_interval must be a duration > 0"),
         ("ORDO_WRITER_LEASE_TIMEOUT_MS", "1", "status", "writer_lease_timeout must be longer"),
+        ("ORDO_PAGE_SIZE", str(10**30), "query", "page_size is too large: at most 90071992547"),
+        ("ORDO_MAX_MESSAGE_BATCH_SIZE", str(2**53), "events", "max_message_batch_size is too"),
+        ("ORDO_ROWS_PER_BATCH", str(10**20), "status", "rows_per_batch is too large"),
     ],
 )
 def test_a_setting_out_of_range_in_the_environment_names_the_variable(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
-from ordo.settings.loading import LoadableSettings, at_least, positive
+from ordo.settings.loading import LoadableSettings, integer_in, positive
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -22,6 +22,6 @@ class CaptureSettings(LoadableSettings):
     """How often the source is asked for new changes while the window fills."""
 
     def __post_init__(self) -> None:
-        at_least("max_changes", self.max_changes, 1)
+        integer_in("max_changes", self.max_changes, 1)
         positive("flush_interval", self.flush_interval)
         positive("poll_interval", self.poll_interval)

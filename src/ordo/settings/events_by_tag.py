@@ -6,7 +6,14 @@ import dataclasses
 from datetime import timedelta
 
 from ordo.errors import ConfigurationError
-from ordo.settings.loading import LoadableSettings, at_least, enum_member, flag, not_negative, shown
+from ordo.settings.loading import (
+    LoadableSettings,
+    enum_member,
+    flag,
+    integer_in,
+    not_negative,
+    shown,
+)
 from ordo.time import DEFAULT_FIRST_TIME_BUCKET, BucketSize, parse_first_time_bucket
 
 
@@ -37,7 +44,7 @@ class EventsByTagSettings(LoadableSettings):
         enum_member(self, "bucket_size", BucketSize)
         flag("pubsub_notification", self.pubsub_notification)
         parse_first_time_bucket(self.first_time_bucket)
-        at_least("max_message_batch_size", self.max_message_batch_size, 1)
+        integer_in("max_message_batch_size", self.max_message_batch_size, 1)
         not_negative("flush_interval", self.flush_interval)
         if self.time_to_live is not None and (
             not isinstance(self.time_to_live, timedelta) or self.time_to_live <= timedelta(0)

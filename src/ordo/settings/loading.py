@@ -1,7 +1,8 @@
 """Loading settings dataclasses from mappings, TOML files and ORDO_* environment variables.
 
 Durations are `timedelta` in Python and integer milliseconds outside it (at most 2**53 - 1),
-with `_ms` added to the key (`flush_interval_ms = 250`, `ORDO_FLUSH_INTERVAL_MS=250`).
+with `_ms` added to the key (`flush_interval_ms = 250`, `ORDO_FLUSH_INTERVAL_MS=250`). Integer
+settings take at most 2**53 - 1 too, unless they have a smaller maximum of their own.
 Back-track periods also accept `max` and `off`; optional durations (`time_to_live_ms`) accept
 `none` and `off`. Unknown keys and bad values raise ConfigurationError naming the key.
 """
@@ -84,10 +85,19 @@ LARGEST_INTEGER = 2**53 - 1
 is given rather than overflowing deep inside."""
 
 
-def at_least(name: str, value: int, minimum: int) -> None:
-    """Raise ConfigurationError naming `name` unless `value` is an int >= minimum."""
+def integer_in(name: str, value: int, minimum: int, maximum: int = LARGEST_INTEGER) -> None:
+    """Raise ConfigurationError naming `name` unless `value` is an int in minimum..maximum.
+
+    Every integer setting has a maximum, LARGEST_INTEGER unless it has a smaller one of its
+    own: a page size of 10**30 used to be accepted and fail at the first read, as SQLite's
+    OverflowError, far from the variable that caused it.
+    """
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         msg = f"{name} must be an integer >= {minimum}, got {value!r}"
+        raise ConfigurationError(msg, setting=name)
+    if value > maximum:
+        largest = f"{maximum} (2**53 - 1)" if maximum == LARGEST_INTEGER else str(maximum)
+        msg = f"{name} is too large: at most {largest}, got {value}"
         raise ConfigurationError(msg, setting=name)
 
 

@@ -6,7 +6,7 @@ import dataclasses
 from datetime import timedelta
 
 from ordo.errors import ConfigurationError
-from ordo.settings.loading import LoadableSettings, at_least, shown
+from ordo.settings.loading import LoadableSettings, integer_in, shown
 
 WRITER_HEARTBEAT_INTERVAL = timedelta(seconds=5)
 """How often an open Journal renews its writer lease (a background thread, not the appends)."""
@@ -29,7 +29,7 @@ class OperationsSettings(LoadableSettings):
     """Rows per delete (expiry, cleanup) and per upsert (rebuilds): bounded transactions."""
 
     def __post_init__(self) -> None:
-        at_least("rows_per_batch", self.rows_per_batch, 1)
+        integer_in("rows_per_batch", self.rows_per_batch, 1)
         if (
             not isinstance(self.writer_lease_timeout, timedelta)
             or self.writer_lease_timeout <= WRITER_HEARTBEAT_INTERVAL

@@ -9,8 +9,8 @@ from enum import StrEnum
 from ordo.errors import ConfigurationError
 from ordo.settings.loading import (
     LoadableSettings,
-    at_least,
     enum_member,
+    integer_in,
     not_negative,
     positive,
 )
@@ -37,6 +37,18 @@ class ErrorMode(StrEnum):
             raise ConfigurationError(msg) from exc
 
 
+MAX_THREADS = 1024
+"""The most threads, and initial segments, a processor may ask for. A thread works one segment
+at a time, claiming it, extending its claim and storing its token in transactions of its own:
+a thousand in one process is a mistake, not a plan (the Spark source's `segments` stops there
+too), and far more failed only at start, when the threads or the segments' rows ran out."""
+
+MAX_RETRIES = 100
+"""The most retries `max_retries` may ask for: each waits twice as long as the one before, so
+the 100th already waits 2**99 retry backoffs, and beyond 1,024 retries the wait could not even
+be computed (an OverflowError in the middle of handling an event)."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ProcessorSettings(LoadableSettings):
     """How a tracking processor claims segments and handles events."""
@@ -44,9 +56,9 @@ class ProcessorSettings(LoadableSettings):
     TOML_TABLE = "processor"
 
     thread_count: int = 1
-    """Threads in this process; each claims one segment at a time."""
+    """Threads in this process (at most MAX_THREADS); each claims one segment at a time."""
     initial_segment_count: int = 1
-    """Segments created the first time the processor starts."""
+    """Segments created the first time the processor starts (at most MAX_THREADS)."""
     batch_size: int = 100
     """Events handled per transaction; the token is stored after each batch."""
     claim_timeout: timedelta = timedelta(seconds=10)
@@ -55,16 +67,16 @@ class ProcessorSettings(LoadableSettings):
     """How often an idle thread looks for an unclaimed segment (and claims are extended)."""
     error_mode: ErrorMode = ErrorMode.FAIL
     max_retries: int = 3
-    """Attempts after the first before error_mode applies."""
+    """Attempts after the first before error_mode applies (at most MAX_RETRIES)."""
     retry_backoff: timedelta = timedelta(milliseconds=100)
     """The first retry waits this long; each further retry twice as long."""
 
     def __post_init__(self) -> None:
         enum_member(self, "error_mode", ErrorMode)
-        at_least("thread_count", self.thread_count, 1)
-        at_least("initial_segment_count", self.initial_segment_count, 1)
-        at_least("batch_size", self.batch_size, 1)
-        at_least("max_retries", self.max_retries, 0)
+        integer_in("thread_count", self.thread_count, 1, MAX_THREADS)
+        integer_in("initial_segment_count", self.initial_segment_count, 1, MAX_THREADS)
+        integer_in("batch_size", self.batch_size, 1)
+        integer_in("max_retries", self.max_retries, 0, MAX_RETRIES)
         positive("claim_timeout", self.claim_timeout)
         positive("token_claim_interval", self.token_claim_interval)
         not_negative("retry_backoff", self.retry_backoff)

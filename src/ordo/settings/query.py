@@ -9,7 +9,7 @@ from ordo.errors import ConfigurationError
 from ordo.settings.loading import (
     BackTrackPeriod,
     LoadableSettings,
-    at_least,
+    integer_in,
     not_negative,
     positive,
     shown,
@@ -59,8 +59,8 @@ class QuerySettings(LoadableSettings):
             not_negative(name, getattr(self, name))
         for name in ("refresh_interval", "back_track_interval", "back_track_long_interval"):
             positive(name, getattr(self, name))
-        at_least("page_size", self.page_size, 1)
-        at_least("max_missing_to_search", self.max_missing_to_search, 1)
+        integer_in("page_size", self.page_size, 1)
+        integer_in("max_missing_to_search", self.max_missing_to_search, 1)
         if self.cleanup_old_persistence_ids is not None:
             not_negative("cleanup_old_persistence_ids", self.cleanup_old_persistence_ids)
         if self.back_track_period == "off":

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -7,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from ordo.errors import ConfigurationError
-from ordo.settings import ErrorMode, EventsByTagSettings, ProcessorSettings, QuerySettings
+from ordo.settings import (
+    CaptureSettings,
+    ErrorMode,
+    EventsByTagSettings,
+    LoadableSettings,
+    OperationsSettings,
+    ProcessorSettings,
+    QuerySettings,
+)
+from ordo.settings.loading import LARGEST_INTEGER
 from ordo.time import BucketSize
 
 
@@ -159,6 +170,48 @@ def test_bad_query_settings_name_the_setting(values: dict[str, object], needle: 
 def test_bad_processor_settings_name_the_setting(values: dict[str, object], needle: str) -> None:
     with pytest.raises(ConfigurationError, match=needle):
         ProcessorSettings.from_mapping(values)
+
+
+HUGE = str(10**30)
+"""What a typo or a pasted byte count gives: it used to fail far away (SQLite's OverflowError)."""
+
+
+@pytest.mark.parametrize(
+    ("settings", "variable", "value", "largest"),
+    [
+        (EventsByTagSettings, "ORDO_MAX_MESSAGE_BATCH_SIZE", HUGE, "9007199254740991 (2**53 - 1)"),
+        (QuerySettings, "ORDO_PAGE_SIZE", HUGE, "9007199254740991 (2**53 - 1)"),
+        (QuerySettings, "ORDO_MAX_MISSING_TO_SEARCH", HUGE, "9007199254740991 (2**53 - 1)"),
+        (OperationsSettings, "ORDO_ROWS_PER_BATCH", HUGE, "9007199254740991 (2**53 - 1)"),
+        (CaptureSettings, "ORDO_MAX_CHANGES", HUGE, "9007199254740991 (2**53 - 1)"),
+        (ProcessorSettings, "ORDO_BATCH_SIZE", HUGE, "9007199254740991 (2**53 - 1)"),
+        (ProcessorSettings, "ORDO_THREAD_COUNT", "1025", "1024"),
+        (ProcessorSettings, "ORDO_INITIAL_SEGMENT_COUNT", HUGE, "1024"),
+        (ProcessorSettings, "ORDO_MAX_RETRIES", "101", "100"),
+    ],
+)
+def test_an_integer_setting_beyond_its_maximum_is_too_large(
+    settings: type[LoadableSettings], variable: str, value: str, largest: str
+) -> None:
+    name = variable.removeprefix("ORDO_").lower()
+    problem = f"{variable}: {name} is too large: at most {largest}, got {value}"
+    with pytest.raises(ConfigurationError, match=re.escape(problem)):
+        settings.from_env({variable: value})
+    maximum = largest.split()[0]
+    assert getattr(settings.from_env({variable: maximum}), name) == int(maximum)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [CaptureSettings, EventsByTagSettings, OperationsSettings, ProcessorSettings, QuerySettings],
+)
+def test_every_integer_setting_has_a_maximum(settings: type[LoadableSettings]) -> None:
+    fields = dataclasses.fields(settings)  # type: ignore[arg-type]
+    integers = [f.name for f in fields if f.type == "int"]
+    assert integers
+    for name in integers:
+        with pytest.raises(ConfigurationError, match=f"{name} is too large"):
+            settings.from_mapping({name: LARGEST_INTEGER + 1})
 
 
 def test_processor_settings_follow_axon_and_read_the_environment() -> None:
