@@ -794,22 +794,30 @@ def test_processors_status_shows_where_replays_end_after_a_reset(
     assert out.strip().endswith(f"token=start  replays until {processed}")
 
 
-def test_status_json_carries_plain_offsets_and_the_merged_parts_ahead(
-    runner: CliRunner, tmp_path: Path
-) -> None:
-    """The JSON token used to be the display text `<offset> (+1 merged part(s) ahead)`."""
-    url = f"sqlite:///{tmp_path}/p.db"
-    behind = TimeUUID.min_for_epoch_ns(1_700_000_000_000_000_000)
-    ahead = TimeUUID.min_for_epoch_ns(1_700_000_001_000_000_000)
+BEHIND = TimeUUID.min_for_epoch_ns(1_700_000_000_000_000_000)
+AHEAD = TimeUUID.min_for_epoch_ns(1_700_000_001_000_000_000)
+
+
+def _merged_processor(url: str) -> None:
+    """Processor counts: Segment[1/1] at AHEAD merged into Segment[0/1] at BEHIND, unclaimed."""
     with stores_at(url) as stores:
         stores.tokens.initialize("counts", segment_count=2)
-        for segment_id, offset in ((0, behind), (1, ahead)):
+        for segment_id, offset in ((0, BEHIND), (1, AHEAD)):
             stores.tokens.claim("counts", segment_id, "w", now_ms=0, claim_timeout_ms=1)
             with stores.tokens.batch("counts", segment_id, "w") as batch:
                 batch.store_token(TrackingToken(offset))
         stores.tokens.release("counts", 1, "w")
         stores.tokens.merge("counts", 0, "w", now_ms=0, claim_timeout_ms=1)
         stores.tokens.release("counts", 0, "w")
+
+
+def test_status_json_carries_plain_offsets_and_the_merged_parts_ahead(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The JSON token used to be the display text `<offset> (+1 merged part(s) ahead)`."""
+    url = f"sqlite:///{tmp_path}/p.db"
+    behind, ahead = BEHIND, AHEAD
+    _merged_processor(url)
     merged = {
         "segment": "Segment[0/0]",
         "owner": None,
@@ -830,6 +838,31 @@ def test_status_json_carries_plain_offsets_and_the_merged_parts_ahead(
 
     (row,) = json.loads(out)
     assert (row["token"], row["ahead"], row["replay_until"]) == (None, [], str(ahead))
+
+
+def test_status_text_shows_the_merged_parts_ahead(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ordo status showed only the token, and processors status only `(+1 merged part(s) ahead)`:
+    neither said which part was ahead, nor up to where, as the JSON does."""
+    monkeypatch.setenv("COLUMNS", "200")  # rich's table would fold the offsets at 80
+    url = f"sqlite:///{tmp_path}/p.db"
+    _merged_processor(url)
+    part = f"merged part Segment[1/1] ahead at {AHEAD}"
+
+    code, out, _ = _run(runner, "processors", "status", "--journal", url)
+
+    assert (code, out.strip()) == (
+        0,
+        f"counts  Segment[0/0]     owner=-  claimed - ago  token={BEHIND}  {part}",
+    )
+    log = tmp_path / "log"
+    log.mkdir()
+    code, out, _ = _run(runner, "status", "--journal", url, "--change-log", str(log))
+    assert code == 0
+    lines = out.splitlines()
+    (row,) = [n for n, line in enumerate(lines) if str(BEHIND) in line]
+    assert lines[row + 1].index(part) == lines[row].index(str(BEHIND))  # the token's cell
 
 
 @pytest.mark.parametrize(

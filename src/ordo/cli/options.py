@@ -16,6 +16,7 @@ from ordo.settings.loading import LARGEST_INTEGER
 from ordo.storage.location import existing_location
 from ordo.storage.open import Stores, existing_stores_at
 from ordo.time import BucketSize
+from ordo.tools.status import SegmentStatus
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -131,6 +132,20 @@ def chosen_bucket_size() -> BucketSize | None:
 def print_json(document: object) -> None:
     """Write one JSON document to stdout."""
     click.echo(json.dumps(document, ensure_ascii=False, indent=2))
+
+
+def beyond_token(segment: SegmentStatus) -> list[str]:
+    """What `segment` handled beyond its token, one phrase each, for the text outputs.
+
+    A merged segment resumes at its slower half's token while the faster half's events up to
+    its part's offset are handled already, and a reset segment replays up to an offset: the
+    token alone reads as further behind than the segment is. The phrases say what the JSON's
+    `ahead` and `replay_until` say.
+    """
+    phrases = [f"merged part {part['segment']} ahead at {part['offset']}" for part in segment.ahead]
+    if segment.replay_until is not None:
+        phrases.append(f"replays until {segment.replay_until}")
+    return phrases
 
 
 def counted(count: int, noun: str) -> str:

@@ -10,6 +10,7 @@ from datetime import timedelta
 import click
 
 from ordo.cli.options import (
+    beyond_token,
     existing_journal,
     journal_option,
     json_option,
@@ -65,10 +66,15 @@ def status(journal_url: str | None, as_json: bool, processor: str | None) -> Non
     for entry in entries:
         found = SegmentStatus.of(entry, now_ms=now_ms)
         age = "-" if found.claim_age_ms is None else f"{found.claim_age_ms} ms"
-        replays = "" if found.replay_until is None else f"  replays until {found.replay_until}"
         click.echo(
-            f"{entry.processor}  {found.segment:<16} owner={found.owner or '-'}  "
-            f"claimed {age} ago  token={entry.token}{replays}"
+            "  ".join(
+                (
+                    f"{entry.processor}  {found.segment:<16} owner={found.owner or '-'}",
+                    f"claimed {age} ago",
+                    f"token={found.token or 'start'}",
+                    *beyond_token(found),
+                )
+            )
         )
     if not entries:
         click.echo("no processors", err=True)

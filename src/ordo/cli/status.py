@@ -12,7 +12,13 @@ from rich.table import Table
 
 from ordo.cli.cdc import change_log_option, require_named_change_log, source_status_options
 from ordo.cli.cdc_status import cdc_table
-from ordo.cli.options import journal_option, json_option, print_json, require_journal
+from ordo.cli.options import (
+    beyond_token,
+    journal_option,
+    json_option,
+    print_json,
+    require_journal,
+)
 from ordo.settings import OperationsSettings
 from ordo.storage.open import existing_stores_at
 from ordo.tools.status import (
@@ -95,7 +101,7 @@ def _print(found: Status) -> None:
                 processor.processor,
                 segment.segment,
                 segment.owner or "-",
-                segment.token or "-",
+                "\n".join((segment.token or "-", *beyond_token(segment))),
                 age,
                 lag,
             )
