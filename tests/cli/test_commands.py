@@ -1071,7 +1071,7 @@ def _pipeline_file(tmp_path: Path, extra: str, *, checkpoint: str | None = None)
         ('trigger = "1.5 minutes"\n', "trigger must be 'available_now' or a processing time"),
         (
             "[source]\nbogusOption = 1\n",
-            "ordo_events_by_tag has unknown option 'bogusoption' (valid options: journal, ",
+            "ordo_events_by_tag has unknown option 'bogusOption'; option names are case-insen",
         ),
         ('[source]\npageSize = "many"\n', "option pageSize must be an integer, got 'many'"),
         ("[source]\npageSize = 1.5\n", "[source] pageSize must be a string or an integer"),

@@ -173,6 +173,26 @@ def test_unknown_options_list_the_valid_ones(spark: SparkSession, tmp_path: Path
         reader.load().collect()
 
 
+def test_a_misspelt_option_is_named_lower_cased_with_the_valid_one_in_camel_case(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Spark lower-cases option names before the source sees them, so the error showed
+    'maxeventspertriger' as if the user had typed it so, and listed the valid ones without
+    saying why the case differs or which one was meant."""
+    reader = (
+        spark.read.format("ordo_events_by_tag")
+        .options(journal=_journal(tmp_path), tag="order")
+        .option("maxEventsPerTriger", 1)
+    )
+    with pytest.raises(PySparkException) as caught:
+        reader.load()
+    assert (
+        "ordo_events_by_tag has unknown option 'maxeventspertriger' (did you mean "
+        "maxEventsPerTrigger?); option names are case-insensitive, and Spark hands them to the "
+        "source lower-cased (valid options: journal, tag, startingOffsets, maxEventsPerTrigger,"
+    ) in str(caught.value)
+
+
 def test_a_gap_that_cannot_be_filled_stops_the_stream_with_the_error(
     spark: SparkSession, tmp_path: Path
 ) -> None:
