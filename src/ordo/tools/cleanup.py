@@ -9,7 +9,7 @@ deleted, their progress is not: recovery must not write expired events again.
 processor whose token is older than the cutoff has not read events the job would delete. The
 token store does not record which tag a processor reads, so every processor counts; one that
 has processed nothing yet reads from the start and always counts. Such a cutoff is refused
-(TimeToLiveTooShortError) unless forced, and logged at WARNING either way.
+(TimeToLiveTooShortError) unless forced; a forced run logs the processors at WARNING.
 """
 
 from __future__ import annotations
