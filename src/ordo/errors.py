@@ -435,6 +435,17 @@ class ActiveWriterError(OperationRefusedError):
         super().__init__(msg)
 
 
+def _duration(milliseconds: int) -> str:
+    """`milliseconds` in the largest unit it fills: "1.5 s", "2 h", "30 days".
+
+    A TTL or a lag is hours or days long; as seconds it printed as "2.592e+06s".
+    """
+    for unit_ms, unit in ((86_400_000, "days"), (3_600_000, "h"), (60_000, "min")):
+        if milliseconds >= unit_ms:
+            return f"{milliseconds / unit_ms:,.1f}".removesuffix(".0") + f" {unit}"
+    return f"{milliseconds / 1000:g} s"
+
+
 class TimeToLiveTooShortError(OperationRefusedError):
     """Deleting tag_views rows before a time would remove events a processor has not read.
 
@@ -446,11 +457,11 @@ class TimeToLiveTooShortError(OperationRefusedError):
     def __init__(self, *, retention_ms: int, lags: dict[str, int | None]) -> None:
         self.retention_ms, self.lags = retention_ms, lags
         shown = ", ".join(
-            f"{name!r} ({'nothing read yet' if lag is None else f'{lag / 1000:g}s behind'})"
+            f"{name!r} ({'nothing read yet' if lag is None else f'{_duration(lag)} behind'})"
             for name, lag in lags.items()
         )
         msg = (
-            f"refused: keeping only the last {retention_ms / 1000:g}s of tag views would delete "
+            f"refused: keeping only the last {_duration(retention_ms)} of tag views would delete "
             f"events that processor(s) {shown} have not processed (--force, or force=True, "
             "deletes them anyway)"
         )
