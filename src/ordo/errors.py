@@ -71,12 +71,22 @@ class BucketSizeMismatchError(ConfigurationError):
 
     def __init__(self, *, recorded: str, requested: str, advice: str = "") -> None:
         """`advice` says where the reader's bucket size is set (an option's name), if given."""
-        self.recorded, self.requested = recorded, requested
+        self.recorded, self.requested, self.advice = recorded, requested, advice
         msg = (
             f"journal was written with bucket_size={recorded}, cannot open it with "
             f"bucket_size={requested} (the bucket size cannot change after data is written)"
         )
         super().__init__(f"{msg}; {advice}" if advice else msg)
+
+    def advised(self, advice: str) -> BucketSizeMismatchError:
+        """The same error with `advice`.
+
+        Only the caller knows where its reader's bucket size was set (an option, a variable, a
+        flag); the library's message names the settings field.
+        """
+        return BucketSizeMismatchError(
+            recorded=self.recorded, requested=self.requested, advice=advice
+        )
 
 
 class CheckpointMismatchError(ConfigurationError):

@@ -19,7 +19,7 @@ from ordo.cli.reconcile import reconcile
 from ordo.cli.simulate import simulate_command
 from ordo.cli.status import status
 from ordo.cli.verify import verify
-from ordo.errors import OrdoError
+from ordo.errors import BucketSizeMismatchError, OrdoError
 
 
 class UsageLine(click.ClickException):
@@ -64,7 +64,10 @@ class OrdoGroup(click.Group):
         except OrdoError as exc:
             if ctx.find_root().params.get("debug"):
                 raise
-            msg = f"{type(exc).__name__}: {' '.join(str(exc).split())}"  # one line
+            shown = exc
+            if isinstance(exc, BucketSizeMismatchError) and not exc.advice:
+                shown = exc.advised(f"set ORDO_BUCKET_SIZE to {exc.recorded}")  # the CLI's way
+            msg = f"{type(shown).__name__}: {' '.join(str(shown).split())}"  # one line
             raise click.ClickException(msg) from exc
 
 

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
 from ordo.cli.options import int_option, share_option, workload_options
+from ordo.errors import BucketSizeMismatchError
 from ordo.simulation.run import SIMULATION_QUERY_SETTINGS, SimulationConfig, simulate
 from ordo.time import BucketSize
 
@@ -117,7 +118,11 @@ def simulate_command(
                     tasks[phase] = progress.add_task(phase, total=total)
                 progress.update(tasks[phase], completed=done, total=total)
 
-            report = simulate(config, on_progress=show)
+            try:
+                report = simulate(config, on_progress=show)
+            except BucketSizeMismatchError as exc:  # the bucket size is this command's flag
+                advice = f"run with --bucket-size {exc.recorded}"
+                raise exc.advised(advice) from exc
     document = report.to_json_dict()
     if as_json:
         click.echo(json.dumps(document))

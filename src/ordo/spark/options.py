@@ -203,9 +203,7 @@ def check_source_bucket_size(recorded: str | None, options: EventsByTagOptions) 
         check_bucket_size(recorded, options.events_by_tag.bucket_size)
     except BucketSizeMismatchError as exc:
         advice = f"set the option bucketSize (or ORDO_BUCKET_SIZE) to {exc.recorded}"
-        raise BucketSizeMismatchError(
-            recorded=exc.recorded, requested=exc.requested, advice=advice
-        ) from exc
+        raise exc.advised(advice) from exc
 
 
 def _starting_offset(text: str) -> TimeUUID:
