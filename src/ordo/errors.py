@@ -291,11 +291,13 @@ class AppendStoppedError(OrdoError):
 
     def __init__(self, *, line: int, appended_events: int, cause: OrdoError) -> None:
         self.line, self.appended_events, self.cause = line, appended_events, cause
-        written = (
-            f"the appends of lines 1-{line - 1} were written ({appended_events} events)"
-            if line > 1
-            else "nothing was written"
-        )
+        events = f"{appended_events} event{'' if appended_events == 1 else 's'}"
+        if line > 2:
+            written = f"the appends of lines 1-{line - 1} were written ({events})"
+        elif line == 2:
+            written = f"the append of line 1 was written ({events})"
+        else:
+            written = "nothing was written"
         super().__init__(f"line {line}: {type(cause).__name__}: {cause}; {written}")
 
 

@@ -208,6 +208,10 @@ def test_a_conflict_stops_the_appends_at_its_line_and_says_what_was_written(
     code, out, _ = _run(runner, "info", "--journal", url, "--json")
     assert (json.loads(out)["events"], json.loads(out)["persistence_ids"]) == (3, 2)
 
+    code, _, err = _run(runner, "append", "--journal", url, stdin="\n".join(lines[1:]))
+    assert code == 1
+    assert err.strip().endswith("; the append of line 1 was written (1 event)")
+
 
 def test_binary_input_is_one_error_line_and_nothing_is_written(
     runner: CliRunner, tmp_path: Path
