@@ -15,7 +15,9 @@ from ordo.cdc.capture import Capture, CaptureTotals, PublishedWindow
 from ordo.cdc.change import mutation_problems
 from ordo.cdc.change_rows import key_text
 from ordo.cdc.materializer import materialize_partition
+from ordo.cdc.mutation import Mutation
 from ordo.cdc.row_state import PartitionState
+from ordo.cdc.schema import TableSchema
 from ordo.clock import ManualClock
 from ordo.errors import (
     CaptureError,
@@ -402,23 +404,29 @@ def test_a_json_column_holding_text_that_is_not_json_is_captured_and_dead_letter
     assert snapshot[(1,)].cells["tags (not JSON)"].value == "not json"
 
 
+def _captured(path: Path, table: str, ddl: str, *writes: str) -> tuple[list[Mutation], TableSchema]:
+    """Create `table`, capture it, run the application's `writes`: their changes and schema."""
+    _run(path, ddl)
+    source = SQLiteChangeSource(path, [table])
+    try:
+        source.install()
+        _run(path, *writes)
+        (schema,) = source.schemas()
+        return source.peek(max_changes=100).rows.mutations(), schema
+    finally:
+        source.close()
+
+
 def test_a_json_key_that_is_not_json_is_captured_as_a_null_key(tmp_path: Path) -> None:
     """A key has no name to carry its value aside: the change is captured with a null key,
     which the materializer dead-letters, instead of failing the application's write."""
-    path = tmp_path / "keyed.db"
-    _run(path, "CREATE TABLE keyed (k JSON PRIMARY KEY, n INTEGER)")
-    source = SQLiteChangeSource(path, ["keyed"])
-    try:
-        source.install()
-        _run(
-            path,
-            """INSERT INTO keyed VALUES ('{"a": 1}', 1)""",
-            "INSERT INTO keyed VALUES ('{oops', 2)",
-        )
-        valid, malformed = source.peek(max_changes=10).rows.mutations()
-        (schema,) = source.schemas()
-    finally:
-        source.close()
+    (valid, malformed), schema = _captured(
+        tmp_path / "keyed.db",
+        "keyed",
+        "CREATE TABLE keyed (k JSON PRIMARY KEY, n INTEGER)",
+        """INSERT INTO keyed VALUES ('{"a": 1}', 1)""",
+        "INSERT INTO keyed VALUES ('{oops', 2)",
+    )
     assert valid.partition_key == ({"a": 1},)
     assert malformed.partition_key == (None,)
     assert mutation_problems(malformed, schema) == ["key column 'k': None is not a json"]
@@ -429,21 +437,14 @@ def test_a_blob_in_a_column_of_another_type_is_captured_and_dead_lettered(
 ) -> None:
     """SQLite lets any column hold a BLOB; json_object() and json_array() refuse one, which
     failed the application's write. It is captured aside (a key as null) and dead-lettered."""
-    path = tmp_path / "notes.db"
-    _run(path, "CREATE TABLE notes (k TEXT PRIMARY KEY, title TEXT, n INTEGER, due DATE)")
-    source = SQLiteChangeSource(path, ["notes"])
-    try:
-        source.install()
-        _run(
-            path,
-            "INSERT INTO notes VALUES ('a', x'6869', 1, '2026-11-22')",
-            "UPDATE notes SET n = x'00', title = 'hi' WHERE k = 'a'",
-            "INSERT INTO notes VALUES (x'01', 'key', 2, NULL)",
-        )
-        inserted, updated, blob_key = source.peek(max_changes=10).rows.mutations()
-        (schema,) = source.schemas()
-    finally:
-        source.close()
+    (inserted, updated, blob_key), schema = _captured(
+        tmp_path / "notes.db",
+        "notes",
+        "CREATE TABLE notes (k TEXT PRIMARY KEY, title TEXT, n INTEGER, due DATE)",
+        "INSERT INTO notes VALUES ('a', x'6869', 1, '2026-11-22')",
+        "UPDATE notes SET n = x'00', title = 'hi' WHERE k = 'a'",
+        "INSERT INTO notes VALUES (x'01', 'key', 2, NULL)",
+    )
     assert {n: c.value for n, c in inserted.cells.items()} == {
         "title (not JSON)": "x'6869'",
         "n": 1,
