@@ -7,19 +7,38 @@ refuses unknown keys the same way, with the same message.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Sequence
 
 from ordo.errors import OrdoError
 
 
 def unknown_names_message(
-    unknown: Sequence[str], valid: Iterable[str], *, where: str, noun: str = "key"
+    unknown: Sequence[str],
+    valid: Iterable[str],
+    *,
+    where: str,
+    noun: str = "key",
+    suggest: bool = False,
+    note: str = "",
 ) -> str:
-    """`<where> has unknown key(s) 'a', 'b' (valid keys: x, y)`, with `noun` for "key"."""
+    """`<where> has unknown key(s) 'a', 'b' (valid keys: x, y)`, with `noun` for "key".
+
+    With `suggest`, each unknown name is followed by the valid one it is closest to, compared
+    without case (`'maxeventspertriger' (did you mean maxEventsPerTrigger?)`); `note` goes
+    after the names, before the valid ones.
+    """
+    names = list(valid)
+    by_lower_case = {name.lower(): name for name in names}
+    shown = []
+    for name in unknown:
+        close = difflib.get_close_matches(name.lower(), by_lower_case, n=1) if suggest else []
+        hint = f" (did you mean {by_lower_case[close[0]]}?)" if close else ""
+        shown.append(f"{name!r}{hint}")
     plural = "s" if len(unknown) > 1 else ""
     return (
-        f"{where} has unknown {noun}{plural} {', '.join(map(repr, unknown))} "
-        f"(valid {noun}s: {', '.join(valid)})"
+        f"{where} has unknown {noun}{plural} {', '.join(shown)}{f'; {note}' if note else ''} "
+        f"(valid {noun}s: {', '.join(names)})"
     )
 
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
+from ordo.documents import unknown_names_message
 from ordo.errors import (
     BucketSizeMismatchError,
     ConfigurationError,
@@ -53,7 +53,8 @@ VALID_OPTIONS = (
     "path",
 )
 """camelCase, as Spark users expect; Spark hands them over lower-cased."""
-_BY_LOWER_CASE = {name.lower(): name for name in VALID_OPTIONS}
+_CAMEL_CASE = {name.lower(): name for name in VALID_OPTIONS}
+"""An option's documented name by the lower-cased one Spark hands over."""
 MAX_SEGMENTS = 1024
 """The most input partitions `segments` may ask for. Each is a Spark task of every micro-batch
 with a database connection of its own (and each scans the rows of the others, see docs/spark.md):
@@ -91,9 +92,19 @@ class EventsByTagOptions:
         and travel with the options: the executors do not look at their own environment.
         """
         given = {key.lower(): value for key, value in options.items()}
-        unknown = [key for key in options if key.lower() not in _BY_LOWER_CASE]
+        unknown = [key for key in options if key.lower() not in _CAMEL_CASE]
         if unknown:
-            raise ConfigurationError(_unknown_options_message(unknown))
+            raise ConfigurationError(  # Spark lower-cases names: say so, suggest the camelCase
+                unknown_names_message(
+                    unknown,
+                    VALID_OPTIONS,
+                    where="ordo_events_by_tag",
+                    noun="option",
+                    suggest=True,
+                    note="option names are case-insensitive, and Spark hands them to the source "
+                    "lower-cased",
+                )
+            )
         journal = given.get("journal") or given.get("path")
         if given.get("journal") and given.get("path") and given["journal"] != given["path"]:
             msg = (
@@ -155,8 +166,6 @@ class EventsByTagOptions:
         return parsed
 
 
-_CAMEL_CASE = {name.lower(): name for name in VALID_OPTIONS}
-"""An option's documented name by the lower-cased one Spark hands over."""
 _OPTION_OF_SETTING = {
     "page_size": "pageSize",
     **{setting: _CAMEL_CASE[key] for key, setting in _DURATIONS.items()},
@@ -230,27 +239,6 @@ def _url(url: str) -> str:
     """A database URL ordo can open (the database itself may not exist yet)."""
     parse_location(url)
     return url
-
-
-def _unknown_options_message(unknown: Sequence[str]) -> str:
-    """The error of options that are not the source's, each with the valid one it is closest to.
-
-    Spark's option names are case-insensitive and reach a source lower-cased: a misspelt
-    `maxEventsPerTriger` arrives as `maxeventspertriger`, and the spelling the user typed is
-    gone (a pipeline file's [source] keeps it). So the message says why the name looks so, and
-    suggests the valid option in camelCase, which a lower-cased typo is hard to match by eye.
-    """
-    named = []
-    for key in unknown:
-        close = difflib.get_close_matches(key.lower(), _BY_LOWER_CASE, n=1)
-        hint = f" (did you mean {_BY_LOWER_CASE[close[0]]}?)" if close else ""
-        named.append(f"{key!r}{hint}")
-    plural = "s" if len(unknown) > 1 else ""
-    return (
-        f"ordo_events_by_tag has unknown option{plural} {', '.join(named)}; option names are "
-        "case-insensitive, and Spark hands them to the source lower-cased (valid options: "
-        f"{', '.join(VALID_OPTIONS)})"
-    )
 
 
 def _int(
