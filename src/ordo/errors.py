@@ -454,7 +454,8 @@ def _duration(milliseconds: int) -> str:
     """
     for unit_ms, unit in ((86_400_000, "days"), (3_600_000, "h"), (60_000, "min")):
         if milliseconds >= unit_ms:
-            return f"{milliseconds / unit_ms:,.1f}".removesuffix(".0") + f" {unit}"
+            amount = f"{milliseconds / unit_ms:,.1f}".removesuffix(".0")
+            return f"{amount} {'day' if amount == '1' else unit}"
     return f"{milliseconds / 1000:g} s"
 
 

@@ -39,6 +39,14 @@ def journal(tmp_path: Path) -> str:
     return url
 
 
+@pytest.fixture
+def items_slot(postgres_dsn: str) -> str:
+    """A slot name unique to the test, for a PostgreSQL source holding an empty `items` table."""
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id BIGINT PRIMARY KEY)")
+    return f"ordo_test_{secrets.token_hex(6)}"
+
+
 @pytest.mark.parametrize("command", [("status",), ("cdc", "status")])
 def test_a_status_of_an_sqlite_source_without_a_capture_installs_none(
     shop: Path, journal: str, command: tuple[str, ...]
@@ -176,11 +184,9 @@ def test_a_capture_stopped_by_an_incompatible_schema_leaves_the_sqlite_source_as
 
 @pytest.mark.postgres
 def test_a_capture_whose_journal_cannot_be_opened_creates_no_slot(
-    postgres_dsn: str, tmp_path: Path
+    postgres_dsn: str, items_slot: str, tmp_path: Path
 ) -> None:
-    slot = f"ordo_test_{secrets.token_hex(6)}"
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE items (id BIGINT PRIMARY KEY)")
+    slot = items_slot
     journal = str(_inside_a_file(tmp_path) / "ordo.db")
     args = ("--journal", journal, "--change-log", str(tmp_path / "log"), "--slot", slot)
 
@@ -208,11 +214,10 @@ def _assert_refused_before_the_journal(source: str, slot: str, tmp_path: Path) -
 
 @pytest.mark.postgres
 def test_a_capture_whose_slot_name_is_taken_leaves_no_journal_or_change_log(
-    postgres_dsn: str, tmp_path: Path
+    postgres_dsn: str, items_slot: str, tmp_path: Path
 ) -> None:
-    slot = f"ordo_test_{secrets.token_hex(6)}"
+    slot = items_slot
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE items (id BIGINT PRIMARY KEY)")
         conn.execute("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (slot,))
         try:
             _assert_refused_before_the_journal(postgres_dsn, slot, tmp_path)
@@ -259,11 +264,9 @@ def test_a_status_of_a_postgres_source_creates_no_slot(postgres_dsn: str, tmp_pa
 
 @pytest.mark.postgres
 def test_a_status_names_a_table_the_postgres_source_cannot_capture(
-    postgres_dsn: str, journal: str
+    postgres_dsn: str, items_slot: str, journal: str
 ) -> None:
-    slot = f"ordo_test_{secrets.token_hex(6)}"
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE items (id BIGINT PRIMARY KEY)")
+    slot = items_slot
     with PostgresChangeSource(postgres_dsn, slot=slot, tables=["items"]) as source:
         source.create()
         try:

@@ -134,12 +134,21 @@ def test_tag_pid_sequence_nrs_in_tag_views_are_contiguous_per_pid_and_tag(
     assert len(numbers) == 3 * (4 + 2 + 2)
 
 
+FIRST_MINUTE = MINUTE_START_NS // 10**6 - 10_000
+"""The minute bucket of MINUTE_START_NS (10 s into it)."""
+
+
+def _minute_journal(journal_factory: JournalFactory) -> tuple[Journal, ManualClock]:
+    """A journal of minute buckets writing each event's tags at once, on a clock it returns."""
+    clock = ManualClock(MINUTE_START_NS)
+    settings = EventsByTagSettings(bucket_size=BucketSize.MINUTE, flush_interval=timedelta(0))
+    return journal_factory(settings=settings, clock=clock), clock
+
+
 def test_time_buckets_follow_the_offsets_and_bucket_size(
     journal_factory: JournalFactory, stores: Stores
 ) -> None:
-    clock = ManualClock(MINUTE_START_NS)
-    settings = EventsByTagSettings(bucket_size=BucketSize.MINUTE, flush_interval=timedelta(0))
-    journal = journal_factory(settings=settings, clock=clock)
+    journal, clock = _minute_journal(journal_factory)
     journal.append("p", [NewEvent.of(1, tags=["t"])])
     clock.advance(MINUTE_NS)
     journal.append("p", [NewEvent.of(2, tags=["t"])])
@@ -147,7 +156,7 @@ def test_time_buckets_follow_the_offsets_and_bucket_size(
     journal.append("p", [NewEvent.of(3, tags=["t"])])
 
     rows = entries(stores, "t")
-    minute = MINUTE_START_NS // 10**6 - 10_000
+    minute = FIRST_MINUTE
     assert [r.time_bucket for r in rows] == [minute, minute + 60_000, minute + 240_000]
     assert rows == expected_entries(all_events(journal), "t", BucketSize.MINUTE)
 
@@ -156,13 +165,11 @@ def test_next_bucket_names_the_first_bucket_holding_rows_up_to_a_limit(
     journal_factory: JournalFactory, stores: Stores
 ) -> None:
     """Where a query's forward scan jumps over empty buckets, in tag_views and the journal."""
-    clock = ManualClock(MINUTE_START_NS)
-    settings = EventsByTagSettings(bucket_size=BucketSize.MINUTE, flush_interval=timedelta(0))
-    journal = journal_factory(settings=settings, clock=clock)
+    journal, clock = _minute_journal(journal_factory)
     journal.append("p", [NewEvent.of(1, tags=["t"])])
     clock.advance(5 * MINUTE_NS)
     journal.append("p", [NewEvent.of(2, tags=["t"]), NewEvent.of(3, tags=["u"])])
-    minute = MINUTE_START_NS // 10**6 - 10_000
+    minute = FIRST_MINUTE
     later = minute + 5 * 60_000
 
     def first_after(reader: TagViewReader[object], after: int, up_to: int) -> int | None:
