@@ -455,7 +455,7 @@ def _duration(milliseconds: int) -> str:
     for unit_ms, unit in ((86_400_000, "days"), (3_600_000, "h"), (60_000, "min")):
         if milliseconds >= unit_ms:
             amount = f"{milliseconds / unit_ms:,.1f}".removesuffix(".0")
-            return f"{amount} {'day' if amount == '1' else unit}"
+            return f"{amount} {'day' if (amount, unit) == ('1', 'days') else unit}"
     return f"{milliseconds / 1000:g} s"
 
 
