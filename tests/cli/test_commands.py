@@ -834,6 +834,8 @@ def test_status_json_carries_plain_offsets_and_the_merged_parts_ahead(
         "ahead": [{"segment": "Segment[1/1]", "offset": str(ahead)}],
         "claim_age_ms": None,
         "replay_until": None,
+        "request": None,
+        "request_age_ms": None,
     }
     code, out, _ = _run(runner, "processors", "status", "--journal", url, "--json")
     assert (code, json.loads(out)) == (0, [{"processor": "counts", **merged}])
@@ -872,6 +874,47 @@ def test_status_text_shows_the_merged_parts_ahead(
     lines = out.splitlines()
     (row,) = [n for n, line in enumerate(lines) if str(BEHIND) in line]
     assert lines[row + 1].index(part) == lines[row].index(str(BEHIND))  # the token's cell
+
+
+def test_status_shows_a_request_its_owner_has_not_taken_yet(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`processors split` on a running processor only asks the owner: status showed nothing of
+    it, so an operator could not tell a pending split from one that was lost."""
+    monkeypatch.setenv("COLUMNS", "200")
+    url = f"sqlite:///{tmp_path}/p.db"
+    with stores_at(url) as stores:
+        stores.tokens.initialize("counts", segment_count=2)
+        stores.tokens.claim(
+            "counts", 1, "worker-1", now_ms=time.time_ns() // 1_000_000, claim_timeout_ms=1
+        )
+    code, out, _ = _run(runner, "processors", "split", "counts", "1", "--journal", url)
+    assert (code, out.strip()) == (0, "asked worker-1 to split segment Segment[1/1]")
+
+    code, out, _ = _run(runner, "processors", "status", "--journal", url, "--json")
+
+    rows = {row["segment"]: row for row in json.loads(out)}
+    assert (rows["Segment[0/1]"]["request"], rows["Segment[0/1]"]["request_age_ms"]) == (None, None)
+    assert rows["Segment[1/1]"]["request"] == "split"
+    assert 0 <= rows["Segment[1/1]"]["request_age_ms"] < 60_000
+    code, out, _ = _run(runner, "processors", "status", "--journal", url)
+    assert code == 0
+    first, second = out.strip().splitlines()
+    assert "requested" not in first
+    assert re.search(r"owner=worker-1 .* split requested \d+\.\d s ago$", second)
+    log = tmp_path / "log"
+    log.mkdir()
+    code, out, _ = _run(runner, "status", "--journal", url, "--change-log", str(log), "--json")
+    segments = json.loads(out)["processors"][0]["segments"]
+    assert [s["request"] for s in segments] == [None, "split"]
+    code, out, _ = _run(runner, "status", "--journal", url, "--change-log", str(log))
+    assert "split requested" in out
+    with stores_at(url) as stores:
+        assert stores.tokens.take_request("counts", 1) is not None
+
+    code, out, _ = _run(runner, "processors", "status", "--journal", url)
+
+    assert "requested" not in out
 
 
 @pytest.mark.parametrize(

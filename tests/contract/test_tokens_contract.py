@@ -11,7 +11,7 @@ from ordo.errors import (
     UnknownProcessorError,
 )
 from ordo.processing.control import merge_segment
-from ordo.processing.ports import DeadLetter, SegmentAction, SegmentRequest
+from ordo.processing.ports import DeadLetter, PendingRequest, SegmentAction, SegmentRequest
 from ordo.processing.segment import Segment
 from ordo.processing.token import PartAhead, TrackingToken
 from ordo.storage.open import Stores
@@ -223,9 +223,16 @@ def test_requests_reach_the_owner_once(stores: Stores) -> None:
     hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner="b")
     stores.tokens.request("p", 1, split, now_ms=0)
     stores.tokens.request("p", 1, hand_over, now_ms=1)  # the latest wins
-    assert stores.tokens.take_request("p", 0) is None
+    stores.tokens.request("p", 0, split, now_ms=2)
+    assert stores.tokens.pending_requests("p") == [
+        PendingRequest(segment_id=0, request=split, requested_at_ms=2),
+        PendingRequest(segment_id=1, request=hand_over, requested_at_ms=1),
+    ]
+    assert hand_over.describe() == "hand over to b"
+    assert stores.tokens.take_request("p", 0) == split
     assert stores.tokens.take_request("p", 1) == hand_over
     assert stores.tokens.take_request("p", 1) is None
+    assert stores.tokens.pending_requests("p") == []
     with pytest.raises(UnknownProcessorError):
         stores.tokens.request("p", 7, split, now_ms=0)
 

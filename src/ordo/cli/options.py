@@ -148,6 +148,17 @@ def beyond_token(segment: SegmentStatus) -> list[str]:
     return phrases
 
 
+def pending_request(segment: SegmentStatus) -> list[str]:
+    """The request waiting for `segment`'s owner, as a phrase for the text outputs.
+
+    `processors split` on a running processor only asks the owner; until the owner takes the
+    request between two batches, this is where an operator sees that it is still to come.
+    """
+    if segment.request is None or segment.request_age_ms is None:
+        return []
+    return [f"{segment.request} requested {segment.request_age_ms / 1000:.1f} s ago"]
+
+
 def counted(count: int, noun: str) -> str:
     """`count` with `noun` in the number it needs: "1 event", "2,000 persistence ids"."""
     return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"

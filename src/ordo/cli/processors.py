@@ -14,6 +14,7 @@ from ordo.cli.options import (
     existing_journal,
     journal_option,
     json_option,
+    pending_request,
     print_json,
     read_only_stores,
 )
@@ -53,30 +54,36 @@ def status(journal_url: str | None, as_json: bool, processor: str | None) -> Non
     """Show every segment of PROCESSOR (or of all processors): owner, token, claim age."""
     with read_only_stores(journal_url) as stores:
         names = [processor] if processor else list(stores.tokens.processors())
-        entries = [entry for name in names for entry in stores.tokens.entries(name)]
-    now_ms = _now_ms()
+        found = {
+            name: SegmentStatus.every(
+                stores.tokens.entries(name), stores.tokens.pending_requests(name), now_ms=_now_ms()
+            )
+            for name in names
+        }
     if as_json:
         print_json(
             [
-                {"processor": entry.processor, **asdict(SegmentStatus.of(entry, now_ms=now_ms))}
-                for entry in entries
+                {"processor": name, **asdict(segment)}
+                for name, segments in found.items()
+                for segment in segments
             ]
         )
         return
-    for entry in entries:
-        found = SegmentStatus.of(entry, now_ms=now_ms)
-        age = "-" if found.claim_age_ms is None else f"{found.claim_age_ms} ms"
-        click.echo(
-            "  ".join(
-                (
-                    f"{entry.processor}  {found.segment:<16} owner={found.owner or '-'}",
-                    f"claimed {age} ago",
-                    f"token={found.token or 'start'}",
-                    *beyond_token(found),
+    for name, segments in found.items():
+        for segment in segments:
+            age = "-" if segment.claim_age_ms is None else f"{segment.claim_age_ms} ms"
+            click.echo(
+                "  ".join(
+                    (
+                        f"{name}  {segment.segment:<16} owner={segment.owner or '-'}",
+                        f"claimed {age} ago",
+                        f"token={segment.token or 'start'}",
+                        *beyond_token(segment),
+                        *pending_request(segment),
+                    )
                 )
             )
-        )
-    if not entries:
+    if not found:
         click.echo("no processors", err=True)
 
 

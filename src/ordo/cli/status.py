@@ -16,6 +16,7 @@ from ordo.cli.options import (
     beyond_token,
     journal_option,
     json_option,
+    pending_request,
     print_json,
     require_journal,
 )
@@ -101,7 +102,9 @@ def _print(found: Status) -> None:
                 processor.processor,
                 segment.segment,
                 segment.owner or "-",
-                "\n".join((segment.token or "-", *beyond_token(segment))),
+                "\n".join(
+                    (segment.token or "-", *beyond_token(segment), *pending_request(segment))
+                ),
                 age,
                 lag,
             )

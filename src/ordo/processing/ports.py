@@ -32,6 +32,25 @@ class SegmentRequest:
     action: SegmentAction
     target_owner: str | None = None
 
+    def describe(self) -> str:
+        """The request in an operator's words: "split", "hand over to worker-2"."""
+        if self.action is SegmentAction.HAND_OVER:
+            return f"hand over to {self.target_owner}"
+        return self.action.value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingRequest:
+    """A request its segment's owner has not taken yet, and when it was made.
+
+    An owner takes requests between batches; one that stays pending tells an operator that
+    the owner is stuck in a batch or gone (its claim then expires and the next owner takes it).
+    """
+
+    segment_id: int
+    request: SegmentRequest
+    requested_at_ms: int
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TokenEntry:
@@ -168,6 +187,10 @@ class TokenStore(Protocol):
 
     def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
         """Remove and return the pending request for the segment, if any."""
+        ...
+
+    def pending_requests(self, processor: str) -> Sequence[PendingRequest]:
+        """The requests no owner has taken yet, by segment id (for status, not for owners)."""
         ...
 
     def hand_over(

@@ -15,7 +15,13 @@ from ordo.errors import (
     UnknownProcessorError,
 )
 from ordo.journal import validation
-from ordo.processing.ports import DeadLetter, SegmentAction, SegmentRequest, TokenEntry
+from ordo.processing.ports import (
+    DeadLetter,
+    PendingRequest,
+    SegmentAction,
+    SegmentRequest,
+    TokenEntry,
+)
 from ordo.processing.segment import Segment, initial_segments
 from ordo.processing.token import TrackingToken
 from ordo.storage.sql_store import SqlConnection, SqlStore
@@ -211,9 +217,23 @@ class SqlTokenStore(SqlStore):
                 ),
                 (processor, segment_id),
             )
-        return SegmentRequest(
-            action=SegmentAction(row[0]), target_owner=None if row[1] is None else str(row[1])
+        return _request(row[0], row[1])
+
+    def pending_requests(self, processor: str) -> Sequence[PendingRequest]:
+        """The requests no owner has taken yet, by segment id."""
+        rows = self._fetchall(
+            "SELECT segment_id, action, target_owner, requested_at FROM segment_requests "
+            "WHERE processor = {p} ORDER BY segment_id",
+            (processor,),
         )
+        return [
+            PendingRequest(
+                segment_id=int(str(row[0])),
+                request=_request(row[1], row[2]),
+                requested_at_ms=int(str(row[3])),
+            )
+            for row in rows
+        ]
 
     def hand_over(
         self, processor: str, segment_id: int, owner: str, *, to: str, now_ms: int
@@ -553,6 +573,13 @@ def _entry(processor: str, row: Sequence[object]) -> TokenEntry:
         owner=None if owner is None else str(owner),
         claimed_at_ms=None if claimed_at is None else int(str(claimed_at)),
         replay_until=None if replay_until is None else TrackingToken.from_json(str(replay_until)),
+    )
+
+
+def _request(action: object, target_owner: object) -> SegmentRequest:
+    return SegmentRequest(
+        action=SegmentAction(str(action)),
+        target_owner=None if target_owner is None else str(target_owner),
     )
 
 

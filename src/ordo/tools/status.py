@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ordo.cdc.ports import SchemaVersion, SourceStatus
 from ordo.errors import ConfigurationError
-from ordo.processing.ports import TokenEntry, TokenStore
+from ordo.processing.ports import PendingRequest, TokenEntry, TokenStore
 from ordo.storage.change_sources import capture_slots_at, source_status_at
 from ordo.storage.open import existing_stores_at
 from ordo.storage.parquet import ChangeLogSummary, ParquetChangeLog
@@ -57,10 +57,15 @@ class SegmentStatus:
     claim_age_ms: int | None
     replay_until: str | None
     """After a reset, the offset up to which events are replays."""
+    request: str | None = None
+    """A split, merge, release or hand-over asked of the owner and not taken yet."""
+    request_age_ms: int | None = None
 
     @classmethod
-    def of(cls, entry: TokenEntry, *, now_ms: int) -> SegmentStatus:
-        """The status of a stored segment at `now_ms`."""
+    def of(
+        cls, entry: TokenEntry, *, now_ms: int, pending: PendingRequest | None = None
+    ) -> SegmentStatus:
+        """The status of a stored segment at `now_ms`, with the request pending for it."""
         replay = None if entry.replay_until is None else entry.replay_until.reached
         return cls(
             segment=str(entry.segment),
@@ -74,7 +79,20 @@ class SegmentStatus:
             if entry.claimed_at_ms is None
             else max(0, now_ms - entry.claimed_at_ms),
             replay_until=None if replay is None else str(replay),
+            request=None if pending is None else pending.request.describe(),
+            request_age_ms=None if pending is None else max(0, now_ms - pending.requested_at_ms),
         )
+
+    @classmethod
+    def every(
+        cls, entries: Sequence[TokenEntry], pending: Sequence[PendingRequest], *, now_ms: int
+    ) -> list[SegmentStatus]:
+        """The status of each of a processor's `entries` with its request among `pending`."""
+        by_segment = {p.segment_id: p for p in pending}
+        return [
+            cls.of(entry, now_ms=now_ms, pending=by_segment.get(entry.segment.segment_id))
+            for entry in entries
+        ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,7 +137,7 @@ def processor_status(
 ) -> ProcessorStatus:
     """One processor's segments and its lag behind the journal."""
     entries = tokens.entries(processor)
-    segments = [SegmentStatus.of(entry, now_ms=now_ms) for entry in entries]
+    segments = SegmentStatus.every(entries, tokens.pending_requests(processor), now_ms=now_ms)
     offsets = [entry.token.offset for entry in entries]
     slowest = None if any(o is None for o in offsets) else min(o for o in offsets if o is not None)
     lag_events = operations.count_events_after(slowest)
