@@ -20,6 +20,7 @@ from ordo.errors import (
     StorageUnavailableError,
 )
 from ordo.spark.offsets import EventsByTagOffset
+from ordo.spark.operations_source import KeysOptions
 from ordo.spark.options import EventsByTagOptions
 from ordo.spark.planner import EventsByTagPlanner
 from ordo.storage.open import init_storage
@@ -151,6 +152,42 @@ def test_bad_options_are_refused_with_the_reason(
 ) -> None:
     with pytest.raises(error, match=needle):
         EventsByTagOptions.from_spark(given)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "ordo_journal_keys needs the option journal (a journal URL)"),
+        (
+            {"journal": "j.db", "partition": "2"},
+            "ordo_journal_keys has unknown option 'partition' (did you mean partitions?) "
+            "(valid options: journal, partitions)",
+        ),
+        *(
+            (
+                {"journal": "j.db", "partitions": given},
+                "ordo_journal_keys: option partitions must be an integer in 1..1024, "
+                f"got {given!r}",
+            )
+            for given in ("0", "-2", "1025", "four", "")
+        ),
+    ],
+)
+def test_the_key_sources_refuse_bad_options_naming_them(
+    options: dict[str, str], message: str
+) -> None:
+    """partitions=0 used to be read as 1, a billion as a billion bound queries, and a misspelt
+    option gave "options ['partition']: valid are journal, partitions"."""
+    with pytest.raises(ConfigurationError) as refused:
+        KeysOptions.from_spark("ordo_journal_keys", options)
+    assert str(refused.value) == message
+
+
+def test_the_key_sources_take_options_in_any_case() -> None:
+    assert KeysOptions.from_spark("s", {"JOURNAL": "j.db", "Partitions": " 7 "}) == KeysOptions(
+        journal="j.db", partitions=7
+    )
+    assert KeysOptions.from_spark("s", {"journal": "j.db"}).partitions == 4
 
 
 def test_a_source_with_another_bucket_size_than_the_journal_is_refused(tmp_path: Path) -> None:

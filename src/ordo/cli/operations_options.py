@@ -19,12 +19,14 @@ import click
 from ordo.cli.options import (
     NUMBER,
     existing_journal,
+    int_option,
     journal_option,
     json_option,
     print_json,
 )
 from ordo.errors import ConfigurationError
 from ordo.settings import OperationsSettings
+from ordo.settings.operations import MAX_SPARK_KEY_PARTITIONS, SPARK_KEY_PARTITIONS
 from ordo.storage.open import stores_at
 from ordo.tools.cleanup import ExpiryReceipt
 from ordo.tools.operations_tool import OperationsTool
@@ -123,6 +125,13 @@ def guarded_options(func: Callable[..., None]) -> Callable[..., None]:
 def tag_option(help_text: str) -> Callable[[F], F]:
     """--tag TAG (None when not given): which tag an operation touches."""
     return click.option("--tag", callback=_to_tag, help=help_text)
+
+
+def partitions_option(help_text: str) -> Callable[[F], F]:
+    """--partitions N: the pieces a Spark job reads the journal's keys in."""
+    return int_option(
+        "--partitions", SPARK_KEY_PARTITIONS, help_text, maximum=MAX_SPARK_KEY_PARTITIONS
+    )
 
 
 def _to_tag(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Tag | None:

@@ -5,10 +5,14 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
-from ordo.cli.operations_options import OperationRequest, guarded_options, tag_option
+from ordo.cli.operations_options import (
+    OperationRequest,
+    guarded_options,
+    partitions_option,
+    tag_option,
+)
 from ordo.cli.options import (
     existing_journal,
-    int_option,
     journal_option,
     json_option,
     print_json,
@@ -78,7 +82,7 @@ def delete(request: OperationRequest, tag: Tag | None, persistence_id: str) -> N
 @click.option("--all", "every", is_flag=True, help="Rebuild every persistence id (Spark job).")
 @click.option("--local", is_flag=True, help="With --all: one Python process instead of Spark.")
 @click.option("--truncate", is_flag=True, help="With --all: truncate the tag views first.")
-@int_option("--partitions", 4, "With --all: Spark partitions.")
+@partitions_option("With --all: Spark partitions.")
 @click.option(
     "--master", default="local[*]", show_default=True, help="With --all: the Spark master."
 )

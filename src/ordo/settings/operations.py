@@ -10,6 +10,11 @@ from ordo.settings.loading import LoadableSettings, integer_in, shown
 
 WRITER_HEARTBEAT_INTERVAL = timedelta(seconds=5)
 """How often an open Journal renews its writer lease (a background thread, not the appends)."""
+SPARK_KEY_PARTITIONS = 4
+"""The pieces the Spark jobs of `reconcile rebuild --all` and `verify` read keys in."""
+MAX_SPARK_KEY_PARTITIONS = 1024
+"""The most pieces such a read is split into: finding each piece's bounds is a query of its own,
+and beyond the executors' cores more pieces only add per-task cost."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

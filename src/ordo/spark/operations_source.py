@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +21,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from ordo.documents import unknown_names_message
 from ordo.errors import ConfigurationError
+from ordo.settings.operations import MAX_SPARK_KEY_PARTITIONS, SPARK_KEY_PARTITIONS
 from ordo.storage.open import stores_at
 from ordo.time import GREGORIAN_OFFSET_100NS
 from ordo.types import PersistenceId, Tag, TimeBucket
@@ -49,19 +51,34 @@ class KeysOptions:
     partitions: int
 
     @classmethod
-    def from_spark(cls, options: dict[str, str]) -> KeysOptions:
-        """Parse Spark's case-insensitive string options; unknown ones are refused."""
+    def from_spark(cls, source: str, options: Mapping[str, str]) -> KeysOptions:
+        """Parse Spark's case-insensitive string options of `source` (its format name).
+
+        Unknown options are refused with the closest valid one, and `partitions` must be in
+        1..MAX_SPARK_KEY_PARTITIONS: 0 used to be read as 1, and a billion pieces as a billion
+        queries.
+        """
         given = {key.lower(): value for key, value in options.items()}
-        unknown = sorted(set(given) - set(_OPTIONS))
-        if unknown or "journal" not in given:
-            msg = f"options {unknown or ['journal missing']}: valid are {', '.join(_OPTIONS)}"
+        unknown = [key for key in options if key.lower() not in _OPTIONS]
+        if unknown:
+            raise ConfigurationError(
+                unknown_names_message(unknown, _OPTIONS, where=source, noun="option", suggest=True)
+            )
+        if not given.get("journal"):
+            msg = f"{source} needs the option journal (a journal URL)"
             raise ConfigurationError(msg)
+        text = given.get("partitions", str(SPARK_KEY_PARTITIONS))
         try:
-            partitions = int(given.get("partitions", "4"))
-        except ValueError as exc:
-            msg = f"partitions must be an integer, got {given['partitions']!r}"
-            raise ConfigurationError(msg) from exc
-        return cls(journal=given["journal"], partitions=max(1, partitions))
+            partitions = int(text)
+        except ValueError:
+            partitions = 0
+        if not 1 <= partitions <= MAX_SPARK_KEY_PARTITIONS:
+            msg = (
+                f"{source}: option partitions must be an integer in "
+                f"1..{MAX_SPARK_KEY_PARTITIONS}, got {text!r}"
+            )
+            raise ConfigurationError(msg)
+        return cls(journal=given["journal"], partitions=partitions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +112,7 @@ class JournalKeysDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """A batch read of the whole journal."""
-        return JournalKeysReader(KeysOptions.from_spark(dict(self.options)))
+        return JournalKeysReader(KeysOptions.from_spark(self.name(), self.options))
 
 
 class TagViewKeysDataSource(DataSource):
@@ -112,7 +129,7 @@ class TagViewKeysDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """A batch read of all of tag_views."""
-        return TagViewKeysReader(KeysOptions.from_spark(dict(self.options)))
+        return TagViewKeysReader(KeysOptions.from_spark(self.name(), self.options))
 
 
 class JournalKeysReader(DataSourceReader):

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from ordo.clock import Clock
 from ordo.settings import OperationsSettings
+from ordo.settings.operations import SPARK_KEY_PARTITIONS
 from ordo.spark.operations_source import JournalKeysDataSource, TagViewKeysDataSource
 from ordo.storage.open import stores_at
 from ordo.tagging import TagProgress
@@ -29,8 +30,6 @@ from ordo.tools.operations_tool import recorded_bucket_size
 from ordo.tools.ports import TagViewRow
 from ordo.tools.receipts import OperationReceipt
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr, TimeBucket
-
-DEFAULT_PARTITIONS = 4
 
 
 def register_operations_sources(spark: SparkSession) -> None:
@@ -88,7 +87,7 @@ def rebuild_all(
     *,
     force: bool = False,
     dry_run: bool = False,
-    partitions: int = DEFAULT_PARTITIONS,
+    partitions: int = SPARK_KEY_PARTITIONS,
     settings: OperationsSettings | None = None,
     clock: Clock | None = None,
 ) -> OperationReceipt:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
-from ordo.spark.rebuild import DEFAULT_PARTITIONS, expected_rows, register_operations_sources
+from ordo.settings.operations import SPARK_KEY_PARTITIONS
+from ordo.spark.rebuild import expected_rows, register_operations_sources
 from ordo.storage.open import existing_stores_at
 from ordo.tools.operations_tool import recorded_bucket_size
 from ordo.tools.verify_report import Problem, ProblemKind, VerifyReport
@@ -50,7 +51,7 @@ def verify_tag_views(
     spark: SparkSession,
     journal: str,
     *,
-    partitions: int = DEFAULT_PARTITIONS,
+    partitions: int = SPARK_KEY_PARTITIONS,
     sample_limit: int = SAMPLE_LIMIT,
 ) -> VerifyReport:
     """Run the comparison as Spark batch jobs; nothing is written.
