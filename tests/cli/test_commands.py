@@ -97,6 +97,33 @@ def test_init_refuses_another_bucket_size_than_the_recorded_one(
     )
 
 
+def test_init_refuses_another_bucket_size_before_upgrading_an_older_journal(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refused init used to upgrade the schema first: a rejected input changed the file."""
+    older = tmp_path / "older.db"
+    older_journal(older)
+    with closing(sqlite3.connect(older)) as conn, conn:
+        conn.execute("INSERT INTO ordo_metadata (key, value) VALUES ('bucket_size', 'hour')")
+    before = _schema_of(older)
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "day")
+
+    code, out, err = _run(runner, "init", "--journal", str(older))
+
+    assert (code, out) == (1, "")
+    assert err.startswith("Error: BucketSizeMismatchError: journal was written with bucket_size=h")
+    assert (stored_version(older), _schema_of(older)) == (LATEST - 1, before)
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "hour")
+    assert _run(runner, "init", "--journal", str(older))[0] == 0
+    assert stored_version(older) == LATEST
+
+
+def _schema_of(path: Path) -> list[tuple[str, str]]:
+    """The tables and indexes of an SQLite file (init may switch it to WAL even when refused)."""
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute("SELECT name, sql FROM sqlite_schema ORDER BY name").fetchall()
+
+
 def test_init_without_a_bucket_size_leaves_it_to_the_first_write(
     runner: CliRunner, journal_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -59,6 +59,8 @@ class Stores:
     migrate: Callable[[], MigrationReceipt]
     check_schema: Callable[[], None]
     """SchemaVersionError unless the schema is the latest (what `existing_stores_at` checks)."""
+    schema_version: Callable[[], int]
+    """The schema version found, 0 before any: read without creating or upgrading anything."""
     close: Callable[[], None]
 
 
@@ -111,6 +113,7 @@ def open_stores(url: str, *, mode: OpenMode = "migrate") -> Stores:
             all_events=partial(SQLiteAllEventsReader, sqlite),
             migrate=sqlite.migrate,
             check_schema=sqlite.check_schema,
+            schema_version=sqlite.schema_version,
             close=sqlite.close,
         )
     else:
@@ -196,6 +199,9 @@ def init_storage(url: str, *, bucket_size: BucketSize | None = None) -> InitRece
     """
     stores = open_stores(url, mode="write")
     try:
+        if bucket_size is not None and stores.schema_version() > 0:
+            # Refused before an upgrade: a rejected init must leave the journal as it was.
+            check_bucket_size(stores.journal.recorded_bucket_size(), bucket_size)
         migration = stores.migrate()
         previous = stores.journal.recorded_bucket_size()
         recorded = previous
@@ -295,5 +301,6 @@ def _open_postgres(location: PostgresLocation) -> Stores:
         all_events=partial(PostgresAllEventsReader, postgres),
         migrate=postgres.migrate,
         check_schema=postgres.check_schema,
+        schema_version=postgres.schema_version,
         close=postgres.close,
     )

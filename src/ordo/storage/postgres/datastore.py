@@ -104,8 +104,12 @@ class PostgresDatastore:
 
     def check_schema(self) -> None:
         """Refuse a schema other than the latest, changing nothing (`require_latest`)."""
+        require_latest(_PACKAGE, self.schema_version())
+
+    def schema_version(self) -> int:
+        """The schema version found (0: no ordo schema yet), read without changing anything."""
         with self.connection() as conn:
-            require_latest(_PACKAGE, self._schema_version(conn))
+            return self._schema_version(conn)
 
     def close(self) -> None:
         """Close the pool."""

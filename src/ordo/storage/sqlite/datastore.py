@@ -130,8 +130,12 @@ class SQLiteDatastore:
 
     def check_schema(self) -> None:
         """Refuse a schema other than the latest, changing nothing (`require_latest`)."""
+        require_latest(_PACKAGE, self.schema_version())
+
+    def schema_version(self) -> int:
+        """The schema version found (0: no ordo schema yet), read without changing anything."""
         with self.connection() as conn:
-            require_latest(_PACKAGE, self._schema_version(conn))
+            return self._schema_version(conn)
 
     def close(self) -> None:
         """Close every connection this datastore opened, in any thread."""
