@@ -515,6 +515,43 @@ def test_a_demo_whose_spark_does_not_start_leaves_no_journal_behind(tmp_path: Pa
     assert sorted(path.name for path in tmp_path.iterdir()) == ["spark.log"]
 
 
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_a_demo_whose_spark_does_not_start_leaves_a_database_without_ordo_tables_alone(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    """The demo's check for events gave the database ordo's tables before Spark was asked."""
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path}/app.db"
+        with closing(sqlite3.connect(tmp_path / "app.db")) as conn, conn:
+            conn.execute("CREATE TABLE app (id INTEGER PRIMARY KEY)")
+
+        def tables() -> list[str]:
+            with closing(sqlite3.connect(tmp_path / "app.db")) as conn:
+                return [row[0] for row in conn.execute("SELECT name FROM sqlite_schema")]
+    else:
+        url = request.getfixturevalue("postgres_dsn")
+
+        def tables() -> list[str]:
+            with psycopg.connect(url) as conn:
+                query = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                return [row[0] for row in conn.execute(query)]
+
+    before = tables()
+    demo = subprocess.run(
+        [sys.executable, "-m", "ordo.cli.main", "demo", "--journal", url, "--master", "bogus"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")},
+        check=False,
+    )
+
+    assert demo.returncode == 1
+    assert "Spark did not start with master 'bogus'" in demo.stderr.splitlines()[-1]
+    assert tables() == before
+
+
 @pytest.mark.spark
 def test_the_demo_runs_the_pipeline_and_its_verdict_is_clean(
     runner: CliRunner, tmp_path: Path, spark: SparkSession

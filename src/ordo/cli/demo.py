@@ -118,12 +118,11 @@ def _view(progress: object) -> Table:
 def _check_journal(url: str) -> None:
     """Refuse a journal the demo cannot use, creating nothing: run_demo creates it.
 
-    An unreachable or non-empty journal fails here, before Spark starts. A new SQLite file is
-    not created here but by the run, once Spark has started: a Spark that did not start (a
-    misspelt --master) left an empty journal with ordo's tables behind. Its folder must exist
-    (except the default's, which is the demo's own): a misspelt one was silently created.
-    A PostgreSQL journal is opened (which gives it ordo's tables) to find out whether it
-    holds events.
+    An unreachable or non-empty journal fails here, before Spark starts. Nothing is created
+    here but by the run, once Spark has started: a Spark that did not start (a misspelt
+    --master) left ordo's tables behind, in a new SQLite file or in the PostgreSQL schema or
+    SQLite file named. The folder of an SQLite journal must exist (except the default's,
+    which is the demo's own): a misspelt one was silently created.
     """
     location = parse_location(url)
     if isinstance(location, SQLiteLocation):
@@ -133,8 +132,9 @@ def _check_journal(url: str) -> None:
             raise ConfigurationError(msg)
         if not location.path.exists():
             return  # a new journal, empty by definition
-    with stores_at(url) as stores:
-        require_empty_journal(stores.journal, url, run="the demo")
+    with stores_at(url, mode="read") as stores:
+        if stores.schema_version() > 0:  # else no ordo tables yet: no events
+            require_empty_journal(stores.journal, url, run="the demo")
 
 
 def _remove_sqlite_files(url: str) -> None:
