@@ -498,10 +498,10 @@ def test_the_demo_refuses_a_journal_in_a_missing_folder_before_starting_spark(
     assert not (tmp_path / "nodir").exists()
 
 
-def test_a_demo_whose_spark_does_not_start_leaves_no_journal_behind(tmp_path: Path) -> None:
-    """The journal was created, with ordo's tables, before Spark refused the master."""
-    url = f"sqlite:///{tmp_path}/new.db"
-    demo = subprocess.run(  # a process of its own: its first Spark session is this one
+def _demo_whose_spark_does_not_start(url: str, tmp_path: Path) -> None:
+    """Run `ordo demo --master bogus` on `url`, in a process of its own (its first Spark
+    session is this one), and check that it fails as Spark refuses the master."""
+    demo = subprocess.run(
         [sys.executable, "-m", "ordo.cli.main", "demo", "--journal", url, "--master", "bogus"],
         capture_output=True,
         text=True,
@@ -512,6 +512,12 @@ def test_a_demo_whose_spark_does_not_start_leaves_no_journal_behind(tmp_path: Pa
     assert demo.stderr.splitlines()[-1].startswith(
         "Error: ConfigurationError: Spark did not start with master 'bogus': "
     )
+
+
+def test_a_demo_whose_spark_does_not_start_leaves_no_journal_behind(tmp_path: Path) -> None:
+    """The journal was created, with ordo's tables, before Spark refused the master."""
+    url = f"sqlite:///{tmp_path}/new.db"
+    _demo_whose_spark_does_not_start(url, tmp_path)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["spark.log"]
 
 
@@ -539,16 +545,9 @@ def test_a_demo_whose_spark_does_not_start_leaves_a_database_without_ordo_tables
                 return [row[0] for row in conn.execute(query)]
 
     before = tables()
-    demo = subprocess.run(
-        [sys.executable, "-m", "ordo.cli.main", "demo", "--journal", url, "--master", "bogus"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")},
-        check=False,
-    )
 
-    assert demo.returncode == 1
-    assert "Spark did not start with master 'bogus'" in demo.stderr.splitlines()[-1]
+    _demo_whose_spark_does_not_start(url, tmp_path)
+
     assert tables() == before
 
 
