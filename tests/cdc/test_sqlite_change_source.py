@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from ordo.cdc import ColumnType, Publisher, SchemaRegistry
 from ordo.cdc.capture import Capture, CaptureTotals, PublishedWindow
 from ordo.cdc.change import mutation_problems
 from ordo.cdc.change_rows import key_text
+from ordo.cdc.json_text import parse_json
 from ordo.cdc.materializer import materialize_partition
 from ordo.cdc.mutation import Mutation
 from ordo.cdc.row_state import PartitionState
@@ -404,6 +407,45 @@ def test_a_json_column_holding_text_that_is_not_json_is_captured_and_dead_letter
     assert snapshot[(1,)].cells["tags (not JSON)"].value == "not json"
 
 
+def test_json_holding_a_number_beyond_a_double_is_captured_and_dead_lettered(
+    documents: SQLiteChangeSource,
+) -> None:
+    """json_valid() accepts `1e999`, which Python reads as an infinity: the change log held it,
+    the materializer dead-lettered the change as an unreadable mutation naming no column, and
+    the snapshot failed. It is set aside as text that is not JSON is; the rest is carried."""
+    _run(
+        documents.path,
+        """INSERT INTO docs VALUES (1, '{"a": [1, 1e999]}', '[1e308, 12345678901234567890123]')""",
+        """INSERT INTO docs VALUES (2, '{"a": 1}', '[-1.5E400]')""",
+    )
+    rows = documents.peek(max_changes=10).rows
+    for text in rows.column("cell_values"):
+        parse_json(text)  # standard JSON, every number within a double's range
+    beyond, negative = rows.mutations()
+    assert {n: c.value for n, c in beyond.cells.items()} == {
+        "body (not JSON)": '{"a": [1, 1e999]}',
+        "tags": [1e308, 12345678901234567890123],  # a long integer is exact
+    }
+    assert {n: c.value for n, c in negative.cells.items()} == {
+        "body": {"a": 1},
+        "tags (not JSON)": "[-1.5E400]",
+    }
+    (schema,) = documents.schemas()
+    folded = materialize_partition(PartitionState(), [beyond], lambda _: (7, schema))
+    assert [r.reason for r in folded.rejected] == [
+        "does not fit schema id 7: column 'body': '{\"a\": [1, 1e999]}' is JSON that cannot be "
+        "carried: number 1e999 is out of the range of a double"
+    ]
+    assert mutation_problems(negative, schema) == [
+        "column 'tags': '[-1.5E400]' is JSON that cannot be carried: number -1.5E400 is out of "
+        "the range of a double"
+    ]
+    snapshot = {m.partition_key: m for m in documents.snapshot("docs")}
+    assert {n: c.value for n, c in snapshot[(1,)].cells.items()} == {
+        n: c.value for n, c in beyond.cells.items()
+    }
+
+
 def _captured(path: Path, table: str, ddl: str, *writes: str) -> tuple[list[Mutation], TableSchema]:
     """Create `table`, capture it, run the application's `writes`: their changes and schema."""
     _run(path, ddl)
@@ -420,15 +462,16 @@ def _captured(path: Path, table: str, ddl: str, *writes: str) -> tuple[list[Muta
 def test_a_json_key_that_is_not_json_is_captured_as_a_null_key(tmp_path: Path) -> None:
     """A key has no name to carry its value aside: the change is captured with a null key,
     which the materializer dead-letters, instead of failing the application's write."""
-    (valid, malformed), schema = _captured(
+    (valid, malformed, beyond), schema = _captured(
         tmp_path / "keyed.db",
         "keyed",
         "CREATE TABLE keyed (k JSON PRIMARY KEY, n INTEGER)",
         """INSERT INTO keyed VALUES ('{"a": 1}', 1)""",
         "INSERT INTO keyed VALUES ('{oops', 2)",
+        "INSERT INTO keyed VALUES ('[1e999]', 3)",  # stopped the capture: a key it cannot read
     )
     assert valid.partition_key == ({"a": 1},)
-    assert malformed.partition_key == (None,)
+    assert malformed.partition_key == beyond.partition_key == (None,)
     assert mutation_problems(malformed, schema) == ["key column 'k': None is not a json"]
 
 
@@ -458,6 +501,34 @@ def test_a_blob_in_a_column_of_another_type_is_captured_and_dead_lettered(
     ]
     assert blob_key.partition_key == (None,)
     assert mutation_problems(blob_key, schema) == ["key column 'k': None is not a string"]
+
+
+def test_an_infinite_real_in_a_string_column_is_carried_as_the_application_reads_it_back(
+    tmp_path: Path,
+) -> None:
+    """A TEXT column stores 9e999 as the text 'Inf', which is carried as it is. A column read
+    as a string without TEXT affinity (UUID) keeps the REAL, which the string "Infinity" fitted,
+    a value the application never reads: it is set aside and dead-lettered (a key as null)."""
+    path = tmp_path / "tokens.db"
+    (inserted, keyed), schema = _captured(
+        path,
+        "tokens",
+        "CREATE TABLE tokens (k UUID PRIMARY KEY, label TEXT, u UUID)",
+        "INSERT INTO tokens VALUES ('a', 9e999, -9e999)",
+        "INSERT INTO tokens VALUES (9e999, 'b', 'c')",
+    )
+    with closing(sqlite3.connect(path)) as conn:
+        read_back = conn.execute("SELECT label, u FROM tokens WHERE k = 'a'").fetchone()
+    assert read_back == ("Inf", -math.inf)
+    assert {n: c.value for n, c in inserted.cells.items()} == {
+        "label": "Inf",
+        "u (not JSON)": "-Infinity",
+    }
+    assert mutation_problems(inserted, schema) == [
+        "column 'u': '-Infinity' is an infinite REAL, which a string column cannot hold"
+    ]
+    assert keyed.partition_key == (None,)
+    assert mutation_problems(keyed, schema) == ["key column 'k': None is not a string"]
 
 
 def test_triggers_an_earlier_ordo_installed_are_replaced_by_the_next_capture_window(

@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ordo.cdc.json_text import NumberOutOfRangeError, parse_json
 from ordo.cdc.mutation import Audit, JsonValue, Key, Mutation
 from ordo.cdc.row_state import PartitionState
-from ordo.cdc.schema import ColumnType, TableSchema, fits, full_row, not_json_column
+from ordo.cdc.schema import INFINITIES, ColumnType, TableSchema, fits, full_row, not_json_column
 
 Row = dict[str, JsonValue]
 
@@ -71,15 +72,33 @@ def mutation_problems(mutation: Mutation, schema: TableSchema) -> list[str]:
 def _unknown_cell_problem(name: str, value: JsonValue, schema: TableSchema) -> str:
     """Why a cell that names no column of `schema` does not fit.
 
-    A value the capture set aside (see `not_json_cell`) is reported for the column that held it.
+    A value the capture set aside (see `not_json_cell`) is reported for the column that held it
+    and why it was set aside: what the value is tells (text, `x'<hex>'` for a BLOB, "Infinity"
+    or "-Infinity" for an infinite REAL).
     """
     column = not_json_column(name, schema)
     if column is None:
         return f"unknown column {name!r}"
     if column.type is ColumnType.JSON:
-        return f"column {column.name!r}: {value!r} is not JSON text"
+        return f"column {column.name!r}: {value!r} {_not_carried_json(value)}"
     kind = column.type.value
-    return f"column {column.name!r}: {value!r} is a BLOB, which a {kind} column cannot hold"
+    what = "an infinite REAL" if value in INFINITIES else "a BLOB"
+    return f"column {column.name!r}: {value!r} is {what}, which a {kind} column cannot hold"
+
+
+def _not_carried_json(value: JsonValue) -> str:
+    """Why a JSON column's value set aside by the capture is not carried.
+
+    Text that is not JSON, or JSON holding a number beyond a double's range (`1e999`), which
+    no reader after the change log could read as the source's value.
+    """
+    try:
+        parse_json(str(value))
+    except NumberOutOfRangeError as exc:
+        return f"is JSON that cannot be carried: {exc}"
+    except ValueError:
+        pass  # malformed text, NaN or an infinity
+    return "is not JSON text"
 
 
 def _op(before: Row | None, after: Row | None) -> ChangeOp:

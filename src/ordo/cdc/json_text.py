@@ -30,12 +30,20 @@ def _no_constant(name: str) -> Any:
     raise ValueError(msg)
 
 
+class NumberOutOfRangeError(ValueError):
+    """JSON text holding a number with a fraction or exponent beyond a double's range (`1e999`).
+
+    Unlike NaN or a malformed document it is valid JSON, which an application may have stored
+    in a JSON column: captures tell the two apart to say why such a value was set aside.
+    """
+
+
 def _finite(text: str) -> float:
     """A JSON number with a fraction or exponent, refused when a double cannot hold it."""
     number = float(text)
     if math.isinf(number):
         msg = f"number {text} is out of the range of a double"
-        raise ValueError(msg)
+        raise NumberOutOfRangeError(msg)
     return number
 
 
@@ -46,6 +54,7 @@ _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
 def parse_json(text: str) -> Any:
     """Standard JSON only: ValueError for NaN, infinities and numbers out of a double's range.
 
-    Malformed text raises json.JSONDecodeError (a ValueError) as json.loads does.
+    A number out of range raises NumberOutOfRangeError, and malformed text json.JSONDecodeError
+    as json.loads does (both ValueErrors).
     """
     return _DECODER.decode(text)

@@ -108,18 +108,24 @@ def fits(column_type: ColumnType, value: JsonValue) -> bool:
 
 
 _NOT_JSON = " (not JSON)"
+INFINITIES = ("Infinity", "-Infinity")
+"""The strings a capture records an infinite REAL as (JSON has no infinities): valid JSON that
+no numeric column accepts; in a string column, where they would fit, under `not_json_cell`."""
 
 
 def not_json_cell(column: str) -> str:
     """The cell name a capture records a value under when JSON cannot carry it as the column's.
 
     Who calls it: the SQLite capture's triggers, for text an application wrote to a JSON column
-    that does not parse, and for a BLOB in a column of any type but bytes (SQLite lets any
-    column hold one; json_object() refuses it). The change must still be captured (a trigger
-    that failed would fail the application's write) and must not be folded, but no value under
-    the column's own name could say so: a JSON column accepts every JSON value, a text column
-    every string. Under this name, which is no column, the value (kept as a string) fails every
-    schema, and `not_json_column` lets the materializer's reason name the column.
+    that does not parse, for a BLOB in a column of any type but bytes (SQLite lets any column
+    hold one; json_object() refuses it) and for an infinite REAL in a string column; both
+    captures for JSON holding a number beyond a double's range (`1e999`, which Python reads as
+    an infinity and no reader after the change log can read). The change must still be
+    captured (a trigger that failed would fail the application's write; a capture that refused
+    it would stop) and must not be folded, but no value under the column's own name could say
+    so: a JSON column accepts every JSON value, a text column every string. Under this name,
+    which is no column, the value (kept as a string) fails every schema, and `not_json_column`
+    lets the materializer's reason name the column.
     """
     return column + _NOT_JSON
 

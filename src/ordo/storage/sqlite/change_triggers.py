@@ -9,7 +9,7 @@ rendered as JSON of the column's logical type or set aside under a name no schem
 
 from __future__ import annotations
 
-from ordo.cdc.schema import Column, ColumnType, TableSchema, not_json_cell
+from ordo.cdc.schema import INFINITIES, Column, ColumnType, TableSchema, not_json_cell
 from ordo.storage.sql_change_sink import quote_identifier
 
 CHANGES = "ordo_cdc_changes"
@@ -53,16 +53,17 @@ def _literal(text: str) -> str:
 def key_json_sql(schema: TableSchema, prefix: str) -> str:
     """json_array() of the primary key columns (`prefix` "NEW.", "OLD." or "").
 
-    A BLOB in a key column of another type than bytes becomes null (json_array() would refuse
-    it and fail the application's write): the materializer dead-letters the null key.
+    A value JSON cannot carry as the column's (`_uncarried`) becomes null: a key has no other
+    name to go under, and json_array() would refuse a BLOB and fail the application's write.
+    The materializer dead-letters the null key.
     """
     by_name = {c.name: c for c in schema.columns}
     parts = []
     for key in schema.primary_key:
         ref, logical = prefix + quote_identifier(key), by_name[key].type
-        value = _json_expression(ref, logical)
-        if logical not in (ColumnType.BYTES, ColumnType.JSON):  # JSON: see _json_value
-            value = f"CASE WHEN typeof({ref}) = 'blob' THEN NULL ELSE {value} END"
+        value, uncarried = _json_expression(ref, logical), _uncarried(ref, logical)
+        if uncarried is not None:
+            value = f"CASE WHEN {uncarried} THEN NULL ELSE {value} END"
         parts.append(value)
     return f"json_array({', '.join(parts)})"
 
@@ -71,6 +72,11 @@ def row_json_sql(schema: TableSchema, prefix: str) -> str:
     """json_object() of the value columns (keys travel separately), each as its logical type."""
     parts = [_cell(prefix + quote_identifier(c.name), c) for c in schema.value_columns]
     return f"json_object({', '.join(parts)})"
+
+
+def _is_infinite(ref: str) -> str:
+    """Whether `ref` holds an infinite REAL (`9e999` is SQLite's literal for one)."""
+    return f"(typeof({ref}) = 'real' AND abs({ref}) = 9e999)"
 
 
 def _finite(ref: str, expression: str) -> str:
@@ -83,9 +89,10 @@ def _finite(ref: str, expression: str) -> str:
     with the column named, and `ordo cdc materialize` reports them, instead of an unreadable
     mutation or a silently altered value. (NaN cannot be stored: SQLite stores NULL instead.)
     """
+    positive, negative = map(_literal, INFINITIES)
     return (
-        f"CASE WHEN typeof({ref}) = 'real' AND abs({ref}) = 9e999 "
-        f"THEN CASE WHEN {ref} > 0 THEN 'Infinity' ELSE '-Infinity' END ELSE {expression} END"
+        f"CASE WHEN {_is_infinite(ref)} "
+        f"THEN CASE WHEN {ref} > 0 THEN {positive} ELSE {negative} END ELSE {expression} END"
     )
 
 
@@ -112,12 +119,21 @@ def _json_expression(ref: str, logical: ColumnType) -> str:
 
 
 def _is_json(ref: str) -> str:
-    """Whether `ref` is NULL or standard JSON text: json_valid(), unlike json(), never raises.
+    """Whether `ref` is NULL or standard JSON text that holds no number beyond a double's range.
 
-    Its one-argument form, the only one SQLite before 3.45 has: two arguments would fail every
-    write to the table on an older SQLite.
+    json_valid(), unlike json(), never raises; its one-argument form is the only one SQLite
+    before 3.45 has (two arguments would fail every write to the table on an older SQLite). It
+    accepts `1e999`, which SQLite reads as an infinity, as Python does, and which no reader
+    after the change log could read as the source's value: json_tree() finds such numbers
+    (type `real`: a number with a fraction or exponent, those Python's parse_float reads; a
+    long integer is no `real`, and Python reads it exactly). It raises for text that is not
+    JSON, so only valid text reaches it (CASE evaluates one branch).
     """
-    return f"({ref} IS NULL OR json_valid({ref}))"
+    out_of_range = f"SELECT 1 FROM json_tree({ref}) WHERE type = 'real' AND abs(atom) = 9e999"
+    return (
+        f"(CASE WHEN {ref} IS NULL THEN 1 "
+        f"WHEN json_valid({ref}) THEN NOT EXISTS ({out_of_range}) ELSE 0 END)"
+    )
 
 
 def _json_value(ref: str, otherwise: str) -> str:
@@ -132,29 +148,52 @@ def _json_value(ref: str, otherwise: str) -> str:
     return f"json(CASE WHEN {_is_json(ref)} THEN {ref} ELSE {otherwise} END)"
 
 
+def _uncarried(ref: str, logical: ColumnType) -> str | None:
+    """Whether `ref` holds a value JSON cannot carry as a `logical` value; None: it always can.
+
+    In a JSON column what `_is_json` refuses; in a column of any other type but bytes a BLOB
+    (json_object() and json_array() refuse one); in a string column an infinite REAL too: as
+    the string "Infinity" it would fit, and be a value the application does not read back
+    (a column of TEXT affinity stores the text SQLite makes of it, `Inf`, carried as it is).
+    Other types refuse the string "Infinity" themselves (`_finite`).
+    """
+    is_blob = f"typeof({ref}) = 'blob'"
+    match logical:
+        case ColumnType.BYTES:
+            return None
+        case ColumnType.JSON:
+            return f"NOT {_is_json(ref)}"
+        case ColumnType.STRING:
+            return f"({is_blob} OR {_is_infinite(ref)})"
+        case _:
+            return is_blob
+
+
+def _aside_text(ref: str) -> str:
+    """The string an uncarried value is recorded as.
+
+    A BLOB as `x'<hex>'`, an infinite REAL as "Infinity" or "-Infinity", anything else as its
+    text: never a number, which would be read as the column's value.
+    """
+    blob = f"'x''' || lower(hex({ref})) || ''''"
+    return _finite(
+        ref, f"CASE WHEN typeof({ref}) = 'blob' THEN {blob} ELSE CAST({ref} AS TEXT) END"
+    )
+
+
 def _cell(ref: str, column: Column) -> str:
     """The json_object() name and value of one value column.
 
-    A value JSON cannot carry as the column's goes under `not_json_cell(name)` as a string: in
-    a JSON column text that does not parse, a BLOB (as `x'<hex>'`) or an infinite REAL (as
-    "Infinity"); in a column of any other type but bytes a BLOB (json_object() would refuse it
-    and fail the application's write). The change is captured, no schema accepts it, and the
+    A value JSON cannot carry as the column's (`_uncarried`) goes under `not_json_cell(name)`
+    as a string (`_aside_text`): the change is captured, no schema accepts it, and the
     materializer dead-letters it saying which column holds what.
     """
     name, aside = _literal(column.name), _literal(not_json_cell(column.name))
-    is_blob = f"typeof({ref}) = 'blob'"
-    blob = f"'x''' || lower(hex({ref})) || ''''"
-    match column.type:
-        case ColumnType.BYTES:
-            return f"{name}, {_json_expression(ref, column.type)}"
-        case ColumnType.JSON:
-            text = _finite(ref, f"CASE WHEN {is_blob} THEN {blob} ELSE {ref} END")
-            return (
-                f"CASE WHEN {_is_json(ref)} THEN {name} ELSE {aside} END, "
-                f"{_json_value(ref, f'json_quote({text})')}"
-            )
-        case _:
-            return (
-                f"CASE WHEN {is_blob} THEN {aside} ELSE {name} END, "
-                f"CASE WHEN {is_blob} THEN {blob} ELSE {_json_expression(ref, column.type)} END"
-            )
+    value, uncarried = _json_expression(ref, column.type), _uncarried(ref, column.type)
+    if uncarried is None:
+        return f"{name}, {value}"
+    if column.type is ColumnType.JSON:  # json() outermost: its result is JSON, not a string
+        value = _json_value(ref, f"json_quote({_aside_text(ref)})")
+    else:
+        value = f"CASE WHEN {uncarried} THEN {_aside_text(ref)} ELSE {value} END"
+    return f"CASE WHEN {uncarried} THEN {aside} ELSE {name} END, {value}"
