@@ -11,6 +11,7 @@ from psycopg.conninfo import make_conninfo
 
 from ordo.cdc.capture import Capture as CaptureRunner
 from ordo.cdc.change import mutation_problems
+from ordo.cdc.change_rows import ChangeRows
 from ordo.cdc.mutation import Mutation
 from ordo.cdc.ports import ChangeSource
 from ordo.cdc.publisher import Publisher
@@ -158,6 +159,62 @@ def test_values_have_their_logical_types_in_changes_and_snapshots(
     assert captured.partition_key == snapshot.partition_key == (7,)
     assert {name: cell.value for name, cell in captured.cells.items()} == expected
     assert {name: cell.value for name, cell in snapshot.cells.items()} == expected
+
+
+def test_json_a_double_cannot_hold_is_dead_lettered_and_numerics_keep_their_digits(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    """json keeps `1e999` as written, which Python reads as an infinity: the window could not be
+    published and the capture stopped at it for good. jsonb writes it out as an integer,
+    carried exactly up to the 4300 digits Python converts; a numeric of more digits stopped the
+    capture too, and a small one was `1E-7` in changes but `0.0000001` in snapshots."""
+    run("CREATE TABLE docs (id int PRIMARY KEY, body json, tags jsonb, amount numeric)")
+    source = capture("docs")
+    run(
+        """INSERT INTO docs VALUES (1, '{"a": [1, 1e999]}', '[1e999, 1]', 1e400)""",
+        """INSERT INTO docs VALUES (2, '{"a": 1}', '[1e5000]', 1e5000)""",
+        """INSERT INTO docs VALUES (3, '[]', '[]', 0.0000001)""",
+    )
+    long_tags = "[1" + "0" * 5000 + "]"
+    expected = [
+        {"body (not JSON)": '{"a": [1, 1e999]}', "tags": [10**999, 1], "amount": str(10**400)},
+        {"body": {"a": 1}, "tags (not JSON)": long_tags, "amount": "1" + "0" * 5000},
+        {"body": [], "tags": [], "amount": "0.0000001"},
+    ]
+
+    changes = source.peek(max_changes=10).mutations
+    snapshot = list(source.snapshot("docs"))
+
+    assert [{n: c.value for n, c in m.cells.items()} for m in changes] == expected
+    assert [{n: c.value for n, c in m.cells.items()} for m in snapshot] == expected
+    ChangeRows.from_mutations(changes)  # standard JSON: the window can be published
+    (schema,) = source.schemas()
+    assert [mutation_problems(m, schema) for m in changes] == [
+        [
+            "column 'body': '{\"a\": [1, 1e999]}' is JSON that cannot be carried: number 1e999 "
+            "is out of the range of a double"
+        ],
+        [
+            f"column 'tags': {long_tags!r} is JSON that cannot be carried: integer of 5001 "
+            "digits is longer than 4300"
+        ],
+        [],
+    ]
+
+
+def test_a_json_key_that_cannot_be_carried_is_captured_as_a_null_key(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE keyed (k jsonb PRIMARY KEY, n int)")
+    source = capture("keyed")
+    run("INSERT INTO keyed VALUES ('1e5000', 1), ('1e400', 2)")
+
+    longer, carried = source.peek(max_changes=10).mutations
+
+    assert longer.partition_key == (None,)
+    assert carried.partition_key == (10**400,)
+    (schema,) = source.schemas()
+    assert mutation_problems(longer, schema) == ["key column 'k': None is not a json"]
 
 
 def test_an_update_leaves_out_an_unchanged_toasted_column(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ordo.cdc.json_text import NumberOutOfRangeError, parse_json
+from ordo.cdc.json_text import NumberOutOfRangeError, parse_application_json
 from ordo.cdc.mutation import Audit, JsonValue, Key, Mutation
 from ordo.cdc.row_state import PartitionState
 from ordo.cdc.schema import INFINITIES, ColumnType, TableSchema, fits, full_row, not_json_column
@@ -90,10 +90,11 @@ def _not_carried_json(value: JsonValue) -> str:
     """Why a JSON column's value set aside by the capture is not carried.
 
     Text that is not JSON, or JSON holding a number beyond a double's range (`1e999`), which
-    no reader after the change log could read as the source's value.
+    no reader after the change log could read as the source's value (or an integer longer than
+    Python converts).
     """
     try:
-        parse_json(str(value))
+        parse_application_json(str(value))
     except NumberOutOfRangeError as exc:
         return f"is JSON that cannot be carried: {exc}"
     except ValueError:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 compact_json = json.JSONEncoder(separators=(",", ":")).encode
@@ -31,7 +32,7 @@ def _no_constant(name: str) -> Any:
 
 
 class NumberOutOfRangeError(ValueError):
-    """JSON text holding a number with a fraction or exponent beyond a double's range (`1e999`).
+    """JSON text holding a number ordo cannot carry: beyond a double's range (`1e999`).
 
     Unlike NaN or a malformed document it is valid JSON, which an application may have stored
     in a JSON column: captures tell the two apart to say why such a value was set aside.
@@ -58,3 +59,28 @@ def parse_json(text: str) -> Any:
     as json.loads does (both ValueErrors).
     """
     return _DECODER.decode(text)
+
+
+def _integer(text: str) -> int:
+    """A JSON integer, refused when it is longer than Python converts (it could not write it)."""
+    try:
+        return int(text)
+    except ValueError as exc:  # more digits than sys.get_int_max_str_digits()
+        digits = len(text.lstrip("-"))
+        msg = f"integer of {digits} digits is longer than {sys.get_int_max_str_digits()}"
+        raise NumberOutOfRangeError(msg) from exc
+
+
+_APPLICATION_DECODER = json.JSONDecoder(
+    parse_constant=_no_constant, parse_float=_finite, parse_int=_integer
+)
+
+
+def parse_application_json(text: str) -> Any:
+    """`parse_json` of JSON an application stored, whose integers may be of any length.
+
+    An integer longer than Python converts raises NumberOutOfRangeError too (`parse_json`
+    raises a plain ValueError: its hot path leaves integers to the json module, and only
+    captures read such text).
+    """
+    return _APPLICATION_DECODER.decode(text)

@@ -9,13 +9,13 @@ type, so a snapshot row and a captured change of the same row carry identical va
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 import psycopg
 
+from ordo.cdc.json_text import parse_application_json
 from ordo.cdc.mutation import JsonValue
 from ordo.cdc.schema import Column, ColumnType, TableSchema, require_captured_key
 from ordo.errors import CaptureError, UnmappableColumnTypeError
@@ -132,6 +132,9 @@ def to_logical(column_type: ColumnType, raw: object) -> JsonValue:
     NaN and infinities become None, as wal2json writes them (JSON has no such numbers).
 
     Raises:
+        NumberOutOfRangeError: json or jsonb holding a number ordo cannot carry: `json` keeps
+            `1e999` as written, which Python reads as an infinity (`jsonb` writes it out as an
+            integer, carried exactly, unless longer than Python converts: 1e5000).
         ValueError: `raw` is not a value of the type (the caller names table and column).
 
     """
@@ -153,7 +156,7 @@ def to_logical(column_type: ColumnType, raw: object) -> JsonValue:
         case ColumnType.BYTES:
             return "\\x" + bytes.fromhex(text.removeprefix("\\x")).hex()
         case ColumnType.JSON:
-            parsed: JsonValue = json.loads(text)
+            parsed: JsonValue = parse_application_json(text)
             return parsed
         case ColumnType.STRING | ColumnType.DATE:
             return text

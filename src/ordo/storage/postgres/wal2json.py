@@ -25,12 +25,12 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
+from ordo.cdc.json_text import NumberOutOfRangeError
 from ordo.cdc.mutation import Audit, Cell, JsonValue, Key, Mutation, Scalar
 from ordo.cdc.ports import CapturedWindow
-from ordo.cdc.schema import ColumnType, TableSchema
+from ordo.cdc.schema import ColumnType, TableSchema, not_json_cell
 from ordo.errors import CaptureError, InvalidInputError
 from ordo.storage.postgres.catalog import to_logical
 
@@ -100,12 +100,22 @@ def row_values(
     the column's type in `schema`. wal2json gives each value's type (`typeoid`), which is the
     column's when the change was written: changes made before an `ALTER TABLE` that dropped or
     retyped a column are still read as written, after the catalog moved on.
+
+    JSON holding a number ordo cannot carry (`1e999`) is the application's data, not a broken
+    change: refusing it would stop the capture for good. Its text goes under
+    `not_json_cell(name)`, which fails every schema, so the materializer dead-letters the change
+    naming the column; in a key column it is null, and the change is dead-lettered for its key.
     """
     types = {column.name: column.type for column in schema.columns}
     values: dict[str, JsonValue] = {}
     for name, raw, written_as in columns:
         try:
             values[name] = to_logical(written_as or types[name], raw)
+        except NumberOutOfRangeError:
+            if name in schema.key_names:
+                values[name] = None
+            else:
+                values[not_json_cell(name)] = str(raw)
         except (KeyError, ValueError) as exc:
             msg = f"table {schema.table!r} column {name!r}: cannot read {raw!r} ({exc})"
             raise CaptureError(msg) from exc
@@ -142,12 +152,17 @@ def decode_window(
 
     `confirmed` is the slot's confirmed LSN: the window's `up_to` when `rows` hold no commit.
     `has_more` is the slot's: whether it stopped at the peek's row limit.
+
+    Numbers are kept as the text wal2json wrote, which `to_logical` reads as the column's type:
+    a numeric keeps PostgreSQL's digits, as a snapshot reads them (a Decimal wrote 0.0000001
+    as `1E-7`), however many (Python refuses to convert an integer of more than 4300 digits,
+    and wal2json writes 1e5000 out in full).
     """
     mutations: list[Mutation] = []
     up_to = confirmed
     pending: list[RowChange] | None = None
     for row in rows:
-        change: dict[str, Any] = json.loads(row, parse_float=Decimal)
+        change: dict[str, Any] = json.loads(row, parse_float=str, parse_int=str)
         action = change.get("action")
         if action == "M":  # pg_logical_emit_message(), possibly outside any transaction
             continue
