@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+import sys
 from collections.abc import Iterator
 from contextlib import closing
 from datetime import timedelta
@@ -338,6 +339,32 @@ def test_an_infinite_real_is_captured_as_a_string_that_no_numeric_column_accepts
     ]
     (snapshot,) = source.snapshot("users")
     assert snapshot.cells["score"].value == "Infinity"
+
+
+def test_reals_are_captured_as_the_application_reads_them_back(tmp_path: Path) -> None:
+    """SQLite 3.40 writes a REAL with 15 significant digits: 0.1 + 0.2 was captured as 0.3, and
+    the largest double as 1.79769313486232e+308, beyond a double's range (an unreadable
+    mutation; in a key, a stopped capture)."""
+    reals = [0.1 + 0.2, sys.float_info.max, -sys.float_info.max, 5e-324, 1 / 3, 0.1, 1e22, 2.5]
+    path = tmp_path / "reals.db"
+    _run(path, "CREATE TABLE reals (k REAL PRIMARY KEY, r REAL, d DECIMAL, j JSON)")
+    source = SQLiteChangeSource(path, ["reals"])
+    source.install()
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.executemany("INSERT INTO reals VALUES (?, ?, ?, ?)", [(x,) * 4 for x in reals])
+        read_back = conn.execute("SELECT k, r, d, j FROM reals ORDER BY rowid").fetchall()
+    assert read_back == [(x,) * 4 for x in reals]  # a JSON or DECIMAL column keeps the REAL
+
+    rows = source.peek(max_changes=100).rows
+    snapshot = list(source.snapshot("reals"))
+    source.close()
+
+    for text in rows.column("cell_values"):
+        parse_json(text)
+    for captured in (rows.mutations(), snapshot):
+        assert [m.partition_key for m in captured] == [(x,) for x in reals]
+        values = [{n: c.value for n, c in m.cells.items()} for m in captured]
+        assert [(v["r"], v["j"], float(str(v["d"]))) for v in values] == [(x,) * 3 for x in reals]
 
 
 def test_a_key_that_is_not_json_stops_the_capture_naming_the_change(

@@ -96,12 +96,28 @@ def _finite(ref: str, expression: str) -> str:
     )
 
 
+def _exact(ref: str) -> str:
+    """`ref`, or the text of a finite REAL that reads back as that very double.
+
+    SQLite 3.40 writes a REAL with 15 significant digits (json_object(), json(), CAST AS TEXT),
+    so 0.1 + 0.2 was captured as 0.3, and the largest doubles as `1.79769313486232e+308`,
+    beyond a double's range. That text is kept when it reads back as the REAL; otherwise
+    printf's 18 digits, which read back as the same double where SQLite computes them in an
+    80-bit long double (x86-64; 17 digits would not always).
+    """
+    short = f"CAST({ref} AS TEXT)"
+    return (
+        f"CASE WHEN typeof({ref}) <> 'real' THEN {ref} WHEN CAST({short} AS REAL) = {ref} "
+        f"THEN {short} ELSE printf('%!.18g', {ref}) END"
+    )
+
+
 def _json_expression(ref: str, logical: ColumnType) -> str:
     """SQL that renders one column of NEW/OLD as a JSON value of its logical type.
 
     A column of any type may hold any value in SQLite: numbers and text pass through as they
-    are (infinities as strings, see `_finite`), and the materializer checks them against the
-    schema.
+    are (REALs exactly, see `_exact`; infinities as strings, see `_finite`), and the
+    materializer checks them against the schema.
     """
     match logical:
         case ColumnType.BOOLEAN:
@@ -113,14 +129,17 @@ def _json_expression(ref: str, logical: ColumnType) -> str:
         case ColumnType.JSON:
             return _json_value(ref, "NULL")
         case ColumnType.DECIMAL:
-            return _finite(ref, f"CAST({ref} AS TEXT)")
+            return _finite(ref, f"CAST({_exact(ref)} AS TEXT)")
         case _:
-            return _finite(ref, ref)
+            real = f"json({_exact(ref)})"  # a JSON number, not the string _exact gives
+            return _finite(ref, f"CASE WHEN typeof({ref}) = 'real' THEN {real} ELSE {ref} END")
 
 
 def _is_json(ref: str) -> str:
-    """Whether `ref` is NULL or standard JSON text that holds no number beyond a double's range.
+    """Whether `ref` is NULL, a finite REAL or standard JSON text with no number out of range.
 
+    A JSON column has NUMERIC affinity: it stores text that looks like a number as one, and a
+    finite REAL is carried exactly (`_exact`), whatever SQLite's 15 digits of it read as.
     json_valid(), unlike json(), never raises; its one-argument form is the only one SQLite
     before 3.45 has (two arguments would fail every write to the table on an older SQLite). It
     accepts `1e999`, which SQLite reads as an infinity, as Python does, and which no reader
@@ -131,7 +150,7 @@ def _is_json(ref: str) -> str:
     """
     out_of_range = f"SELECT 1 FROM json_tree({ref}) WHERE type = 'real' AND abs(atom) = 9e999"
     return (
-        f"(CASE WHEN {ref} IS NULL THEN 1 "
+        f"(CASE WHEN {ref} IS NULL THEN 1 WHEN typeof({ref}) = 'real' THEN abs({ref}) <> 9e999 "
         f"WHEN json_valid({ref}) THEN NOT EXISTS ({out_of_range}) ELSE 0 END)"
     )
 
@@ -145,7 +164,7 @@ def _json_value(ref: str, otherwise: str) -> str:
     dead-letters the change for its null key; a value column records the value under another
     name (`_cell`).
     """
-    return f"json(CASE WHEN {_is_json(ref)} THEN {ref} ELSE {otherwise} END)"
+    return f"json(CASE WHEN {_is_json(ref)} THEN {_exact(ref)} ELSE {otherwise} END)"
 
 
 def _uncarried(ref: str, logical: ColumnType) -> str | None:
