@@ -3,12 +3,18 @@ and the replica simulation (G6) with 3 replicas."""
 
 from __future__ import annotations
 
+import json
+import math
 import secrets
+import sqlite3
+import sys
 from collections.abc import Iterator, Sequence
+from contextlib import closing
 from itertools import pairwise
 from pathlib import Path
 
 import psycopg
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -17,7 +23,7 @@ from ordo.cdc.capture import Capture
 from ordo.simulation.cdc import ReplicaWorkload, check
 from ordo.spark.cdc_simulation import run_cdc_simulation
 from ordo.spark.materializer import MaterializerSpec, materialize
-from ordo.storage.change_sources import change_source_at
+from ordo.storage.change_sources import DEFAULT_SLOT, change_source_at
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.postgres.change_source import PostgresChangeSource
@@ -59,15 +65,21 @@ def _run(dsn: str, *statements: str | tuple[str, Sequence[object]]) -> None:
             conn.execute(query, params)
 
 
-def _capture(dsn: str, slot: str, log: Path) -> None:
+def _capture(
+    source_url: str, log: Path, *, journal: str, tables: Sequence[str], slot: str = DEFAULT_SLOT
+) -> None:
     """One capture run until idle, with a fresh process's objects (a restart each time)."""
     with (
-        stores_at(dsn) as stores,
-        change_source_at(dsn, ["accounts", "notes"], slot=slot) as source,
+        stores_at(journal) as stores,
+        change_source_at(source_url, tables, slot=slot) as source,
     ):
         Capture(source, Publisher(ParquetChangeLog(log)), SchemaRegistry(stores.schemas)).run(
             until_idle=True
         )
+
+
+def _capture_accounts(dsn: str, slot: str, log: Path) -> None:
+    _capture(dsn, log, journal=dsn, tables=["accounts", "notes"], slot=slot)
 
 
 def _materialize(spark: SparkSession, spec: MaterializerSpec, checkpoint: Path) -> None:
@@ -98,7 +110,7 @@ def test_postgres_changes_become_complete_ordered_messages_across_restarts(
         "INSERT INTO accounts VALUES (2, 'bob', 3, 'short')",
     )
     _run(postgres_dsn, "UPDATE accounts SET balance = 11 WHERE id = 1")  # memo unchanged, TOASTed
-    _capture(postgres_dsn, slot, log)
+    _capture_accounts(postgres_dsn, slot, log)
     _materialize(spark, spec, checkpoint)
 
     _run(  # one transaction over two tables, a key change and a delete
@@ -109,7 +121,7 @@ def test_postgres_changes_become_complete_ordered_messages_across_restarts(
     )
     _run(postgres_dsn, "DELETE FROM accounts WHERE id = 1")
     _run(postgres_dsn, "INSERT INTO accounts VALUES (4, 'cy', 0, NULL)")
-    _capture(postgres_dsn, slot, log)  # a restarted capture
+    _capture_accounts(postgres_dsn, slot, log)  # a restarted capture
     _materialize(spark, spec, checkpoint)  # a restarted materializer, same checkpoint
 
     with stores_at(postgres_dsn) as stores:
@@ -138,3 +150,97 @@ def test_postgres_changes_become_complete_ordered_messages_across_restarts(
     report = check(schema=schema, mutations=mutations, messages=messages, table=table)
     assert report.broken_chains == report.table_not_fold == report.nonconforming == 0
     assert len(mutations) == len({m.audit.position for m in mutations})  # nothing published twice
+
+
+def test_sqlite_values_json_cannot_carry_are_dead_letters_and_the_rest_is_what_the_app_reads(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """No write fails; in the same batch, rows JSON can carry are materialized as the
+    application reads them back (a REAL to the last bit, NaN as SQLite's NULL, a TEXT column's
+    `Inf`), and the others are dead-lettered naming the column that holds what."""
+    app, journal = tmp_path / "app.db", f"sqlite:///{tmp_path / 'ordo.db'}"
+    log, checkpoint = tmp_path / "log", tmp_path / "checkpoint"
+    columns = "id, label, score, doc, code"
+    with closing(sqlite3.connect(app)) as conn, conn:
+        conn.execute(
+            "CREATE TABLE items (id INTEGER PRIMARY KEY, label TEXT, score REAL, "
+            "doc JSON, code UUID)"
+        )
+    with change_source_at(str(app), ["items"]):
+        pass  # the triggers exist from here on
+    rows = [
+        (1, "ok", 0.1 + 0.2, '{"a": [1, 2.5]}', "u-1"),
+        (2, math.inf, 1.5, None, None),  # a TEXT column stores 'Inf'
+        (3, "nan", math.nan, None, None),  # SQLite stores NULL
+        (4, "max", sys.float_info.max, "[1.7976931348623157e308]", None),
+        (5, "inf", math.inf, None, None),
+        (6, "-inf", -math.inf, None, None),
+        (7, "doc", 1.0, '{"a": 1e999}', None),
+        (8, "code", 1.0, None, math.inf),  # UUID: not TEXT affinity, the REAL stays
+    ]
+    with closing(sqlite3.connect(app)) as conn, conn:
+        conn.executemany(f"INSERT INTO items ({columns}) VALUES (?, ?, ?, ?, ?)", rows)
+        read_back = conn.execute(f"SELECT {columns} FROM items WHERE id <= 4").fetchall()
+    _capture(str(app), log, journal=journal, tables=["items"])
+    spec = MaterializerSpec(name="items", table="items", change_log=str(log), sink=journal)
+    _materialize(spark, spec, checkpoint)
+
+    with stores_at(journal) as stores:
+        schema = SchemaRegistry(stores.schemas).current("items").schema
+        table = stores.change_sink.read_table(spec.target_table, schema)
+    assert table == {
+        (row[0],): dict(zip(schema.names, row, strict=True))
+        | {"doc": None if row[3] is None else json.loads(row[3])}
+        for row in read_back
+    }
+    assert table[(2,)]["label"] == "Inf"
+    assert table[(3,)]["score"] is None
+    dead = pq.read_table(checkpoint / "dead_letters").to_pylist()
+    reasons = {d["key_json"]: d["dead_letter_reason"].partition(": ")[2] for d in dead}
+    assert reasons == {
+        "[5]": "column 'score': 'Infinity' is not a double",
+        "[6]": "column 'score': '-Infinity' is not a double",
+        "[7]": "column 'doc': '{\"a\": 1e999}' is JSON that cannot be carried: number 1e999 is "
+        "out of the range of a double",
+        "[8]": "column 'code': 'Infinity' is an infinite REAL, which a string column cannot hold",
+    }
+
+
+@pytest.mark.postgres
+def test_postgres_numbers_json_cannot_carry_are_dead_letters_and_numerics_keep_every_digit(
+    spark: SparkSession, postgres_dsn: str, slot: str, tmp_path: Path
+) -> None:
+    """A numeric of any size reaches the materialized table digit for digit, as does jsonb's
+    integer for `1e999`; json keeping `1e999` as written is dead-lettered naming the column,
+    and the capture goes on."""
+    ddl = "CREATE TABLE docs (id int PRIMARY KEY, body json, tags jsonb, amount numeric)"
+    _run(postgres_dsn, ddl)
+    with change_source_at(postgres_dsn, ["docs"], slot=slot):
+        pass  # the slot exists from here on
+    _run(
+        postgres_dsn,
+        """INSERT INTO docs VALUES (1, '[1]', '[1e999]', 1e400), (2, '[1e999]', '[]', 1)""",
+        "INSERT INTO docs VALUES (3, '[]', '[]', 1e5000), (4, '[]', '[]', 0.0000001)",
+    )
+    log, checkpoint = tmp_path / "log", tmp_path / "checkpoint"
+    _capture(postgres_dsn, log, journal=postgres_dsn, tables=["docs"], slot=slot)
+    spec = MaterializerSpec(name="docs", table="docs", change_log=str(log), sink=postgres_dsn)
+    _materialize(spark, spec, checkpoint)
+
+    with stores_at(postgres_dsn) as stores:
+        schema = SchemaRegistry(stores.schemas).current("docs").schema
+        table = stores.change_sink.read_table(spec.target_table, schema)
+    assert {key: (row["body"], row["tags"]) for key, row in table.items()} == {
+        (1,): ([1], [10**999]),
+        (3,): ([], []),
+        (4,): ([], []),
+    }
+    with psycopg.connect(postgres_dsn) as conn:
+        amounts = conn.execute(f"SELECT id, amount::text FROM {spec.target_table} ORDER BY id")
+        assert amounts.fetchall() == [(1, str(10**400)), (3, "1" + "0" * 5000), (4, "0.0000001")]
+    [dead] = pq.read_table(checkpoint / "dead_letters").to_pylist()
+    assert dead["key_json"] == "[2]"
+    assert dead["dead_letter_reason"].endswith(
+        "column 'body': '[1e999]' is JSON that cannot be carried: number 1e999 is out of the "
+        "range of a double"
+    )
