@@ -440,22 +440,24 @@ def test_json_holding_a_number_beyond_a_double_is_captured_and_dead_lettered(
     """json_valid() accepts `1e999`, which Python reads as an infinity: the change log held it,
     the materializer dead-lettered the change as an unreadable mutation naming no column, and
     the snapshot failed. It is set aside as text that is not JSON is; the rest is carried."""
+    long_float = f"{10**309}.5"  # no exponent: the triggers look for such numbers in long text
     _run(
         documents.path,
         """INSERT INTO docs VALUES (1, '{"a": [1, 1e999]}', '[1e308, 12345678901234567890123]')""",
-        """INSERT INTO docs VALUES (2, '{"a": 1}', '[-1.5E400]')""",
+        """INSERT INTO docs VALUES (2, '{"a": 1}', '[-1.5E+400]')""",
+        f"INSERT INTO docs VALUES (3, '[{long_float}]', '[{10**309}]')",
     )
     rows = documents.peek(max_changes=10).rows
     for text in rows.column("cell_values"):
         parse_json(text)  # standard JSON, every number within a double's range
-    beyond, negative = rows.mutations()
+    beyond, negative, long = rows.mutations()
     assert {n: c.value for n, c in beyond.cells.items()} == {
         "body (not JSON)": '{"a": [1, 1e999]}',
         "tags": [1e308, 12345678901234567890123],  # a long integer is exact
     }
     assert {n: c.value for n, c in negative.cells.items()} == {
         "body": {"a": 1},
-        "tags (not JSON)": "[-1.5E400]",
+        "tags (not JSON)": "[-1.5E+400]",
     }
     (schema,) = documents.schemas()
     folded = materialize_partition(PartitionState(), [beyond], lambda _: (7, schema))
@@ -463,8 +465,12 @@ def test_json_holding_a_number_beyond_a_double_is_captured_and_dead_lettered(
         "does not fit schema id 7: column 'body': '{\"a\": [1, 1e999]}' is JSON that cannot be "
         "carried: number 1e999 is out of the range of a double"
     ]
+    assert {n: c.value for n, c in long.cells.items()} == {
+        "body (not JSON)": f"[{long_float}]",
+        "tags": [10**309],
+    }
     assert mutation_problems(negative, schema) == [
-        "column 'tags': '[-1.5E400]' is JSON that cannot be carried: number -1.5E400 is out of "
+        "column 'tags': '[-1.5E+400]' is JSON that cannot be carried: number -1.5E+400 is out of "
         "the range of a double"
     ]
     snapshot = {m.partition_key: m for m in documents.snapshot("docs")}

@@ -29,8 +29,7 @@ from ordo.errors import CaptureError, UnmappableColumnTypeError
 from ordo.storage.sql_change_sink import quote_identifier
 from ordo.storage.sqlite.change_triggers import (
     CHANGES,
-    key_json_sql,
-    row_json_sql,
+    snapshot_sql,
     trigger_name,
     trigger_sql,
 )
@@ -165,8 +164,7 @@ class SQLiteChangeSource:
             head = conn.execute(
                 "SELECT seq FROM sqlite_sequence WHERE name = ?", (CHANGES,)
             ).fetchone()
-            columns = f"{key_json_sql(schema, '')}, {row_json_sql(schema, '')}"
-            rows = conn.execute(f"SELECT {columns} FROM {quote_identifier(table)}").fetchall()
+            rows = conn.execute(snapshot_sql(schema)).fetchall()
         write_time = head[0] if head else 0
         captured_at_us = time.time_ns() // 1000
         segment = snapshot_segment(self.name, captured_at_us)

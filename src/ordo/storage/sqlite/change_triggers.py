@@ -28,12 +28,14 @@ def trigger_sql(schema: TableSchema, event: str) -> str:
     A capture compares it with the installed one to re-create triggers that are stale.
     """
     new_key, old_key = key_json_sql(schema, "NEW."), key_json_sql(schema, "OLD.")
-    row = row_json_sql(schema, "NEW.")
+    row = _row_json_sql(schema, "NEW.")
     values = {
         "insert": f"'I', {new_key}, NULL, {row}",
         "update": f"'U', {new_key}, {old_key}, {row}",
         "delete": f"'D', {old_key}, NULL, NULL",
     }[event]
+    checks = _json_checks(schema, "NEW.")
+    checked = f" FROM (SELECT {checks})" if checks and event != "delete" else ""
     trigger, table = (
         quote_identifier(trigger_name(schema, event)),
         quote_identifier(schema.table),
@@ -42,8 +44,16 @@ def trigger_sql(schema: TableSchema, event: str) -> str:
         f"CREATE TRIGGER {trigger} AFTER {event.upper()} "
         f"ON {table} BEGIN INSERT INTO {CHANGES} "
         f"(table_name, op, key_json, old_key_json, row_json, captured_at_us) "
-        f"VALUES ({_literal(schema.table)}, {values}, {_NOW_US}); END"
+        f"SELECT {_literal(schema.table)}, {values}, {_NOW_US}{checked}; END"
     )
+
+
+def snapshot_sql(schema: TableSchema) -> str:
+    """The SELECT of every row's key and row JSON in `schema`'s table, as the triggers write."""
+    checks = _json_checks(schema, "")
+    rows = f"SELECT *, {checks} FROM {quote_identifier(schema.table)}" if checks else None
+    source = f"({rows})" if rows else quote_identifier(schema.table)
+    return f"SELECT {key_json_sql(schema, '')}, {_row_json_sql(schema, '')} FROM {source}"
 
 
 def _literal(text: str) -> str:
@@ -68,10 +78,31 @@ def key_json_sql(schema: TableSchema, prefix: str) -> str:
     return f"json_array({', '.join(parts)})"
 
 
-def row_json_sql(schema: TableSchema, prefix: str) -> str:
-    """json_object() of the value columns (keys travel separately), each as its logical type."""
+def _row_json_sql(schema: TableSchema, prefix: str) -> str:
+    """json_object() of the value columns (keys travel separately), each as its logical type.
+
+    It reads the columns `_json_checks` computes, which the statement must select from.
+    """
     parts = [_cell(prefix + quote_identifier(c.name), c) for c in schema.value_columns]
     return f"json_object({', '.join(parts)})"
+
+
+def _json_check(column: Column) -> str:
+    """The name of the column of `_json_checks` that says whether `column` holds JSON."""
+    return quote_identifier(f"ordo_cdc_is_json {column.name}")
+
+
+def _json_checks(schema: TableSchema, prefix: str) -> str:
+    """The select list of `_is_json` of each JSON value column (none: ""), named `_json_check`.
+
+    `_cell` needs it twice, for the name and the value, and json_tree() is the dearest part of
+    the application's write: computed once in a subquery, it is walked once.
+    """
+    return ", ".join(
+        f"{_is_json(prefix + quote_identifier(c.name))} AS {_json_check(c)}"
+        for c in schema.value_columns
+        if c.type is ColumnType.JSON
+    )
 
 
 def _is_infinite(ref: str) -> str:
@@ -126,8 +157,8 @@ def _json_expression(ref: str, logical: ColumnType) -> str:
             )
         case ColumnType.BYTES:
             return f"CASE WHEN {ref} IS NULL THEN NULL ELSE lower(hex({ref})) END"
-        case ColumnType.JSON:
-            return _json_value(ref, "NULL")
+        case ColumnType.JSON:  # only where `_uncarried` is false: json() raises for non-JSON
+            return f"json({_exact(ref)})"
         case ColumnType.DECIMAL:
             return _finite(ref, f"CAST({_exact(ref)} AS TEXT)")
         case _:
@@ -147,34 +178,35 @@ def _is_json(ref: str) -> str:
     (type `real`: a number with a fraction or exponent, those Python's parse_float reads; a
     long integer is no `real`, and Python reads it exactly). It raises for text that is not
     JSON, so only valid text reaches it (CASE evaluates one branch).
+
+    json_tree() costs the application's write a few times what json() does, so it walks only
+    text that may hold such a number: one with an exponent of three digits or more, or else
+    of 210 characters or more (a literal of 1.8e308 or more with a smaller exponent has 210
+    digits at least). A GLOB that starts with a literal character is a fast scan; a class
+    would not be.
     """
+    may_be_out_of_range = (
+        f"(length({ref}) >= 210 OR {ref} GLOB '*e[0-9+][0-9][0-9]*' "
+        f"OR {ref} GLOB '*E[0-9+][0-9][0-9]*')"
+    )
     out_of_range = f"SELECT 1 FROM json_tree({ref}) WHERE type = 'real' AND abs(atom) = 9e999"
     return (
         f"(CASE WHEN {ref} IS NULL THEN 1 WHEN typeof({ref}) = 'real' THEN abs({ref}) <> 9e999 "
-        f"WHEN json_valid({ref}) THEN NOT EXISTS ({out_of_range}) ELSE 0 END)"
+        f"WHEN NOT json_valid({ref}) THEN 0 WHEN {may_be_out_of_range} "
+        f"THEN NOT EXISTS ({out_of_range}) ELSE 1 END)"
     )
-
-
-def _json_value(ref: str, otherwise: str) -> str:
-    """json() of a JSON column's value, or of `otherwise` (JSON text) when it holds no JSON.
-
-    json() raises "malformed JSON" for text that does not parse (or a BLOB that is not JSON
-    text, or an infinite REAL), and an error inside a trigger fails the application's INSERT
-    or UPDATE: capture must never do that. In a key `otherwise` is NULL, so the materializer
-    dead-letters the change for its null key; a value column records the value under another
-    name (`_cell`).
-    """
-    return f"json(CASE WHEN {_is_json(ref)} THEN {_exact(ref)} ELSE {otherwise} END)"
 
 
 def _uncarried(ref: str, logical: ColumnType) -> str | None:
     """Whether `ref` holds a value JSON cannot carry as a `logical` value; None: it always can.
 
-    In a JSON column what `_is_json` refuses; in a column of any other type but bytes a BLOB
-    (json_object() and json_array() refuse one); in a string column an infinite REAL too: as
-    the string "Infinity" it would fit, and be a value the application does not read back
-    (a column of TEXT affinity stores the text SQLite makes of it, `Inf`, carried as it is).
-    Other types refuse the string "Infinity" themselves (`_finite`).
+    In a JSON column what `_is_json` refuses (json() raises "malformed JSON" for text that does
+    not parse, and an error inside a trigger fails the application's INSERT or UPDATE: capture
+    must never do that); in a column of any other type but bytes a BLOB (json_object() and
+    json_array() refuse one); in a string column an infinite REAL too: as the string
+    "Infinity" it would fit, and be a value the application does not read back (a column of
+    TEXT affinity stores the text SQLite makes of it, `Inf`, carried as it is). Other types
+    refuse the string "Infinity" themselves (`_finite`).
     """
     is_blob = f"typeof({ref}) = 'blob'"
     match logical:
@@ -205,14 +237,18 @@ def _cell(ref: str, column: Column) -> str:
 
     A value JSON cannot carry as the column's (`_uncarried`) goes under `not_json_cell(name)`
     as a string (`_aside_text`): the change is captured, no schema accepts it, and the
-    materializer dead-letters it saying which column holds what.
+    materializer dead-letters it saying which column holds what. A JSON column's check is
+    the statement's (`_json_checks`).
     """
     name, aside = _literal(column.name), _literal(not_json_cell(column.name))
-    value, uncarried = _json_expression(ref, column.type), _uncarried(ref, column.type)
+    uncarried = _uncarried(ref, column.type)
     if uncarried is None:
-        return f"{name}, {value}"
+        return f"{name}, {_json_expression(ref, column.type)}"
     if column.type is ColumnType.JSON:  # json() outermost: its result is JSON, not a string
-        value = _json_value(ref, f"json_quote({_aside_text(ref)})")
+        uncarried = f"NOT {_json_check(column)}"
+        aside_json, carried = f"json_quote({_aside_text(ref)})", _exact(ref)
+        value = f"json(CASE WHEN {uncarried} THEN {aside_json} ELSE {carried} END)"
     else:
-        value = f"CASE WHEN {uncarried} THEN {_aside_text(ref)} ELSE {value} END"
+        carried = _json_expression(ref, column.type)
+        value = f"CASE WHEN {uncarried} THEN {_aside_text(ref)} ELSE {carried} END"
     return f"CASE WHEN {uncarried} THEN {aside} ELSE {name} END, {value}"
