@@ -77,7 +77,9 @@ def test_journal_urls(url: str, expected: object) -> None:
     assert parse_location(url) == expected
 
 
-@pytest.mark.parametrize("url", ["", "   ", "sqlite://", "sqlite://host/j.db"])
+@pytest.mark.parametrize(
+    "url", ["", "   ", "sqlite://", "sqlite://host/j.db", "postgresql://[h/db", "sqlite://[/j.db"]
+)
 def test_malformed_urls_are_configuration_errors(url: str) -> None:
     with pytest.raises(ConfigurationError):
         parse_location(url)

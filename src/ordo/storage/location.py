@@ -50,7 +50,11 @@ def parse_location(url: str, *, what: str = "journal") -> Location:
         if _CONNINFO.match(url):
             return PostgresLocation(dsn=url)
         return SQLiteLocation(path=Path(url))
-    scheme = urlsplit(url).scheme.lower()
+    try:
+        scheme = urlsplit(url).scheme.lower()
+    except ValueError as exc:  # an unclosed [ of an IPv6 host: a traceback from every command
+        msg = f"malformed {what} URL: {exc} (e.g. postgresql://user@host:5432/db)"
+        raise ConfigurationError(msg) from exc
     if scheme == "sqlite":
         rest = url.split("://", 1)[1]
         if not rest.startswith("/") or len(rest) < 2:
