@@ -43,7 +43,10 @@ class EventsByTagSettings(LoadableSettings):
     def __post_init__(self) -> None:
         enum_member(self, "bucket_size", BucketSize)
         flag("pubsub_notification", self.pubsub_notification)
-        parse_first_time_bucket(self.first_time_bucket)
+        try:  # setting=: the loader names the variable (ORDO_FIRST_TIME_BUCKET), not "environment"
+            parse_first_time_bucket(self.first_time_bucket)
+        except ConfigurationError as exc:
+            raise ConfigurationError(str(exc), setting="first_time_bucket") from exc
         integer_in("max_message_batch_size", self.max_message_batch_size, 1)
         not_negative("flush_interval", self.flush_interval)
         if self.time_to_live is not None and (

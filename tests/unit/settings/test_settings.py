@@ -84,7 +84,10 @@ def test_from_toml_reads_one_table(tmp_path: Path) -> None:
         ({"ORDO_MAX_MESSAGE_BATCH_SIZE": "0"}, "ORDO_MAX_MESSAGE_BATCH_SIZE: max_message_batch"),
         ({"ORDO_PUBSUB_NOTIFICATION": "maybe"}, "ORDO_PUBSUB_NOTIFICATION: 'maybe' is not true"),
         ({"ORDO_TIME_TO_LIVE_MS": "x"}, "'x' is not a whole number of milliseconds or none"),
-        ({"ORDO_FIRST_TIME_BUCKET": "2015-11-20"}, "2015-11-20"),
+        (  # it said "environment: first time bucket ...", naming no variable
+            {"ORDO_FIRST_TIME_BUCKET": "2015-11-20"},
+            "^ORDO_FIRST_TIME_BUCKET: first time bucket '2015-11-20' does not match ",
+        ),
     ],
 )
 def test_bad_values_name_the_key(environ: dict[str, str], needle: str) -> None:
