@@ -1146,6 +1146,55 @@ def test_a_bad_pipeline_file_is_one_error_line(
     assert needle in err
 
 
+@pytest.mark.parametrize(
+    ("source", "function", "problem"),
+    [
+        (  # a script's argument parsing, say: the command ended with status 3 and no word
+            "import sys\nsys.exit(3)\n",
+            "handle",
+            "cannot import handler '{module}:handle': SystemExit: 3",
+        ),
+        (  # with dead_letters, every event went to the dead letters and the run succeeded
+            "def handle(event):\n    pass\n",
+            "handle",
+            "handler '{module}:handle' cannot be called with (event, context): too many ",
+        ),
+        (
+            "class Handle:\n    pass\n",
+            "Handle",
+            "handler '{module}:Handle' cannot be called with (event, context): too many ",
+        ),
+        (
+            "def handle(event, context, sink):\n    pass\n",
+            "handle",
+            "cannot be called with (event, context): missing a required argument: 'sink'",
+        ),
+    ],
+)
+def test_a_handler_that_cannot_handle_events_is_one_error_line_before_spark_starts(
+    runner: CliRunner,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    source: str,
+    function: str,
+    problem: str,
+) -> None:
+    module = re.sub(r"\W", "_", tmp_path.name)  # its own name: imported modules are kept
+    (tmp_path / f"{module}.py").write_text(source, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = _pipeline_file(tmp_path, "dead_letters = true\n")
+    text = config.read_text(encoding="utf-8")
+    config.write_text(
+        text.replace("ordo.spark.demo:count_order_events", f"{module}:{function}"), encoding="utf-8"
+    )
+    code, _, err = _run(runner, "pipeline", "run", str(config))
+    assert code == 1
+    assert err.startswith("Error: ConfigurationError: ")
+    assert err.count("\n") == 1
+    assert problem.format(module=module) in err
+    assert not (tmp_path / "checkpoint").exists()
+
+
 def _pipeline_file(tmp_path: Path, extra: str, *, checkpoint: str | None = None) -> Path:
     """A pipeline file for an existing, empty journal, with `extra` after its required keys."""
     url = f"sqlite:///{tmp_path / 'shop.db'}"

@@ -25,6 +25,7 @@ location (its nearest existing part must be a folder that can be written in).
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 import tomllib
@@ -267,19 +268,32 @@ def _from_environment(source: Mapping[str, str]) -> dict[str, str]:
 
 
 def load_handler(reference: str) -> Handler:
-    """Import `module:function`; ConfigurationError when it cannot be found."""
+    """Import `module:function`; ConfigurationError when it cannot be called as a handler.
+
+    A module that exits as it is imported (a script's argument parsing, `sys.exit()`) ended
+    the command with that status and no message. A callable that does not take (event,
+    context) failed every event only once Spark ran it: with dead_letters, the run succeeded
+    with every event in the dead-letter table and applied.
+    """
     module_name, _, name = reference.partition(":")
     if not module_name or not name:
         msg = f"handler must look like module:function, got {reference!r}"
         raise ConfigurationError(msg)
     try:
         handler = getattr(importlib.import_module(module_name), name)
-    except Exception as exc:  # the user's module: any error of its import is a bad setting
+    except (Exception, SystemExit) as exc:  # the user's module: any error of it is a bad setting
         msg = f"cannot import handler {reference!r}: {type(exc).__name__}: {exc}"
         raise ConfigurationError(msg) from exc
     if not callable(handler):
         msg = f"handler {reference!r} is not callable"
         raise ConfigurationError(msg)
+    try:
+        inspect.signature(handler).bind(None, None)
+    except ValueError:
+        pass  # no signature to look at (some built-ins): the call will tell
+    except TypeError as exc:
+        msg = f"handler {reference!r} cannot be called with (event, context): {exc}"
+        raise ConfigurationError(msg) from exc
     return handler  # type: ignore[no-any-return]
 
 
