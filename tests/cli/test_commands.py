@@ -1233,6 +1233,14 @@ def _pipeline_file(tmp_path: Path, extra: str, *, checkpoint: str | None = None)
         ('trigger = "bogus"\n', "trigger must be 'available_now' or a processing time"),
         ('trigger = "1 month"\n', "trigger must be 'available_now' or a processing time"),
         ('trigger = "1.5 minutes"\n', "trigger must be 'available_now' or a processing time"),
+        (  # Spark's interval parser overflowed once it had started
+            'trigger = "15250285 weeks"\n',
+            "trigger '15250285 weeks' in milliseconds is too large: at most 9007199254740991",
+        ),
+        (
+            'trigger = "1 day 9007199254740 seconds"\n',
+            "in milliseconds is too large: at most 9007199254740991 (2**53 - 1), got 90071993411",
+        ),
         (
             "[source]\nbogusOption = 1\n",
             "ordo_events_by_tag has unknown option 'bogusOption'; option names are case-insen",
@@ -1339,6 +1347,8 @@ def test_a_binary_pipeline_file_is_one_error_line_naming_it(
         ("1.5 seconds", "1.5 seconds"),
         ("interval 1 minute 30 seconds", "interval 1 minute 30 seconds"),
         ("500 Milliseconds", "500 Milliseconds"),
+        (" available_now ", "available_now"),  # as " 1 second " was taken
+        ("14892195 weeks 1.5 seconds", "14892195 weeks 1.5 seconds"),  # under 2**53 ms
     ],
 )
 def test_a_pipeline_file_takes_the_triggers_spark_takes(

@@ -31,6 +31,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
@@ -42,6 +43,7 @@ from ordo.documents import reject_unknown_keys
 from ordo.errors import ConfigurationError, InvalidIdentifierError
 from ordo.journal import validation
 from ordo.settings import EventsByTagSettings
+from ordo.settings.loading import integer_in
 from ordo.spark.options import MAX_SEGMENTS, EventsByTagOptions
 from ordo.spark.projection import Handler, ProjectionSpec, projection
 from ordo.storage.location import SQLiteLocation, parse_location
@@ -72,6 +74,17 @@ _PROCESSING_TIME = re.compile(rf"(?:interval\s+)?(?:{_AMOUNT})(?:\s+(?:{_AMOUNT}
 """The intervals Spark takes as a processingTime trigger, without signs: Spark parses them only
 once it has started, and rejects months and years (and a negative total) even then. Only seconds
 may have a fraction."""
+_AMOUNT_OF_UNIT = re.compile(r"(\d+(?:\.\d+)?)\s+([a-z]+?)s?\b", re.IGNORECASE)
+"""Each amount of a processing time that _PROCESSING_TIME matched: the number and its unit."""
+_MICROSECONDS = {
+    "week": 604_800_000_000,
+    "day": 86_400_000_000,
+    "hour": 3_600_000_000,
+    "minute": 60_000_000,
+    "second": 1_000_000,
+    "millisecond": 1_000,
+    "microsecond": 1,
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -225,10 +238,23 @@ def _check_checkpoint(path: Path, checkpoint: str) -> None:
 
 
 def _trigger(path: Path, trigger: str) -> str:
-    """AVAILABLE_NOW (in any case, with - or _), else the processing-time interval as given."""
-    if trigger.replace("-", "_").lower() == AVAILABLE_NOW:
+    """AVAILABLE_NOW (in any case, with - or _), else the processing-time interval as given.
+
+    An interval longer than 2**53 - 1 ms (every integer setting's bound, some 285,000 years) is
+    refused: Spark's own limit is not far beyond, and it found a longer one only once it had
+    started (an arithmetic overflow of its interval parser).
+    """
+    text = trigger.strip()
+    if text.replace("-", "_").lower() == AVAILABLE_NOW:
         return AVAILABLE_NOW
-    if _PROCESSING_TIME.fullmatch(trigger.strip()):
+    if _PROCESSING_TIME.fullmatch(text):
+        microseconds = sum(
+            Decimal(amount) * _MICROSECONDS[unit.lower()]
+            for amount, unit in _AMOUNT_OF_UNIT.findall(text)
+        )
+        integer_in(
+            f"{path}: [pipeline] trigger {trigger!r} in milliseconds", int(microseconds) // 1000, 0
+        )
         return trigger
     msg = (
         f"{path}: [pipeline] trigger must be {AVAILABLE_NOW!r} or a processing time such as "
