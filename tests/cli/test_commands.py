@@ -1282,7 +1282,16 @@ def test_a_pipeline_asking_another_bucket_size_than_the_journals_fails_before_sp
     assert not (tmp_path / "checkpoint").exists()
 
 
-@pytest.mark.parametrize("checkpoint", ["{file}/checkpoint", "file://{file}/checkpoint", "{file}"])
+@pytest.mark.parametrize(
+    "checkpoint",
+    [
+        "{file}/checkpoint",
+        "file://{file}/checkpoint",
+        "{file}",
+        "{file.parent}/missing/../{file.name}/checkpoint",  # Spark takes .. away by the name
+        "file://{file.parent}/missing/../{file.name}/checkpoint",
+    ],
+)
 def test_a_checkpoint_spark_cannot_create_is_one_error_line_before_spark_starts(
     runner: CliRunner, tmp_path: Path, checkpoint: str
 ) -> None:
@@ -1298,6 +1307,42 @@ def test_a_checkpoint_spark_cannot_create_is_one_error_line_before_spark_starts(
         f"{file} is not a folder\n"
     )
     assert file.is_file()
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "problem"),
+    [
+        ("file:checkpoint", "a file: URI needs an absolute path, as in file:///path"),
+        ("file://host/tmp/checkpoint", "a file: URI takes no host ('host'), as in file:///path"),
+        ("file://localhost/tmp/checkpoint", "a file: URI takes no host ('localhost'), as in "),
+        ("check\\u0000point", "a path cannot hold a NUL character"),
+        ("hdfs://[namenode/checkpoint", "Invalid IPv6 URL"),  # was urlsplit's traceback
+    ],
+)
+def test_a_checkpoint_uri_spark_refuses_is_one_error_line_before_spark_starts(
+    runner: CliRunner, tmp_path: Path, checkpoint: str, problem: str
+) -> None:
+    """Spark refused these only once it had started (URISyntaxException, Wrong FS, ...)."""
+    config = _pipeline_file(tmp_path, "", checkpoint=checkpoint)
+    code, _, err = _run(runner, "pipeline", "run", str(config))
+    assert code == 1
+    assert err.startswith(f"Error: ConfigurationError: {config}: [pipeline] checkpoint ")
+    assert err.count("\n") == 1
+    assert problem in err
+
+
+def test_a_file_uri_checkpoint_is_checked_as_spark_reads_it(tmp_path: Path) -> None:
+    """Spark does not percent-decode a file: URI's path: `h%2Epy` is a folder of that name.
+
+    The check decoded it, and refused a checkpoint Spark would have created, next to a file.
+    """
+    from ordo.spark.pipeline import PipelineConfig
+
+    (tmp_path / "h.py").write_text("", encoding="utf-8")
+    checkpoint = f"file://{tmp_path}/h%2Epy/checkpoint"
+    config = PipelineConfig.from_toml(_pipeline_file(tmp_path, "", checkpoint=checkpoint))
+    assert config.checkpoint == checkpoint
+    assert not (tmp_path / "h%2Epy").exists()
 
 
 def test_a_pipeline_starting_after_a_future_offset_fails_before_spark_starts(

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
@@ -220,21 +220,51 @@ def _check_checkpoint(path: Path, checkpoint: str) -> None:
     Other URIs (hdfs://, s3a://, ...) are Spark's to check; a path without a scheme is taken
     as local, as Spark takes it with its default file system.
     """
-    parts = urlsplit(checkpoint)
-    if parts.scheme not in ("", "file"):
-        return
-    location = Path(unquote(parts.path) if parts.scheme else checkpoint).absolute()
-    existing = location
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
     problem = None
-    if not existing.is_dir():
-        problem = f"{existing} is not a folder"
-    elif not os.access(existing, os.W_OK | os.X_OK):
-        problem = f"cannot write in the folder {existing}"
+    try:
+        local = _local_path(checkpoint)
+    except ValueError as exc:
+        local, problem = None, str(exc)
+    if local is not None:
+        existing = local
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            problem = f"{existing} is not a folder"
+        elif not os.access(existing, os.W_OK | os.X_OK):
+            problem = f"cannot write in the folder {existing}"
     if problem is not None:
         msg = f"{path}: [pipeline] checkpoint {checkpoint!r}: {problem}"
         raise ConfigurationError(msg)
+
+
+def _local_path(checkpoint: str) -> Path | None:
+    """The local folder Spark makes of `checkpoint`, absolute; None for another file system.
+
+    As Hadoop's file system reads it: `..` is taken away by the name alone (`ck/../file/x` is
+    in `file` even when `ck` does not exist), and a file: URI's path is used as written, not
+    percent-decoded (`%20` and `#` are part of the folder's name). A file: URI with a host or
+    a relative path, and a NUL character, are ValueErrors: Spark refused them once started.
+    """
+    if "\0" in checkpoint:
+        msg = "a path cannot hold a NUL character"
+        raise ValueError(msg)
+    scheme = urlsplit(checkpoint).scheme.lower()  # a ValueError for an unclosed [ of a host
+    if scheme not in ("", "file"):
+        return None
+    local = checkpoint
+    if scheme:
+        local = checkpoint[len("file:") :]
+        if local.startswith("//"):
+            host, _, rest = local[2:].partition("/")
+            if host:
+                msg = f"a file: URI takes no host ({host!r}), as in file:///path"
+                raise ValueError(msg)
+            local = f"/{rest}"
+        if not local.startswith("/"):
+            msg = "a file: URI needs an absolute path, as in file:///path"
+            raise ValueError(msg)
+    return Path(os.path.abspath(local))
 
 
 def _trigger(path: Path, trigger: str) -> str:
