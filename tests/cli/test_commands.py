@@ -1195,6 +1195,49 @@ def test_a_handler_that_cannot_handle_events_is_one_error_line_before_spark_star
     assert not (tmp_path / "checkpoint").exists()
 
 
+def test_a_sink_ordo_cannot_open_is_one_error_line_before_spark_starts(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """A folder, a file that is not SQLite, an unreachable server: the query failed once Spark
+    had started, and left a checkpoint."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database\n", encoding="utf-8")
+    for sink, problem in [
+        (f"sqlite:///{folder}", f"cannot open SQLite journal {folder}: unable to open database"),
+        (str(text), f"cannot open SQLite journal {text}: file is not a database"),
+        (
+            "postgresql://nobody@127.0.0.1:1/shop",
+            "cannot connect to PostgreSQL at 127.0.0.1:1/shop",
+        ),
+    ]:
+        config = _pipeline_file(tmp_path, f'sink = "{sink}"\n')
+        code, _, err = _run(runner, "pipeline", "run", str(config))
+        assert code == 1
+        assert err.startswith(
+            f"Error: StorageUnavailableError: {config}: [pipeline] sink: {problem}"
+        )
+        assert err.count("\n") == 1
+        assert not (tmp_path / "checkpoint").exists()
+    assert text.read_text(encoding="utf-8") == "not a database\n"
+    assert list(folder.iterdir()) == []
+
+
+def test_a_sink_of_an_application_is_only_read_by_the_check(tmp_path: Path) -> None:
+    """An existing database, ordo's tables or not, is a sink: read, not changed, by the check."""
+    from ordo.spark.pipeline import PipelineConfig
+
+    app = tmp_path / "app.db"
+    with closing(sqlite3.connect(app)) as conn, conn:
+        conn.execute("CREATE TABLE totals (pid TEXT PRIMARY KEY)")
+    before = fingerprint(app)
+    config = PipelineConfig.from_toml(_pipeline_file(tmp_path, f'sink = "sqlite:///{app}"\n'))
+    assert config.sink == f"sqlite:///{app}"
+    assert fingerprint(app) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db", "pipeline.toml", "shop.db"]
+
+
 def _pipeline_file(tmp_path: Path, extra: str, *, checkpoint: str | None = None) -> Path:
     """A pipeline file for an existing, empty journal, with `extra` after its required keys."""
     url = f"sqlite:///{tmp_path / 'shop.db'}"
@@ -1222,6 +1265,7 @@ def _pipeline_file(tmp_path: Path, extra: str, *, checkpoint: str | None = None)
         ("sink = 1\n", "[pipeline] sink must be a non-empty string, got 1"),
         ('sink = " "\n', "[pipeline] sink must be a non-empty string, got ' '"),
         ('sink = "mysql://db/shop"\n', "[pipeline] sink: unknown sink URL scheme 'mysql'"),
+        ('sink = "postgresql://[db/shop"\n', "[pipeline] sink: malformed sink URL: Invalid IPv6"),
         (
             'sink = "sqlite:///no/such/folder/sink.db"\n',
             "[pipeline] sink 'sqlite:///no/such/folder/sink.db': there is no folder no/such/folder",

@@ -40,13 +40,19 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from ordo.documents import reject_unknown_keys
-from ordo.errors import ConfigurationError, InvalidIdentifierError
+from ordo.errors import (
+    ConfigurationError,
+    InvalidIdentifierError,
+    StorageError,
+    StorageUnavailableError,
+)
 from ordo.journal import validation
 from ordo.settings import EventsByTagSettings
 from ordo.settings.loading import integer_in
 from ordo.spark.options import MAX_SEGMENTS, EventsByTagOptions
 from ordo.spark.projection import Handler, ProjectionSpec, projection
 from ordo.storage.location import SQLiteLocation, parse_location
+from ordo.storage.open import stores_at
 
 _T = TypeVar("_T", str, int, bool)
 
@@ -151,7 +157,8 @@ class PipelineConfig:
         # The source's own parser, as Spark would run it: unknown or bad [source] options, and
         # a journal that does not exist (its check comes last), are errors before Spark starts.
         EventsByTagOptions.from_spark(config.source_options())
-        _check_sink(path, config.sink)  # after the journal's check: the sink defaults to it
+        # After the journal's check: the sink defaults to it.
+        _check_sink(path, config.sink, config.journal)
         _check_checkpoint(path, config.checkpoint)
         return config
 
@@ -195,20 +202,35 @@ def _processor(path: Path, processor: str) -> str:
         raise ConfigurationError(msg) from exc
 
 
-def _check_sink(path: Path, sink: str) -> None:
-    """Refuse a sink URL ordo cannot open: an unknown scheme, an SQLite file in no folder.
+def _check_sink(path: Path, sink: str, journal: str) -> None:
+    """Refuse a sink ordo cannot open: an unknown scheme, an SQLite file in no folder, ...
 
     The sink may be a new SQLite file (the projection creates it), so a misspelt folder would
     only show once Spark had started, and a misspelt file name cannot be told from a new one.
+    An existing sink (a PostgreSQL database, an SQLite path that exists) must be one ordo can
+    read: a folder, a file that is not SQLite or an unreachable server failed the query once
+    Spark had started, leaving a checkpoint. It is only read here (its schema version), as
+    commands that read a journal do; the journal, the default sink, was checked already.
     """
     try:
         location = parse_location(sink, what="sink")
     except ConfigurationError as exc:
         msg = f"{path}: [pipeline] sink: {exc}"
         raise ConfigurationError(msg) from exc
-    if isinstance(location, SQLiteLocation) and not location.path.parent.is_dir():
-        msg = f"{path}: [pipeline] sink {sink!r}: there is no folder {location.path.parent}"
-        raise ConfigurationError(msg)
+    if isinstance(location, SQLiteLocation):
+        if not location.path.parent.is_dir():
+            msg = f"{path}: [pipeline] sink {sink!r}: there is no folder {location.path.parent}"
+            raise ConfigurationError(msg)
+        if not location.path.exists():
+            return
+    if sink == journal:
+        return
+    try:
+        with stores_at(sink, mode="read") as stores:
+            stores.schema_version()
+    except StorageError as exc:
+        msg = f"{path}: [pipeline] sink: {exc}"  # no URL: it may hold a password
+        raise StorageUnavailableError(msg) from exc
 
 
 def _check_checkpoint(path: Path, checkpoint: str) -> None:
