@@ -7,7 +7,7 @@ processor = "order-totals"             # names the positions (and segments) of t
 handler = "myapp.projections:count"    # module:function(event, context), importable by workers
 sink = "sqlite:///shop.db"             # where the handler writes (default: the journal)
 checkpoint = ".ordo/checkpoints/order-totals"
-segments = 4                           # input partitions (default 1, at most 1024)
+segments = 4                           # the processor's first segments (default 1, at most 1024)
 trigger = "available_now"              # or a processing time such as "1 second"
 dead_letters = false                   # keep failing events instead of failing the batch
 
@@ -16,10 +16,12 @@ eventualConsistencyDelayMs = 1000
 
 Every value is checked, with its TOML type, before Spark starts: a mistake is then one line
 naming the key, not a failed query after Spark's start-up (or, for `segments = 0`, a run that
-processed nothing and wrote a checkpoint). So are the journal (it exists, and was written with
-the bucket size the source asks for) and the sink (a known scheme; an SQLite file in an existing
-folder, as a misspelt one would silently become a new database), and a local checkpoint
-location (its nearest existing part must be a folder that can be written in).
+processed nothing and wrote a checkpoint). So are the handler (it imports and takes (event,
+context)), the journal (it exists, and was written with the bucket size the source asks for)
+and the sink (a known scheme; an SQLite file in an existing folder, as a misspelt one would
+silently become a new database; an existing one can be read), and a local checkpoint location
+(its nearest existing part must be a folder that can be written in). Relative paths are the
+working directory's, as Spark's are.
 """
 
 from __future__ import annotations
