@@ -1389,6 +1389,25 @@ def test_a_file_uri_checkpoint_is_checked_as_spark_reads_it(tmp_path: Path) -> N
     assert not (tmp_path / "h%2Epy").exists()
 
 
+def test_a_pipeline_of_an_older_journal_leaves_it_as_it_is(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The source only reads: an older schema is refused, not upgraded, before Spark starts."""
+    journal = tmp_path / "old.db"
+    older_journal(journal)
+    before = fingerprint(journal)
+    config = _pipeline_file(tmp_path, "")
+    text = config.read_text(encoding="utf-8").replace(str(tmp_path / "shop.db"), str(journal))
+    config.write_text(text, encoding="utf-8")
+    code, _, err = _run(runner, "pipeline", "run", str(config))
+    assert code == 1
+    assert err.startswith(f"Error: SchemaVersionError: journal schema version {LATEST - 1} is ")
+    assert err.count("\n") == 1
+    assert fingerprint(journal) == before
+    assert stored_version(journal) == LATEST - 1
+    assert not (tmp_path / "checkpoint").exists()
+
+
 def test_a_pipeline_starting_after_a_future_offset_fails_before_spark_starts(
     runner: CliRunner, tmp_path: Path
 ) -> None:
