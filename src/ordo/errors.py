@@ -90,16 +90,18 @@ class BucketSizeMismatchError(ConfigurationError):
 
 
 class CheckpointMismatchError(ConfigurationError):
-    """A streaming query's checkpoint was written by a query of another tag.
+    """A streaming query's checkpoint was written by a query of another tag or processor.
 
-    Resuming would start the tag at the other tag's position and skip what lies before it.
+    Resuming would start the tag at the other query's position and skip what lies before it
+    (for another processor: every event it has not applied yet). `what` is "tag" or
+    "processor".
     """
 
-    def __init__(self, *, checkpointed: str, requested: str) -> None:
-        self.checkpointed, self.requested = checkpointed, requested
+    def __init__(self, *, checkpointed: str, requested: str, what: str = "tag") -> None:
+        self.checkpointed, self.requested, self.what = checkpointed, requested, what
         msg = (
-            f"the checkpoint was written by a query of tag={checkpointed!r}, this query reads "
-            f"tag={requested!r}: give it a checkpointLocation of its own"
+            f"the checkpoint was written by a query of {what}={checkpointed!r}, this query's "
+            f"{what} is {requested!r}: give it a checkpointLocation of its own"
         )
         super().__init__(msg)
 

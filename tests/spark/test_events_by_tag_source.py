@@ -92,7 +92,7 @@ def test_a_checkpoint_of_another_tag_is_refused_instead_of_skipping_its_events(
     assert spark.read.parquet(run("order")).count() == 7
     with pytest.raises(StreamingQueryException, match="CheckpointMismatchError") as caught:
         run("invoice")
-    assert "tag='order', this query reads tag='invoice'" in str(caught.value)
+    assert "tag='order', this query's tag is 'invoice'" in str(caught.value)
 
 
 def test_a_stream_resumed_from_its_checkpoint_delivers_everything_once(

@@ -42,10 +42,26 @@ def test_offsets_round_trip_through_json() -> None:
 
 def test_an_offset_of_another_tag_is_refused_and_one_without_a_tag_accepted() -> None:
     with pytest.raises(CheckpointMismatchError) as raised:
-        EventsByTagOffset(position="11f1", tag="order").check_tag("invoice")
+        EventsByTagOffset(position="11f1", tag="order").check_query("invoice", None)
     assert (raised.value.checkpointed, raised.value.requested) == ("order", "invoice")
     older = {"v": 1, "position": "11f1", "lo": "", "hi": "", "pids": {}}  # before tags were kept
-    EventsByTagOffset.from_json_dict(older).check_tag("invoice")
+    EventsByTagOffset.from_json_dict(older).check_query("invoice", "totals")
+
+
+def test_an_offset_of_another_processor_is_refused() -> None:
+    """Only two different names are: a query may start or stop naming its processor."""
+    offset = EventsByTagOffset(position="11f1", tag="order", processor="totals")
+    assert EventsByTagOffset.from_json_dict(offset.to_json_dict()) == offset
+    with pytest.raises(CheckpointMismatchError) as raised:
+        offset.check_query("order", "other")
+    assert (raised.value.what, raised.value.checkpointed, raised.value.requested) == (
+        "processor",
+        "totals",
+        "other",
+    )
+    offset.check_query("order", "totals")
+    offset.check_query("order", None)
+    EventsByTagOffset(position="11f1", tag="order").check_query("order", "other")
 
 
 @pytest.mark.parametrize(

@@ -72,8 +72,14 @@ def _totals(path: Path) -> dict[str, int]:
     return {pid: events for pid, events, _, _ in rows}
 
 
-def _run(spark: SparkSession, url: str, checkpoint: Path, segments: str = "3") -> None:
-    spec = ProjectionSpec(processor="totals", sink=url, handler=count_order_events)
+def _run(
+    spark: SparkSession,
+    url: str,
+    checkpoint: Path,
+    segments: str = "3",
+    processor: str = "totals",
+) -> None:
+    spec = ProjectionSpec(processor=processor, sink=url, handler=count_order_events)
     query = projection(
         spark,
         spec,
@@ -97,6 +103,26 @@ def test_a_projection_applies_every_event_once_across_restarts_and_replays(
     assert _totals(path) == {f"order-{p}": 15 for p in range(9)}
     _run(spark, url, tmp_path / "fresh-checkpoint", segments="4")  # replays every batch
     assert _totals(path) == {f"order-{p}": 15 for p in range(9)}
+
+
+def test_a_checkpoint_of_another_processor_is_refused_instead_of_resumed(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Another processor given the first one's checkpoint resumed at its offset: it applied
+    nothing of what came before, and the run succeeded."""
+    path, url = _totals_journal(tmp_path)
+    _append(url, 0, 18)
+    _run(spark, url, tmp_path / "checkpoint")
+
+    with pytest.raises(StreamingQueryException, match="CheckpointMismatchError") as refused:
+        _run(spark, url, tmp_path / "checkpoint", processor="other")
+
+    assert "processor='totals', this query's processor is 'other'" in str(refused.value)
+    assert _totals(path) == {f"order-{p}": 2 for p in range(9)}
+    _run(spark, url, tmp_path / "other-checkpoint", processor="other")
+    with stores_at(url) as stores:
+        assert stores.tokens.positions("other") == stores.tokens.positions("totals")
+        assert len(stores.tokens.positions("other")) == 9
 
 
 def test_an_event_whose_tag_views_row_is_there_twice_is_applied_once(

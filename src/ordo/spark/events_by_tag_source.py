@@ -127,7 +127,10 @@ class EventsByTagStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 time.time_ns() - self.options.query.eventual_consistency_delay.total_seconds() * 1e9
             )
             position = TimeUUID.max_for_epoch_ns(int(settled)).to_bytes().hex()
-        return EventsByTagOffset(position=position, tag=self.options.tag).to_json_dict()
+        offset = EventsByTagOffset(
+            position=position, tag=self.options.tag, processor=self.options.processor_name
+        )
+        return offset.to_json_dict()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """maxEventsPerTrigger, when set."""
@@ -145,7 +148,11 @@ class EventsByTagStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         """The newest offset delivered by the planner: query progress shows the lag to it."""
         if self._planner is None:
             return None
-        latest = EventsByTagOffset(position=self._planner.latest_seen, tag=self.options.tag)
+        latest = EventsByTagOffset(
+            position=self._planner.latest_seen,
+            tag=self.options.tag,
+            processor=self.options.processor_name,
+        )
         return latest.to_json_dict()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
@@ -169,9 +176,9 @@ class EventsByTagStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             self._planner = None
 
     def _checkpointed(self, document: dict[str, Any]) -> EventsByTagOffset:
-        """An offset Spark hands back (maybe from a checkpoint); one of another tag is refused."""
+        """An offset Spark hands back (maybe from a checkpoint); another query's is refused."""
         offset = EventsByTagOffset.from_json_dict(document)
-        offset.check_tag(self.options.tag)
+        offset.check_query(self.options.tag, self.options.processor_name)
         return offset
 
     def _planner_after(self, start: EventsByTagOffset) -> EventsByTagPlanner:

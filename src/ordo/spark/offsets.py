@@ -5,7 +5,8 @@ and the tag pid sequence nrs of each (a contiguous range per id, by G1), inside 
 range `lo..hi` where they lie. Naming them, not a time range, makes a replayed batch read
 exactly the same rows even when late rows have arrived since. `position` is where the planner's
 forward scan stood: a restarted query resumes after it. `tag` names the tag whose positions these
-are, so that a checkpoint reused by a query of another tag is refused instead of resuming there.
+are, and `processor` the processor the query runs for, so that a checkpoint reused by a query of
+another tag or processor is refused instead of resuming there.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class EventsByTagOffset:
     replay reads the same partitions even if segments were split or merged since."""
     tag: str | None = None
     """The tag read; None in offsets checkpointed before ordo recorded it (then any is accepted)."""
+    processor: str | None = None
+    """The query's processor (EventsByTagOptions.processor_name); None without one, or in
+    offsets checkpointed before ordo recorded it."""
 
     def to_json_dict(self) -> dict[str, object]:
         """The checkpointed form."""
@@ -43,6 +47,7 @@ class EventsByTagOffset:
             "pids": self.pids,
             "segments": self.segments,
             "tag": self.tag,
+            "processor": self.processor,
         }
 
     @classmethod
@@ -57,8 +62,9 @@ class EventsByTagOffset:
             raise OffsetFormatError(msg)
         try:
             pids, segments = document["pids"], document.get("segments", [])
-            tag = document.get("tag")
+            tag, processor = document.get("tag"), document.get("processor")
             assert tag is None or isinstance(tag, str)  # noqa: S101 - as below
+            assert processor is None or isinstance(processor, str)  # noqa: S101 - as below
             assert isinstance(pids, dict)  # noqa: S101 - turned into OffsetFormatError below
             assert isinstance(segments, list)  # noqa: S101 - turned into OffsetFormatError below
             return cls(
@@ -68,17 +74,25 @@ class EventsByTagOffset:
                 pids={str(pid): [int(n) for n in span] for pid, span in pids.items()},
                 segments=[[int(n) for n in pair] for pair in segments],
                 tag=tag,
+                processor=processor,
             )
         except (KeyError, TypeError, ValueError, AssertionError) as exc:
             msg = f"not an events-by-tag offset: {document!r}"
             raise OffsetFormatError(msg) from exc
 
-    def check_tag(self, tag: str) -> None:
-        """Refuse an offset checkpointed by a query of another tag.
+    def check_query(self, tag: str, processor: str | None) -> None:
+        """Refuse an offset checkpointed by a query of another tag or another processor.
 
         Called by the stream reader on every offset Spark hands back from a checkpoint: a
         checkpoint location reused for another tag would otherwise resume at the first tag's
-        position and silently skip the new tag's events before it.
+        position and silently skip the new tag's events before it; reused by another
+        processor (a projection renamed, or a second one given the first one's checkpoint),
+        it would skip every event before that position, which the other processor has not
+        applied. A query that starts or stops naming a processor may keep its checkpoint.
         """
         if self.tag is not None and self.tag != tag:
             raise CheckpointMismatchError(checkpointed=self.tag, requested=tag)
+        if self.processor is not None and processor is not None and self.processor != processor:
+            raise CheckpointMismatchError(
+                checkpointed=self.processor, requested=processor, what="processor"
+            )

@@ -80,6 +80,14 @@ class EventsByTagOptions:
     positions_at: str | None = None
     """URL of the database holding them (a projection's sink); None: the journal."""
 
+    @property
+    def processor_name(self) -> str | None:
+        """The processor the query runs for: the option processor, else positionsOf.
+
+        Offsets record it, so that a checkpoint is not resumed by another processor's query.
+        """
+        return self.processor or self.positions_of
+
     @classmethod
     def from_spark(
         cls, options: Mapping[str, str], *, environ: Mapping[str, str] | None = None

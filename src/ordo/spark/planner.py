@@ -118,6 +118,7 @@ class EventsByTagPlanner:
             pids=pids,
             segments=[[s.segment_id, s.mask] for s in self.segments()],
             tag=self.options.tag,
+            processor=self.options.processor_name,
         )
         self.latest_end = end.position
         return end
