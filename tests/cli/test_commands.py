@@ -1446,6 +1446,15 @@ def test_a_binary_pipeline_file_is_one_error_line_naming_it(
     assert err.count("\n") == 1
 
 
+def test_a_pipeline_file_that_starts_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """Some editors start UTF-8 files with one: it was 'Invalid statement (at line 1)'."""
+    from ordo.spark.pipeline import PipelineConfig
+
+    config = _pipeline_file(tmp_path, "")
+    config.write_bytes("\ufeff".encode() + config.read_bytes())
+    assert PipelineConfig.from_toml(config).tag == "order"
+
+
 @pytest.mark.parametrize(
     ("trigger", "parsed"),
     [

@@ -67,16 +67,26 @@ class LoadableSettings:
     def from_toml(cls, path: Path, *, table: str | None = None) -> Self:
         """Build from one table of a TOML file (the class's own by default)."""
         name = table or cls.TOML_TABLE
-        try:
-            document = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            msg = f"cannot read settings file {path}: {exc}"
-            raise ConfigurationError(msg) from exc
+        document = read_toml(path, what="settings file")
         values = document.get(name, {})
         if not isinstance(values, dict):
             msg = f"{path}: [{name}] must be a table"
             raise ConfigurationError(msg)
         return cls.from_mapping(values, source=f"{path}:[{name}]")
+
+
+def read_toml(path: Path, *, what: str) -> dict[str, Any]:
+    """The TOML document in `path`; ConfigurationError naming the file (`what` it is) if not.
+
+    A byte-order mark, which some editors put at the start of a UTF-8 file, is skipped:
+    tomllib refused it as an invalid statement at line 1. Bytes that are not UTF-8 are a
+    ConfigurationError too, not a UnicodeDecodeError's traceback.
+    """
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        msg = f"cannot read {what} {path}: {exc}"
+        raise ConfigurationError(msg) from exc
 
 
 LARGEST_INTEGER = 2**53 - 1

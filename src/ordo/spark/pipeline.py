@@ -30,7 +30,6 @@ import importlib
 import inspect
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -50,7 +49,7 @@ from ordo.errors import (
 )
 from ordo.journal import validation
 from ordo.settings import EventsByTagSettings
-from ordo.settings.loading import integer_in
+from ordo.settings.loading import integer_in, read_toml
 from ordo.spark.options import MAX_SEGMENTS, EventsByTagOptions
 from ordo.spark.projection import Handler, ProjectionSpec, projection
 from ordo.storage.location import SQLiteLocation, parse_location
@@ -118,11 +117,7 @@ class PipelineConfig:
     @classmethod
     def from_toml(cls, path: Path) -> PipelineConfig:
         """Read and check a pipeline file (the handler must import); errors name the key."""
-        try:
-            document = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            msg = f"cannot read pipeline file {path}: {exc}"
-            raise ConfigurationError(msg) from exc
+        document = read_toml(path, what="pipeline file")
         reject_unknown_keys(
             document, _TABLES, where=str(path), error=ConfigurationError, noun="table"
         )

@@ -107,6 +107,17 @@ def test_unknown_toml_keys_are_listed_with_the_valid_ones(tmp_path: Path) -> Non
 def test_an_unreadable_file_is_a_configuration_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="cannot read settings file"):
         EventsByTagSettings.from_toml(tmp_path / "missing.toml")
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes("[events_by_tag]\nfirst_time_bucket = 'é'\n".encode("latin-1"))
+    with pytest.raises(ConfigurationError, match=r"cannot read settings file .*latin\.toml"):
+        EventsByTagSettings.from_toml(latin)  # was a UnicodeDecodeError
+
+
+def test_a_file_that_starts_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """Some editors start UTF-8 files with one: it was 'Invalid statement (at line 1)'."""
+    path = tmp_path / "ordo.toml"
+    path.write_text("\ufeff[events_by_tag]\nbucket_size = 'day'\n", encoding="utf-8")
+    assert EventsByTagSettings.from_toml(path).bucket_size is BucketSize.DAY
 
 
 def test_query_defaults_follow_the_seed() -> None:
