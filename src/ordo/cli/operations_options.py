@@ -127,7 +127,7 @@ def tag_option(help_text: str) -> Callable[[F], F]:
     return click.option("--tag", callback=_to_tag, help=help_text)
 
 
-def partitions_option(help_text: str) -> Callable[[F], F]:
+def spark_partitions_option(help_text: str) -> Callable[[F], F]:
     """--partitions N: the pieces a Spark job reads the journal's keys in."""
     return int_option(
         "--partitions", SPARK_KEY_PARTITIONS, help_text, maximum=MAX_SPARK_KEY_PARTITIONS

@@ -8,7 +8,7 @@ from click.core import ParameterSource
 from ordo.cli.operations_options import (
     OperationRequest,
     guarded_options,
-    partitions_option,
+    spark_partitions_option,
     tag_option,
 )
 from ordo.cli.options import (
@@ -82,7 +82,7 @@ def delete(request: OperationRequest, tag: Tag | None, persistence_id: str) -> N
 @click.option("--all", "every", is_flag=True, help="Rebuild every persistence id (Spark job).")
 @click.option("--local", is_flag=True, help="With --all: one Python process instead of Spark.")
 @click.option("--truncate", is_flag=True, help="With --all: truncate the tag views first.")
-@partitions_option("With --all: Spark partitions.")
+@spark_partitions_option("With --all: Spark partitions.")
 @click.option(
     "--master", default="local[*]", show_default=True, help="With --all: the Spark master."
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ordo.cli.operations_options import OperationRequest, guarded_options, partitions_option
+from ordo.cli.operations_options import OperationRequest, guarded_options, spark_partitions_option
 from ordo.cli.options import print_json, progress
 from ordo.storage.open import init_storage, open_existing_stores
 from ordo.tools.reconciliation import Reconciliation
@@ -14,7 +14,7 @@ from ordo.tools.verify_report import VerifyReport
 @click.command()
 @guarded_options
 @click.option("--repair", is_flag=True, help="Rebuild what differs, then verify again.")
-@partitions_option("Spark read partitions.")
+@spark_partitions_option("Spark read partitions.")
 @click.option("--master", default="local[*]", show_default=True, help="The Spark master.")
 @click.pass_context
 def verify(

@@ -21,6 +21,7 @@ from ordo.journal import check_bucket_size, validation
 from ordo.query.offset import refuse_future
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.settings.loading import LARGEST_INTEGER
+from ordo.settings.processor import MAX_THREADS
 from ordo.storage.location import parse_location
 from ordo.storage.open import existing_stores_at
 from ordo.time import BucketSize, TimeUUID
@@ -55,10 +56,10 @@ VALID_OPTIONS = (
 """camelCase, as Spark users expect; Spark hands them over lower-cased."""
 _CAMEL_CASE = {name.lower(): name for name in VALID_OPTIONS}
 """An option's documented name by the lower-cased one Spark hands over."""
-MAX_SEGMENTS = 1024
-"""The most input partitions `segments` may ask for. Each is a Spark task of every micro-batch
-with a database connection of its own (and each scans the rows of the others, see docs/spark.md):
-more is a mistake, not a plan."""
+MAX_SEGMENTS = MAX_THREADS
+"""The most input partitions `segments` may ask for: as many as a processor's first segments.
+Each is a Spark task of every micro-batch with a database connection of its own (and each scans
+the rows of the others, see docs/spark.md): more is a mistake, not a plan."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -199,15 +199,16 @@ def init_storage(url: str, *, bucket_size: BucketSize | None = None) -> InitRece
     """
     stores = open_stores(url, mode="write")
     try:
-        if bucket_size is not None and stores.schema_version() > 0:
-            # Refused before an upgrade: a rejected init must leave the journal as it was.
-            check_bucket_size(stores.journal.recorded_bucket_size(), bucket_size)
-        migration = stores.migrate()
-        previous = stores.journal.recorded_bucket_size()
-        recorded = previous
+        # Read before an upgrade (every schema version has the metadata table), and refused
+        # then: a rejected init must leave the journal as it was.
+        previous = stores.journal.recorded_bucket_size() if stores.schema_version() else None
         if bucket_size is not None:
-            if previous is None:  # another writer may record first: record_ returns its size
-                recorded = stores.journal.record_bucket_size(bucket_size)
+            check_bucket_size(previous, bucket_size)
+        migration = stores.migrate()
+        recorded = previous
+        if bucket_size is not None and previous is None:
+            # Another writer may record first: record_bucket_size returns the size that won.
+            recorded = stores.journal.record_bucket_size(bucket_size)
             check_bucket_size(recorded, bucket_size)
         return InitReceipt(
             previous_version=migration.previous_version,

@@ -27,7 +27,7 @@ def trigger_sql(schema: TableSchema, event: str) -> str:
 
     A capture compares it with the installed one to re-create triggers that are stale.
     """
-    new_key, old_key = key_json_sql(schema, "NEW."), key_json_sql(schema, "OLD.")
+    new_key, old_key = _key_json_sql(schema, "NEW."), _key_json_sql(schema, "OLD.")
     row = _row_json_sql(schema, "NEW.")
     values = {
         "insert": f"'I', {new_key}, NULL, {row}",
@@ -53,14 +53,14 @@ def snapshot_sql(schema: TableSchema) -> str:
     checks = _json_checks(schema, "")
     rows = f"SELECT *, {checks} FROM {quote_identifier(schema.table)}" if checks else None
     source = f"({rows})" if rows else quote_identifier(schema.table)
-    return f"SELECT {key_json_sql(schema, '')}, {_row_json_sql(schema, '')} FROM {source}"
+    return f"SELECT {_key_json_sql(schema, '')}, {_row_json_sql(schema, '')} FROM {source}"
 
 
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def key_json_sql(schema: TableSchema, prefix: str) -> str:
+def _key_json_sql(schema: TableSchema, prefix: str) -> str:
     """json_array() of the primary key columns (`prefix` "NEW.", "OLD." or "").
 
     A value JSON cannot carry as the column's (`_uncarried`) becomes null: a key has no other
