@@ -31,6 +31,9 @@
    1% and diffing with the previous round's scan (as bulk mode would); each figure keeps its best.
    Updates, capture and bulk scan each start when the running query has no trigger active (the
    tail of its previous batch would otherwise run alongside).
+3. The change triggers' cost per insert of a JSON document, small and about 11 kB (2,000
+   inserts into a new table with and without the triggers, best of 3): a JSON column's
+   trigger looks for numbers beyond a double's range in long text (`json_tree()`).
 
 A benchmark reports; it exits 0 whether the targets are met or not.
 """
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import random
 import shutil
 import sqlite3
@@ -351,6 +355,58 @@ def update_items(path: Path, ids: Sequence[int]) -> float:
         return time.perf_counter() - started
 
 
+DOCUMENTS = 2_000
+"""Writes of the JSON-document trigger figure, each a new row."""
+
+
+def document_writes(path: Path, document: str, *, captured: bool) -> float:
+    """Wall seconds of DOCUMENTS inserts of `document` into a fresh JSON column, one
+    transaction; with `captured`, the table's change triggers are installed first."""
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("CREATE TABLE docs (id INTEGER PRIMARY KEY, body JSON)")
+    if captured:
+        with closing(SQLiteChangeSource(path, ["docs"])) as source:
+            source.install()
+    with closing(sqlite3.connect(path)) as conn:
+        started = time.perf_counter()
+        with conn:
+            conn.executemany(
+                "INSERT INTO docs VALUES (?, ?)", ((i, document) for i in range(DOCUMENTS))
+            )
+        return time.perf_counter() - started
+
+
+def bench_document_triggers(work: Path) -> list[Row]:
+    """The triggers' cost per write of a small and of a 10 kB JSON document, best of ROUNDS.
+
+    A JSON column's trigger checks the value for numbers beyond a double's range (json_tree()),
+    only for text of 210 characters or more or with a three-digit exponent: the small document
+    is below that, the large one walks it.
+    """
+    root = work / "documents"
+    root.mkdir()
+    small = json.dumps({"sku": "A-1", "qty": 3, "price": 9.99})
+    large = json.dumps(
+        {"lines": [{"sku": f"A-{i}", "qty": i, "price": i * 0.5} for i in range(250)]}
+    )
+    rows = []
+    for name, document in (("small", small), ("large", large)):
+        cost = []
+        for round_nr in range(ROUNDS):
+            plain, captured = (root / f"{name}-{round_nr}-{kind}.db" for kind in ("plain", "cdc"))
+            with_s = document_writes(captured, document, captured=True)
+            cost.append(with_s - document_writes(plain, document, captured=False))
+        rows.append(
+            Row(
+                f"trigger cost, {len(document):,}-character JSON",
+                f"{max(min(cost), 0.0) / DOCUMENTS * 1e6:.1f}",
+                f"µs per insert (with vs without triggers, {DOCUMENTS:,} inserts, "
+                f"best of {ROUNDS})",
+            )
+        )
+    return rows
+
+
 def start_running(spark: SparkSession, root: Path) -> StreamingQuery:
     """The materializer as a pipeline runs it: a streaming query with its state loaded."""
     spec = MaterializerSpec(
@@ -501,6 +557,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             work = Path(tmp)
             rows = bench_materializer(spark, args.writes, args.keys, work, repeat=args.repeat)
             rows += bench_bulk(spark, args.rows, work)
+            rows += bench_document_triggers(work)
     finally:
         spark.stop()
     print_table(rows, unit_rule=40)
