@@ -23,6 +23,18 @@ def older_journal(path: Path) -> None:
         )
 
 
+def newer_journal(path: Path) -> Path:
+    """A journal as an ordo with a migration more than this one's would leave it."""
+    with closing(sqlite3.connect(path)) as conn, conn:
+        for migration in load_migrations("ordo.storage.sqlite"):
+            for statement in migration.statements:
+                conn.execute(statement)
+        conn.execute(
+            "INSERT INTO ordo_metadata (key, value) VALUES ('schema_version', ?)", (LATEST + 1,)
+        )
+    return path
+
+
 def stored_version(path: Path) -> int:
     """The schema version the journal at `path` records, read without changing the file."""
     with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:

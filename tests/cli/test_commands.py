@@ -23,7 +23,7 @@ from ordo.cli.main import cli
 from ordo.processing import TrackingToken
 from ordo.storage.open import stores_at
 from ordo.time import TimeUUID, format_first_time_bucket
-from sqlite_support import LATEST, fingerprint, older_journal, stored_version
+from sqlite_support import LATEST, fingerprint, newer_journal, older_journal, stored_version
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -483,6 +483,21 @@ def test_the_demo_refuses_a_journal_with_events_before_starting_spark(
     assert err.startswith("Error: ConfigurationError: the demo needs an empty journal")
     assert "starting Spark" not in err
     assert json.loads(_run(runner, "info", "--journal", url, "--json")[1])["events"] == 1
+
+
+def test_the_demo_refuses_a_journal_of_a_newer_ordo_before_starting_spark(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """Its check only read the schema version: the demo failed once Spark had started."""
+    path = newer_journal(tmp_path / "newer.db")
+    before = fingerprint(path)
+    code, _, err = _run(runner, "demo", "--events", "10", "--journal", f"sqlite:///{path}")
+    assert code == 1
+    assert err == (
+        f"Error: SchemaVersionError: journal schema version {LATEST + 1} is newer than this ordo "
+        f"supports ({LATEST}); upgrade ordo\n"
+    )
+    assert fingerprint(path) == before
 
 
 def test_the_demo_refuses_a_journal_in_a_missing_folder_before_starting_spark(
@@ -1222,6 +1237,34 @@ def test_a_sink_ordo_cannot_open_is_one_error_line_before_spark_starts(
         assert not (tmp_path / "checkpoint").exists()
     assert text.read_text(encoding="utf-8") == "not a database\n"
     assert list(folder.iterdir()) == []
+
+
+def test_a_sink_of_a_newer_ordo_is_one_error_line_before_spark_starts(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The check only read the schema version: the projection failed on it once Spark ran."""
+    sink = newer_journal(tmp_path / "sink.db")
+    before = fingerprint(sink)
+    config = _pipeline_file(tmp_path, f'sink = "sqlite:///{sink}"\n')
+    code, _, err = _run(runner, "pipeline", "run", str(config))
+    assert code == 1
+    assert err == (
+        f"Error: StorageUnavailableError: {config}: [pipeline] sink: journal schema version "
+        f"{LATEST + 1} is newer than this ordo supports ({LATEST}); upgrade ordo\n"
+    )
+    assert fingerprint(sink) == before
+    assert not (tmp_path / "checkpoint").exists()
+
+
+def test_a_sink_of_an_older_ordo_passes_the_check_unchanged(tmp_path: Path) -> None:
+    """The projection upgrades it once it runs; the check does not."""
+    from ordo.spark.pipeline import PipelineConfig
+
+    sink = tmp_path / "old.db"
+    older_journal(sink)
+    before = fingerprint(sink)
+    PipelineConfig.from_toml(_pipeline_file(tmp_path, f'sink = "sqlite:///{sink}"\n'))
+    assert fingerprint(sink) == before
 
 
 def test_a_sink_of_an_application_is_only_read_by_the_check(tmp_path: Path) -> None:

@@ -207,7 +207,8 @@ def _check_sink(path: Path, sink: str, journal: str) -> None:
     An existing sink (a PostgreSQL database, an SQLite path that exists) must be one ordo can
     read: a folder, a file that is not SQLite or an unreachable server failed the query once
     Spark had started, leaving a checkpoint. It is only read here (its schema version), as
-    commands that read a journal do; the journal, the default sink, was checked already.
+    commands that read a journal do; the journal, the default sink, was checked already. An
+    older schema is fine (the projection upgrades it), a newer one is refused.
     """
     try:
         location = parse_location(sink, what="sink")
@@ -224,7 +225,7 @@ def _check_sink(path: Path, sink: str, journal: str) -> None:
         return
     try:
         with stores_at(sink, mode="read") as stores:
-            stores.schema_version()
+            stores.check_schema(upgradable=True)
     except StorageError as exc:
         msg = f"{path}: [pipeline] sink: {exc}"  # no URL: it may hold a password
         raise StorageUnavailableError(msg) from exc

@@ -75,14 +75,16 @@ def pending(migrations: tuple[Migration, ...], current: int) -> tuple[Migration,
     return tuple(m for m in migrations if m.version > current)
 
 
-def require_latest(package: str, current: int) -> None:
+def require_latest(package: str, current: int, *, upgradable: bool = False) -> None:
     """Refuse a schema at `current` that is not the latest of `package` (newer or older).
 
     What opening for reading checks instead of migrating: a status or a query must not change
     the database (an upgrade takes the write lock and alters tables under running writers).
+    With `upgradable`, an older schema passes: the check of a database that a job will open
+    for writing, and so upgrade, but only once Spark has started (a newer one failed there).
     """
     latest = load_migrations(package)[-1].version
-    if current != latest:
+    if current > latest or (current < latest and not upgradable):
         raise SchemaVersionError(found=current, supported=latest)
 
 

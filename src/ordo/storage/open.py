@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Literal
+from typing import Literal, Protocol
 
 from ordo.cdc.ports import SchemaStore
 from ordo.clock import Clock
@@ -33,6 +33,13 @@ from ordo.time import BucketSize
 from ordo.tools.ports import OperationsStore
 
 
+class SchemaCheck(Protocol):
+    """A datastore's `check_schema` (see `ordo.storage.migration.require_latest`)."""
+
+    def __call__(self, *, upgradable: bool = False) -> None:
+        """SchemaVersionError for a newer schema, and for an older one unless `upgradable`."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Stores:
     """The stores of one database, sharing its connections; close() releases them."""
@@ -57,7 +64,7 @@ class Stores:
     all_events: Callable[[BucketSize], TagViewReader[EventEnvelope]]
     """Every journal event as a TagViewReader (for processors over the whole journal)."""
     migrate: Callable[[], MigrationReceipt]
-    check_schema: Callable[[], None]
+    check_schema: SchemaCheck
     """SchemaVersionError unless the schema is the latest (what `existing_stores_at` checks)."""
     schema_version: Callable[[], int]
     """The schema version found, 0 before any: read without creating or upgrading anything."""

@@ -128,9 +128,9 @@ class SQLiteDatastore:
                 param="?",
             )
 
-    def check_schema(self) -> None:
+    def check_schema(self, *, upgradable: bool = False) -> None:
         """Refuse a schema other than the latest, changing nothing (`require_latest`)."""
-        require_latest(_PACKAGE, self.schema_version())
+        require_latest(_PACKAGE, self.schema_version(), upgradable=upgradable)
 
     def schema_version(self) -> int:
         """The schema version found (0: no ordo schema yet), read without changing anything."""
