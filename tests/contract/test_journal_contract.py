@@ -563,6 +563,17 @@ BAD_CALLS: list[tuple[str, type[Exception], Callable[[Journal], object]]] = [
     ),
     ("no events", InvalidInputError, lambda j: j.append("p", [])),
     (
+        "a dict among the events",
+        InvalidInputError,
+        lambda j: j.append("p", [*_good(), {"payload": 1}]),  # type: ignore[list-item]
+    ),
+    ("a string as the events", InvalidInputError, lambda j: j.append("p", "abc")),  # type: ignore[arg-type]
+    (
+        "falsy non-str manifest",
+        InvalidInputError,
+        lambda j: j.append("p", [NewEvent(payload=1, manifest=None)]),  # type: ignore[arg-type]
+    ),
+    (
         "negative expected",
         InvalidSequenceNrError,
         lambda j: j.append("p", _good(), expected_sequence_nr=-1),

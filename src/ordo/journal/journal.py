@@ -221,10 +221,17 @@ class Journal:
         self.close()
 
     def _prepare(self, event: NewEvent) -> tuple[str, bytes, str, str | None, tuple[Tag, ...]]:
-        """Serialize and validate one event before anything is written."""
+        """Serialize and validate one event before anything is written.
+
+        Anything but a NewEvent is refused here: a dict or the characters of a string failed
+        with AttributeError, and a falsy manifest that is not a string (0, None) was stored as "".
+        """
+        if not isinstance(event, NewEvent):
+            msg = f"events must be NewEvents, got {type(event).__name__}: {event!r:.80}"
+            raise InvalidInputError(msg)
         serializer, data = serialize_payload(event.payload)
         metadata = serialize_metadata(event.metadata)
-        manifest = validation.text(event.manifest, name="manifest") if event.manifest else ""
+        manifest = "" if event.manifest == "" else validation.text(event.manifest, name="manifest")
         key = (
             event.tags
             if isinstance(event.tags, frozenset)
