@@ -20,6 +20,7 @@ from ordo import (
     BucketSize,
     BucketSizeMismatchError,
     ConcurrencyConflictError,
+    ConfigurationError,
     EventsByTagSettings,
     InvalidIdentifierError,
     InvalidInputError,
@@ -493,6 +494,20 @@ def test_init_storage_records_a_bucket_size_it_is_given(journal_url: str) -> Non
     with pytest.raises(BucketSizeMismatchError):
         ordo.open_journal(journal_url)  # the default bucket size, hour
     assert ordo.init_storage(journal_url).bucket_size == "day"
+
+
+@pytest.mark.parametrize("bad", ["weekly", "", 3, b"hour"])
+def test_init_storage_refuses_an_unknown_bucket_size_and_records_nothing(
+    journal_url: str, bad: object
+) -> None:
+    """It was recorded as given, and no journal or query could open the journal after."""
+    with pytest.raises(ConfigurationError, match="bucket_size"):
+        ordo.init_storage(journal_url, bucket_size=bad)  # type: ignore[arg-type]
+
+    assert ordo.init_storage(journal_url).bucket_size is None
+    with ordo.open_journal(journal_url) as journal:
+        journal.append("p", [NewEvent.of(1)])
+    assert ordo.init_storage(journal_url, bucket_size="HOUR").bucket_size == "hour"  # type: ignore[arg-type]
 
 
 def test_a_closed_journal_rejects_writes(journal_factory: JournalFactory) -> None:

@@ -202,8 +202,12 @@ def init_storage(url: str, *, bucket_size: BucketSize | None = None) -> InitRece
     With `bucket_size`, also record it, so that a writer with another one is refused from the
     start rather than recording its own at the first write; a journal that recorded another
     one raises BucketSizeMismatchError and keeps it. Without, the bucket size is left to the
-    first write: an empty journal must not be fixed to a size nobody chose.
+    first write: an empty journal must not be fixed to a size nobody chose. A `bucket_size` that
+    is no BucketSize (nor its name) is a ConfigurationError before the journal is opened: it was
+    recorded as given, and no writer or query could open the journal afterwards.
     """
+    if bucket_size is not None:
+        bucket_size = _bucket_size(bucket_size)
     stores = open_stores(url, mode="write")
     try:
         # Read before an upgrade (every schema version has the metadata table), and refused
@@ -225,6 +229,20 @@ def init_storage(url: str, *, bucket_size: BucketSize | None = None) -> InitRece
         )
     finally:
         stores.close()
+
+
+def _bucket_size(value: object) -> BucketSize:
+    """`value` as a BucketSize (a member, or its name in any case) or ConfigurationError."""
+    if isinstance(value, BucketSize):
+        return value
+    if not isinstance(value, str):
+        msg = f"bucket_size must be a BucketSize (minute, hour, day), got {value!r}"
+        raise ConfigurationError(msg, setting="bucket_size")
+    try:
+        return BucketSize.parse(value)
+    except ConfigurationError as exc:
+        msg = f"bucket_size: {exc}"
+        raise ConfigurationError(msg, setting="bucket_size") from exc
 
 
 def open_journal(
