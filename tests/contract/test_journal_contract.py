@@ -510,7 +510,7 @@ def test_init_storage_refuses_an_unknown_bucket_size_and_records_nothing(
     assert ordo.init_storage(journal_url, bucket_size="HOUR").bucket_size == "hour"  # type: ignore[arg-type]
 
 
-def test_a_closed_journal_rejects_writes(journal_factory: JournalFactory) -> None:
+def test_a_closed_journal_rejects_writes_and_reads(journal_factory: JournalFactory) -> None:
     journal = journal_factory(settings=IMMEDIATE)
     journal.append("p", [NewEvent.of(1)])
     journal.close()
@@ -522,6 +522,12 @@ def test_a_closed_journal_rejects_writes(journal_factory: JournalFactory) -> Non
         journal.recover("p")
     with pytest.raises(JournalClosedError):
         journal.delete_to("p", 1)
+    with pytest.raises(JournalClosedError):
+        journal.replay("p")
+    with pytest.raises(JournalClosedError):
+        journal.highest_sequence_nr("p")
+    with pytest.raises(JournalClosedError):
+        journal.persistence_ids()
 
 
 # --- bad input ----------------------------------------------------------------------------------

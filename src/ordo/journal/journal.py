@@ -167,6 +167,7 @@ class Journal:
         """Events of a persistence id from `from_sequence_nr` to `to_sequence_nr`, inclusive."""
         pid = validation.persistence_id(persistence_id)
         start = validation.sequence_nr(from_sequence_nr, name="from_sequence_nr")
+        self._ensure_open()
         end = (
             self._store.highest_sequence_nr(pid)
             if to_sequence_nr is None
@@ -176,10 +177,13 @@ class Journal:
 
     def highest_sequence_nr(self, persistence_id: str) -> SequenceNr:
         """The highest sequence nr of the persistence id (0 when it has none)."""
-        return self._store.highest_sequence_nr(validation.persistence_id(persistence_id))
+        pid = validation.persistence_id(persistence_id)
+        self._ensure_open()
+        return self._store.highest_sequence_nr(pid)
 
     def persistence_ids(self) -> Iterator[PersistenceId]:
         """Every persistence id ever appended to, in id order."""
+        self._ensure_open()
         return self._store.persistence_ids()
 
     def delete_to(self, persistence_id: str, to_sequence_nr: int) -> int:
@@ -324,6 +328,11 @@ class Journal:
         return self._locks[hash(pid) % _LOCK_STRIPES]
 
     def _ensure_open(self) -> None:
+        """JournalClosedError after close(), for reads too.
+
+        close() releases the storage: a read after it went on reading an SQLite file, while a
+        PostgreSQL journal's closed pool failed it as StorageUnavailableError.
+        """
         if self._is_closed:
             msg = "the journal is closed"
             raise JournalClosedError(msg)
