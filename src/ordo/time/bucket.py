@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from enum import StrEnum
 
 from ordo.errors import ConfigurationError
+from ordo.time.timeuuid import GREGORIAN_OFFSET_100NS, TIMESTAMP_MASK
 from ordo.types import TimeBucket
 
 DEFAULT_FIRST_TIME_BUCKET = "20151120T00:00"
@@ -16,6 +17,9 @@ DEFAULT_FIRST_TIME_BUCKET = "20151120T00:00"
 _FIRST_TIME_BUCKET_PATTERN = re.compile(r"([0-9]{4})([0-9]{2})([0-9]{2})T([0-9]{2}):([0-9]{2})")
 _FIRST_TIME_BUCKET_FORMAT = "yyyyMMdd'T'HH:mm"
 _UNIX_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+_EARLIEST_FIRST_TIME_BUCKET_MS = -GREGORIAN_OFFSET_100NS // 10_000
+"""Exclusive: a query starts just before its first time bucket, which must be a TimeUUID."""
+_LATEST_FIRST_TIME_BUCKET_MS = (TIMESTAMP_MASK - GREGORIAN_OFFSET_100NS) // 10_000
 
 
 class BucketSize(StrEnum):
@@ -89,9 +93,14 @@ def parse_first_time_bucket(text: str) -> int:
     Settings and Spark options call this to learn where queries without an offset start.
 
     Raises:
-        ConfigurationError: the text does not match the format or is not a real date.
+        ConfigurationError: the text is not a string, does not match the format, is not a real
+            date, or is outside the TimeUUID range (1582-10-15 to 5236-03-31): a query starting
+            there failed with an OffsetFormatError that did not name the setting.
 
     """
+    if not isinstance(text, str):
+        msg = f"first time bucket must be a string ({_FIRST_TIME_BUCKET_FORMAT}), got {text!r}"
+        raise ConfigurationError(msg)
     match = _FIRST_TIME_BUCKET_PATTERN.fullmatch(text.strip())
     if match is None:
         msg = f"first time bucket {text!r} does not match {_FIRST_TIME_BUCKET_FORMAT}"
@@ -102,7 +111,14 @@ def parse_first_time_bucket(text: str) -> int:
     except ValueError as exc:
         msg = f"first time bucket {text!r} is not a valid UTC date and time: {exc}"
         raise ConfigurationError(msg) from exc
-    return (moment - _UNIX_EPOCH) // _dt.timedelta(milliseconds=1)
+    epoch_ms = (moment - _UNIX_EPOCH) // _dt.timedelta(milliseconds=1)
+    if not _EARLIEST_FIRST_TIME_BUCKET_MS < epoch_ms <= _LATEST_FIRST_TIME_BUCKET_MS:
+        msg = (
+            f"first time bucket {text!r} is outside the range of TimeUUID offsets: it must be "
+            "after 15821015T00:00 and at most 52360331T21:21"
+        )
+        raise ConfigurationError(msg)
+    return epoch_ms
 
 
 def format_first_time_bucket(epoch_ms: int) -> str:

@@ -15,7 +15,8 @@ from ordo.errors import ConfigurationError, OffsetFormatError
 GREGORIAN_OFFSET_100NS = 0x01B21DD213814000
 """100 ns intervals from the Gregorian reform (1582-10-15) to the Unix epoch."""
 
-_TIMESTAMP_MASK = (1 << 60) - 1
+TIMESTAMP_MASK = (1 << 60) - 1
+"""The largest timestamp a TimeUUID holds (60 bits of 100 ns intervals since 1582-10-15)."""
 _LOW_MASK = (1 << 64) - 1
 _SIGN_FLIP = 0x8080808080808080  # XOR per byte turns signed byte order into unsigned order
 _MIN_LOW = 0x8080808080808080  # every low byte -128: Cassandra driver's startOf()
@@ -59,7 +60,7 @@ class TimeUUID:
     def uuid(self) -> UUID:
         """The standard UUID (RFC 4122 field layout)."""
         high = int.from_bytes(self.key[:8], "big")
-        timestamp = high & _TIMESTAMP_MASK
+        timestamp = high & TIMESTAMP_MASK
         low = int.from_bytes(self.key[8:], "big") ^ _SIGN_FLIP
         time_low = timestamp & 0xFFFFFFFF
         time_mid = (timestamp >> 32) & 0xFFFF
@@ -85,7 +86,7 @@ class TimeUUID:
     @classmethod
     def _from_timestamp_and_low(cls, timestamp_100ns: int, low: int) -> TimeUUID:
         """Build from the 60-bit timestamp and the 8 raw low bytes (clock_seq and node)."""
-        if not 0 <= timestamp_100ns <= _TIMESTAMP_MASK:
+        if not 0 <= timestamp_100ns <= TIMESTAMP_MASK:
             msg = f"timestamp_100ns={timestamp_100ns} is outside the 60-bit timeuuid range"
             raise OffsetFormatError(msg)
         return cls(((1 << 60) | timestamp_100ns).to_bytes(8, "big") + _low_key(low))
@@ -159,7 +160,7 @@ class TimeUUID:
     @property
     def timestamp_100ns(self) -> int:
         """The 60-bit count of 100 ns intervals since 1582-10-15 UTC."""
-        return int.from_bytes(self.key[:8], "big") & _TIMESTAMP_MASK
+        return int.from_bytes(self.key[:8], "big") & TIMESTAMP_MASK
 
     @property
     def epoch_ns(self) -> int:
@@ -169,7 +170,7 @@ class TimeUUID:
     @property
     def epoch_ms(self) -> int:
         """Milliseconds since the Unix epoch, floored: what time buckets are keyed on."""
-        timestamp = int.from_bytes(self.key[:8], "big") & _TIMESTAMP_MASK
+        timestamp = int.from_bytes(self.key[:8], "big") & TIMESTAMP_MASK
         return (timestamp - GREGORIAN_OFFSET_100NS) // 10_000
 
     @property
@@ -261,7 +262,7 @@ class TimeUUIDGenerator:
             first = max(reading, self._last_100ns + 1)
             if after is not None:
                 first = max(first, after.timestamp_100ns + 1)
-            if not (first >= 0 and first + count - 1 <= _TIMESTAMP_MASK):
+            if not (first >= 0 and first + count - 1 <= TIMESTAMP_MASK):
                 msg = f"the clock reads outside the timeuuid range: {first} (100 ns units)"
                 raise OffsetFormatError(msg)
             self._last_100ns = first + count - 1

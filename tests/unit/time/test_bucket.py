@@ -72,12 +72,33 @@ def test_default_first_time_bucket() -> None:
         ("19700101T00:00", 0),
         ("19691231T23:59", -60_000),
         ("20240229T13:45", 1_709_214_300_000),
-        ("09990101T00:00", -30_641_760_000_000),
+        ("15821015T00:01", -12_219_292_740_000),
+        ("52360331T21:21", 103_072_857_660_000),
     ],
 )
 def test_first_time_bucket_round_trip(text: str, epoch_ms: int) -> None:
     assert parse_first_time_bucket(text) == epoch_ms
     assert format_first_time_bucket(epoch_ms) == text
+
+
+def test_format_pads_the_year() -> None:
+    assert format_first_time_bucket(-30_641_760_000_000) == "09990101T00:00"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["09990101T00:00", "15000101T00:00", "15821015T00:00", "52360331T21:22", "99991231T23:59"],
+)
+def test_parse_first_time_bucket_rejects_instants_no_timeuuid_holds(text: str) -> None:
+    """A query starts just before its first time bucket: it failed there, not naming the setting."""
+    with pytest.raises(ConfigurationError, match="outside the range of TimeUUID offsets"):
+        parse_first_time_bucket(text)
+
+
+@pytest.mark.parametrize("value", [None, 20151120, b"20151120T00:00"])
+def test_parse_first_time_bucket_rejects_what_is_not_a_string(value: object) -> None:
+    with pytest.raises(ConfigurationError, match="first time bucket must be a string"):
+        parse_first_time_bucket(value)  # type: ignore[arg-type]
 
 
 def test_format_drops_seconds() -> None:
