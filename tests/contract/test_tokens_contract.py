@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from ordo.errors import (
     InvalidIdentifierError,
+    InvalidInputError,
     InvalidSegmentOperationError,
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
-from ordo.processing.control import merge_segment
+from ordo.processing.control import (
+    ControlReceipt,
+    merge_segment,
+    release_segment,
+    reset_processor,
+    split_segment,
+)
 from ordo.processing.ports import DeadLetter, PendingRequest, SegmentAction, SegmentRequest
 from ordo.processing.segment import Segment
 from ordo.processing.token import PartAhead, TrackingToken
@@ -310,3 +319,61 @@ def test_a_processor_name_must_be_an_identifier(stores: Stores, name: object) ->
     with pytest.raises(InvalidIdentifierError, match="processor name"):
         stores.tokens.initialize(name, segment_count=1)  # type: ignore[arg-type]
     assert stores.tokens.processors() == []
+
+
+@pytest.mark.parametrize("name", ["", "a\x00b", "p\ud800", 5])
+def test_the_reads_and_operator_actions_check_the_processor_name(
+    stores: Stores, name: object
+) -> None:
+    """Alike on both backends: a NUL was UnknownProcessorError or a StorageError."""
+    stores.tokens.initialize("p", segment_count=1)
+    bad: str = name  # type: ignore[assignment]
+    for call in (
+        lambda: stores.tokens.entries(bad),
+        lambda: stores.tokens.pending_requests(bad),
+        lambda: stores.tokens.dead_letters(bad),
+        lambda: stores.tokens.positions(bad),
+        lambda: stores.tokens.reset(bad, TrackingToken(), now_ms=0, claim_timeout_ms=TIMEOUT),
+        lambda: split_segment(stores.tokens, bad, 0, now_ms=0, claim_timeout_ms=TIMEOUT),
+    ):
+        with pytest.raises(InvalidIdentifierError, match="processor name"):
+            call()
+    assert _segments(stores) == [(0, 0)]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        ({"segment_id": "0"}, "segment_id"),
+        ({"segment_id": True}, "segment_id"),
+        ({"now_ms": None}, "now_ms"),
+        ({"now_ms": 1.5}, "now_ms"),
+        ({"now_ms": 2**64}, "now_ms"),
+        ({"claim_timeout_ms": -1}, "claim_timeout_ms"),
+        ({"claim_timeout_ms": 2**63}, "claim_timeout_ms"),
+    ],
+)
+@pytest.mark.parametrize("action", [split_segment, merge_segment, release_segment])
+def test_operator_actions_refuse_bad_numbers_and_change_nothing(
+    stores: Stores,
+    action: Callable[..., ControlReceipt],
+    arguments: dict[str, object],
+    named: str,
+) -> None:
+    """None was a TypeError mid-claim; 2**64 SQLite's OverflowError, PostgreSQL's StorageError."""
+    stores.tokens.initialize("p", segment_count=2)
+    call = {"segment_id": 1, "now_ms": 0, "claim_timeout_ms": TIMEOUT, **arguments}
+    segment_id = call.pop("segment_id")
+
+    with pytest.raises(InvalidInputError, match=named):
+        action(stores.tokens, "p", segment_id, **call)
+    assert _segments(stores) == [(0, 1), (1, 1)]
+    assert stores.tokens.pending_requests("p") == []
+
+
+@pytest.mark.parametrize("token", [None, "5f1a2c10-e5f0-11f1-8000-000000000001", T1])
+def test_reset_refuses_what_is_not_a_tracking_token(stores: Stores, token: object) -> None:
+    stores.tokens.initialize("p", segment_count=1)
+    with pytest.raises(InvalidInputError, match="TrackingToken"):
+        reset_processor(stores.tokens, "p", token, now_ms=0, claim_timeout_ms=TIMEOUT)  # type: ignore[arg-type]
+    assert stores.tokens.entries("p")[0].token == TrackingToken()

@@ -79,10 +79,24 @@ def tag_collection(value: object) -> Iterable[object]:
 
 def sequence_nr(value: object, *, name: str, minimum: int = 1) -> SequenceNr:
     """Return `value` as a SequenceNr >= minimum or raise InvalidSequenceNrError naming `name`."""
+    return SequenceNr(_integer(value, name=name, minimum=minimum, error=InvalidSequenceNrError))
+
+
+def integer(value: object, *, name: str, minimum: int = 0) -> int:
+    """Return `value` as an int in minimum..2**63-1 or raise InvalidInputError naming `name`.
+
+    For the numbers both backends store as 64-bit integers (segment ids, epoch milliseconds):
+    beyond that SQLite raised OverflowError and PostgreSQL a StorageError.
+    """
+    return _integer(value, name=name, minimum=minimum, error=InvalidInputError)
+
+
+def _integer(value: object, *, name: str, minimum: int, error: type[InvalidInputError]) -> int:
+    """`value` when it is an int in minimum..2**63-1; bool is refused (True is not 1 here)."""
     if isinstance(value, bool) or not isinstance(value, int):
         msg = f"{name} must be an integer, got {type(value).__name__}"
-        raise InvalidSequenceNrError(msg)
+        raise error(msg)
     if not minimum <= value <= MAX_SEQUENCE_NR:
         msg = f"{name} must be in {minimum}..2**63-1, got {value}"
-        raise InvalidSequenceNrError(msg)
-    return SequenceNr(value)
+        raise error(msg)
+    return value

@@ -2,14 +2,16 @@
 
 A segment nobody holds is changed at once (claimed for the operation, then released); a
 segment that a running processor holds is changed by its owner, between two batches, through a
-request in the token store, wherever that processor runs.
+request in the token store, wherever that processor runs. Every action checks its arguments
+before it reads the token store (InvalidInputError; the token store checks the processor name).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ordo.errors import InvalidSegmentOperationError, UnknownProcessorError
+from ordo.errors import InvalidInputError, InvalidSegmentOperationError, UnknownProcessorError
+from ordo.journal import validation
 from ordo.processing.ports import SegmentAction, SegmentRequest, TokenEntry, TokenStore
 from ordo.processing.token import TrackingToken
 from ordo.query.offset import refuse_future
@@ -30,6 +32,7 @@ def split_segment(
     tokens: TokenStore, processor: str, segment_id: int, *, now_ms: int, claim_timeout_ms: int
 ) -> ControlReceipt:
     """Split a segment now if nobody holds it, otherwise ask its owner to."""
+    _check_times(now_ms, claim_timeout_ms)
     entry = _entry(tokens, processor, segment_id)
     if not _is_free(entry, now_ms, claim_timeout_ms):
         tokens.request(
@@ -50,6 +53,7 @@ def merge_segment(
     tokens: TokenStore, processor: str, segment_id: int, *, now_ms: int, claim_timeout_ms: int
 ) -> ControlReceipt:
     """Merge a segment with its sibling now if nobody holds either, otherwise ask an owner."""
+    _check_times(now_ms, claim_timeout_ms)
     entry = _entry(tokens, processor, segment_id)
     if entry.segment.is_root:
         msg = f"processor {processor!r}: the root segment has nothing to merge with"
@@ -88,6 +92,7 @@ def release_segment(
     tokens: TokenStore, processor: str, segment_id: int, *, now_ms: int, claim_timeout_ms: int
 ) -> ControlReceipt:
     """Ask the segment's owner to release it (nothing to do when nobody holds it)."""
+    _check_times(now_ms, claim_timeout_ms)
     entry = _entry(tokens, processor, segment_id)
     if _is_free(entry, now_ms, claim_timeout_ms):
         return ControlReceipt(is_done=True, message=f"segment {entry.segment} is not claimed")
@@ -110,6 +115,10 @@ def reset_processor(
     A token in the future is refused (FutureOffsetError), as a query refuses such an offset:
     the processor would skip every event written until then.
     """
+    _check_times(now_ms, claim_timeout_ms)
+    if not isinstance(token, TrackingToken):
+        msg = f"token must be a TrackingToken, got {type(token).__name__}: {token!r:.80}"
+        raise InvalidInputError(msg)
     if token.offset is not None:
         refuse_future(token.offset, now_ns=now_ms * 1_000_000)
     tokens.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
@@ -119,7 +128,19 @@ def reset_processor(
     )
 
 
+def _check_times(now_ms: object, claim_timeout_ms: object) -> None:
+    """Epoch and timeout milliseconds are stored and compared as 64-bit integers.
+
+    None failed with TypeError in the middle of a claim, and 2**64 as SQLite's OverflowError
+    but as PostgreSQL's StorageError.
+    """
+    validation.integer(now_ms, name="now_ms")
+    validation.integer(claim_timeout_ms, name="claim_timeout_ms")
+
+
 def _entry(tokens: TokenStore, processor: str, segment_id: int) -> TokenEntry:
+    """The segment's entry; a segment_id that is not an int is refused, not looked for."""
+    validation.integer(segment_id, name="segment_id")
     for entry in tokens.entries(processor):
         if entry.segment.segment_id == segment_id:
             return entry

@@ -82,7 +82,13 @@ class SqlTokenStore(SqlStore):
         return self.entries(processor)
 
     def entries(self, processor: str) -> Sequence[TokenEntry]:
-        """Every segment of the processor, by segment id."""
+        """Every segment of the processor, by segment id.
+
+        The reads an operator names a processor for check the name as `initialize` does: one
+        with a NUL was UnknownProcessorError on SQLite but a StorageError on PostgreSQL, and a
+        lone surrogate a UnicodeEncodeError on both.
+        """
+        validation.processor_name(processor)
         with self._db.connection() as conn:
             found = self._entries(conn, processor)
         if not found:
@@ -221,6 +227,7 @@ class SqlTokenStore(SqlStore):
 
     def pending_requests(self, processor: str) -> Sequence[PendingRequest]:
         """The requests no owner has taken yet, by segment id."""
+        validation.processor_name(processor)
         rows = self._fetchall(
             "SELECT segment_id, action, target_owner, requested_at FROM segment_requests "
             "WHERE processor = {p} ORDER BY segment_id",
@@ -257,6 +264,7 @@ class SqlTokenStore(SqlStore):
         Replay runs up to the furthest offset any segment reached, a merged part ahead
         included (_replay_point): the events that part handled are not new either.
         """
+        validation.processor_name(processor)
         with self._write() as conn:
             entries = self._entries(conn, processor)
             if not entries:
@@ -311,6 +319,7 @@ class SqlTokenStore(SqlStore):
 
     def dead_letters(self, processor: str) -> Sequence[DeadLetter]:
         """The processor's dead letters, oldest first."""
+        validation.processor_name(processor)
         rows = self._fetchall(
             "SELECT persistence_id, sequence_nr, position, event_offset, error FROM dead_letters "
             "WHERE processor = {p} ORDER BY id",
@@ -329,6 +338,7 @@ class SqlTokenStore(SqlStore):
 
     def positions(self, processor: str) -> Mapping[PersistenceId, int]:
         """The last processed position of every persistence id."""
+        validation.processor_name(processor)
         rows = self._fetchall(
             "SELECT persistence_id, position FROM processed_positions WHERE processor = {p}",
             (processor,),
