@@ -14,6 +14,18 @@ from ordo.hashing import HASH_BITS
 _FULL_MASK = (1 << HASH_BITS) - 1
 
 
+def _check_integer(name: str, value: object) -> None:
+    """InvalidSegmentOperationError unless `value` is an int (bool is not).
+
+    True passed for 1 (a token store initialized with segment_count=True got one segment, a
+    Segment(True, 1) compared equal to Segment(1, 1)); a float or a string failed later as a
+    TypeError from a comparison or a shift, naming nothing.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"{name} must be an integer, got {value!r}"
+        raise InvalidSegmentOperationError(msg)
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class Segment:
     """The slice of stable_hash() space that one processor thread owns: Axon's `Segment`.
@@ -36,6 +48,8 @@ class Segment:
     """The single segment (0, 0) that matches every hash value."""
 
     def __post_init__(self) -> None:
+        for name in ("segment_id", "mask"):
+            _check_integer(name, getattr(self, name))
         if not 0 <= self.mask <= _FULL_MASK or self.mask & (self.mask + 1):
             msg = (
                 f"invalid segment {self.segment_id}/{self.mask}: mask must be 2**k - 1 "
@@ -152,6 +166,8 @@ def compute_segments(segment_ids: Iterable[int]) -> list[Segment]:
 
     """
     ids = list(segment_ids)
+    for segment_id in ids:
+        _check_integer("segment id", segment_id)
     wanted = set(ids)
     if not wanted:
         return []
@@ -192,9 +208,10 @@ def initial_segments(count: int) -> list[Segment]:
     ids are 0..count-1; when `count` is not a power of two the lowest ids own smaller shares.
 
     Raises:
-        InvalidSegmentOperationError: `count` is below 1 or above 2**HASH_BITS.
+        InvalidSegmentOperationError: `count` is not an int, is below 1 or above 2**HASH_BITS.
 
     """
+    _check_integer("initial segment count", count)
     if not 1 <= count <= 1 << HASH_BITS:
         msg = f"initial segment count must be in 1..2**{HASH_BITS}, got {count}"
         raise InvalidSegmentOperationError(msg)

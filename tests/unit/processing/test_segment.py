@@ -154,6 +154,22 @@ def test_invalid_segments_cannot_be_built(segment_id: int, mask: int) -> None:
         Segment(segment_id, mask)
 
 
+@pytest.mark.parametrize(
+    ("segment_id", "mask", "named"),
+    [(True, 1, "segment_id"), (1.0, 1, "segment_id"), ("0", 0, "segment_id"), (0, None, "mask")],
+)
+def test_segments_are_built_of_integers_only(segment_id: object, mask: object, named: str) -> None:
+    """True passed for 1 and a float was kept; a string or None was a bare TypeError."""
+    with pytest.raises(InvalidSegmentOperationError, match=f"{named} must be an integer"):
+        Segment(segment_id, mask)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("ids", [[0, True], [0, 1.0], [0, None], "01"])
+def test_compute_segments_refuses_ids_that_are_not_integers(ids: list[object]) -> None:
+    with pytest.raises(InvalidSegmentOperationError, match="segment id must be an integer"):
+        compute_segments(ids)  # type: ignore[arg-type]
+
+
 def test_segments_order_by_id() -> None:
     assert sorted(segs("2/3 1/1 0/3")) == segs("0/3 1/1 2/3")
     assert isinstance(InvalidSegmentOperationError("x"), ValueError)
@@ -238,7 +254,8 @@ def test_initial_segment_ids_are_dense_and_rebuild_from_their_ids(count: int) ->
     assert max(s.depth for s in segments) - min(s.depth for s in segments) <= 1
 
 
-@pytest.mark.parametrize("count", [0, -1, 2**HASH_BITS + 1])
+@pytest.mark.parametrize("count", [0, -1, 2**HASH_BITS + 1, True, 2.0, "2"])
 def test_initial_segment_count_must_be_possible(count: int) -> None:
+    """True made one segment; 2.0 and "2" failed as a TypeError naming nothing."""
     with pytest.raises(InvalidSegmentOperationError, match=str(count)):
         initial_segments(count)
