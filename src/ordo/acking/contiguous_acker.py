@@ -8,6 +8,7 @@ from math import inf
 from typing import Final, cast
 
 from ordo.errors import ConfigurationError
+from ordo.settings.loading import integer_in
 
 _AFTER_EVERY_OFFSET: Final = cast(int, inf)
 """Sentinel start after the last far interval, so no lookup checks the list's length.
@@ -20,6 +21,13 @@ _BEFORE_EVERY_OFFSET: Final = cast(int, -inf)
 
 _FIRST_SPAN: Final = 1024
 """Slots of a new acker's ring: a window of about a thousand elements in flight fits."""
+
+
+def check_offset(name: str, value: int) -> None:
+    """ConfigurationError naming `name` unless `value` is an int (not a bool): an offset."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"{name} must be an integer offset, got {value!r}"
+        raise ConfigurationError(msg, setting=name)
 
 
 class ContiguousAcker:
@@ -70,10 +78,13 @@ class ContiguousAcker:
     __slots__ = ("_committed", "_done", "_far", "_mask", "_max_span", "_zeros")
 
     def __init__(self, *, committed: int = -1, max_span: int = 1 << 20) -> None:
-        """Start after `committed`; `max_span` bounds the ring (rounded up to a power of two)."""
-        if max_span < 2:
-            msg = f"max_span must be >= 2, got {max_span}"
-            raise ConfigurationError(msg)
+        """Start after `committed`; `max_span` bounds the ring (rounded up to a power of two).
+
+        Both are checked here, as acks are not (they are the hot path): a float `committed`
+        was kept and never advanced, and True was taken for 1.
+        """
+        check_offset("committed", committed)
+        integer_in("max_span", max_span, 2)
         self._committed = committed
         self._max_span = 1 << (max_span - 1).bit_length()
         span = min(_FIRST_SPAN, self._max_span)

@@ -17,8 +17,9 @@ from collections.abc import (
 from datetime import timedelta
 from typing import Generic, TypeVar
 
-from ordo.acking.contiguous_acker import ContiguousAcker
-from ordo.errors import ConfigurationError, ElementFailedError, ElementTimeoutError
+from ordo.acking.contiguous_acker import ContiguousAcker, check_offset
+from ordo.errors import ElementFailedError, ElementTimeoutError
+from ordo.settings.loading import integer_in, positive
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +88,9 @@ def process_in_parallel(
     event loop's clock. Not thread-safe: iterate from one event loop.
 
     Raises:
-        ConfigurationError: `parallelism`, `max_in_flight` or `commit_every` is below 1, or
-            `commit_interval` or `element_timeout` is not positive (the message names it).
+        ConfigurationError: `parallelism`, `max_in_flight` or `commit_every` is not an int of
+            at least 1, `commit_interval` or `element_timeout` is not a positive timedelta, or
+            `start_offset` is not an int (the message names it).
 
     """
     for name, count in (
@@ -96,15 +98,11 @@ def process_in_parallel(
         ("max_in_flight", max_in_flight),
         ("commit_every", commit_every),
     ):
-        if count < 1:
-            msg = f"{name} must be >= 1, got {count}"
-            raise ConfigurationError(msg)
-    if commit_interval <= timedelta(0):
-        msg = f"commit_interval must be > 0, got {commit_interval}"
-        raise ConfigurationError(msg)
-    if element_timeout is not None and element_timeout <= timedelta(0):
-        msg = f"element_timeout must be > 0 (or None), got {element_timeout}"
-        raise ConfigurationError(msg)
+        integer_in(name, count, 1)
+    positive("commit_interval", commit_interval)
+    if element_timeout is not None:
+        positive("element_timeout", element_timeout)
+    check_offset("start_offset", start_offset)
     run = _Run(
         source,
         handler,
@@ -164,9 +162,11 @@ class _Run(Generic[T]):
         loop = asyncio.get_running_loop()
         self._reader = asyncio.create_task(self._read(), name="ordo-acking-reader")
         tasks = [self._reader]
+        # No more workers than elements may be in flight: the others could never get one,
+        # and a parallelism of 2**64 spent the run creating them.
         tasks += [
             asyncio.create_task(self._work(), name=f"ordo-acking-worker-{n}")
-            for n in range(self._parallelism)
+            for n in range(min(self._parallelism, self._max_in_flight))
         ]
         for task in tasks:
             task.add_done_callback(self._on_task_done)

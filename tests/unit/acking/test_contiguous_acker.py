@@ -128,5 +128,21 @@ def test_a_completion_far_ahead_widens_the_ring_and_keeps_every_slot() -> None:
 
 
 def test_max_span_below_two_is_rejected() -> None:
-    with pytest.raises(ConfigurationError, match="max_span must be >= 2, got 1"):
+    with pytest.raises(ConfigurationError, match="max_span must be an integer >= 2, got 1"):
         ContiguousAcker(max_span=1)
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs"),
+    [
+        ("committed", {"committed": 1.5}),
+        ("committed", {"committed": True}),
+        ("committed", {"committed": None}),
+        ("max_span", {"max_span": 2.5}),
+        ("max_span", {"max_span": "8"}),
+    ],
+)
+def test_what_is_not_an_integer_is_rejected(name: str, kwargs: dict[str, object]) -> None:
+    """A committed of 1.5 was kept and never advanced; a bad max_span was a bare TypeError."""
+    with pytest.raises(ConfigurationError, match=f"{name} must be an integer"):
+        ContiguousAcker(**kwargs)  # type: ignore[arg-type]

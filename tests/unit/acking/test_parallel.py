@@ -303,11 +303,39 @@ def test_closing_early_cancels_the_running_handlers() -> None:
         ("commit_every", {"commit_every": 0}),
         ("commit_interval", {"commit_interval": timedelta(0)}),
         ("element_timeout", {"element_timeout": timedelta(seconds=-1)}),
+        ("parallelism", {"parallelism": "4"}),
+        ("parallelism", {"parallelism": 1.5}),
+        ("parallelism", {"parallelism": True}),
+        ("parallelism", {"parallelism": 2**64}),
+        ("max_in_flight", {"max_in_flight": None}),
+        ("commit_every", {"commit_every": 2.5}),
+        ("commit_interval", {"commit_interval": 1}),
+        ("element_timeout", {"element_timeout": 30}),
+        ("start_offset", {"start_offset": "3"}),
+        ("start_offset", {"start_offset": 1.5}),
     ],
 )
 def test_bad_arguments_fail_when_called(name: str, kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError, match=name):
         process_in_parallel([], _noop, key=_key, **kwargs)
+
+
+def test_a_parallelism_above_max_in_flight_starts_only_as_many_workers() -> None:
+    """The others could never get an element, and a parallelism of 2**40 hung creating them."""
+    workers: list[int] = []
+
+    async def handler(element: Element) -> None:
+        names = [task.get_name() for task in asyncio.all_tasks()]
+        workers.append(sum(name.startswith("ordo-acking-worker-") for name in names))
+
+    async def main() -> list[int]:
+        offsets = process_in_parallel(
+            _elements(5), handler, key=_key, parallelism=1000, max_in_flight=2
+        )
+        return await _collect(offsets)
+
+    assert asyncio.run(asyncio.wait_for(main(), timeout=10))[-1] == 4
+    assert set(workers) == {2}
 
 
 def test_awaitables_other_than_coroutines_are_accepted() -> None:
