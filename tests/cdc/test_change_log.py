@@ -14,6 +14,7 @@ from ordo.cdc import Audit, Cell, Mutation, Publisher, partition_of
 from ordo.cdc.change_rows import ChangeRows
 from ordo.cdc.publisher import DEFAULT_PARTITIONS
 from ordo.errors import (
+    ConfigurationError,
     InvalidInputError,
     MalformedMutationError,
     PartitionCountMismatchError,
@@ -216,6 +217,18 @@ def test_a_publish_with_another_partition_count_is_refused_before_anything_is_wr
             Publisher(log, partitions=3).settle(["users"])
     assert _files(tmp_path) == before
     assert json.loads((tmp_path / "users" / "_partitions.json").read_text()) == {"partitions": 8}
+
+
+@pytest.mark.parametrize("partitions", [True, 1.5, "4", 0, 2**64])
+def test_a_partition_count_that_is_no_count_is_refused_and_nothing_is_recorded(
+    tmp_path: Path, partitions: object
+) -> None:
+    """True and 1.5 were recorded with the first publish, and every later publish refused."""
+    with pytest.raises(ConfigurationError, match=r"partitions (must be an integer|is too large)"):
+        Publisher(ParquetChangeLog(tmp_path), partitions=partitions)  # type: ignore[arg-type]
+    assert _files(tmp_path) == {}
+    Publisher(ParquetChangeLog(tmp_path)).publish([_mutation(1, 1)])
+    assert ParquetChangeLog(tmp_path).partition_count("users") == DEFAULT_PARTITIONS
 
 
 def test_a_publisher_given_no_count_follows_each_tables_log(tmp_path: Path) -> None:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from ordo.cdc.change_rows import ChangeRows, key_text
 from ordo.cdc.mutation import Key, Mutation
 from ordo.cdc.ports import ChangeLogWriter
-from ordo.errors import ConfigurationError
 from ordo.hashing import stable_hash
+from ordo.settings.loading import integer_in
 
 DEFAULT_PARTITIONS = 8
 """The partition count of a new table's change log when the publisher is given none."""
@@ -50,9 +50,13 @@ class Publisher:
     """
 
     def __init__(self, log: ChangeLogWriter, *, partitions: int | None = None) -> None:
-        if partitions is not None and partitions < 1:
-            msg = f"partitions must be at least 1, got {partitions}"
-            raise ConfigurationError(msg)
+        """ConfigurationError unless `partitions` is None or an int in 1..2**53-1 (as --partitions).
+
+        The count is recorded with a table's first publish: True or 1.5 was written to the
+        log's record, which every later publish then refused as holding no count.
+        """
+        if partitions is not None:
+            integer_in("partitions", partitions, 1)
         self.log, self.partitions = log, partitions
 
     def settle(self, tables: Iterable[str]) -> dict[str, int]:
