@@ -522,7 +522,7 @@ def test_a_recovery_racing_another_continues_the_tag_pid_sequence_nrs(
     finally:
         journal.close()
 
-    assert [e.tags for e in journal.replay("p")] == [{"t": 1}, {"t": 2}, {"t": 3}]
+    assert [e.tags for e in other.replay("p")] == [{"t": 1}, {"t": 2}, {"t": 3}]
     assert [r.tag_pid_sequence_nr for r in entries(stores, "t")] == [1, 2, 3]
 
 
