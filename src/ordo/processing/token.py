@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ordo.errors import OffsetFormatError
+from ordo.errors import InvalidInputError, OffsetFormatError
 from ordo.processing.segment import Segment
 from ordo.time import TimeUUID
 
@@ -36,6 +36,19 @@ class TrackingToken:
 
     offset: TimeUUID | None = None
     ahead: tuple[PartAhead, ...] = ()
+
+    def __post_init__(self) -> None:
+        """InvalidInputError for an offset that is not a TimeUUID.
+
+        `TrackingToken("abc")` was accepted, and failed only where the token was stored
+        or compared (an AttributeError in `reset_processor`).
+        """
+        if self.offset is not None and not isinstance(self.offset, TimeUUID):
+            msg = (
+                f"a tracking token's offset must be a TimeUUID (TimeUUID.parse(text)) or None, "
+                f"got {type(self.offset).__name__}: {self.offset!r:.80}"
+            )
+            raise InvalidInputError(msg)
 
     def to_json(self) -> str:
         """The stored form (the `ahead` key only while there are parts ahead)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ordo.errors import OffsetFormatError
+from ordo.errors import InvalidInputError, OffsetFormatError
 from ordo.processing.segment import Segment
 from ordo.processing.token import PartAhead, TrackingToken
 from ordo.time import TimeUUID
@@ -36,6 +36,13 @@ def test_a_token_without_parts_ahead_keeps_the_first_stored_form() -> None:
 def test_a_damaged_token_is_refused(text: str) -> None:
     with pytest.raises(OffsetFormatError):
         TrackingToken.from_json(text)
+
+
+@pytest.mark.parametrize("offset", [str(T1), T1.key, T1.uuid, 0])
+def test_an_offset_that_is_not_a_timeuuid_is_refused(offset: object) -> None:
+    """A string offset was accepted, and failed only where the token was used."""
+    with pytest.raises(InvalidInputError, match="must be a TimeUUID"):
+        TrackingToken(offset)  # type: ignore[arg-type]
 
 
 def test_a_merge_resumes_from_the_lower_half_and_keeps_the_higher_as_a_part_ahead() -> None:
