@@ -382,6 +382,8 @@ READ_ONLY_COMMANDS = [
     ["events", "p"],
     ["tags"],
     ["info"],
+    ["reconcile", "tags"],
+    ["reconcile", "tags", "p"],
 ]
 
 

@@ -12,14 +12,13 @@ from ordo.cli.operations_options import (
     tag_option,
 )
 from ordo.cli.options import (
-    existing_journal,
     journal_option,
     json_option,
     print_json,
     progress,
+    read_only_stores,
 )
 from ordo.errors import ConfigurationError
-from ordo.storage.open import stores_at
 from ordo.tools.receipts import OperationReceipt
 from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId, Tag
@@ -41,8 +40,12 @@ def reconcile() -> None:
 @json_option
 @click.argument("persistence_id", required=False)
 def tags(journal_url: str | None, as_json: bool, persistence_id: str | None) -> None:
-    """List every tag (a full scan of tag_views), or the tags of PERSISTENCE_ID."""
-    with stores_at(existing_journal(journal_url)) as stores:
+    """List every tag (a full scan of tag_views), or the tags of PERSISTENCE_ID.
+
+    It only reads, so it opens the journal as the other reading commands do: an older schema is
+    refused rather than upgraded, and an SQLite journal keeps its journal mode.
+    """
+    with read_only_stores(journal_url) as stores:
         reconciliation = Reconciliation.of(stores)
         if persistence_id is None:
             summaries = reconciliation.tags()
