@@ -15,6 +15,7 @@ import typing
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from enum import Enum
+from os import PathLike
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self, get_type_hints
 
@@ -64,9 +65,14 @@ class LoadableSettings:
             raise ConfigurationError(msg, setting=exc.setting) from exc
 
     @classmethod
-    def from_toml(cls, path: Path, *, table: str | None = None) -> Self:
-        """Build from one table of a TOML file (the class's own by default)."""
+    def from_toml(cls, path: str | PathLike[str], *, table: str | None = None) -> Self:
+        """Build from one table of a TOML file (the class's own by default).
+
+        `path` may be a string as well as a Path, as `open()` takes: a string used to fail
+        with AttributeError inside the reading.
+        """
         name = table or cls.TOML_TABLE
+        path = Path(path)
         document = read_toml(path, what="settings file")
         values = document.get(name, {})
         if not isinstance(values, dict):

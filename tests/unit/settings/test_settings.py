@@ -60,6 +60,13 @@ def test_from_toml_reads_one_table(tmp_path: Path) -> None:
     assert settings.first_time_bucket_ms == 1767225600000
 
 
+def test_from_toml_takes_a_string_path(tmp_path: Path) -> None:
+    """As `open()` does: a str path was an AttributeError's traceback."""
+    path = tmp_path / "ordo.toml"
+    path.write_text('[events_by_tag]\nbucket_size = "day"\n', encoding="utf-8")
+    assert EventsByTagSettings.from_toml(str(path)).bucket_size is BucketSize.DAY
+
+
 @pytest.mark.parametrize(
     ("environ", "needle"),
     [
