@@ -54,8 +54,23 @@ def test_reconcile_commands_round_trip(journal_url: str) -> None:
     assert code == 0
     assert "nothing to do" in out
     code, _, err = _run("reconcile", "rebuild", "w0-p1", "--all", *j)
-    assert code == 1
+    assert code == 2
     assert "not both" in err
+
+
+@pytest.mark.parametrize("args", [[], ["p", "--all"]])
+def test_rebuild_without_a_persistence_id_or_all_is_a_usage_error(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """A missing argument exits 2, as docs/cli.md says of usage errors; it exited 1."""
+    url = f"sqlite:///{tmp_path}/j.db"
+    assert _run("init", "--journal", url)[0] == 0
+    code, out, err = _run("reconcile", "rebuild", *args, "--journal", url)
+    assert (code, out, err) == (
+        2,
+        "",
+        "Error: give a PERSISTENCE_ID or --all (not both); see 'ordo reconcile rebuild --help'\n",
+    )
 
 
 def test_refusals_are_one_line_and_change_nothing(journal_url: str) -> None:

@@ -105,8 +105,10 @@ def rebuild(
     Same tag pid sequence nrs, buckets and offsets as a fresh write; idempotent.
     """
     if every == (persistence_id is not None):
+        # A usage error (exit 2), as click's own missing argument is: PERSISTENCE_ID is
+        # optional only because --all stands in for it.
         msg = "give a PERSISTENCE_ID or --all (not both)"
-        raise ConfigurationError(msg)
+        raise click.UsageError(msg, ctx=click.get_current_context())
     if every and tag is not None:
         msg = "--tag applies to one persistence id; --all rebuilds every tag"
         raise ConfigurationError(msg)
