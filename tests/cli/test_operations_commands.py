@@ -58,6 +58,20 @@ def test_reconcile_commands_round_trip(journal_url: str) -> None:
     assert "not both" in err
 
 
+def test_reconcile_tags_json_has_what_its_text_shows(tmp_path: Path) -> None:
+    """The text gives each tag's persistence ids; the JSON left them out."""
+    url = f"sqlite:///{tmp_path}/j.db"
+    lines = "".join(
+        json.dumps({"persistence_id": pid, "payload": {}, "tags": ["t"]}) + "\n"
+        for pid in ("p1", "p1", "p2")
+    )
+    assert CliRunner().invoke(cli, ["append", "--journal", url], input=lines).exit_code == 0
+    code, out, _ = _run("reconcile", "tags", "--journal", url)
+    assert (code, out) == (0, "t  3 events  2 persistence ids\n")
+    code, out, _ = _run("reconcile", "tags", "--journal", url, "--json")
+    assert (code, json.loads(out)) == (0, [{"tag": "t", "events": 3, "persistence_ids": 2}])
+
+
 @pytest.mark.parametrize("args", [[], ["p", "--all"]])
 def test_rebuild_without_a_persistence_id_or_all_is_a_usage_error(
     tmp_path: Path, args: list[str]

@@ -50,7 +50,12 @@ def tags(journal_url: str | None, as_json: bool, persistence_id: str | None) -> 
         if persistence_id is None:
             summaries = reconciliation.tags()
             if as_json:
-                print_json([{"tag": s.tag, "events": s.events} for s in summaries])
+                print_json(
+                    [
+                        {"tag": s.tag, "events": s.events, "persistence_ids": s.persistence_ids}
+                        for s in summaries
+                    ]
+                )
             for s in () if as_json else summaries:
                 click.echo(f"{s.tag}  {s.events} events  {s.persistence_ids} persistence ids")
             return
