@@ -384,7 +384,15 @@ READ_ONLY_COMMANDS = [
     ["info"],
     ["reconcile", "tags"],
     ["reconcile", "tags", "p"],
+    ["reconcile", "delete", "p", "--dry-run"],
+    ["reconcile", "rebuild", "p", "--dry-run"],
+    ["reconcile", "rebuild", "--all", "--local", "--dry-run"],
+    ["reconcile", "truncate", "--dry-run"],
+    ["cleanup", "delete", "p", "--dry-run"],
+    ["cleanup", "before", "2020-01-01T00:00:00+00:00", "--dry-run"],
+    ["cleanup", "expire", "--time-to-live-ms", "60000", "--dry-run"],
 ]
+"""Commands that only read, dry runs included: they report what they would change."""
 
 
 @pytest.mark.parametrize("command", READ_ONLY_COMMANDS)

@@ -163,7 +163,13 @@ def test_verify_refuses_an_older_journal_and_a_repair_upgrades_it(
     with pytest.raises(SchemaVersionError, match="run `ordo init`"):
         verify_tag_views(spark, str(older))
     runner = CliRunner()
-    for only_reads in (["verify"], ["verify", "--repair", "--dry-run"]):
+    with pytest.raises(SchemaVersionError, match="run `ordo init`"):
+        rebuild_all(spark, str(older), dry_run=True)
+    for only_reads in (
+        ["verify"],
+        ["verify", "--repair", "--dry-run"],
+        ["reconcile", "rebuild", "--all", "--dry-run"],
+    ):
         refused = runner.invoke(cli, [*only_reads, "--journal", str(older)])
         assert (refused.exit_code, refused.stderr) == (
             1,

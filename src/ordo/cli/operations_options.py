@@ -27,7 +27,7 @@ from ordo.cli.options import (
 from ordo.errors import ConfigurationError
 from ordo.settings import OperationsSettings
 from ordo.settings.operations import MAX_SPARK_KEY_PARTITIONS, SPARK_KEY_PARTITIONS
-from ordo.storage.open import stores_at
+from ordo.storage.open import existing_stores_at, stores_at
 from ordo.tools.cleanup import ExpiryReceipt
 from ordo.tools.operations_tool import OperationsTool
 from ordo.tools.receipts import OperationReceipt
@@ -84,8 +84,13 @@ class OperationRequest:
 
     @contextmanager
     def tool(self, tool: type[ToolT]) -> Iterator[ToolT]:
-        """`tool` (Reconciliation, Cleanup) on the journal, with the settings; closes after."""
-        with stores_at(self.url) as stores:
+        """`tool` (Reconciliation, Cleanup) on the journal, with the settings; closes after.
+
+        A dry run opens the journal as the commands that only read do (`existing_stores_at`):
+        it upgraded an older schema and switched an SQLite journal in rollback mode to WAL.
+        """
+        opened = existing_stores_at(self.url) if self.dry_run else stores_at(self.url)
+        with opened as stores:
             yield tool.of(stores, settings=self.settings)
 
     def render(self, receipt: OperationReceipt | ExpiryReceipt) -> None:

@@ -22,7 +22,7 @@ from ordo.clock import Clock
 from ordo.settings import OperationsSettings
 from ordo.settings.operations import SPARK_KEY_PARTITIONS
 from ordo.spark.operations_source import JournalKeysDataSource, TagViewKeysDataSource
-from ordo.storage.open import stores_at
+from ordo.storage.open import existing_stores_at, stores_at
 from ordo.tagging import TagProgress
 from ordo.time import BucketSize, TimeUUID
 from ordo.tools.guard import WriterGuard
@@ -39,8 +39,11 @@ def register_operations_sources(spark: SparkSession) -> None:
 
 
 def journal_bucket_size(journal: str) -> BucketSize:
-    """The bucket size the journal was written with (the default for an empty journal)."""
-    with stores_at(journal) as stores:
+    """The bucket size the journal was written with (the default for an empty journal).
+
+    Only read: `verify` and a dry run change nothing, and a rebuild has upgraded the journal.
+    """
+    with stores_at(journal, mode="read") as stores:
         return recorded_bucket_size(stores.journal)
 
 
@@ -97,7 +100,8 @@ def rebuild_all(
     rebuild). Refused (ActiveWriterError) while any writer is live, unless `force`.
     """
     operation = "rebuild all tag views (spark)"
-    with stores_at(journal) as stores:
+    # A dry run only reads, as `verify` does: an older schema is refused, not upgraded.
+    with existing_stores_at(journal) if dry_run else stores_at(journal) as stores:
         guard = WriterGuard(stores.operations, settings=settings, clock=clock)
         forced = guard.check(operation, None, force=force)
     frame = expected_rows(
