@@ -66,6 +66,9 @@ def test_capture_publishes_a_snapshot_and_the_changes_of_sqlite_tables(
     code, out, _ = _run("cdc", "status", "--journal", journal, "--change-log", str(log), "--json")
     assert code == 0
     assert json.loads(out)["change_logs"][0]["mutations"] == 6
+    code, out, err = _run("cdc", "schemas", "list", "itmes", "--journal", journal)
+    assert (code, out) == (0, "")
+    assert err == "no schemas registered for table 'itmes' (tables with schemas: items)\n"
 
 
 def test_ctrl_c_ends_a_followed_capture_with_one_line_and_status_130(

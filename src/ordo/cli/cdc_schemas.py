@@ -53,7 +53,8 @@ def schemas() -> None:
 def list_versions(journal_url: str | None, as_json: bool, table: str | None) -> None:
     """Show every version of TABLE's schema (or of every table)."""
     with read_only_stores(journal_url) as stores:
-        tables = [table] if table else list(stores.schemas.tables())
+        known = list(stores.schemas.tables())
+        tables = [table] if table else known
         versions = [v for name in tables for v in stores.schemas.versions(name)]
     if as_json:
         print_json([_document(v) for v in versions])
@@ -61,7 +62,18 @@ def list_versions(journal_url: str | None, as_json: bool, table: str | None) -> 
     for version in versions:
         click.echo(_line(version))
     if not versions:
-        click.echo("no schemas registered", err=True)
+        click.echo(_none_registered(table, known), err=True)
+
+
+def _none_registered(table: str | None, known: list[str]) -> str:
+    """What `list` says when it finds no version: for a named table, which tables have some.
+
+    "no schemas registered" for a misspelt table read as if the registry were empty.
+    """
+    if table is None:
+        return "no schemas registered"
+    others = f"tables with schemas: {', '.join(known)}" if known else "no table has one"
+    return f"no schemas registered for table {table!r} ({others})"
 
 
 @schemas.command()
