@@ -19,6 +19,23 @@ JsonValue = Scalar | list["JsonValue"] | dict[str, "JsonValue"]
 """A column value as JSON carries it; `None` is a deleted (or null) cell."""
 Key = tuple[Scalar, ...]
 """Primary-key values in the table's key column order."""
+BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
+"""The range of the change log's integer columns (write times, positions, schema ids)."""
+
+
+def check_bigint(label: str, value: object, *, minimum: int = BIGINT_MIN) -> int:
+    """`value` when it is an int (not a bool) in minimum..BIGINT_MAX; else MalformedMutationError.
+
+    The change log stores these numbers as BIGINTs: a str or float failed the publish inside
+    pyarrow, and 2**64 as an OverflowError, after a new table's partition count was recorded.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"{label} must be an integer, got {value!r}"
+        raise MalformedMutationError(msg)
+    if not minimum <= value <= BIGINT_MAX:
+        msg = f"{label} must be between {minimum} and {BIGINT_MAX}, got {value}"
+        raise MalformedMutationError(msg)
+    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,6 +50,16 @@ class Cell:
     value: JsonValue
     write_time: int
     ttl_s: int | None = None
+
+    def __post_init__(self) -> None:
+        """MalformedMutationError unless the write time and TTL are numbers the log can store.
+
+        Every capture, ingestion and the materializer's state build cells, so this is two
+        checks and no more (`value` is checked when it is encoded as JSON for the log).
+        """
+        check_bigint("cell write_time", self.write_time)
+        if self.ttl_s is not None:
+            check_bigint("cell ttl_s", self.ttl_s, minimum=1)
 
     @property
     def expires_at(self) -> int | None:

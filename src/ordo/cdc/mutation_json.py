@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ordo.cdc.json_text import parse_json
-from ordo.cdc.mutation import Audit, Cell, JsonValue, Key, Mutation
+from ordo.cdc.mutation import BIGINT_MIN, Audit, Cell, JsonValue, Key, Mutation, check_bigint
 from ordo.documents import reject_unknown_keys
 from ordo.errors import MalformedMutationError
 
@@ -41,7 +41,6 @@ _MUTATION_KEYS = (
 _AUDIT_KEYS = ("source", "replica", "segment", "position", "captured_at_us")
 _CELL_KEYS = ("value", "write_time", "ttl_s")
 _LIVENESS_KEYS = ("write_time", "ttl_s")
-_BIGINT_MIN, _BIGINT_MAX = -(2**63), 2**63 - 1
 
 
 def _int(
@@ -50,20 +49,14 @@ def _int(
     *,
     where: str = "",
     optional: bool = True,
-    minimum: int = _BIGINT_MIN,
+    minimum: int = BIGINT_MIN,
 ) -> int | None:
     """An integer field that fits the change log's BIGINT columns and is at least `minimum`."""
     label = f"{where} field {name!r}" if where else f"field {name!r}"
     value = document.get(name)
     if value is None and optional:
         return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        msg = f"{label} must be an integer, got {value!r}"
-        raise MalformedMutationError(msg)
-    if not minimum <= value <= _BIGINT_MAX:
-        msg = f"{label} must be between {minimum} and {_BIGINT_MAX}, got {value}"
-        raise MalformedMutationError(msg)
-    return value
+    return check_bigint(label, value, minimum=minimum)
 
 
 def _text(document: Mapping[str, Any], name: str, *, where: str) -> str:
