@@ -86,6 +86,20 @@ class Audit:
     position: int = 0
     captured_at_us: int = 0
 
+    def __post_init__(self) -> None:
+        """MalformedMutationError unless the texts are str and the numbers non-negative BIGINTs.
+
+        A position names the change log's files and is what deduplication compares, and a
+        capture time is a wall-clock time: -1 was written into a file name (`---1--1.parquet`),
+        and 2**64 or a text failed the publish deep inside it (OverflowError, TypeError).
+        """
+        for name in ("source", "replica", "segment"):
+            if not isinstance(getattr(self, name), str):
+                msg = f"audit {name} must be a string, got {getattr(self, name)!r}"
+                raise MalformedMutationError(msg)
+        check_bigint("audit position", self.position, minimum=0)
+        check_bigint("audit captured_at_us", self.captured_at_us, minimum=0)
+
     @property
     def is_snapshot(self) -> bool:
         """Whether the mutation is a row of an initial snapshot (see `snapshot_segment`)."""

@@ -144,8 +144,6 @@ def mutation_from_json(document: Any) -> Mutation:
             source=audit["source"],
             replica=_text(audit, "replica", where="audit"),
             segment=_text(audit, "segment", where="audit"),
-            # A position names the change log's files and is what deduplication compares, and a
-            # capture time is a wall-clock time: neither is ever negative.
             position=_int(audit, "position", where="audit", minimum=0) or 0,
             captured_at_us=_int(audit, "captured_at_us", where="audit", minimum=0) or 0,
         ),

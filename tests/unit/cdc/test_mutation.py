@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ordo.cdc import Cell
+from ordo.cdc import Audit, Cell
 from ordo.errors import MalformedMutationError
 
 
@@ -22,3 +22,23 @@ def test_a_cell_ttl_that_is_no_positive_bigint_is_refused(ttl_s: object) -> None
 
 def test_a_cell_takes_the_whole_bigint_range() -> None:
     assert Cell(value=1, write_time=-(2**63), ttl_s=2**63 - 1).ttl_s == 2**63 - 1
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("position", -1, r"audit position must be between 0 and"),
+        ("position", 2**64, r"audit position must be between 0 and"),
+        ("position", "3", r"audit position must be an integer, got '3'"),
+        ("captured_at_us", -1, r"audit captured_at_us must be between 0 and"),
+        ("captured_at_us", 1.0, r"audit captured_at_us must be an integer, got 1.0"),
+        ("source", 3, r"audit source must be a string, got 3"),
+        ("replica", None, r"audit replica must be a string, got None"),
+        ("segment", b"slot", r"audit segment must be a string, got b'slot'"),
+    ],
+)
+def test_an_audit_field_the_log_cannot_store_is_refused(
+    field: str, value: object, problem: str
+) -> None:
+    with pytest.raises(MalformedMutationError, match=f"^{problem}"):
+        Audit(**{"source": "s", field: value})  # type: ignore[arg-type]
