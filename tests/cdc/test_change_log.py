@@ -148,6 +148,18 @@ def test_a_table_name_that_is_not_one_directory_name_is_refused(tmp_path: Path, 
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
 
 
+@pytest.mark.parametrize("element", [None, "m", {"table": "users"}])
+def test_publishing_what_is_not_a_mutation_is_refused_before_anything_is_written(
+    tmp_path: Path, element: object
+) -> None:
+    log = ParquetChangeLog(tmp_path)
+    Publisher(log).publish([_mutation(key=1, position=1)])
+    before = sorted(tmp_path.rglob("*"))
+    with pytest.raises(MalformedMutationError, match="only Mutations can be published, got "):
+        Publisher(log).publish([_mutation(key=2, position=2), element])  # type: ignore[list-item]
+    assert sorted(tmp_path.rglob("*")) == before
+
+
 def test_keys_must_be_tuples_not_strings() -> None:
     with pytest.raises(MalformedMutationError, match="keys must be tuples"):
         Mutation(table="t", partition_key="abc", audit=Audit(source="s"))  # type: ignore[arg-type]

@@ -144,10 +144,14 @@ class ChangeRows(ColumnRows):
         """The rows of `mutations`, in their order.
 
         MalformedMutationError for a mutation whose key or cells hold NaN or an infinity: the
-        change log would hold text that is not JSON, which no reader downstream can parse.
+        change log would hold text that is not JSON, which no reader downstream can parse; and
+        for an element that is not a Mutation (None was an AttributeError).
         """
         rows = []
         for mutation in mutations:
+            if not isinstance(mutation, Mutation):
+                msg = f"only Mutations can be published, got {mutation!r}"
+                raise MalformedMutationError(msg)
             try:
                 rows.append(_row_of(mutation))
             except ValueError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from ordo.errors import MalformedMutationError
 
@@ -57,7 +58,9 @@ class Cell:
         Every capture, ingestion and the materializer's state build cells, so this is two
         checks and no more (`value` is checked when it is encoded as JSON for the log).
         """
-        check_bigint("cell write_time", self.write_time)
+        write_time = self.write_time
+        if type(write_time) is not int or not BIGINT_MIN <= write_time <= BIGINT_MAX:
+            check_bigint("cell write_time", write_time)  # raises, or accepts an int subclass
         if self.ttl_s is not None:
             check_bigint("cell ttl_s", self.ttl_s, minimum=1)
 
@@ -93,9 +96,23 @@ class Audit:
         capture time is a wall-clock time: -1 was written into a file name (`---1--1.parquet`),
         and 2**64 or a text failed the publish deep inside it (OverflowError, TypeError).
         """
+        position, captured_at_us = self.position, self.captured_at_us
+        if not (  # the usual case, in a few comparisons: captures build an audit per change
+            type(position) is int
+            and type(captured_at_us) is int
+            and 0 <= position <= BIGINT_MAX
+            and 0 <= captured_at_us <= BIGINT_MAX
+            and type(self.source) is str
+            and type(self.replica) is str
+            and type(self.segment) is str
+        ):
+            self._check_fields()
+
+    def _check_fields(self) -> None:
+        """MalformedMutationError naming the first field that does not fit (subclasses do)."""
         for name in ("source", "replica", "segment"):
-            if not isinstance(getattr(self, name), str):
-                msg = f"audit {name} must be a string, got {getattr(self, name)!r}"
+            if not isinstance(value := getattr(self, name), str):
+                msg = f"audit {name} must be a string, got {value!r}"
                 raise MalformedMutationError(msg)
         check_bigint("audit position", self.position, minimum=0)
         check_bigint("audit captured_at_us", self.captured_at_us, minimum=0)
@@ -116,6 +133,11 @@ def snapshot_segment(segment: str, started_at_us: int) -> str:
     by the publisher like any segment; the materializer emits its new rows as READ messages.
     """
     return f"{segment}{SNAPSHOT_MARK}{started_at_us}"
+
+
+def _is_bigint_or_none(value: object) -> bool:
+    """Whether an optional BIGINT field holds None or an int in range (bool is no int here)."""
+    return value is None or (type(value) is int and BIGINT_MIN <= value <= BIGINT_MAX)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,9 +162,27 @@ class Mutation:
     audit: Audit
 
     def __post_init__(self) -> None:
-        if not self.table:
-            msg = "mutation has no table"
+        """MalformedMutationError for a mutation the publisher or the fold could not use.
+
+        The field types are checked here, once per mutation, because the fold and the
+        publisher read them without checking: `cells=[1]` or `liveness=5` was an
+        AttributeError there, and a text `row_deleted_at` failed the publish inside pyarrow.
+        """
+        if not isinstance(self.table, str) or not self.table:
+            msg = f"mutation table must be a non-empty string, got {self.table!r}"
             raise MalformedMutationError(msg)
+        cells, liveness = self.cells, self.liveness
+        if not (  # the usual case: a dict (no ABC check), map(isinstance, ...) looping in C
+            (type(cells) is dict or isinstance(cells, Mapping))
+            and all(map(isinstance, cells, repeat(str)))
+            and all(map(isinstance, cells.values(), repeat(Cell)))
+            and (liveness is None or isinstance(liveness, Cell))
+            and isinstance(self.audit, Audit)
+            and _is_bigint_or_none(self.row_deleted_at)
+            and _is_bigint_or_none(self.partition_deleted_at)
+            and _is_bigint_or_none(self.schema_id)
+        ):
+            self._check_fields()
         if not isinstance(self.partition_key, tuple) or not isinstance(self.clustering_key, tuple):
             msg = (  # a string would be split into one key value per character
                 f"mutation of table {self.table!r}: keys must be tuples, got "
@@ -166,6 +206,25 @@ class Mutation:
                 "must carry no clustering key and no cells"
             )
             raise MalformedMutationError(msg)
+
+    def _check_fields(self) -> None:
+        """MalformedMutationError naming the first field whose type does not fit."""
+        where = f"mutation of table {self.table!r}"
+        cells = self.cells
+        if not isinstance(cells, Mapping) or not all(
+            isinstance(column, str) and isinstance(cell, Cell) for column, cell in cells.items()
+        ):
+            msg = f"{where}: cells must map column names to Cells, got {cells!r}"
+            raise MalformedMutationError(msg)
+        if self.liveness is not None and not isinstance(self.liveness, Cell):
+            msg = f"{where}: liveness must be a Cell or None, got {self.liveness!r}"
+            raise MalformedMutationError(msg)
+        if not isinstance(self.audit, Audit):
+            msg = f"{where}: audit must be an Audit, got {self.audit!r}"
+            raise MalformedMutationError(msg)
+        for name in ("row_deleted_at", "partition_deleted_at", "schema_id"):
+            if (value := getattr(self, name)) is not None:
+                check_bigint(f"{where}: {name}", value)
 
     @property
     def primary_key(self) -> Key:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import pytest
 
-from ordo.cdc import Audit, Cell
+from ordo.cdc import Audit, Cell, Mutation
 from ordo.errors import MalformedMutationError
 
 
@@ -42,3 +44,40 @@ def test_an_audit_field_the_log_cannot_store_is_refused(
 ) -> None:
     with pytest.raises(MalformedMutationError, match=f"^{problem}"):
         Audit(**{"source": "s", field: value})  # type: ignore[arg-type]
+
+
+def _mutation(**fields: object) -> Mutation:
+    values: dict[str, object] = {
+        "table": "t",
+        "partition_key": (1,),
+        "cells": {"a": Cell(value=1, write_time=1)},
+        "audit": Audit(source="s"),
+    }
+    return Mutation(**(values | fields))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("table", 5, r"^mutation table must be a non-empty string, got 5"),
+        ("table", "", r"^mutation table must be a non-empty string, got ''"),
+        ("cells", [1], r"cells must map column names to Cells, got \[1\]"),
+        ("cells", {"a": 1}, r"cells must map column names to Cells, got \{'a': 1\}"),
+        ("cells", {1: Cell(value=1, write_time=1)}, r"cells must map column names to Cells"),
+        ("liveness", 5, r"liveness must be a Cell or None, got 5"),
+        ("audit", None, r"audit must be an Audit, got None"),
+        ("row_deleted_at", "x", r"row_deleted_at must be an integer, got 'x'"),
+        ("partition_deleted_at", 2**64, r"partition_deleted_at must be between"),
+        ("schema_id", 1.0, r"schema_id must be an integer, got 1.0"),
+    ],
+)
+def test_a_mutation_field_of_the_wrong_type_is_refused(
+    field: str, value: object, problem: str
+) -> None:
+    with pytest.raises(MalformedMutationError, match=problem):
+        _mutation(**{field: value})
+
+
+def test_a_mutation_may_hold_any_mapping_of_cells() -> None:
+    cells = MappingProxyType({"a": Cell(value=1, write_time=1)})
+    assert _mutation(cells=cells).cells is cells
