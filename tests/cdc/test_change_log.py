@@ -148,6 +148,16 @@ def test_a_table_name_that_is_not_one_directory_name_is_refused(tmp_path: Path, 
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
 
 
+def test_a_table_name_that_is_not_unicode_text_is_refused(tmp_path: Path) -> None:
+    log = ParquetChangeLog(tmp_path)
+    mutation = dataclasses.replace(_mutation(key=1, position=1), table="users\udcff")
+    with pytest.raises(InvalidInputError, match=r"^table name 'users\\udcff' is not valid Unicode"):
+        Publisher(log).publish([mutation])
+    with pytest.raises(InvalidInputError, match="not valid Unicode"):
+        log.summary("\ud800")  # as `ordo cdc status` would ask for a name given in bytes
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("element", [None, "m", {"table": "users"}])
 def test_publishing_what_is_not_a_mutation_is_refused_before_anything_is_written(
     tmp_path: Path, element: object

@@ -23,12 +23,16 @@ def _identifier(kind: str, value: object) -> str:
     if len(value) > MAX_IDENTIFIER_LENGTH:
         msg = f"{kind} is {len(value)} characters long, at most {MAX_IDENTIFIER_LENGTH} allowed"
         raise InvalidIdentifierError(msg)
-    _check_storable(kind, value, InvalidIdentifierError)
+    check_storable(kind, value, InvalidIdentifierError)
     return value
 
 
-def _check_storable(name: str, value: str, error: type[InvalidInputError]) -> None:
-    """Both backends store UTF-8 without NUL: reject what one of them would refuse."""
+def check_storable(name: str, value: str, error: type[InvalidInputError]) -> None:
+    """Both backends store UTF-8 without NUL: reject what one of them would refuse.
+
+    Raises `error` naming `name` and the value; other stores of text (the CDC change log and
+    sinks) call it with their own error class.
+    """
     if "\x00" in value:
         msg = f"{name} {value!r} contains a NUL character"
         raise error(msg)
@@ -44,7 +48,7 @@ def text(value: object, *, name: str) -> str:
     if not isinstance(value, str):
         msg = f"{name} must be a string, got {type(value).__name__}"
         raise InvalidInputError(msg)
-    _check_storable(name, value, InvalidInputError)
+    check_storable(name, value, InvalidInputError)
     return value
 
 

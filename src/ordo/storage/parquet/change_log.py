@@ -47,6 +47,7 @@ from ordo.errors import (
     StorageUnavailableError,
 )
 from ordo.hashing import stable_hash
+from ordo.journal.validation import check_storable
 
 CHANGE_LOG_SCHEMA = pa.schema(
     (name, pa.string() if name in CHANGE_ROW_TEXT_COLUMNS else pa.int64())
@@ -370,11 +371,14 @@ def checked_table_name(table: str) -> str:
     """`table` when it can name a change log directory; InvalidInputError otherwise.
 
     A table name is one directory under the log's root: "..", a separator or an absolute path
-    would put a table's changes anywhere on the disk.
+    would put a table's changes anywhere on the disk. It must be UTF-8 text too: a lone
+    surrogate (which a command line holding bytes that are not UTF-8 decodes to) was a raw
+    UnicodeEncodeError from the file system.
     """
     if not isinstance(table, str) or table in {"", ".", ".."} or any(c in table for c in "/\\\0"):
         msg = f"table name {table!r} cannot name a change log directory (one plain name is needed)"
         raise InvalidInputError(msg)
+    check_storable("table name", table, InvalidInputError)
     return table
 
 
