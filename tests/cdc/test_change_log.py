@@ -369,3 +369,16 @@ def test_a_directory_the_log_creates_is_synced_into_its_parent_once(
 
     assert {path for path in synced if path.is_dir()} == {partition}  # made once, synced once
     assert sorted(m.audit.position for m in log.read("users")) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("field", ["source", "replica", "segment"])
+@pytest.mark.parametrize("text", ["\ud800", "a\x00b"])
+def test_an_audit_text_no_store_can_hold_is_refused_before_anything_is_written(
+    tmp_path: Path, field: str, text: str
+) -> None:
+    log = ParquetChangeLog(tmp_path)
+    good = _mutation(key=1, position=1)
+    bad = dataclasses.replace(good, audit=dataclasses.replace(good.audit, **{field: text}))
+    with pytest.raises(MalformedMutationError, match=f"^audit {field} "):
+        Publisher(log).publish([good, bad])
+    assert list(tmp_path.iterdir()) == []

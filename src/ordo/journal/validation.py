@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ordo.errors import InvalidIdentifierError, InvalidInputError, InvalidSequenceNrError
+from ordo.errors import (
+    InvalidIdentifierError,
+    InvalidInputError,
+    InvalidSequenceNrError,
+    OrdoError,
+)
 from ordo.types import PersistenceId, SequenceNr, Tag
 
 MAX_IDENTIFIER_LENGTH = 255
@@ -27,7 +32,7 @@ def _identifier(kind: str, value: object) -> str:
     return value
 
 
-def check_storable(name: str, value: str, error: type[InvalidInputError]) -> None:
+def check_storable(name: str, value: str, error: type[OrdoError]) -> None:
     """Both backends store UTF-8 without NUL: reject what one of them would refuse.
 
     Raises `error` naming `name` and the value; other stores of text (the CDC change log and
