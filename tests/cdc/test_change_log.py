@@ -382,3 +382,9 @@ def test_an_audit_text_no_store_can_hold_is_refused_before_anything_is_written(
     with pytest.raises(MalformedMutationError, match=f"^audit {field} "):
         Publisher(log).publish([good, bad])
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("partitions", [0, -1, 1.5, True, "2", 2**53])
+def test_partition_of_takes_only_a_partition_count(partitions: object) -> None:
+    with pytest.raises(ConfigurationError, match=r"^partitions "):
+        partition_of((1,), partitions)  # type: ignore[arg-type]

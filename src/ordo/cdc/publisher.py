@@ -31,7 +31,12 @@ DEFAULT_PARTITIONS = 8
 
 
 def partition_of(partition_key: Key, partitions: int) -> int:
-    """The change log partition of a partition key: a stable hash, the same in every process."""
+    """The change log partition of a partition key: a stable hash, the same in every process.
+
+    ConfigurationError unless `partitions` is an int in 1..2**53-1, as a publisher's count:
+    0 was a ZeroDivisionError, and 1.5 answered 0.0, which names no partition directory.
+    """
+    integer_in("partitions", partitions, 1)
     return stable_hash(key_text(partition_key)) % partitions
 
 
