@@ -388,3 +388,14 @@ def test_an_audit_text_no_store_can_hold_is_refused_before_anything_is_written(
 def test_partition_of_takes_only_a_partition_count(partitions: object) -> None:
     with pytest.raises(ConfigurationError, match=r"^partitions "):
         partition_of((1,), partitions)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [{1}, b"x", object()])
+def test_a_cell_value_json_has_no_form_for_is_refused_before_anything_is_written(
+    tmp_path: Path, value: object
+) -> None:
+    good = _mutation(key=1, position=1)
+    bad = dataclasses.replace(good, cells={"n": Cell(value=value, write_time=2)})  # type: ignore[arg-type]
+    with pytest.raises(MalformedMutationError, match=r"^mutation of table 'users' key \(1,\): "):
+        Publisher(ParquetChangeLog(tmp_path)).publish([good, bad])
+    assert list(tmp_path.iterdir()) == []

@@ -144,8 +144,9 @@ class ChangeRows(ColumnRows):
         """The rows of `mutations`, in their order.
 
         MalformedMutationError for a mutation whose key or cells hold NaN or an infinity: the
-        change log would hold text that is not JSON, which no reader downstream can parse; and
-        for an element that is not a Mutation (None was an AttributeError).
+        change log would hold text that is not JSON, which no reader downstream can parse; for a
+        cell value JSON has no form for (a set or bytes was a bare TypeError); and for an
+        element that is not a Mutation (None was an AttributeError).
         """
         rows = []
         for mutation in mutations:
@@ -154,7 +155,7 @@ class ChangeRows(ColumnRows):
                 raise MalformedMutationError(msg)
             try:
                 rows.append(_row_of(mutation))
-            except ValueError as exc:
+            except (TypeError, ValueError) as exc:  # from the JSON encoder only
                 msg = f"mutation of table {mutation.table!r} key {mutation.primary_key!r}: {exc}"
                 raise MalformedMutationError(msg) from exc
         return cls.of_rows(rows)
