@@ -399,3 +399,37 @@ def test_a_cell_value_json_has_no_form_for_is_refused_before_anything_is_written
     with pytest.raises(MalformedMutationError, match=r"^mutation of table 'users' key \(1,\): "):
         Publisher(ParquetChangeLog(tmp_path)).publish([good, bad])
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"partition_key": ("a\udcff",)},
+        {"clustering_key": ("\ud800",)},
+        {"cells": {"n": Cell(value="\ud800x", write_time=2)}},
+        {"cells": {"n": Cell(value=["ok", {"deep": "\udfff"}], write_time=2, ttl_s=5)}},
+        {"cells": {"\ud800": Cell(value=1, write_time=2)}},
+    ],
+)
+def test_a_lone_surrogate_in_a_key_or_cell_is_refused_before_anything_is_written(
+    tmp_path: Path, fields: dict[str, object]
+) -> None:
+    bad = dataclasses.replace(_mutation(key=1, position=2), **fields)  # type: ignore[arg-type]
+    with pytest.raises(MalformedMutationError, match="holds a lone surrogate"):
+        Publisher(ParquetChangeLog(tmp_path)).publish([_mutation(key=1, position=1), bad])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_characters_outside_the_basic_plane_are_published_whole(tmp_path: Path) -> None:
+    log = ParquetChangeLog(tmp_path)
+    emoji = "\U0001f600"
+    as_pair = "\ud83d\ude00"  # the same character as two code points: JSON reads it back whole
+    mutation = dataclasses.replace(
+        _mutation(key=1, position=1),
+        partition_key=(emoji,),
+        cells={"n": Cell(value=as_pair, write_time=1), "m": Cell(value="\\ud800", write_time=1)},
+    )
+    Publisher(log).publish([mutation])
+    (back,) = log.read("users")
+    assert back.partition_key == (emoji,)
+    assert {c: cell.value for c, cell in back.cells.items()} == {"n": emoji, "m": "\\ud800"}

@@ -21,8 +21,28 @@ from typing import Any
 compact_json = json.JSONEncoder(separators=(",", ":")).encode
 """Compact JSON with one encoder for every call (json.dumps with options builds one per call)."""
 
-strict_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-"""`compact_json` that raises ValueError for NaN and infinities (the same text otherwise)."""
+_STRICT_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+_UNICODE_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def strict_json(value: Any) -> str:
+    r"""`compact_json` that raises ValueError for NaN, infinities and lone surrogates.
+
+    The text is the same otherwise. It is ASCII, with every character outside the Basic
+    Multilingual Plane escaped as a surrogate pair, so a lone surrogate (`"\ud800"`, which
+    Python strings and JSON escapes can hold) was stored, and no reader could write the string
+    it decodes to as UTF-8: a sink database refused it at every restart. The text is checked
+    as readers decode it (a pair of surrogates in a Python string is the character it stands
+    for), and only when it holds a `\ud` escape, so other text costs one substring search.
+    """
+    text = _STRICT_ENCODE(value)
+    if "\\ud" in text:
+        try:
+            _UNICODE_ENCODE(parse_json(text)).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            msg = f"{text[:200]} holds a lone surrogate, which is no Unicode text"
+            raise ValueError(msg) from exc
+    return text
 
 
 def _no_constant(name: str) -> Any:
