@@ -252,6 +252,14 @@ def test_schemas_register_names_a_file_that_is_not_text(tmp_path: Path, journal:
             "UnknownSchemaError: line 2 of {file}: no schema is registered for table "
             "'unregistered'",
         ),
+        (
+            _readings().replace('"ok"', '"\\ud800"'),
+            "MalformedMutationError: {file}: mutation of table 'readings' key (1, 2): ",
+        ),
+        (
+            _readings(segment="seg\x00"),
+            "MalformedMutationError: {file}: audit segment 'seg\\x00' contains a NUL character",
+        ),
     ],
 )
 def test_ingest_checks_every_file_before_it_publishes_any(

@@ -30,6 +30,7 @@ from ordo.cdc.json_text import parse_json, strict_json
 from ordo.cdc.mutation import Audit, Cell, Key, Mutation
 from ordo.cdc.mutation_json import cells_from_json, cells_to_json
 from ordo.errors import MalformedMutationError
+from ordo.journal.validation import check_storable
 
 CHANGE_ROW_COLUMNS = (
     "table",
@@ -145,8 +146,10 @@ class ChangeRows(ColumnRows):
 
         MalformedMutationError for a mutation whose key or cells hold NaN or an infinity: the
         change log would hold text that is not JSON, which no reader downstream can parse; for a
-        cell value JSON has no form for (a set or bytes was a bare TypeError); and for an
-        element that is not a Mutation (None was an AttributeError).
+        cell value JSON has no form for (a set or bytes was a bare TypeError); for an audit text
+        no store can hold (`_require_storable_audits`); and for an element that is not a
+        Mutation (None was an AttributeError). So every check of a mutation's content is done
+        here, before the publisher settles or writes anything.
         """
         rows = []
         for mutation in mutations:
@@ -158,7 +161,9 @@ class ChangeRows(ColumnRows):
             except (TypeError, ValueError) as exc:  # from the JSON encoder only
                 msg = f"mutation of table {mutation.table!r} key {mutation.primary_key!r}: {exc}"
                 raise MalformedMutationError(msg) from exc
-        return cls.of_rows(rows)
+        built = cls.of_rows(rows)
+        _require_storable_audits(built)
+        return built
 
     def take(self, indices: Sequence[int]) -> ChangeRows:
         """The rows at `indices`, in that order (itemgetter: one C call per column)."""
@@ -185,6 +190,18 @@ class ChangeRows(ColumnRows):
     def mutations(self) -> list[Mutation]:
         """The rows as Mutations (for tools and tests; the hot paths stay in columns)."""
         return [mutation_from_row(row) for row in self.rows()]
+
+
+def _require_storable_audits(rows: ChangeRows) -> None:
+    """MalformedMutationError for an audit text that the log or a sink could not store.
+
+    A lone surrogate failed the Parquet write (UnicodeEncodeError) after a new table's partition
+    count was recorded, leaving a hidden temporary file behind; a NUL would stop a PostgreSQL
+    sink at every restart. The texts repeat, so each distinct one is checked once.
+    """
+    for name in ("source", "replica", "segment"):
+        for text in set(rows.column(name)):
+            check_storable(f"audit {name}", text, MalformedMutationError)
 
 
 def _optional_int(value: object) -> int | None:

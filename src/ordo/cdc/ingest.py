@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ordo.cdc.change_rows import ChangeRows
 from ordo.cdc.mutation import Mutation
 from ordo.cdc.mutation_json import line_location, parse_mutation_line
 from ordo.cdc.publisher import Publisher, PublishReceipt
@@ -79,16 +80,29 @@ def ingest(
 
     Every table needs a registered schema, and all of them are looked up before anything of any
     input is published; so are their partition counts (PartitionCountMismatchError when the
-    publisher's is not a table's). The receipts are in the order of `inputs`.
+    publisher's is not a table's), and every input is encoded as change log rows. The receipts
+    are in the order of `inputs`.
     """
     current = _current_schema_ids(inputs, registry)
     publisher.settle(current)
-    return [
-        publisher.publish(
+    prepared = [_change_rows(lines, current) for lines in inputs]
+    return [publisher.publish_rows(rows) for rows in prepared]
+
+
+def _change_rows(lines: MutationLines, current: dict[str, int]) -> ChangeRows:
+    """The rows of one input, each mutation naming its schema (the table's current one if none).
+
+    Built for every input before any is published: what only the change log's encoding refuses
+    (a lone surrogate escape, a NUL in an audit segment) was found while publishing, after the
+    inputs before it were published. MalformedMutationError names the input.
+    """
+    try:
+        return ChangeRows.from_mutations(
             [
                 m if m.schema_id is not None else dataclasses.replace(m, schema_id=current[m.table])
                 for _, m in lines.mutations
             ]
         )
-        for lines in inputs
-    ]
+    except MalformedMutationError as exc:
+        msg = f"{lines.source}: {exc}"
+        raise MalformedMutationError(msg) from exc

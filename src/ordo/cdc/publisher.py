@@ -21,9 +21,7 @@ from dataclasses import dataclass
 from ordo.cdc.change_rows import ChangeRows, key_text
 from ordo.cdc.mutation import Key, Mutation
 from ordo.cdc.ports import ChangeLogWriter
-from ordo.errors import MalformedMutationError
 from ordo.hashing import stable_hash
-from ordo.journal.validation import check_storable
 from ordo.settings.loading import integer_in
 
 DEFAULT_PARTITIONS = 8
@@ -38,18 +36,6 @@ def partition_of(partition_key: Key, partitions: int) -> int:
     """
     integer_in("partitions", partitions, 1)
     return stable_hash(key_text(partition_key)) % partitions
-
-
-def _require_storable_audits(rows: ChangeRows) -> None:
-    """MalformedMutationError for an audit text that the log or a sink could not store.
-
-    A lone surrogate failed the Parquet write (UnicodeEncodeError) after a new table's partition
-    count was recorded, leaving a hidden temporary file behind; a NUL would stop a PostgreSQL
-    sink at every restart. The texts repeat, so each distinct one is checked once per publish.
-    """
-    for name in ("source", "replica", "segment"):
-        for text in set(rows.column(name)):
-            check_storable(f"audit {name}", text, MalformedMutationError)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,7 +92,6 @@ class Publisher:
         visible together. Every table's partition count is settled before anything is written,
         and recorded before its files are.
         """
-        _require_storable_audits(rows)
         counts = self.settle(rows.column("table"))
         routed: dict[tuple[str, int, str, bool], list[int]] = defaultdict(list)
         positions = rows.column("position")
