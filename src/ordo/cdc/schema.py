@@ -157,6 +157,20 @@ class Column:
     type: ColumnType
     nullable: bool = True
 
+    def __post_init__(self) -> None:
+        """InvalidSchemaError for a field of the wrong type, before any registry stores it.
+
+        A name of 1 or a nullable of "no" was registered, and every later lookup of the table
+        then failed reading it back; a type given as text was an AttributeError.
+        """
+        _name(self.name, "a column name")
+        if not isinstance(self.type, ColumnType):
+            msg = f"column {self.name!r}: type {self.type!r} is not a ColumnType"
+            raise InvalidSchemaError(msg)
+        if not isinstance(self.nullable, bool):
+            msg = f"column {self.name!r}: nullable must be True or False, got {self.nullable!r}"
+            raise InvalidSchemaError(msg)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TableSchema:
@@ -173,13 +187,20 @@ class TableSchema:
     key_names: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        _name(self.table, "a schema's table name")
+        if not isinstance(self.columns, tuple) or not all(
+            isinstance(column, Column) for column in self.columns
+        ):
+            msg = f"table {self.table!r}: columns must be a tuple of Columns, got {self.columns!r}"
+            raise InvalidSchemaError(msg)
+        for key in (self.partition_key, self.clustering_key):
+            if not isinstance(key, tuple) or not all(isinstance(name, str) for name in key):
+                msg = f"table {self.table!r}: a key must be a tuple of column names, got {key!r}"
+                raise InvalidSchemaError(msg)
         names = [column.name for column in self.columns]
         object.__setattr__(self, "by_name", {column.name: column for column in self.columns})
         object.__setattr__(self, "names", tuple(names))
         object.__setattr__(self, "key_names", frozenset(self.primary_key))
-        if not self.table:
-            msg = "a schema needs a table name"
-            raise InvalidSchemaError(msg)
         if len(set(names)) != len(names):
             msg = f"table {self.table!r} repeats a column name: {names}"
             raise InvalidSchemaError(msg)

@@ -174,3 +174,41 @@ def test_a_key_column_appears_once_in_the_key(
             partition_key=partition_key,
             clustering_key=clustering_key,
         )
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"name": 1}, r"^a column name must be a non-empty string, got 1"),
+        ({"name": ""}, r"^a column name must be a non-empty string, got ''"),
+        ({"type": "string"}, r"^column 'a': type 'string' is not a ColumnType"),
+        ({"nullable": "no"}, r"^column 'a': nullable must be True or False, got 'no'"),
+    ],
+)
+def test_a_column_field_of_the_wrong_type_is_refused(
+    fields: dict[str, object], problem: str
+) -> None:
+    with pytest.raises(InvalidSchemaError, match=problem):
+        Column(**({"name": "a", "type": ColumnType.STRING} | fields))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"table": 5}, r"^a schema's table name must be a non-empty string, got 5"),
+        ({"columns": [Column(name="a", type=ColumnType.LONG)]}, r"columns must be a tuple of"),
+        ({"columns": ("a",)}, r"columns must be a tuple of Columns"),
+        ({"partition_key": "a"}, r"a key must be a tuple of column names, got 'a'"),
+        ({"clustering_key": (1,)}, r"a key must be a tuple of column names, got \(1,\)"),
+    ],
+)
+def test_a_table_schema_field_of_the_wrong_type_is_refused(
+    fields: dict[str, object], problem: str
+) -> None:
+    values: dict[str, object] = {
+        "table": "t",
+        "columns": (Column(name="a", type=ColumnType.LONG),),
+        "partition_key": ("a",),
+    }
+    with pytest.raises(InvalidSchemaError, match=problem):
+        TableSchema(**(values | fields))  # type: ignore[arg-type]
