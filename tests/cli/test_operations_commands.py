@@ -176,21 +176,38 @@ def test_spark_partitions_must_be_in_range(tmp_path: Path, args: list[str]) -> N
     assert err.startswith("Error: Invalid value for '--partitions'")
 
 
+_ONE_ID = "only with --all; a single persistence id is rebuilt in place"
+
+
 @pytest.mark.parametrize(
-    ("options", "named"),
+    ("args", "message"),
     [
-        (["--master", "local[1]"], "--master applies"),
-        (["--truncate", "--master", "x"], "--truncate, --master apply"),
+        (["p", "--master", "local[1]"], f"--master applies {_ONE_ID}"),
+        (["p", "--truncate", "--master", "x"], f"--truncate, --master apply {_ONE_ID}"),
+        (["--all", "--tag", "a"], "--tag applies to one persistence id; --all rebuilds every tag"),
     ],
 )
-def test_options_of_rebuild_all_are_refused_with_one_persistence_id(
-    tmp_path: Path, options: list[str], named: str
+def test_options_of_the_other_rebuild_are_usage_errors(
+    tmp_path: Path, args: list[str], message: str
 ) -> None:
+    """Options of the other form of rebuild exit 2, as usage errors do; they exited 1."""
     url = f"sqlite:///{tmp_path}/j.db"
     assert _run("init", "--journal", url)[0] == 0
-    code, _, err = _run("reconcile", "rebuild", "p", *options, "--journal", url)
-    assert (code, err) == (
-        1,
-        f"Error: ConfigurationError: {named} only with --all; a single persistence id is "
-        "rebuilt in place\n",
+    code, _, err = _run("reconcile", "rebuild", *args, "--journal", url)
+    assert (code, err) == (2, f"Error: {message}; see 'ordo reconcile rebuild --help'\n")
+
+
+def test_rebuild_all_with_truncate_reports_both_in_its_json(journal_url: str) -> None:
+    """--json gave the rebuild's writes only; the truncate's deletes went to stderr alone."""
+    write_with_writers(journal_url, writers=2, pids=2, appends=3)
+    before = tag_view_rows(journal_url)
+    j = ("--journal", journal_url)
+    code, out, _ = _run("reconcile", "rebuild", "--all", "--local", "--truncate", *j, "--json")
+    assert code == 0
+    receipt = json.loads(out)
+    assert (receipt["deleted"]["tag_view_rows"], receipt["written_rows"]) == (
+        len(before),
+        len(before),
     )
+    assert receipt["deleted"]["progress_rows"] > 0
+    assert tag_view_rows(journal_url) == before

@@ -18,7 +18,6 @@ from ordo.cli.options import (
     progress,
     read_only_stores,
 )
-from ordo.errors import ConfigurationError
 from ordo.tools.receipts import OperationReceipt
 from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId, Tag
@@ -109,15 +108,15 @@ def rebuild(
 
     Same tag pid sequence nrs, buckets and offsets as a fresh write; idempotent.
     """
+    # Usage errors (exit 2), as click's own missing argument is: PERSISTENCE_ID is optional
+    # only because --all stands in for it, and the other options belong to one of the two.
+    ctx = click.get_current_context()
     if every == (persistence_id is not None):
-        # A usage error (exit 2), as click's own missing argument is: PERSISTENCE_ID is
-        # optional only because --all stands in for it.
         msg = "give a PERSISTENCE_ID or --all (not both)"
-        raise click.UsageError(msg, ctx=click.get_current_context())
+        raise click.UsageError(msg, ctx=ctx)
     if every and tag is not None:
         msg = "--tag applies to one persistence id; --all rebuilds every tag"
-        raise ConfigurationError(msg)
-    ctx = click.get_current_context()
+        raise click.UsageError(msg, ctx=ctx)
     given = [
         f"--{name}"
         for name in ("local", "truncate", "partitions", "master")
@@ -129,23 +128,25 @@ def rebuild(
             f"{', '.join(given)} {verb} only with --all; a single persistence id is rebuilt in "
             "place"
         )
-        raise ConfigurationError(msg)
+        raise click.UsageError(msg, ctx=ctx)
     force, dry_run = request.force, request.dry_run
     receipt: OperationReceipt | None = None
+    truncated: OperationReceipt | None = None
     with request.tool(Reconciliation) as reconciliation:
         if persistence_id is not None:
             receipt = reconciliation.rebuild_tag_views(
                 PersistenceId(persistence_id), tag=tag, force=force, dry_run=dry_run
             )
         elif truncate:
-            progress(reconciliation.truncate(force=force, dry_run=dry_run).describe())
+            truncated = reconciliation.truncate(force=force, dry_run=dry_run)
+            progress(truncated.describe())
         if persistence_id is None and local:
             receipt = reconciliation.rebuild_all_locally(
                 force=force, dry_run=dry_run, on_progress=progress
             )
     if receipt is None:
         receipt = _rebuild_on_spark(request, master, partitions)
-    request.render(receipt)
+    request.render(receipt if truncated is None else receipt.after(truncated))
 
 
 @reconcile.command()

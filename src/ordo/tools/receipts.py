@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ordo.tools.ports import DeletedCounts
@@ -28,6 +28,18 @@ class OperationReceipt:
     forced_past: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     note: str = ""
     """Why nothing happened (unknown ids or tags), or what to know about the result."""
+
+    def after(self, first: OperationReceipt) -> OperationReceipt:
+        """The receipt with what `first`, run before it in the same command, deleted.
+
+        `ordo reconcile rebuild --all --truncate` reports the truncate's deletes and the
+        rebuild's writes as one result.
+        """
+        return replace(
+            self,
+            deleted=first.deleted + self.deleted,
+            forced_past={**first.forced_past, **self.forced_past},
+        )
 
     @property
     def is_noop(self) -> bool:
