@@ -174,8 +174,9 @@ def policy_from_name(name: str) -> SequencingPolicy:
         return FullySequentialPolicy()
     if name == "concurrent":
         return FullyConcurrentPolicy()
-    if name.startswith(_PROPERTY_PREFIX) and name.removeprefix(_PROPERTY_PREFIX):
-        return PropertySequencingPolicy(name.removeprefix(_PROPERTY_PREFIX))
+    prop = name.removeprefix(_PROPERTY_PREFIX) if isinstance(name, str) else ""
+    if prop and prop != name:
+        return PropertySequencingPolicy(prop)
     msg = f"unknown sequencing policy {name!r}; valid policies: {', '.join(_POLICY_NAMES)}"
     raise ConfigurationError(msg)
 

@@ -208,7 +208,9 @@ def test_policies_are_named_for_settings_and_the_command_line(
 
 
 @pytest.mark.parametrize(
-    "name", ["", "fifo", "Sequential", "per-aggregate", "property:", "property", " sequential"]
+    "name",
+    # None and 5 (a TOML value of another type) were AttributeErrors.
+    ["", "fifo", "Sequential", "per-aggregate", "property:", "property", " sequential", None, 5],
 )
 def test_an_unknown_policy_name_lists_the_valid_ones(name: str) -> None:
     with pytest.raises(ConfigurationError) as raised:
