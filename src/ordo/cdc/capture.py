@@ -60,7 +60,7 @@ class Capture:
         clock: Clock | None = None,
     ) -> None:
         self.source, self.publisher, self.registry = source, publisher, registry
-        self.settings = settings or CaptureSettings()
+        self.settings = CaptureSettings.or_default(settings)
         self._clock = clock or SystemClock()
         self._last_publish_ns = self._clock.now_ns()
 

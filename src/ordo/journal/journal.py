@@ -70,7 +70,7 @@ class Journal:
         writer_uuid: str | None = None,
         on_close: Callable[[], None] | None = None,
     ) -> None:
-        self.settings = settings or EventsByTagSettings()
+        self.settings = EventsByTagSettings.or_default(settings)
         self.writer_uuid = writer_uuid or str(uuid.uuid4())
         self._store = store
         self._tag_store = tag_store

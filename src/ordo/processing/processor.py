@@ -60,7 +60,7 @@ class TrackingProcessor:
         clock: Clock | None = None,
     ) -> None:
         self.name = name
-        self.settings = settings or ProcessorSettings()
+        self.settings = ProcessorSettings.or_default(settings)
         self.policy = policy or SequentialPerAggregatePolicy()
         self.failure: EventHandlingError | MissingTaggedEventError | None = None
         self._source, self._tokens, self._handler = source, tokens, handler

@@ -37,8 +37,8 @@ class EventsByTag:
         clock: Clock | None = None,
         notifier: TagNotifier = IN_PROCESS,
     ) -> None:
-        self.settings = settings or QuerySettings()
-        self.events_by_tag = events_by_tag or EventsByTagSettings()
+        self.settings = QuerySettings.or_default(settings)
+        self.events_by_tag = EventsByTagSettings.or_default(events_by_tag, name="events_by_tag")
         self._reader = reader
         self._clock = clock or SystemClock()
         self._notifier = notifier

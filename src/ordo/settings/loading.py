@@ -42,6 +42,23 @@ class LoadableSettings:
         return cls._build(values, source=source, label=lambda key: f"{source}.{key}")
 
     @classmethod
+    def or_default(cls, settings: object, *, name: str = "settings") -> Self:
+        """`settings` when it is one of these, the defaults for None.
+
+        Raises:
+            ConfigurationError: `settings` is something else; the call that takes it is
+                refused before it opens or writes anything (a misplaced argument used to fail
+                with AttributeError only once used, after a journal file had been created).
+
+        """
+        if settings is None:
+            return cls()
+        if not isinstance(settings, cls):
+            msg = f"{name} must be {cls.__name__} or None, got {type(settings).__name__}"
+            raise ConfigurationError(msg)
+        return settings
+
+    @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Self:
         """Build from ORDO_-prefixed variables (e.g. ORDO_BUCKET_SIZE, ORDO_FLUSH_INTERVAL_MS)."""
         wanted = {f"{ENV_PREFIX}{key.upper()}": key for key in _keys(cls)}

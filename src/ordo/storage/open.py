@@ -252,6 +252,7 @@ def open_journal(
     clock: Clock | None = None,
 ) -> Journal:
     """A Journal on the database at `url`, creating its schema when needed; close it after use."""
+    settings = EventsByTagSettings.or_default(settings)  # before anything is created
     stores = open_stores(url)
     try:
         return Journal(
@@ -281,7 +282,7 @@ def events_by_tag_at(
     pubsub_notification on a PostgreSQL journal, a listener thread forwards tag writes of other
     processes to this process's live queries.
     """
-    events_by_tag = events_by_tag or EventsByTagSettings()
+    events_by_tag = EventsByTagSettings.or_default(events_by_tag, name="events_by_tag")
     with existing_stores_at(url) as stores:
         check_bucket_size(stores.journal.recorded_bucket_size(), events_by_tag.bucket_size)
         listener = None

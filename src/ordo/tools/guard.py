@@ -35,7 +35,7 @@ class WriterGuard:
         clock: Clock | None = None,
     ) -> None:
         self._operations = operations
-        self._settings = settings or OperationsSettings()
+        self._settings = OperationsSettings.or_default(settings)
         self._clock = clock or SystemClock()
 
     def check(

@@ -42,7 +42,7 @@ class OperationsTool:
         self._operations = operations
         self._tokens = tokens
         self._bucket_size = bucket_size
-        self._settings = settings or OperationsSettings()
+        self._settings = OperationsSettings.or_default(settings)
         self._clock = clock or SystemClock()
         self._guard = WriterGuard(operations, settings=self._settings, clock=self._clock)
 

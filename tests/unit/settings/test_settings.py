@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ordo import open_journal
 from ordo.errors import ConfigurationError
 from ordo.settings import (
     CaptureSettings,
@@ -264,3 +265,27 @@ def test_enum_settings_take_their_members_or_value_texts() -> None:
 def test_enum_settings_refuse_anything_else(build: Callable[[], object], needle: str) -> None:
     with pytest.raises(ConfigurationError, match=needle):
         build()
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [CaptureSettings, EventsByTagSettings, OperationsSettings, ProcessorSettings, QuerySettings],
+)
+def test_or_default_takes_its_class_or_none_and_refuses_the_rest(
+    settings: type[LoadableSettings],
+) -> None:
+    given = settings()
+    assert settings.or_default(given) is given
+    assert settings.or_default(None) == settings()
+    with pytest.raises(ConfigurationError, match=f"^x must be {settings.__name__} or None, got"):
+        settings.or_default(QuerySettings() if settings is not QuerySettings else "fast", name="x")
+
+
+def test_a_journal_with_settings_of_another_kind_is_refused_before_its_file_exists(
+    tmp_path: Path,
+) -> None:
+    """An AttributeError came once the journal file had been created."""
+    path = tmp_path / "j.db"
+    with pytest.raises(ConfigurationError, match="settings must be EventsByTagSettings or None"):
+        open_journal(f"sqlite:///{path}", settings=QuerySettings())  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
