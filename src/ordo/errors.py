@@ -27,6 +27,7 @@ OrdoError
 │   └── ElementTimeoutError (TimeoutError)
 ├── EventHandlingError
 ├── QueryFailedError
+├── AlreadyRunningError
 ├── JournalClosedError
 ├── CdcError
 │   ├── MalformedMutationError (ValueError)
@@ -374,6 +375,14 @@ class QueryFailedError(OrdoError):
     """A Spark streaming query of an ordo job stopped with an error.
 
     The message names the exception that stopped it; Spark's own exception is the cause.
+    """
+
+
+class AlreadyRunningError(OrdoError):
+    """Another process runs the same job (a capture of the source, a query on the checkpoint).
+
+    Two copies of one job would publish a source's changes twice or fight over a checkpoint;
+    the second is refused before it changes anything. The message names the running copy.
     """
 
 

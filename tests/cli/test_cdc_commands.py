@@ -9,6 +9,8 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import psycopg
@@ -604,3 +606,76 @@ def _wide(*args: str) -> str:
     result = CliRunner().invoke(cli, list(args), env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.stderr
     return result.stdout
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_a_second_capture_of_a_source_is_refused_while_the_first_runs(
+    request: pytest.FixtureRequest, tmp_path: Path, journal: str, backend: str
+) -> None:
+    """Two captures of one source peeked the same changes and both published them.
+
+    Seen with two `--follow` captures of 300 inserts: 355 mutations in the log (SQLite), and 312
+    (PostgreSQL) before one of them failed with `StorageUnavailableError: PostgreSQL is
+    unavailable: replication slot ... is active for PID N`. The second is refused at once now.
+    """
+    source, insert, refused = _capture_source(request, tmp_path, backend)
+    log = tmp_path / "log"
+    args = ["cdc", "capture", *source, "--table", "items", "--journal", journal]
+    args += ["--change-log", str(log)]
+    assert _run(*args)[0] == 0  # installs the triggers or creates the slot
+    first = subprocess.Popen(  # inherits the environment, PYTHONPATH included
+        [sys.executable, "-m", "ordo.cli.main", *args, "--follow", "--flush-interval-ms", "50"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        insert(1)
+        assert first.stderr is not None
+        assert first.stderr.readline().startswith("capturing: published items=1")
+        code, out, err = _run(*args)
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=30)
+    finally:
+        first.kill()
+        first.wait()
+    _one_line_error(code, err, f"AlreadyRunningError: {refused} (")
+    assert f"pid {first.pid} on " in err
+    assert out == ""
+    positions = [m.audit.position for m in ParquetChangeLog(log).read("items")]
+    assert len(positions) == 1
+
+
+def _capture_source(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> tuple[list[str], Callable[[int], None], str]:
+    """A source with an empty `items` table: its arguments (URL, slot), an insert of a row, and
+    what a second capture is refused as."""
+    if backend == "sqlite":
+        path = tmp_path / "shop.db"
+        with closing(sqlite3.connect(path)) as conn, conn:
+            conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY)")
+
+        def insert_row(key: int) -> None:
+            with closing(sqlite3.connect(path)) as conn, conn:
+                conn.execute("INSERT INTO items VALUES (?)", (key,))
+
+        return [str(path)], insert_row, f"a capture of {path} is already running"
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id BIGINT PRIMARY KEY)")
+
+    def insert_committed(key: int) -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("SET synchronous_commit = on")  # decodable at once
+            conn.execute("INSERT INTO items VALUES (%s)", (key,))
+
+    def drop_slot() -> None:
+        with PostgresChangeSource(dsn, slot=slot, tables=["items"]) as source:
+            source.drop()
+
+    request.addfinalizer(drop_slot)
+    return [dsn, "--slot", slot], insert_committed, f"a capture of slot {slot!r} is already running"

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from ordo.cdc.ports import ChangeSource, SourceStatus
 from ordo.cdc.schema import TableSchema
 from ordo.errors import ConfigurationError
 from ordo.storage.location import Location, SQLiteLocation, parse_location
+from ordo.storage.lock_file import exclusive_lock
 
 DEFAULT_SLOT = "ordo_cdc"
 
@@ -21,22 +23,31 @@ def change_source_at(
 
     Preparing is idempotent: SQLite gets its change table and triggers (re)installed, PostgreSQL
     gets the logical replication slot `slot` created unless it exists (PostgreSQL keeps WAL for
-    it from then on, until the capture advances it or the slot is dropped).
+    it from then on, until the capture advances it or the slot is dropped). The source is held
+    for the block, before it is prepared: a second capture of it (the same SQLite file, or the
+    same slot) is refused with AlreadyRunningError, as two would publish each change twice. An
+    SQLite file is held by the lock file `<file>-ordo-capture.lock` next to it, a slot by an
+    advisory lock in its database.
     """
     location = _capture_location(url, tables, slot)
     if isinstance(location, SQLiteLocation):
         from ordo.storage.sqlite.change_source import SQLiteChangeSource
 
-        sqlite = SQLiteChangeSource(location.path, tables)
-        try:
-            sqlite.install()
-            yield sqlite
-        finally:
-            sqlite.close()
+        held = Path(f"{location.path}-ordo-capture.lock")
+        with exclusive_lock(held, f"a capture of {location.path} is already running"):
+            sqlite = SQLiteChangeSource(location.path, tables)
+            try:
+                sqlite.install()
+                yield sqlite
+            finally:
+                sqlite.close()
         return
-    from ordo.storage.postgres.change_source import PostgresChangeSource
+    from ordo.storage.postgres.change_source import PostgresChangeSource, capture_lock
 
-    with PostgresChangeSource(location.dsn, slot=slot, tables=tables) as postgres:
+    with (
+        capture_lock(location.dsn, slot),
+        PostgresChangeSource(location.dsn, slot=slot, tables=tables) as postgres,
+    ):
         postgres.create()
         yield postgres
 

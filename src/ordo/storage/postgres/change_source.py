@@ -9,7 +9,9 @@ they follow commits rather than each change's LSN, is explained in `wal2json.py`
 from __future__ import annotations
 
 import logging
+import os
 import re
+import socket
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -23,11 +25,13 @@ from ordo.cdc.mutation import Audit, Mutation, snapshot_segment
 from ordo.cdc.ports import CapturedWindow, SourceStatus
 from ordo.cdc.schema import ColumnType, TableSchema
 from ordo.errors import (
+    AlreadyRunningError,
     CaptureError,
     ConfigurationError,
     InvalidInputError,
     ReplicationSlotMissingError,
 )
+from ordo.hashing import stable_hash
 from ordo.storage.postgres.catalog import (
     COLUMN_TYPES,
     Connection,
@@ -446,3 +450,42 @@ def capture_slots(dsn: str) -> list[SourceStatus]:
         )
         for name, confirmed, head, retained in rows
     ]
+
+
+_CAPTURE_LOCK_CLASS = 0x6F72646F
+"""The first key of a capture's advisory lock ("ordo"); the second is its slot's hash."""
+_LOCK_HOLDER = (
+    "SELECT a.application_name, a.pid, coalesce(host(a.client_addr), 'a local socket') "
+    "FROM pg_locks AS l JOIN pg_stat_activity AS a ON a.pid = l.pid "
+    "WHERE l.locktype = 'advisory' AND l.granted AND l.database = "
+    "(SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "AND l.classid = %s AND l.objid = %s AND l.objsubid = 2"
+)
+
+
+@contextmanager
+def capture_lock(dsn: str, slot: str) -> Iterator[None]:
+    """Hold the capture lock of `slot` for the block: one capture per slot at a time.
+
+    Two captures of one slot peek the same changes, so both published them (duplicates in the
+    change log), and one failed later when the other held the slot for a moment. The lock is a
+    session advisory lock on a connection of its own, held until the block ends; the server
+    releases it when that connection ends, so a crashed capture leaves none. A slot belongs to
+    one database, as do advisory locks. AlreadyRunningError names the holder: its
+    application_name says `ordo cdc capture pid N on HOST`.
+    """
+    keys = (_CAPTURE_LOCK_CLASS, stable_hash(slot) & 0x7FFFFFFF)
+    with _translated(slot), _connect(dsn, autocommit=True) as conn:
+        name = f"ordo cdc capture pid {os.getpid()} on {socket.gethostname()}"
+        conn.execute("SELECT set_config('application_name', %s, false)", (name,))
+        row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", keys).fetchone()
+        if row is None or not row[0]:
+            holder = conn.execute(_LOCK_HOLDER, keys).fetchone()
+            running = (
+                "its holder has just ended"
+                if holder is None
+                else (f"{holder[0]}; PostgreSQL backend pid {holder[1]} from {holder[2]}")
+            )
+            msg = f"a capture of slot {slot!r} is already running ({running}); stop it first"
+            raise AlreadyRunningError(msg)
+        yield

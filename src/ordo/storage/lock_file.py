@@ -1,0 +1,65 @@
+"""Exclusive lock files: at most one running copy of a job per source or checkpoint.
+
+An operator who starts a job twice (a second terminal, a cron overlap, a container restarted
+while the old one still runs) gets the second copy refused at once, naming the first, instead of
+two copies publishing the same changes or racing over one checkpoint. The lock is `flock`'s: the
+kernel releases it when its process ends, however it ends, so a crashed job leaves no stale lock
+(the file stays, unlocked, and the next run takes it).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ordo.errors import AlreadyRunningError
+
+_HOLDER_READS, _HOLDER_WAIT_S = 25, 0.02
+LOCK_FILE = ".ordo.lock"
+"""The lock file a job keeps in a folder of its own (a streaming query's checkpoint)."""
+
+
+@contextmanager
+def exclusive_lock(path: Path, running: str) -> Iterator[None]:
+    """Hold the lock file `path` (made with its folders) for the block.
+
+    AlreadyRunningError (`<running> (pid N on HOST); stop it first, ...`) when another process
+    holds it; `running` says what, as "a capture of shop.db is already running". The holder
+    writes its pid and host into the file for that message; the file is opened without
+    truncating, so a refused copy never erases the holder's.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            msg = (
+                f"{running} ({_holder(descriptor)}); stop it first, or wait for it to end "
+                f"(lock file {path})"
+            )
+            raise AlreadyRunningError(msg) from None
+        os.ftruncate(descriptor, 0)
+        os.write(descriptor, f"pid {os.getpid()} on {socket.gethostname()}".encode())
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
+
+
+def _holder(descriptor: int) -> str:
+    """What the lock's holder wrote about itself ("pid N on HOST").
+
+    A holder writes it just after taking the lock: a copy started at the same moment waits a
+    little for it rather than name nobody.
+    """
+    for _ in range(_HOLDER_READS):
+        text = os.pread(descriptor, 200, 0).decode("utf-8", "replace").strip()
+        if text:
+            return text
+        time.sleep(_HOLDER_WAIT_S)
+    return "its pid is not written yet"
