@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -43,7 +44,8 @@ def _users_sink(tmp_path: Path) -> str:
     return url
 
 
-def test_a_new_spark_writes_its_console_output_to_the_log_file(tmp_path: Path) -> None:
+def _materialize_command(tmp_path: Path) -> list[str]:
+    """`ordo cdc materialize` of a `users` change log with one insert: the command line."""
     sink = _users_sink(tmp_path)
     insert = Mutation(
         table="users",
@@ -53,10 +55,14 @@ def test_a_new_spark_writes_its_console_output_to_the_log_file(tmp_path: Path) -
         audit=Audit(source="test", replica="r", segment="s", position=1),
     )
     ParquetChangeLog(tmp_path / "log").append("users", [(0, ChangeRows.from_mutations([insert]))])
+    command = [str(ORDO), "cdc", "materialize", "users", "--journal", sink]
+    return [*command, "--change-log", str(tmp_path / "log"), "--checkpoint", str(tmp_path / "ck")]
+
+
+def test_a_new_spark_writes_its_console_output_to_the_log_file(tmp_path: Path) -> None:
+    command = _materialize_command(tmp_path)
     log = tmp_path / "spark.log"
     env = {**os.environ, "ORDO_SPARK_LOG": str(log)}
-    command = [str(ORDO), "cdc", "materialize", "users", "--journal", sink]
-    command += ["--change-log", str(tmp_path / "log"), "--checkpoint", str(tmp_path / "ck")]
 
     done = subprocess.run(
         command, env=env, capture_output=True, text=True, timeout=300, check=False
@@ -290,4 +296,70 @@ def test_a_log_file_that_cannot_be_written_blames_ordo_spark_log_only_when_it_is
     last = done.stderr.splitlines()[-1]
     assert last.startswith(
         f"ordo.errors.ConfigurationError: cannot write Spark's output to {blocked}/tmp/ordo-x.log: "
+    )
+
+
+def _running(command: list[str], tmp_path: Path, first_line: str) -> subprocess.Popen[str]:
+    """`command` started as a terminal would start it, once its stderr said `first_line` after
+    Spark's start (nothing more when `first_line` is empty)."""
+    env = {**os.environ, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")}
+    job = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    if first_line:
+        assert job.stderr is not None
+        job.stderr.readline()  # starting Spark ...
+        line = job.stderr.readline()
+        assert line.startswith(first_line), line
+    return job
+
+
+def _stopped(job: subprocess.Popen[str]) -> None:
+    """Ctrl-C for a job that still runs, and a kill when that does not end it."""
+    if job.poll() is not None:
+        return
+    os.killpg(job.pid, signal.SIGINT)
+    try:
+        job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+
+
+@pytest.mark.parametrize("job", ["pipeline", "materializer"])
+def test_a_second_copy_of_a_running_streaming_job_is_refused_before_its_spark_starts(
+    tmp_path: Path, job: str
+) -> None:
+    """Two runs on one checkpoint: the second started Spark, then failed seconds later in
+    Spark's terms (`SparkConcurrentModificationException: Multiple streaming queries are
+    concurrently using metadata`, `[CONCURRENT_STREAM_LOG_UPDATE] Concurrent update to the
+    log. Multiple streaming jobs detected for 0`), or ran idle beside the first, after
+    replacing the first's Spark log."""
+    if job == "pipeline":
+        command, checkpoint = _pipeline_command(tmp_path), tmp_path / "checkpoint"
+        label = "pipeline 'totals'"
+    else:
+        command = [*_materialize_command(tmp_path), "--follow", "--master", "local[1]"]
+        checkpoint, label = tmp_path / "ck", "materializer 'users'"
+    first = _running(command, tmp_path, f"{label}: batch 0, 1 row")
+    second = _running(command, tmp_path, "")
+    try:
+        _, err = second.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the second copy was not refused: it ran beside the first")
+    finally:
+        _stopped(second)
+        _stopped(first)
+
+    assert second.returncode == 1
+    assert err == (
+        f"Error: AlreadyRunningError: {label} is already running on checkpoint {checkpoint} "
+        f"(pid {first.pid} on {socket.gethostname()}); stop it first, or wait for it to end "
+        f"(lock file {checkpoint}/.ordo.lock)\n"
     )

@@ -305,6 +305,7 @@ def materialize(
     Changes that do not fit their schema, or cannot be read, go to CHECKPOINT/dead_letters:
     a warning on stderr says how many this run sent there.
     """
+    from ordo.spark.checkpoint import checkpoint_lock
     from ordo.spark.job_session import job_session
     from ordo.spark.materializer import MaterializerSpec, require_schema
     from ordo.spark.materializer import materialize as start_materializer
@@ -321,7 +322,11 @@ def materialize(
     _require_change_log(change_log, table, follow=follow)
     dead_letters = BatchListing.of(spec.dead_letters_at(str(checkpoint)))
     app_name = f"ordo-materializer-{spec.name}"
-    with job_session(master=master, app_name=app_name, announce=progress) as spark:
+    label = f"materializer {spec.name!r}"
+    with (
+        checkpoint_lock(str(checkpoint), label),  # a second copy: refused before Spark starts
+        job_session(master=master, app_name=app_name, announce=progress) as spark,
+    ):
         query = start_materializer(
             spark,
             spec,
@@ -330,7 +335,7 @@ def materialize(
             processing_time="1 second" if follow else None,
         )
         try:
-            wait_for(query, f"materializer {spec.name!r}")
+            wait_for(query, label)
         finally:  # interrupted or failed too: what went to the dead letters stays there
             _warn_of_dead_letters(dead_letters)
     with stores_at(spec.sink) as stores:

@@ -26,6 +26,7 @@ def run(config_file: Path, master: str) -> None:
     With the available_now trigger it stops once it has caught up; with a processing-time
     trigger it runs until interrupted.
     """
+    from ordo.spark.checkpoint import checkpoint_lock
     from ordo.spark.job_session import job_session
     from ordo.spark.pipeline import PipelineConfig, start_pipeline
     from ordo.spark.query_failure import query_failures
@@ -34,7 +35,10 @@ def run(config_file: Path, master: str) -> None:
     config = PipelineConfig.from_toml(config_file)  # every check, the journal's too, before Spark
     app_name = f"ordo-{config.processor}"
     label = f"pipeline {config.processor!r}"
-    with job_session(master=master, app_name=app_name, announce=progress) as spark:
+    with (
+        checkpoint_lock(config.checkpoint, label),  # a second copy: refused before Spark starts
+        job_session(master=master, app_name=app_name, announce=progress) as spark,
+    ):
         with query_failures(label):  # Spark refusing to start the query: one line too
             query = start_pipeline(spark, config)
         wait_for(query, label)

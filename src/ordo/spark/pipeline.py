@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
@@ -50,6 +49,7 @@ from ordo.errors import (
 from ordo.journal import validation
 from ordo.settings import EventsByTagSettings
 from ordo.settings.loading import integer_in, read_toml
+from ordo.spark.checkpoint import local_checkpoint_path
 from ordo.spark.options import MAX_SEGMENTS, EventsByTagOptions
 from ordo.spark.projection import Handler, ProjectionSpec, projection
 from ordo.storage.location import SQLiteLocation, parse_location
@@ -242,7 +242,7 @@ def _check_checkpoint(path: Path, checkpoint: str) -> None:
     """
     problem = None
     try:
-        local = _local_path(checkpoint)
+        local = local_checkpoint_path(checkpoint)
     except ValueError as exc:
         local, problem = None, str(exc)
     if local is not None:
@@ -256,35 +256,6 @@ def _check_checkpoint(path: Path, checkpoint: str) -> None:
     if problem is not None:
         msg = f"{path}: [pipeline] checkpoint {checkpoint!r}: {problem}"
         raise ConfigurationError(msg)
-
-
-def _local_path(checkpoint: str) -> Path | None:
-    """The local folder Spark makes of `checkpoint`, absolute; None for another file system.
-
-    As Hadoop's file system reads it: `..` is taken away by the name alone (`ck/../file/x` is
-    in `file` even when `ck` does not exist), and a file: URI's path is used as written, not
-    percent-decoded (`%20` and `#` are part of the folder's name). A file: URI with a host or
-    a relative path, and a NUL character, are ValueErrors: Spark refused them once started.
-    """
-    if "\0" in checkpoint:
-        msg = "a path cannot hold a NUL character"
-        raise ValueError(msg)
-    scheme = urlsplit(checkpoint).scheme.lower()  # a ValueError for an unclosed [ of a host
-    if scheme not in ("", "file"):
-        return None
-    local = checkpoint
-    if scheme:
-        local = checkpoint[len("file:") :]
-        if local.startswith("//"):
-            host, _, rest = local[2:].partition("/")
-            if host:
-                msg = f"a file: URI takes no host ({host!r}), as in file:///path"
-                raise ValueError(msg)
-            local = f"/{rest}"
-        if not local.startswith("/"):
-            msg = "a file: URI needs an absolute path, as in file:///path"
-            raise ValueError(msg)
-    return Path(os.path.abspath(local))
 
 
 def _trigger(path: Path, trigger: str) -> str:

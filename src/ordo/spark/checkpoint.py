@@ -1,0 +1,60 @@
+"""A streaming query's checkpoint location: where it is locally, and one running query on it.
+
+Spark's own check of a checkpoint shared by two running queries comes seconds after start-up,
+when the second writes its metadata or offset log, and says so in Spark's terms
+(`SparkConcurrentModificationException: Multiple streaming queries are concurrently using
+metadata`, `CONCURRENT_STREAM_LOG_UPDATE`); a second query that starts while the first is in the
+middle of a batch runs that batch again beside it until then. `checkpoint_lock` refuses the
+second copy of a job before its Spark starts.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from ordo.storage.lock_file import LOCK_FILE, exclusive_lock
+
+
+def checkpoint_lock(checkpoint: str, job: str) -> AbstractContextManager[None]:
+    """Hold `<checkpoint>/.ordo.lock` for the block when the checkpoint is local.
+
+    AlreadyRunningError (`<job> is already running on checkpoint ... (pid N on HOST)`) while
+    another process holds it. A checkpoint on another file system (hdfs://, s3a://) is left to
+    Spark's check. The checkpoint's folder is made here, as Spark would make it.
+    """
+    local = local_checkpoint_path(checkpoint)
+    if local is None:
+        return nullcontext()
+    return exclusive_lock(local / LOCK_FILE, f"{job} is already running on checkpoint {checkpoint}")
+
+
+def local_checkpoint_path(checkpoint: str) -> Path | None:
+    """The local folder Spark makes of `checkpoint`, absolute; None for another file system.
+
+    As Hadoop's file system reads it: `..` is taken away by the name alone (`ck/../file/x` is
+    in `file` even when `ck` does not exist), and a file: URI's path is used as written, not
+    percent-decoded (`%20` and `#` are part of the folder's name). A file: URI with a host or
+    a relative path, and a NUL character, are ValueErrors: Spark refused them once started.
+    """
+    if "\0" in checkpoint:
+        msg = "a path cannot hold a NUL character"
+        raise ValueError(msg)
+    scheme = urlsplit(checkpoint).scheme.lower()  # a ValueError for an unclosed [ of a host
+    if scheme not in ("", "file"):
+        return None
+    local = checkpoint
+    if scheme:
+        local = checkpoint[len("file:") :]
+        if local.startswith("//"):
+            host, _, rest = local[2:].partition("/")
+            if host:
+                msg = f"a file: URI takes no host ({host!r}), as in file:///path"
+                raise ValueError(msg)
+            local = f"/{rest}"
+        if not local.startswith("/"):
+            msg = "a file: URI needs an absolute path, as in file:///path"
+            raise ValueError(msg)
+    return Path(os.path.abspath(local))
