@@ -42,6 +42,10 @@ class PostgresDatastore:
 
     Connections are in autocommit mode; writes run in explicit transactions. Thread-safe;
     not picklable (Spark executors open their own).
+
+    A connection is checked before it is lent (`_live_connection`): when the server ended the
+    pool's sessions (a restart, a failover, pg_terminate_backend), the calls after it get new
+    connections instead of failing with StorageUnavailableError once per idle connection.
     """
 
     def __init__(self, dsn: str, *, max_size: int = POOL_MAX_SIZE) -> None:
@@ -63,7 +67,7 @@ class PostgresDatastore:
     def write_transaction(self) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
         """Run one atomic write; driver errors leave as StorageError subclasses."""
         try:
-            with self._pool.connection() as conn, conn.transaction():
+            with self._live_connection() as conn, conn.transaction():
                 yield conn
         except (psycopg.Error, PoolTimeout) as exc:
             raise translate_postgres_error(exc) from exc
@@ -76,10 +80,27 @@ class PostgresDatastore:
         round trips.
         """
         try:
-            with self._pool.connection() as conn:
+            with self._live_connection() as conn:
                 yield conn
         except (psycopg.Error, PoolTimeout) as exc:
             raise translate_postgres_error(exc) from exc
+
+    @contextmanager
+    def _live_connection(self) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+        """A pooled connection that answered an empty query (one round trip per checkout).
+
+        A dead one means the server ended sessions, most likely every idle one of the pool:
+        they are all checked and dropped at once before a new connection is taken. The pool's
+        own `check=` does not fit: it backs off 1, 2, 4... s between dead connections, so a
+        full pool of them failed the call after the pool's 30 s timeout.
+        """
+        with self._pool.connection() as conn:
+            if _is_alive(conn):
+                yield conn
+                return
+        self._pool.check()
+        with self._pool.connection() as conn:
+            yield conn
 
     def migrate(self) -> MigrationReceipt:
         """Create or upgrade the schema; an advisory lock serializes concurrent callers.
@@ -135,6 +156,15 @@ def require_journal_schema(dsn: str) -> None:
     if not is_journal:
         msg = f"no ordo journal in PostgreSQL at {_redacted(dsn)}: create it with `ordo init`"
         raise StorageUnavailableError(msg)
+
+
+def _is_alive(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    """Whether the connection's session still answers (the pool discards it otherwise)."""
+    try:
+        ConnectionPool.check_connection(conn)
+    except psycopg.OperationalError:
+        return False
+    return True
 
 
 def _has_metadata(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
