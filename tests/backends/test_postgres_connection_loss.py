@@ -1,0 +1,138 @@
+"""Long-lived PostgreSQL objects after the server ended their sessions.
+
+A restart, a failover or an administrator ends a server's sessions; here pg_terminate_backend
+does, from another connection, and the same objects are used again without reopening anything.
+Only this test's sessions are ended: the URL names them by application_name.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable, Iterator
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import psycopg
+import pytest
+
+from processing_support import READ, WRITE
+
+from ordo import NO_OFFSET, NewEvent, events_by_tag_at, open_journal, open_stores
+from ordo.storage.open import Stores, stores_at
+from ordo.tools.verification import check_tag_views
+
+pytestmark = pytest.mark.postgres
+
+_TERMINATE = (
+    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+    "WHERE application_name = %s AND pid <> pg_backend_pid()"
+)
+
+
+class Sessions:
+    """This test's URL (its sessions named by application_name) and a way to end them."""
+
+    def __init__(self, dsn: str) -> None:
+        self.name = f"ordo-loss-{secrets.token_hex(4)}"
+        parts = urlsplit(dsn)
+        named = urlencode({"application_name": self.name})
+        query = f"{parts.query}&{named}" if parts.query else named
+        self.url = urlunsplit(parts._replace(query=query))
+        self._dsn = dsn
+
+    def terminate(self) -> int:
+        """End every session of this test's URL; how many there were."""
+        with psycopg.connect(self._dsn, autocommit=True) as conn:
+            row = conn.execute(_TERMINATE, (self.name,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+
+@pytest.fixture
+def sessions(postgres_dsn: str) -> Sessions:
+    return Sessions(postgres_dsn)
+
+
+@pytest.fixture
+def stores(sessions: Sessions) -> Iterator[Stores]:
+    opened = open_stores(sessions.url)
+    yield opened
+    opened.close()
+
+
+def _fill_pool(stores: Stores) -> None:
+    """Have the pool hold all its connections at once (8 open transactions); idle after."""
+    barrier = threading.Barrier(8)
+
+    def hold() -> None:
+        with stores.tokens.batch("processor", 0, "owner"):
+            barrier.wait()
+
+    threads = [threading.Thread(target=hold) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+CALLS: dict[str, Callable[[Stores], object]] = {
+    "journal": lambda s: s.journal.highest_sequence_nr("p"),  # type: ignore[arg-type]
+    "tokens": lambda s: s.tokens.processors(),
+    "change sink": lambda s: s.change_sink.progress(),
+    "schemas": lambda s: s.schemas.tables(),
+    "operations": lambda s: s.operations.count_time_buckets(),
+}
+
+
+@pytest.mark.parametrize("call", CALLS.values(), ids=CALLS.keys())
+def test_each_store_call_after_the_sessions_ended_succeeds(
+    sessions: Sessions, stores: Stores, call: Callable[[Stores], object]
+) -> None:
+    _fill_pool(stores)
+    assert sessions.terminate() == 8
+    for _ in range(3):  # each idle connection of the pool is dead: none is lent
+        call(stores)
+
+
+def test_appends_after_the_sessions_ended_lose_and_repeat_nothing(sessions: Sessions) -> None:
+    with open_journal(sessions.url, settings=WRITE) as journal:
+        for i in range(3):
+            journal.append("a", [NewEvent.of({"i": i}, tags=["t"])])
+        journal.flush()
+        assert sessions.terminate() >= 1
+        for i in range(3, 6):
+            journal.append("a", [NewEvent.of({"i": i}, tags=["t", "u"])])
+        journal.flush()
+        numbers = [e.sequence_nr for e in journal.replay("a")]
+        payloads = [e.payload for e in journal.replay("a")]
+    assert numbers == [1, 2, 3, 4, 5, 6]
+    assert payloads == [{"i": i} for i in range(6)]
+    with stores_at(sessions.url) as stores:
+        report = check_tag_views(stores.journal, stores.tag_views, WRITE.bucket_size)
+    assert report.is_clean, report
+    assert (report.tagged_events, report.tag_view_rows) == (9, 9)
+
+
+def test_a_journal_closed_after_the_sessions_ended_releases_its_writer_lease(
+    sessions: Sessions,
+) -> None:
+    journal = open_journal(sessions.url)
+    journal.append("a", [NewEvent.of({"i": 0})])
+    assert sessions.terminate() >= 1
+    journal.close()
+    with stores_at(sessions.url) as stores:
+        assert not stores.operations.live_writers(since_ms=0)
+
+
+def test_a_live_query_reads_on_after_the_sessions_ended(sessions: Sessions) -> None:
+    with open_journal(sessions.url, settings=WRITE) as journal:
+        journal.append("a", [NewEvent.of({"i": 0}, tags=["t"])])
+        journal.flush()
+        with (
+            events_by_tag_at(sessions.url, settings=READ, events_by_tag=WRITE) as queries,
+            queries.live("t", NO_OFFSET) as stream,
+        ):
+            assert next(stream).sequence_nr == 1
+            journal.append("a", [NewEvent.of({"i": 1}, tags=["t"])])
+            journal.flush()
+            assert sessions.terminate() >= 1
+            assert next(stream).sequence_nr == 2
