@@ -15,16 +15,16 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from processing_support import READ, WRITE
-
 from ordo import NO_OFFSET, NewEvent, events_by_tag_at, open_journal, open_stores
 from ordo.storage.open import Stores, stores_at
 from ordo.tools.verification import check_tag_views
+from processing_support import READ, WRITE
 
 pytestmark = pytest.mark.postgres
 
+# With a timeout the call returns once the sessions are gone, as after a restart or a failover.
 _TERMINATE = (
-    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+    "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
     "WHERE application_name = %s AND pid <> pg_backend_pid()"
 )
 
