@@ -10,15 +10,18 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import psycopg
 import pytest
 
 from ordo import NO_OFFSET, NewEvent, events_by_tag_at, open_journal, open_stores
+from ordo.processing import HandlerContext, TrackingProcessor
+from ordo.query import EventEnvelope
 from ordo.storage.open import Stores, stores_at
 from ordo.tools.verification import check_tag_views
-from processing_support import READ, WRITE
+from processing_support import FAST, READ, WRITE, counting_handler, source, wait_for
 
 pytestmark = pytest.mark.postgres
 
@@ -136,3 +139,47 @@ def test_a_live_query_reads_on_after_the_sessions_ended(sessions: Sessions) -> N
             journal.flush()
             assert sessions.terminate() >= 1
             assert next(stream).sequence_nr == 2
+
+
+def test_a_session_ended_during_a_careful_rerun_does_not_stop_the_processor(
+    sessions: Sessions, stores: Stores
+) -> None:
+    """A lost connection is the batch's failure, not the handler's, in a careful rerun too.
+
+    The rerun that follows a handler failure handles each event in a savepoint, with retries
+    and then error_mode. When the session ended there, the savepoint's own statements failed
+    and were taken for the handler's: the retries failed alike, and error_mode FAIL stopped
+    the processor with EventHandlingError instead of claiming the segment again.
+    """
+    with stores.tokens.batch("setup", 0, "owner") as batch:
+        batch.connection.execute(  # type: ignore[attr-defined]
+            "CREATE TABLE counts (pid TEXT PRIMARY KEY, n INT, last INT, replays INT)"
+        )
+    calls: dict[str, int] = {}
+
+    def handler(event: EventEnvelope, context: HandlerContext) -> None:
+        calls[event.persistence_id] = calls.get(event.persistence_id, 0) + 1
+        if event.persistence_id == "p3":
+            if calls["p3"] == 1:
+                msg = "first call fails: the batch is rerun carefully"
+                raise ValueError(msg)
+            if calls["p3"] == 2:
+                sessions.terminate()  # the careful rerun's session ends under it
+        counting_handler(event, context)
+
+    with open_journal(sessions.url, settings=WRITE) as journal:
+        for i in range(6):
+            journal.append(f"p{i}", [NewEvent.of(i, tags=["t"])])
+    settings = replace(FAST, thread_count=1, initial_segment_count=1)
+    with TrackingProcessor(
+        "counts", source(stores), stores.tokens, handler, settings=settings
+    ) as processor:
+        wait_for(lambda: len(_counts(stores)) == 6 or not processor.is_running)
+        assert processor.failure is None
+    assert _counts(stores) == {f"p{i}": 1 for i in range(6)}
+
+
+def _counts(stores: Stores) -> dict[str, int]:
+    with stores.tokens.batch("reader", 0, "owner") as batch:
+        rows = batch.connection.execute("SELECT pid, n FROM counts").fetchall()  # type: ignore[attr-defined]
+    return {str(pid): int(n) for pid, n in rows}

@@ -137,7 +137,10 @@ class BatchTransaction(Protocol):
         ...
 
     def savepoint(self) -> AbstractContextManager[None]:
-        """A nested transaction: an exception inside undoes only what happened inside."""
+        """A nested transaction: an exception inside undoes only what happened inside.
+
+        StorageUnavailableError when the savepoint itself fails: the transaction is lost.
+        """
         ...
 
 

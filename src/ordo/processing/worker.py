@@ -19,6 +19,7 @@ from ordo.errors import (
     InvalidSegmentOperationError,
     MissingTaggedEventError,
     StorageError,
+    StorageUnavailableError,
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
@@ -288,6 +289,8 @@ class SegmentWorker(threading.Thread):
                 with batch.savepoint():
                     self.p._handler(row, context)
                 return
+            except StorageUnavailableError:
+                raise  # the batch's transaction is lost: rolled back, and claimed again
             except Exception as exc:  # user code: retry, then apply error_mode
                 error = exc
                 if attempt < settings.max_retries:

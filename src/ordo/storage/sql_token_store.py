@@ -11,6 +11,7 @@ from typing import ClassVar
 from ordo.errors import (
     InvalidSegmentOperationError,
     StorageIntegrityError,
+    StorageUnavailableError,
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
@@ -508,15 +509,29 @@ class SqlBatch:
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
-        """SAVEPOINT around one handler call, so a retry or a skip undoes only its writes."""
-        self._conn.execute("SAVEPOINT ordo_event")
+        """SAVEPOINT around one handler call, so a retry or a skip undoes only its writes.
+
+        The savepoint's own statements fail only when the transaction is lost (its session
+        ended): StorageUnavailableError then says it is the batch's failure, not the handler's,
+        so that the batch is rolled back and claimed again instead of retried and given to
+        error_mode (which stopped a processor whose session ended in a careful rerun).
+        """
+        self._own("SAVEPOINT ordo_event")
         try:
             yield
         except BaseException:
-            self._conn.execute("ROLLBACK TO SAVEPOINT ordo_event")
-            self._conn.execute("RELEASE SAVEPOINT ordo_event")
+            self._own("ROLLBACK TO SAVEPOINT ordo_event")
+            self._own("RELEASE SAVEPOINT ordo_event")
             raise
-        self._conn.execute("RELEASE SAVEPOINT ordo_event")
+        self._own("RELEASE SAVEPOINT ordo_event")
+
+    def _own(self, statement: str) -> None:
+        """Run one of the batch's own statements; any failure means the transaction is lost."""
+        try:
+            self._conn.execute(statement)
+        except Exception as exc:  # the driver's error: sqlite3's or psycopg's
+            msg = f"the batch's transaction is lost: {exc}"
+            raise StorageUnavailableError(msg) from exc
 
     def commit(self, owner: str, *, mask: int | None = None) -> None:
         """Write positions, handled events and the token, unless the claim was lost.
