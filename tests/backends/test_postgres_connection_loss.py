@@ -2,24 +2,38 @@
 
 A restart, a failover or an administrator ends a server's sessions; here pg_terminate_backend
 does, from another connection, and the same objects are used again without reopening anything.
-Only this test's sessions are ended: the URL names them by application_name.
+Only this test's sessions are ended: the URL names them by application_name (a capture names
+the session that holds its lock after this process).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import secrets
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import psycopg
 import pytest
 
 from ordo import NO_OFFSET, NewEvent, events_by_tag_at, open_journal, open_stores
+from ordo.cdc import Publisher, SchemaRegistry
+from ordo.cdc.capture import Capture, CaptureTotals
+from ordo.cdc.change_rows import ChangeRows
+from ordo.errors import AlreadyRunningError, StorageUnavailableError
 from ordo.processing import HandlerContext, TrackingProcessor
 from ordo.query import EventEnvelope
+from ordo.settings import CaptureSettings
+from ordo.storage.change_sources import change_source_at
 from ordo.storage.open import Stores, stores_at
+from ordo.storage.parquet import ParquetChangeLog
 from ordo.tools.verification import check_tag_views
 from processing_support import FAST, READ, WRITE, counting_handler, source, wait_for
 
@@ -28,8 +42,10 @@ pytestmark = pytest.mark.postgres
 # With a timeout the call returns once the sessions are gone, as after a restart or a failover.
 _TERMINATE = (
     "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
-    "WHERE application_name = %s AND pid <> pg_backend_pid()"
+    "WHERE application_name IN (%s, %s) AND pid <> pg_backend_pid()"
 )
+_CAPTURE = f"ordo cdc capture pid {os.getpid()} on {socket.gethostname()}"
+"""The application_name of the session holding a capture's lock (the capture's own)."""
 
 
 class Sessions:
@@ -44,10 +60,16 @@ class Sessions:
         self._dsn = dsn
 
     def terminate(self) -> int:
-        """End every session of this test's URL; how many there were."""
+        """End every session of this test's URL and of this process's captures; how many."""
         with psycopg.connect(self._dsn, autocommit=True) as conn:
-            row = conn.execute(_TERMINATE, (self.name,)).fetchone()
+            row = conn.execute(_TERMINATE, (self.name, _CAPTURE)).fetchone()
         return 0 if row is None else int(row[0])
+
+    def execute(self, statement: str, params: tuple[object, ...] = ()) -> None:
+        """Run `statement`, committed durably: a slot decodes it at once."""
+        with psycopg.connect(self._dsn, autocommit=True) as conn:
+            conn.execute("SET synchronous_commit = on")
+            conn.execute(statement, params)
 
 
 @pytest.fixture
@@ -183,3 +205,189 @@ def _counts(stores: Stores) -> dict[str, int]:
     with stores.tokens.batch("reader", 0, "owner") as batch:
         rows = batch.connection.execute("SELECT pid, n FROM counts").fetchall()  # type: ignore[attr-defined]
     return {str(pid): int(n) for pid, n in rows}
+
+
+class _EndingSessionsOnce(ParquetChangeLog):
+    """A change log whose first append ends the sessions once its files are in place.
+
+    The capture then fails to advance the slot past the window it has just published: the
+    moment between publish and advance, where a lost session must repeat nothing.
+    """
+
+    def __init__(self, root: Path, sessions: Sessions) -> None:
+        super().__init__(root)
+        self._sessions: Sessions | None = sessions
+
+    def append(self, table: str, files: list[tuple[int, ChangeRows]]) -> None:  # type: ignore[override]
+        super().append(table, files)
+        if self._sessions is not None:
+            assert self._sessions.terminate() >= 2  # the capture's and the journal's pool
+            self._sessions = None
+
+
+class _Running:
+    """`capture.run()` in a thread until `stop()`; what it returned or raised."""
+
+    def __init__(self, capture: Capture) -> None:
+        self._stop = threading.Event()
+        self.totals: CaptureTotals | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(capture,))
+        self._thread.start()
+
+    def _run(self, capture: Capture) -> None:
+        try:
+            self.totals = capture.run(stop=self._stop)
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(15)
+
+
+_FAST = CaptureSettings(
+    max_changes=6,
+    flush_interval=timedelta(milliseconds=50),
+    poll_interval=timedelta(milliseconds=20),
+)
+
+
+def _changes_of(log: ParquetChangeLog, count: int, running: _Running) -> list[tuple[int, int]]:
+    """(key, value) of the log's changes in position order, once it holds `count` (10 s)."""
+    deadline = time.monotonic() + 10
+    while True:
+        logged = sorted(log.read("items"), key=lambda m: m.audit.position)
+        if len(logged) >= count or time.monotonic() > deadline or running.error is not None:
+            break
+        time.sleep(0.05)
+    assert running.error is None, running.error
+    return [(int(str(m.partition_key[0])), int(str(m.cells["v"].value))) for m in logged]
+
+
+def test_a_capture_rides_out_ended_sessions_publishing_each_change_once(
+    sessions: Sessions, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A following capture failed at the first call after the loss (StorageUnavailableError).
+
+    Its sessions are ended between a publish and the slot's advance, then twice more while rows
+    change: every change is in the log once, in order, and the capture holds its lock again.
+    """
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    sessions.execute("CREATE TABLE items (id bigint PRIMARY KEY, v int)")
+    log = _EndingSessionsOnce(tmp_path / "log", sessions)
+    written: list[tuple[int, int]] = []
+
+    def write(round_: int) -> None:
+        for key in range(4):
+            sessions.execute(
+                "INSERT INTO items VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET v = %s",
+                (key, round_, round_),
+            )
+            written.append((key, round_))
+
+    caplog.set_level(logging.INFO, logger="ordo.cdc.capture")
+    try:
+        with (
+            stores_at(sessions.url) as stores,
+            change_source_at(sessions.url, ["items"], slot=slot) as source,
+        ):
+            capture = Capture(
+                source, Publisher(log), SchemaRegistry(stores.schemas), settings=_FAST
+            )
+            running = _Running(capture)
+            try:
+                write(0)
+                assert _changes_of(log, len(written), running) == written
+                for round_ in (1, 2):
+                    assert sessions.terminate() >= 2
+                    write(round_)
+                    assert _changes_of(log, len(written), running) == written
+                with (
+                    pytest.raises(AlreadyRunningError, match=slot),
+                    change_source_at(sessions.url, ["items"], slot=slot),
+                ):
+                    pass
+            finally:
+                running.stop()
+    finally:
+        with change_source_at(sessions.url, ["items"], slot=slot) as source:
+            source.drop()  # type: ignore[attr-defined]
+    assert running.error is None, running.error
+    assert running.totals is not None
+    assert running.totals.skipped >= 1  # the window published before the loss, re-peeked
+    assert _changes_of(log, len(written), running) == written  # nothing came twice later
+    assert "capture unavailable, retrying in 0.1 s (attempt 1, for up to 60 s" in caplog.text
+    assert "capture reconnected after" in caplog.text
+
+
+def test_a_capture_whose_lock_another_took_meanwhile_stops(
+    sessions: Sessions, tmp_path: Path
+) -> None:
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    sessions.execute("CREATE TABLE items (id bigint PRIMARY KEY, v int)")
+    idle = CaptureSettings(poll_interval=timedelta(seconds=2))
+    try:
+        with (
+            stores_at(sessions.url) as stores,
+            change_source_at(sessions.url, ["items"], slot=slot) as source,
+        ):
+            log = ParquetChangeLog(tmp_path / "log")
+            capture = Capture(source, Publisher(log), SchemaRegistry(stores.schemas), settings=idle)
+            running = _Running(capture)
+            try:
+                time.sleep(0.5)  # the capture polls, then waits 2 s
+                assert sessions.terminate() >= 2
+                with change_source_at(sessions.url, ["items"], slot=slot):  # another capture
+                    running.join(10)
+            finally:
+                running.stop()
+    finally:
+        with change_source_at(sessions.url, ["items"], slot=slot) as source:
+            source.drop()  # type: ignore[attr-defined]
+    assert isinstance(running.error, AlreadyRunningError), running.error
+    assert f"a capture of slot {slot!r} is already running" in str(running.error)
+
+
+def test_a_capture_gives_up_after_its_reconnect_timeout(
+    sessions: Sessions, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A role that may no longer log in: the source stays unreachable, and the capture fails."""
+    role = f"ordo_capture_{secrets.token_hex(6)}"
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    sessions.execute("CREATE TABLE items (id bigint PRIMARY KEY, v int)")
+    sessions.execute(f"CREATE ROLE {role} LOGIN REPLICATION")
+    sessions.execute(
+        "DO $$ BEGIN EXECUTE format('GRANT USAGE ON SCHEMA %%I TO %%I', current_schema(), "
+        f"'{role}'); END $$"
+    )
+    url = f"{sessions.url}&user={role}"
+    settings = CaptureSettings(
+        reconnect_timeout=timedelta(seconds=1), poll_interval=timedelta(milliseconds=20)
+    )
+    try:
+        with change_source_at(url, ["items"], slot=slot) as source:
+            log = ParquetChangeLog(tmp_path / "log")
+            with stores_at(f"sqlite:///{tmp_path / 'journal.db'}") as stores:
+                capture = Capture(
+                    source, Publisher(log), SchemaRegistry(stores.schemas), settings=settings
+                )
+                running = _Running(capture)
+                time.sleep(0.3)
+                sessions.execute(f"ALTER ROLE {role} NOLOGIN")
+                ended = time.monotonic()
+                assert sessions.terminate() >= 1
+                running.join(10)
+                lasted = time.monotonic() - ended
+                running.stop()
+    finally:
+        sessions.execute(f"SELECT pg_drop_replication_slot('{slot}')")
+        sessions.execute(f"DROP OWNED BY {role}")
+        sessions.execute(f"DROP ROLE {role}")
+    assert isinstance(running.error, StorageUnavailableError), running.error
+    assert "is not permitted to log in" in str(running.error)
+    assert 1 <= lasted < 5
+    assert caplog.text.count("capture unavailable, retrying") >= 3

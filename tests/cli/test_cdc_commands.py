@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
@@ -679,3 +680,50 @@ def _capture_source(
 
     request.addfinalizer(drop_slot)
     return [dsn, "--slot", slot], insert_committed, f"a capture of slot {slot!r} is already running"
+
+
+@pytest.mark.postgres
+def test_a_followed_capture_rides_out_the_end_of_its_session(
+    request: pytest.FixtureRequest, tmp_path: Path, journal: str
+) -> None:
+    """`ordo cdc capture --follow` stopped with `Error: StorageUnavailableError: PostgreSQL is
+    unavailable: terminating connection due to administrator command`."""
+    source, insert, _ = _capture_source(request, tmp_path, "postgres")
+    name = f"ordo-test-{secrets.token_hex(4)}"  # the capture's sessions, its lock's included
+    url = f"{source[0]}&application_name={name}"
+    log = tmp_path / "log"
+    args = ["cdc", "capture", url, *source[1:], "--table", "items", "--journal", journal]
+    args += ["--change-log", str(log)]
+    assert _run(*args)[0] == 0  # creates the slot: the next change is captured
+    capture = subprocess.Popen(  # inherits the environment, PYTHONPATH included
+        [sys.executable, "-m", "ordo.cli.main", *args, "--follow", "--flush-interval-ms", "50"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        insert(1)
+        assert capture.stderr is not None
+        assert capture.stderr.readline().startswith("capturing: published items=1")
+        with psycopg.connect(source[0], autocommit=True) as conn:
+            ended = conn.execute(
+                "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
+                "WHERE application_name = %s OR application_name LIKE %s",
+                (name, f"ordo cdc capture pid {capture.pid} on %"),
+            ).fetchone()
+        assert ended is not None
+        assert ended[0] >= 1
+        insert(2)
+        insert(3)
+        deadline = time.monotonic() + 10
+        while len(list(ParquetChangeLog(log).read("items"))) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        capture.send_signal(signal.SIGINT)
+        _, err = capture.communicate(timeout=30)
+    finally:
+        capture.kill()
+        capture.wait()
+    assert capture.returncode == 130, err
+    assert "WARNING ordo.cdc.capture: capture unavailable, retrying in 0.1 s (attempt 1" in err
+    logged = sorted(ParquetChangeLog(log).read("items"), key=lambda m: m.audit.position)
+    assert [m.partition_key for m in logged] == [(1,), (2,), (3,)]

@@ -23,6 +23,8 @@ from ordo.cdc.ports import ChangeSource, SchemaVersion
 from ordo.cdc.publisher import Publisher, PublishReceipt
 from ordo.cdc.schema_registry import SchemaRegistry
 from ordo.clock import Clock, SystemClock
+from ordo.errors import StorageUnavailableError
+from ordo.reconnection import Reconnection
 from ordo.settings.cdc import CaptureSettings
 
 logger = logging.getLogger(__name__)
@@ -151,11 +153,29 @@ class Capture:
 
         `on_publish` sees the running totals after each window that published changes (a
         long capture's progress).
+
+        A StorageUnavailableError (the source's or the journal's session was lost: a restart,
+        a failover, pg_terminate_backend) is logged as a WARNING and the window captured again
+        after a bounded backoff (`Reconnection`), for up to `settings.reconnect_timeout` after
+        the loss; then it is raised. The window is peeked again from the source's confirmed
+        position and the publisher skips what it published before the loss: nothing is lost
+        or repeated. Other errors (a dropped slot, another capture holding the slot's lock
+        when the source reconnects: AlreadyRunningError) end the run at once.
         """
         stop = stop or threading.Event()
         totals = CaptureTotals()
+        reconnection = Reconnection(give_up_after=self.settings.reconnect_timeout)
         while not stop.is_set():
-            published = self.capture_once(totals, flush=until_idle)
+            try:
+                published = self.capture_once(totals, flush=until_idle)
+            except StorageUnavailableError as exc:
+                delay = reconnection.failed()
+                if reconnection.exhausted:
+                    raise
+                self._warn_of_loss(exc, attempt=reconnection.attempts, delay=delay)
+                stop.wait(delay)
+                continue
+            self._say_if_back(reconnection)
             if published is not None and published.size and on_publish is not None:
                 on_publish(totals)
             if published is not None and published.has_more:
@@ -164,6 +184,24 @@ class Capture:
                 break  # the source held nothing more when it was read
             stop.wait(self.settings.poll_interval.total_seconds())
         return totals
+
+    def _warn_of_loss(self, exc: StorageUnavailableError, *, attempt: int, delay: float) -> None:
+        """Say that the capture lost a connection and when it tries again (each attempt)."""
+        logger.warning(
+            "capture unavailable, retrying in %.1f s (attempt %d, for up to %g s after the "
+            "loss): source=%s error=%s",
+            delay,
+            attempt,
+            self.settings.reconnect_timeout.total_seconds(),
+            self.source.name,
+            exc,
+        )
+
+    def _say_if_back(self, reconnection: Reconnection) -> None:
+        """Say that the capture goes on, once a window went through after a loss."""
+        if reconnection.attempts:
+            lasted = reconnection.succeeded()
+            logger.info("capture reconnected after %.1f s: source=%s", lasted, self.source.name)
 
 
 def _eras(accepted: Sequence[SchemaVersion]) -> Sequence[SchemaVersion]:

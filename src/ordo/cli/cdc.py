@@ -120,6 +120,15 @@ cdc.add_command(schemas)
 @partitions_option
 @int_option("--max-changes", 1000, "Changes per window; a full window is published at once.")
 @int_option("--flush-interval-ms", 1000, "Publish a partly filled window at least this often.")
+@click.option(
+    "--reconnect-timeout-ms",
+    type=click.IntRange(min=0, max=LARGEST_INTEGER),
+    default=60_000,
+    show_default=True,
+    envvar="ORDO_RECONNECT_TIMEOUT_MS",
+    show_envvar=True,
+    help="Retry this long after the source or journal became unavailable (0: fail at once).",
+)
 def capture(
     journal_url: str | None,
     change_log: Path,
@@ -131,16 +140,21 @@ def capture(
     partitions: int | None,
     max_changes: int,
     flush_interval_ms: int,
+    reconnect_timeout_ms: int,
 ) -> None:
     """Capture committed changes of SOURCE_URL's tables into the change log.
 
     SOURCE_URL is an SQLite file (change triggers are installed) or a PostgreSQL URL
     (a wal2json logical replication slot is created). Without --follow the capture stops
     once everything committed so far is published. Schemas are registered in --journal's
-    registry; an incompatible schema change stops the capture until it is accepted.
+    registry; an incompatible schema change stops the capture until it is accepted. A lost
+    connection (a restart, a failover) is retried with a backoff, a warning each time, for up
+    to --reconnect-timeout-ms; nothing is lost or published twice.
     """
     settings = CaptureSettings(
-        max_changes=max_changes, flush_interval=timedelta(milliseconds=flush_interval_ms)
+        max_changes=max_changes,
+        flush_interval=timedelta(milliseconds=flush_interval_ms),
+        reconnect_timeout=timedelta(milliseconds=reconnect_timeout_ms),
     )
     log = ParquetChangeLog(change_log)
     publisher = Publisher(log, partitions=partitions)

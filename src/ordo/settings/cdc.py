@@ -1,11 +1,11 @@
-"""Change data capture settings: window size and latency bound."""
+"""Change data capture settings: window size, latency bound, and riding out a lost connection."""
 
 from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
 
-from ordo.settings.loading import LoadableSettings, integer_in, positive
+from ordo.settings.loading import LoadableSettings, integer_in, not_negative, positive
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -20,8 +20,14 @@ class CaptureSettings(LoadableSettings):
     """A partially filled window is published at least this often (seed 003's latency bound)."""
     poll_interval: timedelta = timedelta(milliseconds=100)
     """How often the source is asked for new changes while the window fills."""
+    reconnect_timeout: timedelta = timedelta(minutes=1)
+    """How long a capture keeps trying after its source or journal became unavailable (a lost
+    session: restart, failover, pg_terminate_backend) before it fails with the error; 0 fails
+    at once. Each window is peeked again from the source's confirmed position, and the
+    publisher skips what it already published, so retrying loses and repeats nothing."""
 
     def __post_init__(self) -> None:
         integer_in("max_changes", self.max_changes, 1)
         positive("flush_interval", self.flush_interval)
         positive("poll_interval", self.poll_interval)
+        not_negative("reconnect_timeout", self.reconnect_timeout)

@@ -27,7 +27,7 @@ def change_source_at(
     for the block, before it is prepared: a second capture of it (the same SQLite file, or the
     same slot) is refused with AlreadyRunningError, as two would publish each change twice. An
     SQLite file is held by the lock file `<file>-ordo-capture.lock` next to it, a slot by an
-    advisory lock in its database.
+    advisory lock of the source's session, taken again by each new session after a lost one.
     """
     location = _capture_location(url, tables, slot)
     if isinstance(location, SQLiteLocation):
@@ -42,13 +42,10 @@ def change_source_at(
             finally:
                 sqlite.close()
         return
-    from ordo.storage.postgres.change_source import PostgresChangeSource, capture_lock
+    from ordo.storage.postgres.change_source import PostgresChangeSource
 
-    with (
-        capture_lock(location.dsn, slot),
-        PostgresChangeSource(location.dsn, slot=slot, tables=tables) as postgres,
-    ):
-        postgres.create()
+    with PostgresChangeSource(location.dsn, slot=slot, tables=tables, exclusive=True) as postgres:
+        postgres.create()  # its first session takes the lock, before the slot is created
         yield postgres
 
 

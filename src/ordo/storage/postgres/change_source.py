@@ -30,6 +30,7 @@ from ordo.errors import (
     ConfigurationError,
     InvalidInputError,
     ReplicationSlotMissingError,
+    StorageUnavailableError,
 )
 from ordo.hashing import stable_hash
 from ordo.storage.postgres.catalog import (
@@ -91,8 +92,11 @@ class PostgresChangeSource:
 
     `tables` are names as messages carry them: `table` (in the connection's current_schema())
     or `schema.table` (split at the last dot). Constructing one opens nothing; the first call
-    opens one autocommit connection, which `close()` (or leaving a `with` block) closes. The
-    capture loop owns it: not thread-safe, and one consumer per slot.
+    opens one autocommit connection, which `close()` (or leaving a `with` block) closes. A call
+    after the server ended that session (restart, failover, pg_terminate_backend) fails with
+    StorageUnavailableError, and the next one opens a new session. The capture loop owns it:
+    not thread-safe, and one consumer per slot: an `exclusive` source holds the slot's capture
+    lock on its connection, taken again with each new session (`_lock_capture`).
 
     TRUNCATE is not captured: it is logged as a WARNING and the rows stay in the materialized
     view. Under REPLICA IDENTITY DEFAULT an UPDATE omits the TOASTed columns it did not change
@@ -101,7 +105,9 @@ class PostgresChangeSource:
     REPLICA IDENTITY FULL (a WARNING names them).
     """
 
-    def __init__(self, dsn: str, *, slot: str, tables: Sequence[str]) -> None:
+    def __init__(
+        self, dsn: str, *, slot: str, tables: Sequence[str], exclusive: bool = False
+    ) -> None:
         if not _SLOT_NAME.fullmatch(slot):
             msg = f"slot must be 1-63 lower-case letters, digits or underscores, got {slot!r}"
             raise ConfigurationError(msg)
@@ -109,7 +115,9 @@ class PostgresChangeSource:
             msg = f"tables must be a non-empty sequence of distinct names, got {tables!r}"
             raise ConfigurationError(msg)
         self._dsn, self._slot, self._tables = dsn, slot, tuple(tables)
+        self._exclusive = exclusive
         self._conn: Connection | None = None
+        self._backend_pid: int | None = None
         self._refs: dict[str, TableRef] = {}
         self._schemas: dict[tuple[str, str], TableSchema] = {}
         self._types: dict[int, ColumnType | None] = {}
@@ -303,12 +311,27 @@ class PostgresChangeSource:
     def _session(self) -> Iterator[Connection]:
         with _translated(self._slot):
             if self._conn is None or self._conn.closed:
-                self._conn = _connect(self._dsn, autocommit=True)
-                row = self._conn.execute(
-                    "SELECT system_identifier::text FROM pg_control_system()"
-                ).fetchone()
-                self._replica = "" if row is None else str(row[0])
+                self._conn = self._new_session()
             yield self._conn
+
+    def _new_session(self) -> Connection:
+        """A connection whose session holds the capture lock when `exclusive`.
+
+        A session that cannot take the lock is closed: a later call must not capture unlocked.
+        """
+        conn = _connect(self._dsn, autocommit=True)
+        try:
+            if self._exclusive:
+                _lock_capture(conn, self._slot, previous_pid=self._backend_pid)
+            row = conn.execute(
+                "SELECT system_identifier::text, pg_backend_pid() FROM pg_control_system()"
+            ).fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        self._replica = "" if row is None else str(row[0])
+        self._backend_pid = None if row is None else int(str(row[1]))
+        return conn
 
     def _read_schemas(self, conn: Connection) -> list[TableSchema]:
         refs = resolve_tables(conn, self._tables)
@@ -463,29 +486,33 @@ _LOCK_HOLDER = (
 )
 
 
-@contextmanager
-def capture_lock(dsn: str, slot: str) -> Iterator[None]:
-    """Hold the capture lock of `slot` for the block: one capture per slot at a time.
+def _lock_capture(conn: Connection, slot: str, *, previous_pid: int | None) -> None:
+    """Take the capture lock of `slot` for the session of `conn`: one capture per slot.
 
     Two captures of one slot peek the same changes, so both published them (duplicates in the
     change log), and one failed later when the other held the slot for a moment. The lock is a
-    session advisory lock on a connection of its own, held until the block ends; the server
-    releases it when that connection ends, so a crashed capture leaves none. A slot belongs to
-    one database, as do advisory locks. AlreadyRunningError names the holder: its
-    application_name says `ordo cdc capture pid N on HOST`.
+    session advisory lock on the capture's own connection, so losing that session loses the
+    lock with it and the capture notices at its next call: a lock on a connection of its own
+    was lost unnoticed, and another capture could start beside it. The server releases the lock
+    when the session ends, so a crashed capture leaves none. A slot belongs to one database, as
+    do advisory locks. AlreadyRunningError names the holder: its application_name says
+    `ordo cdc capture pid N on HOST`. Held by `previous_pid` (this source's last session, still
+    ending after the server ended it), it is StorageUnavailableError: a retry takes it.
     """
     keys = (_CAPTURE_LOCK_CLASS, stable_hash(slot) & 0x7FFFFFFF)
-    with _translated(slot), _connect(dsn, autocommit=True) as conn:
-        name = f"ordo cdc capture pid {os.getpid()} on {socket.gethostname()}"
-        conn.execute("SELECT set_config('application_name', %s, false)", (name,))
-        row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", keys).fetchone()
-        if row is None or not row[0]:
-            holder = conn.execute(_LOCK_HOLDER, keys).fetchone()
-            running = (
-                "its holder has just ended"
-                if holder is None
-                else (f"{holder[0]}; PostgreSQL backend pid {holder[1]} from {holder[2]}")
-            )
-            msg = f"a capture of slot {slot!r} is already running ({running}); stop it first"
-            raise AlreadyRunningError(msg)
-        yield
+    name = f"ordo cdc capture pid {os.getpid()} on {socket.gethostname()}"
+    conn.execute("SELECT set_config('application_name', %s, false)", (name,))
+    row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", keys).fetchone()
+    if row is not None and row[0]:
+        return
+    holder = conn.execute(_LOCK_HOLDER, keys).fetchone()
+    if previous_pid is not None and (holder is None or holder[1] == previous_pid):
+        msg = f"the previous session of the capture of slot {slot!r} still holds its lock"
+        raise StorageUnavailableError(msg)
+    running = (
+        "its holder has just ended"
+        if holder is None
+        else (f"{holder[0]}; PostgreSQL backend pid {holder[1]} from {holder[2]}")
+    )
+    msg = f"a capture of slot {slot!r} is already running ({running}); stop it first"
+    raise AlreadyRunningError(msg)
