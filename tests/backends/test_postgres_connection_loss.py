@@ -34,7 +34,11 @@ from ordo.settings import CaptureSettings
 from ordo.storage.change_sources import change_source_at
 from ordo.storage.open import Stores, stores_at
 from ordo.storage.parquet import ParquetChangeLog
+from ordo.storage.postgres.notification import PostgresTagListener
+from ordo.storage.postgres.tag_view_store import TAG_WRITTEN_CHANNEL
+from ordo.tagging.notification import TagNotifier
 from ordo.tools.verification import check_tag_views
+from ordo.types import Tag
 from processing_support import FAST, READ, WRITE, counting_handler, source, wait_for
 
 pytestmark = pytest.mark.postgres
@@ -391,3 +395,33 @@ def test_a_capture_gives_up_after_its_reconnect_timeout(
     assert "is not permitted to log in" in str(running.error)
     assert 1 <= lasted < 5
     assert caplog.text.count("capture unavailable, retrying") >= 3
+
+
+def _notified(sessions: Sessions, heard: threading.Event) -> bool:
+    """NOTIFY the tag "t" until the listener forwards it (5 s); whether it did."""
+    heard.clear()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        sessions.execute("SELECT pg_notify(%s, 't')", (TAG_WRITTEN_CHANNEL,))
+        if heard.wait(0.1):
+            return True
+    return False
+
+
+def test_the_tag_listener_listens_again_after_its_session_ended(
+    sessions: Sessions, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The listener stopped for good with `tag listener stopped: error=...`."""
+    notifier, heard = TagNotifier(), threading.Event()
+    notifier.subscribe(Tag("t"), lambda _: heard.set())
+    caplog.set_level(logging.INFO, logger="ordo.storage.postgres.notification")
+    listener = PostgresTagListener(sessions.url, notifier)
+    try:
+        assert _notified(sessions, heard)
+        for _ in range(2):
+            assert sessions.terminate() == 1
+            assert _notified(sessions, heard)
+    finally:
+        listener.close()
+    assert caplog.text.count("tag listener lost its connection, reconnecting") == 2
+    assert caplog.text.count("tag listener reconnected after") == 2
