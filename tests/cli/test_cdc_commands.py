@@ -10,8 +10,8 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from contextlib import closing
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import psycopg
@@ -626,7 +626,24 @@ def test_a_second_capture_of_a_source_is_refused_while_the_first_runs(
     args = ["cdc", "capture", *source, "--table", "items", "--journal", journal]
     args += ["--change-log", str(log)]
     assert _run(*args)[0] == 0  # installs the triggers or creates the slot
-    first = subprocess.Popen(  # inherits the environment, PYTHONPATH included
+    with _following(args, insert) as first:
+        code, out, err = _run(*args)
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=30)
+    _one_line_error(code, err, f"AlreadyRunningError: {refused} (")
+    assert f"pid {first.pid} on " in err
+    assert out == ""
+    positions = [m.audit.position for m in ParquetChangeLog(log).read("items")]
+    assert len(positions) == 1
+
+
+@contextmanager
+def _following(args: list[str], insert: Callable[[int], None]) -> Iterator[subprocess.Popen[str]]:
+    """`ordo` with `args` and `--follow` running, once it published a first insert; killed after.
+
+    The process inherits the environment, PYTHONPATH included.
+    """
+    capture = subprocess.Popen(
         [sys.executable, "-m", "ordo.cli.main", *args, "--follow", "--flush-interval-ms", "50"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -634,19 +651,12 @@ def test_a_second_capture_of_a_source_is_refused_while_the_first_runs(
     )
     try:
         insert(1)
-        assert first.stderr is not None
-        assert first.stderr.readline().startswith("capturing: published items=1")
-        code, out, err = _run(*args)
-        first.send_signal(signal.SIGINT)
-        first.communicate(timeout=30)
+        assert capture.stderr is not None
+        assert capture.stderr.readline().startswith("capturing: published items=1")
+        yield capture
     finally:
-        first.kill()
-        first.wait()
-    _one_line_error(code, err, f"AlreadyRunningError: {refused} (")
-    assert f"pid {first.pid} on " in err
-    assert out == ""
-    positions = [m.audit.position for m in ParquetChangeLog(log).read("items")]
-    assert len(positions) == 1
+        capture.kill()
+        capture.wait()
 
 
 def _capture_source(
@@ -695,16 +705,7 @@ def test_a_followed_capture_rides_out_the_end_of_its_session(
     args = ["cdc", "capture", url, *source[1:], "--table", "items", "--journal", journal]
     args += ["--change-log", str(log)]
     assert _run(*args)[0] == 0  # creates the slot: the next change is captured
-    capture = subprocess.Popen(  # inherits the environment, PYTHONPATH included
-        [sys.executable, "-m", "ordo.cli.main", *args, "--follow", "--flush-interval-ms", "50"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        insert(1)
-        assert capture.stderr is not None
-        assert capture.stderr.readline().startswith("capturing: published items=1")
+    with _following(args, insert) as capture:
         with psycopg.connect(source[0], autocommit=True) as conn:
             ended = conn.execute(
                 "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
@@ -720,9 +721,6 @@ def test_a_followed_capture_rides_out_the_end_of_its_session(
             time.sleep(0.05)
         capture.send_signal(signal.SIGINT)
         _, err = capture.communicate(timeout=30)
-    finally:
-        capture.kill()
-        capture.wait()
     assert capture.returncode == 130, err
     assert "WARNING ordo.cdc.capture: capture unavailable, retrying in 0.1 s (attempt 1" in err
     logged = sorted(ParquetChangeLog(log).read("items"), key=lambda m: m.audit.position)
