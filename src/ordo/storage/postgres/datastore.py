@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-import selectors
+import select
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -178,10 +178,15 @@ def _is_alive(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
 
 
 def _has_input(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
-    """Whether the server sent something the connection has not read (polls, never waits)."""
-    with selectors.DefaultSelector() as selector:
-        selector.register(conn.fileno(), selectors.EVENT_READ)
-        return bool(selector.select(timeout=0))
+    """Whether the server sent something the connection has not read (polls, never waits).
+
+    poll(2) rather than a `selectors` selector: every checkout asks, and an epoll selector
+    opens and closes a descriptor each time (about 4.6 against 0.6 µs, one-off timing).
+    A hang-up or an error counts as input too: the check that follows finds the session dead.
+    """
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _has_metadata(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
