@@ -425,3 +425,17 @@ def test_the_tag_listener_listens_again_after_its_session_ended(
         listener.close()
     assert caplog.text.count("tag listener lost its connection, reconnecting") == 2
     assert caplog.text.count("tag listener reconnected after") == 2
+
+
+def test_the_tag_listener_wakes_its_tags_once_it_listens_again(sessions: Sessions) -> None:
+    """Announcements sent while it had no session were lost until each query's next refresh."""
+    notifier, heard = TagNotifier(), threading.Event()
+    notifier.subscribe(Tag("t"), lambda _: heard.set())
+    listener = PostgresTagListener(sessions.url, notifier)
+    try:
+        assert _notified(sessions, heard)
+        heard.clear()
+        assert sessions.terminate() == 1
+        assert heard.wait(5)  # no NOTIFY sent: the listener's reconnection woke the tag
+    finally:
+        listener.close()

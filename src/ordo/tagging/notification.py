@@ -46,6 +46,17 @@ class TagNotifier:
             for listener in listeners:
                 listener(tag)
 
+    def publish_all(self) -> None:
+        """Announce a write to every tag listened to: when announcements may have been missed.
+
+        A listener that lost its source of announcements (a PostgreSQL session ended) calls it
+        once it is back, so live queries read what was written meanwhile now rather than at
+        their next refresh.
+        """
+        with self._lock:
+            tags = [tag for tag, listeners in self._listeners.items() if listeners]
+        self.publish(tags)
+
     def has_listeners(self, tag: Tag) -> bool:
         """Whether anyone in this process listens to `tag`."""
         with self._lock:

@@ -28,7 +28,8 @@ class PostgresTagListener:
     When the server ends the session (a restart, a failover, pg_terminate_backend), the thread
     logs a WARNING, LISTENs again on a new connection after a bounded backoff (`Reconnection`),
     attempting until it is closed, and logs at INFO once it is back: it used to stop for good.
-    Notifications sent meanwhile are lost; live queries read them at their next refresh.
+    Notifications sent meanwhile are lost, so once back it wakes every tag listened to in this
+    process (`TagNotifier.publish_all`): live queries read at once what was written meanwhile.
     """
 
     def __init__(self, dsn: str, notifier: TagNotifier) -> None:
@@ -64,6 +65,7 @@ class PostgresTagListener:
         if self._conn.closed:
             self._conn = _listening(self._dsn)
             logger.info("tag listener reconnected after %.1f s", reconnection.succeeded())
+            self._notifier.publish_all()  # what was announced while it listened to nothing
         for notify in self._conn.notifies(timeout=_POLL_S):
             self._notifier.publish([Tag(notify.payload)])
 
