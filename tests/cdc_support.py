@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 from hypothesis import strategies as st
 
 from ordo.cdc import Audit, Cell, Column, ColumnType, Mutation, TableSchema
@@ -57,4 +61,24 @@ def mutations(draw: st.DrawFn) -> Mutation:
         cells=written,
         liveness=liveness,
         audit=audit,
+    )
+
+
+def run_with_file_size_limit(code: str, limit_bytes: int) -> subprocess.CompletedProcess[str]:
+    """Run `code` in a new Python whose files cannot grow past `limit_bytes`: a full disk.
+
+    The write past the limit fails with EFBIG (SIGXFSZ is ignored), a real failure of the
+    file system call, as ENOSPC would be.
+    """
+    limit = (
+        "import resource, signal\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit_bytes}, {limit_bytes}))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", limit + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )

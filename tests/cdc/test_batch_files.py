@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from cdc_support import run_with_file_size_limit
 from ordo.storage.parquet.batch_files import BatchListing, replace_batch
 
 
@@ -27,3 +28,22 @@ def test_a_listing_counts_the_rows_of_batches_written_or_replaced_after_it(
     replace_batch(root, 2, _rows(5))
     assert listing.rows_written_since() == 9
     assert BatchListing.of(root).rows_written_since() == 0
+
+
+def test_a_batch_that_cannot_be_written_leaves_nothing_behind(tmp_path: Path) -> None:
+    """A hidden staging directory with a partial file stayed next to the batches."""
+    root = tmp_path / "messages"
+    replace_batch(root, 0, _rows(2))
+    failed = run_with_file_size_limit(
+        f"""
+        import pyarrow as pa
+        from ordo.storage.parquet.batch_files import replace_batch
+        try:
+            replace_batch({str(root)!r}, 1, pa.table({{"n": pa.array(range(100_000), pa.int64())}}))
+        except OSError:
+            print("refused")
+        """,
+        limit_bytes=4096,
+    )
+    assert failed.stdout.strip() == "refused", failed.stderr
+    assert sorted(p.name for p in root.iterdir()) == ["batch_id=0"]

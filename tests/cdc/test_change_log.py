@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from cdc_support import run_with_file_size_limit
 from ordo.cdc import Audit, Cell, Mutation, Publisher, partition_of
 from ordo.cdc.change_rows import ChangeRows
 from ordo.cdc.publisher import DEFAULT_PARTITIONS
@@ -433,3 +434,33 @@ def test_characters_outside_the_basic_plane_are_published_whole(tmp_path: Path) 
     (back,) = log.read("users")
     assert back.partition_key == (emoji,)
     assert {c: cell.value for c, cell in back.cells.items()} == {"n": emoji, "m": "\\ud800"}
+
+
+def test_a_publish_that_cannot_be_written_leaves_no_hidden_file(tmp_path: Path) -> None:
+    """The file that failed stayed as `.<name>.<token>.tmp` in its partition."""
+    log = ParquetChangeLog(tmp_path)
+    Publisher(log, partitions=1).publish([_mutation(key=0, position=1)])
+    failed = run_with_file_size_limit(
+        f"""
+        from ordo.cdc import Audit, Cell, Mutation, Publisher
+        from ordo.storage.parquet import ParquetChangeLog
+        mutations = [
+            Mutation(
+                table="users",
+                partition_key=(p,),
+                cells={{"n": Cell(value="x" * 100 + str(p), write_time=p)}},
+                audit=Audit(source="test", segment="slot", position=p),
+            )
+            for p in range(2, 20_002)
+        ]
+        try:
+            Publisher(ParquetChangeLog({str(tmp_path)!r}), partitions=1).publish(mutations)
+        except OSError:
+            print("refused")
+        """,
+        limit_bytes=64 * 1024,
+    )
+    assert failed.stdout.strip() == "refused", failed.stderr
+    files = sorted(p.name for p in (tmp_path / "users" / "partition=0").iterdir())
+    assert len(files) == 1
+    assert not files[0].startswith(".")

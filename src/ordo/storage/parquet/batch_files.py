@@ -34,7 +34,11 @@ def replace_batch(root: str | os.PathLike[str], batch_id: int, table: pa.Table) 
     token = uuid.uuid4().hex
     staged = final.parent / f".{final.name}.{token}.tmp"
     staged.mkdir()
-    pq.write_table(table, staged / "part-00000.parquet")
+    try:
+        pq.write_table(table, staged / "part-00000.parquet")
+    except BaseException:
+        shutil.rmtree(staged)  # a full disk, say: leave no hidden part behind
+        raise
     if final.exists():
         retired = final.parent / f".{final.name}.{token}.old"
         final.rename(retired)

@@ -301,10 +301,14 @@ class ParquetChangeLog:
             last = max(positions)
             name = f"{token}-{min(positions)}-{last}.parquet"
         temporary = directory / f".{name}.{uuid.uuid4().hex}.tmp"
-        with temporary.open("wb") as file:
-            pq.write_table(_table(rows), file)
-            file.flush()
-            os.fsync(file.fileno())  # durable before the source may forget these changes
+        try:
+            with temporary.open("wb") as file:
+                pq.write_table(_table(rows), file)
+                file.flush()
+                os.fsync(file.fileno())  # durable before the source may forget these changes
+        except BaseException:
+            temporary.unlink(missing_ok=True)  # a full disk, say: leave no hidden part behind
+            raise
         return temporary, directory / name, segment, partition, last
 
     def last_position(self, table: str, segment: str, partition: int) -> int | None:
