@@ -4,7 +4,8 @@ An operator who starts a job twice (a second terminal, a cron overlap, a contain
 while the old one still runs) gets the second copy refused at once, naming the first, instead of
 two copies publishing the same changes or racing over one checkpoint. The lock is `flock`'s: the
 kernel releases it when its process ends, however it ends, so a crashed job leaves no stale lock
-(the file stays, unlocked, and the next run takes it).
+(the file stays, unlocked, and the next run takes it). A job that ends removes its lock file, so
+none is left beside a user's database once nothing runs.
 """
 
 from __future__ import annotations
@@ -34,8 +35,25 @@ def exclusive_lock(path: Path, running: str) -> Iterator[None]:
     truncating, so a refused copy never erases the holder's.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    descriptor = _locked(path, running)
     try:
+        os.ftruncate(descriptor, 0)
+        os.write(descriptor, f"pid {os.getpid()} on {socket.gethostname()}".encode())
+        yield
+    finally:
+        path.unlink(missing_ok=True)  # while still held: no one takes the file being removed
+        os.close(descriptor)  # releases the lock
+
+
+def _locked(path: Path, running: str) -> int:
+    """A descriptor of `path` holding its lock; AlreadyRunningError when another holds it.
+
+    A holder removes the file as it ends, so the file opened here may be one that was removed
+    before this copy locked it (or replaced by a newer copy's): the lock then holds nothing,
+    and the file is opened again until the locked file is the one at `path`.
+    """
+    while True:
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -43,12 +61,21 @@ def exclusive_lock(path: Path, running: str) -> Iterator[None]:
                 f"{running} ({_holder(descriptor)}); stop it first, or wait for it to end "
                 f"(lock file {path})"
             )
+            os.close(descriptor)
             raise AlreadyRunningError(msg) from None
-        os.ftruncate(descriptor, 0)
-        os.write(descriptor, f"pid {os.getpid()} on {socket.gethostname()}".encode())
-        yield
-    finally:
-        os.close(descriptor)  # releases the lock
+        if _is_at(descriptor, path):
+            return descriptor
+        os.close(descriptor)
+
+
+def _is_at(descriptor: int, path: Path) -> bool:
+    """Whether `descriptor`'s file is the one `path` names now."""
+    try:
+        named = path.stat()
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(descriptor)
+    return (named.st_ino, named.st_dev) == (opened.st_ino, opened.st_dev)
 
 
 def _holder(descriptor: int) -> str:
