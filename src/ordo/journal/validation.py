@@ -75,6 +75,15 @@ def processor_name(value: object) -> str:
     return _identifier("processor name", value)
 
 
+def owner_name(value: object, *, name: str = "owner") -> str:
+    """Return `value` as the owner of a claim or raise InvalidIdentifierError naming `name`.
+
+    It is stored next to the processor name and follows the same rules; an empty owner would
+    pass for the "" that `TokenStore.reset` checks claims against, so it is refused too.
+    """
+    return _identifier(name, value)
+
+
 def tag_collection(value: object) -> Iterable[object]:
     """`value` when it is a collection of tags; InvalidInputError otherwise.
 

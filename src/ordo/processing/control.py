@@ -32,7 +32,7 @@ def split_segment(
     tokens: TokenStore, processor: str, segment_id: int, *, now_ms: int, claim_timeout_ms: int
 ) -> ControlReceipt:
     """Split a segment now if nobody holds it, otherwise ask its owner to."""
-    _check_times(now_ms, claim_timeout_ms)
+    check_claim_times(now_ms, claim_timeout_ms)
     entry = _entry(tokens, processor, segment_id)
     if not _is_free(entry, now_ms, claim_timeout_ms):
         tokens.request(
@@ -53,7 +53,7 @@ def merge_segment(
     tokens: TokenStore, processor: str, segment_id: int, *, now_ms: int, claim_timeout_ms: int
 ) -> ControlReceipt:
     """Merge a segment with its sibling now if nobody holds either, otherwise ask an owner."""
-    _check_times(now_ms, claim_timeout_ms)
+    check_claim_times(now_ms, claim_timeout_ms)
     entry = _entry(tokens, processor, segment_id)
     if entry.segment.is_root:
         msg = f"processor {processor!r}: the root segment has nothing to merge with"
@@ -92,7 +92,7 @@ def release_segment(
     tokens: TokenStore, processor: str, segment_id: int, *, now_ms: int, claim_timeout_ms: int
 ) -> ControlReceipt:
     """Ask the segment's owner to release it (nothing to do when nobody holds it)."""
-    _check_times(now_ms, claim_timeout_ms)
+    check_claim_times(now_ms, claim_timeout_ms)
     entry = _entry(tokens, processor, segment_id)
     if _is_free(entry, now_ms, claim_timeout_ms):
         return ControlReceipt(is_done=True, message=f"segment {entry.segment} is not claimed")
@@ -115,10 +115,8 @@ def reset_processor(
     A token in the future is refused (FutureOffsetError), as a query refuses such an offset:
     the processor would skip every event written until then.
     """
-    _check_times(now_ms, claim_timeout_ms)
-    if not isinstance(token, TrackingToken):
-        msg = f"token must be a TrackingToken, got {type(token).__name__}: {token!r:.80}"
-        raise InvalidInputError(msg)
+    check_claim_times(now_ms, claim_timeout_ms)
+    check_token(token)
     if token.offset is not None:
         refuse_future(token.offset, now_ns=now_ms * 1_000_000)
     tokens.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
@@ -128,14 +126,22 @@ def reset_processor(
     )
 
 
-def _check_times(now_ms: object, claim_timeout_ms: object) -> None:
+def check_claim_times(now_ms: object, claim_timeout_ms: object) -> None:
     """Epoch and timeout milliseconds are stored and compared as 64-bit integers.
 
-    None failed with TypeError in the middle of a claim, and 2**64 as SQLite's OverflowError
-    but as PostgreSQL's StorageError.
+    None failed with TypeError in the middle of a claim, 2**64 as SQLite's OverflowError but
+    as PostgreSQL's StorageError, NaN was stored by SQLite as a claim without a time, and 1.5
+    rounded to 2 by PostgreSQL. The token store's operations check them too.
     """
     validation.integer(now_ms, name="now_ms")
     validation.integer(claim_timeout_ms, name="claim_timeout_ms")
+
+
+def check_token(token: object) -> None:
+    """InvalidInputError unless `token` is a TrackingToken (a TimeUUID or a text is not one)."""
+    if not isinstance(token, TrackingToken):
+        msg = f"token must be a TrackingToken, got {type(token).__name__}: {token!r:.80}"
+        raise InvalidInputError(msg)
 
 
 def _entry(tokens: TokenStore, processor: str, segment_id: int) -> TokenEntry:

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import ClassVar
 
 from ordo.errors import (
+    InvalidInputError,
     InvalidSegmentOperationError,
     StorageIntegrityError,
     StorageUnavailableError,
@@ -16,6 +17,7 @@ from ordo.errors import (
     UnknownProcessorError,
 )
 from ordo.journal import validation
+from ordo.processing.control import check_claim_times, check_token
 from ordo.processing.ports import (
     DeadLetter,
     PendingRequest,
@@ -106,6 +108,8 @@ class SqlTokenStore(SqlStore):
         self, processor: str, segment_id: int, owner: str, *, now_ms: int, claim_timeout_ms: int
     ) -> TokenEntry:
         """Take or renew the claim: unowned, owned by `owner`, or expired."""
+        _check_segment(processor, segment_id, owner)
+        check_claim_times(now_ms, claim_timeout_ms)
         with self._write() as conn:
             claimed = conn.execute(
                 self._sql(
@@ -125,6 +129,7 @@ class SqlTokenStore(SqlStore):
 
     def release(self, processor: str, segment_id: int, owner: str) -> None:
         """Give the claim up (a no-op unless `owner` holds it)."""
+        _check_segment(processor, segment_id, owner)
         with self._db.connection() as conn:
             conn.execute(
                 self._sql(
@@ -136,6 +141,7 @@ class SqlTokenStore(SqlStore):
 
     def split(self, processor: str, segment_id: int, owner: str) -> tuple[Segment, Segment]:
         """Split an owned segment; the new half copies token and replay boundary, unclaimed."""
+        _check_segment(processor, segment_id, owner)
         with self._write() as conn:
             entry = self._owned(conn, processor, segment_id, owner)
             low, high = entry.segment.split()
@@ -157,6 +163,8 @@ class SqlTokenStore(SqlStore):
         the merged token keeps that half as a part ahead (TrackingToken.merged), up to which
         the processor checks what was handled (positions or handled events).
         """
+        _check_segment(processor, segment_id, owner)
+        check_claim_times(now_ms, claim_timeout_ms)
         with self._write() as conn:
             entry = self._owned(conn, processor, segment_id, owner)
             sibling_id = entry.segment.mergeable_segment_id()
@@ -193,7 +201,15 @@ class SqlTokenStore(SqlStore):
     def request(
         self, processor: str, segment_id: int, request: SegmentRequest, *, now_ms: int
     ) -> None:
-        """Ask the segment's owner to act (the latest request wins)."""
+        """Ask the segment's owner to act (the latest request wins).
+
+        A hand-over must name the owner to hand over to: its owner ignored one that named none.
+        A `now_ms` of "x" was stored by SQLite, and every later `pending_requests` (the status
+        of the processor) failed reading it back.
+        """
+        _check_segment(processor, segment_id)
+        _check_request(request)
+        validation.integer(now_ms, name="now_ms")
         with self._write() as conn:
             self._entry(conn, processor, segment_id)
             conn.execute(
@@ -208,6 +224,7 @@ class SqlTokenStore(SqlStore):
 
     def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
         """Remove and return the pending request for the segment, if any."""
+        _check_segment(processor, segment_id)
         with self._write() as conn:
             row = conn.execute(
                 self._sql(
@@ -247,6 +264,9 @@ class SqlTokenStore(SqlStore):
         self, processor: str, segment_id: int, owner: str, *, to: str, now_ms: int
     ) -> None:
         """Move an owned claim to `to`, fresh, so nobody else takes it in between."""
+        _check_segment(processor, segment_id, owner)
+        validation.owner_name(to, name="to")
+        validation.integer(now_ms, name="now_ms")
         with self._write() as conn:
             self._owned(conn, processor, segment_id, owner)
             conn.execute(
@@ -266,6 +286,8 @@ class SqlTokenStore(SqlStore):
         included (_replay_point): the events that part handled are not new either.
         """
         validation.processor_name(processor)
+        check_token(token)
+        check_claim_times(now_ms, claim_timeout_ms)
         with self._write() as conn:
             entries = self._entries(conn, processor)
             if not entries:
@@ -313,6 +335,11 @@ class SqlTokenStore(SqlStore):
         still reading the old segment must not move the new one's token. With `idle_limit_ms`
         a batch whose process stalls that long between two statements is ended (see _write).
         """
+        _check_segment(processor, segment_id, owner)
+        if mask is not None:
+            validation.integer(mask, name="mask")
+        if idle_limit_ms is not None:
+            validation.integer(idle_limit_ms, name="idle_limit_ms", minimum=1)
         with self._write(idle_limit_ms) as conn:
             batch = SqlBatch(self, conn, processor, segment_id)
             yield batch
@@ -350,6 +377,9 @@ class SqlTokenStore(SqlStore):
         self, processor: str, *, after: bytes, up_to: bytes
     ) -> AbstractSet[tuple[PersistenceId, int]]:
         """The events recorded as handled by batches between these offset keys."""
+        validation.processor_name(processor)
+        _check_offset_key(after, name="after")
+        _check_offset_key(up_to, name="up_to")
         rows = self._fetchall(
             "SELECT events FROM handled_batches WHERE processor = {p} AND last_offset > {p} "
             "AND first_offset <= {p}",
@@ -363,6 +393,8 @@ class SqlTokenStore(SqlStore):
 
     def forget_handled(self, processor: str, *, before: bytes) -> None:
         """Drop the records of batches whose last offset key is below `before`."""
+        validation.processor_name(processor)
+        _check_offset_key(before, name="before")
         with self._write() as conn:
             conn.execute(
                 self._sql(
@@ -587,6 +619,34 @@ class SqlBatch:
                 f"claimed by {owner!r}; the batch is rolled back"
             )
             raise UnableToClaimTokenError(msg)
+
+
+def _check_segment(processor: object, segment_id: object, *owner: object) -> None:
+    """The names and segment id a segment's operations take, checked before any statement.
+
+    Unchecked, a segment id of True claimed segment 1 on SQLite (a StorageError on PostgreSQL),
+    "0" or 0.0 claimed segment 0 on both, and an owner of 5 or with a NUL was refused by
+    PostgreSQL only, as a StorageError.
+    """
+    validation.processor_name(processor)
+    validation.integer(segment_id, name="segment_id")
+    for name in owner:
+        validation.owner_name(name)
+
+
+def _check_request(request: object) -> None:
+    """A SegmentRequest whose action is a SegmentAction; a hand-over names its new owner."""
+    if not isinstance(request, SegmentRequest) or not isinstance(request.action, SegmentAction):
+        msg = f"request must be a SegmentRequest with a SegmentAction, got {request!r:.80}"
+        raise InvalidInputError(msg)
+    if request.action is SegmentAction.HAND_OVER or request.target_owner is not None:
+        validation.owner_name(request.target_owner, name="target_owner")
+
+
+def _check_offset_key(value: object, *, name: str) -> None:
+    if not isinstance(value, bytes):
+        msg = f"{name} must be an offset key (bytes), got {type(value).__name__}"
+        raise InvalidInputError(msg)
 
 
 def _entry(processor: str, row: Sequence[object]) -> TokenEntry:
