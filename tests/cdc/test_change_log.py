@@ -464,3 +464,12 @@ def test_a_publish_that_cannot_be_written_leaves_no_hidden_file(tmp_path: Path) 
     files = sorted(p.name for p in (tmp_path / "users" / "partition=0").iterdir())
     assert len(files) == 1
     assert not files[0].startswith(".")
+
+
+@pytest.mark.parametrize(
+    "key", ["abc", ["abc"], (), None, 5, (float("nan"),), ({1},), (b"x",), ("\ud800",)]
+)
+def test_partition_of_takes_only_a_partition_key(key: object) -> None:
+    """A str was routed as one key value per character, a list or () as no mutation's key."""
+    with pytest.raises(MalformedMutationError, match="partition key"):
+        partition_of(key, 4)  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from ordo.cdc.change_rows import ChangeRows, key_text
 from ordo.cdc.mutation import Key, Mutation
 from ordo.cdc.ports import ChangeLogWriter
+from ordo.errors import MalformedMutationError
 from ordo.hashing import stable_hash
 from ordo.settings.loading import integer_in
 
@@ -33,9 +34,20 @@ def partition_of(partition_key: Key, partitions: int) -> int:
 
     ConfigurationError unless `partitions` is an int in 1..2**53-1, as a publisher's count:
     0 was a ZeroDivisionError, and 1.5 answered 0.0, which names no partition directory.
+    MalformedMutationError, as for a mutation's key, unless `partition_key` is a non-empty
+    tuple of values JSON can carry: "abc" was routed as the key ("a", "b", "c"), a list or ()
+    answered a partition no mutation has, and None or NaN was a bare TypeError or ValueError.
     """
     integer_in("partitions", partitions, 1)
-    return stable_hash(key_text(partition_key)) % partitions
+    if not isinstance(partition_key, tuple) or not partition_key:
+        msg = f"a partition key must be a non-empty tuple of column values, got {partition_key!r}"
+        raise MalformedMutationError(msg)
+    try:
+        text = key_text(partition_key)
+    except (TypeError, ValueError) as exc:  # from the JSON encoder only
+        msg = f"partition key {partition_key!r}: {exc}"
+        raise MalformedMutationError(msg) from exc
+    return stable_hash(text) % partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
