@@ -5,7 +5,7 @@ import tracemalloc
 import pytest
 
 from ordo.acking import ContiguousAcker
-from ordo.errors import ConfigurationError
+from ordo.errors import ConfigurationError, InvalidInputError
 
 
 def test_a_new_acker_has_committed_nothing() -> None:
@@ -146,3 +146,26 @@ def test_what_is_not_an_integer_is_rejected(name: str, kwargs: dict[str, object]
     """A committed of 1.5 was kept and never advanced; a bad max_span was a bare TypeError."""
     with pytest.raises(ConfigurationError, match=f"{name} must be an integer"):
         ContiguousAcker(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "offset", [None, "1", 0.0, 1.0, 5.0, 2_000.5, 2_000_000.5, -0.5, float("nan"), float("inf")]
+)
+def test_an_offset_that_is_not_an_integer_is_refused_and_changes_nothing(offset: object) -> None:
+    """Near ones were a bare TypeError; 2,000,000.5 was kept among the far intervals.
+
+    There it made every later ack that reached it fail; infinity was dropped, -0.5 ignored.
+    """
+    acker = ContiguousAcker(max_span=1 << 20)
+    acker.ack(1)
+    with pytest.raises(InvalidInputError, match=r"^offset must be an integer, got "):
+        acker.ack(offset)  # type: ignore[arg-type]
+    assert repr(acker) == "ContiguousAcker(committed=-1, pending=[1..1])"
+    assert acker.ack(0) == 1
+
+
+def test_a_far_offset_that_is_not_an_integer_does_not_break_later_acks() -> None:
+    acker = ContiguousAcker(max_span=4)
+    with pytest.raises(InvalidInputError, match=r"got float: 10\.5"):
+        acker.ack(10.5)  # type: ignore[arg-type]
+    assert [acker.ack(offset) for offset in range(13)] == list(range(13))
