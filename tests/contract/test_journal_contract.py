@@ -589,6 +589,10 @@ BAD_CALLS: list[tuple[str, type[Exception], Callable[[Journal], object]]] = [
         lambda j: j.append("p", [*_good(), {"payload": 1}]),  # type: ignore[list-item]
     ),
     ("a string as the events", InvalidInputError, lambda j: j.append("p", "abc")),  # type: ignore[arg-type]
+    # These three were a TypeError (not iterable) and an IndexError.
+    ("a number as the events", InvalidInputError, lambda j: j.append("p", 1.5)),  # type: ignore[arg-type]
+    ("one event not in a list", InvalidInputError, lambda j: j.append("p", NewEvent.of(1))),  # type: ignore[arg-type]
+    ("an empty iterator", InvalidInputError, lambda j: j.append("p", iter([]))),  # type: ignore[arg-type]
     (
         "falsy non-str manifest",
         InvalidInputError,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ordo.clock import Clock, SystemClock
@@ -107,6 +107,10 @@ class Journal:
         write alone checks that the id is new.
         """
         pid = validation.persistence_id(persistence_id)
+        if isinstance(events, NewEvent) or not isinstance(events, Iterable):
+            # A NewEvent alone (not in a list) or a number was a TypeError: not iterable.
+            msg = f"events must be a sequence of NewEvents, got {type(events).__name__}"
+            raise InvalidInputError(msg)
         if not events:
             msg = f"persistence_id={pid!r}: append needs at least one event"
             raise InvalidInputError(msg)
@@ -118,6 +122,9 @@ class Journal:
             )
         )
         prepared = [self._prepare(event) for event in events]
+        if not prepared:  # an empty iterator passes `not events`: it was an IndexError
+            msg = f"persistence_id={pid!r}: append needs at least one event"
+            raise InvalidInputError(msg)
         self._ensure_open()
         self._record_bucket_size()
         with self._lock_for(pid):
