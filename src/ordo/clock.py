@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Protocol
+from typing import Protocol, cast
+
+from ordo.errors import ConfigurationError
 
 
 class Clock(Protocol):
@@ -13,6 +15,24 @@ class Clock(Protocol):
     def now_ns(self) -> int:
         """Nanoseconds since the Unix epoch, UTC."""
         ...
+
+
+def clock_or_system(clock: object, *, name: str = "clock") -> Clock:
+    """`clock` when it has a `now_ns()`, a SystemClock for None.
+
+    Raises:
+        ConfigurationError: `clock` is something else; the call that takes it is refused
+            before it opens or writes anything (a misplaced argument used to fail with
+            AttributeError only at the first reading, after open_journal had created the
+            journal, and a falsy one, 0 or "", was silently the system clock).
+
+    """
+    if clock is None:
+        return SystemClock()
+    if not callable(getattr(clock, "now_ns", None)):
+        msg = f"{name} must be a Clock (with now_ns()) or None, got {type(clock).__name__}"
+        raise ConfigurationError(msg)
+    return cast(Clock, clock)
 
 
 class SystemClock:

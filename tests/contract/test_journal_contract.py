@@ -706,3 +706,23 @@ def test_a_manifest_is_stored_as_given_or_rejected_as_input(
         assert snapshot(journal, stores) == before
     else:
         assert [e.manifest for e in journal.replay("p")] == ["", "a\x00b"]
+
+
+@pytest.mark.parametrize("clock", [5, "now", 0, datetime.now])
+def test_a_clock_that_is_not_one_is_refused_before_anything_is_created(
+    tmp_path: Path, clock: object
+) -> None:
+    """It was an AttributeError at the first append, after the journal file was created.
+
+    A falsy one (0) was silently the system clock.
+    """
+    url = f"sqlite:///{tmp_path / 'j.db'}"
+    with pytest.raises(ConfigurationError, match=r"^clock must be a Clock"):
+        ordo.open_journal(url, clock=clock)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+    ordo.init_storage(url)
+    with (
+        pytest.raises(ConfigurationError, match=r"^clock must be a Clock"),
+        events_by_tag_at(url, clock=clock),  # type: ignore[arg-type]
+    ):
+        pass

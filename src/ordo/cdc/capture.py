@@ -22,7 +22,7 @@ from ordo.cdc.change_rows import ChangeRows, mutation_from_row
 from ordo.cdc.ports import ChangeSource, SchemaVersion
 from ordo.cdc.publisher import Publisher, PublishReceipt
 from ordo.cdc.schema_registry import SchemaRegistry
-from ordo.clock import Clock, SystemClock
+from ordo.clock import Clock, clock_or_system
 from ordo.errors import StorageUnavailableError
 from ordo.reconnection import Reconnection
 from ordo.settings.cdc import CaptureSettings
@@ -63,7 +63,7 @@ class Capture:
     ) -> None:
         self.source, self.publisher, self.registry = source, publisher, registry
         self.settings = CaptureSettings.or_default(settings)
-        self._clock = clock or SystemClock()
+        self._clock = clock_or_system(clock)
         self._last_publish_ns = self._clock.now_ns()
 
     def register_schemas(self) -> dict[str, Sequence[SchemaVersion]]:

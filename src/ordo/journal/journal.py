@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from ordo.clock import Clock, SystemClock
+from ordo.clock import Clock, clock_or_system
 from ordo.errors import (
     BucketSizeMismatchError,
     ConcurrencyConflictError,
@@ -74,7 +74,7 @@ class Journal:
         self.writer_uuid = writer_uuid or str(uuid.uuid4())
         self._store = store
         self._tag_store = tag_store
-        clock = clock or SystemClock()
+        clock = clock_or_system(clock)
         self._uuids = TimeUUIDGenerator(clock)
         self._lease = WriterLease(store, self.writer_uuid, clock)
         check_bucket_size(store.recorded_bucket_size(), self.settings.bucket_size)

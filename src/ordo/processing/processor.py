@@ -17,7 +17,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 
-from ordo.clock import Clock, SystemClock
+from ordo.clock import Clock, clock_or_system
 from ordo.errors import (
     EventHandlingError,
     InvalidSegmentOperationError,
@@ -64,7 +64,7 @@ class TrackingProcessor:
         self.policy = policy or SequentialPerAggregatePolicy()
         self.failure: EventHandlingError | MissingTaggedEventError | None = None
         self._source, self._tokens, self._handler = source, tokens, handler
-        self._clock = clock or SystemClock()
+        self._clock = clock_or_system(clock)
         self._instance = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._stopped = threading.Event()
         self._lock = threading.Lock()

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 
-from ordo.clock import Clock, SystemClock
+from ordo.clock import Clock, clock_or_system
 from ordo.journal import validation
 from ordo.query.envelope import EventEnvelope
 from ordo.query.offset import Offset, to_offset
@@ -40,7 +40,7 @@ class EventsByTag:
         self.settings = QuerySettings.or_default(settings)
         self.events_by_tag = EventsByTagSettings.or_default(events_by_tag, name="events_by_tag")
         self._reader = reader
-        self._clock = clock or SystemClock()
+        self._clock = clock_or_system(clock)
         self._notifier = notifier
 
     def current(self, tag: str, offset: object = None) -> TagStream:

@@ -18,7 +18,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from ordo.clock import Clock
+from ordo.clock import Clock, clock_or_system
 from ordo.settings import OperationsSettings
 from ordo.settings.operations import SPARK_KEY_PARTITIONS
 from ordo.spark.operations_source import JournalKeysDataSource, TagViewKeysDataSource
@@ -100,6 +100,7 @@ def rebuild_all(
     rebuild). Refused (ActiveWriterError) while any writer is live, unless `force`.
     """
     operation = "rebuild all tag views (spark)"
+    clock = clock_or_system(clock)  # before stores_at creates a missing journal
     # A dry run only reads, as `verify` does: an older schema is refused, not upgraded.
     with existing_stores_at(journal) if dry_run else stores_at(journal) as stores:
         guard = WriterGuard(stores.operations, settings=settings, clock=clock)

@@ -9,7 +9,7 @@ from functools import partial
 from typing import Literal, Protocol
 
 from ordo.cdc.ports import SchemaStore
-from ordo.clock import Clock
+from ordo.clock import Clock, clock_or_system
 from ordo.errors import ConfigurationError
 from ordo.journal import Journal, check_bucket_size
 from ordo.journal.ports import JournalStore
@@ -253,6 +253,7 @@ def open_journal(
 ) -> Journal:
     """A Journal on the database at `url`, creating its schema when needed; close it after use."""
     settings = EventsByTagSettings.or_default(settings)  # before anything is created
+    clock = clock_or_system(clock)
     stores = open_stores(url)
     try:
         return Journal(
@@ -283,6 +284,8 @@ def events_by_tag_at(
     processes to this process's live queries.
     """
     events_by_tag = EventsByTagSettings.or_default(events_by_tag, name="events_by_tag")
+    settings = QuerySettings.or_default(settings)
+    clock = clock_or_system(clock)
     with existing_stores_at(url) as stores:
         check_bucket_size(stores.journal.recorded_bucket_size(), events_by_tag.bucket_size)
         listener = None

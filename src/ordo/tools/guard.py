@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from ordo.clock import Clock, SystemClock
+from ordo.clock import Clock, clock_or_system
 from ordo.errors import ActiveWriterError
 from ordo.settings import OperationsSettings
 from ordo.tools.ports import OperationsStore
@@ -36,7 +36,7 @@ class WriterGuard:
     ) -> None:
         self._operations = operations
         self._settings = OperationsSettings.or_default(settings)
-        self._clock = clock or SystemClock()
+        self._clock = clock_or_system(clock)
 
     def check(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Self
 
-from ordo.clock import Clock, SystemClock
+from ordo.clock import Clock, clock_or_system
 from ordo.journal.ports import JournalStore
 from ordo.processing.ports import TokenStore
 from ordo.settings import OperationsSettings
@@ -43,7 +43,7 @@ class OperationsTool:
         self._tokens = tokens
         self._bucket_size = bucket_size
         self._settings = OperationsSettings.or_default(settings)
-        self._clock = clock or SystemClock()
+        self._clock = clock_or_system(clock)
         self._guard = WriterGuard(operations, settings=self._settings, clock=self._clock)
 
     @classmethod
