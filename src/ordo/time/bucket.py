@@ -39,12 +39,13 @@ class BucketSize(StrEnum):
         """Read a bucket size from a setting, option or flag, ignoring case.
 
         Raises:
-            ConfigurationError: the text names no bucket size; the message lists the valid ones.
+            ConfigurationError: the text names no bucket size (None or a number was an
+                AttributeError); the message lists the valid ones.
 
         """
         try:
             return cls(text.strip().lower())
-        except ValueError as exc:
+        except (ValueError, AttributeError) as exc:
             valid = ", ".join(member.value for member in cls)
             msg = f"unknown bucket size {text!r}; valid bucket sizes are: {valid}"
             raise ConfigurationError(msg) from exc

@@ -50,7 +50,10 @@ class TimeUUID:
 
     @classmethod
     def from_uuid(cls, value: UUID) -> TimeUUID:
-        """Wrap a standard UUID; OffsetFormatError unless it is version 1."""
+        """Wrap a standard UUID; OffsetFormatError unless it is a version-1 UUID."""
+        if not isinstance(value, UUID):
+            msg = f"a UUID is needed, got {type(value).__name__}: {value!r:.80}"
+            raise OffsetFormatError(msg)
         if _version_of(value) != 1:
             msg = f"{value} is not a version-1 (time-based) UUID"
             raise OffsetFormatError(msg)
@@ -96,13 +99,14 @@ class TimeUUID:
         """Read a UUID string (as stored in offsets and CLI flags); it must be version 1.
 
         Raises:
-            OffsetFormatError: the text is not a UUID, or not a version-1 UUID.
+            OffsetFormatError: the text is not a UUID, or not a version-1 UUID; also when it
+                is no text at all (None or a number was a TypeError or AttributeError).
 
         """
         try:
             value = UUID(text)
-        except ValueError as exc:
-            msg = f"{text!r} is not a UUID"
+        except (ValueError, TypeError, AttributeError) as exc:
+            msg = f"{text!r:.80} is not a UUID"
             raise OffsetFormatError(msg) from exc
         if _version_of(value) != 1:
             msg = f"{text!r} is not a version-1 (time-based) UUID"
@@ -114,13 +118,18 @@ class TimeUUID:
         """Decode the 16-byte storage encoding written by `to_bytes`; the exact inverse.
 
         Raises:
-            OffsetFormatError: the data is not 16 bytes or has no version-1 nibble.
+            OffsetFormatError: the data is not 16 bytes or has no version-1 nibble; also when
+                it is not bytes-like (None, a number or a text was a TypeError).
 
         """
-        if len(data) != 16:
-            msg = f"a stored TimeUUID is 16 bytes, got {len(data)}: {bytes(data).hex()}"
-            raise OffsetFormatError(msg)
-        return cls(bytes(data))
+        try:
+            if len(data) != 16:
+                msg = f"a stored TimeUUID is 16 bytes, got {len(data)}: {bytes(data).hex()}"
+                raise OffsetFormatError(msg)
+            return cls(bytes(data))
+        except TypeError as exc:  # no len(), or not bytes-like: checked only when it fails
+            msg = f"a stored TimeUUID is 16 bytes, got {type(data).__name__}: {data!r:.80}"
+            raise OffsetFormatError(msg) from exc
 
     @classmethod
     def min_for_epoch_ns(cls, epoch_ns: int) -> TimeUUID:
@@ -143,9 +152,13 @@ class TimeUUID:
         """Return the min or max TimeUUID at an aware datetime, for time-range queries.
 
         Raises:
-            OffsetFormatError: the datetime is naive (its instant would be a guess).
+            OffsetFormatError: the datetime is naive (its instant would be a guess), or is
+                no datetime (a date, a text or a number was an AttributeError or TypeError).
 
         """
+        if not isinstance(dt, _dt.datetime):
+            msg = f"an aware datetime is needed, got {type(dt).__name__}: {dt!r:.80}"
+            raise OffsetFormatError(msg)
         if dt.tzinfo is None or dt.utcoffset() is None:
             msg = f"datetime {dt.isoformat()} is naive; pass a timezone-aware datetime"
             raise OffsetFormatError(msg)

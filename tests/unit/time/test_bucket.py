@@ -130,3 +130,10 @@ def test_parse_first_time_bucket_rejects_other_formats(text: str) -> None:
 def test_parse_first_time_bucket_rejects_impossible_dates(text: str) -> None:
     with pytest.raises(ConfigurationError, match=repr(text)):
         parse_first_time_bucket(text)
+
+
+@pytest.mark.parametrize("value", [None, 60_000, 1.5])
+def test_parse_rejects_what_is_not_text(value: object) -> None:
+    """An AttributeError (no strip()) before."""
+    with pytest.raises(ConfigurationError, match="unknown bucket size"):
+        BucketSize.parse(value)  # type: ignore[arg-type]

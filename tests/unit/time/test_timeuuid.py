@@ -254,3 +254,30 @@ def test_to_bytes_layout() -> None:
     encoded = value.to_bytes()
     assert encoded[:8] == bytes.fromhex("10123456789abcde")
     assert encoded[8:] == bytes(b ^ 0x80 for b in range(8))
+
+
+@pytest.mark.parametrize("value", [None, 5, 1.5, b"x" * 36, ("a",), object()])
+def test_parse_rejects_what_is_not_text(value: object) -> None:
+    """None and bytes were a TypeError, a number or a tuple an AttributeError."""
+    with pytest.raises(OffsetFormatError, match="is not a UUID"):
+        TimeUUID.parse(value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [None, 16, "0123456789abcdef", ("a",) * 16, object()])
+def test_from_bytes_rejects_what_is_not_bytes(value: object) -> None:
+    """A TypeError (no len(), or a 16-character string bytes() could not take) before."""
+    with pytest.raises(OffsetFormatError, match="a stored TimeUUID is 16 bytes, got "):
+        TimeUUID.from_bytes(value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [None, "5f1a2c10-e5f0-11f1-8000-000000000001", 5])
+def test_from_uuid_rejects_what_is_not_a_uuid(value: object) -> None:
+    with pytest.raises(OffsetFormatError, match="a UUID is needed"):
+        TimeUUID.from_uuid(value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [None, "2024-01-01T00:00:00Z", 0, dt.date(2024, 1, 1)])
+def test_from_datetime_rejects_what_is_not_a_datetime(value: object) -> None:
+    """An AttributeError (no tzinfo) before; a date has no time to take a bound of."""
+    with pytest.raises(OffsetFormatError, match="an aware datetime is needed"):
+        TimeUUID.from_datetime(value)  # type: ignore[arg-type]
