@@ -22,6 +22,7 @@ from ordo.settings import EventsByTagSettings, OperationsSettings
 from ordo.storage.open import Stores, stores_at
 from ordo.time import TimeUUID
 from ordo.tools.cleanup import Cleanup
+from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId
 
 NOW_NS = time.time_ns()
@@ -159,6 +160,29 @@ def test_deleting_an_id_a_live_writer_uses_is_refused(journal_url: str) -> None:
             forced = cleanup.delete_persistence_ids([PersistenceId("p")], force=True)
             assert forced.deleted.events == 1
             assert "p" in forced.forced_past
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [({"force": "false"}, "force"), ({"force": 1}, "force"), ({"dry_run": None}, "dry_run")],
+)
+def test_force_and_dry_run_must_be_bools(
+    journal_url: str, arguments: dict[str, object], named: str
+) -> None:
+    """force="false" is true: it deleted the events of an id a live writer was using."""
+    with open_journal(journal_url, settings=WRITE) as journal:
+        journal.append("p", [NewEvent.of(1, tags=["t"])])
+        with stores_at(journal_url) as stores:
+            cleanup = Cleanup.of(stores)
+            for call in (
+                lambda: cleanup.delete_persistence_ids([PersistenceId("p")], **arguments),  # type: ignore[arg-type]
+                lambda: cleanup.expire(timedelta(0), **arguments),  # type: ignore[arg-type]
+                lambda: Reconciliation.of(stores).truncate(**arguments),  # type: ignore[arg-type]
+            ):
+                with pytest.raises(ConfigurationError, match=f"^{named} must be True or False"):
+                    call()
+    assert execute(journal_url, "SELECT count(*) FROM messages")[0][0] == 1
+    assert len(tag_view_rows(journal_url)) == 1
 
 
 def test_ids_given_as_one_string_are_refused_not_split(journal_url: str) -> None:

@@ -30,7 +30,7 @@ from ordo.journal import validation
 from ordo.processing.ports import TokenStore
 from ordo.settings.loading import shown
 from ordo.time import TimeUUID
-from ordo.tools.operations_tool import OperationsTool
+from ordo.tools.operations_tool import OperationsTool, check_flags
 from ordo.tools.ports import DeletedCounts
 from ordo.tools.receipts import OperationReceipt
 from ordo.types import PersistenceId, Tag, TimeBucket
@@ -116,6 +116,7 @@ class Cleanup(OperationsTool):
         whole (ActiveWriterError, nothing deleted) when a live writer uses any of them,
         unless `force`.
         """
+        check_flags(force=force, dry_run=dry_run)
         if isinstance(persistence_ids, str):  # its characters would be the ids deleted
             msg = f"persistence_ids must be a collection of ids, not the string {persistence_ids!r}"
             raise InvalidInputError(msg)
@@ -157,6 +158,7 @@ class Cleanup(OperationsTool):
         be a mistake that deletes every row. Deletes in batches of the settings'
         rows_per_batch.
         """
+        check_flags(force=force, dry_run=dry_run)
         if tag is not None:
             validation.tag(tag)
         now_ms = self._clock.now_ns() // _NS_PER_MS
@@ -223,6 +225,7 @@ class Cleanup(OperationsTool):
         Raises ConfigurationError when no TTL is set, TimeToLiveTooShortError when it is
         shorter than a processor's lag (unless `force`).
         """
+        check_flags(force=force, dry_run=dry_run)
         if time_to_live is None:
             msg = (
                 "events_by_tag.time_to_live is not set (ORDO_TIME_TO_LIVE_MS or "

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from ordo.clock import Clock, clock_or_system
 from ordo.errors import ActiveWriterError
 from ordo.settings import OperationsSettings
+from ordo.settings.loading import flag
 from ordo.tools.ports import OperationsStore
 from ordo.types import PersistenceId
 
@@ -49,7 +50,9 @@ class WriterGuard:
 
         With `force` the operation goes on: the writers it overrides are logged at WARNING
         and returned, so that the caller can report them. Returns {} when no writer is live.
+        ConfigurationError unless `force` is a bool: "false" is true and forced the operation.
         """
+        flag("force", force)
         since_ms = self._clock.now_ns() // 1_000_000 - self._settings.writer_lease_timeout_ms
         covering: dict[str, tuple[str, ...]]
         if persistence_ids is None:

@@ -9,6 +9,7 @@ from ordo.clock import Clock, clock_or_system
 from ordo.journal.ports import JournalStore
 from ordo.processing.ports import TokenStore
 from ordo.settings import OperationsSettings
+from ordo.settings.loading import flag
 from ordo.tagging import TagViewStore
 from ordo.time import BucketSize
 from ordo.tools.guard import WriterGuard
@@ -78,6 +79,16 @@ class OperationsTool:
         return self._operations.count_metadata(persistence_id, tags) + DeletedCounts(
             tag_view_rows=rows
         )
+
+
+def check_flags(*, force: object, dry_run: object) -> None:
+    """ConfigurationError unless `force` and `dry_run` are bools (`flag`), before anything runs.
+
+    Any object has a truth value: force="false" overrode the writer leases and the processors'
+    lags, and dry_run=None changed what a dry run would only have counted.
+    """
+    flag("force", force)  # type: ignore[arg-type]
+    flag("dry_run", dry_run)  # type: ignore[arg-type]
 
 
 def recorded_bucket_size(journal: JournalStore) -> BucketSize:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from ordo.journal import validation
 from ordo.tagging import TagProgress, TagSummary
-from ordo.tools.operations_tool import OperationsTool
+from ordo.tools.operations_tool import OperationsTool, check_flags
 from ordo.tools.ports import DeletedCounts, TagViewRow
 from ordo.tools.receipts import OperationReceipt
 from ordo.tools.tag_view_rows import RebuiltTagViews, rebuild_tag_views
@@ -53,6 +53,7 @@ class Reconciliation(OperationsTool):
 
         Raises ActiveWriterError when a live writer uses the id, unless `force`.
         """
+        check_flags(force=force, dry_run=dry_run)
         return self._on_tags(
             "delete tag views",
             persistence_id,
@@ -77,6 +78,7 @@ class Reconciliation(OperationsTool):
         from the journal are kept. Raises ActiveWriterError when a live writer uses the id,
         unless `force`.
         """
+        check_flags(force=force, dry_run=dry_run)
         return self._on_tags(
             "rebuild tag views",
             persistence_id,
@@ -101,6 +103,7 @@ class Reconciliation(OperationsTool):
         The writer guard checks every id first and refuses them all (nothing changed) when a
         live writer uses any, unless `force`.
         """
+        check_flags(force=force, dry_run=dry_run)
         operation = "repair tag views"
         by_pid: dict[PersistenceId, list[Tag]] = {}
         for tag, pid in pairs:
@@ -131,6 +134,7 @@ class Reconciliation(OperationsTool):
         once by a rebuild (`rebuild_all_locally`, or ordo.spark.rebuild on Spark). Refused
         (ActiveWriterError) while any writer is live, unless `force`.
         """
+        check_flags(force=force, dry_run=dry_run)
         operation = "truncate tag views"
         forced = self._guard.check(operation, None, force=force)
         deleted = self._operations.truncate_tag_views(dry_run=dry_run)
@@ -154,6 +158,7 @@ class Reconciliation(OperationsTool):
         rows_per_batch; progress is set exactly and tag_scanning moved to each id's highest.
         Existing rows are not deleted: truncate first for a clean rebuild.
         """
+        check_flags(force=force, dry_run=dry_run)
         operation = "rebuild all tag views"
         forced = self._guard.check(operation, None, force=force)
         batch: list[TagViewRow] = []
