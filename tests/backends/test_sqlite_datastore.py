@@ -78,7 +78,17 @@ def test_journal_urls(url: str, expected: object) -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["", "   ", "sqlite://", "sqlite://host/j.db", "postgresql://[h/db", "sqlite://[/j.db"]
+    "url",
+    [
+        "",
+        "   ",
+        "sqlite://",
+        "sqlite://host/j.db",
+        "postgresql://[h/db",
+        "sqlite://[/j.db",
+        "sqlite:///a\x00.db",  # a ValueError ("embedded null byte") from opening the file
+        "postgresql://h/d\x00b",
+    ],
 )
 def test_malformed_urls_are_configuration_errors(url: str) -> None:
     with pytest.raises(ConfigurationError):

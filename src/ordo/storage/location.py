@@ -46,6 +46,9 @@ def parse_location(url: str, *, what: str = "journal") -> Location:
     if not isinstance(url, str) or not url.strip():
         msg = f"{what} URL must be a non-empty string (e.g. sqlite:///ordo.db)"
         raise ConfigurationError(msg)
+    if "\x00" in url:  # no file name or connection string holds one: a ValueError of the OS
+        msg = f"{what} URL must not contain a NUL character: {url!r}"
+        raise ConfigurationError(msg)
     if "://" not in url:
         if _CONNINFO.match(url):
             return PostgresLocation(dsn=url)
