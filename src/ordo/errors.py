@@ -4,6 +4,7 @@ OrdoError
 ├── ConfigurationError (ValueError)
 │   ├── BucketSizeMismatchError
 │   ├── CheckpointMismatchError
+│   ├── MaterializerCheckpointError
 │   ├── PartitionCountMismatchError
 │   └── UnknownUrlSchemeError
 ├── InvalidInputError (ValueError)
@@ -103,6 +104,34 @@ class CheckpointMismatchError(ConfigurationError):
         msg = (
             f"the checkpoint was written by a query of {what}={checkpointed!r}, this query's "
             f"{what} is {requested!r}: give it a checkpointLocation of its own"
+        )
+        super().__init__(msg)
+
+
+class MaterializerCheckpointError(ConfigurationError):
+    """A CDC materializer ran from another checkpoint than the one that made its progress.
+
+    The sink records the Spark streaming query that applied a materializer's batches, and a
+    query's id stays with its checkpoint. A new checkpoint's query numbers its batches from 0
+    again and folds from empty state: the sink would skip its batches up to the progress as
+    replays, and the later ones would repeat messages (a CREATE for a row that has messages).
+    `recorded` is the progress's query id (None: written before ordo recorded it), `requested`
+    the checkpoint's (None: no query has run from it yet).
+    """
+
+    def __init__(
+        self, *, materializer: str, batch_id: int, recorded: str | None, requested: str | None
+    ) -> None:
+        self.materializer, self.batch_id = materializer, batch_id
+        self.recorded, self.requested = recorded, requested
+        made = "before ordo recorded its query" if recorded is None else f"by query {recorded}"
+        this = "is new" if requested is None else f"is query {requested}'s"
+        msg = (
+            f"materializer {materializer!r} was run from another checkpoint: its progress in "
+            f"the sink (batch {batch_id}) was made {made}, this checkpoint {this}; nothing was "
+            "written. Run it with the checkpoint it was run from, or start over under another "
+            "--name and another --target-table (name=, target_table=; the table's default "
+            "does not follow the name), which materializes the change log from its beginning"
         )
         super().__init__(msg)
 

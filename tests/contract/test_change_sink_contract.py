@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
+import psycopg
+import pytest
+
+from operations_support import execute
 from ordo.cdc import Audit, ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
 from ordo.cdc.message_rows import MessageRows
-from ordo.storage.open import Stores
+from ordo.errors import MaterializerCheckpointError
+from ordo.storage.migration import load_migrations
+from ordo.storage.open import Stores, stores_at
+from ordo.storage.sql_change_sink import ChangeBatchReceipt, SqlChangeSink
 
 ID = Column(name="id", type=ColumnType.LONG, nullable=False)
 V1 = TableSchema(
@@ -27,6 +36,8 @@ V2 = TableSchema(
     partition_key=("id",),
 )
 TARGET = 'odd "table"_materialized'
+QUERY = "3f5e0d1c-0000-4000-8000-000000000001"
+"""The id of the streaming query whose batches the tests apply."""
 
 
 def _row(key: int, text: str, **more: Any) -> dict[str, Any]:
@@ -76,6 +87,7 @@ def test_a_batch_is_applied_once_with_its_messages_and_progress(stores: Stores) 
     ]
     receipt = sink.apply_batch(
         materializer="m",
+        query_id=QUERY,
         batch_id=0,
         target_table=TARGET,
         messages=MessageRows.from_messages(batch),
@@ -84,6 +96,7 @@ def test_a_batch_is_applied_once_with_its_messages_and_progress(stores: Stores) 
     assert (receipt.is_applied, receipt.messages) == (True, 3)
     again = sink.apply_batch(
         materializer="m",
+        query_id=QUERY,
         batch_id=0,
         target_table=TARGET,
         messages=MessageRows.from_messages(batch),
@@ -96,7 +109,8 @@ def test_a_batch_is_applied_once_with_its_messages_and_progress(stores: Stores) 
     assert str(rows[0][2]) == "1.10"
     assert bytes(rows[0][5]) == b"\x00\xff"
     assert sink.last_batch_id("m") == 0
-    assert [(p.materializer, p.batch_id, p.messages) for p in sink.progress()] == [("m", 0, 3)]
+    progress = [(p.materializer, p.batch_id, p.messages, p.query_id) for p in sink.progress()]
+    assert progress == [("m", 0, 3, QUERY)]
 
 
 def test_deletes_and_a_new_nullable_column_apply_in_order(stores: Stores) -> None:
@@ -104,6 +118,7 @@ def test_deletes_and_a_new_nullable_column_apply_in_order(stores: Stores) -> Non
     a, b = _row(1, "a"), _row(2, "b")
     sink.apply_batch(
         materializer="m",
+        query_id=QUERY,
         batch_id=3,
         target_table=TARGET,
         messages=MessageRows.from_messages(
@@ -117,6 +132,7 @@ def test_deletes_and_a_new_nullable_column_apply_in_order(stores: Stores) -> Non
     a_v2 = {**a, "note": "n"}
     sink.apply_batch(
         materializer="m",
+        query_id=QUERY,
         batch_id=4,
         target_table=TARGET,
         messages=MessageRows.from_messages(
@@ -131,3 +147,152 @@ def test_deletes_and_a_new_nullable_column_apply_in_order(stores: Stores) -> Non
     rows = _table(stores)
     assert [(row[0], row[1], row[-1]) for row in rows] == [(1, "a", "n"), (2, "again", None)]
     assert sink.last_batch_id("m") == 4
+
+
+def _apply(sink: SqlChangeSink, query_id: str, batch_id: int, *keys: int) -> ChangeBatchReceipt:
+    """A batch of `query_id` that creates the rows `keys`."""
+    created = [_message(ChangeOp.CREATE, key, None, _row(key, f"v{key}"), 1) for key in keys]
+    return sink.apply_batch(
+        materializer="m",
+        query_id=query_id,
+        batch_id=batch_id,
+        target_table=TARGET,
+        messages=MessageRows.from_messages(created),
+        schemas={1: V1},
+    )
+
+
+def _stored(sink: SqlChangeSink) -> tuple[list[tuple[Any, ...]], list[object]]:
+    """The progress (materializer, batch id, messages, query id) and the materialized keys."""
+    progress = [(p.materializer, p.batch_id, p.messages, p.query_id) for p in sink.progress()]
+    if not sink.has_table(TARGET):
+        return progress, []
+    with sink._db.connection() as conn:
+        keys = [row[0] for row in conn.execute('SELECT "id" FROM "odd ""table""_materialized"')]
+    return progress, sorted(keys)
+
+
+def test_a_batch_of_another_query_is_refused_and_writes_nothing(stores: Stores) -> None:
+    """A new checkpoint's query numbers its batches from 0 again, with empty fold state.
+
+    Its batch 0 was skipped as a replay of the progress's batch 0, its changes lost; its later
+    batches would repeat messages of keys that have them.
+    """
+    sink = stores.change_sink
+    assert _apply(sink, QUERY, 0, 1).is_applied
+
+    with pytest.raises(MaterializerCheckpointError) as refused:
+        _apply(sink, "another-query", 0, 2)
+    with pytest.raises(MaterializerCheckpointError):
+        _apply(sink, "another-query", 1, 1, 2)
+
+    assert str(refused.value) == (
+        f"materializer 'm' was run from another checkpoint: its progress in the sink (batch 0) "
+        f"was made by query {QUERY}, this checkpoint is query another-query's; nothing was "
+        "written. Run it with the checkpoint it was run from, or start over under another "
+        "--name and another --target-table (name=, target_table=; the table's default does not "
+        "follow the name), which materializes the change log from its beginning"
+    )
+    assert (refused.value.recorded, refused.value.requested) == (QUERY, "another-query")
+    assert _stored(sink) == ([("m", 0, 1, QUERY)], [1])
+    assert not _apply(sink, QUERY, 0, 1).is_applied  # its own query's replay: skipped
+    assert _apply(sink, QUERY, 1, 2).is_applied
+    assert _stored(sink) == ([("m", 1, 2, QUERY)], [1, 2])
+
+
+def test_a_checkpoint_is_checked_against_the_progress_before_its_query_starts(
+    stores: Stores,
+) -> None:
+    sink = stores.change_sink
+    sink.require_checkpoint("m", None)  # no progress: any checkpoint, a new one too
+    _apply(sink, QUERY, 0, 1)
+
+    sink.require_checkpoint("m", QUERY)
+    with pytest.raises(
+        MaterializerCheckpointError, match=f"by query {QUERY}, this checkpoint is new;"
+    ):
+        sink.require_checkpoint("m", None)
+    with pytest.raises(MaterializerCheckpointError, match="this checkpoint is query other's;"):
+        sink.require_checkpoint("m", "other")
+    sink.require_checkpoint("n", "other")  # another materializer's progress is its own
+
+
+def _sink_of_schema_version_5(url: str) -> None:
+    """The sink database as ordo left it before it recorded the materializers' queries."""
+    package = "ordo.storage.sqlite" if url.startswith("sqlite:") else "ordo.storage.postgres"
+    for migration in load_migrations(package)[:5]:
+        for statement in migration.statements:
+            execute(url, statement)
+    execute(url, "INSERT INTO ordo_metadata (key, value) VALUES ('schema_version', '5')")
+
+
+def test_progress_without_a_query_is_upgraded_and_taken_by_the_next_batch_applied(
+    journal_url: str,
+) -> None:
+    """Migration 6 adds the query to progress rows; an earlier row has none until a batch."""
+    _sink_of_schema_version_5(journal_url)
+    execute(
+        journal_url,
+        "INSERT INTO cdc_materializer_progress (materializer, batch_id, updated_at) "
+        "VALUES ('m', 4, 0)",
+    )
+    with stores_at(journal_url) as stores:  # upgrades the schema
+        sink = stores.change_sink
+        assert _stored(sink) == ([("m", 4, 0, None)], [])
+        sink.require_checkpoint("m", QUERY)  # a checkpoint's query may go on from it
+        with pytest.raises(
+            MaterializerCheckpointError,
+            match=r"\(batch 4\) was made before ordo recorded its query, this checkpoint is new;",
+        ):
+            sink.require_checkpoint("m", None)  # a new checkpoint would start at batch 0
+
+        assert not _apply(sink, "replayed", 4, 1).is_applied  # a replay takes nothing
+        assert _apply(sink, QUERY, 5, 1).is_applied
+        with pytest.raises(MaterializerCheckpointError, match=f"by query {QUERY}"):
+            _apply(sink, "replayed", 6, 2)
+        assert _stored(sink) == ([("m", 5, 1, QUERY)], [1])
+    assert execute(journal_url, "SELECT value FROM ordo_metadata WHERE key = 'schema_version'") == [
+        (str(load_migrations("ordo.storage.sqlite")[-1].version),)
+    ]
+
+
+@pytest.mark.postgres
+def test_a_batch_racing_another_querys_first_batch_is_refused(postgres_dsn: str) -> None:
+    """Both find no progress; the one that commits second must not apply its batch too."""
+    refused: list[Exception] = []
+
+    def apply(sink: SqlChangeSink) -> None:
+        try:
+            _apply(sink, QUERY, 0, 2)
+        except MaterializerCheckpointError as exc:
+            refused.append(exc)
+
+    with stores_at(postgres_dsn) as stores, psycopg.connect(postgres_dsn) as first:
+        first.execute(
+            "INSERT INTO cdc_materializer_progress (materializer, batch_id, updated_at, query_id) "
+            "VALUES ('m', 0, 0, 'first')"
+        )  # not committed yet: the sink's batch waits for it
+        racing = threading.Thread(target=apply, args=(stores.change_sink,))
+        racing.start()
+        _wait_for_a_lock_wait(postgres_dsn)
+        first.commit()
+        racing.join(timeout=30)
+
+        assert [(e.recorded, e.requested) for e in refused] == [("first", QUERY)]
+        assert stores.change_sink.progress()[0].query_id == "first"
+        assert not stores.change_sink.has_table(TARGET)
+
+
+def _wait_for_a_lock_wait(dsn: str) -> None:
+    """Return once a session waits for a lock on cdc_materializer_progress."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        rows = execute(
+            dsn,
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND position('INTO cdc_materializer_progress' IN query) > 0",
+        )
+        if rows[0][0]:
+            return
+        time.sleep(0.05)
+    pytest.fail("no session waited for the progress row")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import socket
 import sqlite3
@@ -251,6 +253,71 @@ def test_materialize_warns_of_the_changes_this_run_sent_to_the_dead_letters(
     assert second.exit_code == 0, second.stderr
     assert second.stdout == "materializer 'items': 1 message stored; table items_materialized\n"
     assert "dead letters" not in second.stderr
+
+
+def test_materialize_refuses_a_new_checkpoint_and_starts_over_under_another_name(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Before, the new checkpoint's batch 0 was skipped as a replay of the old one's batch 0: the
+    changes reached neither the messages nor the table, and the run said "N messages stored"."""
+    source, journal = tmp_path / "src.db", f"sqlite:///{tmp_path / 'j.db'}"
+    with closing(sqlite3.connect(source)) as conn, conn:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+        conn.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+    log, checkpoint = ("--change-log", str(tmp_path / "log")), tmp_path / "ck"
+    capture = ["cdc", "capture", str(source), "--table", "t", "--journal", journal, *log]
+    materialize = ["cdc", "materialize", "t", "--journal", journal, *log]
+    materialize += ["--checkpoint", str(checkpoint)]
+    assert CliRunner().invoke(cli, [*capture, "--snapshot"]).exit_code == 0
+    assert CliRunner().invoke(cli, materialize).exit_code == 0
+    query_id = json.loads((checkpoint / "metadata").read_text())["id"]
+    shutil.rmtree(checkpoint)
+    with closing(sqlite3.connect(source)) as conn, conn:
+        conn.execute("INSERT INTO t VALUES (3, 'c')")
+        conn.execute("UPDATE t SET v = 'z' WHERE id = 1")
+    assert CliRunner().invoke(cli, capture).exit_code == 0
+
+    refused = CliRunner().invoke(cli, materialize)
+
+    assert refused.exit_code == 1
+    assert refused.stderr == (
+        "Error: MaterializerCheckpointError: materializer 't' was run from another checkpoint: "
+        f"its progress in the sink (batch 0) was made by query {query_id}, this checkpoint is "
+        "new; nothing was written. Run it with the checkpoint it was run from, or start over "
+        "under another --name and another --target-table (name=, target_table=; the table's "
+        "default does not follow the name), which materializes the change log from its "
+        "beginning\n"
+    )
+    assert not checkpoint.exists()  # refused before Spark started
+    with closing(sqlite3.connect(tmp_path / "j.db")) as conn:
+        assert conn.execute("SELECT * FROM t_materialized ORDER BY id").fetchall() == [
+            (1, "a"),
+            (2, "b"),
+        ]
+        assert conn.execute("SELECT count(*) FROM cdc_messages").fetchone() == (2,)
+
+    again = CliRunner().invoke(cli, [*materialize, "--name", "t2", "--target-table", "t2_view"])
+
+    assert again.exit_code == 0, again.stderr
+    with closing(sqlite3.connect(tmp_path / "j.db")) as conn:
+        assert conn.execute("SELECT * FROM t2_view ORDER BY id").fetchall() == [
+            (1, "z"),
+            (2, "b"),
+            (3, "c"),
+        ]
+        messages = conn.execute(
+            "SELECT key_json, op FROM cdc_messages WHERE materializer = 't2' "
+            "ORDER BY batch_id, ordinal"
+        ).fetchall()
+    by_key: dict[str, list[str]] = {}
+    for key, op in messages:
+        by_key.setdefault(key, []).append(op)
+    assert by_key == {"[1]": ["read", "update"], "[2]": ["read"], "[3]": ["create"]}
+    assert again.stdout == "materializer 't2': 4 messages stored; table t2_view\n"
+    status = CliRunner().invoke(cli, ["cdc", "status", "--journal", journal, *log, "--json"])
+    shown = json.loads(status.stdout)["materializers"]
+    new_id = json.loads((checkpoint / "metadata").read_text())["id"]
+    assert [(m["materializer"], m["query_id"]) for m in shown] == [("t", query_id), ("t2", new_id)]
 
 
 def test_a_jobs_log_file_is_a_file_of_the_temp_folder_whatever_the_processor_is_named(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from contextlib import suppress
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from cdc_support import USERS
@@ -18,8 +20,15 @@ from operations_support import execute
 from ordo.cdc import Audit, Cell, Column, ColumnType, Mutation, SchemaRegistry, TableSchema
 from ordo.cdc.change_rows import ChangeRows
 from ordo.cdc.mutation import snapshot_segment
-from ordo.errors import ConfigurationError, UnknownSchemaError
+from ordo.errors import (
+    ConfigurationError,
+    MaterializerCheckpointError,
+    QueryFailedError,
+    UnknownSchemaError,
+)
 from ordo.spark import MaterializerSpec, materialize
+from ordo.spark.materializer import require_checkpoint
+from ordo.spark.query_failure import query_failures
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.parquet.change_log import CHANGE_LOG_SCHEMA
@@ -269,3 +278,53 @@ def test_a_table_without_a_schema_is_refused_before_the_query_starts(
         materialize(spark, spec, checkpoint=str(tmp_path / "checkpoint"))
     assert not (tmp_path / "checkpoint").exists()
     assert not (tmp_path / "log").exists()
+
+
+def test_the_sink_refuses_the_batches_of_a_query_run_from_another_checkpoint(
+    spark: SparkSession, tmp_path: Path, url: str
+) -> None:
+    """Two checkpoints of one materializer, started together: neither has progress to check
+    before its query starts, so the sink's check of each batch is what refuses the one whose
+    batch commits second (before, its batch 0 was skipped as a replay of the other's)."""
+    ParquetChangeLog(tmp_path / "log").append("users", [(0, _write(1, 10, insert=True, name="A"))])
+    spec = MaterializerSpec(name="users", table="users", change_log=str(tmp_path / "log"), sink=url)
+    queries = [  # a session runs one query of a name: two processes, as it were
+        materialize(session, spec, checkpoint=str(tmp_path / name), available_now=True)
+        for session, name in ((spark, "ck1"), (spark.newSession(), "ck2"))
+    ]
+    for query in queries:
+        with suppress(StreamingQueryException):
+            query.awaitTermination(120)
+
+    (applied,) = [query for query in queries if query.exception() is None]
+    (refused,) = [query for query in queries if query.exception() is not None]
+    with pytest.raises(QueryFailedError) as failed, query_failures("materializer 'users'"):
+        refused.awaitTermination()
+    assert str(failed.value) == (
+        "materializer 'users' failed: MaterializerCheckpointError: materializer 'users' was run "
+        f"from another checkpoint: its progress in the sink (batch 0) was made by query "
+        f"{applied.id}, this checkpoint is query {refused.id}'s; nothing was written. Run it "
+        "with the checkpoint it was run from, or start over under another --name and another "
+        "--target-table (name=, target_table=; the table's default does not follow the name), "
+        "which materializes the change log from its beginning"
+    )
+    with stores_at(url) as stores:
+        progress = [(p.batch_id, p.messages, p.query_id) for p in stores.change_sink.progress()]
+    assert progress == [(0, 1, applied.id)]
+    assert [m["op"] for m in _messages(url)] == ["create"]
+
+
+def test_a_new_checkpoint_of_a_materializer_is_refused_before_its_query_starts(
+    spark: SparkSession, tmp_path: Path, url: str
+) -> None:
+    ParquetChangeLog(tmp_path / "log").append("users", [(0, _write(1, 10, insert=True, name="A"))])
+    spec = MaterializerSpec(name="users", table="users", change_log=str(tmp_path / "log"), sink=url)
+    _run(spark, spec, tmp_path / "ck")
+    _run(spark, spec, tmp_path / "ck")  # its own checkpoint: goes on
+
+    with pytest.raises(MaterializerCheckpointError, match="this checkpoint is new;"):
+        materialize(spark, spec, checkpoint=str(tmp_path / "new"))
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "ck" / "metadata").write_text("{}\n")
+    with pytest.raises(ConfigurationError, match="metadata holds no query id"):
+        require_checkpoint(spec, str(tmp_path / "ck"))

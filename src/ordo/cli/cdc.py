@@ -288,7 +288,11 @@ def status(
     required=True,
     help="Spark checkpoint directory (state and progress); keep it to restart where it stopped.",
 )
-@click.option("--name", default=None, help="Materializer name (default: the table's name).")
+@click.option(
+    "--name",
+    default=None,
+    help="Materializer name (default: the table's name); it stays with its --checkpoint.",
+)
 @click.option(
     "--messages",
     "messages_path",
@@ -315,13 +319,14 @@ def materialize(
 
     Messages go to the `cdc_messages` table of --journal (and to --messages as Parquet);
     the table TABLE_materialized follows them. Without --follow it stops once the change
-    log is consumed. Restarting with the same --checkpoint continues exactly where it stopped.
+    log is consumed. Restarting with the same --checkpoint continues exactly where it stopped;
+    another checkpoint than the one a materializer (--name) was run from is refused.
     Changes that do not fit their schema, or cannot be read, go to CHECKPOINT/dead_letters:
     a warning on stderr says how many this run sent there.
     """
     from ordo.spark.checkpoint import checkpoint_lock
     from ordo.spark.job_session import job_session
-    from ordo.spark.materializer import MaterializerSpec, require_schema
+    from ordo.spark.materializer import MaterializerSpec, require_checkpoint, require_schema
     from ordo.spark.materializer import materialize as start_materializer
 
     spec = MaterializerSpec(
@@ -332,8 +337,9 @@ def materialize(
         messages_path=None if messages_path is None else str(messages_path),
         target_table=target_table,
     )
-    require_schema(spec)  # before Spark starts, as is the change log's check
+    require_schema(spec)  # before Spark starts, as are the change log's and checkpoint's checks
     _require_change_log(change_log, table, follow=follow)
+    require_checkpoint(spec, str(checkpoint))
     dead_letters = BatchListing.of(spec.dead_letters_at(str(checkpoint)))
     app_name = f"ordo-materializer-{spec.name}"
     label = f"materializer {spec.name!r}"

@@ -1,11 +1,13 @@
 """The materializer's sink: each micro-batch's messages into the sink database, exactly once.
 
 `apply_batch` is the query's `foreachBatch` function; it runs on the driver. It collects the
-batch once (as Arrow), writes the messages and dead letters as Parquet (one directory per batch
-id, replaced on a replay), then applies the messages to the sink in one transaction with the
-batch id (`SqlChangeSink.apply_batch`), which skips a batch it already applied. A replayed batch
-carries the same rows (the stateful step restarts from the state version of that batch), so
-the files it rewrites are the same files.
+batch once (as Arrow) and applies the messages to the sink in one transaction with the batch id
+and the query's id (`SqlChangeSink.apply_batch`), which skips a batch it already applied and
+refuses a batch of another query (one run from another checkpoint). Then it writes the messages
+and dead letters as Parquet (one directory per batch id, replaced on a replay), so a refused
+batch writes no file either, and a replayed batch writes its files again. A replayed batch
+carries the same rows (the stateful step restarts from the state version of that batch), so the
+files it rewrites are the same files.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pyspark.sql import DataFrame
 
 from ordo.cdc.schema import TableSchema
 from ordo.cdc.schema_registry import SchemaRegistry
+from ordo.errors import CdcError
 from ordo.spark.change_rows import MESSAGE_COLUMNS, OUTPUT_COLUMNS, message_rows_from_arrow
 from ordo.storage.open import stores_at
 from ordo.storage.parquet.batch_files import replace_batch
@@ -27,6 +30,10 @@ if TYPE_CHECKING:
     from ordo.spark.materializer import MaterializerSpec
 
 logger = logging.getLogger(__name__)
+
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+"""The local property of the driver's thread that names the streaming query of a batch (its
+checkpoint's query id, kept in CHECKPOINT/metadata)."""
 
 DEAD_LETTER_COLUMNS = (
     "partition_key",
@@ -49,13 +56,10 @@ def apply_batch(
     rejected = rows.filter(pc.invert(is_message)).sort_by(
         [("partition_key", "ascending"), ("position", "ascending")]
     )
-    numbered = messages.select(list(MESSAGE_COLUMNS)).set_column(
-        0, "ordinal", pa.array(range(messages.num_rows), pa.int64())
-    )
-    if spec.messages_path is not None and messages.num_rows:
-        replace_batch(spec.messages_path, batch_id, numbered)
-    if rejected.num_rows:
-        replace_batch(dead_letters_path, batch_id, rejected.select(list(DEAD_LETTER_COLUMNS)))
+    query_id = batch.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+    if query_id is None:
+        msg = f"materializer {spec.name!r}: Spark did not name the query of batch {batch_id}"
+        raise CdcError(msg)
     changes = message_rows_from_arrow(messages)
     with stores_at(spec.sink, mode="write") as stores:
         registry = SchemaRegistry(stores.schemas)
@@ -65,11 +69,19 @@ def apply_batch(
         }
         receipt = stores.change_sink.apply_batch(
             materializer=spec.name,
+            query_id=query_id,
             batch_id=batch_id,
             target_table=spec.target_table,
             messages=changes,
             schemas=schemas,
         )
+    if spec.messages_path is not None and messages.num_rows:
+        numbered = messages.select(list(MESSAGE_COLUMNS)).set_column(
+            0, "ordinal", pa.array(range(messages.num_rows), pa.int64())
+        )
+        replace_batch(spec.messages_path, batch_id, numbered)
+    if rejected.num_rows:
+        replace_batch(dead_letters_path, batch_id, rejected.select(list(DEAD_LETTER_COLUMNS)))
     logger.info(
         "materializer batch name=%s batch_id=%d applied=%s messages=%d dead_letters=%d",
         spec.name,

@@ -1,4 +1,4 @@
-"""A streaming query's checkpoint location: where it is locally, and one running query on it.
+"""A streaming query's checkpoint location: where it is locally, its query, one running query.
 
 Spark's own check of a checkpoint shared by two running queries comes seconds after start-up,
 when the second writes its metadata or offset log, and says so in Spark's terms
@@ -6,15 +6,21 @@ when the second writes its metadata or offset log, and says so in Spark's terms
 metadata`, `CONCURRENT_STREAM_LOG_UPDATE`); a second query that starts while the first is in the
 middle of a batch runs that batch again beside it until then. `checkpoint_lock` refuses the
 second copy of a job before its Spark starts.
+
+A checkpoint belongs to one streaming query: Spark writes the query's id to
+`<checkpoint>/metadata` when the query first starts and keeps it across restarts;
+`checkpoint_query_id` reads it before Spark starts.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from ordo.errors import ConfigurationError
 from ordo.storage.lock_file import LOCK_FILE, exclusive_lock
 
 
@@ -58,3 +64,24 @@ def local_checkpoint_path(checkpoint: str) -> Path | None:
             msg = "a file: URI needs an absolute path, as in file:///path"
             raise ValueError(msg)
     return Path(os.path.abspath(local))
+
+
+def checkpoint_query_id(local: Path) -> str | None:
+    """The id of the streaming query of the local checkpoint `local`; None if no query ran yet.
+
+    ConfigurationError when `<local>/metadata` is there and holds no id: Spark refuses to start
+    a query from such a checkpoint too.
+    """
+    metadata = local / "metadata"
+    try:
+        found = json.loads(metadata.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        msg = f"cannot read the query id of checkpoint {local} from {metadata}: {exc}"
+        raise ConfigurationError(msg) from exc
+    query_id = found.get("id") if isinstance(found, dict) else None
+    if not isinstance(query_id, str):
+        msg = f"{metadata} holds no query id: it is not a streaming query's checkpoint metadata"
+        raise ConfigurationError(msg)
+    return query_id

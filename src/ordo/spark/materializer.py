@@ -4,8 +4,9 @@
 folds each partition key's mutations with `transformWithStateInPandas` (state per key in
 RocksDB, see `change_processor`), and hands every micro-batch to `change_sink.apply_batch`,
 which stores the messages and the materialized table in the sink database in one transaction
-with the batch id. A restart from the checkpoint continues with the state and applies nothing
-twice.
+with the batch id and the streaming query's id. A restart from the checkpoint continues with the
+state and applies nothing twice; a run of the materializer from another checkpoint, which would
+number its batches from 0 again and fold from empty state, is refused.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ordo.spark.change_processor import (
     ChangeFoldProcessor,
 )
 from ordo.spark.change_sink import apply_batch
+from ordo.spark.checkpoint import checkpoint_query_id, local_checkpoint_path
 from ordo.spark.register import ROCKSDB_STATE_STORE
 from ordo.spark.schemas import CHANGE_LOG_DDL, MATERIALIZER_OUTPUT_DDL
 from ordo.storage.open import stores_at
@@ -40,10 +42,11 @@ class MaterializerSpec:
     """What a materializer reads and where it writes; picklable (it travels to the executors).
 
     `name` identifies the materializer in the sink's `cdc_messages` and
-    `cdc_materializer_progress` (one name per checkpoint). `change_log` is the root of the
-    Parquet change logs (the table's log is `<change_log>/<table>`); `sink` is the SQLite or
-    PostgreSQL URL holding the schema registry, the messages, the progress and
-    `target_table` (default `<table>_materialized`). `messages_path` and `dead_letters_path`
+    `cdc_materializer_progress` (one name per checkpoint: the progress records the checkpoint's
+    query, and another checkpoint is refused). `change_log` is the root of the Parquet change
+    logs (the table's log is `<change_log>/<table>`); `sink` is the SQLite or PostgreSQL URL
+    holding the schema registry, the messages, the progress and `target_table` (default
+    `<table>_materialized`, whatever the name). `messages_path` and `dead_letters_path`
     are local directories that get one Parquet directory per batch id (`batch_id=<n>`);
     dead letters default to `<checkpoint>/dead_letters`.
     """
@@ -87,8 +90,9 @@ def materialize(
 
     `available_now` processes what the change log holds and stops; `processing_time` (e.g.
     "10 seconds") sets the trigger interval of a continuous run. Raises ConfigurationError when
-    the session's state store is not RocksDB, and UnknownSchemaError as `require_schema` does.
-    Creates or upgrades the sink's schema.
+    the session's state store is not RocksDB, UnknownSchemaError as `require_schema` does, and
+    MaterializerCheckpointError as `require_checkpoint` does. Creates or upgrades the sink's
+    schema.
     """
     provider = spark.conf.get(_PROVIDER_KEY, None)
     if provider != ROCKSDB_STATE_STORE:
@@ -99,6 +103,7 @@ def materialize(
         )
         raise ConfigurationError(msg)
     require_schema(spec)
+    require_checkpoint(spec, checkpoint)
     if "://" not in spec.change_log:  # a local log: the capture may not have written yet
         Path(spec.change_log_path).mkdir(parents=True, exist_ok=True)
     changes = (
@@ -137,6 +142,23 @@ def require_schema(spec: MaterializerSpec) -> None:
                 "or check the table's name"
             )
             raise UnknownSchemaError(msg)
+
+
+def require_checkpoint(spec: MaterializerSpec, checkpoint: str) -> None:
+    """MaterializerCheckpointError when the sink's progress of `spec.name` is another checkpoint's.
+
+    The progress records the streaming query that applied the batches, and `checkpoint`'s
+    query id is in its `metadata` file (a new checkpoint has none and gets a new id). Only a
+    local checkpoint is read here. The sink checks the query of every batch it applies anyway;
+    this spares starting a query that would fail at its first batch. `ordo cdc materialize`
+    asks before it starts Spark.
+    """
+    local = local_checkpoint_path(checkpoint)
+    if local is None:
+        return
+    query_id = checkpoint_query_id(local)
+    with stores_at(spec.sink) as stores:
+        stores.change_sink.require_checkpoint(spec.name, query_id)
 
 
 def bucketed(change_log: DataFrame) -> DataFrame:

@@ -2,10 +2,12 @@
 
 One micro-batch of a materializer is applied in one transaction: its messages go to
 `cdc_messages`, their net effect to the materialized table, and the batch id to
-`cdc_materializer_progress`. A batch whose id the progress already covers (a replay after a
-restart or a retried batch) changes nothing. The SQL is the same on SQLite and PostgreSQL,
-written with `{p}` placeholders; the backends add their column types, how they list a table's
-columns and how they run one statement for many rows.
+`cdc_materializer_progress`, with the id of the Spark streaming query that applied it. A batch
+whose id the progress already covers (a replay after a restart or a retried batch) changes
+nothing; a batch of another query (one run from another checkpoint, which numbers its batches
+from 0 again) is refused. The SQL is the same on SQLite and PostgreSQL, written with `{p}`
+placeholders; the backends add their column types, how they list a table's columns and how they
+run one statement for many rows.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ordo.cdc.json_text import compact_json
 from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, MessageRows
 from ordo.cdc.mutation import Audit, JsonValue, Key, Scalar
 from ordo.cdc.schema import Column, ColumnType, TableSchema
-from ordo.errors import CdcError
+from ordo.errors import CdcError, MaterializerCheckpointError
 from ordo.storage.sql_store import SqlConnection, SqlStore
 
 _MESSAGE_COLUMNS = ", ".join(
@@ -72,6 +74,9 @@ class MaterializerProgress:
     materializer: str
     batch_id: int
     messages: int
+    query_id: str | None
+    """The streaming query (so the checkpoint) that applied the batches; None for progress
+    written before ordo recorded it, until the next batch is applied."""
 
 
 @dataclass(slots=True)
@@ -107,6 +112,23 @@ def _net_changes(messages: MessageRows) -> dict[str, _NetChange]:
     return changes
 
 
+def _require_query(
+    materializer: str, progress: tuple[int, str | None] | None, query_id: str | None
+) -> None:
+    """MaterializerCheckpointError unless the query `query_id` may go on from `progress`.
+
+    `progress` is the materializer's last batch id and the id of the query that applied it, as
+    `SqlChangeSink.require_checkpoint` takes them.
+    """
+    if progress is None:
+        return
+    batch_id, recorded = progress
+    if query_id is None or recorded not in (None, query_id):
+        raise MaterializerCheckpointError(
+            materializer=materializer, batch_id=batch_id, recorded=recorded, requested=query_id
+        )
+
+
 class SqlChangeSink(SqlStore):
     """Applies a materializer's micro-batches exactly once (thread-safe as its datastore is)."""
 
@@ -134,14 +156,27 @@ class SqlChangeSink(SqlStore):
         """Every materializer that applied a batch, by name."""
         rows = self._fetchall(
             "SELECT p.materializer, p.batch_id, (SELECT count(*) FROM cdc_messages AS m "
-            "WHERE m.materializer = p.materializer) FROM cdc_materializer_progress AS p "
-            "ORDER BY p.materializer",
+            "WHERE m.materializer = p.materializer), p.query_id "
+            "FROM cdc_materializer_progress AS p ORDER BY p.materializer",
             (),
         )
         return [
-            MaterializerProgress(materializer=str(name), batch_id=int(batch), messages=int(count))
-            for name, batch, count in rows
+            MaterializerProgress(
+                materializer=str(name), batch_id=int(batch), messages=int(count), query_id=query
+            )
+            for name, batch, count, query in rows
         ]
+
+    def require_checkpoint(self, materializer: str, query_id: str | None) -> None:
+        """MaterializerCheckpointError unless query `query_id` may apply `materializer`'s batches.
+
+        `query_id` is the id of the streaming query of the checkpoint the materializer is to
+        run from (None: no query has run from it, it is new). A query may when the materializer
+        has no progress, when the progress is the query's own, and when the progress records no
+        query (written before ordo recorded it): its first batch applied records it.
+        """
+        with self._db.connection() as conn:
+            _require_query(materializer, self._progress_row(conn, materializer), query_id)
 
     def read_messages(self, materializer: str) -> Iterator[ChangeMessage]:
         """Every message the materializer stored, in the order it emitted them (for checks)."""
@@ -188,6 +223,7 @@ class SqlChangeSink(SqlStore):
         self,
         *,
         materializer: str,
+        query_id: str,
         batch_id: int,
         target_table: str,
         messages: MessageRows,
@@ -195,31 +231,45 @@ class SqlChangeSink(SqlStore):
     ) -> ChangeBatchReceipt:
         """Store and apply one micro-batch's `messages` (in order) in one transaction.
 
-        `schemas` holds the schema of every schema id the messages name; the target table is
-        created from them on first use, and gains the nullable columns a newer version adds.
+        `query_id` is the id of the streaming query whose batch it is: a batch of another query
+        than the progress records is MaterializerCheckpointError, and nothing is written (see
+        `require_checkpoint`). `schemas` holds the schema of every schema id the messages
+        name; the target table is created from them on first use, and gains the nullable
+        columns a newer version adds.
         """
         with self._db.write_transaction() as conn:
-            done = conn.execute(
+            claimed = conn.execute(
                 self._sql(
-                    "SELECT batch_id FROM cdc_materializer_progress WHERE materializer = {p}"
+                    "INSERT INTO cdc_materializer_progress "
+                    "(materializer, batch_id, updated_at, query_id) VALUES ({p}, {p}, {p}, {p}) "
+                    "ON CONFLICT (materializer) DO UPDATE SET batch_id = excluded.batch_id, "
+                    "updated_at = excluded.updated_at, query_id = excluded.query_id "
+                    "WHERE cdc_materializer_progress.batch_id < excluded.batch_id AND "
+                    "(cdc_materializer_progress.query_id IS NULL "
+                    "OR cdc_materializer_progress.query_id = excluded.query_id)"
                 ),
-                (materializer,),
-            ).fetchone()
-            if done is not None and int(done[0]) >= batch_id:
+                (materializer, batch_id, time.time_ns() // 1_000_000, query_id),
+            ).rowcount
+            if not claimed:  # the row stays as it was (locked): a replay, or another query's
+                _require_query(materializer, self._progress_row(conn, materializer), query_id)
                 return ChangeBatchReceipt(is_applied=False, messages=0)
             self._insert_messages(conn, materializer, batch_id, messages)
             if len(messages):
                 columns, key = self._ensure_table(conn, target_table, messages, schemas)
                 self._apply(conn, target_table, _net_changes(messages), columns, key)
-            conn.execute(
-                self._sql(
-                    "INSERT INTO cdc_materializer_progress (materializer, batch_id, updated_at) "
-                    "VALUES ({p}, {p}, {p}) ON CONFLICT (materializer) DO UPDATE SET "
-                    "batch_id = excluded.batch_id, updated_at = excluded.updated_at"
-                ),
-                (materializer, batch_id, time.time_ns() // 1_000_000),
-            )
         return ChangeBatchReceipt(is_applied=True, messages=len(messages))
+
+    def _progress_row(
+        self, conn: SqlConnection, materializer: str
+    ) -> tuple[int, str | None] | None:
+        """The materializer's last applied batch id (inclusive) and its query's id, or None."""
+        row = conn.execute(
+            self._sql(
+                "SELECT batch_id, query_id FROM cdc_materializer_progress WHERE materializer = {p}"
+            ),
+            (materializer,),
+        ).fetchone()
+        return None if row is None else (int(row[0]), row[1])
 
     def _insert_messages(
         self,
