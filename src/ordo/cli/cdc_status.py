@@ -27,7 +27,8 @@ def cdc_table(status: CdcStatus) -> Table:
             "schema", version.table, f"v{version.version} id={version.schema_id} {accepted}"
         )
     for progress in status.materializers:
-        state = f"batch {progress.batch_id}, {counted(progress.messages, 'message')}"
+        query = progress.query_id or "not recorded yet"
+        state = f"batch {progress.batch_id}, {counted(progress.messages, 'message')}; query {query}"
         table.add_row("materializer", progress.materializer, state)
     for source in status.sources:
         state = (
