@@ -826,11 +826,36 @@ def test_a_query_after_the_last_event_says_nothing_is_after_its_offset(
     assert "without events" not in err
 
 
-@pytest.mark.parametrize("offset", ["yesterday-ish", "2026-01-01T00:00:00"])
-def test_query_refuses_bad_offsets(runner: CliRunner, tmp_path: Path, offset: str) -> None:
+@pytest.mark.parametrize(
+    ("offset", "message"),
+    [
+        ("yesterday-ish", "--offset 'yesterday-ish' is neither a TimeUUID nor an ISO-8601 time"),
+        ("garbage", "--offset 'garbage' is neither a TimeUUID nor an ISO-8601 time"),
+        ("2026-01-01T00:00", "--offset '2026-01-01T00:00' has no zone; add one (e.g. +00:00)"),
+        (
+            "2f1e0c4e-9c1a-4b7e-8d3e-4f5a6b7c8d9e",
+            "'2f1e0c4e-9c1a-4b7e-8d3e-4f5a6b7c8d9e' is not a version-1 (time-based) UUID",
+        ),
+    ],
+)
+def test_query_refuses_bad_offsets(
+    runner: CliRunner, tmp_path: Path, offset: str, message: str
+) -> None:
+    """A text without a dash was refused as "not a UUID", a naive time with a library's advice."""
     code, _, err = _run(runner, "query", "t", "--journal", f"{tmp_path}/q.db", "--offset", offset)
-    assert code == 1
-    assert "OffsetFormatError" in err
+    assert (code, err) == (1, f"Error: OffsetFormatError: {message}\n")
+    assert not (tmp_path / "q.db").exists()
+
+
+def test_query_reads_from_an_iso_time_in_the_basic_format(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """An ISO-8601 time without dashes was read as a UUID and refused."""
+    url = f"sqlite:///{tmp_path}/q.db"
+    assert _run(runner, "init", "--journal", url)[0] == 0
+    code, _, err = _run(runner, "query", "t", "--journal", url, "--offset", "20000101T000000Z")
+    assert code == 0
+    assert "after --offset 20000101T000000Z are settled" in err
 
 
 def test_query_refuses_another_bucket_size_than_the_journal(

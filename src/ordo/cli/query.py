@@ -6,6 +6,7 @@ import json
 import os
 from datetime import datetime
 from itertools import islice
+from uuid import UUID
 
 import click
 
@@ -93,12 +94,27 @@ def _nothing_settled(tag: str, offset: str | None, settings: QuerySettings) -> s
 
 
 def _offset(text: str | None) -> Offset:
-    """--offset as a query offset, checked before the journal is opened."""
-    if text is None or "-" not in text or len(text) == 36:
+    """--offset as a query offset, checked before the journal is opened.
+
+    A UUID must be a TimeUUID (to_offset says so); anything else is read as an ISO-8601 time
+    with a zone. A text that is neither was refused as "not a UUID", and a time without a zone
+    with the library's advice to pass an aware datetime: neither named the option or what it
+    takes.
+    """
+    if text is None:
+        return to_offset(None)
+    try:
+        UUID(text)
+    except ValueError:
+        pass
+    else:
         return to_offset(text)
     try:
         instant = datetime.fromisoformat(text)
     except ValueError as exc:
         msg = f"--offset {text!r} is neither a TimeUUID nor an ISO-8601 time"
         raise OffsetFormatError(msg) from exc
+    if instant.utcoffset() is None:
+        msg = f"--offset {text!r} has no zone; add one (e.g. +00:00)"
+        raise OffsetFormatError(msg)
     return to_offset(instant)
