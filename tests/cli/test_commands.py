@@ -630,6 +630,43 @@ def test_simulate_prints_one_json_verdict(runner: CliRunner, tmp_path: Path) -> 
     assert {"p50", "p90", "p99", "max"} <= set(result["latency_ms"])
 
 
+def test_simulate_text_shows_each_field_apart_and_as_its_json(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The fields were Python's text, and the longest key was glued to its value."""
+    code, out, err = _run(
+        runner, "simulate", "--journal", f"sqlite:///{tmp_path}/sim.db", "--events", "40"
+    )
+    assert code == 0, err
+    fields = dict(line.split(maxsplit=1) for line in out.splitlines())
+    assert json.loads(fields["lost_as_the_seeds_allow"]) == {
+        "restart": 0,
+        "first_encounter": 0,
+        "beyond_back_track": 0,
+    }
+    assert {"p50", "p90", "p99", "max"} <= set(json.loads(fields["latency_ms"]))
+
+
+def test_info_text_shows_what_its_json_shows(runner: CliRunner, tmp_path: Path) -> None:
+    """A bucket size not recorded yet read "None" and the tags were a Python dict."""
+    url = f"sqlite:///{tmp_path}/i.db"
+    assert _run(runner, "init", "--journal", url)[0] == 0
+    code, out, _ = _run(runner, "info", "--journal", url)
+    assert code == 0
+    assert out.splitlines() == [
+        "backend          sqlite",
+        f"schema_version   {LATEST}",
+        "bucket_size      null",
+        "events           0",
+        "persistence_ids  0",
+        "tags             {}",
+    ]
+    line = json.dumps({"persistence_id": "p", "payload": 1, "tags": ["t", "ü"]})
+    assert _run(runner, "append", "--journal", url, stdin=line)[0] == 0
+    out = _run(runner, "info", "--journal", url)[1]
+    assert out.splitlines()[-1] == 'tags             {"t": 1, "ü": 1}'
+
+
 @pytest.mark.parametrize("kind", ["not a journal", "another bucket size"])
 def test_simulate_on_a_journal_it_cannot_use_fails_once_before_starting(
     runner: CliRunner, tmp_path: Path, kind: str

@@ -28,6 +28,7 @@ from ordo.cli.options import (
     journal_option,
     json_option,
     master_option,
+    print_fields,
     print_json,
     progress,
     require_journal,
@@ -433,7 +434,6 @@ def simulate(
     if as_json:
         click.echo(json.dumps(document))
     else:
-        for key, value in document.items():
-            click.echo(f"{key:<22}{value}")
+        print_fields(document)
     if not result.report.is_clean:
         raise click.exceptions.Exit(1)

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from ordo.cli.options import master_option, workload_options
+from ordo.cli.options import master_option, print_fields, workload_options
 from ordo.errors import ConfigurationError
 from ordo.simulation.workload import Workload
 from ordo.storage.location import SQLiteLocation, parse_location
@@ -84,8 +84,7 @@ def demo(
     else:
         if not console.is_terminal:
             console.line()  # rich ends the display's last line only on a terminal
-        for key, value in result.items():
-            click.echo(f"{key:<18}{value}")
+        print_fields(result)
         verdict = (
             "[green]clean: nothing lost, duplicated or misordered"
             if report.is_clean

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TextIO
 
 import click
@@ -13,6 +12,7 @@ from ordo.cli.options import (
     counted,
     journal_option,
     json_option,
+    print_fields,
     print_json,
     read_only_stores,
     require_journal,
@@ -205,5 +205,4 @@ def info(journal_url: str | None, as_json: bool) -> None:
     if as_json:
         print_json(document)
         return
-    for key, value in document.items():
-        click.echo(f"{key:<16}{value}", file=sys.stdout)
+    print_fields(document)

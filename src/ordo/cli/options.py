@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
@@ -132,6 +132,19 @@ def chosen_bucket_size() -> BucketSize | None:
 def print_json(document: object) -> None:
     """Write one JSON document to stdout."""
     click.echo(json.dumps(document, ensure_ascii=False, indent=2))
+
+
+def print_fields(document: Mapping[str, object]) -> None:
+    """Write a document's fields as `key  value` lines: the text form of a command's --json.
+
+    Values that are not strings are shown as JSON, as --json shows them: Python's own text
+    showed None, True and dicts in single quotes. Keys are padded to the longest one: a fixed
+    width glued `lost_as_the_seeds_allow` to its value.
+    """
+    width = max(map(len, document), default=0) + 2
+    for key, value in document.items():
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        click.echo(f"{key:<{width}}{shown}")
 
 
 def beyond_token(segment: SegmentStatus) -> list[str]:

@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
-from ordo.cli.options import int_option, share_option, workload_options
+from ordo.cli.options import int_option, print_fields, share_option, workload_options
 from ordo.errors import BucketSizeMismatchError
 from ordo.simulation.run import SIMULATION_QUERY_SETTINGS, SimulationConfig, simulate
 from ordo.time import BucketSize
@@ -127,8 +127,7 @@ def simulate_command(
     if as_json:
         click.echo(json.dumps(document))
     else:
-        for key, value in document.items():
-            click.echo(f"{key:<20}{value}")
+        print_fields(document)
         verdict = "no violation of G1-G3" if not report.verdict.violations else "VIOLATIONS"
         console.print(f"[{'green' if not report.verdict.violations else 'red'}]{verdict}")
     if report.verdict.violations:
