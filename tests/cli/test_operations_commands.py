@@ -108,6 +108,21 @@ def test_refusals_are_one_line_and_change_nothing(journal_url: str) -> None:
         assert "forced past live writers of busy" in out
 
 
+@pytest.mark.parametrize("ttl", ["0", "-5"])
+def test_cleanup_expire_refuses_a_time_to_live_out_of_range_as_usage(
+    journal_url: str, ttl: str
+) -> None:
+    """--help showed no lower bound, and the ConfigurationError (exit 1) did not name the option."""
+    write_with_writers(journal_url, writers=1, pids=1, appends=1)
+    before = tag_view_rows(journal_url)
+    code, _, err = _run("cleanup", "expire", "--time-to-live-ms", ttl, "--journal", journal_url)
+    assert code == 2
+    assert err.startswith(
+        f"Error: Invalid value for '--time-to-live-ms': {ttl} is not in the range 1<=x<="
+    )
+    assert tag_view_rows(journal_url) == before
+
+
 def test_cleanup_expire_and_before(journal_url: str) -> None:
     write_with_writers(journal_url, writers=1, pids=2, appends=2)
     j = ("--journal", journal_url)

@@ -12,9 +12,10 @@ from ordo.cli.operations_options import (
     guarded_options,
     tag_option,
 )
-from ordo.cli.options import NUMBER, progress, settings_from_env
+from ordo.cli.options import progress, settings_from_env
 from ordo.errors import ConfigurationError
 from ordo.settings import EventsByTagSettings
+from ordo.settings.loading import LARGEST_INTEGER
 from ordo.tools.cleanup import Cleanup
 from ordo.types import PersistenceId, Tag
 
@@ -70,7 +71,7 @@ def before(request: OperationRequest, tag: Tag | None, time: str) -> None:
 @tag_option(_ANY_TAG)
 @click.option(
     "--time-to-live-ms",
-    type=NUMBER,
+    type=click.IntRange(min=1, max=LARGEST_INTEGER),  # 0 or less: a usage error naming it
     help="events_by_tag.time_to_live in ms (default: ORDO_TIME_TO_LIVE_MS).",
 )
 def expire(request: OperationRequest, tag: Tag | None, time_to_live_ms: int | None) -> None:
