@@ -1026,6 +1026,29 @@ def test_status_text_shows_the_merged_parts_ahead(
     assert lines[row + 1].index(part) == lines[row].index(str(BEHIND))  # the token's cell
 
 
+def test_a_request_that_replaces_a_pending_one_says_so(runner: CliRunner, tmp_path: Path) -> None:
+    """A segment holds one request: a release dropped a pending split, saying only "release"."""
+    url = f"sqlite:///{tmp_path}/p.db"
+    with stores_at(url) as stores:
+        stores.tokens.initialize("counts", segment_count=2)
+        stores.tokens.claim(
+            "counts", 1, "worker-1", now_ms=time.time_ns() // 1_000_000, claim_timeout_ms=1
+        )
+    steer = ("counts", "1", "--journal", url)
+    code, out, _ = _run(runner, "processors", "split", *steer)
+    assert (code, out) == (0, "asked worker-1 to split segment Segment[1/1]\n")
+    code, out, _ = _run(runner, "processors", "release", *steer)
+    assert (code, out) == (
+        0,
+        "asked worker-1 to release Segment[1/1] (replacing the pending split request)\n",
+    )
+    code, out, _ = _run(runner, "processors", "release", *steer)
+    assert (code, out) == (0, "asked worker-1 to release Segment[1/1]\n")
+    code, out, _ = _run(runner, "processors", "merge", *steer)
+    assert out.startswith("asked worker-1 to merge Segment[1/1] with its sibling (replacing the ")
+    assert out.endswith("release request)\n")
+
+
 def test_status_shows_a_request_its_owner_has_not_taken_yet(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

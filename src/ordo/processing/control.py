@@ -35,11 +35,13 @@ def split_segment(
     check_claim_times(now_ms, claim_timeout_ms)
     entry = _entry(tokens, processor, segment_id)
     if not _is_free(entry, now_ms, claim_timeout_ms):
-        tokens.request(
-            processor, segment_id, SegmentRequest(action=SegmentAction.SPLIT), now_ms=now_ms
-        )
-        return ControlReceipt(
-            is_done=False, message=f"asked {entry.owner} to split segment {entry.segment}"
+        return _ask(
+            tokens,
+            processor,
+            entry,
+            SegmentRequest(action=SegmentAction.SPLIT),
+            f"split segment {entry.segment}",
+            now_ms=now_ms,
         )
     tokens.claim(processor, segment_id, OPERATOR, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
     try:
@@ -77,14 +79,13 @@ def merge_segment(
         tokens.release(processor, merged.segment_id, OPERATOR)
         return ControlReceipt(is_done=True, message=f"merged into {merged}")
     held = entry if entry not in free else sibling
-    tokens.request(
+    return _ask(
+        tokens,
         processor,
-        held.segment.segment_id,
+        held,
         SegmentRequest(action=SegmentAction.MERGE),
+        f"merge {held.segment} with its sibling",
         now_ms=now_ms,
-    )
-    return ControlReceipt(
-        is_done=False, message=f"asked {held.owner} to merge {held.segment} with its sibling"
     )
 
 
@@ -96,10 +97,14 @@ def release_segment(
     entry = _entry(tokens, processor, segment_id)
     if _is_free(entry, now_ms, claim_timeout_ms):
         return ControlReceipt(is_done=True, message=f"segment {entry.segment} is not claimed")
-    tokens.request(
-        processor, segment_id, SegmentRequest(action=SegmentAction.RELEASE), now_ms=now_ms
+    return _ask(
+        tokens,
+        processor,
+        entry,
+        SegmentRequest(action=SegmentAction.RELEASE),
+        f"release {entry.segment}",
+        now_ms=now_ms,
     )
-    return ControlReceipt(is_done=False, message=f"asked {entry.owner} to release {entry.segment}")
 
 
 def reset_processor(
@@ -152,6 +157,29 @@ def _entry(tokens: TokenStore, processor: str, segment_id: int) -> TokenEntry:
             return entry
     msg = f"processor {processor!r} has no segment {segment_id}"
     raise UnknownProcessorError(msg)
+
+
+def _ask(
+    tokens: TokenStore,
+    processor: str,
+    entry: TokenEntry,
+    request: SegmentRequest,
+    what: str,
+    *,
+    now_ms: int,
+) -> ControlReceipt:
+    """Leave `request` for the segment's owner; the message names a pending one it replaces.
+
+    A segment holds one request and the latest wins: a split its owner had not taken yet was
+    dropped by a later release while the receipt said only "asked ... to release".
+    """
+    segment_id = entry.segment.segment_id
+    pending = [p.request for p in tokens.pending_requests(processor) if p.segment_id == segment_id]
+    tokens.request(processor, segment_id, request, now_ms=now_ms)
+    replaced = "".join(
+        f" (replacing the pending {p.describe()} request)" for p in pending if p != request
+    )
+    return ControlReceipt(is_done=False, message=f"asked {entry.owner} to {what}{replaced}")
 
 
 def _is_free(entry: TokenEntry, now_ms: int, claim_timeout_ms: int) -> bool:
