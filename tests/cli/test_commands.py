@@ -137,6 +137,19 @@ def test_init_without_a_bucket_size_leaves_it_to_the_first_write(
     assert (code, json.loads(out)["bucket_size"]) == (0, "day")
 
 
+def test_append_names_its_argument_file_as_its_help_and_the_docs_do(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The usage line and the error said SOURCE, the help text and docs/cli.md FILE."""
+    code, out, _ = _run(runner, "append", "--help")
+    assert (code, out.splitlines()[0]) == (0, "Usage: ordo append [OPTIONS] [FILE]")
+    missing = tmp_path / "events.jsonl"
+    code, _, err = _run(runner, "append", str(missing), "--journal", f"{tmp_path}/j.db")
+    assert code == 2
+    assert err.startswith(f"Error: Invalid value for '[FILE]': '{missing}': No such file")
+    assert not (tmp_path / "j.db").exists()
+
+
 def test_append_then_events_and_info(runner: CliRunner, journal_url: str) -> None:
     lines = "\n".join(
         json.dumps(line)

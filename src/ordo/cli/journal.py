@@ -60,7 +60,7 @@ def init(journal_url: str | None, as_json: bool) -> None:
 @click.command()
 @journal_option
 @json_option
-@click.argument("source", type=click.File("r", encoding="utf-8"), default="-")
+@click.argument("source", type=click.File("r", encoding="utf-8"), default="-", metavar="[FILE]")
 def append(journal_url: str | None, as_json: bool, source: TextIO) -> None:
     """Append events from JSON lines (a FILE, or stdin when omitted).
 
