@@ -21,8 +21,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.cli.main import cli
 from ordo.processing import TrackingToken
-from ordo.storage.open import stores_at
-from ordo.time import TimeUUID, format_first_time_bucket
+from ordo.storage.open import init_storage, stores_at
+from ordo.time import BucketSize, TimeUUID, format_first_time_bucket
 from sqlite_support import LATEST, fingerprint, newer_journal, older_journal, stored_version
 
 if TYPE_CHECKING:
@@ -508,6 +508,23 @@ def test_the_demo_refuses_a_journal_with_events_before_starting_spark(
     assert json.loads(_run(runner, "info", "--journal", url, "--json")[1])["events"] == 1
 
 
+def test_the_demo_refuses_an_applications_database_before_starting_spark(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """It counted as an empty journal: the demo filled it with events, tables and triggers."""
+    path = tmp_path / "app.db"
+    with closing(sqlite3.connect(path)) as conn:
+        conn.executescript("CREATE TABLE users (id INTEGER PRIMARY KEY); CREATE VIEW v AS SELECT 1")
+    before = fingerprint(path)
+    code, _, err = _run(runner, "demo", "--events", "10", "--journal", f"sqlite:///{path}")
+    assert code == 1
+    assert err == (
+        f"Error: ConfigurationError: the demo writes a journal of its own, and sqlite:///{path} "
+        "is no ordo journal but holds tables (users, v): name a new file or an empty database\n"
+    )
+    assert fingerprint(path) == before
+
+
 def test_the_demo_refuses_a_journal_of_a_newer_ordo_before_starting_spark(
     runner: CliRunner, tmp_path: Path
 ) -> None:
@@ -565,11 +582,13 @@ def test_a_demo_whose_spark_does_not_start_leaves_no_journal_behind(tmp_path: Pa
 def test_a_demo_whose_spark_does_not_start_leaves_a_database_without_ordo_tables_alone(
     request: pytest.FixtureRequest, tmp_path: Path, backend: str
 ) -> None:
-    """The demo's check for events gave the database ordo's tables before Spark was asked."""
+    """The demo's check for events gave the database ordo's tables before Spark was asked.
+
+    The database is empty: one holding tables is refused before Spark (see above).
+    """
     if backend == "sqlite":
         url = f"sqlite:///{tmp_path}/app.db"
-        with closing(sqlite3.connect(tmp_path / "app.db")) as conn, conn:
-            conn.execute("CREATE TABLE app (id INTEGER PRIMARY KEY)")
+        (tmp_path / "app.db").touch()
 
         def tables() -> list[str]:
             with closing(sqlite3.connect(tmp_path / "app.db")) as conn:
@@ -687,9 +706,8 @@ def test_simulate_on_a_journal_it_cannot_use_fails_once_before_starting(
     path = tmp_path / "j.db"
     if kind == "not a journal":
         path.write_text("hello\n")
-    else:
-        line = json.dumps({"persistence_id": "p", "payload": 1, "tags": ["t"]})
-        assert _run(runner, "append", "--journal", str(path), stdin=line)[0] == 0  # hourly
+    else:  # no events: a journal that holds some is refused as not empty
+        init_storage(str(path), bucket_size=BucketSize.HOUR)
     code, out, err = _run(runner, "simulate", "--journal", str(path), "--events", "20")
     assert (code, out) == (1, "")
     assert "Traceback" not in err

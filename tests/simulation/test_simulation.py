@@ -3,14 +3,18 @@ delays exceed the bounds must fail loudly rather than skip."""
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from datetime import timedelta
 
+import psycopg
 import pytest
 
 from ordo import BucketSize, EventsByTagSettings, NewEvent, open_journal
 from ordo.errors import ConfigurationError
 from ordo.settings import QuerySettings
 from ordo.simulation.run import SimulationConfig, simulate
+from ordo.storage.location import SQLiteLocation, parse_location
 from ordo.storage.open import stores_at
 from ordo.types import SequenceNr
 
@@ -108,3 +112,26 @@ def test_a_journal_with_events_is_refused_and_left_alone(journal_url: str) -> No
         _run(journal_url)
     with stores_at(journal_url) as stores:
         assert list(stores.journal.persistence_ids()) == ["mine"]
+
+
+def test_an_applications_database_is_refused_and_left_alone(journal_url: str) -> None:
+    """A database without ordo's tables counted as empty: it gained them and the events."""
+    _create_table(journal_url, "app_users")
+    with pytest.raises(
+        ConfigurationError, match=r"is no ordo journal but holds tables \(app_users\)"
+    ):
+        _run(journal_url)
+    with stores_at(journal_url, mode="read") as stores:
+        assert stores.table_names() == ["app_users"]
+
+
+def _create_table(url: str, name: str) -> None:
+    """An application's table in the database (the search_path's schema) of `url`."""
+    location = parse_location(url)
+    if isinstance(location, SQLiteLocation):
+        with closing(sqlite3.connect(location.path)) as conn:
+            conn.execute(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY)")
+            conn.commit()
+    else:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"CREATE TABLE {name} (id integer PRIMARY KEY)")

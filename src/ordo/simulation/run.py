@@ -115,10 +115,10 @@ def simulate(config: SimulationConfig, *, on_progress: Progress) -> SimulationRe
 
 
 def _simulate(config: SimulationConfig, logs: Path, *, on_progress: Progress) -> SimulationReport:
+    require_empty_journal(config.journal, run="a simulation")  # before creating anything
     with stores_at(config.journal) as stores:  # a journal that cannot be used fails here, once,
         recorded = stores.journal.recorded_bucket_size()  # not in every query thread and writer
         check_bucket_size(recorded, config.bucket_size)
-        require_empty_journal(stores.journal, config.journal, run="a simulation")
     events_by_tag = EventsByTagSettings(
         bucket_size=config.bucket_size,
         first_time_bucket=format_first_time_bucket(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -68,6 +68,8 @@ class Stores:
     """SchemaVersionError unless the schema is the latest (what `existing_stores_at` checks)."""
     schema_version: Callable[[], int]
     """The schema version found, 0 before any: read without creating or upgrading anything."""
+    table_names: Callable[[], Sequence[str]]
+    """The database's tables and views, ordo's or not (in the schema ordo writes to)."""
     close: Callable[[], None]
 
 
@@ -121,6 +123,7 @@ def open_stores(url: str, *, mode: OpenMode = "migrate") -> Stores:
             migrate=sqlite.migrate,
             check_schema=sqlite.check_schema,
             schema_version=sqlite.schema_version,
+            table_names=sqlite.table_names,
             close=sqlite.close,
         )
     else:
@@ -164,14 +167,33 @@ def existing_stores_at(url: str) -> AbstractContextManager[Stores]:
     return closing(open_existing_stores(url))
 
 
-def require_empty_journal(journal: JournalStore, url: str, *, run: str) -> None:
-    """Refuse a journal that holds events: `run` checks what it wrote against all of them."""
-    if next(iter(journal.persistence_ids()), None) is not None:
-        msg = (
-            f"{run} needs an empty journal, and {url} holds events (its checker compares every "
-            "event of the journal with what was delivered): name a new one"
-        )
-        raise ConfigurationError(msg)
+def require_empty_journal(url: str, *, run: str) -> None:
+    """Refuse a journal `run` cannot fill and check, creating and changing nothing.
+
+    A journal that holds events: `run` checks what it wrote against all of them. A database
+    that is no ordo journal but holds tables (an application's): `run` would add ordo's
+    tables, thousands of events and, in the demo, change triggers to it. A newer schema is
+    refused too (`check_schema`). A missing SQLite file is a new journal, empty by definition.
+    """
+    location = parse_location(url)
+    if isinstance(location, SQLiteLocation) and not location.path.exists():
+        return
+    with stores_at(url, mode="read") as stores:
+        stores.check_schema(upgradable=True)
+        if stores.schema_version() == 0:
+            if tables := stores.table_names():
+                shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+                msg = (
+                    f"{run} writes a journal of its own, and {url} is no ordo journal but holds "
+                    f"tables ({shown}): name a new file or an empty database"
+                )
+                raise ConfigurationError(msg)
+        elif next(iter(stores.journal.persistence_ids()), None) is not None:
+            msg = (
+                f"{run} needs an empty journal, and {url} holds events (its checker compares "
+                "every event of the journal with what was delivered): name a new one"
+            )
+            raise ConfigurationError(msg)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -332,5 +354,6 @@ def _open_postgres(location: PostgresLocation) -> Stores:
         migrate=postgres.migrate,
         check_schema=postgres.check_schema,
         schema_version=postgres.schema_version,
+        table_names=postgres.table_names,
         close=postgres.close,
     )

@@ -133,6 +133,15 @@ class PostgresDatastore:
         with self.connection() as conn:
             return self._schema_version(conn)
 
+    def table_names(self) -> list[str]:
+        """The tables and views of the schema ordo writes to (the search_path's first), by name."""
+        with self.connection() as conn:
+            rows = conn.execute(
+                "SELECT relname FROM pg_class WHERE relkind IN ('r', 'p', 'v', 'm', 'f') "
+                "AND relnamespace = to_regnamespace(current_schema()) ORDER BY relname"
+            ).fetchall()
+        return [str(name) for (name,) in rows]
+
     def close(self) -> None:
         """Close the pool."""
         self._pool.close()

@@ -137,6 +137,15 @@ class SQLiteDatastore:
         with self.connection() as conn:
             return self._schema_version(conn)
 
+    def table_names(self) -> list[str]:
+        """The database's tables and views, ordo's or not (SQLite's own aside), by name."""
+        with self.connection() as conn:
+            rows = conn.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+                "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
+            ).fetchall()
+        return [str(name) for (name,) in rows]
+
     def close(self) -> None:
         """Close every connection this datastore opened, in any thread."""
         with self._lock:
