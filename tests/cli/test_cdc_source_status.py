@@ -97,8 +97,8 @@ def test_tables_without_a_source_are_refused(journal: str) -> None:
     code, _, err = _run("status", "--journal", journal, "--table", "items")
     assert code == 1
     assert err.strip() == (
-        "Error: ConfigurationError: tables items are the captured tables of a source: "
-        "name it (--source)"
+        "Error: ConfigurationError: --table items: captured tables of which source? "
+        "Name it (--source)"
     )
 
 

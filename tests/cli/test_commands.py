@@ -1046,7 +1046,7 @@ def test_status_text_shows_the_merged_parts_ahead(
 
     assert (code, out.strip()) == (
         0,
-        f"counts  Segment[0/0]     owner=-  claimed - ago  token={BEHIND}  {part}",
+        f"counts  Segment[0/0]     owner=-  not claimed  token={BEHIND}  {part}",
     )
     log = tmp_path / "log"
     log.mkdir()

@@ -26,7 +26,11 @@ from ordo.cli.options import (
 )
 from ordo.errors import ConfigurationError
 from ordo.settings import OperationsSettings
-from ordo.settings.operations import MAX_SPARK_KEY_PARTITIONS, SPARK_KEY_PARTITIONS
+from ordo.settings.operations import (
+    MAX_SPARK_KEY_PARTITIONS,
+    SPARK_KEY_PARTITIONS,
+    WRITER_HEARTBEAT_INTERVAL,
+)
 from ordo.storage.open import existing_stores_at, stores_at
 from ordo.tools.cleanup import ExpiryReceipt
 from ordo.tools.operations_tool import OperationsTool
@@ -61,7 +65,10 @@ def lease_timeout_option(func: F) -> F:
         type=NUMBER,
         envvar="ORDO_WRITER_LEASE_TIMEOUT_MS",
         show_envvar=True,
-        help="A writer whose lease is older than this is gone (default 30000).",
+        help=(
+            "A writer whose lease is older than this is gone (default 30000; more than the "
+            f"{WRITER_HEARTBEAT_INTERVAL // timedelta(milliseconds=1)} ms heartbeat)."
+        ),
     )(func)
 
 

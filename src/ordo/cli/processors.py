@@ -71,12 +71,16 @@ def status(journal_url: str | None, as_json: bool, processor: str | None) -> Non
         return
     for name, segments in found.items():
         for segment in segments:
-            age = "-" if segment.claim_age_ms is None else f"{segment.claim_age_ms} ms"
+            claim = (
+                "not claimed"
+                if segment.claim_age_ms is None
+                else f"claimed {segment.claim_age_ms} ms ago"
+            )
             click.echo(
                 "  ".join(
                     (
                         f"{name}  {segment.segment:<16} owner={segment.owner or '-'}",
-                        f"claimed {age} ago",
+                        claim,
                         f"token={segment.token or 'start'}",
                         *beyond_token(segment),
                         *pending_request(segment),

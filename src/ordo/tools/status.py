@@ -208,7 +208,7 @@ def cdc_status(
     without tables (on every backend alike, although only PostgreSQL's needs them to look).
     """
     if source_url is None and tables:
-        msg = f"tables {', '.join(tables)} are the captured tables of a source: name it (--source)"
+        msg = f"--table {', '.join(tables)}: captured tables of which source? Name it (--source)"
         raise ConfigurationError(msg)
     if source_url is not None and not tables:
         msg = "name the captured tables of --source with --table (once per table)"
