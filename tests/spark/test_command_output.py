@@ -215,6 +215,20 @@ def test_a_failed_querys_line_is_the_python_exception_else_sparks_first_line(
     assert failure_line(message) == (line or message.splitlines()[0])
 
 
+class _CdcJob:
+    """A source table with rows, and the capture and materialize commands of it (SQLite)."""
+
+    def __init__(self, tmp_path: Path, table: str, columns: str, rows: str) -> None:
+        self.source, self.journal = tmp_path / "source.db", f"sqlite:///{tmp_path / 'ordo.db'}"
+        with closing(sqlite3.connect(self.source)) as conn, conn:
+            conn.execute(f"CREATE TABLE {table} ({columns})")
+            conn.execute(f"INSERT INTO {table} VALUES {rows}")
+        self.log, self.ck = ("--change-log", str(tmp_path / "log")), tmp_path / "ck"
+        where = ["--journal", self.journal, *self.log]
+        self.capture = ["cdc", "capture", str(self.source), "--table", table, *where]
+        self.materialize = ["cdc", "materialize", table, *where, "--checkpoint", str(self.ck)]
+
+
 def test_materialize_warns_of_the_changes_this_run_sent_to_the_dead_letters(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -223,14 +237,8 @@ def test_materialize_warns_of_the_changes_this_run_sent_to_the_dead_letters(
     The dead letters sit in the checkpoint, easy to miss: the run says how many it sent there,
     and a later run counts only its own.
     """
-    source, journal = tmp_path / "shop.db", f"sqlite:///{tmp_path / 'ordo.db'}"
-    with closing(sqlite3.connect(source)) as conn, conn:
-        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, price REAL)")
-        conn.execute("INSERT INTO items VALUES (30, 9e999)")
-    log, checkpoint = ("--change-log", str(tmp_path / "log")), tmp_path / "ck"
-    capture = ["cdc", "capture", str(source), "--table", "items", "--journal", journal, *log]
-    materialize = ["cdc", "materialize", "items", "--journal", journal, *log]
-    materialize += ["--checkpoint", str(checkpoint)]
+    job = _CdcJob(tmp_path, "items", "id INTEGER PRIMARY KEY, price REAL", "(30, 9e999)")
+    source, capture, materialize, checkpoint = job.source, job.capture, job.materialize, job.ck
     assert CliRunner().invoke(cli, [*capture, "--snapshot"]).exit_code == 0
 
     first = CliRunner().invoke(cli, materialize)
@@ -260,14 +268,9 @@ def test_materialize_refuses_a_new_checkpoint_and_starts_over_under_another_name
 ) -> None:
     """Before, the new checkpoint's batch 0 was skipped as a replay of the old one's batch 0: the
     changes reached neither the messages nor the table, and the run said "N messages stored"."""
-    source, journal = tmp_path / "src.db", f"sqlite:///{tmp_path / 'j.db'}"
-    with closing(sqlite3.connect(source)) as conn, conn:
-        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
-        conn.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
-    log, checkpoint = ("--change-log", str(tmp_path / "log")), tmp_path / "ck"
-    capture = ["cdc", "capture", str(source), "--table", "t", "--journal", journal, *log]
-    materialize = ["cdc", "materialize", "t", "--journal", journal, *log]
-    materialize += ["--checkpoint", str(checkpoint)]
+    job = _CdcJob(tmp_path, "t", "id INTEGER PRIMARY KEY, v TEXT", "(1, 'a'), (2, 'b')")
+    source, capture, materialize, checkpoint = job.source, job.capture, job.materialize, job.ck
+    journal, log = job.journal, job.log
     assert CliRunner().invoke(cli, [*capture, "--snapshot"]).exit_code == 0
     assert CliRunner().invoke(cli, materialize).exit_code == 0
     query_id = json.loads((checkpoint / "metadata").read_text())["id"]
@@ -289,7 +292,7 @@ def test_materialize_refuses_a_new_checkpoint_and_starts_over_under_another_name
         "beginning\n"
     )
     assert not checkpoint.exists()  # refused before Spark started
-    with closing(sqlite3.connect(tmp_path / "j.db")) as conn:
+    with closing(sqlite3.connect(tmp_path / "ordo.db")) as conn:
         assert conn.execute("SELECT * FROM t_materialized ORDER BY id").fetchall() == [
             (1, "a"),
             (2, "b"),
@@ -299,7 +302,7 @@ def test_materialize_refuses_a_new_checkpoint_and_starts_over_under_another_name
     again = CliRunner().invoke(cli, [*materialize, "--name", "t2", "--target-table", "t2_view"])
 
     assert again.exit_code == 0, again.stderr
-    with closing(sqlite3.connect(tmp_path / "j.db")) as conn:
+    with closing(sqlite3.connect(tmp_path / "ordo.db")) as conn:
         assert conn.execute("SELECT * FROM t2_view ORDER BY id").fetchall() == [
             (1, "z"),
             (2, "b"),
