@@ -23,6 +23,7 @@ OrdoError
 ├── InvalidSegmentOperationError (ValueError)
 ├── TokenStoreError
 │   ├── UnknownProcessorError (LookupError)
+│   │   └── UnknownSegmentError
 │   └── UnableToClaimTokenError
 ├── ElementFailedError
 │   └── ElementTimeoutError (TimeoutError)
@@ -351,6 +352,14 @@ class TokenStoreError(OrdoError):
 
 class UnknownProcessorError(TokenStoreError, LookupError):
     """No tokens exist for the processor (or segment) named."""
+
+
+class UnknownSegmentError(UnknownProcessorError):
+    """The processor has no segment of the id named, though it may have others.
+
+    A split or merge since the id was read changes the ids. A subclass, so that callers
+    catching UnknownProcessorError still catch it.
+    """
 
 
 class UnableToClaimTokenError(TokenStoreError):

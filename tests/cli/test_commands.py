@@ -1126,7 +1126,7 @@ def test_status_shows_a_request_its_owner_has_not_taken_yet(
     [
         (["processors", "status", "nobody"], "UnknownProcessorError"),
         (["processors", "merge", "counts", "0"], "InvalidSegmentOperationError"),
-        (["processors", "split", "counts", "9"], "UnknownProcessorError"),
+        (["processors", "split", "counts", "9"], "UnknownSegmentError: processor 'counts' has no"),
         (["processors", "reset", "counts", "--to", "bad"], "OffsetFormatError"),
         (
             ["processors", "reset", "counts", "--to", "12345678-1234-1234-1234-123456789012"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ordo.errors import InvalidInputError, InvalidSegmentOperationError, UnknownProcessorError
+from ordo.errors import InvalidInputError, InvalidSegmentOperationError, UnknownSegmentError
 from ordo.journal import validation
 from ordo.processing.ports import SegmentAction, SegmentRequest, TokenEntry, TokenStore
 from ordo.processing.token import TrackingToken
@@ -156,7 +156,7 @@ def _entry(tokens: TokenStore, processor: str, segment_id: int) -> TokenEntry:
         if entry.segment.segment_id == segment_id:
             return entry
     msg = f"processor {processor!r} has no segment {segment_id}"
-    raise UnknownProcessorError(msg)
+    raise UnknownSegmentError(msg)
 
 
 def _ask(

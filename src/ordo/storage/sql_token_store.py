@@ -15,6 +15,7 @@ from ordo.errors import (
     StorageUnavailableError,
     UnableToClaimTokenError,
     UnknownProcessorError,
+    UnknownSegmentError,
 )
 from ordo.journal import validation
 from ordo.processing.control import check_claim_times, check_token
@@ -450,7 +451,7 @@ class SqlTokenStore(SqlStore):
         entry = self._find(conn, processor, segment_id)
         if entry is None:
             msg = f"processor {processor!r} has no segment {segment_id}"
-            raise UnknownProcessorError(msg)
+            raise UnknownSegmentError(msg)
         return entry
 
     def _owned(
