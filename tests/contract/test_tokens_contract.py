@@ -178,6 +178,48 @@ def test_a_batch_read_with_another_mask_stores_no_token(stores: Stores) -> None:
     assert stores.tokens.entries("p")[0].token == TrackingToken(T2)
 
 
+T3 = TimeUUID.parse("7f1a2c10-e5f0-11f1-8000-000000000001")
+
+
+def _tokens(stores: Stores) -> list[TrackingToken]:
+    return [e.token for e in stores.tokens.entries("p")]
+
+
+def test_a_reader_without_claims_moves_the_unclaimed_tokens_forward_only(stores: Stores) -> None:
+    """What a Spark projection stores after each batch; a claimed token is its owner's."""
+    stores.tokens.initialize("p", segment_count=3)
+    stores.tokens.claim("p", 2, "worker", now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.advance_unclaimed("p", T2)
+    assert _tokens(stores) == [TrackingToken(T2), TrackingToken(T2), TrackingToken()]
+    stores.tokens.advance_unclaimed("p", T1)  # a replayed batch
+    assert _tokens(stores) == [TrackingToken(T2), TrackingToken(T2), TrackingToken()]
+    assert stores.tokens.entries("p")[2].owner == "worker"
+
+
+def test_a_reader_without_claims_keeps_the_merged_parts_ahead_it_has_not_reached(
+    stores: Stores,
+) -> None:
+    stores.tokens.initialize("p", segment_count=2)
+    stores.tokens.claim("p", 1, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    with stores.tokens.batch("p", 1, "a") as batch:
+        batch.store_token(TrackingToken(T2))
+    stores.tokens.release("p", 1, "a")
+    merge_segment(stores.tokens, "p", 0, now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.advance_unclaimed("p", T1)
+    assert _tokens(stores) == [TrackingToken(T1, (PartAhead(Segment(1, 1), T2),))]
+    stores.tokens.advance_unclaimed("p", T3)
+    assert _tokens(stores) == [TrackingToken(T3)]
+
+
+def test_a_reader_without_claims_refuses_what_is_no_offset(stores: Stores) -> None:
+    stores.tokens.initialize("p", segment_count=1)
+    with pytest.raises(InvalidInputError, match="offset must be a TimeUUID, got str"):
+        stores.tokens.advance_unclaimed("p", str(T1))  # type: ignore[arg-type]
+    with pytest.raises(InvalidIdentifierError):
+        stores.tokens.advance_unclaimed("", T1)
+    assert _tokens(stores) == [TrackingToken()]
+
+
 def test_split_copies_the_token_and_merge_keeps_the_lower_one_and_the_half_ahead(
     stores: Stores,
 ) -> None:

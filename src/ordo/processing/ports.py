@@ -12,6 +12,7 @@ from typing import Protocol
 from ordo.processing.segment import Segment
 from ordo.processing.token import TrackingToken
 from ordo.query import EventEnvelope
+from ordo.time import TimeUUID
 from ordo.types import PersistenceId
 
 
@@ -208,6 +209,14 @@ class TokenStore(Protocol):
         """Move every segment to `token`, marking what was processed before as replay.
 
         Refused (UnableToClaimTokenError) while any segment is claimed.
+        """
+        ...
+
+    def advance_unclaimed(self, processor: str, offset: TimeUUID) -> None:
+        """Move every unclaimed segment's token forward to `offset` (never back).
+
+        For a reader that holds no claims and has applied every event up to `offset` (a Spark
+        projection), so that status and cleanup see how far it got. Claimed segments stay.
         """
         ...
 

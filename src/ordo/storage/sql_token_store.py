@@ -29,6 +29,7 @@ from ordo.processing.ports import (
 from ordo.processing.segment import Segment, initial_segments
 from ordo.processing.token import TrackingToken
 from ordo.storage.sql_store import SqlConnection, SqlStore
+from ordo.time import TimeUUID
 from ordo.types import PersistenceId
 
 _ENTRY = "segment_id, mask, token, owner, claimed_at, replay_until"
@@ -319,6 +320,39 @@ class SqlTokenStore(SqlStore):
                     self._sql(f"DELETE FROM {table} WHERE processor = {{p}}"), (processor,)
                 )
 
+    def advance_unclaimed(self, processor: str, offset: TimeUUID) -> None:
+        """Move the token of every unclaimed segment forward to `offset`, which was applied.
+
+        For a reader that holds no claims (a Spark projection dedupes by its positions and
+        resumes from its own checkpoint, so it never needs a token): storing one lets status
+        and cleanup judge it by what it applied, as they judge a tracking processor. The
+        caller has applied every event of every segment up to `offset`. A token moves only
+        forward (a replayed batch reports an older offset), keeping the merged parts ahead it
+        has not reached; a claimed segment keeps its token, which its owner (a tracking
+        processor of the same name, an operator's change in progress) moves itself.
+
+        One transaction: the processor's rows are read locked (a split or merge waits), and
+        only the tokens that move are written.
+        """
+        validation.processor_name(processor)
+        if not isinstance(offset, TimeUUID):
+            msg = f"offset must be a TimeUUID, got {type(offset).__name__}: {offset!r:.80}"
+            raise InvalidInputError(msg)
+        with self._write() as conn:
+            for entry in self._entries(conn, processor, lock=True):
+                if entry.owner is not None or not entry.token.is_before(TrackingToken(offset)):
+                    continue
+                conn.execute(
+                    self._sql(
+                        "UPDATE tokens SET token = {p} WHERE processor = {p} AND segment_id = {p}"
+                    ),
+                    (
+                        entry.token.advanced_to(offset).to_json(),
+                        processor,
+                        entry.segment.segment_id,
+                    ),
+                )
+
     @contextmanager
     def batch(
         self,
@@ -430,9 +464,14 @@ class SqlTokenStore(SqlStore):
             ),
         )
 
-    def _entries(self, conn: SqlConnection, processor: str) -> list[TokenEntry]:
+    def _entries(
+        self, conn: SqlConnection, processor: str, *, lock: bool = False
+    ) -> list[TokenEntry]:
         rows = conn.execute(
-            self._sql(f"SELECT {_ENTRY} FROM tokens WHERE processor = {{p}} ORDER BY segment_id"),
+            self._sql(
+                f"SELECT {_ENTRY} FROM tokens WHERE processor = {{p}} ORDER BY segment_id"
+                + (self.LOCK_ROWS if lock else "")
+            ),
             (processor,),
         ).fetchall()
         return [_entry(processor, row) for row in rows]
