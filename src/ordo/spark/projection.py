@@ -7,11 +7,19 @@ one transaction with the last processed position of every persistence id it saw;
 batch (a restart from the checkpoint, a retried task) skips what those positions cover, so it
 applies nothing twice, whatever the segments were split or merged into meanwhile; an event past
 the next one they expect fails the batch, so that it skips nothing either.
+
+Once every task of a batch has committed, the driver moves the projection's tokens to the
+batch's newest offset (TokenStore.advance_unclaimed), in the token store its source takes the
+segments from (the journal's, when the source names the projection as its `processor`):
+status and cleanup then judge it by what it applied, as they judge a tracking processor. The
+tokens only report progress; the positions stay what dedupes, and Spark's checkpoint where the
+stream resumes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
 
@@ -23,12 +31,16 @@ from ordo.errors import ProjectionGapError
 from ordo.processing import HandlerContext, Segment
 from ordo.processing.ports import DeadLetter
 from ordo.query import EventEnvelope
+from ordo.spark.options import EventsByTagOptions
+from ordo.storage.open import open_existing_stores, stores_at
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, TagPidSequenceNr
 
 Handler = Callable[[EventEnvelope, HandlerContext], object]
 
 OWNER = "spark"
+"""The owner a partition's batch transaction names. It stores no token (the driver advances
+them, see advance_tokens) and so never checks it: a projection holds no claim."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,13 +74,18 @@ def projection(
     Sequenced per persistence id, the source starts from the positions the projection applied
     (positionsOf / positionsAt, unless given): after a restart it hands on an event that
     showed up behind the checkpoint's offset, and waits for a missing one as for any gap.
+    When the source takes its segments from the projection's own tokens (its `processor`
+    option is the projection's), each batch moves them on (advance_tokens); otherwise the
+    projection has no tokens, and the journal is not written to for them.
     """
     options = dict(source_options)
     given = {key.lower() for key in options}
     if spec.sequencing_property is None and "positionsof" not in given:
         options.update(positionsOf=spec.processor, positionsAt=spec.sink)
+    parsed = EventsByTagOptions.from_spark(options)
+    tokens_at = parsed.journal if parsed.processor == spec.processor else None
     stream = spark.readStream.format("ordo_events_by_tag").options(**options).load()
-    writer = stream.writeStream.foreachBatch(partial(_apply_batch, spec)).option(
+    writer = stream.writeStream.foreachBatch(partial(_apply_batch, spec, tokens_at)).option(
         "checkpointLocation", checkpoint
     )
     if available_now:
@@ -78,24 +95,59 @@ def projection(
     return writer.queryName(spec.processor).start()
 
 
-def _apply_batch(spec: ProjectionSpec, batch: DataFrame, batch_id: int) -> None:
-    """Driver: hand each partition (a segment, or a share of the property's values) to a task."""
+def _apply_batch(
+    spec: ProjectionSpec, tokens_at: str | None, batch: DataFrame, batch_id: int
+) -> None:
+    """Driver: hand each partition (a segment, or a share of the property's values) to a task.
+
+    Then move the tokens in `tokens_at` (a token store's URL) to what the tasks applied.
+    """
     if spec.sequencing_property is not None:
         value = get_json_object(col("payload").cast("string"), f"$.{spec.sequencing_property}")
         partitions = max(1, batch.rdd.getNumPartitions())
         batch = batch.repartition(partitions, value).sortWithinPartitions(
             value, "timestamp", "persistence_id", "tag_pid_sequence_nr"
         )
-    batch.foreachPartition(partial(apply_partition, spec))
+    applied = batch.rdd.mapPartitions(partial(_applied_in, spec)).collect()
+    if tokens_at is not None and applied:
+        advance_tokens(tokens_at, spec.processor, TimeUUID.from_bytes(max(applied)))
 
 
-def apply_partition(spec: ProjectionSpec, rows: Iterator[Row]) -> None:
-    """Executor: apply one segment's events and their positions in one transaction."""
-    from ordo.storage.open import stores_at
+def advance_tokens(url: str, processor: str, offset: TimeUUID) -> None:
+    """Move the processor's tokens at `url` to `offset`, the newest of a committed batch.
 
+    Called once every task of the batch has committed (a failed task fails the batch first).
+    Spark runs batches one after another, and a batch's partitions cover every segment, so
+    every event the source delivered up to there is applied: the batch's newest offset holds
+    for each segment, an idle one too. The source delivers in offset order, as a tracking
+    processor's does: only an event that shows up late behind the offset is applied after it
+    (when the source finds it). That holds under a sequencing property too, whose tasks each
+    hold a share of every segment's events with interleaved offsets: no task alone could
+    store a token, the driver can. Not in the tasks' transactions, which are the sink's: the
+    tokens belong with the segments, in the journal whose tag views the tools judge by them.
+    A driver that stops between the two leaves the tokens one batch behind until the batch
+    is replayed (its tasks skip what the positions cover and report the same offsets).
+    """
+    with closing(open_existing_stores(url, mode="write")) as stores:
+        stores.tokens.advance_unclaimed(processor, offset)
+
+
+def _applied_in(spec: ProjectionSpec, rows: Iterator[Row]) -> Iterator[bytes]:
+    """Executor: apply_partition, handing the newest offset key it applied to the driver."""
+    newest = apply_partition(spec, rows)
+    if newest is not None:
+        yield newest
+
+
+def apply_partition(spec: ProjectionSpec, rows: Iterator[Row]) -> bytes | None:
+    """Executor: apply one segment's events and their positions in one transaction.
+
+    Returns the newest offset key of the events once they are committed (None without
+    events): every event of the partition is applied then, now or by an earlier try.
+    """
     events = [_envelope(row) for row in rows]
     if not events:
-        return
+        return None
     by_id = spec.sequencing_property is None
     segment = Segment(*map(int, events[0][1].split("/"))) if by_id else Segment.root()
     with (
@@ -124,6 +176,7 @@ def apply_partition(spec: ProjectionSpec, rows: Iterator[Row]) -> None:
             if by_id:
                 batch.record(envelope.persistence_id, envelope.tag_pid_sequence_nr)
                 seen[envelope.persistence_id] = envelope.tag_pid_sequence_nr
+    return max(envelope.offset_key for envelope, _ in events)
 
 
 def _is_next(spec: ProjectionSpec, envelope: EventEnvelope, seen: dict[PersistenceId, int]) -> bool:
