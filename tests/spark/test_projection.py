@@ -21,14 +21,16 @@ from pyspark.sql import Row, SparkSession
 from operations_support import duplicate_tag_view, execute
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.clock import ManualClock
-from ordo.errors import ProjectionGapError
+from ordo.errors import ProjectionGapError, TimeToLiveTooShortError
 from ordo.processing import HandlerContext, merge_segment, split_segment
 from ordo.query import EventEnvelope
 from ordo.spark import ProjectionSpec, projection
 from ordo.spark.demo import ORDER_TOTALS_TABLE, count_order_events
 from ordo.spark.projection import apply_partition
 from ordo.storage.open import stores_at
-from ordo.time import format_first_time_bucket
+from ordo.time import TimeUUID, format_first_time_bucket
+from ordo.tools import Cleanup
+from ordo.tools.status import processor_status
 
 pytestmark = pytest.mark.spark
 
@@ -78,12 +80,16 @@ def _run(
     checkpoint: Path,
     segments: str = "3",
     processor: str = "totals",
+    *,
+    named: bool = False,
 ) -> None:
+    """Run the projection until it caught up; `named`: its source names it as its processor."""
     spec = ProjectionSpec(processor=processor, sink=url, handler=count_order_events)
+    more = {"processor": processor} if named else {}
     query = projection(
         spark,
         spec,
-        source_options=_source(url, segments, maxEventsPerTrigger="40"),
+        source_options=_source(url, segments, maxEventsPerTrigger="40", **more),
         checkpoint=str(checkpoint),
         available_now=True,
     )
@@ -103,6 +109,58 @@ def test_a_projection_applies_every_event_once_across_restarts_and_replays(
     assert _totals(path) == {f"order-{p}": 15 for p in range(9)}
     _run(spark, url, tmp_path / "fresh-checkpoint", segments="4")  # replays every batch
     assert _totals(path) == {f"order-{p}": 15 for p in range(9)}
+
+
+def _newest_offset(path: Path) -> str:
+    with closing(sqlite3.connect(path)) as conn:
+        (key,) = conn.execute("SELECT max(timeuuid) FROM tag_views").fetchone()
+    return str(TimeUUID.from_bytes(key))
+
+
+def test_a_projection_stores_how_far_it_applied_as_its_tokens(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Status showed every segment at start, and the whole journal as its lag, for ever."""
+    path, url = _totals_journal(tmp_path)
+
+    def status() -> tuple[list[str | None], list[str | None], int]:
+        with stores_at(url) as stores:
+            found = processor_status(stores.tokens, stores.operations, "totals", now_ms=0)
+        segments = found.segments
+        return [s.token for s in segments], [s.owner for s in segments], found.lag_events
+
+    _append(url, 0, 90)
+    _run(spark, url, tmp_path / "checkpoint", named=True)
+    assert _totals(path) == {f"order-{p}": 10 for p in range(9)}
+    assert status() == ([_newest_offset(path)] * 3, [None] * 3, 0)  # it holds no claim
+    _append(url, 90, 9)
+    assert status()[2] == 9
+    _run(spark, url, tmp_path / "checkpoint", named=True)
+    assert status() == ([_newest_offset(path)] * 3, [None] * 3, 0)
+
+
+def test_expiry_judges_a_projection_by_what_it_applied(spark: SparkSession, tmp_path: Path) -> None:
+    """Expiry refused for every projection ('nothing read yet'), which made --force routine."""
+    path, url = _totals_journal(tmp_path)
+    for minutes_ago, start in ((50, 0), (40, 9)):
+        clock = ManualClock(time.time_ns() - minutes_ago * 60 * 10**9)
+        with open_journal(url, settings=WRITE, clock=clock) as journal:
+            for i in range(start, start + 9):
+                journal.append(f"order-{i % 9}", [NewEvent.of({"i": i}, tags=["order"])])
+        if minutes_ago == 50:
+            _run(spark, url, tmp_path / "checkpoint", named=True)
+    half_an_hour = timedelta(minutes=30)
+    with (  # the events of 40 minutes ago are not applied yet
+        stores_at(url) as stores,
+        pytest.raises(TimeToLiveTooShortError, match="'totals'"),
+    ):
+        Cleanup.of(stores).expire(half_an_hour, dry_run=True)
+    _append(url, 18, 9)
+    _run(spark, url, tmp_path / "checkpoint", named=True)
+    assert _totals(path) == {f"order-{p}": 3 for p in range(9)}
+    with stores_at(url) as stores:
+        receipt = Cleanup.of(stores).expire(half_an_hour)
+    assert (receipt.deleted, receipt.lagging) == (18, {})
 
 
 def test_a_checkpoint_of_another_processor_is_refused_instead_of_resumed(
@@ -405,7 +463,7 @@ def test_a_property_policy_sequences_by_the_property_value(
     query = projection(
         spark,
         spec,
-        source_options=_source(url, "3"),
+        source_options=_source(url, "3", processor="by-customer"),
         checkpoint=str(tmp_path / "checkpoint"),
         available_now=True,
     )
@@ -414,3 +472,7 @@ def test_a_property_policy_sequences_by_the_property_value(
     with closing(sqlite3.connect(path)) as conn:
         counts = conn.execute("SELECT customer, n FROM customers").fetchall()
     assert sorted(counts) == [(f"c{c}", 20) for c in range(4)]
+    # Its tasks' offsets interleave, but the driver stores the tokens once all have committed.
+    with stores_at(url) as stores:
+        tokens = {str(e.token) for e in stores.tokens.entries("by-customer")}
+    assert tokens == {_newest_offset(path)}
