@@ -19,7 +19,6 @@ stream resumes.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
 
@@ -32,7 +31,7 @@ from ordo.processing import HandlerContext, Segment
 from ordo.processing.ports import DeadLetter
 from ordo.query import EventEnvelope
 from ordo.spark.options import EventsByTagOptions
-from ordo.storage.open import open_existing_stores, stores_at
+from ordo.storage.open import stores_at
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, TagPidSequenceNr
 
@@ -127,8 +126,10 @@ def advance_tokens(url: str, processor: str, offset: TimeUUID) -> None:
     tokens belong with the segments, in the journal whose tag views the tools judge by them.
     A driver that stops between the two leaves the tokens one batch behind until the batch
     is replayed (its tasks skip what the positions cover and report the same offsets).
+    Opened as the tasks open the sink, without looking at the schema again: the source's
+    `load()` checked the journal once, not every micro-batch.
     """
-    with closing(open_existing_stores(url, mode="write")) as stores:
+    with stores_at(url, mode="write") as stores:
         stores.tokens.advance_unclaimed(processor, offset)
 
 
