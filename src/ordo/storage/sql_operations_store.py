@@ -173,6 +173,28 @@ class SqlOperationsStore(SqlKeyReads):
         )
         return int(row[0])
 
+    def newest_tag_view_before(
+        self, tag: Tag, *, up_to_bucket: TimeBucket, before: bytes
+    ) -> bytes | None:
+        """Newest row of the tag with timeuuid < `before`: two seeks in the primary key.
+
+        Only the last bucket can hold rows at or after `before`; asking it and the buckets
+        before it apart keeps each query a seek instead of a walk back over that bucket's
+        newer rows.
+        """
+        for condition, params in (
+            ("timebucket = {p} AND timeuuid < {p}", (up_to_bucket, before)),
+            ("timebucket < {p}", (up_to_bucket,)),
+        ):
+            row = self._fetchone(
+                f"SELECT timeuuid FROM tag_views WHERE tag = {{p}} AND {condition} "
+                "ORDER BY timebucket DESC, timeuuid DESC LIMIT 1",
+                (tag, *params),
+            )
+            if row is not None:
+                return bytes(row[0])
+        return None
+
     # --- writes --------------------------------------------------------------------------
 
     def replace_tag_view(

@@ -7,7 +7,7 @@ Open the stores with `ordo.storage.open.stores_at(url)`, then
 
 from __future__ import annotations
 
-from ordo.tools.cleanup import Cleanup, ExpiryReceipt, processor_lags
+from ordo.tools.cleanup import Cleanup, ExpiryReceipt, lagging_processors
 from ordo.tools.guard import EVERY_PERSISTENCE_ID, WriterGuard
 from ordo.tools.ports import DeletedCounts, OperationsStore, TagViewRow, WriterLeaseInfo
 from ordo.tools.receipts import OperationReceipt
@@ -31,5 +31,5 @@ __all__ = [
     "WriterGuard",
     "WriterLeaseInfo",
     "check_tag_views",
-    "processor_lags",
+    "lagging_processors",
 ]

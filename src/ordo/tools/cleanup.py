@@ -6,10 +6,12 @@ batches (one short transaction each), so it can run next to live writers and rea
 deleted, their progress is not: recovery must not write expired events again.
 
 "The TTL must be greater than any expected delay in using the tagged events": a tracking
-processor whose token is older than the cutoff has not read events the job would delete. The
-token store does not record which tag a processor reads, so every processor counts; one that
-has processed nothing yet reads from the start and always counts. Such a cutoff is refused
-(TimeToLiveTooShortError) unless forced; a forced run logs the processors at WARNING.
+processor whose token is older than the newest row the job would delete has not read events
+the job would delete. The token store does not record which tag a processor reads, so every
+processor counts; one that has processed nothing yet reads from the start and counts whenever
+a row would be deleted. Such a cutoff is refused (TimeToLiveTooShortError) unless forced; a
+forced run logs the processors at WARNING. A processor that is idle because no event came
+after its token is not behind, however old the token: nothing it has not read is deleted.
 """
 
 from __future__ import annotations
@@ -77,12 +79,19 @@ class ExpiryReceipt:
         }
 
 
-def processor_lags(tokens: TokenStore, *, now_ms: int) -> dict[str, int | None]:
-    """Each processor's lag: now minus the time of its oldest segment token (None: no token).
+def lagging_processors(
+    tokens: TokenStore, newest: TimeUUID | None, *, now_ms: int
+) -> dict[str, int | None]:
+    """The processors that have not read `newest`, with their lag in ms (None: no token).
 
-    A token is the offset of the last processed event (inclusive), so everything newer than
-    the oldest token of a processor may still be unread.
+    `newest` is the newest row a deletion takes (None: it takes none, so nobody lags). A token
+    is the offset of the last processed event (inclusive), so a processor whose oldest segment
+    token is before `newest` has not read some of what would be deleted; its lag is now minus
+    the time of that token. Judged by the rows rather than by the cutoff: a processor idle at
+    an old token because nothing was written since has read every row there is.
     """
+    if newest is None:
+        return {}
     lags: dict[str, int | None] = {}
     for name in tokens.processors():
         try:
@@ -92,8 +101,10 @@ def processor_lags(tokens: TokenStore, *, now_ms: int) -> dict[str, int | None]:
         offsets = [entry.token.offset for entry in entries]
         if any(offset is None for offset in offsets):
             lags[name] = None
-        else:
-            lags[name] = now_ms - min(o.epoch_ms for o in offsets if o is not None)
+            continue
+        oldest = min(o for o in offsets if o is not None)
+        if oldest < newest:
+            lags[name] = now_ms - oldest.epoch_ms
     return lags
 
 
@@ -153,9 +164,9 @@ class Cleanup(OperationsTool):
     ) -> ExpiryReceipt:
         """Delete the rows (of `tag`, or every tag) whose TimeUUID is before `cutoff_ms`.
 
-        Refused (TimeToLiveTooShortError) when a processor has not read that far, unless
-        `force`; a cutoff in the future is refused even then (InvalidInputError): it can only
-        be a mistake that deletes every row. Deletes in batches of the settings'
+        Refused (TimeToLiveTooShortError) when a processor has not read the newest of those
+        rows, unless `force`; a cutoff in the future is refused even then (InvalidInputError):
+        it can only be a mistake that deletes every row. Deletes in batches of the settings'
         rows_per_batch.
         """
         check_flags(force=force, dry_run=dry_run)
@@ -169,11 +180,15 @@ class Cleanup(OperationsTool):
                 "to delete them all, give the current time"
             )
             raise InvalidInputError(msg)
-        lagging = {
-            name: lag
-            for name, lag in processor_lags(self._tokens, now_ms=now_ms).items()
-            if lag is None or now_ms - lag < cutoff_ms
-        }
+        before = TimeUUID.min_for_epoch_ns(cutoff_ms * _NS_PER_MS).to_bytes()
+        up_to = TimeBucket(self._bucket_size.key(cutoff_ms))
+        tags = [tag] if tag is not None else [s.tag for s in self._tag_views.tags()]
+        found = [
+            self._operations.newest_tag_view_before(t, up_to_bucket=up_to, before=before)
+            for t in tags
+        ]
+        newest = max((TimeUUID(key) for key in found if key is not None), default=None)
+        lagging = lagging_processors(self._tokens, newest, now_ms=now_ms)
         if lagging:
             if not force:
                 raise TimeToLiveTooShortError(retention_ms=now_ms - cutoff_ms, lags=lagging)
@@ -183,9 +198,6 @@ class Cleanup(OperationsTool):
                 cutoff_ms,
                 ",".join(sorted(lagging)),
             )
-        before = TimeUUID.min_for_epoch_ns(cutoff_ms * _NS_PER_MS).to_bytes()
-        up_to = TimeBucket(self._bucket_size.key(cutoff_ms))
-        tags = [tag] if tag is not None else [s.tag for s in self._tag_views.tags()]
         per_tag: dict[Tag, int] = {}
         for t in tags:
             if dry_run:

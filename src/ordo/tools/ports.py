@@ -169,6 +169,16 @@ class OperationsStore(Protocol):
         """Rows of the tag with timeuuid < `before` (what delete_tag_views_before would delete)."""
         ...
 
+    def newest_tag_view_before(
+        self, tag: Tag, *, up_to_bucket: TimeBucket, before: bytes
+    ) -> bytes | None:
+        """The greatest timeuuid of the tag's rows with timeuuid < `before` (None: no row).
+
+        The newest event delete_tag_views_before would delete: a processor whose token has
+        reached it has read every row the deletion takes.
+        """
+        ...
+
     def upsert_tag_view_rows(self, rows: Sequence[TagViewRow]) -> None:
         """Insert the rows, or overwrite rows with their keys (idempotent), in one transaction."""
         ...
