@@ -70,14 +70,19 @@ class ConfigurationError(OrdoError, ValueError):
 
 
 class BucketSizeMismatchError(ConfigurationError):
-    """The journal was written with another bucket size, which can never change afterwards."""
+    """The journal recorded another bucket size, which can never change afterwards.
+
+    Recorded by `ordo init` with ORDO_BUCKET_SIZE set, or else by the first write: a journal
+    just initialised may hold no event yet and still refuse another size.
+    """
 
     def __init__(self, *, recorded: str, requested: str, advice: str = "") -> None:
         """`advice` says where the reader's bucket size is set (an option's name), if given."""
         self.recorded, self.requested, self.advice = recorded, requested, advice
         msg = (
-            f"journal was written with bucket_size={recorded}, cannot open it with "
-            f"bucket_size={requested} (the bucket size cannot change after data is written)"
+            f"journal records bucket_size={recorded}, cannot open it with "
+            f"bucket_size={requested} (the bucket size recorded by `ordo init` or the first "
+            "write never changes)"
         )
         super().__init__(f"{msg}; {advice}" if advice else msg)
 

@@ -70,7 +70,7 @@ def test_init_records_the_bucket_size_of_the_environment(
     line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
     code, _, err = _run(runner, "append", "--journal", journal_url, stdin=line)
     assert code == 1
-    assert err.startswith("Error: BucketSizeMismatchError: journal was written with bucket_size=m")
+    assert err.startswith("Error: BucketSizeMismatchError: journal records bucket_size=m")
     code, out, _ = _run(runner, "info", "--journal", journal_url, "--json")
     assert (json.loads(out)["bucket_size"], json.loads(out)["events"]) == ("minute", 0)
 
@@ -86,7 +86,7 @@ def test_init_refuses_another_bucket_size_than_the_recorded_one(
     code, out, err = _run(runner, "init", "--journal", journal_url, "--json")
 
     assert (code, out) == (1, "")
-    assert err.startswith("Error: BucketSizeMismatchError: journal was written with bucket_size=h")
+    assert err.startswith("Error: BucketSizeMismatchError: journal records bucket_size=h")
     assert err.count("\n") == 1
     monkeypatch.setenv("ORDO_BUCKET_SIZE", "hour")
     code, out, _ = _run(runner, "init", "--journal", journal_url, "--json")
@@ -111,7 +111,7 @@ def test_init_refuses_another_bucket_size_before_upgrading_an_older_journal(
     code, out, err = _run(runner, "init", "--journal", str(older))
 
     assert (code, out) == (1, "")
-    assert err.startswith("Error: BucketSizeMismatchError: journal was written with bucket_size=h")
+    assert err.startswith("Error: BucketSizeMismatchError: journal records bucket_size=h")
     assert (stored_version(older), _schema_of(older)) == (LATEST - 1, before)
     monkeypatch.setenv("ORDO_BUCKET_SIZE", "hour")
     assert _run(runner, "init", "--journal", str(older))[0] == 0
@@ -937,7 +937,7 @@ def test_query_refuses_another_bucket_size_than_the_journal(
     code, out, err = _run(runner, "query", "t", "--journal", url)
 
     assert (code, out) == (1, "")
-    assert err.startswith("Error: BucketSizeMismatchError: journal was written with bucket_size=h")
+    assert err.startswith("Error: BucketSizeMismatchError: journal records bucket_size=h")
     assert err.endswith("; set ORDO_BUCKET_SIZE to hour\n")
 
 
@@ -1488,8 +1488,9 @@ def test_a_pipeline_asking_another_bucket_size_than_the_journals_fails_before_sp
     code, _, err = _run(runner, "pipeline", "run", str(config))
     assert code == 1
     assert err == (
-        "Error: BucketSizeMismatchError: journal was written with bucket_size=hour, cannot open "
-        "it with bucket_size=day (the bucket size cannot change after data is written); "
+        "Error: BucketSizeMismatchError: journal records bucket_size=hour, cannot open "
+        "it with bucket_size=day (the bucket size recorded by `ordo init` or the first write "
+        "never changes); "
         "set the option bucketSize (or ORDO_BUCKET_SIZE) to hour\n"
     )
     assert not (tmp_path / "checkpoint").exists()
