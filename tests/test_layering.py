@@ -7,7 +7,17 @@ from pathlib import Path
 
 SRC = Path(__file__).parents[1] / "src" / "ordo"
 
-CORE = {"errors", "documents", "types", "clock", "hashing", "reconnection", "settings", "time"}
+CORE = {
+    "arguments",
+    "errors",
+    "documents",
+    "types",
+    "clock",
+    "hashing",
+    "reconnection",
+    "settings",
+    "time",
+}
 CONCEPTS = {"journal", "tagging", "query", "processing", "acking", "cdc"}
 OUTER = {"storage", "spark", "cli", "tools", "simulation"}
 OPTIONAL = {"pyspark": "spark", "psycopg": "storage/postgres", "psycopg_pool": "storage/postgres"}

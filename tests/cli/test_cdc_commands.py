@@ -239,7 +239,7 @@ def test_schemas_register_names_a_file_that_is_not_text(tmp_path: Path, journal:
         ),
         (
             _readings(position=-13),
-            "line 2 of {file}: audit field 'position' must be between 0 and ",
+            "line 2 of {file}: audit field 'position' must be in 0..2**63-1, got ",
         ),
         (
             _readings().replace('"ok"', "NaN"),

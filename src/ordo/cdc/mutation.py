@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 
+from ordo import arguments
 from ordo.errors import MalformedMutationError
 
 Scalar = None | bool | int | float | str
@@ -20,7 +21,7 @@ JsonValue = Scalar | list["JsonValue"] | dict[str, "JsonValue"]
 """A column value as JSON carries it; `None` is a deleted (or null) cell."""
 Key = tuple[Scalar, ...]
 """Primary-key values in the table's key column order."""
-BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
+BIGINT_MIN, BIGINT_MAX = arguments.INT64_MIN, arguments.INT64_MAX
 """The range of the change log's integer columns (write times, positions, schema ids)."""
 
 
@@ -29,14 +30,11 @@ def check_bigint(label: str, value: object, *, minimum: int = BIGINT_MIN) -> int
 
     The change log stores these numbers as BIGINTs: a str or float failed the publish inside
     pyarrow, and 2**64 as an OverflowError, after a new table's partition count was recorded.
+    The check is the API's integer check (`ordo.arguments.integer`) with the CDC's error class,
+    which is not an InvalidInputError: a capture or an ingested file made the mutation, not a
+    caller's argument, and `except CdcError` around a pipeline must catch it.
     """
-    if isinstance(value, bool) or not isinstance(value, int):
-        msg = f"{label} must be an integer, got {value!r}"
-        raise MalformedMutationError(msg)
-    if not minimum <= value <= BIGINT_MAX:
-        msg = f"{label} must be between {minimum} and {BIGINT_MAX}, got {value}"
-        raise MalformedMutationError(msg)
-    return value
+    return arguments.integer(value, name=label, error=MalformedMutationError, minimum=minimum)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ordo import arguments
 from ordo.errors import (
     InvalidIdentifierError,
     InvalidInputError,
@@ -14,8 +15,6 @@ from ordo.types import PersistenceId, SequenceNr, Tag
 
 MAX_IDENTIFIER_LENGTH = 255
 """Longest persistence id or tag, in characters (Akka's journals use the same bound)."""
-MAX_SEQUENCE_NR = 2**63 - 1
-"""Sequence nrs are stored as 64-bit integers."""
 
 
 def _identifier(kind: str, value: object) -> str:
@@ -79,7 +78,8 @@ def owner_name(value: object, *, name: str = "owner") -> str:
     """Return `value` as the owner of a claim or raise InvalidIdentifierError naming `name`.
 
     It is stored next to the processor name and follows the same rules; an empty owner would
-    pass for the "" that `TokenStore.reset` checks claims against, so it is refused too.
+    pass for the "" that `TokenStore.reset` checks claims against, so it is refused too. A
+    journal's writer_uuid, the owner of its writer lease, follows them as well.
     """
     return _identifier(name, value)
 
@@ -89,15 +89,17 @@ def tag_collection(value: object) -> Iterable[object]:
 
     A string is refused although it is iterable: its characters would each become a tag.
     """
-    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        msg = f"tags must be a collection of tags, not {value!r}"
-        raise InvalidInputError(msg)
-    return value
+    return arguments.collection(value, name="tags", error=InvalidInputError)
 
 
 def sequence_nr(value: object, *, name: str, minimum: int = 1) -> SequenceNr:
-    """Return `value` as a SequenceNr >= minimum or raise InvalidSequenceNrError naming `name`."""
-    return SequenceNr(_integer(value, name=name, minimum=minimum, error=InvalidSequenceNrError))
+    """Return `value` as a SequenceNr >= minimum or raise InvalidSequenceNrError naming `name`.
+
+    Sequence nrs are stored as 64-bit integers.
+    """
+    return SequenceNr(
+        arguments.integer(value, name=name, error=InvalidSequenceNrError, minimum=minimum)
+    )
 
 
 def integer(value: object, *, name: str, minimum: int = 0) -> int:
@@ -106,15 +108,4 @@ def integer(value: object, *, name: str, minimum: int = 0) -> int:
     For the numbers both backends store as 64-bit integers (segment ids, epoch milliseconds):
     beyond that SQLite raised OverflowError and PostgreSQL a StorageError.
     """
-    return _integer(value, name=name, minimum=minimum, error=InvalidInputError)
-
-
-def _integer(value: object, *, name: str, minimum: int, error: type[InvalidInputError]) -> int:
-    """`value` when it is an int in minimum..2**63-1; bool is refused (True is not 1 here)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        msg = f"{name} must be an integer, got {type(value).__name__}"
-        raise error(msg)
-    if not minimum <= value <= MAX_SEQUENCE_NR:
-        msg = f"{name} must be in {minimum}..2**63-1, got {value}"
-        raise error(msg)
-    return value
+    return arguments.integer(value, name=name, error=InvalidInputError, minimum=minimum)

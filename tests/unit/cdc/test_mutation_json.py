@@ -93,22 +93,22 @@ def test_every_mutation_round_trips_through_its_json_line(mutation: Mutation) ->
         (
             '{"table": "t", "partition_key": [1], "row_deleted_at": 1, '
             '"audit": {"source": "s", "position": -13}}',
-            "audit field 'position' must be between 0 and ",
+            r"audit field 'position' must be in 0\.\.2\*\*63-1, got -13",
         ),
         (
             '{"table": "t", "partition_key": [1], "row_deleted_at": 1, '
             '"audit": {"source": "s", "captured_at_us": -1}}',
-            "audit field 'captured_at_us' must be between 0 and ",
+            r"audit field 'captured_at_us' must be in 0\.\.2\*\*63-1, got -1",
         ),
         (
             '{"table": "t", "partition_key": [1], "cells": {"a": {"write_time": 1, "ttl_s": 0}}, '
             '"audit": {"source": "s"}}',
-            "cell 'a' field 'ttl_s' must be between 1 and ",
+            r"cell 'a' field 'ttl_s' must be in 1\.\.2\*\*63-1, got 0",
         ),
         (
             '{"table": "t", "partition_key": [1], "row_deleted_at": 9223372036854775808, '
             '"audit": {"source": "s"}}',
-            "field 'row_deleted_at' must be between -9223372036854775808 and 9223372036854775807",
+            r"field 'row_deleted_at' must be in -2\*\*63\.\.2\*\*63-1, got 9223372036854775808",
         ),
         (
             '{"table": "t", "partition_key": [1], "row_deleted_at": 1, '
