@@ -12,7 +12,8 @@ OrdoError
 │   ├── InvalidSequenceNrError
 │   ├── SerializationError
 │   ├── OffsetFormatError
-│   └── FutureOffsetError
+│   ├── FutureOffsetError
+│   └── InvalidSegmentOperationError
 ├── StorageError
 │   ├── StorageUnavailableError (ConnectionError)
 │   ├── SchemaVersionError
@@ -20,7 +21,6 @@ OrdoError
 │       └── ConcurrencyConflictError
 ├── MissingTaggedEventError
 ├── ProjectionGapError
-├── InvalidSegmentOperationError (ValueError)
 ├── TokenStoreError
 │   ├── UnknownProcessorError (LookupError)
 │   │   └── UnknownSegmentError
@@ -343,11 +343,14 @@ class JournalClosedError(OrdoError):
     """The journal (or its tag writer) was used after close()."""
 
 
-class InvalidSegmentOperationError(OrdoError, ValueError):
-    """A segment split or merge that Axon's rules forbid.
+class InvalidSegmentOperationError(InvalidInputError):
+    """A segment, segment id or segment count that Axon's rules forbid.
 
-    Merging segments that are not siblings, or splitting one whose mask already uses every
-    bit of the hash.
+    Merging segments that are not siblings, splitting one whose mask already uses every bit of
+    the hash, a set of ids no splits make, a count or id that is no int. A subclass of
+    InvalidInputError (it used to derive from OrdoError and ValueError only, which it still
+    does): the token store refuses a segment id that is no int as InvalidInputError, and one
+    `except InvalidInputError` catches both.
     """
 
 

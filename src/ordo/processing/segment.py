@@ -8,22 +8,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ordo import arguments
 from ordo.errors import InvalidSegmentOperationError
 from ordo.hashing import HASH_BITS
 
 _FULL_MASK = (1 << HASH_BITS) - 1
-
-
-def _check_integer(name: str, value: object) -> None:
-    """InvalidSegmentOperationError unless `value` is an int (bool is not).
-
-    True passed for 1 (a token store initialized with segment_count=True got one segment, a
-    Segment(True, 1) compared equal to Segment(1, 1)); a float or a string failed later as a
-    TypeError from a comparison or a shift, naming nothing.
-    """
-    if isinstance(value, bool) or not isinstance(value, int):
-        msg = f"{name} must be an integer, got {value!r}"
-        raise InvalidSegmentOperationError(msg)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -49,7 +38,9 @@ class Segment:
 
     def __post_init__(self) -> None:
         for name in ("segment_id", "mask"):
-            _check_integer(name, getattr(self, name))
+            # True passed for 1 (Segment(True, 1) == Segment(1, 1)); a float or a text failed
+            # later as a TypeError from a comparison or a shift, naming nothing.
+            arguments.integer(getattr(self, name), name=name, error=InvalidSegmentOperationError)
         if not 0 <= self.mask <= _FULL_MASK or self.mask & (self.mask + 1):
             msg = (
                 f"invalid segment {self.segment_id}/{self.mask}: mask must be 2**k - 1 "
@@ -162,12 +153,16 @@ def compute_segments(segment_ids: Iterable[int]) -> list[Segment]:
     Raises:
         InvalidSegmentOperationError: the ids are not the ids of a set of segments that
             partitions the hash space (id 0 missing, a duplicate, an id out of range, or an id
-            no sequence of splits from the root creates).
+            no sequence of splits from the root creates), an id is not an int (a bool is not),
+            or `segment_ids` is not a collection (None, a number, a text).
 
     """
-    ids = list(segment_ids)
-    for segment_id in ids:
-        _check_integer("segment id", segment_id)
+    ids = [
+        arguments.integer(segment_id, name="segment id", error=InvalidSegmentOperationError)
+        for segment_id in arguments.collection(
+            segment_ids, name="segment ids", error=InvalidSegmentOperationError
+        )
+    ]
     wanted = set(ids)
     if not wanted:
         return []
@@ -211,10 +206,13 @@ def initial_segments(count: int) -> list[Segment]:
         InvalidSegmentOperationError: `count` is not an int, is below 1 or above 2**HASH_BITS.
 
     """
-    _check_integer("initial segment count", count)
-    if not 1 <= count <= 1 << HASH_BITS:
-        msg = f"initial segment count must be in 1..2**{HASH_BITS}, got {count}"
-        raise InvalidSegmentOperationError(msg)
+    arguments.integer(
+        count,
+        name="initial segment count",
+        error=InvalidSegmentOperationError,
+        minimum=1,
+        maximum=1 << HASH_BITS,
+    )
     heap = [(0, 0)]  # (mask, segment_id): the smallest mask, then the lowest id, first
     for _ in range(count - 1):
         mask, segment_id = heapq.heappop(heap)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ordo.errors import InvalidSegmentOperationError
+from ordo.errors import InvalidInputError, InvalidSegmentOperationError
 from ordo.hashing import HASH_BITS
 from ordo.processing import Segment, compute_segments, initial_segments
 
@@ -164,10 +164,27 @@ def test_segments_are_built_of_integers_only(segment_id: object, mask: object, n
         Segment(segment_id, mask)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("ids", [[0, True], [0, 1.0], [0, None], "01"])
+@pytest.mark.parametrize("ids", [[0, True], [0, 1.0], [0, None]])
 def test_compute_segments_refuses_ids_that_are_not_integers(ids: list[object]) -> None:
     with pytest.raises(InvalidSegmentOperationError, match="segment id must be an integer"):
         compute_segments(ids)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("ids", [None, 5, "01", b"\x00"])
+def test_compute_segments_refuses_what_is_not_a_collection_of_ids(ids: object) -> None:
+    """None or 5 was a bare TypeError; a text was taken apart into characters."""
+    with pytest.raises(
+        InvalidSegmentOperationError, match=r"^segment ids must be a collection, got "
+    ):
+        compute_segments(ids)  # type: ignore[arg-type]
+
+
+def test_a_segment_error_is_an_invalid_input() -> None:
+    """The token store refuses a segment id that is no int as InvalidInputError: one except."""
+    with pytest.raises(InvalidInputError):
+        compute_segments([0, True])  # type: ignore[list-item]
+    with pytest.raises(InvalidInputError):
+        initial_segments(0)
 
 
 def test_segments_order_by_id() -> None:
