@@ -8,7 +8,8 @@ from math import inf
 from operator import index
 from typing import Final, SupportsIndex, cast
 
-from ordo.errors import ConfigurationError, InvalidInputError
+from ordo import arguments
+from ordo.errors import InvalidInputError
 from ordo.settings.loading import integer_in
 
 _AFTER_EVERY_OFFSET: Final = cast(int, inf)
@@ -22,13 +23,6 @@ _BEFORE_EVERY_OFFSET: Final = cast(int, -inf)
 
 _FIRST_SPAN: Final = 1024
 """Slots of a new acker's ring: a window of about a thousand elements in flight fits."""
-
-
-def check_offset(name: str, value: int) -> None:
-    """ConfigurationError naming `name` unless `value` is an int (not a bool): an offset."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        msg = f"{name} must be an integer offset, got {value!r}"
-        raise ConfigurationError(msg, setting=name)
 
 
 def _require_integer(offset: object, cause: BaseException | None = None) -> None:
@@ -95,8 +89,14 @@ class ContiguousAcker:
 
         Both are checked here in full, acks only as far as it costs them nothing (see `ack`):
         a float `committed` was kept and never advanced, and True was taken for 1.
+
+        Raises:
+            InvalidInputError: `committed` is not an int (a bool is not) in -2**63..2**63-1:
+                it is an offset, as `ack`'s are, and positions are stored as 64-bit integers.
+            ConfigurationError: `max_span` is not an int of at least 2.
+
         """
-        check_offset("committed", committed)
+        arguments.integer(committed, name="committed", error=InvalidInputError)
         integer_in("max_span", max_span, 2)
         self._committed = committed
         self._max_span = 1 << (max_span - 1).bit_length()

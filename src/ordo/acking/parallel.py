@@ -17,8 +17,14 @@ from collections.abc import (
 from datetime import timedelta
 from typing import Generic, TypeVar
 
-from ordo.acking.contiguous_acker import ContiguousAcker, check_offset
-from ordo.errors import ElementFailedError, ElementTimeoutError
+from ordo import arguments
+from ordo.acking.contiguous_acker import ContiguousAcker
+from ordo.errors import (
+    ConfigurationError,
+    ElementFailedError,
+    ElementTimeoutError,
+    InvalidInputError,
+)
 from ordo.settings.loading import integer_in, positive
 
 logger = logging.getLogger(__name__)
@@ -90,7 +96,10 @@ def process_in_parallel(
     Raises:
         ConfigurationError: `parallelism`, `max_in_flight` or `commit_every` is not an int of
             at least 1, `commit_interval` or `element_timeout` is not a positive timedelta, or
-            `start_offset` is not an int (the message names it).
+            `handler` or `key` is not callable (the message names it).
+        InvalidInputError: `start_offset` is not an int (a bool is not) in -2**63..2**63-1:
+            it is an offset, as the acker's `committed` is; or `source` is neither an async
+            iterable nor a collection (None, a number, a text).
 
     """
     for name, count in (
@@ -102,7 +111,13 @@ def process_in_parallel(
     positive("commit_interval", commit_interval)
     if element_timeout is not None:
         positive("element_timeout", element_timeout)
-    check_offset("start_offset", start_offset)
+    arguments.integer(start_offset, name="start_offset", error=InvalidInputError)
+    for name, function in (("handler", handler), ("key", key)):
+        if not callable(function):  # each element failed, as if the handler had failed on it
+            msg = f"{name} must be callable, got {function!r:.80}"
+            raise ConfigurationError(msg)
+    if not isinstance(source, AsyncIterable):  # a text was handled character by character
+        arguments.collection(source, name="source", error=InvalidInputError)
     run = _Run(
         source,
         handler,

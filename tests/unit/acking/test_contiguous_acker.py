@@ -132,20 +132,29 @@ def test_max_span_below_two_is_rejected() -> None:
         ContiguousAcker(max_span=1)
 
 
+@pytest.mark.parametrize("max_span", [2.5, "8", True])
+def test_a_max_span_that_is_not_an_integer_is_rejected(max_span: object) -> None:
+    """A bad max_span was a bare TypeError."""
+    with pytest.raises(ConfigurationError, match="max_span must be an integer"):
+        ContiguousAcker(max_span=max_span)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
-    ("name", "kwargs"),
+    ("committed", "problem"),
     [
-        ("committed", {"committed": 1.5}),
-        ("committed", {"committed": True}),
-        ("committed", {"committed": None}),
-        ("max_span", {"max_span": 2.5}),
-        ("max_span", {"max_span": "8"}),
+        (1.5, "must be an integer, got 1.5"),
+        (True, "must be an integer, got True"),
+        (None, "must be an integer, got None"),
+        (2**63, r"must be in -2\*\*63\.\.2\*\*63-1, got 9223372036854775808"),
     ],
 )
-def test_what_is_not_an_integer_is_rejected(name: str, kwargs: dict[str, object]) -> None:
-    """A committed of 1.5 was kept and never advanced; a bad max_span was a bare TypeError."""
-    with pytest.raises(ConfigurationError, match=f"{name} must be an integer"):
-        ContiguousAcker(**kwargs)  # type: ignore[arg-type]
+def test_a_committed_offset_is_refused_as_an_ack_is(committed: object, problem: str) -> None:
+    """`committed` is an offset: refused with ack's InvalidInputError, not ConfigurationError.
+
+    A committed of 1.5 was kept and never advanced; True was taken for 1.
+    """
+    with pytest.raises(InvalidInputError, match=f"^committed {problem}$"):
+        ContiguousAcker(committed=committed)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 from ordo.acking import process_in_parallel
-from ordo.errors import ConfigurationError, ElementFailedError, ElementTimeoutError
+from ordo.errors import (
+    ConfigurationError,
+    ElementFailedError,
+    ElementTimeoutError,
+    InvalidInputError,
+)
 
 Element = tuple[str, int]  # (key, input position)
 
@@ -311,13 +316,37 @@ def test_closing_early_cancels_the_running_handlers() -> None:
         ("commit_every", {"commit_every": 2.5}),
         ("commit_interval", {"commit_interval": 1}),
         ("element_timeout", {"element_timeout": 30}),
-        ("start_offset", {"start_offset": "3"}),
-        ("start_offset", {"start_offset": 1.5}),
     ],
 )
 def test_bad_arguments_fail_when_called(name: str, kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError, match=name):
         process_in_parallel([], _noop, key=_key, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs"), [("handler", {"handler": None}), ("key", {"key": "persistence_id"})]
+)
+def test_a_handler_or_key_that_is_not_callable_fails_when_called(
+    name: str, kwargs: dict[str, Any]
+) -> None:
+    """Each element failed as if the handler had failed on it (ElementFailedError)."""
+    arguments = {"handler": _noop, "key": _key} | kwargs
+    with pytest.raises(ConfigurationError, match=rf"^{name} must be callable, got "):
+        process_in_parallel([1], **arguments)
+
+
+@pytest.mark.parametrize("source", ["abc", b"abc", None, 5])
+def test_a_source_that_is_no_collection_fails_when_called(source: object) -> None:
+    """A text was handled character by character; None failed at the first read."""
+    with pytest.raises(InvalidInputError, match=r"^source must be a collection, got "):
+        process_in_parallel(source, _noop, key=_key)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("start_offset", ["3", 1.5, True, None])
+def test_a_start_offset_is_refused_as_an_acked_offset_is(start_offset: object) -> None:
+    """An offset, not a setting: InvalidInputError, as the acker's `committed` and acks."""
+    with pytest.raises(InvalidInputError, match=r"^start_offset must be an integer, got "):
+        process_in_parallel([], _noop, key=_key, start_offset=start_offset)  # type: ignore[arg-type]
 
 
 def test_a_parallelism_above_max_in_flight_starts_only_as_many_workers() -> None:
