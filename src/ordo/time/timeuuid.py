@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Literal
 from uuid import UUID
 
+from ordo import arguments
 from ordo.clock import Clock
-from ordo.errors import ConfigurationError, OffsetFormatError
+from ordo.errors import ConfigurationError, InvalidInputError, OffsetFormatError
 
 GREGORIAN_OFFSET_100NS = 0x01B21DD213814000
 """100 ns intervals from the Gregorian reform (1582-10-15) to the Unix epoch."""
@@ -24,6 +25,9 @@ _MAX_LOW = 0x7F7F7F7F7F7F7F7F  # every low byte +127: Cassandra driver's endOf()
 _VARIANT_RFC_4122 = 0b10
 _MULTICAST_BIT = 1 << 40
 _UNIX_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+_EARLIEST_EPOCH_NS = -GREGORIAN_OFFSET_100NS * 100
+_LATEST_EPOCH_NS = (TIMESTAMP_MASK - GREGORIAN_OFFSET_100NS) * 100 + 99
+"""The epoch nanoseconds a TimeUUID holds (floored to 100 ns): 1582-10-15 to 5236-03-31."""
 
 
 def _version_of(value: UUID) -> int:
@@ -76,22 +80,29 @@ class TimeUUID:
 
         ``timestamp_100ns`` counts 100 ns intervals since 1582-10-15 (60 bits), ``clock_seq``
         has 14 bits (the variant bits are added here) and ``node`` 48 bits.
+
+        Raises:
+            OffsetFormatError: a field is not an int (a bool is not: True was taken for 1)
+                or does not fit its bits.
+
         """
-        if not 0 <= clock_seq < 1 << 14:
-            msg = f"clock_seq must fit in 14 bits, got {clock_seq}"
-            raise OffsetFormatError(msg)
-        if not 0 <= node < 1 << 48:
-            msg = f"node must fit in 48 bits, got {node}"
-            raise OffsetFormatError(msg)
+        for name, value, bits in (
+            ("timestamp_100ns", timestamp_100ns, 60),
+            ("clock_seq", clock_seq, 14),
+            ("node", node, 48),
+        ):
+            arguments.integer(
+                value, name=name, error=OffsetFormatError, minimum=0, maximum=(1 << bits) - 1
+            )
         low = (_VARIANT_RFC_4122 << 62) | (clock_seq << 48) | node
         return cls._from_timestamp_and_low(timestamp_100ns, low)
 
     @classmethod
     def _from_timestamp_and_low(cls, timestamp_100ns: int, low: int) -> TimeUUID:
-        """Build from the 60-bit timestamp and the 8 raw low bytes (clock_seq and node)."""
-        if not 0 <= timestamp_100ns <= TIMESTAMP_MASK:
-            msg = f"timestamp_100ns={timestamp_100ns} is outside the 60-bit timeuuid range"
-            raise OffsetFormatError(msg)
+        """Build from the 60-bit timestamp and the 8 raw low bytes (clock_seq and node).
+
+        Every caller has the timestamp in range: checked, or a UUID's 60-bit `time`.
+        """
         return cls(((1 << 60) | timestamp_100ns).to_bytes(8, "big") + _low_key(low))
 
     @classmethod
@@ -136,16 +147,24 @@ class TimeUUID:
         """Return the smallest TimeUUID at ``epoch_ns`` (floored to 100 ns), for range queries.
 
         Its low bytes are all 0x80, as in the Cassandra driver's ``startOf()``.
+
+        Raises:
+            OffsetFormatError: `epoch_ns` is not an int (a bool is not) in the TimeUUID range.
+
         """
-        return cls._from_timestamp_and_low(_timestamp_for(epoch_ns), _MIN_LOW)
+        return cls._from_timestamp_and_low(_checked_timestamp(epoch_ns), _MIN_LOW)
 
     @classmethod
     def max_for_epoch_ns(cls, epoch_ns: int) -> TimeUUID:
         """Return the largest TimeUUID at ``epoch_ns`` (floored to 100 ns), for range queries.
 
         Its low bytes are all 0x7f, as in the Cassandra driver's ``endOf()``.
+
+        Raises:
+            OffsetFormatError: `epoch_ns` is not an int (a bool is not) in the TimeUUID range.
+
         """
-        return cls._from_timestamp_and_low(_timestamp_for(epoch_ns), _MAX_LOW)
+        return cls._from_timestamp_and_low(_checked_timestamp(epoch_ns), _MAX_LOW)
 
     @classmethod
     def from_datetime(cls, dt: _dt.datetime, *, bound: Literal["min", "max"] = "min") -> TimeUUID:
@@ -208,6 +227,18 @@ def _low_key(low: int) -> bytes:
     return (low ^ _SIGN_FLIP).to_bytes(8, "big")
 
 
+def _checked_timestamp(epoch_ns: object) -> int:
+    """`_timestamp_for` a caller's `epoch_ns`: True was 1 ns, a float a TypeError from a shift."""
+    checked = arguments.integer(
+        epoch_ns,
+        name="epoch_ns",
+        error=OffsetFormatError,
+        minimum=_EARLIEST_EPOCH_NS,
+        maximum=_LATEST_EPOCH_NS,
+    )
+    return _timestamp_for(checked)
+
+
 def _timestamp_for(epoch_ns: int) -> int:
     """Floor epoch nanoseconds to 100 ns units and shift them to the Gregorian origin."""
     return epoch_ns // 100 + GREGORIAN_OFFSET_100NS
@@ -268,8 +299,11 @@ class TimeUUIDGenerator:
 
         Raises:
             OffsetFormatError: the clock reads outside the timeuuid range (before 1582).
+            InvalidInputError: `count` is not an int >= 0 (a negative one moved the generator
+                back, so that its next ids repeated ones it had issued).
 
         """
+        arguments.integer(count, name="count", error=InvalidInputError, minimum=0)
         reading = _timestamp_for(self._clock.now_ns())
         with self._lock:
             first = max(reading, self._last_100ns + 1)

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from ordo.clock import ManualClock, SkewedClock
-from ordo.errors import ConfigurationError, OffsetFormatError
+from ordo.errors import ConfigurationError, InvalidInputError, OffsetFormatError
 from ordo.time import GREGORIAN_OFFSET_100NS, TimeUUID, TimeUUIDGenerator
 
 EPOCH_2015_NS = 1_447_977_600_000_000_000  # 2015-11-20T00:00Z
@@ -114,9 +114,14 @@ def test_from_datetime_rejects_a_naive_datetime() -> None:
 
 
 def test_bounds_outside_the_timeuuid_range_are_rejected() -> None:
-    before_1582 = -GREGORIAN_OFFSET_100NS * 100 - 100
-    with pytest.raises(OffsetFormatError, match="60-bit"):
+    before_1582 = -GREGORIAN_OFFSET_100NS * 100 - 1
+    with pytest.raises(OffsetFormatError, match=rf"^epoch_ns must be in .*, got {before_1582}$"):
         TimeUUID.min_for_epoch_ns(before_1582)
+    after_5236 = ((1 << 60) - GREGORIAN_OFFSET_100NS) * 100
+    with pytest.raises(OffsetFormatError, match=rf"got {after_5236}$"):
+        TimeUUID.max_for_epoch_ns(after_5236)
+    assert TimeUUID.min_for_epoch_ns(before_1582 + 1).timestamp_100ns == 0
+    assert TimeUUID.max_for_epoch_ns(after_5236 - 1).timestamp_100ns == (1 << 60) - 1
 
 
 def test_min_and_max_bracket_every_uuid_of_their_timestamp() -> None:
@@ -281,3 +286,42 @@ def test_from_datetime_rejects_what_is_not_a_datetime(value: object) -> None:
     """An AttributeError (no tzinfo) before; a date has no time to take a bound of."""
     with pytest.raises(OffsetFormatError, match="an aware datetime is needed"):
         TimeUUID.from_datetime(value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [True, False, 1.0, None, "0"])
+@pytest.mark.parametrize("build", [TimeUUID.min_for_epoch_ns, TimeUUID.max_for_epoch_ns])
+def test_epoch_bounds_take_integers_only(build: object, value: object) -> None:
+    """True was taken for 1 ns; a float, None or a text failed as a TypeError naming nothing."""
+    with pytest.raises(OffsetFormatError, match=r"^epoch_ns must be an integer, got "):
+        build(value)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("field", ["timestamp_100ns", "clock_seq", "node"])
+@pytest.mark.parametrize("value", [True, 1.0, None, "1"])
+def test_from_fields_takes_integers_only(field: str, value: object) -> None:
+    """True was taken for 1 (as the other constructors refuse it); a float was a TypeError."""
+    fields: dict[str, object] = {"timestamp_100ns": 0, "clock_seq": 0, "node": 0} | {field: value}
+    with pytest.raises(OffsetFormatError, match=f"^{field} must be an integer, got "):
+        TimeUUID.from_fields(**fields)  # type: ignore[arg-type]
+
+
+def test_from_fields_refuses_a_timestamp_beyond_60_bits() -> None:
+    with pytest.raises(OffsetFormatError, match=r"timestamp_100ns must be in 0\.\.\d+, got -1"):
+        TimeUUID.from_fields(timestamp_100ns=-1, clock_seq=0, node=0)
+
+
+def test_a_generator_refuses_a_bool_node_or_clock_seq() -> None:
+    with pytest.raises(ConfigurationError, match=r"^node must be an integer, got True"):
+        TimeUUIDGenerator(ManualClock(0), node=True, clock_seq=0)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"^clock_seq must be an integer, got 1\.5"):
+        TimeUUIDGenerator(ManualClock(0), node=0, clock_seq=1.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("count", [-5, 1.5, True, None])
+def test_a_batch_count_that_is_not_a_count_is_refused_and_ids_stay_unique(count: object) -> None:
+    """A negative count moved the generator back: its next ids repeated issued ones."""
+    generator = TimeUUIDGenerator(ManualClock(EPOCH_2015_NS))
+    issued = generator.next_batch(10)
+    with pytest.raises(InvalidInputError, match=r"^count must be "):
+        generator.next_batch(count)  # type: ignore[arg-type]
+    assert generator.next() > issued[-1]
