@@ -676,6 +676,25 @@ def test_bad_tags_are_rejected_when_the_event_is_built() -> None:
             NewEvent.of(1, tags=collection)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("writer_uuid", [5, True, 0, "", b"w", "w\x00"])
+def test_a_writer_uuid_that_is_no_identifier_is_refused(
+    stores: Stores, writer_uuid: object
+) -> None:
+    """It is stored with every event and lease.
+
+    5 was stored as a number, 0 and "" became a random uuid, and a NUL failed PostgreSQL's
+    first append as a StorageError.
+    """
+    with pytest.raises(InvalidIdentifierError, match=r"^writer_uuid "):
+        Journal(stores.journal, stores.tag_views, writer_uuid=writer_uuid)  # type: ignore[arg-type]
+    journal = Journal(stores.journal, stores.tag_views, writer_uuid="writer-1")
+    try:
+        journal.append("p", [NewEvent.of(1)])
+        assert [event.writer_uuid for event in journal.replay("p")] == ["writer-1"]
+    finally:
+        journal.close()
+
+
 def test_queries_of_a_missing_journal_are_refused_and_create_nothing(tmp_path: Path) -> None:
     missing = tmp_path / "typo.db"
     with (

@@ -71,7 +71,13 @@ class Journal:
         on_close: Callable[[], None] | None = None,
     ) -> None:
         self.settings = EventsByTagSettings.or_default(settings)
-        self.writer_uuid = writer_uuid or str(uuid.uuid4())
+        # Stored with every event and in the writer lease: 5 or True was stored as a number,
+        # a NUL refused by PostgreSQL only at the first append, and 0 or "" taken for None.
+        self.writer_uuid = (
+            str(uuid.uuid4())
+            if writer_uuid is None
+            else validation.owner_name(writer_uuid, name="writer_uuid")
+        )
         self._store = store
         self._tag_store = tag_store
         clock = clock_or_system(clock)
