@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 
 from ordo import Journal, NewEvent
+from ordo.errors import ConfigurationError, UnknownProcessorError
 from ordo.processing.control import merge_segment, split_segment
 from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.segment import Segment
@@ -45,6 +46,25 @@ def _counts(stores: Stores) -> TrackingProcessor:
     return TrackingProcessor(
         "counts", source(stores), stores.tokens, counting_handler, settings=FAST
     )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ({"policy": "per_aggregate"}, r"^policy must be a SequencingPolicy"),
+        ({"policy": 0}, r"^policy must be a SequencingPolicy"),
+        ({"handler": None}, r"^handler must be callable, got None"),
+    ],
+)
+def test_a_processor_refuses_a_policy_or_handler_of_the_wrong_kind(
+    stores: Stores, arguments: dict[str, object], problem: str
+) -> None:
+    """Both failed per event in the worker threads: under ErrorMode.SKIP, silently."""
+    values: dict[str, object] = {"handler": counting_handler} | arguments
+    with pytest.raises(ConfigurationError, match=problem):
+        TrackingProcessor("counts", source(stores), stores.tokens, **values)  # type: ignore[arg-type]
+    with pytest.raises(UnknownProcessorError):
+        stores.tokens.entries("counts")  # nothing was initialized
 
 
 def test_every_event_is_applied_once_in_order_while_segments_split_and_merge(

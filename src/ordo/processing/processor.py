@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from ordo.clock import Clock, clock_or_system
 from ordo.errors import (
+    ConfigurationError,
     EventHandlingError,
     InvalidSegmentOperationError,
     MissingTaggedEventError,
@@ -30,6 +31,7 @@ from ordo.processing.sequencing import (
     FullySequentialPolicy,
     SequencingPolicy,
     SequentialPerAggregatePolicy,
+    check_policy,
 )
 from ordo.processing.source import EventSource
 from ordo.processing.worker import SegmentWorker
@@ -45,7 +47,9 @@ class TrackingProcessor:
 
     Thread-safe. start() returns at once; stop() releases the claims. A handler failure under
     ErrorMode.FAIL, or a gap its source could not fill (MissingTaggedEventError), stops the
-    processor and is kept in `failure`.
+    processor and is kept in `failure`. The constructor refuses settings, a policy, a clock or
+    a handler of the wrong kind (ConfigurationError), which the worker threads would otherwise
+    fail on per event.
     """
 
     def __init__(
@@ -61,7 +65,11 @@ class TrackingProcessor:
     ) -> None:
         self.name = name
         self.settings = ProcessorSettings.or_default(settings)
-        self.policy = policy or SequentialPerAggregatePolicy()
+        self.policy = SequentialPerAggregatePolicy() if policy is None else policy
+        check_policy(self.policy)
+        if not callable(handler):  # it failed per event, in the worker threads
+            msg = f"handler must be callable, got {handler!r:.80}"
+            raise ConfigurationError(msg)
         self.failure: EventHandlingError | MissingTaggedEventError | None = None
         self._source, self._tokens, self._handler = source, tokens, handler
         self._clock = clock_or_system(clock)

@@ -100,9 +100,13 @@ class PropertySequencingPolicy:
     fallback: SequencingPolicy = field(default=SequentialPerAggregatePolicy(), kw_only=True)
 
     def __post_init__(self) -> None:
-        if not self.name:
-            msg = "PropertySequencingPolicy needs a non-empty property name"
+        # A name of 5 was never found in a JSON object's (text) keys, so every event took the
+        # fallback without a word; a bad fallback failed in a worker thread, at the first
+        # payload without the property.
+        if not isinstance(self.name, str) or not self.name:
+            msg = f"PropertySequencingPolicy needs a non-empty property name, got {self.name!r}"
             raise ConfigurationError(msg)
+        check_policy(self.fallback, name="fallback")
 
     def sequence_value(self, event: SequencedEvent) -> str | None:
         """The payload's value under `name`, or the fallback's value when there is none.
@@ -137,9 +141,25 @@ class CallableSequencingPolicy:
 
     fn: Callable[[SequencedEvent], str | None]
 
+    def __post_init__(self) -> None:
+        if not callable(self.fn):  # it failed in a worker thread, at the first event
+            msg = f"CallableSequencingPolicy needs a function, got {self.fn!r:.80}"
+            raise ConfigurationError(msg)
+
     def sequence_value(self, event: SequencedEvent) -> str | None:
         """Whatever `fn` returns for the event."""
         return self.fn(event)
+
+
+def check_policy(policy: object, *, name: str = "policy") -> None:
+    """ConfigurationError naming `name` unless `policy` has a `sequence_value()`.
+
+    Processors call the policy in their worker threads: anything else failed there, per event,
+    as a handler failure (under ErrorMode.SKIP every event went to the dead letters).
+    """
+    if not callable(getattr(policy, "sequence_value", None)):
+        msg = f"{name} must be a SequencingPolicy (with sequence_value()), got {policy!r:.80}"
+        raise ConfigurationError(msg)
 
 
 def sequence_hash(policy: SequencingPolicy, event: SequencedEvent) -> int:

@@ -111,9 +111,24 @@ def test_the_property_policy_refuses_values_that_are_not_json() -> None:
         PropertySequencingPolicy("customer").sequence_value(event)
 
 
-def test_the_property_policy_needs_a_name() -> None:
-    with pytest.raises(ConfigurationError):
-        PropertySequencingPolicy("")
+@pytest.mark.parametrize("name", ["", 5, None, ["customer"]])
+def test_the_property_policy_needs_a_name(name: object) -> None:
+    """5 was accepted and never found among a JSON object's keys: every event fell back."""
+    with pytest.raises(ConfigurationError, match="needs a non-empty property name, got "):
+        PropertySequencingPolicy(name)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fallback", [None, "per_aggregate", 0])
+def test_the_property_policy_needs_a_policy_to_fall_back_to(fallback: object) -> None:
+    """It failed at the first payload without the property, in a processor's worker thread."""
+    with pytest.raises(ConfigurationError, match=r"^fallback must be a SequencingPolicy"):
+        PropertySequencingPolicy("customer", fallback=fallback)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fn", [None, "customer", 5])
+def test_a_callable_policy_needs_a_function(fn: object) -> None:
+    with pytest.raises(ConfigurationError, match="needs a function, got "):
+        CallableSequencingPolicy(fn)  # type: ignore[arg-type]
 
 
 def test_journal_events_and_envelopes_are_sequenced_events() -> None:
