@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import threading
 
 import psycopg
 
 from ordo.reconnection import Reconnection
-from ordo.storage.postgres.datastore import CONNECT_TIMEOUT_S
+from ordo.storage.postgres.datastore import CONNECT_TIMEOUT_S, translate_postgres_error
 from ordo.storage.postgres.tag_view_store import TAG_WRITTEN_CHANNEL
 from ordo.tagging.notification import TagNotifier
 from ordo.types import Tag
 
 logger = logging.getLogger(__name__)
 
-_POLL_S = 0.5
+_Connection = psycopg.AsyncConnection[tuple[object, ...]]
 
 
 class PostgresTagListener:
@@ -23,59 +25,91 @@ class PostgresTagListener:
 
     Journals in other processes NOTIFY after each tag_views write (when pubsub_notification is
     on); this forwards those notifications to the in-process notifier that live queries
-    subscribe to. close() stops the thread and its connection.
+    subscribe to. Created by `events_by_tag_at`, which calls close() when its block ends; an
+    unreachable server at creation is StorageUnavailableError. close() is for the creating
+    thread.
 
     When the server ends the session (a restart, a failover, pg_terminate_backend), the thread
     logs a WARNING, LISTENs again on a new connection after a bounded backoff (`Reconnection`),
     attempting until it is closed, and logs at INFO once it is back: it used to stop for good.
     Notifications sent meanwhile are lost, so once back it wakes every tag listened to in this
     process (`TagNotifier.publish_all`): live queries read at once what was written meanwhile.
+
+    The thread runs an asyncio loop of its own with one task, which close() cancels: psycopg's
+    async connect, its wait for notifications and the backoff all end at a cancellation, and
+    the connection is closed on the way out. With the blocking API close() waited for the call
+    under way, and a connect to a server that does not answer (a dropped route, a stopped
+    host) lasts up to CONNECT_TIMEOUT_S: stopping a live query took 10 s. A shorter timeout
+    for the retries would still take seconds, and fail a slow but reachable server; not
+    joining a thread stuck in connect would leave it and its socket behind until the timeout.
     """
 
     def __init__(self, dsn: str, notifier: TagNotifier) -> None:
         self._dsn = dsn
-        self._conn = _listening(dsn)
         self._notifier = notifier
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ordo-tag-listener", daemon=True)
+        # A selector loop on every platform: psycopg cannot use Windows' default proactor loop.
+        self._loop = asyncio.SelectorEventLoop()
+        try:
+            conn = self._loop.run_until_complete(_listening(dsn))
+        except psycopg.Error as exc:
+            self._loop.close()
+            raise translate_postgres_error(exc) from exc
+        except BaseException:
+            self._loop.close()
+            raise
+        self._task = self._loop.create_task(self._listen(conn))
+        self._thread = threading.Thread(target=self._serve, name="ordo-tag-listener", daemon=True)
         self._thread.start()
 
     def close(self) -> None:
-        """Stop listening. Idempotent."""
-        self._stopped.set()
+        """Stop listening and close the connection, without waiting for a connect. Idempotent."""
+        if self._loop.is_closed():
+            return
+        self._loop.call_soon_threadsafe(self._task.cancel)
         self._thread.join()
-        self._conn.close()
+        self._loop.close()
 
-    def _run(self) -> None:
+    def _serve(self) -> None:
+        """The thread: run the task until close() cancels it."""
+        with contextlib.suppress(asyncio.CancelledError):
+            self._loop.run_until_complete(self._task)
+
+    async def _listen(self, conn: _Connection) -> None:
+        """Forward notifications until cancelled; LISTEN on a new connection after a loss."""
         reconnection = Reconnection()
-        while not self._stopped.is_set():
+        while True:
             try:
-                self._forward(reconnection)
+                async with contextlib.aclosing(conn.notifies()) as notifies:
+                    async for notify in notifies:
+                        self._notifier.publish([Tag(notify.payload)])
             except psycopg.Error as exc:
-                self._conn.close()
-                if self._stopped.is_set():
-                    return
-                delay = reconnection.failed()
-                if reconnection.attempts == 1:
-                    logger.warning("tag listener lost its connection, reconnecting: error=%s", exc)
-                self._stopped.wait(delay)
+                logger.warning("tag listener lost its connection, reconnecting: error=%s", exc)
+            finally:
+                await conn.close()
+            conn = await self._reconnected(reconnection)
 
-    def _forward(self, reconnection: Reconnection) -> None:
-        """Publish the notifications of one poll; LISTEN on a new connection if it was lost."""
-        if self._conn.closed:
-            self._conn = _listening(self._dsn)
+    async def _reconnected(self, reconnection: Reconnection) -> _Connection:
+        """A new LISTENing connection, attempted with backoff until one works."""
+        while True:
+            await asyncio.sleep(reconnection.failed())
+            try:
+                conn = await _listening(self._dsn)
+            except psycopg.Error as exc:
+                logger.debug("tag listener cannot reconnect yet: error=%s", exc)
+                continue
             logger.info("tag listener reconnected after %.1f s", reconnection.succeeded())
             self._notifier.publish_all()  # what was announced while it listened to nothing
-        for notify in self._conn.notifies(timeout=_POLL_S):
-            self._notifier.publish([Tag(notify.payload)])
+            return conn
 
 
-def _listening(dsn: str) -> psycopg.Connection[tuple[object, ...]]:
+async def _listening(dsn: str) -> _Connection:
     """A new connection that LISTENs on the tag-write channel (closed again if LISTEN fails)."""
-    conn = psycopg.connect(dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+    conn = await psycopg.AsyncConnection.connect(
+        dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+    )
     try:
-        conn.execute(f"LISTEN {TAG_WRITTEN_CHANNEL}")
+        await conn.execute(f"LISTEN {TAG_WRITTEN_CHANNEL}")
     except BaseException:
-        conn.close()
+        await conn.close()
         raise
     return conn

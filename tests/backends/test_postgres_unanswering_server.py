@@ -1,0 +1,131 @@
+"""PostgreSQL objects whose server stops answering: a connect attempt then lasts its timeout.
+
+A server that is refused is told at once; one behind a dropped route, a stopped host or a full
+accept queue is not: a connect waits up to CONNECT_TIMEOUT_S (10 s). Here a TCP proxy stands
+between the objects and the throwaway server; `stop_answering()` ends the sessions through it
+and leaves every later connection accepted but unanswered, as such a server does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from ordo.errors import StorageUnavailableError
+from ordo.storage.postgres.notification import PostgresTagListener
+from ordo.tagging.notification import TagNotifier
+
+pytestmark = pytest.mark.postgres
+
+
+class StallingProxy:
+    """Forwards TCP connections to the server until `stop_answering()`; thread-safe.
+
+    After it, each connection is accepted (`unanswered`) and nothing is ever sent on it.
+    """
+
+    def __init__(self, dsn: str) -> None:
+        parts = urlsplit(dsn)
+        self._server = (parts.hostname or "127.0.0.1", parts.port or 5432)
+        self._listening = socket.create_server(("127.0.0.1", 0))
+        port = self._listening.getsockname()[1]
+        self.url = urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{port}"))
+        self._forwarded: list[socket.socket] = []
+        self.unanswered: list[socket.socket] = []
+        self._is_answering = True
+        self._lock = threading.Lock()
+        self.accepted = threading.Semaphore(0)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def stop_answering(self) -> None:
+        """End every forwarded connection; leave the next ones unanswered."""
+        with self._lock:
+            self._is_answering = False
+            forwarded, self._forwarded = self._forwarded, []
+        for sock in forwarded:
+            with contextlib.suppress(OSError):  # closed already: its peer ended it
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.stop_answering()
+        self._listening.close()
+        for sock in self.unanswered:
+            sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listening.accept()
+            except OSError:  # closed
+                return
+            with self._lock:
+                if self._is_answering:
+                    server = socket.create_connection(self._server)
+                    self._forwarded += [client, server]
+                    for source, target in ((client, server), (server, client)):
+                        threading.Thread(target=_copy, args=(source, target), daemon=True).start()
+                else:
+                    self.unanswered.append(client)
+            self.accepted.release()
+
+
+def _copy(source: socket.socket, target: socket.socket) -> None:
+    """Copy bytes until either side ends; then end `target` too and close `source`.
+
+    Ending `target` wakes the thread that reads it, which closes it in turn.
+    """
+    try:
+        while data := source.recv(65536):
+            target.sendall(data)
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            target.shutdown(socket.SHUT_RDWR)
+        source.close()
+
+
+@pytest.fixture
+def proxy(postgres_dsn: str) -> Iterator[StallingProxy]:
+    opened = StallingProxy(postgres_dsn)
+    yield opened
+    opened.close()
+
+
+def _is_closed_by_peer(sock: socket.socket) -> bool:
+    """Whether the other end closed `sock` (what it sent, then end of file, within 5 s)."""
+    sock.settimeout(5)
+    try:
+        while sock.recv(65536):
+            pass
+    except TimeoutError:
+        return False
+    return True
+
+
+def test_closing_the_tag_listener_during_a_reconnect_is_prompt_and_leaves_nothing_open(
+    proxy: StallingProxy,
+) -> None:
+    """close() waited for the connect attempt: up to CONNECT_TIMEOUT_S (10 s)."""
+    listener = PostgresTagListener(proxy.url, TagNotifier())
+    assert proxy.accepted.acquire(timeout=5)
+    proxy.stop_answering()
+    assert proxy.accepted.acquire(timeout=5)  # the listener's reconnect, unanswered
+    started = time.monotonic()
+    listener.close()
+    assert time.monotonic() - started < 5
+    listener.close()  # idempotent
+    assert not [t for t in threading.enumerate() if t.name == "ordo-tag-listener"]
+    assert _is_closed_by_peer(proxy.unanswered[0])
+
+
+def test_a_tag_listener_that_cannot_connect_is_unavailable() -> None:
+    """The driver's OperationalError left `events_by_tag_at` untranslated: a traceback."""
+    with pytest.raises(StorageUnavailableError, match="Connection refused"):
+        PostgresTagListener("postgresql://nobody@127.0.0.1:1/none", TagNotifier())
