@@ -79,3 +79,46 @@ def test_opening_a_current_journal_does_not_wait_for_a_migration(postgres_dsn: s
     for stores in opened:
         stores.close()  # type: ignore[attr-defined]
     assert not waited, "opening a current journal waited for the migration lock"
+
+
+def _schema_of(dsn: str) -> str:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT current_schema()").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def test_a_schema_without_a_journal_is_named_with_the_schemas_that_hold_one(
+    postgres_dsn: str,
+) -> None:
+    """The error named no schema: a URL selecting the wrong one looked like no journal at all."""
+    init_storage(postgres_dsn)
+    journal_schema = _schema_of(postgres_dsn)
+    empty = f"{journal_schema}_empty"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {empty}")
+    try:
+        with (
+            pytest.raises(StorageUnavailableError) as raised,
+            existing_stores_at(postgres_dsn.replace(journal_schema, empty)),
+        ):
+            pass
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {empty}")
+    message = str(raised.value)
+    assert message.startswith("no ordo journal in PostgreSQL at 127.0.0.1:")
+    assert f"in schema '{empty}': create it with `ordo init`; this database holds one in" in message
+    assert f"'{journal_schema}'" in message
+    assert "?options=-csearch_path%3D" in message
+
+
+def test_a_search_path_without_an_existing_schema_is_named(postgres_dsn: str) -> None:
+    """init failed mid-migration with "no schema has been selected to create in"."""
+    schema = _schema_of(postgres_dsn)
+    misspelt = postgres_dsn.replace(schema, f"{schema}_missing")
+    expected = f"has no schema of the search_path '{schema}_missing': create the schema"
+    with pytest.raises(StorageUnavailableError, match=expected):
+        init_storage(misspelt)
+    with pytest.raises(StorageUnavailableError, match=expected), existing_stores_at(misspelt):
+        pass

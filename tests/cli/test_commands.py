@@ -316,7 +316,11 @@ def test_a_command_that_reads_refuses_a_postgres_schema_without_a_journal(
     code, _, err = _run(runner, "info", "--journal", postgres_dsn)
     assert code == 1
     assert err.startswith("Error: StorageUnavailableError: no ordo journal in PostgreSQL at")
+    assert err.count("\n") == 1
     with psycopg.connect(postgres_dsn) as conn:
+        schema = conn.execute("SELECT current_schema()").fetchone()
+        assert schema is not None
+        assert f" in schema '{schema[0]}': create it with `ordo init`" in err
         assert conn.execute("SELECT to_regclass('ordo_metadata')").fetchone() == (None,)
     assert _run(runner, "init", "--journal", postgres_dsn)[0] == 0
     assert _run(runner, "info", "--journal", postgres_dsn)[0] == 0

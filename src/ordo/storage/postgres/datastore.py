@@ -115,6 +115,7 @@ class PostgresDatastore:
             done = finished(_PACKAGE, self._schema_version(conn))
             if done is not None:
                 return done
+            _current_schema(conn, self.dsn)  # one to create the tables in, or a clear error
             conn.execute("SELECT pg_advisory_lock(hashtext('ordo.migrate'))")
             try:
                 with conn.transaction():
@@ -159,13 +160,53 @@ def require_journal_schema(dsn: str) -> None:
     """Refuse a database (schema by the URL's search_path) without ordo's metadata table.
 
     One short connection that only reads, so that a command that reads does not give an
-    application's database ordo's tables.
+    application's database ordo's tables. The message names the schema looked in and the
+    database's schemas that hold a journal: with a URL that selects no schema or the wrong
+    one, "no ordo journal" alone did not tell that the journal is one search_path away.
     """
     with _connect(dsn) as conn:
-        is_journal = _has_metadata(conn)
-    if not is_journal:
-        msg = f"no ordo journal in PostgreSQL at {_redacted(dsn)}: create it with `ordo init`"
+        if _has_metadata(conn):
+            return
+        schema = _current_schema(conn, dsn)
+        others = [
+            str(name)
+            for (name,) in conn.execute(
+                "SELECT DISTINCT relnamespace::regnamespace::text FROM pg_class "
+                "WHERE relname = %s AND relkind IN ('r', 'p') ORDER BY 1",
+                (METADATA_TABLE,),
+            )
+        ]
+    msg = (
+        f"no ordo journal in PostgreSQL at {_redacted(dsn)} in schema {schema!r}: "
+        "create it with `ordo init`"
+    )
+    if others:
+        shown = ", ".join(repr(name) for name in others[:5]) + (", ..." if others[5:] else "")
+        schemas, pick = ("schemas", "one") if others[1:] else ("schema", "it")
+        msg += (
+            f"; this database holds one in {schemas} {shown} "
+            f"(select {pick} with ?options=-csearch_path%3D{others[0]} in the URL)"
+        )
+    raise StorageUnavailableError(msg)
+
+
+def _current_schema(conn: psycopg.Connection[tuple[object, ...]], dsn: str) -> str:
+    """The schema ordo's tables are created in: the search_path's first existing one.
+
+    StorageUnavailableError when the search_path names none that exists (a misspelt or not
+    yet created schema): PostgreSQL's own "no schema has been selected to create in" came
+    from the middle of a migration and did not name the search_path.
+    """
+    row = conn.execute("SELECT current_schema(), current_setting('search_path')").fetchone()
+    if row is None or row[0] is None:
+        search_path = None if row is None else row[1]
+        msg = (
+            f"PostgreSQL at {_redacted(dsn)} has no schema of the search_path {search_path!r}: "
+            "create the schema (CREATE SCHEMA), or name an existing one in the URL "
+            "(?options=-csearch_path%3D<schema>)"
+        )
         raise StorageUnavailableError(msg)
+    return str(row[0])
 
 
 def _is_alive(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
