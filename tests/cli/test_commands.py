@@ -580,6 +580,21 @@ def test_a_demo_whose_spark_does_not_start_leaves_no_journal_behind(tmp_path: Pa
     assert sorted(path.name for path in tmp_path.iterdir()) == ["spark.log"]
 
 
+@pytest.mark.postgres
+def test_the_demo_refusing_a_postgres_database_does_not_show_its_password(
+    runner: CliRunner, postgres_dsn: str
+) -> None:
+    """The message held the URL as given, password included."""
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE users (id int)")
+    url = make_conninfo(postgres_dsn, password="s3cret")  # noqa: S106 - the test server trusts any
+    code, _, err = _run(runner, "demo", "--events", "10", "--journal", url)
+    assert code == 1
+    assert err.startswith("Error: ConfigurationError: the demo writes a journal of its own, and ")
+    assert "PostgreSQL at 127.0.0.1:" in err
+    assert "s3cret" not in err
+
+
 @pytest.mark.parametrize(
     "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )

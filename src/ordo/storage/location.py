@@ -87,3 +87,15 @@ def existing_location(url: str) -> Location:
 
         require_journal_file(location.path)
     return location
+
+
+def redacted_url(url: str) -> str:
+    """`url` for messages: a PostgreSQL one without its password (nor user and options).
+
+    An SQLite URL is shown as given: a path holds no secret, and the user recognizes it.
+    """
+    if isinstance(parse_location(url), PostgresLocation):
+        from ordo.storage.postgres.datastore import redacted_dsn
+
+        return f"PostgreSQL at {redacted_dsn(url)}"
+    return url

@@ -22,6 +22,7 @@ from ordo.storage.location import (
     SQLiteLocation,
     existing_location,
     parse_location,
+    redacted_url,
 )
 from ordo.storage.migration import MigrationReceipt
 from ordo.storage.packed_reads import PackedPageReader
@@ -178,20 +179,21 @@ def require_empty_journal(url: str, *, run: str) -> None:
     location = parse_location(url)
     if isinstance(location, SQLiteLocation) and not location.path.exists():
         return
+    shown_url = redacted_url(url)  # a message must not show the URL's password
     with stores_at(url, mode="read") as stores:
         stores.check_schema(upgradable=True)
         if stores.schema_version() == 0:
             if tables := stores.table_names():
                 shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
                 msg = (
-                    f"{run} writes a journal of its own, and {url} is no ordo journal but holds "
-                    f"tables ({shown}): name a new file or an empty database"
+                    f"{run} writes a journal of its own, and {shown_url} is no ordo journal but "
+                    f"holds tables ({shown}): name a new file or an empty database"
                 )
                 raise ConfigurationError(msg)
         elif next(iter(stores.journal.persistence_ids()), None) is not None:
             msg = (
-                f"{run} needs an empty journal, and {url} holds events (its checker compares "
-                "every event of the journal with what was delivered): name a new one"
+                f"{run} needs an empty journal, and {shown_url} holds events (its checker "
+                "compares every event of the journal with what was delivered): name a new one"
             )
             raise ConfigurationError(msg)
 

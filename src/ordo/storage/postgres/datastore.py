@@ -177,7 +177,7 @@ def require_journal_schema(dsn: str) -> None:
             )
         ]
     msg = (
-        f"no ordo journal in PostgreSQL at {_redacted(dsn)} in schema {schema!r}: "
+        f"no ordo journal in PostgreSQL at {redacted_dsn(dsn)} in schema {schema!r}: "
         "create it with `ordo init`"
     )
     if others:
@@ -201,7 +201,7 @@ def _current_schema(conn: psycopg.Connection[tuple[object, ...]], dsn: str) -> s
     if row is None or row[0] is None:
         search_path = None if row is None else row[1]
         msg = (
-            f"PostgreSQL at {_redacted(dsn)} has no schema of the search_path {search_path!r}: "
+            f"PostgreSQL at {redacted_dsn(dsn)} has no schema of the search_path {search_path!r}: "
             "create the schema (CREATE SCHEMA), or name an existing one in the URL "
             "(?options=-csearch_path%3D<schema>)"
         )
@@ -250,12 +250,12 @@ def _connect(dsn: str) -> psycopg.Connection[tuple[object, ...]]:
     try:
         return psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True)
     except psycopg.Error as exc:
-        msg = f"cannot connect to PostgreSQL at {_redacted(dsn)}: {exc}".strip()
+        msg = f"cannot connect to PostgreSQL at {redacted_dsn(dsn)}: {exc}".strip()
         raise StorageUnavailableError(msg) from exc
 
 
-def _redacted(dsn: str) -> str:
-    """The DSN without its password, for messages."""
+def redacted_dsn(dsn: str) -> str:
+    """The DSN as host:port/database, for messages: no user, password or options."""
     try:
         info = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
