@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import secrets
 import threading
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from ordo import SchemaVersionError, StorageUnavailableError, init_storage, open_stores
 from ordo.storage.migration import load_migrations
@@ -122,3 +124,25 @@ def test_a_search_path_without_an_existing_schema_is_named(postgres_dsn: str) ->
         init_storage(misspelt)
     with pytest.raises(StorageUnavailableError, match=expected), existing_stores_at(misspelt):
         pass
+
+
+def test_a_schema_the_user_may_not_use_is_named_with_the_grant_it_needs(
+    postgres_dsn: str,
+) -> None:
+    """PostgreSQL skips such a schema: the error said there was no journal, or no schema."""
+    init_storage(postgres_dsn)
+    schema = _schema_of(postgres_dsn)
+    role = f"ordo_reader_{secrets.token_hex(4)}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        with (
+            pytest.raises(StorageUnavailableError) as raised,
+            existing_stores_at(make_conninfo(postgres_dsn, user=role)),
+        ):
+            pass
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP ROLE {role}")
+    assert f"user '{role}' may not use schema '{schema}' of the search_path" in str(raised.value)
+    assert f"(GRANT USAGE ON SCHEMA {schema} TO {role})" in str(raised.value)

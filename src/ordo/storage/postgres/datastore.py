@@ -191,22 +191,35 @@ def require_journal_schema(dsn: str) -> None:
 
 
 def _current_schema(conn: psycopg.Connection[tuple[object, ...]], dsn: str) -> str:
-    """The schema ordo's tables are created in: the search_path's first existing one.
+    """The schema ordo's tables are created in: the search_path's first usable one.
 
-    StorageUnavailableError when the search_path names none that exists (a misspelt or not
-    yet created schema): PostgreSQL's own "no schema has been selected to create in" came
-    from the middle of a migration and did not name the search_path.
+    StorageUnavailableError when the search_path names none the user may use: a misspelt or
+    not yet created schema, or one without USAGE granted (PostgreSQL skips both alike).
+    PostgreSQL's own "no schema has been selected to create in" came from the middle of a
+    migration and did not name the search_path.
     """
-    row = conn.execute("SELECT current_schema(), current_setting('search_path')").fetchone()
-    if row is None or row[0] is None:
-        search_path = None if row is None else row[1]
+    row = conn.execute(
+        "SELECT current_schema(), current_setting('search_path'), current_user, "
+        "ARRAY(SELECT nspname::text FROM pg_namespace WHERE quote_ident(nspname) = ANY("
+        "regexp_split_to_array(current_setting('search_path'), '\\s*,\\s*')) "
+        "AND NOT has_schema_privilege(oid, 'USAGE') ORDER BY 1)"
+    ).fetchone()
+    assert row is not None  # noqa: S101 - a SELECT without FROM returns one row
+    schema, search_path, user, denied = row
+    if schema is not None:
+        return str(schema)
+    where = f"PostgreSQL at {redacted_dsn(dsn)}"
+    if isinstance(denied, list) and denied:
         msg = (
-            f"PostgreSQL at {redacted_dsn(dsn)} has no schema of the search_path {search_path!r}: "
-            "create the schema (CREATE SCHEMA), or name an existing one in the URL "
-            "(?options=-csearch_path%3D<schema>)"
+            f"{where}: user {user!r} may not use schema {denied[0]!r} of the search_path "
+            f"{search_path!r} (GRANT USAGE ON SCHEMA {denied[0]} TO {user})"
         )
-        raise StorageUnavailableError(msg)
-    return str(row[0])
+    else:
+        msg = (
+            f"{where} has no schema of the search_path {search_path!r}: create the schema "
+            "(CREATE SCHEMA), or name an existing one in the URL (?options=-csearch_path%3D...)"
+        )
+    raise StorageUnavailableError(msg)
 
 
 def _is_alive(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
