@@ -8,6 +8,7 @@ the session that holds its lock after this process).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
@@ -437,5 +438,21 @@ def test_the_tag_listener_wakes_its_tags_once_it_listens_again(sessions: Session
         heard.clear()
         assert sessions.terminate() == 1
         assert heard.wait(5)  # no NOTIFY sent: the listener's reconnection woke the tag
+    finally:
+        listener.close()
+
+
+def test_the_tag_listener_starts_inside_a_running_event_loop(sessions: Sessions) -> None:
+    """A notebook's cell runs inside the kernel's asyncio loop: a listener that ran its own
+    loop in the creating thread failed there ("another loop is running")."""
+    notifier, heard = TagNotifier(), threading.Event()
+    notifier.subscribe(Tag("t"), lambda _: heard.set())
+
+    async def in_a_cell() -> PostgresTagListener:
+        return PostgresTagListener(sessions.url, notifier)
+
+    listener = asyncio.run(in_a_cell())
+    try:
+        assert _notified(sessions, heard)
     finally:
         listener.close()

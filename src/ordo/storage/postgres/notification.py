@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+from concurrent.futures import Future
 
 import psycopg
 
@@ -49,17 +50,18 @@ class PostgresTagListener:
         self._notifier = notifier
         # A selector loop on every platform: psycopg cannot use Windows' default proactor loop.
         self._loop = asyncio.SelectorEventLoop()
-        try:
-            conn = self._loop.run_until_complete(_listening(dsn))
-        except psycopg.Error as exc:
-            self._loop.close()
-            raise translate_postgres_error(exc) from exc
-        except BaseException:
-            self._loop.close()
-            raise
-        self._task = self._loop.create_task(self._listen(conn))
+        self._listening: Future[None] = Future()
+        self._task = self._loop.create_task(self._run())
         self._thread = threading.Thread(target=self._serve, name="ordo-tag-listener", daemon=True)
         self._thread.start()
+        try:
+            self._listening.result()
+        except psycopg.Error as exc:
+            self.close()
+            raise translate_postgres_error(exc) from exc
+        except BaseException:  # the first connect failed otherwise, or Ctrl-C interrupted it
+            self.close()
+            raise
 
     def close(self) -> None:
         """Stop listening and close the connection, without waiting for a connect. Idempotent."""
@@ -70,9 +72,23 @@ class PostgresTagListener:
         self._loop.close()
 
     def _serve(self) -> None:
-        """The thread: run the task until close() cancels it."""
+        """The thread: run the task until close() cancels it.
+
+        The first connect runs here too, not in the creating thread, where running this loop
+        fails if that thread runs a loop of its own (a notebook's cell runs in the kernel's).
+        """
         with contextlib.suppress(asyncio.CancelledError):
             self._loop.run_until_complete(self._task)
+
+    async def _run(self) -> None:
+        """Connect and LISTEN, tell the creating thread how that went, then forward."""
+        try:
+            conn = await _listening(self._dsn)
+        except Exception as exc:
+            self._listening.set_exception(exc)
+            return
+        self._listening.set_result(None)
+        await self._listen(conn)
 
     async def _listen(self, conn: _Connection) -> None:
         """Forward notifications until cancelled; LISTEN on a new connection after a loss."""
