@@ -373,6 +373,16 @@ def test_bad_journal_urls_are_one_line_errors(
     code, _, err = _run(runner, *args)
     assert code == 1
     assert needle in err
+
+
+def test_a_url_with_a_misspelt_scheme_is_named_without_its_password(runner: CliRunner) -> None:
+    """The error printed the URL as given, password included."""
+    code, _, err = _run(runner, "info", "--journal", "postgresq://app:s3cret@db:5432/shop")
+    assert code == 1
+    assert err == (
+        "Error: UnknownUrlSchemeError: unknown journal URL scheme 'postgresq' in "
+        "'postgresq://app:***@db:5432/shop'; use one of: sqlite, postgresql, postgres\n"
+    )
     assert len(err.strip().splitlines()) == 1
 
 

@@ -66,8 +66,22 @@ def parse_location(url: str, *, what: str = "journal") -> Location:
         return SQLiteLocation(path=Path(rest[1:]))
     if scheme in ("postgresql", "postgres"):
         return PostgresLocation(dsn=url)
-    msg = f"unknown {what} URL scheme {scheme!r} in {url!r}; use one of: {', '.join(_SCHEMES)}"
+    shown = _without_password(url)
+    msg = f"unknown {what} URL scheme {scheme!r} in {shown!r}; use one of: {', '.join(_SCHEMES)}"
     raise UnknownUrlSchemeError(msg)
+
+
+def _without_password(url: str) -> str:
+    """`url` with the password of its user part masked, for a message about the URL itself.
+
+    A misspelt scheme (`postgresq://app:secret@db/shop`) is still a server's URL with a
+    password: the error that names the URL must not print it.
+    """
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
 
 
 def existing_location(url: str) -> Location:
