@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -52,11 +53,17 @@ def postgres_dsn(postgres_server_dsn: str) -> Iterator[str]:
 
     Tests that run in parallel or leave tables behind cannot see each other this way.
     """
+    with _fresh_schema(postgres_server_dsn) as dsn:
+        yield dsn
+
+
+@contextmanager
+def _fresh_schema(server_dsn: str) -> Iterator[str]:
     schema = f"t_{secrets.token_hex(6)}"
-    with psycopg.connect(postgres_server_dsn, autocommit=True) as conn:
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-    yield _with_search_path(postgres_server_dsn, schema)
-    with psycopg.connect(postgres_server_dsn, autocommit=True) as conn:
+    yield _with_search_path(server_dsn, schema)
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
 
@@ -88,6 +95,19 @@ def stores(journal_url: str) -> Iterator[Stores]:
     opened = open_stores(journal_url)
     yield opened
     opened.close()
+
+
+@pytest.fixture
+def sink_stores(
+    request: pytest.FixtureRequest, journal_url: str, tmp_path: Path
+) -> Iterator[Stores]:
+    """Stores in a second database of `journal_url`'s backend, as a projection's own sink."""
+    with ExitStack() as stack:
+        if journal_url.startswith("sqlite:"):
+            url = f"sqlite:///{tmp_path / 'sink.db'}"
+        else:
+            url = stack.enter_context(_fresh_schema(request.getfixturevalue("postgres_server_dsn")))
+        yield stack.enter_context(closing(open_stores(url)))
 
 
 @pytest.fixture

@@ -258,7 +258,8 @@ class ProjectionGapError(OrdoError):
             f"projection {processor!r}: persistence_id={persistence_id!r} was applied up to "
             f"tag_pid_sequence_nr {applied}, the batch skips tag_pid_sequence_nrs [{shown}]; "
             "nothing of the segment's batch was applied (repair the tag views with "
-            "`ordo verify --repair`, or reset the processor to apply from another point)"
+            "`ordo verify --repair`, or go on past them with `ordo processors reset`, "
+            "naming its own sink with --sink: see docs/spark.md)"
         )
         super().__init__(msg)
 

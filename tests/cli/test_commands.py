@@ -23,6 +23,7 @@ from ordo.cli.main import cli
 from ordo.processing import TrackingToken
 from ordo.storage.open import init_storage, stores_at
 from ordo.time import BucketSize, TimeUUID, format_first_time_bucket
+from ordo.types import PersistenceId
 from sqlite_support import LATEST, fingerprint, newer_journal, older_journal, stored_version
 
 if TYPE_CHECKING:
@@ -1011,6 +1012,52 @@ def test_processors_status_shows_where_replays_end_after_a_reset(
 
     assert code == 0
     assert out.strip().endswith(f"token=start  replays until {processed}")
+
+
+def test_processors_reset_clears_a_projections_positions_in_its_own_sink(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The sink has the positions but no tokens: a reset of the journal left them, and one of
+    the sink said the processor had no tokens."""
+    journal, sink = f"sqlite:///{tmp_path}/j.db", f"sqlite:///{tmp_path}/sink.db"
+    processed = TimeUUID.min_for_epoch_ns(1_700_000_000_000_000_000)
+    with stores_at(journal) as stores:
+        stores.tokens.initialize("totals", segment_count=1)
+        stores.tokens.advance_unclaimed("totals", processed)
+    with stores_at(sink) as stores, stores.tokens.batch("totals", 0, "spark") as batch:
+        batch.record(PersistenceId("order-1"), 2)
+
+    def tokens_and_positions() -> tuple[list[str], dict[PersistenceId, int]]:
+        with stores_at(journal) as at_journal, stores_at(sink) as at_sink:
+            entries = at_journal.tokens.entries("totals")
+            return [str(e.token) for e in entries], dict(at_sink.tokens.positions("totals"))
+
+    before = tokens_and_positions()
+    other = f"sqlite:///{tmp_path}/other.db"
+    with stores_at(other):
+        pass  # an ordo database without the processor
+    for wrong, error in (
+        (f"sqlite:///{tmp_path}/sinc.db", "StorageUnavailableError"),
+        (other, "UnknownProcessorError: the sink: processor 'totals' has no tokens"),
+    ):
+        code, out, err = _run(
+            runner, "processors", "reset", "totals", "--journal", journal, "--sink", wrong
+        )
+        assert (code, out, err.count("\n")) == (1, "", 1)
+        assert err.startswith(f"Error: {error}")
+        assert tokens_and_positions() == before
+    assert not (tmp_path / "sinc.db").exists()
+
+    code, out, _ = _run(
+        runner, "processors", "reset", "totals", "--journal", journal, "--sink", sink
+    )
+
+    assert (code, out.strip()) == (
+        0,
+        "reset 'totals' to start and cleared its positions in the sink; "
+        "events processed before are replays",
+    )
+    assert tokens_and_positions() == (["start"], {})
 
 
 BEHIND = TimeUUID.min_for_epoch_ns(1_700_000_000_000_000_000)

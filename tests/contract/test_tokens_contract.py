@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import pytest
 
@@ -354,6 +355,86 @@ def test_reset_replays_up_to_the_furthest_offset_a_merged_part_ahead_reached(
     stores.tokens.reset("p", TrackingToken(), now_ms=1, claim_timeout_ms=TIMEOUT)
     (entry,) = stores.tokens.entries("p")
     assert (entry.token, entry.replay_until) == (TrackingToken(), TrackingToken(T2))
+
+
+def _applied(stores: Stores, positions: dict[str, int], processor: str = "p") -> None:
+    """Positions as a Spark projection's task stores them: no claim, no token."""
+    with stores.tokens.batch(processor, 0, "spark") as batch:
+        for persistence_id, position in positions.items():
+            batch.record(PersistenceId(persistence_id), position)
+
+
+def _processed_to(stores: Stores, offset: TimeUUID) -> None:
+    """Processor p, one segment, unclaimed, with its token at `offset`."""
+    stores.tokens.initialize("p", segment_count=1)
+    stores.tokens.advance_unclaimed("p", offset)
+
+
+def test_a_reset_where_the_processor_has_positions_but_no_tokens_clears_them(
+    stores: Stores,
+) -> None:
+    """A Spark projection's own sink: the reset said it had no tokens and left them."""
+    _applied(stores, {"x": 3})
+    stores.tokens.check_reset("p", now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.reset("p", TrackingToken(), now_ms=0, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.positions("p") == {}
+    assert stores.tokens.processors() == []  # no tokens made up
+
+
+def test_a_reset_where_the_processor_has_neither_tokens_nor_positions_is_refused(
+    stores: Stores,
+) -> None:
+    _applied(stores, {"x": 3}, processor="other")
+    for call in (stores.tokens.check_reset, partial(stores.tokens.reset, token=TrackingToken())):
+        with pytest.raises(UnknownProcessorError, match="'p' has no tokens or positions"):
+            call("p", now_ms=0, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.positions("other") == {"x": 3}
+
+
+def test_a_reset_with_a_sink_clears_the_positions_there_too(
+    stores: Stores, sink_stores: Stores
+) -> None:
+    _processed_to(stores, T2)
+    _applied(sink_stores, {"x": 3})
+    receipt = reset_processor(
+        stores.tokens,
+        "p",
+        TrackingToken(),
+        now_ms=0,
+        claim_timeout_ms=TIMEOUT,
+        sink=sink_stores.tokens,
+    )
+    assert "cleared its positions in the sink" in receipt.message
+    (entry,) = stores.tokens.entries("p")
+    assert (entry.token, entry.replay_until) == (TrackingToken(), TrackingToken(T2))
+    assert sink_stores.tokens.positions("p") == {}
+
+
+def test_a_reset_refused_by_the_journal_or_the_sink_changes_neither(
+    stores: Stores, sink_stores: Stores
+) -> None:
+    _processed_to(stores, T2)
+    _applied(sink_stores, {"x": 3}, processor="other")
+
+    def reset() -> None:
+        reset_processor(
+            stores.tokens,
+            "p",
+            TrackingToken(),
+            now_ms=1,
+            claim_timeout_ms=TIMEOUT,
+            sink=sink_stores.tokens,
+        )
+
+    with pytest.raises(UnknownProcessorError, match=r"^the sink: processor 'p' has no tokens"):
+        reset()
+    assert stores.tokens.entries("p")[0].token == TrackingToken(T2)
+    _applied(sink_stores, {"x": 3})
+    stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    with pytest.raises(UnableToClaimTokenError, match="running"):
+        reset()
+    assert sink_stores.tokens.positions("p") == {"x": 3}
+    assert stores.tokens.entries("p")[0].token == TrackingToken(T2)
 
 
 @pytest.mark.parametrize("name", ["", "a\x00b", "p" * 256, 5])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import ExitStack, closing
 from dataclasses import asdict
 from datetime import timedelta
 
@@ -28,7 +29,7 @@ from ordo.processing.control import (
 from ordo.processing.token import TrackingToken
 from ordo.query import to_offset
 from ordo.settings import ProcessorSettings
-from ordo.storage.open import stores_at
+from ordo.storage.open import open_existing_stores, stores_at
 from ordo.time import TimeUUID
 from ordo.tools.status import SegmentStatus
 
@@ -140,12 +141,35 @@ def release(journal_url: str | None, processor: str, segment_id: int) -> None:
     default=None,
     help="Replay after this offset (a TimeUUID); default: from the beginning.",
 )
-def reset(journal_url: str | None, processor: str, offset: str | None) -> None:
-    """Reset PROCESSOR to replay its source; refused while it runs."""
+@click.option(
+    "--sink",
+    "sink_url",
+    default=None,
+    metavar="URL",
+    help="A Spark projection's own sink: clear its positions there too.",
+)
+def reset(
+    journal_url: str | None, processor: str, offset: str | None, sink_url: str | None
+) -> None:
+    """Reset PROCESSOR to replay its source; refused while it runs.
+
+    The sink must exist with ordo's current schema (a misspelt one is refused, not created);
+    it is opened before the journal, and the sink named as the journal is the journal.
+    """
     start = to_offset(offset)
     token = TrackingToken(start if isinstance(start, TimeUUID) else None)
-    with stores_at(existing_journal(journal_url)) as stores:
+    journal_url = existing_journal(journal_url)
+    with ExitStack() as opened:
+        sink = None
+        if sink_url not in (None, journal_url):
+            sink = opened.enter_context(closing(open_existing_stores(sink_url, mode="write")))
+        stores = opened.enter_context(stores_at(journal_url))
         receipt = reset_processor(
-            stores.tokens, processor, token, now_ms=_now_ms(), claim_timeout_ms=_timeout_ms()
+            stores.tokens,
+            processor,
+            token,
+            now_ms=_now_ms(),
+            claim_timeout_ms=_timeout_ms(),
+            sink=None if sink is None else sink.tokens,
         )
     click.echo(receipt.message)

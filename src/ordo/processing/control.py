@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ordo.errors import InvalidInputError, InvalidSegmentOperationError, UnknownSegmentError
+from ordo.errors import (
+    InvalidInputError,
+    InvalidSegmentOperationError,
+    UnknownProcessorError,
+    UnknownSegmentError,
+)
 from ordo.journal import validation
 from ordo.processing.ports import SegmentAction, SegmentRequest, TokenEntry, TokenStore
 from ordo.processing.token import TrackingToken
@@ -114,20 +119,35 @@ def reset_processor(
     *,
     now_ms: int,
     claim_timeout_ms: int,
+    sink: TokenStore | None = None,
 ) -> ControlReceipt:
     """Reset every segment to `token` (refused while the processor runs).
 
     A token in the future is refused (FutureOffsetError), as a query refuses such an offset:
-    the processor would skip every event written until then.
+    the processor would skip every event written until then. `sink` is the token store of a
+    Spark projection's own sink, which holds its positions: they are cleared too. Both
+    stores are checked before either changes, so a refused reset changes neither (apart from
+    a claim taken in between, which the journal's reset still refuses, before the sink's).
     """
     check_claim_times(now_ms, claim_timeout_ms)
     check_token(token)
     if token.offset is not None:
         refuse_future(token.offset, now_ns=now_ms * 1_000_000)
+    tokens.check_reset(processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+    if sink is not None:
+        try:
+            sink.check_reset(processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+        except UnknownProcessorError as exc:
+            msg = f"the sink: {exc}"
+            raise UnknownProcessorError(msg) from exc
     tokens.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+    also = ""
+    if sink is not None:
+        sink.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+        also = " and cleared its positions in the sink"
     return ControlReceipt(
         is_done=True,
-        message=f"reset {processor!r} to {token}; events processed before are replays",
+        message=f"reset {processor!r} to {token}{also}; events processed before are replays",
     )
 
 

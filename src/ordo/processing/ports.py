@@ -208,8 +208,14 @@ class TokenStore(Protocol):
     ) -> None:
         """Move every segment to `token`, marking what was processed before as replay.
 
-        Refused (UnableToClaimTokenError) while any segment is claimed.
+        Clears the positions and handled batches too (only those where the processor has no
+        tokens: a Spark projection's sink). Refused (UnableToClaimTokenError) while any
+        segment is claimed, and (UnknownProcessorError) when there is nothing to reset.
         """
+        ...
+
+    def check_reset(self, processor: str, *, now_ms: int, claim_timeout_ms: int) -> None:
+        """Raise what `reset` would refuse, changing nothing."""
         ...
 
     def advance_unclaimed(self, processor: str, offset: TimeUUID) -> None:

@@ -35,6 +35,8 @@ from ordo.types import PersistenceId
 _ENTRY = "segment_id, mask, token, owner, claimed_at, replay_until"
 _POSITIONS_PER_STATEMENT = 1_000
 """Rows of one positions upsert: 3,000 parameters, within SQLite's and PostgreSQL's limits."""
+_PROGRESS_TABLES = ("processed_positions", "handled_batches")
+"""What a processor handled, besides its tokens: a reset clears both."""
 OWN_IDLE_LIMIT_MS = 10_000
 """How long a transaction running only the store's own statements may sit idle: they follow
 each other at once, so a transaction idle this long belongs to a stalled process."""
@@ -285,28 +287,14 @@ class SqlTokenStore(SqlStore):
         """Move every segment to `token`; what was processed before becomes replay.
 
         Replay runs up to the furthest offset any segment reached, a merged part ahead
-        included (_replay_point): the events that part handled are not new either.
+        included (_replay_point): the events that part handled are not new either. The
+        positions and handled batches go too, so the replayed events are handled again. A
+        database with positions but no tokens of the processor (the sink of a Spark
+        projection) has only those cleared. Checked as `check_reset`, in the transaction.
         """
-        validation.processor_name(processor)
         check_token(token)
-        check_claim_times(now_ms, claim_timeout_ms)
         with self._write() as conn:
-            entries = self._entries(conn, processor)
-            if not entries:
-                msg = f"processor {processor!r} has no tokens to reset"
-                raise UnknownProcessorError(msg)
-            live = [
-                e
-                for e in entries
-                if e.owner is not None
-                and not e.is_claimable_by("", now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
-            ]
-            if live:
-                msg = (
-                    f"processor {processor!r} is running (segment {live[0].segment} is claimed "
-                    f"by {live[0].owner!r}): stop it before resetting"
-                )
-                raise UnableToClaimTokenError(msg)
+            entries = self._resettable(conn, processor, now_ms, claim_timeout_ms)
             replay = _replay_point([t for e in entries for t in (e.token, e.replay_until)])
             conn.execute(
                 self._sql(
@@ -315,10 +303,56 @@ class SqlTokenStore(SqlStore):
                 ),
                 (token.to_json(), None if replay is None else replay.to_json(), processor),
             )
-            for table in ("processed_positions", "handled_batches"):
+            for table in _PROGRESS_TABLES:
                 conn.execute(
                     self._sql(f"DELETE FROM {table} WHERE processor = {{p}}"), (processor,)
                 )
+
+    def check_reset(self, processor: str, *, now_ms: int, claim_timeout_ms: int) -> None:
+        """Raise what `reset` would refuse, changing nothing.
+
+        So that a reset across databases (a journal and a projection's sink) is refused
+        before any of them changes: UnknownProcessorError when the database holds neither
+        tokens nor positions (nor handled batches) of the processor, UnableToClaimTokenError
+        while one of its segments is claimed.
+        """
+        with self._db.connection() as conn:
+            self._resettable(conn, processor, now_ms, claim_timeout_ms)
+
+    def _resettable(
+        self, conn: SqlConnection, processor: str, now_ms: int, claim_timeout_ms: int
+    ) -> list[TokenEntry]:
+        """The processor's segments, once its reset is known to be allowed (see check_reset)."""
+        validation.processor_name(processor)
+        check_claim_times(now_ms, claim_timeout_ms)
+        entries = self._entries(conn, processor)
+        if not entries and not self._has_progress(conn, processor):
+            msg = f"processor {processor!r} has no tokens or positions to reset"
+            raise UnknownProcessorError(msg)
+        live = [
+            e
+            for e in entries
+            if e.owner is not None
+            and not e.is_claimable_by("", now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+        ]
+        if live:
+            msg = (
+                f"processor {processor!r} is running (segment {live[0].segment} is claimed "
+                f"by {live[0].owner!r}): stop it before resetting"
+            )
+            raise UnableToClaimTokenError(msg)
+        return entries
+
+    def _has_progress(self, conn: SqlConnection, processor: str) -> bool:
+        """Whether positions or handled batches of the processor are stored."""
+        return any(
+            conn.execute(
+                self._sql(f"SELECT 1 FROM {table} WHERE processor = {{p}} LIMIT 1"),
+                (processor,),
+            ).fetchone()
+            is not None
+            for table in _PROGRESS_TABLES
+        )
 
     def advance_unclaimed(self, processor: str, offset: TimeUUID) -> None:
         """Move the token of every unclaimed segment forward to `offset`, which was applied.
