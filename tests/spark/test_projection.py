@@ -14,12 +14,14 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import Row, SparkSession
 
 from operations_support import duplicate_tag_view, execute
 from ordo import EventsByTagSettings, NewEvent, open_journal
+from ordo.cli.main import cli
 from ordo.clock import ManualClock
 from ordo.errors import ProjectionGapError, TimeToLiveTooShortError
 from ordo.processing import HandlerContext, merge_segment, split_segment
@@ -240,6 +242,59 @@ def test_a_projection_restarted_after_a_gap_stopped_it_stops_again_instead_of_sk
     with closing(sqlite3.connect(path)) as conn:
         totals = conn.execute("SELECT pid, events, last_nr FROM order_totals").fetchall()
     assert sorted(totals) == [("order-1", 1, 1), ("order-2", 2, 2)]
+
+
+def test_a_reset_with_its_own_sink_lets_a_projection_go_on_past_a_gap(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The documented recovery: `processors reset --sink`, then a restart from the checkpoint.
+
+    A reset of the journal left the sink's positions (the restart stopped at the gap again),
+    and one of the sink said the processor had no tokens. Restarted after the reset cleared
+    the positions, the source also looked back from the checkpoint's offset knowing none, so
+    it applied the events just before it a second time.
+    """
+    journal, sink_path = tmp_path / "journal.db", tmp_path / "sink.db"
+    url, sink = f"sqlite:///{journal}", f"sqlite:///{sink_path}"
+    with closing(sqlite3.connect(sink_path)) as conn, conn:
+        conn.execute(ORDER_TOTALS_TABLE)
+    an_hour_ago = ManualClock(time.time_ns() - 3_600 * 10**9)
+    with open_journal(url, settings=WRITE, clock=an_hour_ago) as journal_:
+        for pid, count_ in (("order-1", 1), ("order-2", 2), ("order-1", 2)):
+            journal_.append(pid, [NewEvent.of(i, tags=["order"]) for i in range(count_)])
+    execute(
+        url, "DELETE FROM tag_views WHERE persistence_id = 'order-1' AND tag_pid_sequence_nr = 2"
+    )
+
+    def run() -> StreamingQueryException | None:
+        query = projection(
+            spark,
+            ProjectionSpec(processor="totals", sink=sink, handler=count_order_events),
+            source_options=_source(url, "2", gapTimeoutMs="300", processor="totals"),
+            checkpoint=str(tmp_path / "checkpoint"),
+            available_now=True,
+        )
+        try:
+            query.awaitTermination(180)
+        except StreamingQueryException as failed:
+            return failed
+        return None
+
+    assert "missing tagged events" in str(run())
+    reset = ["processors", "reset", "totals", "--journal", url, "--sink", sink]
+    assert CliRunner().invoke(cli, reset).exit_code == 0
+
+    assert run() is None
+    assert run() is None  # restarted again: its positions lack order-2, applied before the reset
+
+    with closing(sqlite3.connect(sink_path)) as conn:
+        totals = conn.execute("SELECT pid, events, last_nr, misordered FROM order_totals")
+        assert sorted(totals) == [("order-1", 2, 3, 1), ("order-2", 2, 2, 0)]
+    with stores_at(sink) as stores:
+        assert stores.tokens.positions("totals") == {"order-1": 3}
+    with stores_at(url) as stores:
+        tokens = {str(entry.token) for entry in stores.tokens.entries("totals")}
+    assert tokens == {_newest_offset(journal)}
 
 
 def test_a_partition_refuses_an_event_past_the_next_one_it_expects(

@@ -32,6 +32,12 @@ class EventsByTagPlanner:
     def __init__(self, options: EventsByTagOptions, *, resume_after: str, now_ns: int) -> None:
         """Continue after the sortable key `resume_after` (hex; empty: from the start).
 
+        Knowing the positions a projection applied, it resumes back_track_period earlier
+        (`looking_back`), to hand on an event that showed up behind the offset since, but
+        not before a reset of the projection (`_replayed_up_to`), and not at all when there
+        are no positions: a reset cleared them, so they cannot tell the events applied just
+        before the offset from late ones, which were then applied a second time.
+
         Pages are summarised per persistence id (KeyRunReader) unless `maxEventsPerTrigger`
         is set: a batch is then cut after a number of rows, which needs them one by one. The
         journal is read, not upgraded: an older schema is SchemaVersionError (`ordo init`). It
@@ -45,14 +51,15 @@ class EventsByTagPlanner:
             recorded = self._stores.journal.recorded_bucket_size()
             check_source_bucket_size(recorded, options)
             known = _known_positions(options, self._stores)
+            replayed = _replayed_up_to(options, self._stores) if known else None
         except BaseException:
             self._stores.close()
             raise
         start: Offset = NO_OFFSET
         if resume_after:
             start = TimeUUID.from_bytes(bytes.fromhex(resume_after))
-            if known is not None:
-                start = looking_back(start, options.query)
+            if known:
+                start = _looking_back_to(start, options, replayed)
         self._query = TagQuery(
             self._stores.tag_view_key_reader,
             tag=options.tag,
@@ -156,6 +163,34 @@ def _known_positions(
         return journal.tokens.positions(options.positions_of)
     with stores_at(options.positions_at) as sink:
         return sink.tokens.positions(options.positions_of)
+
+
+def _looking_back_to(
+    offset: TimeUUID, options: EventsByTagOptions, replayed: TimeUUID | None
+) -> TimeUUID:
+    """back_track_period before `offset`, but not before `replayed` (up to `offset`)."""
+    back = looking_back(offset, options.query)
+    if replayed is None:
+        return back
+    return max(back, min(replayed, offset, key=TimeUUID.to_bytes), key=TimeUUID.to_bytes)
+
+
+def _replayed_up_to(options: EventsByTagOptions, journal: Stores) -> TimeUUID | None:
+    """How far the projection of `positionsOf` got before its last reset, if it has tokens.
+
+    The reset cleared the positions of what it applied up to there, and the projection goes
+    on from its checkpoint: looking back before that point, the positions it applied since
+    (of other ids) would not cover those events, and they would be applied again.
+    """
+    name = options.positions_of
+    if name is None or name not in journal.tokens.processors():
+        return None
+    reached = [
+        entry.replay_until.reached
+        for entry in journal.tokens.entries(name)
+        if entry.replay_until is not None
+    ]
+    return max((r for r in reached if r is not None), key=TimeUUID.to_bytes, default=None)
 
 
 def pids_of(segment: Segment, pids: dict[str, list[int]]) -> dict[str, list[int]]:
