@@ -28,6 +28,7 @@ from ordo import NO_OFFSET, NewEvent, events_by_tag_at, open_journal, open_store
 from ordo.cdc import Publisher, SchemaRegistry
 from ordo.cdc.capture import Capture, CaptureTotals
 from ordo.cdc.change_rows import ChangeRows
+from ordo.cdc.mutation import Mutation
 from ordo.errors import AlreadyRunningError, StorageUnavailableError
 from ordo.processing import HandlerContext, TrackingProcessor
 from ordo.query import EventEnvelope
@@ -35,6 +36,7 @@ from ordo.settings import CaptureSettings
 from ordo.storage.change_sources import change_source_at
 from ordo.storage.open import Stores, stores_at
 from ordo.storage.parquet import ParquetChangeLog
+from ordo.storage.postgres.change_source import PostgresChangeSource
 from ordo.storage.postgres.notification import PostgresTagListener
 from ordo.storage.postgres.tag_view_store import TAG_WRITTEN_CHANNEL
 from ordo.tagging.notification import TagNotifier
@@ -396,6 +398,55 @@ def test_a_capture_gives_up_after_its_reconnect_timeout(
     assert "is not permitted to log in" in str(running.error)
     assert 1 <= lasted < 5
     assert caplog.text.count("capture unavailable, retrying") >= 3
+
+
+class _EndingSessionsMidSnapshot(PostgresChangeSource):
+    """A capture's source whose first snapshot has the sessions ended after its first row.
+
+    The snapshot's cursor fetches 1,000 rows at a time, so the next fetch of a larger table
+    meets a session the server ended: a restart or a failover during a long snapshot.
+    """
+
+    def __init__(self, sessions: Sessions, *, slot: str, tables: list[str]) -> None:
+        super().__init__(sessions.url, slot=slot, tables=tables, exclusive=True)
+        self._sessions: Sessions | None = sessions
+
+    def snapshot(self, table: str) -> Iterator[Mutation]:
+        rows = super().snapshot(table)
+        sessions, self._sessions = self._sessions, None
+        if sessions is not None:
+            yield next(rows)
+            assert sessions.terminate() >= 2  # the snapshot's and the capture's own
+        yield from rows
+
+
+def test_a_snapshot_rides_out_ended_sessions_publishing_each_row_once(
+    sessions: Sessions, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`ordo cdc capture --snapshot` failed at once with `StorageUnavailableError: PostgreSQL is
+    unavailable: terminating connection due to administrator command`, unlike the capture after
+    it, which retries for its reconnect timeout."""
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    sessions.execute("CREATE TABLE items (id bigint PRIMARY KEY, v int)")
+    sessions.execute("INSERT INTO items SELECT g, g FROM generate_series(1, 2500) AS g")
+    log = ParquetChangeLog(tmp_path / "log")
+    caplog.set_level(logging.INFO, logger="ordo.cdc.capture")
+    source = _EndingSessionsMidSnapshot(sessions, slot=slot, tables=["items"])
+    try:
+        with stores_at(f"sqlite:///{tmp_path / 'journal.db'}") as stores, source:
+            source.create()
+            capture = Capture(source, Publisher(log), SchemaRegistry(stores.schemas))
+            receipt = capture.publish_snapshot("items")
+    finally:
+        sessions.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+    assert receipt.published == {"items": 2500}
+    logged = list(log.read("items"))
+    assert sorted(int(str(m.partition_key[0])) for m in logged) == list(range(1, 2501))
+    assert len({m.audit.segment for m in logged}) == 1  # the second attempt's snapshot
+    assert "snapshot of 'items' unavailable, retrying in 0.1 s (attempt 1, for up to 60 s" in (
+        caplog.text
+    )
+    assert "capture reconnected after" in caplog.text
 
 
 def _notified(sessions: Sessions, heard: threading.Event) -> bool:

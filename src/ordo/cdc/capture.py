@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -77,10 +78,23 @@ class Capture:
         }
 
     def publish_snapshot(self, table: str) -> PublishReceipt:
-        """Publish the table's current rows (READ messages), named with its current schema."""
-        versions = self.register_schemas()
-        rows = ChangeRows.from_mutations(list(self.source.snapshot(table)))
-        return self.publisher.publish_rows(self._named(rows, versions))
+        """Publish the table's current rows (READ messages), named with its current schema.
+
+        A lost session (StorageUnavailableError) is retried as `run` retries a window, for up to
+        `settings.reconnect_timeout`: the rows are read whole before any is published, so an
+        attempt that lost its session published nothing, and the next reads them again (a new
+        snapshot segment). Then the error is raised, and nothing of the snapshot was published.
+        """
+        reconnection = Reconnection(give_up_after=self.settings.reconnect_timeout)
+        while True:
+            try:
+                versions = self.register_schemas()
+                rows = ChangeRows.from_mutations(list(self.source.snapshot(table)))
+            except StorageUnavailableError as exc:
+                self._wait_to_retry(exc, reconnection, f"snapshot of {table!r}", time.sleep)
+                continue
+            self._say_if_back(reconnection)
+            return self.publisher.publish_rows(self._named(rows, versions))
 
     def _named(
         self, rows: ChangeRows, accepted: Mapping[str, Sequence[SchemaVersion]]
@@ -169,11 +183,7 @@ class Capture:
             try:
                 published = self.capture_once(totals, flush=until_idle)
             except StorageUnavailableError as exc:
-                delay = reconnection.failed()
-                if reconnection.exhausted:
-                    raise
-                self._warn_of_loss(exc, attempt=reconnection.attempts, delay=delay)
-                stop.wait(delay)
+                self._wait_to_retry(exc, reconnection, "capture", stop.wait)
                 continue
             self._say_if_back(reconnection)
             if published is not None and published.size and on_publish is not None:
@@ -185,17 +195,31 @@ class Capture:
             stop.wait(self.settings.poll_interval.total_seconds())
         return totals
 
-    def _warn_of_loss(self, exc: StorageUnavailableError, *, attempt: int, delay: float) -> None:
-        """Say that the capture lost a connection and when it tries again (each attempt)."""
+    def _wait_to_retry(
+        self,
+        exc: StorageUnavailableError,
+        reconnection: Reconnection,
+        what: str,
+        wait: Callable[[float], object],
+    ) -> None:
+        """Warn of a lost session and `wait` out the backoff; raise `exc` once it is exhausted.
+
+        `what` names the step that failed in the warning ("capture", "snapshot of 'items'").
+        """
+        delay = reconnection.failed()
+        if reconnection.exhausted:
+            raise exc
         logger.warning(
-            "capture unavailable, retrying in %.1f s (attempt %d, for up to %g s after the "
+            "%s unavailable, retrying in %.1f s (attempt %d, for up to %g s after the "
             "loss): source=%s error=%s",
+            what,
             delay,
-            attempt,
+            reconnection.attempts,
             self.settings.reconnect_timeout.total_seconds(),
             self.source.name,
             exc,
         )
+        wait(delay)
 
     def _say_if_back(self, reconnection: Reconnection) -> None:
         """Say that the capture goes on, once a window went through after a loss."""
