@@ -725,3 +725,50 @@ def test_a_followed_capture_rides_out_the_end_of_its_session(
     assert "WARNING ordo.cdc.capture: capture unavailable, retrying in 0.1 s (attempt 1" in err
     logged = sorted(ParquetChangeLog(log).read("items"), key=lambda m: m.audit.position)
     assert [m.partition_key for m in logged] == [(1,), (2,), (3,)]
+
+
+@pytest.mark.postgres
+def test_ctrl_c_during_a_snapshot_ends_the_capture_with_one_line_and_status_130(
+    request: pytest.FixtureRequest, tmp_path: Path, journal: str
+) -> None:
+    """Ctrl-C while `--snapshot` read a table ended with click's `Aborted!` and status 1."""
+    source, _, _ = _capture_source(request, tmp_path, "postgres")
+    args = ["cdc", "capture", *source, "--table", "items", "--journal", journal]
+    args += ["--change-log", str(tmp_path / "log")]
+    assert _run(*args)[0] == 0  # creates the slot
+    with psycopg.connect(source[0]) as locker:
+        locker.execute("LOCK TABLE items IN ACCESS EXCLUSIVE MODE")  # the snapshot's read waits
+        capture = subprocess.Popen(  # inherits the environment, PYTHONPATH included
+            [sys.executable, "-m", "ordo.cli.main", *args, "--snapshot", "--follow"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while not _waits_for_a_lock(source[0], "%ordo_snapshot%"):
+                assert capture.poll() is None
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            capture.send_signal(signal.SIGINT)
+            out, err = capture.communicate(timeout=30)
+        finally:
+            capture.kill()
+            capture.wait()
+    assert (capture.returncode, out, err) == (
+        130,
+        "",
+        "capture interrupted; everything published is durable\n",
+    )
+
+
+def _waits_for_a_lock(dsn: str, query: str) -> bool:
+    """Whether a session of the database at `dsn` running a statement like `query` waits for a
+    lock."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND query LIKE %s AND pid <> pg_backend_pid()",
+            (query,),
+        ).fetchone()
+    return row is not None and int(row[0]) > 0

@@ -180,17 +180,17 @@ def _capture(runner: Capture, tables: tuple[str, ...], *, snapshot: bool, follow
     """Publish the snapshot when asked, then capture until idle (or interrupted with `follow`).
 
     The summary counts the snapshot's rows too: they are published, so it must not say "no
-    changes".
+    changes". Ctrl-C during the snapshot ends the command as during the capture.
     """
     snapshots: dict[str, int] = {}
     skipped = 0
-    if snapshot:
-        for table in tables:
-            receipt = runner.publish_snapshot(table)
-            snapshots[table] = receipt.published.get(table, 0)
-            skipped += receipt.skipped
-            progress(f"snapshot {table}: {counted(snapshots[table], 'row')}")
     try:
+        if snapshot:
+            for table in tables:
+                receipt = runner.publish_snapshot(table)
+                snapshots[table] = receipt.published.get(table, 0)
+                skipped += receipt.skipped
+                progress(f"snapshot {table}: {counted(snapshots[table], 'row')}")
         totals = runner.run(until_idle=not follow, on_publish=_CaptureProgress())
     except KeyboardInterrupt:
         progress("capture interrupted; everything published is durable")
