@@ -9,7 +9,8 @@ One JSON object per mutation (one per line in a JSON lines file)::
      "audit": {"source": "cassandra", "replica": "10.0.0.1", "segment": "CommitLog-7-1.log",
                "position": 4096, "captured_at_us": 1700000000100000}}
 
-Only `table`, `partition_key` and `audit.source` are required; absent fields mean "none". Anything
+Only `table`, `partition_key`, `audit.source` and the `write_time` of each cell and of `liveness`
+are required; absent fields mean "none". Anything
 else that does not fit raises MalformedMutationError naming the field: a key the format does not
 have, a number outside a signed 64-bit integer (the change log stores BIGINTs), a negative audit
 `position` or `captured_at_us`, a `ttl_s` that is not positive, and `NaN`, `Infinity` or a number
@@ -51,11 +52,18 @@ def _int(
     optional: bool = True,
     minimum: int = BIGINT_MIN,
 ) -> int | None:
-    """An integer field that fits the change log's BIGINT columns and is at least `minimum`."""
+    """An integer field that fits the change log's BIGINT columns and is at least `minimum`.
+
+    A required field that is absent is called missing: "must be an integer, got None" read as if
+    the producer had written a null.
+    """
     label = f"{where} field {name!r}" if where else f"field {name!r}"
     value = document.get(name)
     if value is None and optional:
         return None
+    if name not in document:
+        msg = f"{label} is missing"
+        raise MalformedMutationError(msg)
     return check_bigint(label, value, minimum=minimum)
 
 

@@ -63,7 +63,17 @@ def test_every_mutation_round_trips_through_its_json_line(mutation: Mutation) ->
         (
             '{"table": "t", "partition_key": [1], "cells": {"a": {"value": 1}}, '
             '"audit": {"source": "s"}}',
-            "write_time",
+            "cell 'a' field 'write_time' is missing",
+        ),
+        (
+            '{"table": "t", "partition_key": [1], "liveness": {"ttl_s": 5}, '
+            '"audit": {"source": "s"}}',
+            "liveness field 'write_time' is missing",
+        ),
+        (
+            '{"table": "t", "partition_key": [1], '
+            '"cells": {"a": {"value": 1, "write_time": null}}, "audit": {"source": "s"}}',
+            "cell 'a' field 'write_time' must be an integer, got None",
         ),
         ('{"table": "t", "partition_key": [1], "audit": {"source": "s"}}', "changes nothing"),
         (
