@@ -1013,6 +1013,14 @@ def test_processors_status_shows_where_replays_end_after_a_reset(
     assert code == 0
     assert out.strip().endswith(f"token=start  replays until {processed}")
 
+    with stores_at(url) as stores:  # the replay reaches the boundary: nothing is a replay now
+        stores.tokens.claim("counts", 0, "w", now_ms=0, claim_timeout_ms=1)
+        with stores.tokens.batch("counts", 0, "w") as batch:
+            batch.store_token(TrackingToken(processed))
+        stores.tokens.release("counts", 0, "w")
+    code, out, _ = _run(runner, "processors", "status", "--journal", url)
+    assert (code, "replays" in out) == (0, False)
+
 
 def test_processors_reset_clears_a_projections_positions_in_its_own_sink(
     runner: CliRunner, tmp_path: Path

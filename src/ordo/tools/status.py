@@ -56,7 +56,11 @@ class SegmentStatus:
     """The parts of a merge that processed further: `segment` and its `offset` each."""
     claim_age_ms: int | None
     replay_until: str | None
-    """After a reset, the offset up to which events are replays."""
+    """After a reset, the offset up to which events are replays, until the token reaches it.
+
+    The boundary stays stored (a Spark projection's source reads it), but once the token has
+    passed it nothing is a replay any more: status said "replays until" for good.
+    """
     request: str | None = None
     """A split, merge, release or hand-over asked of the owner and not taken yet."""
     request_age_ms: int | None = None
@@ -67,6 +71,8 @@ class SegmentStatus:
     ) -> SegmentStatus:
         """The status of a stored segment at `now_ms`, with the request pending for it."""
         replay = None if entry.replay_until is None else entry.replay_until.reached
+        if replay is not None and entry.token.offset is not None and entry.token.offset >= replay:
+            replay = None
         return cls(
             segment=str(entry.segment),
             owner=entry.owner,
