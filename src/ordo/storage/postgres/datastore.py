@@ -27,6 +27,11 @@ _PACKAGE = "ordo.storage.postgres"
 
 CONNECT_TIMEOUT_S = 10
 POOL_MAX_SIZE = 8
+POOL_TIMEOUT_S = 30.0
+"""How long a call waits for a connection (psycopg_pool's default); read when a pool opens.
+
+An outage shorter than this only delays the calls made during it.
+"""
 
 
 def translate_postgres_error(exc: psycopg.Error | PoolTimeout) -> StorageError:
@@ -56,6 +61,7 @@ class PostgresDatastore:
             dsn,
             min_size=1,
             max_size=max_size,
+            timeout=POOL_TIMEOUT_S,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
             open=False,
         )
