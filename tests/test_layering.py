@@ -16,6 +16,7 @@ CORE = {
     "hashing",
     "reconnection",
     "settings",
+    "stopping",
     "time",
 }
 CONCEPTS = {"journal", "tagging", "query", "processing", "acking", "cdc"}

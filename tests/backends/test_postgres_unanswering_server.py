@@ -13,13 +13,19 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from urllib.parse import urlsplit, urlunsplit
 
+import psycopg
 import pytest
 
+from ordo import Journal, NewEvent, open_journal
 from ordo.errors import StorageUnavailableError
+from ordo.processing import TrackingProcessor
+from ordo.storage.open import stores_at
 from ordo.storage.postgres.notification import PostgresTagListener
 from ordo.tagging.notification import TagNotifier
+from processing_support import FAST, WRITE, counting_handler, source, wait_for
 
 pytestmark = pytest.mark.postgres
 
@@ -129,3 +135,55 @@ def test_a_tag_listener_that_cannot_connect_is_unavailable() -> None:
     """The driver's OperationalError left `events_by_tag_at` untranslated: a traceback."""
     with pytest.raises(StorageUnavailableError, match="Connection refused"):
         PostgresTagListener("postgresql://nobody@127.0.0.1:1/none", TagNotifier())
+
+
+def test_stopping_a_processor_while_the_server_does_not_answer_is_prompt(
+    proxy: StallingProxy, postgres_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """stop() waited out the pool's 30 s timeout in the call in flight, then again in releasing
+    the claims: about a minute. The claims it could not release expire after the claim timeout,
+    and the processor that claims the segments next handles what was not committed, once.
+    """
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE counts (pid TEXT PRIMARY KEY, n INT, last INT, replays INT)")
+    settings = replace(FAST, thread_count=2, initial_segment_count=2)
+    with open_journal(postgres_dsn, settings=WRITE) as journal:  # not through the proxy
+        _append_one_each(journal)
+        with stores_at(proxy.url) as stores:
+            processor = TrackingProcessor(
+                "counts", source(stores), stores.tokens, counting_handler, settings=settings
+            )
+            processor.start()
+            wait_for(lambda: _counts(postgres_dsn) == dict.fromkeys(_PIDS, 1), timeout=15)
+            proxy.stop_answering()
+            _append_one_each(journal)
+            time.sleep(0.5)  # the threads' next calls wait for a connection
+            started = time.monotonic()
+            processor.stop()
+            lasted = time.monotonic() - started
+            assert not [t for t in threading.enumerate() if t.name.startswith("ordo-counts-")]
+            proxy.close()  # the pool's connect attempts fail: closing it waits for none
+        assert lasted < 10
+        assert "the claim expires after the claim timeout (2 s)" in caplog.text
+        with (
+            stores_at(postgres_dsn) as stores,
+            TrackingProcessor(
+                "counts", source(stores), stores.tokens, counting_handler, settings=settings
+            ),
+        ):
+            wait_for(lambda: _counts(postgres_dsn) == dict.fromkeys(_PIDS, 2), timeout=15)
+
+
+_PIDS = [f"p{i}" for i in range(4)]
+
+
+def _append_one_each(journal: Journal) -> None:
+    for pid in _PIDS:
+        journal.append(pid, [NewEvent.of({}, tags=["t"])])
+    journal.flush()
+
+
+def _counts(dsn: str) -> dict[str, int]:
+    """The events `counting_handler` committed, per persistence id."""
+    with psycopg.connect(dsn) as conn:
+        return {str(pid): int(n) for pid, n in conn.execute("SELECT pid, n FROM counts")}

@@ -109,7 +109,14 @@ class TrackingProcessor:
         logger.info("processor started: name=%s threads=%d", self.name, len(self._workers))
 
     def stop(self, timeout: float | None = None) -> None:
-        """Stop every thread and release their claims. Idempotent."""
+        """Stop every thread and release their claims. Idempotent.
+
+        Prompt while storage is unreachable too: the stop ends each thread's wait for a
+        connection within `ordo.stopping.STOPPING_WAIT`, and a release that fails is logged and
+        left to expire after `claim_timeout`, as a crashed process's claims do (waiting out the
+        outage would hold up the caller for the pool's timeout, twice). Nothing handled is
+        lost: a batch that was not committed is handled again by the segment's next owner.
+        """
         self._stopped.set()
         for worker in self._workers:
             worker.wake.set()

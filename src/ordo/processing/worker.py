@@ -36,6 +36,7 @@ from ordo.processing.sequencing import sequence_hash
 from ordo.query import EventEnvelope
 from ordo.query.offset import Offset
 from ordo.settings import ErrorMode
+from ordo.stopping import stops_waits_on
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
 
@@ -61,7 +62,16 @@ class SegmentWorker(threading.Thread):
         self._resting: dict[int, int] = {}  # segment id -> until when (ms) not to claim it
 
     def run(self) -> None:
-        """Claim, process, release, until the processor stops."""
+        """Claim, process, release, until the processor stops.
+
+        The processor's stop signal ends this thread's waits for storage (`stops_waits_on`):
+        during an outage the call in flight and the release after it each waited out the
+        pool's timeout, and stop() took about a minute.
+        """
+        with stops_waits_on(self.p._stopped):
+            self._run()
+
+    def _run(self) -> None:
         interval = self.p.settings.token_claim_interval.total_seconds()
         while not self.p._stopped.is_set():
             try:
@@ -91,8 +101,17 @@ class SegmentWorker(threading.Thread):
             finally:
                 try:
                     self._release(entry.segment.segment_id)
-                except StorageError as exc:  # the claim lapses by itself
-                    logger.warning("release failed: processor=%s error=%s", self.p.name, exc)
+                except StorageError as exc:
+                    # Unreachable storage (a stopping thread waits for it only briefly): the
+                    # claim lapses by itself, as a crashed process's does.
+                    logger.warning(
+                        "release failed, the claim expires after the claim timeout (%g s): "
+                        "processor=%s segment=%d error=%s",
+                        self.p.settings.claim_timeout.total_seconds(),
+                        self.p.name,
+                        entry.segment.segment_id,
+                        exc,
+                    )
                     self._forget(entry.segment.segment_id)
 
     def _claim_any(self) -> TokenEntry | None:
