@@ -9,6 +9,8 @@ and leaves every later connection accepted but unanswered, as such a server does
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import socket
 import threading
 import time
@@ -18,11 +20,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 
 from ordo import Journal, NewEvent, open_journal
+from ordo.cli.main import cli
 from ordo.errors import StorageUnavailableError
 from ordo.processing import TrackingProcessor
 from ordo.storage.open import stores_at
+from ordo.storage.postgres import datastore
 from ordo.storage.postgres.notification import PostgresTagListener
 from ordo.tagging.notification import TagNotifier
 from processing_support import FAST, WRITE, counting_handler, source, wait_for
@@ -57,6 +62,18 @@ class StallingProxy:
         for sock in forwarded:
             with contextlib.suppress(OSError):  # closed already: its peer ended it
                 sock.shutdown(socket.SHUT_RDWR)
+
+    def answer_again(self) -> None:
+        """Forward the next connections again; end the unanswered ones.
+
+        As a server that is back: the connection attempts made while it was away fail, and
+        the next ones reach it.
+        """
+        with self._lock:
+            self._is_answering = True
+            unanswered, self.unanswered = self.unanswered, []
+        for sock in unanswered:
+            sock.close()
 
     def close(self) -> None:
         self.stop_answering()
@@ -187,3 +204,50 @@ def _counts(dsn: str) -> dict[str, int]:
     """The events `counting_handler` committed, per persistence id."""
     with psycopg.connect(dsn) as conn:
         return {str(pid): int(n) for pid, n in conn.execute("SELECT pid, n FROM counts")}
+
+
+def test_a_live_query_on_the_command_line_reads_on_after_an_outage(
+    proxy: StallingProxy,
+    postgres_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`ordo query --live` ended with StorageUnavailableError once the pool's wait ran out
+    (30 s, 1 s here). It prints each event once and in order: those written before, during
+    and after the outage.
+    """
+    monkeypatch.setattr(datastore, "POOL_TIMEOUT_S", 1.0)
+    monkeypatch.setenv("ORDO_FIRST_TIME_BUCKET", WRITE.first_time_bucket)
+    monkeypatch.setenv("ORDO_EVENTUAL_CONSISTENCY_DELAY_MS", "100")
+    monkeypatch.setenv("ORDO_REFRESH_INTERVAL_MS", "50")
+    caplog.set_level(logging.INFO, logger="ordo")
+    with open_journal(postgres_dsn, settings=WRITE) as journal:  # not through the proxy
+
+        def append(i: int) -> None:
+            journal.append("a", [NewEvent.of({"i": i}, tags=["t"])])
+            journal.flush()
+
+        def outage() -> None:
+            assert proxy.accepted.acquire(timeout=10)  # the command has opened the journal
+            time.sleep(1)
+            proxy.stop_answering()
+            append(2)
+            time.sleep(2.5)  # more than the pool's wait: reads fail twice
+            proxy.answer_again()
+            append(3)
+
+        append(1)
+        thread = threading.Thread(target=outage)
+        thread.start()
+        result = CliRunner().invoke(
+            cli, ["query", "t", "--journal", proxy.url, "--live", "--limit", "3", "--json"]
+        )
+        thread.join()
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["payload"] for line in result.stdout.splitlines()] == [
+        {"i": 1},
+        {"i": 2},
+        {"i": 3},
+    ]
+    assert caplog.text.count("live query lost the journal, reading on once it is back") == 1
+    assert "tag query reads the journal again after" in caplog.text

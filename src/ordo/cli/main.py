@@ -92,6 +92,9 @@ def cli(log_level: str, debug: bool) -> None:
         # py4j logs the traceback of a failed Spark callback (a projection's batch) at ERROR;
         # the command reports the same failure in its one line (--debug shows both).
         logging.getLogger("py4j").setLevel(logging.CRITICAL)
+        # psycopg's pool warns of each failed connection attempt while PostgreSQL is down; the
+        # command says it once (a processor's or live query's WARNING) or fails in one line.
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 
 for command in (init, append, events, tags, info, query, processors, pipeline, cdc, demo):

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import time
+from collections.abc import Iterator
 from datetime import datetime
 from itertools import islice
 from uuid import UUID
@@ -18,11 +21,15 @@ from ordo.cli.options import (
     require_journal,
     settings_from_env,
 )
-from ordo.errors import OffsetFormatError
+from ordo.errors import OffsetFormatError, StorageUnavailableError
+from ordo.query import EventEnvelope, TagStream
 from ordo.query.offset import Offset, to_offset
+from ordo.reconnection import Reconnection
 from ordo.settings import QuerySettings
 from ordo.settings.loading import LARGEST_INTEGER
 from ordo.storage.open import events_by_tag_at
+
+logger = logging.getLogger(__name__)
 
 
 @click.command()
@@ -52,7 +59,8 @@ def query(
     """Read the events of TAG in offset order; with --json one JSON object per line.
 
     Query settings come from ORDO_* variables (ORDO_EVENTUAL_CONSISTENCY_DELAY_MS,
-    ORDO_REFRESH_INTERVAL_MS, ...). A query reads only; it never changes the journal.
+    ORDO_REFRESH_INTERVAL_MS, ...). A query reads only; it never changes the journal. With
+    --live it rides out the journal's outages (a server restart) and reads on once it is back.
     """
     start = _offset(offset)  # input and settings are checked before the journal is opened
     query_settings, write_settings = QuerySettings.from_env(os.environ), settings_from_env()
@@ -63,7 +71,7 @@ def query(
         delivered = 0
         with stream:
             try:
-                for envelope in islice(stream, limit):
+                for envelope in islice(_through_outages(stream) if live else stream, limit):
                     delivered += 1
                     if as_json:
                         click.echo(json.dumps(envelope.to_json_dict(), ensure_ascii=False))
@@ -76,6 +84,37 @@ def query(
                 raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
     if not delivered:
         progress(_nothing_settled(tag, offset, query_settings))
+
+
+def _through_outages(stream: TagStream) -> Iterator[EventEnvelope]:
+    """The stream's events, read on after the journal was unavailable for a while.
+
+    A live stream raises StorageUnavailableError from next() once storage gave up waiting (on
+    PostgreSQL the pool's 30 s) and reads on from where it was when called again, delivering
+    each event once and in order: the command calls again after a bounded backoff
+    (`Reconnection`) rather than ending a tail at the first restart of the server. It warns once
+    per outage; the stream logs at INFO when it reads again (only it sees a read succeed, as
+    next() on a quiet tag returns only with the next event). Ctrl-C during the backoff ends the
+    command as anywhere else. The library does not retry by itself: a program may rather stop,
+    or report, than wait for ever.
+    """
+    reconnection = Reconnection()
+    while True:
+        try:
+            envelope = next(stream)
+        except StopIteration:
+            return
+        except StorageUnavailableError as exc:
+            if not reconnection.attempts:
+                logger.warning(
+                    "live query lost the journal, reading on once it is back: tag=%s error=%s",
+                    stream.tag,
+                    exc,
+                )
+            time.sleep(reconnection.failed())
+            continue
+        reconnection.succeeded()
+        yield envelope
 
 
 def _nothing_settled(tag: str, offset: str | None, settings: QuerySettings) -> str:

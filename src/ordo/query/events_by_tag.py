@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 
 from ordo.clock import Clock, clock_or_system
+from ordo.errors import StorageUnavailableError
 from ordo.journal import validation
 from ordo.query.envelope import EventEnvelope
 from ordo.query.offset import Offset, to_offset
@@ -17,6 +19,8 @@ from ordo.query.tag_query import TagQuery
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.tagging.notification import IN_PROCESS, TagNotifier
 from ordo.types import Tag
+
+logger = logging.getLogger(__name__)
 
 
 class EventsByTag:
@@ -80,6 +84,10 @@ class TagStream(Iterator[EventEnvelope]):
 
     With pubsub on, a notified write shortens the sleep: the query reads once the write has
     had the eventual-consistency delay to settle. close() ends the stream from any thread.
+
+    StorageUnavailableError leaves next() with nothing lost: called again it reads on from where
+    it was. The first poll that succeeds after such errors logs at INFO how long reads failed
+    (a caller that reads on cannot tell: on a quiet tag next() returns only with an event).
     """
 
     def __init__(self, query: TagQuery[EventEnvelope], owner: EventsByTag) -> None:
@@ -93,6 +101,8 @@ class TagStream(Iterator[EventEnvelope]):
         self._wake = threading.Event()
         self._is_closed = False
         self._is_complete = False
+        self._unavailable_since: int | None = None
+        """When the first poll that found storage unavailable began (ns), until one succeeds."""
         self._unsubscribe = (
             owner._notifier.subscribe(query.tag, self._on_written)
             if owner.events_by_tag.pubsub_notification
@@ -137,7 +147,19 @@ class TagStream(Iterator[EventEnvelope]):
 
     def _poll_once(self) -> None:
         polled_at = self._clock.now_ns()
-        step = self._query.poll(polled_at)
+        try:
+            step = self._query.poll(polled_at)
+        except StorageUnavailableError:
+            if self._unavailable_since is None:
+                self._unavailable_since = polled_at
+            raise
+        if self._unavailable_since is not None:
+            logger.info(
+                "tag query reads the journal again after %.1f s: tag=%s",
+                (polled_at - self._unavailable_since) / 1e9,
+                self.tag,
+            )
+            self._unavailable_since = None
         while self._notified and self._notified[0] + self._delay_ns <= polled_at:
             self._notified.popleft()
         self._buffer.extend(step.rows)
