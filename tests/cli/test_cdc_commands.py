@@ -83,19 +83,36 @@ def test_ctrl_c_ends_a_followed_capture_with_one_line_and_status_130(
     args = ["cdc", "capture", str(source), "--table", "items", "--journal", journal]
     args += ["--change-log", str(tmp_path / "log")]
     assert _run(*args)[0] == 0  # installs the triggers: the next change is captured
-    capture = subprocess.Popen(  # inherits the environment, PYTHONPATH included
-        [sys.executable, "-m", "ordo.cli.main", *args, "--follow", "--flush-interval-ms", "50"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
-    )
+    capture = _started(*args, "--follow", "--flush-interval-ms", "50")
     try:
         with sqlite3.connect(source) as conn:
             conn.execute("INSERT INTO items VALUES (1, 'x')")
         assert capture.stderr is not None
         assert capture.stderr.readline().startswith("capturing: published items=1")
-        capture.send_signal(signal.SIGINT)
+        _interrupt(capture)
+    finally:
+        capture.kill()
+        capture.wait()
+
+
+def _started(*args: str) -> subprocess.Popen[str]:
+    """`ordo ARGS` in a process of its own, which prints its threads' stacks on SIGABRT.
+
+    It inherits the environment, PYTHONPATH included.
+    """
+    return subprocess.Popen(
+        [sys.executable, "-m", "ordo.cli.main", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+    )
+
+
+def _interrupt(capture: subprocess.Popen[str]) -> None:
+    """Ctrl-C the capture: it must end with its one line and status 130 within 30 s."""
+    capture.send_signal(signal.SIGINT)
+    try:
         out, err = capture.communicate(timeout=30)
     except subprocess.TimeoutExpired:
         # Seen once in a full CI run (not reproduced alone): show where every thread of the
@@ -103,9 +120,6 @@ def test_ctrl_c_ends_a_followed_capture_with_one_line_and_status_130(
         capture.send_signal(signal.SIGABRT)
         _, err = capture.communicate()
         pytest.fail(f"the capture did not end within 30 s of Ctrl-C; its threads:\n{err}")
-    finally:
-        capture.kill()
-        capture.wait()
     assert (capture.returncode, out, err) == (
         130,
         "",
@@ -738,28 +752,17 @@ def test_ctrl_c_during_a_snapshot_ends_the_capture_with_one_line_and_status_130(
     assert _run(*args)[0] == 0  # creates the slot
     with psycopg.connect(source[0]) as locker:
         locker.execute("LOCK TABLE items IN ACCESS EXCLUSIVE MODE")  # the snapshot's read waits
-        capture = subprocess.Popen(  # inherits the environment, PYTHONPATH included
-            [sys.executable, "-m", "ordo.cli.main", *args, "--snapshot", "--follow"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        capture = _started(*args, "--snapshot", "--follow")
         try:
             deadline = time.monotonic() + 30
             while not _waits_for_a_lock(source[0], "%ordo_snapshot%"):
                 assert capture.poll() is None
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
-            capture.send_signal(signal.SIGINT)
-            out, err = capture.communicate(timeout=30)
+            _interrupt(capture)
         finally:
             capture.kill()
             capture.wait()
-    assert (capture.returncode, out, err) == (
-        130,
-        "",
-        "capture interrupted; everything published is durable\n",
-    )
 
 
 def _waits_for_a_lock(dsn: str, query: str) -> bool:
