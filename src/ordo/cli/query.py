@@ -93,19 +93,24 @@ def _through_outages(stream: TagStream) -> Iterator[EventEnvelope]:
     PostgreSQL the pool's 30 s) and reads on from where it was when called again, delivering
     each event once and in order: the command calls again after a bounded backoff
     (`Reconnection`) rather than ending a tail at the first restart of the server. It warns once
-    per outage; the stream logs at INFO when it reads again (only it sees a read succeed, as
-    next() on a quiet tag returns only with the next event). Ctrl-C during the backoff ends the
-    command as anywhere else. The library does not retry by itself: a program may rather stop,
-    or report, than wait for ever.
+    per outage, and starts the backoff again, for each new outage the stream reports
+    (`unavailable_since_ns`: on a quiet tag next() returns only with an event, not when reads
+    succeed again); the stream logs at INFO when it reads again. Ctrl-C during the backoff
+    ends the command as anywhere else. The library does not retry by itself: a program may
+    rather stop, or report, than wait for ever.
     """
     reconnection = Reconnection()
+    outage: int | None = None
     while True:
         try:
             envelope = next(stream)
         except StopIteration:
             return
         except StorageUnavailableError as exc:
-            if not reconnection.attempts:
+            is_new = stream.unavailable_since_ns != outage  # maybe after reads of nothing
+            if is_new or not reconnection.attempts:
+                outage = stream.unavailable_since_ns
+                reconnection.succeeded()
                 logger.warning(
                     "live query lost the journal, reading on once it is back: tag=%s error=%s",
                     stream.tag,

@@ -114,6 +114,16 @@ class TagStream(Iterator[EventEnvelope]):
         """The tag this stream reads."""
         return self._query.tag
 
+    @property
+    def unavailable_since_ns(self) -> int | None:
+        """When the current outage began (the clock's ns at its first failed poll), else None.
+
+        Set by a poll that raised StorageUnavailableError, cleared by the next one that
+        succeeds: a caller that reads on after such errors tells one outage from the next by
+        it, as on a quiet tag next() returns only with an event, not when reads succeed again.
+        """
+        return self._unavailable_since
+
     def __next__(self) -> EventEnvelope:
         while not self._buffer:
             if self._is_closed or self._is_complete:

@@ -1,0 +1,69 @@
+"""`ordo query --live` across outages of the journal, made by failing the query's reads."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+
+from ordo import NewEvent, open_journal
+from ordo.cli import query as query_command
+from ordo.cli.main import cli
+from ordo.errors import StorageUnavailableError
+from ordo.query.tag_query import Step, TagQuery
+from ordo.settings import EventsByTagSettings
+from ordo.time import format_first_time_bucket
+
+
+def test_a_second_outage_after_reads_of_nothing_warns_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each outage logs its WARNING and starts the backoff at 0.1 s again.
+
+    Between the two outages a read succeeds but finds nothing (a quiet tag), so next() does
+    not return: before, the command saw one long outage, warned once and waited 0.2 s.
+    """
+    url = f"sqlite:///{tmp_path}/q.db"
+    first_bucket = format_first_time_bucket(time.time_ns() // 10**6)
+    monkeypatch.setenv("ORDO_FIRST_TIME_BUCKET", first_bucket)
+    monkeypatch.setenv("ORDO_EVENTUAL_CONSISTENCY_DELAY_MS", "0")
+    monkeypatch.setenv("ORDO_REFRESH_INTERVAL_MS", "10")
+    settings = EventsByTagSettings(first_time_bucket=first_bucket)
+
+    def append(i: int) -> None:
+        with open_journal(url, settings=settings) as journal:
+            journal.append(f"p{i}", [NewEvent.of({"i": i}, tags=["t"])])
+
+    append(1)
+    real_poll = TagQuery.poll
+    polls = 0
+
+    def poll(self: TagQuery[object], now_ns: int) -> Step[object]:
+        nonlocal polls
+        polls += 1
+        if polls == 4:
+            append(2)  # written during the second outage
+        if polls in (2, 4):
+            msg = f"the journal is down (poll {polls})"
+            raise StorageUnavailableError(msg)
+        return real_poll(self, now_ns)  # 1: event 1; 3: nothing new; 5: event 2
+
+    waits: list[float] = []
+    monkeypatch.setattr(TagQuery, "poll", poll)
+    monkeypatch.setattr(query_command, "time", SimpleNamespace(sleep=waits.append))
+    caplog.set_level(logging.WARNING, logger="ordo")
+    result = CliRunner().invoke(
+        cli, ["query", "t", "--journal", url, "--live", "--limit", "2", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["payload"]["i"] for line in result.stdout.splitlines()] == [1, 2]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2, warnings
+    assert "poll 2" in warnings[0]
+    assert "poll 4" in warnings[1]
+    assert waits == [0.1, 0.1]
