@@ -358,7 +358,7 @@ class Journal:
 
 
 def check_bucket_size(recorded: str | None, requested: str) -> None:
-    """Refuse a bucket size other than the one the journal was written with.
+    """Refuse a bucket size other than the one the journal records (None: none yet).
 
     Seed 001: it cannot change once data is written. Writers would split a tag across two
     layouts, and a reader with another size walks buckets that hold nothing (a wrong, empty

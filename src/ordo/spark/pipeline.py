@@ -17,7 +17,7 @@ eventualConsistencyDelayMs = 1000
 Every value is checked, with its TOML type, before Spark starts: a mistake is then one line
 naming the key, not a failed query after Spark's start-up (or, for `segments = 0`, a run that
 processed nothing and wrote a checkpoint). So are the handler (it imports and takes (event,
-context)), the journal (it exists, and was written with the bucket size the source asks for)
+context)), the journal (it exists, and records the bucket size the source asks for, if any)
 and the sink (a known scheme; an SQLite file in an existing folder, as a misspelt one would
 silently become a new database; an existing one can be read), and a local checkpoint location
 (its nearest existing part must be a folder that can be written in). Relative paths are the

@@ -39,7 +39,7 @@ def register_operations_sources(spark: SparkSession) -> None:
 
 
 def journal_bucket_size(journal: str) -> BucketSize:
-    """The bucket size the journal was written with (the default for an empty journal).
+    """The bucket size the journal records (the default when it records none yet).
 
     Only read: `verify` and a dry run change nothing, and a rebuild has upgraded the journal.
     """

@@ -92,6 +92,6 @@ def check_flags(*, force: object, dry_run: object) -> None:
 
 
 def recorded_bucket_size(journal: JournalStore) -> BucketSize:
-    """The bucket size the journal was written with (hour, the default, when it is empty)."""
+    """The bucket size the journal records (hour, the default, when it records none yet)."""
     recorded = journal.recorded_bucket_size()
     return BucketSize.HOUR if recorded is None else BucketSize.parse(recorded)
