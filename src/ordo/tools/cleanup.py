@@ -234,8 +234,8 @@ class Cleanup(OperationsTool):
     ) -> ExpiryReceipt:
         """The expiry job: delete rows older than now - `time_to_live` (events_by_tag's TTL).
 
-        Raises ConfigurationError when no TTL is set, TimeToLiveTooShortError when it is
-        shorter than a processor's lag (unless `force`).
+        Raises ConfigurationError when no TTL is set, TimeToLiveTooShortError when a
+        processor has not read the newest row it would delete (unless `force`).
         """
         check_flags(force=force, dry_run=dry_run)
         if time_to_live is None:
