@@ -26,7 +26,7 @@ from ordo import Journal, NewEvent, open_journal
 from ordo.cli.main import cli
 from ordo.errors import StorageUnavailableError
 from ordo.processing import TrackingProcessor
-from ordo.storage.open import stores_at
+from ordo.storage.open import open_stores, stores_at
 from ordo.storage.postgres import datastore
 from ordo.storage.postgres.notification import PostgresTagListener
 from ordo.tagging.notification import TagNotifier
@@ -152,6 +152,37 @@ def test_a_tag_listener_that_cannot_connect_is_unavailable() -> None:
     """The driver's OperationalError left `events_by_tag_at` untranslated: a traceback."""
     with pytest.raises(StorageUnavailableError, match="Connection refused"):
         PostgresTagListener("postgresql://nobody@127.0.0.1:1/none", TagNotifier())
+
+
+def test_closing_the_stores_while_the_pool_connects_to_a_server_that_does_not_answer_is_prompt(
+    proxy: StallingProxy,
+) -> None:
+    """close() waited 5 s for each connect attempt in flight (about 9.5 s for the two here).
+    The attempts it gives up end by themselves once the server refuses them.
+    """
+    before = set(threading.enumerate())
+    stores = open_stores(proxy.url)
+    proxy.stop_answering()
+    failures: list[Exception] = []
+
+    def read() -> None:  # finds the session ended, and waits for the pool's new connection
+        try:
+            stores.schema_version()
+        except StorageUnavailableError as exc:
+            failures.append(exc)
+
+    reading = threading.Thread(target=read)
+    reading.start()
+    # the pool replaces the connection it found ended, and grows for the waiting read
+    wait_for(lambda: len(proxy.unanswered) == 2, timeout=10)
+    started = time.monotonic()
+    stores.close()
+    assert time.monotonic() - started < 2
+    reading.join(timeout=5)
+    assert len(failures) == 1
+    assert "is closed" in str(failures[0]) or "already closed" in str(failures[0])
+    proxy.answer_again()  # the attempts given up fail now
+    wait_for(lambda: set(threading.enumerate()) <= before, timeout=10)
 
 
 def test_stopping_a_processor_while_the_server_does_not_answer_is_prompt(

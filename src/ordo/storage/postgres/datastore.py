@@ -35,6 +35,8 @@ POOL_TIMEOUT_S = 30.0
 
 An outage shorter than this only delays the calls made during it.
 """
+CLOSE_WAIT_S = 0.25
+"""How long closing waits for each of the pool's threads (psycopg_pool waits 5 s); see close()."""
 _STOP_CHECK_S = 0.1
 """How often a wait for a connection looks at the thread's stop signal (`ordo.stopping`)."""
 
@@ -196,8 +198,20 @@ class PostgresDatastore:
         return [str(name) for (name,) in rows]
 
     def close(self) -> None:
-        """Close the pool."""
-        self._pool.close()
+        """Close the pool, waiting at most CLOSE_WAIT_S for each of its threads.
+
+        A thread that is not done by then is left to finish alone: in practice one in a
+        connect attempt to a server that accepts connections but does not answer (a dropped
+        route, a frozen host). psycopg_pool's own wait of 5 s per such thread, until the
+        attempt's CONNECT_TIMEOUT_S ran out, made closing the stores (Ctrl-C on
+        `ordo query --live`, the end of any command) take 5 to 10 s. Giving the attempt up is
+        safe: the thread is a daemon, so it does not hold the process up, and it only ends the
+        attempt (at the latest after CONNECT_TIMEOUT_S), closes the connection if one came of
+        it (the pool is closed) and stops. No call is waiting for that connection: closing
+        fails the waiting ones. The pool logs that it could not stop the thread (a WARNING of
+        `psycopg.pool`, which the command line hides).
+        """
+        self._pool.close(timeout=CLOSE_WAIT_S)
 
     def _schema_version(self, conn: psycopg.Connection[tuple[object, ...]]) -> int:
         if not _has_metadata(conn):
