@@ -40,7 +40,7 @@ from ordo.storage.postgres.catalog import (
     read_schema,
     resolve_tables,
 )
-from ordo.storage.postgres.datastore import CONNECT_TIMEOUT_S, translate_postgres_error
+from ordo.storage.postgres.datastore import session_conninfo, translate_postgres_error
 from ordo.storage.postgres.wal2json import (
     POSITIONS_PER_LSN,
     RowChange,
@@ -408,9 +408,7 @@ class PostgresChangeSource:
 
 
 def _connect(dsn: str, *, autocommit: bool) -> Connection:
-    conn: Connection = psycopg.connect(
-        dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S
-    )
+    conn: Connection = psycopg.connect(session_conninfo(dsn), autocommit=autocommit)
     conn.execute(_SESSION)
     return conn
 

@@ -29,6 +29,17 @@ logger = logging.getLogger(__name__)
 _PACKAGE = "ordo.storage.postgres"
 
 CONNECT_TIMEOUT_S = 10
+SILENT_SERVER_DEFAULTS = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 4,
+    "tcp_user_timeout": 30_000,
+}
+"""libpq parameters that end a session whose server went silent, after about 30 s.
+
+`session_conninfo` leaves out those the URL names itself.
+"""
 POOL_MAX_SIZE = 8
 POOL_TIMEOUT_S = 30.0
 """How long a call waits for a connection (psycopg_pool's default); read when a pool opens.
@@ -65,11 +76,11 @@ class PostgresDatastore:
         self.dsn = dsn
         _connect(dsn).close()
         self._pool = ConnectionPool(
-            dsn,
+            session_conninfo(dsn),
             min_size=1,
             max_size=max_size,
             timeout=POOL_TIMEOUT_S,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
+            kwargs={"autocommit": True},
             open=False,
         )
         try:
@@ -327,10 +338,30 @@ def _has_metadata(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
 def _connect(dsn: str) -> psycopg.Connection[tuple[object, ...]]:
     """A plain connection; an unreachable server is StorageUnavailableError."""
     try:
-        return psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True)
+        return psycopg.connect(session_conninfo(dsn), autocommit=True)
     except psycopg.Error as exc:
         msg = f"cannot connect to PostgreSQL at {redacted_dsn(dsn)}: {exc}".strip()
         raise StorageUnavailableError(msg) from exc
+
+
+def session_conninfo(dsn: str) -> str:
+    """`dsn` with the connection parameters ordo adds: timeouts for a silent server.
+
+    CONNECT_TIMEOUT_S, and each of SILENT_SERVER_DEFAULTS the URL does not name: psycopg's
+    `make_conninfo` lets its keyword arguments override the URL's, so a default the URL names
+    is left out and the URL's own value wins.
+
+    Without them a statement in flight when the server went silent (a dropped route, a host
+    that froze or lost power: no reset ever arrives) waited forever, and no reconnection path
+    ran. With them the kernel ends such a session within about 30 s and the call fails with
+    StorageUnavailableError: TCP keepalive probes (after 10 s of silence, every 5 s) find a
+    silent peer while a call waits for an answer, and tcp_user_timeout (30 s) one that stopped
+    acknowledging what was sent. A slow statement is not ended: the server's host answers the
+    probes while it runs.
+    """
+    named = psycopg.conninfo.conninfo_to_dict(dsn)
+    defaults = {key: value for key, value in SILENT_SERVER_DEFAULTS.items() if key not in named}
+    return psycopg.conninfo.make_conninfo(dsn, connect_timeout=CONNECT_TIMEOUT_S, **defaults)
 
 
 def redacted_dsn(dsn: str) -> str:

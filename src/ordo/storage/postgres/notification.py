@@ -11,7 +11,7 @@ from concurrent.futures import Future
 import psycopg
 
 from ordo.reconnection import Reconnection
-from ordo.storage.postgres.datastore import CONNECT_TIMEOUT_S, translate_postgres_error
+from ordo.storage.postgres.datastore import session_conninfo, translate_postgres_error
 from ordo.storage.postgres.tag_view_store import TAG_WRITTEN_CHANNEL
 from ordo.tagging.notification import TagNotifier
 from ordo.types import Tag
@@ -120,9 +120,7 @@ class PostgresTagListener:
 
 async def _listening(dsn: str) -> _Connection:
     """A new connection that LISTENs on the tag-write channel (closed again if LISTEN fails)."""
-    conn = await psycopg.AsyncConnection.connect(
-        dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
-    )
+    conn = await psycopg.AsyncConnection.connect(session_conninfo(dsn), autocommit=True)
     try:
         await conn.execute(f"LISTEN {TAG_WRITTEN_CHANNEL}")
     except BaseException:
