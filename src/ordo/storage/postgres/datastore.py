@@ -30,13 +30,15 @@ _PACKAGE = "ordo.storage.postgres"
 
 CONNECT_TIMEOUT_S = 10
 SILENT_SERVER_DEFAULTS = {
+    "connect_timeout": CONNECT_TIMEOUT_S,
     "keepalives": 1,
     "keepalives_idle": 10,
     "keepalives_interval": 5,
     "keepalives_count": 4,
     "tcp_user_timeout": 30_000,
 }
-"""libpq parameters that end a session whose server went silent, after about 30 s.
+"""libpq parameters that bound waits on a server that went silent: a connect to 10 s, a
+session to about 30 s.
 
 `session_conninfo` leaves out those the URL names itself.
 """
@@ -347,7 +349,7 @@ def _connect(dsn: str) -> psycopg.Connection[tuple[object, ...]]:
 def session_conninfo(dsn: str) -> str:
     """`dsn` with the connection parameters ordo adds: timeouts for a silent server.
 
-    CONNECT_TIMEOUT_S, and each of SILENT_SERVER_DEFAULTS the URL does not name: psycopg's
+    Each of SILENT_SERVER_DEFAULTS the URL does not name (connect_timeout included): psycopg's
     `make_conninfo` lets its keyword arguments override the URL's, so a default the URL names
     is left out and the URL's own value wins.
 
@@ -361,7 +363,7 @@ def session_conninfo(dsn: str) -> str:
     """
     named = psycopg.conninfo.conninfo_to_dict(dsn)
     defaults = {key: value for key, value in SILENT_SERVER_DEFAULTS.items() if key not in named}
-    return psycopg.conninfo.make_conninfo(dsn, connect_timeout=CONNECT_TIMEOUT_S, **defaults)
+    return psycopg.conninfo.make_conninfo(dsn, **defaults)
 
 
 def redacted_dsn(dsn: str) -> str:
