@@ -48,7 +48,8 @@ def delete_persistence_ids(request: OperationRequest, persistence_ids: tuple[str
 def before(request: OperationRequest, tag: Tag | None, time: str) -> None:
     """Delete the tag views rows of events before TIME (ISO-8601 with a zone).
 
-    Refused when a tracking processor has not read that far, unless --force.
+    Refused when a tracking processor has not read the newest row it would delete, unless
+    --force.
     """
     try:
         moment = datetime.fromisoformat(time)
@@ -77,7 +78,8 @@ def before(request: OperationRequest, tag: Tag | None, time: str) -> None:
 def expire(request: OperationRequest, tag: Tag | None, time_to_live_ms: int | None) -> None:
     """Delete the tag views rows older than events_by_tag.time_to_live, in batches.
 
-    Refused when the TTL is shorter than a tracking processor's lag, unless --force.
+    Refused when a tracking processor has not read the newest row it would delete (an
+    idle one that read everything is not behind), unless --force.
     """
     if time_to_live_ms is not None:
         time_to_live: timedelta | None = EventsByTagSettings(

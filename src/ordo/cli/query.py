@@ -107,10 +107,9 @@ def _through_outages(stream: TagStream) -> Iterator[EventEnvelope]:
         except StopIteration:
             return
         except StorageUnavailableError as exc:
-            is_new = stream.unavailable_since_ns != outage  # maybe after reads of nothing
-            if is_new or not reconnection.attempts:
+            if stream.unavailable_since_ns != outage:  # a new one, maybe after reads of nothing
                 outage = stream.unavailable_since_ns
-                reconnection.succeeded()
+                reconnection = Reconnection()
                 logger.warning(
                     "live query lost the journal, reading on once it is back: tag=%s error=%s",
                     stream.tag,
@@ -118,7 +117,6 @@ def _through_outages(stream: TagStream) -> Iterator[EventEnvelope]:
                 )
             time.sleep(reconnection.failed())
             continue
-        reconnection.succeeded()
         yield envelope
 
 

@@ -12,6 +12,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 
+from ordo.errors import UnknownProcessorError
 from ordo.hashing import stable_hash
 from ordo.processing import Segment, initial_segments
 from ordo.query import NO_OFFSET, KeyRun, Offset, TagQuery, looking_back
@@ -51,15 +52,14 @@ class EventsByTagPlanner:
             recorded = self._stores.journal.recorded_bucket_size()
             check_source_bucket_size(recorded, options)
             known = _known_positions(options, self._stores)
-            replayed = _replayed_up_to(options, self._stores) if known else None
+            start: Offset = NO_OFFSET
+            if resume_after:
+                start = TimeUUID.from_bytes(bytes.fromhex(resume_after))
+                if known:
+                    start = _looking_back_to(start, options, _replayed_up_to(options, self._stores))
         except BaseException:
             self._stores.close()
             raise
-        start: Offset = NO_OFFSET
-        if resume_after:
-            start = TimeUUID.from_bytes(bytes.fromhex(resume_after))
-            if known:
-                start = _looking_back_to(start, options, replayed)
         self._query = TagQuery(
             self._stores.tag_view_key_reader,
             tag=options.tag,
@@ -170,9 +170,7 @@ def _looking_back_to(
 ) -> TimeUUID:
     """back_track_period before `offset`, but not before `replayed` (up to `offset`)."""
     back = looking_back(offset, options.query)
-    if replayed is None:
-        return back
-    return max(back, min(replayed, offset, key=TimeUUID.to_bytes), key=TimeUUID.to_bytes)
+    return back if replayed is None else max(back, min(replayed, offset))
 
 
 def _replayed_up_to(options: EventsByTagOptions, journal: Stores) -> TimeUUID | None:
@@ -183,14 +181,14 @@ def _replayed_up_to(options: EventsByTagOptions, journal: Stores) -> TimeUUID | 
     (of other ids) would not cover those events, and they would be applied again.
     """
     name = options.positions_of
-    if name is None or name not in journal.tokens.processors():
+    if name is None:
         return None
-    reached = [
-        entry.replay_until.reached
-        for entry in journal.tokens.entries(name)
-        if entry.replay_until is not None
-    ]
-    return max((r for r in reached if r is not None), key=TimeUUID.to_bytes, default=None)
+    try:
+        entries = journal.tokens.entries(name)
+    except UnknownProcessorError:  # a projection whose source does not name it: no tokens
+        return None
+    reached = [e.replay_until.reached for e in entries if e.replay_until is not None]
+    return max((r for r in reached if r is not None), default=None)
 
 
 def pids_of(segment: Segment, pids: dict[str, list[int]]) -> dict[str, list[int]]:

@@ -151,17 +151,15 @@ class PostgresDatastore:
     ) -> psycopg.Connection[tuple[object, ...]]:
         """A connection within the pool's timeout, or STOPPING_WAIT after `stop` is set."""
         deadline = time.monotonic() + self._pool.timeout
-        is_stopping = False
         while True:
-            if stop.is_set() and not is_stopping:
-                is_stopping = True
+            if stop.is_set():  # the first time sets the deadline; later ones cannot move it
                 deadline = min(deadline, time.monotonic() + STOPPING_WAIT.total_seconds())
             left = deadline - time.monotonic()
             if left <= 0:
                 msg = (
                     f"couldn't get a connection within {STOPPING_WAIT.total_seconds():g} s "
                     "of stopping"
-                    if is_stopping
+                    if stop.is_set()
                     else f"couldn't get a connection after {self._pool.timeout:.2f} sec"
                 )
                 raise PoolTimeout(msg)
