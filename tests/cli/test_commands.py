@@ -200,7 +200,7 @@ def test_append_then_events_and_info(runner: CliRunner, journal_url: str) -> Non
         ("not json", "not valid JSON"),
         (
             '{"persistence_id": "p", "payload": 1, "expected_sequence_nr": -1}',
-            "must be in 0..2**63-1, got -1",
+            "expected_sequence_nr must be an integer >= 0, got -1",
         ),
         ('{"persistence_id": "q", "payload": NaN}', "line 2: payload is neither bytes nor JSON"),
         ('{"persistence_id": "q", "payload": [1e999]}', "line 2: payload is neither bytes"),

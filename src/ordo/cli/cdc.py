@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
+from ordo.arguments import LARGEST_INTEGER
 from ordo.cdc import Publisher, SchemaRegistry
 from ordo.cdc.capture import Capture, CaptureTotals
 from ordo.cdc.ingest import ingest as publish_mutations
@@ -36,7 +37,6 @@ from ordo.cli.options import (
 from ordo.cli.streaming import wait_for
 from ordo.errors import ConfigurationError
 from ordo.settings import CaptureSettings
-from ordo.settings.loading import LARGEST_INTEGER
 from ordo.storage.change_sources import DEFAULT_SLOT, change_source_at, check_change_source
 from ordo.storage.location import parse_location
 from ordo.storage.open import stores_at

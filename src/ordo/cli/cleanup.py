@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 import click
 
+from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.operations_options import (
     OperationRequest,
     change_options,
@@ -15,7 +16,6 @@ from ordo.cli.operations_options import (
 from ordo.cli.options import progress, settings_from_env
 from ordo.errors import ConfigurationError
 from ordo.settings import EventsByTagSettings
-from ordo.settings.loading import LARGEST_INTEGER
 from ordo.tools.cleanup import Cleanup
 from ordo.types import PersistenceId, Tag
 

@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 
 import click
 
+from ordo.arguments import LARGEST_INTEGER
 from ordo.errors import ConfigurationError
 from ordo.settings import ENV_PREFIX, EventsByTagSettings
-from ordo.settings.loading import LARGEST_INTEGER
 from ordo.storage.location import existing_location
 from ordo.storage.open import Stores, existing_stores_at
 from ordo.time import BucketSize

@@ -13,6 +13,7 @@ from uuid import UUID
 
 import click
 
+from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.options import (
     INTERRUPTED_STATUS,
     journal_option,
@@ -26,7 +27,6 @@ from ordo.query import EventEnvelope, TagStream
 from ordo.query.offset import Offset, to_offset
 from ordo.reconnection import Reconnection
 from ordo.settings import QuerySettings
-from ordo.settings.loading import LARGEST_INTEGER
 from ordo.storage.open import events_by_tag_at
 
 logger = logging.getLogger(__name__)

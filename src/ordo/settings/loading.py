@@ -15,10 +15,13 @@ import typing
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from enum import Enum
+from functools import partial
 from os import PathLike
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self, get_type_hints
 
+from ordo import arguments
+from ordo.arguments import LARGEST_INTEGER
 from ordo.documents import reject_unknown_keys
 from ordo.errors import ConfigurationError
 
@@ -112,26 +115,17 @@ def read_toml(path: Path, *, what: str) -> dict[str, Any]:
         raise ConfigurationError(msg) from exc
 
 
-LARGEST_INTEGER = 2**53 - 1
-"""The largest integer an option takes: every consumer holds it (SQLite's and PostgreSQL's
-64-bit integers, `timedelta` milliseconds, JSON readers), so a huge number is refused where it
-is given rather than overflowing deep inside."""
-
-
 def integer_in(name: str, value: int, minimum: int, maximum: int = LARGEST_INTEGER) -> None:
     """Raise ConfigurationError naming `name` unless `value` is an int in minimum..maximum.
 
-    Every integer setting has a maximum, LARGEST_INTEGER unless it has a smaller one of its
-    own: a page size of 10**30 used to be accepted and fail at the first read, as SQLite's
-    OverflowError, far from the variable that caused it.
+    The check and its messages are `ordo.arguments.integer`'s, as for every other argument;
+    the error names the setting, so that one loaded from the environment or a file names its
+    variable or key too. Every integer setting has a maximum, LARGEST_INTEGER unless it has a
+    smaller one of its own: a page size of 10**30 used to be accepted and fail at the first
+    read, as SQLite's OverflowError, far from the variable that caused it.
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        msg = f"{name} must be an integer >= {minimum}, got {value!r}"
-        raise ConfigurationError(msg, setting=name)
-    if value > maximum:
-        largest = f"{maximum} (2**53 - 1)" if maximum == LARGEST_INTEGER else str(maximum)
-        msg = f"{name} is too large: at most {largest}, got {value}"
-        raise ConfigurationError(msg, setting=name)
+    error = partial(ConfigurationError, setting=name)
+    arguments.integer(value, name=name, error=error, minimum=minimum, maximum=maximum)
 
 
 def positive(name: str, value: timedelta) -> None:

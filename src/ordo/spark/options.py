@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
+from ordo.arguments import LARGEST_INTEGER
 from ordo.documents import unknown_names_message
 from ordo.errors import (
     BucketSizeMismatchError,
@@ -20,7 +21,6 @@ from ordo.errors import (
 from ordo.journal import check_bucket_size, validation
 from ordo.query.offset import refuse_future
 from ordo.settings import EventsByTagSettings, QuerySettings
-from ordo.settings.loading import LARGEST_INTEGER
 from ordo.settings.processor import MAX_THREADS
 from ordo.storage.location import parse_location
 from ordo.storage.open import existing_stores_at

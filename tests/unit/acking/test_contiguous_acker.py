@@ -145,7 +145,10 @@ def test_a_max_span_that_is_not_an_integer_is_rejected(max_span: object) -> None
         (1.5, "must be an integer, got 1.5"),
         (True, "must be an integer, got True"),
         (None, "must be an integer, got None"),
-        (2**63, r"must be in -2\*\*63\.\.2\*\*63-1, got 9223372036854775808"),
+        (
+            2**63,
+            r"is too large: at most 9223372036854775807 \(2\*\*63 - 1\), got 9\d+",
+        ),
     ],
 )
 def test_a_committed_offset_is_refused_as_an_ack_is(committed: object, problem: str) -> None:

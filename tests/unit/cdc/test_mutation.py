@@ -12,13 +12,13 @@ from ordo.errors import MalformedMutationError
 
 @pytest.mark.parametrize("write_time", ["x", 1.5, True, None, 2**63, -(2**63) - 1])
 def test_a_cell_write_time_that_is_no_bigint_is_refused(write_time: object) -> None:
-    with pytest.raises(MalformedMutationError, match=r"^cell write_time must be"):
+    with pytest.raises(MalformedMutationError, match=r"^cell write_time (must be|is too large)"):
         Cell(value=1, write_time=write_time)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("ttl_s", ["5", 2.0, True, 0, -1, 2**63])
 def test_a_cell_ttl_that_is_no_positive_bigint_is_refused(ttl_s: object) -> None:
-    with pytest.raises(MalformedMutationError, match=r"^cell ttl_s must be"):
+    with pytest.raises(MalformedMutationError, match=r"^cell ttl_s (must be|is too large)"):
         Cell(value=1, write_time=1, ttl_s=ttl_s)  # type: ignore[arg-type]
 
 
@@ -29,10 +29,10 @@ def test_a_cell_takes_the_whole_bigint_range() -> None:
 @pytest.mark.parametrize(
     ("field", "value", "problem"),
     [
-        ("position", -1, r"audit position must be in 0\.\.2\*\*63-1, got "),
-        ("position", 2**64, r"audit position must be in 0\.\.2\*\*63-1, got "),
+        ("position", -1, r"audit position must be an integer >= 0, got -1"),
+        ("position", 2**64, r"audit position is too large: at most 9223372036854775807 \("),
         ("position", "3", r"audit position must be an integer, got '3'"),
-        ("captured_at_us", -1, r"audit captured_at_us must be in 0\.\.2\*\*63-1, got "),
+        ("captured_at_us", -1, r"audit captured_at_us must be an integer >= 0, got -1"),
         ("captured_at_us", 1.0, r"audit captured_at_us must be an integer, got 1.0"),
         ("source", 3, r"audit source must be a string, got 3"),
         ("replica", None, r"audit replica must be a string, got None"),
@@ -70,7 +70,7 @@ def _mutation(**fields: object) -> Mutation:
         (
             "partition_deleted_at",
             2**64,
-            r"partition_deleted_at must be in -2\*\*63\.\.2\*\*63-1, got 18446744073709551616",
+            r"partition_deleted_at is too large: at most 9223372036854775807 \(2\*\*63 - 1\)",
         ),
         ("schema_id", 1.0, r"schema_id must be an integer, got 1.0"),
     ],

@@ -103,22 +103,22 @@ def test_every_mutation_round_trips_through_its_json_line(mutation: Mutation) ->
         (
             '{"table": "t", "partition_key": [1], "row_deleted_at": 1, '
             '"audit": {"source": "s", "position": -13}}',
-            r"audit field 'position' must be in 0\.\.2\*\*63-1, got -13",
+            r"audit field 'position' must be an integer >= 0, got -13",
         ),
         (
             '{"table": "t", "partition_key": [1], "row_deleted_at": 1, '
             '"audit": {"source": "s", "captured_at_us": -1}}',
-            r"audit field 'captured_at_us' must be in 0\.\.2\*\*63-1, got -1",
+            r"audit field 'captured_at_us' must be an integer >= 0, got -1",
         ),
         (
             '{"table": "t", "partition_key": [1], "cells": {"a": {"write_time": 1, "ttl_s": 0}}, '
             '"audit": {"source": "s"}}',
-            r"cell 'a' field 'ttl_s' must be in 1\.\.2\*\*63-1, got 0",
+            r"cell 'a' field 'ttl_s' must be an integer >= 1, got 0",
         ),
         (
             '{"table": "t", "partition_key": [1], "row_deleted_at": 9223372036854775808, '
             '"audit": {"source": "s"}}',
-            r"field 'row_deleted_at' must be in -2\*\*63\.\.2\*\*63-1, got 9223372036854775808",
+            r"field 'row_deleted_at' is too large: at most 9223372036854775807 \(2\*\*63 - 1\)",
         ),
         (
             '{"table": "t", "partition_key": [1], "row_deleted_at": 1, '

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ordo import open_journal
+from ordo.arguments import LARGEST_INTEGER
 from ordo.errors import ConfigurationError
 from ordo.settings import (
     CaptureSettings,
@@ -19,7 +20,6 @@ from ordo.settings import (
     ProcessorSettings,
     QuerySettings,
 )
-from ordo.settings.loading import LARGEST_INTEGER
 from ordo.time import BucketSize
 
 
@@ -223,17 +223,40 @@ def test_an_integer_setting_beyond_its_maximum_is_too_large(
     assert getattr(settings.from_env({variable: maximum}), name) == int(maximum)
 
 
-@pytest.mark.parametrize(
-    "settings",
-    [CaptureSettings, EventsByTagSettings, OperationsSettings, ProcessorSettings, QuerySettings],
-)
-def test_every_integer_setting_has_a_maximum(settings: type[LoadableSettings]) -> None:
+EVERY_SETTINGS = [
+    CaptureSettings,
+    EventsByTagSettings,
+    OperationsSettings,
+    ProcessorSettings,
+    QuerySettings,
+]
+
+
+def _integer_fields(settings: type[LoadableSettings]) -> list[str]:
     fields = dataclasses.fields(settings)  # type: ignore[arg-type]
     integers = [f.name for f in fields if f.type == "int"]
     assert integers
-    for name in integers:
+    return integers
+
+
+@pytest.mark.parametrize("settings", EVERY_SETTINGS)
+def test_every_integer_setting_has_a_maximum(settings: type[LoadableSettings]) -> None:
+    for name in _integer_fields(settings):
         with pytest.raises(ConfigurationError, match=f"{name} is too large"):
             settings.from_mapping({name: LARGEST_INTEGER + 1})
+
+
+@pytest.mark.parametrize("value", [True, 2.0, "2"])
+@pytest.mark.parametrize("settings", EVERY_SETTINGS)
+def test_every_integer_setting_refuses_what_is_no_int(
+    settings: type[LoadableSettings], value: object
+) -> None:
+    """The check is the API's (`ordo.arguments.integer`): True is not 1, and names the setting."""
+    for name in _integer_fields(settings):
+        problem = f"^{name} must be an integer, got {re.escape(repr(value))}$"
+        with pytest.raises(ConfigurationError, match=problem) as raised:
+            settings(**{name: value})
+        assert raised.value.setting == name
 
 
 def test_processor_settings_follow_axon_and_read_the_environment() -> None:

@@ -115,7 +115,9 @@ def test_from_datetime_rejects_a_naive_datetime() -> None:
 
 def test_bounds_outside_the_timeuuid_range_are_rejected() -> None:
     before_1582 = -GREGORIAN_OFFSET_100NS * 100 - 1
-    with pytest.raises(OffsetFormatError, match=rf"^epoch_ns must be in .*, got {before_1582}$"):
+    with pytest.raises(
+        OffsetFormatError, match=rf"^epoch_ns must be an integer >= -\d+, got {before_1582}$"
+    ):
         TimeUUID.min_for_epoch_ns(before_1582)
     after_5236 = ((1 << 60) - GREGORIAN_OFFSET_100NS) * 100
     with pytest.raises(OffsetFormatError, match=rf"got {after_5236}$"):
@@ -306,7 +308,7 @@ def test_from_fields_takes_integers_only(field: str, value: object) -> None:
 
 
 def test_from_fields_refuses_a_timestamp_beyond_60_bits() -> None:
-    with pytest.raises(OffsetFormatError, match=r"timestamp_100ns must be in 0\.\.\d+, got -1"):
+    with pytest.raises(OffsetFormatError, match=r"timestamp_100ns must be an integer >= 0, got -1"):
         TimeUUID.from_fields(timestamp_100ns=-1, clock_seq=0, node=0)
 
 
