@@ -48,8 +48,20 @@ class TimeUUID:
     key: bytes
 
     def __post_init__(self) -> None:
+        """OffsetFormatError unless `key` is bytes: 16, with the version-1 nibble first.
+
+        Only bytes, which `from_bytes` copies any bytes-like value to: a bytearray key was
+        kept as given, so the TimeUUID could not be hashed (a set or dict of offsets failed)
+        and changed when the buffer did; a memoryview could not be ordered.
+        """
+        if not isinstance(self.key, bytes):
+            msg = (
+                f"a TimeUUID key is bytes (TimeUUID.from_bytes copies other bytes-like values), "
+                f"got {type(self.key).__name__}: {self.key!r:.80}"
+            )
+            raise OffsetFormatError(msg)
         if len(self.key) != 16 or self.key[0] >> 4 != 1:
-            msg = f"{bytes(self.key).hex()} is not a stored TimeUUID (16 bytes, version 1)"
+            msg = f"{self.key.hex()} is not a stored TimeUUID (16 bytes, version 1)"
             raise OffsetFormatError(msg)
 
     @classmethod

@@ -277,6 +277,28 @@ def test_from_bytes_rejects_what_is_not_bytes(value: object) -> None:
         TimeUUID.from_bytes(value)  # type: ignore[arg-type]
 
 
+STORED = TimeUUID.min_for_epoch_ns(EPOCH_2015_NS).to_bytes()
+
+
+@pytest.mark.parametrize(
+    "key", [bytearray(STORED), memoryview(STORED), STORED.hex()[:16], None, 16]
+)
+def test_the_constructor_takes_bytes_only(key: object) -> None:
+    """A bytearray key was kept as given: unhashable, and changed when its buffer did."""
+    with pytest.raises(OffsetFormatError, match=r"^a TimeUUID key is bytes \(TimeUUID\.from_"):
+        TimeUUID(key)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("make", [bytearray, memoryview])
+def test_from_bytes_copies_a_bytes_like_value(make: type[bytearray | memoryview]) -> None:
+    buffer = bytearray(STORED)
+    value = TimeUUID.from_bytes(make(buffer))
+    buffer[15] ^= 1
+    assert type(value.key) is bytes
+    assert value == TimeUUID(STORED)
+    assert {value: 1}[TimeUUID(STORED)] == 1
+
+
 @pytest.mark.parametrize("value", [None, "5f1a2c10-e5f0-11f1-8000-000000000001", 5])
 def test_from_uuid_rejects_what_is_not_a_uuid(value: object) -> None:
     with pytest.raises(OffsetFormatError, match="a UUID is needed"):
