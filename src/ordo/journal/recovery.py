@@ -49,7 +49,7 @@ def tag_writes(entries: Iterable[TaggedEntry], bucket_size: BucketSize) -> list[
     closed: list[_Run] = []
     runs: dict[Tag, _Run] = {}
     for event, tag, number in entries:
-        bucket = bucket_size.key(event.timeuuid.epoch_ms)
+        bucket = bucket_size.key_of(event.timeuuid)
         run = runs.get(tag)
         if run is not None and run.bucket == bucket:
             run.last, run.events, run.number = event, run.events + 1, number

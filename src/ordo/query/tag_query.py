@@ -116,7 +116,7 @@ class TagQuery(Generic[R]):
         else:
             refuse_future(offset, now_ns=now_ns)
             self._position = offset.to_bytes()
-            self._bucket = bucket_size.key(offset.epoch_ms)
+            self._bucket = bucket_size.key_of(offset)
         self._start = self._position
         self._expects_first_nr_one = isinstance(offset, NoOffset)
         self._has_forgotten = False

@@ -66,8 +66,8 @@ def read_partition(partition: SegmentPartition) -> Iterator[pa.RecordBatch]:
     named = _spans(partition.pids)
     tables: list[pa.Table] = []
     with stores_at(partition.journal, mode="read") as stores:
-        bucket = sizes.key(TimeUUID.from_bytes(lo).epoch_ms)
-        last = sizes.key(TimeUUID.from_bytes(hi).epoch_ms)
+        bucket = sizes.key_of(TimeUUID.from_bytes(lo))
+        last = sizes.key_of(TimeUUID.from_bytes(hi))
         while bucket <= last:
             after = (int.from_bytes(lo, "big") - 1).to_bytes(16, "big")
             while True:

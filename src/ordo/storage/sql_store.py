@@ -355,7 +355,7 @@ class SqlAllEventsReader(SqlStore):
         )
         if row is None:
             return None
-        return self._bucket_size.key(TimeUUID.from_bytes(bytes(row[0])).epoch_ms)
+        return self._bucket_size.key_of(TimeUUID.from_bytes(bytes(row[0])))
 
     def read_tag_view(
         self,

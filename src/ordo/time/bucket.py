@@ -7,8 +7,9 @@ import re
 from collections.abc import Iterator
 from enum import StrEnum
 
-from ordo.errors import ConfigurationError
-from ordo.time.timeuuid import GREGORIAN_OFFSET_100NS, TIMESTAMP_MASK
+from ordo import arguments
+from ordo.errors import ConfigurationError, InvalidInputError
+from ordo.time.timeuuid import GREGORIAN_OFFSET_100NS, TIMESTAMP_MASK, TimeUUID
 from ordo.types import TimeBucket
 
 DEFAULT_FIRST_TIME_BUCKET = "20151120T00:00"
@@ -56,15 +57,42 @@ class BucketSize(StrEnum):
         return _MILLIS[self]
 
     def key(self, epoch_ms: int) -> TimeBucket:
-        """Return the bucket holding ``epoch_ms``: its start, floored (also before 1970)."""
-        return TimeBucket(epoch_ms - epoch_ms % self.millis)
+        """Return the bucket holding ``epoch_ms``: its start, floored (also before 1970).
+
+        Raises:
+            InvalidInputError: `epoch_ms` is not an int (a bool is not) in -2**63..2**63-1:
+                a float gave a float bucket that equalled no stored one.
+
+        """
+        arguments.integer(epoch_ms, name="epoch_ms", error=InvalidInputError)
+        return self._start(epoch_ms)
+
+    def key_of(self, timeuuid: TimeUUID) -> TimeBucket:
+        """Return the bucket holding an event's offset, as ``key(timeuuid.epoch_ms)``.
+
+        The journal's tag writes, rebuilds and verification call this once per event: a
+        TimeUUID's milliseconds are an int, so `key`'s check would be paid there for nothing.
+        """
+        return self._start(timeuuid.epoch_ms)
 
     def next(self, bucket: TimeBucket) -> TimeBucket:
-        """Return the bucket right after ``bucket`` (a bucket start, as `key` returns)."""
+        """Return the bucket right after ``bucket`` (a bucket start, as `key` returns).
+
+        Raises:
+            InvalidInputError: `bucket` is not an int (a bool is not) in -2**63..2**63-1.
+
+        """
+        arguments.integer(bucket, name="bucket", error=InvalidInputError)
         return TimeBucket(bucket + self.millis)
 
     def previous(self, bucket: TimeBucket) -> TimeBucket:
-        """Return the bucket right before ``bucket`` (a bucket start, as `key` returns)."""
+        """Return the bucket right before ``bucket`` (a bucket start, as `key` returns).
+
+        Raises:
+            InvalidInputError: `bucket` is not an int (a bool is not) in -2**63..2**63-1.
+
+        """
+        arguments.integer(bucket, name="bucket", error=InvalidInputError)
         return TimeBucket(bucket - self.millis)
 
     def buckets(self, *, start_ms: int, up_to_ms: int) -> Iterator[TimeBucket]:
@@ -72,13 +100,22 @@ class BucketSize(StrEnum):
 
         Both ends are inclusive and the buckets ascend; nothing is yielded when
         ``start_ms > up_to_ms``. Readers call this to walk a tag's buckets in order.
+
+        Raises:
+            InvalidInputError: either end is not an int, as for `key`; raised by this call,
+                not by the first step of the iteration.
+
         """
+        for name, epoch_ms in (("start_ms", start_ms), ("up_to_ms", up_to_ms)):
+            arguments.integer(epoch_ms, name=name, error=InvalidInputError)
         if start_ms > up_to_ms:
-            return
-        bucket, last = self.key(start_ms), self.key(up_to_ms)
-        while bucket <= last:
-            yield bucket
-            bucket = self.next(bucket)
+            return iter(())
+        first, last = self._start(start_ms), self._start(up_to_ms)
+        return map(TimeBucket, range(first, last + 1, self.millis))
+
+    def _start(self, epoch_ms: int) -> TimeBucket:
+        """The start of the bucket holding `epoch_ms`, an int (floored, also before 1970)."""
+        return TimeBucket(epoch_ms - epoch_ms % self.millis)
 
 
 _MILLIS: dict[BucketSize, int] = {

@@ -58,7 +58,7 @@ def rebuild_tag_views(
             built.rows.setdefault(tag, []).append(
                 TagViewRow(
                     tag=tag,
-                    time_bucket=bucket_size.key(event.timeuuid.epoch_ms),
+                    time_bucket=bucket_size.key_of(event.timeuuid),
                     persistence_id=event.persistence_id,
                     sequence_nr=event.sequence_nr,
                     tag_pid_sequence_nr=number,

@@ -47,7 +47,7 @@ def check_tag_views(
         for event in journal.read_events(
             pid, from_sequence_nr=SequenceNr(1), to_sequence_nr=highest
         ):
-            bucket = bucket_size.key(event.timeuuid.epoch_ms)
+            bucket = bucket_size.key_of(event.timeuuid)
             for tag, number in event.tags.items():
                 expected[(tag, pid, number)] = (
                     event.sequence_nr,

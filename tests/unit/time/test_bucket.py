@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from ordo.errors import ConfigurationError
+from ordo.errors import ConfigurationError, InvalidInputError
 from ordo.time import (
     DEFAULT_FIRST_TIME_BUCKET,
     BucketSize,
+    TimeUUID,
     format_first_time_bucket,
     parse_first_time_bucket,
 )
@@ -59,6 +62,36 @@ def test_buckets_examples() -> None:
     assert walked == [NOV_20_2015_MS, NOV_20_2015_MS + hour, NOV_20_2015_MS + 2 * hour]
     assert list(BucketSize.HOUR.buckets(start_ms=5, up_to_ms=5)) == [0]
     assert list(BucketSize.HOUR.buckets(start_ms=6, up_to_ms=5)) == []
+
+
+HOUR = BucketSize.HOUR
+
+
+@pytest.mark.parametrize("value", [1.5, 3_600_000.0, True, "0", None, 2**63])
+@pytest.mark.parametrize(
+    ("named", "call"),
+    [
+        pytest.param("epoch_ms", HOUR.key, id="key"),
+        pytest.param("bucket", HOUR.next, id="next"),
+        pytest.param("bucket", HOUR.previous, id="previous"),
+        pytest.param("start_ms", lambda v: HOUR.buckets(start_ms=v, up_to_ms=0), id="start"),
+        pytest.param("up_to_ms", lambda v: HOUR.buckets(start_ms=0, up_to_ms=v), id="up_to"),
+    ],
+)
+def test_bucket_arithmetic_takes_integers_only(
+    value: object, named: str, call: Callable[[object], object]
+) -> None:
+    """A float gave a float bucket that equalled no stored one; True was taken for 1.
+
+    `buckets` refuses when called, not at its first step.
+    """
+    with pytest.raises(InvalidInputError, match=f"^{named} "):
+        call(value)
+
+
+def test_key_of_a_timeuuid_is_the_key_of_its_milliseconds() -> None:
+    offset = TimeUUID.max_for_epoch_ns((NOV_20_2015_MS + 3_599_999) * 1_000_000)
+    assert BucketSize.HOUR.key_of(offset) == BucketSize.HOUR.key(offset.epoch_ms) == NOV_20_2015_MS
 
 
 def test_default_first_time_bucket() -> None:
