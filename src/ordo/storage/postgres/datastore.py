@@ -20,9 +20,9 @@ from ordo.storage.migration import (
     MigrationReceipt,
     finished,
     migrate,
-    require_latest,
     stored_version,
 )
+from ordo.storage.schema_reads import SchemaReads
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def translate_postgres_error(exc: psycopg.Error | PoolTimeout) -> StorageError:
     return StorageError(f"PostgreSQL error: {exc}")
 
 
-class PostgresDatastore:
+class PostgresDatastore(SchemaReads):
     """A connection pool to one PostgreSQL database (schema chosen by the URL's search_path).
 
     Connections are in autocommit mode; writes run in explicit transactions. Thread-safe;
@@ -73,6 +73,13 @@ class PostgresDatastore:
     pool's sessions (a restart, a failover, pg_terminate_backend), the calls after it get new
     connections instead of failing with StorageUnavailableError once per idle connection.
     """
+
+    MIGRATIONS = _PACKAGE
+    TABLE_NAMES = (
+        "SELECT relname FROM pg_class WHERE relkind IN ('r', 'p', 'v', 'm', 'f') "
+        "AND relnamespace = to_regnamespace(current_schema()) ORDER BY relname"
+    )
+    """The tables and views of the schema ordo writes to (the search_path's first)."""
 
     def __init__(self, dsn: str, *, max_size: int = POOL_MAX_SIZE) -> None:
         self.dsn = dsn
@@ -189,24 +196,6 @@ class PostgresDatastore:
                     )
             finally:
                 conn.execute("SELECT pg_advisory_unlock(hashtext('ordo.migrate'))")
-
-    def check_schema(self, *, upgradable: bool = False) -> None:
-        """Refuse a schema other than the latest, changing nothing (`require_latest`)."""
-        require_latest(_PACKAGE, self.schema_version(), upgradable=upgradable)
-
-    def schema_version(self) -> int:
-        """The schema version found (0: no ordo schema yet), read without changing anything."""
-        with self.connection() as conn:
-            return self._schema_version(conn)
-
-    def table_names(self) -> list[str]:
-        """The tables and views of the schema ordo writes to (the search_path's first), by name."""
-        with self.connection() as conn:
-            rows = conn.execute(
-                "SELECT relname FROM pg_class WHERE relkind IN ('r', 'p', 'v', 'm', 'f') "
-                "AND relnamespace = to_regnamespace(current_schema()) ORDER BY relname"
-            ).fetchall()
-        return [str(name) for (name,) in rows]
 
     def close(self) -> None:
         """Close the pool, waiting at most CLOSE_WAIT_S for each of its threads.

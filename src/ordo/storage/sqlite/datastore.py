@@ -21,9 +21,9 @@ from ordo.storage.migration import (
     MigrationReceipt,
     finished,
     migrate,
-    require_latest,
     stored_version,
 )
+from ordo.storage.schema_reads import SchemaReads
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def _use_wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.01)
 
 
-class SQLiteDatastore:
+class SQLiteDatastore(SchemaReads):
     """Connections to one SQLite file: one per thread, WAL mode, busy timeout.
 
     WAL lets readers run while one writer writes; several processes may use the same file.
@@ -72,6 +72,13 @@ class SQLiteDatastore:
     ones, which would leave `-wal` and `-shm` files behind after reading a WAL journal.
     Thread-safe; not picklable.
     """
+
+    MIGRATIONS = _PACKAGE
+    TABLE_NAMES = (
+        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+        "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
+    )
+    """The database's tables and views, ordo's or not (SQLite's own aside)."""
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
@@ -127,24 +134,6 @@ class SQLiteDatastore:
                 current=self._schema_version(conn),
                 param="?",
             )
-
-    def check_schema(self, *, upgradable: bool = False) -> None:
-        """Refuse a schema other than the latest, changing nothing (`require_latest`)."""
-        require_latest(_PACKAGE, self.schema_version(), upgradable=upgradable)
-
-    def schema_version(self) -> int:
-        """The schema version found (0: no ordo schema yet), read without changing anything."""
-        with self.connection() as conn:
-            return self._schema_version(conn)
-
-    def table_names(self) -> list[str]:
-        """The database's tables and views, ordo's or not (SQLite's own aside), by name."""
-        with self.connection() as conn:
-            rows = conn.execute(
-                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
-                "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
-            ).fetchall()
-        return [str(name) for (name,) in rows]
 
     def close(self) -> None:
         """Close every connection this datastore opened, in any thread."""
