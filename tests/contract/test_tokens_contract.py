@@ -437,6 +437,52 @@ def test_a_reset_refused_by_the_journal_or_the_sink_changes_neither(
     assert stores.tokens.entries("p")[0].token == TrackingToken(T2)
 
 
+def test_a_reset_is_refused_while_a_projection_renews_its_lease(
+    stores: Stores, sink_stores: Stores
+) -> None:
+    """A Spark projection holds no claim: a reset cleared its positions while it ran."""
+    _processed_to(stores, T2)
+    _applied(sink_stores, {"x": 3})
+    for tokens in (stores.tokens, sink_stores.tokens):
+        tokens.renew_projection_lease("p", "driver-1", now_ms=1_000)
+
+    def reset(now_ms: int) -> None:
+        reset_processor(
+            stores.tokens,
+            "p",
+            TrackingToken(),
+            now_ms=now_ms,
+            claim_timeout_ms=TIMEOUT,
+            sink=sink_stores.tokens,
+        )
+
+    expected = (
+        r"^processor 'p' is running \(a Spark projection: its driver 'driver-1' renewed its "
+        r"lease 9000 ms ago\): stop its streaming query before resetting$"
+    )
+    with pytest.raises(UnableToClaimTokenError, match=expected):
+        reset(1_000 + TIMEOUT - 1_000)
+    sink_stores.tokens.release_projection_lease("p", "driver-1")  # only the sink's is left
+    stores.tokens.release_projection_lease("p", "other-driver")  # not its lease: it stays
+    with pytest.raises(UnableToClaimTokenError, match="renewed its lease 0 ms ago"):
+        reset(1_000)
+    assert sink_stores.tokens.positions("p") == {"x": 3}
+    assert stores.tokens.entries("p")[0].token == TrackingToken(T2)
+    stores.tokens.release_projection_lease("p", "driver-1")
+    sink_stores.tokens.renew_projection_lease("p", "driver-2", now_ms=1_000)
+    with pytest.raises(UnableToClaimTokenError, match="'driver-2'"):
+        reset(1_000)
+    assert sink_stores.tokens.positions("p") == {"x": 3}
+
+    reset(1_001 + TIMEOUT)  # driver-2 crashed: its lease expired as a claim does
+
+    assert sink_stores.tokens.positions("p") == {}
+    assert stores.tokens.entries("p")[0].token == TrackingToken()
+    _applied(sink_stores, {"x": 1})
+    reset(1_000)  # the reset took the expired lease away: no clock can make it fresh again
+    assert sink_stores.tokens.positions("p") == {}
+
+
 @pytest.mark.parametrize("name", ["", "a\x00b", "p" * 256, 5])
 def test_a_processor_name_must_be_an_identifier(stores: Stores, name: object) -> None:
     with pytest.raises(InvalidIdentifierError, match="processor name"):

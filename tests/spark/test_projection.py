@@ -23,7 +23,7 @@ from operations_support import duplicate_tag_view, execute
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.cli.main import cli
 from ordo.clock import ManualClock
-from ordo.errors import ProjectionGapError, TimeToLiveTooShortError
+from ordo.errors import ProjectionGapError, TimeToLiveTooShortError, UnableToClaimTokenError
 from ordo.processing import HandlerContext, merge_segment, split_segment
 from ordo.query import EventEnvelope
 from ordo.spark import ProjectionSpec, projection
@@ -389,6 +389,51 @@ def test_segments_split_and_merge_while_the_stream_runs(
     assert _totals(path) == {f"order-{p}": 15 for p in range(9)}
 
 
+def test_a_running_projection_is_not_reset_until_it_is_stopped(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It holds no claim: the reset cleared its positions and tokens under the running query.
+
+    Idle between micro-batches for longer than the claim timeout, it is running all the same.
+    """
+    journal, sink_path = tmp_path / "journal.db", tmp_path / "sink.db"
+    url, sink = f"sqlite:///{journal}", f"sqlite:///{sink_path}"
+    with closing(sqlite3.connect(sink_path)) as conn, conn:
+        conn.execute(ORDER_TOTALS_TABLE)
+    _append(url, 0, 18)
+    query = projection(
+        spark,
+        ProjectionSpec(processor="totals", sink=sink, handler=count_order_events),
+        source_options=_source(url, "2", processor="totals"),
+        checkpoint=str(tmp_path / "checkpoint"),
+        processing_time="200 milliseconds",
+    )
+    monkeypatch.setenv("ORDO_CLAIM_TIMEOUT_MS", "1500")
+    try:
+        _wait_for(lambda: sum(_totals(sink_path).values()) == 18)
+        time.sleep(3)  # no new events: no micro-batch
+        for also in ([], ["--sink", sink]):
+            result = CliRunner().invoke(
+                cli, ["processors", "reset", "totals", "--journal", url, *also]
+            )
+            assert (result.exit_code, result.stdout, result.stderr.count("\n")) == (1, "", 1)
+            assert result.stderr.startswith(
+                "Error: UnableToClaimTokenError: processor 'totals' is running (a Spark "
+                "projection: its driver 'spark-driver-"
+            )
+            assert result.stderr.endswith(": stop its streaming query before resetting\n")
+        with stores_at(sink) as stores:
+            assert len(stores.tokens.positions("totals")) == 9
+    finally:
+        query.stop()
+    reset = ["processors", "reset", "totals", "--journal", url, "--sink", sink]
+
+    assert CliRunner().invoke(cli, reset).exit_code == 0
+
+    with stores_at(sink) as stores:
+        assert stores.tokens.positions("totals") == {}
+
+
 DRIVER = Path(__file__).with_name("projection_driver.py")
 
 
@@ -406,6 +451,11 @@ def test_a_driver_killed_mid_run_resumes_to_the_same_projection(tmp_path: Path) 
         if driver.poll() is None:
             driver.kill()
             driver.wait()
+    with stores_at(url) as stores:  # its lease stays, and expires as a claim does
+        now = time.time_ns() // 1_000_000
+        with pytest.raises(UnableToClaimTokenError, match="'killed' is running"):
+            stores.tokens.check_reset("killed", now_ms=now, claim_timeout_ms=10_000)
+        stores.tokens.check_reset("killed", now_ms=now + 10_001, claim_timeout_ms=10_000)
     subprocess.run([*args, "available-now"], check=True, timeout=300)
     assert _totals(path) == {f"order-{p}": 20 for p in range(9)}
 

@@ -210,12 +210,21 @@ class TokenStore(Protocol):
 
         Clears the positions and handled batches too (only those where the processor has no
         tokens: a Spark projection's sink). Refused (UnableToClaimTokenError) while any
-        segment is claimed, and (UnknownProcessorError) when there is nothing to reset.
+        segment is claimed or a projection's lease is fresh (renew_projection_lease), and
+        (UnknownProcessorError) when there is nothing to reset.
         """
         ...
 
     def check_reset(self, processor: str, *, now_ms: int, claim_timeout_ms: int) -> None:
         """Raise what `reset` would refuse, changing nothing."""
+        ...
+
+    def renew_projection_lease(self, processor: str, owner: str, *, now_ms: int) -> None:
+        """Write or renew a running Spark projection's lease (reset refuses while it is fresh)."""
+        ...
+
+    def release_projection_lease(self, processor: str, owner: str) -> None:
+        """Delete the projection's lease (nothing happens unless `owner` holds it)."""
         ...
 
     def advance_unclaimed(self, processor: str, offset: TimeUUID) -> None:

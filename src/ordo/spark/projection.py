@@ -31,7 +31,8 @@ from ordo.processing import HandlerContext, Segment
 from ordo.processing.ports import DeadLetter
 from ordo.query import EventEnvelope
 from ordo.spark.options import EventsByTagOptions
-from ordo.storage.open import stores_at
+from ordo.spark.projection_lease import ProjectionLease, ProjectionQuery
+from ordo.storage.open import OpenMode, stores_at
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, TagPidSequenceNr
 
@@ -75,7 +76,9 @@ def projection(
     showed up behind the checkpoint's offset, and waits for a missing one as for any gap.
     When the source takes its segments from the projection's own tokens (its `processor`
     option is the projection's), each batch moves them on (advance_tokens); otherwise the
-    projection has no tokens, and the journal is not written to for them.
+    projection has no tokens, and the journal is not written to for them. While the query
+    runs, the projection holds a lease in its sink (and the journal, with tokens there), so
+    that a reset is refused (ProjectionLease); the query returned releases it once it ends.
     """
     options = dict(source_options)
     given = {key.lower() for key in options}
@@ -91,7 +94,17 @@ def projection(
         writer = writer.trigger(availableNow=True)
     elif processing_time is not None:
         writer = writer.trigger(processingTime=processing_time)
-    return writer.queryName(spec.processor).start()
+    databases: list[tuple[str, OpenMode]] = [(spec.sink, "migrate")]  # as the tasks open it
+    if tokens_at not in (None, spec.sink):
+        databases.append((tokens_at, "write"))  # its schema checked by the source's load()
+    lease = ProjectionLease(spec.processor, databases)
+    try:
+        query = writer.queryName(spec.processor).start()
+    except BaseException:
+        lease.release()
+        raise
+    lease.hold(query)
+    return ProjectionQuery(query, lease)
 
 
 def _apply_batch(

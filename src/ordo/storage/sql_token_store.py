@@ -303,7 +303,7 @@ class SqlTokenStore(SqlStore):
                 ),
                 (token.to_json(), None if replay is None else replay.to_json(), processor),
             )
-            for table in _PROGRESS_TABLES:
+            for table in (*_PROGRESS_TABLES, "projection_leases"):
                 conn.execute(
                     self._sql(f"DELETE FROM {table} WHERE processor = {{p}}"), (processor,)
                 )
@@ -314,7 +314,8 @@ class SqlTokenStore(SqlStore):
         So that a reset across databases (a journal and a projection's sink) is refused
         before any of them changes: UnknownProcessorError when the database holds neither
         tokens nor positions (nor handled batches) of the processor, UnableToClaimTokenError
-        while one of its segments is claimed.
+        while one of its segments is claimed or a Spark projection of that name holds a lease
+        (renew_projection_lease) renewed within `claim_timeout_ms`.
         """
         with self._db.connection() as conn:
             self._resettable(conn, processor, now_ms, claim_timeout_ms)
@@ -341,7 +342,52 @@ class SqlTokenStore(SqlStore):
                 f"by {live[0].owner!r}): stop it before resetting"
             )
             raise UnableToClaimTokenError(msg)
+        lease = conn.execute(
+            self._sql(
+                "SELECT owner, heartbeat_at FROM projection_leases WHERE processor = {p} "
+                "AND heartbeat_at >= {p}"
+            ),
+            (processor, now_ms - claim_timeout_ms),
+        ).fetchone()
+        if lease is not None:
+            msg = (
+                f"processor {processor!r} is running (a Spark projection: its driver "
+                f"{lease[0]!r} renewed its lease {max(0, now_ms - int(lease[1]))} ms ago): stop "
+                "its streaming query before resetting"
+            )
+            raise UnableToClaimTokenError(msg)
         return entries
+
+    def renew_projection_lease(self, processor: str, owner: str, *, now_ms: int) -> None:
+        """Write or renew the lease of a running Spark projection, with its heartbeat `now_ms`.
+
+        A projection holds no claim, so this row is what tells `check_reset` that it runs. Its
+        driver calls this before the stream starts and every few seconds while the query is
+        active; a later driver of the same name takes the row over (a restart after a crash
+        need not wait for the old lease to expire).
+        """
+        validation.processor_name(processor)
+        validation.owner_name(owner)
+        validation.integer(now_ms, name="now_ms")
+        with self._write() as conn:
+            conn.execute(
+                self._sql(
+                    "INSERT INTO projection_leases (processor, owner, heartbeat_at) "
+                    "VALUES ({p}, {p}, {p}) ON CONFLICT (processor) DO UPDATE "
+                    "SET owner = excluded.owner, heartbeat_at = excluded.heartbeat_at"
+                ),
+                (processor, owner, now_ms),
+            )
+
+    def release_projection_lease(self, processor: str, owner: str) -> None:
+        """Delete the projection's lease (a no-op unless `owner` holds it): its query ended."""
+        validation.processor_name(processor)
+        validation.owner_name(owner)
+        with self._write() as conn:
+            conn.execute(
+                self._sql("DELETE FROM projection_leases WHERE processor = {p} AND owner = {p}"),
+                (processor, owner),
+            )
 
     def _has_progress(self, conn: SqlConnection, processor: str) -> bool:
         """Whether positions or handled batches of the processor are stored."""
