@@ -1045,7 +1045,11 @@ def test_processors_reset_clears_a_projections_positions_in_its_own_sink(
     with stores_at(other):
         pass  # an ordo database without the processor
     for wrong, error in (
-        (f"sqlite:///{tmp_path}/sinc.db", "StorageUnavailableError"),
+        (
+            f"sqlite:///{tmp_path}/sinc.db",
+            f"StorageUnavailableError: no sink database at {tmp_path}/sinc.db: "
+            "is the path misspelt?\n",
+        ),
         (other, "UnknownProcessorError: the sink: processor 'totals' has no tokens"),
     ):
         code, out, err = _run(
@@ -1066,6 +1070,28 @@ def test_processors_reset_clears_a_projections_positions_in_its_own_sink(
         "events processed before are replays",
     )
     assert tokens_and_positions() == (["start"], {})
+
+
+@pytest.mark.postgres
+def test_processors_reset_names_a_missing_postgres_sink_as_the_sink(
+    runner: CliRunner, tmp_path: Path, postgres_dsn: str
+) -> None:
+    """It said "no ordo journal ...: create it with `ordo init`" of the sink."""
+    journal = f"sqlite:///{tmp_path}/j.db"
+    processed = TimeUUID.min_for_epoch_ns(1_700_000_000_000_000_000)
+    with stores_at(journal) as stores:
+        stores.tokens.initialize("totals", segment_count=1)
+        stores.tokens.advance_unclaimed("totals", processed)
+
+    code, out, err = _run(
+        runner, "processors", "reset", "totals", "--journal", journal, "--sink", postgres_dsn
+    )
+
+    assert (code, out, err.count("\n")) == (1, "", 1)
+    assert err.startswith("Error: StorageUnavailableError: no ordo sink database in PostgreSQL at")
+    assert "ordo init" not in err
+    with stores_at(journal) as stores:
+        assert stores.tokens.entries("totals")[0].token == TrackingToken(processed)
 
 
 BEHIND = TimeUUID.min_for_epoch_ns(1_700_000_000_000_000_000)

@@ -162,7 +162,9 @@ def reset(
     with ExitStack() as opened:
         sink = None
         if sink_url not in (None, journal_url):
-            sink = opened.enter_context(closing(open_existing_stores(sink_url, mode="write")))
+            sink = opened.enter_context(
+                closing(open_existing_stores(sink_url, mode="write", what="sink database"))
+            )
         stores = opened.enter_context(stores_at(journal_url))
         receipt = reset_processor(
             stores.tokens,

@@ -84,22 +84,23 @@ def _without_password(url: str) -> str:
     return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
 
 
-def existing_location(url: str) -> Location:
+def existing_location(url: str, *, what: str = "journal") -> Location:
     """The location of a journal that is only read: it must exist and be an ordo journal.
 
     Opening a journal creates a missing SQLite file and migrating gives any database ordo's
     tables, so a misspelt path would become a new, empty journal and an application's database
-    would gain ordo's tables. Both backends look without writing.
+    would gain ordo's tables. Both backends look without writing. `what` names the database in
+    errors: a misspelt `--sink` was refused as "no journal at ...".
     """
-    location = parse_location(url)
+    location = parse_location(url, what=what)
     if isinstance(location, PostgresLocation):
         from ordo.storage.postgres.datastore import require_journal_schema
 
-        require_journal_schema(location.dsn)
+        require_journal_schema(location.dsn, what=what)
     else:
         from ordo.storage.sqlite.datastore import require_journal_file
 
-        require_journal_file(location.path)
+        require_journal_file(location.path, what=what)
     return location
 
 

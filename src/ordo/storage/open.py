@@ -143,7 +143,9 @@ def stores_at(url: str, *, mode: OpenMode = "migrate") -> AbstractContextManager
     return closing(open_stores(url, mode=mode))
 
 
-def open_existing_stores(url: str, *, mode: Literal["write", "read"] = "read") -> Stores:
+def open_existing_stores(
+    url: str, *, mode: Literal["write", "read"] = "read", what: str = "journal"
+) -> Stores:
     """The stores of a journal that is only read: it must exist and have the latest schema.
 
     Nothing is created or upgraded: a missing journal is StorageUnavailableError
@@ -151,9 +153,10 @@ def open_existing_stores(url: str, *, mode: Literal["write", "read"] = "read") -
     schema SchemaVersionError telling to run `ordo init` (an upgrade takes the write lock and
     alters tables under the writers of the older ordo, which a status, a query, a verify or a
     Spark read must not do). An SQLite file is opened in `read` mode (`OpenMode`) unless the
-    caller writes to the tables it has. Close the stores after use.
+    caller writes to the tables it has. `what` names the database in errors (`--sink`'s is a
+    "sink database"). Close the stores after use.
     """
-    existing_location(url)
+    existing_location(url, what=what)
     stores = open_stores(url, mode=mode)
     try:
         stores.check_schema()

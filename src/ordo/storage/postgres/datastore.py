@@ -222,13 +222,14 @@ class PostgresDatastore(SchemaReads):
         return 0 if found is None else stored_version(found[0])
 
 
-def require_journal_schema(dsn: str) -> None:
+def require_journal_schema(dsn: str, *, what: str = "journal") -> None:
     """Refuse a database (schema by the URL's search_path) without ordo's metadata table.
 
     One short connection that only reads, so that a command that reads does not give an
     application's database ordo's tables. The message names the schema looked in and the
     database's schemas that hold a journal: with a URL that selects no schema or the wrong
     one, "no ordo journal" alone did not tell that the journal is one search_path away.
+    `what` names the database (a projection's "sink database" is an ordo database too).
     """
     with _connect(dsn) as conn:
         if _has_metadata(conn):
@@ -242,10 +243,9 @@ def require_journal_schema(dsn: str) -> None:
                 (METADATA_TABLE,),
             )
         ]
-    msg = (
-        f"no ordo journal in PostgreSQL at {redacted_dsn(dsn)} in schema {schema!r}: "
-        "create it with `ordo init`"
-    )
+    msg = f"no ordo {what} in PostgreSQL at {redacted_dsn(dsn)} in schema {schema!r}"
+    if what == "journal":
+        msg += ": create it with `ordo init`"
     if others:
         shown = ", ".join(repr(name) for name in others[:5]) + (", ..." if others[5:] else "")
         schemas, pick = ("schemas", "one") if others[1:] else ("schema", "it")

@@ -175,23 +175,29 @@ class SQLiteDatastore(SchemaReads):
         return conn
 
 
-def require_journal_file(path: Path) -> None:
+def require_journal_file(path: Path, *, what: str = "journal") -> None:
     """Refuse a path that is not an ordo journal: no file, or no metadata table in it.
 
     The file is looked at through a read-only connection: opening it as a journal would
-    create a missing file and give an application's database ordo's tables.
+    create a missing file and give an application's database ordo's tables. `what` names the
+    database in the messages (a projection's "sink database" is an ordo database too).
     """
     if not path.is_file():
-        msg = f"no journal at {path}: create it with `ordo init` or by appending to it"
+        hint = (
+            "create it with `ordo init` or by appending to it"
+            if what == "journal"
+            else "is the path misspelt?"
+        )
+        msg = f"no {what} at {path}: {hint}"
         raise StorageUnavailableError(msg)
     try:
         with closing(read_only_connection(path)) as conn:
             is_journal = _has_metadata(conn)
     except sqlite3.Error as exc:
-        msg = f"cannot read {path} as an SQLite journal: {exc}"
+        msg = f"cannot read {path} as an SQLite {what}: {exc}"
         raise StorageUnavailableError(msg) from exc
     if not is_journal:
-        msg = f"{path} is not an ordo journal (it has no {METADATA_TABLE} table)"
+        msg = f"{path} is not an ordo {what} (it has no {METADATA_TABLE} table)"
         raise StorageUnavailableError(msg)
 
 
