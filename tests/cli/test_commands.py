@@ -1072,6 +1072,50 @@ def test_processors_reset_clears_a_projections_positions_in_its_own_sink(
     assert tokens_and_positions() == (["start"], {})
 
 
+def test_processors_status_lists_a_projection_that_has_only_positions_in_its_sink(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """Status of a projection's own sink listed nothing: it has positions but no tokens."""
+    sink = f"sqlite:///{tmp_path}/sink.db"
+    with stores_at(sink) as stores:
+        stores.tokens.initialize("counts", segment_count=1)
+        with stores.tokens.batch("totals", 0, "spark") as batch:
+            for persistence_id in ("order-1", "order-2"):
+                batch.record(PersistenceId(persistence_id), 2)
+
+    code, out, _ = _run(runner, "processors", "status", "--journal", sink)
+
+    assert code == 0
+    assert out.splitlines() == [
+        "counts  Segment[0/0]     owner=-  not claimed  token=start",
+        "totals  no tokens  2 positions (a Spark projection's own sink: "
+        "`processors reset --sink` clears them)",
+    ]
+    code, out, _ = _run(runner, "processors", "status", "totals", "--journal", sink, "--json")
+    assert (code, json.loads(out)) == (
+        0,
+        [
+            {
+                "processor": "totals",
+                "segment": None,
+                "owner": None,
+                "token": None,
+                "ahead": [],
+                "claim_age_ms": None,
+                "replay_until": None,
+                "request": None,
+                "request_age_ms": None,
+                "positions": 2,
+            }
+        ],
+    )
+    code, out, _ = _run(runner, "processors", "status", "--journal", sink, "--json")
+    assert [(row["processor"], row["positions"]) for row in json.loads(out)] == [
+        ("counts", None),
+        ("totals", 2),
+    ]
+
+
 @pytest.mark.postgres
 def test_processors_reset_names_a_missing_postgres_sink_as_the_sink(
     runner: CliRunner, tmp_path: Path, postgres_dsn: str
@@ -1129,7 +1173,7 @@ def test_status_json_carries_plain_offsets_and_the_merged_parts_ahead(
         "request_age_ms": None,
     }
     code, out, _ = _run(runner, "processors", "status", "--journal", url, "--json")
-    assert (code, json.loads(out)) == (0, [{"processor": "counts", **merged}])
+    assert (code, json.loads(out)) == (0, [{"processor": "counts", **merged, "positions": None}])
     log = tmp_path / "log"
     log.mkdir()
     code, out, _ = _run(runner, "status", "--journal", url, "--change-log", str(log), "--json")

@@ -381,6 +381,19 @@ def test_a_reset_where_the_processor_has_positions_but_no_tokens_clears_them(
     assert stores.tokens.processors() == []  # no tokens made up
 
 
+def test_processors_without_tokens_are_those_a_reset_clears_only_positions_of(
+    stores: Stores,
+) -> None:
+    _applied(stores, {"x": 3, "y": 1}, processor="sink-only")
+    with stores.tokens.batch("handled-only", 0, "spark") as batch:
+        batch.record_handled(PersistenceId("x"), 1, T1.to_bytes())
+    _processed_to(stores, T2)
+    _applied(stores, {"x": 3})  # p has tokens: listed by processors()
+
+    assert stores.tokens.processors_without_tokens() == {"handled-only": 0, "sink-only": 2}
+    assert stores.tokens.processors() == ["p"]
+
+
 def test_a_reset_where_the_processor_has_neither_tokens_nor_positions_is_refused(
     stores: Stores,
 ) -> None:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from contextlib import ExitStack, closing
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from datetime import timedelta
 
 import click
 
 from ordo.cli.options import (
     beyond_token,
+    counted,
     existing_journal,
     journal_option,
     json_option,
@@ -52,26 +54,32 @@ def _now_ms() -> int:
 @json_option
 @click.argument("processor", required=False)
 def status(journal_url: str | None, as_json: bool, processor: str | None) -> None:
-    """Show every segment of PROCESSOR (or of all processors): owner, token, claim age."""
+    """Show every segment of PROCESSOR (or of all processors): owner, token, claim age.
+
+    A processor with positions but no tokens (a Spark projection's own sink) is listed with
+    how many positions it has: what `reset --sink` clears there.
+    """
     with read_only_stores(journal_url) as stores:
-        names = [processor] if processor else list(stores.tokens.processors())
+        untracked = stores.tokens.processors_without_tokens()
+        names = [processor] if processor else sorted({*stores.tokens.processors(), *untracked})
         found = {
             name: SegmentStatus.every(
                 stores.tokens.entries(name), stores.tokens.pending_requests(name), now_ms=_now_ms()
             )
             for name in names
+            if name not in untracked
         }
     if as_json:
-        print_json(
-            [
-                {"processor": name, **asdict(segment)}
-                for name, segments in found.items()
-                for segment in segments
-            ]
-        )
+        print_json([row for name in names for row in _json_rows(name, found, untracked)])
         return
-    for name, segments in found.items():
-        for segment in segments:
+    for name in names:
+        if name in untracked:
+            click.echo(
+                f"{name}  no tokens  {counted(untracked[name], 'position')} "
+                "(a Spark projection's own sink: `processors reset --sink` clears them)"
+            )
+            continue
+        for segment in found[name]:
             claim = (
                 "not claimed"
                 if segment.claim_age_ms is None
@@ -88,8 +96,22 @@ def status(journal_url: str | None, as_json: bool, processor: str | None) -> Non
                     )
                 )
             )
-    if not found:
+    if not names:
         click.echo("no processors", err=True)
+
+
+def _json_rows(
+    name: str, found: dict[str, list[SegmentStatus]], untracked: Mapping[str, int]
+) -> list[dict[str, object]]:
+    """The processor's rows of `status --json`: one per segment, or one for its positions.
+
+    Every row has the same keys: `positions` counts a processor's positions where it has no
+    tokens (null on a segment's row), and such a row has no segment.
+    """
+    if name in untracked:
+        nothing = {field.name: None for field in fields(SegmentStatus)}
+        return [{"processor": name, **nothing, "ahead": [], "positions": untracked[name]}]
+    return [{"processor": name, **asdict(segment), "positions": None} for segment in found[name]]
 
 
 def _steer(journal_url: str | None, action: str, processor: str, segment_id: int) -> None:

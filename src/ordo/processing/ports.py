@@ -160,6 +160,13 @@ class TokenStore(Protocol):
         """The names of every processor with tokens."""
         ...
 
+    def processors_without_tokens(self) -> Mapping[str, int]:
+        """Processors with positions (or handled batches) but no tokens: their positions' count.
+
+        A Spark projection's own sink holds only its positions.
+        """
+        ...
+
     def claim(
         self, processor: str, segment_id: int, owner: str, *, now_ms: int, claim_timeout_ms: int
     ) -> TokenEntry:

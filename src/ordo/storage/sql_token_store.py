@@ -108,6 +108,21 @@ class SqlTokenStore(SqlStore):
         rows = self._fetchall("SELECT DISTINCT processor FROM tokens ORDER BY processor", ())
         return [str(row[0]) for row in rows]
 
+    def processors_without_tokens(self) -> Mapping[str, int]:
+        """The processors with positions or handled batches but no tokens, by name.
+
+        Each with its number of positions (persistence ids): what a reset would clear where a
+        Spark projection keeps only those, its own sink, which `processors()` does not list.
+        """
+        rows = self._fetchall(
+            "SELECT p.processor, (SELECT COUNT(*) FROM processed_positions AS c "
+            "WHERE c.processor = p.processor) FROM (SELECT processor FROM processed_positions "
+            "UNION SELECT processor FROM handled_batches) AS p WHERE NOT EXISTS "
+            "(SELECT 1 FROM tokens AS t WHERE t.processor = p.processor) ORDER BY p.processor",
+            (),
+        )
+        return {str(row[0]): int(str(row[1])) for row in rows}
+
     def claim(
         self, processor: str, segment_id: int, owner: str, *, now_ms: int, claim_timeout_ms: int
     ) -> TokenEntry:
