@@ -39,7 +39,9 @@ def test_concurrent_inits_create_the_schema_once(postgres_dsn: str) -> None:
 def test_a_journal_of_a_newer_schema_is_refused(postgres_dsn: str) -> None:
     init_storage(postgres_dsn)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("UPDATE ordo_metadata SET value = '7' WHERE key = 'schema_version'")
+        conn.execute(
+            "UPDATE ordo_metadata SET value = %s WHERE key = 'schema_version'", (str(LATEST + 1),)
+        )
     with pytest.raises(SchemaVersionError, match="newer"):
         open_stores(postgres_dsn)
 
