@@ -91,7 +91,7 @@ def test_a_batch_is_applied_once_with_its_messages_and_progress(stores: Stores) 
         batch_id=0,
         target_table=TARGET,
         messages=MessageRows.from_messages(batch),
-        schemas={1: V1},
+        schema=V1,
     )
     assert (receipt.is_applied, receipt.messages) == (True, 3)
     again = sink.apply_batch(
@@ -100,7 +100,7 @@ def test_a_batch_is_applied_once_with_its_messages_and_progress(stores: Stores) 
         batch_id=0,
         target_table=TARGET,
         messages=MessageRows.from_messages(batch),
-        schemas={1: V1},
+        schema=V1,
     )
     assert not again.is_applied
     assert sink.has_table(TARGET)
@@ -127,7 +127,7 @@ def test_deletes_and_a_new_nullable_column_apply_in_order(stores: Stores) -> Non
                 _message(ChangeOp.CREATE, 2, None, b, 1),
             ]
         ),
-        schemas={1: V1},
+        schema=V1,
     )
     a_v2 = {**a, "note": "n"}
     sink.apply_batch(
@@ -142,11 +142,63 @@ def test_deletes_and_a_new_nullable_column_apply_in_order(stores: Stores) -> Non
                 _message(ChangeOp.UPDATE, 1, {**a, "note": None}, a_v2, 2),
             ]
         ),
-        schemas={1: V1, 2: V2},
+        schema=V2,
     )
     rows = _table(stores)
     assert [(row[0], row[1], row[-1]) for row in rows] == [(1, "a", "n"), (2, "again", None)]
     assert sink.last_batch_id("m") == 4
+
+
+def _columns(stores: Stores) -> list[str]:
+    with stores.change_sink._db.connection() as conn:
+        cursor = conn.execute('SELECT * FROM "odd ""table""_materialized" WHERE false')
+        return [d[0] for d in cursor.description]  # type: ignore[attr-defined]
+
+
+def test_a_column_the_current_schema_no_longer_has_is_dropped_with_the_batch(
+    stores: Stores,
+) -> None:
+    """An accepted drop: the table loses the column in the transaction that applies the next
+    batch, also when that batch's messages still carry it (changes written before the drop)."""
+    sink = stores.change_sink
+    a, b = {**_row(1, "a"), "note": "n"}, {**_row(2, "b"), "note": "m"}
+    batch = [_message(ChangeOp.CREATE, 1, None, a, 2), _message(ChangeOp.CREATE, 2, None, b, 2)]
+    _apply_with(sink, 0, batch, V2)
+    assert _columns(stores)[-1] == "note"
+    v3 = TableSchema(
+        table="odd table",
+        columns=tuple(c for c in V2.columns if c.name != "100%"),
+        partition_key=("id",),
+    )  # drops "100%", a name that needs quoting on both backends
+    a2 = {**a, "note": "n2"}
+    a3 = {k: v for k, v in a2.items() if k != "100%"}
+    c = {k: v for k, v in _row(3, "c").items() if k != "100%"}
+    batch = [
+        _message(ChangeOp.UPDATE, 1, a, a2, 2),  # written under the older version
+        _message(ChangeOp.UPDATE, 1, a3, {**a3, "note": "n3"}, 3),
+        _message(ChangeOp.CREATE, 3, None, {**c, "note": None}, 3),
+    ]
+    assert _apply_with(sink, 1, batch, v3).is_applied
+    assert _columns(stores) == [c.name for c in v3.columns]
+    rows = sink.read_table(TARGET, v3)
+    assert [(key, row["note"]) for key, row in sorted(rows.items())] == [
+        ((1,), "n3"),
+        ((2,), "m"),
+        ((3,), None),
+    ]
+
+
+def _apply_with(
+    sink: SqlChangeSink, batch_id: int, messages: list[ChangeMessage], schema: TableSchema
+) -> ChangeBatchReceipt:
+    return sink.apply_batch(
+        materializer="m",
+        query_id=QUERY,
+        batch_id=batch_id,
+        target_table=TARGET,
+        messages=MessageRows.from_messages(messages),
+        schema=schema,
+    )
 
 
 def _apply(sink: SqlChangeSink, query_id: str, batch_id: int, *keys: int) -> ChangeBatchReceipt:
@@ -158,7 +210,7 @@ def _apply(sink: SqlChangeSink, query_id: str, batch_id: int, *keys: int) -> Cha
         batch_id=batch_id,
         target_table=TARGET,
         messages=MessageRows.from_messages(created),
-        schemas={1: V1},
+        schema=V1,
     )
 
 

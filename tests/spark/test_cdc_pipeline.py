@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from ordo.cdc import ChangeOp, Publisher, SchemaRegistry
 from ordo.cdc.capture import Capture
+from ordo.errors import IncompatibleSchemaError
 from ordo.simulation.cdc import ReplicaWorkload, check
 from ordo.spark.cdc_simulation import run_cdc_simulation
 from ordo.spark.materializer import MaterializerSpec, materialize
@@ -63,6 +64,12 @@ def _run(dsn: str, *statements: str | tuple[str, Sequence[object]]) -> None:
         for statement in statements:
             query, params = (statement, ()) if isinstance(statement, str) else statement
             conn.execute(query, params)
+
+
+def _run_sqlite(database: Path, *statements: str) -> None:
+    with closing(sqlite3.connect(database)) as conn, conn:
+        for statement in statements:
+            conn.execute(statement)
 
 
 def _capture(
@@ -244,3 +251,52 @@ def test_postgres_numbers_json_cannot_carry_are_dead_letters_and_numerics_keep_e
         "column 'body': '[1e999]' is JSON that cannot be carried: number 1e999 is out of the "
         "range of a double"
     )
+
+
+def test_a_dropped_column_leaves_the_messages_and_the_materialized_table_once_accepted(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The first message under the accepted version describes the row without the column, and
+    the table drops it, for the rows written since and those written before alike: the table is
+    the fold of the messages over the columns of the table's current schema."""
+    app, sink = tmp_path / "app.db", tmp_path / "ordo.db"
+    journal, log, checkpoint = f"sqlite:///{sink}", tmp_path / "log", tmp_path / "checkpoint"
+    _run_sqlite(app, "CREATE TABLE items (id INTEGER PRIMARY KEY, label TEXT, note TEXT)")
+    with change_source_at(str(app), ["items"]):
+        pass  # the triggers exist from here on
+    _run_sqlite(app, "INSERT INTO items VALUES (1, 'a', 'n1'), (2, 'b', 'n2')")
+    _capture(str(app), log, journal=journal, tables=["items"])
+    spec = MaterializerSpec(name="items", table="items", change_log=str(log), sink=journal)
+    _materialize(spark, spec, checkpoint)
+
+    _run_sqlite(  # the documented way to drop a column the triggers name
+        app,
+        *(f'DROP TRIGGER "ordo_cdc_items_{event}"' for event in ("insert", "update", "delete")),
+        "ALTER TABLE items DROP COLUMN note",
+    )
+    with pytest.raises(IncompatibleSchemaError, match="'note' dropped"):
+        _capture(str(app), log, journal=journal, tables=["items"])
+    with stores_at(journal) as stores:
+        SchemaRegistry(stores.schemas).accept("items", 2)
+    _capture(str(app), log, journal=journal, tables=["items"])  # installs the triggers again
+    _run_sqlite(
+        app, "UPDATE items SET label = 'a2' WHERE id = 1", "INSERT INTO items VALUES (3, 'c')"
+    )
+    _capture(str(app), log, journal=journal, tables=["items"])
+    _materialize(spark, spec, checkpoint)
+
+    with stores_at(journal) as stores:
+        current = SchemaRegistry(stores.schemas).current("items")
+        messages = list(stores.change_sink.read_messages("items"))
+        table = stores.change_sink.read_table(spec.target_table, current.schema)
+    with closing(sqlite3.connect(sink)) as conn:
+        columns = conn.execute("SELECT name FROM pragma_table_info(?)", (spec.target_table,))
+        assert [name for (name,) in columns] == ["id", "label"]
+    assert table == {
+        (1,): {"id": 1, "label": "a2"},
+        (2,): {"id": 2, "label": "b"},
+        (3,): {"id": 3, "label": "c"},
+    }
+    update = next(m for m in messages if m.key == (1,) and m.op is ChangeOp.UPDATE)
+    assert update.schema_id == current.schema_id
+    assert (update.before, update.after) == ({"id": 1, "label": "a"}, {"id": 1, "label": "a2"})

@@ -3,11 +3,13 @@
 `apply_batch` is the query's `foreachBatch` function; it runs on the driver. It collects the
 batch once (as Arrow) and applies the messages to the sink in one transaction with the batch id
 and the query's id (`SqlChangeSink.apply_batch`), which skips a batch it already applied and
-refuses a batch of another query (one run from another checkpoint). Then it writes the messages
-and dead letters as Parquet (one directory per batch id, replaced on a replay), so a refused
-batch writes no file either, and a replayed batch writes its files again. A replayed batch
-carries the same rows (the stateful step restarts from the state version of that batch), so the
-files it rewrites are the same files.
+refuses a batch of another query (one run from another checkpoint). The materialized table
+follows the table's current accepted schema, read for each batch: no message names a newer
+version, since the stateful step stops at one still pending. Then it writes the messages and
+dead letters as Parquet (one directory per batch id, replaced on a replay), so a refused batch
+writes no file either, and a replayed batch writes its files again. A replayed batch carries the
+same rows (the stateful step restarts from the state version of that batch), so the files it
+rewrites are the same files.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
-from ordo.cdc.schema import TableSchema
 from ordo.cdc.schema_registry import SchemaRegistry
 from ordo.errors import CdcError
 from ordo.spark.change_rows import MESSAGE_COLUMNS, OUTPUT_COLUMNS, message_rows_from_arrow
@@ -62,18 +63,13 @@ def apply_batch(
         raise CdcError(msg)
     changes = message_rows_from_arrow(messages)
     with stores_at(spec.sink, mode="write") as stores:
-        registry = SchemaRegistry(stores.schemas)
-        named = {schema_id for schema_id in changes.column("schema_id") if schema_id is not None}
-        schemas: dict[int, TableSchema] = {
-            schema_id: registry.by_id(schema_id).schema for schema_id in sorted(named)
-        }
         receipt = stores.change_sink.apply_batch(
             materializer=spec.name,
             query_id=query_id,
             batch_id=batch_id,
             target_table=spec.target_table,
             messages=changes,
-            schemas=schemas,
+            schema=SchemaRegistry(stores.schemas).current(spec.table).schema,
         )
     if spec.messages_path is not None and messages.num_rows:
         numbered = messages.select(list(MESSAGE_COLUMNS)).set_column(

@@ -227,15 +227,17 @@ class SqlChangeSink(SqlStore):
         batch_id: int,
         target_table: str,
         messages: MessageRows,
-        schemas: Mapping[int, TableSchema],
+        schema: TableSchema,
     ) -> ChangeBatchReceipt:
         """Store and apply one micro-batch's `messages` (in order) in one transaction.
 
         `query_id` is the id of the streaming query whose batch it is: a batch of another query
         than the progress records is MaterializerCheckpointError, and nothing is written (see
-        `require_checkpoint`). `schemas` holds the schema of every schema id the messages
-        name; the target table is created from them on first use, and gains the nullable
-        columns a newer version adds.
+        `require_checkpoint`). `schema` is the table's current accepted schema, which no message
+        is newer than: the target table is created from it on first use, and follows it, in the
+        transaction that applies the batch, by adding the columns it adds and dropping those it
+        no longer has (an accepted drop or rename). Values of columns it does not have, which
+        messages of an older version carry, are not materialized.
         """
         with self._db.write_transaction() as conn:
             claimed = conn.execute(
@@ -255,8 +257,8 @@ class SqlChangeSink(SqlStore):
                 return ChangeBatchReceipt(is_applied=False, messages=0)
             self._insert_messages(conn, materializer, batch_id, messages)
             if len(messages):
-                columns, key = self._ensure_table(conn, target_table, messages, schemas)
-                self._apply(conn, target_table, _net_changes(messages), columns, key)
+                self._ensure_table(conn, target_table, schema)
+                self._apply(conn, target_table, _net_changes(messages), schema)
         return ChangeBatchReceipt(is_applied=True, messages=len(messages))
 
     def _progress_row(
@@ -299,56 +301,42 @@ class SqlChangeSink(SqlStore):
             rows,
         )
 
-    def _ensure_table(
-        self,
-        conn: SqlConnection,
-        table: str,
-        messages: MessageRows,
-        schemas: Mapping[int, TableSchema],
-    ) -> tuple[dict[str, Column], tuple[str, ...]]:
-        """Create the table or add missing columns; returns every column by name, and the key."""
-        named = sorted({i for i in messages.column("schema_id") if i is not None})
-        missing = [schema_id for schema_id in named if schema_id not in schemas]
-        if missing or not named:
-            msg = f"table {table!r}: messages name schema ids {missing or [None]} with no schema"
-            raise CdcError(msg)
-        columns: dict[str, Column] = {}
-        for schema_id in named:  # ids grow with versions: the newest type of a column wins
-            columns.update((column.name, column) for column in schemas[schema_id].columns)
-        key = schemas[named[-1]].primary_key
+    def _ensure_table(self, conn: SqlConnection, table: str, schema: TableSchema) -> None:
+        """Create the table from `schema`, or add and drop columns until it has its columns."""
         found = conn.execute(self._sql(self.TABLE_COLUMNS), (table,)).fetchall()
         existing = {str(row[0]) for row in found}
         name = self._identifier
         if not existing:
             definitions = [
                 f"{name(c.name)} {self.COLUMN_TYPES[c.type]}"
-                + (" NOT NULL" if c.name in key else "")
-                for c in columns.values()
+                + (" NOT NULL" if c.name in schema.key_names else "")
+                for c in schema.columns
             ]
-            primary_key = ", ".join(map(name, key))
             conn.execute(
                 f"CREATE TABLE {name(table)} ({', '.join(definitions)}, "
-                f"PRIMARY KEY ({primary_key}))",
+                f"PRIMARY KEY ({', '.join(map(name, schema.primary_key))}))",
                 (),
             )
-        for column in columns.values():
-            if existing and column.name not in existing:
+            return
+        for column in schema.columns:
+            if column.name not in existing:
                 conn.execute(
                     f"ALTER TABLE {name(table)} ADD COLUMN "
                     f"{name(column.name)} {self.COLUMN_TYPES[column.type]}",
                     (),
                 )
-        return columns, key
+        for dropped in sorted(existing - set(schema.names)):
+            conn.execute(f"ALTER TABLE {name(table)} DROP COLUMN {name(dropped)}", ())
 
     def _apply(
         self,
         conn: SqlConnection,
         table: str,
         changes: Mapping[str, _NetChange],
-        columns: Mapping[str, Column],
-        key: tuple[str, ...],
+        schema: TableSchema,
     ) -> None:
         name, p = self._identifier, self.PARAM
+        columns, key = schema.by_name, schema.primary_key
         deletes = [
             [self._sql_value(columns[k], v) for k, v in zip(key, json.loads(key_json), strict=True)]
             for key_json, change in changes.items()
@@ -360,7 +348,7 @@ class SqlChangeSink(SqlStore):
         by_columns: dict[tuple[str, ...], list[list[object]]] = {}
         for change in changes.values():
             if change.values is not None:
-                names = tuple(change.values)
+                names = tuple(n for n in change.values if n in columns)
                 by_columns.setdefault(names, []).append(
                     [self._sql_value(columns[n], change.values[n]) for n in names]
                 )
