@@ -458,6 +458,16 @@ def test_a_table_without_primary_key_is_refused(run: Callable[..., None], captur
         source.schemas()
 
 
+def test_a_table_without_primary_key_is_refused_for_it_before_its_column_types(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    """As on SQLite: the key is the first thing to fix."""
+    run("CREATE TABLE spots (spot point)")
+    source = capture("spots", create=False)
+    with pytest.raises(NoPrimaryKeyError, match=r"'spots' has no primary key: .*ADD PRIMARY KEY"):
+        source.schemas()
+
+
 def test_an_unmappable_column_type_is_refused(run: Callable[..., None], capture: Capture) -> None:
     run("CREATE TABLE places (id int PRIMARY KEY, spot point)")
     source = capture("places", create=False)

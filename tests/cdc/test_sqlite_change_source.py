@@ -184,6 +184,21 @@ def test_bad_tables_are_rejected(database: Path) -> None:
     assert not (database.parent / "typo.db").exists()
 
 
+def test_a_table_without_a_key_or_types_is_refused_for_its_key_naming_the_columns_to_type(
+    database: Path,
+) -> None:
+    """Adding the key means creating the table again, which is when the types are declared:
+    refused for the types first, the table would be created again twice."""
+    _run(database, "CREATE TABLE bare (a, b TEXT, c)")
+    with pytest.raises(NoPrimaryKeyError) as refused:
+        SQLiteChangeSource(database, ["bare"]).install()
+    assert str(refused.value) == (
+        "table 'bare' has no primary key: CDC keys its change log and rows by it; SQLite cannot "
+        "add one to an existing table: create it again with a PRIMARY KEY and a type for 'a', "
+        "'c' (and copy its rows over) to capture it"
+    )
+
+
 def test_the_capture_loop_publishes_then_advances_and_stops_on_an_incompatible_change(
     source: SQLiteChangeSource, database: Path, tmp_path: Path
 ) -> None:

@@ -97,8 +97,9 @@ def read_schema(conn: Connection, ref: TableRef) -> TableSchema:
 
     Raises:
         CaptureError: the table does not exist.
+        NoPrimaryKeyError: the table has no primary key (checked before the types, as on
+            SQLite, where adding one means creating the table again).
         UnmappableColumnTypeError: a column's type has no logical type (see COLUMN_TYPES).
-        NoPrimaryKeyError: the table has no primary key.
 
     """
     found = conn.execute(_RELATION, (ref.schema, ref.name)).fetchone()
@@ -109,6 +110,10 @@ def read_schema(conn: Connection, ref: TableRef) -> TableSchema:
         )
         raise CaptureError(msg)
     oid = found[0]
+    key = tuple(str(name) for (name,) in conn.execute(_PRIMARY_KEY, (oid,)).fetchall())
+    require_captured_key(
+        ref.given, key, how=f"add one (ALTER TABLE {ref.schema}.{ref.name} ADD PRIMARY KEY (...))"
+    )
     columns = []
     for name, not_null, type_name, declared in conn.execute(_COLUMNS, (oid,)).fetchall():
         column_type = COLUMN_TYPES.get(str(type_name))
@@ -119,10 +124,6 @@ def read_schema(conn: Connection, ref: TableRef) -> TableSchema:
             )
             raise UnmappableColumnTypeError(msg)
         columns.append(Column(name=str(name), type=column_type, nullable=not not_null))
-    key = tuple(str(name) for (name,) in conn.execute(_PRIMARY_KEY, (oid,)).fetchall())
-    require_captured_key(
-        ref.given, key, how=f"add one (ALTER TABLE {ref.schema}.{ref.name} ADD PRIMARY KEY (...))"
-    )
     return TableSchema(table=ref.given, columns=tuple(columns), partition_key=key)
 
 

@@ -56,12 +56,17 @@ _AFFINITY: tuple[tuple[str, ColumnType], ...] = (
 )
 
 
-def column_type(table: str, column: str, declared: str) -> ColumnType:
+def _logical_type(declared: str) -> ColumnType | None:
     """The logical type of a declared SQLite column type (SQLite's affinity rules, refined)."""
     upper = declared.upper()
-    for fragment, logical in _AFFINITY:
-        if fragment in upper:
-            return logical
+    return next((logical for fragment, logical in _AFFINITY if fragment in upper), None)
+
+
+def column_type(table: str, column: str, declared: str) -> ColumnType:
+    """The logical type of a declared SQLite column type; UnmappableColumnTypeError if none."""
+    logical = _logical_type(declared)
+    if logical is not None:
+        return logical
     msg = f"table {table!r} column {column!r}: cannot map SQLite type {declared!r} (declare one)"
     raise UnmappableColumnTypeError(msg)
 
@@ -371,16 +376,19 @@ def _read_schema(conn: sqlite3.Connection, path: Path, table: str) -> TableSchem
     if not info:
         msg = f"table {table!r} does not exist in {path}"
         raise CaptureError(msg)
-    columns = tuple(
-        Column(name=name, type=column_type(table, name, declared), nullable=not notnull and not pk)
-        for _, name, declared, notnull, _, pk in info
-    )
     key = tuple(name for *_, pk, name in sorted((row[5], row[1]) for row in info if row[5]))
+    # The key first: its fix creates the table again, which is when the types get declared too.
+    untyped = ", ".join(repr(row[1]) for row in info if _logical_type(row[2]) is None)
     require_captured_key(
         table,
         key,
         how="SQLite cannot add one to an existing table: create it again with a PRIMARY KEY "
-        "(and copy its rows over)",
+        + (f"and a type for {untyped} " if untyped else "")
+        + "(and copy its rows over)",
+    )
+    columns = tuple(
+        Column(name=name, type=column_type(table, name, declared), nullable=not notnull and not pk)
+        for _, name, declared, notnull, _, pk in info
     )
     return TableSchema(table=table, columns=columns, partition_key=key)
 
