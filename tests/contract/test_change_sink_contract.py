@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Collection
 from typing import Any
 
 import psycopg
@@ -159,12 +160,15 @@ def test_a_column_the_current_schema_no_longer_has_is_dropped_with_the_batch(
     stores: Stores,
 ) -> None:
     """An accepted drop: the table loses the column in the transaction that applies the next
-    batch, also when that batch's messages still carry it (changes written before the drop)."""
+    batch, also when that batch's messages still carry it (changes written before the drop).
+    A column someone added to the table by hand is no version's, so it stays."""
     sink = stores.change_sink
     a, b = {**_row(1, "a"), "note": "n"}, {**_row(2, "b"), "note": "m"}
     batch = [_message(ChangeOp.CREATE, 1, None, a, 2), _message(ChangeOp.CREATE, 2, None, b, 2)]
     _apply_with(sink, 0, batch, V2)
     assert _columns(stores)[-1] == "note"
+    with sink._db.write_transaction() as conn:
+        conn.execute('ALTER TABLE "odd ""table""_materialized" ADD COLUMN loaded_by TEXT', ())
     v3 = TableSchema(
         table="odd table",
         columns=tuple(c for c in V2.columns if c.name != "100%"),
@@ -178,8 +182,8 @@ def test_a_column_the_current_schema_no_longer_has_is_dropped_with_the_batch(
         _message(ChangeOp.UPDATE, 1, a3, {**a3, "note": "n3"}, 3),
         _message(ChangeOp.CREATE, 3, None, {**c, "note": None}, 3),
     ]
-    assert _apply_with(sink, 1, batch, v3).is_applied
-    assert _columns(stores) == [c.name for c in v3.columns]
+    assert _apply_with(sink, 1, batch, v3, retired={"100%", "loaded"}).is_applied
+    assert _columns(stores) == [*(c.name for c in v3.columns), "loaded_by"]
     rows = sink.read_table(TARGET, v3)
     assert [(key, row["note"]) for key, row in sorted(rows.items())] == [
         ((1,), "n3"),
@@ -189,7 +193,12 @@ def test_a_column_the_current_schema_no_longer_has_is_dropped_with_the_batch(
 
 
 def _apply_with(
-    sink: SqlChangeSink, batch_id: int, messages: list[ChangeMessage], schema: TableSchema
+    sink: SqlChangeSink,
+    batch_id: int,
+    messages: list[ChangeMessage],
+    schema: TableSchema,
+    *,
+    retired: Collection[str] = (),
 ) -> ChangeBatchReceipt:
     return sink.apply_batch(
         materializer="m",
@@ -198,6 +207,7 @@ def _apply_with(
         target_table=TARGET,
         messages=MessageRows.from_messages(messages),
         schema=schema,
+        retired=retired,
     )
 
 

@@ -41,9 +41,11 @@ def test_an_incompatible_change_blocks_the_table_until_accepted(stores: Stores) 
         registry.register(_schema(ID))
     assert raised.value.version == 2
     assert registry.current("users") == first
+    assert registry.retired_columns("users") == frozenset()  # the drop is still pending
     with pytest.raises(IncompatibleSchemaError):  # still blocked, whatever is registered
         registry.register(_schema(ID, NAME))
     accepted = registry.accept("users", 2)
+    assert registry.retired_columns("users") == {"name"}
     assert accepted.is_accepted
     assert registry.register(_schema(ID)) == accepted
     assert [v.version for v in registry.versions("users")] == [1, 2]

@@ -67,6 +67,20 @@ class SchemaRegistry:
             raise UnknownSchemaError(msg)
         return accepted[-1]
 
+    def retired_columns(self, table: str) -> frozenset[str]:
+        """The columns an older version of the table had and its current version has not.
+
+        What the materialized table drops once a version without them is accepted: only
+        columns ordo created from a version, never one added to the table by hand.
+        """
+        current = set(self.current(table).schema.names)
+        return frozenset(
+            column.name
+            for version in self.store.versions(table)
+            for column in version.schema.columns
+            if column.name not in current
+        )
+
     def by_id(self, schema_id: int) -> SchemaVersion:
         """The version a message names; UnknownSchemaError when there is none."""
         version = self.store.version_by_id(schema_id)

@@ -63,13 +63,15 @@ def apply_batch(
         raise CdcError(msg)
     changes = message_rows_from_arrow(messages)
     with stores_at(spec.sink, mode="write") as stores:
+        registry = SchemaRegistry(stores.schemas)
         receipt = stores.change_sink.apply_batch(
             materializer=spec.name,
             query_id=query_id,
             batch_id=batch_id,
             target_table=spec.target_table,
             messages=changes,
-            schema=SchemaRegistry(stores.schemas).current(spec.table).schema,
+            schema=registry.current(spec.table).schema,
+            retired=registry.retired_columns(spec.table),
         )
     if spec.messages_path is not None and messages.num_rows:
         numbered = messages.select(list(MESSAGE_COLUMNS)).set_column(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, ClassVar, cast
@@ -228,6 +228,7 @@ class SqlChangeSink(SqlStore):
         target_table: str,
         messages: MessageRows,
         schema: TableSchema,
+        retired: Collection[str] = (),
     ) -> ChangeBatchReceipt:
         """Store and apply one micro-batch's `messages` (in order) in one transaction.
 
@@ -236,7 +237,9 @@ class SqlChangeSink(SqlStore):
         `require_checkpoint`). `schema` is the table's current accepted schema, which no message
         is newer than: the target table is created from it on first use, and follows it, in the
         transaction that applies the batch, by adding the columns it adds and dropping those it
-        no longer has (an accepted drop or rename). Values of columns it does not have, which
+        no longer has (an accepted drop or rename). Only the columns in `retired` are dropped:
+        those an older version had (`SchemaRegistry.retired_columns`), so a column someone
+        added to the table by hand stays. Values of columns `schema` does not have, which
         messages of an older version carry, are not materialized.
         """
         with self._db.write_transaction() as conn:
@@ -257,7 +260,7 @@ class SqlChangeSink(SqlStore):
                 return ChangeBatchReceipt(is_applied=False, messages=0)
             self._insert_messages(conn, materializer, batch_id, messages)
             if len(messages):
-                self._ensure_table(conn, target_table, schema)
+                self._ensure_table(conn, target_table, schema, retired)
                 self._apply(conn, target_table, _net_changes(messages), schema)
         return ChangeBatchReceipt(is_applied=True, messages=len(messages))
 
@@ -301,8 +304,10 @@ class SqlChangeSink(SqlStore):
             rows,
         )
 
-    def _ensure_table(self, conn: SqlConnection, table: str, schema: TableSchema) -> None:
-        """Create the table from `schema`, or add and drop columns until it has its columns."""
+    def _ensure_table(
+        self, conn: SqlConnection, table: str, schema: TableSchema, retired: Collection[str]
+    ) -> None:
+        """Create the table from `schema`, or add its missing columns and drop the retired."""
         found = conn.execute(self._sql(self.TABLE_COLUMNS), (table,)).fetchall()
         existing = {str(row[0]) for row in found}
         name = self._identifier
@@ -325,7 +330,7 @@ class SqlChangeSink(SqlStore):
                     f"{name(column.name)} {self.COLUMN_TYPES[column.type]}",
                     (),
                 )
-        for dropped in sorted(existing - set(schema.names)):
+        for dropped in sorted(existing.intersection(retired) - set(schema.names)):
             conn.execute(f"ALTER TABLE {name(table)} DROP COLUMN {name(dropped)}", ())
 
     def _apply(
