@@ -13,6 +13,7 @@ from ordo.errors import (
     OrdoError,
     SchemaVersionError,
     SerializationError,
+    StorageAccessError,
     StorageError,
     StorageUnavailableError,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "QuerySettings",
     "SchemaVersionError",
     "SerializationError",
+    "StorageAccessError",
     "StorageError",
     "StorageUnavailableError",
     "TimeUUID",

@@ -16,6 +16,7 @@ OrdoError
 │   └── InvalidSegmentOperationError
 ├── StorageError
 │   ├── StorageUnavailableError (ConnectionError)
+│   │   └── StorageAccessError
 │   ├── SchemaVersionError
 │   └── StorageIntegrityError
 │       └── ConcurrencyConflictError
@@ -270,6 +271,17 @@ class StorageError(OrdoError):
 
 class StorageUnavailableError(StorageError, ConnectionError):
     """The database cannot be reached or opened."""
+
+
+class StorageAccessError(StorageUnavailableError):
+    """The server is up but refuses the URL's connection: not an outage.
+
+    A wrong password, a role that does not exist or may not log in, a database that does not
+    exist, no CONNECT privilege, no pg_hba.conf entry. No retry mends it until someone changes
+    the URL or the server's roles and grants: code that rides out outages by retrying
+    StorageUnavailableError (`ordo query --live`) gives up at once on this subclass. A
+    subclass, so that callers catching StorageUnavailableError still catch it.
+    """
 
 
 class SchemaVersionError(StorageError):

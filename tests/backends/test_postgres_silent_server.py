@@ -14,18 +14,18 @@ import textwrap
 
 import pytest
 
-from ordo.storage.postgres.datastore import session_conninfo
+from ordo.storage.postgres.connection import session_conninfo
 
 _IN_NAMESPACE = textwrap.dedent(
     """
     import subprocess, threading, time
     from ordo.errors import StorageUnavailableError
-    from ordo.storage.postgres import datastore
+    from ordo.storage.postgres import connection, datastore
     from ordo.storage.postgres.throwaway import ThrowawayPostgres
 
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     # short defaults, but a first probe after an hour: the URL's own keepalives_idle must win
-    datastore.SILENT_SERVER_DEFAULTS = {
+    connection.SILENT_SERVER_DEFAULTS = {
         "keepalives_idle": 3600, "keepalives_interval": 1, "tcp_user_timeout": 3000
     }
     with ThrowawayPostgres() as server:

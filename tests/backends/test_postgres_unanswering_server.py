@@ -50,9 +50,15 @@ class StallingProxy:
         self._forwarded: list[socket.socket] = []
         self.unanswered: list[socket.socket] = []
         self._is_answering = True
+        self._answers_left: int | None = None
         self._lock = threading.Lock()
         self.accepted = threading.Semaphore(0)
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def answer_only(self, count: int) -> None:
+        """Forward the next `count` connections, and leave the later ones unanswered."""
+        with self._lock:
+            self._answers_left = count
 
     def stop_answering(self) -> None:
         """End every forwarded connection; leave the next ones unanswered."""
@@ -88,6 +94,9 @@ class StallingProxy:
             except OSError:  # closed
                 return
             with self._lock:
+                if self._answers_left is not None:
+                    self._is_answering = self._answers_left > 0
+                    self._answers_left -= 1
                 if self._is_answering:
                     server = socket.create_connection(self._server)
                     self._forwarded += [client, server]
@@ -155,11 +164,14 @@ def test_a_tag_listener_that_cannot_connect_is_unavailable() -> None:
 
 
 def test_closing_the_stores_while_the_pool_connects_to_a_server_that_does_not_answer_is_prompt(
-    proxy: StallingProxy,
+    proxy: StallingProxy, caplog: pytest.LogCaptureFixture
 ) -> None:
     """close() waited 5 s for each connect attempt in flight (about 9.5 s for the two here).
-    The attempts it gives up end by themselves once the server refuses them.
+    The attempts it gives up end by themselves once the server refuses them. psycopg_pool's
+    WARNING that it could not stop their threads reached library users; it is DEBUG now.
     """
+    caplog.set_level(logging.WARNING, logger="psycopg.pool")  # a CLI test may have raised it
+    caplog.set_level(logging.DEBUG, logger="ordo.storage.postgres.datastore")  # the handler too
     before = set(threading.enumerate())
     stores = open_stores(proxy.url)
     proxy.stop_answering()
@@ -178,11 +190,42 @@ def test_closing_the_stores_while_the_pool_connects_to_a_server_that_does_not_an
     started = time.monotonic()
     stores.close()
     assert time.monotonic() - started < 2
+    warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not [r for r in warned if "couldn't stop thread" in r.getMessage()]
+    assert "left a pool thread to end its call alone" in caplog.text
     reading.join(timeout=5)
     assert len(failures) == 1
     assert "is closed" in str(failures[0]) or "already closed" in str(failures[0])
     proxy.answer_again()  # the attempts given up fail now
     wait_for(lambda: set(threading.enumerate()) <= before, timeout=10)
+
+
+def test_opening_waits_for_the_pool_as_long_as_the_urls_connect_timeout(
+    proxy: StallingProxy,
+) -> None:
+    """The server answers the first connect, not the pool's: the open waited a fixed 10 s."""
+    proxy.answer_only(1)
+    started = time.monotonic()
+    with pytest.raises(StorageUnavailableError, match="connection timeout expired"):
+        open_stores(proxy.url + "&connect_timeout=2")  # after its search_path
+    assert time.monotonic() - started < 5  # 2 s, and at most 2 s more to say why
+
+
+def test_opening_on_a_server_that_does_not_answer_follows_the_urls_connect_timeout() -> None:
+    """1 s waits 2 s: psycopg and libpq wait at least that long."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        url = f"postgresql://nobody@127.0.0.1:{silent.getsockname()[1]}/none?connect_timeout=1"
+        started = time.monotonic()
+        with pytest.raises(StorageUnavailableError, match="connection timeout expired"):
+            open_stores(url)
+    assert time.monotonic() - started < 3.5
+
+
+def test_opening_on_a_refused_port_fails_at_once() -> None:
+    started = time.monotonic()
+    with pytest.raises(StorageUnavailableError, match="Connection refused"):
+        open_stores("postgresql://nobody@127.0.0.1:1/none?connect_timeout=1")
+    assert time.monotonic() - started < 1
 
 
 def test_stopping_a_processor_while_the_server_does_not_answer_is_prompt(

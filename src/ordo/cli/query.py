@@ -22,7 +22,7 @@ from ordo.cli.options import (
     require_journal,
     settings_from_env,
 )
-from ordo.errors import OffsetFormatError, StorageUnavailableError
+from ordo.errors import OffsetFormatError, StorageAccessError, StorageUnavailableError
 from ordo.query import EventEnvelope, TagStream
 from ordo.query.offset import Offset, to_offset
 from ordo.reconnection import Reconnection
@@ -98,6 +98,10 @@ def _through_outages(stream: TagStream) -> Iterator[EventEnvelope]:
     succeed again); the stream logs at INFO when it reads again. Ctrl-C during the backoff
     ends the command as anywhere else. The library does not retry by itself: a program may
     rather stop, or report, than wait for ever.
+
+    StorageAccessError is no outage but a server that refuses the URL (a password changed, a
+    role that may no longer log in, a dropped database): it ends the command at once, where
+    retrying would wait for ever after one WARNING.
     """
     reconnection = Reconnection()
     outage: int | None = None
@@ -106,6 +110,8 @@ def _through_outages(stream: TagStream) -> Iterator[EventEnvelope]:
             envelope = next(stream)
         except StopIteration:
             return
+        except StorageAccessError:
+            raise
         except StorageUnavailableError as exc:
             if stream.unavailable_since_ns != outage:  # a new one, maybe after reads of nothing
                 outage = stream.unavailable_since_ns

@@ -110,7 +110,7 @@ def redacted_url(url: str) -> str:
     An SQLite URL is shown as given: a path holds no secret, and the user recognizes it.
     """
     if isinstance(parse_location(url), PostgresLocation):
-        from ordo.storage.postgres.datastore import redacted_dsn
+        from ordo.storage.postgres.connection import redacted_dsn
 
         return f"PostgreSQL at {redacted_dsn(url)}"
     return url

@@ -40,7 +40,8 @@ from ordo.storage.postgres.catalog import (
     read_schema,
     resolve_tables,
 )
-from ordo.storage.postgres.datastore import session_conninfo, translate_postgres_error
+from ordo.storage.postgres.connection import session_conninfo
+from ordo.storage.postgres.datastore import translate_postgres_error
 from ordo.storage.postgres.wal2json import (
     POSITIONS_PER_LSN,
     RowChange,

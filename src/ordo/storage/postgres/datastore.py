@@ -22,26 +22,19 @@ from ordo.storage.migration import (
     migrate,
     stored_version,
 )
+from ordo.storage.postgres.connection import (
+    connect,
+    connect_timeout_s,
+    explain_unconnectable,
+    redacted_dsn,
+    session_conninfo,
+)
 from ordo.storage.schema_reads import SchemaReads
 
 logger = logging.getLogger(__name__)
 
 _PACKAGE = "ordo.storage.postgres"
 
-CONNECT_TIMEOUT_S = 10
-SILENT_SERVER_DEFAULTS = {
-    "connect_timeout": CONNECT_TIMEOUT_S,
-    "keepalives": 1,
-    "keepalives_idle": 10,
-    "keepalives_interval": 5,
-    "keepalives_count": 4,
-    "tcp_user_timeout": 30_000,
-}
-"""libpq parameters that bound waits on a server that went silent: a connect to 10 s, a
-session to about 30 s.
-
-`session_conninfo` leaves out those the URL names itself.
-"""
 POOL_MAX_SIZE = 8
 POOL_TIMEOUT_S = 30.0
 """How long a call waits for a connection (psycopg_pool's default); read when a pool opens.
@@ -82,8 +75,17 @@ class PostgresDatastore(SchemaReads):
     """The tables and views of the schema ordo writes to (the search_path's first)."""
 
     def __init__(self, dsn: str, *, max_size: int = POOL_MAX_SIZE) -> None:
+        """Connect once (`connect` says why a server cannot be used), then open the pool.
+
+        The pool's first connection is awaited as long as one connect may take (the URL's
+        connect_timeout, else CONNECT_TIMEOUT_S: `connect_timeout_s`); it waited a fixed
+        CONNECT_TIMEOUT_S, so a server that stopped answering after the first connect failed
+        the open after 10 s whatever the URL said. When the wait runs out, one more connect
+        says why (`explain_unconnectable`, at most 2 s more): a server that began to refuse the
+        URL meanwhile is StorageAccessError.
+        """
         self.dsn = dsn
-        _connect(dsn).close()
+        connect(dsn).close()
         self._pool = ConnectionPool(
             session_conninfo(dsn),
             min_size=1,
@@ -92,10 +94,12 @@ class PostgresDatastore(SchemaReads):
             kwargs={"autocommit": True},
             open=False,
         )
-        try:
-            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
-        except PoolTimeout as exc:
-            raise translate_postgres_error(exc) from exc
+        with _quiet_abandoned_threads():  # a timed-out wait closes the pool
+            try:
+                self._pool.open(wait=True, timeout=connect_timeout_s(dsn))
+            except PoolTimeout as exc:
+                explain_unconnectable(dsn)
+                raise translate_postgres_error(exc) from exc
 
     @contextmanager
     def write_transaction(self) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
@@ -144,9 +148,19 @@ class PostgresDatastore(SchemaReads):
         set, at most STOPPING_WAIT more: during an outage a stopping processor's threads
         otherwise waited out the pool's timeout twice (the call, then the release). Other
         threads wait once, as before, and keep their place in the pool's queue.
+
+        When such a thread's wait runs out, one connect of its own says why
+        (`explain_unconnectable`): StorageAccessError when the server refuses this URL, which no
+        retry mends. A stopping thread does not ask, as the connect could outlast STOPPING_WAIT;
+        a tracking processor retries every StorageError anyway, with a WARNING each time.
         """
         stop = stop_signal()
-        conn = self._pool.getconn() if stop is None else self._getconn_until_stopped(stop)
+        try:
+            conn = self._pool.getconn() if stop is None else self._getconn_until_stopped(stop)
+        except PoolTimeout:
+            if stop is None:
+                explain_unconnectable(self.dsn)
+            raise
         try:
             with conn:  # commits, or rolls back on an error, as the pool's connection() does
                 yield conn
@@ -203,15 +217,17 @@ class PostgresDatastore(SchemaReads):
         A thread that is not done by then is left to finish alone: in practice one in a
         connect attempt to a server that accepts connections but does not answer (a dropped
         route, a frozen host). psycopg_pool's own wait of 5 s per such thread, until the
-        attempt's CONNECT_TIMEOUT_S ran out, made closing the stores (Ctrl-C on
+        attempt's connect timeout ran out, made closing the stores (Ctrl-C on
         `ordo query --live`, the end of any command) take 5 to 10 s. Giving the attempt up is
         safe: the thread is a daemon, so it does not hold the process up, and it only ends the
-        attempt (at the latest after CONNECT_TIMEOUT_S), closes the connection if one came of
+        attempt (at the latest after the connect timeout), closes the connection if one came of
         it (the pool is closed) and stops. No call is waiting for that connection: closing
-        fails the waiting ones. The pool logs that it could not stop the thread (a WARNING of
-        `psycopg.pool`, which the command line hides).
+        fails the waiting ones. The pool's WARNING that it could not stop the thread is logged
+        at DEBUG instead (`_quiet_abandoned_threads`): it told a library user of a problem there
+        is not.
         """
-        self._pool.close(timeout=CLOSE_WAIT_S)
+        with _quiet_abandoned_threads():
+            self._pool.close(timeout=CLOSE_WAIT_S)
 
     def _schema_version(self, conn: psycopg.Connection[tuple[object, ...]]) -> int:
         if not _has_metadata(conn):
@@ -231,7 +247,7 @@ def require_journal_schema(dsn: str, *, what: str = "journal") -> None:
     one, "no ordo journal" alone did not tell that the journal is one search_path away.
     `what` names the database (a projection's "sink database" is an ordo database too).
     """
-    with _connect(dsn) as conn:
+    with connect(dsn) as conn:
         if _has_metadata(conn):
             return
         schema = _current_schema(conn, dsn)
@@ -324,40 +340,31 @@ def _has_metadata(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
     return row is not None and bool(row[0])
 
 
-def _connect(dsn: str) -> psycopg.Connection[tuple[object, ...]]:
-    """A plain connection; an unreachable server is StorageUnavailableError."""
-    try:
-        return psycopg.connect(session_conninfo(dsn), autocommit=True)
-    except psycopg.Error as exc:
-        msg = f"cannot connect to PostgreSQL at {redacted_dsn(dsn)}: {exc}".strip()
-        raise StorageUnavailableError(msg) from exc
+@contextmanager
+def _quiet_abandoned_threads() -> Iterator[None]:
+    """Within the block, psycopg_pool's "couldn't stop thread" WARNINGs of this thread are DEBUG.
 
-
-def session_conninfo(dsn: str) -> str:
-    """`dsn` with the connection parameters ordo adds: timeouts for a silent server.
-
-    Each of SILENT_SERVER_DEFAULTS the URL does not name (connect_timeout included): psycopg's
-    `make_conninfo` lets its keyword arguments override the URL's, so a default the URL names
-    is left out and the URL's own value wins.
-
-    Without them a statement in flight when the server went silent (a dropped route, a host
-    that froze or lost power: no reset ever arrives) waited forever, and no reconnection path
-    ran. With them the kernel ends such a session within about 30 s and the call fails with
-    StorageUnavailableError: TCP keepalive probes (after 10 s of silence, every 5 s) find a
-    silent peer while a call waits for an answer, and tcp_user_timeout (30 s) one that stopped
-    acknowledging what was sent. A slow statement is not ended: the server's host answers the
-    probes while it runs.
+    Only those the calling thread logs, where closing a pool waits for its threads; other
+    threads' records, and the pool's other warnings, pass as before.
     """
-    named = psycopg.conninfo.conninfo_to_dict(dsn)
-    defaults = {key: value for key, value in SILENT_SERVER_DEFAULTS.items() if key not in named}
-    return psycopg.conninfo.make_conninfo(dsn, **defaults)
-
-
-def redacted_dsn(dsn: str) -> str:
-    """The DSN as host:port/database, for messages: no user, password or options."""
+    pool_logger = logging.getLogger("psycopg.pool")
+    quiet = _AbandonedThreadFilter(threading.get_ident())
+    pool_logger.addFilter(quiet)
     try:
-        info = psycopg.conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return "<unparsable DSN>"
-    host, port, dbname = info.get("host", "localhost"), info.get("port", "5432"), info.get("dbname")
-    return f"{host}:{port}/{dbname or ''}"
+        yield
+    finally:
+        pool_logger.removeFilter(quiet)
+
+
+class _AbandonedThreadFilter(logging.Filter):
+    """Logs one thread's "couldn't stop thread" records of psycopg_pool at DEBUG, and drops them."""
+
+    def __init__(self, thread: int) -> None:
+        super().__init__()
+        self._thread = thread
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.thread != self._thread or not str(record.msg).startswith("couldn't stop thread"):
+            return True
+        logger.debug("left a pool thread to end its call alone: %s", record.getMessage())
+        return False

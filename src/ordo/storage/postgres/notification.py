@@ -11,7 +11,8 @@ from concurrent.futures import Future
 import psycopg
 
 from ordo.reconnection import Reconnection
-from ordo.storage.postgres.datastore import session_conninfo, translate_postgres_error
+from ordo.storage.postgres.connection import session_conninfo
+from ordo.storage.postgres.datastore import translate_postgres_error
 from ordo.storage.postgres.tag_view_store import TAG_WRITTEN_CHANNEL
 from ordo.tagging.notification import TagNotifier
 from ordo.types import Tag
@@ -35,6 +36,9 @@ class PostgresTagListener:
     attempting until it is closed, and logs at INFO once it is back: it used to stop for good.
     Notifications sent meanwhile are lost, so once back it wakes every tag listened to in this
     process (`TagNotifier.publish_all`): live queries read at once what was written meanwhile.
+    It does not tell a server that refuses the URL (StorageAccessError) from an outage, and
+    attempts on: it only wakes queries, which poll meanwhile and meet the refusal themselves
+    on their next new connection (`ordo query --live` then ends, and closes it).
 
     The thread runs an asyncio loop of its own with one task, which close() cancels: psycopg's
     async connect, its wait for notifications and the backoff all end at a cancellation, and

@@ -1,0 +1,118 @@
+"""Opening PostgreSQL sessions: the parameters ordo adds, and why a connect failed.
+
+A connect fails for one of two reasons, which callers handle apart: an outage (the server is
+down, starting, unreachable or silent: StorageUnavailableError, worth retrying) or a refusal
+(the server is up and refuses this URL: StorageAccessError, which no retry mends).
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import pq
+from psycopg.conninfo import conninfo_to_dict, make_conninfo, timeout_from_conninfo
+
+from ordo.errors import StorageAccessError, StorageUnavailableError
+
+CONNECT_TIMEOUT_S = 10
+SILENT_SERVER_DEFAULTS = {
+    "connect_timeout": CONNECT_TIMEOUT_S,
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 4,
+    "tcp_user_timeout": 30_000,
+}
+"""libpq parameters that bound waits on a server that went silent: a connect to 10 s, a
+session to about 30 s.
+
+`session_conninfo` leaves out those the URL names itself.
+"""
+DIAGNOSIS_CONNECT_TIMEOUT_S = 2
+"""How long `explain_unconnectable` waits for its connect: libpq's shortest connect_timeout.
+
+A server that needs longer is taken for unavailable, the side that a retry corrects.
+"""
+
+Connection = psycopg.Connection[tuple[object, ...]]
+
+
+def connect(dsn: str) -> Connection:
+    """A plain autocommit session, or why there is none (StorageAccessError or -Unavailable).
+
+    psycopg gives a failed connect no SQLSTATE (libpq keeps the server's only in the message
+    text, which the server translates), so the reason is told by asking libpq whether the
+    server is up (PQping, `psycopg.pq.PGconn.ping`): a server that is up and accepting
+    connections refused this URL's role, password, database or CONNECT privilege, or its
+    pg_hba.conf has no entry for it. A server that is starting or stopping (PQPING_REJECT) or
+    that does not answer is an outage. Before it counts as a refusal the connect is attempted
+    once more, so that a server that came up between the two is not taken for one that refuses.
+    A timeout is an outage without asking: the ping would wait as long again. A server out of
+    connection slots ("too many clients", 53300) answers the ping too and so counts as refusing.
+    """
+    conninfo = session_conninfo(dsn)
+    try:
+        return psycopg.connect(conninfo, autocommit=True)
+    except psycopg.errors.ConnectionTimeout as exc:
+        raise _unavailable(dsn, exc) from exc
+    except psycopg.Error as exc:
+        if pq.PGconn.ping(conninfo.encode()) != pq.Ping.OK:
+            raise _unavailable(dsn, exc) from exc
+    try:
+        return psycopg.connect(conninfo, autocommit=True)
+    except psycopg.Error as exc:
+        msg = f"PostgreSQL at {redacted_dsn(dsn)} refuses the connection: {exc}".strip()
+        raise StorageAccessError(msg) from exc
+
+
+def explain_unconnectable(dsn: str) -> None:
+    """Raise why a connect to `dsn` fails (`connect`), within DIAGNOSIS_CONNECT_TIMEOUT_S.
+
+    For a pool that could not lend a connection in time: its own attempts' errors stay inside
+    it, so a refusal (a password changed, a role that may no longer log in) looked like an
+    outage forever. Returns when a connect works: the pool was only busy, or the server is back.
+    """
+    connect(make_conninfo(dsn, connect_timeout=DIAGNOSIS_CONNECT_TIMEOUT_S)).close()
+
+
+def session_conninfo(dsn: str) -> str:
+    """`dsn` with the connection parameters ordo adds: timeouts for a silent server.
+
+    Each of SILENT_SERVER_DEFAULTS the URL does not name (connect_timeout included): psycopg's
+    `make_conninfo` lets its keyword arguments override the URL's, so a default the URL names
+    is left out and the URL's own value wins.
+
+    Without them a statement in flight when the server went silent (a dropped route, a host
+    that froze or lost power: no reset ever arrives) waited forever, and no reconnection path
+    ran. With them the kernel ends such a session within about 30 s and the call fails with
+    StorageUnavailableError: TCP keepalive probes (after 10 s of silence, every 5 s) find a
+    silent peer while a call waits for an answer, and tcp_user_timeout (30 s) one that stopped
+    acknowledging what was sent. A slow statement is not ended: the server's host answers the
+    probes while it runs.
+    """
+    named = conninfo_to_dict(dsn)
+    defaults = {key: value for key, value in SILENT_SERVER_DEFAULTS.items() if key not in named}
+    return make_conninfo(dsn, **defaults)
+
+
+def connect_timeout_s(dsn: str) -> int:
+    """How long one connect to `dsn` may wait, in seconds, as psycopg reads the session's URL.
+
+    The URL's connect_timeout, else ordo's default; psycopg waits at least 2 s (libpq's rule).
+    """
+    return timeout_from_conninfo(conninfo_to_dict(session_conninfo(dsn)))
+
+
+def redacted_dsn(dsn: str) -> str:
+    """The DSN as host:port/database, for messages: no user, password or options."""
+    try:
+        info = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "<unparsable DSN>"
+    host, port, dbname = info.get("host", "localhost"), info.get("port", "5432"), info.get("dbname")
+    return f"{host}:{port}/{dbname or ''}"
+
+
+def _unavailable(dsn: str, exc: psycopg.Error) -> StorageUnavailableError:
+    """A connect that failed for an outage, as StorageUnavailableError naming the server."""
+    msg = f"cannot connect to PostgreSQL at {redacted_dsn(dsn)}: {exc}".strip()
+    return StorageUnavailableError(msg)

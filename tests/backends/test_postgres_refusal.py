@@ -1,0 +1,157 @@
+"""A PostgreSQL server that is up but refuses the URL: StorageAccessError, not an outage.
+
+A role that may no longer log in and a database that was dropped are refusals the server
+states; a port nothing listens on is an outage. Each refusal starts once the journal is in use,
+as a changed password or a dropped database would.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from click.testing import CliRunner, Result
+from psycopg import sql
+
+from ordo import NewEvent, open_journal, open_stores
+from ordo.cli.main import cli
+from ordo.errors import StorageAccessError, StorageUnavailableError
+from ordo.storage.open import stores_at
+from ordo.storage.postgres import datastore
+from processing_support import WRITE, wait_for
+
+pytestmark = pytest.mark.postgres
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refusal:
+    """A journal's URL, and how to make the server refuse it from then on."""
+
+    url: str
+    refuse: Callable[[], None]
+    readers: Callable[[], int]
+    """How many of the URL's sessions read tag views last (a query's polls)."""
+
+
+def _admin(server_dsn: str, statement: sql.Composable) -> int:
+    """Run `statement` as the superuser; the first column of its row (0 without one)."""
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        cursor = conn.execute(statement)
+        row = cursor.fetchone() if cursor.description else None
+    return int(row[0]) if row else 0
+
+
+_READERS = sql.SQL(
+    "SELECT count(*) FROM pg_stat_activity WHERE {} = {} AND query LIKE '%FROM tag_views%'"
+)
+
+
+def _nologin(server_dsn: str) -> Iterator[Refusal]:
+    """A role of its own, with the journal in its schema; refused: NOLOGIN, sessions ended."""
+    name = f"r_{secrets.token_hex(6)}"
+    role = sql.Identifier(name)
+    _admin(server_dsn, sql.SQL("CREATE ROLE {} LOGIN").format(role))
+    _admin(server_dsn, sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(role, role))
+    parts = urlsplit(server_dsn)
+    netloc = f"{name}@{parts.hostname}:{parts.port}"
+    url = urlunsplit(parts._replace(netloc=netloc, query=f"options=-csearch_path%3D{name}"))
+    ended = sql.SQL(
+        "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity WHERE usename = {}"
+    ).format(sql.Literal(name))
+
+    def refuse() -> None:
+        _admin(server_dsn, sql.SQL("ALTER ROLE {} NOLOGIN").format(role))
+        _admin(server_dsn, ended)
+
+    yield Refusal(
+        url=url,
+        refuse=refuse,
+        readers=lambda: _admin(server_dsn, _READERS.format(sql.SQL("usename"), sql.Literal(name))),
+    )
+    _admin(server_dsn, ended)
+    _admin(server_dsn, sql.SQL("DROP SCHEMA {} CASCADE").format(role))
+    _admin(server_dsn, sql.SQL("DROP ROLE {}").format(role))
+
+
+def _dropped_database(server_dsn: str) -> Iterator[Refusal]:
+    """A database of its own; refused: dropped, its sessions ended (WITH (FORCE))."""
+    name = f"d_{secrets.token_hex(6)}"
+    database = sql.Identifier(name)
+    _admin(server_dsn, sql.SQL("CREATE DATABASE {}").format(database))
+    dropped = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(database)
+    yield Refusal(
+        url=urlunsplit(urlsplit(server_dsn)._replace(path=f"/{name}")),
+        refuse=lambda: _admin(server_dsn, dropped),
+        readers=lambda: _admin(server_dsn, _READERS.format(sql.SQL("datname"), sql.Literal(name))),
+    )
+    _admin(server_dsn, dropped)
+
+
+@pytest.fixture(params=[_nologin, _dropped_database], ids=["nologin", "dropped-database"])
+def refusal(request: pytest.FixtureRequest, postgres_server_dsn: str) -> Iterator[Refusal]:
+    yield from request.param(postgres_server_dsn)
+
+
+def _journal_with_one_event(url: str) -> None:
+    with open_journal(url, settings=WRITE) as journal:
+        journal.append("a", [NewEvent.of({"i": 1}, tags=["t"])])
+        journal.flush()
+
+
+def test_opening_a_refused_url_is_an_access_error(refusal: Refusal) -> None:
+    _journal_with_one_event(refusal.url)
+    refusal.refuse()
+    with pytest.raises(StorageAccessError, match="refuses the connection"):
+        open_stores(refusal.url)
+
+
+def test_a_port_nothing_listens_on_is_an_outage() -> None:
+    with pytest.raises(StorageUnavailableError) as raised:
+        open_stores("postgresql://nobody@127.0.0.1:1/none")
+    assert not isinstance(raised.value, StorageAccessError)
+
+
+def test_a_call_once_the_server_refuses_the_url_is_an_access_error(
+    refusal: Refusal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool's wait ran out as in an outage: StorageUnavailableError, for ever."""
+    monkeypatch.setattr(datastore, "POOL_TIMEOUT_S", 1.0)
+    _journal_with_one_event(refusal.url)
+    with stores_at(refusal.url) as stores:
+        refusal.refuse()
+        with pytest.raises(StorageAccessError, match="refuses the connection"):
+            stores.schema_version()
+
+
+def test_a_live_query_on_the_command_line_ends_once_the_server_refuses_the_url(
+    refusal: Refusal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ordo query --live` retried it as an outage, for ever.
+
+    A read in flight when the sessions end fails as an outage (a WARNING), the next as refused.
+    """
+    monkeypatch.setattr(datastore, "POOL_TIMEOUT_S", 1.0)
+    monkeypatch.setenv("ORDO_FIRST_TIME_BUCKET", WRITE.first_time_bucket)
+    monkeypatch.setenv("ORDO_EVENTUAL_CONSISTENCY_DELAY_MS", "100")
+    _journal_with_one_event(refusal.url)
+    results: list[Result] = []
+    command = threading.Thread(
+        target=lambda: results.append(
+            CliRunner().invoke(cli, ["query", "t", "--journal", refusal.url, "--live"])
+        ),
+        daemon=True,  # the old code never ends
+    )
+    command.start()
+    wait_for(lambda: refusal.readers() > 0, timeout=10)  # the command reads the journal
+    refusal.refuse()
+    command.join(timeout=30)
+    assert results, "the live query still runs"
+    assert results[0].exit_code == 1, results[0].output
+    [line] = results[0].stderr.splitlines()
+    assert line.startswith("Error: StorageAccessError: PostgreSQL at ")
+    assert "refuses the connection" in line
