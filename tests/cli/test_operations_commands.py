@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -226,3 +229,24 @@ def test_rebuild_all_with_truncate_reports_both_in_its_json(journal_url: str) ->
     )
     assert receipt["deleted"]["progress_rows"] > 0
     assert tag_view_rows(journal_url) == before
+
+
+def test_rebuild_all_truncates_only_once_spark_has_started(tmp_path: Path) -> None:
+    """A misspelt --master failed after the truncate: the tag views were left empty."""
+    url = f"sqlite:///{tmp_path}/j.db"
+    write_with_writers(url, writers=1, pids=2, appends=2)
+    before = tag_view_rows(url)
+    command = ["reconcile", "rebuild", "--all", "--truncate", "--master", "bogus"]
+    rebuild = subprocess.run(
+        [sys.executable, "-m", "ordo.cli.main", *command, "--journal", url],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")},
+        check=False,
+    )
+    assert rebuild.returncode == 1
+    assert rebuild.stderr.splitlines()[-1].startswith(
+        "Error: ConfigurationError: Spark did not start with master 'bogus': "
+    )
+    assert "truncate tag views" not in rebuild.stderr
+    assert tag_view_rows(url) == before

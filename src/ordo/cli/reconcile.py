@@ -130,23 +130,31 @@ def rebuild(
         )
         raise click.UsageError(msg, ctx=ctx)
     force, dry_run = request.force, request.dry_run
-    receipt: OperationReceipt | None = None
-    truncated: OperationReceipt | None = None
-    with request.tool(Reconciliation) as reconciliation:
-        if persistence_id is not None:
+    if persistence_id is not None:
+        with request.tool(Reconciliation) as reconciliation:
             receipt = reconciliation.rebuild_tag_views(
                 PersistenceId(persistence_id), tag=tag, force=force, dry_run=dry_run
             )
-        elif truncate:
-            truncated = reconciliation.truncate(force=force, dry_run=dry_run)
-            progress(truncated.describe())
-        if persistence_id is None and local:
+        request.render(receipt)
+        return
+    truncated: OperationReceipt | None = None
+    if local:
+        with request.tool(Reconciliation) as reconciliation:
+            if truncate:
+                truncated = _truncate(reconciliation, request)
             receipt = reconciliation.rebuild_all_locally(
                 force=force, dry_run=dry_run, on_progress=progress
             )
-    if receipt is None:
-        receipt = _rebuild_on_spark(request, master, partitions)
+    else:
+        receipt, truncated = _rebuild_on_spark(request, master, partitions, truncate=truncate)
     request.render(receipt if truncated is None else receipt.after(truncated))
+
+
+def _truncate(reconciliation: Reconciliation, request: OperationRequest) -> OperationReceipt:
+    """The truncate before a rebuild --all, reported on stderr as it is done."""
+    truncated = reconciliation.truncate(force=request.force, dry_run=request.dry_run)
+    progress(truncated.describe())
+    return truncated
 
 
 @reconcile.command()
@@ -158,13 +166,24 @@ def truncate(request: OperationRequest) -> None:
     request.render(receipt)
 
 
-def _rebuild_on_spark(request: OperationRequest, master: str, partitions: int) -> OperationReceipt:
+def _rebuild_on_spark(
+    request: OperationRequest, master: str, partitions: int, *, truncate: bool
+) -> tuple[OperationReceipt, OperationReceipt | None]:
+    """Rebuild every tag view on Spark; with `truncate`, truncate them once Spark runs.
+
+    Spark is started first: a Spark that does not start (a misspelt --master) must not leave
+    the tag views truncated with nothing rebuilt.
+    """
     from ordo.spark.job_session import job_session
     from ordo.spark.rebuild import rebuild_all
 
     progress("rebuilding every tag view on Spark ...")
     with job_session(master=master, app_name="ordo-rebuild", announce=progress) as spark:
-        return rebuild_all(
+        truncated: OperationReceipt | None = None
+        if truncate:
+            with request.tool(Reconciliation) as reconciliation:
+                truncated = _truncate(reconciliation, request)
+        receipt = rebuild_all(
             spark,
             request.url,
             force=request.force,
@@ -172,3 +191,4 @@ def _rebuild_on_spark(request: OperationRequest, master: str, partitions: int) -
             partitions=partitions,
             settings=request.settings,
         )
+    return receipt, truncated
