@@ -3,9 +3,15 @@ delays exceed the bounds must fail loudly rather than skip."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from contextlib import closing
 from datetime import timedelta
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -135,3 +141,40 @@ def _create_table(url: str, name: str) -> None:
     else:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f"CREATE TABLE {name} (id integer PRIMARY KEY)")
+
+
+def test_ctrl_c_stops_the_writers_quietly_with_one_line(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the process group) printed a KeyboardInterrupt traceback from every
+    writer process, "Aborted!" and exit status 1."""
+    journal = tmp_path / "sim.db"
+    command = [sys.executable, "-m", "ordo.cli.main", "simulate", "--events", "100000"]
+    simulation = subprocess.Popen(
+        [*command, "--rate", "2000", "--journal", f"sqlite:///{journal}", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    deadline = time.monotonic() + 60
+    while _events_in(journal) < 200:
+        assert time.monotonic() < deadline, "the writers did not write"
+        time.sleep(0.2)
+    os.killpg(simulation.pid, signal.SIGINT)
+    out, err = simulation.communicate(timeout=60)
+    lines = [line for line in err.splitlines() if line and not line.startswith("WARNING ")]
+    assert (simulation.returncode, out) == (130, "")
+    assert "Traceback" not in err
+    assert lines[-1] == "simulation interrupted: writers and queries stopped, no verdict"
+    written = _events_in(journal)
+    time.sleep(1)
+    assert _events_in(journal) == written  # no writer writes on
+
+
+def _events_in(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with closing(sqlite3.connect(path)) as conn:
+        try:
+            return int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+        except sqlite3.OperationalError:  # no table yet
+            return 0

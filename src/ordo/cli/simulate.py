@@ -12,10 +12,18 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
-from ordo.cli.options import int_option, print_fields, share_option, workload_options
+from ordo.cli.options import (
+    INTERRUPTED_STATUS,
+    int_option,
+    print_fields,
+    share_option,
+    workload_options,
+)
 from ordo.errors import BucketSizeMismatchError
 from ordo.simulation.run import SIMULATION_QUERY_SETTINGS, SimulationConfig, simulate
 from ordo.time import BucketSize
+
+_INTERRUPTED = "simulation interrupted: writers and queries stopped, no verdict"
 
 
 @click.command()
@@ -120,6 +128,10 @@ def simulate_command(
 
             try:
                 report = simulate(config, on_progress=show)
+            except KeyboardInterrupt:  # the writer processes and query threads have stopped
+                progress.stop()
+                click.echo(_INTERRUPTED, err=True)
+                raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
             except BucketSizeMismatchError as exc:  # the bucket size is this command's flag
                 advice = f"run with --bucket-size {exc.recorded}"
                 raise exc.advised(advice) from exc

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import multiprocessing
 import random
+import signal
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from multiprocessing.process import BaseProcess
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 
@@ -94,6 +96,22 @@ def _append(
 def _write(
     plan: WriterPlan, writer: int, counter: Synchronized[int], conflicts: Synchronized[int]
 ) -> None:
+    """A writer process: its share of the workload; Ctrl-C stops it quietly.
+
+    Ctrl-C reaches the whole process group. run_writers starts this process with SIGINT
+    blocked, so that one arriving while the interpreter starts is held until here; a writer
+    then stops without a traceback of its own, and the process that started it reports it.
+    """
+    try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        _write_share(plan, writer, counter, conflicts)
+    except KeyboardInterrupt:
+        return
+
+
+def _write_share(
+    plan: WriterPlan, writer: int, counter: Synchronized[int], conflicts: Synchronized[int]
+) -> None:
     stores = open_stores(plan.url)
     log = (
         VisibilityLog(Path(plan.visibility_dir) / f"writer-{writer}.jsonl")
@@ -137,11 +155,29 @@ def _write(
         stores.close()
 
 
+_STOP_WAIT_S = 5.0
+"""How long an interrupted run waits for its writers to close their journals before ending them."""
+
+
+def _stop(processes: Sequence[BaseProcess]) -> None:
+    """Wait for the started writers to end, then terminate any still running, and reap them."""
+    deadline = time.monotonic() + _STOP_WAIT_S
+    started = [p for p in processes if p.pid is not None]
+    for process in started:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in started:
+        if process.is_alive():
+            process.terminate()
+        process.join()
+
+
 def run_writers(plan: WriterPlan, *, on_progress: Callable[[int], None]) -> WriteReport:
     """Start one process per writer, report progress every 100 ms, wait for all of them.
 
     Processes are spawned (not forked) so that no thread or connection of this process leaks
-    into them.
+    into them. When this process is interrupted (Ctrl-C, which stops the writers too) or fails
+    while they run, it waits for them, a few seconds at most, before raising: a writer must not
+    write on to a journal its caller is about to delete (the simulator's temporary one).
     """
     init_storage(plan.url)  # once, before the writers race to create the schema
     context = multiprocessing.get_context("spawn")
@@ -153,11 +189,19 @@ def run_writers(plan: WriterPlan, *, on_progress: Callable[[int], None]) -> Writ
         for w in writers
     ]
     started = time.perf_counter()
-    for process in processes:
-        process.start()
-    while any(p.is_alive() for p in processes):
-        on_progress(counter.value)
-        time.sleep(0.1)
+    try:
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # inherited by each
+        try:
+            for process in processes:
+                process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        while any(p.is_alive() for p in processes):
+            on_progress(counter.value)
+            time.sleep(0.1)
+    except BaseException:
+        _stop(processes)
+        raise
     for process in processes:
         process.join()
     on_progress(counter.value)
