@@ -39,15 +39,15 @@ def test_reconcile_commands_round_trip(journal_url: str) -> None:
     assert tag_view_rows(journal_url) == before
     code, out, _ = _run("reconcile", "delete", "w0-p1", "--tag", "a", *j)
     assert code == 0
-    assert out.startswith("delete tag views: delete ")
+    assert out.startswith("delete tag views: deleted ")  # what was done, not "delete"
     code, out, _ = _run("reconcile", "rebuild", "w0-p1", *j)
     assert code == 0
-    assert "write" in out
+    assert "; wrote " in out
     assert tag_view_rows(journal_url) == before
 
     code, out, _ = _run("reconcile", "truncate", *j)
     assert code == 0
-    assert f"delete {len(before)} tag_views rows" in out
+    assert f"deleted {len(before)} tag_views rows" in out
     code, out, _ = _run("reconcile", "rebuild", "--all", "--local", *j, "--json")
     assert code == 0
     assert json.loads(out)["written_rows"] == len(before)

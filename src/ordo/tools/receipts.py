@@ -47,7 +47,7 @@ class OperationReceipt:
         return self.deleted.total == 0 and self.written_rows == 0
 
     def describe(self) -> str:
-        """One human line."""
+        """One human line: what was done (deleted, wrote), or in a dry run what would be."""
         prefix = "dry run: would " if self.is_dry_run else ""
         if self.is_noop:
             return f"{self.operation}: nothing to do" + (f" ({self.note})" if self.note else "")
@@ -61,11 +61,12 @@ class OperationReceipt:
         ):
             if count:
                 parts.append(f"{count} {what}")
+        delete, write = ("delete", "write") if self.is_dry_run else ("deleted", "wrote")
         text = f"{self.operation}: {prefix}"
         if parts:
-            text += "delete " + ", ".join(parts)
+            text += f"{delete} " + ", ".join(parts)
         if self.written_rows:
-            text += ("; " if parts else "") + f"write {self.written_rows} tag_views rows"
+            text += ("; " if parts else "") + f"{write} {self.written_rows} tag_views rows"
         if self.forced_past:
             text += f" (forced past live writers of {', '.join(sorted(self.forced_past))})"
         return text + (f" ({self.note})" if self.note else "")
