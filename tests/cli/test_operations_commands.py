@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -250,3 +251,26 @@ def test_rebuild_all_truncates_only_once_spark_has_started(tmp_path: Path) -> No
     )
     assert "truncate tag views" not in rebuild.stderr
     assert tag_view_rows(url) == before
+
+
+def test_ctrl_c_ends_a_cleanup_with_one_line_and_status_130(tmp_path: Path) -> None:
+    """Ctrl-C printed click's "Aborted!" and exited 1, not saying what was left."""
+    url = f"sqlite:///{tmp_path}/j.db"
+    with open_journal(url, settings=WRITE) as journal:
+        for n in range(100):
+            journal.append(f"p{n}", [NewEvent.of(k, tags=["a", "b"]) for k in range(100)])
+    now = datetime.now(UTC).isoformat()
+    cleanup = subprocess.Popen(
+        [sys.executable, "-m", "ordo.cli.main", "cleanup", "before", now, "--journal", url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "ORDO_ROWS_PER_BATCH": "1"},
+    )
+    assert cleanup.stderr is not None
+    assert cleanup.stderr.readline().endswith(": 1 rows deleted\n")  # it is deleting
+    cleanup.send_signal(signal.SIGINT)
+    out, err = cleanup.communicate(timeout=30)
+    assert (cleanup.returncode, out) == (130, "")
+    assert err.splitlines()[-1].startswith("cleanup interrupted: the batches deleted so far ")
+    assert 0 < len(tag_view_rows(url)) < 20_000

@@ -11,6 +11,7 @@ from ordo.cli.operations_options import (
     OperationRequest,
     change_options,
     guarded_options,
+    interruptible,
     tag_option,
 )
 from ordo.cli.options import progress, settings_from_env
@@ -20,6 +21,10 @@ from ordo.tools.cleanup import Cleanup
 from ordo.types import PersistenceId, Tag
 
 _ANY_TAG = "Only this tag (default: every tag)."
+_INTERRUPTED = (
+    "cleanup interrupted: the batches deleted so far stay deleted (see above), the other rows "
+    "stay; run it again to delete them"
+)
 
 
 @click.group()
@@ -60,7 +65,7 @@ def before(request: OperationRequest, tag: Tag | None, time: str) -> None:
         msg = f"TIME {time!r} has no zone; add one (e.g. +00:00)"
         raise ConfigurationError(msg)
     cutoff_ms = int(moment.timestamp() * 1000)
-    with request.tool(Cleanup) as tool:
+    with interruptible(_INTERRUPTED), request.tool(Cleanup) as tool:
         receipt = tool.delete_tag_views_before(
             cutoff_ms, tag=tag, force=request.force, dry_run=request.dry_run, on_progress=progress
         )
@@ -87,7 +92,7 @@ def expire(request: OperationRequest, tag: Tag | None, time_to_live_ms: int | No
         ).time_to_live
     else:
         time_to_live = settings_from_env().time_to_live
-    with request.tool(Cleanup) as tool:
+    with interruptible(_INTERRUPTED), request.tool(Cleanup) as tool:
         receipt = tool.expire(
             time_to_live,
             tag=tag,

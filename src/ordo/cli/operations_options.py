@@ -17,12 +17,14 @@ from typing import Any, TypeVar
 import click
 
 from ordo.cli.options import (
+    INTERRUPTED_STATUS,
     NUMBER,
     existing_journal,
     int_option,
     journal_option,
     json_option,
     print_json,
+    progress,
 )
 from ordo.errors import ConfigurationError
 from ordo.settings import OperationsSettings
@@ -106,6 +108,19 @@ class OperationRequest:
             print_json(receipt.to_json_dict())
         else:
             click.echo(receipt.describe())
+
+
+@contextmanager
+def interruptible(left: str) -> Iterator[None]:
+    """Ctrl-C ends the block with one line and exit status 130 (not click's "Aborted!" and 1).
+
+    The line, on stderr, is `left`: what the interrupted work leaves behind.
+    """
+    try:
+        yield
+    except KeyboardInterrupt:
+        progress(left)
+        raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
 
 
 def change_options(func: Callable[..., None]) -> Callable[..., None]:

@@ -8,6 +8,7 @@ from click.core import ParameterSource
 from ordo.cli.operations_options import (
     OperationRequest,
     guarded_options,
+    interruptible,
     spark_partitions_option,
     tag_option,
 )
@@ -23,6 +24,10 @@ from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId, Tag
 
 _ONE_ID_TAG = "Only this tag (default: every tag of the persistence id)."
+_REBUILD_INTERRUPTED = (
+    "rebuild interrupted: the rows written so far stay, the others are missing; run "
+    "`ordo reconcile rebuild --all` again to write them (it upserts)"
+)
 
 
 @click.group()
@@ -139,7 +144,7 @@ def rebuild(
         return
     truncated: OperationReceipt | None = None
     if local:
-        with request.tool(Reconciliation) as reconciliation:
+        with interruptible(_REBUILD_INTERRUPTED), request.tool(Reconciliation) as reconciliation:
             if truncate:
                 truncated = _truncate(reconciliation, request)
             receipt = reconciliation.rebuild_all_locally(
