@@ -1031,7 +1031,7 @@ def test_processors_reset_clears_a_projections_positions_in_its_own_sink(
     processed = TimeUUID.min_for_epoch_ns(1_700_000_000_000_000_000)
     with stores_at(journal) as stores:
         stores.tokens.initialize("totals", segment_count=1)
-        stores.tokens.advance_unclaimed("totals", processed)
+        stores.tokens.advance_unclaimed("totals", processed, now_ms=0, claim_timeout_ms=1)
     with stores_at(sink) as stores, stores.tokens.batch("totals", 0, "spark") as batch:
         batch.record(PersistenceId("order-1"), 2)
 

@@ -190,9 +190,10 @@ def test_a_reader_without_claims_moves_the_unclaimed_tokens_forward_only(stores:
     """What a Spark projection stores after each batch; a claimed token is its owner's."""
     stores.tokens.initialize("p", segment_count=3)
     stores.tokens.claim("p", 2, "worker", now_ms=0, claim_timeout_ms=TIMEOUT)
-    stores.tokens.advance_unclaimed("p", T2)
+    stores.tokens.advance_unclaimed("p", T2, now_ms=0, claim_timeout_ms=TIMEOUT)
     assert _tokens(stores) == [TrackingToken(T2), TrackingToken(T2), TrackingToken()]
-    stores.tokens.advance_unclaimed("p", T1)  # a replayed batch
+    # A replayed batch:
+    stores.tokens.advance_unclaimed("p", T1, now_ms=0, claim_timeout_ms=TIMEOUT)
     assert _tokens(stores) == [TrackingToken(T2), TrackingToken(T2), TrackingToken()]
     assert stores.tokens.entries("p")[2].owner == "worker"
 
@@ -206,19 +207,40 @@ def test_a_reader_without_claims_keeps_the_merged_parts_ahead_it_has_not_reached
         batch.store_token(TrackingToken(T2))
     stores.tokens.release("p", 1, "a")
     merge_segment(stores.tokens, "p", 0, now_ms=0, claim_timeout_ms=TIMEOUT)
-    stores.tokens.advance_unclaimed("p", T1)
+    stores.tokens.advance_unclaimed("p", T1, now_ms=0, claim_timeout_ms=TIMEOUT)
     assert _tokens(stores) == [TrackingToken(T1, (PartAhead(Segment(1, 1), T2),))]
-    stores.tokens.advance_unclaimed("p", T3)
+    stores.tokens.advance_unclaimed("p", T3, now_ms=0, claim_timeout_ms=TIMEOUT)
     assert _tokens(stores) == [TrackingToken(T3)]
 
 
 def test_a_reader_without_claims_refuses_what_is_no_offset(stores: Stores) -> None:
     stores.tokens.initialize("p", segment_count=1)
+    advance = partial(stores.tokens.advance_unclaimed, claim_timeout_ms=TIMEOUT)
     with pytest.raises(InvalidInputError, match="offset must be a TimeUUID, got str"):
-        stores.tokens.advance_unclaimed("p", str(T1))  # type: ignore[arg-type]
+        advance("p", str(T1), now_ms=0)  # type: ignore[arg-type]
     with pytest.raises(InvalidIdentifierError):
-        stores.tokens.advance_unclaimed("", T1)
+        advance("", T1, now_ms=0)
+    with pytest.raises(InvalidInputError, match="now_ms"):
+        advance("p", T1, now_ms="0")  # type: ignore[arg-type]
     assert _tokens(stores) == [TrackingToken()]
+
+
+def test_a_reader_without_claims_moves_a_segment_whose_claim_expired(stores: Stores) -> None:
+    """An owner that crashed without releasing kept the token still for good: status and
+    cleanup then judged a Spark projection of the same name by it. The expired claim ends, so
+    that an owner that was only stalled cannot store its older token over the new one."""
+    stores.tokens.initialize("p", segment_count=2)
+    stores.tokens.claim("p", 0, "crashed", now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.claim("p", 1, "alive", now_ms=TIMEOUT, claim_timeout_ms=TIMEOUT)
+    stores.tokens.advance_unclaimed("p", T1, now_ms=TIMEOUT + 1, claim_timeout_ms=TIMEOUT)
+    assert _tokens(stores) == [TrackingToken(T1), TrackingToken()]
+    assert [e.owner for e in stores.tokens.entries("p")] == [None, "alive"]
+    with (
+        pytest.raises(UnableToClaimTokenError, match="no longer claimed by 'crashed'"),
+        stores.tokens.batch("p", 0, "crashed") as batch,
+    ):
+        batch.store_token(TrackingToken(T1))
+    assert _tokens(stores) == [TrackingToken(T1), TrackingToken()]
 
 
 def test_split_copies_the_token_and_merge_keeps_the_lower_one_and_the_half_ahead(
@@ -367,7 +389,7 @@ def _applied(stores: Stores, positions: dict[str, int], processor: str = "p") ->
 def _processed_to(stores: Stores, offset: TimeUUID) -> None:
     """Processor p, one segment, unclaimed, with its token at `offset`."""
     stores.tokens.initialize("p", segment_count=1)
-    stores.tokens.advance_unclaimed("p", offset)
+    stores.tokens.advance_unclaimed("p", offset, now_ms=0, claim_timeout_ms=TIMEOUT)
 
 
 def test_a_reset_where_the_processor_has_positions_but_no_tokens_clears_them(

@@ -2,7 +2,9 @@
 
 Several owners claim, release, split and merge the segments of one processor on a real SQLite
 token store; after every step the segments still partition the hash space, every segment has
-at most one owner, and the store agrees with a simple model of who may hold what.
+at most one owner, and the store agrees with a simple model of who may hold what. A reader
+without claims (a Spark projection) moves the tokens of the segments nobody holds, those
+whose claim expired included.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from ordo.errors import InvalidSegmentOperationError, UnableToClaimTokenError
 from ordo.storage.open import open_stores
+from ordo.time import TimeUUID
 
 OWNERS = ("a", "b", "c")
 TIMEOUT = 1_000
@@ -29,6 +32,8 @@ class TokenStoreMachine(RuleBasedStateMachine):
         self.stores = open_stores(str(Path(self.directory.name) / "tokens.db"))
         self.stores.tokens.initialize("p", segment_count=2)
         self.now = 0
+        self.offsets: list[TimeUUID] = []
+        """What advance_unclaimed was given, each later than the one before."""
 
     def teardown(self) -> None:
         self.stores.close()
@@ -83,6 +88,21 @@ class TokenStoreMachine(RuleBasedStateMachine):
         else:
             assert entry.owner == owner
             assert merged == entry.segment.merge(entry.segment.sibling())
+
+    @rule(advance=st.integers(0, 700))
+    def advance_unclaimed(self, advance: int) -> None:
+        """A claimless reader's step: a live claim keeps its segment, an expired one is free."""
+        self.now += advance
+        self.offsets.append(TimeUUID.min_for_epoch_ns((len(self.offsets) + 1) * 10**9))
+        before = self.stores.tokens.entries("p")
+        self.stores.tokens.advance_unclaimed(
+            "p", self.offsets[-1], now_ms=self.now, claim_timeout_ms=TIMEOUT
+        )
+        for old, new in zip(before, self.stores.tokens.entries("p"), strict=True):
+            if old.is_held(now_ms=self.now, claim_timeout_ms=TIMEOUT):
+                assert new == old
+            else:
+                assert (new.token.offset, new.owner) == (self.offsets[-1], None)
 
     @invariant()
     def segments_partition_the_hash_space(self) -> None:

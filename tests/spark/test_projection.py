@@ -122,7 +122,8 @@ def _newest_offset(path: Path) -> str:
 def test_a_projection_stores_how_far_it_applied_as_its_tokens(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """Status showed every segment at start, and the whole journal as its lag, for ever."""
+    """Status showed every segment at start, and the whole journal as its lag, for ever; a
+    segment whose claim expired (its owner crashed) kept its token for ever too."""
     path, url = _totals_journal(tmp_path)
 
     def status() -> tuple[list[str | None], list[str | None], int]:
@@ -135,6 +136,8 @@ def test_a_projection_stores_how_far_it_applied_as_its_tokens(
     _run(spark, url, tmp_path / "checkpoint", named=True)
     assert _totals(path) == {f"order-{p}": 10 for p in range(9)}
     assert status() == ([_newest_offset(path)] * 3, [None] * 3, 0)  # it holds no claim
+    with stores_at(url) as stores:  # a tracking processor of its name crashed holding one
+        stores.tokens.claim("totals", 1, "crashed", now_ms=0, claim_timeout_ms=1)
     _append(url, 90, 9)
     assert status()[2] == 9
     _run(spark, url, tmp_path / "checkpoint", named=True)

@@ -67,11 +67,16 @@ class TokenEntry:
 
     def is_claimable_by(self, owner: str, *, now_ms: int, claim_timeout_ms: int) -> bool:
         """Unowned, owned by `owner`, or its claim expired (Axon's rule)."""
+        return self.owner == owner or not self.is_held(
+            now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+        )
+
+    def is_held(self, *, now_ms: int, claim_timeout_ms: int) -> bool:
+        """Whether an owner holds a claim that has not expired, which nobody else may take."""
         return (
-            self.owner is None
-            or self.owner == owner
-            or self.claimed_at_ms is None
-            or self.claimed_at_ms < now_ms - claim_timeout_ms
+            self.owner is not None
+            and self.claimed_at_ms is not None
+            and self.claimed_at_ms >= now_ms - claim_timeout_ms
         )
 
 
@@ -234,11 +239,15 @@ class TokenStore(Protocol):
         """Delete the projection's lease (nothing happens unless `owner` holds it)."""
         ...
 
-    def advance_unclaimed(self, processor: str, offset: TimeUUID) -> None:
-        """Move every unclaimed segment's token forward to `offset` (never back).
+    def advance_unclaimed(
+        self, processor: str, offset: TimeUUID, *, now_ms: int, claim_timeout_ms: int
+    ) -> None:
+        """Move the token of every segment nobody holds forward to `offset` (never back).
 
         For a reader that holds no claims and has applied every event up to `offset` (a Spark
-        projection), so that status and cleanup see how far it got. Claimed segments stay.
+        projection), so that status and cleanup see how far it got. A segment under a live
+        claim keeps its token; one whose claim expired at `now_ms` is free, as for `claim`:
+        its token moves and the expired claim ends.
         """
         ...
 

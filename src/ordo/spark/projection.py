@@ -20,16 +20,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial
 
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.functions import col, get_json_object
 from pyspark.sql.streaming.query import StreamingQuery
 
+from ordo.clock import SystemClock
 from ordo.errors import ProjectionGapError
 from ordo.processing import HandlerContext, Segment
 from ordo.processing.ports import DeadLetter
 from ordo.query import EventEnvelope
+from ordo.settings import ProcessorSettings
 from ordo.spark.options import EventsByTagOptions
 from ordo.spark.projection_lease import ProjectionLease, ProjectionQuery
 from ordo.storage.open import OpenMode, stores_at
@@ -58,6 +61,10 @@ class ProjectionSpec:
     policy): each batch is repartitioned by the property's value and sorted by offset within
     it. A persistence id's events may then be handled in different tasks, so the per-id
     positions cannot dedupe replays: such a projection is at-least-once."""
+    claim_timeout: timedelta = ProcessorSettings().claim_timeout
+    """A tracking processor's claim on one of the projection's segments (one of the same name,
+    an operator's change) that was not extended for this long has expired: the segment's token
+    moves with the projection's again (TokenStore.advance_unclaimed)."""
 
 
 def projection(
@@ -122,10 +129,18 @@ def _apply_batch(
         )
     applied = batch.rdd.mapPartitions(partial(_applied_in, spec)).collect()
     if tokens_at is not None and applied:
-        advance_tokens(tokens_at, spec.processor, TimeUUID.from_bytes(max(applied)))
+        advance_tokens(
+            tokens_at,
+            spec.processor,
+            TimeUUID.from_bytes(max(applied)),
+            now_ms=SystemClock().now_ns() // 1_000_000,
+            claim_timeout_ms=spec.claim_timeout // timedelta(milliseconds=1),
+        )
 
 
-def advance_tokens(url: str, processor: str, offset: TimeUUID) -> None:
+def advance_tokens(
+    url: str, processor: str, offset: TimeUUID, *, now_ms: int, claim_timeout_ms: int
+) -> None:
     """Move the processor's tokens at `url` to `offset`, the newest of a committed batch.
 
     Called once every task of the batch has committed (a failed task fails the batch first).
@@ -140,10 +155,14 @@ def advance_tokens(url: str, processor: str, offset: TimeUUID) -> None:
     A driver that stops between the two leaves the tokens one batch behind until the batch
     is replayed (its tasks skip what the positions cover and report the same offsets).
     Opened as the tasks open the sink, without looking at the schema again: the source's
-    `load()` checked the journal once, not every micro-batch.
+    `load()` checked the journal once, not every micro-batch. A segment whose claim has
+    expired at `now_ms` moves too (its owner crashed without releasing it: its token would
+    never move again otherwise).
     """
     with stores_at(url, mode="write") as stores:
-        stores.tokens.advance_unclaimed(processor, offset)
+        stores.tokens.advance_unclaimed(
+            processor, offset, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+        )
 
 
 def _applied_in(spec: ProjectionSpec, rows: Iterator[Row]) -> Iterator[bytes]:

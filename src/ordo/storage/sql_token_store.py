@@ -345,12 +345,7 @@ class SqlTokenStore(SqlStore):
         if not entries and not self._has_progress(conn, processor):
             msg = f"processor {processor!r} has no tokens or positions to reset"
             raise UnknownProcessorError(msg)
-        live = [
-            e
-            for e in entries
-            if e.owner is not None
-            and not e.is_claimable_by("", now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
-        ]
+        live = [e for e in entries if e.is_held(now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)]
         if live:
             msg = (
                 f"processor {processor!r} is running (segment {live[0].segment} is claimed "
@@ -415,7 +410,9 @@ class SqlTokenStore(SqlStore):
             for table in _PROGRESS_TABLES
         )
 
-    def advance_unclaimed(self, processor: str, offset: TimeUUID) -> None:
+    def advance_unclaimed(
+        self, processor: str, offset: TimeUUID, *, now_ms: int, claim_timeout_ms: int
+    ) -> None:
         """Move the token of every unclaimed segment forward to `offset`, which was applied.
 
         For a reader that holds no claims (a Spark projection dedupes by its positions and
@@ -423,23 +420,33 @@ class SqlTokenStore(SqlStore):
         and cleanup judge it by what it applied, as they judge a tracking processor. The
         caller has applied every event of every segment up to `offset`. A token moves only
         forward (a replayed batch reports an older offset), keeping the merged parts ahead it
-        has not reached; a claimed segment keeps its token, which its owner (a tracking
-        processor of the same name, an operator's change in progress) moves itself.
+        has not reached; a segment under a live claim keeps its token, which its owner (a
+        tracking processor of the same name, an operator's change in progress) moves itself.
+
+        A claim that expired is free, as `claim` treats it: such a segment (its owner crashed
+        without releasing it) used to keep its token for ever, and status and cleanup judged
+        the reader by it. Moving its token also ends the expired claim, as taking it over
+        would: an owner that was only stalled then finds its claim lost when it resumes, and
+        its batch is rolled back instead of storing its older token over the new one.
 
         One transaction: the processor's rows are read locked (a split or merge waits), and
         only the tokens that move are written.
         """
         validation.processor_name(processor)
+        check_claim_times(now_ms, claim_timeout_ms)
         if not isinstance(offset, TimeUUID):
             msg = f"offset must be a TimeUUID, got {type(offset).__name__}: {offset!r:.80}"
             raise InvalidInputError(msg)
         with self._write() as conn:
             for entry in self._entries(conn, processor, lock=True):
-                if entry.owner is not None or not entry.token.is_before(TrackingToken(offset)):
+                if entry.is_held(
+                    now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+                ) or not entry.token.is_before(TrackingToken(offset)):
                     continue
                 conn.execute(
                     self._sql(
-                        "UPDATE tokens SET token = {p} WHERE processor = {p} AND segment_id = {p}"
+                        "UPDATE tokens SET token = {p}, owner = NULL, claimed_at = NULL "
+                        "WHERE processor = {p} AND segment_id = {p}"
                     ),
                     (
                         entry.token.advanced_to(offset).to_json(),
