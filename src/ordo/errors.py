@@ -25,7 +25,8 @@ OrdoError
 ├── TokenStoreError
 │   ├── UnknownProcessorError (LookupError)
 │   │   └── UnknownSegmentError
-│   └── UnableToClaimTokenError
+│   ├── UnableToClaimTokenError
+│   └── PendingHandOverError
 ├── ElementFailedError
 │   └── ElementTimeoutError (TimeoutError)
 ├── EventHandlingError
@@ -385,6 +386,32 @@ class UnknownSegmentError(UnknownProcessorError):
 
 class UnableToClaimTokenError(TokenStoreError):
     """Another owner holds the segment's claim and it has not expired."""
+
+
+class PendingHandOverError(TokenStoreError):
+    """A request would replace the hand-over that a merge of the segment waits for.
+
+    The owner of a segment whose sibling another owner holds merges by asking that owner to
+    hand the sibling over, through a request in the token store. A segment holds one request,
+    so an operator's split, merge or release replaced the hand-over and held the merge up. It
+    is refused instead: wait until the owner has handed the segment over (`ordo processors
+    status` shows the pending request), or pass replace_hand_over=True
+    (`--replace-hand-over`) to replace it anyway. `segment_id` and `target_owner` name the
+    pending hand-over, `request` the refused request in an operator's words.
+    """
+
+    def __init__(
+        self, *, processor: str, segment_id: int, target_owner: str | None, request: str
+    ) -> None:
+        self.processor, self.segment_id = processor, segment_id
+        self.target_owner, self.request = target_owner, request
+        msg = (
+            f"processor {processor!r} segment {segment_id} is waiting for its owner to hand it "
+            f"over to {target_owner!r} for a merge: a {request} request would replace that and "
+            "hold the merge up (--replace-hand-over, or replace_hand_over=True, replaces it "
+            "anyway)"
+        )
+        super().__init__(msg)
 
 
 class ElementFailedError(OrdoError):

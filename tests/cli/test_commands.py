@@ -21,6 +21,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.cli.main import cli
 from ordo.processing import TrackingToken
+from ordo.processing.ports import SegmentAction, SegmentRequest
 from ordo.storage.open import init_storage, stores_at
 from ordo.time import BucketSize, TimeUUID, format_first_time_bucket
 from ordo.types import PersistenceId
@@ -1232,6 +1233,37 @@ def test_a_request_that_replaces_a_pending_one_says_so(runner: CliRunner, tmp_pa
     code, out, _ = _run(runner, "processors", "merge", *steer)
     assert out.startswith("asked worker-1 to merge Segment[1/1] with its sibling (replacing the ")
     assert out.endswith("release request)\n")
+
+
+def test_a_request_that_would_replace_a_hand_over_is_refused_unless_told_to(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The owner of segment 0, merging, asked the owner of segment 1 to hand it over: a
+    release replaced that, and the merge was held up with only the receipt to say so."""
+    url = f"sqlite:///{tmp_path}/p.db"
+    with stores_at(url) as stores:
+        stores.tokens.initialize("counts", segment_count=2)
+        stores.tokens.claim(
+            "counts", 1, "worker-1", now_ms=time.time_ns() // 1_000_000, claim_timeout_ms=60_000
+        )
+        hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner="worker-0")
+        stores.tokens.request("counts", 1, hand_over, now_ms=0)
+    steer = ("counts", "1", "--journal", url)
+    code, out, err = _run(runner, "processors", "release", *steer)
+    assert (code, out) == (1, "")
+    assert err == (
+        "Error: PendingHandOverError: processor 'counts' segment 1 is waiting for its owner to "
+        "hand it over to 'worker-0' for a merge: a release request would replace that and hold "
+        "the merge up (--replace-hand-over, or replace_hand_over=True, replaces it anyway)\n"
+    )
+    code, out, _ = _run(runner, "processors", "status", "--journal", url)
+    assert "hand over to worker-0 requested" in out
+    code, out, _ = _run(runner, "processors", "release", *steer, "--replace-hand-over")
+    assert (code, out) == (
+        0,
+        "asked worker-1 to release Segment[1/1] (replacing the pending hand over to worker-0 "
+        "request)\n",
+    )
 
 
 def test_status_shows_a_request_its_owner_has_not_taken_yet(

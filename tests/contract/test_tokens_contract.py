@@ -11,6 +11,7 @@ from ordo.errors import (
     InvalidIdentifierError,
     InvalidInputError,
     InvalidSegmentOperationError,
+    PendingHandOverError,
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
@@ -309,6 +310,53 @@ def test_requests_reach_the_owner_once(stores: Stores) -> None:
     assert stores.tokens.pending_requests("p") == []
     with pytest.raises(UnknownProcessorError):
         stores.tokens.request("p", 7, split, now_ms=0)
+
+
+def test_a_request_replaces_a_pending_hand_over_only_when_told_to(stores: Stores) -> None:
+    """A merge whose sibling another owner holds waits for that owner to hand it over: a
+    release (one request per segment, the latest wins) replaced the hand-over silently."""
+    stores.tokens.initialize("p", segment_count=2)
+    hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner="a")
+    release = SegmentRequest(action=SegmentAction.RELEASE)
+    stores.tokens.request("p", 1, hand_over, now_ms=0)
+    stores.tokens.request("p", 1, hand_over, now_ms=1)  # asked again: nothing is replaced
+    for request in (release, SegmentRequest(action=SegmentAction.HAND_OVER, target_owner="b")):
+        with pytest.raises(
+            PendingHandOverError,
+            match=r"^processor 'p' segment 1 is waiting for its owner to hand it over to 'a' "
+            rf"for a merge: a {request.describe()} request would replace that",
+        ) as refused:
+            stores.tokens.request("p", 1, request, now_ms=2)
+        assert (refused.value.segment_id, refused.value.target_owner) == (1, "a")
+    assert stores.tokens.pending_requests("p") == [
+        PendingRequest(segment_id=1, request=hand_over, requested_at_ms=1)
+    ]
+    stores.tokens.request("p", 1, release, now_ms=3, replace_hand_over=True)
+    assert stores.tokens.take_request("p", 1) == release
+
+
+def test_an_operator_request_keeps_the_hand_over_a_merge_waits_for(stores: Stores) -> None:
+    """As the owner of segment 0 leaves it when its sibling is held: asked to merge, it asks
+    for the sibling and for the merge again (to retry). The operator's request is refused,
+    naming the hand-over, unless it says to replace it; the receipt then says what it
+    replaced."""
+    stores.tokens.initialize("p", segment_count=2)
+    for segment_id, owner in ((0, "a"), (1, "b")):
+        stores.tokens.claim("p", segment_id, owner, now_ms=0, claim_timeout_ms=TIMEOUT)
+    hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner="a")
+    stores.tokens.request("p", 1, hand_over, now_ms=0)
+    stores.tokens.request("p", 0, SegmentRequest(action=SegmentAction.MERGE), now_ms=0)
+    for operation in (release_segment, split_segment, merge_segment):
+        with pytest.raises(PendingHandOverError, match="hand it over to 'a' for a merge"):
+            operation(stores.tokens, "p", 1, now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.take_request("p", 1) == hand_over
+    stores.tokens.request("p", 1, hand_over, now_ms=0)
+    receipt = release_segment(
+        stores.tokens, "p", 1, now_ms=1, claim_timeout_ms=TIMEOUT, replace_hand_over=True
+    )
+    assert receipt.message == (
+        "asked b to release Segment[1/1] (replacing the pending hand over to a request)"
+    )
 
 
 def test_a_merge_drops_the_requests_of_the_merged_away_segment(stores: Stores) -> None:

@@ -11,8 +11,9 @@ from datetime import timedelta
 import pytest
 
 from ordo import Journal, NewEvent
-from ordo.errors import ConfigurationError, UnknownProcessorError
-from ordo.processing.control import merge_segment, split_segment
+from ordo.errors import ConfigurationError, PendingHandOverError, UnknownProcessorError
+from ordo.processing.control import merge_segment, release_segment, split_segment
+from ordo.processing.ports import SegmentAction, SegmentRequest, TokenStore
 from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.segment import Segment
 from ordo.processing.sequencing import FullySequentialPolicy
@@ -432,3 +433,106 @@ def test_a_merge_made_impossible_meanwhile_is_dropped_and_processing_goes_on(
     )
     assert segments == [(0, 1), (1, 3), (3, 3)]
     assert stores.tokens.take_request("counts", 0) is None
+
+
+def test_an_operator_request_does_not_replace_the_hand_over_a_merge_waits_for(
+    stores: Stores,
+    journal_factory: Callable[..., Journal],
+    sql: Callable[..., list[tuple[object, ...]]],
+) -> None:
+    """Two processes, one segment each; the first is asked to merge, so it asks the second to
+    hand its segment over. A release of that segment (the CLI's, or the processor's own) then
+    replaced the hand-over, with only "replacing the pending hand over" in a receipt to tell
+    that the merge was held up. It is refused now, and the merge completes."""
+    journal = journal_factory(settings=WRITE)
+    settings = replace(
+        FAST, thread_count=1, initial_segment_count=2, claim_timeout=timedelta(seconds=30)
+    )
+    paused = _PausableClock()
+    merging, holding = (
+        TrackingProcessor(
+            "counts", source(stores), stores.tokens, counting_handler, settings=settings, clock=c
+        )
+        for c in (None, paused)
+    )
+
+    def owners() -> list[str | None]:
+        return [e.owner for e in stores.tokens.entries("counts")]
+
+    with merging:
+        wait_for(lambda: any(owners()))
+        mine = next(e.segment for e in stores.tokens.entries("counts") if e.owner)
+        sibling = mine.mergeable_segment_id()
+        with holding:
+            wait_for(lambda: all(owners()))
+            _append(journal, 100)
+            wait_for(lambda: _total(sql) == 100)
+            paused.running.clear()  # its owner takes no request while the operator acts
+            try:
+                merging.merge(mine.segment_id)
+                wait_for(
+                    lambda: any(
+                        p.segment_id == sibling and p.request.action is SegmentAction.HAND_OVER
+                        for p in stores.tokens.pending_requests("counts")
+                    )
+                )
+                now = time.time_ns() // 1_000_000
+                with pytest.raises(PendingHandOverError, match="for a merge: a release request"):
+                    release_segment(
+                        stores.tokens, "counts", sibling, now_ms=now, claim_timeout_ms=30_000
+                    )
+                with pytest.raises(PendingHandOverError, match="for a merge: a split request"):
+                    merging.split(sibling)
+            finally:
+                paused.running.set()
+            wait_for(lambda: len(owners()) == 1)
+            _then_200_more_are_applied_once(journal, sql, merging)
+            assert holding.failure is None
+
+
+class _HandOverAskedMeanwhile:
+    """The token store, except that as soon as an owner takes a merge request, the owner of
+    the sibling asks it to hand its segment over: the sibling's owner merging the same two
+    segments at that moment (a race a test cannot time otherwise)."""
+
+    def __init__(self, tokens: TokenStore, *, sibling_owner: str) -> None:
+        self._tokens, self._sibling_owner = tokens, sibling_owner
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._tokens, name)
+
+    def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
+        taken = self._tokens.take_request(processor, segment_id)
+        if taken is not None and taken.action is SegmentAction.MERGE:
+            hand_over = SegmentRequest(
+                action=SegmentAction.HAND_OVER, target_owner=self._sibling_owner
+            )
+            self._tokens.request(processor, segment_id, hand_over, now_ms=0)
+        return taken
+
+
+def test_an_owner_asked_for_its_segment_while_merging_hands_it_over(stores: Stores) -> None:
+    """Both owners of two siblings merging them at once: each asked the other for its segment,
+    and the merge request an owner asks of itself again (to retry) replaced the hand-over it
+    was asked for. The hand-over stays now, and the owner hands its segment over."""
+    settings = replace(
+        FAST, thread_count=1, initial_segment_count=2, claim_timeout=timedelta(seconds=30)
+    )
+    stores.tokens.initialize("counts", segment_count=2)
+    now = time.time_ns() // 1_000_000
+    stores.tokens.claim("counts", 1, "other", now_ms=now, claim_timeout_ms=30_000)
+    tokens = _HandOverAskedMeanwhile(stores.tokens, sibling_owner="other")
+    processor = TrackingProcessor(
+        "counts",
+        source(stores),
+        tokens,  # type: ignore[arg-type]
+        counting_handler,
+        settings=settings,
+    )
+    with processor:
+        wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
+        processor.merge(0)
+        wait_for(lambda: stores.tokens.entries("counts")[0].owner == "other", timeout=10)
+        assert stores.tokens.pending_requests("counts") == []  # nor asked for segment 1
+        assert processor.is_running
+    assert processor.failure is None

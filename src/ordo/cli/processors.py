@@ -114,7 +114,14 @@ def _json_rows(
     return [{"processor": name, **asdict(segment), "positions": None} for segment in found[name]]
 
 
-def _steer(journal_url: str | None, action: str, processor: str, segment_id: int) -> None:
+def _steer(
+    journal_url: str | None,
+    action: str,
+    processor: str,
+    segment_id: int,
+    *,
+    replace_hand_over: bool,
+) -> None:
     operations = {"split": split_segment, "merge": merge_segment, "release": release_segment}
     with stores_at(existing_journal(journal_url)) as stores:
         receipt: ControlReceipt = operations[action](
@@ -123,35 +130,52 @@ def _steer(journal_url: str | None, action: str, processor: str, segment_id: int
             segment_id,
             now_ms=_now_ms(),
             claim_timeout_ms=_timeout_ms(),
+            replace_hand_over=replace_hand_over,
         )
     click.echo(receipt.message)
 
 
+_replace_hand_over_option = click.option(
+    "--replace-hand-over",
+    is_flag=True,
+    help="Replace a hand-over the segment's owner was asked for by a merge (refused otherwise).",
+)
+
+
 @processors.command()
 @journal_option
+@_replace_hand_over_option
 @click.argument("processor")
 @click.argument("segment_id", type=click.IntRange(min=0))
-def split(journal_url: str | None, processor: str, segment_id: int) -> None:
+def split(
+    journal_url: str | None, replace_hand_over: bool, processor: str, segment_id: int
+) -> None:
     """Split segment SEGMENT_ID of PROCESSOR (its owner does it when the processor runs)."""
-    _steer(journal_url, "split", processor, segment_id)
+    _steer(journal_url, "split", processor, segment_id, replace_hand_over=replace_hand_over)
 
 
 @processors.command()
 @journal_option
+@_replace_hand_over_option
 @click.argument("processor")
 @click.argument("segment_id", type=click.IntRange(min=0))
-def merge(journal_url: str | None, processor: str, segment_id: int) -> None:
+def merge(
+    journal_url: str | None, replace_hand_over: bool, processor: str, segment_id: int
+) -> None:
     """Merge segment SEGMENT_ID of PROCESSOR with its sibling."""
-    _steer(journal_url, "merge", processor, segment_id)
+    _steer(journal_url, "merge", processor, segment_id, replace_hand_over=replace_hand_over)
 
 
 @processors.command()
 @journal_option
+@_replace_hand_over_option
 @click.argument("processor")
 @click.argument("segment_id", type=click.IntRange(min=0))
-def release(journal_url: str | None, processor: str, segment_id: int) -> None:
+def release(
+    journal_url: str | None, replace_hand_over: bool, processor: str, segment_id: int
+) -> None:
     """Ask the owner of segment SEGMENT_ID of PROCESSOR to release it."""
-    _steer(journal_url, "release", processor, segment_id)
+    _steer(journal_url, "release", processor, segment_id, replace_hand_over=replace_hand_over)
 
 
 @processors.command()

@@ -4,6 +4,8 @@ A segment nobody holds is changed at once (claimed for the operation, then relea
 segment that a running processor holds is changed by its owner, between two batches, through a
 request in the token store, wherever that processor runs. Every action checks its arguments
 before it reads the token store (InvalidInputError; the token store checks the processor name).
+A request to a segment whose owner is to hand it over for a merge is refused
+(PendingHandOverError) unless `replace_hand_over` says to replace the hand-over.
 """
 
 from __future__ import annotations
@@ -34,7 +36,13 @@ class ControlReceipt:
 
 
 def split_segment(
-    tokens: TokenStore, processor: str, segment_id: int, *, now_ms: int, claim_timeout_ms: int
+    tokens: TokenStore,
+    processor: str,
+    segment_id: int,
+    *,
+    now_ms: int,
+    claim_timeout_ms: int,
+    replace_hand_over: bool = False,
 ) -> ControlReceipt:
     """Split a segment now if nobody holds it, otherwise ask its owner to."""
     check_claim_times(now_ms, claim_timeout_ms)
@@ -47,6 +55,7 @@ def split_segment(
             SegmentRequest(action=SegmentAction.SPLIT),
             f"split segment {entry.segment}",
             now_ms=now_ms,
+            replace_hand_over=replace_hand_over,
         )
     tokens.claim(processor, segment_id, OPERATOR, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
     try:
@@ -57,7 +66,13 @@ def split_segment(
 
 
 def merge_segment(
-    tokens: TokenStore, processor: str, segment_id: int, *, now_ms: int, claim_timeout_ms: int
+    tokens: TokenStore,
+    processor: str,
+    segment_id: int,
+    *,
+    now_ms: int,
+    claim_timeout_ms: int,
+    replace_hand_over: bool = False,
 ) -> ControlReceipt:
     """Merge a segment with its sibling now if nobody holds either, otherwise ask an owner."""
     check_claim_times(now_ms, claim_timeout_ms)
@@ -91,11 +106,18 @@ def merge_segment(
         SegmentRequest(action=SegmentAction.MERGE),
         f"merge {held.segment} with its sibling",
         now_ms=now_ms,
+        replace_hand_over=replace_hand_over,
     )
 
 
 def release_segment(
-    tokens: TokenStore, processor: str, segment_id: int, *, now_ms: int, claim_timeout_ms: int
+    tokens: TokenStore,
+    processor: str,
+    segment_id: int,
+    *,
+    now_ms: int,
+    claim_timeout_ms: int,
+    replace_hand_over: bool = False,
 ) -> ControlReceipt:
     """Ask the segment's owner to release it (nothing to do when nobody holds it)."""
     check_claim_times(now_ms, claim_timeout_ms)
@@ -109,6 +131,7 @@ def release_segment(
         SegmentRequest(action=SegmentAction.RELEASE),
         f"release {entry.segment}",
         now_ms=now_ms,
+        replace_hand_over=replace_hand_over,
     )
 
 
@@ -187,15 +210,19 @@ def _ask(
     what: str,
     *,
     now_ms: int,
+    replace_hand_over: bool,
 ) -> ControlReceipt:
     """Leave `request` for the segment's owner; the message names a pending one it replaces.
 
     A segment holds one request and the latest wins: a split its owner had not taken yet was
-    dropped by a later release while the receipt said only "asked ... to release".
+    dropped by a later release while the receipt said only "asked ... to release". A pending
+    hand-over is replaced only with `replace_hand_over` (see TokenStore.request).
     """
     segment_id = entry.segment.segment_id
     pending = [p.request for p in tokens.pending_requests(processor) if p.segment_id == segment_id]
-    tokens.request(processor, segment_id, request, now_ms=now_ms)
+    tokens.request(
+        processor, segment_id, request, now_ms=now_ms, replace_hand_over=replace_hand_over
+    )
     replaced = "".join(
         f" (replacing the pending {p.describe()} request)" for p in pending if p != request
     )

@@ -196,9 +196,20 @@ class TokenStore(Protocol):
         ...
 
     def request(
-        self, processor: str, segment_id: int, request: SegmentRequest, *, now_ms: int
+        self,
+        processor: str,
+        segment_id: int,
+        request: SegmentRequest,
+        *,
+        now_ms: int,
+        replace_hand_over: bool = False,
     ) -> None:
-        """Ask the segment's owner, wherever it runs, to split, merge, release or hand over."""
+        """Ask the segment's owner, wherever it runs, to split, merge, release or hand over.
+
+        A segment holds one request and the latest wins, except over a pending hand-over
+        (what a merge waits for): a different request replaces that only with
+        `replace_hand_over`, and is refused with PendingHandOverError otherwise.
+        """
         ...
 
     def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:

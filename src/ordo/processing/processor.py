@@ -49,7 +49,9 @@ class TrackingProcessor:
     ErrorMode.FAIL, or a gap its source could not fill (MissingTaggedEventError), stops the
     processor and is kept in `failure`. The constructor refuses settings, a policy, a clock or
     a handler of the wrong kind (ConfigurationError), which the worker threads would otherwise
-    fail on per event.
+    fail on per event. split(), merge() and release() of a segment whose owner is to hand it
+    over for a merge are refused (PendingHandOverError): they would replace that hand-over
+    (`ordo.processing.control`'s functions replace it on purpose).
     """
 
     def __init__(

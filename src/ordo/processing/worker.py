@@ -18,6 +18,7 @@ from ordo.errors import (
     EventHandlingError,
     InvalidSegmentOperationError,
     MissingTaggedEventError,
+    PendingHandOverError,
     StorageError,
     StorageUnavailableError,
     UnableToClaimTokenError,
@@ -204,23 +205,7 @@ class SegmentWorker(threading.Thread):
             logger.info("split: processor=%s into %s and %s", p.name, low, high)
             return True
         if action is SegmentAction.MERGE:
-            try:
-                merged = p._tokens.merge(
-                    p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout
-                )
-            except InvalidSegmentOperationError as exc:
-                # The sibling was split since the merge was asked: nothing to merge with.
-                logger.warning("merge dropped: processor=%s error=%s", p.name, exc)
-                return False
-            except UnableToClaimTokenError:
-                # The sibling is processed elsewhere: ask its owner to hand it over, then retry.
-                sibling = state.entry.segment.mergeable_segment_id()
-                hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=self.owner)
-                p._tokens.request(p.name, sibling, hand_over, now_ms=now)
-                p._tokens.request(p.name, segment_id, SegmentRequest(action=action), now_ms=now)
-                return False
-            logger.info("merged: processor=%s into %s", p.name, merged)
-            return True
+            return self._merge(segment, now_ms=now, claim_timeout_ms=timeout)
         if action is SegmentAction.HAND_OVER and request is not None and request.target_owner:
             p._tokens.hand_over(p.name, segment_id, self.owner, to=request.target_owner, now_ms=now)
             logger.info("handed over: processor=%s segment=%s", p.name, segment_id)
@@ -230,6 +215,49 @@ class SegmentWorker(threading.Thread):
             logger.info("released on request: processor=%s segment=%s", p.name, segment_id)
             return True
         return False
+
+    def _merge(self, segment: Segment, *, now_ms: int, claim_timeout_ms: int) -> bool:
+        """Merge the segment with its sibling, or ask the sibling's owner to hand it over.
+
+        True when merged. While another owner holds the sibling, the merge is asked of this
+        owner again (it retries at its next check) and then the hand-over of the sibling's
+        owner, in that order: when the sibling's owner, merging the same two segments, has
+        meanwhile asked this owner to hand over, its pending hand-over refuses the new merge
+        request (PendingHandOverError), and this owner hands over at its next check instead of
+        asking for the sibling in return (each would then have handed its segment to the other).
+        """
+        p = self.p
+        try:
+            merged = p._tokens.merge(
+                p.name,
+                segment.segment_id,
+                self.owner,
+                now_ms=now_ms,
+                claim_timeout_ms=claim_timeout_ms,
+            )
+        except InvalidSegmentOperationError as exc:
+            # The sibling was split since the merge was asked: nothing to merge with.
+            logger.warning("merge dropped: processor=%s error=%s", p.name, exc)
+            return False
+        except UnableToClaimTokenError:
+            merge = SegmentRequest(action=SegmentAction.MERGE)
+            try:
+                p._tokens.request(p.name, segment.segment_id, merge, now_ms=now_ms)
+            except PendingHandOverError as exc:
+                logger.info("merge left to the sibling's owner: processor=%s %s", p.name, exc)
+                return False
+            # This owner's hand-over replaces one asked by an earlier owner of the segment.
+            hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=self.owner)
+            p._tokens.request(
+                p.name,
+                segment.mergeable_segment_id(),
+                hand_over,
+                now_ms=now_ms,
+                replace_hand_over=True,
+            )
+            return False
+        logger.info("merged: processor=%s into %s", p.name, merged)
+        return True
 
     def _handled(self, entry: TokenEntry) -> AbstractSet[tuple[PersistenceId, int]]:
         """The events handled before this claim that the segment's stream may deliver again.

@@ -11,6 +11,7 @@ from typing import ClassVar
 from ordo.errors import (
     InvalidInputError,
     InvalidSegmentOperationError,
+    PendingHandOverError,
     StorageIntegrityError,
     StorageUnavailableError,
     UnableToClaimTokenError,
@@ -218,9 +219,21 @@ class SqlTokenStore(SqlStore):
         return merged
 
     def request(
-        self, processor: str, segment_id: int, request: SegmentRequest, *, now_ms: int
+        self,
+        processor: str,
+        segment_id: int,
+        request: SegmentRequest,
+        *,
+        now_ms: int,
+        replace_hand_over: bool = False,
     ) -> None:
-        """Ask the segment's owner to act (the latest request wins).
+        """Ask the segment's owner to act (the latest request wins, but for a hand-over).
+
+        A pending hand-over is what a merge of the segment's sibling waits for: another
+        request replaces it only with `replace_hand_over` (PendingHandOverError otherwise),
+        as an operator's release replaced it silently and held the merge up. The same request
+        again is no replacement. The check and the write are one transaction, under the
+        segment's token row lock (PostgreSQL), which every request takes first.
 
         A hand-over must name the owner to hand over to: its owner ignored one that named none.
         A `now_ms` of "x" was stored by SQLite, and every later `pending_requests` (the status
@@ -231,6 +244,19 @@ class SqlTokenStore(SqlStore):
         validation.integer(now_ms, name="now_ms")
         with self._write() as conn:
             self._entry(conn, processor, segment_id)
+            pending = self._pending(conn, processor, segment_id)
+            if (
+                pending is not None
+                and pending.action is SegmentAction.HAND_OVER
+                and pending != request
+                and not replace_hand_over
+            ):
+                raise PendingHandOverError(
+                    processor=processor,
+                    segment_id=segment_id,
+                    target_owner=pending.target_owner,
+                    request=request.describe(),
+                )
             conn.execute(
                 self._sql(
                     "INSERT INTO segment_requests (processor, segment_id, action, target_owner, "
@@ -245,14 +271,8 @@ class SqlTokenStore(SqlStore):
         """Remove and return the pending request for the segment, if any."""
         _check_segment(processor, segment_id)
         with self._write() as conn:
-            row = conn.execute(
-                self._sql(
-                    "SELECT action, target_owner FROM segment_requests "
-                    "WHERE processor = {p} AND segment_id = {p}"
-                ),
-                (processor, segment_id),
-            ).fetchone()
-            if row is None:
+            pending = self._pending(conn, processor, segment_id)
+            if pending is None:
                 return None
             conn.execute(
                 self._sql(
@@ -260,7 +280,7 @@ class SqlTokenStore(SqlStore):
                 ),
                 (processor, segment_id),
             )
-        return _request(row[0], row[1])
+        return pending
 
     def pending_requests(self, processor: str) -> Sequence[PendingRequest]:
         """The requests no owner has taken yet, by segment id."""
@@ -577,6 +597,18 @@ class SqlTokenStore(SqlStore):
             (processor,),
         ).fetchall()
         return [_entry(processor, row) for row in rows]
+
+    def _pending(
+        self, conn: SqlConnection, processor: str, segment_id: int
+    ) -> SegmentRequest | None:
+        row = conn.execute(
+            self._sql(
+                "SELECT action, target_owner FROM segment_requests "
+                "WHERE processor = {p} AND segment_id = {p}"
+            ),
+            (processor, segment_id),
+        ).fetchone()
+        return None if row is None else _request(row[0], row[1])
 
     def _find(self, conn: SqlConnection, processor: str, segment_id: int) -> TokenEntry | None:
         row = conn.execute(
