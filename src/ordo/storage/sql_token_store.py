@@ -268,19 +268,21 @@ class SqlTokenStore(SqlStore):
             )
 
     def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
-        """Remove and return the pending request for the segment, if any."""
+        """Remove and return the pending request for the segment, if any.
+
+        One DELETE ... RETURNING: a read and then a delete lost a request that `request()`
+        stored in between (PostgreSQL, READ COMMITTED): it was deleted unseen.
+        """
         _check_segment(processor, segment_id)
         with self._write() as conn:
-            pending = self._pending(conn, processor, segment_id)
-            if pending is None:
-                return None
-            conn.execute(
+            row = conn.execute(
                 self._sql(
-                    "DELETE FROM segment_requests WHERE processor = {p} AND segment_id = {p}"
+                    "DELETE FROM segment_requests WHERE processor = {p} AND segment_id = {p} "
+                    "RETURNING action, target_owner"
                 ),
                 (processor, segment_id),
-            )
-        return pending
+            ).fetchone()
+        return None if row is None else _request(row[0], row[1])
 
     def pending_requests(self, processor: str) -> Sequence[PendingRequest]:
         """The requests no owner has taken yet, by segment id."""
