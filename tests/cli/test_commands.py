@@ -1126,7 +1126,7 @@ def test_processors_reset_names_a_missing_postgres_sink_as_the_sink(
     processed = TimeUUID.min_for_epoch_ns(1_700_000_000_000_000_000)
     with stores_at(journal) as stores:
         stores.tokens.initialize("totals", segment_count=1)
-        stores.tokens.advance_unclaimed("totals", processed)
+        stores.tokens.advance_unclaimed("totals", processed, now_ms=0, claim_timeout_ms=1)
 
     code, out, err = _run(
         runner, "processors", "reset", "totals", "--journal", journal, "--sink", postgres_dsn
