@@ -268,9 +268,38 @@ def test_ctrl_c_ends_a_cleanup_with_one_line_and_status_130(tmp_path: Path) -> N
         env={**os.environ, "ORDO_ROWS_PER_BATCH": "1"},
     )
     assert cleanup.stderr is not None
-    assert cleanup.stderr.readline().endswith(": 1 rows deleted\n")  # it is deleting
+    assert cleanup.stderr.readline().endswith(": 1 rows deleted (1 in all)\n")  # it is deleting
     cleanup.send_signal(signal.SIGINT)
     out, err = cleanup.communicate(timeout=30)
     assert (cleanup.returncode, out) == (130, "")
     assert err.splitlines()[-1].startswith("cleanup interrupted: the batches deleted so far ")
     assert 0 < len(tag_view_rows(url)) < 20_000
+
+
+def test_cleanup_prints_its_progress_every_few_seconds_not_per_batch(tmp_path: Path) -> None:
+    """A line per batch: 10M rows in batches of 1,000 printed 10,000 lines."""
+    url = f"sqlite:///{tmp_path}/j.db"
+    with open_journal(url, settings=WRITE) as journal:
+        for n in range(10):
+            journal.append(f"p{n}", [NewEvent.of(k, tags=["a", "b"]) for k in range(10)])
+    now = datetime.now(UTC).isoformat()
+    result = CliRunner().invoke(
+        cli, ["cleanup", "before", now, "--journal", url], env={"ORDO_ROWS_PER_BATCH": "1"}
+    )
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert 2 <= len(lines) <= 4  # the first, the last, and one per 5 s between (200 batches)
+    assert lines[-1] == "tag 'b': 100 rows deleted (200 in all)"
+
+
+def test_rebuild_all_locally_prints_its_progress_every_few_seconds(tmp_path: Path) -> None:
+    """A line per 1,000 persistence ids: 10M ids printed 10,000 lines."""
+    url = f"sqlite:///{tmp_path}/j.db"
+    with open_journal(url, settings=WRITE) as journal:
+        for n in range(10_000):
+            journal.append(f"p{n}", [NewEvent.of(n, tags=["a"])])
+    code, _, err = _run("reconcile", "rebuild", "--all", "--local", "--journal", url)
+    assert code == 0, err
+    lines = err.splitlines()
+    assert 2 <= len(lines) <= 4  # the first, the last, and one per 5 s between (10 lines)
+    assert lines[-1] == "10000 persistence ids, 10000 rows"

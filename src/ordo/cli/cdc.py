@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -23,6 +22,7 @@ from ordo.cli.cdc_schemas import schemas
 from ordo.cli.options import (
     INTERRUPTED_STATUS,
     NUMBER,
+    ThrottledProgress,
     counted,
     existing_journal,
     int_option,
@@ -191,7 +191,8 @@ def _capture(runner: Capture, tables: tuple[str, ...], *, snapshot: bool, follow
                 snapshots[table] = receipt.published.get(table, 0)
                 skipped += receipt.skipped
                 progress(f"snapshot {table}: {counted(snapshots[table], 'row')}")
-        totals = runner.run(until_idle=not follow, on_publish=_CaptureProgress())
+        with ThrottledProgress() as show:
+            totals = runner.run(until_idle=not follow, on_publish=lambda t: show(_capturing(t)))
     except KeyboardInterrupt:
         progress("capture interrupted; everything published is durable")
         raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
@@ -202,25 +203,14 @@ def _capture(runner: Capture, tables: tuple[str, ...], *, snapshot: bool, follow
     click.echo(f"published {published} (skipped {skipped + totals.skipped} already in the log)")
 
 
+def _capturing(totals: CaptureTotals) -> str:
+    """The progress line of a running capture."""
+    return f"capturing: published {_published(totals)}, up to {totals.up_to}"
+
+
 def _published(totals: CaptureTotals) -> str:
     """`table=count, ...` of what a capture published so far."""
     return ", ".join(f"{t}={n:,}" for t, n in sorted(totals.published.items())) or "no changes"
-
-
-class _CaptureProgress:
-    """Reports a running capture on stderr: its first window, then at most every few seconds."""
-
-    EVERY_S = 5.0
-
-    def __init__(self) -> None:
-        self._last: float | None = None
-
-    def __call__(self, totals: CaptureTotals) -> None:
-        now = time.monotonic()
-        if self._last is not None and now - self._last < self.EVERY_S:
-            return
-        self._last = now
-        progress(f"capturing: published {_published(totals)}, up to {totals.up_to}")
 
 
 @cdc.command()

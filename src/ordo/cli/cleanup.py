@@ -14,7 +14,7 @@ from ordo.cli.operations_options import (
     interruptible,
     tag_option,
 )
-from ordo.cli.options import progress, settings_from_env
+from ordo.cli.options import ThrottledProgress, settings_from_env
 from ordo.errors import ConfigurationError
 from ordo.settings import EventsByTagSettings
 from ordo.tools.cleanup import Cleanup
@@ -65,9 +65,9 @@ def before(request: OperationRequest, tag: Tag | None, time: str) -> None:
         msg = f"TIME {time!r} has no zone; add one (e.g. +00:00)"
         raise ConfigurationError(msg)
     cutoff_ms = int(moment.timestamp() * 1000)
-    with interruptible(_INTERRUPTED), request.tool(Cleanup) as tool:
+    with interruptible(_INTERRUPTED), request.tool(Cleanup) as tool, ThrottledProgress() as show:
         receipt = tool.delete_tag_views_before(
-            cutoff_ms, tag=tag, force=request.force, dry_run=request.dry_run, on_progress=progress
+            cutoff_ms, tag=tag, force=request.force, dry_run=request.dry_run, on_progress=show
         )
     request.render(receipt)
 
@@ -92,12 +92,8 @@ def expire(request: OperationRequest, tag: Tag | None, time_to_live_ms: int | No
         ).time_to_live
     else:
         time_to_live = settings_from_env().time_to_live
-    with interruptible(_INTERRUPTED), request.tool(Cleanup) as tool:
+    with interruptible(_INTERRUPTED), request.tool(Cleanup) as tool, ThrottledProgress() as show:
         receipt = tool.expire(
-            time_to_live,
-            tag=tag,
-            force=request.force,
-            dry_run=request.dry_run,
-            on_progress=progress,
+            time_to_live, tag=tag, force=request.force, dry_run=request.dry_run, on_progress=show
         )
     request.render(receipt)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
+from types import TracebackType
 from typing import Any, TypeVar
 
 import click
@@ -185,3 +187,43 @@ live query, a followed capture or a streaming job is stopped, so not click's "Ab
 def progress(message: str) -> None:
     """Progress of long work goes to stderr, so stdout stays one result."""
     click.echo(message, err=True)
+
+
+class ThrottledProgress:
+    """Progress lines of long work on stderr: the first at once, then at most one every few s.
+
+    A line per batch or per window made millions of rows print thousands of lines. The lines
+    held back are not lost for good: leaving the `with` block prints the newest of them, so the
+    last thing said is where the work stopped (finished, failed or interrupted by Ctrl-C, whose
+    one line then follows it). Not thread-safe: one command's loop calls it.
+    """
+
+    EVERY_S = 5.0
+
+    def __init__(self, *, seconds: Callable[[], float] = time.monotonic) -> None:
+        """`seconds` is a monotonic clock in seconds: time.monotonic, or a test's own."""
+        self._seconds = seconds
+        self._shown_at: float | None = None
+        self._held: str | None = None
+
+    def __call__(self, message: str) -> None:
+        """Print `message` unless a line was printed less than EVERY_S ago; else hold it."""
+        now = self._seconds()
+        if self._shown_at is not None and now - self._shown_at < self.EVERY_S:
+            self._held = message
+            return
+        self._shown_at, self._held = now, None
+        progress(message)
+
+    def __enter__(self) -> ThrottledProgress:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._held is not None:
+            progress(self._held)
+            self._held = None

@@ -13,6 +13,7 @@ from ordo.cli.operations_options import (
     tag_option,
 )
 from ordo.cli.options import (
+    ThrottledProgress,
     journal_option,
     json_option,
     print_json,
@@ -144,11 +145,15 @@ def rebuild(
         return
     truncated: OperationReceipt | None = None
     if local:
-        with interruptible(_REBUILD_INTERRUPTED), request.tool(Reconciliation) as reconciliation:
+        with (
+            interruptible(_REBUILD_INTERRUPTED),
+            request.tool(Reconciliation) as reconciliation,
+            ThrottledProgress() as show,
+        ):
             if truncate:
                 truncated = _truncate(reconciliation, request)
             receipt = reconciliation.rebuild_all_locally(
-                force=force, dry_run=dry_run, on_progress=progress
+                force=force, dry_run=dry_run, on_progress=show
             )
     else:
         receipt, truncated = _rebuild_on_spark(request, master, partitions, truncate=truncate)

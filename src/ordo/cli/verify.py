@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ordo.cli.operations_options import OperationRequest, guarded_options, spark_partitions_option
-from ordo.cli.options import print_json, progress
+from ordo.cli.options import ThrottledProgress, print_json, progress
 from ordo.storage.open import init_storage, open_existing_stores
 from ordo.tools.reconciliation import Reconciliation
 from ordo.tools.verify_report import VerifyReport
@@ -44,12 +44,12 @@ def verify(
         document: dict[str, object] = {"report": report.to_json_dict()}
         if repair and not report.is_clean:
             _show(report, as_json=as_json)
-            with request.tool(Reconciliation) as reconciliation:
+            with request.tool(Reconciliation) as reconciliation, ThrottledProgress() as show:
                 receipt = reconciliation.rebuild_pairs(
                     report.affected,
                     force=request.force,
                     dry_run=request.dry_run,
-                    on_progress=progress,
+                    on_progress=show,
                 )
             document["repair"] = receipt.to_json_dict()
             if not as_json:

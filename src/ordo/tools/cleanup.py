@@ -167,7 +167,7 @@ class Cleanup(OperationsTool):
         Refused (TimeToLiveTooShortError) when a processor has not read the newest of those
         rows, unless `force`; a cutoff in the future is refused even then (InvalidInputError):
         it can only be a mistake that deletes every row. Deletes in batches of the settings'
-        rows_per_batch.
+        rows_per_batch, telling `on_progress` after each one (the caller throttles it).
         """
         check_flags(force=force, dry_run=dry_run)
         if tag is not None:
@@ -212,7 +212,9 @@ class Cleanup(OperationsTool):
                 )
                 per_tag[t] += deleted
                 if on_progress is not None and deleted:
-                    on_progress(f"tag {t!r}: {per_tag[t]} rows deleted")
+                    # The running total too: a throttled display may show only the last line.
+                    total = sum(per_tag.values())
+                    on_progress(f"tag {t!r}: {per_tag[t]:,} rows deleted ({total:,} in all)")
                 if deleted < self._settings.rows_per_batch:
                     break
             logger.info("tag views expired: tag=%s rows=%d", t, per_tag[t])
