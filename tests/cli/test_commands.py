@@ -825,17 +825,22 @@ def test_a_huge_number_is_a_usage_error_naming_its_option(
     assert len(err.splitlines()) == 1
 
 
-def test_a_bad_lease_timeout_is_refused_before_any_work(runner: CliRunner, tmp_path: Path) -> None:
+@pytest.mark.parametrize("value", ["-5", "5000"])
+def test_a_lease_timeout_not_above_the_heartbeat_is_a_usage_error_naming_the_bound(
+    runner: CliRunner, tmp_path: Path, value: str
+) -> None:
+    """It exited 1 with the settings' ConfigurationError, and --help showed no lower bound."""
     url = f"sqlite:///{tmp_path}/j.db"
     assert _run(runner, "init", "--journal", url)[0] == 0
     code, _, err = _run(
-        runner, "verify", "--repair", "--writer-lease-timeout-ms", "-5", "--journal", url
+        runner, "verify", "--repair", "--writer-lease-timeout-ms", value, "--journal", url
     )
-    assert code == 1
-    assert err == (
-        "Error: ConfigurationError: --writer-lease-timeout-ms -5: writer_lease_timeout must be "
-        "longer than the heartbeat interval (5s), got -5 ms\n"
+    assert code == 2
+    assert err.startswith(
+        "Error: Invalid value for '--writer-lease-timeout-ms' (env var: "
+        f"'ORDO_WRITER_LEASE_TIMEOUT_MS'): {value} is not in the range 5000<x<="
     )
+    assert "5000<x<=" in _run(runner, "reconcile", "truncate", "--help")[1]
 
 
 def test_query_reads_a_tag_in_offset_order(

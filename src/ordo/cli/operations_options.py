@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 
 import click
 
+from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.options import (
     INTERRUPTED_STATUS,
-    NUMBER,
     existing_journal,
     int_option,
     journal_option,
@@ -26,7 +26,6 @@ from ordo.cli.options import (
     print_json,
     progress,
 )
-from ordo.errors import ConfigurationError
 from ordo.settings import OperationsSettings
 from ordo.settings.operations import (
     MAX_SPARK_KEY_PARTITIONS,
@@ -41,6 +40,7 @@ from ordo.types import Tag
 
 F = TypeVar("F", bound=Callable[..., Any])
 ToolT = TypeVar("ToolT", bound=OperationsTool)
+_HEARTBEAT_MS = WRITER_HEARTBEAT_INTERVAL // timedelta(milliseconds=1)
 
 
 def dry_run_option(func: F) -> F:
@@ -64,12 +64,14 @@ def lease_timeout_option(func: F) -> F:
     return click.option(
         "--writer-lease-timeout-ms",
         "lease_timeout_ms",
-        type=NUMBER,
+        # Not longer than the heartbeat: a usage error naming the bound (exit 2), as other
+        # numbers out of range are, rather than the settings' ConfigurationError (exit 1).
+        type=click.IntRange(min=_HEARTBEAT_MS, min_open=True, max=LARGEST_INTEGER),
         envvar="ORDO_WRITER_LEASE_TIMEOUT_MS",
         show_envvar=True,
         help=(
             "A writer whose lease is older than this is gone (default 30000; more than the "
-            f"{WRITER_HEARTBEAT_INTERVAL // timedelta(milliseconds=1)} ms heartbeat)."
+            f"{_HEARTBEAT_MS} ms heartbeat)."
         ),
     )(func)
 
@@ -166,12 +168,12 @@ def _to_tag(_ctx: click.Context, _param: click.Parameter, value: str | None) -> 
 
 
 def operations_settings(lease_timeout_ms: int | None) -> OperationsSettings:
-    """Settings from ORDO_* variables, with --writer-lease-timeout-ms on top (named if bad)."""
+    """Settings from ORDO_* variables, with --writer-lease-timeout-ms on top.
+
+    The option's range is the settings' own (longer than the heartbeat, below timedelta's
+    limit), so the replaced settings are valid.
+    """
     settings = OperationsSettings.from_env(os.environ)
     if lease_timeout_ms is None:
         return settings
-    try:  # NUMBER bounds the milliseconds below timedelta's limit
-        return replace(settings, writer_lease_timeout=timedelta(milliseconds=lease_timeout_ms))
-    except ConfigurationError as exc:
-        msg = f"--writer-lease-timeout-ms {lease_timeout_ms}: {exc}"
-        raise ConfigurationError(msg) from exc
+    return replace(settings, writer_lease_timeout=timedelta(milliseconds=lease_timeout_ms))
