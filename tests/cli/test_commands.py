@@ -711,7 +711,7 @@ def test_simulate_text_shows_each_field_apart_and_as_its_json(
 
 
 def test_info_text_shows_what_its_json_shows(runner: CliRunner, tmp_path: Path) -> None:
-    """A bucket size not recorded yet read "None" and the tags were a Python dict."""
+    """A bucket size not recorded yet read "None", then "null", and the tags were a Python dict."""
     url = f"sqlite:///{tmp_path}/i.db"
     assert _run(runner, "init", "--journal", url)[0] == 0
     code, out, _ = _run(runner, "info", "--journal", url)
@@ -719,7 +719,8 @@ def test_info_text_shows_what_its_json_shows(runner: CliRunner, tmp_path: Path) 
     assert out.splitlines() == [
         "backend          sqlite",
         f"schema_version   {LATEST}",
-        "bucket_size      null",
+        "bucket_size      not recorded yet (set by the first write, or by `ordo init` with "
+        "ORDO_BUCKET_SIZE)",
         "events           0",
         "persistence_ids  0",
         "tags             {}",
@@ -727,6 +728,7 @@ def test_info_text_shows_what_its_json_shows(runner: CliRunner, tmp_path: Path) 
     line = json.dumps({"persistence_id": "p", "payload": 1, "tags": ["t", "ü"]})
     assert _run(runner, "append", "--journal", url, stdin=line)[0] == 0
     out = _run(runner, "info", "--journal", url)[1]
+    assert out.splitlines()[2] == "bucket_size      hour"
     assert out.splitlines()[-1] == 'tags             {"t": 1, "ü": 1}'
 
 

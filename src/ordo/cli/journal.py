@@ -186,6 +186,11 @@ def tags(journal_url: str | None, as_json: bool) -> None:
         click.echo("no tagged events", err=True)
 
 
+_UNRECORDED_BUCKET_SIZE = (
+    "not recorded yet (set by the first write, or by `ordo init` with ORDO_BUCKET_SIZE)"
+)
+
+
 @click.command()
 @journal_option
 @json_option
@@ -205,4 +210,6 @@ def info(journal_url: str | None, as_json: bool) -> None:
     if as_json:
         print_json(document)
         return
+    if summary.bucket_size is None:  # JSON's null read as a value in the text
+        document["bucket_size"] = _UNRECORDED_BUCKET_SIZE
     print_fields(document)
