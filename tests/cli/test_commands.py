@@ -871,6 +871,14 @@ def test_query_reads_a_tag_in_offset_order(
     assert len(out.splitlines()) == 2
 
 
+def test_query_help_says_its_json_is_one_object_per_event(runner: CliRunner) -> None:
+    """It said "one JSON document", but a query (a live one never ends) prints JSON lines."""
+    code, out, _ = _run(runner, "query", "--help")
+    assert code == 0
+    assert "one JSON document" not in out
+    assert "Print one JSON object per event, one per line (JSON lines)." in " ".join(out.split())
+
+
 def _one_event_settled_at_once(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> str:

@@ -17,7 +17,6 @@ from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.options import (
     INTERRUPTED_STATUS,
     journal_option,
-    json_option,
     progress,
     require_journal,
     settings_from_env,
@@ -34,7 +33,13 @@ logger = logging.getLogger(__name__)
 
 @click.command()
 @journal_option
-@json_option
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    # Not json_option's one document: a stream (a live one never ends) prints as it reads.
+    help="Print one JSON object per event, one per line (JSON lines).",
+)
 @click.argument("tag")
 @click.option(
     "--offset",
