@@ -303,3 +303,22 @@ def test_rebuild_all_locally_prints_its_progress_every_few_seconds(tmp_path: Pat
     lines = err.splitlines()
     assert 2 <= len(lines) <= 4  # the first, the last, and one per 5 s between (10 lines)
     assert lines[-1] == "10000 persistence ids, 10000 rows"
+
+
+@pytest.mark.parametrize(
+    ("command", "overridden"),
+    [
+        (["cleanup", "before"], "tracking processors have not read the newest row it deletes"),
+        (["cleanup", "expire"], "tracking processors have not read the newest row it deletes"),
+        (["cleanup", "delete"], "live writers hold leases"),
+        (["reconcile", "truncate"], "live writers hold leases"),
+    ],
+)
+def test_the_force_help_says_what_the_command_checks(command: list[str], overridden: str) -> None:
+    """cleanup before|expire's --force spoke of writer leases, which they do not check."""
+    code, out, _ = _run(*command, "--help")
+    assert code == 0
+    options = out.split("Options:", 1)[1]
+    force = " ".join(options.split("--force", 1)[1].split("--", 1)[0].split())
+    assert force.startswith(f"Go on although {overridden}")
+    assert ("lease" in force) == (overridden == "live writers hold leases")

@@ -21,6 +21,10 @@ from ordo.tools.cleanup import Cleanup
 from ordo.types import PersistenceId, Tag
 
 _ANY_TAG = "Only this tag (default: every tag)."
+_FORCE_PAST_LAGGING = (
+    "Go on although tracking processors have not read the newest row it deletes (logged as a "
+    "warning)."
+)
 _INTERRUPTED = (
     "cleanup interrupted: the batches deleted so far stay deleted (see above), the other rows "
     "stay; run it again to delete them"
@@ -47,7 +51,7 @@ def delete_persistence_ids(request: OperationRequest, persistence_ids: tuple[str
 
 
 @cleanup.command()
-@change_options
+@change_options(_FORCE_PAST_LAGGING)
 @tag_option(_ANY_TAG)
 @click.argument("time")
 def before(request: OperationRequest, tag: Tag | None, time: str) -> None:
@@ -73,7 +77,7 @@ def before(request: OperationRequest, tag: Tag | None, time: str) -> None:
 
 
 @cleanup.command()
-@change_options
+@change_options(_FORCE_PAST_LAGGING)
 @tag_option(_ANY_TAG)
 @click.option(
     "--time-to-live-ms",

@@ -50,13 +50,9 @@ def dry_run_option(func: F) -> F:
     )(func)
 
 
-def force_option(func: F) -> F:
-    """--force: go on although live writers (or lagging processors) would be affected."""
-    return click.option(
-        "--force",
-        is_flag=True,
-        help="Go on although live writers hold leases on the ids (or processors lag).",
-    )(func)
+def force_option(help_text: str) -> Callable[[F], F]:
+    """--force: go on past what the command checks (`help_text` says what that is)."""
+    return click.option("--force", is_flag=True, help=help_text)
 
 
 def lease_timeout_option(func: F) -> F:
@@ -125,30 +121,40 @@ def interruptible(left: str) -> Iterator[None]:
         raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
 
 
-def change_options(func: Callable[..., None]) -> Callable[..., None]:
-    """--journal, --json, --dry-run and --force, passed to `func` as one OperationRequest."""
+def change_options(force_help: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """--journal, --json, --dry-run and --force, passed to the command as one OperationRequest.
 
-    @functools.wraps(func)
-    def command(
-        journal_url: str | None, as_json: bool, dry_run: bool, force: bool, **rest: Any
-    ) -> None:
-        request = OperationRequest(
-            url=existing_journal(journal_url),
-            as_json=as_json,
-            dry_run=dry_run,
-            force=force,
-            settings=operations_settings(rest.pop("lease_timeout_ms", None)),
-        )
-        func(request=request, **rest)
+    `force_help` is --force's help: what the command checks and --force goes past (a help
+    naming writer leases on a command that checks lagging processors misled).
+    """
 
-    for option in (force_option, dry_run_option, json_option, journal_option):
-        command = option(command)
-    return command
+    def decorate(func: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(func)
+        def command(
+            journal_url: str | None, as_json: bool, dry_run: bool, force: bool, **rest: Any
+        ) -> None:
+            request = OperationRequest(
+                url=existing_journal(journal_url),
+                as_json=as_json,
+                dry_run=dry_run,
+                force=force,
+                settings=operations_settings(rest.pop("lease_timeout_ms", None)),
+            )
+            func(request=request, **rest)
+
+        for option in (force_option(force_help), dry_run_option, json_option, journal_option):
+            command = option(command)
+        return command
+
+    return decorate
 
 
 def guarded_options(func: Callable[..., None]) -> Callable[..., None]:
     """change_options and --writer-lease-timeout-ms: commands that the writer guard checks."""
-    return change_options(lease_timeout_option(func))
+    return change_options(
+        "Go on although live writers hold leases (on the ids, or any for a truncate or rebuild "
+        "--all)."
+    )(lease_timeout_option(func))
 
 
 def tag_option(help_text: str) -> Callable[[F], F]:
