@@ -1132,6 +1132,50 @@ def test_processors_status_lists_a_projection_that_has_only_positions_in_its_sin
     ]
 
 
+def test_status_lists_a_projection_that_has_only_positions_in_its_sink(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ordo status` of a projection's own sink left it out, as `processors status` did."""
+    sink = f"sqlite:///{tmp_path}/sink.db"
+    with stores_at(sink) as stores:
+        stores.tokens.initialize("counts", segment_count=1)
+        with stores.tokens.batch("totals", 0, "spark") as batch:
+            for persistence_id in ("order-1", "order-2"):
+                batch.record(PersistenceId(persistence_id), 2)
+    log = tmp_path / "log"
+    log.mkdir()
+    status = ("status", "--journal", sink, "--change-log", str(log))
+
+    code, out, _ = _run(runner, *status, "--json")
+
+    assert code == 0
+    processors = json.loads(out)["processors"]
+    assert [(p["processor"], p["positions"]) for p in processors] == [
+        ("counts", None),
+        ("totals", 2),
+    ]
+    assert processors[1] == {
+        "processor": "totals",
+        "segments": [],
+        "lag_events": None,
+        "lag_ms": None,
+        "positions": 2,
+    }
+    monkeypatch.setenv("COLUMNS", "200")  # the table's rows on one line each
+    code, out, _ = _run(runner, *status)
+    assert code == 0
+    row = next(line for line in out.splitlines() if "totals" in line)
+    assert [cell.strip() for cell in row.split("│")[1:-1]] == [
+        "totals",
+        "-",
+        "-",
+        "no tokens  2 positions (a Spark projection's own sink: `processors reset --sink` "
+        "clears them)",
+        "-",
+        "-",
+    ]
+
+
 @pytest.mark.postgres
 def test_processors_reset_names_a_missing_postgres_sink_as_the_sink(
     runner: CliRunner, tmp_path: Path, postgres_dsn: str

@@ -174,6 +174,14 @@ def pending_request(segment: SegmentStatus) -> list[str]:
     return [f"{segment.request} requested {segment.request_age_ms / 1000:.1f} s ago"]
 
 
+def without_tokens(positions: int) -> str:
+    """A processor with `positions` but no tokens, for the text outputs of the two statuses."""
+    return (
+        f"no tokens  {counted(positions, 'position')} "
+        "(a Spark projection's own sink: `processors reset --sink` clears them)"
+    )
+
+
 def counted(count: int, noun: str) -> str:
     """`count` with `noun` in the number it needs: "1 event", "2,000 persistence ids"."""
     return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"

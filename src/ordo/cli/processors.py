@@ -13,13 +13,13 @@ import click
 
 from ordo.cli.options import (
     beyond_token,
-    counted,
     existing_journal,
     journal_option,
     json_option,
     pending_request,
     print_json,
     read_only_stores,
+    without_tokens,
 )
 from ordo.processing.control import (
     ControlReceipt,
@@ -74,10 +74,7 @@ def status(journal_url: str | None, as_json: bool, processor: str | None) -> Non
         return
     for name in names:
         if name in untracked:
-            click.echo(
-                f"{name}  no tokens  {counted(untracked[name], 'position')} "
-                "(a Spark projection's own sink: `processors reset --sink` clears them)"
-            )
+            click.echo(f"{name}  {without_tokens(untracked[name])}")
             continue
         for segment in found[name]:
             claim = (

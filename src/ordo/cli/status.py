@@ -19,15 +19,11 @@ from ordo.cli.options import (
     pending_request,
     print_json,
     require_journal,
+    without_tokens,
 )
 from ordo.settings import OperationsSettings
 from ordo.storage.open import existing_stores_at
-from ordo.tools.status import (
-    Status,
-    cdc_status,
-    journal_status,
-    processor_status,
-)
+from ordo.tools.status import Status, cdc_status, every_processor_status, journal_status
 
 
 @click.command()
@@ -66,10 +62,7 @@ def status(
             writers=stores.operations.live_writers(since_ms=now_ms - lease_timeout_ms),
             now_ms=now_ms,
         )
-        processors = [
-            processor_status(stores.tokens, stores.operations, name, now_ms=now_ms)
-            for name in stores.tokens.processors()
-        ]
+        processors = every_processor_status(stores.tokens, stores.operations, now_ms=now_ms)
     cdc = cdc_status(url, change_log, source_url=source_url, tables=tables, slot=slot)
     found = Status(journal=journal, processors=processors, cdc=cdc)
     if as_json:
@@ -93,6 +86,11 @@ def _print(found: Status) -> None:
     for column in ("processor", "segment", "owner", "token", "claim age", "lag"):
         processors.add_column(column)
     for processor in found.processors:
+        if processor.positions is not None:
+            processors.add_row(
+                processor.processor, "-", "-", without_tokens(processor.positions), "-", "-"
+            )
+            continue
         lag = f"{processor.lag_events:,} events"
         if processor.lag_ms is not None:
             lag += f", {processor.lag_ms / 1000:,.1f} s"

@@ -107,13 +107,18 @@ class ProcessorStatus:
 
     The token store does not know which tag a processor reads, so the lag in events counts
     every journal event after the slowest token (an upper bound for a processor of one tag).
+    A processor with positions but no tokens (a Spark projection's own sink) has no segments
+    and no lag, only its `positions`.
     """
 
     processor: str
     segments: list[SegmentStatus]
-    lag_events: int
+    lag_events: int | None
+    """None without tokens: positions say how far each persistence id was applied, not read."""
     lag_ms: int | None
     """Now minus the slowest token's time; None when a segment has processed nothing."""
+    positions: int | None = None
+    """The positions of a processor without tokens (what `processors reset --sink` clears)."""
 
 
 def journal_status(
@@ -151,6 +156,25 @@ def processor_status(
     return ProcessorStatus(
         processor=processor, segments=segments, lag_events=lag_events, lag_ms=lag_ms
     )
+
+
+def every_processor_status(
+    tokens: TokenStore, operations: OperationsStore, *, now_ms: int
+) -> list[ProcessorStatus]:
+    """Every processor by name: those with tokens, and those with only positions.
+
+    The latter are what a Spark projection leaves in its own sink; `processors status` lists
+    them too, so a status of that sink is not empty.
+    """
+    untracked = tokens.processors_without_tokens()
+    return [
+        ProcessorStatus(
+            processor=name, segments=[], lag_events=None, lag_ms=None, positions=untracked[name]
+        )
+        if name in untracked
+        else processor_status(tokens, operations, name, now_ms=now_ms)
+        for name in sorted({*tokens.processors(), *untracked})
+    ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
