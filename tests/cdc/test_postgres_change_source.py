@@ -2,8 +2,11 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Callable, Iterator, Sequence
+from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -22,6 +25,7 @@ from ordo.errors import (
     IncompatibleSchemaError,
     NoPrimaryKeyError,
     ReplicationSlotMissingError,
+    StorageAccessError,
     UnmappableColumnTypeError,
 )
 from ordo.settings import CaptureSettings
@@ -434,6 +438,32 @@ def test_a_dropped_slot_is_reported_and_nothing_is_advanced(
             "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (source.name,)
         ).fetchone()
     assert slots == (0,)
+
+
+def test_a_source_the_server_refuses_is_an_access_error_the_capture_does_not_retry(
+    postgres_server_dsn: str, tmp_path: Path
+) -> None:
+    """A dropped database was StorageUnavailableError: the capture retried it as an outage for
+    its whole reconnect timeout."""
+    name = f"d_{secrets.token_hex(6)}"
+    with psycopg.connect(postgres_server_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+        admin.execute(f"DROP DATABASE {name}")
+    url = urlunsplit(urlsplit(postgres_server_dsn)._replace(path=f"/{name}"))
+    source = PostgresChangeSource(url, slot="ordo_test_refused", tables=("users",))
+    with pytest.raises(StorageAccessError, match="refuses the connection"):
+        source.status()
+    with stores_at(f"sqlite:///{tmp_path}/j.db") as stores:
+        runner = CaptureRunner(
+            source,
+            Publisher(ParquetChangeLog(tmp_path / "log")),
+            SchemaRegistry(stores.schemas),
+            settings=CaptureSettings(reconnect_timeout=timedelta(minutes=10)),
+        )
+        started = time.monotonic()
+        with pytest.raises(StorageAccessError, match=f"/{name} refuses the connection"):
+            runner.run(until_idle=True)
+        assert time.monotonic() - started < 10
 
 
 def test_schemas_come_from_the_catalog(run: Callable[..., None], capture: Capture) -> None:

@@ -13,10 +13,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
 from click.testing import CliRunner
+from psycopg import sql
 
 from ordo.cdc import Audit, Cell, Mutation, mutation_to_json, partition_of
 from ordo.cli.main import cli
@@ -739,6 +741,59 @@ def test_a_followed_capture_rides_out_the_end_of_its_session(
     assert "WARNING ordo.cdc.capture: capture unavailable, retrying in 0.1 s (attempt 1" in err
     logged = sorted(ParquetChangeLog(log).read("items"), key=lambda m: m.audit.position)
     assert [m.partition_key for m in logged] == [(1,), (2,), (3,)]
+
+
+@pytest.mark.postgres
+def test_a_followed_capture_ends_at_once_when_the_server_refuses_its_url(
+    postgres_server_dsn: str, tmp_path: Path, journal: str
+) -> None:
+    """It retried a role that may no longer log in as an outage, for --reconnect-timeout-ms.
+
+    The role of its own captures a table in its own schema; made NOLOGIN with its sessions
+    ended, the capture's next session is refused: one line and exit status 1, within seconds
+    of a reconnect timeout of ten minutes.
+    """
+    name = f"r_{secrets.token_hex(6)}"
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    admin = psycopg.connect(postgres_server_dsn, autocommit=True)
+    role = sql.Identifier(name)
+    admin.execute(sql.SQL("CREATE ROLE {} LOGIN REPLICATION").format(role))
+    admin.execute(sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(role, role))
+    parts = urlsplit(postgres_server_dsn)
+    url = urlunsplit(
+        parts._replace(
+            netloc=f"{name}@{parts.hostname}:{parts.port}",
+            query=f"options=-csearch_path%3D{name}",
+        )
+    )
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE items (id BIGINT PRIMARY KEY)")
+
+        def insert(key: int) -> None:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("INSERT INTO items VALUES (%s)", (key,))
+
+        args = ["cdc", "capture", url, "--slot", slot, "--table", "items", "--journal", journal]
+        args += ["--change-log", str(tmp_path / "log"), "--reconnect-timeout-ms", "600000"]
+        assert _run(*args)[0] == 0  # creates the slot: the next change is captured
+        with _following(args, insert) as capture:
+            admin.execute(sql.SQL("ALTER ROLE {} NOLOGIN").format(role))
+            admin.execute(
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = %s",
+                (name,),
+            )
+            _, err = capture.communicate(timeout=30)
+        assert capture.returncode == 1, err
+        last = err.splitlines()[-1]
+        assert last.startswith("Error: StorageAccessError: PostgreSQL at ")
+        assert "refuses the connection" in last
+        assert err.count("retrying in") <= 1  # the session in flight was lost as in an outage
+    finally:
+        admin.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+        admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(role))
+        admin.execute(sql.SQL("DROP ROLE {}").format(role))
+        admin.close()
 
 
 @pytest.mark.postgres

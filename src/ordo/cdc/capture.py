@@ -24,7 +24,7 @@ from ordo.cdc.ports import ChangeSource, SchemaVersion
 from ordo.cdc.publisher import Publisher, PublishReceipt
 from ordo.cdc.schema_registry import SchemaRegistry
 from ordo.clock import Clock, clock_or_system
-from ordo.errors import StorageUnavailableError
+from ordo.errors import StorageAccessError, StorageUnavailableError
 from ordo.reconnection import Reconnection
 from ordo.settings.cdc import CaptureSettings
 
@@ -174,7 +174,8 @@ class Capture:
         the loss; then it is raised. The window is peeked again from the source's confirmed
         position and the publisher skips what it published before the loss: nothing is lost
         or repeated. Other errors (a dropped slot, another capture holding the slot's lock
-        when the source reconnects: AlreadyRunningError) end the run at once.
+        when the source reconnects: AlreadyRunningError, a server that refuses the URL:
+        StorageAccessError) end the run at once.
         """
         stop = stop or threading.Event()
         totals = CaptureTotals()
@@ -205,7 +206,11 @@ class Capture:
         """Warn of a lost session and `wait` out the backoff; raise `exc` once it is exhausted.
 
         `what` names the step that failed in the warning ("capture", "snapshot of 'items'").
+        A server that refuses the URL (StorageAccessError) is raised at once: no retry mends
+        it, and retrying only delayed the error by the whole reconnect timeout.
         """
+        if isinstance(exc, StorageAccessError):
+            raise exc
         delay = reconnection.failed()
         if reconnection.exhausted:
             raise exc

@@ -40,7 +40,7 @@ from ordo.storage.postgres.catalog import (
     read_schema,
     resolve_tables,
 )
-from ordo.storage.postgres.connection import session_conninfo
+from ordo.storage.postgres.connection import connect
 from ordo.storage.postgres.datastore import translate_postgres_error
 from ordo.storage.postgres.wal2json import (
     POSITIONS_PER_LSN,
@@ -409,8 +409,19 @@ class PostgresChangeSource:
 
 
 def _connect(dsn: str, *, autocommit: bool) -> Connection:
-    conn: Connection = psycopg.connect(session_conninfo(dsn), autocommit=autocommit)
-    conn.execute(_SESSION)
+    """A session that reads values as the decoder parses them (UTC, ISO dates, hex bytea).
+
+    Opened by `connect`, so a server that refuses the URL (a password changed, a role that may
+    no longer log in, a dropped database) is StorageAccessError, which the capture does not
+    retry, and only an outage is the StorageUnavailableError it rides out.
+    """
+    conn = connect(dsn)
+    try:
+        conn.execute(_SESSION)  # session settings (not local): they outlive the transaction
+        conn.autocommit = autocommit
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
