@@ -433,3 +433,57 @@ def test_a_second_copy_of_a_running_streaming_job_is_refused_before_its_spark_st
         f"(pid {first.pid} on {socket.gethostname()}); stop it first, or wait for it to end "
         f"(lock file {checkpoint}/.ordo.lock)\n"
     )
+
+
+def test_ctrl_c_cancels_verifys_spark_job_with_one_line_and_status_130(tmp_path: Path) -> None:
+    """Ctrl-C while verify's job ran: PySpark's handler called into Py4J while the main thread
+    waited in a Py4J call, about 50 lines of "reentrant call" tracebacks, "Aborted!", status 1."""
+    url = f"sqlite:///{tmp_path}/j.db"
+    with open_journal(url) as journal:
+        for n in range(1_000):
+            journal.append(f"p{n}", [NewEvent.of(k, tags=["a", "b"]) for k in range(100)])
+    verify = _running([str(ORDO), "verify", "--journal", url, "--master", "local[2]"], tmp_path, "")
+    try:
+        _wait_for_python_workers(verify)  # Spark has started, and runs the job's tasks
+        os.killpg(verify.pid, signal.SIGINT)
+        out, err = verify.communicate(timeout=60)
+    finally:
+        _stopped(verify)
+
+    assert (verify.returncode, out) == (130, "")
+    assert err.splitlines()[2:] == ["verify interrupted: Spark's jobs cancelled, no verdict"]
+
+
+def test_ctrl_c_while_spark_starts_ends_a_streaming_job_with_its_line(tmp_path: Path) -> None:
+    """Ctrl-C before the JVM was up ended with "Aborted!" (or Py4J's tracebacks) and status 1."""
+    command = [*_materialize_command(tmp_path), "--follow", "--master", "local[1]"]
+    materializer = _running(command, tmp_path, "")
+    try:
+        assert materializer.stderr is not None
+        assert materializer.stderr.readline().startswith("starting Spark ")
+        os.killpg(materializer.pid, signal.SIGINT)
+        out, err = materializer.communicate(timeout=120)
+    finally:
+        _stopped(materializer)
+
+    assert (materializer.returncode, out) == (130, "")
+    assert err == "materializer 'users' interrupted: stopped, it resumes from its checkpoint\n"
+
+
+def _wait_for_python_workers(job: subprocess.Popen[str], *, timeout_s: float = 120) -> None:
+    """Wait until a Python worker of Spark runs in `job`'s session (Spark runs tasks)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert job.poll() is None, "the job ended before Spark ran its tasks"
+        for proc in Path("/proc").iterdir():
+            try:
+                is_worker = (
+                    os.getsid(int(proc.name)) == job.pid
+                    and b"pyspark.daemon" in (proc / "cmdline").read_bytes()
+                )
+            except (ValueError, OSError):  # not a process, or one that ended
+                continue
+            if is_worker:
+                return
+        time.sleep(0.2)
+    pytest.fail("no Python worker of Spark started")

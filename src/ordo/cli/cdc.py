@@ -20,12 +20,12 @@ from ordo.cdc.ingest import ingest as publish_mutations
 from ordo.cdc.ingest import parse_mutation_lines
 from ordo.cli.cdc_schemas import schemas
 from ordo.cli.options import (
-    INTERRUPTED_STATUS,
     NUMBER,
     ThrottledProgress,
     counted,
     existing_journal,
     int_option,
+    interruptible,
     journal_option,
     json_option,
     master_option,
@@ -34,7 +34,7 @@ from ordo.cli.options import (
     progress,
     require_journal,
 )
-from ordo.cli.streaming import wait_for
+from ordo.cli.streaming import start_query, streaming_job, wait_for
 from ordo.errors import ConfigurationError
 from ordo.settings import CaptureSettings
 from ordo.storage.change_sources import DEFAULT_SLOT, change_source_at, check_change_source
@@ -184,7 +184,7 @@ def _capture(runner: Capture, tables: tuple[str, ...], *, snapshot: bool, follow
     """
     snapshots: dict[str, int] = {}
     skipped = 0
-    try:
+    with interruptible("capture interrupted; everything published is durable"):
         if snapshot:
             for table in tables:
                 receipt = runner.publish_snapshot(table)
@@ -193,9 +193,6 @@ def _capture(runner: Capture, tables: tuple[str, ...], *, snapshot: bool, follow
                 progress(f"snapshot {table}: {counted(snapshots[table], 'row')}")
         with ThrottledProgress() as show:
             totals = runner.run(until_idle=not follow, on_publish=lambda t: show(_capturing(t)))
-    except KeyboardInterrupt:
-        progress("capture interrupted; everything published is durable")
-        raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
     published = _published(totals)
     if snapshot:
         rows = ", ".join(f"{t}={n:,}" for t, n in sorted(snapshots.items()))
@@ -335,15 +332,20 @@ def materialize(
     app_name = f"ordo-materializer-{spec.name}"
     label = f"materializer {spec.name!r}"
     with (
+        streaming_job(label),
         checkpoint_lock(str(checkpoint), label),  # a second copy: refused before Spark starts
         job_session(master=master, app_name=app_name, announce=progress) as spark,
     ):
-        query = start_materializer(
+        query = start_query(
             spark,
-            spec,
-            checkpoint=str(checkpoint),
-            available_now=not follow,
-            processing_time="1 second" if follow else None,
+            label,
+            lambda: start_materializer(
+                spark,
+                spec,
+                checkpoint=str(checkpoint),
+                available_now=not follow,
+                processing_time="1 second" if follow else None,
+            ),
         )
         try:
             wait_for(query, label)
@@ -410,16 +412,20 @@ def simulate(
     """
     from ordo.simulation.cdc import ReplicaWorkload
     from ordo.spark.cdc_simulation import run_cdc_simulation
+    from ordo.spark.interruption import run_job
     from ordo.spark.job_session import job_session
     from ordo.spark.query_failure import query_failures
 
     workload = ReplicaWorkload(mutations=mutations, keys=keys, replicas=replicas, seed=seed)
     with (
+        interruptible("cdc simulate interrupted: the materializer stopped, no verdict"),
         query_failures("cdc simulate"),
         job_session(master=master, app_name="ordo-cdc-simulate", announce=progress) as spark,
         tempfile.TemporaryDirectory(prefix="ordo-cdc-simulate-") as work_dir,
     ):
-        result = run_cdc_simulation(spark, workload, work_dir=Path(work_dir))
+        result = run_job(
+            spark, lambda: run_cdc_simulation(spark, workload, work_dir=Path(work_dir))
+        )
     document = result.to_json()
     if as_json:
         click.echo(json.dumps(document))

@@ -11,10 +11,9 @@ from ordo.cli.operations_options import (
     OperationRequest,
     change_options,
     guarded_options,
-    interruptible,
     tag_option,
 )
-from ordo.cli.options import ThrottledProgress, settings_from_env
+from ordo.cli.options import ThrottledProgress, interruptible, settings_from_env
 from ordo.errors import ConfigurationError
 from ordo.settings import EventsByTagSettings
 from ordo.tools.cleanup import Cleanup

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -12,7 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from ordo.cli.options import master_option, print_fields, workload_options
+from ordo.cli.options import interruptible, master_option, print_fields, workload_options
 from ordo.errors import ConfigurationError
 from ordo.simulation.workload import Workload
 from ordo.storage.location import SQLiteLocation, parse_location
@@ -52,6 +54,7 @@ def demo(
     and a copy of the table, which the verdict checks too (CDC, G6).
     """
     from ordo.spark.demo import Progress, run_demo
+    from ordo.spark.interruption import run_job
     from ordo.spark.job_session import job_session
     from ordo.spark.query_failure import query_failures
 
@@ -60,30 +63,36 @@ def demo(
         _remove_sqlite_files(journal_url)
     _check_journal(journal_url)  # before Spark, which takes seconds to start (or to fail)
     with (
+        interruptible(
+            f"demo interrupted: writers and projection stopped, no verdict; {journal_url} "
+            "holds what was written"
+        ),
         query_failures("demo"),
         job_session(master=master, app_name=_APP, announce=console.print) as spark,
         tempfile.TemporaryDirectory(prefix="ordo-demo-", ignore_cleanup_errors=True) as work_dir,
-        Live(console=console, refresh_per_second=4, transient=as_json) as live,
+        _live_display(console, transient=as_json) as live,
     ):
 
         def show(progress: Progress) -> None:
             live.update(_view(progress))
 
-        report = run_demo(
+        workload = Workload(
+            events=events, persistence_ids=persistence_ids, writers=writers, seed=seed
+        )
+        report = run_job(
             spark,
-            journal=journal_url,
-            workload=Workload(
-                events=events, persistence_ids=persistence_ids, writers=writers, seed=seed
+            lambda: run_demo(
+                spark,
+                journal=journal_url,
+                workload=workload,
+                work_dir=Path(work_dir),
+                on_progress=show,
             ),
-            work_dir=Path(work_dir),
-            on_progress=show,
         )
     result = report.to_json_dict()
     if as_json:
         click.echo(json.dumps(result))
     else:
-        if not console.is_terminal:
-            console.line()  # rich ends the display's last line only on a terminal
         print_fields(result)
         verdict = (
             "[green]clean: nothing lost, duplicated or misordered"
@@ -93,6 +102,21 @@ def demo(
         console.print(verdict)
     if not report.is_clean:
         raise click.exceptions.Exit(1)
+
+
+@contextmanager
+def _live_display(console: Console, *, transient: bool) -> Iterator[Live]:
+    """The run's live table on `console`, its last line ended however the run ends.
+
+    Rich ends the display's last line only on a terminal: on a pipe or a file the verdict, or
+    the line of an interrupted run, was glued to the table's bottom border.
+    """
+    try:
+        with Live(console=console, refresh_per_second=4, transient=transient) as live:
+            yield live
+    finally:
+        if not transient and not console.is_terminal:
+            console.line()
 
 
 def _view(progress: object) -> Table:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -18,13 +18,11 @@ import click
 
 from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.options import (
-    INTERRUPTED_STATUS,
     existing_journal,
     int_option,
     journal_option,
     json_option,
     print_json,
-    progress,
 )
 from ordo.settings import OperationsSettings
 from ordo.settings.operations import (
@@ -32,7 +30,7 @@ from ordo.settings.operations import (
     SPARK_KEY_PARTITIONS,
     WRITER_HEARTBEAT_INTERVAL,
 )
-from ordo.storage.open import existing_stores_at, stores_at
+from ordo.storage.open import Stores, existing_stores_at, stores_at
 from ordo.tools.cleanup import ExpiryReceipt
 from ordo.tools.operations_tool import OperationsTool
 from ordo.tools.receipts import OperationReceipt
@@ -96,9 +94,20 @@ class OperationRequest:
         A dry run opens the journal as the commands that only read do (`existing_stores_at`):
         it upgraded an older schema and switched an SQLite journal in rollback mode to WAL.
         """
-        opened = existing_stores_at(self.url) if self.dry_run else stores_at(self.url)
-        with opened as stores:
+        with self._opened() as stores:
             yield tool.of(stores, settings=self.settings)
+
+    def check_journal(self) -> None:
+        """Open the journal as `tool` does and close it, before a Spark job reads it.
+
+        So that a dry run refuses an older schema (and a change upgrades it) before Spark
+        starts, which takes seconds, rather than after.
+        """
+        with self._opened():
+            pass
+
+    def _opened(self) -> AbstractContextManager[Stores]:
+        return existing_stores_at(self.url) if self.dry_run else stores_at(self.url)
 
     def render(self, receipt: OperationReceipt | ExpiryReceipt) -> None:
         """Print a receipt: one line, or one JSON document with --json."""
@@ -106,19 +115,6 @@ class OperationRequest:
             print_json(receipt.to_json_dict())
         else:
             click.echo(receipt.describe())
-
-
-@contextmanager
-def interruptible(left: str) -> Iterator[None]:
-    """Ctrl-C ends the block with one line and exit status 130 (not click's "Aborted!" and 1).
-
-    The line, on stderr, is `left`: what the interrupted work leaves behind.
-    """
-    try:
-        yield
-    except KeyboardInterrupt:
-        progress(left)
-        raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
 
 
 def change_options(force_help: str) -> Callable[[Callable[..., None]], Callable[..., None]]:

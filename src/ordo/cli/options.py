@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -195,6 +195,19 @@ live query, a followed capture or a streaming job is stopped, so not click's "Ab
 def progress(message: str) -> None:
     """Progress of long work goes to stderr, so stdout stays one result."""
     click.echo(message, err=True)
+
+
+@contextmanager
+def interruptible(left: str) -> Iterator[None]:
+    """Ctrl-C ends the block with one line and exit status 130 (not click's "Aborted!" and 1).
+
+    The line, on stderr, is `left`: what the interrupted work leaves behind.
+    """
+    try:
+        yield
+    except KeyboardInterrupt:
+        progress(left)
+        raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
 
 
 class ThrottledProgress:

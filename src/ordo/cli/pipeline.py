@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ordo.cli.options import master_option, progress
-from ordo.cli.streaming import wait_for
+from ordo.cli.streaming import start_query, streaming_job, wait_for
 
 
 @click.group()
@@ -29,18 +29,17 @@ def run(config_file: Path, master: str) -> None:
     from ordo.spark.checkpoint import checkpoint_lock
     from ordo.spark.job_session import job_session
     from ordo.spark.pipeline import PipelineConfig, start_pipeline
-    from ordo.spark.query_failure import query_failures
 
     _import_from_working_directory()
     config = PipelineConfig.from_toml(config_file)  # every check, the journal's too, before Spark
     app_name = f"ordo-{config.processor}"
     label = f"pipeline {config.processor!r}"
     with (
+        streaming_job(label),
         checkpoint_lock(config.checkpoint, label),  # a second copy: refused before Spark starts
         job_session(master=master, app_name=app_name, announce=progress) as spark,
     ):
-        with query_failures(label):  # Spark refusing to start the query: one line too
-            query = start_pipeline(spark, config)
+        query = start_query(spark, label, lambda: start_pipeline(spark, config))
         wait_for(query, label)
     click.echo(f"pipeline {config.processor!r} stopped; checkpoint at {config.checkpoint}")
 

@@ -8,12 +8,12 @@ from click.core import ParameterSource
 from ordo.cli.operations_options import (
     OperationRequest,
     guarded_options,
-    interruptible,
     spark_partitions_option,
     tag_option,
 )
 from ordo.cli.options import (
     ThrottledProgress,
+    interruptible,
     journal_option,
     json_option,
     print_json,
@@ -156,7 +156,9 @@ def rebuild(
                 force=force, dry_run=dry_run, on_progress=show
             )
     else:
-        receipt, truncated = _rebuild_on_spark(request, master, partitions, truncate=truncate)
+        request.check_journal()
+        with interruptible(_REBUILD_INTERRUPTED):
+            receipt, truncated = _rebuild_on_spark(request, master, partitions, truncate=truncate)
     request.render(receipt if truncated is None else receipt.after(truncated))
 
 
@@ -182,8 +184,10 @@ def _rebuild_on_spark(
     """Rebuild every tag view on Spark; with `truncate`, truncate them once Spark runs.
 
     Spark is started first: a Spark that does not start (a misspelt --master) must not leave
-    the tag views truncated with nothing rebuilt.
+    the tag views truncated with nothing rebuilt. Ctrl-C cancels the rebuild's Spark job
+    (`run_job`) and raises KeyboardInterrupt.
     """
+    from ordo.spark.interruption import run_job
     from ordo.spark.job_session import job_session
     from ordo.spark.rebuild import rebuild_all
 
@@ -193,12 +197,15 @@ def _rebuild_on_spark(
         if truncate:
             with request.tool(Reconciliation) as reconciliation:
                 truncated = _truncate(reconciliation, request)
-        receipt = rebuild_all(
+        receipt = run_job(
             spark,
-            request.url,
-            force=request.force,
-            dry_run=request.dry_run,
-            partitions=partitions,
-            settings=request.settings,
+            lambda: rebuild_all(
+                spark,
+                request.url,
+                force=request.force,
+                dry_run=request.dry_run,
+                partitions=partitions,
+                settings=request.settings,
+            ),
         )
     return receipt, truncated

@@ -2,19 +2,37 @@
 
 from __future__ import annotations
 
-import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import click
 
-from ordo.cli.options import INTERRUPTED_STATUS, counted, progress
+from ordo.cli.options import INTERRUPTED_STATUS, counted, interruptible, progress
 from ordo.errors import QueryFailedError
 
 POLL_SECONDS = 2.0
 """How often the command looks for finished micro-batches to report (and for Ctrl-C)."""
+
+
+def streaming_job(label: str) -> AbstractContextManager[None]:
+    """Ctrl-C while the job `label` starts Spark or its query ends it as during `wait_for`."""
+    return interruptible(_interrupted(label))
+
+
+def start_query(spark: Any, label: str, start: Callable[[], Any]) -> Any:
+    """The streaming query `start()` starts on `spark`, once Spark has started it.
+
+    Spark refusing to start it is a one-line QueryFailedError; Ctrl-C meanwhile stops it and
+    raises KeyboardInterrupt (`run_job`), which `streaming_job` turns into the job's line.
+    `spark` is a SparkSession and the query a StreamingQuery (typed loosely: the CLI imports
+    Spark lazily).
+    """
+    from ordo.spark.interruption import run_job
+    from ordo.spark.query_failure import query_failures
+
+    with query_failures(label):
+        return run_job(spark, start)
 
 
 def wait_for(query: Any, label: str) -> None:
@@ -24,10 +42,11 @@ def wait_for(query: Any, label: str) -> None:
     becomes a one-line QueryFailedError. `query` is a pyspark StreamingQuery (typed loosely: the
     CLI imports Spark lazily).
     """
+    from ordo.spark.interruption import sigint_flag
     from ordo.spark.query_failure import query_failures
 
     reported = -1
-    with _interruptible() as interrupted:
+    with sigint_flag() as interrupted:  # awaitTermination is a Py4J call: see interruption
         try:
             with query_failures(label):
                 while not query.awaitTermination(POLL_SECONDS) and not interrupted.is_set():
@@ -39,27 +58,13 @@ def wait_for(query: Any, label: str) -> None:
             # Ctrl-C reaches Spark's Python workers too: a batch they ran failed of it.
     _report(query, label, reported)
     if interrupted.is_set():
-        progress(f"{label} interrupted: stopped, it resumes from its checkpoint")
+        progress(_interrupted(label))
         raise click.exceptions.Exit(INTERRUPTED_STATUS)
 
 
-@contextmanager
-def _interruptible() -> Iterator[threading.Event]:
-    """An event that SIGINT sets, in place of PySpark's handler, within the block.
-
-    PySpark's handler raises KeyboardInterrupt wherever the main thread is, which is inside a
-    Py4J call while a query is awaited: the gateway's connection breaks and Py4J prints its
-    tracebacks. Off the main thread signals cannot be handled; the event then stays unset.
-    """
-    interrupted = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield interrupted
-        return
-    previous = signal.signal(signal.SIGINT, lambda _signal, _frame: interrupted.set())
-    try:
-        yield interrupted
-    finally:
-        signal.signal(signal.SIGINT, previous)
+def _interrupted(label: str) -> str:
+    """The line of a streaming job ended by Ctrl-C."""
+    return f"{label} interrupted: stopped, it resumes from its checkpoint"
 
 
 def _report(query: Any, label: str, reported: int) -> int:

@@ -5,10 +5,17 @@ from __future__ import annotations
 import click
 
 from ordo.cli.operations_options import OperationRequest, guarded_options, spark_partitions_option
-from ordo.cli.options import ThrottledProgress, print_json, progress
+from ordo.cli.options import ThrottledProgress, interruptible, print_json, progress
 from ordo.storage.open import init_storage, open_existing_stores
 from ordo.tools.reconciliation import Reconciliation
 from ordo.tools.verify_report import VerifyReport
+
+_INTERRUPTED = "verify interrupted: Spark's jobs cancelled, no verdict"
+_REPAIR_INTERRUPTED = (
+    "verify interrupted during the repair: the persistence ids rebuilt so far stay rebuilt, "
+    "the others are as they were; run `ordo verify --repair` again"
+)
+_AGAIN_INTERRUPTED = "verify interrupted: the repair is done (see above), no verdict after it"
 
 
 @click.command()
@@ -30,6 +37,7 @@ def verify(
     duplicated rows, wrong tag pid sequence nrs, gaps in them and rows in the wrong time
     bucket. Exits with status 1 when anything is wrong (after --repair: still wrong).
     """
+    from ordo.spark.interruption import run_job
     from ordo.spark.job_session import job_session
     from ordo.spark.verify import verify_tag_views
 
@@ -39,12 +47,19 @@ def verify(
     else:
         open_existing_stores(url).close()  # only reads: an older schema is refused before Spark
     progress("verifying tag views on Spark ...")
-    with job_session(master=master, app_name="ordo-verify", announce=progress) as spark:
-        report = verify_tag_views(spark, url, partitions=partitions)
+    with (
+        interruptible(_INTERRUPTED),
+        job_session(master=master, app_name="ordo-verify", announce=progress) as spark,
+    ):
+        report = run_job(spark, lambda: verify_tag_views(spark, url, partitions=partitions))
         document: dict[str, object] = {"report": report.to_json_dict()}
+        _show(report, as_json=as_json)
         if repair and not report.is_clean:
-            _show(report, as_json=as_json)
-            with request.tool(Reconciliation) as reconciliation, ThrottledProgress() as show:
+            with (
+                interruptible(_REPAIR_INTERRUPTED),
+                request.tool(Reconciliation) as reconciliation,
+                ThrottledProgress() as show,
+            ):
                 receipt = reconciliation.rebuild_pairs(
                     report.affected,
                     force=request.force,
@@ -56,11 +71,12 @@ def verify(
                 click.echo(receipt.describe())
             if not request.dry_run:
                 progress("verifying again ...")
-                report = verify_tag_views(spark, url, partitions=partitions)
+                with interruptible(_AGAIN_INTERRUPTED):
+                    report = run_job(
+                        spark, lambda: verify_tag_views(spark, url, partitions=partitions)
+                    )
                 document["after_repair"] = report.to_json_dict()
                 _show(report, as_json=as_json)
-        else:
-            _show(report, as_json=as_json)
     if as_json:
         print_json(document)
     if not report.is_clean:

@@ -19,6 +19,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from ordo.errors import QueryFailedError
 from ordo.hashing import stable_hash
 from ordo.processing import HandlerContext, split_segment
 from ordo.query import EventEnvelope
@@ -220,10 +221,17 @@ def _wait_for_first_trigger(query: Any, *, timeout_s: float = 120) -> None:
 
 
 def _raise_failure(query: Any) -> None:
-    """Raise the exception that stopped the query, if one did."""
+    """Raise the exception that stopped the query, or QueryFailedError if it was stopped.
+
+    Ctrl-C stops it (`run_job`): the projection would not catch up any more, and the watch
+    waited for it up to a minute after the writers.
+    """
     failure = query.exception()
     if failure is not None:
         raise failure
+    if not query.isActive:
+        msg = "the demo's projection was stopped before it caught up"
+        raise QueryFailedError(msg)
 
 
 def _watch(

@@ -15,6 +15,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from ordo.errors import ConfigurationError
+from ordo.spark.interruption import run_interruptibly, sigint_flag
 from ordo.spark.register import start_session
 
 SPARK_LOG_VARIABLE = "ORDO_SPARK_LOG"
@@ -63,13 +64,14 @@ def job_session(
     console output to `spark_output_path(app_name)`, not to the terminal the command prints to;
     `announce` is told so before Spark starts (which takes seconds). A Spark that does not start
     (a bad master URL, an output file that cannot be written) is a one-line ConfigurationError.
+    Ctrl-C while it starts is a KeyboardInterrupt once it has started and stopped again.
     """
     is_running = SparkSession.getActiveSession() is not None
     output = spark_output_path(app_name)
     if not is_running and announce is not None:
         announce(f"starting Spark (its own output goes to {output}) ...")
     try:
-        spark = start_session(master=master, app_name=app_name, output=output)
+        spark = _started(master=master, app_name=app_name, output=output)
     except OSError as exc:  # only the output file is opened on this side of the JVM
         msg = f"cannot write Spark's output to {output}: {exc}"
         if os.environ.get(SPARK_LOG_VARIABLE):  # the user's choice: say where it came from
@@ -82,7 +84,29 @@ def job_session(
         yield spark
     finally:
         if not is_running:
-            spark.stop()
+            with sigint_flag():  # a Ctrl-C in Py4J's call would log its tracebacks
+                spark.stop()
+
+
+def _started(*, master: str, app_name: str, output: Path) -> SparkSession:
+    """start_session off the main thread, so that PySpark installs no SIGINT handler of its own.
+
+    Ctrl-C while Spark starts (seconds) lets the start end, stops the new session and raises
+    KeyboardInterrupt (`run_interruptibly`); the commands run their Spark calls with `run_job`.
+    """
+    started: list[SparkSession] = []
+
+    def start() -> SparkSession:
+        started.append(start_session(master=master, app_name=app_name, output=output))
+        return started[-1]
+
+    try:
+        return run_interruptibly(start)
+    except KeyboardInterrupt:
+        for spark in started:
+            with sigint_flag():
+                spark.stop()
+        raise
 
 
 _JVM_EXCEPTION = re.compile(r"(?:[a-z]\w*\.)+(\w*(?:Exception|Error): .+)")

@@ -1,0 +1,102 @@
+"""Ctrl-C during a command's Spark work: its jobs cancelled, then one KeyboardInterrupt.
+
+PySpark's SIGINT handler (which a SparkContext started on the main thread installs) calls
+`cancelAllJobs()` and raises KeyboardInterrupt wherever the main thread is. That is nearly always
+inside a Py4J call waiting for the JVM, and Py4J gives each thread one connection: the handler's
+call reentered the connection the interrupted call was reading ("reentrant call inside
+<_io.BufferedReader>"), Py4J logged some 50 lines of tracebacks, and the command ended with
+click's "Aborted!". Here SIGINT only sets a flag while the Spark calls block another thread, and
+the main thread, in no Py4J call of its own, cancels. `job_session` starts the session with
+`run_interruptibly` as well: started off the main thread, a SparkContext installs no handler.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from pyspark.sql import SparkSession
+
+T = TypeVar("T")
+
+CANCEL_INTERVAL_S = 0.2
+"""How often an interrupted run cancels Spark's jobs again until its work has ended: a job the
+work starts after a cancel (the next of verify's jobs) is cancelled too."""
+WORK_END_WAIT_S = 60.0
+"""How long an interrupted run waits for its work to end (Spark answering the cancels) before
+it raises KeyboardInterrupt all the same; the work's thread is a daemon and goes with the
+process."""
+
+
+@contextmanager
+def sigint_flag() -> Iterator[threading.Event]:
+    """An event that SIGINT sets, in place of the handler before (PySpark's), within the block.
+
+    Signals can be handled only on the main thread: elsewhere the event stays unset.
+    """
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+    previous = signal.signal(signal.SIGINT, lambda _signal, _frame: interrupted.set())
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def run_job(spark: SparkSession, work: Callable[[], T]) -> T:
+    """`work()`, which runs Spark jobs or streaming queries on `spark`, stoppable by Ctrl-C.
+
+    The commands that run Spark (verify, reconcile rebuild --all, demo, cdc simulate, and the
+    start of a pipeline's or materializer's query) call it on the main thread. On Ctrl-C, Spark's
+    jobs are cancelled and its streaming queries stopped until `work` has ended: see
+    `run_interruptibly`.
+    """
+    return run_interruptibly(work, cancel=lambda: _cancel(spark))
+
+
+def run_interruptibly(work: Callable[[], T], *, cancel: Callable[[], object] = lambda: None) -> T:
+    """`work()` on a thread of its own while this one waits, SIGINT setting a flag meanwhile.
+
+    What `work` returns is returned and what it raises is raised here. On Ctrl-C this thread
+    calls `cancel()`, again every CANCEL_INTERVAL_S until `work` has ended (WORK_END_WAIT_S at
+    most), then raises KeyboardInterrupt; what `work` returned or raised (a cancelled job's
+    error) is dropped. Off the main thread `work` simply runs.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return work()
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(work())
+        except BaseException as exc:  # raised again on the waiting thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, name="ordo-spark-call", daemon=True)
+    with sigint_flag() as interrupted:
+        worker.start()
+        while worker.is_alive() and not interrupted.wait(CANCEL_INTERVAL_S):
+            pass
+        if interrupted.is_set():
+            for _ in range(int(WORK_END_WAIT_S / CANCEL_INTERVAL_S)):
+                cancel()
+                worker.join(CANCEL_INTERVAL_S)
+                if not worker.is_alive():
+                    break
+            raise KeyboardInterrupt
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+def _cancel(spark: SparkSession) -> None:
+    """Cancel `spark`'s running jobs and stop its streaming queries."""
+    spark.sparkContext.cancelAllJobs()
+    for query in spark.streams.active:
+        query.stop()
