@@ -1088,16 +1088,22 @@ def test_processors_reset_clears_a_projections_positions_in_its_own_sink(
     assert tokens_and_positions() == (["start"], {})
 
 
-def test_processors_status_lists_a_projection_that_has_only_positions_in_its_sink(
-    runner: CliRunner, tmp_path: Path
-) -> None:
-    """Status of a projection's own sink listed nothing: it has positions but no tokens."""
+def _sink_with_positions_only(tmp_path: Path) -> str:
+    """A sink with a processor's tokens ('counts') and another's positions alone ('totals')."""
     sink = f"sqlite:///{tmp_path}/sink.db"
     with stores_at(sink) as stores:
         stores.tokens.initialize("counts", segment_count=1)
         with stores.tokens.batch("totals", 0, "spark") as batch:
             for persistence_id in ("order-1", "order-2"):
                 batch.record(PersistenceId(persistence_id), 2)
+    return sink
+
+
+def test_processors_status_lists_a_projection_that_has_only_positions_in_its_sink(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """Status of a projection's own sink listed nothing: it has positions but no tokens."""
+    sink = _sink_with_positions_only(tmp_path)
 
     code, out, _ = _run(runner, "processors", "status", "--journal", sink)
 
@@ -1136,12 +1142,7 @@ def test_status_lists_a_projection_that_has_only_positions_in_its_sink(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`ordo status` of a projection's own sink left it out, as `processors status` did."""
-    sink = f"sqlite:///{tmp_path}/sink.db"
-    with stores_at(sink) as stores:
-        stores.tokens.initialize("counts", segment_count=1)
-        with stores.tokens.batch("totals", 0, "spark") as batch:
-            for persistence_id in ("order-1", "order-2"):
-                batch.record(PersistenceId(persistence_id), 2)
+    sink = _sink_with_positions_only(tmp_path)
     log = tmp_path / "log"
     log.mkdir()
     status = ("status", "--journal", sink, "--change-log", str(log))
