@@ -61,11 +61,7 @@ class SchemaRegistry:
 
     def current(self, table: str) -> SchemaVersion:
         """The table's newest accepted version; UnknownSchemaError when none is registered."""
-        accepted = [v for v in self.store.versions(table) if v.is_accepted]
-        if not accepted:
-            msg = f"no schema is registered for table {table!r} (run `ordo cdc schemas register`)"
-            raise UnknownSchemaError(msg)
-        return accepted[-1]
+        return _newest_accepted(table, self.store.versions(table))
 
     def retired_columns(self, table: str) -> frozenset[str]:
         """The columns an older version of the table had and its current version has not.
@@ -73,10 +69,11 @@ class SchemaRegistry:
         What the materialized table drops once a version without them is accepted: only
         columns ordo created from a version, never one added to the table by hand.
         """
-        current = set(self.current(table).schema.names)
+        versions = self.store.versions(table)
+        current = set(_newest_accepted(table, versions).schema.names)
         return frozenset(
             column.name
-            for version in self.store.versions(table)
+            for version in versions
             for column in version.schema.columns
             if column.name not in current
         )
@@ -116,3 +113,12 @@ class SchemaRegistry:
         return IncompatibleSchemaError(
             table=waiting.table, version=waiting.version, problems=problems
         )
+
+
+def _newest_accepted(table: str, versions: Sequence[SchemaVersion]) -> SchemaVersion:
+    """The newest accepted of the table's `versions`; UnknownSchemaError when there is none."""
+    accepted = [v for v in versions if v.is_accepted]
+    if not accepted:
+        msg = f"no schema is registered for table {table!r} (run `ordo cdc schemas register`)"
+        raise UnknownSchemaError(msg)
+    return accepted[-1]
