@@ -26,7 +26,8 @@ OrdoError
 │   ├── UnknownProcessorError (LookupError)
 │   │   └── UnknownSegmentError
 │   ├── UnableToClaimTokenError
-│   └── PendingHandOverError
+│   ├── PendingHandOverError
+│   └── PendingMergeError
 ├── ElementFailedError
 │   └── ElementTimeoutError (TimeoutError)
 ├── EventHandlingError
@@ -410,6 +411,28 @@ class PendingHandOverError(TokenStoreError):
             f"over to {target_owner!r} for a merge: a {request} request would replace that and "
             "hold the merge up (--replace-hand-over, or replace_hand_over=True, replaces it "
             "anyway)"
+        )
+        super().__init__(msg)
+
+
+class PendingMergeError(TokenStoreError):
+    """A hand-over was asked of a segment whose own owner is merging it with the asker's.
+
+    Both owners of a pair of siblings merging it at once each asked the other to hand its
+    segment over; each hand-over replaced the other's pending merge, so both handed their
+    segment over and the pair swapped owners without merging. The lower segment's merge goes
+    first: a hand-over of the lower segment is refused while its merge is pending (the owner
+    asking for it leaves the merge and hands its own segment over when asked), and one of the
+    higher segment replaces that segment's merge. `segment_id` names the segment asked for,
+    `target_owner` the owner that asked.
+    """
+
+    def __init__(self, *, processor: str, segment_id: int, target_owner: str | None) -> None:
+        self.processor, self.segment_id, self.target_owner = processor, segment_id, target_owner
+        msg = (
+            f"processor {processor!r} segment {segment_id} is being merged with its sibling by "
+            f"its owner, whose merge goes first (the lower segment's): it will not hand the "
+            f"segment over to {target_owner!r}"
         )
         super().__init__(msg)
 

@@ -12,6 +12,7 @@ from ordo.errors import (
     InvalidInputError,
     InvalidSegmentOperationError,
     PendingHandOverError,
+    PendingMergeError,
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
@@ -357,6 +358,98 @@ def test_an_operator_request_keeps_the_hand_over_a_merge_waits_for(stores: Store
     assert receipt.message == (
         "asked b to release Segment[1/1] (replacing the pending hand over to a request)"
     )
+
+
+MERGE = SegmentRequest(action=SegmentAction.MERGE)
+
+
+def _hand_over_to(owner: str) -> SegmentRequest:
+    return SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=owner)
+
+
+def _pending(stores: Stores) -> list[tuple[int, SegmentRequest]]:
+    return [(p.segment_id, p.request) for p in stores.tokens.pending_requests("p")]
+
+
+def _merging_0_while_b_holds_1(stores: Stores) -> None:
+    """Segment 0 held by "a", 1 by "b"; "a" merges 0 as its worker does while the sibling is
+    held: it asks its own merge again (to retry at its next check) and "b" for segment 1."""
+    stores.tokens.initialize("p", segment_count=2)
+    for segment_id, owner in ((0, "a"), (1, "b")):
+        stores.tokens.claim("p", segment_id, owner, now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.request("p", 0, MERGE, now_ms=0)
+    stores.tokens.request("p", 1, _hand_over_to("a"), now_ms=0, replace_hand_over=True)
+
+
+@pytest.mark.parametrize(
+    ("operation", "replacing"),
+    [
+        (release_segment, SegmentRequest(action=SegmentAction.RELEASE)),
+        (split_segment, SegmentRequest(action=SegmentAction.SPLIT)),
+    ],
+)
+def test_a_request_that_replaces_a_merge_withdraws_the_hand_over_the_merge_asked_for(
+    stores: Stores, operation: Callable[..., ControlReceipt], replacing: SegmentRequest
+) -> None:
+    """The operator's request ends the merge, so the sibling's owner must not hand its segment
+    over for it: it did, to an owner that was then not merging (with a split, the segment sat
+    claimed by an owner busy with another one until the claim expired)."""
+    _merging_0_while_b_holds_1(stores)
+    merge_segment(stores.tokens, "p", 0, now_ms=1, claim_timeout_ms=TIMEOUT)  # the same merge
+    assert _pending(stores) == [(0, MERGE), (1, _hand_over_to("a"))]
+    receipt = operation(stores.tokens, "p", 0, now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert receipt.message.endswith("(replacing the pending merge request)")
+    assert _pending(stores) == [(0, replacing)]
+
+
+def test_a_replaced_merge_keeps_a_hand_over_asked_by_another_merge(stores: Stores) -> None:
+    """Segment 1 was split after it was asked for: 1/3's hand-over is for 3/3's merge."""
+    _merging_0_while_b_holds_1(stores)
+    assert stores.tokens.take_request("p", 1) == _hand_over_to("a")
+    stores.tokens.split("p", 1, "b")  # 0/1, 1/3, 3/3
+    stores.tokens.request("p", 1, _hand_over_to("c"), now_ms=0)
+    release_segment(stores.tokens, "p", 0, now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert _pending(stores) == [
+        (0, SegmentRequest(action=SegmentAction.RELEASE)),
+        (1, _hand_over_to("c")),
+    ]
+
+
+def test_when_both_owners_of_a_pair_merge_it_the_lower_segment_keeps_the_merge(
+    stores: Stores,
+) -> None:
+    """Each owner asks its own merge again, then the other for its segment. When both had
+    asked their merge again first, each hand-over replaced the other's merge: both handed
+    their segment to the other, and the pair swapped owners without merging. Now segment 0's
+    owner keeps the merge; 1's owner's hand-over is refused and 1's merge gives way."""
+    stores.tokens.initialize("p", segment_count=2)
+    for segment_id, owner in ((0, "a"), (1, "b")):
+        stores.tokens.claim("p", segment_id, owner, now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.request("p", 0, MERGE, now_ms=0)
+    stores.tokens.request("p", 1, MERGE, now_ms=0)
+    with pytest.raises(
+        PendingMergeError,
+        match=r"^processor 'p' segment 0 is being merged with its sibling by its owner",
+    ) as refused:
+        stores.tokens.request("p", 0, _hand_over_to("b"), now_ms=1, replace_hand_over=True)
+    assert (refused.value.segment_id, refused.value.target_owner) == (0, "b")
+    stores.tokens.request("p", 1, _hand_over_to("a"), now_ms=1, replace_hand_over=True)
+    assert _pending(stores) == [(0, MERGE), (1, _hand_over_to("a"))]
+
+
+def test_a_merge_withdraws_the_hand_overs_asked_for_either_half(stores: Stores) -> None:
+    """Segment 1's owner merges and asks for segment 0, whose owner stops (releases it)
+    without handing it over; the merge then claims it. The hand-over stayed on segment 0, the
+    merged segment's id, and its owner handed the merged segment over to itself (its claim
+    ended for nothing)."""
+    stores.tokens.initialize("p", segment_count=2)
+    for segment_id, owner in ((0, "b"), (1, "a")):
+        stores.tokens.claim("p", segment_id, owner, now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.request("p", 1, MERGE, now_ms=0)
+    stores.tokens.request("p", 0, _hand_over_to("a"), now_ms=0, replace_hand_over=True)
+    stores.tokens.release("p", 0, "b")
+    stores.tokens.merge("p", 1, "a", now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert _pending(stores) == []
 
 
 def test_a_merge_drops_the_requests_of_the_merged_away_segment(stores: Stores) -> None:

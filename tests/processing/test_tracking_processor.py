@@ -11,7 +11,12 @@ from datetime import timedelta
 import pytest
 
 from ordo import Journal, NewEvent
-from ordo.errors import ConfigurationError, PendingHandOverError, UnknownProcessorError
+from ordo.errors import (
+    ConfigurationError,
+    PendingHandOverError,
+    PendingMergeError,
+    UnknownProcessorError,
+)
 from ordo.processing.control import merge_segment, release_segment, split_segment
 from ordo.processing.ports import SegmentAction, SegmentRequest, TokenStore
 from ordo.processing.processor import HandlerContext, TrackingProcessor
@@ -535,4 +540,88 @@ def test_an_owner_asked_for_its_segment_while_merging_hands_it_over(stores: Stor
         wait_for(lambda: stores.tokens.entries("counts")[0].owner == "other", timeout=10)
         assert stores.tokens.pending_requests("counts") == []  # nor asked for segment 1
         assert processor.is_running
+    assert processor.failure is None
+
+
+class _SiblingMergingAtOnce:
+    """The token store, except that the owner of segment 1 merges the pair at the same moment
+    as the processor's worker, segment 0's owner: right after the worker asks its merge again,
+    it asks its own again, and right after the worker asks for segment 1, it asks for segment
+    0 (each once; a refusal leaves the merge to the worker, as it does in a worker)."""
+
+    def __init__(self, tokens: TokenStore, *, sibling_owner: str) -> None:
+        self._tokens, self._sibling_owner = tokens, sibling_owner
+        self.refused: list[PendingMergeError] = []
+        self.asked: set[SegmentAction] = set()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._tokens, name)
+
+    def request(
+        self,
+        processor: str,
+        segment_id: int,
+        request: SegmentRequest,
+        *,
+        now_ms: int,
+        replace_hand_over: bool = False,
+    ) -> None:
+        self._tokens.request(
+            processor, segment_id, request, now_ms=now_ms, replace_hand_over=replace_hand_over
+        )
+        if request.action in self.asked:
+            return
+        self.asked.add(request.action)
+        if request.action is SegmentAction.MERGE:
+            self._tokens.request(processor, 1, request, now_ms=now_ms)
+            return
+        hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=self._sibling_owner)
+        try:
+            self._tokens.request(processor, 0, hand_over, now_ms=now_ms, replace_hand_over=True)
+        except PendingMergeError as exc:
+            self.refused.append(exc)
+
+
+def test_when_both_owners_of_a_pair_merge_it_at_once_the_lower_segment_s_owner_merges(
+    stores: Stores,
+) -> None:
+    """Both asked their own merge again, then each other for the sibling: each hand-over
+    replaced the other's merge request, so each owner handed its segment to the other and the
+    pair swapped owners without merging. Now segment 0's owner keeps the merge: the other
+    owner's hand-over is refused, and it hands segment 1 over when asked."""
+    settings = replace(
+        FAST, thread_count=1, initial_segment_count=2, claim_timeout=timedelta(seconds=30)
+    )
+    stores.tokens.initialize("counts", segment_count=2)
+    now = time.time_ns() // 1_000_000
+    stores.tokens.claim("counts", 1, "other", now_ms=now, claim_timeout_ms=30_000)
+    tokens = _SiblingMergingAtOnce(stores.tokens, sibling_owner="other")
+    processor = TrackingProcessor(
+        "counts",
+        source(stores),
+        tokens,  # type: ignore[arg-type]
+        counting_handler,
+        settings=settings,
+    )
+    with processor:
+        wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
+        owner = stores.tokens.entries("counts")[0].owner
+        assert owner is not None
+        now = time.time_ns() // 1_000_000
+        merge_segment(stores.tokens, "counts", 0, now_ms=now, claim_timeout_ms=30_000)
+        wait_for(lambda: tokens.asked == {SegmentAction.MERGE, SegmentAction.HAND_OVER})
+        # The owner of segment 1 takes the hand-over asked of it, as its worker does.
+        hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=owner)
+        assert stores.tokens.take_request("counts", 1) == hand_over
+        now = time.time_ns() // 1_000_000
+        stores.tokens.hand_over("counts", 1, "other", to=owner, now_ms=now)
+        wait_for(
+            lambda: (
+                len(stores.tokens.entries("counts")) == 1
+                or stores.tokens.entries("counts")[0].owner == "other"
+            )
+        )
+        merged = stores.tokens.entries("counts")
+        assert [(e.segment, e.owner) for e in merged] == [(Segment(0, 0), owner)]
+        assert [e.segment_id for e in tokens.refused] == [0]
     assert processor.failure is None

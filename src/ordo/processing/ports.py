@@ -208,7 +208,10 @@ class TokenStore(Protocol):
 
         A segment holds one request and the latest wins, except over a pending hand-over
         (what a merge waits for): a different request replaces that only with
-        `replace_hand_over`, and is refused with PendingHandOverError otherwise.
+        `replace_hand_over`, and is refused with PendingHandOverError otherwise. A request
+        that replaces a pending merge withdraws the hand-over that merge asked of the sibling,
+        and a hand-over of the lower of two siblings whose own merge is pending is refused
+        with PendingMergeError (both owners merge the pair: the lower segment's goes first).
         """
         ...
 

@@ -19,6 +19,7 @@ from ordo.errors import (
     InvalidSegmentOperationError,
     MissingTaggedEventError,
     PendingHandOverError,
+    PendingMergeError,
     StorageError,
     StorageUnavailableError,
     UnableToClaimTokenError,
@@ -221,10 +222,11 @@ class SegmentWorker(threading.Thread):
 
         True when merged. While another owner holds the sibling, the merge is asked of this
         owner again (it retries at its next check) and then the hand-over of the sibling's
-        owner, in that order: when the sibling's owner, merging the same two segments, has
-        meanwhile asked this owner to hand over, its pending hand-over refuses the new merge
-        request (PendingHandOverError), and this owner hands over at its next check instead of
-        asking for the sibling in return (each would then have handed its segment to the other).
+        owner, in that order. When the sibling's owner merges the same two segments, one of
+        them leaves the merge to the other, and hands its segment over when asked, instead of
+        each handing its segment to the other: a hand-over it was asked for meanwhile refuses
+        the new merge request (PendingHandOverError), and when both asked their merge again
+        first, the lower segment's merge refuses the higher one's hand-over (PendingMergeError).
         """
         p = self.p
         try:
@@ -241,20 +243,14 @@ class SegmentWorker(threading.Thread):
             return False
         except UnableToClaimTokenError:
             merge = SegmentRequest(action=SegmentAction.MERGE)
-            try:
-                p._tokens.request(p.name, segment.segment_id, merge, now_ms=now_ms)
-            except PendingHandOverError as exc:
-                logger.info("merge left to the sibling's owner: processor=%s %s", p.name, exc)
-                return False
             # This owner's hand-over replaces one asked by an earlier owner of the segment.
             hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=self.owner)
-            p._tokens.request(
-                p.name,
-                segment.mergeable_segment_id(),
-                hand_over,
-                now_ms=now_ms,
-                replace_hand_over=True,
-            )
+            sibling = segment.mergeable_segment_id()
+            try:
+                p._tokens.request(p.name, segment.segment_id, merge, now_ms=now_ms)
+                p._tokens.request(p.name, sibling, hand_over, now_ms=now_ms, replace_hand_over=True)
+            except (PendingHandOverError, PendingMergeError) as exc:
+                logger.info("merge left to the sibling's owner: processor=%s %s", p.name, exc)
             return False
         logger.info("merged: processor=%s into %s", p.name, merged)
         return True

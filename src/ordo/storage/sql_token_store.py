@@ -12,6 +12,7 @@ from ordo.errors import (
     InvalidInputError,
     InvalidSegmentOperationError,
     PendingHandOverError,
+    PendingMergeError,
     StorageIntegrityError,
     StorageUnavailableError,
     UnableToClaimTokenError,
@@ -208,12 +209,19 @@ class SqlTokenStore(SqlStore):
                 self._sql("DELETE FROM tokens WHERE processor = {p} AND segment_id IN ({p}, {p})"),
                 (processor, segment_id, sibling_id),
             )
-            # Requests to the merged-away segment must not reach a segment a later split makes.
+            # Requests to the merged-away segment must not reach a segment a later split makes;
+            # a hand-over of the other half was asked for a merge of the two, which is done.
             conn.execute(
                 self._sql(
-                    "DELETE FROM segment_requests WHERE processor = {p} AND segment_id = {p}"
+                    "DELETE FROM segment_requests WHERE processor = {p} AND (segment_id = {p} "
+                    "OR (segment_id = {p} AND action = {p}))"
                 ),
-                (processor, max(segment_id, sibling_id)),
+                (
+                    processor,
+                    max(segment_id, sibling_id),
+                    merged.segment_id,
+                    SegmentAction.HAND_OVER.value,
+                ),
             )
             self._insert(conn, processor, merged, token, owner, now_ms, replay)
         return merged
@@ -232,8 +240,13 @@ class SqlTokenStore(SqlStore):
         A pending hand-over is what a merge of the segment's sibling waits for: another
         request replaces it only with `replace_hand_over` (PendingHandOverError otherwise),
         as an operator's release replaced it silently and held the merge up. The same request
-        again is no replacement. The check and the write are one transaction, under the
-        segment's token row lock (PostgreSQL), which every request takes first.
+        again is no replacement. A pending merge that another request replaces ends, and so
+        does the hand-over of the sibling it asked for (withdrawn): the sibling's owner handed
+        its segment over to an owner that was no longer merging. A hand-over of the lower of
+        two siblings whose own merge is pending is refused (PendingMergeError): both owners
+        were merging the pair, and each handed its segment to the other. The checks and the
+        writes are one transaction, under the segment's token row lock (PostgreSQL), which
+        every request takes first.
 
         A hand-over must name the owner to hand over to: its owner ignored one that named none.
         A `now_ms` of "x" was stored by SQLite, and every later `pending_requests` (the status
@@ -243,7 +256,7 @@ class SqlTokenStore(SqlStore):
         _check_request(request)
         validation.integer(now_ms, name="now_ms")
         with self._write() as conn:
-            self._entry(conn, processor, segment_id)
+            segment = self._entry(conn, processor, segment_id).segment
             pending = self._pending(conn, processor, segment_id)
             if (
                 pending is not None
@@ -257,6 +270,15 @@ class SqlTokenStore(SqlStore):
                     target_owner=pending.target_owner,
                     request=request.describe(),
                 )
+            is_merging = pending is not None and pending.action is SegmentAction.MERGE
+            if (
+                is_merging
+                and request.action is SegmentAction.HAND_OVER
+                and segment_id < segment.mergeable_segment_id()
+            ):
+                raise PendingMergeError(
+                    processor=processor, segment_id=segment_id, target_owner=request.target_owner
+                )
             conn.execute(
                 self._sql(
                     "INSERT INTO segment_requests (processor, segment_id, action, target_owner, "
@@ -266,6 +288,34 @@ class SqlTokenStore(SqlStore):
                 ),
                 (processor, segment_id, request.action.value, request.target_owner, now_ms),
             )
+            if is_merging and request != pending:
+                self._withdraw_hand_over(conn, processor, segment)
+
+    def _withdraw_hand_over(self, conn: SqlConnection, processor: str, segment: Segment) -> None:
+        """Delete the pending hand-over of the segment's sibling, which its merge asked for.
+
+        Only of the sibling as it was (the same mask): once split, its half's hand-over is for
+        the merge of that half's own sibling. The sibling's token row is not locked: the
+        sibling's owner merging locks the two rows the other way round. The root has no
+        sibling (its "sibling" id is its own).
+        """
+        if segment.is_root:
+            return
+        conn.execute(
+            self._sql(
+                "DELETE FROM segment_requests WHERE processor = {p} AND segment_id = {p} "
+                "AND action = {p} AND EXISTS (SELECT 1 FROM tokens WHERE processor = {p} "
+                "AND segment_id = {p} AND mask = {p})"
+            ),
+            (
+                processor,
+                segment.mergeable_segment_id(),
+                SegmentAction.HAND_OVER.value,
+                processor,
+                segment.mergeable_segment_id(),
+                segment.mask,
+            ),
+        )
 
     def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
         """Remove and return the pending request for the segment, if any.
