@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from contextlib import closing
 from datetime import timedelta
 from typing import Any
 
 import psycopg
+import pytest
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.storage.location import SQLiteLocation, parse_location
@@ -97,3 +99,20 @@ def one_row(url: str, tag: str, pid: str, number: int) -> tuple[Any, ...]:
     )
     assert len(rows) == 1, rows
     return rows[0]
+
+
+def wait_for_a_lock_wait(dsn: str, statement: str) -> None:
+    """Return once a session of the PostgreSQL server at `dsn` running `statement` (a part of
+    its text) waits for a lock: a transaction held open on another connection blocks it."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        rows = execute(
+            dsn,
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND position(? IN query) > 0",
+            (statement,),
+        )
+        if rows[0][0]:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"no session running {statement!r} waited for a lock")

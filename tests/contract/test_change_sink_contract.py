@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Collection
 from typing import Any
 
 import psycopg
 import pytest
 
-from operations_support import execute
+from operations_support import execute, wait_for_a_lock_wait
 from ordo.cdc import Audit, ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
 from ordo.cdc.message_rows import MessageRows
 from ordo.errors import MaterializerCheckpointError
@@ -336,25 +335,10 @@ def test_a_batch_racing_another_querys_first_batch_is_refused(postgres_dsn: str)
         )  # not committed yet: the sink's batch waits for it
         racing = threading.Thread(target=apply, args=(stores.change_sink,))
         racing.start()
-        _wait_for_a_lock_wait(postgres_dsn)
+        wait_for_a_lock_wait(postgres_dsn, "INTO cdc_materializer_progress")
         first.commit()
         racing.join(timeout=30)
 
         assert [(e.recorded, e.requested) for e in refused] == [("first", QUERY)]
         assert stores.change_sink.progress()[0].query_id == "first"
         assert not stores.change_sink.has_table(TARGET)
-
-
-def _wait_for_a_lock_wait(dsn: str) -> None:
-    """Return once a session waits for a lock on cdc_materializer_progress."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        rows = execute(
-            dsn,
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND position('INTO cdc_materializer_progress' IN query) > 0",
-        )
-        if rows[0][0]:
-            return
-        time.sleep(0.05)
-    pytest.fail("no session waited for the progress row")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from functools import partial
 
+import psycopg
 import pytest
 
+from operations_support import wait_for_a_lock_wait
 from ordo.errors import (
     InvalidIdentifierError,
     InvalidInputError,
@@ -26,7 +29,7 @@ from ordo.processing.control import (
 from ordo.processing.ports import DeadLetter, PendingRequest, SegmentAction, SegmentRequest
 from ordo.processing.segment import Segment
 from ordo.processing.token import PartAhead, TrackingToken
-from ordo.storage.open import Stores
+from ordo.storage.open import Stores, stores_at
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
 
@@ -806,3 +809,29 @@ def test_a_hand_over_request_must_name_the_new_owner(stores: Stores) -> None:
     with pytest.raises(InvalidIdentifierError, match="target_owner"):
         stores.tokens.request("p", 0, nobody, now_ms=0)
     assert stores.tokens.take_request("p", 0) is None
+
+
+@pytest.mark.postgres
+def test_a_request_stored_while_the_owner_takes_one_is_not_lost(postgres_dsn: str) -> None:
+    """take_request read the pending request and then deleted the segment's row: under READ
+    COMMITTED a request another process stored in between was deleted unseen (the owner acted
+    on the older one). Here that process's request is written, not committed, when the owner
+    takes the segment's request: the take waits for it and returns the newer request."""
+    release = SegmentRequest(action=SegmentAction.RELEASE)
+    taken: list[SegmentRequest | None] = []
+    with stores_at(postgres_dsn) as stores, psycopg.connect(postgres_dsn) as other:
+        stores.tokens.initialize("p", segment_count=1)
+        stores.tokens.request("p", 0, SegmentRequest(action=SegmentAction.SPLIT), now_ms=0)
+        other.execute(  # what request() writes (the latest wins), not committed yet
+            "INSERT INTO segment_requests (processor, segment_id, action, target_owner, "
+            "requested_at) VALUES ('p', 0, 'release', NULL, 1) ON CONFLICT (processor, "
+            "segment_id) DO UPDATE SET action = excluded.action, "
+            "target_owner = excluded.target_owner, requested_at = excluded.requested_at"
+        )
+        owner = threading.Thread(target=lambda: taken.append(stores.tokens.take_request("p", 0)))
+        owner.start()
+        wait_for_a_lock_wait(postgres_dsn, "DELETE FROM segment_requests")
+        other.commit()
+        owner.join(timeout=30)
+        assert taken == [release]
+        assert stores.tokens.pending_requests("p") == []
