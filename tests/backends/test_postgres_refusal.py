@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -21,9 +21,11 @@ from psycopg import sql
 from ordo import NewEvent, open_journal, open_stores
 from ordo.cli.main import cli
 from ordo.errors import StorageAccessError, StorageUnavailableError
+from ordo.processing import TrackingProcessor
+from ordo.query import EventEnvelope
 from ordo.storage.open import stores_at
 from ordo.storage.postgres import datastore
-from processing_support import WRITE, wait_for
+from processing_support import FAST, WRITE, source, wait_for
 
 pytestmark = pytest.mark.postgres
 
@@ -155,3 +157,28 @@ def test_a_live_query_on_the_command_line_ends_once_the_server_refuses_the_url(
     [line] = results[0].stderr.splitlines()
     assert line.startswith("Error: StorageAccessError: PostgreSQL at ")
     assert "refuses the connection" in line
+
+
+def test_a_processor_stops_once_the_server_refuses_the_url(
+    refusal: Refusal, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its threads retried a refusal as an outage, for ever, with a WARNING each time.
+
+    The pool's wait ran out (30 s, 1 s here) and a worker thread did not ask why: a refusal
+    came out as StorageUnavailableError. The processor now stops and keeps the refusal in
+    `failure`, as it does a handler's failure.
+    """
+    monkeypatch.setattr(datastore, "POOL_TIMEOUT_S", 1.0)
+    _journal_with_one_event(refusal.url)
+    handled: list[EventEnvelope] = []
+    settings = replace(FAST, thread_count=2, initial_segment_count=2)
+    with stores_at(refusal.url) as stores:
+        processor = TrackingProcessor(
+            "p", source(stores), stores.tokens, lambda e, _: handled.append(e), settings=settings
+        )
+        with processor:
+            wait_for(lambda: len(handled) == 1)
+            refusal.refuse()
+            wait_for(lambda: not processor.is_running)
+    assert isinstance(processor.failure, StorageAccessError), caplog.text
+    assert "refuses the connection" in str(processor.failure)

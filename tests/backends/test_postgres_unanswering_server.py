@@ -265,6 +265,37 @@ def test_stopping_a_processor_while_the_server_does_not_answer_is_prompt(
             wait_for(lambda: _counts(postgres_dsn) == dict.fromkeys(_PIDS, 2), timeout=15)
 
 
+def test_a_processor_rides_out_an_outage_longer_than_the_pools_wait(
+    proxy: StallingProxy,
+    postgres_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A call that waited out the pool asks why (as a refusal stops the processor): a server
+    that does not answer is an outage, retried until it is back, and nothing is lost.
+    """
+    monkeypatch.setattr(datastore, "POOL_TIMEOUT_S", 1.0)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE counts (pid TEXT PRIMARY KEY, n INT, last INT, replays INT)")
+    settings = replace(FAST, thread_count=2, initial_segment_count=2)
+    with open_journal(postgres_dsn, settings=WRITE) as journal:  # not through the proxy
+        _append_one_each(journal)
+        with (
+            stores_at(proxy.url) as stores,
+            TrackingProcessor(
+                "counts", source(stores), stores.tokens, counting_handler, settings=settings
+            ) as processor,
+        ):
+            wait_for(lambda: _counts(postgres_dsn) == dict.fromkeys(_PIDS, 1), timeout=15)
+            proxy.stop_answering()
+            _append_one_each(journal)
+            wait_for(lambda: "cannot connect to PostgreSQL" in caplog.text)  # a call gave up
+            proxy.answer_again()
+            wait_for(lambda: _counts(postgres_dsn) == dict.fromkeys(_PIDS, 2))
+            assert processor.is_running
+        assert processor.failure is None
+
+
 _PIDS = [f"p{i}" for i in range(4)]
 
 

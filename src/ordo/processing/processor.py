@@ -23,6 +23,7 @@ from ordo.errors import (
     EventHandlingError,
     InvalidSegmentOperationError,
     MissingTaggedEventError,
+    StorageAccessError,
 )
 from ordo.processing.handler import EventHandler, HandlerContext
 from ordo.processing.ports import SegmentAction, SegmentRequest, TokenEntry, TokenStore
@@ -41,17 +42,22 @@ __all__ = ["EventHandler", "HandlerContext", "TrackingProcessor"]
 
 logger = logging.getLogger(__name__)
 
+_Failure = EventHandlingError | MissingTaggedEventError | StorageAccessError
+"""What stops a processor for good (`TrackingProcessor.failure`)."""
+
 
 class TrackingProcessor:
     """A named processor with `thread_count` threads over the segments of its token store.
 
     Thread-safe. start() returns at once; stop() releases the claims. A handler failure under
-    ErrorMode.FAIL, or a gap its source could not fill (MissingTaggedEventError), stops the
-    processor and is kept in `failure`. The constructor refuses settings, a policy, a clock or
-    a handler of the wrong kind (ConfigurationError), which the worker threads would otherwise
-    fail on per event. split(), merge() and release() of a segment whose owner is to hand it
-    over for a merge are refused (PendingHandOverError): they would replace that hand-over
-    (`ordo.processing.control`'s functions replace it on purpose).
+    ErrorMode.FAIL, a gap its source could not fill (MissingTaggedEventError), or a server
+    that refuses the URL (StorageAccessError: a password changed, a role that may no longer
+    log in, a dropped database) stops the processor and is kept in `failure`; an outage
+    (StorageUnavailableError) is retried until the server is back. The constructor refuses
+    settings, a policy, a clock or a handler of the wrong kind (ConfigurationError), which the
+    worker threads would otherwise fail on per event. split(), merge() and release() of a
+    segment whose owner is to hand it over for a merge are refused (PendingHandOverError): they
+    would replace that hand-over (`ordo.processing.control`'s functions replace it on purpose).
     """
 
     def __init__(
@@ -72,7 +78,7 @@ class TrackingProcessor:
         if not callable(handler):  # it failed per event, in the worker threads
             msg = f"handler must be callable, got {handler!r:.80}"
             raise ConfigurationError(msg)
-        self.failure: EventHandlingError | MissingTaggedEventError | None = None
+        self.failure: _Failure | None = None
         self._source, self._tokens, self._handler = source, tokens, handler
         self._clock = clock_or_system(clock)
         self._instance = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -174,7 +180,7 @@ class TrackingProcessor:
     def _now_ms(self) -> int:
         return self._clock.now_ns() // 1_000_000
 
-    def _fail(self, error: EventHandlingError | MissingTaggedEventError) -> None:
+    def _fail(self, error: _Failure) -> None:
         logger.error("processor failed: name=%s error=%s", self.name, error)
         if self.failure is None:
             self.failure = error

@@ -20,6 +20,7 @@ from ordo.errors import (
     MissingTaggedEventError,
     PendingHandOverError,
     PendingMergeError,
+    StorageAccessError,
     StorageError,
     StorageUnavailableError,
     UnableToClaimTokenError,
@@ -78,6 +79,9 @@ class SegmentWorker(threading.Thread):
         while not self.p._stopped.is_set():
             try:
                 entry = self._claim_any()
+            except StorageAccessError as exc:
+                self.p._fail(exc)  # the server refuses the URL: no retry mends it
+                continue  # ends the loop: _fail() sets the stop signal
             except StorageError as exc:
                 logger.warning("claim failed: processor=%s error=%s", self.p.name, exc)
                 self._sleep(interval)
@@ -91,9 +95,11 @@ class SegmentWorker(threading.Thread):
                 # Lost the claim, or the segment is gone (merged away while the claim lapsed):
                 # claim again, as a fresh start.
                 logger.info("claim lost: processor=%s error=%s", self.p.name, exc)
-            except (EventHandlingError, MissingTaggedEventError) as exc:
+            except (EventHandlingError, MissingTaggedEventError, StorageAccessError) as exc:
                 # A handler that failed for good, or a gap that stayed open past gap_timeout:
-                # going on would skip events, so the processor stops and keeps the failure.
+                # going on would skip events. A server that refuses the URL (a password changed,
+                # a role that may no longer log in): no retry mends it. The processor stops and
+                # keeps the failure.
                 self.p._fail(exc)
             except StorageError as exc:
                 # A transient storage failure (connection lost, database locked): the batch was

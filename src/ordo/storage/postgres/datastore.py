@@ -149,16 +149,17 @@ class PostgresDatastore(SchemaReads):
         otherwise waited out the pool's timeout twice (the call, then the release). Other
         threads wait once, as before, and keep their place in the pool's queue.
 
-        When such a thread's wait runs out, one connect of its own says why
-        (`explain_unconnectable`): StorageAccessError when the server refuses this URL, which no
-        retry mends. A stopping thread does not ask, as the connect could outlast STOPPING_WAIT;
-        a tracking processor retries every StorageError anyway, with a WARNING each time.
+        When the wait runs out, one connect of its own says why (`explain_unconnectable`):
+        StorageAccessError when the server refuses this URL, which no retry mends (a tracking
+        processor stops on it). Only a thread whose stop signal is set does not ask, as the
+        connect could outlast STOPPING_WAIT; a processor's threads used to never ask, and
+        retried a refusal as an outage for ever.
         """
         stop = stop_signal()
         try:
             conn = self._pool.getconn() if stop is None else self._getconn_until_stopped(stop)
         except PoolTimeout:
-            if stop is None:
+            if stop is None or not stop.is_set():
                 explain_unconnectable(self.dsn)
             raise
         try:
