@@ -5,7 +5,8 @@ server ends their sessions (a restart, a failover, pg_terminate_backend), their 
 one. They wait FIRST_DELAY before the first attempt and twice as long before each next one, at
 most LONGEST_DELAY: a server that is down is not hammered, and one that is back is reached within
 LONGEST_DELAY. The capture gives up after a while (an operator should hear of a long outage);
-the listener never does, as queries poll meanwhile.
+the listener never does, as queries poll meanwhile. Neither retries a server that refuses the
+URL (StorageAccessError): that is no outage, and no attempt mends it.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ as a changed password or a dropped database would.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 from collections.abc import Callable, Iterator
@@ -25,6 +26,8 @@ from ordo.processing import TrackingProcessor
 from ordo.query import EventEnvelope
 from ordo.storage.open import stores_at
 from ordo.storage.postgres import datastore
+from ordo.storage.postgres.notification import PostgresTagListener
+from ordo.tagging.notification import TagNotifier
 from processing_support import FAST, WRITE, source, wait_for
 
 pytestmark = pytest.mark.postgres
@@ -182,3 +185,20 @@ def test_a_processor_stops_once_the_server_refuses_the_url(
             wait_for(lambda: not processor.is_running)
     assert isinstance(processor.failure, StorageAccessError), caplog.text
     assert "refuses the connection" in str(processor.failure)
+
+
+def test_the_tag_listener_gives_up_once_the_server_refuses_the_url(
+    refusal: Refusal, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It attempted to LISTEN again for ever, as after a restart. (Queries poll meanwhile, and
+    meet the refusal themselves.)"""
+    _journal_with_one_event(refusal.url)
+    listener = PostgresTagListener(refusal.url, TagNotifier())
+    try:
+        refusal.refuse()
+        wait_for(lambda: "ordo-tag-listener" not in {t.name for t in threading.enumerate()})
+    finally:
+        listener.close()
+    [gave_up] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert "tag listener gave up" in gave_up.getMessage()
+    assert "refuses the connection" in gave_up.getMessage()

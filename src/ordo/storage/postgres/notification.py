@@ -10,8 +10,9 @@ from concurrent.futures import Future
 
 import psycopg
 
+from ordo.errors import StorageAccessError, StorageUnavailableError
 from ordo.reconnection import Reconnection
-from ordo.storage.postgres.connection import session_conninfo
+from ordo.storage.postgres.connection import explain_unconnectable, session_conninfo
 from ordo.storage.postgres.datastore import translate_postgres_error
 from ordo.storage.postgres.tag_view_store import TAG_WRITTEN_CHANNEL
 from ordo.tagging.notification import TagNotifier
@@ -36,9 +37,12 @@ class PostgresTagListener:
     attempting until it is closed, and logs at INFO once it is back: it used to stop for good.
     Notifications sent meanwhile are lost, so once back it wakes every tag listened to in this
     process (`TagNotifier.publish_all`): live queries read at once what was written meanwhile.
-    It does not tell a server that refuses the URL (StorageAccessError) from an outage, and
-    attempts on: it only wakes queries, which poll meanwhile and meet the refusal themselves
-    on their next new connection (`ordo query --live` then ends, and closes it).
+    An attempt that fails asks why (`explain_unconnectable`, in a thread of the loop's
+    executor): a server that refuses the URL (StorageAccessError: a password changed, a role
+    that may no longer log in, a dropped database) ends the thread with one ERROR line, as no
+    retry mends it; it attempted on for ever. Nothing else changes: it only wakes queries,
+    which poll meanwhile and meet the refusal themselves on their next new connection
+    (`ordo query --live` then ends, and closes it; a processor stops).
 
     The thread runs an asyncio loop of its own with one task, which close() cancels: psycopg's
     async connect, its wait for notifications and the backoff all end at a cancellation, and
@@ -94,10 +98,13 @@ class PostgresTagListener:
         self._listening.set_result(None)
         await self._listen(conn)
 
-    async def _listen(self, conn: _Connection) -> None:
-        """Forward notifications until cancelled; LISTEN on a new connection after a loss."""
+    async def _listen(self, conn: _Connection | None) -> None:
+        """Forward notifications until cancelled; LISTEN on a new connection after a loss.
+
+        Ends when the server refuses the URL (`_reconnected` gives no connection).
+        """
         reconnection = Reconnection()
-        while True:
+        while conn is not None:
             try:
                 async with contextlib.aclosing(conn.notifies()) as notifies:
                     async for notify in notifies:
@@ -108,13 +115,23 @@ class PostgresTagListener:
                 await conn.close()
             conn = await self._reconnected(reconnection)
 
-    async def _reconnected(self, reconnection: Reconnection) -> _Connection:
-        """A new LISTENing connection, attempted with backoff until one works."""
+    async def _reconnected(self, reconnection: Reconnection) -> _Connection | None:
+        """A new LISTENing connection, attempted with backoff until one works.
+
+        None when the server refuses the URL, which no retry mends (logged at ERROR).
+        """
         while True:
             await asyncio.sleep(reconnection.failed())
             try:
                 conn = await _listening(self._dsn)
             except psycopg.Error as exc:
+                try:
+                    await asyncio.to_thread(explain_unconnectable, self._dsn)
+                except StorageAccessError as refused:
+                    logger.error("tag listener gave up, queries only poll: error=%s", refused)
+                    return None
+                except StorageUnavailableError:
+                    pass  # an outage: attempt on
                 logger.debug("tag listener cannot reconnect yet: error=%s", exc)
                 continue
             logger.info("tag listener reconnected after %.1f s", reconnection.succeeded())
