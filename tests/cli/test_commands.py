@@ -1725,6 +1725,39 @@ def test_a_bad_pipeline_value_is_one_error_line_before_spark_starts(
     assert not (tmp_path / "checkpoint").exists()
 
 
+def test_a_pipeline_takes_its_claim_timeout_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ORDO_CLAIM_TIMEOUT_MS was ignored: the projection took a claim for expired after 10 s."""
+    from ordo.spark.pipeline import PipelineConfig, projection_spec
+
+    monkeypatch.setenv("ORDO_CLAIM_TIMEOUT_MS", "60000")
+    spec = projection_spec(PipelineConfig.from_toml(_pipeline_file(tmp_path, "")))
+    assert spec.claim_timeout == timedelta(minutes=1)
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("0", "ORDO_CLAIM_TIMEOUT_MS: claim_timeout must be a duration > 0, got 0 ms"),
+        ("soon", "ORDO_CLAIM_TIMEOUT_MS: 'soon' is not a whole number of milliseconds"),
+    ],
+)
+def test_a_bad_claim_timeout_variable_is_one_error_line_before_spark_starts(
+    runner: CliRunner,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    value: str,
+    needle: str,
+) -> None:
+    config = _pipeline_file(tmp_path, "")
+    monkeypatch.setenv("ORDO_CLAIM_TIMEOUT_MS", value)
+    code, _, err = _run(runner, "pipeline", "run", str(config))
+    assert code == 1
+    assert err == f"Error: ConfigurationError: {needle}\n"
+    assert not (tmp_path / "checkpoint").exists()
+
+
 def test_a_pipeline_asking_another_bucket_size_than_the_journals_fails_before_spark_starts(
     runner: CliRunner, tmp_path: Path
 ) -> None:

@@ -21,7 +21,8 @@ context)), the journal (it exists, and records the bucket size the source asks f
 and the sink (a known scheme; an SQLite file in an existing folder, as a misspelt one would
 silently become a new database; an existing one can be read), and a local checkpoint location
 (its nearest existing part must be a folder that can be written in). Relative paths are the
-working directory's, as Spark's are.
+working directory's, as Spark's are. The claim timeout comes from ORDO_CLAIM_TIMEOUT_MS, as for
+the `ordo processors` commands, and is checked too.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
@@ -47,7 +49,7 @@ from ordo.errors import (
     StorageUnavailableError,
 )
 from ordo.journal import validation
-from ordo.settings import EventsByTagSettings
+from ordo.settings import EventsByTagSettings, ProcessorSettings
 from ordo.settings.loading import integer_in, read_toml
 from ordo.spark.checkpoint import local_checkpoint_path
 from ordo.spark.options import MAX_SEGMENTS, EventsByTagOptions
@@ -113,6 +115,10 @@ class PipelineConfig:
     """bucketSize and firstTimeBucket from ORDO_* variables (or their defaults) where [source]
     does not set them: resolved by the command, given to the source as options, so Spark's
     processes (whose environment may differ) read with the settings that were checked."""
+    claim_timeout: timedelta = ProcessorSettings().claim_timeout
+    """ORDO_CLAIM_TIMEOUT_MS (or its default), as the `ordo processors` commands read it: when a
+    tracking processor's claim on one of the projection's segments has expired
+    (ProjectionSpec.claim_timeout). The default was used whatever the variable said."""
 
     @classmethod
     def from_toml(cls, path: Path) -> PipelineConfig:
@@ -150,6 +156,7 @@ class PipelineConfig:
             dead_letters=_typed(path, table, "dead_letters", bool, False),
             source=source,
             from_environment=_from_environment(source),
+            claim_timeout=ProcessorSettings.from_env(os.environ).claim_timeout,
         )
         # The source's own parser, as Spark would run it: unknown or bad [source] options, and
         # a journal that does not exist (its check comes last), are errors before Spark starts.
@@ -344,14 +351,20 @@ def load_handler(reference: str) -> Handler:
     return handler  # type: ignore[no-any-return]
 
 
-def start_pipeline(spark: SparkSession, config: PipelineConfig) -> StreamingQuery:
-    """Start the pipeline's streaming projection."""
-    spec = ProjectionSpec(
+def projection_spec(config: PipelineConfig) -> ProjectionSpec:
+    """What the pipeline's projection runs: its handler (imported), sink and settings."""
+    return ProjectionSpec(
         processor=config.processor,
         sink=config.sink,
         handler=load_handler(config.handler),
         dead_letters=config.dead_letters,
+        claim_timeout=config.claim_timeout,
     )
+
+
+def start_pipeline(spark: SparkSession, config: PipelineConfig) -> StreamingQuery:
+    """Start the pipeline's streaming projection."""
+    spec = projection_spec(config)
     is_available_now = config.trigger == AVAILABLE_NOW
     return projection(
         spark,
