@@ -41,6 +41,8 @@ OrdoError
 │   │   └── UnmappableColumnTypeError
 │   ├── IncompatibleSchemaError
 │   ├── UnknownSchemaError (LookupError)
+│   ├── MaterializedRetypeError
+│   ├── MaterializedKeyChangeError
 │   └── CaptureError
 │       └── ReplicationSlotMissingError
 └── OperationRefusedError
@@ -532,6 +534,54 @@ class IncompatibleSchemaError(CdcError):
 
 class UnknownSchemaError(CdcError, LookupError):
     """No schema is registered for the table (or schema id) named."""
+
+
+class MaterializedRetypeError(CdcError):
+    """A row of a materialized table holds a value the column's accepted new type cannot take.
+
+    Raised by the sink in the transaction that would retype the column, so nothing of the batch
+    is applied. `key` is the row's primary key and `value` its value (JSON form, old type).
+    """
+
+    def __init__(
+        self, *, table: str, column: str, old: str, new: str, key: tuple[object, ...], value: object
+    ) -> None:
+        self.table, self.column, self.old, self.new = table, column, old, new
+        self.key, self.value = key, value
+        msg = (
+            f"materialized table {table!r}: column {column!r} cannot be retyped {old} -> {new}: "
+            f"the row with key {key!r} holds {value!r}, which is not a {new}; nothing was "
+            "applied. Correct or clear that value in the table and run the materializer again, "
+            "or materialize into another --target-table (see docs/cdc.md, 'Schemas')"
+        )
+        super().__init__(msg)
+
+
+class MaterializedKeyChangeError(CdcError):
+    """A materialized table with rows would need another primary key (an accepted key change).
+
+    `key` is the table's primary key, `new_key` the current schema's; `retyped` describes key
+    columns whose type changed (their values, so the rows' keys, change too).
+    """
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        key: tuple[str, ...],
+        new_key: tuple[str, ...],
+        retyped: tuple[str, ...] = (),
+    ) -> None:
+        self.table, self.key, self.new_key, self.retyped = table, key, new_key, retyped
+        how = f" ({'; '.join(retyped)})" if retyped else ""
+        msg = (
+            f"materialized table {table!r} holds rows keyed by {key}, the table's current "
+            f"schema is keyed by {new_key}{how}: the materializer's state and every later "
+            "message are keyed by the new key, so no message would update or delete these rows; "
+            "nothing was applied. Materialize the table afresh from a change log that starts "
+            "with the new key (see docs/cdc.md, 'Schemas')"
+        )
+        super().__init__(msg)
 
 
 class CaptureError(CdcError):

@@ -41,11 +41,11 @@ def test_an_incompatible_change_blocks_the_table_until_accepted(stores: Stores) 
         registry.register(_schema(ID))
     assert raised.value.version == 2
     assert registry.current("users") == first
-    assert registry.retired_columns("users") == frozenset()  # the drop is still pending
+    assert registry.history("users").retired == frozenset()  # the drop is still pending
     with pytest.raises(IncompatibleSchemaError):  # still blocked, whatever is registered
         registry.register(_schema(ID, NAME))
     accepted = registry.accept("users", 2)
-    assert registry.retired_columns("users") == {"name"}
+    assert registry.history("users").retired == {"name"}
     assert accepted.is_accepted
     assert registry.register(_schema(ID)) == accepted
     assert [v.version for v in registry.versions("users")] == [1, 2]
@@ -73,3 +73,21 @@ def test_registering_returns_the_accepted_versions_oldest_first(stores: Stores) 
         registry.register_accepted(_schema(ID, NOTE))
     third = registry.accept("users", 3)
     assert list(registry.register_accepted(_schema(ID, NOTE))) == [first, second, third]
+
+
+def test_the_history_names_the_other_types_older_versions_gave_a_column(stores: Stores) -> None:
+    """The types a materialized table may still hold a retyped column in, newest first."""
+    registry = SchemaRegistry(stores.schemas)
+    registry.register(_schema(ID, NAME, NOTE))
+    for version, retyped in ((2, ColumnType.LONG), (3, ColumnType.BOOLEAN)):
+        with pytest.raises(IncompatibleSchemaError):
+            registry.register(_schema(ID, Column(name="name", type=retyped), NOTE))
+        registry.accept("users", version)
+    with pytest.raises(IncompatibleSchemaError):  # pending: the table never had its type
+        registry.register(_schema(ID, Column(name="name", type=ColumnType.DOUBLE), NOTE))
+
+    history = registry.history("users")
+
+    assert history.current.version == 3
+    assert history.former_types == {"name": (ColumnType.LONG, ColumnType.STRING)}
+    assert history.retired == frozenset()

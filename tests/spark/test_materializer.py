@@ -22,6 +22,7 @@ from ordo.cdc.change_rows import ChangeRows
 from ordo.cdc.mutation import snapshot_segment
 from ordo.errors import (
     ConfigurationError,
+    IncompatibleSchemaError,
     MaterializerCheckpointError,
     QueryFailedError,
     UnknownSchemaError,
@@ -328,3 +329,28 @@ def test_a_new_checkpoint_of_a_materializer_is_refused_before_its_query_starts(
     (tmp_path / "ck" / "metadata").write_text("{}\n")
     with pytest.raises(ConfigurationError, match="metadata holds no query id"):
         require_checkpoint(spec, str(tmp_path / "ck"))
+
+
+def test_an_accepted_retype_retypes_the_materialized_table_with_the_next_batch(
+    spark: SparkSession, tmp_path: Path, url: str
+) -> None:
+    """The sink reads the former types from the registry: the rows written before the retype
+    hold their values in the new type, as the rows written since do."""
+    log = ParquetChangeLog(tmp_path / "log")
+    log.append("users", [(0, _write(1, 10, insert=True, name="Ada", age=37))])
+    spec = MaterializerSpec(name="users", table="users", change_log=str(tmp_path / "log"), sink=url)
+    _run(spark, spec, tmp_path / "ck")
+    age_as_text = TableSchema(
+        table="users",
+        columns=(*USERS.columns[:2], Column(name="age", type=ColumnType.STRING)),
+        partition_key=("id",),
+    )
+    with stores_at(url) as stores:
+        registry = SchemaRegistry(stores.schemas)
+        with pytest.raises(IncompatibleSchemaError, match="'age' retyped long -> string"):
+            registry.register(age_as_text)
+        registry.accept("users", 2)
+    log.append("users", [(0, _write(2, 20, insert=True, name="Bo", age="007"))])
+    _run(spark, spec, tmp_path / "ck")
+
+    assert _table(url, "users_materialized") == {1: (1, "Ada", "37"), 2: (2, "Bo", "007")}

@@ -10,13 +10,30 @@ pipeline stops instead of publishing data its readers cannot read.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from ordo.cdc.ports import SchemaStore, SchemaVersion
-from ordo.cdc.schema import TableSchema
+from ordo.cdc.schema import ColumnType, TableSchema
 from ordo.errors import IncompatibleSchemaError, UnknownSchemaError
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchemaHistory:
+    """A table's current accepted version, and what its older versions had.
+
+    What the materialized table follows (see `SqlChangeSink.apply_batch`).
+    """
+
+    current: SchemaVersion
+    retired: frozenset[str]
+    """The columns an older version had and the current has not: the table drops them. Only
+    columns ordo created from a version, never one added to the table by hand."""
+    former_types: Mapping[str, tuple[ColumnType, ...]]
+    """For each column of the current version that an older one typed otherwise, those types,
+    newest first: the types the table may still hold the column in (an accepted retype)."""
 
 
 class SchemaRegistry:
@@ -63,19 +80,27 @@ class SchemaRegistry:
         """The table's newest accepted version; UnknownSchemaError when none is registered."""
         return _newest_accepted(table, self.store.versions(table))
 
-    def retired_columns(self, table: str) -> frozenset[str]:
-        """The columns an older version of the table had and its current version has not.
+    def history(self, table: str) -> SchemaHistory:
+        """The table's newest accepted version, and what older versions had that it has not.
 
-        What the materialized table drops once a version without them is accepted: only
-        columns ordo created from a version, never one added to the table by hand.
+        What the materialized table follows, from one read of the versions (the sink reads it
+        for every batch). Raises UnknownSchemaError when the table has no accepted version.
         """
         versions = self.store.versions(table)
-        current = set(_newest_accepted(table, versions).schema.names)
-        return frozenset(
-            column.name
-            for version in versions
-            for column in version.schema.columns
-            if column.name not in current
+        current = _newest_accepted(table, versions)
+        names = set(current.schema.names)
+        return SchemaHistory(
+            current=current,
+            retired=frozenset(
+                column.name
+                for version in versions
+                for column in version.schema.columns
+                if column.name not in names
+            ),
+            former_types=_former_types(
+                current.schema,
+                [v.schema for v in reversed(versions) if v.version < current.version],
+            ),
         )
 
     def by_id(self, schema_id: int) -> SchemaVersion:
@@ -122,3 +147,16 @@ def _newest_accepted(table: str, versions: Sequence[SchemaVersion]) -> SchemaVer
         msg = f"no schema is registered for table {table!r} (run `ordo cdc schemas register`)"
         raise UnknownSchemaError(msg)
     return accepted[-1]
+
+
+def _former_types(
+    current: TableSchema, older: Sequence[TableSchema]
+) -> dict[str, tuple[ColumnType, ...]]:
+    """The other types the `older` schemas (newest first) gave `current`'s columns, newest first."""
+    found: dict[str, dict[ColumnType, None]] = {}
+    for schema in older:
+        for column in schema.columns:
+            now = current.by_name.get(column.name)
+            if now is not None and column.type is not now.type:
+                found.setdefault(column.name, {})[column.type] = None
+    return {name: tuple(types) for name, types in found.items()}

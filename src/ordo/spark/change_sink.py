@@ -63,15 +63,16 @@ def apply_batch(
         raise CdcError(msg)
     changes = message_rows_from_arrow(messages)
     with stores_at(spec.sink, mode="write") as stores:
-        registry = SchemaRegistry(stores.schemas)
+        history = SchemaRegistry(stores.schemas).history(spec.table)
         receipt = stores.change_sink.apply_batch(
             materializer=spec.name,
             query_id=query_id,
             batch_id=batch_id,
             target_table=spec.target_table,
             messages=changes,
-            schema=registry.current(spec.table).schema,
-            retired=registry.retired_columns(spec.table),
+            schema=history.current.schema,
+            retired=history.retired,
+            former_types=history.former_types,
         )
     if spec.messages_path is not None and messages.num_rows:
         numbered = messages.select(list(MESSAGE_COLUMNS)).set_column(

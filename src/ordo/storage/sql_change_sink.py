@@ -5,9 +5,9 @@ One micro-batch of a materializer is applied in one transaction: its messages go
 `cdc_materializer_progress`, with the id of the Spark streaming query that applied it. A batch
 whose id the progress already covers (a replay after a restart or a retried batch) changes
 nothing; a batch of another query (one run from another checkpoint, which numbers its batches
-from 0 again) is refused. The SQL is the same on SQLite and PostgreSQL, written with `{p}`
-placeholders; the backends add their column types, how they list a table's columns and how they
-run one statement for many rows.
+from 0 again) is refused. The materialized table follows the table's current accepted schema in
+that transaction (`SqlMaterializedTable`). The SQL is the same on SQLite and PostgreSQL, written
+with `{p}` placeholders; the backends add how they run one statement for many rows.
 """
 
 from __future__ import annotations
@@ -17,46 +17,22 @@ import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any, ClassVar, cast
+from types import MappingProxyType
 
 from ordo.cdc.change import ChangeMessage, ChangeOp
-from ordo.cdc.json_text import compact_json
 from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, MessageRows
-from ordo.cdc.mutation import Audit, JsonValue, Key, Scalar
-from ordo.cdc.schema import Column, ColumnType, TableSchema
-from ordo.errors import CdcError, MaterializerCheckpointError
-from ordo.storage.sql_store import SqlConnection, SqlStore
+from ordo.cdc.mutation import Audit, JsonValue
+from ordo.cdc.schema import ColumnType, TableSchema
+from ordo.errors import MaterializerCheckpointError
+from ordo.storage.sql_materialized_table import SqlMaterializedTable
+from ordo.storage.sql_store import SqlConnection
 
 _MESSAGE_COLUMNS = ", ".join(
     ["materializer", "batch_id", "ordinal"]
     + ["table_name" if name == "table" else name for name in MESSAGE_ROW_COLUMNS]
 )
 """The stored columns: the batch's place, then MESSAGE_ROW_COLUMNS in their order."""
-
-
-def quote_identifier(name: str) -> str:
-    """`name` as a quoted SQL identifier (the same rule on SQLite and PostgreSQL)."""
-    if not name or "\x00" in name:
-        msg = f"not a usable table or column name: {name!r}"
-        raise CdcError(msg)
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _json_value(column: Column, value: Any) -> JsonValue:
-    """A value read from a materialized table back in its message (JSON) form."""
-    if value is None:
-        return None
-    match column.type:
-        case ColumnType.BOOLEAN:
-            return bool(value)
-        case ColumnType.BYTES:
-            return bytes(value).hex()
-        case ColumnType.JSON:
-            return cast(JsonValue, json.loads(value) if isinstance(value, str) else value)
-        case ColumnType.DECIMAL | ColumnType.TIMESTAMP | ColumnType.DATE:
-            return value if isinstance(value, str) else str(value)
-        case _:
-            return cast(JsonValue, value)
+_NO_FORMER_TYPES: Mapping[str, Sequence[ColumnType]] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,16 +105,8 @@ def _require_query(
         )
 
 
-class SqlChangeSink(SqlStore):
+class SqlChangeSink(SqlMaterializedTable):
     """Applies a materializer's micro-batches exactly once (thread-safe as its datastore is)."""
-
-    COLUMN_TYPES: ClassVar[Mapping[ColumnType, str]]
-    """The SQL type of each logical column type on this backend."""
-    TABLE_COLUMNS: ClassVar[str]
-    """A query with one `{p}` (the table name) listing the table's columns; none if absent."""
-
-    def _executemany(self, conn: SqlConnection, sql: str, rows: Sequence[Sequence[object]]) -> None:
-        raise NotImplementedError
 
     def last_batch_id(self, materializer: str) -> int | None:
         """The last batch id the materializer applied (inclusive), or None."""
@@ -147,10 +115,6 @@ class SqlChangeSink(SqlStore):
             (materializer,),
         )
         return None if row is None else int(row[0])
-
-    def has_table(self, table: str) -> bool:
-        """Whether `table` exists: a materialized table is created with its first messages."""
-        return self._fetchone(self.TABLE_COLUMNS, (table,)) is not None
 
     def progress(self) -> Sequence[MaterializerProgress]:
         """Every materializer that applied a batch, by name."""
@@ -203,22 +167,6 @@ class SqlChangeSink(SqlStore):
                 ),
             )
 
-    def read_table(self, table: str, schema: TableSchema) -> dict[Key, dict[str, JsonValue]]:
-        """A materialized table's rows by primary key, values in their JSON form.
-
-        Exact for string, long, double, boolean, bytes and json columns; decimals, timestamps
-        and dates come back as the database renders them.
-        """
-        names = [column.name for column in schema.columns]
-        rows = self._fetchall(
-            f"SELECT {', '.join(map(quote_identifier, names))} FROM {quote_identifier(table)}", ()
-        )
-        found: dict[Key, dict[str, JsonValue]] = {}
-        for row in rows:
-            values = {c.name: _json_value(c, v) for c, v in zip(schema.columns, row, strict=True)}
-            found[tuple(cast(Scalar, values[k]) for k in schema.primary_key)] = values
-        return found
-
     def apply_batch(
         self,
         *,
@@ -229,6 +177,7 @@ class SqlChangeSink(SqlStore):
         messages: MessageRows,
         schema: TableSchema,
         retired: Collection[str] = (),
+        former_types: Mapping[str, Sequence[ColumnType]] = _NO_FORMER_TYPES,
     ) -> ChangeBatchReceipt:
         """Store and apply one micro-batch's `messages` (in order) in one transaction.
 
@@ -237,10 +186,15 @@ class SqlChangeSink(SqlStore):
         `require_checkpoint`). `schema` is the table's current accepted schema, which no message
         is newer than: the target table is created from it on first use, and follows it, in the
         transaction that applies the batch, by adding the columns it adds and dropping those it
-        no longer has (an accepted drop or rename). Only the columns in `retired` are dropped:
-        those an older version had (`SchemaRegistry.retired_columns`), so a column someone
-        added to the table by hand stays. Values of columns `schema` does not have, which
-        messages of an older version carry, are not materialized.
+        no longer has (an accepted drop or rename), retyping the columns it retypes and, while
+        the table holds no row, taking its new primary key. Only the columns in `retired` are
+        dropped, and only columns the table holds in one of their `former_types` are retyped:
+        what older versions had (`SchemaRegistry.history`), so a column someone added to the
+        table by hand stays. A retype converts the rows' values, and is
+        MaterializedRetypeError when one cannot be (`retyped_value`); a key change of a table
+        with rows is MaterializedKeyChangeError (see `_rekey`): either way nothing is written.
+        Values of columns `schema` does not have, which messages of an older version carry, are
+        not materialized.
         """
         with self._db.write_transaction() as conn:
             claimed = conn.execute(
@@ -260,7 +214,7 @@ class SqlChangeSink(SqlStore):
                 return ChangeBatchReceipt(is_applied=False, messages=0)
             self._insert_messages(conn, materializer, batch_id, messages)
             if len(messages):
-                self._ensure_table(conn, target_table, schema, retired)
+                self._ensure_table(conn, target_table, schema, retired, former_types)
                 self._apply(conn, target_table, _net_changes(messages), schema)
         return ChangeBatchReceipt(is_applied=True, messages=len(messages))
 
@@ -304,35 +258,6 @@ class SqlChangeSink(SqlStore):
             rows,
         )
 
-    def _ensure_table(
-        self, conn: SqlConnection, table: str, schema: TableSchema, retired: Collection[str]
-    ) -> None:
-        """Create the table from `schema`, or add its missing columns and drop the retired."""
-        found = conn.execute(self._sql(self.TABLE_COLUMNS), (table,)).fetchall()
-        existing = {str(row[0]) for row in found}
-        name = self._identifier
-        if not existing:
-            definitions = [
-                f"{name(c.name)} {self.COLUMN_TYPES[c.type]}"
-                + (" NOT NULL" if c.name in schema.key_names else "")
-                for c in schema.columns
-            ]
-            conn.execute(
-                f"CREATE TABLE {name(table)} ({', '.join(definitions)}, "
-                f"PRIMARY KEY ({', '.join(map(name, schema.primary_key))}))",
-                (),
-            )
-            return
-        for column in schema.columns:
-            if column.name not in existing:
-                conn.execute(
-                    f"ALTER TABLE {name(table)} ADD COLUMN "
-                    f"{name(column.name)} {self.COLUMN_TYPES[column.type]}",
-                    (),
-                )
-        for dropped in sorted(existing.intersection(retired) - set(schema.names)):
-            conn.execute(f"ALTER TABLE {name(table)} DROP COLUMN {name(dropped)}", ())
-
     def _apply(
         self,
         conn: SqlConnection,
@@ -366,21 +291,3 @@ class SqlChangeSink(SqlStore):
                 f"ON CONFLICT ({', '.join(map(name, key))}) {update}"
             )
             self._executemany(conn, sql, rows)
-
-    def _identifier(self, name: str) -> str:
-        """`name` quoted for statements that also carry parameters."""
-        return quote_identifier(name)
-
-    def _sql_value(self, column: Column, value: JsonValue) -> object:
-        """A message value as this backend's driver takes it for the column's SQL type."""
-        if value is None:
-            return None
-        match column.type:
-            case ColumnType.JSON:
-                return compact_json(value)
-            case ColumnType.BYTES:
-                return bytes.fromhex(str(value).removeprefix("\\x"))
-            case ColumnType.DECIMAL:
-                return str(value)
-            case _:
-                return value

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, ClassVar, cast
 
 import psycopg
 
 from ordo.cdc.mutation import JsonValue
-from ordo.cdc.schema import Column, ColumnType
+from ordo.cdc.schema import Column, ColumnType, TableSchema
 from ordo.storage.sql_change_sink import SqlChangeSink
 from ordo.storage.sql_store import SqlConnection
+
+_TABLE = "to_regclass(quote_ident(current_schema()) || '.' || quote_ident({p}))"
+"""The oid of the table named by the parameter, in the current schema (null if absent)."""
 
 
 class PostgresChangeSink(SqlChangeSink):
@@ -24,19 +27,58 @@ class PostgresChangeSink(SqlChangeSink):
         ColumnType.DOUBLE: "DOUBLE PRECISION",
         ColumnType.BOOLEAN: "BOOLEAN",
         ColumnType.DECIMAL: "NUMERIC",
-        ColumnType.TIMESTAMP: "TIMESTAMPTZ",
+        ColumnType.TIMESTAMP: "TIMESTAMP WITH TIME ZONE",
         ColumnType.DATE: "DATE",
         ColumnType.BYTES: "BYTEA",
         ColumnType.JSON: "JSONB",
     }
     TABLE_COLUMNS = (
-        "SELECT column_name FROM information_schema.columns "
-        "WHERE table_schema = current_schema() AND table_name = {p}"
+        "SELECT a.attname, format_type(a.atttypid, a.atttypmod), k.position "
+        "FROM pg_attribute AS a LEFT JOIN pg_index AS i "
+        "ON i.indrelid = a.attrelid AND i.indisprimary "
+        "LEFT JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k (attnum, position) "
+        "ON k.attnum = a.attnum "
+        f"WHERE a.attrelid = {_TABLE} AND a.attnum > 0 AND NOT a.attisdropped "
+        "ORDER BY a.attnum"
     )
 
     def _identifier(self, name: str) -> str:
         # psycopg reads % as the start of a placeholder in statements that carry parameters.
         return super()._identifier(name).replace("%", "%%")
+
+    def _retable(
+        self,
+        conn: SqlConnection,
+        table: str,
+        *,
+        key: tuple[str, ...],
+        schema: TableSchema,
+        retyped: Collection[str],
+    ) -> None:
+        """One ALTER TABLE: the retyped columns' types, and a new primary key for the old one.
+
+        USING NULL: the sink writes the converted values after. The old key columns that leave
+        the key lose their NOT NULL (the sink set it for the key).
+        """
+        name = self._identifier
+        actions = [
+            f"ALTER COLUMN {name(c)} TYPE {self.COLUMN_TYPES[schema.by_name[c].type]} USING NULL"
+            for c in retyped
+        ]
+        if key != schema.primary_key:
+            primary = conn.execute(
+                self._sql(
+                    f"SELECT conname FROM pg_constraint WHERE conrelid = {_TABLE} AND contype = 'p'"
+                ),
+                (table,),
+            ).fetchone()
+            if primary is not None:
+                actions.append(f"DROP CONSTRAINT {name(primary[0])}")
+            actions.extend(
+                f"ALTER COLUMN {name(c)} DROP NOT NULL" for c in key if c not in schema.key_names
+            )
+            actions.append(f"ADD PRIMARY KEY ({', '.join(map(name, schema.primary_key))})")
+        conn.execute(f"ALTER TABLE {name(table)} {', '.join(actions)}", ())
 
     def _sql_value(self, column: Column, value: JsonValue) -> object:
         if column.type is ColumnType.TIMESTAMP and isinstance(value, str):

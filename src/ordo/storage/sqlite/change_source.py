@@ -26,7 +26,7 @@ from ordo.cdc.mutation import Audit, Cell, Mutation, snapshot_segment
 from ordo.cdc.ports import CapturedWindow, SourceStatus
 from ordo.cdc.schema import Column, ColumnType, TableSchema, require_captured_key
 from ordo.errors import CaptureError, UnmappableColumnTypeError
-from ordo.storage.sql_change_sink import quote_identifier
+from ordo.storage.sql_materialized_table import quote_identifier
 from ordo.storage.sqlite.change_triggers import (
     CHANGES,
     snapshot_sql,

@@ -10,7 +10,7 @@ rendered as JSON of the column's logical type or set aside under a name no schem
 from __future__ import annotations
 
 from ordo.cdc.schema import INFINITIES, Column, ColumnType, TableSchema, not_json_cell
-from ordo.storage.sql_change_sink import quote_identifier
+from ordo.storage.sql_materialized_table import quote_identifier
 
 CHANGES = "ordo_cdc_changes"
 """The change table the triggers write to; its rowid is the change's position."""

@@ -1,0 +1,296 @@
+"""The sink's materialized tables: created from a table's current accepted schema, following it.
+
+The sink (`SqlChangeSink`) calls `_ensure_table` in the transaction that applies a batch, so a
+table changes with the batch or not at all: it gets the columns the schema adds, loses those an
+accepted version drops, takes a column's new type after an accepted retype (its rows' values
+converted, or the batch refused) and, while it holds no row, a new primary key. The backends add
+their column types, how they list a table's columns and how they change a column's type or the
+primary key (PostgreSQL alters the table; SQLite, which cannot, rebuilds it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any, ClassVar, cast
+
+from ordo.cdc.json_text import compact_json
+from ordo.cdc.mutation import JsonValue, Key, Scalar
+from ordo.cdc.retype import retyped_value
+from ordo.cdc.schema import Column, ColumnType, TableSchema
+from ordo.errors import CdcError, MaterializedKeyChangeError, MaterializedRetypeError
+from ordo.storage.sql_store import SqlConnection, SqlStore
+
+
+def quote_identifier(name: str) -> str:
+    """`name` as a quoted SQL identifier (the same rule on SQLite and PostgreSQL)."""
+    if not name or "\x00" in name:
+        msg = f"not a usable table or column name: {name!r}"
+        raise CdcError(msg)
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _json_value(column: Column, value: Any) -> JsonValue:
+    """A value read from a materialized table back in its message (JSON) form."""
+    if value is None:
+        return None
+    match column.type:
+        case ColumnType.BOOLEAN:
+            return bool(value)
+        case ColumnType.BYTES:
+            return bytes(value).hex()
+        case ColumnType.JSON:
+            return cast(JsonValue, json.loads(value) if isinstance(value, str) else value)
+        case ColumnType.DECIMAL | ColumnType.TIMESTAMP | ColumnType.DATE:
+            return value if isinstance(value, str) else str(value)
+        case _:
+            return cast(JsonValue, value)
+
+
+@dataclass(frozen=True, slots=True)
+class _TableColumn:
+    """One column of a materialized table as the database lists it."""
+
+    name: str
+    sql_type: str
+    key_position: int
+    """Its place in the primary key from 1; 0 when it is not a key column."""
+
+
+class SqlMaterializedTable(SqlStore):
+    """Creates, reads and reshapes materialized tables (thread-safe as its datastore is)."""
+
+    COLUMN_TYPES: ClassVar[Mapping[ColumnType, str]]
+    """The SQL type of each logical column type on this backend, spelt as the database lists
+    a column's type (compared case-insensitively)."""
+    TABLE_COLUMNS: ClassVar[str]
+    """A query with one `{p}` (the table name) listing the table's columns in order, each as
+    (name, SQL type, place in the primary key from 1 or 0); no row if the table is absent."""
+
+    def _executemany(self, conn: SqlConnection, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        raise NotImplementedError
+
+    def _retable(
+        self,
+        conn: SqlConnection,
+        table: str,
+        *,
+        key: tuple[str, ...],
+        schema: TableSchema,
+        retyped: Collection[str],
+    ) -> None:
+        """Retype the `retyped` columns (values all null) and make `schema`'s key the table's.
+
+        `key` is the table's primary key now. Every other column stays as it is.
+        """
+        raise NotImplementedError
+
+    def has_table(self, table: str) -> bool:
+        """Whether `table` exists: a materialized table is created with its first messages."""
+        return self._fetchone(self.TABLE_COLUMNS, (table,)) is not None
+
+    def read_table(self, table: str, schema: TableSchema) -> dict[Key, dict[str, JsonValue]]:
+        """A materialized table's rows by primary key, values in their JSON form.
+
+        Exact for string, long, double, boolean, bytes and json columns; decimals, timestamps
+        and dates come back as the database renders them.
+        """
+        name = self._identifier
+        rows = self._fetchall(f"SELECT {', '.join(map(name, schema.names))} FROM {name(table)}", ())
+        found: dict[Key, dict[str, JsonValue]] = {}
+        for row in rows:
+            values = {c.name: _json_value(c, v) for c, v in zip(schema.columns, row, strict=True)}
+            found[tuple(cast(Scalar, values[k]) for k in schema.primary_key)] = values
+        return found
+
+    def _ensure_table(
+        self,
+        conn: SqlConnection,
+        table: str,
+        schema: TableSchema,
+        retired: Collection[str],
+        former_types: Mapping[str, Sequence[ColumnType]],
+    ) -> None:
+        """Create the table from `schema`, or make it follow `schema` (one read of its columns).
+
+        Only columns ordo made from a version change: a retired column is dropped, and a column
+        is retyped when the table holds it in the SQL type of one of its `former_types` (newest
+        first: SQLite stores several logical types as one SQL type), so a column added or
+        altered by hand stays as it is.
+        """
+        found = [
+            _TableColumn(str(column), str(sql_type), int(position or 0))
+            for column, sql_type, position in conn.execute(
+                self._sql(self.TABLE_COLUMNS), (table,)
+            ).fetchall()
+        ]
+        if not found:
+            self._create(conn, table, schema)
+            return
+        retyped = self._retyped(found, schema, former_types)
+        keyed = sorted((c for c in found if c.key_position), key=attrgetter("key_position"))
+        key = tuple(c.name for c in keyed)
+        if key != schema.primary_key or not schema.key_names.isdisjoint(retyped):
+            self._rekey(conn, table, key, schema, retyped)
+        elif retyped:
+            self._retype(conn, table, schema, retyped)
+        existing = {c.name for c in found}
+        name = self._identifier
+        for column in schema.columns:
+            if column.name not in existing:
+                conn.execute(
+                    f"ALTER TABLE {name(table)} ADD COLUMN "
+                    f"{name(column.name)} {self.COLUMN_TYPES[column.type]}",
+                    (),
+                )
+        for dropped in sorted(existing.intersection(retired) - set(schema.names)):
+            conn.execute(f"ALTER TABLE {name(table)} DROP COLUMN {name(dropped)}", ())
+
+    def _create(self, conn: SqlConnection, table: str, schema: TableSchema) -> None:
+        name = self._identifier
+        definitions = [
+            f"{name(c.name)} {self.COLUMN_TYPES[c.type]}"
+            + (" NOT NULL" if c.name in schema.key_names else "")
+            for c in schema.columns
+        ]
+        conn.execute(
+            f"CREATE TABLE {name(table)} ({', '.join(definitions)}, "
+            f"PRIMARY KEY ({', '.join(map(name, schema.primary_key))}))",
+            (),
+        )
+
+    def _retyped(
+        self,
+        found: Sequence[_TableColumn],
+        schema: TableSchema,
+        former_types: Mapping[str, Sequence[ColumnType]],
+    ) -> dict[str, Column]:
+        """The columns of `schema` the table holds in a former type: that type, by name."""
+        sql_types = {c.name: c.sql_type.casefold() for c in found}
+        retyped: dict[str, Column] = {}
+        for column in schema.columns:
+            held = sql_types.get(column.name)
+            if held is None or held == self.COLUMN_TYPES[column.type].casefold():
+                continue
+            for former in former_types.get(column.name, ()):
+                if held == self.COLUMN_TYPES[former].casefold():
+                    retyped[column.name] = Column(name=column.name, type=former)
+                    break
+        return retyped
+
+    def _rekey(
+        self,
+        conn: SqlConnection,
+        table: str,
+        key: tuple[str, ...],
+        schema: TableSchema,
+        retyped: Mapping[str, Column],
+    ) -> None:
+        """Give an empty table `schema`'s primary key; refuse a table with rows.
+
+        After an accepted key change (or a key column's retype, which changes the key values)
+        the materializer's fold state and every message it emits are keyed by the new key, so
+        no later message names a row written under the old one: re-keying such rows, even where
+        their values would allow it, would leave rows that no update or delete reaches, and a
+        row's first message under its new key (from empty state) would not carry what the
+        table holds. So a table with rows is refused (MaterializedKeyChangeError; the batch
+        changes nothing) and the operator materializes the table afresh from a change log that
+        starts with the new key. An empty table holds nothing of the old key: it takes the new.
+        """
+        if conn.execute(f"SELECT 1 FROM {self._identifier(table)} LIMIT 1", ()).fetchone():
+            raise MaterializedKeyChangeError(
+                table=table,
+                key=key,
+                new_key=schema.primary_key,
+                retyped=tuple(
+                    f"column {n!r} retyped {old.type.value} -> {schema.by_name[n].type.value}"
+                    for n, old in retyped.items()
+                    if n in schema.key_names
+                ),
+            )
+        self._retable(conn, table, key=key, schema=schema, retyped=retyped)
+
+    def _retype(
+        self, conn: SqlConnection, table: str, schema: TableSchema, retyped: Mapping[str, Column]
+    ) -> None:
+        """Give the `retyped` (value) columns their types in `schema`, converting each row's value.
+
+        The values are converted in their message form (`retyped_value`), so alike on every
+        backend (a database's casts are not: SQLite turns 'abc' into 0): all are converted
+        before the table changes, and one the new type cannot hold is MaterializedRetypeError.
+        Then the columns change type (their values null) and the converted values are written
+        back by key. It reads and rewrites every row holding a value in one of the columns.
+        """
+        name, key = self._identifier, schema.primary_key
+        columns = list(retyped)
+        rows = conn.execute(
+            f"SELECT {', '.join(map(name, [*key, *columns]))} FROM {name(table)} "
+            f"WHERE {' OR '.join(f'{name(c)} IS NOT NULL' for c in columns)}",
+            (),
+        ).fetchall()
+        updates = [self._converted(table, schema, retyped, row) for row in rows]
+        self._retable(conn, table, key=key, schema=schema, retyped=retyped)
+        if updates:
+            p = self.PARAM
+            self._executemany(
+                conn,
+                f"UPDATE {name(table)} SET {', '.join(f'{name(c)} = {p}' for c in columns)} "
+                f"WHERE {' AND '.join(f'{name(k)} = {p}' for k in key)}",
+                updates,
+            )
+
+    def _converted(
+        self,
+        table: str,
+        schema: TableSchema,
+        retyped: Mapping[str, Column],
+        row: Sequence[Any],
+    ) -> list[object]:
+        """An UPDATE's parameters for a row `_retype` read: the converted values, then the key."""
+        width = len(schema.primary_key)
+        key = [
+            _json_value(schema.by_name[k], v)
+            for k, v in zip(schema.primary_key, row[:width], strict=True)
+        ]
+        values: list[object] = []
+        for (column, old), held in zip(retyped.items(), row[width:], strict=True):
+            new, value = schema.by_name[column], _json_value(old, held)
+            try:
+                converted = retyped_value(value, new.type)
+            except ValueError as exc:
+                raise MaterializedRetypeError(
+                    table=table,
+                    column=column,
+                    old=old.type.value,
+                    new=new.type.value,
+                    key=tuple(key),
+                    value=value,
+                ) from exc
+            values.append(self._sql_value(new, converted))
+        return [
+            *values,
+            *(
+                self._sql_value(schema.by_name[k], v)
+                for k, v in zip(schema.primary_key, key, strict=True)
+            ),
+        ]
+
+    def _identifier(self, name: str) -> str:
+        """`name` quoted for statements that also carry parameters."""
+        return quote_identifier(name)
+
+    def _sql_value(self, column: Column, value: JsonValue) -> object:
+        """A message value as this backend's driver takes it for the column's SQL type."""
+        if value is None:
+            return None
+        match column.type:
+            case ColumnType.JSON:
+                return compact_json(value)
+            case ColumnType.BYTES:
+                return bytes.fromhex(str(value).removeprefix("\\x"))
+            case ColumnType.DECIMAL:
+                return str(value)
+            case _:
+                return value

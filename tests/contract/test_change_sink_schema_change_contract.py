@@ -1,0 +1,199 @@
+"""The materialized table after an accepted retype or key change, on both backends."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from ordo.cdc import Audit, ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
+from ordo.cdc.message_rows import MessageRows
+from ordo.errors import MaterializedKeyChangeError, MaterializedRetypeError
+from ordo.storage.open import Stores
+from ordo.storage.sql_change_sink import ChangeBatchReceipt, SqlChangeSink
+
+ID = Column(name="id", type=ColumnType.LONG, nullable=False)
+S = Column(name="s", type=ColumnType.STRING)
+V1 = TableSchema(
+    table="items",
+    columns=(
+        ID,
+        Column(name="n", type=ColumnType.LONG),
+        S,
+        Column(name="m 100%", type=ColumnType.STRING),
+    ),
+    partition_key=("id",),
+)
+V2 = TableSchema(
+    table="items",
+    columns=(
+        ID,
+        Column(name="n", type=ColumnType.STRING),
+        S,
+        Column(name="m 100%", type=ColumnType.DOUBLE),
+    ),
+    partition_key=("id",),
+)
+"""V1 with `n` retyped long -> string and `m 100%` string -> double."""
+V2_FORMER = {"n": (ColumnType.LONG,), "m 100%": (ColumnType.STRING,)}
+TARGET = 'odd "items"'
+QUERY = "3f5e0d1c-0000-4000-8000-000000000002"
+
+
+def _message(
+    op: ChangeOp, schema: TableSchema, row: Mapping[str, Any], *, before: bool = False
+) -> ChangeMessage:
+    full = {name: row.get(name) for name in schema.names}
+    return ChangeMessage(
+        table="items",
+        op=op,
+        key=tuple(full[k] for k in schema.primary_key),
+        before=full if before or op is ChangeOp.DELETE else None,
+        after=None if op is ChangeOp.DELETE else full,
+        schema_id=1,
+        write_time=1,
+        audit=Audit(source="test", position=1),
+    )
+
+
+def _apply(
+    sink: SqlChangeSink,
+    batch_id: int,
+    messages: Sequence[ChangeMessage],
+    schema: TableSchema,
+    former_types: Mapping[str, Sequence[ColumnType]] | None = None,
+) -> ChangeBatchReceipt:
+    return sink.apply_batch(
+        materializer="m",
+        query_id=QUERY,
+        batch_id=batch_id,
+        target_table=TARGET,
+        messages=MessageRows.from_messages(messages),
+        schema=schema,
+        former_types=former_types or {},
+    )
+
+
+def _create(sink: SqlChangeSink, *rows: Mapping[str, Any]) -> None:
+    """Batch 0: the table under V1 with `rows`."""
+    _apply(sink, 0, [_message(ChangeOp.CREATE, V1, row) for row in rows], V1)
+
+
+def _columns(sink: SqlChangeSink) -> list[str]:
+    with sink._db.connection() as conn:
+        cursor = conn.execute('SELECT * FROM "odd ""items""" WHERE false')
+        return [d[0] for d in cursor.description]  # type: ignore[attr-defined]
+
+
+def test_an_accepted_retype_converts_the_column_in_the_batchs_transaction(stores: Stores) -> None:
+    """The column takes its new SQL type (no affinity or cast turns "007" into 7 any more), and
+    the rows written before keep their values in the new type. A column added by hand stays."""
+    sink = stores.change_sink
+    _create(sink, {"id": 1, "n": 5, "s": "a", "m 100%": "1.5"}, {"id": 2, "s": "b"})
+    with sink._db.write_transaction() as conn:
+        conn.execute('ALTER TABLE "odd ""items""" ADD COLUMN loaded_by TEXT', ())
+        conn.execute('UPDATE "odd ""items""" SET loaded_by = \'me\'', ())
+    row = {"id": 3, "n": "007", "s": "c", "m 100%": 2.5}
+
+    assert _apply(sink, 1, [_message(ChangeOp.CREATE, V2, row)], V2, V2_FORMER).is_applied
+
+    assert sink.read_table(TARGET, V2) == {
+        (1,): {"id": 1, "n": "5", "s": "a", "m 100%": 1.5},
+        (2,): {"id": 2, "n": None, "s": "b", "m 100%": None},
+        (3,): row,
+    }
+    assert _columns(sink) == [*V2.names, "loaded_by"]
+    with sink._db.connection() as conn:
+        assert conn.execute('SELECT loaded_by FROM "odd ""items""" WHERE id = 1').fetchall() == [
+            ("me",)
+        ]
+    later = {**row, "n": "8", "m 100%": 3}
+    assert _apply(sink, 2, [_message(ChangeOp.UPDATE, V2, later, before=True)], V2, V2_FORMER)
+    assert sink.read_table(TARGET, V2)[(3,)] == {**later, "m 100%": 3.0}
+
+
+def test_a_retype_a_row_cannot_take_is_refused_and_changes_nothing(stores: Stores) -> None:
+    """Refused naming the table, column, types, row and value; once the operator fixes the
+    row, the materializer's next attempt applies the batch."""
+    sink = stores.change_sink
+    _create(sink, {"id": 1, "m 100%": "1.5"}, {"id": 2, "m 100%": "abc"})
+    batch = [_message(ChangeOp.CREATE, V2, {"id": 3, "m 100%": 2.5})]
+
+    with pytest.raises(MaterializedRetypeError) as refused:
+        _apply(sink, 1, batch, V2, V2_FORMER)
+
+    assert str(refused.value) == (
+        "materialized table 'odd \"items\"': column 'm 100%' cannot be retyped string -> "
+        "double: the row with key (2,) holds 'abc', which is not a double; nothing was "
+        "applied. Correct or clear that value in the table and run the materializer again, "
+        "or materialize into another --target-table (see docs/cdc.md, 'Schemas')"
+    )
+    assert (refused.value.table, refused.value.column, refused.value.key) == (
+        TARGET,
+        "m 100%",
+        (2,),
+    )
+    assert sink.last_batch_id("m") == 0
+    assert sink.read_table(TARGET, V1) == {
+        (1,): {"id": 1, "n": None, "s": None, "m 100%": "1.5"},
+        (2,): {"id": 2, "n": None, "s": None, "m 100%": "abc"},
+    }
+    with sink._db.write_transaction() as conn:
+        conn.execute('UPDATE "odd ""items""" SET "m 100%" = NULL WHERE id = 2')
+    assert _apply(sink, 1, batch, V2, V2_FORMER).is_applied
+    rows = sorted(sink.read_table(TARGET, V2).items())
+    assert [row["m 100%"] for _, row in rows] == [1.5, None, 2.5]
+
+
+KEYED_BY_ID_AND_S = TableSchema(table="items", columns=V1.columns, partition_key=("id", "s"))
+ID_AS_TEXT = TableSchema(
+    table="items",
+    columns=(Column(name="id", type=ColumnType.STRING, nullable=False), *V1.columns[1:]),
+    partition_key=("id",),
+)
+
+
+@pytest.mark.parametrize(
+    ("schema", "former_types", "keys"),
+    [
+        (KEYED_BY_ID_AND_S, {}, "('id', 's')"),
+        (ID_AS_TEXT, {"id": (ColumnType.LONG,)}, "('id',) (column 'id' retyped long -> string)"),
+    ],
+    ids=["new key", "retyped key column"],
+)
+def test_a_key_change_of_a_table_with_rows_is_refused_and_changes_nothing(
+    stores: Stores,
+    schema: TableSchema,
+    former_types: Mapping[str, Sequence[ColumnType]],
+    keys: str,
+) -> None:
+    """The rows are keyed by the old key, the fold state and every later message by the new."""
+    sink = stores.change_sink
+    _create(sink, {"id": 1, "s": "a"})
+    batch = [_message(ChangeOp.CREATE, schema, {"id": 1 if schema is not ID_AS_TEXT else "2"})]
+
+    with pytest.raises(MaterializedKeyChangeError) as refused:
+        _apply(sink, 1, batch, schema, former_types)
+
+    assert str(refused.value).startswith(
+        f"materialized table 'odd \"items\"' holds rows keyed by ('id',), the table's current "
+        f"schema is keyed by {keys}: "
+    )
+    assert sink.last_batch_id("m") == 0
+    assert sink.read_table(TARGET, V1) == {(1,): {"id": 1, "n": None, "s": "a", "m 100%": None}}
+
+
+def test_an_empty_table_takes_the_new_key(stores: Stores) -> None:
+    sink = stores.change_sink
+    _create(sink, {"id": 1, "s": "a"})
+    _apply(sink, 1, [_message(ChangeOp.DELETE, V1, {"id": 1, "s": "a"})], V1)
+    rows = [{"id": 1, "s": "a", "n": 1}, {"id": 1, "s": "b", "n": 2}]
+
+    batch = [_message(ChangeOp.CREATE, KEYED_BY_ID_AND_S, row) for row in rows]
+    assert _apply(sink, 2, batch, KEYED_BY_ID_AND_S).is_applied
+
+    assert sorted(sink.read_table(TARGET, KEYED_BY_ID_AND_S)) == [(1, "a"), (1, "b")]
+    update = {"id": 1, "s": "b", "n": 3}
+    _apply(sink, 3, [_message(ChangeOp.UPDATE, KEYED_BY_ID_AND_S, update)], KEYED_BY_ID_AND_S)
+    assert sink.read_table(TARGET, KEYED_BY_ID_AND_S)[(1, "b")]["n"] == 3
