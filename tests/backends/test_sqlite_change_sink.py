@@ -43,26 +43,35 @@ def _apply(sink: SqlChangeSink, batch_id: int, schema: TableSchema, key: int, n:
 
 
 def test_a_retype_keeps_the_tables_indexes_triggers_and_views(tmp_path: Path) -> None:
-    """The rebuild creates them again; a view naming the table does not stop its rename."""
+    """The rebuild creates them again, keeps a hand-made column's NOT NULL and default (an
+    expression too, in a table made by hand), and a view naming the table does not stop its
+    rename."""
     path = tmp_path / "sink.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE t_materialized (id INTEGER NOT NULL, n INTEGER, "
+            "by_hand TEXT NOT NULL DEFAULT (lower('ME')), PRIMARY KEY (id))"
+        )
+        conn.execute("CREATE INDEX t_n ON t_materialized (n)")
+        conn.execute("CREATE TABLE seen (id INTEGER)")
+        conn.execute(
+            "CREATE TRIGGER t_seen AFTER UPDATE ON t_materialized "
+            "BEGIN INSERT INTO seen VALUES (new.id); END"
+        )
+        conn.execute("CREATE VIEW t_view AS SELECT n FROM t_materialized")
     with stores_at(f"sqlite:///{path}") as stores:
         _apply(stores.change_sink, 0, V1, 1, 5)
-        with sqlite3.connect(path) as conn:
-            conn.execute("CREATE INDEX t_n ON t_materialized (n)")
-            conn.execute("CREATE TABLE seen (id INTEGER)")
-            conn.execute(
-                "CREATE TRIGGER t_seen AFTER UPDATE ON t_materialized "
-                "BEGIN INSERT INTO seen VALUES (new.id); END"
-            )
-            conn.execute("CREATE VIEW t_view AS SELECT n FROM t_materialized")
         _apply(stores.change_sink, 1, V2, 2, "x")
 
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT n FROM t_view ORDER BY n").fetchall() == [("5",), ("x",)]
-        assert conn.execute("SELECT type FROM pragma_table_info('t_materialized')").fetchall() == [
-            ("INTEGER",),
-            ("TEXT",),
+        columns = 'SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(?)'
+        assert conn.execute(columns, ("t_materialized",)).fetchall() == [
+            ("id", "INTEGER", 1, None, 1),
+            ("n", "TEXT", 0, None, 0),
+            ("by_hand", "TEXT", 1, "lower('ME')", 0),
         ]
+        assert conn.execute("SELECT DISTINCT by_hand FROM t_materialized").fetchall() == [("me",)]
         made = (
             "SELECT type, name FROM sqlite_master WHERE tbl_name = 't_materialized' "
             "AND type IN ('index', 'trigger') ORDER BY name"

@@ -62,7 +62,7 @@ class SQLiteChangeSink(SqlChangeSink):
             f"{name(column)} "
             + (self.COLUMN_TYPES[schema.by_name[column].type] if column in retyped else declared)
             + (" NOT NULL" if column in schema.key_names or (notnull and column not in key) else "")
-            + ("" if default is None else f" DEFAULT {default}")
+            + ("" if default is None else f" DEFAULT ({default})")  # listed without its ()
             for column, declared, notnull, default in columns
         ]
         rebuilt = name(f"{table} (rebuilt by ordo)")
