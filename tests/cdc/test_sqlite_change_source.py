@@ -22,6 +22,7 @@ from ordo.cdc.materializer import materialize_partition
 from ordo.cdc.mutation import Mutation
 from ordo.cdc.row_state import PartitionState
 from ordo.cdc.schema import TableSchema
+from ordo.cdc.schema_catalog import ResolvedSchema
 from ordo.clock import ManualClock
 from ordo.errors import (
     CaptureError,
@@ -434,7 +435,9 @@ def test_a_json_column_holding_text_that_is_not_json_is_captured_and_dead_letter
         "tags (not JSON)": "Infinity",
     }
     (schema,) = documents.schemas()
-    folded = materialize_partition(PartitionState(), [malformed], lambda _: (7, schema))
+    folded = materialize_partition(
+        PartitionState(), [malformed], lambda _: ResolvedSchema(schema_id=7, schema=schema)
+    )
     assert [r.reason for r in folded.rejected] == [
         "does not fit schema id 7: column 'body': '{oops' is not JSON text"
     ]
@@ -475,7 +478,9 @@ def test_json_holding_a_number_beyond_a_double_is_captured_and_dead_lettered(
         "tags (not JSON)": "[-1.5E+400]",
     }
     (schema,) = documents.schemas()
-    folded = materialize_partition(PartitionState(), [beyond], lambda _: (7, schema))
+    folded = materialize_partition(
+        PartitionState(), [beyond], lambda _: ResolvedSchema(schema_id=7, schema=schema)
+    )
     assert [r.reason for r in folded.rejected] == [
         "does not fit schema id 7: column 'body': '{\"a\": [1, 1e999]}' is JSON that cannot be "
         "carried: number 1e999 is out of the range of a double"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ordo.cdc.cell_names import SAME_NAMES, CellNames
 from ordo.cdc.json_text import NumberOutOfRangeError, parse_application_json
 from ordo.cdc.mutation import Audit, JsonValue, Key, Mutation
 from ordo.cdc.row_state import PartitionState
@@ -109,14 +110,21 @@ def _op(before: Row | None, after: Row | None) -> ChangeOp:
 
 
 def fold(
-    state: PartitionState, mutation: Mutation, schema: TableSchema
+    state: PartitionState,
+    mutation: Mutation,
+    schema: TableSchema,
+    *,
+    cells: CellNames = SAME_NAMES,
 ) -> tuple[PartitionState, list[ChangeMessage]]:
     """Reconcile `mutation` into `state`; return the new state and a message per changed row.
 
     Rows the mutation does not name are compared too where they can have changed: every row on a
     partition delete, and rows with a TTL when event time moved on (they may have expired).
+    `cells` are the cell names of `schema`'s version (`ordo.cdc.cell_names`): where its writes
+    of a column dropped and added again go, and where messages read such a column, so the cells
+    written before the drop are never shown again.
     """
-    merged = state.merged(mutation)
+    merged = state.merged(cells.stored(mutation))
     if mutation.partition_deleted_at is not None:
         touched = sorted(merged.rows, key=repr)
     else:
@@ -135,8 +143,10 @@ def fold(
         if before_values == after_values:
             continue
         key = mutation.partition_key + clustering_key
-        before = None if before_values is None else full_row(schema, key, before_values)
-        after = None if after_values is None else full_row(schema, key, after_values)
+        before = (
+            None if before_values is None else full_row(schema, key, cells.shown(before_values))
+        )
+        after = None if after_values is None else full_row(schema, key, cells.shown(after_values))
         if before == after:
             continue
         messages.append(

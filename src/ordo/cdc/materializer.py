@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from ordo.cdc.change import ChangeMessage, ChangeOp, fold, mutation_problems
 from ordo.cdc.mutation import Mutation
 from ordo.cdc.row_state import PartitionState
-from ordo.cdc.schema import TableSchema
+from ordo.cdc.schema_catalog import ResolvedSchema
 from ordo.errors import UnknownSchemaError
 
-SchemaResolver = Callable[[int | None], tuple[int, TableSchema]]
-"""Maps a mutation's schema id (None: the table's current accepted schema) to the schema id
-messages name and its schema; raises UnknownSchemaError when there is none."""
+SchemaResolver = Callable[[int | None], ResolvedSchema]
+"""Maps a mutation's schema id (None: the table's current accepted schema) to the version
+messages name (e.g. `SchemaCatalog.resolve`); raises UnknownSchemaError when there is none."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,16 +85,17 @@ def materialize_partition(
     rejected: list[RejectedMutation] = []
     for mutation in sorted(mutations, key=delivery_order):
         try:
-            schema_id, schema = resolve(mutation.schema_id)
+            resolved = resolve(mutation.schema_id)
         except UnknownSchemaError as exc:
             rejected.append(RejectedMutation(mutation=mutation, reason=str(exc)))
             continue
-        problems = mutation_problems(mutation, schema)
+        schema_id = resolved.schema_id
+        problems = mutation_problems(mutation, resolved.schema)
         if problems:
             reason = f"does not fit schema id {schema_id}: {'; '.join(problems)}"
             rejected.append(RejectedMutation(mutation=mutation, reason=reason))
             continue
-        state, changed = fold(state, mutation, schema)
+        state, changed = fold(state, mutation, resolved.schema, cells=resolved.cells)
         snapshot = mutation.audit.is_snapshot
         for message in changed:
             is_read = snapshot and message.op is ChangeOp.CREATE

@@ -8,13 +8,25 @@ it has not seen, so ids registered after the query started are found without a r
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+from ordo.cdc.cell_names import SAME_NAMES, CellNames, cell_names_by_id
 from ordo.cdc.ports import SchemaVersion
 from ordo.cdc.schema import TableSchema
 from ordo.errors import IncompatibleSchemaError, UnknownSchemaError
 
 VersionLoader = Callable[[], Sequence[SchemaVersion]]
 """Reads every version of the catalog's table, oldest first (e.g. `SchemaStore.versions`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResolvedSchema:
+    """The schema version a mutation or message names, as the fold uses it."""
+
+    schema_id: int
+    schema: TableSchema
+    cells: CellNames = SAME_NAMES
+    """Where the version's writes go in the fold state and where its messages read them."""
 
 
 class SchemaCatalog:
@@ -24,10 +36,11 @@ class SchemaCatalog:
         self.table = table
         self._load = load
         self._by_id: dict[int, SchemaVersion] | None = None
+        self._resolved: dict[int, ResolvedSchema] = {}
         self._unknown: set[int] = set()
 
-    def resolve(self, schema_id: int | None) -> tuple[int, TableSchema]:
-        """The schema id a message names and its schema; None means the current accepted one.
+    def resolve(self, schema_id: int | None) -> ResolvedSchema:
+        """The version a message names (None: the current accepted one) with its cell names.
 
         Raises UnknownSchemaError for an id the table does not have (after one reload), and
         IncompatibleSchemaError for a version still waiting for an operator: the pipeline stops
@@ -48,13 +61,21 @@ class SchemaCatalog:
             version = found
         if not version.is_accepted:
             raise IncompatibleSchemaError(table=self.table, version=version.version, problems=())
-        return version.schema_id, version.schema
+        return self._resolved[version.schema_id]
 
     def _versions(self, schema_id: int | None) -> dict[int, SchemaVersion]:
         by_id = self._by_id
         is_miss = schema_id is not None and by_id is not None and schema_id not in by_id
         if by_id is None or (is_miss and schema_id not in self._unknown):
-            by_id = self._by_id = {v.schema_id: v for v in self._load() if v.table == self.table}
+            loaded = [v for v in self._load() if v.table == self.table]
+            by_id = self._by_id = {v.schema_id: v for v in loaded}
+            cells = cell_names_by_id(loaded)
+            self._resolved = {
+                schema_id: ResolvedSchema(
+                    schema_id=schema_id, schema=by_id[schema_id].schema, cells=names
+                )
+                for schema_id, names in cells.items()
+            }
             if schema_id is not None and schema_id not in by_id:
                 self._unknown.add(schema_id)
         return by_id

@@ -21,7 +21,7 @@ from ordo.cdc import (
 )
 from ordo.cdc.materializer import materialize_partition
 from ordo.cdc.mutation import snapshot_segment
-from ordo.cdc.schema_catalog import SchemaCatalog
+from ordo.cdc.schema_catalog import ResolvedSchema, SchemaCatalog
 from ordo.cdc.state_json import decode_state, encode_state
 from ordo.errors import IncompatibleSchemaError, UnknownSchemaError
 
@@ -59,9 +59,9 @@ def _write(
     )
 
 
-def _resolve(schema_id: int | None) -> tuple[int, TableSchema]:
+def _resolve(schema_id: int | None) -> ResolvedSchema:
     if schema_id in (None, 4):
-        return 4, SCHEMA
+        return ResolvedSchema(schema_id=4, schema=SCHEMA)
     msg = f"no schema id {schema_id}"
     raise UnknownSchemaError(msg)
 
@@ -120,7 +120,7 @@ def test_the_catalog_reloads_on_a_miss_and_stops_at_a_pending_version() -> None:
         [_version(4, 1), _version(6, 2, accepted=False)],
     ]
     catalog = SchemaCatalog("users", lambda: loaded.pop(0) if len(loaded) > 1 else loaded[0])
-    assert catalog.resolve(None) == (4, SCHEMA)
+    assert catalog.resolve(None) == ResolvedSchema(schema_id=4, schema=SCHEMA)
     with pytest.raises(IncompatibleSchemaError):
         catalog.resolve(6)
     with pytest.raises(UnknownSchemaError):
