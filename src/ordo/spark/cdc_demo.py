@@ -57,13 +57,14 @@ def run_cdc_part(spark: SparkSession, *, journal: str, work_dir: Path) -> CdcDem
         registry = SchemaRegistry(stores.schemas)
         totals = Capture(source, Publisher(log), registry).run(until_idle=True)
         schema = registry.current(TABLE).schema
+        versions = registry.versions(TABLE)
     spec = MaterializerSpec(name=MATERIALIZER, table=TABLE, change_log=str(log.root), sink=journal)
     materialize_available(spark, spec, checkpoint=str(work_dir / "cdc-checkpoint"))
     with stores_at(journal) as stores:
         messages = list(stores.change_sink.read_messages(MATERIALIZER))
         copy = stores.change_sink.read_table(spec.target_table, schema)
         source_rows = stores.change_sink.read_table(TABLE, schema)
-    report = check(schema=schema, mutations=log.read(TABLE), messages=messages, table=copy)
+    report = check(versions=versions, mutations=log.read(TABLE), messages=messages, table=copy)
     differing = sum(
         1 for key in copy.keys() | source_rows.keys() if copy.get(key) != source_rows.get(key)
     )

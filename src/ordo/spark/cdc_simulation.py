@@ -74,5 +74,6 @@ def run_cdc_simulation(
     with stores_at(sink) as stores:
         messages = list(stores.change_sink.read_messages(MATERIALIZER))
         table = stores.change_sink.read_table(spec.target_table, SIMULATED_SCHEMA)
-    report = check(schema=SIMULATED_SCHEMA, mutations=deliveries, messages=messages, table=table)
+        versions = stores.schemas.versions(SIMULATED_SCHEMA.table)
+    report = check(versions=versions, mutations=deliveries, messages=messages, table=table)
     return CdcSimulationResult(report=report, deliveries=len(deliveries), seconds=seconds)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ordo.cdc.change import ChangeMessage, Row
 from ordo.cdc.mutation import Key, Mutation
+from ordo.cdc.ports import SchemaVersion
 from ordo.cdc.row_state import PartitionState
-from ordo.cdc.schema import TableSchema, full_row
+from ordo.cdc.schema import full_row
+from ordo.cdc.schema_catalog import ResolvedSchema, SchemaCatalog
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,19 +47,64 @@ class CdcReport:
         }
 
 
-def expected_rows(schema: TableSchema, mutations: Iterable[Mutation]) -> tuple[dict[Key, Row], int]:
-    """The last-write-wins merge of every mutation, as full rows by primary key, and the count."""
+def _catalog(versions: Sequence[SchemaVersion]) -> SchemaCatalog:
+    """The versions as the materializer resolves them (UnknownSchemaError for an unknown id)."""
+    table = versions[0].table if versions else ""
+    return SchemaCatalog(table, lambda: versions)
+
+
+def expected_rows(
+    versions: Sequence[SchemaVersion], mutations: Iterable[Mutation]
+) -> tuple[dict[Key, Row], int]:
+    """The last-write-wins merge of every mutation as full rows of the current version, by key.
+
+    Each mutation's cells go where the version it names puts them (`cell_names`), so values
+    written before a column was dropped do not show in the column added again. Also returns
+    how many mutations there were.
+    """
+    catalog = _catalog(versions)
     partitions: dict[Key, PartitionState] = defaultdict(PartitionState)
     count = 0
     for mutation in mutations:
-        partitions[mutation.partition_key] = partitions[mutation.partition_key].merged(mutation)
+        stored = catalog.resolve(mutation.schema_id).cells.stored(mutation)
+        partitions[mutation.partition_key] = partitions[mutation.partition_key].merged(stored)
         count += 1
+    current = catalog.resolve(None)
     rows = {
-        partition_key + clustering_key: full_row(schema, partition_key + clustering_key, values)
+        partition_key + clustering_key: full_row(
+            current.schema, partition_key + clustering_key, current.cells.shown(values)
+        )
         for partition_key, state in partitions.items()
         for clustering_key, values in state.visible_rows().items()
     }
     return rows, count
+
+
+def _shared(earlier: ResolvedSchema, later: ResolvedSchema) -> list[str]:
+    """The columns whose data `later` carries from `earlier`: both have them, none dropped since.
+
+    A column one of them does not have, or that was dropped and added again between them, may
+    hold anything in the other (null, or a value the row got under the other version).
+    """
+    return [
+        column
+        for column in later.schema.names
+        if column in earlier.schema.by_name
+        and earlier.cells.stored_as.get(column) == later.cells.stored_as.get(column)
+    ]
+
+
+def _is_chained(
+    previous: Row | None,
+    previous_schema: ResolvedSchema | None,
+    message: ChangeMessage,
+    schema: ResolvedSchema,
+) -> bool:
+    """Whether `message.before` is the `previous` after as the message's version sees it."""
+    before = message.before
+    if previous is None or before is None or previous_schema is None:
+        return previous is None and before is None
+    return all(before.get(c) == previous.get(c) for c in _shared(previous_schema, schema))
 
 
 def _differing(left: Mapping[Key, Row], right: Mapping[Key, Row]) -> int:
@@ -66,25 +113,43 @@ def _differing(left: Mapping[Key, Row], right: Mapping[Key, Row]) -> int:
 
 def check(
     *,
-    schema: TableSchema,
+    versions: Sequence[SchemaVersion],
     mutations: Iterable[Mutation],
     messages: Iterable[ChangeMessage],
     table: Mapping[Key, Row],
 ) -> CdcReport:
-    """Check G6 for one table; `messages` in emitted order (per key order is what matters)."""
-    last_after: dict[Key, Row | None] = {}
+    """Check G6 for one table whose schema `versions` (oldest first) the messages name.
+
+    `messages` in emitted order (per key order is what matters); `table` as read with the
+    current accepted version. Each message is checked against the version it names; its
+    `before` against the previous `after` of its key on the columns the two versions share;
+    the table against the fold of the messages as the sink applies them (the values of the
+    current version's columns each message carries) and against the last-write-wins merge of
+    every mutation. Raises UnknownSchemaError for a schema id `versions` does not have.
+    """
+    catalog = _catalog(versions)
+    current = catalog.resolve(None)
+    last: dict[Key, tuple[Row | None, ResolvedSchema]] = {}
+    folded: dict[Key, Row] = {}
     broken = nonconforming = count = 0
     for message in messages:
         count += 1
-        if message.before != last_after.get(message.key):
+        schema = catalog.resolve(message.schema_id)
+        previous, previous_schema = last.get(message.key, (None, None))
+        if not _is_chained(previous, previous_schema, message, schema):
             broken += 1
-        last_after[message.key] = message.after
-        for row in (message.before, message.after):
-            if row is not None and schema.problems(row):
-                nonconforming += 1
-                break
-    folded = {key: row for key, row in last_after.items() if row is not None}
-    expected, mutation_count = expected_rows(schema, mutations)
+        last[message.key] = (message.after, schema)
+        if any(
+            row is not None and schema.schema.problems(row)
+            for row in (message.before, message.after)
+        ):
+            nonconforming += 1
+        if message.after is None:
+            folded.pop(message.key, None)
+        else:
+            row = folded.setdefault(message.key, dict.fromkeys(current.schema.names))
+            row.update((c, message.after.get(c)) for c in _shared(schema, current))
+    expected, mutation_count = expected_rows(versions, mutations)
     return CdcReport(
         mutations=mutation_count,
         messages=count,
