@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from operations_support import WRITE, tag_view_rows, write_with_writers
+from operations_support import WRITE, execute, tag_view_rows, write_with_writers
 from ordo import NewEvent, open_journal
 from ordo.cli.main import cli
 
@@ -254,26 +256,48 @@ def test_rebuild_all_truncates_only_once_spark_has_started(tmp_path: Path) -> No
 
 
 def test_ctrl_c_ends_a_cleanup_with_one_line_and_status_130(tmp_path: Path) -> None:
-    """Ctrl-C printed click's "Aborted!" and exited 1, not saying what was left."""
+    """Ctrl-C printed click's "Aborted!" and exited 1, not saying what was left.
+
+    The cleanup's stderr is a full pipe, so its first progress line holds it mid-deletion until
+    the test reads: a slow test (a loaded machine) once sent Ctrl-C after it had finished.
+    """
     url = f"sqlite:///{tmp_path}/j.db"
     with open_journal(url, settings=WRITE) as journal:
         for n in range(100):
             journal.append(f"p{n}", [NewEvent.of(k, tags=["a", "b"]) for k in range(100)])
     now = datetime.now(UTC).isoformat()
+    filler, stderr = _full_pipe()
     cleanup = subprocess.Popen(
         [sys.executable, "-m", "ordo.cli.main", "cleanup", "before", now, "--journal", url],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
         text=True,
         env={**os.environ, "ORDO_ROWS_PER_BATCH": "1"},
     )
-    assert cleanup.stderr is not None
-    assert cleanup.stderr.readline().endswith(": 1 rows deleted (1 in all)\n")  # it is deleting
-    cleanup.send_signal(signal.SIGINT)
-    out, err = cleanup.communicate(timeout=30)
+    os.close(stderr)
+    with open(filler, encoding="utf-8") as err_pipe:
+        deadline = time.monotonic() + 60
+        while execute(url, "SELECT count(*) FROM tag_views") == [(20_000,)]:  # until it deletes
+            assert time.monotonic() < deadline, "the cleanup deleted nothing in 60 s"
+            time.sleep(0.01)
+        cleanup.send_signal(signal.SIGINT)
+        err = err_pipe.read()  # until the cleanup ends
+    out, _ = cleanup.communicate(timeout=30)
     assert (cleanup.returncode, out) == (130, "")
     assert err.splitlines()[-1].startswith("cleanup interrupted: the batches deleted so far ")
     assert 0 < len(tag_view_rows(url)) < 20_000
+
+
+def _full_pipe() -> tuple[int, int]:
+    """A pipe (read end, write end) filled with newlines: a write to it waits for a read."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    for chunk in (b"\n" * 4096, b"\n"):  # pages, then the bytes left
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                os.write(write_end, chunk)
+    os.set_blocking(write_end, True)  # the cleanup's writes wait rather than fail
+    return read_end, write_end
 
 
 def test_cleanup_prints_its_progress_every_few_seconds_not_per_batch(tmp_path: Path) -> None:
