@@ -1247,6 +1247,31 @@ def test_status_json_carries_plain_offsets_and_the_merged_parts_ahead(
     assert (row["token"], row["ahead"], row["replay_until"]) == (None, [], str(ahead))
 
 
+def test_status_shows_a_segment_that_processed_nothing_at_start_as_processors_status_does(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ordo status` showed its token as `-`, `processors status` as `start`."""
+    monkeypatch.setenv("COLUMNS", "200")  # the table's rows on one line each
+    url = f"sqlite:///{tmp_path}/p.db"
+    with stores_at(url) as stores:
+        stores.tokens.initialize("counts", segment_count=1)
+    log = tmp_path / "log"
+    log.mkdir()
+
+    code, out, _ = _run(runner, "processors", "status", "--journal", url)
+    assert (code, out) == (0, "counts  Segment[0/0]     owner=-  not claimed  token=start\n")
+    code, out, _ = _run(runner, "status", "--journal", url, "--change-log", str(log))
+    assert code == 0
+    row = next(line for line in out.splitlines() if "counts" in line)
+    assert [cell.strip() for cell in row.split("│")[1:-1]][:5] == [
+        "counts",
+        "Segment[0/0]",
+        "-",
+        "start",
+        "-",
+    ]
+
+
 def test_status_text_shows_the_merged_parts_ahead(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

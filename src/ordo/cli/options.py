@@ -149,6 +149,15 @@ def print_fields(document: Mapping[str, object]) -> None:
         click.echo(f"{key:<{width}}{shown}")
 
 
+def shown_token(segment: SegmentStatus) -> str:
+    """`segment`'s token for the text outputs of the two statuses: `start` before its first event.
+
+    `ordo status` showed `-` where `processors status` showed `start` (the JSON's null): one
+    segment read as unknown in one view and as not started in the other.
+    """
+    return segment.token or "start"
+
+
 def beyond_token(segment: SegmentStatus) -> list[str]:
     """What `segment` handled beyond its token, one phrase each, for the text outputs.
 

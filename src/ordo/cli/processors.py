@@ -19,6 +19,7 @@ from ordo.cli.options import (
     pending_request,
     print_json,
     read_only_stores,
+    shown_token,
     without_tokens,
 )
 from ordo.processing.control import (
@@ -87,7 +88,7 @@ def status(journal_url: str | None, as_json: bool, processor: str | None) -> Non
                     (
                         f"{name}  {segment.segment:<16} owner={segment.owner or '-'}",
                         claim,
-                        f"token={segment.token or 'start'}",
+                        f"token={shown_token(segment)}",
                         *beyond_token(segment),
                         *pending_request(segment),
                     )

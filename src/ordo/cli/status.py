@@ -19,6 +19,7 @@ from ordo.cli.options import (
     pending_request,
     print_json,
     require_journal,
+    shown_token,
     without_tokens,
 )
 from ordo.settings import OperationsSettings
@@ -101,7 +102,7 @@ def _print(found: Status) -> None:
                 segment.segment,
                 segment.owner or "-",
                 "\n".join(
-                    (segment.token or "-", *beyond_token(segment), *pending_request(segment))
+                    (shown_token(segment), *beyond_token(segment), *pending_request(segment))
                 ),
                 age,
                 lag,
