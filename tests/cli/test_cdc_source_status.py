@@ -131,8 +131,17 @@ def test_a_refused_capture_leaves_the_sqlite_source_as_it_was(
     assert fingerprint(shop) == before
 
 
-def _inside_a_file(tmp_path: Path) -> Path:
-    """A path no directory can be made at: its parent is a regular file."""
+def _unusable(tmp_path: Path, destination: str) -> Path:
+    """A destination that cannot be opened once the source is checked.
+
+    A journal is a folder (SQLite cannot open it; a journal in a missing folder is refused
+    before the source is looked at), a change log is inside a regular file (no directory can
+    be made there).
+    """
+    if destination == "--journal":
+        folder = tmp_path / "a-folder"
+        folder.mkdir()
+        return folder
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where a directory is needed")
     return blocker / "inside"
@@ -144,20 +153,26 @@ def _ordo_objects(path: Path) -> list[str]:
         return [str(name) for (name,) in rows]
 
 
-@pytest.mark.parametrize("destination", ["--journal", "--change-log"])
+@pytest.mark.parametrize(
+    ("destination", "error"),
+    [
+        ("--journal", "cannot open SQLite journal "),  # a folder
+        ("--change-log", "cannot create the directory of "),  # inside a file
+    ],
+)
 def test_a_capture_whose_destination_cannot_be_opened_leaves_the_sqlite_source_as_it_was(
-    shop: Path, journal: str, tmp_path: Path, destination: str
+    shop: Path, journal: str, tmp_path: Path, destination: str, error: str
 ) -> None:
     before = fingerprint(shop)
     destinations = {"--journal": journal, "--change-log": str(tmp_path / "log")}
-    destinations[destination] = str(_inside_a_file(tmp_path) / "destination")
+    destinations[destination] = str(_unusable(tmp_path, destination))
 
     code, _, err = _run(
         "cdc", "capture", str(shop), "--table", "items", *itertools.chain(*destinations.items())
     )
 
     assert (code, err.count("\n")) == (1, 1)
-    assert err.startswith("Error: StorageUnavailableError: cannot create the directory of ")
+    assert err.startswith(f"Error: StorageUnavailableError: {error}")
     assert _ordo_objects(shop) == []
     assert fingerprint(shop) == before
     assert not (tmp_path / "log").exists()
@@ -187,14 +202,14 @@ def test_a_capture_whose_journal_cannot_be_opened_creates_no_slot(
     postgres_dsn: str, items_slot: str, tmp_path: Path
 ) -> None:
     slot = items_slot
-    journal = str(_inside_a_file(tmp_path) / "ordo.db")
+    journal = str(_unusable(tmp_path, "--journal"))
     args = ("--journal", journal, "--change-log", str(tmp_path / "log"), "--slot", slot)
 
     code, _, err = _run("cdc", "capture", postgres_dsn, "--table", "items", *args)
 
     assert not _slot_was_created(postgres_dsn, slot)
     assert (code, err.count("\n")) == (1, 1)
-    assert err.startswith("Error: StorageUnavailableError: cannot create the directory of ")
+    assert err.startswith("Error: StorageUnavailableError: cannot open SQLite journal ")
     assert not (tmp_path / "log").exists()
 
 

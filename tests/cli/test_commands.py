@@ -22,6 +22,7 @@ from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.cli.main import cli
 from ordo.processing import TrackingToken
 from ordo.processing.ports import SegmentAction, SegmentRequest
+from ordo.simulation.cdc import SIMULATED_SCHEMA
 from ordo.storage.open import init_storage, stores_at
 from ordo.time import BucketSize, TimeUUID, format_first_time_bucket
 from ordo.types import PersistenceId
@@ -564,9 +565,49 @@ def test_the_demo_refuses_a_journal_in_a_missing_folder_before_starting_spark(
     code, _, err = _run(runner, "demo", "--events", "10", "--journal", url)
     assert code == 1
     assert err == (
-        f"Error: ConfigurationError: --journal {url}: there is no folder {tmp_path}/nodir\n"
+        f"Error: StorageUnavailableError: no journal at {tmp_path}/nodir/x.db: no folder "
+        f"{tmp_path}/nodir (`ordo init` creates both)\n"
     )
     assert not (tmp_path / "nodir").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("append",),
+        ("simulate", "--events", "10"),
+        ("cdc", "schemas", "register", "{schema}"),
+        ("cdc", "capture", "{source}", "--table", "items"),
+    ],
+)
+def test_a_command_that_writes_refuses_a_journal_in_a_missing_folder_creating_nothing(
+    runner: CliRunner, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """They created the folders of a misspelt path: a tree with a new, empty journal in it."""
+    schema = tmp_path / "schema.json"
+    schema.write_text(SIMULATED_SCHEMA.to_json())
+    source = tmp_path / "shop.db"
+    with closing(sqlite3.connect(source)) as conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY)")
+    before = sorted(tmp_path.rglob("*"))
+    args = [arg.format(schema=schema, source=source) for arg in command]
+    event = json.dumps({"persistence_id": "order-1", "payload": {}, "tags": ["order"]})
+
+    code, _, err = _run(runner, *args, "--journal", f"{tmp_path}/typo/j.db", stdin=event)
+
+    assert (code, err) == (
+        1,
+        f"Error: StorageUnavailableError: no journal at {tmp_path}/typo/j.db: no folder "
+        f"{tmp_path}/typo (`ordo init` creates both)\n",
+    )
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_init_creates_the_folders_of_a_new_journal(runner: CliRunner, tmp_path: Path) -> None:
+    """`ordo init` is for making journals, as `git init a/b` makes its folders."""
+    code, _, err = _run(runner, "init", "--journal", f"{tmp_path}/new/folder/j.db")
+    assert code == 0, err
+    assert (tmp_path / "new" / "folder" / "j.db").is_file()
 
 
 def _demo_whose_spark_does_not_start(url: str, tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from ordo.cli.options import (
     int_option,
     interruptible,
     journal_option,
+    journal_to_write,
     json_option,
     master_option,
     print_fields,
@@ -38,7 +39,6 @@ from ordo.cli.streaming import start_query, streaming_job, wait_for
 from ordo.errors import ConfigurationError
 from ordo.settings import CaptureSettings
 from ordo.storage.change_sources import DEFAULT_SLOT, change_source_at, check_change_source
-from ordo.storage.location import parse_location
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.parquet.batch_files import BatchListing
@@ -159,8 +159,7 @@ def capture(
     )
     log = ParquetChangeLog(change_log)
     publisher = Publisher(log, partitions=partitions)
-    journal = require_journal(journal_url)
-    parse_location(journal)  # a bad URL is refused before the source is looked at
+    journal = journal_to_write(journal_url)  # refused before the source is looked at
     publisher.settle(tables)  # another count than a log's is refused before anything is made
     # The source is checked before the journal is opened (which creates or upgrades it), so a
     # bad source leaves no journal behind; it is prepared (triggers, a slot) only once every

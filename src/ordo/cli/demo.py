@@ -15,9 +15,8 @@ from rich.live import Live
 from rich.table import Table
 
 from ordo.cli.options import interruptible, master_option, print_fields, workload_options
-from ordo.errors import ConfigurationError
 from ordo.simulation.workload import Workload
-from ordo.storage.location import SQLiteLocation, parse_location
+from ordo.storage.location import SQLiteLocation, creatable_location, parse_location
 from ordo.storage.open import require_empty_journal
 
 DEFAULT_DEMO_JOURNAL = "sqlite:///.ordo/demo.db"
@@ -147,12 +146,8 @@ def _check_journal(url: str) -> None:
     SQLite file named. The folder of an SQLite journal must exist (except the default's,
     which is the demo's own): a misspelt one was silently created.
     """
-    location = parse_location(url)
-    if isinstance(location, SQLiteLocation):
-        folder = location.path.parent
-        if url != DEFAULT_DEMO_JOURNAL and not folder.is_dir():
-            msg = f"--journal {url}: there is no folder {folder}"
-            raise ConfigurationError(msg)
+    if url != DEFAULT_DEMO_JOURNAL:
+        creatable_location(url)
     require_empty_journal(url, run="the demo")  # a newer schema failed once Spark had started
 
 

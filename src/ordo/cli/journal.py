@@ -11,6 +11,7 @@ from ordo.cli.options import (
     chosen_bucket_size,
     counted,
     journal_option,
+    journal_to_write,
     json_option,
     print_fields,
     print_json,
@@ -69,7 +70,7 @@ def append(journal_url: str | None, as_json: bool, source: TextIO) -> None:
     anything is written; each persistence id's run of lines is one atomic append, and a conflict
     stops the run there, naming the line and what was already appended.
     """
-    url = require_journal(journal_url)
+    url = journal_to_write(journal_url)
     requests = parse_event_lines(source)
     receipts = []
     with open_journal(url, settings=settings_from_env()) as journal:

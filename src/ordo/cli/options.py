@@ -15,7 +15,7 @@ import click
 from ordo.arguments import LARGEST_INTEGER
 from ordo.errors import ConfigurationError
 from ordo.settings import ENV_PREFIX, EventsByTagSettings
-from ordo.storage.location import existing_location
+from ordo.storage.location import creatable_location, existing_location
 from ordo.storage.open import Stores, existing_stores_at
 from ordo.time import BucketSize
 from ordo.tools.status import SegmentStatus
@@ -107,6 +107,17 @@ def existing_journal(url: str | None) -> str:
     """
     url = require_journal(url)
     existing_location(url)
+    return url
+
+
+def journal_to_write(url: str | None) -> str:
+    """The journal URL of a command that writes and creates a missing journal file.
+
+    Only the file (`creatable_location`): a misspelt folder must not become a tree with a new,
+    empty journal in it. `ordo init`, which is for creating journals, creates folders too.
+    """
+    url = require_journal(url)
+    creatable_location(url)
     return url
 
 

@@ -21,6 +21,7 @@ from ordo.cli.options import (
 )
 from ordo.errors import BucketSizeMismatchError
 from ordo.simulation.run import SIMULATION_QUERY_SETTINGS, SimulationConfig, simulate
+from ordo.storage.location import creatable_location
 from ordo.time import BucketSize
 
 _INTERRUPTED = "simulation interrupted: writers and queries stopped, no verdict"
@@ -89,6 +90,8 @@ def simulate_command(
     Exits 1 when anything was lost, duplicated or misordered, or a query failed with
     MissingTaggedEventError.
     """
+    if journal_url is not None:
+        creatable_location(journal_url)  # a misspelt folder is not made, as for `ordo demo`
     with tempfile.TemporaryDirectory(prefix="ordo-simulate-") as scratch:
         config = SimulationConfig(
             journal=journal_url or f"sqlite:///{Path(scratch) / 'simulation.db'}",
