@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from contextlib import closing
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -187,6 +187,25 @@ def test_append_then_events_and_info(runner: CliRunner, journal_url: str) -> Non
     order, pay = out.splitlines()
     assert order.startswith("order\t2 events\t1 persistence id\t")  # 1 or 2 hour buckets
     assert pay == "pay\t1 event\t1 persistence id\t1 bucket"
+
+
+def test_tags_json_gives_the_buckets_in_iso_8601_utc(
+    runner: CliRunner, journal_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It gave Akka's `20260131T10:00`, and `verify --json` epoch millis, for the same thing."""
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "hour")
+    event = json.dumps({"persistence_id": "order-1", "payload": 1, "tags": ["order"]})
+    assert _run(runner, "append", "--journal", journal_url, stdin=event)[0] == 0
+    code, out, _ = _run(runner, "events", "order-1", "--journal", journal_url, "--json")
+    (written,) = json.loads(out)
+    hour = datetime.fromisoformat(written["timestamp"]).replace(minute=0, second=0, microsecond=0)
+
+    code, out, _ = _run(runner, "tags", "--journal", journal_url, "--json")
+
+    assert code == 0
+    (tag,) = json.loads(out)
+    assert (tag["first_bucket"], tag["last_bucket"]) == (hour.isoformat(), hour.isoformat())
+    assert tag["first_bucket"].endswith("+00:00")
 
 
 @pytest.mark.parametrize(

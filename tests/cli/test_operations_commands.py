@@ -158,6 +158,19 @@ def test_cleanup_expire_and_before(journal_url: str) -> None:
     assert tag_view_rows(journal_url) == set()
 
 
+def test_cleanup_json_gives_its_cutoff_in_iso_8601_utc(journal_url: str) -> None:
+    """It gave `cutoff_ms` (epoch millis); the other JSON outputs write instants in ISO-8601."""
+    write_with_writers(journal_url, writers=1, pids=1, appends=1)
+    before = "2020-01-01T01:00:00.5+01:00"
+
+    code, out, _ = _run("cleanup", "before", before, "--json", "--journal", journal_url)
+
+    assert code == 0
+    document = json.loads(out)
+    assert (document["cutoff"], document["deleted"]) == ("2020-01-01T00:00:00.500000+00:00", 0)
+    assert "cutoff_ms" not in document
+
+
 @pytest.mark.parametrize(
     ("args", "line"),
     [

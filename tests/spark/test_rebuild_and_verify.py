@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,14 @@ def test_verify_reports_exactly_what_was_corrupted_and_a_repair_restores_it(
     assert _found(report, ProblemKind.ORPHANED) == {("a", "ghost", 1)}
     assert _found(report, ProblemKind.GAP) == {("a", "w0-p1", 2), ("a", "w2-p3", 3)}
     assert report.counts[ProblemKind.MISNUMBERED] == len(shifted_nrs)
+    (moved,) = report.of_kind(ProblemKind.WRONG_BUCKET)
+    shown = moved.to_json_dict()  # `verify --json` gave epoch millis, `tags --json` ISO-8601
+    expected = datetime.fromisoformat(shown["expected_time_bucket"])
+    assert expected.utcoffset() == timedelta(0)
+    assert datetime.fromisoformat(shown["time_bucket"]) == expected - timedelta(hours=1)
+    assert moved.describe().endswith(
+        f"in bucket {shown['time_bucket']} (expected {shown['expected_time_bucket']})"
+    )
     assert set(report.affected) == {
         ("a", "w0-p1"),
         ("b", "w1-p0"),

@@ -23,7 +23,7 @@ from ordo.errors import AppendStoppedError, OrdoError
 from ordo.journal import AppendReceipt, Journal
 from ordo.journal.event_lines import parse_event_lines
 from ordo.storage.open import init_storage, open_journal
-from ordo.time import format_first_time_bucket
+from ordo.time import format_epoch_ms
 
 
 @click.command()
@@ -169,8 +169,8 @@ def tags(journal_url: str | None, as_json: bool) -> None:
                     "events": s.events,
                     "persistence_ids": s.persistence_ids,
                     "buckets": s.buckets,
-                    "first_bucket": format_first_time_bucket(s.first_bucket),
-                    "last_bucket": format_first_time_bucket(s.last_bucket),
+                    "first_bucket": format_epoch_ms(s.first_bucket),
+                    "last_bucket": format_epoch_ms(s.last_bucket),
                 }
                 for s in summaries
             ]

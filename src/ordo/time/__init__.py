@@ -5,6 +5,7 @@ from __future__ import annotations
 from ordo.time.bucket import (
     DEFAULT_FIRST_TIME_BUCKET,
     BucketSize,
+    format_epoch_ms,
     format_first_time_bucket,
     parse_first_time_bucket,
 )
@@ -16,6 +17,7 @@ __all__ = [
     "BucketSize",
     "TimeUUID",
     "TimeUUIDGenerator",
+    "format_epoch_ms",
     "format_first_time_bucket",
     "parse_first_time_bucket",
 ]

@@ -159,6 +159,16 @@ def parse_first_time_bucket(text: str) -> int:
     return epoch_ms
 
 
+def format_epoch_ms(epoch_ms: int) -> str:
+    """Write epoch millis as ISO-8601 in UTC (`2026-01-31T10:00:00+00:00`): how output shows time.
+
+    Every instant that a command prints in its JSON (an event's `timestamp`, a time bucket, a
+    cleanup's cutoff) is written so, as `datetime.isoformat()` writes the events' timestamps:
+    epoch millis in one command and Akka's bucket format in another read as two contracts.
+    """
+    return (_UNIX_EPOCH + _dt.timedelta(milliseconds=epoch_ms)).isoformat()
+
+
 def format_first_time_bucket(epoch_ms: int) -> str:
     """Write epoch millis in Akka's ``"yyyyMMdd'T'HH:mm"`` format (UTC), for display and config.
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from ordo.errors import (
@@ -31,7 +31,7 @@ from ordo.errors import (
 from ordo.journal import validation
 from ordo.processing.ports import TokenStore
 from ordo.settings.loading import shown
-from ordo.time import TimeUUID
+from ordo.time import TimeUUID, format_epoch_ms
 from ordo.tools.operations_tool import OperationsTool, check_flags
 from ordo.tools.ports import DeletedCounts
 from ordo.tools.receipts import OperationReceipt
@@ -59,7 +59,7 @@ class ExpiryReceipt:
 
     def describe(self) -> str:
         """One human line."""
-        cutoff = TimeUUID.min_for_epoch_ns(self.cutoff_ms * _NS_PER_MS).datetime.isoformat()
+        cutoff = format_epoch_ms(self.cutoff_ms)
         verb = "would delete" if self.is_dry_run else "deleted"
         text = f"{verb} {self.deleted} tag_views rows older than {cutoff}"
         if self.deleted == 0:
@@ -71,7 +71,7 @@ class ExpiryReceipt:
     def to_json_dict(self) -> dict[str, Any]:
         """The receipt as one JSON object."""
         return {
-            "cutoff_ms": self.cutoff_ms,
+            "cutoff": format_epoch_ms(self.cutoff_ms),
             "dry_run": self.is_dry_run,
             "deleted": self.deleted,
             "deleted_per_tag": dict(self.deleted_per_tag),
@@ -174,10 +174,9 @@ class Cleanup(OperationsTool):
             validation.tag(tag)
         now_ms = self._clock.now_ns() // _NS_PER_MS
         if cutoff_ms > now_ms:
-            moment = datetime.fromtimestamp(cutoff_ms / 1000, UTC).isoformat()
             msg = (
-                f"the cutoff {moment} is in the future: every row is older than it; "
-                "to delete them all, give the current time"
+                f"the cutoff {format_epoch_ms(cutoff_ms)} is in the future: every row is older "
+                "than it; to delete them all, give the current time"
             )
             raise InvalidInputError(msg)
         before = TimeUUID.min_for_epoch_ns(cutoff_ms * _NS_PER_MS).to_bytes()

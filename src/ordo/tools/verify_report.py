@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from ordo.time import format_epoch_ms
 from ordo.types import PersistenceId, Tag
 
 
@@ -40,7 +41,8 @@ class Problem:
     """One problem: a row (or, for `missing`, an event; for `gap`, a run of missing numbers).
 
     `tag_pid_sequence_nr` is the row's number (for `missing` the expected one, for `gap` the
-    first missing one, `count` numbers long); `time_bucket` is the row's bucket.
+    first missing one, `count` numbers long); `time_bucket` is the row's bucket (epoch millis
+    of its start; ISO-8601 in UTC in the JSON and the text, as every instant ordo prints).
     """
 
     kind: ProblemKind
@@ -64,7 +66,8 @@ class Problem:
         if self.kind is ProblemKind.MISNUMBERED:
             text += f" (expected {self.expected_tag_pid_sequence_nr})"
         if self.kind is ProblemKind.WRONG_BUCKET:
-            text += f" in bucket {self.time_bucket} (expected {self.expected_time_bucket})"
+            text += f" in bucket {_shown(self.time_bucket)}"
+            text += f" (expected {_shown(self.expected_time_bucket)})"
         return text
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -76,10 +79,15 @@ class Problem:
             "sequence_nr": self.sequence_nr,
             "tag_pid_sequence_nr": self.tag_pid_sequence_nr,
             "expected_tag_pid_sequence_nr": self.expected_tag_pid_sequence_nr,
-            "time_bucket": self.time_bucket,
-            "expected_time_bucket": self.expected_time_bucket,
+            "time_bucket": _shown(self.time_bucket),
+            "expected_time_bucket": _shown(self.expected_time_bucket),
             "count": self.count,
         }
+
+
+def _shown(time_bucket: int | None) -> str | None:
+    """A bucket (epoch millis of its start) as the report shows it: ISO-8601 in UTC, or None."""
+    return None if time_bucket is None else format_epoch_ms(time_bucket)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,6 +9,7 @@ from ordo.time import (
     DEFAULT_FIRST_TIME_BUCKET,
     BucketSize,
     TimeUUID,
+    format_epoch_ms,
     format_first_time_bucket,
     parse_first_time_bucket,
 )
@@ -137,6 +138,18 @@ def test_parse_first_time_bucket_rejects_what_is_not_a_string(value: object) -> 
 def test_format_drops_seconds() -> None:
     assert format_first_time_bucket(NOV_20_2015_MS + 59_999) == DEFAULT_FIRST_TIME_BUCKET
     assert format_first_time_bucket(-1) == "19691231T23:59"
+
+
+@pytest.mark.parametrize(
+    ("epoch_ms", "text"),
+    [
+        (NOV_20_2015_MS, "2015-11-20T00:00:00+00:00"),
+        (NOV_20_2015_MS + 59_999, "2015-11-20T00:00:59.999000+00:00"),
+        (-1, "1969-12-31T23:59:59.999000+00:00"),
+    ],
+)
+def test_format_epoch_ms_writes_iso_8601_in_utc(epoch_ms: int, text: str) -> None:
+    assert format_epoch_ms(epoch_ms) == text
 
 
 @pytest.mark.parametrize(
