@@ -25,8 +25,12 @@ from ordo.cdc.ports import SchemaVersion
 
 
 def readded_cell(column: str, version: int) -> str:
-    """The state's name for the cells of `column` as `version` added it again after a drop."""
-    return f"{column} (v{version})"
+    """The state's name for the cells of `column` as `version` added it again after a drop.
+
+    Joined by a NUL, which no column name has (`ordo.cdc.schema` refuses it, as PostgreSQL
+    does): a readable suffix such as " (v3)" could be a real column's name.
+    """
+    return f"{column}\x00v{version}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -332,6 +332,9 @@ def _name(value: object, what: str) -> str:
     if not isinstance(value, str) or not value:
         msg = f"{what} must be a non-empty string, got {reprlib.repr(value)}"
         raise InvalidSchemaError(msg)
+    if "\x00" in value:  # no database takes it; the fold's re-added cells are named with it
+        msg = f"{what} must not contain a NUL character, got {reprlib.repr(value)}"
+        raise InvalidSchemaError(msg)
     return value
 
 

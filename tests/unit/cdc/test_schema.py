@@ -181,6 +181,7 @@ def test_a_key_column_appears_once_in_the_key(
     [
         ({"name": 1}, r"^a column name must be a non-empty string, got 1"),
         ({"name": ""}, r"^a column name must be a non-empty string, got ''"),
+        ({"name": "a\x00v2"}, r"^a column name must not contain a NUL character"),
         ({"type": "string"}, r"^column 'a': type 'string' is not a ColumnType"),
         ({"nullable": "no"}, r"^column 'a': nullable must be True or False, got 'no'"),
     ],
