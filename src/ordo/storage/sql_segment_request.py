@@ -1,0 +1,189 @@
+"""Segment requests in SQL: what an operator or another owner asks a segment's owner to do.
+
+A part of SqlTokenStore: asking (`request`, with its rules for pending hand-overs and
+merges), taking, and listing the pending requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ordo.errors import InvalidInputError, PendingHandOverError, PendingMergeError
+from ordo.journal import validation
+from ordo.processing.ports import PendingRequest, SegmentAction, SegmentRequest
+from ordo.processing.segment import Segment
+from ordo.storage.sql_store import SqlConnection
+from ordo.storage.sql_token_rows import SqlTokenRows, check_segment
+
+
+class SqlSegmentRequests(SqlTokenRows):
+    """The segment_requests rows of the token store. Thread-safe."""
+
+    def request(
+        self,
+        processor: str,
+        segment_id: int,
+        request: SegmentRequest,
+        *,
+        now_ms: int,
+        replace_hand_over: bool = False,
+    ) -> None:
+        """Ask the segment's owner to act (the latest request wins, but for a hand-over).
+
+        A pending hand-over is what a merge of the segment's sibling waits for: another
+        request replaces it only with `replace_hand_over` (PendingHandOverError otherwise),
+        as an operator's release replaced it silently and held the merge up. The same request
+        again is no replacement. A pending merge that another request replaces ends, and so
+        does the hand-over of the sibling it asked for (withdrawn): the sibling's owner handed
+        its segment over to an owner that was no longer merging. A hand-over of the lower of
+        two siblings whose own merge is pending is refused (PendingMergeError): both owners
+        were merging the pair, and each handed its segment to the other. The checks and the
+        writes are one transaction, under the segment's token row lock (PostgreSQL), which
+        every request takes first.
+
+        A hand-over must name the owner to hand over to: its owner ignored one that named none.
+        A `now_ms` of "x" was stored by SQLite, and every later `pending_requests` (the status
+        of the processor) failed reading it back.
+        """
+        check_segment(processor, segment_id)
+        _check_request(request)
+        validation.integer(now_ms, name="now_ms")
+        with self._write() as conn:
+            segment = self._entry(conn, processor, segment_id).segment
+            pending = self._pending(conn, processor, segment_id)
+            if (
+                pending is not None
+                and pending.action is SegmentAction.HAND_OVER
+                and pending != request
+                and not replace_hand_over
+            ):
+                raise PendingHandOverError(
+                    processor=processor,
+                    segment_id=segment_id,
+                    target_owner=pending.target_owner,
+                    request=request.describe(),
+                )
+            is_merging = pending is not None and pending.action is SegmentAction.MERGE
+            if (
+                is_merging
+                and request.action is SegmentAction.HAND_OVER
+                and segment_id < segment.mergeable_segment_id()
+            ):
+                raise PendingMergeError(
+                    processor=processor, segment_id=segment_id, target_owner=request.target_owner
+                )
+            conn.execute(
+                self._sql(
+                    "INSERT INTO segment_requests (processor, segment_id, action, target_owner, "
+                    "requested_at) VALUES ({p}, {p}, {p}, {p}, {p}) "
+                    "ON CONFLICT (processor, segment_id) DO UPDATE SET action = excluded.action, "
+                    "target_owner = excluded.target_owner, requested_at = excluded.requested_at"
+                ),
+                (processor, segment_id, request.action.value, request.target_owner, now_ms),
+            )
+            if is_merging and request != pending:
+                self._withdraw_hand_over(conn, processor, segment)
+
+    def _withdraw_hand_over(self, conn: SqlConnection, processor: str, segment: Segment) -> None:
+        """Delete the pending hand-over of the segment's sibling, which its merge asked for.
+
+        Only of the sibling as it was (the same mask): once split, its half's hand-over is for
+        the merge of that half's own sibling. The sibling's token row is not locked: the
+        sibling's owner merging locks the two rows the other way round. The root has no
+        sibling (its "sibling" id is its own).
+        """
+        if segment.is_root:
+            return
+        conn.execute(
+            self._sql(
+                "DELETE FROM segment_requests WHERE processor = {p} AND segment_id = {p} "
+                "AND action = {p} AND EXISTS (SELECT 1 FROM tokens WHERE processor = {p} "
+                "AND segment_id = {p} AND mask = {p})"
+            ),
+            (
+                processor,
+                segment.mergeable_segment_id(),
+                SegmentAction.HAND_OVER.value,
+                processor,
+                segment.mergeable_segment_id(),
+                segment.mask,
+            ),
+        )
+
+    def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
+        """Remove and return the pending request for the segment, if any.
+
+        One DELETE ... RETURNING: a read and then a delete lost a request that `request()`
+        stored in between (PostgreSQL, READ COMMITTED): it was deleted unseen.
+        """
+        check_segment(processor, segment_id)
+        with self._write() as conn:
+            row = conn.execute(
+                self._sql(
+                    "DELETE FROM segment_requests WHERE processor = {p} AND segment_id = {p} "
+                    "RETURNING action, target_owner"
+                ),
+                (processor, segment_id),
+            ).fetchone()
+        return None if row is None else _request(row[0], row[1])
+
+    def pending_requests(self, processor: str) -> Sequence[PendingRequest]:
+        """The requests no owner has taken yet, by segment id."""
+        validation.processor_name(processor)
+        rows = self._fetchall(
+            "SELECT segment_id, action, target_owner, requested_at FROM segment_requests "
+            "WHERE processor = {p} ORDER BY segment_id",
+            (processor,),
+        )
+        return [
+            PendingRequest(
+                segment_id=int(str(row[0])),
+                request=_request(row[1], row[2]),
+                requested_at_ms=int(str(row[3])),
+            )
+            for row in rows
+        ]
+
+    def _pending(
+        self, conn: SqlConnection, processor: str, segment_id: int
+    ) -> SegmentRequest | None:
+        row = conn.execute(
+            self._sql(
+                "SELECT action, target_owner FROM segment_requests "
+                "WHERE processor = {p} AND segment_id = {p}"
+            ),
+            (processor, segment_id),
+        ).fetchone()
+        return None if row is None else _request(row[0], row[1])
+
+    def _forget_merged_requests(
+        self, conn: SqlConnection, processor: str, merged_away_id: int, merged: Segment
+    ) -> None:
+        """Delete what a merge ended, in the merge's transaction.
+
+        Requests to the merged-away segment must not reach a segment a later split makes;
+        a hand-over of the other half was asked for a merge of the two, which is done.
+        """
+        conn.execute(
+            self._sql(
+                "DELETE FROM segment_requests WHERE processor = {p} AND (segment_id = {p} "
+                "OR (segment_id = {p} AND action = {p}))"
+            ),
+            (processor, merged_away_id, merged.segment_id, SegmentAction.HAND_OVER.value),
+        )
+
+
+def _check_request(request: object) -> None:
+    """A SegmentRequest whose action is a SegmentAction; a hand-over names its new owner."""
+    if not isinstance(request, SegmentRequest) or not isinstance(request.action, SegmentAction):
+        msg = f"request must be a SegmentRequest with a SegmentAction, got {request!r:.80}"
+        raise InvalidInputError(msg)
+    if request.action is SegmentAction.HAND_OVER or request.target_owner is not None:
+        validation.owner_name(request.target_owner, name="target_owner")
+
+
+def _request(action: object, target_owner: object) -> SegmentRequest:
+    return SegmentRequest(
+        action=SegmentAction(str(action)),
+        target_owner=None if target_owner is None else str(target_owner),
+    )

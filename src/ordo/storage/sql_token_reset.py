@@ -1,0 +1,133 @@
+"""Resetting a tracking processor in SQL, and the leases of Spark projections that block it.
+
+A part of SqlTokenStore.
+"""
+
+from __future__ import annotations
+
+from ordo.errors import UnableToClaimTokenError, UnknownProcessorError
+from ordo.journal import validation
+from ordo.processing.control import check_claim_times, check_token
+from ordo.processing.ports import TokenEntry
+from ordo.processing.token import TrackingToken
+from ordo.storage.sql_processed_progress import PROGRESS_TABLES
+from ordo.storage.sql_store import SqlConnection
+from ordo.storage.sql_token_rows import SqlTokenRows, replay_point
+
+
+class SqlTokenReset(SqlTokenRows):
+    """Reset and its checks, and the projection leases they read. Thread-safe."""
+
+    def reset(
+        self, processor: str, token: TrackingToken, *, now_ms: int, claim_timeout_ms: int
+    ) -> None:
+        """Move every segment to `token`; what was processed before becomes replay.
+
+        Replay runs up to the furthest offset any segment reached, a merged part ahead
+        included (_replay_point): the events that part handled are not new either. The
+        positions and handled batches go too, so the replayed events are handled again. A
+        database with positions but no tokens of the processor (the sink of a Spark
+        projection) has only those cleared. Checked as `check_reset`, in the transaction.
+        """
+        check_token(token)
+        with self._write() as conn:
+            entries = self._resettable(conn, processor, now_ms, claim_timeout_ms)
+            replay = replay_point([t for e in entries for t in (e.token, e.replay_until)])
+            conn.execute(
+                self._sql(
+                    "UPDATE tokens SET token = {p}, replay_until = {p}, owner = NULL, "
+                    "claimed_at = NULL WHERE processor = {p}"
+                ),
+                (token.to_json(), None if replay is None else replay.to_json(), processor),
+            )
+            for table in (*PROGRESS_TABLES, "projection_leases"):
+                conn.execute(
+                    self._sql(f"DELETE FROM {table} WHERE processor = {{p}}"), (processor,)
+                )
+
+    def check_reset(self, processor: str, *, now_ms: int, claim_timeout_ms: int) -> None:
+        """Raise what `reset` would refuse, changing nothing.
+
+        So that a reset across databases (a journal and a projection's sink) is refused
+        before any of them changes: UnknownProcessorError when the database holds neither
+        tokens nor positions (nor handled batches) of the processor, UnableToClaimTokenError
+        while one of its segments is claimed or a Spark projection of that name holds a lease
+        (renew_projection_lease) renewed within `claim_timeout_ms`.
+        """
+        with self._db.connection() as conn:
+            self._resettable(conn, processor, now_ms, claim_timeout_ms)
+
+    def _resettable(
+        self, conn: SqlConnection, processor: str, now_ms: int, claim_timeout_ms: int
+    ) -> list[TokenEntry]:
+        """The processor's segments, once its reset is known to be allowed (see check_reset)."""
+        validation.processor_name(processor)
+        check_claim_times(now_ms, claim_timeout_ms)
+        entries = self._entries(conn, processor)
+        if not entries and not self._has_progress(conn, processor):
+            msg = f"processor {processor!r} has no tokens or positions to reset"
+            raise UnknownProcessorError(msg)
+        live = [e for e in entries if e.is_held(now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)]
+        if live:
+            msg = (
+                f"processor {processor!r} is running (segment {live[0].segment} is claimed "
+                f"by {live[0].owner!r}): stop it before resetting"
+            )
+            raise UnableToClaimTokenError(msg)
+        lease = conn.execute(
+            self._sql(
+                "SELECT owner, heartbeat_at FROM projection_leases WHERE processor = {p} "
+                "AND heartbeat_at >= {p}"
+            ),
+            (processor, now_ms - claim_timeout_ms),
+        ).fetchone()
+        if lease is not None:
+            msg = (
+                f"processor {processor!r} is running (a Spark projection: its driver "
+                f"{lease[0]!r} renewed its lease {max(0, now_ms - int(lease[1]))} ms ago): stop "
+                "its streaming query before resetting"
+            )
+            raise UnableToClaimTokenError(msg)
+        return entries
+
+    def renew_projection_lease(self, processor: str, owner: str, *, now_ms: int) -> None:
+        """Write or renew the lease of a running Spark projection, with its heartbeat `now_ms`.
+
+        A projection holds no claim, so this row is what tells `check_reset` that it runs. Its
+        driver calls this before the stream starts and every few seconds while the query is
+        active; a later driver of the same name takes the row over (a restart after a crash
+        need not wait for the old lease to expire).
+        """
+        validation.processor_name(processor)
+        validation.owner_name(owner)
+        validation.integer(now_ms, name="now_ms")
+        with self._write() as conn:
+            conn.execute(
+                self._sql(
+                    "INSERT INTO projection_leases (processor, owner, heartbeat_at) "
+                    "VALUES ({p}, {p}, {p}) ON CONFLICT (processor) DO UPDATE "
+                    "SET owner = excluded.owner, heartbeat_at = excluded.heartbeat_at"
+                ),
+                (processor, owner, now_ms),
+            )
+
+    def release_projection_lease(self, processor: str, owner: str) -> None:
+        """Delete the projection's lease (a no-op unless `owner` holds it): its query ended."""
+        validation.processor_name(processor)
+        validation.owner_name(owner)
+        with self._write() as conn:
+            conn.execute(
+                self._sql("DELETE FROM projection_leases WHERE processor = {p} AND owner = {p}"),
+                (processor, owner),
+            )
+
+    def _has_progress(self, conn: SqlConnection, processor: str) -> bool:
+        """Whether positions or handled batches of the processor are stored."""
+        return any(
+            conn.execute(
+                self._sql(f"SELECT 1 FROM {table} WHERE processor = {{p}} LIMIT 1"),
+                (processor,),
+            ).fetchone()
+            is not None
+            for table in PROGRESS_TABLES
+        )
