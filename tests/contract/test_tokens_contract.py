@@ -405,6 +405,40 @@ def test_a_request_that_replaces_a_merge_withdraws_the_hand_over_the_merge_asked
     assert _pending(stores) == [(0, replacing)]
 
 
+@pytest.mark.parametrize(
+    ("operation", "replacing"),
+    [
+        (release_segment, SegmentRequest(action=SegmentAction.RELEASE)),
+        (split_segment, SegmentRequest(action=SegmentAction.SPLIT)),
+    ],
+)
+def test_a_request_made_while_the_owner_merges_is_not_replaced_by_the_merge_asked_again(
+    stores: Stores, operation: Callable[..., ControlReceipt], replacing: SegmentRequest
+) -> None:
+    """The owner takes its merge request, fails to merge (the sibling is held) and asks the
+    merge again. An operator's request made between the take and the ask was replaced by the
+    merge, though the operator was told that the owner was asked. It stays now, and ends the
+    merge as if it had replaced the pending merge: the sibling's hand-over is withdrawn."""
+    _merging_0_while_b_holds_1(stores)
+    assert stores.tokens.take_request("p", 0) == MERGE
+    receipt = operation(stores.tokens, "p", 0, now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert receipt.message.startswith("asked a to ")
+    assert "replacing" not in receipt.message  # nothing was pending
+    assert stores.tokens.request("p", 0, MERGE, now_ms=2, keep_pending=True) is False
+    assert _pending(stores) == [(0, replacing)]
+
+
+def test_keep_pending_stores_a_request_when_none_or_the_same_is_pending(stores: Stores) -> None:
+    _merging_0_while_b_holds_1(stores)
+    assert stores.tokens.request("p", 0, MERGE, now_ms=1, keep_pending=True) is True
+    assert stores.tokens.take_request("p", 0) == MERGE
+    assert stores.tokens.request("p", 0, MERGE, now_ms=2, keep_pending=True) is True
+    assert stores.tokens.pending_requests("p")[0] == PendingRequest(
+        segment_id=0, request=MERGE, requested_at_ms=2
+    )
+    assert _pending(stores) == [(0, MERGE), (1, _hand_over_to("a"))]
+
+
 def test_a_replaced_merge_keeps_a_hand_over_asked_by_another_merge(stores: Stores) -> None:
     """Segment 1 was split after it was asked for: 1/3's hand-over is for 3/3's merge."""
     _merging_0_while_b_holds_1(stores)

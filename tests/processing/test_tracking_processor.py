@@ -17,7 +17,12 @@ from ordo.errors import (
     PendingMergeError,
     UnknownProcessorError,
 )
-from ordo.processing.control import merge_segment, release_segment, split_segment
+from ordo.processing.control import (
+    ControlReceipt,
+    merge_segment,
+    release_segment,
+    split_segment,
+)
 from ordo.processing.ports import SegmentAction, SegmentRequest, TokenStore
 from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.segment import Segment
@@ -543,6 +548,67 @@ def test_an_owner_asked_for_its_segment_while_merging_hands_it_over(stores: Stor
     assert processor.failure is None
 
 
+class _ReleaseAskedMeanwhile:
+    """The token store, except that when an owner takes a merge request the second time (it
+    asked for the sibling at the first), the operator asks it to release the segment: between
+    the take and the merge the owner asks again (a race a test cannot time otherwise)."""
+
+    def __init__(self, tokens: TokenStore) -> None:
+        self._tokens = tokens
+        self.merges_taken = 0
+        self.receipts: list[ControlReceipt] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._tokens, name)
+
+    def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
+        taken = self._tokens.take_request(processor, segment_id)
+        if taken is not None and taken.action is SegmentAction.MERGE:
+            self.merges_taken += 1
+            if self.merges_taken == 2:
+                now = time.time_ns() // 1_000_000
+                self.receipts.append(
+                    release_segment(
+                        self._tokens, processor, segment_id, now_ms=now, claim_timeout_ms=30_000
+                    )
+                )
+        return taken
+
+
+def test_an_operator_s_release_made_while_the_owner_merges_is_not_replaced(
+    stores: Stores,
+) -> None:
+    """The owner of segment 0 merges while another owner holds segment 1: at each check it
+    takes its merge request, fails to merge, and asks the merge again and for segment 1. The
+    merge asked again replaced a release the operator made in between, though the operator
+    was told that the owner was asked. The release stands now: the owner releases segment 0,
+    and the hand-over of segment 1 that its merge asked for is withdrawn."""
+    settings = replace(
+        FAST, thread_count=1, initial_segment_count=2, claim_timeout=timedelta(seconds=30)
+    )
+    stores.tokens.initialize("counts", segment_count=2)
+    now = time.time_ns() // 1_000_000
+    stores.tokens.claim("counts", 1, "other", now_ms=now, claim_timeout_ms=30_000)
+    tokens = _ReleaseAskedMeanwhile(stores.tokens)
+    processor = TrackingProcessor(
+        "counts",
+        source(stores),
+        tokens,  # type: ignore[arg-type]
+        counting_handler,
+        settings=settings,
+    )
+    with processor:
+        wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
+        owner = stores.tokens.entries("counts")[0].owner
+        processor.merge(0)
+        wait_for(lambda: tokens.merges_taken == 2)
+        wait_for(lambda: stores.tokens.entries("counts")[0].owner is None, timeout=10)
+        assert [r.message for r in tokens.receipts] == [f"asked {owner} to release Segment[0/1]"]
+        assert stores.tokens.pending_requests("counts") == []
+        assert processor.is_running
+    assert processor.failure is None
+
+
 class _SiblingMergingAtOnce:
     """The token store, except that the owner of segment 1 merges the pair at the same moment
     as the processor's worker, segment 0's owner: right after the worker asks its merge again,
@@ -565,21 +631,28 @@ class _SiblingMergingAtOnce:
         *,
         now_ms: int,
         replace_hand_over: bool = False,
-    ) -> None:
-        self._tokens.request(
-            processor, segment_id, request, now_ms=now_ms, replace_hand_over=replace_hand_over
+        keep_pending: bool = False,
+    ) -> bool:
+        is_pending = self._tokens.request(
+            processor,
+            segment_id,
+            request,
+            now_ms=now_ms,
+            replace_hand_over=replace_hand_over,
+            keep_pending=keep_pending,
         )
         if request.action in self.asked:
-            return
+            return is_pending
         self.asked.add(request.action)
         if request.action is SegmentAction.MERGE:
             self._tokens.request(processor, 1, request, now_ms=now_ms)
-            return
+            return is_pending
         hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=self._sibling_owner)
         try:
             self._tokens.request(processor, 0, hand_over, now_ms=now_ms, replace_hand_over=True)
         except PendingMergeError as exc:
             self.refused.append(exc)
+        return is_pending
 
 
 def test_when_both_owners_of_a_pair_merge_it_at_once_the_lower_segment_s_owner_merges(

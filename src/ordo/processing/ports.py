@@ -203,7 +203,8 @@ class TokenStore(Protocol):
         *,
         now_ms: int,
         replace_hand_over: bool = False,
-    ) -> None:
+        keep_pending: bool = False,
+    ) -> bool:
         """Ask the segment's owner, wherever it runs, to split, merge, release or hand over.
 
         A segment holds one request and the latest wins, except over a pending hand-over
@@ -212,6 +213,12 @@ class TokenStore(Protocol):
         that replaces a pending merge withdraws the hand-over that merge asked of the sibling,
         and a hand-over of the lower of two siblings whose own merge is pending is refused
         with PendingMergeError (both owners merge the pair: the lower segment's goes first).
+
+        With `keep_pending` a different pending request wins as if it came later: it stays and
+        this request is not stored (a merge so replaced withdraws its sibling's hand-over
+        too). An owner asks again for the merge it took this way, so that an operator's
+        request made in between stands. Returns whether `request` is now pending (always,
+        without `keep_pending`). The checks and writes are one transaction.
         """
         ...
 

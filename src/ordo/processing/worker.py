@@ -228,11 +228,14 @@ class SegmentWorker(threading.Thread):
 
         True when merged. While another owner holds the sibling, the merge is asked of this
         owner again (it retries at its next check) and then the hand-over of the sibling's
-        owner, in that order. When the sibling's owner merges the same two segments, one of
-        them leaves the merge to the other, and hands its segment over when asked, instead of
-        each handing its segment to the other: a hand-over it was asked for meanwhile refuses
-        the new merge request (PendingHandOverError), and when both asked their merge again
-        first, the lower segment's merge refuses the higher one's hand-over (PendingMergeError).
+        owner, in that order. A request made of this owner since it took the merge (an
+        operator's release or split) ends the merge instead (`keep_pending`): the merge asked
+        again used to replace it. When the sibling's owner merges the same two segments, one
+        of them leaves the merge to the other, and hands its segment over when asked, instead
+        of each handing its segment to the other: a hand-over it was asked for meanwhile
+        refuses the new merge request (PendingHandOverError), and when both asked their merge
+        again first, the lower segment's merge refuses the higher one's hand-over
+        (PendingMergeError).
         """
         p = self.p
         try:
@@ -253,7 +256,15 @@ class SegmentWorker(threading.Thread):
             hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=self.owner)
             sibling = segment.mergeable_segment_id()
             try:
-                p._tokens.request(p.name, segment.segment_id, merge, now_ms=now_ms)
+                if not p._tokens.request(
+                    p.name, segment.segment_id, merge, now_ms=now_ms, keep_pending=True
+                ):
+                    logger.info(
+                        "merge dropped for a request made meanwhile: processor=%s segment=%s",
+                        p.name,
+                        segment,
+                    )
+                    return False
                 p._tokens.request(p.name, sibling, hand_over, now_ms=now_ms, replace_hand_over=True)
             except (PendingHandOverError, PendingMergeError) as exc:
                 logger.info("merge left to the sibling's owner: processor=%s %s", p.name, exc)

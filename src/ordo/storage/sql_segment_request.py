@@ -27,7 +27,8 @@ class SqlSegmentRequests(SqlTokenRows):
         *,
         now_ms: int,
         replace_hand_over: bool = False,
-    ) -> None:
+        keep_pending: bool = False,
+    ) -> bool:
         """Ask the segment's owner to act (the latest request wins, but for a hand-over).
 
         A pending hand-over is what a merge of the segment's sibling waits for: another
@@ -41,6 +42,12 @@ class SqlSegmentRequests(SqlTokenRows):
         writes are one transaction, under the segment's token row lock (PostgreSQL), which
         every request takes first.
 
+        With `keep_pending` a different pending request counts as the later one: it stays,
+        and replaces this one, which is not stored (a merge so replaced withdraws the
+        sibling's hand-over too). For an owner asking again for the merge it took: an
+        operator's release or split made in between was replaced by it, although the operator
+        was told that the owner was asked. Returns whether `request` is now pending.
+
         A hand-over must name the owner to hand over to: its owner ignored one that named none.
         A `now_ms` of "x" was stored by SQLite, and every later `pending_requests` (the status
         of the processor) failed reading it back.
@@ -51,38 +58,26 @@ class SqlSegmentRequests(SqlTokenRows):
         with self._write() as conn:
             segment = self._entry(conn, processor, segment_id).segment
             pending = self._pending(conn, processor, segment_id)
-            if (
-                pending is not None
-                and pending.action is SegmentAction.HAND_OVER
-                and pending != request
-                and not replace_hand_over
-            ):
-                raise PendingHandOverError(
-                    processor=processor,
-                    segment_id=segment_id,
-                    target_owner=pending.target_owner,
-                    request=request.describe(),
-                )
-            is_merging = pending is not None and pending.action is SegmentAction.MERGE
-            if (
-                is_merging
-                and request.action is SegmentAction.HAND_OVER
-                and segment_id < segment.mergeable_segment_id()
-            ):
-                raise PendingMergeError(
-                    processor=processor, segment_id=segment_id, target_owner=request.target_owner
-                )
-            conn.execute(
-                self._sql(
-                    "INSERT INTO segment_requests (processor, segment_id, action, target_owner, "
-                    "requested_at) VALUES ({p}, {p}, {p}, {p}, {p}) "
-                    "ON CONFLICT (processor, segment_id) DO UPDATE SET action = excluded.action, "
-                    "target_owner = excluded.target_owner, requested_at = excluded.requested_at"
-                ),
-                (processor, segment_id, request.action.value, request.target_owner, now_ms),
+            _check_replaceable(
+                processor, segment, pending, request, replace_hand_over=replace_hand_over
             )
-            if is_merging and request != pending:
+            is_replaced = keep_pending and pending is not None and pending != request
+            if not is_replaced:
+                conn.execute(
+                    self._sql(
+                        "INSERT INTO segment_requests (processor, segment_id, action, "
+                        "target_owner, requested_at) VALUES ({p}, {p}, {p}, {p}, {p}) "
+                        "ON CONFLICT (processor, segment_id) DO UPDATE SET action = "
+                        "excluded.action, target_owner = excluded.target_owner, "
+                        "requested_at = excluded.requested_at"
+                    ),
+                    (processor, segment_id, request.action.value, request.target_owner, now_ms),
+                )
+            # The merge that ends: a pending one this request replaces, or this one, replaced.
+            ended, by = (request, pending) if is_replaced else (pending, request)
+            if ended is not None and ended.action is SegmentAction.MERGE and ended != by:
                 self._withdraw_hand_over(conn, processor, segment)
+        return not is_replaced
 
     def _withdraw_hand_over(self, conn: SqlConnection, processor: str, segment: Segment) -> None:
         """Delete the pending hand-over of the segment's sibling, which its merge asked for.
@@ -170,6 +165,38 @@ class SqlSegmentRequests(SqlTokenRows):
                 "OR (segment_id = {p} AND action = {p}))"
             ),
             (processor, merged_away_id, merged.segment_id, SegmentAction.HAND_OVER.value),
+        )
+
+
+def _check_replaceable(
+    processor: str,
+    segment: Segment,
+    pending: SegmentRequest | None,
+    request: SegmentRequest,
+    *,
+    replace_hand_over: bool,
+) -> None:
+    """Refuse what `request` must not replace: a hand-over, or the lower sibling's merge."""
+    if (
+        pending is not None
+        and pending.action is SegmentAction.HAND_OVER
+        and pending != request
+        and not replace_hand_over
+    ):
+        raise PendingHandOverError(
+            processor=processor,
+            segment_id=segment.segment_id,
+            target_owner=pending.target_owner,
+            request=request.describe(),
+        )
+    if (
+        pending is not None
+        and pending.action is SegmentAction.MERGE
+        and request.action is SegmentAction.HAND_OVER
+        and segment.segment_id < segment.mergeable_segment_id()
+    ):
+        raise PendingMergeError(
+            processor=processor, segment_id=segment.segment_id, target_owner=request.target_owner
         )
 
 
