@@ -91,3 +91,17 @@ def test_the_history_names_the_other_types_older_versions_gave_a_column(stores: 
     assert history.current.version == 3
     assert history.former_types == {"name": (ColumnType.LONG, ColumnType.STRING)}
     assert history.retired == frozenset()
+
+
+def test_the_history_leaves_out_the_columns_of_a_pending_version(stores: Stores) -> None:
+    """A column only a pending version has is no retired one: a table column of that name
+    (added by hand) must stay."""
+    registry = SchemaRegistry(stores.schemas)
+    registry.register(_schema(ID, NAME))
+    required = Column(name="note", type=ColumnType.STRING, nullable=False)
+    with pytest.raises(IncompatibleSchemaError):
+        registry.register(_schema(ID, NAME, required))
+
+    history = registry.history("users")
+
+    assert (history.current.version, history.retired, history.former_types) == (1, frozenset(), {})

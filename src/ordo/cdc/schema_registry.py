@@ -29,8 +29,9 @@ class SchemaHistory:
 
     current: SchemaVersion
     retired: frozenset[str]
-    """The columns an older version had and the current has not: the table drops them. Only
-    columns ordo created from a version, never one added to the table by hand."""
+    """The columns an older accepted version had and the current has not: the table drops
+    them. Only columns ordo created from a version, never one added to the table by hand (nor
+    one only a pending version has)."""
     former_types: Mapping[str, tuple[ColumnType, ...]]
     """For each column of the current version that an older one typed otherwise, those types,
     newest first: the types the table may still hold the column in (an accepted retype)."""
@@ -84,23 +85,25 @@ class SchemaRegistry:
         """The table's newest accepted version, and what older versions had that it has not.
 
         What the materialized table follows, from one read of the versions (the sink reads it
-        for every batch). Raises UnknownSchemaError when the table has no accepted version.
+        for every batch). Only the accepted versions before it count: a pending one's columns
+        were never the table's. Raises UnknownSchemaError when the table has no accepted
+        version.
         """
         versions = self.store.versions(table)
         current = _newest_accepted(table, versions)
         names = set(current.schema.names)
+        older = [
+            v.schema for v in reversed(versions) if v.is_accepted and v.version < current.version
+        ]
         return SchemaHistory(
             current=current,
             retired=frozenset(
                 column.name
-                for version in versions
-                for column in version.schema.columns
+                for schema in older
+                for column in schema.columns
                 if column.name not in names
             ),
-            former_types=_former_types(
-                current.schema,
-                [v.schema for v in reversed(versions) if v.version < current.version],
-            ),
+            former_types=_former_types(current.schema, older),
         )
 
     def by_id(self, schema_id: int) -> SchemaVersion:
