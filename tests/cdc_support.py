@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import subprocess
 import sys
 import textwrap
 
 from hypothesis import strategies as st
 
-from ordo.cdc import Audit, Cell, Column, ColumnType, Mutation, TableSchema
+from ordo.cdc import Audit, Cell, Column, ColumnType, Mutation, SchemaVersion, TableSchema
+from ordo.cdc.schema_catalog import SchemaCatalog
 
 USER_ID = Column(name="id", type=ColumnType.LONG, nullable=False)
 USERS = TableSchema(
@@ -20,6 +22,35 @@ USERS = TableSchema(
     ),
     partition_key=("id",),
 )
+
+
+def _retyped_schema(n: ColumnType) -> TableSchema:
+    return TableSchema(
+        table="t",
+        columns=(
+            Column(name="id", type=ColumnType.LONG, nullable=False),
+            Column(name="n", type=n),
+            Column(name="s", type=ColumnType.STRING),
+        ),
+        partition_key=("id",),
+    )
+
+
+RETYPED_VERSIONS = [
+    SchemaVersion(
+        schema_id=10 + number,
+        table="t",
+        version=number,
+        schema=_retyped_schema(n),
+        is_accepted=True,
+        registered_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    )
+    for number, n in enumerate([ColumnType.LONG, ColumnType.STRING], 1)
+]
+"""Table `t` (id, n, s): version 1 (schema id 11) types `n` long, version 2 (id 12, an
+accepted retype) string."""
+RETYPED = SchemaCatalog("t", lambda: RETYPED_VERSIONS)
+
 
 COLUMNS = ("a", "b", "c")
 times = st.integers(min_value=1, max_value=30)  # few values: ties happen often

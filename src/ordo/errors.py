@@ -43,6 +43,8 @@ OrdoError
 │   ├── UnknownSchemaError (LookupError)
 │   ├── MaterializedRetypeError
 │   ├── MaterializedKeyChangeError
+│   ├── OldKeyMessageError
+│   ├── UnconvertibleValueError
 │   └── CaptureError
 │       └── ReplicationSlotMissingError
 └── OperationRefusedError
@@ -580,6 +582,52 @@ class MaterializedKeyChangeError(CdcError):
             "message are keyed by the new key, so no message would update or delete these rows; "
             "nothing was applied. Materialize the table afresh from a change log that starts "
             "with the new key (see docs/cdc.md, 'Schemas')"
+        )
+        super().__init__(msg)
+
+
+class OldKeyMessageError(CdcError):
+    """A sink batch holds a message keyed otherwise than the table's current schema.
+
+    A message written before an accepted key change (of a mutation naming an older version):
+    no row of the table is keyed so. Raised by the sink before it applies anything of the
+    batch. `key` is the message's key values, `new_key` the current schema's key columns.
+    """
+
+    def __init__(
+        self, *, table: str, key: tuple[object, ...], new_key: tuple[str, ...], schema_id: object
+    ) -> None:
+        self.table, self.key, self.new_key, self.schema_id = table, key, new_key, schema_id
+        msg = (
+            f"materialized table {table!r}: a message of schema id {schema_id} is keyed by "
+            f"{key!r}, the table's current schema by {new_key}: it was written before a key "
+            "change, and no row of the table is keyed so; nothing was applied. Materialize the "
+            "table afresh from a change log that starts with the new key (see docs/cdc.md, "
+            "'Schemas')"
+        )
+        super().__init__(msg)
+
+
+class UnconvertibleValueError(CdcError):
+    """A value written under one schema version does not convert to another's type for its column.
+
+    After an accepted retype, a message shows each column in the type its version gives it, and
+    the sink writes each in the table's current type, converting with `ordo.cdc.retype`; a value
+    that does not convert (`'abc'` for a long) stops the materializer (in the fold or in the
+    sink, nothing of the batch applied), as a table's row does (MaterializedRetypeError). `key`
+    is the row's primary key, `value` the value (JSON form) and `type` the type it misses.
+    """
+
+    def __init__(
+        self, *, table: str, column: str, type: str, key: tuple[object, ...], value: object
+    ) -> None:
+        self.table, self.column, self.type, self.key, self.value = table, column, type, key, value
+        msg = (
+            f"table {table!r}: the row with key {key!r} holds {value!r} in column {column!r}, "
+            f"written under a schema version that typed the column otherwise, and it does not "
+            f"convert to a {type}, its type where it is to be shown; nothing was applied. "
+            "Materialize the table afresh from a change log captured with --snapshot after "
+            "the retype (see docs/cdc.md, 'Schemas')"
         )
         super().__init__(msg)
 

@@ -9,7 +9,12 @@ import pytest
 
 from ordo.cdc import Audit, ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
 from ordo.cdc.message_rows import MessageRows
-from ordo.errors import MaterializedKeyChangeError, MaterializedRetypeError
+from ordo.errors import (
+    MaterializedKeyChangeError,
+    MaterializedRetypeError,
+    OldKeyMessageError,
+    UnconvertibleValueError,
+)
 from ordo.storage.open import Stores
 from ordo.storage.sql_change_sink import ChangeBatchReceipt, SqlChangeSink
 
@@ -146,6 +151,29 @@ def test_a_retype_a_row_cannot_take_is_refused_and_changes_nothing(stores: Store
     assert [row["m 100%"] for _, row in rows] == [1.5, None, 2.5]
 
 
+def test_a_message_of_the_older_version_is_written_in_the_current_types(stores: Stores) -> None:
+    """A late change naming version 1 after the retype: its values convert as the rows' do, or
+    the batch is refused naming the value (PostgreSQL refused 'abc' for a double with a driver
+    error; SQLite stored it in the REAL column)."""
+    sink = stores.change_sink
+    _create(sink, {"id": 1, "n": 5})
+    late = {"id": 2, "n": 7, "s": "b", "m 100%": "2.5"}
+    assert _apply(sink, 1, [_message(ChangeOp.CREATE, V1, late)], V2, V2_FORMER).is_applied
+    assert sink.read_table(TARGET, V2)[(2,)] == {"id": 2, "n": "7", "s": "b", "m 100%": 2.5}
+
+    bad = _message(ChangeOp.UPDATE, V1, {**late, "m 100%": "abc"}, before=True)
+    with pytest.raises(UnconvertibleValueError) as refused:
+        _apply(sink, 2, [bad], V2, V2_FORMER)
+
+    assert (refused.value.column, refused.value.key, refused.value.value) == (
+        "m 100%",
+        (2,),
+        "abc",
+    )
+    assert sink.last_batch_id("m") == 1
+    assert sink.read_table(TARGET, V2)[(2,)]["m 100%"] == 2.5
+
+
 KEYED_BY_ID_AND_S = TableSchema(table="items", columns=V1.columns, partition_key=("id", "s"))
 ID_AS_TEXT = TableSchema(
     table="items",
@@ -197,3 +225,31 @@ def test_an_empty_table_takes_the_new_key(stores: Stores) -> None:
     update = {"id": 1, "s": "b", "n": 3}
     _apply(sink, 3, [_message(ChangeOp.UPDATE, KEYED_BY_ID_AND_S, update)], KEYED_BY_ID_AND_S)
     assert sink.read_table(TARGET, KEYED_BY_ID_AND_S)[(1, "b")]["n"] == 3
+
+
+@pytest.mark.parametrize("op", [ChangeOp.DELETE, ChangeOp.UPDATE])
+def test_a_message_keyed_by_the_old_key_is_refused_before_anything_is_applied(
+    stores: Stores, op: ChangeOp
+) -> None:
+    """A message written before the key change (was a bare ValueError, or a silent upsert)."""
+    sink = stores.change_sink
+    _create(sink, {"id": 1, "s": "a"})
+    _apply(sink, 1, [_message(ChangeOp.DELETE, V1, {"id": 1, "s": "a"})], V1)
+    row = {"id": 1, "s": "b", "n": 2}
+    _apply(sink, 2, [_message(ChangeOp.CREATE, KEYED_BY_ID_AND_S, row)], KEYED_BY_ID_AND_S)
+    batch = [
+        _message(ChangeOp.CREATE, KEYED_BY_ID_AND_S, {"id": 2, "s": "c"}),
+        _message(op, V1, {"id": 1, "s": "b", "n": 3}, before=True),
+    ]
+
+    with pytest.raises(OldKeyMessageError) as refused:
+        _apply(sink, 3, batch, KEYED_BY_ID_AND_S)
+
+    assert str(refused.value) == (
+        "materialized table 'odd \"items\"': a message of schema id 1 is keyed by (1,), the "
+        "table's current schema by ('id', 's'): it was written before a key change, and no row "
+        "of the table is keyed so; nothing was applied. Materialize the table afresh from a "
+        "change log that starts with the new key (see docs/cdc.md, 'Schemas')"
+    )
+    assert sink.last_batch_id("m") == 2
+    assert sink.read_table(TARGET, KEYED_BY_ID_AND_S) == {(1, "b"): {**row, "m 100%": None}}

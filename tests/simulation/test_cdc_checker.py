@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 from collections import defaultdict
 
+from cdc_support import RETYPED, RETYPED_VERSIONS
 from ordo.cdc import (
     Audit,
     Cell,
@@ -147,3 +148,25 @@ def test_messages_are_checked_against_the_version_they_name_across_a_drop_and_an
     named_v2 = [dataclasses.replace(m, schema_id=12) if m.schema_id == 11 else m for m in messages]
     report = check(versions=versions, mutations=mutations, messages=named_v2, table=table)
     assert report.nonconforming == 2  # rows with c under a version without it
+
+
+def test_messages_across_a_retype_are_checked_in_the_types_of_their_versions() -> None:
+    """v2 retypes n long -> string: a right materializer's messages and table are clean."""
+    mutations = [
+        Mutation(
+            table="t",
+            partition_key=(1,),
+            cells={name: Cell(value=value, write_time=at) for name, value in cells.items()},
+            liveness=Cell(value=True, write_time=at),
+            schema_id=schema_id,
+            audit=Audit(source="test", position=at),
+        )
+        for at, schema_id, cells in [(1, 11, {"n": 5}), (2, 12, {"s": "a"}), (3, 11, {"s": "b"})]
+    ]
+    messages = materialize_partition(PartitionState(), mutations, RETYPED.resolve).messages
+    assert [m.schema_id for m in messages] == [11, 12, 11]
+    table: dict[Key, Row] = {(1,): {"id": 1, "n": "5", "s": "b"}}
+
+    report = check(versions=RETYPED_VERSIONS, mutations=mutations, messages=messages, table=table)
+
+    assert report.is_clean, report.violations()

@@ -9,12 +9,14 @@ and yields no message.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
 from ordo.cdc.cell_names import SAME_NAMES, CellNames
 from ordo.cdc.json_text import NumberOutOfRangeError, parse_application_json
 from ordo.cdc.mutation import Audit, JsonValue, Key, Mutation
+from ordo.cdc.retype import retyped_row
 from ordo.cdc.row_state import PartitionState
 from ordo.cdc.schema import INFINITIES, ColumnType, TableSchema, fits, full_row, not_json_column
 
@@ -109,12 +111,27 @@ def _op(before: Row | None, after: Row | None) -> ChangeOp:
     return ChangeOp.DELETE if after is None else ChangeOp.UPDATE
 
 
+def _shown(
+    schema: TableSchema,
+    key: Key,
+    values: Mapping[str, JsonValue],
+    cells: CellNames,
+    retyped: Collection[str],
+) -> Row:
+    """A row's visible state `values` as a message of `schema`'s version shows them."""
+    row = full_row(schema, key, cells.shown(values))
+    if retyped:
+        retyped_row(row, schema, retyped, key=key)
+    return row
+
+
 def fold(
     state: PartitionState,
     mutation: Mutation,
     schema: TableSchema,
     *,
     cells: CellNames = SAME_NAMES,
+    retyped: Collection[str] = (),
 ) -> tuple[PartitionState, list[ChangeMessage]]:
     """Reconcile `mutation` into `state`; return the new state and a message per changed row.
 
@@ -122,7 +139,11 @@ def fold(
     partition delete, and rows with a TTL when event time moved on (they may have expired).
     `cells` are the cell names of `schema`'s version (`ordo.cdc.cell_names`): where its writes
     of a column dropped and added again go, and where messages read such a column, so the cells
-    written before the drop are never shown again.
+    written before the drop are never shown again. `retyped` are the columns another version
+    of the table types otherwise: messages show their values in `schema`'s types
+    (`retyped_row`), whichever version wrote them, and a value that does not convert raises
+    UnconvertibleValueError (the state keeps what was written, so the fold stays
+    order-independent).
     """
     merged = state.merged(cells.stored(mutation))
     if mutation.partition_deleted_at is not None:
@@ -144,9 +165,9 @@ def fold(
             continue
         key = mutation.partition_key + clustering_key
         before = (
-            None if before_values is None else full_row(schema, key, cells.shown(before_values))
+            None if before_values is None else _shown(schema, key, before_values, cells, retyped)
         )
-        after = None if after_values is None else full_row(schema, key, cells.shown(after_values))
+        after = None if after_values is None else _shown(schema, key, after_values, cells, retyped)
         if before == after:
             continue
         messages.append(

@@ -95,7 +95,9 @@ def materialize_partition(
             reason = f"does not fit schema id {schema_id}: {'; '.join(problems)}"
             rejected.append(RejectedMutation(mutation=mutation, reason=reason))
             continue
-        state, changed = fold(state, mutation, resolved.schema, cells=resolved.cells)
+        state, changed = fold(
+            state, mutation, resolved.schema, cells=resolved.cells, retyped=resolved.retyped
+        )
         snapshot = mutation.audit.is_snapshot
         for message in changed:
             is_read = snapshot and message.op is ChangeOp.CREATE

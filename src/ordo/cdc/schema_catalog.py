@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ordo.cdc.cell_names import SAME_NAMES, CellNames, cell_names_by_id
 from ordo.cdc.ports import SchemaVersion
+from ordo.cdc.retype import retyped_columns
 from ordo.cdc.schema import TableSchema
 from ordo.errors import IncompatibleSchemaError, UnknownSchemaError
 
@@ -27,6 +28,9 @@ class ResolvedSchema:
     schema: TableSchema
     cells: CellNames = SAME_NAMES
     """Where the version's writes go in the fold state and where its messages read them."""
+    retyped: frozenset[str] = frozenset()
+    """The columns another accepted version of the table types otherwise: the fold state may
+    hold their values in that type, which the version's messages convert (`retyped_row`)."""
 
 
 class SchemaCatalog:
@@ -70,9 +74,13 @@ class SchemaCatalog:
             loaded = [v for v in self._load() if v.table == self.table]
             by_id = self._by_id = {v.schema_id: v for v in loaded}
             cells = cell_names_by_id(loaded)
+            retyped = retyped_columns(v.schema for v in loaded if v.is_accepted)
             self._resolved = {
                 schema_id: ResolvedSchema(
-                    schema_id=schema_id, schema=by_id[schema_id].schema, cells=names
+                    schema_id=schema_id,
+                    schema=by_id[schema_id].schema,
+                    cells=names,
+                    retyped=retyped,
                 )
                 for schema_id, names in cells.items()
             }

@@ -22,8 +22,9 @@ from types import MappingProxyType
 from ordo.cdc.change import ChangeMessage, ChangeOp
 from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, MessageRows
 from ordo.cdc.mutation import Audit, JsonValue
+from ordo.cdc.retype import retyped_row
 from ordo.cdc.schema import ColumnType, TableSchema
-from ordo.errors import MaterializerCheckpointError
+from ordo.errors import MaterializerCheckpointError, OldKeyMessageError
 from ordo.storage.sql_materialized_table import SqlMaterializedTable
 from ordo.storage.sql_store import SqlConnection
 
@@ -103,6 +104,23 @@ def _require_query(
         raise MaterializerCheckpointError(
             materializer=materializer, batch_id=batch_id, recorded=recorded, requested=query_id
         )
+
+
+def _require_current_key(table: str, messages: MessageRows, schema: TableSchema) -> None:
+    """OldKeyMessageError for a message keyed by another number of values than `schema`'s key.
+
+    A message written before an accepted key change (of a mutation naming an older version)
+    names a row that the table, keyed by the new key, does not have.
+    """
+    width = len(schema.primary_key)
+    for key_json, schema_id in zip(
+        messages.column("key_json"), messages.column("schema_id"), strict=True
+    ):
+        key = json.loads(key_json)
+        if len(key) != width:
+            raise OldKeyMessageError(
+                table=table, key=tuple(key), new_key=schema.primary_key, schema_id=schema_id
+            )
 
 
 class SqlChangeSink(SqlMaterializedTable):
@@ -194,7 +212,10 @@ class SqlChangeSink(SqlMaterializedTable):
         MaterializedRetypeError when one cannot be (`retyped_value`); a key change of a table
         with rows is MaterializedKeyChangeError (see `_rekey`): either way nothing is written.
         Values of columns `schema` does not have, which messages of an older version carry, are
-        not materialized.
+        not materialized; their values of a column `schema` retypes are written converted to
+        its type (`retyped_row`), or the batch is UnconvertibleValueError. A message keyed by
+        another number of columns than `schema`'s key (written before a key change) is
+        OldKeyMessageError. Either way nothing is written.
         """
         with self._db.write_transaction() as conn:
             claimed = conn.execute(
@@ -212,10 +233,12 @@ class SqlChangeSink(SqlMaterializedTable):
             if not claimed:  # the row stays as it was (locked): a replay, or another query's
                 _require_query(materializer, self._progress_row(conn, materializer), query_id)
                 return ChangeBatchReceipt(is_applied=False, messages=0)
+            if len(messages):
+                _require_current_key(target_table, messages, schema)
             self._insert_messages(conn, materializer, batch_id, messages)
             if len(messages):
                 self._ensure_table(conn, target_table, schema, retired, former_types)
-                self._apply(conn, target_table, _net_changes(messages), schema)
+                self._apply(conn, target_table, _net_changes(messages), schema, former_types)
         return ChangeBatchReceipt(is_applied=True, messages=len(messages))
 
     def _progress_row(
@@ -264,7 +287,9 @@ class SqlChangeSink(SqlMaterializedTable):
         table: str,
         changes: Mapping[str, _NetChange],
         schema: TableSchema,
+        former_types: Mapping[str, Sequence[ColumnType]],
     ) -> None:
+        """Delete and upsert the rows `changes` name, values in `schema`'s types."""
         name, p = self._identifier, self.PARAM
         columns, key = schema.by_name, schema.primary_key
         deletes = [
@@ -276,8 +301,10 @@ class SqlChangeSink(SqlMaterializedTable):
             where = " AND ".join(f"{name(k)} = {p}" for k in key)
             self._executemany(conn, f"DELETE FROM {name(table)} WHERE {where}", deletes)
         by_columns: dict[tuple[str, ...], list[list[object]]] = {}
-        for change in changes.values():
+        for key_json, change in changes.items():
             if change.values is not None:
+                if former_types:  # a message of an older version may carry a former type
+                    retyped_row(change.values, schema, former_types, key=json.loads(key_json))
                 names = tuple(n for n in change.values if n in columns)
                 by_columns.setdefault(names, []).append(
                     [self._sql_value(columns[n], change.values[n]) for n in names]

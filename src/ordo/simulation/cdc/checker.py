@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ordo.cdc.change import ChangeMessage, Row
 from ordo.cdc.mutation import Key, Mutation
 from ordo.cdc.ports import SchemaVersion
+from ordo.cdc.retype import retyped_row
 from ordo.cdc.row_state import PartitionState
 from ordo.cdc.schema import full_row
 from ordo.cdc.schema_catalog import ResolvedSchema, SchemaCatalog
@@ -59,8 +60,8 @@ def expected_rows(
     """The last-write-wins merge of every mutation as full rows of the current version, by key.
 
     Each mutation's cells go where the version it names puts them (`cell_names`), so values
-    written before a column was dropped do not show in the column added again. Also returns
-    how many mutations there were.
+    written before a column was dropped do not show in the column added again; values in the
+    current version's types (`retyped_row`). Also returns how many mutations there were.
     """
     catalog = _catalog(versions)
     partitions: dict[Key, PartitionState] = defaultdict(PartitionState)
@@ -70,13 +71,12 @@ def expected_rows(
         partitions[mutation.partition_key] = partitions[mutation.partition_key].merged(stored)
         count += 1
     current = catalog.resolve(None)
-    rows = {
-        partition_key + clustering_key: full_row(
-            current.schema, partition_key + clustering_key, current.cells.shown(values)
-        )
-        for partition_key, state in partitions.items()
-        for clustering_key, values in state.visible_rows().items()
-    }
+    rows: dict[Key, Row] = {}
+    for partition_key, state in partitions.items():
+        for clustering_key, values in state.visible_rows().items():
+            key = partition_key + clustering_key
+            row = rows[key] = full_row(current.schema, key, current.cells.shown(values))
+            retyped_row(row, current.schema, current.retyped, key=key)
     return rows, count
 
 
@@ -100,11 +100,17 @@ def _is_chained(
     message: ChangeMessage,
     schema: ResolvedSchema,
 ) -> bool:
-    """Whether `message.before` is the `previous` after as the message's version sees it."""
+    """Whether `message.before` is the `previous` after as the message's version sees it.
+
+    As it sees it: on the columns both versions carry, in the message's version's types.
+    """
     before = message.before
     if previous is None or before is None or previous_schema is None:
         return previous is None and before is None
-    return all(before.get(c) == previous.get(c) for c in _shared(previous_schema, schema))
+    shared = _shared(previous_schema, schema)
+    seen = {c: previous.get(c) for c in shared}
+    retyped_row(seen, schema.schema, schema.retyped, key=message.key)
+    return all(before.get(c) == seen[c] for c in shared)
 
 
 def _differing(left: Mapping[Key, Row], right: Mapping[Key, Row]) -> int:
@@ -124,8 +130,9 @@ def check(
     current accepted version. Each message is checked against the version it names; its
     `before` against the previous `after` of its key on the columns the two versions share;
     the table against the fold of the messages as the sink applies them (the values of the
-    current version's columns each message carries) and against the last-write-wins merge of
-    every mutation. Raises UnknownSchemaError for a schema id `versions` does not have.
+    current version's columns each message carries, in its types) and against the
+    last-write-wins merge of every mutation. Raises UnknownSchemaError for a schema id
+    `versions` does not have.
     """
     catalog = _catalog(versions)
     current = catalog.resolve(None)
@@ -149,6 +156,7 @@ def check(
         else:
             row = folded.setdefault(message.key, dict.fromkeys(current.schema.names))
             row.update((c, message.after.get(c)) for c in _shared(schema, current))
+            retyped_row(row, current.schema, current.retyped, key=message.key)
     expected, mutation_count = expected_rows(versions, mutations)
     return CdcReport(
         mutations=mutation_count,
