@@ -95,7 +95,7 @@ def capture_slots_at(url: str) -> list[SourceStatus]:
     location = parse_location(url)
     if isinstance(location, SQLiteLocation):
         return []
-    from ordo.storage.postgres.change_source import capture_slots
+    from ordo.storage.postgres.replication_slot import capture_slots
 
     return capture_slots(location.dsn)
 

@@ -9,30 +9,25 @@ they follow commits rather than each change's LSN, is explained in `wal2json.py`
 from __future__ import annotations
 
 import logging
-import os
 import re
-import socket
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 
-import psycopg
 from psycopg import sql
 from psycopg.types.string import TextLoader
 
 from ordo.cdc.mutation import Audit, Mutation, snapshot_segment
 from ordo.cdc.ports import CapturedWindow, SourceStatus
 from ordo.cdc.schema import ColumnType, TableSchema
-from ordo.errors import (
-    AlreadyRunningError,
-    CaptureError,
-    ConfigurationError,
-    InvalidInputError,
-    ReplicationSlotMissingError,
-    StorageUnavailableError,
+from ordo.errors import CaptureError, ConfigurationError, InvalidInputError
+from ordo.storage.postgres.capture_session import (
+    connect_capture,
+    lock_capture,
+    slot_missing,
+    translated,
 )
-from ordo.hashing import stable_hash
 from ordo.storage.postgres.catalog import (
     COLUMN_TYPES,
     Connection,
@@ -40,8 +35,13 @@ from ordo.storage.postgres.catalog import (
     read_schema,
     resolve_tables,
 )
-from ordo.storage.postgres.connection import connect
-from ordo.storage.postgres.datastore import translate_postgres_error
+from ordo.storage.postgres.replication_slot import (
+    PLUGIN,
+    check_slot,
+    confirmed_position,
+    create_slot,
+    drop_slot,
+)
 from ordo.storage.postgres.wal2json import (
     POSITIONS_PER_LSN,
     RowChange,
@@ -56,25 +56,13 @@ from ordo.storage.postgres.wal2json import (
 logger = logging.getLogger(__name__)
 
 SOURCE = "postgresql"
-PLUGIN = "wal2json"
 _SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
-# Text output the values are parsed from: ISO dates, UTC offsets, hex bytea.
-_SESSION = (
-    "SELECT set_config('TimeZone', 'UTC', false), set_config('DateStyle', 'ISO, YMD', false), "
-    "set_config('bytea_output', 'hex', false)"
-)
 _SNAPSHOT_BATCH = 1000
-_SLOT = "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s"
 _PEEK = (
     "SELECT data FROM pg_logical_slot_peek_changes(%s, NULL, %s, 'format-version', '2', "
     "'include-transaction', 'true', 'include-lsn', 'true', 'include-timestamp', 'true', "
     "'include-types', 'true', 'include-type-oids', 'true', "
     "'actions', 'insert,update,delete,truncate', 'add-tables', %s)"
-)
-_CAN_CREATE_SLOT = (
-    "SELECT current_setting('wal_level'), "
-    "current_setting('max_replication_slots')::int > (SELECT count(*) FROM pg_replication_slots), "
-    "(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user)"
 )
 # A type's name, or its base type's for a domain: the key of COLUMN_TYPES.
 _TYPE_NAME = (
@@ -97,7 +85,7 @@ class PostgresChangeSource:
     after the server ended that session (restart, failover, pg_terminate_backend) fails with
     StorageUnavailableError, and the next one opens a new session. The capture loop owns it:
     not thread-safe, and one consumer per slot: an `exclusive` source holds the slot's capture
-    lock on its connection, taken again with each new session (`_lock_capture`).
+    lock on its connection, taken again with each new session (`lock_capture`).
 
     TRUNCATE is not captured: it is logged as a WARNING and the rows stay in the materialized
     view. Under REPLICA IDENTITY DEFAULT an UPDATE omits the TOASTed columns it did not change
@@ -139,7 +127,7 @@ class PostgresChangeSource:
         """
         with self._session() as conn:
             schemas = self._read_schemas(conn)
-            self._check_slot(conn)
+            check_slot(conn, self._slot)
         return schemas
 
     def create(self) -> None:
@@ -151,51 +139,16 @@ class PostgresChangeSource:
         """
         with self._session() as conn:
             self._read_schemas(conn)
-            if self._check_slot(conn):
+            if check_slot(conn, self._slot):
                 logger.info("reusing replication slot slot=%s", self._slot)
                 return
-            try:
-                conn.execute(
-                    "SELECT pg_create_logical_replication_slot(%s, %s)", (self._slot, PLUGIN)
-                )
-            except (psycopg.errors.UndefinedFile, psycopg.errors.ObjectNotInPrerequisiteState) as e:
-                reason = f"{e} (the server needs the wal2json plugin: postgresql-15-wal2json)"
-                raise self._cannot_create(reason) from e
+            create_slot(conn, self._slot)
         logger.info("created replication slot slot=%s plugin=%s", self._slot, PLUGIN)
-
-    def _check_slot(self, conn: Connection) -> bool:
-        """True when the slot exists and is ours to reuse; raise when it could not be created."""
-        found = conn.execute(
-            "SELECT plugin, slot_type, database = current_database() "
-            "FROM pg_replication_slots WHERE slot_name = %s",
-            (self._slot,),
-        ).fetchone()
-        if found is not None:
-            if tuple(found) != (PLUGIN, "logical", True):
-                msg = (
-                    f"replication slot {self._slot!r} exists but is not a {PLUGIN} slot of "
-                    f"this database (plugin={found[0]}, type={found[1]}): drop it or pick "
-                    "another slot name"
-                )
-                raise CaptureError(msg)
-            return True
-        refusal = _slot_refusal(conn)
-        if refusal is not None:
-            raise self._cannot_create(refusal)
-        return False
-
-    def _cannot_create(self, reason: str) -> CaptureError:
-        """The error of a slot the server would not create, with what to do about it."""
-        return CaptureError(f"cannot create replication slot {self._slot!r}: {reason}")
 
     def drop(self) -> None:
         """Drop the slot (nothing happens when it does not exist): the server frees its WAL."""
         with self._session() as conn:
-            conn.execute(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                "WHERE slot_name = %s",
-                (self._slot,),
-            )
+            drop_slot(conn, self._slot)
         logger.info("dropped replication slot slot=%s", self._slot)
 
     def schemas(self) -> Sequence[TableSchema]:
@@ -222,7 +175,7 @@ class PostgresChangeSource:
                 raise CaptureError(msg)
             ref = self._refs[table]
             schema = self._schemas[(ref.schema, ref.name)]
-            write_time = self._confirmed(conn) * POSITIONS_PER_LSN
+            write_time = confirmed_position(conn, self._slot) * POSITIONS_PER_LSN
         return self._snapshot_rows(ref, schema, write_time=write_time)
 
     def peek(self, *, max_changes: int) -> CapturedWindow:
@@ -240,7 +193,7 @@ class PostgresChangeSource:
         with self._session() as conn:
             if not self._schemas:
                 self._read_schemas(conn)
-            confirmed = self._confirmed(conn)
+            confirmed = confirmed_position(conn, self._slot)
             tables = ",".join(ref.wal2json_filter for ref in self._refs.values())
             rows = conn.execute(_PEEK, (self._slot, max_changes, tables)).fetchall()
             window = decode_window(
@@ -266,7 +219,7 @@ class PostgresChangeSource:
         """
         target = format_lsn(up_to)
         with self._session() as conn:
-            if up_to <= self._confirmed(conn):
+            if up_to <= confirmed_position(conn, self._slot):
                 return
             conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (self._slot, target))
         logger.debug("advanced slot=%s up_to=%s", self._slot, target)
@@ -280,7 +233,7 @@ class PostgresChangeSource:
         with self._session() as conn:
             row = conn.execute(_STATUS, (self._slot,)).fetchone()
             if row is None:
-                raise _slot_missing(self._slot)
+                raise slot_missing(self._slot)
             self._read_schemas(conn)
         confirmed, head, retained = row
         return SourceStatus(
@@ -310,7 +263,7 @@ class PostgresChangeSource:
 
     @contextmanager
     def _session(self) -> Iterator[Connection]:
-        with _translated(self._slot):
+        with translated(self._slot):
             if self._conn is None or self._conn.closed:
                 self._conn = self._new_session()
             yield self._conn
@@ -320,10 +273,10 @@ class PostgresChangeSource:
 
         A session that cannot take the lock is closed: a later call must not capture unlocked.
         """
-        conn = _connect(self._dsn, autocommit=True)
+        conn = connect_capture(self._dsn, autocommit=True)
         try:
             if self._exclusive:
-                _lock_capture(conn, self._slot, previous_pid=self._backend_pid)
+                lock_capture(conn, self._slot, previous_pid=self._backend_pid)
             row = conn.execute(
                 "SELECT system_identifier::text, pg_backend_pid() FROM pg_control_system()"
             ).fetchone()
@@ -364,12 +317,6 @@ class PostgresChangeSource:
             captured_at_us=captured_at_us,
         )
 
-    def _confirmed(self, conn: Connection) -> int:
-        row = conn.execute(_SLOT, (self._slot,)).fetchone()
-        if row is None or row[0] is None:
-            raise _slot_missing(self._slot)
-        return parse_lsn(str(row[0]))
-
     def _snapshot_rows(
         self, ref: TableRef, schema: TableSchema, *, write_time: int
     ) -> Iterator[Mutation]:
@@ -384,8 +331,8 @@ class PostgresChangeSource:
         names = [column.name for column in schema.columns]
         as_read: list[ColumnType | None] = [None] * len(names)  # the catalog's types
         with (
-            _translated(self._slot),
-            _connect(self._dsn, autocommit=False) as conn,
+            translated(self._slot),
+            connect_capture(self._dsn, autocommit=False) as conn,
             conn.cursor(name="ordo_snapshot") as cursor,
         ):
             for type_name in COLUMN_TYPES:  # every value as its output text, as wal2json has it
@@ -406,123 +353,3 @@ class PostgresChangeSource:
                     captured_at_us=started_us,
                 )
                 yield change.mutation(write_time=write_time, audit=audit)
-
-
-def _connect(dsn: str, *, autocommit: bool) -> Connection:
-    """A session that reads values as the decoder parses them (UTC, ISO dates, hex bytea).
-
-    Opened by `connect`, so a server that refuses the URL (a password changed, a role that may
-    no longer log in, a dropped database) is StorageAccessError, which the capture does not
-    retry, and only an outage is the StorageUnavailableError it rides out.
-    """
-    conn = connect(dsn)
-    try:
-        conn.execute(_SESSION)  # session settings (not local): they outlive the transaction
-        conn.autocommit = autocommit
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _slot_refusal(conn: Connection) -> str | None:
-    """Why the server would refuse to create a logical slot now, or None when it would not."""
-    row = conn.execute(_CAN_CREATE_SLOT).fetchone()
-    wal_level, free, allowed = row if row is not None else ("", False, False)
-    if wal_level != "logical":
-        return f"wal_level is {wal_level!r}, logical decoding needs 'logical'"
-    if not free:
-        return "every replication slot is taken (max_replication_slots)"
-    if not allowed:
-        return "the role has neither the REPLICATION nor the SUPERUSER attribute"
-    return None
-
-
-def _slot_missing(slot: str) -> ReplicationSlotMissingError:
-    msg = (
-        f"replication slot {slot!r} does not exist (was it dropped?); nothing was advanced: "
-        "create it again and take a new snapshot"
-    )
-    return ReplicationSlotMissingError(msg)
-
-
-@contextmanager
-def _translated(slot: str) -> Iterator[None]:
-    """Driver errors leave as StorageError subclasses; a vanished slot as its own error."""
-    try:
-        yield
-    except psycopg.errors.UndefinedObject as exc:
-        if "replication slot" in str(exc):
-            raise _slot_missing(slot) from exc
-        raise translate_postgres_error(exc) from exc
-    except psycopg.Error as exc:
-        raise translate_postgres_error(exc) from exc
-
-
-_SLOTS = (
-    "SELECT slot_name, confirmed_flush_lsn::text, pg_current_wal_lsn()::text, "
-    "pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint FROM pg_replication_slots "
-    "WHERE plugin = %s AND database = current_database() ORDER BY slot_name"
-)
-
-
-def capture_slots(dsn: str) -> list[SourceStatus]:
-    """Every wal2json slot of the database at `dsn`: what `ordo status` shows of captures."""
-    try:
-        with _connect(dsn, autocommit=True) as conn:
-            rows = conn.execute(_SLOTS, (PLUGIN,)).fetchall()
-    except psycopg.Error as exc:
-        raise translate_postgres_error(exc) from exc
-    return [
-        SourceStatus(
-            name=str(name),
-            tables=(),
-            confirmed_position=None if confirmed is None else parse_lsn(str(confirmed)),
-            head_position=parse_lsn(str(head)),
-            retained_bytes=None if retained is None else int(str(retained)),
-        )
-        for name, confirmed, head, retained in rows
-    ]
-
-
-_CAPTURE_LOCK_CLASS = 0x6F72646F
-"""The first key of a capture's advisory lock ("ordo"); the second is its slot's hash."""
-_LOCK_HOLDER = (
-    "SELECT a.application_name, a.pid, coalesce(host(a.client_addr), 'a local socket') "
-    "FROM pg_locks AS l JOIN pg_stat_activity AS a ON a.pid = l.pid "
-    "WHERE l.locktype = 'advisory' AND l.granted AND l.database = "
-    "(SELECT oid FROM pg_database WHERE datname = current_database()) "
-    "AND l.classid = %s AND l.objid = %s AND l.objsubid = 2"
-)
-
-
-def _lock_capture(conn: Connection, slot: str, *, previous_pid: int | None) -> None:
-    """Take the capture lock of `slot` for the session of `conn`: one capture per slot.
-
-    Two captures of one slot peek the same changes, so both published them (duplicates in the
-    change log), and one failed later when the other held the slot for a moment. The lock is a
-    session advisory lock on the capture's own connection, so losing that session loses the
-    lock with it and the capture notices at its next call: a lock on a connection of its own
-    was lost unnoticed, and another capture could start beside it. The server releases the lock
-    when the session ends, so a crashed capture leaves none. A slot belongs to one database, as
-    do advisory locks. AlreadyRunningError names the holder: its application_name says
-    `ordo cdc capture pid N on HOST`. Held by `previous_pid` (this source's last session, still
-    ending after the server ended it), it is StorageUnavailableError: a retry takes it.
-    """
-    keys = (_CAPTURE_LOCK_CLASS, stable_hash(slot) & 0x7FFFFFFF)
-    name = f"ordo cdc capture pid {os.getpid()} on {socket.gethostname()}"
-    conn.execute("SELECT set_config('application_name', %s, false)", (name,))
-    row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", keys).fetchone()
-    if row is not None and row[0]:
-        return
-    holder = conn.execute(_LOCK_HOLDER, keys).fetchone()
-    if previous_pid is not None and (holder is None or holder[1] == previous_pid):
-        msg = f"the previous session of the capture of slot {slot!r} still holds its lock"
-        raise StorageUnavailableError(msg)
-    running = (
-        "its holder has just ended"
-        if holder is None
-        else (f"{holder[0]}; PostgreSQL backend pid {holder[1]} from {holder[2]}")
-    )
-    msg = f"a capture of slot {slot!r} is already running ({running}); stop it first"
-    raise AlreadyRunningError(msg)

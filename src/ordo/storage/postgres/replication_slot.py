@@ -1,0 +1,115 @@
+"""The PostgreSQL capture's replication slot: its creation, reuse and drop, and where it stands.
+
+`PostgresChangeSource` creates, checks and reads its wal2json slot through these queries, which
+know the slot only by name and hold no capture state; `ordo status` lists every such slot.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from ordo.cdc.ports import SourceStatus
+from ordo.errors import CaptureError
+from ordo.storage.postgres.capture_session import connect_capture, slot_missing
+from ordo.storage.postgres.catalog import Connection
+from ordo.storage.postgres.datastore import translate_postgres_error
+from ordo.storage.postgres.wal2json import parse_lsn
+
+PLUGIN = "wal2json"
+_SLOT = "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s"
+_CAN_CREATE_SLOT = (
+    "SELECT current_setting('wal_level'), "
+    "current_setting('max_replication_slots')::int > (SELECT count(*) FROM pg_replication_slots), "
+    "(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user)"
+)
+
+
+def check_slot(conn: Connection, slot: str) -> bool:
+    """True when the slot exists and is ours to reuse; raise when it could not be created."""
+    found = conn.execute(
+        "SELECT plugin, slot_type, database = current_database() "
+        "FROM pg_replication_slots WHERE slot_name = %s",
+        (slot,),
+    ).fetchone()
+    if found is not None:
+        if tuple(found) != (PLUGIN, "logical", True):
+            msg = (
+                f"replication slot {slot!r} exists but is not a {PLUGIN} slot of "
+                f"this database (plugin={found[0]}, type={found[1]}): drop it or pick "
+                "another slot name"
+            )
+            raise CaptureError(msg)
+        return True
+    refusal = _slot_refusal(conn)
+    if refusal is not None:
+        raise _cannot_create(slot, refusal)
+    return False
+
+
+def create_slot(conn: Connection, slot: str) -> None:
+    """Create the logical slot with wal2json; CaptureError when the server lacks the plugin."""
+    try:
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, %s)", (slot, PLUGIN))
+    except (psycopg.errors.UndefinedFile, psycopg.errors.ObjectNotInPrerequisiteState) as e:
+        reason = f"{e} (the server needs the wal2json plugin: postgresql-15-wal2json)"
+        raise _cannot_create(slot, reason) from e
+
+
+def drop_slot(conn: Connection, slot: str) -> None:
+    """Drop the slot; nothing happens when it does not exist."""
+    conn.execute(
+        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s",
+        (slot,),
+    )
+
+
+def _cannot_create(slot: str, reason: str) -> CaptureError:
+    """The error of a slot the server would not create, with what to do about it."""
+    return CaptureError(f"cannot create replication slot {slot!r}: {reason}")
+
+
+def _slot_refusal(conn: Connection) -> str | None:
+    """Why the server would refuse to create a logical slot now, or None when it would not."""
+    row = conn.execute(_CAN_CREATE_SLOT).fetchone()
+    wal_level, free, allowed = row if row is not None else ("", False, False)
+    if wal_level != "logical":
+        return f"wal_level is {wal_level!r}, logical decoding needs 'logical'"
+    if not free:
+        return "every replication slot is taken (max_replication_slots)"
+    if not allowed:
+        return "the role has neither the REPLICATION nor the SUPERUSER attribute"
+    return None
+
+
+def confirmed_position(conn: Connection, slot: str) -> int:
+    """The slot's confirmed position (confirmed_flush_lsn, inclusive): what was last advanced to."""
+    row = conn.execute(_SLOT, (slot,)).fetchone()
+    if row is None or row[0] is None:
+        raise slot_missing(slot)
+    return parse_lsn(str(row[0]))
+
+
+_SLOTS = (
+    "SELECT slot_name, confirmed_flush_lsn::text, pg_current_wal_lsn()::text, "
+    "pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint FROM pg_replication_slots "
+    "WHERE plugin = %s AND database = current_database() ORDER BY slot_name"
+)
+
+
+def capture_slots(dsn: str) -> list[SourceStatus]:
+    """Every wal2json slot of the database at `dsn`: what `ordo status` shows of captures."""
+    try:
+        with connect_capture(dsn, autocommit=True) as conn:
+            rows = conn.execute(_SLOTS, (PLUGIN,)).fetchall()
+    except psycopg.Error as exc:
+        raise translate_postgres_error(exc) from exc
+    return [
+        SourceStatus(
+            name=str(name),
+            tables=(),
+            confirmed_position=None if confirmed is None else parse_lsn(str(confirmed)),
+            head_position=parse_lsn(str(head)),
+            retained_bytes=None if retained is None else int(str(retained)),
+        )
+        for name, confirmed, head, retained in rows
+    ]
