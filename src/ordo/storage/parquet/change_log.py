@@ -18,10 +18,7 @@ place: every key's changes must stay in the one partition where deduplication re
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import string
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -43,11 +40,16 @@ from ordo.cdc.mutation import Mutation
 from ordo.errors import (
     InvalidInputError,
     PartitionCountMismatchError,
-    StorageIntegrityError,
     StorageUnavailableError,
 )
 from ordo.hashing import stable_hash
 from ordo.journal.validation import check_storable
+from ordo.storage.parquet.durable_files import fsync_directory, made_directory
+from ordo.storage.parquet.file_name import FILE_NAME, segment_name, segment_token
+from ordo.storage.parquet.partition_record import (
+    read_partition_record,
+    write_partition_record,
+)
 
 CHANGE_LOG_SCHEMA = pa.schema(
     (name, pa.string() if name in CHANGE_ROW_TEXT_COLUMNS else pa.int64())
@@ -60,43 +62,6 @@ before `cell_values` existed lack its two columns; readers take them as null."""
 CHANGE_LOG_COLUMNS = tuple(CHANGE_LOG_SCHEMA.names)
 _WRITERS = 4
 """Threads that write a publish's files."""
-_FILE_NAME = re.compile(r"^(?P<segment>.+)-(?P<lowest>\d+)-(?P<highest>\d+)\.parquet$")
-_KEPT = frozenset(string.ascii_letters + string.digits + "_.")
-_HIDING = ("_", ".")
-"""Spark's and Hadoop's file listings skip names starting with these: a file so named is lost."""
-_EMPTY_SEGMENT = "-"
-PARTITIONS_RECORD = "_partitions.json"
-"""A table's partition count, `{"partitions": n}`, in its directory; the leading `_` hides it from
-Spark's file listing (it is not a data file) and it holds no `=`, which would make it a
-partition directory to Spark."""
-_ESCAPED = re.compile(r"(?:-[0-9a-f]{2})+")
-
-
-def _segment_token(segment: str) -> str:
-    """The segment as a file name part: never empty or hidden, and one per segment.
-
-    Letters, digits, `_` and `.` stand for themselves (so slot names read as they are), except a
-    leading `_` or `.`; every other character is its UTF-8 bytes as `-xx`. Two segments never
-    share a token (the file names' positions would mix), and `_segment_name` reverses it.
-    """
-    return (
-        "".join(
-            char
-            if char in _KEPT and not (index == 0 and char in _HIDING)
-            else "".join(f"-{byte:02x}" for byte in char.encode("utf-8", "surrogatepass"))
-            for index, char in enumerate(segment)
-        )
-        or _EMPTY_SEGMENT
-    )
-
-
-def _segment_name(token: str) -> str:
-    """The segment a file name's token stands for (the inverse of `_segment_token`)."""
-    if token == _EMPTY_SEGMENT:
-        return ""
-    return _ESCAPED.sub(
-        lambda run: bytes.fromhex(run[0].replace("-", "")).decode("utf-8", "replace"), token
-    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -141,7 +106,7 @@ class ParquetChangeLog:
         """
         missing = [d for d in (self.root, *self.root.parents) if not d.exists()]
         try:
-            _made_directory(self.root)
+            made_directory(self.root)
         except OSError as exc:
             msg = f"cannot create the directory of change log {self.root}: {exc}"
             raise StorageUnavailableError(msg) from exc
@@ -167,15 +132,10 @@ class ParquetChangeLog:
         a hand edit makes it so).
         """
         if table not in self._counts:
-            record = self.table_path(table) / PARTITIONS_RECORD
-            try:
-                text = record.read_text(encoding="utf-8")
-            except (FileNotFoundError, NotADirectoryError):  # no log there (yet)
+            recorded = read_partition_record(self.table_path(table))
+            if recorded is None:
                 return None
-            except OSError as exc:
-                msg = f"cannot read the partition count of change log {record}: {exc}"
-                raise StorageUnavailableError(msg) from exc
-            self._counts[table] = _recorded_count(record, text)
+            self._counts[table] = recorded
         return self._counts[table]
 
     def settled_partitions(self, table: str, *, requested: int | None, default: int) -> int:
@@ -226,20 +186,7 @@ class ParquetChangeLog:
         goes on from.
         """
         if self.partition_count(table) is None:
-            directory = self.table_path(table)
-            _made_directory(directory)
-            record = directory / PARTITIONS_RECORD
-            temporary = directory / f".{PARTITIONS_RECORD}.{uuid.uuid4().hex}.tmp"
-            try:
-                with temporary.open("w", encoding="utf-8") as file:
-                    json.dump({"partitions": partitions}, file)
-                    file.flush()
-                    os.fsync(file.fileno())
-                with suppress(FileExistsError):  # another publish recorded one: compared below
-                    _link_new(temporary, record)
-            finally:
-                temporary.unlink(missing_ok=True)
-            _fsync_directory(directory)
+            write_partition_record(self.table_path(table), partitions)
         recorded = self.partition_count(table)
         if recorded != partitions:
             raise PartitionCountMismatchError(table=table, recorded=recorded, requested=partitions)
@@ -266,7 +213,7 @@ class ParquetChangeLog:
                 raise failed[0]
             for temporary, final, *_ in staged:
                 os.replace(temporary, final)
-            list(pool.map(_fsync_directory, {final.parent for _, final, *_ in staged}))
+            list(pool.map(fsync_directory, {final.parent for _, final, *_ in staged}))
         for _, _, segment, partition, last in staged:
             if last is None:
                 continue
@@ -287,9 +234,9 @@ class ParquetChangeLog:
             msg = "a change log file holds the mutations of one segment"
             raise InvalidInputError(msg)
         directory = self.table_path(table) / f"partition={partition}"
-        _made_directory(directory)
+        made_directory(directory)
         segment = segments.pop()
-        token = _segment_token(segment)
+        token = segment_token(segment)
         positions = rows.column("position")
         unpositioned = positions.count(0)
         if unpositioned == len(positions):
@@ -315,9 +262,9 @@ class ParquetChangeLog:
         """The highest position of `segment` in one partition's files (read from their names)."""
         where = (table, segment, partition)
         if where not in self._last:
-            token = _segment_token(segment)
+            token = segment_token(segment)
             directory = self.table_path(table) / f"partition={partition}"
-            matches = (_FILE_NAME.match(file.name) for file in directory.glob("*.parquet"))
+            matches = (FILE_NAME.match(file.name) for file in directory.glob("*.parquet"))
             positions = [int(m["highest"]) for m in matches if m and m["segment"] == token]
             self._last[where] = max(positions, default=None)
         return self._last[where]
@@ -350,9 +297,9 @@ class ParquetChangeLog:
         files = list(self.table_path(table).glob("partition=*/*.parquet"))
         last: dict[str, int] = {}
         for file in files:
-            match = _FILE_NAME.match(file.name)
+            match = FILE_NAME.match(file.name)
             if match is not None:
-                segment = _segment_name(match["segment"])
+                segment = segment_name(match["segment"])
                 last[segment] = max(last.get(segment, 0), int(match["highest"]))
         return ChangeLogSummary(
             table=table,
@@ -395,64 +342,3 @@ def _table(rows: ChangeRows) -> pa.Table:
     ]
     arrays.append(pa.array([published_at_us] * len(rows), pa.int64()))
     return pa.Table.from_arrays(arrays, schema=CHANGE_LOG_SCHEMA)
-
-
-def _recorded_count(record: Path, text: str) -> int:
-    """The count a partitions record holds; StorageIntegrityError when it holds none."""
-    try:
-        count = json.loads(text)["partitions"]
-    except (ValueError, TypeError, KeyError):
-        count = None
-    if type(count) is not int or count < 1:
-        msg = (
-            f"{record} does not hold a partition count ({text[:80]!r}); write "
-            '{"partitions": <n>} with the count the log was written with'
-        )
-        raise StorageIntegrityError(msg)
-    return count
-
-
-def _link_new(source: Path, target: Path) -> None:
-    """Give `source` the name `target` unless that exists (FileExistsError then).
-
-    A hard link never replaces, so it is atomic and exclusive; a file system without hard links
-    gets a rename after a check, exclusive only between publishes that do not overlap.
-    """
-    try:
-        os.link(source, target)
-    except FileExistsError:
-        raise
-    except OSError:
-        if target.exists():
-            raise FileExistsError(target) from None
-        os.replace(source, target)
-
-
-def _made_directory(directory: Path) -> None:
-    """Create `directory` and its missing parents, syncing the parent of each one created.
-
-    Syncing a directory makes the names in it durable: the files renamed into a new partition
-    directory are synced there, but the directory's own name is an entry of its parent, and
-    unless that is synced too a crash can lose the directory with every file in it, after the
-    source was advanced past them. A directory that exists costs one stat; one that another
-    thread or publish creates meanwhile is synced by that one.
-    """
-    if directory.is_dir():
-        return
-    _made_directory(directory.parent)
-    try:
-        directory.mkdir()
-    except FileExistsError:
-        if not directory.is_dir():
-            raise
-        return
-    _fsync_directory(directory.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make a rename in `directory` durable (the new name survives a crash)."""
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
