@@ -1,12 +1,19 @@
-"""The search for events a persistence id is missing (seed 001, "Gap detection")."""
+"""The search for events a persistence id is missing (seed 001, "Gap detection").
+
+`TagQuery` holds an event back when earlier ones of its persistence id are missing, and runs one
+`search_round` per poll until they are found or the search's deadline passes.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Generic
 
-from ordo.query.ports import R
-from ordo.types import PersistenceId
+from ordo.errors import MissingTaggedEventError
+from ordo.query.ports import R, TagViewReader
+from ordo.query.tag_view_pages import key_ms, read_pages
+from ordo.time import BucketSize, TimeUUID
+from ordo.types import PersistenceId, Tag, TimeBucket
 
 
 @dataclass(slots=True)
@@ -61,3 +68,45 @@ class MissingSearch(Generic[R]):
             nr -= 1
         rows.reverse()
         return rows
+
+
+def search_round(
+    search: MissingSearch[R],
+    reader: TagViewReader[R],
+    *,
+    tag: Tag,
+    bucket_size: BucketSize,
+    page: int,
+) -> None:
+    """Offer the search the persistence id's rows in its range, bucket by bucket, until complete.
+
+    The range covers the held event's bucket and the one before it (no earlier than `after`).
+    """
+    last_bucket = bucket_size.key(key_ms(search.up_to))
+    first_bucket = max(bucket_size.key(key_ms(search.after)), bucket_size.previous(last_bucket))
+    bucket = first_bucket
+    while bucket <= last_bucket and not search.is_complete:
+        for rows in read_pages(
+            reader,
+            tag,
+            TimeBucket(bucket),
+            after=search.after,
+            up_to=search.up_to,
+            page=page,
+            persistence_id=search.persistence_id,
+        ):
+            for row in rows:
+                search.offer(row)
+        bucket = bucket_size.next(bucket)
+
+
+def missing_error(search: MissingSearch[R], *, tag: Tag) -> MissingTaggedEventError:
+    """The error of a gap the search gave up on: what is missing and where it was looked for."""
+    return MissingTaggedEventError(
+        tag=tag,
+        persistence_id=search.persistence_id,
+        missing=search.missing,
+        searched_after=TimeUUID.from_bytes(search.after),
+        searched_up_to=TimeUUID.from_bytes(search.up_to),
+        last_known_offset=TimeUUID.from_bytes(search.after),
+    )

@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Generic, cast
 
-from ordo.errors import MissingTaggedEventError
 from ordo.query.backtracking import BackTrack, BackTrackSchedule
 from ordo.query.envelope import KeyRun
 from ordo.query.offset import NoOffset, Offset, refuse_future
 from ordo.query.ports import R, RunPage, RunReader, TagViewReader
-from ordo.query.search import MissingSearch
+from ordo.query.search import MissingSearch, missing_error, search_round
+from ordo.query.start_scan import scan_start
+from ordo.query.tag_view_pages import key_at, key_ms, read_pages
 from ordo.settings import QuerySettings
 from ordo.time import BucketSize, TimeUUID
 from ordo.types import PersistenceId, Tag, TimeBucket
@@ -57,15 +58,6 @@ class Step(Generic[R]):
 
 def _ns(duration: timedelta) -> int:
     return duration // timedelta(microseconds=1) * 1000
-
-
-def _key_at(epoch_ns: int) -> bytes:
-    """The greatest key at `epoch_ns`: an upper bound that includes everything up to then."""
-    return TimeUUID.max_for_epoch_ns(epoch_ns).to_bytes()
-
-
-def _ms(key: bytes) -> int:
-    return TimeUUID.from_bytes(key).epoch_ms
 
 
 class TagQuery(Generic[R]):
@@ -111,7 +103,7 @@ class TagQuery(Generic[R]):
         self._cleanup_ms = cleanup // timedelta(milliseconds=1)
         self._schedule = BackTrackSchedule(settings, bucket_size, cleanup=cleanup, now_ns=now_ns)
         if isinstance(offset, NoOffset):
-            self._position = _key_at(first_time_bucket_ms * 1_000_000 - 100)
+            self._position = key_at(first_time_bucket_ms * 1_000_000 - 100)
             self._bucket = bucket_size.key(first_time_bucket_ms)
         else:
             refuse_future(offset, now_ns=now_ns)
@@ -120,7 +112,7 @@ class TagQuery(Generic[R]):
         self._start = self._position
         self._expects_first_nr_one = isinstance(offset, NoOffset)
         self._has_forgotten = False
-        self._end = None if is_live else _key_at(now_ns - self._delay_ns)
+        self._end = None if is_live else key_at(now_ns - self._delay_ns)
         self._pids: dict[PersistenceId, tuple[int, bytes]] = {
             pid: (nr, self._start) for pid, nr in (known or {}).items()
         }
@@ -129,7 +121,7 @@ class TagQuery(Generic[R]):
         self._needs_start_scan = not self._expects_first_nr_one and self._bucket == (
             bucket_size.key(now_ns // 1_000_000)
         )
-        self._cleaned_at_ms = _ms(self._position)
+        self._cleaned_at_ms = key_ms(self._position)
         self._now_ns = now_ns
         self.duplicates = 0
         """Rows dropped because their event was delivered already (for tests and metrics)."""
@@ -139,7 +131,7 @@ class TagQuery(Generic[R]):
 
         A live query then ends like a current one (Spark's availableNow trigger).
         """
-        self._end = _key_at(now_ns - self._delay_ns)
+        self._end = key_at(now_ns - self._delay_ns)
         self._is_live = False
 
     @property
@@ -197,13 +189,13 @@ class TagQuery(Generic[R]):
                 count = len(rows)
             if count == self._forward_page:
                 continue
-            bucket_end = _key_at((self._bucket + self._sizes.millis) * 1_000_000 - 100)
+            bucket_end = key_at((self._bucket + self._sizes.millis) * 1_000_000 - 100)
             if bound <= bucket_end:
                 return False
-            last = self._sizes.key(_ms(bound))
+            last = self._sizes.key(key_ms(bound))
             found = self._reader.next_bucket(self.tag, after=self._bucket, up_to=last)
             self._bucket = last if found is None else found
-            self._position = max(self._position, _key_at(self._bucket * 1_000_000 - 100))
+            self._position = max(self._position, key_at(self._bucket * 1_000_000 - 100))
         return True
 
     def _forward_runs(self, runs: RunReader, bound: bytes, out: list[R]) -> int | None:
@@ -233,7 +225,7 @@ class TagQuery(Generic[R]):
             return run.first_nr == known[0] + 1
         if self._expects_first_nr_one and not self._has_forgotten:
             return run.first_nr == 1
-        first_bucket = self._sizes.key(_ms(run.first_key))
+        first_bucket = self._sizes.key(key_ms(run.first_key))
         is_past = first_bucket < self._sizes.key(self._now_ns // 1_000_000)
         return (
             run.first_nr == 1
@@ -244,7 +236,7 @@ class TagQuery(Generic[R]):
     def _bound(self) -> bytes:
         if self._end is not None:
             return self._end
-        return _key_at(self._now_ns - self._delay_ns)
+        return key_at(self._now_ns - self._delay_ns)
 
     def _offer(self, row: R, out: list[R]) -> bool:
         """Deliver, drop or hold back one row; False when it started a search."""
@@ -270,11 +262,11 @@ class TagQuery(Generic[R]):
             if nr == 1:
                 return self._accept_first(row, out)
             return self._begin_search(row, first_missing=1, after=self._start, is_gap=True)
-        row_bucket = self._sizes.key(_ms(row.offset_key))
+        row_bucket = self._sizes.key(key_ms(row.offset_key))
         is_past = row_bucket < self._sizes.key(self._now_ns // 1_000_000)
         if nr == 1 or is_past or self._settings.new_persistence_id_scan_timeout <= timedelta(0):
             return self._accept_first(row, out)
-        previous_start = _key_at(self._sizes.previous(row_bucket) * 1_000_000 - 100)
+        previous_start = key_at(self._sizes.previous(row_bucket) * 1_000_000 - 100)
         return self._begin_search(
             row, first_missing=1, after=max(self._start, previous_start), is_gap=False
         )
@@ -300,7 +292,7 @@ class TagQuery(Generic[R]):
             is_gap=is_gap,
         )
         if is_gap and len(search.missing) > self._settings.max_missing_to_search:
-            raise self._missing_error(search)
+            raise missing_error(search, tag=self.tag)
         self._search = search
         return False
 
@@ -308,16 +300,11 @@ class TagQuery(Generic[R]):
         """One search round; True when the search is over and the rows are delivered."""
         search = self._search
         assert search is not None  # noqa: S101 - poll() checked
-        last_bucket = self._sizes.key(_ms(search.up_to))
-        first_bucket = max(self._sizes.key(_ms(search.after)), self._sizes.previous(last_bucket))
-        bucket = first_bucket
-        while bucket <= last_bucket and not search.is_complete:
-            self._read_pid(search, TimeBucket(bucket))
-            bucket = self._sizes.next(bucket)
+        search_round(search, self._reader, tag=self.tag, bucket_size=self._sizes, page=self._page)
         if not search.is_complete and self._now_ns < search.deadline_ns:
             return False
         if not search.is_complete and search.is_gap:
-            raise self._missing_error(search)
+            raise missing_error(search, tag=self.tag)
         rows = search.deliverable()
         if len(rows) > 1:
             logger.warning(
@@ -333,33 +320,6 @@ class TagQuery(Generic[R]):
         self._search = None
         return True
 
-    def _read_pid(self, search: MissingSearch[R], bucket: TimeBucket) -> None:
-        after = search.after
-        while True:
-            rows = self._reader.read_tag_view(
-                self.tag,
-                bucket,
-                after=after,
-                up_to=search.up_to,
-                limit=self._page,
-                persistence_id=search.persistence_id,
-            )
-            for row in rows:
-                search.offer(row)
-            if len(rows) < self._page:
-                return
-            after = rows[-1].offset_key
-
-    def _missing_error(self, search: MissingSearch[R]) -> MissingTaggedEventError:
-        return MissingTaggedEventError(
-            tag=self.tag,
-            persistence_id=search.persistence_id,
-            missing=search.missing,
-            searched_after=TimeUUID.from_bytes(search.after),
-            searched_up_to=TimeUUID.from_bytes(search.up_to),
-            last_known_offset=TimeUUID.from_bytes(search.after),
-        )
-
     def _search_wait_ns(self) -> int:
         search = self._search
         if search is None:
@@ -371,19 +331,18 @@ class TagQuery(Generic[R]):
 
     def _back_track(self, kind: BackTrack, out: list[R]) -> bool:
         """Re-read from the back-track's reach to the position; False if a search started."""
-        reach_ms = self._schedule.reach_ms(kind, position_ms=_ms(self._position))
-        after = max(self._start, _key_at(reach_ms * 1_000_000 - 100))
-        bucket = self._sizes.key(_ms(after))
+        reach_ms = self._schedule.reach_ms(kind, position_ms=key_ms(self._position))
+        after = max(self._start, key_at(reach_ms * 1_000_000 - 100))
+        bucket = self._sizes.key(key_ms(after))
         while bucket <= self._bucket:
-            cursor = after
-            while True:
-                rows = self._reader.read_tag_view(
-                    self.tag,
-                    TimeBucket(bucket),
-                    after=cursor,
-                    up_to=self._position,
-                    limit=self._page,
-                )
+            for rows in read_pages(
+                self._reader,
+                self.tag,
+                TimeBucket(bucket),
+                after=after,
+                up_to=self._position,
+                page=self._page,
+            ):
                 delivered = len(out)
                 for row in rows:
                     if not self._offer(row, out):
@@ -395,9 +354,6 @@ class TagQuery(Generic[R]):
                         kind,
                         len(out) - delivered,
                     )
-                if len(rows) < self._page:
-                    break
-                cursor = rows[-1].offset_key
             bucket = self._sizes.next(bucket)
         return True
 
@@ -408,27 +364,15 @@ class TagQuery(Generic[R]):
         for ids seen only after the offset, the lowest tag pid sequence nr is the first.
         """
         self._needs_start_scan = False
-        scan_from = _key_at(
-            (_ms(self._start) - self._settings.offset_scanning_period // timedelta(milliseconds=1))
-            * 1_000_000
+        before, lowest = scan_start(
+            self._reader,
+            self.tag,
+            self._bucket,
+            start=self._start,
+            scanning_period=self._settings.offset_scanning_period,
+            up_to=self._bound(),
+            page=self._page,
         )
-        before: dict[PersistenceId, tuple[int, bytes]] = {}
-        lowest: dict[PersistenceId, int] = {}
-        cursor, bound = scan_from, self._bound()
-        while cursor < bound:
-            rows = self._reader.read_tag_view(
-                self.tag, self._bucket, after=cursor, up_to=bound, limit=self._page
-            )
-            for row in rows:
-                pid, nr = row.persistence_id, row.tag_pid_sequence_nr
-                if row.offset_key <= self._start:
-                    if nr > before.get(pid, (0, b""))[0]:
-                        before[pid] = (nr, row.offset_key)
-                elif nr < lowest.get(pid, nr + 1):
-                    lowest[pid] = nr
-            if len(rows) < self._page:
-                break
-            cursor = rows[-1].offset_key
         for pid, last in before.items():
             # A known position is what the caller processed: an event after it that lies
             # before the offset is late and not delivered yet, whatever the scan finds.
@@ -438,11 +382,11 @@ class TagQuery(Generic[R]):
             self._pids.setdefault(pid, (first - 1, self._start))
 
     def _forget_old_persistence_ids(self) -> None:
-        position_ms = _ms(self._position)
+        position_ms = key_ms(self._position)
         if position_ms - self._cleaned_at_ms < self._cleanup_ms // 2:
             return
         self._cleaned_at_ms = position_ms
-        horizon = _key_at((position_ms - self._cleanup_ms) * 1_000_000)
+        horizon = key_at((position_ms - self._cleanup_ms) * 1_000_000)
         for pid in [pid for pid, (_, key) in self._pids.items() if key < horizon]:
             del self._pids[pid]
             self._has_forgotten = True
