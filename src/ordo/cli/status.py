@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ordo.cli.cdc import change_log_option, require_named_change_log, source_status_options
+from ordo.cli.cdc_options import change_log_option, require_named_change_log, source_status_options
 from ordo.cli.cdc_status import cdc_table
 from ordo.cli.options import (
     beyond_token,
