@@ -332,6 +332,23 @@ def test_a_capture_rides_out_ended_sessions_publishing_each_change_once(
     assert "capture reconnected after" in caplog.text
 
 
+def test_a_capture_of_the_slot_starts_right_after_the_last_one_closed(sessions: Sessions) -> None:
+    """The lock went only with the closed session's backend, a moment after the close.
+
+    A capture started right after another stopped was refused as already running (its
+    predecessor's backend still held the lock); closing now releases it first.
+    """
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    sessions.execute("CREATE TABLE items (id bigint PRIMARY KEY, v int)")
+    try:
+        for _ in range(20):
+            with change_source_at(sessions.url, ["items"], slot=slot):
+                pass
+    finally:
+        with change_source_at(sessions.url, ["items"], slot=slot) as source:
+            source.drop()  # type: ignore[attr-defined]
+
+
 def test_a_capture_whose_lock_another_took_meanwhile_stops(
     sessions: Sessions, tmp_path: Path
 ) -> None:

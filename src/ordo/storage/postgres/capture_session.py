@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
 from ordo.errors import AlreadyRunningError, ReplicationSlotMissingError, StorageUnavailableError
 from ordo.hashing import stable_hash
@@ -109,3 +110,20 @@ def lock_capture(conn: Connection, slot: str, *, previous_pid: int | None) -> No
     )
     msg = f"a capture of slot {slot!r} is already running ({running}); stop it first"
     raise AlreadyRunningError(msg)
+
+
+def close_locked(conn: Connection) -> None:
+    """Close a capture's session, releasing its capture lock first when the session is sound.
+
+    The server releases a session's advisory locks only once its backend has ended, a moment
+    after the client closed the connection: a capture of the slot started right after this one
+    stopped was refused as already running. A session that is broken or busy is just closed
+    (its lock goes with its backend).
+    """
+    try:
+        if not conn.broken and conn.info.transaction_status is TransactionStatus.IDLE:
+            conn.execute("SELECT pg_advisory_unlock_all()")
+    except psycopg.Error:
+        pass  # the session was lost meanwhile: its lock goes with it
+    finally:
+        conn.close()

@@ -23,6 +23,7 @@ from ordo.cdc.ports import CapturedWindow, SourceStatus
 from ordo.cdc.schema import ColumnType, TableSchema
 from ordo.errors import CaptureError, ConfigurationError, InvalidInputError
 from ordo.storage.postgres.capture_session import (
+    close_locked,
     connect_capture,
     lock_capture,
     slot_missing,
@@ -245,10 +246,10 @@ class PostgresChangeSource:
         )
 
     def close(self) -> None:
-        """Close the connection (a later call opens a new one)."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        """Close the connection (a later call opens a new one), releasing the capture lock."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            close_locked(conn)
 
     def __enter__(self) -> PostgresChangeSource:
         return self
