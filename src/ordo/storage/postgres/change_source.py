@@ -26,7 +26,6 @@ from ordo.storage.postgres.capture_session import (
     close_locked,
     connect_capture,
     lock_capture,
-    slot_missing,
     translated,
 )
 from ordo.storage.postgres.catalog import (
@@ -42,13 +41,13 @@ from ordo.storage.postgres.replication_slot import (
     confirmed_position,
     create_slot,
     drop_slot,
+    slot_status,
 )
 from ordo.storage.postgres.wal2json import (
     POSITIONS_PER_LSN,
     RowChange,
     decode_window,
     format_lsn,
-    parse_lsn,
     row_key,
     row_values,
     value_cells,
@@ -69,11 +68,6 @@ _PEEK = (
 _TYPE_NAME = (
     "SELECT coalesce(base.typname, t.typname) FROM pg_type t "
     "LEFT JOIN pg_type base ON t.typtype = 'd' AND base.oid = t.typbasetype WHERE t.oid = %s"
-)
-_STATUS = (
-    "SELECT confirmed_flush_lsn::text, pg_current_wal_lsn()::text, "
-    "pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint "
-    "FROM pg_replication_slots WHERE slot_name = %s"
 )
 
 
@@ -232,18 +226,9 @@ class PostgresChangeSource:
         table the capture could take (CaptureError, NoPrimaryKeyError... otherwise).
         """
         with self._session() as conn:
-            row = conn.execute(_STATUS, (self._slot,)).fetchone()
-            if row is None:
-                raise slot_missing(self._slot)
+            status = slot_status(conn, self._slot, self._tables)
             self._read_schemas(conn)
-        confirmed, head, retained = row
-        return SourceStatus(
-            name=self._slot,
-            tables=self._tables,
-            confirmed_position=None if confirmed is None else parse_lsn(str(confirmed)),
-            head_position=parse_lsn(str(head)),
-            retained_bytes=None if retained is None else int(str(retained)),
-        )
+        return status
 
     def close(self) -> None:
         """Close the connection (a later call opens a new one), releasing the capture lock."""

@@ -89,11 +89,24 @@ def confirmed_position(conn: Connection, slot: str) -> int:
     return parse_lsn(str(row[0]))
 
 
+_POSITIONS = (
+    "confirmed_flush_lsn::text, pg_current_wal_lsn()::text, "
+    "pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint"
+)
+"""Where a slot stands, as `_status` reads it: confirmed position, WAL head, WAL kept for it."""
+_STATUS = f"SELECT {_POSITIONS} FROM pg_replication_slots WHERE slot_name = %s"
 _SLOTS = (
-    "SELECT slot_name, confirmed_flush_lsn::text, pg_current_wal_lsn()::text, "
-    "pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint FROM pg_replication_slots "
+    f"SELECT slot_name, {_POSITIONS} FROM pg_replication_slots "
     "WHERE plugin = %s AND database = current_database() ORDER BY slot_name"
 )
+
+
+def slot_status(conn: Connection, slot: str, tables: tuple[str, ...]) -> SourceStatus:
+    """Where the slot stands, for a capture of `tables`; ReplicationSlotMissingError if gone."""
+    row = conn.execute(_STATUS, (slot,)).fetchone()
+    if row is None:
+        raise slot_missing(slot)
+    return _status(slot, tables, *row)
 
 
 def capture_slots(dsn: str) -> list[SourceStatus]:
@@ -103,13 +116,17 @@ def capture_slots(dsn: str) -> list[SourceStatus]:
             rows = conn.execute(_SLOTS, (PLUGIN,)).fetchall()
     except psycopg.Error as exc:
         raise translate_postgres_error(exc) from exc
-    return [
-        SourceStatus(
-            name=str(name),
-            tables=(),
-            confirmed_position=None if confirmed is None else parse_lsn(str(confirmed)),
-            head_position=parse_lsn(str(head)),
-            retained_bytes=None if retained is None else int(str(retained)),
-        )
-        for name, confirmed, head, retained in rows
-    ]
+    return [_status(str(name), (), *positions) for name, *positions in rows]
+
+
+def _status(
+    slot: str, tables: tuple[str, ...], confirmed: object, head: object, retained: object
+) -> SourceStatus:
+    """A slot's status from its `_POSITIONS` columns; a NULL position or size stays None."""
+    return SourceStatus(
+        name=slot,
+        tables=tables,
+        confirmed_position=None if confirmed is None else parse_lsn(str(confirmed)),
+        head_position=parse_lsn(str(head)),
+        retained_bytes=None if retained is None else int(str(retained)),
+    )
