@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from ordo.settings import BackTrackPeriod, QuerySettings
 from ordo.time import BucketSize
+from ordo.time.duration import nanoseconds
 
 
 class BackTrack(StrEnum):
@@ -40,8 +41,8 @@ class BackTrackSchedule:
             BackTrack.LONG: settings.back_track_long_period,
         }
         self._intervals_ns = {
-            BackTrack.SHORT: settings.back_track_interval // timedelta(microseconds=1) * 1000,
-            BackTrack.LONG: settings.back_track_long_interval // timedelta(microseconds=1) * 1000,
+            BackTrack.SHORT: nanoseconds(settings.back_track_interval),
+            BackTrack.LONG: nanoseconds(settings.back_track_long_interval),
         }
         self._next_ns = {
             kind: now_ns + interval

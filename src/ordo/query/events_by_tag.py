@@ -7,7 +7,6 @@ import logging
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
-from datetime import timedelta
 
 from ordo.clock import Clock, clock_or_system
 from ordo.errors import StorageUnavailableError
@@ -18,6 +17,7 @@ from ordo.query.ports import TagViewReader
 from ordo.query.tag_query import TagQuery
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.tagging.notification import IN_PROCESS, TagNotifier
+from ordo.time.duration import nanoseconds
 from ordo.types import Tag
 
 logger = logging.getLogger(__name__)
@@ -93,9 +93,7 @@ class TagStream(Iterator[EventEnvelope]):
     def __init__(self, query: TagQuery[EventEnvelope], owner: EventsByTag) -> None:
         self._query = query
         self._clock = owner._clock
-        self._delay_ns = (
-            owner.settings.eventual_consistency_delay // timedelta(microseconds=1) * 1000
-        )
+        self._delay_ns = nanoseconds(owner.settings.eventual_consistency_delay)
         self._buffer: deque[EventEnvelope] = deque()
         self._notified: deque[int] = deque()
         self._wake = threading.Event()

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from ordo.errors import FutureOffsetError, OffsetFormatError
 from ordo.settings import QuerySettings
 from ordo.time import TimeUUID
+from ordo.time.duration import nanoseconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +34,7 @@ def looking_back(offset: TimeUUID, settings: QuerySettings) -> TimeUUID:
     """
     if not isinstance(settings.back_track_period, timedelta):
         return offset
-    back_ns = offset.epoch_ns - settings.back_track_period // timedelta(microseconds=1) * 1000
+    back_ns = offset.epoch_ns - nanoseconds(settings.back_track_period)
     return TimeUUID.min_for_epoch_ns(max(back_ns, 0))
 
 

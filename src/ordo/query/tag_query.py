@@ -33,6 +33,7 @@ from ordo.query.start_scan import scan_start
 from ordo.query.tag_view_pages import key_at, key_ms, read_pages
 from ordo.settings import QuerySettings
 from ordo.time import BucketSize, TimeUUID
+from ordo.time.duration import nanoseconds
 from ordo.types import PersistenceId, Tag, TimeBucket
 
 logger = logging.getLogger(__name__)
@@ -54,10 +55,6 @@ class Step(Generic[R]):
     """A current query has delivered everything it will."""
     wait_ns: int
     """How long to wait before the next poll (0: at once; a notification may cut it short)."""
-
-
-def _ns(duration: timedelta) -> int:
-    return duration // timedelta(microseconds=1) * 1000
 
 
 class TagQuery(Generic[R]):
@@ -96,7 +93,7 @@ class TagQuery(Generic[R]):
         self._is_live = is_live
         self._page = settings.page_size
         self._forward_page = settings.page_size if runs is None else RUN_PAGE
-        self._delay_ns = _ns(settings.eventual_consistency_delay)
+        self._delay_ns = nanoseconds(settings.eventual_consistency_delay)
         cleanup = settings.cleanup_old_persistence_ids or timedelta(
             milliseconds=2 * bucket_size.millis
         )
@@ -288,7 +285,7 @@ class TagQuery(Generic[R]):
             first_missing=first_missing,
             after=after,
             up_to=row.offset_key,
-            deadline_ns=self._now_ns + _ns(timeout),
+            deadline_ns=self._now_ns + nanoseconds(timeout),
             is_gap=is_gap,
         )
         if is_gap and len(search.missing) > self._settings.max_missing_to_search:
@@ -325,7 +322,7 @@ class TagQuery(Generic[R]):
         if search is None:
             return 0
         remaining = max(0, search.deadline_ns - self._now_ns)
-        return min(_ns(self._settings.refresh_interval), remaining)
+        return min(nanoseconds(self._settings.refresh_interval), remaining)
 
     # -- back-tracking, the start scan and cleanup ----------------------------------------
 
@@ -392,7 +389,7 @@ class TagQuery(Generic[R]):
             self._has_forgotten = True
 
     def _idle_wait_ns(self) -> int:
-        wait = _ns(self._settings.refresh_interval)
+        wait = nanoseconds(self._settings.refresh_interval)
         next_due = self._schedule.next_due_ns()
         if next_due is not None:
             wait = min(wait, max(0, next_due - self._now_ns))

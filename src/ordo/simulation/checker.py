@@ -12,6 +12,7 @@ from ordo.journal.ports import JournalStore
 from ordo.settings import QuerySettings
 from ordo.simulation.readers import QueryChain
 from ordo.simulation.visibility import Range, visible_ns
+from ordo.time.duration import nanoseconds
 from ordo.types import SequenceNr
 
 EventKey = tuple[str, str, int]
@@ -168,7 +169,7 @@ def _excuse(
     settings: QuerySettings,
 ) -> LossCause | None:
     """Why the seeds allow this event to be missed, or None when missing it is a violation."""
-    delay_ns = _ns(settings.eventual_consistency_delay)
+    delay_ns = nanoseconds(settings.eventual_consistency_delay)
     if seen_at is None or seen_at <= event.offset_ns + delay_ns:
         return None
     if any(start >= event.offset_key for r in runs for start in r.restarts):
@@ -177,13 +178,9 @@ def _excuse(
     if any(first > nr for r in runs for (_, p), first in r.first_nr.items() if p == pid):
         return LossCause.FIRST_ENCOUNTER
     period = settings.back_track_period
-    if isinstance(period, timedelta) and seen_at > event.offset_ns + delay_ns + _ns(period):
+    if isinstance(period, timedelta) and seen_at > event.offset_ns + delay_ns + nanoseconds(period):
         return LossCause.BEYOND_BACK_TRACK
     return None
-
-
-def _ns(duration: timedelta) -> int:
-    return duration // timedelta(microseconds=1) * 1000
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:

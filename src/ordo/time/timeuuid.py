@@ -12,6 +12,7 @@ from uuid import UUID
 from ordo import arguments
 from ordo.clock import Clock
 from ordo.errors import ConfigurationError, InvalidInputError, OffsetFormatError
+from ordo.time.duration import nanoseconds
 
 GREGORIAN_OFFSET_100NS = 0x01B21DD213814000
 """100 ns intervals from the Gregorian reform (1582-10-15) to the Unix epoch."""
@@ -193,7 +194,7 @@ class TimeUUID:
         if dt.tzinfo is None or dt.utcoffset() is None:
             msg = f"datetime {dt.isoformat()} is naive; pass a timezone-aware datetime"
             raise OffsetFormatError(msg)
-        epoch_ns = (dt - _UNIX_EPOCH) // _dt.timedelta(microseconds=1) * 1000
+        epoch_ns = nanoseconds(dt - _UNIX_EPOCH)
         if bound == "min":
             return cls.min_for_epoch_ns(epoch_ns)
         if bound == "max":
