@@ -500,6 +500,24 @@ def test_an_operator_request_does_not_replace_the_hand_over_a_merge_waits_for(
             assert holding.failure is None
 
 
+def _beside_other_s_segment_1(stores: Stores, tokens: object) -> TrackingProcessor:
+    """A one-thread "counts" processor over two segments through `tokens` (the store behind a
+    race double), with "other" holding segment 1 for 30 s: the processor can take segment 0 only."""
+    settings = replace(
+        FAST, thread_count=1, initial_segment_count=2, claim_timeout=timedelta(seconds=30)
+    )
+    stores.tokens.initialize("counts", segment_count=2)
+    now = time.time_ns() // 1_000_000
+    stores.tokens.claim("counts", 1, "other", now_ms=now, claim_timeout_ms=30_000)
+    return TrackingProcessor(
+        "counts",
+        source(stores),
+        tokens,  # type: ignore[arg-type]
+        counting_handler,
+        settings=settings,
+    )
+
+
 class _HandOverAskedMeanwhile:
     """The token store, except that as soon as an owner takes a merge request, the owner of
     the sibling asks it to hand its segment over: the sibling's owner merging the same two
@@ -525,20 +543,8 @@ def test_an_owner_asked_for_its_segment_while_merging_hands_it_over(stores: Stor
     """Both owners of two siblings merging them at once: each asked the other for its segment,
     and the merge request an owner asks of itself again (to retry) replaced the hand-over it
     was asked for. The hand-over stays now, and the owner hands its segment over."""
-    settings = replace(
-        FAST, thread_count=1, initial_segment_count=2, claim_timeout=timedelta(seconds=30)
-    )
-    stores.tokens.initialize("counts", segment_count=2)
-    now = time.time_ns() // 1_000_000
-    stores.tokens.claim("counts", 1, "other", now_ms=now, claim_timeout_ms=30_000)
     tokens = _HandOverAskedMeanwhile(stores.tokens, sibling_owner="other")
-    processor = TrackingProcessor(
-        "counts",
-        source(stores),
-        tokens,  # type: ignore[arg-type]
-        counting_handler,
-        settings=settings,
-    )
+    processor = _beside_other_s_segment_1(stores, tokens)
     with processor:
         wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
         processor.merge(0)
@@ -583,20 +589,8 @@ def test_an_operator_s_release_made_while_the_owner_merges_is_not_replaced(
     merge asked again replaced a release the operator made in between, though the operator
     was told that the owner was asked. The release stands now: the owner releases segment 0,
     and the hand-over of segment 1 that its merge asked for is withdrawn."""
-    settings = replace(
-        FAST, thread_count=1, initial_segment_count=2, claim_timeout=timedelta(seconds=30)
-    )
-    stores.tokens.initialize("counts", segment_count=2)
-    now = time.time_ns() // 1_000_000
-    stores.tokens.claim("counts", 1, "other", now_ms=now, claim_timeout_ms=30_000)
     tokens = _ReleaseAskedMeanwhile(stores.tokens)
-    processor = TrackingProcessor(
-        "counts",
-        source(stores),
-        tokens,  # type: ignore[arg-type]
-        counting_handler,
-        settings=settings,
-    )
+    processor = _beside_other_s_segment_1(stores, tokens)
     with processor:
         wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
         owner = stores.tokens.entries("counts")[0].owner
@@ -662,20 +656,8 @@ def test_when_both_owners_of_a_pair_merge_it_at_once_the_lower_segment_s_owner_m
     replaced the other's merge request, so each owner handed its segment to the other and the
     pair swapped owners without merging. Now segment 0's owner keeps the merge: the other
     owner's hand-over is refused, and it hands segment 1 over when asked."""
-    settings = replace(
-        FAST, thread_count=1, initial_segment_count=2, claim_timeout=timedelta(seconds=30)
-    )
-    stores.tokens.initialize("counts", segment_count=2)
-    now = time.time_ns() // 1_000_000
-    stores.tokens.claim("counts", 1, "other", now_ms=now, claim_timeout_ms=30_000)
     tokens = _SiblingMergingAtOnce(stores.tokens, sibling_owner="other")
-    processor = TrackingProcessor(
-        "counts",
-        source(stores),
-        tokens,  # type: ignore[arg-type]
-        counting_handler,
-        settings=settings,
-    )
+    processor = _beside_other_s_segment_1(stores, tokens)
     with processor:
         wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
         owner = stores.tokens.entries("counts")[0].owner
