@@ -6,11 +6,23 @@ import datetime as dt
 import subprocess
 import sys
 import textwrap
+from collections.abc import Collection, Mapping, Sequence
 
 from hypothesis import strategies as st
 
-from ordo.cdc import Audit, Cell, Column, ColumnType, Mutation, SchemaVersion, TableSchema
+from ordo.cdc import (
+    Audit,
+    Cell,
+    ChangeMessage,
+    Column,
+    ColumnType,
+    Mutation,
+    SchemaVersion,
+    TableSchema,
+)
+from ordo.cdc.message_rows import MessageRows
 from ordo.cdc.schema_catalog import SchemaCatalog
+from ordo.storage.sql_change_sink import ChangeBatchReceipt, SqlChangeSink
 
 USER_ID = Column(name="id", type=ColumnType.LONG, nullable=False)
 USERS = TableSchema(
@@ -112,4 +124,28 @@ def run_with_file_size_limit(code: str, limit_bytes: int) -> subprocess.Complete
         text=True,
         timeout=120,
         check=False,
+    )
+
+
+def apply_as_m(
+    sink: SqlChangeSink,
+    batch_id: int,
+    messages: Sequence[ChangeMessage],
+    schema: TableSchema,
+    *,
+    query_id: str,
+    target_table: str,
+    retired: Collection[str] = (),
+    former_types: Mapping[str, Sequence[ColumnType]] | None = None,
+) -> ChangeBatchReceipt:
+    """Apply `messages` as batch `batch_id` of the materializer "m" of the sink contract tests."""
+    return sink.apply_batch(
+        materializer="m",
+        query_id=query_id,
+        batch_id=batch_id,
+        target_table=target_table,
+        messages=MessageRows.from_messages(messages),
+        schema=schema,
+        retired=retired,
+        former_types=former_types or {},
     )

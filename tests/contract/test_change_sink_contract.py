@@ -9,9 +9,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from cdc_support import apply_as_m
 from operations_support import execute, wait_for_a_lock_wait
 from ordo.cdc import Audit, ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
-from ordo.cdc.message_rows import MessageRows
 from ordo.errors import MaterializerCheckpointError
 from ordo.storage.migration import load_migrations
 from ordo.storage.open import Stores, stores_at
@@ -67,6 +67,19 @@ def _message(
     )
 
 
+def _apply_with(
+    sink: SqlChangeSink,
+    batch_id: int,
+    messages: list[ChangeMessage],
+    schema: TableSchema,
+    *,
+    retired: Collection[str] = (),
+) -> ChangeBatchReceipt:
+    return apply_as_m(
+        sink, batch_id, messages, schema, query_id=QUERY, target_table=TARGET, retired=retired
+    )
+
+
 def _table(stores: Stores) -> list[tuple[Any, ...]]:
     with stores.change_sink._db.connection() as conn:
         cursor = conn.execute('SELECT * FROM "odd ""table""_materialized" ORDER BY "id"')
@@ -85,23 +98,9 @@ def test_a_batch_is_applied_once_with_its_messages_and_progress(stores: Stores) 
         _message(ChangeOp.READ, 2, None, b1, 1),
         _message(ChangeOp.UPDATE, 1, a1, a2, 1),
     ]
-    receipt = sink.apply_batch(
-        materializer="m",
-        query_id=QUERY,
-        batch_id=0,
-        target_table=TARGET,
-        messages=MessageRows.from_messages(batch),
-        schema=V1,
-    )
+    receipt = _apply_with(sink, 0, batch, V1)
     assert (receipt.is_applied, receipt.messages) == (True, 3)
-    again = sink.apply_batch(
-        materializer="m",
-        query_id=QUERY,
-        batch_id=0,
-        target_table=TARGET,
-        messages=MessageRows.from_messages(batch),
-        schema=V1,
-    )
+    again = _apply_with(sink, 0, batch, V1)
     assert not again.is_applied
     assert sink.has_table(TARGET)
     rows = _table(stores)
@@ -116,34 +115,15 @@ def test_a_batch_is_applied_once_with_its_messages_and_progress(stores: Stores) 
 def test_deletes_and_a_new_nullable_column_apply_in_order(stores: Stores) -> None:
     sink = stores.change_sink
     a, b = _row(1, "a"), _row(2, "b")
-    sink.apply_batch(
-        materializer="m",
-        query_id=QUERY,
-        batch_id=3,
-        target_table=TARGET,
-        messages=MessageRows.from_messages(
-            [
-                _message(ChangeOp.CREATE, 1, None, a, 1),
-                _message(ChangeOp.CREATE, 2, None, b, 1),
-            ]
-        ),
-        schema=V1,
-    )
+    created = [_message(ChangeOp.CREATE, 1, None, a, 1), _message(ChangeOp.CREATE, 2, None, b, 1)]
+    _apply_with(sink, 3, created, V1)
     a_v2 = {**a, "note": "n"}
-    sink.apply_batch(
-        materializer="m",
-        query_id=QUERY,
-        batch_id=4,
-        target_table=TARGET,
-        messages=MessageRows.from_messages(
-            [
-                _message(ChangeOp.DELETE, 2, b, None, 1),
-                _message(ChangeOp.CREATE, 2, None, _row(2, "again"), 1),  # back with old columns
-                _message(ChangeOp.UPDATE, 1, {**a, "note": None}, a_v2, 2),
-            ]
-        ),
-        schema=V2,
-    )
+    changed = [
+        _message(ChangeOp.DELETE, 2, b, None, 1),
+        _message(ChangeOp.CREATE, 2, None, _row(2, "again"), 1),  # back with old columns
+        _message(ChangeOp.UPDATE, 1, {**a, "note": None}, a_v2, 2),
+    ]
+    _apply_with(sink, 4, changed, V2)
     rows = _table(stores)
     assert [(row[0], row[1], row[-1]) for row in rows] == [(1, "a", "n"), (2, "again", None)]
     assert sink.last_batch_id("m") == 4
@@ -191,36 +171,10 @@ def test_a_column_the_current_schema_no_longer_has_is_dropped_with_the_batch(
     ]
 
 
-def _apply_with(
-    sink: SqlChangeSink,
-    batch_id: int,
-    messages: list[ChangeMessage],
-    schema: TableSchema,
-    *,
-    retired: Collection[str] = (),
-) -> ChangeBatchReceipt:
-    return sink.apply_batch(
-        materializer="m",
-        query_id=QUERY,
-        batch_id=batch_id,
-        target_table=TARGET,
-        messages=MessageRows.from_messages(messages),
-        schema=schema,
-        retired=retired,
-    )
-
-
 def _apply(sink: SqlChangeSink, query_id: str, batch_id: int, *keys: int) -> ChangeBatchReceipt:
     """A batch of `query_id` that creates the rows `keys`."""
     created = [_message(ChangeOp.CREATE, key, None, _row(key, f"v{key}"), 1) for key in keys]
-    return sink.apply_batch(
-        materializer="m",
-        query_id=query_id,
-        batch_id=batch_id,
-        target_table=TARGET,
-        messages=MessageRows.from_messages(created),
-        schema=V1,
-    )
+    return apply_as_m(sink, batch_id, created, V1, query_id=query_id, target_table=TARGET)
 
 
 def _stored(sink: SqlChangeSink) -> tuple[list[tuple[Any, ...]], list[object]]:

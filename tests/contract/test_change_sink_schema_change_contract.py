@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from cdc_support import apply_as_m
 from ordo.cdc import Audit, ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
-from ordo.cdc.message_rows import MessageRows
 from ordo.errors import (
     MaterializedKeyChangeError,
     MaterializedRetypeError,
@@ -69,14 +69,14 @@ def _apply(
     schema: TableSchema,
     former_types: Mapping[str, Sequence[ColumnType]] | None = None,
 ) -> ChangeBatchReceipt:
-    return sink.apply_batch(
-        materializer="m",
+    return apply_as_m(
+        sink,
+        batch_id,
+        messages,
+        schema,
         query_id=QUERY,
-        batch_id=batch_id,
         target_table=TARGET,
-        messages=MessageRows.from_messages(messages),
-        schema=schema,
-        former_types=former_types or {},
+        former_types=former_types,
     )
 
 
