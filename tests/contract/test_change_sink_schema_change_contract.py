@@ -18,28 +18,20 @@ from ordo.errors import (
 from ordo.storage.open import Stores
 from ordo.storage.sql_change_sink import ChangeBatchReceipt, SqlChangeSink
 
-ID = Column(name="id", type=ColumnType.LONG, nullable=False)
-S = Column(name="s", type=ColumnType.STRING)
-V1 = TableSchema(
-    table="items",
-    columns=(
-        ID,
-        Column(name="n", type=ColumnType.LONG),
-        S,
-        Column(name="m 100%", type=ColumnType.STRING),
-    ),
-    partition_key=("id",),
-)
-V2 = TableSchema(
-    table="items",
-    columns=(
-        ID,
-        Column(name="n", type=ColumnType.STRING),
-        S,
-        Column(name="m 100%", type=ColumnType.DOUBLE),
-    ),
-    partition_key=("id",),
-)
+
+def _items(n: ColumnType, m: ColumnType) -> TableSchema:
+    """Table `items` keyed by `id`, with `n` and `m 100%` of the given types."""
+    columns = (
+        Column(name="id", type=ColumnType.LONG, nullable=False),
+        Column(name="n", type=n),
+        Column(name="s", type=ColumnType.STRING),
+        Column(name="m 100%", type=m),
+    )
+    return TableSchema(table="items", columns=columns, partition_key=("id",))
+
+
+V1 = _items(ColumnType.LONG, ColumnType.STRING)
+V2 = _items(ColumnType.STRING, ColumnType.DOUBLE)
 """V1 with `n` retyped long -> string and `m 100%` string -> double."""
 V2_FORMER = {"n": (ColumnType.LONG,), "m 100%": (ColumnType.STRING,)}
 TARGET = 'odd "items"'
