@@ -1,4 +1,4 @@
-"""What the CDC tests share: the `users` table (id, name, age), and Hypothesis mutations."""
+"""What the CDC tests share: tables and their versions, writes and folds, the sink's batches."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import datetime as dt
 import subprocess
 import sys
 import textwrap
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from hypothesis import strategies as st
 
@@ -17,10 +17,13 @@ from ordo.cdc import (
     Column,
     ColumnType,
     Mutation,
+    PartitionState,
     SchemaVersion,
     TableSchema,
 )
+from ordo.cdc.materializer import SchemaResolver, materialize_partition
 from ordo.cdc.message_rows import MessageRows
+from ordo.cdc.mutation import JsonValue
 from ordo.cdc.schema_catalog import SchemaCatalog
 from ordo.storage.sql_change_sink import ChangeBatchReceipt, SqlChangeSink
 
@@ -48,20 +51,68 @@ def _retyped_schema(n: ColumnType) -> TableSchema:
     )
 
 
-RETYPED_VERSIONS = [
-    SchemaVersion(
-        schema_id=10 + number,
-        table="t",
-        version=number,
-        schema=_retyped_schema(n),
-        is_accepted=True,
-        registered_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
-    )
-    for number, n in enumerate([ColumnType.LONG, ColumnType.STRING], 1)
-]
+def accepted_versions(*schemas: TableSchema) -> list[SchemaVersion]:
+    """Accepted versions 1, 2, ... of the schemas (of one table), with schema ids 11, 12, ..."""
+    return [
+        SchemaVersion(
+            schema_id=10 + number,
+            table=schema.table,
+            version=number,
+            schema=schema,
+            is_accepted=True,
+            registered_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+        )
+        for number, schema in enumerate(schemas, 1)
+    ]
+
+
+def accepted_catalog(*schemas: TableSchema) -> SchemaCatalog:
+    """The catalog of `accepted_versions(*schemas)`, as the materializer resolves them."""
+    versions = accepted_versions(*schemas)
+    return SchemaCatalog(schemas[0].table, lambda: versions)
+
+
+RETYPED_VERSIONS = accepted_versions(
+    _retyped_schema(ColumnType.LONG), _retyped_schema(ColumnType.STRING)
+)
 """Table `t` (id, n, s): version 1 (schema id 11) types `n` long, version 2 (id 12, an
 accepted retype) string."""
 RETYPED = SchemaCatalog("t", lambda: RETYPED_VERSIONS)
+
+
+def schema_of_t(*columns: str, of: ColumnType = ColumnType.LONG) -> TableSchema:
+    """Table `t`: the key `id` (a long), and `columns` of the type `of`."""
+    key = Column(name="id", type=ColumnType.LONG, nullable=False)
+    values = (Column(name=name, type=of) for name in columns)
+    return TableSchema(table="t", columns=(key, *values), partition_key=("id",))
+
+
+def write(
+    position: int, schema_id: int, *, key: int = 1, at: int | None = None, **cells: JsonValue
+) -> Mutation:
+    """A write of `key` of table `t` at `position` (write time `at`, default the position)."""
+    written = position if at is None else at
+    return Mutation(
+        table="t",
+        partition_key=(key,),
+        cells={name: Cell(value=value, write_time=written) for name, value in cells.items()},
+        liveness=Cell(value=True, write_time=written),
+        schema_id=schema_id,
+        audit=Audit(source="test", position=position),
+    )
+
+
+def fold_one_by_one(
+    mutations: Iterable[Mutation], resolve: SchemaResolver
+) -> tuple[PartitionState, list[ChangeMessage]]:
+    """Fold each mutation as its own micro-batch: the state after the last, and the messages."""
+    state = PartitionState()
+    messages: list[ChangeMessage] = []
+    for mutation in mutations:
+        folded = materialize_partition(state, [mutation], resolve)
+        state = folded.state
+        messages.extend(folded.messages)
+    return state, messages
 
 
 COLUMNS = ("a", "b", "c")

@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 from collections import defaultdict
 
-from cdc_support import RETYPED, RETYPED_VERSIONS
+from cdc_support import RETYPED, RETYPED_VERSIONS, accepted_versions, schema_of_t, write
 from ordo.cdc import (
-    Audit,
-    Cell,
     ChangeMessage,
-    Column,
-    ColumnType,
     PartitionState,
-    SchemaVersion,
-    TableSchema,
     fold,
 )
 from ordo.cdc.change import Row
@@ -27,22 +20,7 @@ from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload, check, replic
 WORKLOAD = ReplicaWorkload(mutations=2_000, keys=40, replicas=3, seed=7)
 
 
-def _versions(*schemas: TableSchema) -> list[SchemaVersion]:
-    """Accepted versions 1, 2, ... of the schemas, with schema ids 11, 12, ..."""
-    return [
-        SchemaVersion(
-            schema_id=10 + number,
-            table=schema.table,
-            version=number,
-            schema=schema,
-            is_accepted=True,
-            registered_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
-        )
-        for number, schema in enumerate(schemas, 1)
-    ]
-
-
-VERSIONS = _versions(SIMULATED_SCHEMA)
+VERSIONS = accepted_versions(SIMULATED_SCHEMA)
 
 
 def _materialize(mutations: list[Mutation]) -> tuple[list[ChangeMessage], dict[Key, Row]]:
@@ -101,33 +79,18 @@ def test_a_correct_fold_is_clean_and_a_broken_one_is_caught() -> None:
     assert report.nonconforming == 1
 
 
-def _schema(*columns: str) -> TableSchema:
-    key = Column(name="id", type=ColumnType.LONG, nullable=False)
-    values = (Column(name=name, type=ColumnType.LONG) for name in columns)
-    return TableSchema(table="t", columns=(key, *values), partition_key=("id",))
-
-
-def _write(key: int, at: int, schema_id: int, **cells: int) -> Mutation:
-    return Mutation(
-        table="t",
-        partition_key=(key,),
-        cells={name: Cell(value=value, write_time=at) for name, value in cells.items()},
-        liveness=Cell(value=True, write_time=at),
-        schema_id=schema_id,
-        audit=Audit(source="test", position=at),
-    )
-
-
 def test_messages_are_checked_against_the_version_they_name_across_a_drop_and_an_add() -> None:
     """v2 drops c, v3 adds it again, v4 adds d: a right materializer's messages are clean."""
-    versions = _versions(_schema("b", "c"), _schema("b"), _schema("b", "c"), _schema("b", "c", "d"))
+    versions = accepted_versions(
+        schema_of_t("b", "c"), schema_of_t("b"), schema_of_t("b", "c"), schema_of_t("b", "c", "d")
+    )
     mutations = [
-        _write(1, 1, 11, b=1, c=1),
-        _write(2, 2, 11, b=1, c=1),
-        _write(1, 3, 12, b=2),
-        _write(1, 4, 13, b=3),
-        _write(1, 5, 14, d=4),
-        _write(1, 6, 11, c=9),  # a late replica copy of a write made before the drop
+        write(1, 11, key=1, b=1, c=1),
+        write(2, 11, key=2, b=1, c=1),
+        write(3, 12, key=1, b=2),
+        write(4, 13, key=1, b=3),
+        write(5, 14, key=1, d=4),
+        write(6, 11, key=1, c=9),  # a late replica copy of a write made before the drop
     ]
     catalog = SchemaCatalog("t", lambda: versions)
     messages: list[ChangeMessage] = []
@@ -153,14 +116,7 @@ def test_messages_are_checked_against_the_version_they_name_across_a_drop_and_an
 def test_messages_across_a_retype_are_checked_in_the_types_of_their_versions() -> None:
     """v2 retypes n long -> string: a right materializer's messages and table are clean."""
     mutations = [
-        Mutation(
-            table="t",
-            partition_key=(1,),
-            cells={name: Cell(value=value, write_time=at) for name, value in cells.items()},
-            liveness=Cell(value=True, write_time=at),
-            schema_id=schema_id,
-            audit=Audit(source="test", position=at),
-        )
+        write(at, schema_id, **cells)
         for at, schema_id, cells in [(1, 11, {"n": 5}), (2, 12, {"s": "a"}), (3, 11, {"s": "b"})]
     ]
     messages = materialize_partition(PartitionState(), mutations, RETYPED.resolve).messages

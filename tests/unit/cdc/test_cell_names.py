@@ -2,65 +2,22 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 
+from cdc_support import accepted_catalog, schema_of_t, write
 from ordo.cdc import (
-    Audit,
-    Cell,
     ChangeMessage,
     ChangeOp,
-    Column,
-    ColumnType,
     Mutation,
     PartitionState,
-    SchemaVersion,
-    TableSchema,
 )
 from ordo.cdc.change import Row
 from ordo.cdc.materializer import materialize_partition
 from ordo.cdc.schema_catalog import SchemaCatalog
 from ordo.cdc.state_json import decode_state, encode_state
 
-
-def schema(*columns: str) -> TableSchema:
-    """Table `t`: key `id`, and LONG columns."""
-    key = Column(name="id", type=ColumnType.LONG, nullable=False)
-    values = (Column(name=name, type=ColumnType.LONG) for name in columns)
-    return TableSchema(table="t", columns=(key, *values), partition_key=("id",))
-
-
-V1, V2, V3 = schema("b", "c"), schema("b"), schema("b", "c")
+V1, V2, V3 = schema_of_t("b", "c"), schema_of_t("b"), schema_of_t("b", "c")
 """Version 2 drops c (an operator accepted it), version 3 adds it again (compatible)."""
-
-
-def catalog(*schemas: TableSchema) -> SchemaCatalog:
-    """Accepted versions 1, 2, ... of the schemas, with schema ids 11, 12, ..."""
-    versions = [
-        SchemaVersion(
-            schema_id=10 + number,
-            table="t",
-            version=number,
-            schema=each,
-            is_accepted=True,
-            registered_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
-        )
-        for number, each in enumerate(schemas, 1)
-    ]
-    return SchemaCatalog("t", lambda: versions)
-
-
-def write(position: int, schema_id: int, *, at: int | None = None, **cells: int) -> Mutation:
-    """A write of key 1 at `position` (write time `at`, default the position)."""
-    written = position if at is None else at
-    return Mutation(
-        table="t",
-        partition_key=(1,),
-        cells={name: Cell(value=value, write_time=written) for name, value in cells.items()},
-        liveness=Cell(value=True, write_time=written),
-        schema_id=schema_id,
-        audit=Audit(source="test", position=position),
-    )
 
 
 def fold_through(
@@ -83,10 +40,10 @@ def rows(messages: list[ChangeMessage]) -> list[tuple[int | None, Row | None, Ro
 def test_a_column_added_again_starts_empty_in_after_and_before() -> None:
     _, messages = fold_through(
         [
-            (catalog(V1), write(1, 11, b=1, c=1)),
-            (catalog(V1, V2), write(2, 12, b=2)),
-            (catalog(V1, V2, V3), write(3, 13, b=3)),
-            (catalog(V1, V2, V3), write(4, 13, c=4)),
+            (accepted_catalog(V1), write(1, 11, b=1, c=1)),
+            (accepted_catalog(V1, V2), write(2, 12, b=2)),
+            (accepted_catalog(V1, V2, V3), write(3, 13, b=3)),
+            (accepted_catalog(V1, V2, V3), write(4, 13, c=4)),
         ]
     )
     assert rows(messages) == [
@@ -98,10 +55,10 @@ def test_a_column_added_again_starts_empty_in_after_and_before() -> None:
 
 
 def test_a_late_copy_of_a_write_made_before_the_drop_does_not_bring_it_back() -> None:
-    known = catalog(V1, V2, V3)
+    known = accepted_catalog(V1, V2, V3)
     state, messages = fold_through(
         [
-            (catalog(V1), write(1, 11, b=1, c=1)),
+            (accepted_catalog(V1), write(1, 11, b=1, c=1)),
             (known, write(2, 13, b=3)),
             (known, write(3, 11, at=1, c=7)),  # another replica's copy: an old write time
             (known, write(4, 11, at=50, c=8)),  # even a newer one is a write of the old column
@@ -121,7 +78,7 @@ def test_a_late_copy_of_a_write_made_before_the_drop_does_not_bring_it_back() ->
 def test_state_an_older_ordo_wrote_loads_and_forgets_the_dropped_column() -> None:
     older = '[1,null,1,[[[],null,[1],{"b":[1,1],"c":[1,1]}]]]'  # v1's write, folded before
     state = decode_state(older)
-    folded = materialize_partition(state, [write(2, 13, b=2)], catalog(V1, V2, V3).resolve)
+    folded = materialize_partition(state, [write(2, 13, b=2)], accepted_catalog(V1, V2, V3).resolve)
     assert rows(folded.messages) == [
         (13, {"id": 1, "b": 1, "c": None}, {"id": 1, "b": 2, "c": None})
     ]

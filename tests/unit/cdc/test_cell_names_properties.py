@@ -2,47 +2,24 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from functools import reduce
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cdc_support import cells
+from cdc_support import accepted_catalog, cells, fold_one_by_one, schema_of_t
 from ordo.cdc import (
     Audit,
-    Column,
     ColumnType,
     Mutation,
-    PartitionState,
-    SchemaVersion,
-    TableSchema,
     reconcile,
 )
 from ordo.cdc.change import Row
-from ordo.cdc.materializer import materialize_partition
 from ordo.cdc.schema import full_row
-from ordo.cdc.schema_catalog import SchemaCatalog
 
-
-def _schema(*columns: str) -> TableSchema:
-    key = Column(name="id", type=ColumnType.LONG, nullable=False)
-    values = (Column(name=name, type=ColumnType.JSON) for name in columns)
-    return TableSchema(table="t", columns=(key, *values), partition_key=("id",))
-
-
-VERSIONS = [
-    SchemaVersion(
-        schema_id=10 + number,
-        table="t",
-        version=number,
-        schema=schema,
-        is_accepted=True,
-        registered_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
-    )
-    for number, schema in enumerate([_schema("b", "c"), _schema("b"), _schema("b", "c")], 1)
-]
-CATALOG = SchemaCatalog("t", lambda: VERSIONS)
+CATALOG = accepted_catalog(
+    *(schema_of_t(*columns, of=ColumnType.JSON) for columns in [("b", "c"), ("b",), ("b", "c")])
+)
 READDED = 13
 """The schema id of the version that adds `c` again."""
 
@@ -59,9 +36,7 @@ def versioned_writes(draw: st.DrawFn) -> Mutation:
 
 def _final_row(sequence: list[Mutation]) -> Row | None:
     """The row as the current version shows it, after folding `sequence` one by one."""
-    state = PartitionState()
-    for mutation in sequence:
-        state = materialize_partition(state, [mutation], CATALOG.resolve).state
+    state, _ = fold_one_by_one(sequence, CATALOG.resolve)
     values = state.visible(())
     current = CATALOG.resolve(None)
     return None if values is None else full_row(current.schema, (1,), current.cells.shown(values))

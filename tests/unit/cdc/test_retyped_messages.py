@@ -5,35 +5,18 @@ from __future__ import annotations
 import pytest
 
 from cdc_support import RETYPED as CATALOG
-from ordo.cdc import Audit, Cell, Mutation, PartitionState
-from ordo.cdc.change import ChangeMessage
-from ordo.cdc.materializer import materialize_partition
+from cdc_support import fold_one_by_one, write
+from ordo.cdc import ChangeMessage, Mutation
 from ordo.errors import UnconvertibleValueError
-
-
-def _write(position: int, schema_id: int, **cells: object) -> Mutation:
-    return Mutation(
-        table="t",
-        partition_key=(1,),
-        cells={k: Cell(value=v, write_time=position) for k, v in cells.items()},  # type: ignore[arg-type]
-        liveness=Cell(value=True, write_time=position),
-        schema_id=schema_id,
-        audit=Audit(source="test", position=position),
-    )
 
 
 def _fold(*mutations: Mutation) -> list[ChangeMessage]:
     """The messages of folding `mutations` one by one (each its own micro-batch)."""
-    state = PartitionState()
-    messages: list[ChangeMessage] = []
-    for mutation in mutations:
-        folded = materialize_partition(state, [mutation], CATALOG.resolve)
-        state, messages = folded.state, [*messages, *folded.messages]
-    return messages
+    return fold_one_by_one(mutations, CATALOG.resolve)[1]
 
 
 def test_a_message_shows_a_value_written_under_the_older_type_in_its_versions_type() -> None:
-    messages = _fold(_write(1, 11, n=5), _write(2, 12, s="a"))
+    messages = _fold(write(1, 11, n=5), write(2, 12, s="a"))
 
     assert [(m.schema_id, m.before, m.after) for m in messages] == [
         (11, None, {"id": 1, "n": 5, "s": None}),
@@ -43,7 +26,7 @@ def test_a_message_shows_a_value_written_under_the_older_type_in_its_versions_ty
 
 def test_a_message_of_the_older_version_shows_a_newer_value_in_the_older_type() -> None:
     """A late write naming version 1: its message conforms to version 1 too."""
-    messages = _fold(_write(1, 12, n="12"), _write(2, 11, s="a"))
+    messages = _fold(write(1, 12, n="12"), write(2, 11, s="a"))
 
     assert messages[-1].schema_id == 11
     assert messages[-1].before == {"id": 1, "n": 12, "s": None}
@@ -53,7 +36,7 @@ def test_a_message_of_the_older_version_shows_a_newer_value_in_the_older_type() 
 def test_a_value_that_does_not_convert_stops_the_materializer_naming_it() -> None:
     """'abc', written under version 2 (string), is no long for a message of version 1."""
     with pytest.raises(UnconvertibleValueError) as stopped:
-        _fold(_write(1, 12, n="abc"), _write(2, 11, s="a"))
+        _fold(write(1, 12, n="abc"), write(2, 11, s="a"))
 
     error = stopped.value
     assert (error.table, error.column, error.type, error.key, error.value) == (

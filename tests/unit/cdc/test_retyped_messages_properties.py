@@ -6,9 +6,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cdc_support import RETYPED as CATALOG
-from ordo.cdc import Audit, Cell, Mutation, PartitionState
+from cdc_support import fold_one_by_one
+from ordo.cdc import Audit, Cell, Mutation
 from ordo.cdc.change import ChangeMessage, Row
-from ordo.cdc.materializer import materialize_partition
 
 times = st.integers(min_value=1, max_value=20)
 
@@ -28,11 +28,7 @@ def versioned_writes(draw: st.DrawFn) -> Mutation:
 
 def _folded(sequence: list[Mutation]) -> tuple[list[ChangeMessage], Row | None]:
     """The messages of folding `sequence` one by one, and the last `after` shown as version 2."""
-    state = PartitionState()
-    messages: list[ChangeMessage] = []
-    for mutation in sequence:
-        folded = materialize_partition(state, [mutation], CATALOG.resolve)
-        state, messages = folded.state, [*messages, *folded.messages]
+    _, messages = fold_one_by_one(sequence, CATALOG.resolve)
     return messages, _shown(messages)
 
 
