@@ -1,16 +1,15 @@
 """A tracking processor's thread: claims a segment, handles its events in batches, obeys requests.
 
 The worker is the processor's internal collaborator: it reads the processor's settings, token
-store, source and handler, and reports a failure back to it.
+store, source and handler, and reports a failure back to it. Each batch is handled in
+`segment_batch`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Set as AbstractSet
-from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -22,23 +21,15 @@ from ordo.errors import (
     PendingMergeError,
     StorageAccessError,
     StorageError,
-    StorageUnavailableError,
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
-from ordo.processing.handler import HandlerContext
-from ordo.processing.ports import (
-    BatchTransaction,
-    DeadLetter,
-    SegmentAction,
-    SegmentRequest,
-    TokenEntry,
-)
+from ordo.processing.ports import SegmentAction, SegmentRequest, TokenEntry
 from ordo.processing.segment import Segment
+from ordo.processing.segment_batch import SegmentState, handle_batch
 from ordo.processing.sequencing import sequence_hash
 from ordo.query import EventEnvelope
 from ordo.query.offset import Offset
-from ordo.settings import ErrorMode
 from ordo.stopping import stops_waits_on
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
@@ -47,10 +38,6 @@ if TYPE_CHECKING:
     from ordo.processing.processor import TrackingProcessor
 
 logger = logging.getLogger(__name__)
-
-
-class _HandlerFailedError(Exception):
-    """Internal: a handler raised during an optimistic batch; rerun it event by event."""
 
 
 class SegmentWorker(threading.Thread):
@@ -164,14 +151,14 @@ class SegmentWorker(threading.Thread):
             now_ns=p._clock.now_ns(),
             known=p._tokens.positions(p.name) if p._is_per_id else None,
         )
-        state = _SegmentState(entry, handled=frozenset() if p._is_per_id else self._handled(entry))
+        state = SegmentState(entry, handled=frozenset() if p._is_per_id else self._handled(entry))
         interval_ms = p.settings.token_claim_interval // timedelta(milliseconds=1)
         next_check = p._now_ms() + interval_ms
         while not p._stopped.is_set():
             step = stream.poll(p._clock.now_ns())
             rows = step.rows if selects else [r for r in step.rows if self._matches(segment, r)]
             for start in range(0, len(rows), p.settings.batch_size):
-                self._apply(state, rows[start : start + p.settings.batch_size])
+                handle_batch(p, self.owner, state, rows[start : start + p.settings.batch_size])
             if self.wake.is_set() or p._now_ms() >= next_check:
                 self.wake.clear()
                 if self._control(state):
@@ -183,7 +170,7 @@ class SegmentWorker(threading.Thread):
     def _matches(self, segment: Segment, row: EventEnvelope) -> bool:
         return segment.matches(sequence_hash(self.p.policy, row))
 
-    def _control(self, state: _SegmentState) -> bool:
+    def _control(self, state: SegmentState) -> bool:
         """Extend the claim and act on a pending request; True when the claim should end."""
         p, now = self.p, self.p._now_ms()
         timeout = p.settings.claim_timeout // timedelta(milliseconds=1)
@@ -296,115 +283,11 @@ class SegmentWorker(threading.Thread):
         if lowest:
             p._tokens.forget_handled(p.name, before=lowest)
 
-    def _apply(self, state: _SegmentState, rows: list[EventEnvelope]) -> None:
-        """Handle one batch; a failure reruns it event by event with retries (see _handle)."""
-        try:
-            self._batch(state, rows, careful=False)
-        except _HandlerFailedError:
-            self._batch(state, rows, careful=True)
-
-    def _batch(self, state: _SegmentState, rows: list[EventEnvelope], *, careful: bool) -> None:
-        p = self.p
-        segment = state.entry.segment
-        idle_limit_ms = p.settings.claim_timeout // timedelta(milliseconds=1)
-        with p._tokens.batch(
-            p.name, segment.segment_id, self.owner, mask=segment.mask, idle_limit_ms=idle_limit_ms
-        ) as batch:
-            seen = batch.positions({r.persistence_id for r in rows}) if p._is_per_id else {}
-            context = HandlerContext(
-                processor=p.name,
-                segment=state.entry.segment,
-                is_replay=False,
-                connection=batch.connection,
-                placeholder=batch.placeholder,
-            )
-            for row in rows:
-                if row.tag_pid_sequence_nr <= seen.get(row.persistence_id, 0):
-                    continue  # processed already (positions are exact)
-                if (row.persistence_id, row.tag_pid_sequence_nr) in state.handled:
-                    continue  # handled before this claim (by this segment or a merged half)
-                replaying = state.replay_key is not None and row.offset_key <= state.replay_key
-                event_context = context if not replaying else _replay(context)
-                if careful:
-                    self._handle(row, event_context, batch)
-                else:
-                    try:
-                        p._handler(row, event_context)
-                    except Exception as exc:  # user code: rerun the batch carefully
-                        raise _HandlerFailedError from exc
-                if p._is_per_id:
-                    batch.record(row.persistence_id, row.tag_pid_sequence_nr)
-                else:
-                    batch.record_handled(
-                        row.persistence_id, row.tag_pid_sequence_nr, row.offset_key
-                    )
-            state.advance(rows)
-            batch.store_token(state.token)
-
-    def _handle(self, row: EventEnvelope, context: HandlerContext, batch: BatchTransaction) -> None:
-        """One event with retries and backoff, each attempt in a savepoint; then the mode."""
-        settings = self.p.settings
-        for attempt in range(settings.max_retries + 1):
-            try:
-                with batch.savepoint():
-                    self.p._handler(row, context)
-                return
-            except StorageUnavailableError:
-                raise  # the batch's transaction is lost: rolled back, and claimed again
-            except Exception as exc:  # user code: retry, then apply error_mode
-                error = exc
-                if attempt < settings.max_retries:
-                    time.sleep(settings.retry_backoff.total_seconds() * 2**attempt)
-        if settings.error_mode is ErrorMode.SKIP:
-            logger.warning(
-                "skipped an event: processor=%s persistence_id=%s sequence_nr=%d error=%r",
-                self.p.name,
-                row.persistence_id,
-                row.sequence_nr,
-                error,
-            )
-        elif settings.error_mode is ErrorMode.DEAD_LETTER:
-            batch.dead_letter(DeadLetter.of(row, error))
-        else:
-            raise EventHandlingError(
-                processor=self.p.name,
-                persistence_id=row.persistence_id,
-                sequence_nr=row.sequence_nr,
-                cause=error,
-            )
-
     def _sleep(self, seconds: float) -> None:
         if seconds > 0 and not self.p._stopped.is_set():
             self.wake.wait(seconds)
 
 
-class _SegmentState:
-    """The token of the claimed segment as batches move it forward (it never moves back)."""
-
-    def __init__(
-        self, entry: TokenEntry, *, handled: AbstractSet[tuple[PersistenceId, int]]
-    ) -> None:
-        self.entry = entry
-        self.handled = handled
-        """Events handled before the claim, for policies without per-id positions."""
-        self.token = entry.token
-        # A replay boundary is a point (the reset stores one without parts ahead); `reached`
-        # also reads right one stored with parts by an earlier version.
-        replay = None if entry.replay_until is None else entry.replay_until.reached
-        self.replay_key = None if replay is None else replay.key
-
-    def advance(self, rows: list[EventEnvelope]) -> None:
-        if not rows:
-            return
-        newest = max(row.offset_key for row in rows)
-        if self.token.offset is None or self.token.offset.key < newest:
-            self.token = self.token.advanced_to(TimeUUID.from_bytes(newest))
-
-
 def _key(offset: Offset) -> bytes:
     """The offset's storage key; empty (below every key) for the very beginning."""
     return offset.key if isinstance(offset, TimeUUID) else b""
-
-
-def _replay(context: HandlerContext) -> HandlerContext:
-    return replace(context, is_replay=True)
