@@ -27,7 +27,7 @@ from ordo.storage.location import (
 from ordo.storage.migration import MigrationReceipt
 from ordo.storage.packed_reads import PackedPageReader
 from ordo.storage.sql_change_sink import SqlChangeSink
-from ordo.storage.sql_store import TagViewKeyReader
+from ordo.storage.sql_tag_view_store import TagViewKeyReader
 from ordo.tagging import TagViewStore
 from ordo.tagging.notification import IN_PROCESS
 from ordo.time import BucketSize

@@ -9,7 +9,7 @@ from ordo.hashing import stable_hash
 from ordo.storage.packed_reads import POSTGRES_PACKING
 from ordo.storage.postgres.datastore import PostgresDatastore
 from ordo.storage.rows import PROGRESS_COLUMNS, latest_progress
-from ordo.storage.sql_store import SqlTagViewStore
+from ordo.storage.sql_tag_view_store import SqlTagViewStore
 from ordo.tagging import TagProgress, TagWrite
 from ordo.types import Tag
 

@@ -9,7 +9,7 @@ from typing import ClassVar
 from ordo.hashing import stable_hash
 from ordo.storage.packed_reads import SQLITE_PACKING
 from ordo.storage.rows import PROGRESS_COLUMNS, latest_progress
-from ordo.storage.sql_store import SqlTagViewStore
+from ordo.storage.sql_tag_view_store import SqlTagViewStore
 from ordo.storage.sqlite.datastore import SQLiteDatastore
 from ordo.tagging import TagProgress, TagWrite
 from ordo.types import Tag

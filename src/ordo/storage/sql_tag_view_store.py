@@ -1,0 +1,254 @@
+"""The tag view store methods whose SQL is the same on every backend, written once.
+
+Each backend's tag view store subclasses `SqlTagViewStore` and adds the bulk writes; the
+journal read as a tag view (`SqlAllEventsReader`) and the keys-only reads for Spark's planner
+(`TagViewKeyReader`) are here too. SQL is written with `{p}` as in `sql_store`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import ClassVar
+
+from ordo.query.envelope import EventEnvelope, KeyRun
+from ordo.storage.packed_reads import PackDialect, PackedRows, Packing, packing_query, unpack
+from ordo.storage.rows import (
+    PROGRESS_COLUMNS,
+    TAG_SUMMARY_QUERY,
+    TAG_VIEW_KEY_COLUMNS,
+    progress_from_row,
+    tag_summary_from_row,
+    tag_view_key_from_row,
+)
+from ordo.storage.sql_store import SqlDatastore, SqlStore
+from ordo.tagging import TaggedEvent, TagProgress, TagSummary
+from ordo.time import BucketSize, TimeUUID
+from ordo.types import PersistenceId, SequenceNr, Tag, TimeBucket
+
+ENVELOPE_COLUMNS = (
+    "timeuuid, persistence_id, tag_pid_sequence_nr, sequence_nr, serializer, manifest, payload, "
+    "metadata, tags"
+)
+"""The tag_views columns of an EventEnvelope, in its field order."""
+_KEY_RUN_COLUMNS = "timeuuid, tag_pid_sequence_nr, timeuuid, persistence_id, tag_pid_sequence_nr"
+"""A row as a KeyRun of one (first and last are the row), in KeyRun's field order."""
+
+
+class SqlTagViewStore(SqlStore):
+    """TagViewStore methods that are plain SQL; subclasses add the bulk writes."""
+
+    PACKING: ClassVar[PackDialect]
+
+    def read_progress(self, persistence_id: PersistenceId) -> Mapping[Tag, TagProgress]:
+        """Progress per tag of the persistence id."""
+        rows = self._fetchall(
+            f"SELECT {PROGRESS_COLUMNS} FROM tag_write_progress WHERE persistence_id = {{p}}",
+            (persistence_id,),
+        )
+        return {p.tag: p for p in map(progress_from_row, rows)}
+
+    def read_tag_scanning(self, persistence_id: PersistenceId) -> SequenceNr:
+        """Up to where all tagged events of the id are known written; 0 if never scanned."""
+        row = self._fetchone(
+            "SELECT sequence_nr FROM tag_scanning WHERE persistence_id = {p}", (persistence_id,)
+        )
+        return SequenceNr(0 if row is None else int(row[0]))
+
+    def write_tag_scanning(self, persistence_id: PersistenceId, sequence_nr: SequenceNr) -> None:
+        """Record the scanned sequence nr (it only moves forward)."""
+        with self._db.connection() as conn:
+            conn.execute(
+                self._sql(
+                    "INSERT INTO tag_scanning (persistence_id, sequence_nr) VALUES ({p}, {p}) "
+                    "ON CONFLICT (persistence_id) DO UPDATE SET sequence_nr = excluded.sequence_nr "
+                    "WHERE excluded.sequence_nr > tag_scanning.sequence_nr"
+                ),
+                (persistence_id, sequence_nr),
+            )
+
+    def read_tag_view(
+        self,
+        tag: Tag,
+        time_bucket: TimeBucket,
+        *,
+        after: bytes,
+        up_to: bytes,
+        limit: int,
+        persistence_id: PersistenceId | None = None,
+        hash_mask: tuple[int, int] | None = None,
+    ) -> Sequence[EventEnvelope]:
+        """Envelopes of one (tag, bucket) with after < offset <= up_to, in offset order."""
+        rows = self._fetchall(
+            *self._tag_view_page(
+                ENVELOPE_COLUMNS, tag, time_bucket, after, up_to, limit, persistence_id, hash_mask
+            )
+        )
+        envelope = tuple.__new__  # EventEnvelope._make without its per-row call and checks
+        return [envelope(EventEnvelope, row) for row in rows]
+
+    def next_bucket(self, tag: Tag, *, after: TimeBucket, up_to: TimeBucket) -> TimeBucket | None:
+        """The first bucket in (after, up_to] holding rows of `tag` (a seek on the primary key)."""
+        row = self._fetchone(
+            "SELECT timebucket FROM tag_views WHERE tag = {p} AND timebucket > {p} "
+            "AND timebucket <= {p} ORDER BY timebucket LIMIT 1",
+            (tag, after, up_to),
+        )
+        return None if row is None else TimeBucket(int(row[0]))
+
+    def _tag_view_page(
+        self,
+        columns: str,
+        tag: Tag,
+        time_bucket: TimeBucket,
+        after: bytes,
+        up_to: bytes,
+        limit: int,
+        persistence_id: PersistenceId | None,
+        hash_mask: tuple[int, int] | None,
+    ) -> tuple[str, tuple[object, ...]]:
+        """The SELECT of one page of a (tag, bucket) in offset order, and its parameters."""
+        where = ""
+        params: tuple[object, ...] = (tag, time_bucket, after, up_to)
+        if persistence_id is not None:
+            where += "AND persistence_id = {p} "
+            params += (persistence_id,)
+        if hash_mask is not None:
+            where += "AND (persistence_id_hash & {p}) = {p} "
+            params += (hash_mask[1], hash_mask[0])
+        query = (
+            f"SELECT {columns} FROM tag_views WHERE tag = {{p}} AND timebucket = {{p}} "
+            f"AND timeuuid > {{p}} AND timeuuid <= {{p}} {where}"
+            "ORDER BY timeuuid, persistence_id, tag_pid_sequence_nr LIMIT {p}"
+        )
+        return query, (*params, limit)
+
+    def read_packed(
+        self,
+        tag: Tag,
+        time_bucket: TimeBucket,
+        *,
+        after: bytes,
+        up_to: bytes,
+        limit: int,
+        columns: Sequence[tuple[str, Packing]],
+        hash_mask: tuple[int, int] | None = None,
+    ) -> PackedRows:
+        """The page `read_tag_view` reads (same bounds and order), packed column by column."""
+        names = ", ".join(name for name, _ in columns)
+        inner, params = self._tag_view_page(
+            names, tag, time_bucket, after, up_to, limit, None, hash_mask
+        )
+        return unpack(self._fetchone(packing_query(self.PACKING, inner, columns), params), columns)
+
+    def heads(self, tag: Tag) -> Mapping[PersistenceId, int]:
+        """The highest tag pid sequence nr of every persistence id of the tag (a scan)."""
+        rows = self._fetchall(
+            "SELECT persistence_id, max(tag_pid_sequence_nr) FROM tag_views WHERE tag = {p} "
+            "GROUP BY persistence_id",
+            (tag,),
+        )
+        return {PersistenceId(str(r[0])): int(r[1]) for r in rows}
+
+    def tags(self) -> Sequence[TagSummary]:
+        """Every tag with rows, with counts (a full scan of tag_views)."""
+        return [tag_summary_from_row(row) for row in self._fetchall(TAG_SUMMARY_QUERY, ())]
+
+    def tag_view_entries(self, tag: Tag) -> Iterator[TaggedEvent]:
+        """Row keys of one tag in (bucket, timeuuid) order."""
+        rows = self._fetchall(
+            f"SELECT {TAG_VIEW_KEY_COLUMNS} FROM tag_views WHERE tag = {{p}} "
+            "ORDER BY timebucket, timeuuid, persistence_id, tag_pid_sequence_nr",
+            (tag,),
+        )
+        return map(tag_view_key_from_row, rows)
+
+
+class SqlAllEventsReader(SqlStore):
+    """Every journal event as a TagViewReader, so the events-by-tag machine can read them.
+
+    The journal has no buckets: a bucket is read as its TimeUUID range of `messages` (indexed
+    on timeuuid). An event's position is its sequence nr. The tag is ignored, and rows carry no
+    stored hash, so segments are selected by the processor, not here.
+    """
+
+    def __init__(self, datastore: SqlDatastore, bucket_size: BucketSize) -> None:
+        super().__init__(datastore)
+        self._bucket_size = bucket_size
+
+    def next_bucket(self, tag: Tag, *, after: TimeBucket, up_to: TimeBucket) -> TimeBucket | None:
+        """The bucket of the first event after bucket `after`, if it is not after `up_to`."""
+        millis = self._bucket_size.millis
+        row = self._fetchone(
+            "SELECT timeuuid FROM messages WHERE timeuuid > {p} AND timeuuid <= {p} "
+            "ORDER BY timeuuid LIMIT 1",
+            (
+                TimeUUID.max_for_epoch_ns((after + millis) * 1_000_000 - 100).to_bytes(),
+                TimeUUID.max_for_epoch_ns((up_to + millis) * 1_000_000 - 100).to_bytes(),
+            ),
+        )
+        if row is None:
+            return None
+        return self._bucket_size.key_of(TimeUUID.from_bytes(bytes(row[0])))
+
+    def read_tag_view(
+        self,
+        tag: Tag,
+        time_bucket: TimeBucket,
+        *,
+        after: bytes,
+        up_to: bytes,
+        limit: int,
+        persistence_id: PersistenceId | None = None,
+        hash_mask: tuple[int, int] | None = None,
+    ) -> Sequence[EventEnvelope]:
+        """Journal events of the bucket with after < offset <= up_to, in offset order."""
+        first = TimeUUID.min_for_epoch_ns(time_bucket * 1_000_000).to_bytes()
+        last = TimeUUID.max_for_epoch_ns(
+            (time_bucket + self._bucket_size.millis) * 1_000_000 - 100
+        ).to_bytes()
+        where = "AND persistence_id = {p} " if persistence_id is not None else ""
+        params: tuple[object, ...] = (max(after, first), min(up_to, last))
+        if persistence_id is not None:
+            params += (persistence_id,)
+        rows = self._fetchall(
+            "SELECT timeuuid, persistence_id, sequence_nr, sequence_nr, serializer, manifest, "
+            "payload, metadata, tags FROM messages WHERE timeuuid > {p} AND timeuuid <= {p} "
+            f"{where}ORDER BY timeuuid, persistence_id, sequence_nr LIMIT {{p}}",
+            (*params, limit),
+        )
+        envelope = tuple.__new__
+        return [envelope(EventEnvelope, row) for row in rows]
+
+
+class TagViewKeyReader:
+    """A tag view store's keys-only reads under the query's port, each row a KeyRun of one.
+
+    For Spark's planner, whose query also takes whole pages as KeyRuns (ordo.spark.key_runs).
+    """
+
+    def __init__(self, store: SqlTagViewStore) -> None:
+        self._store = store
+
+    def read_tag_view(
+        self,
+        tag: Tag,
+        time_bucket: TimeBucket,
+        *,
+        after: bytes,
+        up_to: bytes,
+        limit: int,
+        persistence_id: PersistenceId | None = None,
+        hash_mask: tuple[int, int] | None = None,
+    ) -> Sequence[KeyRun]:
+        """Keys of one (tag, bucket) with after < offset <= up_to, in offset order."""
+        rows = self._store._fetchall(
+            *self._store._tag_view_page(
+                _KEY_RUN_COLUMNS, tag, time_bucket, after, up_to, limit, persistence_id, hash_mask
+            )
+        )
+        run = tuple.__new__  # KeyRun._make without its per-row call and checks
+        return [run(KeyRun, row) for row in rows]
+
+    def next_bucket(self, tag: Tag, *, after: TimeBucket, up_to: TimeBucket) -> TimeBucket | None:
+        """The store's answer: the first bucket in (after, up_to] holding rows of `tag`."""
+        return self._store.next_bucket(tag, after=after, up_to=up_to)
