@@ -384,13 +384,17 @@ def _merging_0_while_b_holds_1(stores: Stores) -> None:
     stores.tokens.request("p", 1, _hand_over_to("a"), now_ms=0, replace_hand_over=True)
 
 
-@pytest.mark.parametrize(
+_EACH_OPERATOR_REQUEST = pytest.mark.parametrize(
     ("operation", "replacing"),
     [
         (release_segment, SegmentRequest(action=SegmentAction.RELEASE)),
         (split_segment, SegmentRequest(action=SegmentAction.SPLIT)),
     ],
 )
+"""An operator's release or split, and the request it leaves pending."""
+
+
+@_EACH_OPERATOR_REQUEST
 def test_a_request_that_replaces_a_merge_withdraws_the_hand_over_the_merge_asked_for(
     stores: Stores, operation: Callable[..., ControlReceipt], replacing: SegmentRequest
 ) -> None:
@@ -405,13 +409,7 @@ def test_a_request_that_replaces_a_merge_withdraws_the_hand_over_the_merge_asked
     assert _pending(stores) == [(0, replacing)]
 
 
-@pytest.mark.parametrize(
-    ("operation", "replacing"),
-    [
-        (release_segment, SegmentRequest(action=SegmentAction.RELEASE)),
-        (split_segment, SegmentRequest(action=SegmentAction.SPLIT)),
-    ],
-)
+@_EACH_OPERATOR_REQUEST
 def test_a_request_made_while_the_owner_merges_is_not_replaced_by_the_merge_asked_again(
     stores: Stores, operation: Callable[..., ControlReceipt], replacing: SegmentRequest
 ) -> None:
