@@ -105,3 +105,29 @@ def test_the_history_leaves_out_the_columns_of_a_pending_version(stores: Stores)
     history = registry.history("users")
 
     assert (history.current.version, history.retired, history.former_types) == (1, frozenset(), {})
+
+
+def test_the_history_names_the_older_versions_keyed_otherwise(stores: Stores) -> None:
+    """Keyed by other columns (as many of them), or by a retyped key column; a version keyed
+    as the current one again, and a pending version, are not."""
+    registry = SchemaRegistry(stores.schemas)
+    by_id = registry.register(_schema(ID, NAME))
+    by_name = TableSchema(table="users", columns=(ID, NAME), partition_key=("name",))
+    with pytest.raises(IncompatibleSchemaError):
+        registry.register(by_name)
+    by_name_id = registry.accept("users", 2).schema_id
+    with pytest.raises(IncompatibleSchemaError):
+        registry.register(_schema(ID, NAME, NOTE))
+    again_by_id = registry.accept("users", 3)
+    id_as_text = Column(name="id", type=ColumnType.STRING, nullable=False)
+    with pytest.raises(IncompatibleSchemaError):  # pending: no message names it
+        registry.register(_schema(id_as_text, NAME, NOTE))
+
+    assert registry.history("users").old_key_ids == {by_name_id}
+
+    registry.accept("users", 4)
+    assert registry.history("users").old_key_ids == {
+        by_id.schema_id,
+        by_name_id,
+        again_by_id.schema_id,
+    }

@@ -224,6 +224,21 @@ class TableSchema:
         """Partition key columns followed by clustering key columns."""
         return self.partition_key + self.clustering_key
 
+    def is_keyed_as(self, other: TableSchema) -> bool:
+        """Whether `other` keys rows as this schema does: the same key columns, typed alike.
+
+        The same partition and clustering key columns, in order: a message's key is the values
+        of its version's key columns in that order, and the fold keeps a row's state under its
+        partition key. A version keyed otherwise (other columns, another order or split, or a
+        key column retyped, which changes the key values) names rows that a table keyed by this
+        schema does not have.
+        """
+        return (
+            self.partition_key == other.partition_key
+            and self.clustering_key == other.clustering_key
+            and all(self.by_name[k].type is other.by_name[k].type for k in self.primary_key)
+        )
+
     @property
     def value_columns(self) -> tuple[Column, ...]:
         """The columns that are not part of the primary key."""

@@ -35,6 +35,10 @@ class SchemaHistory:
     former_types: Mapping[str, tuple[ColumnType, ...]]
     """For each column of the current version that an older one typed otherwise, those types,
     newest first: the types the table may still hold the column in (an accepted retype)."""
+    old_key_ids: frozenset[int]
+    """The schema ids of the older versions keyed otherwise than the current one (see
+    `TableSchema.is_keyed_as`): a message naming one was written before a key change and names
+    a row that the table, keyed by the current key, does not have (the sink refuses it)."""
 
 
 class SchemaRegistry:
@@ -84,26 +88,29 @@ class SchemaRegistry:
     def history(self, table: str) -> SchemaHistory:
         """The table's newest accepted version, and what older versions had that it has not.
 
-        What the materialized table follows, from one read of the versions (the sink reads it
-        for every batch). Only the accepted versions before it count: a pending one's columns
-        were never the table's. Raises UnknownSchemaError when the table has no accepted
-        version.
+        What the materialized table follows, and which messages it refuses, from one read of
+        the versions (the sink reads it for every batch). Only the accepted versions before it
+        count: a pending one's columns were never the table's, and no message names a pending
+        version (the materializer stops at one). Raises UnknownSchemaError when the table has
+        no accepted version.
         """
         versions = self.store.versions(table)
         current = _newest_accepted(table, versions)
         names = set(current.schema.names)
-        older = [
-            v.schema for v in reversed(versions) if v.is_accepted and v.version < current.version
-        ]
+        older = [v for v in reversed(versions) if v.is_accepted and v.version < current.version]
+        schemas = [v.schema for v in older]
         return SchemaHistory(
             current=current,
             retired=frozenset(
                 column.name
-                for schema in older
+                for schema in schemas
                 for column in schema.columns
                 if column.name not in names
             ),
-            former_types=_former_types(current.schema, older),
+            former_types=_former_types(current.schema, schemas),
+            old_key_ids=frozenset(
+                v.schema_id for v in older if not current.schema.is_keyed_as(v.schema)
+            ),
         )
 
     def by_id(self, schema_id: int) -> SchemaVersion:

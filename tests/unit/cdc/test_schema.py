@@ -34,6 +34,27 @@ def test_adding_a_nullable_column_is_compatible_and_anything_else_is_not() -> No
     assert BASE.incompatibilities(required) == ["column 'n' added as NOT NULL"]
 
 
+def test_a_schema_is_keyed_as_another_with_the_same_key_columns_split_and_types() -> None:
+    """A value column's retype keeps the key; other key columns (even as many), another order
+    or split between partition and clustering key, or a key column's retype do not."""
+    seen = BASE.columns[2]
+    price_as_text = Column(name="price", type=ColumnType.STRING)
+    assert BASE.is_keyed_as(_with(BASE.columns[0], price_as_text, seen))
+    by_seen = TableSchema(table="t", columns=BASE.columns, partition_key=("seen",))
+    id_as_text = _with(Column(name="id", type=ColumnType.STRING), *BASE.columns[1:])
+    assert not BASE.is_keyed_as(by_seen)
+    assert not BASE.is_keyed_as(id_as_text)
+    pair = TableSchema(table="t", columns=BASE.columns, partition_key=("id", "seen"))
+    for other in (
+        TableSchema(table="t", columns=BASE.columns, partition_key=("seen", "id")),
+        TableSchema(
+            table="t", columns=BASE.columns, partition_key=("id",), clustering_key=("seen",)
+        ),
+    ):
+        assert not pair.is_keyed_as(other)
+    assert pair.is_keyed_as(pair)
+
+
 def test_rows_are_checked_against_types_and_nullability() -> None:
     good = {"id": 1, "price": "9.99", "seen": "2026-11-21T10:00:00+00:00"}
     assert BASE.problems(good) == []
