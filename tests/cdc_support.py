@@ -188,6 +188,7 @@ def apply_as_m(
     target_table: str,
     retired: Collection[str] = (),
     former_types: Mapping[str, Sequence[ColumnType]] | None = None,
+    old_key_ids: Collection[int] = (),
 ) -> ChangeBatchReceipt:
     """Apply `messages` as batch `batch_id` of the materializer "m" of the sink contract tests."""
     return sink.apply_batch(
@@ -199,4 +200,5 @@ def apply_as_m(
         schema=schema,
         retired=retired,
         former_types=former_types or {},
+        old_key_ids=old_key_ids,
     )

@@ -589,9 +589,11 @@ class MaterializedKeyChangeError(CdcError):
 class OldKeyMessageError(CdcError):
     """A sink batch holds a message keyed otherwise than the table's current schema.
 
-    A message written before an accepted key change (of a mutation naming an older version):
-    no row of the table is keyed so. Raised by the sink before it applies anything of the
-    batch. `key` is the message's key values, `new_key` the current schema's key columns.
+    A message naming a schema version keyed otherwise (other key columns, or a key column typed
+    otherwise: `SchemaHistory.old_key_ids`), written before an accepted key change: no row of
+    the table is keyed so, even where its key's values would fit the new key's columns. Raised
+    by the sink before it applies anything of the batch. `key` is the message's key values,
+    `new_key` the current schema's key columns, `schema_id` the version the message names.
     """
 
     def __init__(

@@ -73,6 +73,7 @@ def apply_batch(
             schema=history.current.schema,
             retired=history.retired,
             former_types=history.former_types,
+            old_key_ids=history.old_key_ids,
         )
     if spec.messages_path is not None and messages.num_rows:
         numbered = messages.select(list(MESSAGE_COLUMNS)).set_column(

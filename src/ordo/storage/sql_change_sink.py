@@ -106,21 +106,29 @@ def _require_query(
         )
 
 
-def _require_current_key(table: str, messages: MessageRows, schema: TableSchema) -> None:
-    """OldKeyMessageError for a message keyed by another number of values than `schema`'s key.
+def _require_current_key(
+    table: str, messages: MessageRows, schema: TableSchema, old_key_ids: Collection[int]
+) -> None:
+    """OldKeyMessageError for a message naming one of `old_key_ids`, versions keyed otherwise.
 
     A message written before an accepted key change (of a mutation naming an older version)
-    names a row that the table, keyed by the new key, does not have.
+    names a row that the table, keyed by `schema`'s key, does not have: its key's values may
+    even fit the new key's columns (`(id)` -> `(email)`), so the schema id decides, not the
+    key's shape. Only the batch's distinct schema ids are compared; the key of the first
+    message naming an old key's version is decoded for the error. No other schema id is
+    refused: the materializer's messages name versions it resolved in the sink's registry
+    before the batch's history was read, so the current one or an older accepted one.
     """
-    width = len(schema.primary_key)
-    for key_json, schema_id in zip(
-        messages.column("key_json"), messages.column("schema_id"), strict=True
-    ):
-        key = json.loads(key_json)
-        if len(key) != width:
-            raise OldKeyMessageError(
-                table=table, key=tuple(key), new_key=schema.primary_key, schema_id=schema_id
-            )
+    schema_ids = messages.column("schema_id")
+    if not old_key_ids or set(schema_ids).isdisjoint(old_key_ids):
+        return
+    ordinal = next(i for i, schema_id in enumerate(schema_ids) if schema_id in old_key_ids)
+    raise OldKeyMessageError(
+        table=table,
+        key=tuple(json.loads(messages.column("key_json")[ordinal])),
+        new_key=schema.primary_key,
+        schema_id=schema_ids[ordinal],
+    )
 
 
 class SqlChangeSink(SqlMaterializedTable):
@@ -196,6 +204,7 @@ class SqlChangeSink(SqlMaterializedTable):
         schema: TableSchema,
         retired: Collection[str] = (),
         former_types: Mapping[str, Sequence[ColumnType]] = _NO_FORMER_TYPES,
+        old_key_ids: Collection[int] = (),
     ) -> ChangeBatchReceipt:
         """Store and apply one micro-batch's `messages` (in order) in one transaction.
 
@@ -213,8 +222,9 @@ class SqlChangeSink(SqlMaterializedTable):
         with rows is MaterializedKeyChangeError (see `_rekey`): either way nothing is written.
         Values of columns `schema` does not have, which messages of an older version carry, are
         not materialized; their values of a column `schema` retypes are written converted to
-        its type (`retyped_row`), or the batch is UnconvertibleValueError. A message keyed by
-        another number of columns than `schema`'s key (written before a key change) is
+        its type (`retyped_row`), or the batch is UnconvertibleValueError. A message naming one
+        of `old_key_ids`, the older versions keyed otherwise than `schema`
+        (`SchemaHistory.old_key_ids`), was written before a key change: the batch is
         OldKeyMessageError. Either way nothing is written.
         """
         with self._db.write_transaction() as conn:
@@ -233,8 +243,7 @@ class SqlChangeSink(SqlMaterializedTable):
             if not claimed:  # the row stays as it was (locked): a replay, or another query's
                 _require_query(materializer, self._progress_row(conn, materializer), query_id)
                 return ChangeBatchReceipt(is_applied=False, messages=0)
-            if len(messages):
-                _require_current_key(target_table, messages, schema)
+            _require_current_key(target_table, messages, schema, old_key_ids)
             self._insert_messages(conn, materializer, batch_id, messages)
             if len(messages):
                 self._ensure_table(conn, target_table, schema, retired, former_types)
