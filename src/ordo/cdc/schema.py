@@ -263,6 +263,12 @@ class TableSchema:
         found: list[str] = []
         if newer.primary_key != self.primary_key:
             found.append(f"primary key changed from {self.primary_key} to {newer.primary_key}")
+        elif newer.partition_key != self.partition_key:
+            # The same key columns split otherwise: the fold keeps a row's state under its
+            # partition key, so every row's next message would start from empty state.
+            found.append(
+                f"partition key changed from {self.partition_key} to {newer.partition_key}"
+            )
         mine = {column.name: column for column in self.columns}
         theirs = {column.name: column for column in newer.columns}
         found.extend(f"column {name!r} dropped" for name in mine if name not in theirs)

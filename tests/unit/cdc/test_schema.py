@@ -34,6 +34,18 @@ def test_adding_a_nullable_column_is_compatible_and_anything_else_is_not() -> No
     assert BASE.incompatibilities(required) == ["column 'n' added as NOT NULL"]
 
 
+def test_moving_a_key_column_between_partition_and_clustering_key_is_incompatible() -> None:
+    """It was accepted at once: the fold, which keeps state per partition key, then started
+    every existing row afresh, and its next message wrote nulls over the row's other values."""
+    wide = TableSchema(table="t", columns=BASE.columns, partition_key=("id", "seen"))
+    split = TableSchema(
+        table="t", columns=BASE.columns, partition_key=("id",), clustering_key=("seen",)
+    )
+    assert wide.incompatibilities(split) == ["partition key changed from ('id', 'seen') to ('id',)"]
+    assert split.incompatibilities(wide) == ["partition key changed from ('id',) to ('id', 'seen')"]
+    assert split.incompatibilities(split) == []
+
+
 def test_a_schema_is_keyed_as_another_with_the_same_key_columns_split_and_types() -> None:
     """A value column's retype keeps the key; other key columns (even as many), another order
     or split between partition and clustering key, or a key column's retype do not."""
