@@ -26,6 +26,7 @@ from ordo.processing import TrackingProcessor
 from ordo.query import EventEnvelope
 from ordo.storage.open import stores_at
 from ordo.storage.postgres import datastore
+from ordo.storage.postgres.connection import connect
 from ordo.storage.postgres.notification import PostgresTagListener
 from ordo.tagging.notification import TagNotifier
 from processing_support import FAST, WRITE, source, wait_for
@@ -119,6 +120,23 @@ def test_a_port_nothing_listens_on_is_an_outage() -> None:
     with pytest.raises(StorageUnavailableError) as raised:
         open_stores("postgresql://nobody@127.0.0.1:1/none")
     assert not isinstance(raised.value, StorageAccessError)
+
+
+def test_a_role_out_of_connection_slots_is_an_outage(postgres_server_dsn: str) -> None:
+    """It answered the ping, so it counted as refusing: a processor stopped for good on it,
+    though slots free up (after a restart every client reconnects at once)."""
+    name = f"r_{secrets.token_hex(6)}"
+    role = sql.Identifier(name)
+    _admin(postgres_server_dsn, sql.SQL("CREATE ROLE {} LOGIN CONNECTION LIMIT 1").format(role))
+    parts = urlsplit(postgres_server_dsn)
+    url = urlunsplit(parts._replace(netloc=f"{name}@{parts.hostname}:{parts.port}"))
+    try:
+        with psycopg.connect(url), pytest.raises(StorageUnavailableError) as raised:
+            connect(url)  # the role's one slot is taken
+        assert not isinstance(raised.value, StorageAccessError)
+        assert "too many connections for role" in str(raised.value)
+    finally:
+        _admin(postgres_server_dsn, sql.SQL("DROP ROLE {}").format(role))
 
 
 def test_a_call_once_the_server_refuses_the_url_is_an_access_error(

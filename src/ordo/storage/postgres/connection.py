@@ -35,6 +35,10 @@ A server that needs longer is taken for unavailable, the side that a retry corre
 
 Connection = psycopg.Connection[tuple[object, ...]]
 
+OUT_OF_SLOTS = ("too many clients", "too many connections", "connection slots are reserved")
+"""Parts of the server's messages for SQLSTATE 53300 (PostgreSQL 15 and later, in English):
+a server out of connection slots, for everyone, the role or the database."""
+
 
 def connect(dsn: str) -> Connection:
     """A plain autocommit session, or why there is none (StorageAccessError or -Unavailable).
@@ -47,7 +51,10 @@ def connect(dsn: str) -> Connection:
     that does not answer is an outage. Before it counts as a refusal the connect is attempted
     once more, so that a server that came up between the two is not taken for one that refuses.
     A timeout is an outage without asking: the ping would wait as long again. A server out of
-    connection slots ("too many clients", 53300) answers the ping too and so counts as refusing.
+    connection slots (53300: too many clients, or too many connections for the role or the
+    database) answers the ping too, but is an outage: slots free up, and after a restart every
+    client reconnects at once (a tracking processor stopped for good on it). It is told by the
+    server's message text (OUT_OF_SLOTS), so only where the server writes English messages.
     """
     conninfo = session_conninfo(dsn)
     try:
@@ -60,6 +67,8 @@ def connect(dsn: str) -> Connection:
     try:
         return psycopg.connect(conninfo, autocommit=True)
     except psycopg.Error as exc:
+        if any(text in str(exc) for text in OUT_OF_SLOTS):
+            raise _unavailable(dsn, exc) from exc
         msg = f"PostgreSQL at {redacted_dsn(dsn)} refuses the connection: {exc}".strip()
         raise StorageAccessError(msg) from exc
 
