@@ -28,6 +28,7 @@ from ordo.errors import StorageUnavailableError
 from ordo.processing import TrackingProcessor
 from ordo.storage.open import open_stores, stores_at
 from ordo.storage.postgres import datastore
+from ordo.storage.postgres.change_source import PostgresChangeSource
 from ordo.storage.postgres.notification import PostgresTagListener
 from ordo.tagging.notification import TagNotifier
 from processing_support import FAST, WRITE, counting_handler, source, wait_for
@@ -52,6 +53,7 @@ class StallingProxy:
         self._is_answering = True
         self._answers_left: int | None = None
         self._lock = threading.Lock()
+        self._frozen = threading.Event()
         self.accepted = threading.Semaphore(0)
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -68,6 +70,14 @@ class StallingProxy:
         for sock in forwarded:
             with contextlib.suppress(OSError):  # closed already: its peer ended it
                 sock.shutdown(socket.SHUT_RDWR)
+
+    def freeze(self) -> None:
+        """Forward nothing more on the open connections, and leave them open: a frozen host.
+
+        What the clients send is still acknowledged (by this proxy), so no TCP timeout ends
+        their wait for an answer.
+        """
+        self._frozen.set()
 
     def answer_again(self) -> None:
         """Forward the next connections again; end the unanswered ones.
@@ -101,20 +111,24 @@ class StallingProxy:
                     server = socket.create_connection(self._server)
                     self._forwarded += [client, server]
                     for source, target in ((client, server), (server, client)):
-                        threading.Thread(target=_copy, args=(source, target), daemon=True).start()
+                        threading.Thread(
+                            target=_copy, args=(source, target, self._frozen), daemon=True
+                        ).start()
                 else:
                     self.unanswered.append(client)
             self.accepted.release()
 
 
-def _copy(source: socket.socket, target: socket.socket) -> None:
-    """Copy bytes until either side ends; then end `target` too and close `source`.
+def _copy(source: socket.socket, target: socket.socket, frozen: threading.Event) -> None:
+    """Copy bytes until either side ends (dropping them once `frozen`); then end `target` too
+    and close `source`.
 
     Ending `target` wakes the thread that reads it, which closes it in turn.
     """
     try:
         while data := source.recv(65536):
-            target.sendall(data)
+            if not frozen.is_set():
+                target.sendall(data)
     except OSError:
         pass
     finally:
@@ -198,6 +212,24 @@ def test_closing_the_stores_while_the_pool_connects_to_a_server_that_does_not_an
     assert "is closed" in str(failures[0]) or "already closed" in str(failures[0])
     proxy.answer_again()  # the attempts given up fail now
     wait_for(lambda: set(threading.enumerate()) <= before, timeout=10)
+
+
+def test_closing_a_capture_source_whose_server_stopped_answering_is_prompt(
+    proxy: StallingProxy, postgres_dsn: str
+) -> None:
+    """Closing releases the capture lock first, and waited for the server's answer: up to the
+    session's tcp_user_timeout (30 s) on a frozen host, for ever behind a proxy (Ctrl-C on
+    `ordo cdc capture` hung). The lock then goes with the session's backend.
+    """
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id bigint PRIMARY KEY, v int)")
+    capture = PostgresChangeSource(proxy.url, slot="ordo_frozen", tables=["items"], exclusive=True)
+    capture.check()  # its session takes the capture lock
+    proxy.freeze()
+    closing = threading.Thread(target=capture.close, daemon=True)
+    closing.start()
+    closing.join(timeout=5)
+    assert not closing.is_alive()
 
 
 def test_opening_waits_for_the_pool_as_long_as_the_urls_connect_timeout(

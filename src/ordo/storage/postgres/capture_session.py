@@ -9,13 +9,17 @@ per slot, taken again with each new session.
 
 from __future__ import annotations
 
+import math
 import os
+import select
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
 from psycopg.pq import TransactionStatus
+from psycopg.pq.abc import PGconn
 
 from ordo.errors import AlreadyRunningError, ReplicationSlotMissingError, StorageUnavailableError
 from ordo.hashing import stable_hash
@@ -112,18 +116,45 @@ def lock_capture(conn: Connection, slot: str, *, previous_pid: int | None) -> No
     raise AlreadyRunningError(msg)
 
 
+UNLOCK_WAIT_S = 1.0
+"""How long closing a capture's session waits for the server to release the capture lock.
+
+A healthy server answers at once; one that stopped answering does not, and its lock then goes
+with its backend, as it did before the close released it."""
+
+
 def close_locked(conn: Connection) -> None:
     """Close a capture's session, releasing its capture lock first when the session is sound.
 
     The server releases a session's advisory locks only once its backend has ended, a moment
     after the client closed the connection: a capture of the slot started right after this one
     stopped was refused as already running. A session that is broken or busy is just closed
-    (its lock goes with its backend).
+    (its lock goes with its backend), and so is one whose server does not answer the release
+    within UNLOCK_WAIT_S (`_unlock_all`).
     """
     try:
         if not conn.broken and conn.info.transaction_status is TransactionStatus.IDLE:
-            conn.execute("SELECT pg_advisory_unlock_all()")
+            _unlock_all(conn.pgconn)
     except psycopg.Error:
         pass  # the session was lost meanwhile: its lock goes with it
     finally:
         conn.close()
+
+
+def _unlock_all(pgconn: PGconn) -> None:
+    """Release the session's advisory locks, waiting at most UNLOCK_WAIT_S for the answer.
+
+    Not `execute`, which waits for a server that stopped answering (a dropped route, a frozen
+    host) until the kernel gives the session up (tcp_user_timeout, 30 s), and for ever behind a
+    proxy that still acknowledges what is sent: Ctrl-C on `ordo cdc capture` then hung in
+    closing. The session is closed right after, so the answer is only waited for, not read.
+    """
+    pgconn.send_query(b"SELECT pg_advisory_unlock_all()")
+    poller = select.poll()
+    poller.register(pgconn.socket, select.POLLIN)
+    deadline = time.monotonic() + UNLOCK_WAIT_S
+    while True:
+        pgconn.consume_input()
+        left = deadline - time.monotonic()
+        if not pgconn.is_busy() or left <= 0 or not poller.poll(math.ceil(left * 1000)):
+            return
