@@ -18,7 +18,7 @@ demo: bootstrap
 lint: bootstrap
 	$(BIN)/ruff check $(CHECKED)
 	$(BIN)/ruff format --check $(CHECKED)
-	$(BIN)/mypy src
+	$(BIN)/mypy src bench examples
 
 # CI runs more Hypothesis examples than the `dev` default; override with HYPOTHESIS_PROFILE=dev.
 test: export HYPOTHESIS_PROFILE ?= ci

@@ -203,7 +203,7 @@ def stateful_step_seconds(spark: SparkSession, root: Path, table: str) -> float:
     built beforehand, untimed).
     """
     frame = bucketed(spark.read.schema(CHANGE_LOG_DDL).parquet(str(root / "log" / table)))
-    groups = list(frame.toPandas().groupby("state_bucket"))
+    groups = list(frame.toPandas().groupby("state_bucket"))  # type: ignore[attr-defined]
     processor = ChangeFoldProcessor(sink=sink_url(root), table=table)
     states = _BucketStates()
     processor.init(states)  # type: ignore[arg-type]  # a handle in all but name
@@ -226,14 +226,17 @@ def sink_seconds(root: Path, materializer: str) -> tuple[int, float]:
     fresh = root / "sink-again"
     fresh.mkdir()
     with stores_at(sink_url(fresh)) as stores:
-        schema_id = SchemaRegistry(stores.schemas).register(SIMULATED_SCHEMA).schema_id
+        registry = SchemaRegistry(stores.schemas)
+        registry.register(SIMULATED_SCHEMA)
+        history = registry.history(SIMULATED_SCHEMA.table)
         started = time.perf_counter()
         stores.change_sink.apply_batch(
             materializer="again",
+            query_id="bench",
             batch_id=0,
             target_table="again",
             messages=messages,
-            schemas={schema_id: SIMULATED_SCHEMA},
+            history=history,
         )
         return len(messages), time.perf_counter() - started
 
@@ -250,7 +253,10 @@ def listing_seconds(spark: SparkSession, log_dir: Path, threshold: int) -> tuple
         spark.read.schema(CHANGE_LOG_DDL).option("basePath", str(log_dir)).parquet(*paths)
         return len(paths), time.perf_counter() - started
     finally:
-        spark.conf.set(key, configured)
+        if configured is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, configured)
 
 
 def bench_materializer(

@@ -40,6 +40,7 @@ from ordo.query import EventEnvelope
 from ordo.settings import ProcessorSettings
 from ordo.storage.open import open_stores
 from ordo.time import format_first_time_bucket
+from ordo.types import Tag
 
 THREADS = (1, 2, 4)
 WRITE = EventsByTagSettings(
@@ -98,8 +99,8 @@ def run(
         token_claim_interval=timedelta(milliseconds=200),
     )
     source = EventSource(
-        reader=stores.tag_view_reader, tag="order", query=READ, events_by_tag=WRITE
-    )  # type: ignore[arg-type]
+        reader=stores.tag_view_reader, tag=Tag("order"), query=READ, events_by_tag=WRITE
+    )
     processor = TrackingProcessor(
         name, source, stores.tokens, counting, settings=settings, policy=policy
     )

@@ -76,6 +76,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
+from pyspark.sql.streaming.datasource import ReadLimit
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
@@ -248,7 +249,7 @@ class NaiveTagStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict[str, int]:
         return {"read": 0}
 
-    def latestOffset(self) -> dict[str, int]:
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         return {"read": 1}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
@@ -305,6 +306,10 @@ class TimedEventsByTagSource(EventsByTagDataSource):
     @classmethod
     def name(cls) -> str:
         return "bench_timed_ordo_events_by_tag"
+
+    def schema(self) -> str:
+        """The source's schema, without its parsing of the options: ours has benchTimings."""
+        return EVENT_ROW_DDL
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         given = {k: v for k, v in self.options.items() if k.lower() != TIMINGS_OPTION.lower()}

@@ -25,6 +25,7 @@ from ordo.cdc.materializer import SchemaResolver, materialize_partition
 from ordo.cdc.message_rows import MessageRows
 from ordo.cdc.mutation import JsonValue
 from ordo.cdc.schema_catalog import SchemaCatalog
+from ordo.cdc.schema_registry import SchemaHistory
 from ordo.storage.sql_change_sink import ChangeBatchReceipt, SqlChangeSink
 
 USER_ID = Column(name="id", type=ColumnType.LONG, nullable=False)
@@ -178,17 +179,35 @@ def run_with_file_size_limit(code: str, limit_bytes: int) -> subprocess.Complete
     )
 
 
+def history_of(
+    schema: TableSchema,
+    *,
+    retired: Collection[str] = (),
+    former_types: Mapping[str, Sequence[ColumnType]] | None = None,
+    old_key_ids: Collection[int] = (),
+) -> SchemaHistory:
+    """The history `SchemaRegistry.history` gives a table whose current version is `schema`.
+
+    What its older versions had is given as the registry derives it from them: the columns
+    `retired`, the `former_types` of retyped columns and the `old_key_ids` of versions keyed
+    otherwise.
+    """
+    return SchemaHistory(
+        current=accepted_versions(schema)[0],
+        retired=frozenset(retired),
+        former_types={name: tuple(types) for name, types in (former_types or {}).items()},
+        old_key_ids=frozenset(old_key_ids),
+    )
+
+
 def apply_as_m(
     sink: SqlChangeSink,
     batch_id: int,
     messages: Sequence[ChangeMessage],
-    schema: TableSchema,
+    history: SchemaHistory,
     *,
     query_id: str,
     target_table: str,
-    retired: Collection[str] = (),
-    former_types: Mapping[str, Sequence[ColumnType]] | None = None,
-    old_key_ids: Collection[int] = (),
 ) -> ChangeBatchReceipt:
     """Apply `messages` as batch `batch_id` of the materializer "m" of the sink contract tests."""
     return sink.apply_batch(
@@ -197,8 +216,5 @@ def apply_as_m(
         batch_id=batch_id,
         target_table=target_table,
         messages=MessageRows.from_messages(messages),
-        schema=schema,
-        retired=retired,
-        former_types=former_types or {},
-        old_key_ids=old_key_ids,
+        history=history,
     )

@@ -101,9 +101,10 @@ def one_row(url: str, tag: str, pid: str, number: int) -> tuple[Any, ...]:
     return rows[0]
 
 
-def wait_for_a_lock_wait(dsn: str, statement: str) -> None:
-    """Return once a session of the PostgreSQL server at `dsn` running `statement` (a part of
-    its text) waits for a lock: a transaction held open on another connection blocks it."""
+def wait_for_a_lock_wait(dsn: str, statement: str, *, sessions: int = 1) -> None:
+    """Return once `sessions` sessions of the PostgreSQL server at `dsn` running `statement`
+    (a part of its text) wait for a lock: a transaction held open on another connection
+    blocks them."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         rows = execute(
@@ -112,7 +113,7 @@ def wait_for_a_lock_wait(dsn: str, statement: str) -> None:
             "AND position(? IN query) > 0",
             (statement,),
         )
-        if rows[0][0]:
+        if rows[0][0] >= sessions:
             return
         time.sleep(0.05)
-    pytest.fail(f"no session running {statement!r} waited for a lock")
+    pytest.fail(f"fewer than {sessions} sessions running {statement!r} waited for a lock")

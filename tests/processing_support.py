@@ -59,8 +59,8 @@ def in_half(half: int, prefix: str) -> str:
     return next(f"{prefix}{i}" for i in range(1000) if stable_hash(f"{prefix}{i}") & 1 == half)
 
 
-def source(stores: Stores, tag: str = "t") -> EventSource:
-    return EventSource(reader=stores.tag_view_reader, tag=tag, query=READ, events_by_tag=WRITE)  # type: ignore[arg-type]
+def source(stores: Stores, tag: str = "t", *, query: QuerySettings = READ) -> EventSource:
+    return EventSource(reader=stores.tag_view_reader, tag=tag, query=query, events_by_tag=WRITE)  # type: ignore[arg-type]
 
 
 def wait_for(predicate: Callable[[], bool], *, timeout: float = 30.0) -> None:

@@ -16,7 +16,8 @@ OrdoError
 │   └── InvalidSegmentOperationError
 ├── StorageError
 │   ├── StorageUnavailableError (ConnectionError)
-│   │   └── StorageAccessError
+│   │   ├── StorageAccessError
+│   │   └── MissingFolderError
 │   ├── SchemaVersionError
 │   └── StorageIntegrityError
 │       └── ConcurrencyConflictError
@@ -57,6 +58,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ordo.time import TimeUUID
 
 
@@ -288,6 +291,23 @@ class StorageAccessError(StorageUnavailableError):
     StorageUnavailableError (`ordo query --live`) gives up at once on this subclass. A
     subclass, so that callers catching StorageUnavailableError still catch it.
     """
+
+
+class MissingFolderError(StorageUnavailableError):
+    """An SQLite journal's folder does not exist, and only `ordo init` (init_storage) makes one.
+
+    Opening a journal to write creates a missing file, but, as sqlite3 does, not its folder: a
+    misspelt folder became a tree with a new, empty journal in it. `path` is the journal file,
+    `folder` the folder that is missing (its parent).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.folder = path, path.parent
+        msg = (
+            f"no journal at {path}: no folder {path.parent} "
+            "(`ordo init` or ordo.init_storage() creates both)"
+        )
+        super().__init__(msg)
 
 
 class SchemaVersionError(StorageError):

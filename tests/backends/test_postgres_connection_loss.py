@@ -332,21 +332,45 @@ def test_a_capture_rides_out_ended_sessions_publishing_each_change_once(
     assert "capture reconnected after" in caplog.text
 
 
-def test_a_capture_of_the_slot_starts_right_after_the_last_one_closed(sessions: Sessions) -> None:
-    """The lock went only with the closed session's backend, a moment after the close.
+_CAPTURE_LOCKS_OF = (
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = %s"
+)
 
-    A capture started right after another stopped was refused as already running (its
-    predecessor's backend still held the lock); closing now releases it first.
+
+def test_a_capture_of_the_slot_starts_right_after_the_last_one_closed(
+    sessions: Sessions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing a capture's session releases its lock first, while the session is still there.
+
+    The lock went only with the closed session's backend, a moment after the close: a capture
+    started right after another stopped was refused as already running. Starting captures in
+    a row hit that moment only on a loaded machine; another session looks at pg_locks as the
+    capture's session is being closed instead, when the old close still held the lock.
     """
     slot = f"ordo_test_{secrets.token_hex(6)}"
     sessions.execute("CREATE TABLE items (id bigint PRIMARY KEY, v int)")
-    try:
-        for _ in range(20):
+    held_at_close: list[int] = []  # per capture session closed: the advisory locks it held
+    with psycopg.connect(sessions.url, autocommit=True) as observer:
+        close = psycopg.Connection.close
+
+        def observed_close(conn: psycopg.Connection[object]) -> None:
+            if not conn.closed and conn.info.parameter_status("application_name") == _CAPTURE:
+                row = observer.execute(_CAPTURE_LOCKS_OF, (conn.info.backend_pid,)).fetchone()
+                held_at_close.append(0 if row is None else int(row[0]))
+            close(conn)
+
+        monkeypatch.setattr(psycopg.Connection, "close", observed_close)
+        try:
             with change_source_at(sessions.url, ["items"], slot=slot):
                 pass
-    finally:
-        with change_source_at(sessions.url, ["items"], slot=slot) as source:
-            source.drop()  # type: ignore[attr-defined]
+            with change_source_at(sessions.url, ["items"], slot=slot):
+                pass  # the next capture of the slot starts at once
+        finally:
+            monkeypatch.undo()
+            with change_source_at(sessions.url, ["items"], slot=slot) as source:
+                source.drop()  # type: ignore[attr-defined]
+    assert held_at_close
+    assert set(held_at_close) == {0}
 
 
 def test_a_capture_whose_lock_another_took_meanwhile_stops(

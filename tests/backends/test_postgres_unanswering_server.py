@@ -12,6 +12,8 @@ import contextlib
 import json
 import logging
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -155,6 +157,17 @@ def _is_closed_by_peer(sock: socket.socket) -> bool:
     return True
 
 
+def _is_open(sock: socket.socket) -> bool:
+    """Whether the other end has not closed `sock` yet (what it sent is read, without waiting)."""
+    sock.setblocking(False)
+    try:
+        while sock.recv(65536):
+            pass
+    except BlockingIOError:
+        return True
+    return False
+
+
 def test_closing_the_tag_listener_during_a_reconnect_is_prompt_and_leaves_nothing_open(
     proxy: StallingProxy,
 ) -> None:
@@ -169,6 +182,60 @@ def test_closing_the_tag_listener_during_a_reconnect_is_prompt_and_leaves_nothin
     listener.close()  # idempotent
     assert not [t for t in threading.enumerate() if t.name == "ordo-tag-listener"]
     assert _is_closed_by_peer(proxy.unanswered[0])
+
+
+_CLOSE_AND_EXIT = """
+import atexit, gc, sys
+from ordo.storage.postgres.notification import PostgresTagListener
+from ordo.tagging.notification import TagNotifier
+
+def held() -> None:
+    # Exit handlers run once the interpreter joined the threads an exit waits for. A connect
+    # that gave up keeps its socket until its exception is collected: collect it, so that the
+    # socket tells whether the diagnosis is still under way.
+    gc.collect()
+    print("exiting", flush=True)
+    sys.stdin.readline()
+
+listener = PostgresTagListener(sys.argv[1], TagNotifier())
+print("listening", flush=True)
+sys.stdin.readline()
+listener.close()
+atexit.register(held)
+"""
+"""Opens a tag listener on the URL given, closes it when told to, then exits: held at its exit
+handlers until told to go on."""
+
+
+def test_a_tag_listener_closed_while_it_asks_why_a_connect_failed_does_not_hold_up_the_exit(
+    proxy: StallingProxy,
+) -> None:
+    """The diagnosis connect ran in the loop's default executor, whose threads the interpreter
+    joins at exit: the process ended only once that connect gave up, 2 s later."""
+    with subprocess.Popen(
+        [sys.executable, "-c", _CLOSE_AND_EXIT, proxy.url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as child:
+        assert child.stdout is not None
+        assert child.stdin is not None
+        try:
+            assert child.stdout.readline() == "listening\n"
+            assert proxy.accepted.acquire(timeout=5)  # the listener's connection
+            proxy.stop_answering()
+            assert proxy.accepted.acquire(timeout=5)  # the listener's reconnect
+            proxy.unanswered[0].close()  # fails at once: the listener asks why
+            assert proxy.accepted.acquire(timeout=5)  # the diagnosis connect, unanswered
+            child.stdin.write("\n")
+            child.stdin.flush()
+            assert child.stdout.readline() == "exiting\n"
+            assert _is_open(proxy.unanswered[1])  # still connecting: the exit did not wait
+            child.stdin.write("\n")
+            child.stdin.flush()
+            assert child.wait(timeout=30) == 0
+        finally:
+            child.kill()
 
 
 def test_a_tag_listener_that_cannot_connect_is_unavailable() -> None:

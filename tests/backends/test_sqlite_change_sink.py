@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from cdc_support import history_of
 from ordo.cdc import Audit, ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
 from ordo.cdc.message_rows import MessageRows
 from ordo.storage.open import stores_at
@@ -37,8 +38,7 @@ def _apply(sink: SqlChangeSink, batch_id: int, schema: TableSchema, key: int, n:
         batch_id=batch_id,
         target_table="t_materialized",
         messages=MessageRows.from_messages([message]),
-        schema=schema,
-        former_types={"n": (ColumnType.LONG,)},
+        history=history_of(schema, former_types={"n": (ColumnType.LONG,)}),
     )
 
 

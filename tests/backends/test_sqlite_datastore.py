@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ordo import (
+    MissingFolderError,
     NewEvent,
     SchemaVersionError,
     StorageUnavailableError,
@@ -30,8 +31,22 @@ def test_the_journal_file_is_in_wal_mode(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_missing_directories_are_created(tmp_path: Path) -> None:
+def test_open_journal_refuses_a_missing_folder_and_init_storage_creates_it(
+    tmp_path: Path,
+) -> None:
+    """open_journal created the folders of a misspelt path: a tree with a new, empty journal
+    in it, where the commands that write and sqlite3 refuse one."""
     path = tmp_path / "a" / "b" / "j.db"
+    with pytest.raises(MissingFolderError) as refused:
+        open_journal(str(path))
+    assert str(refused.value) == (
+        f"no journal at {path}: no folder {tmp_path}/a/b "
+        "(`ordo init` or ordo.init_storage() creates both)"
+    )
+    assert (refused.value.path, refused.value.folder) == (path, tmp_path / "a" / "b")
+    assert list(tmp_path.iterdir()) == []
+
+    init_storage(str(path))
     with open_journal(str(path)) as journal:
         journal.append("p", [NewEvent.of(1)])
     assert path.exists()

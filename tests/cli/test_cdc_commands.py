@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 from psycopg import sql
 
+from cli_support import spark_command
 from ordo.cdc import Audit, Cell, Mutation, mutation_to_json, partition_of
 from ordo.cli.main import cli
 from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload, replica_mutations
@@ -459,13 +460,7 @@ def test_materialize_says_in_one_line_why_spark_did_not_start(
     (tmp_path / "file").write_text("a file where ORDO_SPARK_LOG wants a directory")
     logs = ("--change-log", str(tmp_path / "log"), "--checkpoint", str(tmp_path / "checkpoint"))
     args = ("cdc", "materialize", "readings", "--master", master, "--journal", journal, *logs)
-    materialize = subprocess.run(  # a process of its own: its first Spark session is this one
-        [sys.executable, "-m", "ordo.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "ORDO_SPARK_LOG": str(tmp_path / spark_log)},
-        check=False,
-    )
+    materialize = spark_command(*args, spark_log=tmp_path / spark_log)
     assert materialize.returncode == 1
     assert "Traceback" not in materialize.stderr
     assert materialize.stderr.splitlines()[-1].startswith(f"Error: ConfigurationError: {problem}")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cli_support import spark_command
 from operations_support import WRITE, execute, tag_view_rows, write_with_writers
 from ordo import NewEvent, open_journal
 from ordo.cli.main import cli
@@ -253,13 +254,7 @@ def test_rebuild_all_truncates_only_once_spark_has_started(tmp_path: Path) -> No
     write_with_writers(url, writers=1, pids=2, appends=2)
     before = tag_view_rows(url)
     command = ["reconcile", "rebuild", "--all", "--truncate", "--master", "bogus"]
-    rebuild = subprocess.run(
-        [sys.executable, "-m", "ordo.cli.main", *command, "--journal", url],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")},
-        check=False,
-    )
+    rebuild = spark_command(*command, "--journal", url, spark_log=tmp_path / "spark.log")
     assert rebuild.returncode == 1
     assert rebuild.stderr.splitlines()[-1].startswith(
         "Error: ConfigurationError: Spark did not start with master 'bogus': "
@@ -329,17 +324,23 @@ def test_cleanup_prints_its_progress_every_few_seconds_not_per_batch(tmp_path: P
     assert lines[-1] == "tag 'b': 100 rows deleted (200 in all)"
 
 
-def test_rebuild_all_locally_prints_its_progress_every_few_seconds(tmp_path: Path) -> None:
-    """A line per 1,000 persistence ids: 10M ids printed 10,000 lines."""
+@pytest.mark.parametrize("ids", [10_000, 1_010])
+def test_rebuild_all_locally_prints_its_progress_every_few_seconds_and_the_total(
+    tmp_path: Path, ids: int
+) -> None:
+    """A line per 1,000 persistence ids (10M ids printed 10,000 lines), the total last.
+
+    The total was missing: the last line was the last thousand, and 10 ids printed none.
+    """
     url = f"sqlite:///{tmp_path}/j.db"
     with open_journal(url, settings=WRITE) as journal:
-        for n in range(10_000):
+        for n in range(ids):
             journal.append(f"p{n}", [NewEvent.of(n, tags=["a"])])
     code, _, err = _run("reconcile", "rebuild", "--all", "--local", "--journal", url)
     assert code == 0, err
     lines = err.splitlines()
     assert 2 <= len(lines) <= 4  # the first, the last, and one per 5 s between (10 lines)
-    assert lines[-1] == "10000 persistence ids, 10000 rows"
+    assert lines[-1] == f"{ids} persistence ids, {ids} rows"
 
 
 @pytest.mark.parametrize(

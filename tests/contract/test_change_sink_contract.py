@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from cdc_support import apply_as_m
+from cdc_support import apply_as_m, history_of
 from operations_support import execute, wait_for_a_lock_wait
 from ordo.cdc import Audit, ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
 from ordo.errors import MaterializerCheckpointError
@@ -75,9 +75,8 @@ def _apply_with(
     *,
     retired: Collection[str] = (),
 ) -> ChangeBatchReceipt:
-    return apply_as_m(
-        sink, batch_id, messages, schema, query_id=QUERY, target_table=TARGET, retired=retired
-    )
+    history = history_of(schema, retired=retired)
+    return apply_as_m(sink, batch_id, messages, history, query_id=QUERY, target_table=TARGET)
 
 
 def _table(stores: Stores) -> list[tuple[Any, ...]]:
@@ -174,7 +173,9 @@ def test_a_column_the_current_schema_no_longer_has_is_dropped_with_the_batch(
 def _apply(sink: SqlChangeSink, query_id: str, batch_id: int, *keys: int) -> ChangeBatchReceipt:
     """A batch of `query_id` that creates the rows `keys`."""
     created = [_message(ChangeOp.CREATE, key, None, _row(key, f"v{key}"), 1) for key in keys]
-    return apply_as_m(sink, batch_id, created, V1, query_id=query_id, target_table=TARGET)
+    return apply_as_m(
+        sink, batch_id, created, history_of(V1), query_id=query_id, target_table=TARGET
+    )
 
 
 def _stored(sink: SqlChangeSink) -> tuple[list[tuple[Any, ...]], list[object]]:

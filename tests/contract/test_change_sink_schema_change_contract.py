@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
-from cdc_support import apply_as_m
+from cdc_support import apply_as_m, history_of
 from ordo.cdc import Audit, ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
+from ordo.cdc.schema_registry import SchemaRegistry
 from ordo.errors import (
+    IncompatibleSchemaError,
     MaterializedKeyChangeError,
     MaterializedRetypeError,
     OldKeyMessageError,
@@ -67,16 +69,8 @@ def _apply(
     former_types: Mapping[str, Sequence[ColumnType]] | None = None,
     old_key_ids: Collection[int] = (),
 ) -> ChangeBatchReceipt:
-    return apply_as_m(
-        sink,
-        batch_id,
-        messages,
-        schema,
-        query_id=QUERY,
-        target_table=TARGET,
-        former_types=former_types,
-        old_key_ids=old_key_ids,
-    )
+    history = history_of(schema, former_types=former_types, old_key_ids=old_key_ids)
+    return apply_as_m(sink, batch_id, messages, history, query_id=QUERY, target_table=TARGET)
 
 
 def _create(sink: SqlChangeSink, *rows: Mapping[str, Any]) -> None:
@@ -289,3 +283,32 @@ def test_a_replayed_batch_is_skipped_though_its_messages_name_an_old_key(stores:
 
     assert replayed == ChangeBatchReceipt(is_applied=False, messages=0)
     assert sink.read_table(TARGET, V1) == {(1,): {"id": 1, "n": None, "s": "a", "m 100%": None}}
+
+
+def test_the_registrys_history_refuses_a_message_of_a_wider_old_key(stores: Stores) -> None:
+    """The sink takes the table's history whole, as the registry derives it, so no caller can
+    leave out the old keys: a delete keyed by (id, s) of the version before the key change was
+    a bare ValueError for a caller that did, and is refused by its schema id."""
+    registry = SchemaRegistry(stores.schemas)
+    wide = registry.register(KEYED_BY_ID_AND_S)
+    with pytest.raises(IncompatibleSchemaError) as pending:
+        registry.register(V1)
+    registry.accept("items", pending.value.version)
+    batch = [
+        _message(ChangeOp.CREATE, V1, {"id": 2, "s": "b"}, schema_id=wide.schema_id + 1),
+        _message(ChangeOp.DELETE, KEYED_BY_ID_AND_S, {"id": 1, "s": "a"}, schema_id=wide.schema_id),
+    ]
+
+    with pytest.raises(OldKeyMessageError) as refused:
+        apply_as_m(
+            stores.change_sink,
+            0,
+            batch,
+            registry.history("items"),
+            query_id=QUERY,
+            target_table=TARGET,
+        )
+
+    assert (refused.value.schema_id, refused.value.key) == (wide.schema_id, (1, "a"))
+    assert stores.change_sink.last_batch_id("m") is None
+    assert not stores.change_sink.has_table(TARGET)

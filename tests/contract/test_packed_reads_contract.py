@@ -12,7 +12,7 @@ import pytest
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.storage.open import Stores
-from ordo.storage.packed_reads import TAG_VIEW_PACKING, PackedRows, Packing
+from ordo.storage.packed_reads import TAG_VIEW_PACKING, TEXT_SEPARATOR, PackedRows, Packing
 from ordo.time import BucketSize, format_first_time_bucket
 from ordo.types import Tag, TimeBucket
 
@@ -34,17 +34,20 @@ def _as_envelopes(packed: PackedRows) -> list[tuple[object, ...]]:
             columns[name] = [keys[i : i + 16] for i in range(0, 16 * packed.count, 16)]
         elif packing is Packing.INT:
             columns[name] = [int(n) for n in packed.ints[name].split(",") if n]
-        else:
-            data, lengths = packed.data[name]
-            values: list[object] = []
+        elif packing is Packing.BLOB:
+            data, lengths = packed.blobs[name]
+            blobs: list[object] = []
             start = 0
             for length in (int(n) for n in lengths.split(",") if n):
-                value = data[start : start + length]
-                values.append(value if packing is Packing.BLOB else value.decode())
+                blobs.append(data[start : start + length])
                 start += length
+            columns[name] = blobs
+        else:
+            joined = packed.texts[name].split(bytes([TEXT_SEPARATOR])) if packed.count else []
+            texts: list[object] = [text.decode() for text in joined]
             for i, flag in enumerate(packed.nulls.get(name, "")):
-                values[i] = None if flag == "1" else values[i]
-            columns[name] = values
+                texts[i] = None if flag == "1" else texts[i]
+            columns[name] = texts
     return list(zip(*columns.values(), strict=True))
 
 
@@ -86,6 +89,11 @@ def test_packed_pages_hold_the_rows(
                 event = NewEvent.of(i, tags=[TAG], metadata={"trace": f"m{i}"})
             journal.append(f"pid-{i % 4}", [event])
         journal.append("with\x1fseparator, ünicode", [NewEvent.of(1, tags=[TAG])])
+        # code points 0xFF and 0xFE: two UTF-8 bytes each, neither of them the separator byte
+        manifests = ("\xfe\xff", "")
+        for nr, manifest in enumerate(manifests, start=2):
+            event = NewEvent.of(nr, tags=[TAG], manifest=manifest, metadata={"\xff": ""})
+            journal.append("\xff\xfe", [event])
     assert _pages_match(stores, limit=limit, hash_mask=hash_mask) > 0
 
 

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import pytest
 
-from ordo import Journal, NewEvent
+from ordo import Journal, NewEvent, QuerySettings
 from ordo.errors import MissingTaggedEventError
 from ordo.hashing import stable_hash
 from ordo.processing.control import merge_segment
@@ -24,9 +24,14 @@ from ordo.processing.source import EventSource
 from ordo.processing.token import TrackingToken
 from ordo.query import EventEnvelope
 from ordo.storage.open import Stores
+from ordo.time import TimeUUID
 from processing_support import FAST, READ, WRITE, in_half, source, wait_for
 
 Sql = Callable[..., list[tuple[object, ...]]]
+
+LOOKING_BACK = replace(READ, back_track_period=timedelta(seconds=10))
+"""READ with a margin: a restarted stream starts back_track_period before its token, and the
+late event must lie within that however long a loaded machine takes between two appends."""
 
 
 def _recorder(sql: Sql) -> Callable[[EventEnvelope, HandlerContext], None]:
@@ -51,28 +56,73 @@ def _once(*events: str) -> list[tuple[object, ...]]:
     return sorted((event, 1) for event in events)
 
 
-def _hide(sql: Sql, pid: str, nr: int) -> None:
-    """Take the event's tag_views row away (kept in `late`), as if not written yet."""
-    where = f"FROM tag_views WHERE persistence_id = '{pid}' AND tag_pid_sequence_nr = {nr}"
-    wait_for(lambda: int(str(sql(f"SELECT count(*) {where}")[0][0])) == 1)
-    sql(f"CREATE TABLE late AS SELECT * {where}")
-    sql(f"DELETE {where}")
+class _LateRows:
+    """Keeps one event's tag_views row out of sight until show(): written, not visible yet.
+
+    A trigger moves the row to a table `late` in the writing transaction, so no reader ever
+    sees it before show(). Deleting the row after the append raced a running processor: on a
+    loaded machine it read and handled the row first (CI failed so once).
+    """
+
+    def __init__(self, sql: Sql, backend: str) -> None:
+        self._sql = sql
+        self._is_sqlite = backend == "sqlite"
+
+    def hide(self, pid: str, nr: int) -> None:
+        """Hide the row of `pid`'s tag pid sequence nr `nr`; call it before the append."""
+        where = f"FROM tag_views WHERE persistence_id = '{pid}' AND tag_pid_sequence_nr = {nr}"
+        move = f"INSERT INTO late SELECT * {where}; DELETE {where};"
+        self._sql("CREATE TABLE late AS SELECT * FROM tag_views WHERE 1 = 0")
+        if self._is_sqlite:
+            self._sql(f"CREATE TRIGGER hide AFTER INSERT ON tag_views BEGIN {move} END")
+            return
+        self._sql(
+            "CREATE FUNCTION hide() RETURNS trigger LANGUAGE plpgsql "
+            f"AS $$ BEGIN {move} RETURN NULL; END $$"
+        )
+        self._sql(
+            "CREATE TRIGGER hide AFTER INSERT ON tag_views FOR EACH STATEMENT "
+            "EXECUTE FUNCTION hide()"
+        )
+
+    def show(self) -> None:
+        """Make the hidden row visible."""
+        self._sql("DROP TRIGGER hide" if self._is_sqlite else "DROP TRIGGER hide ON tag_views")
+        self._sql("INSERT INTO tag_views SELECT * FROM late")
 
 
-def _show(sql: Sql) -> None:
-    sql("INSERT INTO tag_views SELECT * FROM late")
+@pytest.fixture
+def late(stores: Stores, sql: Sql) -> _LateRows:
+    """Hides an event's tag_views row until shown (one per test)."""
+    return _LateRows(sql, stores.backend)
 
 
-def _append(journal: Journal, pid: str, i: int, **payload: object) -> None:
-    journal.append(pid, [NewEvent.of({"i": i, **payload}, tags=["t"])])
+def _append(journal: Journal, pid: str, i: int, **payload: object) -> TimeUUID:
+    """Append one event tagged `t`; returns its offset."""
+    return journal.append(pid, [NewEvent.of({"i": i, **payload}, tags=["t"])]).offsets[0]
+
+
+def _has_passed(stores: Stores, offset: TimeUUID) -> bool:
+    """Whether every segment's token is at `offset` or beyond: all before it was handled.
+
+    A token moves in the transaction of the batch that handled the events, so an event
+    handled twice up to there is in `handled` by then.
+    """
+    entries = stores.tokens.entries("p")
+    return all(e.token.offset is not None and e.token.offset.key >= offset.key for e in entries)
 
 
 def _processor(
-    stores: Stores, handler: Callable[..., None], *, segments: int, **options: object
+    stores: Stores,
+    handler: Callable[..., None],
+    *,
+    segments: int,
+    query: QuerySettings = LOOKING_BACK,
+    **options: object,
 ) -> TrackingProcessor:
     settings = replace(FAST, initial_segment_count=segments)
     return TrackingProcessor(
-        "p", source(stores), stores.tokens, handler, settings=settings, **options
+        "p", source(stores, query=query), stores.tokens, handler, settings=settings, **options
     )  # type: ignore[arg-type]
 
 
@@ -98,11 +148,11 @@ def test_merging_a_segment_that_was_ahead_applies_nothing_twice(
         wait_for(lambda: len(_handled(sql)) == 100)
     now = time.time_ns() // 1_000_000
     stores.tokens.claim("p", 0, "operator", now_ms=now, claim_timeout_ms=60_000)
+    in_half_one = [i for i in range(100, 200) if _half(policy, f"p{i % 10}", i // 10 + 1, g=i % 7)]
     with processor():
         for i in range(100, 200):
-            _append(journal, f"p{i % 10}", i, g=i % 7)
-        wait_for(lambda: len(_handled(sql)) > 100)
-        time.sleep(1)  # segment 1 catches up with everything of its half
+            last = _append(journal, f"p{i % 10}", i, g=i % 7)
+        wait_for(lambda: len(_handled(sql)) == 100 + len(in_half_one))  # segment 1's half
     stores.tokens.release("p", 0, "operator")
     (one,) = (e for e in stores.tokens.entries("p") if e.segment.segment_id == 1)
     (zero,) = (e for e in stores.tokens.entries("p") if e.segment.segment_id == 0)
@@ -110,13 +160,12 @@ def test_merging_a_segment_that_was_ahead_applies_nothing_twice(
     now = time.time_ns() // 1_000_000
     assert merge_segment(stores.tokens, "p", 0, now_ms=now, claim_timeout_ms=60_000).is_done
     with processor():
-        wait_for(lambda: len(_handled(sql)) == 200)
-        time.sleep(0.5)
+        wait_for(lambda: _has_passed(stores, last))
     assert sql("SELECT times, count(*) FROM handled GROUP BY times") == [(1, 200)]
 
 
 def test_a_merge_hands_on_a_late_event_of_the_half_that_was_ahead(
-    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql
+    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql, late: _LateRows
 ) -> None:
     """Per aggregate, positions decide what was handled, not the merged half's offset.
 
@@ -134,26 +183,25 @@ def test_a_merge_hands_on_a_late_event_of_the_half_that_was_ahead(
         wait_for(lambda: len(_handled(sql)) == 3)
     now = time.time_ns() // 1_000_000
     stores.tokens.claim("p", 0, "operator", now_ms=now, claim_timeout_ms=60_000)
+    late.hide(x, 2)
     _append(journal, x, 2)
-    _hide(sql, x, 2)
     _append(journal, y, 2)
     with _processor(stores, record, segments=2):
         wait_for(lambda: len(_handled(sql)) == 4)
     stores.tokens.release("p", 0, "operator")
     now = time.time_ns() // 1_000_000
     assert merge_segment(stores.tokens, "p", 1, now_ms=now, claim_timeout_ms=60_000).is_done
-    _show(sql)
+    late.show()
     with _processor(stores, record, segments=2) as running:
-        _append(journal, x, 3)
-        wait_for(lambda: len(_handled(sql)) == 6)
-        time.sleep(0.5)
+        last = _append(journal, x, 3)
+        wait_for(lambda: _has_passed(stores, last) or running.failure is not None)
     assert running.failure is None
     assert _handled(sql) == _once(f"{x}#1", f"{x}#2", f"{x}#3", f"{y}#1", f"{y}#2", f"{z}#1")
 
 
 @pytest.mark.parametrize("pause", [0.0, 0.5, 1.0])
 def test_a_restart_hands_on_an_event_that_became_visible_behind_the_token(
-    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql, pause: float
+    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql, late: _LateRows, pause: float
 ) -> None:
     """One segment: x#2 is written but not visible; y#1, `pause` s later, is handled, so the
     token passes x#2's offset. The processor stops, x#2 shows up, it starts again.
@@ -168,22 +216,25 @@ def test_a_restart_hands_on_an_event_that_became_visible_behind_the_token(
     with _processor(stores, record, segments=1):
         _append(journal, "x", 1)
         wait_for(lambda: len(_handled(sql)) == 1)
+        late.hide("x", 2)
         _append(journal, "x", 2)
-        _hide(sql, "x", 2)
         time.sleep(pause)
         _append(journal, "y", 1)
         wait_for(lambda: len(_handled(sql)) == 2)
-    _show(sql)
+    late.show()
     with _processor(stores, record, segments=1) as running:
-        _append(journal, "x", 3)
-        wait_for(lambda: len(_handled(sql)) == 4 or running.failure is not None)
-        time.sleep(0.5)
+        last = _append(journal, "x", 3)
+        wait_for(lambda: _has_passed(stores, last) or running.failure is not None)
     assert running.failure is None
     assert _handled(sql) == _once("x#1", "x#2", "x#3", "y#1")
 
 
 def test_a_restarted_processor_waits_for_an_event_that_became_visible_late(
-    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql
+    stores: Stores,
+    journal_factory: Callable[..., Journal],
+    sql: Sql,
+    late: _LateRows,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A claim's stream knows the positions its processor processed, so it detects gaps.
 
@@ -201,20 +252,20 @@ def test_a_restarted_processor_waits_for_an_event_that_became_visible_late(
         _append(journal, "q", 0)
         wait_for(lambda: len(_handled(sql)) == 5)
     _append(journal, "p", 4)
-    _hide(sql, "p", 5)
+    late.hide("p", 5)
     _append(journal, "p", 5)
     _append(journal, "q", 1)
     with _processor(stores, record, segments=1) as running:
-        time.sleep(1)  # p's 6 is visible and settled; 5 is not
+        wait_for(lambda: "persistence_id=p expected=5 found=6" in caplog.text)  # 6 is held
         assert len(_handled(sql)) == 5
-        _show(sql)
+        late.show()
         wait_for(lambda: len(_handled(sql)) == 8 or running.failure is not None)
     assert running.failure is None
     assert _handled(sql) == _once(*(f"p#{n}" for n in range(1, 7)), "q#1", "q#2")
 
 
 def test_a_gap_that_stays_open_stops_the_processor_with_the_error(
-    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql
+    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql, late: _LateRows
 ) -> None:
     """A missing event is not skipped: past gap_timeout the processor fails and says why.
 
@@ -234,8 +285,8 @@ def test_a_gap_that_stays_open_stops_the_processor_with_the_error(
     with processor:
         _append(journal, "x", 1)
         wait_for(lambda: len(_handled(sql)) == 1)
+        late.hide("x", 2)
         _append(journal, "x", 2)
-        _hide(sql, "x", 2)
         _append(journal, "x", 3)
         wait_for(lambda: processor.failure is not None)
         assert not processor.is_running
@@ -243,18 +294,28 @@ def test_a_gap_that_stays_open_stops_the_processor_with_the_error(
     assert _handled(sql) == _once("x#1")
 
 
+def _half(policy: str, pid: str, nr: int, *, g: int) -> int:
+    """The segment of two that owns event `pid#nr` with payload key g under `policy`."""
+    return stable_hash(f"{pid}#{nr}" if policy == "concurrent" else str(g)) & 1
+
+
 def _in_half_of(half: int, policy: str, pid: str, nr: int) -> dict[str, object]:
     """A payload that puts event `pid#nr` into segment `half` of two under `policy`."""
     if policy == "concurrent":
-        assert stable_hash(f"{pid}#{nr}") & 1 == half, "pick another id for this test"
+        assert _half(policy, pid, nr, g=0) == half, "pick another id for this test"
         return {}
-    return {"g": next(g for g in range(1000) if stable_hash(str(g)) & 1 == half)}
+    return {"g": next(g for g in range(1000) if _half(policy, pid, nr, g=g) == half)}
 
 
 @pytest.mark.parametrize("pause", [0.0, 1.0])
 @pytest.mark.parametrize("policy", ["property:g", "concurrent"])
 def test_a_restart_hands_on_a_late_event_under_a_policy_without_per_id_order(
-    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql, policy: str, pause: float
+    stores: Stores,
+    journal_factory: Callable[..., Journal],
+    sql: Sql,
+    late: _LateRows,
+    policy: str,
+    pause: float,
 ) -> None:
     """Without per-id positions, the events a processor handled decide, not its offset alone.
 
@@ -268,23 +329,22 @@ def test_a_restart_hands_on_a_late_event_under_a_policy_without_per_id_order(
     with _processor(stores, record, segments=1, policy=policy_from_name(policy)):
         _append(journal, "x", 1, g=1)
         wait_for(lambda: len(_handled(sql)) == 1)
+        late.hide("x", 2)
         _append(journal, "x", 2, g=2)
-        _hide(sql, "x", 2)
         time.sleep(pause)
         _append(journal, "y", 1, g=3)
         wait_for(lambda: len(_handled(sql)) == 2)
-    _show(sql)
+    late.show()
     with _processor(stores, record, segments=1, policy=policy_from_name(policy)) as running:
-        _append(journal, "x", 3, g=4)
-        wait_for(lambda: len(_handled(sql)) == 4 or running.failure is not None)
-        time.sleep(0.5)
+        last = _append(journal, "x", 3, g=4)
+        wait_for(lambda: _has_passed(stores, last) or running.failure is not None)
     assert running.failure is None
     assert _handled(sql) == _once("x#1", "x#2", "x#3", "y#1")
 
 
 @pytest.mark.parametrize("policy", ["property:g", "concurrent"])
 def test_a_merge_hands_on_a_late_event_of_the_half_that_was_ahead_without_positions(
-    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql, policy: str
+    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql, late: _LateRows, policy: str
 ) -> None:
     """The merged segment skips what the half ahead handled, not everything up to its offset.
 
@@ -305,19 +365,18 @@ def test_a_merge_hands_on_a_late_event_of_the_half_that_was_ahead_without_positi
         wait_for(lambda: len(_handled(sql)) == 2)
     now = time.time_ns() // 1_000_000
     stores.tokens.claim("p", 0, "operator", now_ms=now, claim_timeout_ms=60_000)
+    late.hide(x, 2)
     _append(journal, x, 2, **_in_half_of(1, policy, x, 2))
-    _hide(sql, x, 2)
     _append(journal, y, 2, **_in_half_of(1, policy, y, 2))
     with processor():
         wait_for(lambda: len(_handled(sql)) == 3)
     stores.tokens.release("p", 0, "operator")
     now = time.time_ns() // 1_000_000
     assert merge_segment(stores.tokens, "p", 1, now_ms=now, claim_timeout_ms=60_000).is_done
-    _show(sql)
+    late.show()
     with processor() as running:
-        _append(journal, x, 3, **_in_half_of(0, policy, x, 3))
-        wait_for(lambda: len(_handled(sql)) == 5)
-        time.sleep(0.5)
+        last = _append(journal, x, 3, **_in_half_of(0, policy, x, 3))
+        wait_for(lambda: _has_passed(stores, last) or running.failure is not None)
     assert running.failure is None
     assert _handled(sql) == _once(f"{x}#1", f"{x}#2", f"{x}#3", f"{y}#1", f"{y}#2")
 
@@ -329,7 +388,8 @@ def test_handled_events_are_forgotten_once_no_segment_can_read_them_again(
     before that for every segment is never read again, so its record goes."""
     journal = journal_factory(settings=WRITE)
     record = _recorder(sql)
-    with _processor(stores, record, segments=2, policy=policy_from_name("concurrent")):
+    concurrent = policy_from_name("concurrent")
+    with _processor(stores, record, segments=2, query=READ, policy=concurrent):
         for i in range(20):
             _append(journal, f"old{i}", i)
         wait_for(lambda: len(_handled(sql)) == 20)

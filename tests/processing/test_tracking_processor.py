@@ -15,6 +15,8 @@ from ordo.errors import (
     ConfigurationError,
     PendingHandOverError,
     PendingMergeError,
+    TokenStoreError,
+    UnableToClaimTokenError,
     UnknownProcessorError,
 )
 from ordo.processing.control import (
@@ -603,49 +605,91 @@ def test_an_operator_s_release_made_while_the_owner_merges_is_not_replaced(
     assert processor.failure is None
 
 
+class _ReleaseAskedOnceTheMergeFailed:
+    """The token store, except that the operator asks the owner to release segment 0 right
+    after the owner's first call once its merge failed (another owner holds the sibling):
+    whatever it asks then, the release comes after it and before anything else it asks."""
+
+    def __init__(self, tokens: TokenStore) -> None:
+        self._tokens = tokens
+        self.has_merge_failed = False
+        self.receipts: list[ControlReceipt] = []
+
+    def merge(
+        self, processor: str, segment_id: int, owner: str, *, now_ms: int, claim_timeout_ms: int
+    ) -> Segment:
+        try:
+            return self._tokens.merge(
+                processor, segment_id, owner, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+            )
+        except UnableToClaimTokenError:
+            self.has_merge_failed = True
+            raise
+
+    def __getattr__(self, name: str) -> object:
+        method = getattr(self._tokens, name)
+        if not self.has_merge_failed or self.receipts:
+            return method
+
+        def then_release(*args: object, **kwargs: object) -> object:
+            result = method(*args, **kwargs)
+            now = time.time_ns() // 1_000_000
+            self.receipts.append(
+                release_segment(self._tokens, "counts", 0, now_ms=now, claim_timeout_ms=30_000)
+            )
+            return result
+
+        return then_release
+
+
+def test_an_operator_s_release_right_after_the_owner_asks_its_merge_again_ends_the_merge(
+    stores: Stores,
+) -> None:
+    """The owner of segment 0 merges while another owner holds segment 1: it asked its merge
+    again, and then, in a second transaction, for segment 1. A release made between the two
+    replaced the merge (and withdrew no hand-over: none was stored yet), and the hand-over
+    asked next sent segment 1 to an owner that had released its segment and was not merging.
+    Both are asked in one transaction now: the release ends the merge and withdraws the
+    hand-over, and segment 1's owner keeps it."""
+    tokens = _ReleaseAskedOnceTheMergeFailed(stores.tokens)
+    processor = _beside_other_s_segment_1(stores, tokens)
+    with processor:
+        wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
+        owner = stores.tokens.entries("counts")[0].owner
+        processor.merge(0)
+        wait_for(lambda: stores.tokens.entries("counts")[0].owner is None, timeout=10)
+        assert [r.message for r in tokens.receipts] == [
+            f"asked {owner} to release Segment[0/1] (replacing the pending merge request)"
+        ]
+        assert stores.tokens.pending_requests("counts") == []
+        assert stores.tokens.entries("counts")[1].owner == "other"
+    assert processor.failure is None
+
+
 class _SiblingMergingAtOnce:
     """The token store, except that the owner of segment 1 merges the pair at the same moment
-    as the processor's worker, segment 0's owner: right after the worker asks its merge again,
-    it asks its own again, and right after the worker asks for segment 1, it asks for segment
-    0 (each once; a refusal leaves the merge to the worker, as it does in a worker)."""
+    as the processor's worker, segment 0's owner: right after the worker asks its merge again
+    and for segment 1, it asks its own merge again and for segment 0 (once; a refusal leaves
+    the merge to the worker, as it does in a worker)."""
 
     def __init__(self, tokens: TokenStore, *, sibling_owner: str) -> None:
         self._tokens, self._sibling_owner = tokens, sibling_owner
-        self.refused: list[PendingMergeError] = []
-        self.asked: set[SegmentAction] = set()
+        self.refused: list[TokenStoreError] = []
+        self.asked = 0
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._tokens, name)
 
-    def request(
-        self,
-        processor: str,
-        segment_id: int,
-        request: SegmentRequest,
-        *,
-        now_ms: int,
-        replace_hand_over: bool = False,
-        keep_pending: bool = False,
-    ) -> bool:
-        is_pending = self._tokens.request(
-            processor,
-            segment_id,
-            request,
-            now_ms=now_ms,
-            replace_hand_over=replace_hand_over,
-            keep_pending=keep_pending,
-        )
-        if request.action in self.asked:
-            return is_pending
-        self.asked.add(request.action)
-        if request.action is SegmentAction.MERGE:
-            self._tokens.request(processor, 1, request, now_ms=now_ms)
-            return is_pending
-        hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=self._sibling_owner)
-        try:
-            self._tokens.request(processor, 0, hand_over, now_ms=now_ms, replace_hand_over=True)
-        except PendingMergeError as exc:
-            self.refused.append(exc)
+    def request_merge(self, processor: str, segment_id: int, owner: str, *, now_ms: int) -> bool:
+        is_pending = self._tokens.request_merge(processor, segment_id, owner, now_ms=now_ms)
+        if self.asked == 0:
+            try:
+                self._tokens.request_merge(processor, 1, self._sibling_owner, now_ms=now_ms)
+            except (PendingHandOverError, PendingMergeError) as exc:
+                self.refused.append(exc)
+        # Counted once the sibling's owner has asked: the test takes segment 1's hand-over
+        # when it sees the count, and taken before that ask it let the ask through.
+        self.asked += 1
         return is_pending
 
 
@@ -654,8 +698,9 @@ def test_when_both_owners_of_a_pair_merge_it_at_once_the_lower_segment_s_owner_m
 ) -> None:
     """Both asked their own merge again, then each other for the sibling: each hand-over
     replaced the other's merge request, so each owner handed its segment to the other and the
-    pair swapped owners without merging. Now segment 0's owner keeps the merge: the other
-    owner's hand-over is refused, and it hands segment 1 over when asked."""
+    pair swapped owners without merging. Each owner asks both at once now: segment 0's owner
+    asked first and keeps the merge, the other owner's ask is refused (segment 1 is to be
+    handed over), and it hands segment 1 over when asked."""
     tokens = _SiblingMergingAtOnce(stores.tokens, sibling_owner="other")
     processor = _beside_other_s_segment_1(stores, tokens)
     with processor:
@@ -664,7 +709,7 @@ def test_when_both_owners_of_a_pair_merge_it_at_once_the_lower_segment_s_owner_m
         assert owner is not None
         now = time.time_ns() // 1_000_000
         merge_segment(stores.tokens, "counts", 0, now_ms=now, claim_timeout_ms=30_000)
-        wait_for(lambda: tokens.asked == {SegmentAction.MERGE, SegmentAction.HAND_OVER})
+        wait_for(lambda: tokens.asked == 1)
         # The owner of segment 1 takes the hand-over asked of it, as its worker does.
         hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=owner)
         assert stores.tokens.take_request("counts", 1) == hand_over
@@ -676,7 +721,8 @@ def test_when_both_owners_of_a_pair_merge_it_at_once_the_lower_segment_s_owner_m
                 or stores.tokens.entries("counts")[0].owner == "other"
             )
         )
-        merged = stores.tokens.entries("counts")
-        assert [(e.segment, e.owner) for e in merged] == [(Segment(0, 0), owner)]
-        assert [e.segment_id for e in tokens.refused] == [0]
+        assert [e.segment for e in stores.tokens.entries("counts")] == [Segment(0, 0)]
+        # A merge ends the claim: the worker releases the merged segment and claims it again.
+        wait_for(lambda: stores.tokens.entries("counts")[0].owner == owner)
+        assert [(type(e), e.segment_id) for e in tokens.refused] == [(PendingHandOverError, 1)]
     assert processor.failure is None

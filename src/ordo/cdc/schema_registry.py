@@ -24,7 +24,8 @@ logger = logging.getLogger(__name__)
 class SchemaHistory:
     """A table's current accepted version, and what its older versions had.
 
-    What the materialized table follows (see `SqlChangeSink.apply_batch`).
+    What the materialized table follows, and which messages it refuses: the sink takes it whole
+    (`SqlChangeSink.apply_batch`), so its parts always come from the same versions.
     """
 
     current: SchemaVersion

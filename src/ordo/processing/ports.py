@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 from typing import Protocol
 
@@ -14,6 +15,15 @@ from ordo.processing.token import TrackingToken
 from ordo.query import EventEnvelope
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
+
+PROJECTION_LEASE_TIMEOUT = timedelta(seconds=10)
+"""How long a Spark projection's lease stays fresh after its last renewal, at the least.
+
+A reset refuses a lease renewed within its claim timeout or within this, whichever is longer.
+The claim timeout alone is the processors' setting, which the projection's driver does not
+renew by: given one shorter than the driver's renewal interval, a reset took a running
+projection's lease for a crashed driver's and reset under its query.
+"""
 
 
 class SegmentAction(StrEnum):
@@ -203,8 +213,7 @@ class TokenStore(Protocol):
         *,
         now_ms: int,
         replace_hand_over: bool = False,
-        keep_pending: bool = False,
-    ) -> bool:
+    ) -> None:
         """Ask the segment's owner, wherever it runs, to split, merge, release or hand over.
 
         A segment holds one request and the latest wins, except over a pending hand-over
@@ -213,12 +222,23 @@ class TokenStore(Protocol):
         that replaces a pending merge withdraws the hand-over that merge asked of the sibling,
         and a hand-over of the lower of two siblings whose own merge is pending is refused
         with PendingMergeError (both owners merge the pair: the lower segment's goes first).
+        The checks and writes are one transaction.
+        """
+        ...
 
-        With `keep_pending` a different pending request wins as if it came later: it stays and
-        this request is not stored (a merge so replaced withdraws its sibling's hand-over
-        too). An owner asks again for the merge it took this way, so that an operator's
-        request made in between stands. Returns whether `request` is now pending (always,
-        without `keep_pending`). The checks and writes are one transaction.
+    def request_merge(self, processor: str, segment_id: int, owner: str, *, now_ms: int) -> bool:
+        """Ask an owned segment's merge again and the sibling's owner to hand it to `owner`.
+
+        For an owner whose merge found the sibling held: one transaction, so that nothing
+        (an operator's release or split) ends the merge between the two requests and leaves a
+        hand-over to an owner that is not merging. A different request pending on the segment
+        wins as if it came later: it stays, the merge ends, the sibling's hand-over is
+        withdrawn, and this returns False. PendingHandOverError when the segment is to be
+        handed over itself, PendingMergeError when the sibling is the lower segment and its
+        own merge is pending (the merge is then left to the sibling's owner); nothing is
+        stored then. No hand-over is asked of a sibling `owner` holds. UnableToClaimTokenError
+        when `owner` does not hold the segment, InvalidSegmentOperationError when it has no
+        sibling to merge with. Returns True when the merge is pending.
         """
         ...
 
@@ -243,7 +263,8 @@ class TokenStore(Protocol):
 
         Clears the positions and handled batches too (only those where the processor has no
         tokens: a Spark projection's sink). Refused (UnableToClaimTokenError) while any
-        segment is claimed or a projection's lease is fresh (renew_projection_lease), and
+        segment is claimed or a projection's lease is fresh (renew_projection_lease: renewed
+        within `claim_timeout_ms` or PROJECTION_LEASE_TIMEOUT, whichever is longer), and
         (UnknownProcessorError) when there is nothing to reset.
         """
         ...

@@ -24,7 +24,7 @@ from ordo.errors import (
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
-from ordo.processing.ports import SegmentAction, SegmentRequest, TokenEntry
+from ordo.processing.ports import SegmentAction, TokenEntry
 from ordo.processing.segment import Segment
 from ordo.processing.segment_batch import SegmentState, handle_batch
 from ordo.processing.sequencing import sequence_hash
@@ -214,50 +214,55 @@ class SegmentWorker(threading.Thread):
         """Merge the segment with its sibling, or ask the sibling's owner to hand it over.
 
         True when merged. While another owner holds the sibling, the merge is asked of this
-        owner again (it retries at its next check) and then the hand-over of the sibling's
-        owner, in that order. A request made of this owner since it took the merge (an
-        operator's release or split) ends the merge instead (`keep_pending`): the merge asked
-        again used to replace it. When the sibling's owner merges the same two segments, one
-        of them leaves the merge to the other, and hands its segment over when asked, instead
-        of each handing its segment to the other: a hand-over it was asked for meanwhile
-        refuses the new merge request (PendingHandOverError), and when both asked their merge
-        again first, the lower segment's merge refuses the higher one's hand-over
-        (PendingMergeError).
+        owner again (it retries at its next check) together with the hand-over of the sibling
+        (`request_merge`, one transaction: an operator's release or split made between two
+        requests ended the merge, and the hand-over asked after it sent the sibling to an
+        owner that was not merging). A request made of this owner since it took the merge
+        (an operator's release or split) ends the merge instead. When the sibling's owner
+        merges the same two segments, one of them leaves the merge to the other, and hands
+        its segment over when asked, instead of each handing its segment to the other: a
+        hand-over it was asked for meanwhile refuses the merge (PendingHandOverError), and a
+        merge pending on the lower segment refuses the higher one's (PendingMergeError).
+        """
+        try:
+            merged = self._merge_or_ask(segment, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+        except InvalidSegmentOperationError as exc:
+            # The sibling was split since the merge was asked: nothing to merge with.
+            logger.warning("merge dropped: processor=%s error=%s", self.p.name, exc)
+            return False
+        if merged is not None:
+            logger.info("merged: processor=%s into %s", self.p.name, merged)
+        return merged is not None
+
+    def _merge_or_ask(
+        self, segment: Segment, *, now_ms: int, claim_timeout_ms: int
+    ) -> Segment | None:
+        """The merged segment, or None when the sibling's owner was asked for it or it ended.
+
+        UnableToClaimTokenError from `request_merge` (this owner lost the segment since)
+        ends the claim, as it does anywhere in `_control`.
         """
         p = self.p
         try:
-            merged = p._tokens.merge(
+            return p._tokens.merge(
                 p.name,
                 segment.segment_id,
                 self.owner,
                 now_ms=now_ms,
                 claim_timeout_ms=claim_timeout_ms,
             )
-        except InvalidSegmentOperationError as exc:
-            # The sibling was split since the merge was asked: nothing to merge with.
-            logger.warning("merge dropped: processor=%s error=%s", p.name, exc)
-            return False
         except UnableToClaimTokenError:
-            merge = SegmentRequest(action=SegmentAction.MERGE)
-            # This owner's hand-over replaces one asked by an earlier owner of the segment.
-            hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=self.owner)
-            sibling = segment.mergeable_segment_id()
-            try:
-                if not p._tokens.request(
-                    p.name, segment.segment_id, merge, now_ms=now_ms, keep_pending=True
-                ):
-                    logger.info(
-                        "merge dropped for a request made meanwhile: processor=%s segment=%s",
-                        p.name,
-                        segment,
-                    )
-                    return False
-                p._tokens.request(p.name, sibling, hand_over, now_ms=now_ms, replace_hand_over=True)
-            except (PendingHandOverError, PendingMergeError) as exc:
-                logger.info("merge left to the sibling's owner: processor=%s %s", p.name, exc)
-            return False
-        logger.info("merged: processor=%s into %s", p.name, merged)
-        return True
+            pass  # the sibling is held: ask for it, out of this handler (a new error is no cause)
+        try:
+            if not p._tokens.request_merge(p.name, segment.segment_id, self.owner, now_ms=now_ms):
+                logger.info(
+                    "merge dropped for a request made meanwhile: processor=%s segment=%s",
+                    p.name,
+                    segment,
+                )
+        except (PendingHandOverError, PendingMergeError) as exc:
+            logger.info("merge left to the sibling's owner: processor=%s %s", p.name, exc)
+        return None
 
     def _handled(self, entry: TokenEntry) -> AbstractSet[tuple[PersistenceId, int]]:
         """The events handled before this claim that the segment's stream may deliver again.

@@ -4,8 +4,9 @@
 batch once (as Arrow) and applies the messages to the sink in one transaction with the batch id
 and the query's id (`SqlChangeSink.apply_batch`), which skips a batch it already applied and
 refuses a batch of another query (one run from another checkpoint). The materialized table
-follows the table's current accepted schema, read for each batch: no message names a newer
-version, since the stateful step stops at one still pending. Then it writes the messages and
+follows the table's schema history (its current accepted schema and what older versions had),
+read for each batch: no message names a newer version, since the stateful step stops at one
+still pending. Then it writes the messages and
 dead letters as Parquet (one directory per batch id, replaced on a replay), so a refused batch
 writes no file either, and a replayed batch writes its files again. A replayed batch carries the
 same rows (the stateful step restarts from the state version of that batch), so the files it
@@ -63,17 +64,13 @@ def apply_batch(
         raise CdcError(msg)
     changes = message_rows_from_arrow(messages)
     with stores_at(spec.sink, mode="write") as stores:
-        history = SchemaRegistry(stores.schemas).history(spec.table)
         receipt = stores.change_sink.apply_batch(
             materializer=spec.name,
             query_id=query_id,
             batch_id=batch_id,
             target_table=spec.target_table,
             messages=changes,
-            schema=history.current.schema,
-            retired=history.retired,
-            former_types=history.former_types,
-            old_key_ids=history.old_key_ids,
+            history=SchemaRegistry(stores.schemas).history(spec.table),
         )
     if spec.messages_path is not None and messages.num_rows:
         numbered = messages.select(list(MESSAGE_COLUMNS)).set_column(

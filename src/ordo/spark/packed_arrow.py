@@ -1,9 +1,11 @@
 """Packed pages (ordo.storage.packed_reads) as Arrow tables, built from their buffers.
 
-A packed text or blob column is a data buffer and byte lengths: the lengths' running sum is an
-Arrow offsets buffer, so the column becomes an Arrow array without copying a value or making a
-Python object per row. Keys are fixed-size binary, numbers int64, and variable-width columns
-the large (64-bit offset) types, since a segment's rows can exceed 2 GiB.
+A packed blob column is a data buffer and byte lengths: the lengths' running sum is an Arrow
+offsets buffer. A packed text column is its values with a separator byte between two: the
+separators' places give the offsets, and the buffer without them is the data. Either way the
+column becomes an Arrow array without making a Python object per row. Keys are fixed-size
+binary, numbers int64, and variable-width columns the large (64-bit offset) types, since a
+segment's rows can exceed 2 GiB.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from ordo.storage.packed_reads import PackedRows, Packing
+from ordo.storage.packed_reads import TEXT_SEPARATOR, PackedRows, Packing
 
 _TYPES = {
     Packing.KEY: pa.binary(16),
@@ -41,11 +43,15 @@ def packed_table(packed: PackedRows, columns: Sequence[tuple[str, Packing]]) -> 
         elif packing is Packing.INT:
             arrays.append(pa.array(_decimals(packed.ints[name], count), kind))
         else:
-            data, lengths = packed.data[name]
-            offsets = np.zeros(count + 1, dtype=np.int64)
-            np.cumsum(_decimals(lengths, count), out=offsets[1:])
+            if packing is Packing.BLOB:
+                data, lengths = packed.blobs[name]
+                offsets = np.zeros(count + 1, dtype=np.int64)
+                np.cumsum(_decimals(lengths, count), out=offsets[1:])
+                buffer = pa.py_buffer(data)
+            else:
+                buffer, offsets = _separated(packed.texts[name], count)
             validity = _validity(packed.nulls.get(name, ""), count)
-            buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(data)]
+            buffers = [validity, pa.py_buffer(offsets), buffer]
             arrays.append(pa.Array.from_buffers(kind, count, buffers))
     return pa.Table.from_arrays(arrays, schema=packed_schema(columns))
 
@@ -73,6 +79,28 @@ def _decimals(joined: str, count: int) -> np.ndarray:
         msg = f"packed column holds {len(numbers)} numbers for {count} rows"
         raise ValueError(msg)
     return numbers
+
+
+def _separated(joined: bytes, count: int) -> tuple[pa.Buffer, np.ndarray]:
+    """Texts joined with TEXT_SEPARATOR as an Arrow data buffer (without it) and offsets.
+
+    The i-th separator ends value i and has i separators before it, so value i + 1 starts
+    at its place minus i in the data without them.
+    """
+    if not count:
+        return pa.py_buffer(b""), np.zeros(1, dtype=np.int64)
+    raw = np.frombuffer(joined, dtype=np.uint8)
+    is_separator = raw == TEXT_SEPARATOR
+    places = np.flatnonzero(is_separator)
+    if len(places) != count - 1:
+        msg = f"packed texts hold {len(places)} separators for {count} rows"
+        raise ValueError(msg)
+    offsets = np.empty(count + 1, dtype=np.int64)
+    offsets[0] = 0
+    offsets[1:count] = places - np.arange(count - 1)
+    offsets[count] = len(raw) - (count - 1)
+    data = raw[~is_separator] if len(places) else raw
+    return pa.py_buffer(data), offsets
 
 
 def _validity(flags: str, count: int) -> pa.Buffer | None:

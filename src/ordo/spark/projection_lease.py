@@ -7,8 +7,8 @@ came back with the next micro-batch. The driver therefore holds a lease on the p
 the projection's databases (its sink, and the journal when its tokens are there): written
 before the stream starts, renewed every LEASE_INTERVAL by a background thread while the query
 is active, and deleted once the query has ended (stopped, finished or failed). A driver that
-crashes leaves a lease that stops being renewed: a reset refuses it only for the claim timeout,
-as it refuses a crashed tracking processor's claims.
+crashes leaves a lease that stops being renewed: a reset refuses it only for the claim timeout
+(PROJECTION_LEASE_TIMEOUT at the least), as it refuses a crashed tracking processor's claims.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming.query import StreamingQuery
 
 from ordo.errors import StorageError
-from ordo.processing.ports import TokenStore
+from ordo.processing.ports import PROJECTION_LEASE_TIMEOUT, TokenStore
 from ordo.storage.open import OpenMode, stores_at
 
 logger = logging.getLogger(__name__)
 
-LEASE_INTERVAL = timedelta(seconds=2)
-"""How often a running projection renews its lease: well within the default claim timeout
-(10 s), after which a reset takes a lease for a crashed driver's."""
+LEASE_INTERVAL = PROJECTION_LEASE_TIMEOUT / 5
+"""How often a running projection renews its lease (2 s): well within PROJECTION_LEASE_TIMEOUT,
+the least time after which a reset takes a lease for a crashed driver's."""
 
 
 class ProjectionLease:

@@ -7,7 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ordo.errors import ConfigurationError, StorageUnavailableError, UnknownUrlSchemeError
+from ordo.errors import (
+    ConfigurationError,
+    MissingFolderError,
+    UnknownUrlSchemeError,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,17 +109,17 @@ def existing_location(url: str, *, what: str = "journal") -> Location:
 
 
 def creatable_location(url: str) -> Location:
-    """The location of a journal that a command may create: an SQLite file's folder must exist.
+    """The location of a journal that may be created: an SQLite file's folder must exist.
 
-    Opening a journal creates a missing SQLite file and its folders, so a misspelt folder
-    silently became a tree with a new, empty journal in it. As with sqlite3, the file may be
-    new but its folder may not; `ordo init` alone creates folders, as `git init a/b` does.
+    For the commands that write and `open_journal`. Opening stores to write creates a missing
+    SQLite file and its folders, so a misspelt folder silently became a tree with a new, empty
+    journal in it. As with sqlite3, the file may be new but its folder may not
+    (MissingFolderError); `ordo init` and `init_storage` alone create folders, as
+    `git init a/b` does.
     """
     location = parse_location(url)
     if isinstance(location, SQLiteLocation) and not location.path.parent.is_dir():
-        folder = location.path.parent
-        msg = f"no journal at {location.path}: no folder {folder} (`ordo init` creates both)"
-        raise StorageUnavailableError(msg)
+        raise MissingFolderError(location.path)
     return location
 
 

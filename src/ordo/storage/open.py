@@ -20,6 +20,7 @@ from ordo.storage.location import (
     Location,
     PostgresLocation,
     SQLiteLocation,
+    creatable_location,
     existing_location,
     parse_location,
     redacted_url,
@@ -278,9 +279,16 @@ def open_journal(
     settings: EventsByTagSettings | None = None,
     clock: Clock | None = None,
 ) -> Journal:
-    """A Journal on the database at `url`, creating its schema when needed; close it after use."""
+    """A Journal on the database at `url`, creating its schema when needed; close it after use.
+
+    A missing SQLite file is created, but not its folder (`creatable_location`), as sqlite3
+    and the commands that write refuse one: MissingFolderError names it, and nothing is
+    created. A misspelt folder used to become a tree with a new, empty journal in it; call
+    `init_storage(url)` first to create the folders, as `ordo init` does.
+    """
     settings = EventsByTagSettings.or_default(settings)  # before anything is created
     clock = clock_or_system(clock)
+    creatable_location(url)
     stores = open_stores(url)
     try:
         return Journal(

@@ -3,9 +3,10 @@
 Spark's source reads a tag's rows by the hundred thousand (keys on the driver to plan, whole
 rows in the executors). Fetched as rows, each costs a Python tuple and an object per value,
 more than the database's own read. Packed, the database concatenates each column of the page
-(`group_concat` on SQLite, `string_agg` on PostgreSQL): keys, texts (UTF-8) and blobs come
-joined as bytes with their byte lengths beside them, numbers as decimals. That is exactly
-what an Arrow column is made of (a data buffer and offsets), so ordo.spark builds Arrow
+(`group_concat` on SQLite, `string_agg` on PostgreSQL): keys and blobs come joined as bytes
+(blobs with their byte lengths beside them), texts as UTF-8 with a separator byte between
+them, numbers as decimals. That is what an Arrow column is made of (a data buffer and
+offsets, which the lengths or the separators' places give), so ordo.spark builds Arrow
 columns from them without a per-row step.
 
 Why not an ADBC driver (Arrow straight from the database): adbc-driver-sqlite links its own
@@ -33,12 +34,18 @@ class Packing(Enum):
     INT = "int"
     """Integers: decimals joined by commas, left for the caller to parse in bulk."""
     TEXT = "text"
-    """Text: UTF-8 joined, with the byte lengths."""
+    """Text: UTF-8 joined, TEXT_SEPARATOR between two values."""
     NULLABLE_TEXT = "nullable_text"
     """Text or NULL: as TEXT (NULL as empty), with a flag per row."""
     BLOB = "blob"
     """Bytes: joined, with the lengths."""
 
+
+TEXT_SEPARATOR = 0xFF
+"""The byte between two packed texts: UTF-8 never uses it, and ordo stores only UTF-8 text
+(ordo.journal.validation.check_storable), so no value can hold it, whatever its characters.
+One aggregate per text column instead of the bytes plus the lengths: SQLite's packing of a
+page of whole rows takes about a fifth less time."""
 
 TAG_VIEW_KEY_PACKING = (
     ("timeuuid", Packing.KEY),
@@ -65,9 +72,9 @@ class PackDialect:
     join_text: str
     """Texts joined by a separator given as `{sep}`."""
     join_bytes: str
-    """Blobs (or texts as UTF-8) joined, as one blob."""
-    as_bytes: str
-    """A text's UTF-8 bytes."""
+    """Blobs joined, as one blob."""
+    join_utf8: str
+    """Texts as UTF-8 joined with TEXT_SEPARATOR between them, as one blob."""
     length: str
     """A blob's length in bytes."""
     as_text: str
@@ -76,14 +83,14 @@ class PackDialect:
 SQLITE_PACKING = PackDialect(
     join_text="group_concat({}, {sep})",
     join_bytes="CAST(group_concat({}, '') AS BLOB)",  # blobs pass through byte for byte
-    as_bytes="CAST({} AS BLOB)",
+    join_utf8="CAST(group_concat({}, x'ff') AS BLOB)",  # texts are stored as UTF-8 here
     length="length({})",
     as_text="CAST({} AS TEXT)",
 )
 POSTGRES_PACKING = PackDialect(
     join_text="string_agg({}, {sep})",
     join_bytes="string_agg({}, ''::bytea)",
-    as_bytes="convert_to({}, 'UTF8')",
+    join_utf8="string_agg(convert_to({}, 'UTF8'), '\\xff'::bytea)",
     length="octet_length({})",
     as_text="CAST({} AS TEXT)",
 )
@@ -98,9 +105,10 @@ class PackedRows:
     """KEY columns: count * 16 bytes."""
     ints: dict[str, str] = field(default_factory=dict)
     """INT columns: decimals joined by commas."""
-    data: dict[str, tuple[bytes, str]] = field(default_factory=dict)
-    """TEXT, NULLABLE_TEXT and BLOB columns: the bytes joined, and their lengths (decimals
-    joined by commas)."""
+    texts: dict[str, bytes] = field(default_factory=dict)
+    """TEXT and NULLABLE_TEXT columns: the UTF-8 texts joined, TEXT_SEPARATOR between two."""
+    blobs: dict[str, tuple[bytes, str]] = field(default_factory=dict)
+    """BLOB columns: the bytes joined, and their lengths (decimals joined by commas)."""
     nulls: dict[str, str] = field(default_factory=dict)
     """NULLABLE_TEXT columns: "1" for a NULL, "0" otherwise, one character per row."""
 
@@ -133,12 +141,12 @@ def packing_query(dialect: PackDialect, inner: str, columns: Sequence[tuple[str,
         if packing is Packing.INT:
             parts.append(dialect.join_text.format(dialect.as_text.format(name), sep="','"))
             continue
-        raw = name
-        if packing is not Packing.BLOB:
-            raw = dialect.as_bytes.format(f"coalesce({name}, '')")
-        parts.append(dialect.join_bytes.format(raw))
-        length = dialect.as_text.format(dialect.length.format(raw))
-        parts.append(dialect.join_text.format(length, sep="','"))
+        if packing is Packing.BLOB:
+            parts.append(dialect.join_bytes.format(name))
+            length = dialect.as_text.format(dialect.length.format(name))
+            parts.append(dialect.join_text.format(length, sep="','"))
+            continue
+        parts.append(dialect.join_utf8.format(f"coalesce({name}, '')"))
         if packing is Packing.NULLABLE_TEXT:
             flag = f"CASE WHEN {name} IS NULL THEN '1' ELSE '0' END"
             parts.append(dialect.join_text.format(flag, sep="''"))
@@ -155,8 +163,10 @@ def unpack(row: Sequence[Any], columns: Sequence[tuple[str, Packing]]) -> Packed
             packed.keys[name] = bytes(value or b"")
         elif packing is Packing.INT:
             packed.ints[name] = value or ""
+        elif packing is Packing.BLOB:
+            packed.blobs[name] = (bytes(value or b""), next(values) or "")
         else:
-            packed.data[name] = (bytes(value or b""), next(values) or "")
+            packed.texts[name] = bytes(value or b"")
             if packing is Packing.NULLABLE_TEXT:
                 packed.nulls[name] = next(values) or ""
     return packed

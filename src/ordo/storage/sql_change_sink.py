@@ -17,13 +17,13 @@ import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from types import MappingProxyType
 
 from ordo.cdc.change import ChangeMessage, ChangeOp
 from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, MessageRows
 from ordo.cdc.mutation import Audit, JsonValue
 from ordo.cdc.retype import retyped_row
 from ordo.cdc.schema import ColumnType, TableSchema
+from ordo.cdc.schema_registry import SchemaHistory
 from ordo.errors import MaterializerCheckpointError, OldKeyMessageError
 from ordo.storage.sql_materialized_table import SqlMaterializedTable
 from ordo.storage.sql_store import SqlConnection
@@ -33,7 +33,6 @@ _MESSAGE_COLUMNS = ", ".join(
     + ["table_name" if name == "table" else name for name in MESSAGE_ROW_COLUMNS]
 )
 """The stored columns: the batch's place, then MESSAGE_ROW_COLUMNS in their order."""
-_NO_FORMER_TYPES: Mapping[str, Sequence[ColumnType]] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -201,32 +200,32 @@ class SqlChangeSink(SqlMaterializedTable):
         batch_id: int,
         target_table: str,
         messages: MessageRows,
-        schema: TableSchema,
-        retired: Collection[str] = (),
-        former_types: Mapping[str, Sequence[ColumnType]] = _NO_FORMER_TYPES,
-        old_key_ids: Collection[int] = (),
+        history: SchemaHistory,
     ) -> ChangeBatchReceipt:
         """Store and apply one micro-batch's `messages` (in order) in one transaction.
 
         `query_id` is the id of the streaming query whose batch it is: a batch of another query
         than the progress records is MaterializerCheckpointError, and nothing is written (see
-        `require_checkpoint`). `schema` is the table's current accepted schema, which no message
-        is newer than: the target table is created from it on first use, and follows it, in the
-        transaction that applies the batch, by adding the columns it adds and dropping those it
-        no longer has (an accepted drop or rename), retyping the columns it retypes and, while
-        the table holds no row, taking its new primary key. Only the columns in `retired` are
-        dropped, and only columns the table holds in one of their `former_types` are retyped:
-        what older versions had (`SchemaRegistry.history`), so a column someone added to the
-        table by hand stays. A retype converts the rows' values, and is
+        `require_checkpoint`). `history` is the table's schema history as the sink's registry
+        has it (`SchemaRegistry.history`), one object so that the schema, the retired columns,
+        the former types and the old keys always come from the same versions. Its current
+        schema is the table's current accepted one, which no message is newer than: the target
+        table is created from it on first use, and follows it, in the transaction that applies
+        the batch, by adding the columns it adds and dropping those it no longer has (an
+        accepted drop or rename), retyping the columns it retypes and, while the table holds no
+        row, taking its new primary key. Only the history's retired columns are dropped, and
+        only columns the table holds in one of their former types are retyped, so a column
+        someone added to the table by hand stays. A retype converts the rows' values, and is
         MaterializedRetypeError when one cannot be (`retyped_value`); a key change of a table
         with rows is MaterializedKeyChangeError (see `_rekey`): either way nothing is written.
-        Values of columns `schema` does not have, which messages of an older version carry, are
-        not materialized; their values of a column `schema` retypes are written converted to
-        its type (`retyped_row`), or the batch is UnconvertibleValueError. A message naming one
-        of `old_key_ids`, the older versions keyed otherwise than `schema`
-        (`SchemaHistory.old_key_ids`), was written before a key change: the batch is
+        Values of columns the current schema does not have, which messages of an older version
+        carry, are not materialized; their values of a column it retypes are written converted
+        to its type (`retyped_row`), or the batch is UnconvertibleValueError (not a dead letter:
+        the fold already moved on, see docs/cdc.md, 'Schemas'). A message naming one of the
+        history's `old_key_ids`, written before a key change, makes the batch
         OldKeyMessageError. Either way nothing is written.
         """
+        schema, former_types = history.current.schema, history.former_types
         with self._db.write_transaction() as conn:
             claimed = conn.execute(
                 self._sql(
@@ -243,10 +242,10 @@ class SqlChangeSink(SqlMaterializedTable):
             if not claimed:  # the row stays as it was (locked): a replay, or another query's
                 _require_query(materializer, self._progress_row(conn, materializer), query_id)
                 return ChangeBatchReceipt(is_applied=False, messages=0)
-            _require_current_key(target_table, messages, schema, old_key_ids)
+            _require_current_key(target_table, messages, schema, history.old_key_ids)
             self._insert_messages(conn, materializer, batch_id, messages)
             if len(messages):
-                self._ensure_table(conn, target_table, schema, retired, former_types)
+                self._ensure_table(conn, target_table, schema, history.retired, former_types)
                 self._apply(conn, target_table, _net_changes(messages), schema, former_types)
         return ChangeBatchReceipt(is_applied=True, messages=len(messages))
 

@@ -1,7 +1,7 @@
 """Segment requests in SQL: what an operator or another owner asks a segment's owner to do.
 
 A part of SqlTokenStore: asking (`request`, with its rules for pending hand-overs and
-merges), taking, and listing the pending requests.
+merges, and `request_merge` for a merging owner), taking, and listing the pending requests.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ class SqlSegmentRequests(SqlTokenRows):
         *,
         now_ms: int,
         replace_hand_over: bool = False,
-        keep_pending: bool = False,
-    ) -> bool:
+    ) -> None:
         """Ask the segment's owner to act (the latest request wins, but for a hand-over).
 
         A pending hand-over is what a merge of the segment's sibling waits for: another
@@ -42,12 +41,6 @@ class SqlSegmentRequests(SqlTokenRows):
         writes are one transaction, under the segment's token row lock (PostgreSQL), which
         every request takes first.
 
-        With `keep_pending` a different pending request counts as the later one: it stays,
-        and replaces this one, which is not stored (a merge so replaced withdraws the
-        sibling's hand-over too). For an owner asking again for the merge it took: an
-        operator's release or split made in between was replaced by it, although the operator
-        was told that the owner was asked. Returns whether `request` is now pending.
-
         A hand-over must name the owner to hand over to: its owner ignored one that named none.
         A `now_ms` of "x" was stored by SQLite, and every later `pending_requests` (the status
         of the processor) failed reading it back.
@@ -57,35 +50,115 @@ class SqlSegmentRequests(SqlTokenRows):
         validation.integer(now_ms, name="now_ms")
         with self._write() as conn:
             segment = self._entry(conn, processor, segment_id).segment
-            pending = self._pending(conn, processor, segment_id)
-            _check_replaceable(
-                processor, segment, pending, request, replace_hand_over=replace_hand_over
+            self._ask(
+                conn,
+                processor,
+                segment,
+                request,
+                now_ms=now_ms,
+                replace_hand_over=replace_hand_over,
             )
-            is_replaced = keep_pending and pending is not None and pending != request
-            if not is_replaced:
-                conn.execute(
-                    self._sql(
-                        "INSERT INTO segment_requests (processor, segment_id, action, "
-                        "target_owner, requested_at) VALUES ({p}, {p}, {p}, {p}, {p}) "
-                        "ON CONFLICT (processor, segment_id) DO UPDATE SET action = "
-                        "excluded.action, target_owner = excluded.target_owner, "
-                        "requested_at = excluded.requested_at"
-                    ),
-                    (processor, segment_id, request.action.value, request.target_owner, now_ms),
+
+    def request_merge(self, processor: str, segment_id: int, owner: str, *, now_ms: int) -> bool:
+        """Ask the owned segment's merge again, and its sibling's owner to hand it to `owner`.
+
+        For the owner of a segment whose merge found the sibling held by another owner: it
+        retries at its next check, once the sibling is handed over. The two requests are one
+        transaction, under both token rows' locks (PostgreSQL), taken in the order `merge`
+        takes them: as two, an operator's release or split of the segment made between them
+        ended the merge (and withdrew a hand-over not stored yet), and the hand-over then
+        stored sent the sibling to an owner that was no longer merging.
+
+        A different request pending on the segment counts as the later one (an operator's,
+        made since the owner took its merge): it stays, the merge ends and the sibling's
+        hand-over is withdrawn; returns False. A pending hand-over of the segment itself
+        refuses the merge (PendingHandOverError: the sibling's owner merges the pair), and so
+        does a merge pending on the sibling when that is the lower segment (PendingMergeError:
+        its merge goes first); nothing is stored then. No hand-over is asked of a sibling
+        `owner` holds already (its owner handed it over since the merge was tried). Returns
+        True when the merge is pending.
+
+        Raises:
+            UnableToClaimTokenError: `owner` no longer holds the segment; its new owner must
+                not hand the sibling to this one.
+            InvalidSegmentOperationError: the sibling was split since (nothing to merge with).
+
+        """
+        check_segment(processor, segment_id, owner)
+        validation.integer(now_ms, name="now_ms")
+        merge = SegmentRequest(action=SegmentAction.MERGE)
+        hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=owner)
+        with self._write() as conn:
+            entry, sibling = self._owned_with_sibling(conn, processor, segment_id, owner)
+            if not self._ask(
+                conn, processor, entry.segment, merge, now_ms=now_ms, keep_pending=True
+            ):
+                return False
+            if sibling.owner != owner:
+                # This owner's hand-over replaces one asked by an earlier owner of the segment.
+                self._ask(
+                    conn,
+                    processor,
+                    sibling.segment,
+                    hand_over,
+                    now_ms=now_ms,
+                    replace_hand_over=True,
                 )
-            # The merge that ends: a pending one this request replaces, or this one, replaced.
-            ended, by = (request, pending) if is_replaced else (pending, request)
-            if ended is not None and ended.action is SegmentAction.MERGE and ended != by:
-                self._withdraw_hand_over(conn, processor, segment)
+        return True
+
+    def _ask(
+        self,
+        conn: SqlConnection,
+        processor: str,
+        segment: Segment,
+        request: SegmentRequest,
+        *,
+        now_ms: int,
+        replace_hand_over: bool = False,
+        keep_pending: bool = False,
+    ) -> bool:
+        """Store `request` for the segment by the rules of `request` and `request_merge`.
+
+        With `keep_pending` a different pending request counts as the later one: it stays,
+        and replaces this one, which is not stored (a merge so replaced withdraws the
+        sibling's hand-over too). Returns whether `request` is now pending.
+        """
+        pending = self._pending(conn, processor, segment.segment_id)
+        _check_replaceable(
+            processor, segment, pending, request, replace_hand_over=replace_hand_over
+        )
+        is_replaced = keep_pending and pending is not None and pending != request
+        if not is_replaced:
+            conn.execute(
+                self._sql(
+                    "INSERT INTO segment_requests (processor, segment_id, action, "
+                    "target_owner, requested_at) VALUES ({p}, {p}, {p}, {p}, {p}) "
+                    "ON CONFLICT (processor, segment_id) DO UPDATE SET action = "
+                    "excluded.action, target_owner = excluded.target_owner, "
+                    "requested_at = excluded.requested_at"
+                ),
+                (
+                    processor,
+                    segment.segment_id,
+                    request.action.value,
+                    request.target_owner,
+                    now_ms,
+                ),
+            )
+        # The merge that ends: a pending one this request replaces, or this one, replaced.
+        ended, by = (request, pending) if is_replaced else (pending, request)
+        if ended is not None and ended.action is SegmentAction.MERGE and ended != by:
+            self._withdraw_hand_over(conn, processor, segment)
         return not is_replaced
 
     def _withdraw_hand_over(self, conn: SqlConnection, processor: str, segment: Segment) -> None:
         """Delete the pending hand-over of the segment's sibling, which its merge asked for.
 
         Only of the sibling as it was (the same mask): once split, its half's hand-over is for
-        the merge of that half's own sibling. The sibling's token row is not locked: the
-        sibling's owner merging locks the two rows the other way round. The root has no
-        sibling (its "sibling" id is its own).
+        the merge of that half's own sibling. The sibling's token row is not locked: `request`
+        locked the segment's own row first, and the operations that lock both rows lock the
+        lower segment's first, so a higher segment's request could deadlock with them. The
+        root has no sibling (its "sibling" id is its own).
         """
         if segment.is_root:
             return
@@ -157,14 +230,23 @@ class SqlSegmentRequests(SqlTokenRows):
         """Delete what a merge ended, in the merge's transaction.
 
         Requests to the merged-away segment must not reach a segment a later split makes;
-        a hand-over of the other half was asked for a merge of the two, which is done.
+        a hand-over or a merge pending on the other half was asked for a merge of the two,
+        which is done. A merge left pending there (asked of both halves, and made from the
+        merged-away one's side while the other was free) merged the merged segment again,
+        with its own sibling.
         """
         conn.execute(
             self._sql(
                 "DELETE FROM segment_requests WHERE processor = {p} AND (segment_id = {p} "
-                "OR (segment_id = {p} AND action = {p}))"
+                "OR (segment_id = {p} AND action IN ({p}, {p})))"
             ),
-            (processor, merged_away_id, merged.segment_id, SegmentAction.HAND_OVER.value),
+            (
+                processor,
+                merged_away_id,
+                merged.segment_id,
+                SegmentAction.HAND_OVER.value,
+                SegmentAction.MERGE.value,
+            ),
         )
 
 

@@ -5,14 +5,18 @@ A part of SqlTokenStore.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from ordo.errors import UnableToClaimTokenError, UnknownProcessorError
 from ordo.journal import validation
 from ordo.processing.control import check_claim_times, check_token
-from ordo.processing.ports import TokenEntry
+from ordo.processing.ports import PROJECTION_LEASE_TIMEOUT, TokenEntry
 from ordo.processing.token import TrackingToken
 from ordo.storage.sql_processed_progress import PROGRESS_TABLES
 from ordo.storage.sql_store import SqlConnection
 from ordo.storage.sql_token_rows import SqlTokenRows, replay_point
+
+_PROJECTION_LEASE_TIMEOUT_MS = PROJECTION_LEASE_TIMEOUT // timedelta(milliseconds=1)
 
 
 class SqlTokenReset(SqlTokenRows):
@@ -27,11 +31,13 @@ class SqlTokenReset(SqlTokenRows):
         included (_replay_point): the events that part handled are not new either. The
         positions and handled batches go too, so the replayed events are handled again. A
         database with positions but no tokens of the processor (the sink of a Spark
-        projection) has only those cleared. Checked as `check_reset`, in the transaction.
+        projection) has only those cleared. Checked as `check_reset`, in the transaction, on
+        the rows it then changes, locked (_locked_entries): a claim taken between the check
+        and the update was wiped while its processor ran.
         """
         check_token(token)
         with self._write() as conn:
-            entries = self._resettable(conn, processor, now_ms, claim_timeout_ms)
+            entries = self._resettable(conn, processor, now_ms, claim_timeout_ms, lock=True)
             replay = replay_point([t for e in entries for t in (e.token, e.replay_until)])
             conn.execute(
                 self._sql(
@@ -52,18 +58,28 @@ class SqlTokenReset(SqlTokenRows):
         before any of them changes: UnknownProcessorError when the database holds neither
         tokens nor positions (nor handled batches) of the processor, UnableToClaimTokenError
         while one of its segments is claimed or a Spark projection of that name holds a lease
-        (renew_projection_lease) renewed within `claim_timeout_ms`.
+        (renew_projection_lease) renewed within `claim_timeout_ms` or PROJECTION_LEASE_TIMEOUT,
+        whichever is longer: its driver renews it on a schedule of its own, not the claim timeout.
         """
         with self._db.connection() as conn:
-            self._resettable(conn, processor, now_ms, claim_timeout_ms)
+            self._resettable(conn, processor, now_ms, claim_timeout_ms, lock=False)
 
     def _resettable(
-        self, conn: SqlConnection, processor: str, now_ms: int, claim_timeout_ms: int
+        self,
+        conn: SqlConnection,
+        processor: str,
+        now_ms: int,
+        claim_timeout_ms: int,
+        *,
+        lock: bool,
     ) -> list[TokenEntry]:
-        """The processor's segments, once its reset is known to be allowed (see check_reset)."""
+        """The processor's segments, once its reset is known to be allowed (see check_reset).
+
+        With `lock`, read by _locked_entries, so that the reset changes what was checked.
+        """
         validation.processor_name(processor)
         check_claim_times(now_ms, claim_timeout_ms)
-        entries = self._entries(conn, processor)
+        entries = self._locked_entries(conn, processor) if lock else self._entries(conn, processor)
         if not entries and not self._has_progress(conn, processor):
             msg = f"processor {processor!r} has no tokens or positions to reset"
             raise UnknownProcessorError(msg)
@@ -79,13 +95,40 @@ class SqlTokenReset(SqlTokenRows):
                 "SELECT owner, heartbeat_at FROM projection_leases WHERE processor = {p} "
                 "AND heartbeat_at >= {p}"
             ),
-            (processor, now_ms - claim_timeout_ms),
+            (processor, now_ms - max(claim_timeout_ms, _PROJECTION_LEASE_TIMEOUT_MS)),
         ).fetchone()
         if lease is not None:
             msg = (
                 f"processor {processor!r} is running (a Spark projection: its driver "
                 f"{lease[0]!r} renewed its lease {max(0, now_ms - int(lease[1]))} ms ago): stop "
                 "its streaming query before resetting"
+            )
+            raise UnableToClaimTokenError(msg)
+        return entries
+
+    def _locked_entries(self, conn: SqlConnection, processor: str) -> list[TokenEntry]:
+        """The processor's segments, their rows locked in segment id order until the commit.
+
+        Locked, a row cannot be claimed before the reset clears it: a claim in progress makes
+        the lock wait, and PostgreSQL then returns the row as claimed (READ COMMITTED reads a
+        locked row again once its writer commits); a claim that comes later waits for the reset
+        and takes the reset token. Segment id order is the order merge and request_merge lock
+        in, so they wait for each other instead of deadlocking (an UPDATE of every row locked
+        them in no set order).
+
+        A merge committed while the lock waited deleted rows (a locked read skips them) and
+        inserted its merged one, claimed, which this read cannot see: a second read, unlocked,
+        finds the segments changed. Only an owner splits or merges, so the processor runs.
+
+        Raises:
+            UnableToClaimTokenError: the processor's segments changed while the lock waited.
+
+        """
+        entries = self._entries(conn, processor, lock=True)
+        if [e.segment for e in self._entries(conn, processor)] != [e.segment for e in entries]:
+            msg = (
+                f"processor {processor!r} is running (its segments were split or merged while "
+                "the reset waited for them): stop it before resetting"
             )
             raise UnableToClaimTokenError(msg)
         return entries

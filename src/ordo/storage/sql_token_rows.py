@@ -10,7 +10,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import ClassVar
 
-from ordo.errors import UnableToClaimTokenError, UnknownSegmentError
+from ordo.errors import (
+    InvalidSegmentOperationError,
+    UnableToClaimTokenError,
+    UnknownSegmentError,
+)
 from ordo.journal import validation
 from ordo.processing.ports import TokenEntry
 from ordo.processing.segment import Segment
@@ -93,34 +97,58 @@ class SqlTokenRows(SqlStore):
         ).fetchall()
         return [_entry(processor, row) for row in rows]
 
-    def _find(self, conn: SqlConnection, processor: str, segment_id: int) -> TokenEntry | None:
+    def _find(
+        self, conn: SqlConnection, processor: str, segment_id: int, *, lock: bool = True
+    ) -> TokenEntry | None:
         row = conn.execute(
             self._sql(
                 f"SELECT {_ENTRY} FROM tokens WHERE processor = {{p}} AND segment_id = {{p}}"
-                + self.LOCK_ROWS
+                + (self.LOCK_ROWS if lock else "")
             ),
             (processor, segment_id),
         ).fetchone()
         return None if row is None else _entry(processor, row)
 
-    def _entry(self, conn: SqlConnection, processor: str, segment_id: int) -> TokenEntry:
-        entry = self._find(conn, processor, segment_id)
-        if entry is None:
-            msg = f"processor {processor!r} has no segment {segment_id}"
-            raise UnknownSegmentError(msg)
-        return entry
+    def _entry(
+        self, conn: SqlConnection, processor: str, segment_id: int, *, lock: bool = True
+    ) -> TokenEntry:
+        return _known(processor, segment_id, self._find(conn, processor, segment_id, lock=lock))
 
     def _owned(
         self, conn: SqlConnection, processor: str, segment_id: int, owner: str
     ) -> TokenEntry:
-        entry = self._entry(conn, processor, segment_id)
-        if entry.owner != owner:
+        return _check_owned(self._entry(conn, processor, segment_id), owner)
+
+    def _owned_with_sibling(
+        self, conn: SqlConnection, processor: str, segment_id: int, owner: str
+    ) -> tuple[TokenEntry, TokenEntry]:
+        """The owned segment and its sibling, both rows locked, the lower segment id first.
+
+        For the operations that change both (merge, request_merge). Two of them on the same
+        pair (both owners merging it, each asking for the other's segment) lock the two rows in
+        the same order, so on PostgreSQL the second waits for the first: each locked its own
+        segment's row first, and two owners merging the pair could deadlock. The mask that
+        names the sibling is read before the lock, and the locked rows are read again: a split
+        or merge in between leaves no sibling of the segment's mask there.
+
+        Raises:
+            UnknownSegmentError: the segment is gone (merged away).
+            UnableToClaimTokenError: `owner` does not hold the segment.
+            InvalidSegmentOperationError: the root, or a sibling split further or gone.
+
+        """
+        seen = self._entry(conn, processor, segment_id, lock=False).segment
+        sibling_id = seen.mergeable_segment_id()
+        locked = {i: self._find(conn, processor, i) for i in sorted({segment_id, sibling_id})}
+        entry = _check_owned(_known(processor, segment_id, locked[segment_id]), owner)
+        sibling = locked[sibling_id]
+        if sibling is None or not entry.segment.is_mergeable_with(sibling.segment):
             msg = (
-                f"processor {processor!r} segment {entry.segment} is not claimed by {owner!r} "
-                f"(owner: {entry.owner!r}); only the owner may split or merge it"
+                f"processor {processor!r} segment {entry.segment} has no sibling to merge "
+                f"with (segment {sibling_id} is split further or does not exist)"
             )
-            raise UnableToClaimTokenError(msg)
-        return entry
+            raise InvalidSegmentOperationError(msg)
+        return entry, sibling
 
 
 def check_segment(processor: object, segment_id: object, *owner: object) -> None:
@@ -134,6 +162,23 @@ def check_segment(processor: object, segment_id: object, *owner: object) -> None
     validation.integer(segment_id, name="segment_id")
     for name in owner:
         validation.owner_name(name)
+
+
+def _known(processor: str, segment_id: int, entry: TokenEntry | None) -> TokenEntry:
+    if entry is None:
+        msg = f"processor {processor!r} has no segment {segment_id}"
+        raise UnknownSegmentError(msg)
+    return entry
+
+
+def _check_owned(entry: TokenEntry, owner: str) -> TokenEntry:
+    if entry.owner != owner:
+        msg = (
+            f"processor {entry.processor!r} segment {entry.segment} is not claimed by "
+            f"{owner!r} (owner: {entry.owner!r}); only the owner may split or merge it"
+        )
+        raise UnableToClaimTokenError(msg)
+    return entry
 
 
 def _entry(processor: str, row: Sequence[object]) -> TokenEntry:

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 from ordo.errors import (
     InvalidInputError,
-    InvalidSegmentOperationError,
     StorageIntegrityError,
     UnableToClaimTokenError,
     UnknownProcessorError,
@@ -131,15 +130,8 @@ class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
         check_segment(processor, segment_id, owner)
         check_claim_times(now_ms, claim_timeout_ms)
         with self._write() as conn:
-            entry = self._owned(conn, processor, segment_id, owner)
-            sibling_id = entry.segment.mergeable_segment_id()
-            sibling = self._find(conn, processor, sibling_id)
-            if sibling is None or sibling_id == segment_id:
-                msg = (
-                    f"processor {processor!r} segment {entry.segment} has no sibling to merge "
-                    f"with (segment {sibling_id} is split further or does not exist)"
-                )
-                raise InvalidSegmentOperationError(msg)
+            entry, sibling = self._owned_with_sibling(conn, processor, segment_id, owner)
+            sibling_id = sibling.segment.segment_id
             merged = entry.segment.merge(sibling.segment)
             if not sibling.is_claimable_by(owner, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms):
                 msg = (

@@ -179,6 +179,8 @@ class Reconciliation(OperationsTool):
             if on_progress is not None and ids % 1000 == 0:
                 on_progress(f"{ids} persistence ids, {written} rows")
         self._write(batch, progress, scanned)
+        if on_progress is not None and ids % 1000:  # the total, which no line above gave
+            on_progress(f"{ids} persistence ids, {written} rows")
         return OperationReceipt(
             operation=operation,
             written_rows=written,

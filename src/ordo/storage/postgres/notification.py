@@ -37,12 +37,12 @@ class PostgresTagListener:
     attempting until it is closed, and logs at INFO once it is back: it used to stop for good.
     Notifications sent meanwhile are lost, so once back it wakes every tag listened to in this
     process (`TagNotifier.publish_all`): live queries read at once what was written meanwhile.
-    An attempt that fails asks why (`explain_unconnectable`, in a thread of the loop's
-    executor): a server that refuses the URL (StorageAccessError: a password changed, a role
-    that may no longer log in, a dropped database) ends the thread with one ERROR line, as no
-    retry mends it; it attempted on for ever. Nothing else changes: it only wakes queries,
-    which poll meanwhile and meet the refusal themselves on their next new connection
-    (`ordo query --live` then ends, and closes it; a processor stops).
+    An attempt that fails asks why (`explain_unconnectable`, in a daemon thread: `_explained`):
+    a server that refuses the URL (StorageAccessError: a password changed, a role that may no
+    longer log in, a dropped database) ends the thread with one ERROR line, as no retry mends
+    it; it attempted on for ever. Nothing else changes: it only wakes queries, which poll
+    meanwhile and meet the refusal themselves on their next new connection (`ordo query
+    --live` then ends, and closes it; a processor stops).
 
     The thread runs an asyncio loop of its own with one task, which close() cancels: psycopg's
     async connect, its wait for notifications and the backoff all end at a cancellation, and
@@ -126,7 +126,7 @@ class PostgresTagListener:
                 conn = await _listening(self._dsn)
             except psycopg.Error as exc:
                 try:
-                    await asyncio.to_thread(explain_unconnectable, self._dsn)
+                    await _explained(self._dsn)
                 except StorageAccessError as refused:
                     logger.error("tag listener gave up, queries only poll: error=%s", refused)
                     return None
@@ -137,6 +137,39 @@ class PostgresTagListener:
             logger.info("tag listener reconnected after %.1f s", reconnection.succeeded())
             self._notifier.publish_all()  # what was announced while it listened to nothing
             return conn
+
+
+async def _explained(dsn: str) -> None:
+    """Await `explain_unconnectable(dsn)`, run in a daemon thread of its own.
+
+    Not in the loop's default executor (asyncio.to_thread): the interpreter joins that
+    executor's threads at exit, daemon or not, so a listener closed while it asked a server
+    that does not answer held up its process's exit until the connect gave up
+    (DIAGNOSIS_CONNECT_TIMEOUT_S, 2 s). close() cancels the wait; the thread is left to its
+    connect's timeout, and an exit does not wait for it.
+    """
+    loop = asyncio.get_running_loop()
+    outcome: asyncio.Future[None] = loop.create_future()
+
+    def settle(error: BaseException | None) -> None:
+        if outcome.done():  # cancelled by close()
+            return
+        if error is None:
+            outcome.set_result(None)
+        else:
+            outcome.set_exception(error)
+
+    def explain() -> None:
+        error: BaseException | None = None
+        try:
+            explain_unconnectable(dsn)
+        except BaseException as exc:  # handed to the awaiting task, which raises it
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody awaits
+            loop.call_soon_threadsafe(settle, error)
+
+    threading.Thread(target=explain, name="ordo-tag-listener-diagnosis", daemon=True).start()
+    await outcome
 
 
 async def _listening(dsn: str) -> _Connection:

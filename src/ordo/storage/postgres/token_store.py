@@ -8,7 +8,11 @@ from ordo.storage.sql_token_store import SqlTokenStore
 
 
 class PostgresTokenStore(SqlTokenStore):
-    """TokenStore on PostgreSQL: rows read to split or merge are locked FOR UPDATE."""
+    """TokenStore on PostgreSQL: rows a write checks before changing them are locked FOR UPDATE.
+
+    Split, merge, reset and advance_unclaimed lock them (in segment id order where they take
+    several), so a claim committed meanwhile is seen rather than overwritten.
+    """
 
     PARAM = "%s"
     LOCK_ROWS = " FOR UPDATE"

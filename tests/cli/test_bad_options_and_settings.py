@@ -1,0 +1,138 @@
+"""Bad flags are one-line usage errors; bad ORDO_ variables name the variable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli_support import run as _run
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["info", "--bogus"],
+            "Error: No such option '--bogus' (valid: --journal, --json, --help); "
+            "see 'ordo info --help'",
+        ),
+        (
+            ["cdc", "bogus"],
+            "Error: No such command 'bogus' (valid: capture, ingest, materialize, schemas, "
+            "simulate, status); see 'ordo cdc --help'",
+        ),
+        (
+            ["--bogus"],
+            "Error: No such option '--bogus' (valid: --debug, --log-level, --version, --help); "
+            "see 'ordo --help'",
+        ),
+        (["events"], "Error: Missing argument 'PERSISTENCE_ID'; see 'ordo events --help'"),
+        (
+            ["events", "p", "--to", "99999999999999999999"],
+            "Error: Invalid value for '--to': 99999999999999999999 is not in the range "
+            "1<=x<=9007199254740991; see 'ordo events --help'",
+        ),
+        (
+            ["events", "p", "--from", "0"],
+            "Error: Invalid value for '--from': 0 is not in the range 1<=x<=9007199254740991; "
+            "see 'ordo events --help'",
+        ),
+        (
+            ["events", "p", "--from", "-1"],
+            "Error: Invalid value for '--from': -1 is not in the range 1<=x<=9007199254740991; "
+            "see 'ordo events --help'",
+        ),
+        (
+            ["events", "p", "--to", "0"],
+            "Error: Invalid value for '--to': 0 is not in the range 1<=x<=9007199254740991; "
+            "see 'ordo events --help'",
+        ),
+        (
+            ["events", "p", "--from", "5", "--to", "2"],
+            "Error: Invalid value for '--to': 2 is before --from 5; see 'ordo events --help'",
+        ),
+    ],
+)
+def test_a_usage_error_is_one_line_with_status_2(
+    runner: CliRunner, args: list[str], line: str
+) -> None:
+    code, out, err = _run(runner, *args)
+    assert (code, out, err) == (2, "", line + "\n")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["cleanup", "expire", "--time-to-live-ms", "99999999999999999999"],
+        ["reconcile", "delete", "p", "--writer-lease-timeout-ms", "99999999999999999999"],
+        ["simulate", "--events", "99999999999999999999"],
+    ],
+)
+def test_a_huge_number_is_a_usage_error_naming_its_option(
+    runner: CliRunner, tmp_path: Path, args: list[str]
+) -> None:
+    code, _, err = _run(runner, *args, "--journal", f"{tmp_path}/j.db")
+    assert code == 2
+    assert err.startswith(f"Error: Invalid value for '{args[-2]}'")
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("value", ["-5", "5000"])
+def test_a_lease_timeout_not_above_the_heartbeat_is_a_usage_error_naming_the_bound(
+    runner: CliRunner, tmp_path: Path, value: str
+) -> None:
+    """It exited 1 with the settings' ConfigurationError, and --help showed no lower bound."""
+    url = f"sqlite:///{tmp_path}/j.db"
+    assert _run(runner, "init", "--journal", url)[0] == 0
+    code, _, err = _run(
+        runner, "verify", "--repair", "--writer-lease-timeout-ms", value, "--journal", url
+    )
+    assert code == 2
+    assert err.startswith(
+        "Error: Invalid value for '--writer-lease-timeout-ms' (env var: "
+        f"'ORDO_WRITER_LEASE_TIMEOUT_MS'): {value} is not in the range 5000<x<="
+    )
+    assert "5000<x<=" in _run(runner, "reconcile", "truncate", "--help")[1]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "command", "problem"),
+    [
+        ("ORDO_MAX_MESSAGE_BATCH_SIZE", "0", "events", "max_message_batch_size must be an"),
+        ("ORDO_FLUSH_INTERVAL_MS", "-5", "query", "flush_interval must be a duration >= 0"),
+        ("ORDO_REFRESH_INTERVAL_MS", "0", "query", "refresh_interval must be a duration > 0"),
+        ("ORDO_WRITER_LEASE_TIMEOUT_MS", "1", "status", "writer_lease_timeout must be longer"),
+        ("ORDO_PAGE_SIZE", str(10**30), "query", "page_size is too large: at most 90071992547"),
+        ("ORDO_MAX_MESSAGE_BATCH_SIZE", str(2**53), "events", "max_message_batch_size is too"),
+        ("ORDO_ROWS_PER_BATCH", str(10**20), "status", "rows_per_batch is too large"),
+    ],
+)
+def test_a_setting_out_of_range_in_the_environment_names_the_variable(
+    runner: CliRunner,
+    journal_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    value: str,
+    command: str,
+    problem: str,
+) -> None:
+    line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
+    assert _run(runner, "append", "--journal", journal_url, stdin=line)[0] == 0
+    monkeypatch.setenv(variable, value)
+    args = {"events": ["events", "p"], "query": ["query", "t"]}.get(command, [command])
+    code, _, err = _run(runner, *args, "--journal", journal_url)
+    assert code == 1
+    assert err.startswith(f"Error: ConfigurationError: {variable}: {problem}")
+
+
+def test_a_bad_setting_in_the_environment_names_the_key(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "week")
+    code, _, err = _run(runner, "events", "p", "--journal", f"{tmp_path}/j.db")
+    assert code == 1
+    assert "ORDO_BUCKET_SIZE" in err
+    assert "week" in err

@@ -1,0 +1,297 @@
+"""init, append, events, tags and info: writing a journal and reading it back."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli_support import journal_with_one_event as _journal_with_one_event
+from cli_support import run as _run
+from ordo.cli.main import cli
+from sqlite_support import LATEST, older_journal, stored_version
+
+
+def test_init_is_idempotent(
+    runner: CliRunner, journal_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ORDO_BUCKET_SIZE", raising=False)
+    code, out, _ = _run(runner, "init", "--journal", journal_url, "--json")
+    assert code == 0
+    assert json.loads(out) == {
+        "previous_version": 0,
+        "version": LATEST,
+        "previous_bucket_size": None,
+        "bucket_size": None,
+    }
+    code, out, _ = _run(runner, "init", "--journal", journal_url, "--json")
+    assert code == 0
+    assert json.loads(out)["previous_version"] == LATEST
+
+
+def test_init_records_the_bucket_size_of_the_environment(
+    runner: CliRunner, journal_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ORDO_BUCKET_SIZE=minute ordo init recorded nothing: a write with the default got hour."""
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "Minute")
+    code, out, _ = _run(runner, "init", "--journal", journal_url)
+    assert (code, out) == (0, f"schema at version {LATEST} (was 0); bucket size minute recorded\n")
+    code, out, _ = _run(runner, "init", "--journal", journal_url)
+    assert (code, out) == (0, f"schema already at version {LATEST}; nothing to do\n")
+
+    monkeypatch.delenv("ORDO_BUCKET_SIZE")
+    line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
+    code, _, err = _run(runner, "append", "--journal", journal_url, stdin=line)
+    assert code == 1
+    assert err.startswith("Error: BucketSizeMismatchError: journal records bucket_size=m")
+    code, out, _ = _run(runner, "info", "--journal", journal_url, "--json")
+    assert (json.loads(out)["bucket_size"], json.loads(out)["events"]) == ("minute", 0)
+
+
+def test_init_refuses_another_bucket_size_than_the_recorded_one(
+    runner: CliRunner, journal_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ORDO_BUCKET_SIZE", raising=False)
+    line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
+    assert _run(runner, "append", "--journal", journal_url, stdin=line)[0] == 0
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "day")
+
+    code, out, err = _run(runner, "init", "--journal", journal_url, "--json")
+
+    assert (code, out) == (1, "")
+    assert err.startswith("Error: BucketSizeMismatchError: journal records bucket_size=h")
+    assert err.count("\n") == 1
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "hour")
+    code, out, _ = _run(runner, "init", "--journal", journal_url, "--json")
+    assert code == 0
+    assert (json.loads(out)["previous_bucket_size"], json.loads(out)["bucket_size"]) == (
+        "hour",
+        "hour",
+    )
+
+
+def test_init_refuses_another_bucket_size_before_upgrading_an_older_journal(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refused init used to upgrade the schema first: a rejected input changed the file."""
+    older = tmp_path / "older.db"
+    older_journal(older)
+    with closing(sqlite3.connect(older)) as conn, conn:
+        conn.execute("INSERT INTO ordo_metadata (key, value) VALUES ('bucket_size', 'hour')")
+    before = _schema_of(older)
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "day")
+
+    code, out, err = _run(runner, "init", "--journal", str(older))
+
+    assert (code, out) == (1, "")
+    assert err.startswith("Error: BucketSizeMismatchError: journal records bucket_size=h")
+    assert (stored_version(older), _schema_of(older)) == (LATEST - 1, before)
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "hour")
+    assert _run(runner, "init", "--journal", str(older))[0] == 0
+    assert stored_version(older) == LATEST
+
+
+def _schema_of(path: Path) -> list[tuple[str, str]]:
+    """The tables and indexes of an SQLite file (init may switch it to WAL even when refused)."""
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute("SELECT name, sql FROM sqlite_schema ORDER BY name").fetchall()
+
+
+def test_init_without_a_bucket_size_leaves_it_to_the_first_write(
+    runner: CliRunner, journal_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty journal is not fixed to the default: docs/cli.md says the first write records it."""
+    monkeypatch.delenv("ORDO_BUCKET_SIZE", raising=False)
+    assert _run(runner, "init", "--journal", journal_url)[0] == 0
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "day")
+    line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
+    assert _run(runner, "append", "--journal", journal_url, stdin=line)[0] == 0
+    code, out, _ = _run(runner, "info", "--journal", journal_url, "--json")
+    assert (code, json.loads(out)["bucket_size"]) == (0, "day")
+
+
+def test_init_creates_the_folders_of_a_new_journal(runner: CliRunner, tmp_path: Path) -> None:
+    """`ordo init` is for making journals, as `git init a/b` makes its folders."""
+    code, _, err = _run(runner, "init", "--journal", f"{tmp_path}/new/folder/j.db")
+    assert code == 0, err
+    assert (tmp_path / "new" / "folder" / "j.db").is_file()
+
+
+def test_append_names_its_argument_file_as_its_help_and_the_docs_do(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The usage line and the error said SOURCE, the help text and docs/cli.md FILE."""
+    code, out, _ = _run(runner, "append", "--help")
+    assert (code, out.splitlines()[0]) == (0, "Usage: ordo append [OPTIONS] [FILE]")
+    missing = tmp_path / "events.jsonl"
+    code, _, err = _run(runner, "append", str(missing), "--journal", f"{tmp_path}/j.db")
+    assert code == 2
+    assert err.startswith(f"Error: Invalid value for '[FILE]': '{missing}': No such file")
+    assert not (tmp_path / "j.db").exists()
+
+
+def test_append_then_events_and_info(runner: CliRunner, journal_url: str) -> None:
+    lines = "\n".join(
+        json.dumps(line)
+        for line in (
+            {"persistence_id": "order-1", "payload": {"n": 1}, "tags": ["order"]},
+            {"persistence_id": "order-1", "payload": {"n": 2}, "tags": ["order", "pay"]},
+            {
+                "persistence_id": "order-2",
+                "payload": {"n": 3},
+                "manifest": "Placed",
+                "metadata": {"by": "cli"},
+                "expected_sequence_nr": 0,
+            },
+        )
+    )
+    code, out, _ = _run(runner, "append", "--journal", journal_url, "--json", stdin=lines)
+    assert code == 0, out
+    assert json.loads(out)["events"] == 3
+    code, out, _ = _run(runner, "events", "order-1", "--journal", journal_url, "--json")
+    assert code == 0
+    replayed = json.loads(out)
+    assert [e["payload"] for e in replayed] == [{"n": 1}, {"n": 2}]
+    assert replayed[1]["tags"] == {"order": 2, "pay": 1}
+    code, out, _ = _run(runner, "info", "--journal", journal_url, "--json")
+    assert code == 0
+    info = json.loads(out)
+    assert (info["events"], info["persistence_ids"]) == (3, 2)
+    assert info["tags"] == {"order": 2, "pay": 1}
+    code, out, _ = _run(runner, "tags", "--journal", journal_url, "--json")
+    assert [t["tag"] for t in json.loads(out)] == ["order", "pay"]
+    code, out, _ = _run(runner, "tags", "--journal", journal_url)
+    order, pay = out.splitlines()
+    assert order.startswith("order\t2 events\t1 persistence id\t")  # 1 or 2 hour buckets
+    assert pay == "pay\t1 event\t1 persistence id\t1 bucket"
+
+
+def test_tags_json_gives_the_buckets_in_iso_8601_utc(
+    runner: CliRunner, journal_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It gave Akka's `20260131T10:00`, and `verify --json` epoch millis, for the same thing."""
+    monkeypatch.setenv("ORDO_BUCKET_SIZE", "hour")
+    event = json.dumps({"persistence_id": "order-1", "payload": 1, "tags": ["order"]})
+    assert _run(runner, "append", "--journal", journal_url, stdin=event)[0] == 0
+    code, out, _ = _run(runner, "events", "order-1", "--journal", journal_url, "--json")
+    (written,) = json.loads(out)
+    hour = datetime.fromisoformat(written["timestamp"]).replace(minute=0, second=0, microsecond=0)
+
+    code, out, _ = _run(runner, "tags", "--journal", journal_url, "--json")
+
+    assert code == 0
+    (tag,) = json.loads(out)
+    assert (tag["first_bucket"], tag["last_bucket"]) == (hour.isoformat(), hour.isoformat())
+    assert tag["first_bucket"].endswith("+00:00")
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        ('{"persistence_id": "", "payload": 1}', "persistence_id must not be empty"),
+        ('{"persistence_id": "p", "payload": 1, "tags": [""]}', "tag must not be empty"),
+        ('{"persistence_id": "p"}', "missing key payload"),
+        (
+            '{"persistence_id": "p", "payload": 1, "colour": 1}',
+            "the event has unknown key 'colour' (valid keys: persistence_id, payload, ",
+        ),
+        ("not json", "not valid JSON"),
+        (
+            '{"persistence_id": "p", "payload": 1, "expected_sequence_nr": -1}',
+            "expected_sequence_nr must be an integer >= 0, got -1",
+        ),
+        ('{"persistence_id": "q", "payload": NaN}', "line 2: payload is neither bytes nor JSON"),
+        ('{"persistence_id": "q", "payload": [1e999]}', "line 2: payload is neither bytes"),
+        ('{"persistence_id": "q", "payload": "\\ud800"}', "line 2: payload is neither bytes"),
+        ('{"persistence_id": "q", "payload": 1, "manifest": "\\ud800"}', "line 2: manifest"),
+        ('{"persistence_id": "q", "payload": 1, "manifest": "a\\u0000b"}', "line 2: manifest"),
+    ],
+)
+def test_a_bad_line_is_one_error_line_and_nothing_is_written(
+    runner: CliRunner, tmp_path: Path, line: str, needle: str
+) -> None:
+    url = f"sqlite:///{tmp_path}/j.db"
+    good = '{"persistence_id": "p", "payload": 0}'
+    code, _, err = _run(runner, "append", "--journal", url, stdin=f"{good}\n{line}\n")
+    assert code == 1
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "j.db").exists()  # validated before the journal is even opened
+
+
+def test_a_conflict_stops_the_appends_at_its_line_and_says_what_was_written(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    url = _journal_with_one_event(runner, tmp_path)
+    lines = [
+        '{"persistence_id": "a", "payload": 1}',
+        '{"persistence_id": "a", "payload": 2}',
+        '{"persistence_id": "o", "payload": 3, "expected_sequence_nr": 0}',
+        '{"persistence_id": "b", "payload": 4}',
+    ]
+    code, _, err = _run(runner, "append", "--journal", url, stdin="\n".join(lines))
+    assert code == 1
+    assert err.strip() == (
+        "Error: AppendStoppedError: line 3: ConcurrencyConflictError: persistence_id='o': "
+        "expected sequence_nr 0 but the journal is at 1; the appends of lines 1-2 were written "
+        "(2 events)"
+    )
+    code, out, _ = _run(runner, "info", "--journal", url, "--json")
+    assert (json.loads(out)["events"], json.loads(out)["persistence_ids"]) == (3, 2)
+
+    code, _, err = _run(runner, "append", "--journal", url, stdin="\n".join(lines[1:]))
+    assert code == 1
+    assert err.strip().endswith("; the append of line 1 was written (1 event)")
+
+
+def test_binary_input_is_one_error_line_and_nothing_is_written(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    result = runner.invoke(
+        cli, ["append", "--journal", f"{tmp_path}/j.db"], input=b'{"persistence_id": "p"}\xff\n'
+    )
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "Error: InvalidInputError: the input is not UTF-8 text (invalid start byte)"
+    )
+    assert not (tmp_path / "j.db").exists()
+
+
+def test_a_conflicting_expected_sequence_nr_is_reported(runner: CliRunner, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/j.db"
+    line = '{"persistence_id": "p", "payload": 0, "expected_sequence_nr": 0}'
+    assert _run(runner, "append", "--journal", url, stdin=line)[:2] == (
+        0,
+        "appended 1 event to 1 persistence id\n",
+    )
+    code, _, err = _run(runner, "append", "--journal", url, stdin=line)
+    assert code == 1
+    assert "ConcurrencyConflictError" in err
+    assert "expected sequence_nr 0 but the journal is at 1" in err
+
+
+def test_info_text_shows_what_its_json_shows(runner: CliRunner, tmp_path: Path) -> None:
+    """A bucket size not recorded yet read "None", then "null", and the tags were a Python dict."""
+    url = f"sqlite:///{tmp_path}/i.db"
+    assert _run(runner, "init", "--journal", url)[0] == 0
+    code, out, _ = _run(runner, "info", "--journal", url)
+    assert code == 0
+    assert out.splitlines() == [
+        "backend          sqlite",
+        f"schema_version   {LATEST}",
+        "bucket_size      not recorded yet (set by the first write, or by `ordo init` with "
+        "ORDO_BUCKET_SIZE)",
+        "events           0",
+        "persistence_ids  0",
+        "tags             {}",
+    ]
+    line = json.dumps({"persistence_id": "p", "payload": 1, "tags": ["t", "ü"]})
+    assert _run(runner, "append", "--journal", url, stdin=line)[0] == 0
+    out = _run(runner, "info", "--journal", url)[1]
+    assert out.splitlines()[2] == "bucket_size      hour"
+    assert out.splitlines()[-1] == 'tags             {"t": 1, "ü": 1}'

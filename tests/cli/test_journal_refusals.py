@@ -1,0 +1,234 @@
+"""Journals a command cannot use (none there, not ordo's, older, damaged, misaddressed)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from cli_support import run as _run
+from ordo.simulation.cdc import SIMULATED_SCHEMA
+from sqlite_support import LATEST, fingerprint, older_journal, stored_version
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["events", "p"],
+        ["tags"],
+        ["info"],
+        ["query", "t"],
+        ["status"],
+        ["processors", "status"],
+        ["reconcile", "tags"],
+        ["cleanup", "expire"],
+        ["verify"],
+        ["cdc", "status"],
+        ["cdc", "schemas", "list"],
+        ["cdc", "ingest"],
+        ["cdc", "materialize", "t", "--checkpoint", "unused"],
+    ],
+)
+def test_a_command_that_reads_refuses_what_is_not_a_journal_and_changes_nothing(
+    runner: CliRunner, tmp_path: Path, command: list[str]
+) -> None:
+    missing = tmp_path / "typo" / "journal.db"
+    code, _, err = _run(runner, *command, "--journal", f"sqlite:///{missing}", stdin="")
+    assert code == 1
+    assert err == (
+        f"Error: StorageUnavailableError: no journal at {missing}: "
+        "create it with `ordo init` or by appending to it\n"
+    )
+    assert not missing.parent.exists()
+
+    application = tmp_path / "shop.db"
+    with closing(sqlite3.connect(application)) as conn, conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY)")
+    before = application.read_bytes()
+    code, _, err = _run(runner, *command, "--journal", f"sqlite:///{application}", stdin="")
+    assert code == 1
+    assert err == (
+        f"Error: StorageUnavailableError: {application} is not an ordo journal "
+        "(it has no ordo_metadata table)\n"
+    )
+    assert application.read_bytes() == before
+
+
+@pytest.mark.postgres
+def test_a_command_that_reads_refuses_a_postgres_schema_without_a_journal(
+    runner: CliRunner, postgres_dsn: str
+) -> None:
+    code, _, err = _run(runner, "info", "--journal", postgres_dsn)
+    assert code == 1
+    assert err.startswith("Error: StorageUnavailableError: no ordo journal in PostgreSQL at")
+    assert err.count("\n") == 1
+    with psycopg.connect(postgres_dsn) as conn:
+        schema = conn.execute("SELECT current_schema()").fetchone()
+        assert schema is not None
+        assert f" in schema '{schema[0]}': create it with `ordo init`" in err
+        assert conn.execute("SELECT to_regclass('ordo_metadata')").fetchone() == (None,)
+    assert _run(runner, "init", "--journal", postgres_dsn)[0] == 0
+    assert _run(runner, "info", "--journal", postgres_dsn)[0] == 0
+
+
+@pytest.mark.postgres
+def test_a_libpq_conninfo_string_is_a_postgres_journal(
+    runner: CliRunner, postgres_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    conninfo = make_conninfo("", **conninfo_to_dict(postgres_dsn))
+    assert "://" not in conninfo
+
+    assert _run(runner, "init", "--journal", conninfo)[0] == 0
+
+    assert list(tmp_path.iterdir()) == []  # no SQLite file named after the string
+    with psycopg.connect(postgres_dsn) as conn:
+        assert conn.execute("SELECT to_regclass('ordo_metadata')").fetchone() != (None,)
+    assert _run(runner, "info", "--journal", conninfo)[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["info", "--journal", "mysql://x/y"], "unknown journal URL scheme 'mysql'"),
+        (["info"], "no journal given"),
+        (
+            ["info", "--journal", "postgresql://nobody@127.0.0.1:1/none"],
+            "cannot connect to PostgreSQL",
+        ),
+    ],
+)
+def test_bad_journal_urls_are_one_line_errors(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch, args: list[str], needle: str
+) -> None:
+    monkeypatch.delenv("ORDO_JOURNAL", raising=False)
+    code, _, err = _run(runner, *args)
+    assert code == 1
+    assert needle in err
+
+
+def test_a_url_with_a_misspelt_scheme_is_named_without_its_password(runner: CliRunner) -> None:
+    """The error printed the URL as given, password included."""
+    code, _, err = _run(runner, "info", "--journal", "postgresq://app:s3cret@db:5432/shop")
+    assert code == 1
+    assert err == (
+        "Error: UnknownUrlSchemeError: unknown journal URL scheme 'postgresq' in "
+        "'postgresq://app:***@db:5432/shop'; use one of: sqlite, postgresql, postgres\n"
+    )
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_damaged_schema_version_is_one_error_line(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    assert _run(runner, "init", "--journal", str(path))[0] == 0
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE ordo_metadata SET value = 'abc' WHERE key = 'schema_version'")
+    for command in (["info"], ["init"], ["query", "t"]):
+        code, _, err = _run(runner, *command, "--journal", str(path))
+        assert (code, err) == (
+            1,
+            "Error: StorageUnavailableError: the journal's ordo_metadata holds schema_version "
+            "'abc', not a version number\n",
+        )
+
+
+READ_ONLY_COMMANDS = [
+    ["status"],
+    ["query", "t"],
+    ["cdc", "status"],
+    ["cdc", "schemas", "list"],
+    ["processors", "status"],
+    ["events", "p"],
+    ["tags"],
+    ["info"],
+    ["reconcile", "tags"],
+    ["reconcile", "tags", "p"],
+    ["reconcile", "delete", "p", "--dry-run"],
+    ["reconcile", "rebuild", "p", "--dry-run"],
+    ["reconcile", "rebuild", "--all", "--local", "--dry-run"],
+    ["reconcile", "truncate", "--dry-run"],
+    ["cleanup", "delete", "p", "--dry-run"],
+    ["cleanup", "before", "2020-01-01T00:00:00+00:00", "--dry-run"],
+    ["cleanup", "expire", "--time-to-live-ms", "60000", "--dry-run"],
+]
+"""Commands that only read, dry runs included: they report what they would change."""
+
+
+@pytest.mark.parametrize("command", READ_ONLY_COMMANDS)
+def test_a_command_that_only_reads_neither_creates_nor_upgrades_a_journal(
+    runner: CliRunner, tmp_path: Path, command: list[str]
+) -> None:
+    missing = tmp_path / "missing.db"
+    code, _, err = _run(runner, *command, "--journal", str(missing))
+    assert (code, err.count("\n")) == (1, 1)
+    assert "no journal at" in err
+    assert not missing.exists()
+
+    older = tmp_path / "older.db"
+    older_journal(older)
+    code, _, err = _run(runner, *command, "--journal", str(older))
+    assert (code, err) == (
+        1,
+        f"Error: SchemaVersionError: journal schema version {LATEST - 1} is older than this "
+        f"ordo's ({LATEST}); commands that only read do not upgrade it: run `ordo init`\n",
+    )
+    assert stored_version(older) == LATEST - 1
+    assert _run(runner, "init", "--journal", str(older))[0] == 0
+    assert _run(runner, *command, "--journal", str(older))[0] == 0
+
+
+@pytest.mark.parametrize("command", READ_ONLY_COMMANDS)
+def test_a_command_that_only_reads_leaves_a_journal_in_rollback_mode_as_it_is(
+    runner: CliRunner, tmp_path: Path, command: list[str]
+) -> None:
+    live = tmp_path / "live.db"
+    event = json.dumps({"persistence_id": "p", "payload": {"n": 1}, "tags": ["t"]})
+    assert _run(runner, "append", "--journal", str(live), stdin=event)[0] == 0
+    backup = tmp_path / "backup.db"
+    with closing(sqlite3.connect(live)) as conn:
+        conn.execute("VACUUM INTO ?", (str(backup),))  # a backup of a live journal
+    before = fingerprint(backup)
+
+    code, _, err = _run(runner, *command, "--journal", str(backup))
+
+    assert code == 0, err
+    assert fingerprint(backup) == before == (before[0], "delete")
+    assert list(tmp_path.glob("backup.db-*")) == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("append",),
+        ("simulate", "--events", "10"),
+        ("cdc", "schemas", "register", "{schema}"),
+        ("cdc", "capture", "{source}", "--table", "items"),
+    ],
+)
+def test_a_command_that_writes_refuses_a_journal_in_a_missing_folder_creating_nothing(
+    runner: CliRunner, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """They created the folders of a misspelt path: a tree with a new, empty journal in it."""
+    schema = tmp_path / "schema.json"
+    schema.write_text(SIMULATED_SCHEMA.to_json())
+    source = tmp_path / "shop.db"
+    with closing(sqlite3.connect(source)) as conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY)")
+    before = sorted(tmp_path.rglob("*"))
+    args = [arg.format(schema=schema, source=source) for arg in command]
+    event = json.dumps({"persistence_id": "order-1", "payload": {}, "tags": ["order"]})
+
+    code, _, err = _run(runner, *args, "--journal", f"{tmp_path}/typo/j.db", stdin=event)
+
+    assert (code, err) == (
+        1,
+        f"Error: MissingFolderError: no journal at {tmp_path}/typo/j.db: no folder "
+        f"{tmp_path}/typo (`ordo init` or ordo.init_storage() creates both)\n",
+    )
+    assert sorted(tmp_path.rglob("*")) == before

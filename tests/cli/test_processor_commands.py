@@ -1,0 +1,191 @@
+"""ordo processors split, merge, release and reset: steering processors from outside."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli_support import run as _run
+from ordo.processing import TrackingToken
+from ordo.processing.ports import SegmentAction, SegmentRequest
+from ordo.storage.open import stores_at
+from ordo.time import TimeUUID
+from ordo.types import PersistenceId
+
+
+def test_processors_can_be_inspected_and_steered_offline(runner: CliRunner, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/p.db"
+    with stores_at(url) as stores:
+        stores.tokens.initialize("counts", segment_count=2)
+    code, out, _ = _run(runner, "processors", "status", "--journal", url, "--json")
+    assert code == 0
+    assert [row["segment"] for row in json.loads(out)] == ["Segment[0/1]", "Segment[1/1]"]
+    code, out, _ = _run(runner, "processors", "split", "counts", "1", "--journal", url)
+    assert (code, out.strip()) == (0, "split Segment[1/1] into Segment[1/3] and Segment[3/3]")
+    code, out, _ = _run(runner, "processors", "merge", "counts", "3", "--journal", url)
+    assert (code, out.strip()) == (0, "merged into Segment[1/1]")
+    code, out, _ = _run(runner, "processors", "release", "counts", "0", "--journal", url)
+    assert code == 0
+    assert "not claimed" in out
+    code, out, _ = _run(runner, "processors", "reset", "counts", "--journal", url)
+    assert code == 0
+    assert "reset" in out
+    with stores_at(url) as stores:
+        assert all(entry.owner is None for entry in stores.tokens.entries("counts"))
+
+
+def test_processors_reset_clears_a_projections_positions_in_its_own_sink(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The sink has the positions but no tokens: a reset of the journal left them, and one of
+    the sink said the processor had no tokens."""
+    journal, sink = f"sqlite:///{tmp_path}/j.db", f"sqlite:///{tmp_path}/sink.db"
+    processed = TimeUUID.min_for_epoch_ns(1_700_000_000_000_000_000)
+    with stores_at(journal) as stores:
+        stores.tokens.initialize("totals", segment_count=1)
+        stores.tokens.advance_unclaimed("totals", processed, now_ms=0, claim_timeout_ms=1)
+    with stores_at(sink) as stores, stores.tokens.batch("totals", 0, "spark") as batch:
+        batch.record(PersistenceId("order-1"), 2)
+
+    def tokens_and_positions() -> tuple[list[str], dict[PersistenceId, int]]:
+        with stores_at(journal) as at_journal, stores_at(sink) as at_sink:
+            entries = at_journal.tokens.entries("totals")
+            return [str(e.token) for e in entries], dict(at_sink.tokens.positions("totals"))
+
+    before = tokens_and_positions()
+    other = f"sqlite:///{tmp_path}/other.db"
+    with stores_at(other):
+        pass  # an ordo database without the processor
+    for wrong, error in (
+        (
+            f"sqlite:///{tmp_path}/sinc.db",
+            f"StorageUnavailableError: no sink database at {tmp_path}/sinc.db: "
+            "is the path misspelt?\n",
+        ),
+        (other, "UnknownProcessorError: the sink: processor 'totals' has no tokens"),
+    ):
+        code, out, err = _run(
+            runner, "processors", "reset", "totals", "--journal", journal, "--sink", wrong
+        )
+        assert (code, out, err.count("\n")) == (1, "", 1)
+        assert err.startswith(f"Error: {error}")
+        assert tokens_and_positions() == before
+    assert not (tmp_path / "sinc.db").exists()
+
+    code, out, _ = _run(
+        runner, "processors", "reset", "totals", "--journal", journal, "--sink", sink
+    )
+
+    assert (code, out.strip()) == (
+        0,
+        "reset 'totals' to start and cleared its positions in the sink; "
+        "events processed before are replays",
+    )
+    assert tokens_and_positions() == (["start"], {})
+
+
+@pytest.mark.postgres
+def test_processors_reset_names_a_missing_postgres_sink_as_the_sink(
+    runner: CliRunner, tmp_path: Path, postgres_dsn: str
+) -> None:
+    """It said "no ordo journal ...: create it with `ordo init`" of the sink."""
+    journal = f"sqlite:///{tmp_path}/j.db"
+    processed = TimeUUID.min_for_epoch_ns(1_700_000_000_000_000_000)
+    with stores_at(journal) as stores:
+        stores.tokens.initialize("totals", segment_count=1)
+        stores.tokens.advance_unclaimed("totals", processed, now_ms=0, claim_timeout_ms=1)
+
+    code, out, err = _run(
+        runner, "processors", "reset", "totals", "--journal", journal, "--sink", postgres_dsn
+    )
+
+    assert (code, out, err.count("\n")) == (1, "", 1)
+    assert err.startswith("Error: StorageUnavailableError: no ordo sink database in PostgreSQL at")
+    assert "ordo init" not in err
+    with stores_at(journal) as stores:
+        assert stores.tokens.entries("totals")[0].token == TrackingToken(processed)
+
+
+def test_a_request_that_replaces_a_pending_one_says_so(runner: CliRunner, tmp_path: Path) -> None:
+    """A segment holds one request: a release dropped a pending split, saying only "release"."""
+    url = f"sqlite:///{tmp_path}/p.db"
+    with stores_at(url) as stores:
+        stores.tokens.initialize("counts", segment_count=2)
+        stores.tokens.claim(
+            "counts", 1, "worker-1", now_ms=time.time_ns() // 1_000_000, claim_timeout_ms=1
+        )
+    steer = ("counts", "1", "--journal", url)
+    code, out, _ = _run(runner, "processors", "split", *steer)
+    assert (code, out) == (0, "asked worker-1 to split segment Segment[1/1]\n")
+    code, out, _ = _run(runner, "processors", "release", *steer)
+    assert (code, out) == (
+        0,
+        "asked worker-1 to release Segment[1/1] (replacing the pending split request)\n",
+    )
+    code, out, _ = _run(runner, "processors", "release", *steer)
+    assert (code, out) == (0, "asked worker-1 to release Segment[1/1]\n")
+    code, out, _ = _run(runner, "processors", "merge", *steer)
+    assert out.startswith("asked worker-1 to merge Segment[1/1] with its sibling (replacing the ")
+    assert out.endswith("release request)\n")
+
+
+def test_a_request_that_would_replace_a_hand_over_is_refused_unless_told_to(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The owner of segment 0, merging, asked the owner of segment 1 to hand it over: a
+    release replaced that, and the merge was held up with only the receipt to say so."""
+    url = f"sqlite:///{tmp_path}/p.db"
+    with stores_at(url) as stores:
+        stores.tokens.initialize("counts", segment_count=2)
+        stores.tokens.claim(
+            "counts", 1, "worker-1", now_ms=time.time_ns() // 1_000_000, claim_timeout_ms=60_000
+        )
+        hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner="worker-0")
+        stores.tokens.request("counts", 1, hand_over, now_ms=0)
+    steer = ("counts", "1", "--journal", url)
+    code, out, err = _run(runner, "processors", "release", *steer)
+    assert (code, out) == (1, "")
+    assert err == (
+        "Error: PendingHandOverError: processor 'counts' segment 1 is waiting for its owner to "
+        "hand it over to 'worker-0' for a merge: a release request would replace that and hold "
+        "the merge up (--replace-hand-over, or replace_hand_over=True, replaces it anyway)\n"
+    )
+    code, out, _ = _run(runner, "processors", "status", "--journal", url)
+    assert "hand over to worker-0 requested" in out
+    code, out, _ = _run(runner, "processors", "release", *steer, "--replace-hand-over")
+    assert (code, out) == (
+        0,
+        "asked worker-1 to release Segment[1/1] (replacing the pending hand over to worker-0 "
+        "request)\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["processors", "status", "nobody"], "UnknownProcessorError"),
+        (["processors", "merge", "counts", "0"], "InvalidSegmentOperationError"),
+        (["processors", "split", "counts", "9"], "UnknownSegmentError: processor 'counts' has no"),
+        (["processors", "reset", "counts", "--to", "bad"], "OffsetFormatError"),
+        (
+            ["processors", "reset", "counts", "--to", "12345678-1234-1234-1234-123456789012"],
+            "FutureOffsetError: offset 12345678-1234-1234-1234-123456789012 (2085-11-29",
+        ),
+    ],
+)
+def test_processor_commands_refuse_bad_input(
+    runner: CliRunner, tmp_path: Path, args: list[str], needle: str
+) -> None:
+    url = f"sqlite:///{tmp_path}/p.db"
+    with stores_at(url) as stores:
+        stores.tokens.initialize("counts", segment_count=1)
+        before = stores.tokens.entries("counts")
+    code, _, err = _run(runner, *args, "--journal", url)
+    assert code == 1
+    assert needle in err
+    with stores_at(url) as stores:
+        assert stores.tokens.entries("counts") == before

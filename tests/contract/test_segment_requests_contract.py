@@ -1,0 +1,292 @@
+"""The token store contract: requests to a segment's owner, hand-overs and merge requests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from ordo.errors import (
+    InvalidSegmentOperationError,
+    PendingHandOverError,
+    PendingMergeError,
+    UnableToClaimTokenError,
+    UnknownProcessorError,
+)
+from ordo.processing.control import ControlReceipt, merge_segment, release_segment, split_segment
+from ordo.processing.ports import PendingRequest, SegmentAction, SegmentRequest
+from ordo.storage.open import Stores
+from token_support import TIMEOUT
+from token_support import holding_0_and_1 as _holding_0_and_1
+from token_support import pending as _pending
+from token_support import segments as _segments
+
+
+def test_requests_reach_the_owner_once(stores: Stores) -> None:
+    stores.tokens.initialize("p", segment_count=2)
+    split = SegmentRequest(action=SegmentAction.SPLIT)
+    hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner="b")
+    stores.tokens.request("p", 1, split, now_ms=0)
+    stores.tokens.request("p", 1, hand_over, now_ms=1)  # the latest wins
+    stores.tokens.request("p", 0, split, now_ms=2)
+    assert stores.tokens.pending_requests("p") == [
+        PendingRequest(segment_id=0, request=split, requested_at_ms=2),
+        PendingRequest(segment_id=1, request=hand_over, requested_at_ms=1),
+    ]
+    assert hand_over.describe() == "hand over to b"
+    assert stores.tokens.take_request("p", 0) == split
+    assert stores.tokens.take_request("p", 1) == hand_over
+    assert stores.tokens.take_request("p", 1) is None
+    assert stores.tokens.pending_requests("p") == []
+    with pytest.raises(UnknownProcessorError):
+        stores.tokens.request("p", 7, split, now_ms=0)
+
+
+def test_a_request_replaces_a_pending_hand_over_only_when_told_to(stores: Stores) -> None:
+    """A merge whose sibling another owner holds waits for that owner to hand it over: a
+    release (one request per segment, the latest wins) replaced the hand-over silently."""
+    stores.tokens.initialize("p", segment_count=2)
+    hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner="a")
+    release = SegmentRequest(action=SegmentAction.RELEASE)
+    stores.tokens.request("p", 1, hand_over, now_ms=0)
+    stores.tokens.request("p", 1, hand_over, now_ms=1)  # asked again: nothing is replaced
+    for request in (release, SegmentRequest(action=SegmentAction.HAND_OVER, target_owner="b")):
+        with pytest.raises(
+            PendingHandOverError,
+            match=r"^processor 'p' segment 1 is waiting for its owner to hand it over to 'a' "
+            rf"for a merge: a {request.describe()} request would replace that",
+        ) as refused:
+            stores.tokens.request("p", 1, request, now_ms=2)
+        assert (refused.value.segment_id, refused.value.target_owner) == (1, "a")
+    assert stores.tokens.pending_requests("p") == [
+        PendingRequest(segment_id=1, request=hand_over, requested_at_ms=1)
+    ]
+    stores.tokens.request("p", 1, release, now_ms=3, replace_hand_over=True)
+    assert stores.tokens.take_request("p", 1) == release
+
+
+def test_an_operator_request_keeps_the_hand_over_a_merge_waits_for(stores: Stores) -> None:
+    """As the owner of segment 0 leaves it when its sibling is held: asked to merge, it asks
+    for the sibling and for the merge again (to retry). The operator's request is refused,
+    naming the hand-over, unless it says to replace it; the receipt then says what it
+    replaced."""
+    stores.tokens.initialize("p", segment_count=2)
+    for segment_id, owner in ((0, "a"), (1, "b")):
+        stores.tokens.claim("p", segment_id, owner, now_ms=0, claim_timeout_ms=TIMEOUT)
+    hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner="a")
+    stores.tokens.request("p", 1, hand_over, now_ms=0)
+    stores.tokens.request("p", 0, SegmentRequest(action=SegmentAction.MERGE), now_ms=0)
+    for operation in (release_segment, split_segment, merge_segment):
+        with pytest.raises(PendingHandOverError, match="hand it over to 'a' for a merge"):
+            operation(stores.tokens, "p", 1, now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.take_request("p", 1) == hand_over
+    stores.tokens.request("p", 1, hand_over, now_ms=0)
+    receipt = release_segment(
+        stores.tokens, "p", 1, now_ms=1, claim_timeout_ms=TIMEOUT, replace_hand_over=True
+    )
+    assert receipt.message == (
+        "asked b to release Segment[1/1] (replacing the pending hand over to a request)"
+    )
+
+
+MERGE = SegmentRequest(action=SegmentAction.MERGE)
+
+
+def _hand_over_to(owner: str) -> SegmentRequest:
+    return SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=owner)
+
+
+def _merging_0_while_b_holds_1(stores: Stores) -> None:
+    """Segment 0 held by "a", 1 by "b"; "a" merges 0 as its worker does while the sibling is
+    held: it asks its own merge again (to retry at its next check) and "b" for segment 1."""
+    _holding_0_and_1(stores)
+    assert stores.tokens.request_merge("p", 0, "a", now_ms=0) is True
+
+
+_EACH_OPERATOR_REQUEST = pytest.mark.parametrize(
+    ("operation", "replacing"),
+    [
+        (release_segment, SegmentRequest(action=SegmentAction.RELEASE)),
+        (split_segment, SegmentRequest(action=SegmentAction.SPLIT)),
+    ],
+)
+"""An operator's release or split, and the request it leaves pending."""
+
+
+@_EACH_OPERATOR_REQUEST
+def test_a_request_that_replaces_a_merge_withdraws_the_hand_over_the_merge_asked_for(
+    stores: Stores, operation: Callable[..., ControlReceipt], replacing: SegmentRequest
+) -> None:
+    """The operator's request ends the merge, so the sibling's owner must not hand its segment
+    over for it: it did, to an owner that was then not merging (with a split, the segment sat
+    claimed by an owner busy with another one until the claim expired)."""
+    _merging_0_while_b_holds_1(stores)
+    merge_segment(stores.tokens, "p", 0, now_ms=1, claim_timeout_ms=TIMEOUT)  # the same merge
+    assert _pending(stores) == [(0, MERGE), (1, _hand_over_to("a"))]
+    receipt = operation(stores.tokens, "p", 0, now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert receipt.message.endswith("(replacing the pending merge request)")
+    assert _pending(stores) == [(0, replacing)]
+
+
+@_EACH_OPERATOR_REQUEST
+def test_a_request_made_while_the_owner_merges_is_not_replaced_by_the_merge_asked_again(
+    stores: Stores, operation: Callable[..., ControlReceipt], replacing: SegmentRequest
+) -> None:
+    """The owner takes its merge request, fails to merge (the sibling is held) and asks the
+    merge again. An operator's request made between the take and the ask was replaced by the
+    merge, though the operator was told that the owner was asked. It stays now, and ends the
+    merge as if it had replaced the pending merge: the sibling's hand-over is withdrawn."""
+    _merging_0_while_b_holds_1(stores)
+    assert stores.tokens.take_request("p", 0) == MERGE
+    receipt = operation(stores.tokens, "p", 0, now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert receipt.message.startswith("asked a to ")
+    assert "replacing" not in receipt.message  # nothing was pending
+    assert stores.tokens.request_merge("p", 0, "a", now_ms=2) is False
+    assert _pending(stores) == [(0, replacing)]
+
+
+def test_request_merge_stores_the_merge_when_none_or_the_same_is_pending(stores: Stores) -> None:
+    _merging_0_while_b_holds_1(stores)
+    assert stores.tokens.request_merge("p", 0, "a", now_ms=1) is True
+    assert stores.tokens.take_request("p", 0) == MERGE
+    assert stores.tokens.request_merge("p", 0, "a", now_ms=2) is True
+    assert stores.tokens.pending_requests("p") == [
+        PendingRequest(segment_id=0, request=MERGE, requested_at_ms=2),
+        PendingRequest(segment_id=1, request=_hand_over_to("a"), requested_at_ms=2),
+    ]
+
+
+def test_request_merge_replaces_a_hand_over_asked_by_an_earlier_owner(stores: Stores) -> None:
+    """The segment's earlier owner merged and asked for segment 1; its merge is the new
+    owner's now (it took the merge request), so the hand-over is to the new owner."""
+    _holding_0_and_1(stores)
+    stores.tokens.request("p", 1, _hand_over_to("gone"), now_ms=0)
+    assert stores.tokens.request_merge("p", 0, "a", now_ms=1) is True
+    assert _pending(stores) == [(0, MERGE), (1, _hand_over_to("a"))]
+
+
+def test_request_merge_asks_no_hand_over_of_a_sibling_the_owner_holds(stores: Stores) -> None:
+    """The sibling's owner handed it over (asked by an earlier round of the merge) between the
+    failed merge and the new ask: a hand-over asked then was of a segment the merging owner
+    held, and stayed pending on it after the merge was given up."""
+    _holding_0_and_1(stores)
+    stores.tokens.hand_over("p", 1, "b", to="a", now_ms=1)
+    assert stores.tokens.request_merge("p", 0, "a", now_ms=2) is True
+    assert _pending(stores) == [(0, MERGE)]
+
+
+def test_request_merge_refuses_an_owner_that_lost_the_segment(stores: Stores) -> None:
+    """The claim lapsed and another owner took the segment: the merge was asked of the new
+    owner, and the sibling's owner handed its segment to the old one."""
+    _holding_0_and_1(stores)
+    stores.tokens.claim("p", 0, "c", now_ms=TIMEOUT + 1, claim_timeout_ms=TIMEOUT)
+    with pytest.raises(UnableToClaimTokenError, match="not claimed by 'a'"):
+        stores.tokens.request_merge("p", 0, "a", now_ms=TIMEOUT + 2)
+    assert _pending(stores) == []
+
+
+def test_request_merge_refuses_a_segment_whose_sibling_was_split(stores: Stores) -> None:
+    """The sibling's owner split it after the merge failed: the hand-over was asked of one
+    half (1/3), for a merge that can no longer be made."""
+    _holding_0_and_1(stores)
+    stores.tokens.split("p", 1, "b")  # 0/1, 1/3, 3/3
+    with pytest.raises(InvalidSegmentOperationError, match="no sibling to merge with"):
+        stores.tokens.request_merge("p", 0, "a", now_ms=1)
+    assert _pending(stores) == []
+
+
+def test_a_replaced_merge_keeps_a_hand_over_asked_by_another_merge(stores: Stores) -> None:
+    """Segment 1 was split after it was asked for: 1/3's hand-over is for 3/3's merge."""
+    _merging_0_while_b_holds_1(stores)
+    assert stores.tokens.take_request("p", 1) == _hand_over_to("a")
+    stores.tokens.split("p", 1, "b")  # 0/1, 1/3, 3/3
+    stores.tokens.request("p", 1, _hand_over_to("c"), now_ms=0)
+    release_segment(stores.tokens, "p", 0, now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert _pending(stores) == [
+        (0, SegmentRequest(action=SegmentAction.RELEASE)),
+        (1, _hand_over_to("c")),
+    ]
+
+
+def test_when_both_owners_of_a_pair_merge_it_the_lower_segment_keeps_the_merge(
+    stores: Stores,
+) -> None:
+    """Each owner asks its own merge again and the other for its segment. When both had
+    asked their merge again first, each hand-over replaced the other's merge: both handed
+    their segment to the other, and the pair swapped owners without merging. Now segment 0's
+    owner keeps the merge; 1's owner's ask is refused and leaves its merge."""
+    _holding_0_and_1(stores)
+    stores.tokens.request("p", 0, MERGE, now_ms=0)
+    stores.tokens.request("p", 1, MERGE, now_ms=0)
+    assert stores.tokens.take_request("p", 1) == MERGE
+    with pytest.raises(
+        PendingMergeError,
+        match=r"^processor 'p' segment 0 is being merged with its sibling by its owner",
+    ) as refused:
+        stores.tokens.request_merge("p", 1, "b", now_ms=1)
+    assert (refused.value.segment_id, refused.value.target_owner) == (0, "b")
+    assert _pending(stores) == [(0, MERGE)]
+    stores.tokens.request("p", 1, MERGE, now_ms=1)  # asked again: 0's owner replaces it
+    assert stores.tokens.take_request("p", 0) == MERGE
+    assert stores.tokens.request_merge("p", 0, "a", now_ms=2) is True
+    assert _pending(stores) == [(0, MERGE), (1, _hand_over_to("a"))]
+
+
+def test_an_owner_asked_for_its_segment_leaves_its_merge_to_the_sibling_s_owner(
+    stores: Stores,
+) -> None:
+    _merging_0_while_b_holds_1(stores)
+    with pytest.raises(PendingHandOverError, match="hand it over to 'a'"):
+        stores.tokens.request_merge("p", 1, "b", now_ms=1)
+    assert _pending(stores) == [(0, MERGE), (1, _hand_over_to("a"))]
+
+
+def test_a_merge_withdraws_the_hand_overs_asked_for_either_half(stores: Stores) -> None:
+    """Segment 1's owner merges and asks for segment 0, whose owner stops (releases it)
+    without handing it over; the merge then claims it. The hand-over stayed on segment 0, the
+    merged segment's id, and its owner handed the merged segment over to itself (its claim
+    ended for nothing)."""
+    stores.tokens.initialize("p", segment_count=2)
+    for segment_id, owner in ((0, "b"), (1, "a")):
+        stores.tokens.claim("p", segment_id, owner, now_ms=0, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.request_merge("p", 1, "a", now_ms=0) is True
+    stores.tokens.release("p", 0, "b")
+    stores.tokens.merge("p", 1, "a", now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert _pending(stores) == []
+
+
+def test_a_merge_drops_a_merge_pending_on_the_other_half(stores: Stores) -> None:
+    """Both halves were asked to merge, and the higher one's owner merged them while the lower
+    one was free: the merge asked of 1/3 stayed pending on the merged segment's id, and its
+    next owner merged 1/1 with 0/1 too."""
+    stores.tokens.initialize("p", segment_count=4)  # 0/3, 1/3, 2/3, 3/3
+    stores.tokens.request("p", 1, MERGE, now_ms=0)
+    stores.tokens.request("p", 3, MERGE, now_ms=0)
+    stores.tokens.claim("p", 3, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.take_request("p", 3) == MERGE
+    stores.tokens.merge("p", 3, "a", now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert _segments(stores) == [(0, 3), (1, 1), (2, 3)]
+    assert _pending(stores) == []
+
+
+def test_a_merge_drops_the_requests_of_the_merged_away_segment(stores: Stores) -> None:
+    """Else a later split that makes the id again hands the new segment an old request."""
+    stores.tokens.initialize("p", segment_count=2)
+    stores.tokens.request("p", 1, SegmentRequest(action=SegmentAction.SPLIT), now_ms=0)
+    stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.merge("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.split("p", 0, "a")
+    assert stores.tokens.take_request("p", 1) is None
+
+
+def test_a_merge_with_a_segment_that_is_no_sibling_is_refused_even_while_held(
+    stores: Stores,
+) -> None:
+    """The refusal used to depend on the segment being free: held, a request was stored."""
+    stores.tokens.initialize("p", segment_count=2)
+    stores.tokens.claim("p", 1, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.split("p", 1, "a")  # 0/1, 1/3, 3/3
+    stores.tokens.claim("p", 0, "b", now_ms=0, claim_timeout_ms=TIMEOUT)
+    with pytest.raises(InvalidSegmentOperationError, match="not siblings"):
+        merge_segment(stores.tokens, "p", 0, now_ms=0, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.take_request("p", 0) is None

@@ -1,0 +1,217 @@
+"""The token store contract: resets, the positions they clear and the leases that refuse them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import partial
+
+import pytest
+
+from ordo.errors import UnableToClaimTokenError, UnknownProcessorError
+from ordo.processing.control import reset_processor
+from ordo.processing.ports import PROJECTION_LEASE_TIMEOUT
+from ordo.processing.token import TrackingToken
+from ordo.storage.open import Stores
+from ordo.time import TimeUUID
+from ordo.types import PersistenceId
+from token_support import T1, T2, TIMEOUT
+from token_support import applied as _applied
+
+
+def test_reset_marks_replays_and_is_refused_while_running(stores: Stores) -> None:
+    stores.tokens.initialize("p", segment_count=2)
+    stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    with stores.tokens.batch("p", 0, "a") as batch:
+        batch.record(PersistenceId("x"), 5)
+        batch.store_token(TrackingToken(T2))
+    with pytest.raises(UnableToClaimTokenError, match="running"):
+        stores.tokens.reset("p", TrackingToken(), now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.entries("p")[0].token == TrackingToken(T2)
+    stores.tokens.release("p", 0, "a")
+    stores.tokens.reset("p", TrackingToken(), now_ms=1, claim_timeout_ms=TIMEOUT)
+    entries = stores.tokens.entries("p")
+    assert all(e.token == TrackingToken() and e.replay_until == TrackingToken(T2) for e in entries)
+    stores.tokens.claim("p", 0, "a", now_ms=2, claim_timeout_ms=TIMEOUT)
+    with stores.tokens.batch("p", 0, "a") as batch:
+        assert batch.positions([PersistenceId("x")]) == {}
+
+
+def test_reset_replays_up_to_the_furthest_offset_a_merged_part_ahead_reached(
+    stores: Stores,
+) -> None:
+    """The merged token resumes at T1, but the half ahead handled up to T2: replays too."""
+    stores.tokens.initialize("p", segment_count=2)
+    for segment_id, offset in ((0, T1), (1, T2)):
+        stores.tokens.claim("p", segment_id, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+        with stores.tokens.batch("p", segment_id, "a") as batch:
+            batch.store_token(TrackingToken(offset))
+    stores.tokens.release("p", 1, "a")
+    stores.tokens.merge("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.release("p", 0, "a")
+    stores.tokens.reset("p", TrackingToken(), now_ms=1, claim_timeout_ms=TIMEOUT)
+    (entry,) = stores.tokens.entries("p")
+    assert (entry.token, entry.replay_until) == (TrackingToken(), TrackingToken(T2))
+
+
+def _processed_to(stores: Stores, offset: TimeUUID) -> None:
+    """Processor p, one segment, unclaimed, with its token at `offset`."""
+    stores.tokens.initialize("p", segment_count=1)
+    stores.tokens.advance_unclaimed("p", offset, now_ms=0, claim_timeout_ms=TIMEOUT)
+
+
+def test_a_reset_where_the_processor_has_positions_but_no_tokens_clears_them(
+    stores: Stores,
+) -> None:
+    """A Spark projection's own sink: the reset said it had no tokens and left them."""
+    _applied(stores, {"x": 3})
+    stores.tokens.check_reset("p", now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.reset("p", TrackingToken(), now_ms=0, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.positions("p") == {}
+    assert stores.tokens.processors() == []  # no tokens made up
+
+
+def test_processors_without_tokens_are_those_a_reset_clears_only_positions_of(
+    stores: Stores,
+) -> None:
+    _applied(stores, {"x": 3, "y": 1}, processor="sink-only")
+    with stores.tokens.batch("handled-only", 0, "spark") as batch:
+        batch.record_handled(PersistenceId("x"), 1, T1.to_bytes())
+    _processed_to(stores, T2)
+    _applied(stores, {"x": 3})  # p has tokens: listed by processors()
+
+    assert stores.tokens.processors_without_tokens() == {"handled-only": 0, "sink-only": 2}
+    assert stores.tokens.processors() == ["p"]
+
+
+def test_a_reset_where_the_processor_has_neither_tokens_nor_positions_is_refused(
+    stores: Stores,
+) -> None:
+    _applied(stores, {"x": 3}, processor="other")
+    for call in (stores.tokens.check_reset, partial(stores.tokens.reset, token=TrackingToken())):
+        with pytest.raises(UnknownProcessorError, match="'p' has no tokens or positions"):
+            call("p", now_ms=0, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.positions("other") == {"x": 3}
+
+
+def test_a_reset_with_a_sink_clears_the_positions_there_too(
+    stores: Stores, sink_stores: Stores
+) -> None:
+    _processed_to(stores, T2)
+    _applied(sink_stores, {"x": 3})
+    receipt = reset_processor(
+        stores.tokens,
+        "p",
+        TrackingToken(),
+        now_ms=0,
+        claim_timeout_ms=TIMEOUT,
+        sink=sink_stores.tokens,
+    )
+    assert "cleared its positions in the sink" in receipt.message
+    (entry,) = stores.tokens.entries("p")
+    assert (entry.token, entry.replay_until) == (TrackingToken(), TrackingToken(T2))
+    assert sink_stores.tokens.positions("p") == {}
+
+
+def test_a_reset_refused_by_the_journal_or_the_sink_changes_neither(
+    stores: Stores, sink_stores: Stores
+) -> None:
+    _processed_to(stores, T2)
+    _applied(sink_stores, {"x": 3}, processor="other")
+
+    def reset() -> None:
+        reset_processor(
+            stores.tokens,
+            "p",
+            TrackingToken(),
+            now_ms=1,
+            claim_timeout_ms=TIMEOUT,
+            sink=sink_stores.tokens,
+        )
+
+    with pytest.raises(UnknownProcessorError, match=r"^the sink: processor 'p' has no tokens"):
+        reset()
+    assert stores.tokens.entries("p")[0].token == TrackingToken(T2)
+    _applied(sink_stores, {"x": 3})
+    stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    with pytest.raises(UnableToClaimTokenError, match="running"):
+        reset()
+    assert sink_stores.tokens.positions("p") == {"x": 3}
+    assert stores.tokens.entries("p")[0].token == TrackingToken(T2)
+
+
+def test_a_reset_is_refused_while_a_projection_renews_its_lease(
+    stores: Stores, sink_stores: Stores
+) -> None:
+    """A Spark projection holds no claim: a reset cleared its positions while it ran."""
+    _processed_to(stores, T2)
+    _applied(sink_stores, {"x": 3})
+    for tokens in (stores.tokens, sink_stores.tokens):
+        tokens.renew_projection_lease("p", "driver-1", now_ms=1_000)
+
+    def reset(now_ms: int) -> None:
+        reset_processor(
+            stores.tokens,
+            "p",
+            TrackingToken(),
+            now_ms=now_ms,
+            claim_timeout_ms=TIMEOUT,
+            sink=sink_stores.tokens,
+        )
+
+    expected = (
+        r"^processor 'p' is running \(a Spark projection: its driver 'driver-1' renewed its "
+        r"lease 9000 ms ago\): stop its streaming query before resetting$"
+    )
+    with pytest.raises(UnableToClaimTokenError, match=expected):
+        reset(1_000 + TIMEOUT - 1_000)
+    sink_stores.tokens.release_projection_lease("p", "driver-1")  # only the sink's is left
+    stores.tokens.release_projection_lease("p", "other-driver")  # not its lease: it stays
+    with pytest.raises(UnableToClaimTokenError, match="renewed its lease 0 ms ago"):
+        reset(1_000)
+    assert sink_stores.tokens.positions("p") == {"x": 3}
+    assert stores.tokens.entries("p")[0].token == TrackingToken(T2)
+    stores.tokens.release_projection_lease("p", "driver-1")
+    sink_stores.tokens.renew_projection_lease("p", "driver-2", now_ms=1_000)
+    with pytest.raises(UnableToClaimTokenError, match="'driver-2'"):
+        reset(1_000)
+    assert sink_stores.tokens.positions("p") == {"x": 3}
+
+    reset(1_001 + TIMEOUT)  # driver-2 crashed: its lease expired as a claim does
+
+    assert sink_stores.tokens.positions("p") == {}
+    assert stores.tokens.entries("p")[0].token == TrackingToken()
+    _applied(sink_stores, {"x": 1})
+    reset(1_000)  # the reset took the expired lease away: no clock can make it fresh again
+    assert sink_stores.tokens.positions("p") == {}
+
+
+def test_a_reset_with_a_short_claim_timeout_still_refuses_a_live_projection_lease(
+    stores: Stores, sink_stores: Stores
+) -> None:
+    """The driver renews its lease every 2 s, whatever the claim timeout: a reset given a
+    claim timeout of 1 s took a lease renewed 1.5 s ago for a crashed driver's, and reset
+    under the running projection."""
+    _processed_to(stores, T2)
+    _applied(sink_stores, {"x": 3})
+    sink_stores.tokens.renew_projection_lease("p", "driver-1", now_ms=1_000)
+    lease_timeout_ms = PROJECTION_LEASE_TIMEOUT // timedelta(milliseconds=1)
+
+    def reset(now_ms: int) -> None:
+        reset_processor(
+            stores.tokens,
+            "p",
+            TrackingToken(),
+            now_ms=now_ms,
+            claim_timeout_ms=1_000,
+            sink=sink_stores.tokens,
+        )
+
+    for now_ms in (2_500, 1_000 + lease_timeout_ms):
+        with pytest.raises(UnableToClaimTokenError, match="'driver-1' renewed its lease"):
+            reset(now_ms)
+    assert sink_stores.tokens.positions("p") == {"x": 3}
+    assert stores.tokens.entries("p")[0].token == TrackingToken(T2)
+
+    reset(1_001 + lease_timeout_ms)  # no renewal for the whole lease timeout: a crashed driver
+
+    assert sink_stores.tokens.positions("p") == {}

@@ -1,0 +1,198 @@
+"""Token rows under concurrent PostgreSQL transactions: requests, merges and resets wait in turn."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from functools import partial
+
+import psycopg
+import pytest
+
+from operations_support import wait_for_a_lock_wait
+from ordo.errors import OrdoError, UnableToClaimTokenError
+from ordo.processing.control import ControlReceipt, release_segment
+from ordo.processing.ports import SegmentAction, SegmentRequest
+from ordo.processing.segment import Segment
+from ordo.processing.token import TrackingToken
+from ordo.storage.open import Stores, stores_at
+from token_support import TIMEOUT
+from token_support import applied as _applied
+from token_support import holding_0_and_1 as _holding_0_and_1
+from token_support import pending as _pending
+
+
+@pytest.mark.postgres
+def test_a_request_stored_while_the_owner_takes_one_is_not_lost(postgres_dsn: str) -> None:
+    """take_request read the pending request and then deleted the segment's row: under READ
+    COMMITTED a request another process stored in between was deleted unseen (the owner acted
+    on the older one). Here that process's request is written, not committed, when the owner
+    takes the segment's request: the take waits for it and returns the newer request."""
+    release = SegmentRequest(action=SegmentAction.RELEASE)
+    taken: list[SegmentRequest | None] = []
+    with stores_at(postgres_dsn) as stores, psycopg.connect(postgres_dsn) as other:
+        stores.tokens.initialize("p", segment_count=1)
+        stores.tokens.request("p", 0, SegmentRequest(action=SegmentAction.SPLIT), now_ms=0)
+        other.execute(  # what request() writes (the latest wins), not committed yet
+            "INSERT INTO segment_requests (processor, segment_id, action, target_owner, "
+            "requested_at) VALUES ('p', 0, 'release', NULL, 1) ON CONFLICT (processor, "
+            "segment_id) DO UPDATE SET action = excluded.action, "
+            "target_owner = excluded.target_owner, requested_at = excluded.requested_at"
+        )
+        owner = threading.Thread(target=lambda: taken.append(stores.tokens.take_request("p", 0)))
+        owner.start()
+        wait_for_a_lock_wait(postgres_dsn, "DELETE FROM segment_requests")
+        other.commit()
+        owner.join(timeout=30)
+        assert taken == [release]
+        assert stores.tokens.pending_requests("p") == []
+
+
+def _behind_locked_rows(
+    postgres_dsn: str, stores: Stores, rows: str, *calls: Callable[[Stores], object]
+) -> list[object]:
+    """Each call's result, or the OrdoError it raised, in order: each runs in a thread of its
+    own, started once the one before waits for a lock, while another transaction holds the
+    token rows of processor "p" that `rows` (a WHERE condition) selects, until all wait."""
+    outcomes: list[object] = [None] * len(calls)
+
+    def run(index: int) -> None:
+        try:
+            outcomes[index] = calls[index](stores)
+        except OrdoError as exc:
+            outcomes[index] = exc
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(len(calls))]
+    with psycopg.connect(postgres_dsn) as other:
+        other.execute(f"SELECT 1 FROM tokens WHERE processor = 'p' AND {rows} FOR UPDATE")
+        for waiting, thread in enumerate(threads, start=1):
+            thread.start()
+            wait_for_a_lock_wait(postgres_dsn, "FOR UPDATE", sessions=waiting)
+    for thread in threads:
+        thread.join(timeout=30)
+    return outcomes
+
+
+@pytest.mark.postgres
+def test_a_release_made_while_the_owner_asks_its_merge_again_comes_after_the_hand_over(
+    postgres_dsn: str,
+) -> None:
+    """The owner asked its merge again and then, in a second transaction, for the sibling: an
+    operator's release made between the two replaced the merge and withdrew no hand-over (none
+    was stored yet), and the hand-over asked next sent segment 1 to an owner that was not
+    merging any more. One transaction now: here it holds segment 0's row and waits for 1's;
+    the release waits for 0's, then replaces the merge and withdraws the hand-over."""
+    with stores_at(postgres_dsn) as stores:
+        _holding_0_and_1(stores)
+        outcomes = _behind_locked_rows(
+            postgres_dsn,
+            stores,
+            "segment_id = 1",
+            lambda stores: stores.tokens.request_merge("p", 0, "a", now_ms=1),
+            lambda stores: release_segment(
+                stores.tokens, "p", 0, now_ms=2, claim_timeout_ms=TIMEOUT
+            ),
+        )
+        assert outcomes == [
+            True,
+            ControlReceipt(is_done=False, message="asked a to release Segment[0/1]"),
+        ]
+        assert _pending(stores) == [(0, SegmentRequest(action=SegmentAction.RELEASE))]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("ask", "outcomes"),
+    [
+        (
+            lambda stores, segment_id, owner: stores.tokens.merge(
+                "p", segment_id, owner, now_ms=1, claim_timeout_ms=TIMEOUT
+            ),
+            ["UnableToClaimTokenError", "UnableToClaimTokenError"],
+        ),
+        (
+            lambda stores, segment_id, owner: stores.tokens.request_merge(
+                "p", segment_id, owner, now_ms=1
+            ),
+            ["PendingHandOverError", "bool"],
+        ),
+    ],
+    ids=["merge", "request_merge"],
+)
+def test_the_owners_of_a_pair_merging_it_at_once_do_not_deadlock(
+    postgres_dsn: str, ask: Callable[[Stores, int, str], object], outcomes: list[str]
+) -> None:
+    """Each owner's merge locked its own segment's row and then its sibling's: two owners
+    merging the same pair at the same moment deadlocked, and PostgreSQL ended one with an
+    error. Both lock the lower segment's row first now, so one waits for the other: the first
+    finds the sibling held (merge) or asks for it, and the second is refused."""
+    with stores_at(postgres_dsn) as stores:
+        _holding_0_and_1(stores)
+        ended = _behind_locked_rows(
+            postgres_dsn,
+            stores,
+            "segment_id IN (0, 1)",
+            partial(ask, segment_id=0, owner="a"),
+            partial(ask, segment_id=1, owner="b"),
+        )
+    assert sorted(type(outcome).__name__ for outcome in ended) == outcomes
+
+
+@pytest.mark.postgres
+def test_a_claim_committed_while_a_reset_waits_for_its_row_refuses_the_reset(
+    postgres_dsn: str,
+) -> None:
+    """reset read the token rows unlocked, found none claimed and then cleared every owner:
+    under READ COMMITTED a claim committed in between was wiped (owner NULL) and the positions
+    of the processor that had just taken it deleted. Here the claim is written, not committed,
+    when the reset starts: the reset waits for the row, sees the claim and is refused."""
+    outcomes: list[object] = []
+
+    def reset() -> None:
+        try:
+            stores.tokens.reset("p", TrackingToken(), now_ms=1, claim_timeout_ms=TIMEOUT)
+        except OrdoError as exc:
+            outcomes.append(exc)
+        else:
+            outcomes.append(None)
+
+    with stores_at(postgres_dsn) as stores, psycopg.connect(postgres_dsn) as other:
+        stores.tokens.initialize("p", segment_count=2)
+        _applied(stores, {"x": 3})
+        other.execute(  # what claim() writes, not committed yet
+            "UPDATE tokens SET owner = 'a', claimed_at = 1 WHERE processor = 'p' AND segment_id = 1"
+        )
+        thread = threading.Thread(target=reset)
+        thread.start()
+        wait_for_a_lock_wait(postgres_dsn, "tokens")
+        other.commit()
+        thread.join(timeout=30)
+        assert [type(outcome) for outcome in outcomes] == [UnableToClaimTokenError]
+        entry = stores.tokens.entries("p")[1]
+        assert (entry.owner, entry.claimed_at_ms) == ("a", 1)
+        assert stores.tokens.positions("p") == {"x": 3}
+
+
+@pytest.mark.postgres
+def test_a_merge_committed_while_a_reset_waits_for_its_rows_refuses_the_reset(
+    postgres_dsn: str,
+) -> None:
+    """The merge deletes the two rows the reset waits to lock and inserts the merged one,
+    claimed: a locked read skips the deleted rows and cannot see the new one, so a reset that
+    checked only what it locked found segments 1 and 3 unclaimed and wiped the merged claim."""
+    with stores_at(postgres_dsn) as stores:
+        stores.tokens.initialize("p", segment_count=4)
+        stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+        outcomes = _behind_locked_rows(
+            postgres_dsn,
+            stores,
+            "segment_id = 2",
+            lambda stores: stores.tokens.merge("p", 0, "a", now_ms=1, claim_timeout_ms=TIMEOUT),
+            lambda stores: stores.tokens.reset(
+                "p", TrackingToken(), now_ms=1, claim_timeout_ms=TIMEOUT
+            ),
+        )
+        assert outcomes[0] == Segment(0, 1)
+        assert isinstance(outcomes[1], UnableToClaimTokenError)
+        entry = stores.tokens.entries("p")[0]
+        assert (entry.segment, entry.owner, entry.claimed_at_ms) == (Segment(0, 1), "a", 1)
