@@ -16,7 +16,8 @@ from ordo.processing.ports import SegmentAction, SegmentRequest
 from ordo.processing.segment import Segment
 from ordo.processing.token import TrackingToken
 from ordo.storage.open import Stores, stores_at
-from token_support import TIMEOUT
+from ordo.types import PersistenceId
+from token_support import T1, T2, TIMEOUT
 from token_support import applied as _applied
 from token_support import holding_0_and_1 as _holding_0_and_1
 from token_support import pending as _pending
@@ -51,9 +52,21 @@ def test_a_request_stored_while_the_owner_takes_one_is_not_lost(postgres_dsn: st
 def _behind_locked_rows(
     postgres_dsn: str, stores: Stores, rows: str, *calls: Callable[[Stores], object]
 ) -> list[object]:
+    """_behind_a_held_lock, the lock held on the token rows of processor "p" that `rows` (a
+    WHERE condition) selects."""
+    hold = f"SELECT 1 FROM tokens WHERE processor = 'p' AND {rows} FOR UPDATE"
+    return _behind_a_held_lock(postgres_dsn, stores, (hold, ()), *calls)
+
+
+def _behind_a_held_lock(
+    postgres_dsn: str,
+    stores: Stores,
+    hold: tuple[str, tuple[object, ...]],
+    *calls: Callable[[Stores], object],
+) -> list[object]:
     """Each call's result, or the OrdoError it raised, in order: each runs in a thread of its
-    own, started once the one before waits for a lock, while another transaction holds the
-    token rows of processor "p" that `rows` (a WHERE condition) selects, until all wait."""
+    own, started once the one before waits for a lock, while another transaction holds what
+    `hold` (a statement and its parameters) locked, until all wait; then it rolls back."""
     outcomes: list[object] = [None] * len(calls)
 
     def run(index: int) -> None:
@@ -64,10 +77,11 @@ def _behind_locked_rows(
 
     threads = [threading.Thread(target=run, args=(index,)) for index in range(len(calls))]
     with psycopg.connect(postgres_dsn) as other:
-        other.execute(f"SELECT 1 FROM tokens WHERE processor = 'p' AND {rows} FOR UPDATE")
+        other.execute(*hold)
         for waiting, thread in enumerate(threads, start=1):
             thread.start()
-            wait_for_a_lock_wait(postgres_dsn, "FOR UPDATE", sessions=waiting)
+            wait_for_a_lock_wait(postgres_dsn, "processor", sessions=waiting)
+        other.rollback()
     for thread in threads:
         thread.join(timeout=30)
     return outcomes
@@ -196,3 +210,76 @@ def test_a_merge_committed_while_a_reset_waits_for_its_rows_refuses_the_reset(
         assert isinstance(outcomes[1], UnableToClaimTokenError)
         entry = stores.tokens.entries("p")[0]
         assert (entry.segment, entry.owner, entry.claimed_at_ms) == (Segment(0, 1), "a", 1)
+
+
+@pytest.mark.postgres
+def test_a_reset_and_a_batch_committing_under_an_expired_claim_do_not_deadlock(
+    postgres_dsn: str,
+) -> None:
+    """The batch wrote its positions and then its token; the reset locks the token rows and
+    then deletes the positions: a reset made while the batch was between the two (its claim
+    expired, its worker slow) waited for a position the batch held, the batch for the token
+    row the reset held, and PostgreSQL ended one of them as a deadlock. Here the batch waits
+    between them (for an uncommitted row of another transaction, the last handled batch's)
+    when the reset starts. The batch takes its token row first now: the reset waits for the
+    batch to commit, then clears what it wrote."""
+
+    def commit_batch(stores: Stores) -> None:
+        with stores.tokens.batch("p", 0, "a") as batch:
+            batch.record(PersistenceId("x"), 4)
+            batch.record_handled(PersistenceId("x"), 4, T2.to_bytes())
+            batch.store_token(TrackingToken(T2))
+
+    with stores_at(postgres_dsn) as stores:
+        stores.tokens.initialize("p", segment_count=1)
+        stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+        with stores.tokens.batch("p", 0, "a") as batch:
+            batch.record(PersistenceId("x"), 3)
+        outcomes = _behind_a_held_lock(
+            postgres_dsn,
+            stores,
+            (  # the handled batch the committing one writes too, uncommitted
+                "INSERT INTO handled_batches (processor, last_offset, first_offset, events) "
+                "VALUES ('p', %s, %s, '[]')",
+                (T2.to_bytes(), T2.to_bytes()),
+            ),
+            commit_batch,
+            lambda stores: stores.tokens.reset(
+                "p", TrackingToken(), now_ms=TIMEOUT + 1, claim_timeout_ms=TIMEOUT
+            ),
+        )
+        assert outcomes == [None, None]
+        (entry,) = stores.tokens.entries("p")
+        assert (entry.token, entry.owner, entry.replay_until) == (
+            TrackingToken(),
+            None,
+            TrackingToken(T2),
+        )
+        assert stores.tokens.positions("p") == {}
+        assert stores.tokens.handled("p", after=T1.to_bytes(), up_to=T2.to_bytes()) == set()
+
+
+@pytest.mark.postgres
+def test_a_reset_and_a_projection_batch_lock_positions_in_one_order(postgres_dsn: str) -> None:
+    """The reset's DELETE locked the positions in the order its scan found them (a sequential
+    scan's: as they were written, here c, a, b), a projection's batch in persistence id order:
+    a batch committing while its lease had lapsed held a and waited for c, which the reset
+    held while it waited for a, a deadlock. Here the batch waits for b (another transaction
+    holds it) when the reset starts. The reset locks them in persistence id order now: it
+    waits for a until the batch has committed."""
+    with stores_at(postgres_dsn) as stores:
+        for persistence_id in "cab":
+            _applied(stores, {persistence_id: 1})
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE processed_positions")  # as autovacuum would: a seq scan
+        outcomes = _behind_a_held_lock(
+            postgres_dsn,
+            stores,
+            ("SELECT 1 FROM processed_positions WHERE persistence_id = 'b' FOR UPDATE", ()),
+            lambda stores: _applied(stores, {"a": 2, "b": 2, "c": 2}),
+            lambda stores: stores.tokens.reset(
+                "p", TrackingToken(), now_ms=0, claim_timeout_ms=TIMEOUT
+            ),
+        )
+        assert outcomes == [None, None]
+        assert stores.tokens.positions("p") == {}

@@ -116,13 +116,18 @@ class SqlBatch:
             raise StorageUnavailableError(msg) from exc
 
     def commit(self, owner: str, *, mask: int | None = None) -> None:
-        """Write positions, handled events and the token, unless the claim was lost.
+        """Write the token, positions and handled events, unless the claim was lost.
 
-        A lost claim raises UnableToClaimTokenError, which rolls the whole batch back.
+        A lost claim raises UnableToClaimTokenError, which rolls the whole batch back. The
+        token row goes first: a reset locks the processor's token rows before it deletes the
+        positions and handled batches, so a batch that wrote its positions first and then
+        waited for its token row (the reset of a processor whose claim had expired mid-batch)
+        held a position the reset waited for, a deadlock PostgreSQL ended one of them for.
         Positions go in as few statements as the drivers' parameter limits allow (a round trip
         per persistence id cost PostgreSQL most of a batch), in persistence id order, so that
         two batches touching the same rows lock them in one order; handled events as one row.
         """
+        self._store_token(owner, mask)
         sql = self._store._sql
         ordered = sorted(self._positions.items())
         for start in range(0, len(ordered), _POSITIONS_PER_STATEMENT):
@@ -151,11 +156,14 @@ class SqlBatch:
                     json.dumps([[pid, position] for pid, position, _ in self._handled]),
                 ),
             )
+
+    def _store_token(self, owner: str, mask: int | None) -> None:
+        """Update the token row, if a token was stored, while `owner` holds it (with `mask`)."""
         if self._token is None:
             return
         same_mask = "" if mask is None else " AND mask = {p}"
         updated = self._conn.execute(
-            sql(
+            self._store._sql(
                 "UPDATE tokens SET token = {p} WHERE processor = {p} AND segment_id = {p} "
                 f"AND owner = {{p}}{same_mask}"
             ),

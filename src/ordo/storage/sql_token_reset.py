@@ -34,10 +34,21 @@ class SqlTokenReset(SqlTokenRows):
         projection) has only those cleared. Checked as `check_reset`, in the transaction, on
         the rows it then changes, locked (_locked_entries): a claim taken between the check
         and the update was wiped while its processor ran.
+
+        On PostgreSQL it locks in the order the batches that write these rows do, so that a
+        batch committing meanwhile (its claim or lease lapsed, its worker still running) waits
+        for the reset or the reset for it, never both: token rows (by segment id), then
+        positions (by persistence id, _lock_positions), then handled batches and the lease. A
+        tracking processor's batch locks its token row, then its positions by persistence id,
+        then inserts its handled batch (SqlBatch.commit); a projection's locks only positions,
+        by persistence id. A batch holding its token row makes the reset wait until it has
+        committed, and the reset clears what it wrote; one that comes later finds its claim
+        gone and is rolled back.
         """
         check_token(token)
         with self._write() as conn:
             entries = self._resettable(conn, processor, now_ms, claim_timeout_ms, lock=True)
+            self._lock_positions(conn, processor)
             replay = replay_point([t for e in entries for t in (e.token, e.replay_until)])
             conn.execute(
                 self._sql(
@@ -132,6 +143,24 @@ class SqlTokenReset(SqlTokenRows):
             )
             raise UnableToClaimTokenError(msg)
         return entries
+
+    def _lock_positions(self, conn: SqlConnection, processor: str) -> None:
+        """Lock the processor's positions in persistence id order, as batches write them.
+
+        The DELETE alone locked them in the order its scan found them (a sequential scan's,
+        as they were written): a projection's batch committing meanwhile held one the delete
+        waited for and waited for one the delete held, a deadlock PostgreSQL ended one of them
+        for. A no-op without row locks (SQLite's writers take turns). Counted on the server, so
+        that no row travels.
+        """
+        if self.LOCK_ROWS:
+            conn.execute(
+                self._sql(
+                    "SELECT count(*) FROM (SELECT 1 FROM processed_positions WHERE processor = "
+                    f"{{p}} ORDER BY persistence_id{self.LOCK_ROWS}) AS locked"
+                ),
+                (processor,),
+            )
 
     def renew_projection_lease(self, processor: str, owner: str, *, now_ms: int) -> None:
         """Write or renew the lease of a running Spark projection, with its heartbeat `now_ms`.

@@ -11,7 +11,8 @@ class PostgresTokenStore(SqlTokenStore):
     """TokenStore on PostgreSQL: rows a write checks before changing them are locked FOR UPDATE.
 
     Split, merge, reset and advance_unclaimed lock them (in segment id order where they take
-    several), so a claim committed meanwhile is seen rather than overwritten.
+    several), so a claim committed meanwhile is seen rather than overwritten. The reset then
+    locks positions in persistence id order, as batches do (SqlTokenReset.reset has the order).
     """
 
     PARAM = "%s"
