@@ -17,6 +17,7 @@ from ordo.errors import (
     StorageAccessError,
     StorageError,
     StorageUnavailableError,
+    TransactionConflictError,
 )
 from ordo.journal import AppendReceipt, Journal, NewEvent, PersistedEvent
 from ordo.query import NO_OFFSET, EventEnvelope, EventsByTag
@@ -50,6 +51,7 @@ __all__ = [
     "StorageError",
     "StorageUnavailableError",
     "TimeUUID",
+    "TransactionConflictError",
     "events_by_tag_at",
     "init_storage",
     "open_journal",

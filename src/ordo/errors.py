@@ -293,6 +293,16 @@ class StorageAccessError(StorageUnavailableError):
     """
 
 
+class TransactionConflictError(StorageUnavailableError):
+    """The server ended a transaction in a conflict with a concurrent one; retrying may succeed.
+
+    PostgreSQL breaks a deadlock by rolling one of the transactions back (SQLSTATE 40P01) and
+    refuses a serialization failure (40001): nothing of the transaction was written and the
+    server is up, which "PostgreSQL is unavailable" told otherwise. A subclass of
+    StorageUnavailableError, so that code retrying outages retries this too.
+    """
+
+
 class MissingFolderError(StorageUnavailableError):
     """An SQLite journal's folder does not exist, and only `ordo init` (init_storage) makes one.
 

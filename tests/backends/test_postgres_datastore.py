@@ -7,9 +7,17 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from ordo import SchemaVersionError, StorageUnavailableError, init_storage, open_stores
+from ordo import (
+    SchemaVersionError,
+    StorageError,
+    StorageUnavailableError,
+    TransactionConflictError,
+    init_storage,
+    open_stores,
+)
 from ordo.storage.migration import load_migrations
 from ordo.storage.open import existing_stores_at
+from ordo.storage.postgres.datastore import PostgresDatastore
 
 LATEST = load_migrations("ordo.storage.postgres")[-1].version
 
@@ -34,6 +42,40 @@ def test_concurrent_inits_create_the_schema_once(postgres_dsn: str) -> None:
         thread.join()
     assert sorted(r.previous_version for r in receipts) == [0, LATEST, LATEST, LATEST]
     assert {r.version for r in receipts} == {LATEST}
+
+
+def test_a_deadlock_is_a_transaction_conflict_not_an_outage(postgres_dsn: str) -> None:
+    """Two transactions locking two rows in opposite orders: PostgreSQL rolls one back. That
+    error said "PostgreSQL is unavailable", as if the server were down; it is a
+    TransactionConflictError now (still a StorageUnavailableError, so retried alike)."""
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE pair (id integer PRIMARY KEY)")
+        conn.execute("INSERT INTO pair VALUES (1), (2)")
+    both_hold_one = threading.Barrier(2, timeout=30)
+    failures: list[StorageError] = []
+    datastore = PostgresDatastore(postgres_dsn)
+
+    def lock(first: int, second: int) -> None:
+        try:
+            with datastore.write_transaction() as conn:
+                conn.execute("SELECT id FROM pair WHERE id = %s FOR UPDATE", (first,))
+                both_hold_one.wait()
+                conn.execute("SELECT id FROM pair WHERE id = %s FOR UPDATE", (second,))
+        except StorageError as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=lock, args=pair) for pair in ((1, 2), (2, 1))]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        datastore.close()
+    assert len(failures) == 1
+    assert isinstance(failures[0], TransactionConflictError)
+    assert "rolled the transaction back in a conflict" in str(failures[0])
+    assert "deadlock detected" in str(failures[0])
 
 
 def test_a_journal_of_a_newer_schema_is_refused(postgres_dsn: str) -> None:

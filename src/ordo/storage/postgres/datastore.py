@@ -12,7 +12,12 @@ from contextlib import contextmanager
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ordo.errors import StorageError, StorageIntegrityError, StorageUnavailableError
+from ordo.errors import (
+    StorageError,
+    StorageIntegrityError,
+    StorageUnavailableError,
+    TransactionConflictError,
+)
 from ordo.stopping import STOPPING_WAIT, stop_signal
 from ordo.storage.migration import (
     METADATA_TABLE,
@@ -51,6 +56,12 @@ def translate_postgres_error(exc: psycopg.Error | PoolTimeout) -> StorageError:
     """Map a driver error onto ordo's storage errors (stores may narrow them further)."""
     if isinstance(exc, psycopg.IntegrityError):
         return StorageIntegrityError(f"PostgreSQL constraint failed: {exc}")
+    if isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure):
+        msg = (
+            "PostgreSQL rolled the transaction back in a conflict with a concurrent one "
+            f"(nothing of it was written; it may be retried): {exc}"
+        )
+        return TransactionConflictError(msg)
     if isinstance(exc, psycopg.OperationalError | PoolTimeout):
         return StorageUnavailableError(f"PostgreSQL is unavailable: {exc}")
     return StorageError(f"PostgreSQL error: {exc}")
