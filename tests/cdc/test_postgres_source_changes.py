@@ -1,0 +1,314 @@
+"""What a PostgreSQL change source (wal2json) reads: inserts, updates and deletes in commit
+order with increasing positions, values of every type, JSON and numerics a double cannot
+hold, toasted columns, key changes, snapshots, and the messages and TRUNCATEs it skips.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable, Sequence
+
+import psycopg
+import pytest
+
+from ordo.cdc.change import mutation_problems
+from ordo.cdc.change_rows import ChangeRows
+from ordo.cdc.mutation import Mutation
+from ordo.storage.postgres.wal2json import POSITIONS_PER_LSN, format_lsn, parse_lsn
+from postgres_source_support import Capture, summary
+
+pytestmark = pytest.mark.postgres
+
+
+def _assert_positions(mutations: Sequence[Mutation]) -> None:
+    """Positions strictly increase; every write time of a mutation is its position."""
+    positions = [m.audit.position for m in mutations]
+    assert positions == sorted(set(positions))
+    for m in mutations:
+        times = {cell.write_time for cell in m.cells.values()}
+        times |= {t for t in (m.row_deleted_at,) if t is not None}
+        times |= {m.liveness.write_time} if m.liveness is not None else set()
+        assert times == {m.audit.position}
+
+
+def test_lsns_parse_and_format() -> None:
+    assert parse_lsn("16/B374D848") == 0x16_B374_D848
+    assert format_lsn(0x16_B374_D848) == "16/B374D848"
+    assert format_lsn(parse_lsn("0/0")) == "0/0"
+
+
+def test_inserts_updates_and_deletes_arrive_in_commit_order(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE users (id int PRIMARY KEY, name text, age int)")
+    source = capture("users")
+    run("INSERT INTO users VALUES (1, 'ada', 36), (2, 'bob', NULL)")
+    run("UPDATE users SET age = 37 WHERE id = 1")
+    run("DELETE FROM users WHERE id = 2")
+
+    window = source.peek(max_changes=100)
+
+    assert summary(window.mutations) == [
+        ("users", (1,), "upsert", {"name": "ada", "age": 36}),
+        ("users", (2,), "upsert", {"name": "bob", "age": None}),
+        ("users", (1,), "upsert", {"name": "ada", "age": 37}),
+        ("users", (2,), "delete", {}),
+    ]
+    _assert_positions(window.mutations)
+    assert all(m.liveness is not None for m in window.mutations[:3])
+    audit = window.mutations[0].audit
+    assert (audit.source, audit.segment) == ("postgresql", source.name)
+    assert audit.replica.isdigit()
+    assert audit.captured_at_us > 0
+    assert window.mutations[-1].audit.position == window.up_to * POSITIONS_PER_LSN
+
+
+def test_values_have_their_logical_types_in_changes_and_snapshots(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run(
+        "CREATE TABLE kinds (id bigint PRIMARY KEY, price numeric(10, 3), ratio float8, "
+        "at timestamptz, day date, raw bytea, doc jsonb, ok bool, code char(3), u uuid)"
+    )
+    source = capture("kinds")
+    run(
+        "INSERT INTO kinds VALUES (7, 12.5, 0.25, '2024-01-02 03:04:05.5+00', '2024-01-02', "
+        "'\\x0102', '{\"a\": [1, 2.5]}', true, 'ab', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11')"
+    )
+    expected = {
+        "price": "12.500",
+        "ratio": 0.25,
+        "at": "2024-01-02T03:04:05.500000+00:00",
+        "day": "2024-01-02",
+        "raw": "\\x0102",
+        "doc": {"a": [1, 2.5]},
+        "ok": True,
+        "code": "ab ",
+        "u": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+    }
+
+    [captured] = source.peek(max_changes=10).mutations
+    [snapshot] = source.snapshot("kinds")
+
+    assert captured.partition_key == snapshot.partition_key == (7,)
+    assert {name: cell.value for name, cell in captured.cells.items()} == expected
+    assert {name: cell.value for name, cell in snapshot.cells.items()} == expected
+
+
+def test_json_a_double_cannot_hold_is_dead_lettered_and_numerics_keep_their_digits(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    """json keeps `1e999` as written, which Python reads as an infinity: the window could not be
+    published and the capture stopped at it for good. jsonb writes it out as an integer,
+    carried exactly up to the 4300 digits Python converts; a numeric of more digits stopped the
+    capture too, and a small one was `1E-7` in changes but `0.0000001` in snapshots."""
+    run("CREATE TABLE docs (id int PRIMARY KEY, body json, tags jsonb, amount numeric)")
+    source = capture("docs")
+    run(
+        """INSERT INTO docs VALUES (1, '{"a": [1, 1e999]}', '[1e999, 1]', 1e400)""",
+        """INSERT INTO docs VALUES (2, '{"a": 1}', '[1e5000]', 1e5000)""",
+        """INSERT INTO docs VALUES (3, '[]', '[]', 0.0000001)""",
+    )
+    long_tags = "[1" + "0" * 5000 + "]"
+    expected = [
+        {"body (not JSON)": '{"a": [1, 1e999]}', "tags": [10**999, 1], "amount": str(10**400)},
+        {"body": {"a": 1}, "tags (not JSON)": long_tags, "amount": "1" + "0" * 5000},
+        {"body": [], "tags": [], "amount": "0.0000001"},
+    ]
+
+    changes = source.peek(max_changes=10).mutations
+    snapshot = list(source.snapshot("docs"))
+
+    assert [{n: c.value for n, c in m.cells.items()} for m in changes] == expected
+    assert [{n: c.value for n, c in m.cells.items()} for m in snapshot] == expected
+    ChangeRows.from_mutations(changes)  # standard JSON: the window can be published
+    (schema,) = source.schemas()
+    assert [mutation_problems(m, schema) for m in changes] == [
+        [
+            "column 'body': '{\"a\": [1, 1e999]}' is JSON that cannot be carried: number 1e999 "
+            "is out of the range of a double"
+        ],
+        [
+            f"column 'tags': {long_tags!r} is JSON that cannot be carried: integer of 5001 "
+            "digits is longer than 4300"
+        ],
+        [],
+    ]
+
+
+def test_a_json_key_that_cannot_be_carried_is_captured_as_a_null_key(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE keyed (k jsonb PRIMARY KEY, n int)")
+    source = capture("keyed")
+    run("INSERT INTO keyed VALUES ('1e5000', 1), ('1e400', 2)")
+
+    longer, carried = source.peek(max_changes=10).mutations
+
+    assert longer.partition_key == (None,)
+    assert carried.partition_key == (10**400,)
+    (schema,) = source.schemas()
+    assert mutation_problems(longer, schema) == ["key column 'k': None is not a json"]
+
+
+def test_an_update_leaves_out_an_unchanged_toasted_column(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE docs (id int PRIMARY KEY, title text, body text)")
+    source = capture("docs")
+    body = secrets.token_hex(100_000)  # 200 kB of random hex: stored out of line
+    run(("INSERT INTO docs VALUES (1, 'draft', %s)", (body,)))
+    run("UPDATE docs SET title = 'final' WHERE id = 1")
+
+    insert, update = source.peek(max_changes=100).mutations
+
+    assert insert.cells["body"].value == body
+    assert {name: cell.value for name, cell in update.cells.items()} == {"title": "final"}
+    assert update.liveness is not None
+
+
+def test_a_transaction_over_two_tables_keeps_its_order(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run(
+        "CREATE TABLE orders (id int PRIMARY KEY, total int)",
+        "CREATE TABLE lines (order_id int, nr int, sku text, PRIMARY KEY (order_id, nr))",
+        "CREATE TABLE ignored (id int PRIMARY KEY)",
+    )
+    source = capture("orders", "lines")
+    run(
+        "INSERT INTO lines VALUES (1, 1, 'apple')",
+        "INSERT INTO ignored VALUES (1)",
+        "INSERT INTO orders VALUES (1, 3)",
+        "INSERT INTO lines VALUES (1, 2, 'pear')",
+    )
+
+    window = source.peek(max_changes=100)
+
+    assert summary(window.mutations) == [
+        ("lines", (1, 1), "upsert", {"sku": "apple"}),
+        ("orders", (1,), "upsert", {"total": 3}),
+        ("lines", (1, 2), "upsert", {"sku": "pear"}),
+    ]
+    _assert_positions(window.mutations)
+
+
+def test_positions_follow_commits_when_transactions_interleave(
+    postgres_dsn: str, run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE events (id int PRIMARY KEY)")
+    source = capture("events")
+    with psycopg.connect(postgres_dsn) as first:
+        first.execute("SET synchronous_commit = on")
+        first.execute("INSERT INTO events VALUES (1)")  # written first, committed last
+        run("INSERT INTO events VALUES (2)")
+        first.execute("INSERT INTO events VALUES (3)")
+
+    window = source.peek(max_changes=100)
+
+    assert [m.partition_key for m in window.mutations] == [(2,), (1,), (3,)]
+    _assert_positions(window.mutations)
+
+
+def test_rows_of_one_multi_row_insert_get_distinct_positions(
+    postgres_dsn: str, run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE bulk (id int PRIMARY KEY)")
+    source = capture("bulk")
+    with psycopg.connect(postgres_dsn) as conn:
+        conn.execute("SET synchronous_commit = on")
+        with conn.cursor().copy("COPY bulk FROM STDIN") as copy:  # one WAL record, many rows
+            for i in range(50):
+                copy.write_row((i,))
+
+    window = source.peek(max_changes=1000)
+
+    assert [m.partition_key for m in window.mutations] == [(i,) for i in range(50)]
+    _assert_positions(window.mutations)
+
+
+def test_a_primary_key_change_is_a_delete_and_an_insert(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE users (id int PRIMARY KEY, name text)")
+    source = capture("users")
+    run("INSERT INTO users VALUES (1, 'ada')")
+    run("UPDATE users SET id = 2 WHERE id = 1")
+
+    window = source.peek(max_changes=100)
+
+    assert summary(window.mutations[1:]) == [
+        ("users", (1,), "delete", {}),
+        ("users", (2,), "upsert", {"name": "ada"}),
+    ]
+    assert window.mutations[2].liveness is not None
+    _assert_positions(window.mutations)
+
+
+def test_a_key_change_under_replica_identity_full_keeps_toasted_columns(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run(
+        "CREATE TABLE docs (id int PRIMARY KEY, body text)",
+        "ALTER TABLE docs REPLICA IDENTITY FULL",
+    )
+    source = capture("docs")
+    body = secrets.token_hex(100_000)
+    run(("INSERT INTO docs VALUES (1, %s)", (body,)))
+    run("UPDATE docs SET id = 2 WHERE id = 1")
+
+    _, delete, insert = source.peek(max_changes=100).mutations
+
+    assert (delete.partition_key, delete.row_deleted_at is not None) == ((1,), True)
+    assert insert.partition_key == (2,)
+    assert insert.cells["body"].value == body
+
+
+def test_a_snapshot_reads_the_existing_rows(run: Callable[..., None], capture: Capture) -> None:
+    run(
+        "CREATE TABLE users (id int PRIMARY KEY, name text)",
+        "INSERT INTO users VALUES (2, 'bob'), (1, 'ada'), (3, NULL)",
+    )
+    source = capture("users")
+    confirmed = source.status().confirmed_position
+    assert confirmed is not None
+
+    rows = list(source.snapshot("users"))
+
+    assert summary(rows) == [
+        ("users", (1,), "upsert", {"name": "ada"}),
+        ("users", (2,), "upsert", {"name": "bob"}),
+        ("users", (3,), "upsert", {"name": None}),
+    ]
+    assert {r.write_time for r in rows} == {confirmed * POSITIONS_PER_LSN}
+    assert all(r.liveness is not None for r in rows)
+    assert [r.audit.position for r in rows] == [1, 2, 3]
+    assert rows[0].audit.segment.startswith(f"{source.name}.snapshot.")
+    run("INSERT INTO users VALUES (4, 'cy')")
+    [later] = source.peek(max_changes=10).mutations
+    assert later.write_time > rows[0].write_time
+
+
+def test_logical_messages_are_ignored(run: Callable[..., None], capture: Capture) -> None:
+    run("CREATE TABLE users (id int PRIMARY KEY)")
+    source = capture("users")
+    run("SELECT pg_logical_emit_message(false, 'ordo', 'outside a transaction')")
+    run("SELECT pg_logical_emit_message(true, 'ordo', 'inside')", "INSERT INTO users VALUES (1)")
+
+    assert [m.partition_key for m in source.peek(max_changes=100).mutations] == [(1,)]
+
+
+def test_truncate_is_logged_and_skipped(
+    run: Callable[..., None], capture: Capture, caplog: pytest.LogCaptureFixture
+) -> None:
+    run("CREATE TABLE users (id int PRIMARY KEY)")
+    source = capture("users")
+    run("INSERT INTO users VALUES (1)")
+    run("TRUNCATE users")
+
+    with caplog.at_level(logging.WARNING):
+        window = source.peek(max_changes=100)
+
+    assert [m.partition_key for m in window.mutations] == [(1,)]
+    assert "TRUNCATE" in caplog.text

@@ -1,0 +1,119 @@
+"""A PostgreSQL change source's table schemas: read from the catalog, the tables it refuses
+(no primary key, a column type it cannot map, no such table), and columns that change while
+it captures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ordo.cdc.capture import Capture as CaptureRunner
+from ordo.cdc.change import mutation_problems
+from ordo.cdc.publisher import Publisher
+from ordo.cdc.schema import Column, ColumnType
+from ordo.cdc.schema_registry import SchemaRegistry
+from ordo.errors import (
+    CaptureError,
+    IncompatibleSchemaError,
+    NoPrimaryKeyError,
+    UnmappableColumnTypeError,
+)
+from ordo.storage.open import stores_at
+from ordo.storage.parquet.change_log import ParquetChangeLog
+from postgres_source_support import Capture
+
+pytestmark = pytest.mark.postgres
+
+
+def test_schemas_come_from_the_catalog(run: Callable[..., None], capture: Capture) -> None:
+    run("CREATE TABLE lines (sku varchar(20), nr serial, qty int NOT NULL, PRIMARY KEY (nr, sku))")
+    source = capture("lines", create=False)
+
+    [schema] = source.schemas()
+
+    assert schema.table == "lines"
+    assert schema.columns == (
+        Column(name="sku", type=ColumnType.STRING, nullable=False),
+        Column(name="nr", type=ColumnType.LONG, nullable=False),
+        Column(name="qty", type=ColumnType.LONG, nullable=False),
+    )
+    assert (schema.partition_key, schema.clustering_key) == (("nr", "sku"), ())
+
+
+def test_a_table_without_primary_key_is_refused(run: Callable[..., None], capture: Capture) -> None:
+    run("CREATE TABLE loose (id int)")
+    source = capture("loose", create=False)
+    with pytest.raises(NoPrimaryKeyError, match=r"'loose' has no primary key: .*ADD PRIMARY KEY"):
+        source.schemas()
+
+
+def test_a_table_without_primary_key_is_refused_for_it_before_its_column_types(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    """As on SQLite: the key is the first thing to fix."""
+    run("CREATE TABLE spots (spot point)")
+    source = capture("spots", create=False)
+    with pytest.raises(NoPrimaryKeyError, match=r"'spots' has no primary key: .*ADD PRIMARY KEY"):
+        source.schemas()
+
+
+def test_an_unmappable_column_type_is_refused(run: Callable[..., None], capture: Capture) -> None:
+    run("CREATE TABLE places (id int PRIMARY KEY, spot point)")
+    source = capture("places", create=False)
+    with pytest.raises(UnmappableColumnTypeError, match="'places' column 'spot' has type 'point'"):
+        source.schemas()
+
+
+def test_a_missing_table_is_a_capture_error(capture: Capture) -> None:
+    source = capture("nowhere", create=False)
+    with pytest.raises(CaptureError, match="'nowhere'"):
+        source.schemas()
+
+
+def test_a_column_added_while_capturing_is_captured(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run("CREATE TABLE users (id int PRIMARY KEY)")
+    source = capture("users")
+    source.peek(max_changes=10)  # caches the schema
+    run("ALTER TABLE users ADD COLUMN email text", "INSERT INTO users VALUES (1, 'a@b.c')")
+
+    [insert] = source.peek(max_changes=10).mutations
+
+    assert insert.cells["email"].value == "a@b.c"
+
+
+@pytest.mark.parametrize(
+    "alter",
+    ["ALTER TABLE items DROP COLUMN note", "ALTER TABLE items ALTER COLUMN note TYPE int USING 0"],
+)
+def test_changes_made_before_an_accepted_incompatible_change_are_read_as_written(
+    run: Callable[..., None], capture: Capture, postgres_dsn: str, tmp_path: Path, alter: str
+) -> None:
+    """The slot still holds them after the ALTER: read with the catalog's new types, the
+    capture failed on every run and the slot kept its WAL for good."""
+    run("CREATE TABLE items (id int PRIMARY KEY, note text, qty int)")
+    source = capture("items")
+    log = ParquetChangeLog(tmp_path / "log")
+    with stores_at(postgres_dsn) as stores:
+        registry = SchemaRegistry(stores.schemas)
+        runner = CaptureRunner(source, Publisher(log), registry)
+        runner.run(until_idle=True)
+        run("INSERT INTO items VALUES (1, 'cup', 2)", alter)
+        run("INSERT INTO items (id, qty) VALUES (2, 3)")
+        with pytest.raises(IncompatibleSchemaError):
+            runner.run(until_idle=True)
+        registry.accept("items", 2)
+        totals = runner.run(until_idle=True)
+        first, second = registry.versions("items")
+
+    assert totals.published == {"items": 2}
+    logged = {m.partition_key: m for m in log.read("items")}
+    assert logged[(1,)].cells["note"].value == "cup"
+    assert (logged[(1,)].schema_id, logged[(2,)].schema_id) == (first.schema_id, second.schema_id)
+    for version, key in ((first, (1,)), (second, (2,))):
+        assert mutation_problems(logged[key], version.schema) == []
+    assert source.peek(max_changes=10).mutations == []

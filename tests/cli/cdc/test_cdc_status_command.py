@@ -1,0 +1,128 @@
+"""`ordo status` and `ordo cdc status`: the journal, processors, change logs (their recorded
+partition count) and wal2json slots they show, and a named change log that is not there.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+from cdc_cli_support import one_line_error, readings, registered, run_ordo
+from ordo.cli.main import cli
+from ordo.storage.change_sources import change_source_at
+from ordo.storage.open import stores_at
+from ordo.storage.postgres.change_source import PostgresChangeSource
+
+
+@pytest.mark.parametrize("command", [("cdc", "status"), ("status",)])
+def test_status_refuses_a_named_change_log_that_is_not_there(
+    tmp_path: Path, journal: str, command: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A misspelt --change-log would show "no change logs", as if nothing had been captured."""
+    assert run_ordo("init", "--journal", journal)[0] == 0
+    monkeypatch.chdir(tmp_path)  # the default, .ordo/changelog, does not exist: no capture yet
+    code, out, err = run_ordo(*command, "--journal", journal, "--json")
+    assert code == 0, err
+    document = json.loads(out)
+    assert (document if command[0] == "cdc" else document["cdc"])["change_logs"] == []
+    misspelt = tmp_path / "nonexist" / "x"
+    code, _, err = run_ordo(*command, "--journal", journal, "--change-log", str(misspelt), "--json")
+    one_line_error(
+        code, err, f"ConfigurationError: no change log directory {misspelt}: check --change-log"
+    )
+    monkeypatch.setenv("ORDO_CDC_CHANGE_LOG", str(misspelt))
+    code, _, err = run_ordo(*command, "--journal", journal)
+    one_line_error(code, err, f"no change log directory {misspelt}: check ORDO_CDC_CHANGE_LOG")
+    assert not misspelt.parent.exists()
+
+
+def test_status_shows_the_journal_processors_and_cdc(journal: str, tmp_path: Path) -> None:
+    lines = "\n".join(
+        json.dumps({"persistence_id": f"order-{i}", "payload": {"n": i}, "tags": ["order"]})
+        for i in range(7)
+    )
+    assert run_ordo("append", "--journal", journal, stdin=lines)[0] == 0
+    with stores_at(journal) as stores:
+        stores.tokens.initialize("order-view", segment_count=2)
+    (tmp_path / "log").mkdir()  # a named change log directory must exist
+    code, out, err = run_ordo(
+        "status", "--journal", journal, "--change-log", str(tmp_path / "log"), "--json"
+    )
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["journal"]["events"] == 7
+    assert document["journal"]["persistence_ids"] == 7
+    assert document["journal"]["tags"] == {"order": 7}
+    assert document["journal"]["time_buckets"] == 1
+    assert document["journal"]["events_per_s"] > 0  # appended within the last minute
+    (processor,) = document["processors"]
+    assert processor["processor"] == "order-view"
+    assert len(processor["segments"]) == 2
+    assert (processor["lag_events"], processor["lag_ms"]) == (7, None)  # nothing processed yet
+    assert document["cdc"]["change_logs"] == []
+    assert document["cdc"]["sources"] == []  # SQLite keeps change tables in each source file
+    code, out, _ = run_ordo("status", "--journal", journal)
+    assert code == 0
+    assert "persistence ids" in out
+
+
+@pytest.mark.postgres
+def test_status_lists_the_wal2json_slots_of_a_postgres_journal(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id BIGINT PRIMARY KEY, qty BIGINT)")
+    try:
+        with change_source_at(postgres_dsn, ["items"], slot=slot):
+            pass
+        assert run_ordo("init", "--journal", postgres_dsn)[0] == 0  # as `ordo cdc capture` does
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute("INSERT INTO items VALUES (1, 2)")
+        args = ("status", "--journal", postgres_dsn, "--change-log", str(tmp_path), "--json")
+        code, out, err = run_ordo(*args)
+        assert code == 0, err
+        (found,) = [s for s in json.loads(out)["cdc"]["sources"] if s["name"] == slot]
+        assert found["retained_bytes"] > 0
+        assert found["lag"] >= 0
+    finally:
+        with PostgresChangeSource(postgres_dsn, slot=slot, tables=["items"]) as source:
+            source.drop()
+
+
+def test_status_shows_a_change_logs_recorded_partition_count(tmp_path: Path, journal: str) -> None:
+    """It counted partition directories: a log of 8 partitions whose one key filled one was
+    shown with 1 partition, which is not the `--partitions` a publish must use."""
+    ingest = registered(tmp_path, journal)
+    given = tmp_path / "readings.jsonl"
+    given.write_text(readings() + "\n")
+    assert run_ordo(*ingest, str(given))[0] == 0
+    status = ("cdc", "status", "--journal", journal, "--change-log", str(tmp_path / "log"))
+
+    code, out, err = run_ordo(*status, "--json")
+
+    assert code == 0, err
+    (log,) = json.loads(out)["change_logs"]
+    assert log["partitions"] == 8
+    assert (log["has_partition_record"], log["files"]) == (True, 1)
+    assert "1 mutation in 1 file, 8 partitions; last seg@1" in _wide(*status)
+    (tmp_path / "log" / "readings" / "_partitions.json").unlink()  # as an earlier ordo wrote it
+
+    code, out, err = run_ordo(*status, "--json")
+
+    assert code == 0, err
+    (log,) = json.loads(out)["change_logs"]
+    assert (log["partitions"], log["has_partition_record"]) == (1, False)
+    assert "1 partition with files (no count recorded); last" in _wide(*status)
+
+
+def _wide(*args: str) -> str:
+    """The output of a command that succeeds, its tables as wide as their rows (no wrapping)."""
+    result = CliRunner().invoke(cli, list(args), env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.stderr
+    return result.stdout

@@ -1,0 +1,285 @@
+"""`ordo cdc capture --follow` in a process of its own: Ctrl-C, a second capture of one
+source, and a PostgreSQL source's lost session and refused role.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from cdc_cli_support import one_line_error, run_ordo
+from ordo.storage.parquet import ParquetChangeLog
+from ordo.storage.postgres.change_source import PostgresChangeSource
+
+
+def test_ctrl_c_ends_a_followed_capture_with_one_line_and_status_130(
+    tmp_path: Path, journal: str
+) -> None:
+    source = tmp_path / "shop.db"
+    with sqlite3.connect(source) as conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)")
+    args = ["cdc", "capture", str(source), "--table", "items", "--journal", journal]
+    args += ["--change-log", str(tmp_path / "log")]
+    assert run_ordo(*args)[0] == 0  # installs the triggers: the next change is captured
+    capture = _started(*args, "--follow", "--flush-interval-ms", "50")
+    try:
+        with sqlite3.connect(source) as conn:
+            conn.execute("INSERT INTO items VALUES (1, 'x')")
+        assert capture.stderr is not None
+        assert capture.stderr.readline().startswith("capturing: published items=1")
+        _interrupt(capture)
+    finally:
+        capture.kill()
+        capture.wait()
+
+
+def _started(*args: str) -> subprocess.Popen[str]:
+    """`ordo ARGS` in a process of its own, which prints its threads' stacks on SIGABRT.
+
+    It inherits the environment, PYTHONPATH included.
+    """
+    return subprocess.Popen(
+        [sys.executable, "-m", "ordo.cli.main", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+    )
+
+
+def _interrupt(capture: subprocess.Popen[str]) -> None:
+    """Ctrl-C the capture: it must end with its one line and status 130 within 30 s."""
+    capture.send_signal(signal.SIGINT)
+    try:
+        out, err = capture.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        # Seen once in a full CI run (not reproduced alone): show where every thread of the
+        # capture was (faulthandler prints them on SIGABRT) instead of only the timeout.
+        capture.send_signal(signal.SIGABRT)
+        _, err = capture.communicate()
+        pytest.fail(f"the capture did not end within 30 s of Ctrl-C; its threads:\n{err}")
+    assert (capture.returncode, out, err) == (
+        130,
+        "",
+        "capture interrupted; everything published is durable\n",
+    )
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_a_second_capture_of_a_source_is_refused_while_the_first_runs(
+    request: pytest.FixtureRequest, tmp_path: Path, journal: str, backend: str
+) -> None:
+    """Two captures of one source peeked the same changes and both published them.
+
+    Seen with two `--follow` captures of 300 inserts: 355 mutations in the log (SQLite), and 312
+    (PostgreSQL) before one of them failed with `StorageUnavailableError: PostgreSQL is
+    unavailable: replication slot ... is active for PID N`. The second is refused at once now.
+    """
+    source, insert, refused = _capture_source(request, tmp_path, backend)
+    log = tmp_path / "log"
+    args = ["cdc", "capture", *source, "--table", "items", "--journal", journal]
+    args += ["--change-log", str(log)]
+    assert run_ordo(*args)[0] == 0  # installs the triggers or creates the slot
+    with _following(args, insert) as first:
+        code, out, err = run_ordo(*args)
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=30)
+    one_line_error(code, err, f"AlreadyRunningError: {refused} (")
+    assert f"pid {first.pid} on " in err
+    assert out == ""
+    positions = [m.audit.position for m in ParquetChangeLog(log).read("items")]
+    assert len(positions) == 1
+
+
+@contextmanager
+def _following(args: list[str], insert: Callable[[int], None]) -> Iterator[subprocess.Popen[str]]:
+    """`ordo` with `args` and `--follow` running, once it published a first insert; killed after.
+
+    The process inherits the environment, PYTHONPATH included.
+    """
+    capture = subprocess.Popen(
+        [sys.executable, "-m", "ordo.cli.main", *args, "--follow", "--flush-interval-ms", "50"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        insert(1)
+        assert capture.stderr is not None
+        assert capture.stderr.readline().startswith("capturing: published items=1")
+        yield capture
+    finally:
+        capture.kill()
+        capture.wait()
+
+
+def _capture_source(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> tuple[list[str], Callable[[int], None], str]:
+    """A source with an empty `items` table: its arguments (URL, slot), an insert of a row, and
+    what a second capture is refused as."""
+    if backend == "sqlite":
+        path = tmp_path / "shop.db"
+        with closing(sqlite3.connect(path)) as conn, conn:
+            conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY)")
+
+        def insert_row(key: int) -> None:
+            with closing(sqlite3.connect(path)) as conn, conn:
+                conn.execute("INSERT INTO items VALUES (?)", (key,))
+
+        return [str(path)], insert_row, f"a capture of {path} is already running"
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id BIGINT PRIMARY KEY)")
+
+    def insert_committed(key: int) -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("SET synchronous_commit = on")  # decodable at once
+            conn.execute("INSERT INTO items VALUES (%s)", (key,))
+
+    def drop_slot() -> None:
+        with PostgresChangeSource(dsn, slot=slot, tables=["items"]) as source:
+            source.drop()
+
+    request.addfinalizer(drop_slot)
+    return [dsn, "--slot", slot], insert_committed, f"a capture of slot {slot!r} is already running"
+
+
+@pytest.mark.postgres
+def test_a_followed_capture_rides_out_the_end_of_its_session(
+    request: pytest.FixtureRequest, tmp_path: Path, journal: str
+) -> None:
+    """`ordo cdc capture --follow` stopped with `Error: StorageUnavailableError: PostgreSQL is
+    unavailable: terminating connection due to administrator command`."""
+    source, insert, _ = _capture_source(request, tmp_path, "postgres")
+    name = f"ordo-test-{secrets.token_hex(4)}"  # the capture's sessions, its lock's included
+    url = f"{source[0]}&application_name={name}"
+    log = tmp_path / "log"
+    args = ["cdc", "capture", url, *source[1:], "--table", "items", "--journal", journal]
+    args += ["--change-log", str(log)]
+    assert run_ordo(*args)[0] == 0  # creates the slot: the next change is captured
+    with _following(args, insert) as capture:
+        with psycopg.connect(source[0], autocommit=True) as conn:
+            ended = conn.execute(
+                "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
+                "WHERE application_name = %s OR application_name LIKE %s",
+                (name, f"ordo cdc capture pid {capture.pid} on %"),
+            ).fetchone()
+        assert ended is not None
+        assert ended[0] >= 1
+        insert(2)
+        insert(3)
+        deadline = time.monotonic() + 10
+        while len(list(ParquetChangeLog(log).read("items"))) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        capture.send_signal(signal.SIGINT)
+        _, err = capture.communicate(timeout=30)
+    assert capture.returncode == 130, err
+    assert "WARNING ordo.cdc.capture: capture unavailable, retrying in 0.1 s (attempt 1" in err
+    logged = sorted(ParquetChangeLog(log).read("items"), key=lambda m: m.audit.position)
+    assert [m.partition_key for m in logged] == [(1,), (2,), (3,)]
+
+
+@pytest.mark.postgres
+def test_a_followed_capture_ends_at_once_when_the_server_refuses_its_url(
+    postgres_server_dsn: str, tmp_path: Path, journal: str
+) -> None:
+    """It retried a role that may no longer log in as an outage, for --reconnect-timeout-ms.
+
+    The role of its own captures a table in its own schema; made NOLOGIN with its sessions
+    ended, the capture's next session is refused: one line and exit status 1, within seconds
+    of a reconnect timeout of ten minutes.
+    """
+    name = f"r_{secrets.token_hex(6)}"
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    admin = psycopg.connect(postgres_server_dsn, autocommit=True)
+    role = sql.Identifier(name)
+    admin.execute(sql.SQL("CREATE ROLE {} LOGIN REPLICATION").format(role))
+    admin.execute(sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(role, role))
+    parts = urlsplit(postgres_server_dsn)
+    url = urlunsplit(
+        parts._replace(
+            netloc=f"{name}@{parts.hostname}:{parts.port}",
+            query=f"options=-csearch_path%3D{name}",
+        )
+    )
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE items (id BIGINT PRIMARY KEY)")
+
+        def insert(key: int) -> None:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("INSERT INTO items VALUES (%s)", (key,))
+
+        args = ["cdc", "capture", url, "--slot", slot, "--table", "items", "--journal", journal]
+        args += ["--change-log", str(tmp_path / "log"), "--reconnect-timeout-ms", "600000"]
+        assert run_ordo(*args)[0] == 0  # creates the slot: the next change is captured
+        with _following(args, insert) as capture:
+            admin.execute(sql.SQL("ALTER ROLE {} NOLOGIN").format(role))
+            admin.execute(
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = %s",
+                (name,),
+            )
+            _, err = capture.communicate(timeout=30)
+        assert capture.returncode == 1, err
+        last = err.splitlines()[-1]
+        assert last.startswith("Error: StorageAccessError: PostgreSQL at ")
+        assert "refuses the connection" in last
+        assert err.count("retrying in") <= 1  # the session in flight was lost as in an outage
+    finally:
+        admin.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+        admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(role))
+        admin.execute(sql.SQL("DROP ROLE {}").format(role))
+        admin.close()
+
+
+@pytest.mark.postgres
+def test_ctrl_c_during_a_snapshot_ends_the_capture_with_one_line_and_status_130(
+    request: pytest.FixtureRequest, tmp_path: Path, journal: str
+) -> None:
+    """Ctrl-C while `--snapshot` read a table ended with click's `Aborted!` and status 1."""
+    source, _, _ = _capture_source(request, tmp_path, "postgres")
+    args = ["cdc", "capture", *source, "--table", "items", "--journal", journal]
+    args += ["--change-log", str(tmp_path / "log")]
+    assert run_ordo(*args)[0] == 0  # creates the slot
+    with psycopg.connect(source[0]) as locker:
+        locker.execute("LOCK TABLE items IN ACCESS EXCLUSIVE MODE")  # the snapshot's read waits
+        capture = _started(*args, "--snapshot", "--follow")
+        try:
+            deadline = time.monotonic() + 30
+            while not _waits_for_a_lock(source[0], "%ordo_snapshot%"):
+                assert capture.poll() is None
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            _interrupt(capture)
+        finally:
+            capture.kill()
+            capture.wait()
+
+
+def _waits_for_a_lock(dsn: str, query: str) -> bool:
+    """Whether a session of the database at `dsn` running a statement like `query` waits for a
+    lock."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND query LIKE %s AND pid <> pg_backend_pid()",
+            (query,),
+        ).fetchone()
+    return row is not None and int(row[0]) > 0

@@ -1,0 +1,171 @@
+"""`ordo cdc ingest`: the schema it needs, files checked whole before any is published,
+mutations without a position, and the change log's partition count.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cdc_cli_support import log_files, one_line_error, readings, registered, run_ordo
+from ordo.cdc import mutation_to_json, partition_of
+from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload, replica_mutations
+
+
+def test_ingest_needs_a_schema_and_rejects_a_malformed_line_whole(
+    tmp_path: Path, journal: str
+) -> None:
+    lines = [
+        json.dumps(mutation_to_json(m))
+        for m in replica_mutations(ReplicaWorkload(mutations=30, keys=5, replicas=3))
+    ]
+    log = str(tmp_path / "log")
+    ingest = ("cdc", "ingest", "--journal", journal, "--change-log", log)
+    code, _, err = run_ordo(*ingest, stdin="\n".join(lines))
+    assert code == 1
+    assert err.startswith("Error: StorageUnavailableError: no journal at")
+    assert not (tmp_path / "ordo.db").exists()
+
+    assert run_ordo("init", "--journal", journal)[0] == 0
+    code, _, err = run_ordo(*ingest, stdin="\n".join(lines))
+    assert code == 1
+    assert "UnknownSchemaError" in err
+
+    schema_file = tmp_path / "readings.json"
+    schema_file.write_text(SIMULATED_SCHEMA.to_json())
+    code, out, _ = run_ordo("cdc", "schemas", "register", str(schema_file), "--journal", journal)
+    assert code == 0
+    assert out.startswith("readings v1")
+
+    broken = "\n".join([*lines[:3], "{not json", *lines[3:]])
+    code, _, err = run_ordo(
+        "cdc", "ingest", "--journal", journal, "--change-log", log, stdin=broken
+    )
+    assert code == 1
+    assert "MalformedMutationError: line 4" in err
+    assert not (tmp_path / "log").exists()
+
+    code, out, _ = run_ordo(
+        "cdc", "ingest", "--journal", journal, "--change-log", log, stdin="\n".join(lines)
+    )
+    assert code == 0
+    assert out.strip() == f"stdin: published {len(lines)}, skipped 0"
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        (
+            readings()[:-1] + ', "bogus": 1}',
+            "line 2 of {file}: the mutation has unknown key 'bogus' (valid keys: table, ",
+        ),
+        (
+            readings(position=-13),
+            "line 2 of {file}: audit field 'position' must be an integer >= 0, got -13",
+        ),
+        (
+            readings().replace('"ok"', "NaN"),
+            "line 2 of {file}: NaN is not a JSON number (JSON has no NaN or infinities)",
+        ),
+        (
+            readings().replace('"partition_key": [1]', '"partition_key": [-Infinity]'),
+            "line 2 of {file}: -Infinity is not a JSON number",
+        ),
+        (readings().replace('"ok"', "1e999"), "line 2 of {file}: number 1e999 is out of the"),
+        (
+            readings().replace('"readings"', '"unregistered"'),
+            "UnknownSchemaError: line 2 of {file}: no schema is registered for table "
+            "'unregistered'",
+        ),
+        (
+            readings().replace('"ok"', '"\\ud800"'),
+            "MalformedMutationError: {file}: mutation of table 'readings' key (1, 2): ",
+        ),
+        (
+            readings(segment="seg\x00"),
+            "MalformedMutationError: {file}: audit segment 'seg\\x00' contains a NUL character",
+        ),
+    ],
+)
+def test_ingest_checks_every_file_before_it_publishes_any(
+    tmp_path: Path, journal: str, line: str, problem: str
+) -> None:
+    ingest = registered(tmp_path, journal)
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text(readings() + "\n")
+    bad.write_text(f"{readings(position=2)}\n{line}\n")
+    code, _, err = run_ordo(*ingest, str(good), str(bad))
+    one_line_error(code, err, problem.format(file=bad))
+    assert not (tmp_path / "log").exists()
+
+    code, out, err = run_ordo(*ingest, str(good))
+    assert code == 0, err
+    assert out == f"{good}: published 1, skipped 0\n"
+
+
+def test_ingest_names_a_file_that_is_not_text(tmp_path: Path, journal: str) -> None:
+    ingest = registered(tmp_path, journal)
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\xff\xfe\x00{}")
+    code, _, err = run_ordo(*ingest, str(binary))
+    one_line_error(code, err, f"MalformedMutationError: {binary}: not a text file: ")
+    assert not (tmp_path / "log").exists()
+
+
+def test_ingest_keeps_every_mutation_without_a_position_where_spark_sees_it(
+    tmp_path: Path, journal: str
+) -> None:
+    ingest = registered(tmp_path, journal)
+    unpositioned = tmp_path / "unpositioned.jsonl"
+    unpositioned.write_text(readings(segment=None, position=None) + "\n")
+    for _ in range(2):
+        code, out, err = run_ordo(*ingest, str(unpositioned))
+        assert code == 0, err
+        assert out == f"{unpositioned}: published 1, skipped 0\n"
+    files = list((tmp_path / "log" / "readings").glob("partition=*/*"))
+    assert len(files) == 2
+    assert not [f for f in files if f.name.startswith(("_", "."))]  # Spark skips those
+
+
+def test_ingest_refuses_another_partition_count_and_follows_the_log_without_one(
+    tmp_path: Path, journal: str
+) -> None:
+    ingest = registered(tmp_path, journal)
+    log = tmp_path / "log"
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text(readings() + "\n")
+    second.write_text(readings(position=2) + "\n")
+    for expected in ("published 1, skipped 0", "published 0, skipped 1"):
+        code, out, err = run_ordo(*ingest, str(first))
+        assert (code, out) == (0, f"{first}: {expected}\n"), err
+    before = log_files(log)
+    for given in (first, second):
+        code, out, err = run_ordo(*ingest, "--partitions", "3", str(given))
+        one_line_error(
+            code,
+            err,
+            "PartitionCountMismatchError: table 'readings': its change log has 8 partitions, a "
+            "publish with 3 is refused (a key's changes must stay in one partition): use "
+            "--partitions 8 (partitions=8), or leave it out to follow the log",
+        )
+        assert out == ""
+    assert log_files(log) == before
+
+    code, out, err = run_ordo(*ingest, "--partitions", "8", str(first), str(second))
+    assert (code, out) == (
+        0,
+        f"{first}: published 0, skipped 1\n{second}: published 1, skipped 0\n",
+    )
+    assert [p.parent.name for p in sorted((log / "readings").glob("*/*.parquet"))] == [
+        f"partition={partition_of((1,), 8)}"
+    ] * 2
+
+    other = tmp_path / "other"  # a log started with 3 partitions is followed by plain ingests
+    for args in (("--partitions", "3", str(first)), (str(second),)):
+        code, _, err = run_ordo(*ingest[:-1], str(other), *args)
+        assert code == 0, err
+    assert [p.parent.name for p in sorted((other / "readings").glob("*/*.parquet"))] == [
+        f"partition={partition_of((1,), 3)}"
+    ] * 2

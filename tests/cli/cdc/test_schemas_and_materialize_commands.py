@@ -1,0 +1,107 @@
+"""`ordo cdc schemas register` refusing bad documents, and `ordo cdc materialize` refusing
+what it cannot find or a Spark that does not start, in one line each.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cdc_cli_support import one_line_error, registered, run_ordo
+from cli_support import spark_command
+from ordo.simulation.cdc import SIMULATED_SCHEMA
+
+_READINGS = json.loads(SIMULATED_SCHEMA.to_json())
+_EXTRA = {"name": "extra", "type": "string"}
+
+
+@pytest.mark.parametrize(
+    ("document", "problem"),
+    [
+        (
+            {**_READINGS, "columns": [*_READINGS["columns"], {**_EXTRA, "nullable": "yes"}]},
+            "InvalidSchemaError: column 'extra': 'nullable' must be true or false, got 'yes'",
+        ),
+        (
+            {**_READINGS, "columns": [*_READINGS["columns"], {**_EXTRA, "default": ""}]},
+            "column 'extra' has unknown key 'default' (valid keys: name, type, nullable)",
+        ),
+        (
+            {**_READINGS, "comment": "v2"},
+            "the schema document has unknown key 'comment' (valid keys: table, columns, ",
+        ),
+        (
+            {**_READINGS, "columns": [*_READINGS["columns"], {**_EXTRA, "type": "uuid"}]},
+            "type 'uuid' is not one of string, long, double, boolean, decimal, timestamp, ",
+        ),
+        ({k: v for k, v in _READINGS.items() if k != "table"}, "is missing key 'table'"),
+        ([_READINGS], "the schema document must be a JSON object, got [{"),
+    ],
+)
+def test_schemas_register_refuses_a_bad_document_and_stores_no_version(
+    tmp_path: Path, journal: str, document: object, problem: str
+) -> None:
+    registered(tmp_path, journal)
+    schema_file = tmp_path / "v2.json"
+    schema_file.write_text(json.dumps(document))
+    code, _, err = run_ordo("cdc", "schemas", "register", str(schema_file), "--journal", journal)
+    one_line_error(code, err, problem)
+    code, out, _ = run_ordo("cdc", "schemas", "list", "--journal", journal, "--json")
+    assert [v["version"] for v in json.loads(out)] == [1]
+
+
+def test_schemas_register_names_a_file_that_is_not_text(tmp_path: Path, journal: str) -> None:
+    assert run_ordo("init", "--journal", journal)[0] == 0
+    schema_file = tmp_path / "schema.json"
+    schema_file.write_bytes(b"\xff\xfe\x00{}")
+    code, _, err = run_ordo("cdc", "schemas", "register", str(schema_file), "--journal", journal)
+    one_line_error(code, err, f"InvalidSchemaError: {schema_file}: not a text file: ")
+
+
+def test_materialize_refuses_a_table_or_change_log_it_cannot_find_before_spark_starts(
+    tmp_path: Path, journal: str
+) -> None:
+    registered(tmp_path, journal)
+    log, misspelt = tmp_path / "log", tmp_path / "lgo"
+    log.mkdir()
+    checkpoint = tmp_path / "checkpoint"
+    materialize = ("cdc", "materialize", "--journal", journal, "--checkpoint", str(checkpoint))
+    code, _, err = run_ordo(*materialize, "--change-log", str(log), "nosuch")
+    one_line_error(code, err, "UnknownSchemaError: no schema is registered for table 'nosuch'")
+    assert err.rstrip().endswith(  # ingestion needs a schema too: it cannot come first
+        ": capture the table (`ordo cdc capture` registers its schema), or declare its schema "
+        "(`ordo cdc schemas register`) and ingest its changes (`ordo cdc ingest`); or check "
+        "the table's name"
+    )
+    code, _, err = run_ordo(*materialize, "--change-log", str(misspelt), "readings")
+    one_line_error(
+        code, err, f"ConfigurationError: no change log of table 'readings' in {misspelt}"
+    )
+    code, _, err = run_ordo(*materialize, "--change-log", str(misspelt), "readings", "--follow")
+    one_line_error(code, err, f"ConfigurationError: no change log directory {misspelt}")
+    assert not misspelt.exists()
+    assert not checkpoint.exists()
+
+
+@pytest.mark.parametrize(
+    ("master", "spark_log", "problem"),
+    [
+        ("bogus://x", "spark.log", "Spark did not start with master 'bogus://x': SparkException: "),
+        ("local[0]", "spark.log", "Spark did not start with master 'local[0]': SparkException: "),
+        ("local[1]", "file/spark.log", "ORDO_SPARK_LOG: cannot write Spark's output to "),
+    ],
+)
+def test_materialize_says_in_one_line_why_spark_did_not_start(
+    tmp_path: Path, journal: str, master: str, spark_log: str, problem: str
+) -> None:
+    registered(tmp_path, journal)
+    (tmp_path / "log" / "readings").mkdir(parents=True)
+    (tmp_path / "file").write_text("a file where ORDO_SPARK_LOG wants a directory")
+    logs = ("--change-log", str(tmp_path / "log"), "--checkpoint", str(tmp_path / "checkpoint"))
+    args = ("cdc", "materialize", "readings", "--master", master, "--journal", journal, *logs)
+    materialize = spark_command(*args, spark_log=tmp_path / spark_log)
+    assert materialize.returncode == 1
+    assert "Traceback" not in materialize.stderr
+    assert materialize.stderr.splitlines()[-1].startswith(f"Error: ConfigurationError: {problem}")
