@@ -236,8 +236,8 @@ class _EndingSessionsOnce(ParquetChangeLog):
 class _Running:
     """`capture.run()` in a thread until `stop()`; what it returned or raised."""
 
-    def __init__(self, capture: Capture) -> None:
-        self._stop = threading.Event()
+    def __init__(self, capture: Capture, *, stop: threading.Event | None = None) -> None:
+        self._stop = stop or threading.Event()
         self.totals: CaptureTotals | None = None
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(capture,))
@@ -265,8 +265,8 @@ _FAST = CaptureSettings(
 
 
 def _changes_of(log: ParquetChangeLog, count: int, running: _Running) -> list[tuple[int, int]]:
-    """(key, value) of the log's changes in position order, once it holds `count` (10 s)."""
-    deadline = time.monotonic() + 10
+    """(key, value) of the log's changes in position order, once it holds `count` (30 s)."""
+    deadline = time.monotonic() + 30
     while True:
         logged = sorted(log.read("items"), key=lambda m: m.audit.position)
         if len(logged) >= count or time.monotonic() > deadline or running.error is not None:
@@ -373,25 +373,53 @@ def test_a_capture_of_the_slot_starts_right_after_the_last_one_closed(
     assert set(held_at_close) == {0}
 
 
+class _HeldAtItsFirstWait(threading.Event):
+    """A capture's stop event whose first wait (once the capture polled) lasts until
+    `go_on()` (or `set()`); `waiting` is set then, and the capture does nothing more meanwhile.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting = threading.Event()
+        self._go_on = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if not self.waiting.is_set():
+            self.waiting.set()
+            self._go_on.wait()
+        return super().wait(timeout)
+
+    def go_on(self) -> None:
+        self._go_on.set()
+
+    def set(self) -> None:
+        super().set()
+        self.go_on()
+
+
 def test_a_capture_whose_lock_another_took_meanwhile_stops(
     sessions: Sessions, tmp_path: Path
 ) -> None:
+    """The capture is held between two polls while its sessions end and another capture takes
+    the lock. (A sleep let it poll first: on a loaded machine its poll met the ended sessions,
+    and it took the lock again before the other capture could.)"""
     slot = f"ordo_test_{secrets.token_hex(6)}"
     sessions.execute("CREATE TABLE items (id bigint PRIMARY KEY, v int)")
-    idle = CaptureSettings(poll_interval=timedelta(seconds=2))
+    held = _HeldAtItsFirstWait()
     try:
         with (
             stores_at(sessions.url) as stores,
             change_source_at(sessions.url, ["items"], slot=slot) as source,
         ):
             log = ParquetChangeLog(tmp_path / "log")
-            capture = Capture(source, Publisher(log), SchemaRegistry(stores.schemas), settings=idle)
-            running = _Running(capture)
+            capture = Capture(source, Publisher(log), SchemaRegistry(stores.schemas))
+            running = _Running(capture, stop=held)
             try:
-                time.sleep(0.5)  # the capture polls, then waits 2 s
+                assert held.waiting.wait(30)  # the capture polled, and waits to poll again
                 assert sessions.terminate() >= 2
                 with change_source_at(sessions.url, ["items"], slot=slot):  # another capture
-                    running.join(10)
+                    held.go_on()
+                    running.join(30)
             finally:
                 running.stop()
     finally:
@@ -486,9 +514,9 @@ def test_a_snapshot_rides_out_ended_sessions_publishing_each_row_once(
 
 
 def _notified(sessions: Sessions, heard: threading.Event) -> bool:
-    """NOTIFY the tag "t" until the listener forwards it (5 s); whether it did."""
+    """NOTIFY the tag "t" until the listener forwards it (30 s); whether it did."""
     heard.clear()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         sessions.execute("SELECT pg_notify(%s, 't')", (TAG_WRITTEN_CHANNEL,))
         if heard.wait(0.1):
@@ -524,7 +552,7 @@ def test_the_tag_listener_wakes_its_tags_once_it_listens_again(sessions: Session
         assert _notified(sessions, heard)
         heard.clear()
         assert sessions.terminate() == 1
-        assert heard.wait(5)  # no NOTIFY sent: the listener's reconnection woke the tag
+        assert heard.wait(30)  # no NOTIFY sent: the listener's reconnection woke the tag
     finally:
         listener.close()
 

@@ -11,15 +11,19 @@ from datetime import timedelta
 import pytest
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
+from ordo.clock import ManualClock
 from ordo.storage.open import Stores
 from ordo.storage.packed_reads import TAG_VIEW_PACKING, TEXT_SEPARATOR, PackedRows, Packing
 from ordo.time import BucketSize, format_first_time_bucket
 from ordo.types import Tag, TimeBucket
 
+FIRST_MS = time.time_ns() // 1_000_000 - 3_600_000
 WRITE = EventsByTagSettings(
-    first_time_bucket=format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000),
-    flush_interval=timedelta(0),
+    first_time_bucket=format_first_time_bucket(FIRST_MS), flush_interval=timedelta(0)
 )
+WRITTEN_AT_MS = FIRST_MS + 1_800_000
+"""When the tests' events are written (a clock that stands still): the bucket to read is
+theirs. The bucket of the moment a test reads was another once an hour began in between."""
 TAG = Tag("t")
 LAST_KEY = b"\xff" * 16
 COLUMNS = TAG_VIEW_PACKING
@@ -52,7 +56,7 @@ def _as_envelopes(packed: PackedRows) -> list[tuple[object, ...]]:
 
 
 def _pages_match(stores: Stores, *, limit: int, hash_mask: tuple[int, int] | None) -> int:
-    bucket = TimeBucket(BucketSize.HOUR.key(time.time_ns() // 1_000_000))
+    bucket = TimeBucket(BucketSize.HOUR.key(WRITTEN_AT_MS))
     after, pages = b"", 0
     while True:
         rows = list(
@@ -80,7 +84,8 @@ def _pages_match(stores: Stores, *, limit: int, hash_mask: tuple[int, int] | Non
 def test_packed_pages_hold_the_rows(
     journal_url: str, stores: Stores, limit: int, hash_mask: tuple[int, int] | None
 ) -> None:
-    with open_journal(journal_url, settings=WRITE) as journal:
+    clock = ManualClock(WRITTEN_AT_MS * 1_000_000)
+    with open_journal(journal_url, settings=WRITE, clock=clock) as journal:
         for i in range(30):
             event = NewEvent.of({"i": i, "text": "ü, 🙂"}, tags=[TAG])
             if i % 3 == 0:

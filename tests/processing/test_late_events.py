@@ -15,6 +15,7 @@ from datetime import timedelta
 import pytest
 
 from ordo import Journal, NewEvent, QuerySettings
+from ordo.clock import ManualClock
 from ordo.errors import MissingTaggedEventError
 from ordo.hashing import stable_hash
 from ordo.processing.control import merge_segment
@@ -385,18 +386,27 @@ def test_handled_events_are_forgotten_once_no_segment_can_read_them_again(
     stores: Stores, journal_factory: Callable[..., Journal], sql: Sql
 ) -> None:
     """A segment's stream starts back_track_period (2 s here) before its token: what lies
-    before that for every segment is never read again, so its record goes."""
-    journal = journal_factory(settings=WRITE)
+    before that for every segment is never read again, so its record goes.
+
+    The journal's clock stands still during each group of 20 appends: on the system clock a
+    loaded machine took over 2 s for them, and the first events of a group were forgotten too.
+    """
+    clock = ManualClock(time.time_ns())
+    journal = journal_factory(settings=WRITE, clock=clock)
     record = _recorder(sql)
     concurrent = policy_from_name("concurrent")
-    with _processor(stores, record, segments=2, query=READ, policy=concurrent):
+
+    def append_20(prefix: str) -> None:
+        clock.advance(max(0, time.time_ns() - clock.now_ns()))  # to now, and still till the next
         for i in range(20):
-            _append(journal, f"old{i}", i)
+            _append(journal, f"{prefix}{i}", i)
+
+    with _processor(stores, record, segments=2, query=READ, policy=concurrent):
+        append_20("old")
         wait_for(lambda: len(_handled(sql)) == 20)
         assert _remembered(sql) == {f"old{i}" for i in range(20)}
-        time.sleep(2.5)
-        for i in range(20):
-            _append(journal, f"new{i}", i)
+        time.sleep(2.5)  # the new events lie more than back_track_period after the old
+        append_20("new")
         wait_for(lambda: len(_handled(sql)) == 40)
         wait_for(lambda: _remembered(sql) == {f"new{i}" for i in range(20)})
 

@@ -359,10 +359,33 @@ class _PausableClock:
     def __init__(self) -> None:
         self.running = threading.Event()
         self.running.set()
+        self._waiting: set[str] = set()
+        self._lock = threading.Lock()
 
     def now_ns(self) -> int:
-        self.running.wait()
+        if not self.running.is_set():
+            name = threading.current_thread().name
+            with self._lock:
+                self._waiting.add(name)
+            self.running.wait()
+            with self._lock:
+                self._waiting.discard(name)
         return time.time_ns()
+
+    def pause(self, processor: TrackingProcessor) -> None:
+        """Stop the clock, and return once every worker thread of `processor` waits for it.
+
+        A worker that read the clock just before went on with its check (a claim, a request
+        taken) meanwhile: the operator's request made at once could be taken by it after all.
+        """
+        self.running.clear()
+        workers = {f"ordo-{processor.name}-{i}" for i in range(processor.settings.thread_count)}
+
+        def are_all_waiting() -> bool:
+            with self._lock:
+                return workers <= self._waiting
+
+        wait_for(are_all_waiting)
 
 
 @pytest.mark.parametrize("change", ["merge", "split"])
@@ -394,7 +417,7 @@ def test_a_segment_changed_under_a_lapsed_claim_loses_and_repeats_nothing(
     with processor:
         _append(journal, 100)
         wait_for(lambda: _total(sql) == 100)
-        clock.running.clear()  # the processor stalls between batches
+        clock.pause(processor)  # the processor stalls between batches
         try:
             time.sleep(1.5)  # past the claim timeout
             now = time.time_ns() // 1_000_000
@@ -428,10 +451,10 @@ def test_a_merge_made_impossible_meanwhile_is_dropped_and_processing_goes_on(
     with processor:
         _append(journal, 100)
         wait_for(lambda: _total(sql) == 100)
-        clock.running.clear()  # the processor stalls with both claims held
+        clock.pause(processor)  # the processor stalls with both claims held
         try:
-            now = time.time_ns() // 1_000_000
-            asked = merge_segment(stores.tokens, "counts", 0, now_ms=now, claim_timeout_ms=1_000)
+            now = time.time_ns() // 1_000_000  # held for sure, however long since the last check
+            asked = merge_segment(stores.tokens, "counts", 0, now_ms=now, claim_timeout_ms=30_000)
             time.sleep(1.5)  # past the claim timeout
             now = time.time_ns() // 1_000_000
             split = split_segment(stores.tokens, "counts", 1, now_ms=now, claim_timeout_ms=1_000)
@@ -479,7 +502,7 @@ def test_an_operator_request_does_not_replace_the_hand_over_a_merge_waits_for(
             wait_for(lambda: all(owners()))
             _append(journal, 100)
             wait_for(lambda: _total(sql) == 100)
-            paused.running.clear()  # its owner takes no request while the operator acts
+            paused.pause(holding)  # its owner takes no request while the operator acts
             try:
                 merging.merge(mine.segment_id)
                 wait_for(
@@ -550,7 +573,7 @@ def test_an_owner_asked_for_its_segment_while_merging_hands_it_over(stores: Stor
     with processor:
         wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
         processor.merge(0)
-        wait_for(lambda: stores.tokens.entries("counts")[0].owner == "other", timeout=10)
+        wait_for(lambda: stores.tokens.entries("counts")[0].owner == "other")
         assert stores.tokens.pending_requests("counts") == []  # nor asked for segment 1
         assert processor.is_running
     assert processor.failure is None
@@ -598,7 +621,7 @@ def test_an_operator_s_release_made_while_the_owner_merges_is_not_replaced(
         owner = stores.tokens.entries("counts")[0].owner
         processor.merge(0)
         wait_for(lambda: tokens.merges_taken == 2)
-        wait_for(lambda: stores.tokens.entries("counts")[0].owner is None, timeout=10)
+        wait_for(lambda: stores.tokens.entries("counts")[0].owner is None)
         assert [r.message for r in tokens.receipts] == [f"asked {owner} to release Segment[0/1]"]
         assert stores.tokens.pending_requests("counts") == []
         assert processor.is_running
@@ -657,7 +680,7 @@ def test_an_operator_s_release_right_after_the_owner_asks_its_merge_again_ends_t
         wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
         owner = stores.tokens.entries("counts")[0].owner
         processor.merge(0)
-        wait_for(lambda: stores.tokens.entries("counts")[0].owner is None, timeout=10)
+        wait_for(lambda: stores.tokens.entries("counts")[0].owner is None)
         assert [r.message for r in tokens.receipts] == [
             f"asked {owner} to release Segment[0/1] (replacing the pending merge request)"
         ]

@@ -9,6 +9,7 @@ import pytest
 
 from operations_support import execute
 from ordo import EventsByTagSettings, NewEvent, open_journal
+from ordo.clock import ManualClock
 from ordo.spark.key_runs import KeyRunReader
 from ordo.storage.open import Stores
 from ordo.time import BucketSize, format_first_time_bucket
@@ -16,6 +17,9 @@ from ordo.types import Tag, TimeBucket
 from tag_view_doubles import reference_runs
 
 FIRST_MS = time.time_ns() // 1_000_000 - 3_600_000
+WRITTEN_AT_MS = FIRST_MS + 1_800_000
+"""When the tests' events are written (a clock that stands still): the bucket to read is
+theirs. The bucket of the moment a test reads was another once an hour began in between."""
 WRITE = EventsByTagSettings(
     first_time_bucket=format_first_time_bucket(FIRST_MS), flush_interval=timedelta(0)
 )
@@ -52,10 +56,11 @@ def _pages_agree(stores: Stores, url: str, bucket: TimeBucket, limit: int) -> in
 def test_summaries_match_the_rows_of_clean_and_damaged_pages(
     journal_url: str, stores: Stores, limit: int
 ) -> None:
-    with open_journal(journal_url, settings=WRITE) as journal:
+    clock = ManualClock(WRITTEN_AT_MS * 1_000_000)
+    with open_journal(journal_url, settings=WRITE, clock=clock) as journal:
         for i in range(120):
             journal.append(f"order-{i % 5}", [NewEvent.of({"i": i}, tags=["order"])])
-    bucket = TimeBucket(BucketSize.HOUR.key(time.time_ns() // 1_000_000))
+    bucket = TimeBucket(BucketSize.HOUR.key(WRITTEN_AT_MS))
     assert _pages_agree(stores, journal_url, bucket, limit) > 0
     execute(
         journal_url,
