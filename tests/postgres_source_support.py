@@ -1,10 +1,12 @@
-"""What the PostgreSQL change source tests share: the type of their `capture` fixture, and
-the summary of captured mutations they compare.
+"""What the PostgreSQL change source tests share: the type of their `capture` fixture, the
+summary of captured mutations they compare, and how many slots of a name the server holds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+
+import psycopg
 
 from ordo.cdc.mutation import Mutation
 from ordo.storage.postgres.change_source import PostgresChangeSource
@@ -23,3 +25,12 @@ def summary(mutations: Sequence[Mutation]) -> list[tuple[object, ...]]:
         )
         for m in mutations
     ]
+
+
+def slot_count(dsn: str, name: str) -> int:
+    """How many replication slots named `name` the server holds: 0 where none was left behind."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (name,)
+        ).fetchone()
+    return 0 if row is None else int(row[0])

@@ -15,7 +15,7 @@ from psycopg.conninfo import make_conninfo
 from ordo.errors import CaptureError
 from ordo.storage.postgres.change_source import PostgresChangeSource
 from ordo.storage.postgres.throwaway import ThrowawayPostgres
-from postgres_source_support import Capture
+from postgres_source_support import Capture, slot_count
 
 pytestmark = pytest.mark.postgres
 
@@ -25,11 +25,7 @@ def test_a_refused_table_creates_no_slot(postgres_dsn: str, capture: Capture) ->
     source = capture("nowhere", create=False)
     with pytest.raises(CaptureError, match="'nowhere'"):
         source.create()
-    with psycopg.connect(postgres_dsn) as conn:
-        slots = conn.execute(
-            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (source.name,)
-        ).fetchone()
-    assert slots == (0,)
+    assert slot_count(postgres_dsn, source.name) == 0
 
 
 def test_create_reuses_its_slot_and_refuses_a_foreign_one(
@@ -45,14 +41,6 @@ def test_create_reuses_its_slot_and_refuses_a_foreign_one(
         )
     with pytest.raises(CaptureError, match="not a wal2json slot"):
         foreign.create()
-
-
-def _slot_count(dsn: str, name: str) -> int:
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (name,)
-        ).fetchone()
-    return 0 if row is None else int(row[0])
 
 
 def test_a_capture_is_refused_when_every_slot_is_taken(
@@ -79,7 +67,7 @@ def test_a_capture_is_refused_when_every_slot_is_taken(
         finally:
             for name in fillers:
                 conn.execute("SELECT pg_drop_replication_slot(%s)", (name,))
-    assert _slot_count(postgres_dsn, source.name) == 0
+    assert slot_count(postgres_dsn, source.name) == 0
 
 
 def test_a_capture_by_a_role_that_cannot_replicate_is_refused(
@@ -104,7 +92,7 @@ def test_a_capture_by_a_role_that_cannot_replicate_is_refused(
     finally:
         source.close()
         run(f"DROP OWNED BY {role}", f"DROP ROLE {role}")
-    assert _slot_count(postgres_dsn, source.name) == 0
+    assert slot_count(postgres_dsn, source.name) == 0
 
 
 def test_a_capture_on_a_server_without_logical_decoding_is_refused() -> None:

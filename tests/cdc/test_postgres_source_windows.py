@@ -24,7 +24,7 @@ from ordo.settings import CaptureSettings
 from ordo.storage.open import stores_at
 from ordo.storage.parquet.change_log import ParquetChangeLog
 from ordo.storage.postgres.change_source import PostgresChangeSource
-from postgres_source_support import Capture, summary
+from postgres_source_support import Capture, slot_count, summary
 
 pytestmark = pytest.mark.postgres
 
@@ -174,11 +174,7 @@ def test_a_dropped_slot_is_reported_and_nothing_is_advanced(
         source.advance(up_to=window.up_to)
     with pytest.raises(ReplicationSlotMissingError):
         source.status()
-    with psycopg.connect(postgres_server_dsn) as admin:
-        slots = admin.execute(
-            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (source.name,)
-        ).fetchone()
-    assert slots == (0,)
+    assert slot_count(postgres_server_dsn, source.name) == 0
 
 
 def test_a_source_the_server_refuses_is_an_access_error_the_capture_does_not_retry(

@@ -10,17 +10,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from click.testing import CliRunner
 from psycopg import sql
 
-from ordo.cli.main import cli
+from cdc_cli_support import run_ordo
 from ordo.storage.postgres.change_source import PostgresChangeSource
 from sqlite_support import fingerprint
-
-
-def _run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture
@@ -35,7 +29,7 @@ def shop(tmp_path: Path) -> Path:
 @pytest.fixture
 def journal(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'ordo.db'}"
-    assert _run("init", "--journal", url)[0] == 0
+    assert run_ordo("init", "--journal", url)[0] == 0
     return url
 
 
@@ -53,7 +47,9 @@ def test_a_status_of_an_sqlite_source_without_a_capture_installs_none(
 ) -> None:
     before = fingerprint(shop)
 
-    code, _, err = _run(*command, "--journal", journal, "--source", str(shop), "--table", "items")
+    code, _, err = run_ordo(
+        *command, "--journal", journal, "--source", str(shop), "--table", "items"
+    )
 
     assert code == 1
     assert err.strip() == (
@@ -67,12 +63,12 @@ def test_a_status_shows_an_installed_sqlite_capture_and_leaves_it_alone(
 ) -> None:
     log = str(tmp_path / "log")
     args = ("--journal", journal, "--change-log", log)
-    assert _run("cdc", "capture", str(shop), "--table", "items", *args)[0] == 0
+    assert run_ordo("cdc", "capture", str(shop), "--table", "items", *args)[0] == 0
     with closing(sqlite3.connect(shop)) as conn, conn:
         conn.execute("INSERT INTO items VALUES (1, 'pen')")
     before = fingerprint(shop)
 
-    code, out, err = _run("cdc", "status", *args, "--source", str(shop), "--table", "items")
+    code, out, err = run_ordo("cdc", "status", *args, "--source", str(shop), "--table", "items")
 
     assert code == 0, err
     assert "confirmed 0, head 1, lag 1; 1 change waiting" in out
@@ -83,9 +79,9 @@ def test_a_status_names_a_table_the_sqlite_source_does_not_capture(
     shop: Path, journal: str, tmp_path: Path
 ) -> None:
     args = ("--journal", journal, "--change-log", str(tmp_path / "log"))
-    assert _run("cdc", "capture", str(shop), "--table", "items", *args)[0] == 0
+    assert run_ordo("cdc", "capture", str(shop), "--table", "items", *args)[0] == 0
 
-    code, _, err = _run("cdc", "status", *args, "--source", str(shop), "--table", "nosuch")
+    code, _, err = run_ordo("cdc", "status", *args, "--source", str(shop), "--table", "nosuch")
 
     assert (code, err) == (
         1,
@@ -94,7 +90,7 @@ def test_a_status_names_a_table_the_sqlite_source_does_not_capture(
 
 
 def test_tables_without_a_source_are_refused(journal: str) -> None:
-    code, _, err = _run("status", "--journal", journal, "--table", "items")
+    code, _, err = run_ordo("status", "--journal", journal, "--table", "items")
     assert code == 1
     assert err.strip() == (
         "Error: ConfigurationError: --table items: captured tables of which source? "
@@ -109,7 +105,7 @@ def test_a_source_without_tables_is_refused_with_the_option_to_name_them(
 ) -> None:
     """A PostgreSQL source needs its tables to be looked at; both backends ask for them alike."""
     source = str(shop) if source == "sqlite" else source
-    code, _, err = _run(*command, "--journal", journal, "--source", source)
+    code, _, err = run_ordo(*command, "--journal", journal, "--source", source)
     assert (code, err) == (
         1,
         "Error: ConfigurationError: name the captured tables of --source with --table "
@@ -124,7 +120,7 @@ def test_a_refused_capture_leaves_the_sqlite_source_as_it_was(
     before = fingerprint(shop)
     chosen = [arg for table in tables for arg in ("--table", table)]
 
-    code, _, err = _run("cdc", "capture", str(shop), *chosen, "--journal", journal)
+    code, _, err = run_ordo("cdc", "capture", str(shop), *chosen, "--journal", journal)
 
     assert code == 1
     assert "does not exist" in err or "has no primary key" in err
@@ -167,7 +163,7 @@ def test_a_capture_whose_destination_cannot_be_opened_leaves_the_sqlite_source_a
     destinations = {"--journal": journal, "--change-log": str(tmp_path / "log")}
     destinations[destination] = str(_unusable(tmp_path, destination))
 
-    code, _, err = _run(
+    code, _, err = run_ordo(
         "cdc", "capture", str(shop), "--table", "items", *itertools.chain(*destinations.items())
     )
 
@@ -186,10 +182,10 @@ def test_a_capture_stopped_by_an_incompatible_schema_leaves_the_sqlite_source_as
         '{"table": "items", "partition_key": ["id"], "columns": ['
         '{"name": "id", "type": "long", "nullable": false}, {"name": "name", "type": "long"}]}'
     )
-    assert _run("cdc", "schemas", "register", str(declared), "--journal", journal)[0] == 0
+    assert run_ordo("cdc", "schemas", "register", str(declared), "--journal", journal)[0] == 0
     before = fingerprint(shop)
 
-    code, _, err = _run("cdc", "capture", str(shop), "--table", "items", "--journal", journal)
+    code, _, err = run_ordo("cdc", "capture", str(shop), "--table", "items", "--journal", journal)
 
     assert (code, err.count("\n")) == (1, 1)
     assert err.startswith("Error: IncompatibleSchemaError: ")
@@ -205,7 +201,7 @@ def test_a_capture_whose_journal_cannot_be_opened_creates_no_slot(
     journal = str(_unusable(tmp_path, "--journal"))
     args = ("--journal", journal, "--change-log", str(tmp_path / "log"), "--slot", slot)
 
-    code, _, err = _run("cdc", "capture", postgres_dsn, "--table", "items", *args)
+    code, _, err = run_ordo("cdc", "capture", postgres_dsn, "--table", "items", *args)
 
     assert not _slot_was_created(postgres_dsn, slot)
     assert (code, err.count("\n")) == (1, 1)
@@ -218,7 +214,7 @@ def _assert_refused_before_the_journal(source: str, slot: str, tmp_path: Path) -
     journal, log = tmp_path / "ordo.db", tmp_path / "log"
     args = ("--journal", f"sqlite:///{journal}", "--change-log", str(log), "--slot", slot)
 
-    code, _, err = _run("cdc", "capture", source, "--table", "items", *args)
+    code, _, err = run_ordo("cdc", "capture", source, "--table", "items", *args)
 
     assert (code, err.count("\n")) == (1, 1)
     assert err.startswith("Error: CaptureError: ")
@@ -268,9 +264,9 @@ def test_a_capture_by_a_role_that_may_not_replicate_leaves_no_journal_or_change_
 def test_a_status_of_a_postgres_source_creates_no_slot(postgres_dsn: str, tmp_path: Path) -> None:
     slot = f"ordo_test_{secrets.token_hex(6)}"
     args = ("--journal", f"sqlite:///{tmp_path / 'ordo.db'}", "--source", postgres_dsn)
-    assert _run("init", *args[:2])[0] == 0
+    assert run_ordo("init", *args[:2])[0] == 0
 
-    code, _, err = _run("cdc", "status", *args, "--table", "items", "--slot", slot)
+    code, _, err = run_ordo("cdc", "status", *args, "--table", "items", "--slot", slot)
 
     assert not _slot_was_created(postgres_dsn, slot)
     assert code == 1
@@ -286,8 +282,8 @@ def test_a_status_names_a_table_the_postgres_source_cannot_capture(
         source.create()
         try:
             args = ("cdc", "status", "--journal", journal, "--source", postgres_dsn, "--slot", slot)
-            assert _run(*args, "--table", "items")[0] == 0
-            code, _, err = _run(*args, "--table", "nosuch")
+            assert run_ordo(*args, "--table", "items")[0] == 0
+            code, _, err = run_ordo(*args, "--table", "nosuch")
         finally:
             source.drop()
     assert code == 1
@@ -302,7 +298,7 @@ def test_a_slot_is_refused_for_an_sqlite_source(
     before = fingerprint(shop)
     args = (*command, str(shop), "--table", "items", "--slot", "mine", "--journal", journal)
 
-    code, _, err = _run(*args)
+    code, _, err = run_ordo(*args)
 
     assert (code, err) == (
         1,

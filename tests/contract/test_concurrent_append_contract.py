@@ -9,18 +9,16 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
 
+from journal_support import IMMEDIATE, JournalFactory
 from ordo import ConcurrencyConflictError, EventsByTagSettings, Journal, NewEvent
 from ordo.clock import SkewedClock, SystemClock
 from ordo.storage.open import Stores
-
-JournalFactory = Callable[..., Journal]
 
 TAGS = ["red", "blue", "green"]
 SHARED_PIDS = ["shared-0", "shared-1", "shared-ü🙂"]
@@ -28,7 +26,7 @@ THREADS = 8
 APPENDS_PER_THREAD = 20
 
 SETTINGS = {
-    "immediate": EventsByTagSettings(flush_interval=timedelta(0)),
+    "immediate": IMMEDIATE,
     "batched": EventsByTagSettings(
         flush_interval=timedelta(milliseconds=5), max_message_batch_size=4
     ),
