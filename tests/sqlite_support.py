@@ -1,4 +1,6 @@
-"""SQLite files as the tests make and inspect them: journals of an older schema, fingerprints."""
+"""SQLite files as the tests make and inspect them: journals of an older schema, statements run
+as an application would, fingerprints.
+"""
 
 from __future__ import annotations
 
@@ -47,3 +49,10 @@ def fingerprint(path: Path) -> tuple[str, str]:
     with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
         mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0])
     return hashlib.sha256(path.read_bytes()).hexdigest(), mode
+
+
+def run_sql(database: Path, *statements: str) -> None:
+    """Run `statements` on `database` in one committed transaction, as its application would."""
+    with sqlite3.connect(database) as conn:
+        for statement in statements:
+            conn.execute(statement)

@@ -1,16 +1,20 @@
-"""Fixtures of the PostgreSQL change source tests: statements run durably, and sources on
-slots of their own that are dropped after the test.
+"""Fixtures of the change source tests: for PostgreSQL, statements run durably and sources on
+slots of their own that are dropped after the test; for SQLite, an application's `database` of
+two tables and a `source` capturing both.
 """
 
 from __future__ import annotations
 
 import secrets
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 import psycopg
 import pytest
 
 from ordo.storage.postgres.change_source import PostgresChangeSource
+from ordo.storage.sqlite.change_source import SQLiteChangeSource
 from postgres_source_support import Capture
 
 
@@ -49,3 +53,25 @@ def capture(postgres_dsn: str) -> Iterator[Capture]:
     for source in opened:
         source.drop()
         source.close()
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Path:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL, active BOOLEAN, "
+            "photo BLOB, score REAL)"
+        )
+        conn.execute(
+            "CREATE TABLE orders (id TEXT, line INTEGER, qty INTEGER, PRIMARY KEY (id, line))"
+        )
+    return path
+
+
+@pytest.fixture
+def source(database: Path) -> Iterator[SQLiteChangeSource]:
+    opened = SQLiteChangeSource(database, ["users", "orders"])
+    opened.install()
+    yield opened
+    opened.close()

@@ -1,0 +1,156 @@
+"""SQLite capture by triggers: every kind of write becomes a mutation, peek and advance, the
+snapshot, and the tables refused.
+
+The capture loop over it is in test_sqlite_source_capture, the values SQLite holds that JSON
+cannot in test_sqlite_source_values (the `database` and `source` fixtures are in conftest.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ordo.cdc import ColumnType
+from ordo.cdc.change_rows import key_text
+from ordo.errors import CaptureError, NoPrimaryKeyError, UnmappableColumnTypeError
+from ordo.storage.sqlite.change_source import SQLiteChangeSource
+from sqlite_support import run_sql
+
+
+def test_schemas_come_from_the_catalog(source: SQLiteChangeSource) -> None:
+    users, orders = source.schemas()
+    assert [(c.name, c.type, c.nullable) for c in users.columns] == [
+        ("id", ColumnType.LONG, False),
+        ("name", ColumnType.STRING, False),
+        ("active", ColumnType.BOOLEAN, True),
+        ("photo", ColumnType.BYTES, True),
+        ("score", ColumnType.DOUBLE, True),
+    ]
+    assert orders.partition_key == ("id", "line")
+
+
+def test_inserts_updates_deletes_and_key_changes_become_mutations(
+    source: SQLiteChangeSource, database: Path
+) -> None:
+    run_sql(
+        database,
+        "INSERT INTO users VALUES (1, 'ada', 1, x'0102', 1.5)",
+        "UPDATE users SET score = 2.5 WHERE id = 1",
+        "UPDATE users SET id = 2 WHERE id = 1",
+        "DELETE FROM users WHERE id = 2",
+    )
+    window = source.peek(max_changes=10)
+    kinds = [
+        (m.partition_key, m.liveness is not None, m.row_deleted_at is not None)
+        for m in window.mutations
+    ]
+    assert kinds == [
+        ((1,), True, False),
+        ((1,), True, False),
+        ((1,), False, True),
+        ((2,), True, False),
+        ((2,), False, True),
+    ]
+    first = window.mutations[0]
+    assert {c: cell.value for c, cell in first.cells.items()} == {
+        "name": "ada",
+        "active": True,
+        "photo": "0102",
+        "score": 1.5,
+    }
+    positions = [m.audit.position for m in window.mutations]
+    assert positions == sorted(positions)
+    assert window.up_to == positions[-1]
+
+
+def test_keys_get_the_change_logs_key_text_whatever_sqlite_wrote(
+    source: SQLiteChangeSource, database: Path
+) -> None:
+    ids = ["plain id", "zoë", 'a"b', "tab\there", "1.5"]
+    run_sql(
+        database,
+        *(f"INSERT INTO orders VALUES ('{i.replace(chr(39), chr(39) * 2)}', 2, 1)" for i in ids),
+    )
+    run_sql(database, "INSERT INTO orders VALUES (1.5, 2.5, 1)")  # a REAL in an INTEGER column
+    rows = source.peek(max_changes=10).rows
+    expected = [*((i, 2) for i in ids), ("1.5", 2.5)]
+    assert rows.column("partition_key") == [key_text(k) for k in expected]
+    assert [m.partition_key for m in rows.mutations()] == expected
+
+
+def test_peek_does_not_consume_and_advance_forgets(
+    source: SQLiteChangeSource, database: Path
+) -> None:
+    run_sql(
+        database, "INSERT INTO orders VALUES ('a', 1, 3)", "INSERT INTO orders VALUES ('a', 2, 4)"
+    )
+    first = source.peek(max_changes=1)
+    assert source.peek(max_changes=1) == first
+    source.advance(up_to=first.up_to)
+    second = source.peek(max_changes=10)
+    assert [m.partition_key for m in second.mutations] == [("a", 2)]
+    assert source.status().retained_changes == 1
+
+
+def test_a_capture_takes_and_forgets_only_the_changes_of_its_tables(
+    source: SQLiteChangeSource, database: Path
+) -> None:
+    """Triggers an earlier capture installed keep logging other tables' changes: those wait for
+    the capture that names them (and its schema checks) instead of being published here."""
+    run_sql(
+        database,
+        "INSERT INTO users (id, name) VALUES (1, 'a')",
+        "INSERT INTO orders VALUES ('o', 1, 2)",
+    )
+    orders_only = SQLiteChangeSource(database, ["orders"])
+    try:
+        window = orders_only.peek(max_changes=10)
+        orders_only.advance(up_to=window.up_to)
+        assert orders_only.status().retained_changes == 0
+    finally:
+        orders_only.close()
+
+    assert [m.table for m in window.mutations] == ["orders"]
+    assert [m.table for m in source.peek(max_changes=10).mutations] == ["users"]
+    assert source.status().retained_changes == 1
+
+
+def test_snapshot_reads_existing_rows_at_the_head(
+    source: SQLiteChangeSource, database: Path
+) -> None:
+    run_sql(database, "INSERT INTO users VALUES (7, 'bob', 0, NULL, NULL)")
+    rows = list(source.snapshot("users"))
+    assert len(rows) == 1
+    assert rows[0].audit.is_snapshot
+    assert rows[0].cells["active"].value is False
+    assert rows[0].liveness is not None
+    assert rows[0].liveness.write_time == source.peek(max_changes=10).up_to
+
+
+def test_bad_tables_are_rejected(database: Path) -> None:
+    run_sql(database, "CREATE TABLE loose (a TEXT)", "CREATE TABLE odd (id INTEGER PRIMARY KEY, x)")
+    with pytest.raises(NoPrimaryKeyError, match="loose"):
+        SQLiteChangeSource(database, ["loose"]).install()
+    with pytest.raises(UnmappableColumnTypeError, match="'x'"):
+        SQLiteChangeSource(database, ["odd"]).install()
+    with pytest.raises(CaptureError, match="missing"):
+        SQLiteChangeSource(database, ["missing"]).install()
+    with pytest.raises(CaptureError, match="no SQLite database at"):
+        SQLiteChangeSource(database.parent / "typo.db", ["users"])
+    assert not (database.parent / "typo.db").exists()
+
+
+def test_a_table_without_a_key_or_types_is_refused_for_its_key_naming_the_columns_to_type(
+    database: Path,
+) -> None:
+    """Adding the key means creating the table again, which is when the types are declared:
+    refused for the types first, the table would be created again twice."""
+    run_sql(database, "CREATE TABLE bare (a, b TEXT, c)")
+    with pytest.raises(NoPrimaryKeyError) as refused:
+        SQLiteChangeSource(database, ["bare"]).install()
+    assert str(refused.value) == (
+        "table 'bare' has no primary key: CDC keys its change log and rows by it; SQLite cannot "
+        "add one to an existing table: create it again with a PRIMARY KEY and a type for 'a', "
+        "'c' (and copy its rows over) to capture it"
+    )

@@ -1,0 +1,305 @@
+"""SQLite capture by triggers of values SQLite holds and JSON cannot: infinite and exact reals,
+text that is not JSON in a JSON column, numbers beyond a double, BLOBs in any column, and the
+triggers of an earlier ordo that refused such writes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import sys
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from ordo.cdc.change import mutation_problems
+from ordo.cdc.json_text import parse_json
+from ordo.cdc.materializer import materialize_partition
+from ordo.cdc.mutation import Mutation
+from ordo.cdc.row_state import PartitionState
+from ordo.cdc.schema import TableSchema
+from ordo.cdc.schema_catalog import ResolvedSchema
+from ordo.errors import CaptureError
+from ordo.storage.sqlite.change_source import SQLiteChangeSource
+from sqlite_support import run_sql
+
+
+def test_an_infinite_real_is_captured_as_a_string_that_no_numeric_column_accepts(
+    source: SQLiteChangeSource, database: Path
+) -> None:
+    """JSON has no infinities: SQLite's json_object() writes `Inf` (or 9.0e999) for one.
+
+    As the strings "Infinity" and "-Infinity" the change log stays JSON, and the materializer
+    dead-letters the change naming the column instead of failing to read it.
+    """
+    run_sql(
+        database,
+        "INSERT INTO users VALUES (1, 'ada', 1, NULL, 9e999)",
+        "INSERT INTO orders VALUES ('a', 1, -9e999)",  # an INTEGER column holds a REAL too
+    )
+    rows = source.peek(max_changes=10).rows
+    for text in rows.column("cell_values"):
+        json.loads(text, parse_constant=pytest.fail)  # standard JSON
+    users, orders = rows.mutations()
+    assert users.cells["score"].value == "Infinity"
+    assert orders.cells["qty"].value == "-Infinity"
+    by_table = {s.table: s for s in source.schemas()}
+    assert mutation_problems(users, by_table["users"]) == [
+        "column 'score': 'Infinity' is not a double"
+    ]
+    assert mutation_problems(orders, by_table["orders"]) == [
+        "column 'qty': '-Infinity' is not a long"
+    ]
+    (snapshot,) = source.snapshot("users")
+    assert snapshot.cells["score"].value == "Infinity"
+
+
+def test_reals_are_captured_as_the_application_reads_them_back(tmp_path: Path) -> None:
+    """SQLite 3.40 writes a REAL with 15 significant digits: 0.1 + 0.2 was captured as 0.3, and
+    the largest double as 1.79769313486232e+308, beyond a double's range (an unreadable
+    mutation; in a key, a stopped capture)."""
+    reals = [0.1 + 0.2, sys.float_info.max, -sys.float_info.max, 5e-324, 1 / 3, 0.1, 1e22, 2.5]
+    path = tmp_path / "reals.db"
+    run_sql(path, "CREATE TABLE reals (k REAL PRIMARY KEY, r REAL, d DECIMAL, j JSON)")
+    source = SQLiteChangeSource(path, ["reals"])
+    source.install()
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.executemany("INSERT INTO reals VALUES (?, ?, ?, ?)", [(x,) * 4 for x in reals])
+        read_back = conn.execute("SELECT k, r, d, j FROM reals ORDER BY rowid").fetchall()
+    assert read_back == [(x,) * 4 for x in reals]  # a JSON or DECIMAL column keeps the REAL
+
+    rows = source.peek(max_changes=100).rows
+    snapshot = list(source.snapshot("reals"))
+    source.close()
+
+    for text in rows.column("cell_values"):
+        parse_json(text)
+    for captured in (rows.mutations(), snapshot):
+        assert [m.partition_key for m in captured] == [(x,) for x in reals]
+        values = [{n: c.value for n, c in m.cells.items()} for m in captured]
+        assert [(v["r"], v["j"], float(str(v["d"]))) for v in values] == [(x,) * 3 for x in reals]
+
+
+def test_a_key_that_is_not_json_stops_the_capture_naming_the_change(
+    source: SQLiteChangeSource, database: Path
+) -> None:
+    """A change an earlier ordo's triggers wrote with an infinite key (`[Inf]`)."""
+    run_sql(
+        database,
+        "INSERT INTO ordo_cdc_changes (table_name, op, key_json, row_json, captured_at_us) "
+        "VALUES ('users', 'D', '[Inf]', NULL, 0)",
+    )
+    with pytest.raises(CaptureError, match=r"^table 'users': change 1 of ordo_cdc_changes has "):
+        source.peek(max_changes=10)
+
+
+@pytest.fixture
+def documents(tmp_path: Path) -> Iterator[SQLiteChangeSource]:
+    path = tmp_path / "docs.db"
+    run_sql(path, "CREATE TABLE docs (id INTEGER PRIMARY KEY, body JSON, tags JSON)")
+    opened = SQLiteChangeSource(path, ["docs"])
+    opened.install()
+    yield opened
+    opened.close()
+
+
+def test_a_json_column_holding_text_that_is_not_json_is_captured_and_dead_lettered(
+    documents: SQLiteChangeSource,
+) -> None:
+    """json() raised "malformed JSON" inside the trigger, which failed the application's write.
+
+    The value is captured under a name that is no column, so the materializer dead-letters the
+    change saying which column holds what, instead of the source losing its write.
+    """
+    run_sql(
+        documents.path,
+        """INSERT INTO docs VALUES (1, '{"a": [1, 2]}', '["x"]')""",
+        "INSERT INTO docs VALUES (2, '{oops', NULL)",
+        "UPDATE docs SET tags = 'not json' WHERE id = 1",
+        "INSERT INTO docs VALUES (3, x'00ff', 9e999)",
+    )
+    rows = documents.peek(max_changes=10).rows
+    for text in rows.column("cell_values"):
+        json.loads(text, parse_constant=pytest.fail)  # standard JSON
+    valid, malformed, updated, odd = rows.mutations()
+    assert {n: c.value for n, c in valid.cells.items()} == {"body": {"a": [1, 2]}, "tags": ["x"]}
+    assert {n: c.value for n, c in malformed.cells.items()} == {
+        "body (not JSON)": "{oops",
+        "tags": None,
+    }
+    assert {n: c.value for n, c in odd.cells.items()} == {
+        "body (not JSON)": "x'00ff'",
+        "tags (not JSON)": "Infinity",
+    }
+    (schema,) = documents.schemas()
+    folded = materialize_partition(
+        PartitionState(), [malformed], lambda _: ResolvedSchema(schema_id=7, schema=schema)
+    )
+    assert [r.reason for r in folded.rejected] == [
+        "does not fit schema id 7: column 'body': '{oops' is not JSON text"
+    ]
+    assert folded.messages == []
+    assert mutation_problems(updated, schema) == ["column 'tags': 'not json' is not JSON text"]
+    assert mutation_problems(odd, schema) == [
+        "column 'body': \"x'00ff'\" is not JSON text",
+        "column 'tags': 'Infinity' is not JSON text",
+    ]
+    assert mutation_problems(valid, schema) == []
+    snapshot = {m.partition_key: m for m in documents.snapshot("docs")}
+    assert snapshot[(1,)].cells["tags (not JSON)"].value == "not json"
+
+
+def test_json_holding_a_number_beyond_a_double_is_captured_and_dead_lettered(
+    documents: SQLiteChangeSource,
+) -> None:
+    """json_valid() accepts `1e999`, which Python reads as an infinity: the change log held it,
+    the materializer dead-lettered the change as an unreadable mutation naming no column, and
+    the snapshot failed. It is set aside as text that is not JSON is; the rest is carried."""
+    long_float = f"{10**309}.5"  # no exponent: the triggers look for such numbers in long text
+    run_sql(
+        documents.path,
+        """INSERT INTO docs VALUES (1, '{"a": [1, 1e999]}', '[1e308, 12345678901234567890123]')""",
+        """INSERT INTO docs VALUES (2, '{"a": 1}', '[-1.5E+400]')""",
+        f"INSERT INTO docs VALUES (3, '[{long_float}]', '[{10**309}]')",
+    )
+    rows = documents.peek(max_changes=10).rows
+    for text in rows.column("cell_values"):
+        parse_json(text)  # standard JSON, every number within a double's range
+    beyond, negative, long = rows.mutations()
+    assert {n: c.value for n, c in beyond.cells.items()} == {
+        "body (not JSON)": '{"a": [1, 1e999]}',
+        "tags": [1e308, 12345678901234567890123],  # a long integer is exact
+    }
+    assert {n: c.value for n, c in negative.cells.items()} == {
+        "body": {"a": 1},
+        "tags (not JSON)": "[-1.5E+400]",
+    }
+    (schema,) = documents.schemas()
+    folded = materialize_partition(
+        PartitionState(), [beyond], lambda _: ResolvedSchema(schema_id=7, schema=schema)
+    )
+    assert [r.reason for r in folded.rejected] == [
+        "does not fit schema id 7: column 'body': '{\"a\": [1, 1e999]}' is JSON that cannot be "
+        "carried: number 1e999 is out of the range of a double"
+    ]
+    assert {n: c.value for n, c in long.cells.items()} == {
+        "body (not JSON)": f"[{long_float}]",
+        "tags": [10**309],
+    }
+    assert mutation_problems(negative, schema) == [
+        "column 'tags': '[-1.5E+400]' is JSON that cannot be carried: number -1.5E+400 is out of "
+        "the range of a double"
+    ]
+    snapshot = {m.partition_key: m for m in documents.snapshot("docs")}
+    assert {n: c.value for n, c in snapshot[(1,)].cells.items()} == {
+        n: c.value for n, c in beyond.cells.items()
+    }
+
+
+def _captured(path: Path, table: str, ddl: str, *writes: str) -> tuple[list[Mutation], TableSchema]:
+    """Create `table`, capture it, run the application's `writes`: their changes and schema."""
+    run_sql(path, ddl)
+    source = SQLiteChangeSource(path, [table])
+    try:
+        source.install()
+        run_sql(path, *writes)
+        (schema,) = source.schemas()
+        return source.peek(max_changes=100).rows.mutations(), schema
+    finally:
+        source.close()
+
+
+def test_a_json_key_that_is_not_json_is_captured_as_a_null_key(tmp_path: Path) -> None:
+    """A key has no name to carry its value aside: the change is captured with a null key,
+    which the materializer dead-letters, instead of failing the application's write."""
+    (valid, malformed, beyond), schema = _captured(
+        tmp_path / "keyed.db",
+        "keyed",
+        "CREATE TABLE keyed (k JSON PRIMARY KEY, n INTEGER)",
+        """INSERT INTO keyed VALUES ('{"a": 1}', 1)""",
+        "INSERT INTO keyed VALUES ('{oops', 2)",
+        "INSERT INTO keyed VALUES ('[1e999]', 3)",  # stopped the capture: a key it cannot read
+    )
+    assert valid.partition_key == ({"a": 1},)
+    assert malformed.partition_key == beyond.partition_key == (None,)
+    assert mutation_problems(malformed, schema) == ["key column 'k': None is not a json"]
+
+
+def test_a_blob_in_a_column_of_another_type_is_captured_and_dead_lettered(
+    tmp_path: Path,
+) -> None:
+    """SQLite lets any column hold a BLOB; json_object() and json_array() refuse one, which
+    failed the application's write. It is captured aside (a key as null) and dead-lettered."""
+    (inserted, updated, blob_key), schema = _captured(
+        tmp_path / "notes.db",
+        "notes",
+        "CREATE TABLE notes (k TEXT PRIMARY KEY, title TEXT, n INTEGER, due DATE)",
+        "INSERT INTO notes VALUES ('a', x'6869', 1, '2026-11-22')",
+        "UPDATE notes SET n = x'00', title = 'hi' WHERE k = 'a'",
+        "INSERT INTO notes VALUES (x'01', 'key', 2, NULL)",
+    )
+    assert {n: c.value for n, c in inserted.cells.items()} == {
+        "title (not JSON)": "x'6869'",
+        "n": 1,
+        "due": "2026-11-22",
+    }
+    assert mutation_problems(inserted, schema) == [
+        "column 'title': \"x'6869'\" is a BLOB, which a string column cannot hold"
+    ]
+    assert mutation_problems(updated, schema) == [
+        "column 'n': \"x'00'\" is a BLOB, which a long column cannot hold"
+    ]
+    assert blob_key.partition_key == (None,)
+    assert mutation_problems(blob_key, schema) == ["key column 'k': None is not a string"]
+
+
+def test_an_infinite_real_in_a_string_column_is_carried_as_the_application_reads_it_back(
+    tmp_path: Path,
+) -> None:
+    """A TEXT column stores 9e999 as the text 'Inf', which is carried as it is. A column read
+    as a string without TEXT affinity (UUID) keeps the REAL, which the string "Infinity" fitted,
+    a value the application never reads: it is set aside and dead-lettered (a key as null)."""
+    path = tmp_path / "tokens.db"
+    (inserted, keyed), schema = _captured(
+        path,
+        "tokens",
+        "CREATE TABLE tokens (k UUID PRIMARY KEY, label TEXT, u UUID)",
+        "INSERT INTO tokens VALUES ('a', 9e999, -9e999)",
+        "INSERT INTO tokens VALUES (9e999, 'b', 'c')",
+    )
+    with closing(sqlite3.connect(path)) as conn:
+        read_back = conn.execute("SELECT label, u FROM tokens WHERE k = 'a'").fetchone()
+    assert read_back == ("Inf", -math.inf)
+    assert {n: c.value for n, c in inserted.cells.items()} == {
+        "label": "Inf",
+        "u (not JSON)": "-Infinity",
+    }
+    assert mutation_problems(inserted, schema) == [
+        "column 'u': '-Infinity' is an infinite REAL, which a string column cannot hold"
+    ]
+    assert keyed.partition_key == (None,)
+    assert mutation_problems(keyed, schema) == ["key column 'k': None is not a string"]
+
+
+def test_triggers_an_earlier_ordo_installed_are_replaced_by_the_next_capture_window(
+    documents: SQLiteChangeSource,
+) -> None:
+    """Their json() fails the application's write of text that is not JSON until replaced."""
+    earlier = (
+        'CREATE TRIGGER "ordo_cdc_docs_insert" AFTER INSERT ON "docs" BEGIN INSERT INTO '
+        "ordo_cdc_changes (table_name, op, key_json, old_key_json, row_json, captured_at_us) "
+        "VALUES ('docs', 'I', json_array(NEW.\"id\"), NULL, json_object('body', "
+        'json(NEW."body"), \'tags\', json(NEW."tags")), 0); END'
+    )
+    run_sql(documents.path, 'DROP TRIGGER "ordo_cdc_docs_insert"', earlier)
+    with pytest.raises(sqlite3.OperationalError, match="malformed JSON"):
+        run_sql(documents.path, "INSERT INTO docs VALUES (1, '{oops', NULL)")
+
+    documents.schemas()  # what every capture window does first
+
+    run_sql(documents.path, "INSERT INTO docs VALUES (1, '{oops', NULL)")
+    (captured,) = documents.peek(max_changes=10).rows.mutations()
+    assert captured.cells["body (not JSON)"].value == "{oops"
