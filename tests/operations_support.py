@@ -101,12 +101,18 @@ def one_row(url: str, tag: str, pid: str, number: int) -> tuple[Any, ...]:
     return rows[0]
 
 
-def wait_for_a_lock_wait(dsn: str, statement: str, *, sessions: int = 1) -> None:
+def wait_for_a_lock_wait(
+    dsn: str, statement: str, *, sessions: int = 1, unless_ended: threading.Thread | None = None
+) -> None:
     """Return once `sessions` sessions of the PostgreSQL server at `dsn` running `statement`
     (a part of its text) wait for a lock: a transaction held open on another connection
-    blocks them."""
+    blocks them. Or once the thread `unless_ended` has ended: what it ran took no lock that
+    made it wait, which the test then tells by its outcome (code that should have waited and
+    did not fails an assertion, not this wait)."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
+        if unless_ended is not None and not unless_ended.is_alive():
+            return
         rows = execute(
             dsn,
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "

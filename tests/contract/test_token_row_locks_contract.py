@@ -65,8 +65,9 @@ def _behind_a_held_lock(
     *calls: Callable[[Stores], object],
 ) -> list[object]:
     """Each call's result, or the OrdoError it raised, in order: each runs in a thread of its
-    own, started once the one before waits for a lock, while another transaction holds what
-    `hold` (a statement and its parameters) locked, until all wait; then it rolls back."""
+    own, started once the one before waits for a lock (or has returned without waiting), while
+    another transaction holds what `hold` (a statement and its parameters) locked, until all
+    wait; then it rolls back."""
     outcomes: list[object] = [None] * len(calls)
 
     def run(index: int) -> None:
@@ -78,9 +79,10 @@ def _behind_a_held_lock(
     threads = [threading.Thread(target=run, args=(index,)) for index in range(len(calls))]
     with psycopg.connect(postgres_dsn) as other:
         other.execute(*hold)
-        for waiting, thread in enumerate(threads, start=1):
+        for started, thread in enumerate(threads, start=1):
             thread.start()
-            wait_for_a_lock_wait(postgres_dsn, "processor", sessions=waiting)
+            waiting = sum(earlier.is_alive() for earlier in threads[:started])
+            wait_for_a_lock_wait(postgres_dsn, "processor", sessions=waiting, unless_ended=thread)
         other.rollback()
     for thread in threads:
         thread.join(timeout=30)
@@ -283,3 +285,31 @@ def test_a_reset_and_a_projection_batch_lock_positions_in_one_order(postgres_dsn
         )
         assert outcomes == [None, None]
         assert stores.tokens.positions("p") == {}
+
+
+@pytest.mark.postgres
+def test_a_projection_starting_while_a_reset_runs_waits_for_it_and_keeps_its_lease(
+    postgres_dsn: str,
+) -> None:
+    """reset read the projection's lease unlocked, then deleted it at its commit: a projection
+    that started in between (its driver's lease committed, its source reading the positions
+    the reset was about to clear) had its lease deleted and ran on, and the reset reported
+    success. Here the reset, past its check, waits for a position another transaction holds
+    when the driver writes its first lease. The reset holds the lease row from its check on
+    now: the write waits for the reset and then stands, so that the next reset is refused."""
+    with stores_at(postgres_dsn) as stores:
+        stores.tokens.initialize("p", segment_count=1)  # the projection's tokens, in its journal
+        _applied(stores, {"x": 3})
+        outcomes = _behind_a_held_lock(
+            postgres_dsn,
+            stores,
+            ("SELECT 1 FROM processed_positions WHERE persistence_id = 'x' FOR UPDATE", ()),
+            lambda stores: stores.tokens.reset(
+                "p", TrackingToken(), now_ms=1, claim_timeout_ms=TIMEOUT
+            ),
+            lambda stores: stores.tokens.renew_projection_lease("p", "driver-1", now_ms=1),
+        )
+        assert outcomes == [None, None]
+        assert stores.tokens.positions("p") == {}
+        with pytest.raises(UnableToClaimTokenError, match="driver 'driver-1' renewed its lease"):
+            stores.tokens.check_reset("p", now_ms=1, claim_timeout_ms=TIMEOUT)

@@ -32,18 +32,21 @@ class SqlTokenReset(SqlTokenRows):
         positions and handled batches go too, so the replayed events are handled again. A
         database with positions but no tokens of the processor (the sink of a Spark
         projection) has only those cleared. Checked as `check_reset`, in the transaction, on
-        the rows it then changes, locked (_locked_entries): a claim taken between the check
-        and the update was wiped while its processor ran.
+        the rows it then changes, locked (_locked_entries, _check_lease): a claim taken or a
+        projection started between the check and the update was wiped while it ran.
 
         On PostgreSQL it locks in the order the batches that write these rows do, so that a
         batch committing meanwhile (its claim or lease lapsed, its worker still running) waits
-        for the reset or the reset for it, never both: token rows (by segment id), then
-        positions (by persistence id, _lock_positions), then handled batches and the lease. A
+        for the reset or the reset for it, never both: token rows (by segment id), the lease,
+        then positions (by persistence id, _lock_positions), then handled batches. A
         tracking processor's batch locks its token row, then its positions by persistence id,
         then inserts its handled batch (SqlBatch.commit); a projection's locks only positions,
         by persistence id. A batch holding its token row makes the reset wait until it has
         committed, and the reset clears what it wrote; one that comes later finds its claim
-        gone and is rolled back.
+        gone and is rolled back. The lease is locked with the check, before the positions: a
+        projection starting meanwhile waits for the whole reset, never reading positions it
+        is about to clear; and no other transaction holds the lease row with another lock
+        (a driver writes or deletes it alone), so its place in the order cannot deadlock.
         """
         check_token(token)
         with self._write() as conn:
@@ -86,7 +89,8 @@ class SqlTokenReset(SqlTokenRows):
     ) -> list[TokenEntry]:
         """The processor's segments, once its reset is known to be allowed (see check_reset).
 
-        With `lock`, read by _locked_entries, so that the reset changes what was checked.
+        With `lock`, the token rows are read by _locked_entries and the lease by _check_lease,
+        locked, so that the reset changes what was checked.
         """
         validation.processor_name(processor)
         check_claim_times(now_ms, claim_timeout_ms)
@@ -101,21 +105,53 @@ class SqlTokenReset(SqlTokenRows):
                 f"by {live[0].owner!r}): stop it before resetting"
             )
             raise UnableToClaimTokenError(msg)
-        lease = conn.execute(
-            self._sql(
-                "SELECT owner, heartbeat_at FROM projection_leases WHERE processor = {p} "
-                "AND heartbeat_at >= {p}"
-            ),
-            (processor, now_ms - max(claim_timeout_ms, _PROJECTION_LEASE_TIMEOUT_MS)),
-        ).fetchone()
-        if lease is not None:
+        self._check_lease(conn, processor, now_ms, claim_timeout_ms, lock=lock)
+        return entries
+
+    def _check_lease(
+        self,
+        conn: SqlConnection,
+        processor: str,
+        now_ms: int,
+        claim_timeout_ms: int,
+        *,
+        lock: bool,
+    ) -> None:
+        """Refuse while a Spark projection of `processor` holds a fresh lease (check_reset).
+
+        With `lock`, the lease row is locked until the commit, and written first when there
+        is none (lapsed, so that it refuses nothing; the reset deletes it with the rest): on
+        PostgreSQL a projection's lease written before is seen (an upsert reads the newest
+        row, and waits for one being written), and one written after waits for the reset
+        and then starts from what the reset left. Read unlocked, the lease was checked and
+        deleted at the commit: a projection that started in between had its lease deleted
+        (until its next heartbeat) and ran on positions the reset cleared, and the reset
+        reported success. A row that does not exist cannot be locked, hence the write.
+        """
+        oldest = now_ms - max(claim_timeout_ms, _PROJECTION_LEASE_TIMEOUT_MS)
+        if lock:
+            lease = conn.execute(
+                self._sql(
+                    "INSERT INTO projection_leases (processor, owner, heartbeat_at) "
+                    "VALUES ({p}, '', {p}) ON CONFLICT (processor) DO UPDATE "
+                    "SET owner = projection_leases.owner RETURNING owner, heartbeat_at"
+                ),
+                (processor, oldest - 1),
+            ).fetchone()
+        else:
+            lease = conn.execute(
+                self._sql(
+                    "SELECT owner, heartbeat_at FROM projection_leases WHERE processor = {p}"
+                ),
+                (processor,),
+            ).fetchone()
+        if lease is not None and int(lease[1]) >= oldest:
             msg = (
                 f"processor {processor!r} is running (a Spark projection: its driver "
                 f"{lease[0]!r} renewed its lease {max(0, now_ms - int(lease[1]))} ms ago): stop "
                 "its streaming query before resetting"
             )
             raise UnableToClaimTokenError(msg)
-        return entries
 
     def _locked_entries(self, conn: SqlConnection, processor: str) -> list[TokenEntry]:
         """The processor's segments, their rows locked in segment id order until the commit.
@@ -168,7 +204,9 @@ class SqlTokenReset(SqlTokenRows):
         A projection holds no claim, so this row is what tells `check_reset` that it runs. Its
         driver calls this before the stream starts and every few seconds while the query is
         active; a later driver of the same name takes the row over (a restart after a crash
-        need not wait for the old lease to expire).
+        need not wait for the old lease to expire). A reset in progress holds the row
+        (_check_lease): the write waits for it, so that what the projection reads next is
+        what the reset left.
         """
         validation.processor_name(processor)
         validation.owner_name(owner)
