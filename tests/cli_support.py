@@ -19,17 +19,21 @@ def run(runner: CliRunner, *args: str, stdin: str | None = None) -> tuple[int, s
     return result.exit_code, result.stdout, result.stderr
 
 
-def spark_command(*args: str, spark_log: Path) -> subprocess.CompletedProcess[str]:
+def spark_command(
+    *args: str, spark_log: Path, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """`ordo *args` in a process of its own, Spark's output to `spark_log` (ORDO_SPARK_LOG).
 
-    For what a command does when Spark does not start: in this process, the first Spark
-    session is the tests' shared one, and a command would reuse it.
+    For what a command does when Spark does not start, or in another working directory `cwd`
+    (relative paths of executors too): in this process, the first Spark session is the tests'
+    shared one, and a command would reuse it.
     """
     return subprocess.run(
         [sys.executable, "-m", "ordo.cli.main", *args],
         capture_output=True,
         text=True,
         env={**os.environ, "ORDO_SPARK_LOG": str(spark_log)},
+        cwd=cwd,
         check=False,
     )
 

@@ -306,9 +306,10 @@ class TransactionConflictError(StorageUnavailableError):
 class MissingFolderError(StorageUnavailableError):
     """An SQLite journal's folder does not exist, and only `ordo init` (init_storage) makes one.
 
-    Opening a journal to write creates a missing file, but, as sqlite3 does, not its folder: a
-    misspelt folder became a tree with a new, empty journal in it. `path` is the journal file,
-    `folder` the folder that is missing (its parent).
+    Opening an SQLite database (a journal, a `--sink`, in any mode) creates a missing file,
+    but, as sqlite3 does, not its folder: a misspelt folder became a tree with a new, empty
+    journal in it. `path` is the database file, `folder` the folder that is missing (its
+    parent).
     """
 
     def __init__(self, path: Path) -> None:

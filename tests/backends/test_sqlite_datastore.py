@@ -4,6 +4,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from ordo import (
 from ordo.errors import ConfigurationError, UnknownUrlSchemeError
 from ordo.storage.location import PostgresLocation, SQLiteLocation, parse_location
 from ordo.storage.migration import load_migrations
+from ordo.storage.open import OpenMode, stores_at
 
 LATEST = load_migrations("ordo.storage.sqlite")[-1].version
 
@@ -50,6 +52,36 @@ def test_open_journal_refuses_a_missing_folder_and_init_storage_creates_it(
     with open_journal(str(path)) as journal:
         journal.append("p", [NewEvent.of(1)])
     assert path.exists()
+
+
+@pytest.mark.parametrize("mode", ["migrate", "write", "read"])
+@pytest.mark.parametrize("opener", [open_stores, stores_at])
+def test_opening_stores_in_a_missing_folder_is_refused_and_creates_nothing(
+    tmp_path: Path, mode: OpenMode, opener: Callable[..., object]
+) -> None:
+    """open_stores created the folders of any path it was asked to write: a misspelt `--sink`
+    or the API's open_stores became a tree with a new, empty database in it."""
+    path = tmp_path / "typo" / "deeper" / "j.db"
+    with pytest.raises(MissingFolderError) as refused:
+        opener(str(path), mode=mode)
+    assert (refused.value.path, refused.value.folder) == (path, path.parent)
+    assert not (tmp_path / "typo").exists()
+
+
+def test_init_storage_creates_the_missing_folders_and_the_journal(tmp_path: Path) -> None:
+    """The one opening of storage that creates folders: what `ordo init` runs."""
+    path = tmp_path / "a" / "b" / "j.db"
+    receipt = init_storage(f"sqlite:///{path}")
+    assert (receipt.previous_version, receipt.version) == (0, LATEST)
+    with stores_at(f"sqlite:///{path}", mode="read") as stores:
+        assert stores.schema_version() == LATEST
+
+
+def test_a_rejected_init_storage_creates_no_folder(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "j.db"
+    with pytest.raises(ConfigurationError, match="bucket_size"):
+        init_storage(str(path), bucket_size="fortnight")  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_file_that_is_not_a_database_is_unavailable(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ import json
 import sqlite3
 from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
@@ -19,9 +18,6 @@ from cli_support import spark_command
 from ordo.storage.open import init_storage
 from ordo.time import BucketSize
 from sqlite_support import LATEST, fingerprint, newer_journal
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 
 def test_the_demo_fails_on_an_unreachable_journal_before_starting_spark(runner: CliRunner) -> None:
@@ -155,25 +151,17 @@ def test_a_demo_whose_spark_does_not_start_leaves_a_database_without_ordo_tables
 
 
 @pytest.mark.spark
-def test_the_demo_runs_the_pipeline_and_its_verdict_is_clean(
-    runner: CliRunner, tmp_path: Path, spark: SparkSession
+def test_the_demo_runs_the_pipeline_in_its_own_folder_and_its_verdict_is_clean(
+    tmp_path: Path,
 ) -> None:
-    url = f"sqlite:///{tmp_path}/demo.db"
-    code, out, err = _run(
-        runner,
-        "demo",
-        "--journal",
-        url,
-        "--events",
-        "1500",
-        "--writers",
-        "2",
-        "--json",
-        "--master",
-        "local[2]",
-    )
-    assert code == 0, err
-    result = json.loads(out.strip().splitlines()[-1])
+    """The default journal is `.ordo/demo.db`, and `.ordo` is the demo's own folder: it makes
+    it, as nothing that opens an SQLite file makes folders. In a process of its own started in
+    `tmp_path`: the shared session's executors resolve a relative path in the tests' folder."""
+    args = ("--events", "1500", "--writers", "2", "--json", "--master", "local[2]")
+    demo = spark_command("demo", *args, spark_log=tmp_path / "spark.log", cwd=tmp_path)
+    assert demo.returncode == 0, demo.stderr
+    assert (tmp_path / ".ordo" / "demo.db").is_file()
+    result = json.loads(demo.stdout.strip().splitlines()[-1])
     assert result["events"] == 1500
     assert result["clean"] is True
     assert result["lost"] == result["duplicated"] == result["misordered"] == 0

@@ -12,10 +12,10 @@ from ordo.cdc import SchemaRegistry, SchemaVersion, TableSchema
 from ordo.cli.options import (
     existing_journal,
     journal_option,
-    journal_to_write,
     json_option,
     print_json,
     read_only_stores,
+    require_journal,
 )
 from ordo.errors import InvalidSchemaError
 from ordo.storage.open import stores_at
@@ -90,7 +90,7 @@ def register(journal_url: str | None, schema_file: Path) -> None:
     except UnicodeDecodeError as exc:
         msg = f"{schema_file}: not a text file: {exc}"
         raise InvalidSchemaError(msg) from exc
-    with stores_at(journal_to_write(journal_url)) as stores:
+    with stores_at(require_journal(journal_url)) as stores:  # refuses a missing folder
         version = SchemaRegistry(stores.schemas).register(schema)
     click.echo(_line(version))
 

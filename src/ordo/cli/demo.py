@@ -16,7 +16,12 @@ from rich.table import Table
 
 from ordo.cli.options import interruptible, master_option, print_fields, workload_options
 from ordo.simulation.workload import Workload
-from ordo.storage.location import SQLiteLocation, creatable_location, parse_location
+from ordo.storage.location import (
+    SQLiteLocation,
+    creatable_location,
+    create_folders,
+    parse_location,
+)
 from ordo.storage.open import require_empty_journal
 
 DEFAULT_DEMO_JOURNAL = "sqlite:///.ordo/demo.db"
@@ -71,6 +76,8 @@ def demo(
         tempfile.TemporaryDirectory(prefix="ordo-demo-", ignore_cleanup_errors=True) as work_dir,
         _live_display(console, transient=as_json) as live,
     ):
+        if journal_url == DEFAULT_DEMO_JOURNAL:  # the demo's own folder, made once Spark started
+            create_folders(DEFAULT_DEMO_JOURNAL)
 
         def show(progress: Progress) -> None:
             live.update(_view(progress))
@@ -143,8 +150,9 @@ def _check_journal(url: str) -> None:
     An unreachable or non-empty journal fails here, before Spark starts. Nothing is created
     here but by the run, once Spark has started: a Spark that did not start (a misspelt
     --master) left ordo's tables behind, in a new SQLite file or in the PostgreSQL schema or
-    SQLite file named. The folder of an SQLite journal must exist (except the default's,
-    which is the demo's own): a misspelt one was silently created.
+    SQLite file named. The folder of an SQLite journal must exist (MissingFolderError, as
+    opening it would say once Spark had started), except the default's: `.ordo` is the demo's
+    own, which `demo` creates.
     """
     if url != DEFAULT_DEMO_JOURNAL:
         creatable_location(url)

@@ -113,8 +113,9 @@ def existing_journal(url: str | None) -> str:
 def journal_to_write(url: str | None) -> str:
     """The journal URL of a command that writes and creates a missing journal file.
 
-    Only the file (`creatable_location`): a misspelt folder must not become a tree with a new,
-    empty journal in it. `ordo init`, which is for creating journals, creates folders too.
+    Only the file: a missing folder is refused here (`creatable_location`), before the command
+    reads its input or looks at a CDC source, as opening the journal would refuse it later.
+    `ordo init`, which is for creating journals, creates folders too.
     """
     url = require_journal(url)
     creatable_location(url)

@@ -91,7 +91,7 @@ def simulate_command(
     MissingTaggedEventError.
     """
     if journal_url is not None:
-        creatable_location(journal_url)  # a misspelt folder is not made, as for `ordo demo`
+        creatable_location(journal_url)  # a missing folder: refused before anything starts
     with tempfile.TemporaryDirectory(prefix="ordo-simulate-") as scratch:
         config = SimulationConfig(
             journal=journal_url or f"sqlite:///{Path(scratch) / 'simulation.db'}",

@@ -25,7 +25,7 @@ from ordo.settings import EventsByTagSettings
 from ordo.simulation.delayed_writes import DelayingTagViewStore
 from ordo.simulation.visibility import VisibilityLog
 from ordo.simulation.workload import Workload, writer_batches
-from ordo.storage.open import init_storage, open_stores
+from ordo.storage.open import open_stores
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,9 +177,10 @@ def run_writers(plan: WriterPlan, *, on_progress: Callable[[int], None]) -> Writ
     Processes are spawned (not forked) so that no thread or connection of this process leaks
     into them. When this process is interrupted (Ctrl-C, which stops the writers too) or fails
     while they run, it waits for them, a few seconds at most, before raising: a writer must not
-    write on to a journal its caller is about to delete (the simulator's temporary one).
+    write on to a journal its caller is about to delete (the simulator's temporary one). An
+    SQLite journal's folder must exist (MissingFolderError): writers create none.
     """
-    init_storage(plan.url)  # once, before the writers race to create the schema
+    open_stores(plan.url).close()  # the schema once, before the writers race to create it
     context = multiprocessing.get_context("spawn")
     counter: Synchronized[int] = context.Value("q", 0)
     conflicts: Synchronized[int] = context.Value("q", 0)

@@ -7,11 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ordo.errors import (
-    ConfigurationError,
-    MissingFolderError,
-    UnknownUrlSchemeError,
-)
+from ordo.errors import ConfigurationError, StorageUnavailableError, UnknownUrlSchemeError
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,18 +105,33 @@ def existing_location(url: str, *, what: str = "journal") -> Location:
 
 
 def creatable_location(url: str) -> Location:
-    """The location of a journal that may be created: an SQLite file's folder must exist.
+    """The location of a journal that may be created, refused early if its folder is missing.
 
-    For the commands that write and `open_journal`. Opening stores to write creates a missing
-    SQLite file and its folders, so a misspelt folder silently became a tree with a new, empty
-    journal in it. As with sqlite3, the file may be new but its folder may not
-    (MissingFolderError); `ordo init` and `init_storage` alone create folders, as
-    `git init a/b` does.
+    Opening an SQLite database refuses a missing folder itself (MissingFolderError, see
+    `require_folder`); this looks first, for the commands that do other work before they open
+    the journal (read stdin, check a CDC source, start Spark), so that they fail at once.
     """
     location = parse_location(url)
-    if isinstance(location, SQLiteLocation) and not location.path.parent.is_dir():
-        raise MissingFolderError(location.path)
+    if isinstance(location, SQLiteLocation):
+        from ordo.storage.sqlite.datastore import require_folder
+
+        require_folder(location.path)
     return location
+
+
+def create_folders(url: str) -> None:
+    """Create the missing folders of the SQLite file at `url` (nothing for PostgreSQL).
+
+    For `init_storage` (`ordo init`), which is for creating journals, and the demo's own
+    default file: no other opening of storage creates a folder (`creatable_location`).
+    """
+    location = parse_location(url)
+    if isinstance(location, SQLiteLocation):
+        try:
+            location.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            msg = f"cannot create the directory of SQLite journal {location.path}: {exc}"
+            raise StorageUnavailableError(msg) from exc
 
 
 def redacted_url(url: str) -> str:

@@ -20,7 +20,7 @@ from ordo.storage.location import (
     Location,
     PostgresLocation,
     SQLiteLocation,
-    creatable_location,
+    create_folders,
     existing_location,
     parse_location,
     redacted_url,
@@ -90,8 +90,11 @@ OpenMode = Literal["migrate", "write", "read"]
 def open_stores(url: str, *, mode: OpenMode = "migrate") -> Stores:
     """Connect to the journal at `url`, as `mode` says (`OpenMode`); close the stores after use.
 
-    A database written by a newer ordo raises SchemaVersionError when migrated. Commands that
-    only read use `existing_stores_at`, which checks the schema without changing it.
+    A missing SQLite file is created (except in `read` mode), never its folder: a missing
+    folder is MissingFolderError in every mode, and nothing is created (only `init_storage`
+    creates folders). A database written by a newer ordo raises SchemaVersionError when
+    migrated. Commands that only read use `existing_stores_at`, which checks the schema
+    without changing it.
     """
     if mode not in ("migrate", "write", "read"):
         msg = f"mode must be one of migrate, write, read; got {mode!r}"
@@ -227,15 +230,19 @@ class InitReceipt(MigrationReceipt):
 def init_storage(url: str, *, bucket_size: BucketSize | None = None) -> InitReceipt:
     """Create or upgrade the schema at `url` (what `ordo init` runs); idempotent.
 
+    An SQLite file's missing folders are created first (`create_folders`): this is the one
+    opening of storage that creates folders, `open_stores` and `open_journal` refuse them.
     With `bucket_size`, also record it, so that a writer with another one is refused from the
     start rather than recording its own at the first write; a journal that recorded another
     one raises BucketSizeMismatchError and keeps it. Without, the bucket size is left to the
-    first write: an empty journal must not be fixed to a size nobody chose. A `bucket_size` that
-    is no BucketSize (nor its name) is a ConfigurationError before the journal is opened: it was
-    recorded as given, and no writer or query could open the journal afterwards.
+    first write: an empty journal must not be fixed to a size nobody chose. A `bucket_size`
+    that is no BucketSize (nor its name) is a ConfigurationError before the journal is opened
+    (or its folder created): it was recorded as given, and no writer or query could open the
+    journal afterwards.
     """
     if bucket_size is not None:
         bucket_size = _bucket_size(bucket_size)
+    create_folders(url)
     stores = open_stores(url, mode="write")
     try:
         # Read before an upgrade (every schema version has the metadata table), and refused
@@ -281,14 +288,11 @@ def open_journal(
 ) -> Journal:
     """A Journal on the database at `url`, creating its schema when needed; close it after use.
 
-    A missing SQLite file is created, but not its folder (`creatable_location`), as sqlite3
-    and the commands that write refuse one: MissingFolderError names it, and nothing is
-    created. A misspelt folder used to become a tree with a new, empty journal in it; call
-    `init_storage(url)` first to create the folders, as `ordo init` does.
+    A missing SQLite file is created, but not its folder (MissingFolderError, as for
+    `open_stores`): call `init_storage(url)` first to create the folders, as `ordo init` does.
     """
     settings = EventsByTagSettings.or_default(settings)  # before anything is created
     clock = clock_or_system(clock)
-    creatable_location(url)
     stores = open_stores(url)
     try:
         return Journal(

@@ -11,6 +11,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 
 from ordo.errors import (
+    MissingFolderError,
     StorageError,
     StorageIntegrityError,
     StorageUnavailableError,
@@ -70,6 +71,7 @@ class SQLiteDatastore(SchemaReads):
     read) the file is neither created nor switched to WAL, so a journal in rollback mode (a
     backup made by `VACUUM INTO`) is left as it is. Its connections are not SQLite's read-only
     ones, which would leave `-wal` and `-shm` files behind after reading a WAL journal.
+    Otherwise a missing file is created, but never its folder (`require_folder`).
     Thread-safe; not picklable.
     """
 
@@ -86,12 +88,7 @@ class SQLiteDatastore(SchemaReads):
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        if not read_only:
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                msg = f"cannot create the directory of SQLite journal {path}: {exc}"
-                raise StorageUnavailableError(msg) from exc
+        require_folder(path)
         self._connect()
 
     @contextmanager
@@ -173,6 +170,18 @@ class SQLiteDatastore(SchemaReads):
             self._connections.append(conn)
         self._local.conn = conn
         return conn
+
+
+def require_folder(path: Path) -> None:
+    """MissingFolderError unless the folder of the SQLite file `path` exists; creates nothing.
+
+    Every open of an SQLite database passes here, so no mode and no caller (a `--sink`, a
+    Spark executor's share, the API's `open_stores`) can turn a misspelt folder into a tree
+    with a new, empty database in it. As with sqlite3, the file may be new but not its folder:
+    only `init_storage` (`ordo init`) creates folders (`create_folders`), as `git init a/b` does.
+    """
+    if not path.parent.is_dir():
+        raise MissingFolderError(path)
 
 
 def require_journal_file(path: Path, *, what: str = "journal") -> None:
