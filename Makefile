@@ -21,9 +21,10 @@ lint: bootstrap
 	$(BIN)/mypy src bench examples
 
 # CI runs more Hypothesis examples than the `dev` default; override with HYPOTHESIS_PROFILE=dev.
+# The 20 slowest tests are listed at the end, so a CI log shows where its minutes went.
 test: export HYPOTHESIS_PROFILE ?= ci
 test: lint
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest --durations=20 $(PYTEST_ARGS)
 
 bench: bootstrap
 	@set -e; for script in $(sort $(wildcard bench/*.py)); do \
