@@ -7,7 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ordo.errors import ConfigurationError, StorageUnavailableError, UnknownUrlSchemeError
+from ordo.errors import (
+    ConfigurationError,
+    MissingFolderError,
+    StorageUnavailableError,
+    UnknownUrlSchemeError,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,10 +118,21 @@ def creatable_location(url: str) -> Location:
     """
     location = parse_location(url)
     if isinstance(location, SQLiteLocation):
-        from ordo.storage.sqlite.datastore import require_folder
-
         require_folder(location.path)
     return location
+
+
+def require_folder(path: Path) -> None:
+    """MissingFolderError unless the folder of the SQLite file `path` exists; creates nothing.
+
+    Every open of an SQLite database (SQLiteDatastore) passes here, so no mode and no caller
+    (a `--sink`, a Spark executor's share, the API's `open_stores`) can turn a misspelt folder
+    into a tree with a new, empty database in it. As with sqlite3, the file may be new but not
+    its folder: only `init_storage` (`ordo init`) creates folders (`create_folders`), as
+    `git init a/b` does.
+    """
+    if not path.parent.is_dir():
+        raise MissingFolderError(path)
 
 
 def create_folders(url: str) -> None:

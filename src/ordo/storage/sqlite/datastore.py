@@ -11,11 +11,11 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 
 from ordo.errors import (
-    MissingFolderError,
     StorageError,
     StorageIntegrityError,
     StorageUnavailableError,
 )
+from ordo.storage.location import require_folder
 from ordo.storage.migration import (
     METADATA_TABLE,
     SCHEMA_VERSION_KEY,
@@ -170,18 +170,6 @@ class SQLiteDatastore(SchemaReads):
             self._connections.append(conn)
         self._local.conn = conn
         return conn
-
-
-def require_folder(path: Path) -> None:
-    """MissingFolderError unless the folder of the SQLite file `path` exists; creates nothing.
-
-    Every open of an SQLite database passes here, so no mode and no caller (a `--sink`, a
-    Spark executor's share, the API's `open_stores`) can turn a misspelt folder into a tree
-    with a new, empty database in it. As with sqlite3, the file may be new but not its folder:
-    only `init_storage` (`ordo init`) creates folders (`create_folders`), as `git init a/b` does.
-    """
-    if not path.parent.is_dir():
-        raise MissingFolderError(path)
 
 
 def require_journal_file(path: Path, *, what: str = "journal") -> None:
