@@ -8,7 +8,7 @@ from functools import partial
 import pytest
 
 from ordo.errors import UnableToClaimTokenError, UnknownProcessorError
-from ordo.processing.control import reset_processor
+from ordo.processing.control import ControlReceipt, reset_processor
 from ordo.processing.ports import PROJECTION_LEASE_TIMEOUT
 from ordo.processing.token import TrackingToken
 from ordo.storage.open import Stores
@@ -98,14 +98,7 @@ def test_a_reset_with_a_sink_clears_the_positions_there_too(
 ) -> None:
     _processed_to(stores, T2)
     _applied(sink_stores, {"x": 3})
-    receipt = reset_processor(
-        stores.tokens,
-        "p",
-        TrackingToken(),
-        now_ms=0,
-        claim_timeout_ms=TIMEOUT,
-        sink=sink_stores.tokens,
-    )
+    receipt = _reset_with_sink(stores, sink_stores, now_ms=0)
     assert "cleared its positions in the sink" in receipt.message
     (entry,) = stores.tokens.entries("p")
     assert (entry.token, entry.replay_until) == (TrackingToken(), TrackingToken(T2))
@@ -118,15 +111,7 @@ def test_a_reset_refused_by_the_journal_or_the_sink_changes_neither(
     _processed_to(stores, T2)
     _applied(sink_stores, {"x": 3}, processor="other")
 
-    def reset() -> None:
-        reset_processor(
-            stores.tokens,
-            "p",
-            TrackingToken(),
-            now_ms=1,
-            claim_timeout_ms=TIMEOUT,
-            sink=sink_stores.tokens,
-        )
+    reset = partial(_reset_with_sink, stores, sink_stores, now_ms=1)
 
     with pytest.raises(UnknownProcessorError, match=r"^the sink: processor 'p' has no tokens"):
         reset()
@@ -149,14 +134,7 @@ def test_a_reset_is_refused_while_a_projection_renews_its_lease(
         tokens.renew_projection_lease("p", "driver-1", now_ms=1_000)
 
     def reset(now_ms: int) -> None:
-        reset_processor(
-            stores.tokens,
-            "p",
-            TrackingToken(),
-            now_ms=now_ms,
-            claim_timeout_ms=TIMEOUT,
-            sink=sink_stores.tokens,
-        )
+        _reset_with_sink(stores, sink_stores, now_ms=now_ms)
 
     expected = (
         r"^processor 'p' is running \(a Spark projection: its driver 'driver-1' renewed its "
@@ -197,14 +175,7 @@ def test_a_reset_with_a_short_claim_timeout_still_refuses_a_live_projection_leas
     lease_timeout_ms = PROJECTION_LEASE_TIMEOUT // timedelta(milliseconds=1)
 
     def reset(now_ms: int) -> None:
-        reset_processor(
-            stores.tokens,
-            "p",
-            TrackingToken(),
-            now_ms=now_ms,
-            claim_timeout_ms=1_000,
-            sink=sink_stores.tokens,
-        )
+        _reset_with_sink(stores, sink_stores, now_ms=now_ms, claim_timeout_ms=1_000)
 
     for now_ms in (2_500, 1_000 + lease_timeout_ms):
         with pytest.raises(UnableToClaimTokenError, match="'driver-1' renewed its lease"):
@@ -215,3 +186,17 @@ def test_a_reset_with_a_short_claim_timeout_still_refuses_a_live_projection_leas
     reset(1_001 + lease_timeout_ms)  # no renewal for the whole lease timeout: a crashed driver
 
     assert sink_stores.tokens.positions("p") == {}
+
+
+def _reset_with_sink(
+    stores: Stores, sink_stores: Stores, *, now_ms: int, claim_timeout_ms: int = TIMEOUT
+) -> ControlReceipt:
+    """Processor "p" reset to the start in the journal of `stores` and in its sink."""
+    return reset_processor(
+        stores.tokens,
+        "p",
+        TrackingToken(),
+        now_ms=now_ms,
+        claim_timeout_ms=claim_timeout_ms,
+        sink=sink_stores.tokens,
+    )
