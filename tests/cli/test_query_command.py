@@ -19,9 +19,7 @@ from ordo.time import format_first_time_bucket
 def test_query_reads_a_tag_in_offset_order(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url = f"sqlite:///{tmp_path}/q.db"
-    monkeypatch.setenv("ORDO_FIRST_TIME_BUCKET", format_first_time_bucket(time.time_ns() // 10**6))
-    monkeypatch.setenv("ORDO_EVENTUAL_CONSISTENCY_DELAY_MS", "0")
+    url = _read_at_once(tmp_path, monkeypatch)
     monkeypatch.setenv("ORDO_FLUSH_INTERVAL_MS", "0")
     lines = "\n".join(
         json.dumps({"persistence_id": f"p{i % 2}", "payload": {"i": i}, "tags": ["t"]})
@@ -50,13 +48,19 @@ def test_query_help_says_its_json_is_one_object_per_event(runner: CliRunner) -> 
     assert "Print one JSON object per event, one per line (JSON lines)." in " ".join(out.split())
 
 
+def _read_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The URL of a journal file in `tmp_path`, queried from this bucket with no consistency
+    delay (the settings through the environment, as a user sets them)."""
+    monkeypatch.setenv("ORDO_FIRST_TIME_BUCKET", format_first_time_bucket(time.time_ns() // 10**6))
+    monkeypatch.setenv("ORDO_EVENTUAL_CONSISTENCY_DELAY_MS", "0")
+    return f"sqlite:///{tmp_path}/q.db"
+
+
 def _one_event_settled_at_once(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> str:
     """A journal holding event p#1 of tag t, read with no consistency delay from this bucket."""
-    url = f"sqlite:///{tmp_path}/q.db"
-    monkeypatch.setenv("ORDO_FIRST_TIME_BUCKET", format_first_time_bucket(time.time_ns() // 10**6))
-    monkeypatch.setenv("ORDO_EVENTUAL_CONSISTENCY_DELAY_MS", "0")
+    url = _read_at_once(tmp_path, monkeypatch)
     line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
     assert _run(runner, "append", "--journal", url, stdin=line)[0] == 0
     return url
