@@ -18,6 +18,7 @@ CORE = {
     "settings",
     "stopping",
     "time",
+    "wording",
 }
 CONCEPTS = {"journal", "tagging", "query", "processing", "acking", "cdc"}
 OUTER = {"storage", "spark", "cli", "tools", "simulation"}

@@ -57,6 +57,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ordo.wording import counted
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -379,7 +381,7 @@ class AppendStoppedError(OrdoError):
 
     def __init__(self, *, line: int, appended_events: int, cause: OrdoError) -> None:
         self.line, self.appended_events, self.cause = line, appended_events, cause
-        events = f"{appended_events} event{'' if appended_events == 1 else 's'}"
+        events = counted(appended_events, "event")
         if line > 2:
             written = f"the appends of lines 1-{line - 1} were written ({events})"
         elif line == 2:

@@ -79,6 +79,22 @@ def test_reconcile_tags_json_has_what_its_text_shows(tmp_path: Path) -> None:
     assert (code, json.loads(out)) == (0, [{"tag": "t", "events": 3, "persistence_ids": 2}])
 
 
+def test_counts_of_one_are_singular_in_the_rebuilds_note_and_the_tags_list(
+    tmp_path: Path,
+) -> None:
+    """A rebuild of a journal of one persistence id noted "1 persistence ids"."""
+    url = f"sqlite:///{tmp_path}/j.db"
+    line = json.dumps({"persistence_id": "p1", "payload": {}, "tags": ["t"]}) + "\n"
+    assert CliRunner().invoke(cli, ["append", "--journal", url], input=line).exit_code == 0
+
+    code, out, _ = _run("reconcile", "tags", "--journal", url)
+    assert (code, out) == (0, "t  1 event  1 persistence id\n")
+    code, out, err = _run("reconcile", "rebuild", "--all", "--local", "--journal", url)
+    assert code == 0, err
+    assert out.rstrip().endswith("(1 persistence id)")
+    assert err.splitlines()[-1] == "1 persistence id, 1 row"
+
+
 @pytest.mark.parametrize("args", [[], ["p", "--all"]])
 def test_rebuild_without_a_persistence_id_or_all_is_a_usage_error(
     tmp_path: Path, args: list[str]
@@ -340,7 +356,7 @@ def test_rebuild_all_locally_prints_its_progress_every_few_seconds_and_the_total
     assert code == 0, err
     lines = err.splitlines()
     assert 2 <= len(lines) <= 4  # the first, the last, and one per 5 s between (10 lines)
-    assert lines[-1] == f"{ids} persistence ids, {ids} rows"
+    assert lines[-1] == f"{ids:,} persistence ids, {ids:,} rows"
 
 
 @pytest.mark.parametrize(

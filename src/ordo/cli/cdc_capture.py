@@ -13,7 +13,6 @@ from ordo.cdc.capture import Capture, CaptureTotals
 from ordo.cli.cdc_options import change_log_option, partitions_option
 from ordo.cli.options import (
     ThrottledProgress,
-    counted,
     int_option,
     interruptible,
     journal_option,
@@ -24,6 +23,7 @@ from ordo.settings import CaptureSettings
 from ordo.storage.change_sources import DEFAULT_SLOT, change_source_at, check_change_source
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
+from ordo.wording import counted
 
 
 @click.command()

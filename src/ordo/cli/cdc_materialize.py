@@ -10,11 +10,12 @@ from pathlib import Path
 import click
 
 from ordo.cli.cdc_options import change_log_option
-from ordo.cli.options import counted, existing_journal, journal_option, master_option, progress
+from ordo.cli.options import existing_journal, journal_option, master_option, progress
 from ordo.cli.streaming import start_query, streaming_job, wait_for
 from ordo.errors import ConfigurationError
 from ordo.storage.open import stores_at
 from ordo.storage.parquet.batch_files import BatchListing
+from ordo.wording import counted
 
 
 @click.command()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from ordo.cli.options import counted
 from ordo.tools.status import CdcStatus, retention, source_lag
+from ordo.wording import counted
 
 
 def cdc_table(status: CdcStatus) -> Table:

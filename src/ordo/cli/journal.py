@@ -9,7 +9,6 @@ import click
 from ordo.cli.options import (
     SEQUENCE_NR,
     chosen_bucket_size,
-    counted,
     journal_option,
     journal_to_write,
     json_option,
@@ -24,6 +23,7 @@ from ordo.journal import AppendReceipt, Journal
 from ordo.journal.event_lines import parse_event_lines
 from ordo.storage.open import init_storage, open_journal
 from ordo.time import format_epoch_ms
+from ordo.wording import counted
 
 
 @click.command()

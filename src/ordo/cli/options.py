@@ -19,6 +19,7 @@ from ordo.storage.location import creatable_location, existing_location
 from ordo.storage.open import Stores, existing_stores_at
 from ordo.time import BucketSize
 from ordo.tools.status import SegmentStatus
+from ordo.wording import counted
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -201,11 +202,6 @@ def without_tokens(positions: int) -> str:
         f"no tokens  {counted(positions, 'position')} "
         "(a Spark projection's own sink: `processors reset --sink` clears them)"
     )
-
-
-def counted(count: int, noun: str) -> str:
-    """`count` with `noun` in the number it needs: "1 event", "2,000 persistence ids"."""
-    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 INTERRUPTED_STATUS = 130

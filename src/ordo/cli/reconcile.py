@@ -23,6 +23,7 @@ from ordo.cli.options import (
 from ordo.tools.receipts import OperationReceipt
 from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId, Tag
+from ordo.wording import counted
 
 _ONE_ID_TAG = "Only this tag (default: every tag of the persistence id)."
 _REBUILD_INTERRUPTED = (
@@ -62,7 +63,8 @@ def tags(journal_url: str | None, as_json: bool, persistence_id: str | None) -> 
                     ]
                 )
             for s in () if as_json else summaries:
-                click.echo(f"{s.tag}  {s.events} events  {s.persistence_ids} persistence ids")
+                ids = counted(s.persistence_ids, "persistence id")
+                click.echo(f"{s.tag}  {counted(s.events, 'event')}  {ids}")
             return
         found = reconciliation.tags_of(PersistenceId(persistence_id))
     if as_json:

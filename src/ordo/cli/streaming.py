@@ -8,8 +8,9 @@ from typing import Any
 
 import click
 
-from ordo.cli.options import INTERRUPTED_STATUS, counted, interruptible, progress
+from ordo.cli.options import INTERRUPTED_STATUS, interruptible, progress
 from ordo.errors import QueryFailedError
+from ordo.wording import counted
 
 POLL_SECONDS = 2.0
 """How often the command looks for finished micro-batches to report (and for Ctrl-C)."""

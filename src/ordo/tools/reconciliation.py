@@ -20,6 +20,7 @@ from ordo.tools.ports import DeletedCounts, TagViewRow
 from ordo.tools.receipts import OperationReceipt
 from ordo.tools.tag_view_rows import RebuiltTagViews, rebuild_tag_views
 from ordo.types import PersistenceId, SequenceNr, Tag
+from ordo.wording import counted
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ class Reconciliation(OperationsTool):
             replaced, rows = self._rebuild(pid, sorted(tags), is_every_tag=False, dry_run=dry_run)
             deleted, written = deleted + replaced, written + rows
             if on_progress is not None and done % 100 == 0:
-                on_progress(f"{done}/{len(by_pid)} persistence ids rebuilt")
+                on_progress(f"{done:,}/{counted(len(by_pid), 'persistence id')} rebuilt")
         return OperationReceipt(
             operation=operation,
             persistence_ids=tuple(sorted(by_pid)),
@@ -177,16 +178,16 @@ class Reconciliation(OperationsTool):
                     self._write(batch, progress, scanned)
                     batch, progress, scanned = [], [], {}
             if on_progress is not None and ids % 1000 == 0:
-                on_progress(f"{ids} persistence ids, {written} rows")
+                on_progress(f"{counted(ids, 'persistence id')}, {counted(written, 'row')}")
         self._write(batch, progress, scanned)
         if on_progress is not None and ids % 1000:  # the total, which no line above gave
-            on_progress(f"{ids} persistence ids, {written} rows")
+            on_progress(f"{counted(ids, 'persistence id')}, {counted(written, 'row')}")
         return OperationReceipt(
             operation=operation,
             written_rows=written,
             is_dry_run=dry_run,
             forced_past=forced,
-            note=f"{ids} persistence ids",
+            note=counted(ids, "persistence id"),
         )
 
     def _on_tags(

@@ -20,6 +20,7 @@ from ordo.storage.parquet import ChangeLogSummary, ParquetChangeLog
 from ordo.storage.sql_change_sink import MaterializerProgress
 from ordo.time import TimeUUID
 from ordo.tools.ports import OperationsStore, WriterLeaseInfo
+from ordo.wording import counted
 
 RATE_WINDOW_MS = 60_000
 """The write rate is the events of this last window, per second."""
@@ -213,7 +214,7 @@ def retention(source: SourceStatus) -> str:
     if source.retained_bytes is not None:
         return f"{source.retained_bytes:,} bytes of WAL retained"
     waiting = source.retained_changes or 0
-    return f"{waiting:,} change{'' if waiting == 1 else 's'} waiting"
+    return f"{counted(waiting, 'change')} waiting"
 
 
 def source_lag(source: SourceStatus) -> int | None:
