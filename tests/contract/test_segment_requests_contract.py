@@ -175,6 +175,37 @@ def test_request_merge_asks_no_hand_over_of_a_sibling_the_owner_holds(stores: St
     assert _pending(stores) == [(0, MERGE)]
 
 
+def test_a_hand_over_asked_again_while_it_is_made_ends_with_it(stores: Stores) -> None:
+    """Segment 1's owner took the hand-over, and before it made it the merging owner failed
+    its merge again and asked again (nothing was pending on 1). The hand-over asked then
+    stayed pending on segment 1 once "a" held it: had "a" stopped before merging, whoever
+    held segment 1 next could hand it to "a" again, gone, and it sat claimed for nothing."""
+    _merging_0_while_b_holds_1(stores)
+    assert stores.tokens.take_request("p", 1) == _hand_over_to("a")  # b's check
+    assert stores.tokens.take_request("p", 0) == MERGE  # a's next check, before b hands over
+    with pytest.raises(UnableToClaimTokenError, match="claimed by 'b'"):
+        stores.tokens.merge("p", 0, "a", now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.request_merge("p", 0, "a", now_ms=1) is True
+    assert _pending(stores) == [(0, MERGE), (1, _hand_over_to("a"))]
+    stores.tokens.hand_over("p", 1, "b", to="a", now_ms=2)
+    assert _pending(stores) == [(0, MERGE)]
+
+
+def test_a_hand_over_keeps_one_asked_since_for_another_owner(stores: Stores) -> None:
+    """Segment 0's claim lapsed while segment 1's owner was handing it to "a", and the new
+    owner "c" took the merge and asked for segment 1: that hand-over is for the merge still
+    pending, and segment 1 goes on to "c" from whoever holds it."""
+    _merging_0_while_b_holds_1(stores)
+    assert stores.tokens.take_request("p", 1) == _hand_over_to("a")
+    later = TIMEOUT + 1
+    stores.tokens.claim("p", 1, "b", now_ms=later, claim_timeout_ms=TIMEOUT)  # renewed
+    stores.tokens.claim("p", 0, "c", now_ms=later, claim_timeout_ms=TIMEOUT)  # a's lapsed
+    assert stores.tokens.take_request("p", 0) == MERGE
+    assert stores.tokens.request_merge("p", 0, "c", now_ms=later) is True
+    stores.tokens.hand_over("p", 1, "b", to="a", now_ms=later)
+    assert _pending(stores) == [(0, MERGE), (1, _hand_over_to("c"))]
+
+
 def test_request_merge_refuses_an_owner_that_lost_the_segment(stores: Stores) -> None:
     """The claim lapsed and another owner took the segment: the merge was asked of the new
     owner, and the sibling's owner handed its segment to the old one."""

@@ -253,7 +253,12 @@ class TokenStore(Protocol):
     def hand_over(
         self, processor: str, segment_id: int, owner: str, *, to: str, now_ms: int
     ) -> None:
-        """Move an owned claim to another owner (UnableToClaimTokenError if not owned)."""
+        """Move an owned claim to another owner (UnableToClaimTokenError if not owned).
+
+        A hand-over to that owner still pending on the segment ends with this one (asked again
+        by a merge that retried while this owner was handing the segment over): so no
+        hand-over stays pending to an owner that holds its segment, as with `request_merge`.
+        """
         ...
 
     def reset(

@@ -224,6 +224,24 @@ class SqlSegmentRequests(SqlTokenRows):
         ).fetchone()
         return None if row is None else _request(row[0], row[1])
 
+    def _forget_hand_over_to(
+        self, conn: SqlConnection, processor: str, segment_id: int, owner: str
+    ) -> None:
+        """Delete a hand-over of the segment to `owner`, which holds it now (`hand_over`).
+
+        In the hand-over's transaction, under the segment's token row lock, which
+        `request_merge` takes too before it asks: one made after the hand-over finds the
+        sibling held by its owner and asks nothing. A hand-over to another owner stays: the
+        sibling's owner that asked it since merges, and wants the segment from whoever holds it.
+        """
+        conn.execute(
+            self._sql(
+                "DELETE FROM segment_requests WHERE processor = {p} AND segment_id = {p} "
+                "AND action = {p} AND target_owner = {p}"
+            ),
+            (processor, segment_id, SegmentAction.HAND_OVER.value, owner),
+        )
+
     def _forget_merged_requests(
         self, conn: SqlConnection, processor: str, merged_away_id: int, merged: Segment
     ) -> None:

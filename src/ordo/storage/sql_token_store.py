@@ -152,7 +152,13 @@ class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
     def hand_over(
         self, processor: str, segment_id: int, owner: str, *, to: str, now_ms: int
     ) -> None:
-        """Move an owned claim to `to`, fresh, so nobody else takes it in between."""
+        """Move an owned claim to `to`, fresh, so nobody else takes it in between.
+
+        A hand-over to `to` still pending on the segment is done with this one (its merging
+        owner asked again after this owner had taken the first): left pending on a segment
+        `to` held, it could send the segment to `to` again from its next owner, after `to`
+        had stopped without merging.
+        """
         check_segment(processor, segment_id, owner)
         validation.owner_name(to, name="to")
         validation.integer(now_ms, name="now_ms")
@@ -165,6 +171,7 @@ class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
                 ),
                 (to, now_ms, processor, segment_id),
             )
+            self._forget_hand_over_to(conn, processor, segment_id, to)
 
     def advance_unclaimed(
         self, processor: str, offset: TimeUUID, *, now_ms: int, claim_timeout_ms: int
