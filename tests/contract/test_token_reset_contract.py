@@ -163,6 +163,31 @@ def test_a_reset_is_refused_while_a_projection_renews_its_lease(
     assert sink_stores.tokens.positions("p") == {}
 
 
+def test_a_reset_is_refused_while_a_projection_that_applied_nothing_yet_holds_its_lease(
+    stores: Stores, sink_stores: Stores
+) -> None:
+    """Its driver writes the lease before the stream starts: a sink holding only that lease
+    said the processor had no tokens or positions to reset, though it ran. A lapsed lease
+    alone is a crashed driver's, which refuses nothing: the sink has nothing to reset."""
+    _processed_to(stores, T2)
+    sink_stores.tokens.renew_projection_lease("p", "driver-1", now_ms=1_000)
+    running = r"^processor 'p' is running .* its driver 'driver-1' renewed its lease 0 ms ago"
+
+    with pytest.raises(UnableToClaimTokenError, match=running):
+        _reset_with_sink(stores, sink_stores, now_ms=1_000)
+    for call in (
+        sink_stores.tokens.check_reset,
+        partial(sink_stores.tokens.reset, token=TrackingToken()),
+    ):
+        with pytest.raises(UnableToClaimTokenError, match=running):
+            call("p", now_ms=1_000, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.entries("p")[0].token == TrackingToken(T2)
+
+    with pytest.raises(UnknownProcessorError, match=r"^the sink: processor 'p' has no tokens"):
+        _reset_with_sink(stores, sink_stores, now_ms=1_001 + TIMEOUT)
+    assert stores.tokens.entries("p")[0].token == TrackingToken(T2)
+
+
 def test_a_reset_with_a_short_claim_timeout_still_refuses_a_live_projection_lease(
     stores: Stores, sink_stores: Stores
 ) -> None:

@@ -5,6 +5,8 @@ A part of SqlTokenStore.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 from ordo.errors import UnableToClaimTokenError, UnknownProcessorError
@@ -32,7 +34,7 @@ class SqlTokenReset(SqlTokenRows):
         positions and handled batches go too, so the replayed events are handled again. A
         database with positions but no tokens of the processor (the sink of a Spark
         projection) has only those cleared. Checked as `check_reset`, in the transaction, on
-        the rows it then changes, locked (_locked_entries, _check_lease): a claim taken or a
+        the rows it then changes, locked (_locked_entries, _lease): a claim taken or a
         projection started between the check and the update was wiped while it ran.
 
         On PostgreSQL it locks in the order the batches that write these rows do, so that a
@@ -49,8 +51,9 @@ class SqlTokenReset(SqlTokenRows):
         (a driver writes or deletes it alone), so its place in the order cannot deadlock.
         """
         check_token(token)
+        check = _ResetCheck(processor=processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
         with self._write() as conn:
-            entries = self._resettable(conn, processor, now_ms, claim_timeout_ms, lock=True)
+            entries = self._resettable(conn, check, lock=True)
             self._lock_positions(conn, processor)
             replay = replay_point([t for e in entries for t in (e.token, e.replay_until)])
             conn.execute(
@@ -69,55 +72,39 @@ class SqlTokenReset(SqlTokenRows):
         """Raise what `reset` would refuse, changing nothing.
 
         So that a reset across databases (a journal and a projection's sink) is refused
-        before any of them changes: UnknownProcessorError when the database holds neither
-        tokens nor positions (nor handled batches) of the processor, UnableToClaimTokenError
-        while one of its segments is claimed or a Spark projection of that name holds a lease
-        (renew_projection_lease) renewed within `claim_timeout_ms` or PROJECTION_LEASE_TIMEOUT,
-        whichever is longer: its driver renews it on a schedule of its own, not the claim timeout.
+        before any of them changes: UnableToClaimTokenError while one of its segments is
+        claimed or a Spark projection of that name holds a fresh lease (_ResetCheck), and
+        else UnknownProcessorError when the database holds neither tokens nor positions (nor
+        handled batches) of the processor. A fresh lease alone is a projection that started
+        but applied no batch yet: it runs, and its sink was refused as holding nothing to
+        reset. A lapsed lease alone counts for nothing, as a released one: its driver
+        crashed, and a reset would only delete the row, which refuses nothing any more.
         """
+        check = _ResetCheck(processor=processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
         with self._db.connection() as conn:
-            self._resettable(conn, processor, now_ms, claim_timeout_ms, lock=False)
+            self._resettable(conn, check, lock=False)
 
     def _resettable(
-        self,
-        conn: SqlConnection,
-        processor: str,
-        now_ms: int,
-        claim_timeout_ms: int,
-        *,
-        lock: bool,
+        self, conn: SqlConnection, check: _ResetCheck, *, lock: bool
     ) -> list[TokenEntry]:
         """The processor's segments, once its reset is known to be allowed (see check_reset).
 
-        With `lock`, the token rows are read by _locked_entries and the lease by _check_lease,
+        With `lock`, the token rows are read by _locked_entries and the lease by _lease,
         locked, so that the reset changes what was checked.
         """
-        validation.processor_name(processor)
-        check_claim_times(now_ms, claim_timeout_ms)
+        processor = check.processor
         entries = self._locked_entries(conn, processor) if lock else self._entries(conn, processor)
+        check.refuse_claims(entries)
+        check.refuse_lease(self._lease(conn, check, lock=lock))
         if not entries and not self._has_progress(conn, processor):
             msg = f"processor {processor!r} has no tokens or positions to reset"
             raise UnknownProcessorError(msg)
-        live = [e for e in entries if e.is_held(now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)]
-        if live:
-            msg = (
-                f"processor {processor!r} is running (segment {live[0].segment} is claimed "
-                f"by {live[0].owner!r}): stop it before resetting"
-            )
-            raise UnableToClaimTokenError(msg)
-        self._check_lease(conn, processor, now_ms, claim_timeout_ms, lock=lock)
         return entries
 
-    def _check_lease(
-        self,
-        conn: SqlConnection,
-        processor: str,
-        now_ms: int,
-        claim_timeout_ms: int,
-        *,
-        lock: bool,
-    ) -> None:
-        """Refuse while a Spark projection of `processor` holds a fresh lease (check_reset).
+    def _lease(
+        self, conn: SqlConnection, check: _ResetCheck, *, lock: bool
+    ) -> tuple[str, int] | None:
+        """The owner and heartbeat of the processor's projection lease, if it has one.
 
         With `lock`, the lease row is locked until the commit, and written first when there
         is none (lapsed, so that it refuses nothing; the reset deletes it with the rest): on
@@ -128,30 +115,23 @@ class SqlTokenReset(SqlTokenRows):
         (until its next heartbeat) and ran on positions the reset cleared, and the reset
         reported success. A row that does not exist cannot be locked, hence the write.
         """
-        oldest = now_ms - max(claim_timeout_ms, _PROJECTION_LEASE_TIMEOUT_MS)
         if lock:
-            lease = conn.execute(
+            row = conn.execute(
                 self._sql(
                     "INSERT INTO projection_leases (processor, owner, heartbeat_at) "
                     "VALUES ({p}, '', {p}) ON CONFLICT (processor) DO UPDATE "
                     "SET owner = projection_leases.owner RETURNING owner, heartbeat_at"
                 ),
-                (processor, oldest - 1),
+                (check.processor, check.oldest_fresh_heartbeat_ms - 1),
             ).fetchone()
         else:
-            lease = conn.execute(
+            row = conn.execute(
                 self._sql(
                     "SELECT owner, heartbeat_at FROM projection_leases WHERE processor = {p}"
                 ),
-                (processor,),
+                (check.processor,),
             ).fetchone()
-        if lease is not None and int(lease[1]) >= oldest:
-            msg = (
-                f"processor {processor!r} is running (a Spark projection: its driver "
-                f"{lease[0]!r} renewed its lease {max(0, now_ms - int(lease[1]))} ms ago): stop "
-                "its streaming query before resetting"
-            )
-            raise UnableToClaimTokenError(msg)
+        return None if row is None else (str(row[0]), int(row[1]))
 
     def _locked_entries(self, conn: SqlConnection, processor: str) -> list[TokenEntry]:
         """The processor's segments, their rows locked in segment id order until the commit.
@@ -205,7 +185,7 @@ class SqlTokenReset(SqlTokenRows):
         driver calls this before the stream starts and every few seconds while the query is
         active; a later driver of the same name takes the row over (a restart after a crash
         need not wait for the old lease to expire). A reset in progress holds the row
-        (_check_lease): the write waits for it, so that what the projection reads next is
+        (_lease): the write waits for it, so that what the projection reads next is
         what the reset left.
         """
         validation.processor_name(processor)
@@ -241,3 +221,55 @@ class SqlTokenReset(SqlTokenRows):
             is not None
             for table in PROGRESS_TABLES
         )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _ResetCheck:
+    """The refusals of one reset of `processor` at `now_ms` (reset and check_reset share it).
+
+    Made before any connection is opened: a bad name or time is InvalidInputError there.
+    Raises UnableToClaimTokenError while a segment is claimed (within `claim_timeout_ms`) or a Spark
+    projection of that name holds a lease renewed within `claim_timeout_ms` or
+    PROJECTION_LEASE_TIMEOUT, whichever is longer: its driver renews it on a schedule of its
+    own, not the claim timeout.
+    """
+
+    processor: str
+    now_ms: int
+    claim_timeout_ms: int
+
+    def __post_init__(self) -> None:
+        validation.processor_name(self.processor)
+        check_claim_times(self.now_ms, self.claim_timeout_ms)
+
+    @property
+    def oldest_fresh_heartbeat_ms(self) -> int:
+        """The oldest heartbeat of a lease that still refuses the reset (inclusive)."""
+        return self.now_ms - max(self.claim_timeout_ms, _PROJECTION_LEASE_TIMEOUT_MS)
+
+    def refuse_claims(self, entries: Sequence[TokenEntry]) -> None:
+        """Refuse while one of the processor's segments is claimed."""
+        live = [
+            e
+            for e in entries
+            if e.is_held(now_ms=self.now_ms, claim_timeout_ms=self.claim_timeout_ms)
+        ]
+        if live:
+            msg = (
+                f"processor {self.processor!r} is running (segment {live[0].segment} is claimed "
+                f"by {live[0].owner!r}): stop it before resetting"
+            )
+            raise UnableToClaimTokenError(msg)
+
+    def refuse_lease(self, lease: tuple[str, int] | None) -> None:
+        """Refuse while `lease` (owner and heartbeat, SqlTokenReset._lease) is fresh."""
+        if lease is None:
+            return
+        owner, heartbeat_at = lease
+        if heartbeat_at >= self.oldest_fresh_heartbeat_ms:
+            msg = (
+                f"processor {self.processor!r} is running (a Spark projection: its driver "
+                f"{owner!r} renewed its lease {max(0, self.now_ms - heartbeat_at)} ms ago): stop "
+                "its streaming query before resetting"
+            )
+            raise UnableToClaimTokenError(msg)
