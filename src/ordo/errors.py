@@ -29,6 +29,7 @@ OrdoError
 │   ├── UnableToClaimTokenError
 │   ├── PendingHandOverError
 │   └── PendingMergeError
+├── PartialResetError
 ├── ElementFailedError
 │   └── ElementTimeoutError (TimeoutError)
 ├── EventHandlingError
@@ -470,6 +471,26 @@ class PendingMergeError(TokenStoreError):
             f"processor {processor!r} segment {segment_id} is being merged with its sibling by "
             f"its owner, whose merge goes first (the lower segment's): it will not hand the "
             f"segment over to {target_owner!r}"
+        )
+        super().__init__(msg)
+
+
+class PartialResetError(OrdoError):
+    """A reset across a journal and a projection's sink reset only the journal's tokens.
+
+    The two databases change in two transactions: the journal's committed, then the sink's
+    reset failed (`cause`, also the exception's __cause__: a projection started after the
+    check, or the sink's database became unreachable), so the sink's positions are as they
+    were. Running the same reset again once the projection is stopped finishes it: the
+    journal's tokens are reset again (what they replay is kept) and the sink's positions go.
+    """
+
+    def __init__(self, *, processor: str, cause: OrdoError) -> None:
+        self.processor, self.cause = processor, cause
+        msg = (
+            f"processor {processor!r} was reset in the journal but not in the sink ({cause}): "
+            "the journal's tokens are reset, the sink's positions are not; run the same reset "
+            "again, with the projection stopped, to finish it"
         )
         super().__init__(msg)
 

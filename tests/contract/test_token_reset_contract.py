@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 from functools import partial
+from typing import cast
 
 import pytest
 
-from ordo.errors import UnableToClaimTokenError, UnknownProcessorError
+from ordo.errors import PartialResetError, UnableToClaimTokenError, UnknownProcessorError
 from ordo.processing.control import ControlReceipt, reset_processor
-from ordo.processing.ports import PROJECTION_LEASE_TIMEOUT
+from ordo.processing.ports import PROJECTION_LEASE_TIMEOUT, TokenStore
 from ordo.processing.token import TrackingToken
 from ordo.storage.open import Stores
 from ordo.time import TimeUUID
@@ -186,6 +187,66 @@ def test_a_reset_is_refused_while_a_projection_that_applied_nothing_yet_holds_it
     with pytest.raises(UnknownProcessorError, match=r"^the sink: processor 'p' has no tokens"):
         _reset_with_sink(stores, sink_stores, now_ms=1_001 + TIMEOUT)
     assert stores.tokens.entries("p")[0].token == TrackingToken(T2)
+
+
+class _ProjectionStartingAfterTheCheck:
+    """A sink's token store whose projection's driver writes its lease right after the sink
+    was checked: the race, made to happen between reset_processor's check and its reset.
+
+    Only the two calls reset_processor makes on a sink; both reach the real store.
+    """
+
+    def __init__(self, tokens: TokenStore) -> None:
+        self.tokens = tokens
+
+    def check_reset(self, processor: str, *, now_ms: int, claim_timeout_ms: int) -> None:
+        self.tokens.check_reset(processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+        self.tokens.renew_projection_lease(processor, "driver-1", now_ms=now_ms)
+
+    def reset(
+        self, processor: str, token: TrackingToken, *, now_ms: int, claim_timeout_ms: int
+    ) -> None:
+        self.tokens.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+
+
+def test_a_reset_that_reset_the_journal_but_not_the_sink_says_so_and_runs_again_to_the_end(
+    stores: Stores, sink_stores: Stores
+) -> None:
+    """The two databases change one after the other: a projection started after the check
+    refused the sink's reset once the journal's had committed, and the user was told only
+    that the projection ran, not that the journal was reset and the sink not."""
+    _processed_to(stores, T2)
+    _applied(sink_stores, {"x": 3})
+    racing = cast(TokenStore, _ProjectionStartingAfterTheCheck(sink_stores.tokens))
+
+    with pytest.raises(PartialResetError) as raised:
+        reset_processor(
+            stores.tokens, "p", TrackingToken(), now_ms=1, claim_timeout_ms=TIMEOUT, sink=racing
+        )
+
+    assert str(raised.value) == (
+        "processor 'p' was reset in the journal but not in the sink (processor 'p' is running "
+        "(a Spark projection: its driver 'driver-1' renewed its lease 0 ms ago): stop its "
+        "streaming query before resetting): the journal's tokens are reset, the sink's "
+        "positions are not; run the same reset again, with the projection stopped, to finish it"
+    )
+    assert raised.value.processor == "p"
+    assert isinstance(raised.value.__cause__, UnableToClaimTokenError)
+    assert raised.value.cause is raised.value.__cause__
+    (entry,) = stores.tokens.entries("p")
+    assert (entry.token, entry.replay_until) == (TrackingToken(), TrackingToken(T2))
+    assert sink_stores.tokens.positions("p") == {"x": 3}
+    with pytest.raises(UnableToClaimTokenError, match="'driver-1'"):
+        _reset_with_sink(stores, sink_stores, now_ms=1)  # still running: refused, unchanged
+    assert sink_stores.tokens.positions("p") == {"x": 3}
+
+    sink_stores.tokens.release_projection_lease("p", "driver-1")  # the projection stopped
+    receipt = _reset_with_sink(stores, sink_stores, now_ms=2)
+
+    assert "cleared its positions in the sink" in receipt.message
+    (entry,) = stores.tokens.entries("p")
+    assert (entry.token, entry.replay_until) == (TrackingToken(), TrackingToken(T2))
+    assert sink_stores.tokens.positions("p") == {}
 
 
 def test_a_reset_with_a_short_claim_timeout_still_refuses_a_live_projection_lease(

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from ordo.errors import (
     InvalidInputError,
     InvalidSegmentOperationError,
+    OrdoError,
+    PartialResetError,
     UnknownProcessorError,
     UnknownSegmentError,
 )
@@ -151,6 +153,19 @@ def reset_processor(
     Spark projection's own sink, which holds its positions: they are cleared too. Both
     stores are checked before either changes, so a refused reset changes neither (apart from
     a claim taken in between, which the journal's reset still refuses, before the sink's).
+
+    The two stores change in two transactions, the journal's first. A projection reads its
+    positions from the sink: they are what its batches dedupe by and where its source starts
+    each persistence id; the journal's tokens only report its progress and, once reset,
+    bound how far back its source looks (up to where the tokens had reached). Reset alone,
+    the journal leaves a projection restarted meanwhile going on as if not reset (a gap that
+    held it up holds it up again) and applying nothing twice; reset alone, the sink would
+    leave it looking back over events it applied with no positions to skip them by: it would
+    apply them again. When the sink's reset fails after the journal's committed (a
+    projection started since the check, the sink unreachable), PartialResetError says so;
+    the same reset run again finishes it: the journal's tokens, reset again, keep what they
+    replay (a reset replays up to the furthest offset the tokens or their replay point had
+    reached), and the sink's positions go.
     """
     check_claim_times(now_ms, claim_timeout_ms)
     check_token(token)
@@ -166,7 +181,10 @@ def reset_processor(
     tokens.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
     also = ""
     if sink is not None:
-        sink.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+        try:
+            sink.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+        except OrdoError as exc:
+            raise PartialResetError(processor=processor, cause=exc) from exc
         also = " and cleared its positions in the sink"
     return ControlReceipt(
         is_done=True,
