@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 
 import pytest
 
@@ -48,3 +49,30 @@ def test_every_error_derives_from_ordo_error() -> None:
     ]
     assert classes
     assert all(issubclass(c, ordo.OrdoError) for c in classes)
+
+
+def test_the_error_tree_in_ordo_errors_names_every_error_under_its_base() -> None:
+    """The module's docstring is the map users read: two errors added later were missing."""
+    from ordo import errors
+
+    tree: dict[str, str] = {}
+    parents: list[str] = []
+    for line in (errors.__doc__ or "").splitlines():
+        found = re.fullmatch(r"([│ ]*)(?:[├└]── )?(\w+Error)\b.*", line)
+        if found is None:
+            continue
+        depth = len(found[1]) // 4 + (1 if "──" in line else 0)
+        del parents[depth:]
+        tree[found[2]] = parents[-1] if parents else ""
+        parents.append(found[2])
+    classes = {
+        name: value
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, errors.OrdoError)
+    }
+    assert set(tree) == set(classes)
+    assert {name: tree[name] for name in classes if name != "OrdoError"} == {
+        name: next(b.__name__ for b in value.__bases__ if issubclass(b, errors.OrdoError))
+        for name, value in classes.items()
+        if name != "OrdoError"
+    }

@@ -17,7 +17,8 @@ OrdoError
 ├── StorageError
 │   ├── StorageUnavailableError (ConnectionError)
 │   │   ├── StorageAccessError
-│   │   └── MissingFolderError
+│   │   ├── MissingFolderError
+│   │   └── TransactionConflictError
 │   ├── SchemaVersionError
 │   └── StorageIntegrityError
 │       └── ConcurrencyConflictError
@@ -35,6 +36,7 @@ OrdoError
 ├── EventHandlingError
 ├── QueryFailedError
 ├── AlreadyRunningError
+├── AppendStoppedError
 ├── JournalClosedError
 ├── CdcError
 │   ├── MalformedMutationError (ValueError)

@@ -266,8 +266,9 @@ class TokenStore(Protocol):
     ) -> None:
         """Move every segment to `token`, marking what was processed before as replay.
 
-        Clears the positions and handled batches too (only those where the processor has no
-        tokens: a Spark projection's sink). Refused (UnableToClaimTokenError) while any
+        Clears the processor's positions and handled batches too, so that the replayed
+        events are handled again (where it has positions but no tokens, a Spark projection's
+        sink, only those). Refused (UnableToClaimTokenError) while any
         segment is claimed or a projection's lease is fresh (renew_projection_lease: renewed
         within `claim_timeout_ms` or PROJECTION_LEASE_TIMEOUT, whichever is longer), and
         (UnknownProcessorError) when there is nothing to reset.
