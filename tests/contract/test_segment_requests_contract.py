@@ -170,7 +170,7 @@ def test_request_merge_asks_no_hand_over_of_a_sibling_the_owner_holds(stores: St
     failed merge and the new ask: a hand-over asked then was of a segment the merging owner
     held, and stayed pending on it after the merge was given up."""
     _holding_0_and_1(stores)
-    stores.tokens.hand_over("p", 1, "b", to="a", now_ms=1)
+    assert stores.tokens.hand_over("p", 1, "b", to="a", now_ms=1, claim_timeout_ms=TIMEOUT)
     assert stores.tokens.request_merge("p", 0, "a", now_ms=2) is True
     assert _pending(stores) == [(0, MERGE)]
 
@@ -187,14 +187,15 @@ def test_a_hand_over_asked_again_while_it_is_made_ends_with_it(stores: Stores) -
         stores.tokens.merge("p", 0, "a", now_ms=1, claim_timeout_ms=TIMEOUT)
     assert stores.tokens.request_merge("p", 0, "a", now_ms=1) is True
     assert _pending(stores) == [(0, MERGE), (1, _hand_over_to("a"))]
-    stores.tokens.hand_over("p", 1, "b", to="a", now_ms=2)
+    assert stores.tokens.hand_over("p", 1, "b", to="a", now_ms=2, claim_timeout_ms=TIMEOUT)
     assert _pending(stores) == [(0, MERGE)]
 
 
-def test_a_hand_over_keeps_one_asked_since_for_another_owner(stores: Stores) -> None:
+def test_a_hand_over_to_an_owner_that_lost_the_sibling_is_skipped(stores: Stores) -> None:
     """Segment 0's claim lapsed while segment 1's owner was handing it to "a", and the new
-    owner "c" took the merge and asked for segment 1: that hand-over is for the merge still
-    pending, and segment 1 goes on to "c" from whoever holds it."""
+    owner "c" took the merge and asked for segment 1. The segment went to "a", which merged
+    nothing (it sat claimed until the claim timeout). Its owner keeps it now, and hands it to
+    "c" when it takes the hand-over asked since."""
     _merging_0_while_b_holds_1(stores)
     assert stores.tokens.take_request("p", 1) == _hand_over_to("a")
     later = TIMEOUT + 1
@@ -202,8 +203,102 @@ def test_a_hand_over_keeps_one_asked_since_for_another_owner(stores: Stores) -> 
     stores.tokens.claim("p", 0, "c", now_ms=later, claim_timeout_ms=TIMEOUT)  # a's lapsed
     assert stores.tokens.take_request("p", 0) == MERGE
     assert stores.tokens.request_merge("p", 0, "c", now_ms=later) is True
-    stores.tokens.hand_over("p", 1, "b", to="a", now_ms=later)
+    assert not stores.tokens.hand_over("p", 1, "b", to="a", now_ms=later, claim_timeout_ms=TIMEOUT)
+    assert _owners(stores) == [("c", later), ("b", later)]
     assert _pending(stores) == [(0, MERGE), (1, _hand_over_to("c"))]
+
+
+def _owners(stores: Stores) -> list[tuple[str | None, int | None]]:
+    """The owner and claim time of each segment of processor "p"."""
+    return [(e.owner, e.claimed_at_ms) for e in stores.tokens.entries("p")]
+
+
+def _taken_by_b(stores: Stores) -> None:
+    """ "a" merges segment 0 while "b" holds 1, and "b" has taken the hand-over (its check)."""
+    _merging_0_while_b_holds_1(stores)
+    assert stores.tokens.take_request("p", 1) == _hand_over_to("a")
+
+
+def test_a_hand_over_the_merge_ended_for_is_skipped(stores: Stores) -> None:
+    """An operator released segment 0 after "b" took the hand-over: the release withdrew no
+    hand-over (none was pending), and "b" handed segment 1 to "a", which released segment 0
+    and merged nothing. Whether "a" has acted on the release yet or not, "b" keeps it."""
+    _taken_by_b(stores)
+    release_segment(stores.tokens, "p", 0, now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert not stores.tokens.hand_over("p", 1, "b", to="a", now_ms=2, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.take_request("p", 0) == SegmentRequest(action=SegmentAction.RELEASE)
+    stores.tokens.release("p", 0, "a")
+    assert not stores.tokens.hand_over("p", 1, "b", to="a", now_ms=3, claim_timeout_ms=TIMEOUT)
+    assert _owners(stores) == [(None, None), ("b", 0)]
+    assert _pending(stores) == []
+
+
+def test_a_hand_over_to_an_owner_whose_claim_lapsed_is_skipped(stores: Stores) -> None:
+    """ "a" stopped (or crashed) without releasing segment 0: segment 1 went to it anyway, and
+    sat claimed by nobody at work until the claim timeout."""
+    _taken_by_b(stores)
+    later = TIMEOUT + 1
+    stores.tokens.claim("p", 1, "b", now_ms=later, claim_timeout_ms=TIMEOUT)
+    assert not stores.tokens.hand_over("p", 1, "b", to="a", now_ms=later, claim_timeout_ms=TIMEOUT)
+    assert _owners(stores) == [("a", 0), ("b", later)]
+
+
+def test_a_hand_over_is_made_while_the_merging_owner_merges(stores: Stores) -> None:
+    """ "a" has taken its merge request, so none is pending: the merge waits all the same."""
+    _taken_by_b(stores)
+    assert stores.tokens.take_request("p", 0) == MERGE
+    assert stores.tokens.hand_over("p", 1, "b", to="a", now_ms=1, claim_timeout_ms=TIMEOUT)
+    stores.tokens.merge("p", 0, "a", now_ms=2, claim_timeout_ms=TIMEOUT)
+    assert _segments(stores) == [(0, 0)]
+
+
+def test_a_hand_over_to_the_owner_itself_changes_nothing(stores: Stores) -> None:
+    """Its worker handed the segment to itself and then released it, for nothing."""
+    _holding_0_and_1(stores)
+    stores.tokens.claim("p", 0, "b", now_ms=TIMEOUT + 1, claim_timeout_ms=TIMEOUT)
+    assert not stores.tokens.hand_over(
+        "p", 1, "b", to="b", now_ms=TIMEOUT + 2, claim_timeout_ms=TIMEOUT
+    )
+    assert _owners(stores) == [("b", TIMEOUT + 1), ("b", 0)]
+
+
+def test_a_root_segment_is_handed_over_for_no_merge(stores: Stores) -> None:
+    stores.tokens.initialize("p", segment_count=1)
+    stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    assert not stores.tokens.hand_over("p", 0, "a", to="b", now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert _owners(stores) == [("a", 0)]
+
+
+@_EACH_OPERATOR_REQUEST
+def test_an_operator_request_made_while_the_owner_hands_over_is_kept(
+    stores: Stores, operation: Callable[..., ControlReceipt], replacing: SegmentRequest
+) -> None:
+    """Made after "b" took the hand-over, nothing refused it: "b" handed segment 1 over, and
+    the request stayed for "a", whose merge deleted it unseen (the operator had been told
+    that "b" was asked). It is the later request now: "b" keeps the segment and takes it,
+    and "a"'s merge, retried meanwhile, asks for segment 1 again only after that."""
+    _taken_by_b(stores)
+    receipt = operation(stores.tokens, "p", 1, now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert receipt.message.startswith("asked b to ")
+    assert not stores.tokens.hand_over("p", 1, "b", to="a", now_ms=2, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.take_request("p", 0) == MERGE  # a's next check: the merge retries
+    assert stores.tokens.request_merge("p", 0, "a", now_ms=3) is True
+    assert _pending(stores) == [(0, MERGE), (1, replacing)]
+    assert stores.tokens.take_request("p", 1) == replacing
+
+
+@_EACH_OPERATOR_REQUEST
+def test_request_merge_keeps_a_split_or_release_that_replaced_the_hand_over(
+    stores: Stores, operation: Callable[..., ControlReceipt], replacing: SegmentRequest
+) -> None:
+    """The operator replaced the hand-over on purpose, and the merge asked again replaced the
+    operator's request at its next retry, unseen, unless the owner had taken it by then. It
+    stays now: the merge waits for its owner to act on it, and asks for the segment after."""
+    _merging_0_while_b_holds_1(stores)
+    operation(stores.tokens, "p", 1, now_ms=1, claim_timeout_ms=TIMEOUT, replace_hand_over=True)
+    assert stores.tokens.take_request("p", 0) == MERGE
+    assert stores.tokens.request_merge("p", 0, "a", now_ms=2) is True
+    assert _pending(stores) == [(0, MERGE), (1, replacing)]
 
 
 def test_request_merge_refuses_an_owner_that_lost_the_segment(stores: Stores) -> None:

@@ -132,7 +132,14 @@ def test_the_other_segment_operations_check_their_arguments(stores: Stores) -> N
         (lambda: stores.tokens.split("p", True, "a"), "segment_id"),
         (lambda: stores.tokens.merge("p", 0, "a", now_ms=bad, claim_timeout_ms=1), "now_ms"),  # type: ignore[arg-type]
         (lambda: stores.tokens.take_request("p", bad), "segment_id"),  # type: ignore[arg-type]
-        (lambda: stores.tokens.hand_over("p", 0, "a", to="", now_ms=0), "to"),
+        (
+            lambda: stores.tokens.hand_over("p", 0, "a", to="", now_ms=0, claim_timeout_ms=1),
+            "to",
+        ),
+        (
+            lambda: stores.tokens.hand_over("p", 0, "a", to="b", now_ms=0, claim_timeout_ms=bad),  # type: ignore[arg-type]
+            "claim_timeout_ms",
+        ),
         (lambda: stores.tokens.request("p", 0, split, now_ms=bad), "now_ms"),  # type: ignore[arg-type]
         (lambda: stores.tokens.request("p", 0, "split", now_ms=0), "SegmentRequest"),  # type: ignore[arg-type]
         (lambda: stores.tokens.batch("p", 0, "a", mask="1").__enter__(), "mask"),  # type: ignore[arg-type]

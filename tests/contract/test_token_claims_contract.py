@@ -100,8 +100,9 @@ def test_only_the_owner_splits_or_merges_and_refusals_change_nothing(stores: Sto
 def test_a_claim_is_handed_over_by_its_owner_only(stores: Stores) -> None:
     stores.tokens.initialize("p", segment_count=2)
     stores.tokens.claim("p", 1, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    stores.tokens.claim("p", 0, "b", now_ms=0, claim_timeout_ms=TIMEOUT)  # to merge the two
     with pytest.raises(UnableToClaimTokenError):
-        stores.tokens.hand_over("p", 1, "x", to="b", now_ms=5)
-    stores.tokens.hand_over("p", 1, "a", to="b", now_ms=5)
+        stores.tokens.hand_over("p", 1, "x", to="b", now_ms=5, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.hand_over("p", 1, "a", to="b", now_ms=5, claim_timeout_ms=TIMEOUT)
     entry = stores.tokens.entries("p")[1]
     assert (entry.owner, entry.claimed_at_ms) == ("b", 5)

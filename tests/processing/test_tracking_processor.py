@@ -579,6 +579,47 @@ def test_an_owner_asked_for_its_segment_while_merging_hands_it_over(stores: Stor
     assert processor.failure is None
 
 
+class _Releases:
+    """The token store, recording the segments released, and how many requests were taken
+    after one that asked for a hand-over."""
+
+    def __init__(self, tokens: TokenStore) -> None:
+        self._tokens = tokens
+        self.released: list[int] = []
+        self.taken_after_hand_over = 0
+        self._is_hand_over_taken = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._tokens, name)
+
+    def release(self, processor: str, segment_id: int, owner: str) -> None:
+        self.released.append(segment_id)
+        self._tokens.release(processor, segment_id, owner)
+
+    def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
+        taken = self._tokens.take_request(processor, segment_id)
+        self.taken_after_hand_over += self._is_hand_over_taken
+        if taken is not None and taken.action is SegmentAction.HAND_OVER:
+            self._is_hand_over_taken = True
+        return taken
+
+
+def test_an_owner_asked_to_hand_its_segment_to_itself_keeps_it(stores: Stores) -> None:
+    """The worker handed the segment over to itself and then released it, for nothing. It
+    keeps the segment now: the next request it takes is taken with the same claim."""
+    tokens = _Releases(stores.tokens)
+    processor = _beside_other_s_segment_1(stores, tokens)
+    with processor:
+        wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
+        owner = stores.tokens.entries("counts")[0].owner
+        hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=owner)
+        stores.tokens.request("counts", 0, hand_over, now_ms=0)
+        wait_for(lambda: tokens.taken_after_hand_over > 0)
+        assert tokens.released == []
+        assert stores.tokens.entries("counts")[0].owner == owner
+    assert processor.failure is None
+
+
 class _ReleaseAskedMeanwhile:
     """The token store, except that when an owner takes a merge request the second time (it
     asked for the sibling at the first), the operator asks it to release the segment: between
@@ -737,7 +778,9 @@ def test_when_both_owners_of_a_pair_merge_it_at_once_the_lower_segment_s_owner_m
         hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=owner)
         assert stores.tokens.take_request("counts", 1) == hand_over
         now = time.time_ns() // 1_000_000
-        stores.tokens.hand_over("counts", 1, "other", to=owner, now_ms=now)
+        assert stores.tokens.hand_over(
+            "counts", 1, "other", to=owner, now_ms=now, claim_timeout_ms=30_000
+        )
         wait_for(
             lambda: (
                 len(stores.tokens.entries("counts")) == 1

@@ -236,7 +236,8 @@ class TokenStore(Protocol):
         withdrawn, and this returns False. PendingHandOverError when the segment is to be
         handed over itself, PendingMergeError when the sibling is the lower segment and its
         own merge is pending (the merge is then left to the sibling's owner); nothing is
-        stored then. No hand-over is asked of a sibling `owner` holds. UnableToClaimTokenError
+        stored then. No hand-over is asked of a sibling `owner` holds, nor of one with a split
+        or release pending (it stays; the merge asks at its next retry). UnableToClaimTokenError
         when `owner` does not hold the segment, InvalidSegmentOperationError when it has no
         sibling to merge with. Returns True when the merge is pending.
         """
@@ -251,13 +252,25 @@ class TokenStore(Protocol):
         ...
 
     def hand_over(
-        self, processor: str, segment_id: int, owner: str, *, to: str, now_ms: int
-    ) -> None:
-        """Move an owned claim to another owner (UnableToClaimTokenError if not owned).
+        self,
+        processor: str,
+        segment_id: int,
+        owner: str,
+        *,
+        to: str,
+        now_ms: int,
+        claim_timeout_ms: int,
+    ) -> bool:
+        """Move an owned claim to `to` for its merge (UnableToClaimTokenError if not owned).
 
-        A hand-over to that owner still pending on the segment ends with this one (asked again
-        by a merge that retried while this owner was handing the segment over): so no
-        hand-over stays pending to an owner that holds its segment, as with `request_merge`.
+        Only while the merge waits for it: `to` holds the sibling under a live claim with
+        nothing but its merge pending there, and nothing but a hand-over to `to` is pending on
+        the segment (a request made since the owner took the hand-over, an operator's, is the
+        later one). Otherwise, and for a hand-over to `owner` itself, nothing changes and this
+        returns False: the owner keeps its segment. A hand-over to `to` still pending on the
+        segment ends with this one (asked again by a merge that retried while this owner was
+        handing the segment over): so no hand-over stays pending to an owner that holds its
+        segment, as with `request_merge`. The checks and the move are one transaction.
         """
         ...
 

@@ -201,13 +201,38 @@ class SegmentWorker(threading.Thread):
         if action is SegmentAction.MERGE:
             return self._merge(segment, now_ms=now, claim_timeout_ms=timeout)
         if action is SegmentAction.HAND_OVER and request is not None and request.target_owner:
-            p._tokens.hand_over(p.name, segment_id, self.owner, to=request.target_owner, now_ms=now)
-            logger.info("handed over: processor=%s segment=%s", p.name, segment_id)
-            return True
+            return self._hand_over(
+                segment_id, request.target_owner, now_ms=now, claim_timeout_ms=timeout
+            )
         if action is SegmentAction.RELEASE:
             self._resting[segment_id] = now + 2 * timeout
             logger.info("released on request: processor=%s segment=%s", p.name, segment_id)
             return True
+        return False
+
+    def _hand_over(self, segment_id: int, to: str, *, now_ms: int, claim_timeout_ms: int) -> bool:
+        """Hand the segment to `to` for its merge; True when handed over (the claim ends).
+
+        The store skips a hand-over the merge no longer waits for (see TokenStore.hand_over),
+        one to this owner among them: the segment is kept and processed on.
+        """
+        p = self.p
+        if p._tokens.hand_over(
+            p.name,
+            segment_id,
+            self.owner,
+            to=to,
+            now_ms=now_ms,
+            claim_timeout_ms=claim_timeout_ms,
+        ):
+            logger.info("handed over: processor=%s segment=%s to=%s", p.name, segment_id, to)
+            return True
+        logger.info(
+            "hand-over skipped, no merge waits for it: processor=%s segment=%s to=%s",
+            p.name,
+            segment_id,
+            to,
+        )
         return False
 
     def _merge(self, segment: Segment, *, now_ms: int, claim_timeout_ms: int) -> bool:

@@ -1,7 +1,8 @@
 """Segment requests in SQL: what an operator or another owner asks a segment's owner to do.
 
 A part of SqlTokenStore: asking (`request`, with its rules for pending hand-overs and
-merges, and `request_merge` for a merging owner), taking, and listing the pending requests.
+merges, and `request_merge` for a merging owner), taking, listing the pending requests, and
+whether a merge still waits for the hand-over its sibling's owner is making (`hand_over`).
 """
 
 from __future__ import annotations
@@ -10,10 +11,14 @@ from collections.abc import Sequence
 
 from ordo.errors import InvalidInputError, PendingHandOverError, PendingMergeError
 from ordo.journal import validation
-from ordo.processing.ports import PendingRequest, SegmentAction, SegmentRequest
+from ordo.processing.ports import PendingRequest, SegmentAction, SegmentRequest, TokenEntry
 from ordo.processing.segment import Segment
 from ordo.storage.sql_store import SqlConnection
 from ordo.storage.sql_token_rows import SqlTokenRows, check_segment
+
+_MERGE = SegmentRequest(action=SegmentAction.MERGE)
+_KEPT_FROM_A_MERGE = frozenset({SegmentAction.SPLIT, SegmentAction.RELEASE})
+"""What a merging owner does not replace with the hand-over it asks of the sibling's owner."""
 
 
 class SqlSegmentRequests(SqlTokenRows):
@@ -75,8 +80,11 @@ class SqlSegmentRequests(SqlTokenRows):
         refuses the merge (PendingHandOverError: the sibling's owner merges the pair), and so
         does a merge pending on the sibling when that is the lower segment (PendingMergeError:
         its merge goes first); nothing is stored then. No hand-over is asked of a sibling
-        `owner` holds already (its owner handed it over since the merge was tried). Returns
-        True when the merge is pending.
+        `owner` holds already (its owner handed it over since the merge was tried), nor of one
+        with a split or release pending (an operator's, made while its owner was handing it
+        over, which `hand_over` then skipped, or with `replace_hand_over`): the hand-over
+        replaced it unseen; now its owner acts on it, and the merge asks at its next retry.
+        Returns True when the merge is pending.
 
         Raises:
             UnableToClaimTokenError: `owner` no longer holds the segment; its new owner must
@@ -86,15 +94,17 @@ class SqlSegmentRequests(SqlTokenRows):
         """
         check_segment(processor, segment_id, owner)
         validation.integer(now_ms, name="now_ms")
-        merge = SegmentRequest(action=SegmentAction.MERGE)
         hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=owner)
         with self._write() as conn:
             entry, sibling = self._owned_with_sibling(conn, processor, segment_id, owner)
             if not self._ask(
-                conn, processor, entry.segment, merge, now_ms=now_ms, keep_pending=True
+                conn, processor, entry.segment, _MERGE, now_ms=now_ms, keep_pending=True
             ):
                 return False
-            if sibling.owner != owner:
+            on_sibling = self._pending(conn, processor, sibling.segment.segment_id)
+            if sibling.owner != owner and (
+                on_sibling is None or on_sibling.action not in _KEPT_FROM_A_MERGE
+            ):
                 # This owner's hand-over replaces one asked by an earlier owner of the segment.
                 self._ask(
                     conn,
@@ -223,6 +233,29 @@ class SqlSegmentRequests(SqlTokenRows):
             (processor, segment_id),
         ).fetchone()
         return None if row is None else _request(row[0], row[1])
+
+    def _merge_awaits(
+        self,
+        conn: SqlConnection,
+        entry: TokenEntry,
+        sibling: TokenEntry | None,
+        to: str,
+        *,
+        now_ms: int,
+        claim_timeout_ms: int,
+    ) -> bool:
+        """Whether `to`'s merge of the sibling still waits for the segment (see `hand_over`)."""
+        if (
+            sibling is None
+            or to == entry.owner
+            or sibling.owner != to
+            or not sibling.is_held(now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+        ):
+            return False
+        on_sibling = self._pending(conn, entry.processor, sibling.segment.segment_id)
+        on_segment = self._pending(conn, entry.processor, entry.segment.segment_id)
+        hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=to)
+        return on_sibling in (None, _MERGE) and on_segment in (None, hand_over)
 
     def _forget_hand_over_to(
         self, conn: SqlConnection, processor: str, segment_id: int, owner: str

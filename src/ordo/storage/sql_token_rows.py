@@ -137,17 +137,30 @@ class SqlTokenRows(SqlStore):
             InvalidSegmentOperationError: the root, or a sibling split further or gone.
 
         """
+        entry, sibling = self._owned_and_sibling(conn, processor, segment_id, owner)
+        if sibling is None:
+            msg = (
+                f"processor {processor!r} segment {entry.segment} has no sibling to merge "
+                f"with (segment {entry.segment.mergeable_segment_id()} is split further or "
+                "does not exist)"
+            )
+            raise InvalidSegmentOperationError(msg)
+        return entry, sibling
+
+    def _owned_and_sibling(
+        self, conn: SqlConnection, processor: str, segment_id: int, owner: str
+    ) -> tuple[TokenEntry, TokenEntry | None]:
+        """`_owned_with_sibling`, with None for a sibling that is not there to merge with.
+
+        For `hand_over`, which a missing sibling does not refuse: the hand-over is skipped.
+        """
         seen = self._entry(conn, processor, segment_id, lock=False).segment
         sibling_id = seen.mergeable_segment_id()
         locked = {i: self._find(conn, processor, i) for i in sorted({segment_id, sibling_id})}
         entry = _check_owned(_known(processor, segment_id, locked[segment_id]), owner)
         sibling = locked[sibling_id]
         if sibling is None or not entry.segment.is_mergeable_with(sibling.segment):
-            msg = (
-                f"processor {processor!r} segment {entry.segment} has no sibling to merge "
-                f"with (segment {sibling_id} is split further or does not exist)"
-            )
-            raise InvalidSegmentOperationError(msg)
+            return entry, None
         return entry, sibling
 
 

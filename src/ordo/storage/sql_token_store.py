@@ -150,20 +150,44 @@ class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
         return merged
 
     def hand_over(
-        self, processor: str, segment_id: int, owner: str, *, to: str, now_ms: int
-    ) -> None:
-        """Move an owned claim to `to`, fresh, so nobody else takes it in between.
+        self,
+        processor: str,
+        segment_id: int,
+        owner: str,
+        *,
+        to: str,
+        now_ms: int,
+        claim_timeout_ms: int,
+    ) -> bool:
+        """Move an owned claim to `to`, fresh, for `to`'s merge of its sibling, if it still waits.
+
+        The owner takes the hand-over request at a check and hands the segment over after it,
+        and the merge could end in between: an operator's release or split of the sibling,
+        `to`'s claim lapsing, `to` stopping. The segment went to an owner that was no longer
+        merging and sat claimed until the claim timeout. So it moves only while `to` holds the
+        sibling under a live claim with nothing but its merge pending there (nothing, while
+        `to` has taken its merge request and merges), and nothing but a hand-over to `to` is
+        pending on the segment itself: a request made of the owner since it took the hand-over
+        (an operator's) is the later one, as for `request_merge`, and the owner acts on it
+        (handed over, the request was left for `to`, whose merge deleted it unseen). A
+        hand-over to the owner itself is no hand-over (its worker released the segment for
+        nothing). Otherwise nothing changes and this returns False: the owner keeps it.
 
         A hand-over to `to` still pending on the segment is done with this one (its merging
         owner asked again after this owner had taken the first): left pending on a segment
         `to` held, it could send the segment to `to` again from its next owner, after `to`
-        had stopped without merging.
+        had stopped without merging. The checks and the move are one transaction, under both
+        token rows' locks (PostgreSQL), taken in the order `merge` takes them.
         """
         check_segment(processor, segment_id, owner)
         validation.owner_name(to, name="to")
-        validation.integer(now_ms, name="now_ms")
+        check_claim_times(now_ms, claim_timeout_ms)
         with self._write() as conn:
-            self._owned(conn, processor, segment_id, owner)
+            entry, sibling = self._owned_and_sibling(conn, processor, segment_id, owner)
+            if not self._merge_awaits(
+                conn, entry, sibling, to, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+            ):
+                return False
             conn.execute(
                 self._sql(
                     "UPDATE tokens SET owner = {p}, claimed_at = {p} "
@@ -172,6 +196,7 @@ class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
                 (to, now_ms, processor, segment_id),
             )
             self._forget_hand_over_to(conn, processor, segment_id, to)
+        return True
 
     def advance_unclaimed(
         self, processor: str, offset: TimeUUID, *, now_ms: int, claim_timeout_ms: int
