@@ -86,17 +86,21 @@ def test_python_m_runs_the_cli_and_ctrl_c_ends_a_live_query_quietly(
     assert (live.returncode, err) == (130, "")
 
 
-def test_a_query_that_prints_nothing_says_why(runner: CliRunner, tmp_path: Path) -> None:
+def test_a_query_that_prints_nothing_says_why(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An hour's delay, so that the event is young however slowly the test runs (5 s was not)."""
+    monkeypatch.setenv("ORDO_EVENTUAL_CONSISTENCY_DELAY_MS", "3600000")
     url = f"sqlite:///{tmp_path}/q.db"
     line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
     assert _run(runner, "append", "--journal", url, stdin=line)[0] == 0
 
-    code, out, err = _run(runner, "query", "t", "--journal", url)  # the default delay is 5 s
+    code, out, err = _run(runner, "query", "t", "--journal", url)
 
     assert code == 0
     assert out == ""
     assert "no events of tag 't' are settled" in err
-    assert "eventual-consistency delay (5 s" in err
+    assert "eventual-consistency delay (3600 s, ORDO_EVENTUAL_CONSISTENCY_DELAY_MS)" in err
     code, out, err = _run(runner, "query", "t", "--journal", url, "--offset", "2000-01-01T00:00Z")
     assert "no events of tag 't' after --offset 2000-01-01T00:00Z are settled: events" in err
 
