@@ -138,7 +138,7 @@ class TimeUUID:
         return cls.from_uuid(value)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> TimeUUID:
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> TimeUUID:
         """Decode the 16-byte storage encoding written by `to_bytes`; the exact inverse.
 
         Raises:

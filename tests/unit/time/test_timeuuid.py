@@ -166,7 +166,7 @@ def test_comparison_with_other_types_is_unsupported() -> None:
     value = TimeUUID.min_for_epoch_ns(0)
     assert value != value.uuid
     with pytest.raises(TypeError):
-        _ = value < value.uuid
+        _ = value < value.uuid  # type: ignore[operator]
 
 
 def test_generator_is_strictly_increasing_under_a_frozen_clock() -> None:
@@ -336,7 +336,7 @@ def test_from_fields_refuses_a_timestamp_beyond_60_bits() -> None:
 
 def test_a_generator_refuses_a_bool_node_or_clock_seq() -> None:
     with pytest.raises(ConfigurationError, match=r"^node must be an integer, got True"):
-        TimeUUIDGenerator(ManualClock(0), node=True, clock_seq=0)  # type: ignore[arg-type]
+        TimeUUIDGenerator(ManualClock(0), node=True, clock_seq=0)
     with pytest.raises(ConfigurationError, match=r"^clock_seq must be an integer, got 1\.5"):
         TimeUUIDGenerator(ManualClock(0), node=0, clock_seq=1.5)  # type: ignore[arg-type]
 
