@@ -15,7 +15,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -226,7 +226,7 @@ class _EndingSessionsOnce(ParquetChangeLog):
         super().__init__(root)
         self._sessions: Sessions | None = sessions
 
-    def append(self, table: str, files: list[tuple[int, ChangeRows]]) -> None:  # type: ignore[override]
+    def append(self, table: str, files: Sequence[tuple[int, ChangeRows]]) -> None:
         super().append(table, files)
         if self._sessions is not None:
             assert self._sessions.terminate() >= 2  # the capture's and the journal's pool

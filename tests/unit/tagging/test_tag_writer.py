@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import ClassVar
 
 import pytest
 
@@ -22,7 +23,7 @@ BASE_NS = 1_700_000_000_000_000_000
 class MemoryTagViews:
     """Records every write, in order; the next `failures` tag_views writes raise StorageError."""
 
-    BACKGROUND_WRITES = True  # TagWriters hand full batches to their flusher thread
+    BACKGROUND_WRITES: ClassVar[bool] = True  # TagWriters hand full batches to their flusher
 
     def __init__(self) -> None:
         self.kinds: list[str] = []
@@ -298,9 +299,14 @@ def test_appenders_wait_once_the_backlog_of_full_batches_is_reached() -> None:
     assert [p[0].sequence_nr for p in store.progress] == list(range(1, 3 + BACKLOG_BATCHES))
 
 
+class SerializedTagViews(MemoryTagViews):
+    """A store whose writes serialize in this process, as SQLite's: no background writes."""
+
+    BACKGROUND_WRITES: ClassVar[bool] = False
+
+
 def test_where_writes_serialize_in_process_the_appender_writes_its_full_batch() -> None:
-    store = MemoryTagViews()
-    store.BACKGROUND_WRITES = False  # as SQLite's store
+    store = SerializedTagViews()
     writers = TagWriters(store, max_message_batch_size=2, flush_interval=timedelta(hours=1))
     try:
         writers.write([tagged("a", 1), tagged("a", 2), tagged("a", 3)])

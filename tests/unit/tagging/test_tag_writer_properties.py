@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,6 +17,8 @@ HOUR_MS = 3_600_000
 
 class CheckingTagViews:
     """Stores writes and checks, at every progress write, that the rows are already there."""
+
+    BACKGROUND_WRITES: ClassVar[bool] = False  # a lone TagWriter has no flusher thread
 
     def __init__(self) -> None:
         self.stored: list[TagWrite] = []
