@@ -9,7 +9,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from ordo.cdc import Audit, Cell, Mutation, mutation_to_json
+from ordo.cdc import Audit, Cell, JsonValue, Mutation, mutation_to_json
 from ordo.cli.main import cli
 from ordo.simulation.cdc import SIMULATED_SCHEMA
 
@@ -29,7 +29,7 @@ def registered(tmp_path: Path, journal: str) -> tuple[str, ...]:
     return ("cdc", "ingest", "--journal", journal, "--change-log", str(tmp_path / "log"))
 
 
-def readings(**audit: object) -> str:
+def readings(**audit: JsonValue) -> str:
     """One JSON line writing a `readings` row, with `audit` fields replaced."""
     document = mutation_to_json(
         Mutation(

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from ordo import EventsByTagSettings, Journal, PersistedEvent
 from ordo.clock import ManualClock
 from ordo.storage.open import Stores
+from ordo.types import Tag
 
 JournalFactory = Callable[..., Journal]
 
@@ -31,7 +32,7 @@ def payloads(journal: Journal, pid: str, **kwargs: int) -> list[object]:
     return [event.payload for event in journal.replay(pid, **kwargs)]
 
 
-def tag_names(stores: Stores) -> list[str]:
+def tag_names(stores: Stores) -> list[Tag]:
     return [summary.tag for summary in stores.tag_views.tags()]
 
 

@@ -50,8 +50,8 @@ def execute(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any,
     if isinstance(location, SQLiteLocation):
         with closing(sqlite3.connect(location.path)) as conn, conn:
             return conn.execute(sql, params).fetchall()
-    with psycopg.connect(location.dsn, autocommit=True) as conn:
-        cursor = conn.execute(sql.replace("?", "%s"), params)  # type: ignore[arg-type]
+    with psycopg.connect(location.dsn, autocommit=True) as pg:
+        cursor = pg.execute(sql.replace("?", "%s"), params)
         return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
 
 

@@ -39,8 +39,8 @@ def counting_handler(event: EventEnvelope, context: HandlerContext) -> None:
     """Count events per persistence id in the batch's transaction; insist on their order."""
     p = context.placeholder
     conn = context.connection
-    row = conn.execute(
-        f"SELECT n, last, replays FROM counts WHERE pid = {p}",  # type: ignore[attr-defined]
+    row = conn.execute(  # type: ignore[attr-defined]
+        f"SELECT n, last, replays FROM counts WHERE pid = {p}",
         (event.persistence_id,),
     ).fetchone()
     n, last, replays = row if row else (0, 0, 0)

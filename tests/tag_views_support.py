@@ -1,5 +1,5 @@
 """What the tag views contract tests share: settings and a clock reading of minute buckets,
-the rows a tag holds, and the rows the journal's events call for.
+the rows a tag holds, the rows the journal's events call for, and an id's progress in a tag.
 
 The settings that flush at once or batch, the still clock and the tag names are the journal
 contract tests', in journal_support. Its still clock reads 12:30:00 where these tests' own read
@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 from ordo import BucketSize, EventsByTagSettings, Journal, PersistedEvent
 from ordo.storage.open import Stores
-from ordo.tagging import TaggedEvent
+from ordo.tagging import TaggedEvent, TagProgress
+from ordo.types import PersistenceId, Tag
 
 MINUTE_BUCKETS = EventsByTagSettings(
     bucket_size=BucketSize.MINUTE, flush_interval=timedelta(hours=1), max_message_batch_size=100
@@ -23,13 +24,19 @@ MINUTE_NS = 60 * 10**9
 
 
 def entries(stores: Stores, tag: str) -> list[TaggedEvent]:
-    return list(stores.tag_views.tag_view_entries(tag))
+    return list(stores.tag_views.tag_view_entries(Tag(tag)))
+
+
+def progress_of(stores: Stores, persistence_id: str, tag: str) -> TagProgress:
+    """The recorded progress of the id in the tag; KeyError if it has none."""
+    return stores.tag_views.read_progress(PersistenceId(persistence_id))[Tag(tag)]
 
 
 def expected_entries(
     events: Sequence[PersistedEvent], tag: str, bucket_size: BucketSize
 ) -> list[TaggedEvent]:
     """The tag_views rows the journal events call for, in (bucket, timeuuid) order."""
+    tag = Tag(tag)
     rows = [
         TaggedEvent(
             tag=tag,

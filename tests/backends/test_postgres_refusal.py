@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner, Result
 from psycopg import sql
+from psycopg.abc import Query
 
 from ordo import NewEvent, open_journal, open_stores
 from ordo.cli.main import cli
@@ -39,12 +40,12 @@ class Refusal:
     """A journal's URL, and how to make the server refuse it from then on."""
 
     url: str
-    refuse: Callable[[], None]
+    refuse: Callable[[], object]
     readers: Callable[[], int]
     """How many of the URL's sessions read tag views last (a query's polls)."""
 
 
-def _admin(server_dsn: str, statement: sql.Composable) -> int:
+def _admin(server_dsn: str, statement: Query) -> int:
     """Run `statement` as the superuser; the first column of its row (0 without one)."""
     with psycopg.connect(server_dsn, autocommit=True) as conn:
         cursor = conn.execute(statement)

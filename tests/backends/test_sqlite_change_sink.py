@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from cdc_support import history_of
-from ordo.cdc import Audit, ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
+from ordo.cdc import Audit, ChangeMessage, ChangeOp, Column, ColumnType, JsonValue, TableSchema
 from ordo.cdc.message_rows import MessageRows
 from ordo.storage.open import stores_at
 from ordo.storage.sql_change_sink import SqlChangeSink
@@ -20,7 +20,7 @@ V2 = TableSchema(
 )
 
 
-def _apply(sink: SqlChangeSink, batch_id: int, schema: TableSchema, key: int, n: object) -> None:
+def _apply(sink: SqlChangeSink, batch_id: int, schema: TableSchema, key: int, n: JsonValue) -> None:
     """Batch `batch_id`: row `key` created with `n` (`n` was a long before V2)."""
     message = ChangeMessage(
         table="t",

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -379,7 +380,8 @@ def test_an_audit_text_no_store_can_hold_is_refused_before_anything_is_written(
 ) -> None:
     log = ParquetChangeLog(tmp_path)
     good = _mutation(key=1, position=1)
-    bad = dataclasses.replace(good, audit=dataclasses.replace(good.audit, **{field: text}))
+    texts: dict[str, Any] = {field: text}  # any of the audit's text fields, by name
+    bad = dataclasses.replace(good, audit=dataclasses.replace(good.audit, **texts))
     with pytest.raises(MalformedMutationError, match=f"^audit {field} "):
         Publisher(log).publish([good, bad])
     assert list(tmp_path.iterdir()) == []

@@ -15,6 +15,7 @@ from ordo import NewEvent, open_journal
 from ordo.cli import query as query_command
 from ordo.cli.main import cli
 from ordo.errors import StorageUnavailableError
+from ordo.query import EventEnvelope
 from ordo.query.tag_query import Step, TagQuery
 from ordo.settings import EventsByTagSettings
 from ordo.time import format_first_time_bucket
@@ -43,7 +44,7 @@ def test_a_second_outage_after_reads_of_nothing_warns_again(
     real_poll = TagQuery.poll
     polls = 0
 
-    def poll(self: TagQuery[object], now_ns: int) -> Step[object]:
+    def poll(self: TagQuery[EventEnvelope], now_ns: int) -> Step[EventEnvelope]:
         nonlocal polls
         polls += 1
         if polls == 4:

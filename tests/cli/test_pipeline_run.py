@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from cli_support import pipeline_file as _pipeline_file
 from cli_support import run as _run
-from ordo import EventsByTagSettings, NewEvent, open_journal
+from ordo import BucketSize, EventsByTagSettings, NewEvent, open_journal
 from ordo.time import TimeUUID, format_first_time_bucket
 from sqlite_support import LATEST, fingerprint, newer_journal, older_journal, stored_version
 
@@ -72,7 +72,7 @@ def test_a_pipeline_reads_with_the_ordo_variables_of_its_command(
     url = f"sqlite:///{path}"
     first = format_first_time_bucket(time.time_ns() // 10**6 - 600_000)
     settings = EventsByTagSettings(
-        bucket_size="minute", first_time_bucket=first, flush_interval=timedelta(0)
+        bucket_size=BucketSize.MINUTE, first_time_bucket=first, flush_interval=timedelta(0)
     )
     with open_journal(url, settings=settings) as journal:
         for i in range(12):

@@ -184,7 +184,8 @@ def _stored(sink: SqlChangeSink) -> tuple[list[tuple[Any, ...]], list[object]]:
     if not sink.has_table(TARGET):
         return progress, []
     with sink._db.connection() as conn:
-        keys = [row[0] for row in conn.execute('SELECT "id" FROM "odd ""table""_materialized"')]
+        rows = conn.execute('SELECT "id" FROM "odd ""table""_materialized"').fetchall()
+    keys = [row[0] for row in rows]
     return progress, sorted(keys)
 
 
@@ -275,7 +276,7 @@ def test_progress_without_a_query_is_upgraded_and_taken_by_the_next_batch_applie
 @pytest.mark.postgres
 def test_a_batch_racing_another_querys_first_batch_is_refused(postgres_dsn: str) -> None:
     """Both find no progress; the one that commits second must not apply its batch too."""
-    refused: list[Exception] = []
+    refused: list[MaterializerCheckpointError] = []
 
     def apply(sink: SqlChangeSink) -> None:
         try:

@@ -19,6 +19,7 @@ from journal_support import IMMEDIATE, JournalFactory
 from ordo import ConcurrencyConflictError, EventsByTagSettings, Journal, NewEvent
 from ordo.clock import SkewedClock, SystemClock
 from ordo.storage.open import Stores
+from ordo.types import Tag
 
 TAGS = ["red", "blue", "green"]
 SHARED_PIDS = ["shared-0", "shared-1", "shared-ü🙂"]
@@ -91,7 +92,7 @@ def assert_consistent(journal: Journal, stores: Stores, appended: dict[str, Appe
     for pid in journal.persistence_ids():
         events = list(journal.replay(pid))
         assert [e.sequence_nr for e in events] == list(range(1, len(events) + 1))
-        counters: Counter[str] = Counter()
+        counters: Counter[Tag] = Counter()
         for event in events:
             payload = event.payload
             assert isinstance(payload, dict)
@@ -110,7 +111,7 @@ def assert_consistent(journal: Journal, stores: Stores, appended: dict[str, Appe
     rows: Counter[tuple[object, ...]] = Counter(
         (e.tag, e.persistence_id, e.sequence_nr, e.tag_pid_sequence_nr, e.timeuuid)
         for tag in TAGS
-        for e in stores.tag_views.tag_view_entries(tag)
+        for e in stores.tag_views.tag_view_entries(Tag(tag))
     )
     assert rows == expected_rows
 

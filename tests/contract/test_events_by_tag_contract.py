@@ -20,6 +20,7 @@ from ordo.query import EventEnvelope, EventsByTag
 from ordo.settings import QuerySettings
 from ordo.storage.open import Stores, events_by_tag_at, init_storage
 from ordo.time import format_first_time_bucket
+from ordo.types import Tag
 
 # Start a few buckets back, not at the default 2015: a NoOffset query reads every bucket.
 RECENTLY = format_first_time_bucket(time.time_ns() // 1_000_000 - 3 * 3_600_000)
@@ -155,11 +156,11 @@ def test_a_query_changes_nothing_stored(
     journal = journal_factory(settings=WRITE)
     journal.append("p", [NewEvent.of(i, tags=["t"]) for i in range(5)])
     _settled()
-    before = (stores.journal.summary(), list(stores.tag_views.tag_view_entries("t")))
+    before = (stores.journal.summary(), list(stores.tag_views.tag_view_entries(Tag("t"))))
     list(queries.current("t"))
     with queries.live("t") as stream:
         next(stream)
-    assert (stores.journal.summary(), list(stores.tag_views.tag_view_entries("t"))) == before
+    assert (stores.journal.summary(), list(stores.tag_views.tag_view_entries(Tag("t")))) == before
 
 
 def test_concurrent_appenders_race_a_tailing_live_query(

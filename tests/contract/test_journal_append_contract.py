@@ -13,6 +13,7 @@ import pytest
 from journal_support import IMMEDIATE, JournalFactory, events_of, payloads, tag_names
 from ordo import Journal, NewEvent
 from ordo.storage.open import Stores
+from ordo.types import Tag
 
 
 def test_append_then_replay_round_trips_every_field(journal: Journal) -> None:
@@ -119,7 +120,7 @@ def test_arbitrary_unicode_persistence_ids_and_tags(journal: Journal, stores: St
         assert event.tags == dict.fromkeys(tags, 1)
         assert journal.highest_sequence_nr(pid) == 1
     for tag in tags:
-        entries = list(stores.tag_views.tag_view_entries(tag))
+        entries = list(stores.tag_views.tag_view_entries(Tag(tag)))
         assert sorted(e.persistence_id for e in entries) == sorted(pids)
 
 

@@ -23,6 +23,7 @@ from ordo import (
 )
 from ordo.errors import StorageUnavailableError
 from ordo.storage.open import Stores, events_by_tag_at
+from ordo.types import Tag
 
 LONG = "x" * 256
 
@@ -50,7 +51,7 @@ BAD_CALLS: list[tuple[str, type[Exception], Callable[[Journal], object]]] = [
     (
         "unchecked bad tag",
         InvalidIdentifierError,
-        lambda j: j.append("p", [NewEvent(payload=1, tags=frozenset({""}))]),
+        lambda j: j.append("p", [NewEvent(payload=1, tags=frozenset({Tag("")}))]),
     ),
     ("object payload", SerializationError, lambda j: j.append("p", [NewEvent.of(object())])),
     ("NaN payload", SerializationError, lambda j: j.append("p", [NewEvent.of(float("nan"))])),
@@ -122,7 +123,7 @@ BAD_CALLS: list[tuple[str, type[Exception], Callable[[Journal], object]]] = [
     (
         "surrogate in tag",
         InvalidIdentifierError,
-        lambda j: j.append("p", [NewEvent(payload=1, tags=frozenset({"t\udcff"}))]),
+        lambda j: j.append("p", [NewEvent(payload=1, tags=frozenset({Tag("t\udcff")}))]),
     ),
     ("surrogate in payload", SerializationError, lambda j: j.append("p", [NewEvent.of("\ud800")])),
     (

@@ -7,6 +7,7 @@ from __future__ import annotations
 from journal_support import BATCHED, IMMEDIATE, JournalFactory, events_of, payloads, still_clock
 from ordo import Journal, NewEvent
 from ordo.storage.open import Stores
+from ordo.types import Tag
 
 
 def test_delete_to_removes_events_but_keeps_numbering_and_tag_views(
@@ -25,7 +26,7 @@ def test_delete_to_removes_events_but_keeps_numbering_and_tag_views(
     receipt = journal.append("p", [NewEvent.of(6, tags=["t"])])
     assert receipt.first_sequence_nr == 6
     assert events_of(journal, "p")[-1].tags == {"t": 6}
-    entries = [e for e in stores.tag_views.tag_view_entries("t") if e.persistence_id == "p"]
+    entries = [e for e in stores.tag_views.tag_view_entries(Tag("t")) if e.persistence_id == "p"]
     assert sorted((e.sequence_nr, e.tag_pid_sequence_nr) for e in entries) == [
         (n, n) for n in range(1, 7)
     ]
@@ -55,11 +56,11 @@ def test_delete_to_writes_buffered_tag_views_first(
 ) -> None:
     journal = journal_factory(settings=BATCHED, clock=still_clock())
     journal.append("p", [NewEvent.of(1, tags=["t"]), NewEvent.of(2, tags=["t"])])
-    assert list(stores.tag_views.tag_view_entries("t")) == []
+    assert list(stores.tag_views.tag_view_entries(Tag("t"))) == []
 
     journal.delete_to("p", 2)
 
-    entries = list(stores.tag_views.tag_view_entries("t"))
+    entries = list(stores.tag_views.tag_view_entries(Tag("t")))
     assert [(e.sequence_nr, e.tag_pid_sequence_nr) for e in entries] == [(1, 1), (2, 2)]
 
 
@@ -74,7 +75,7 @@ def test_delete_to_by_another_journal_keeps_buffered_events_tag_views(
     cleaner.delete_to("p", 2)
     writer.flush()
 
-    entries = list(stores.tag_views.tag_view_entries("t"))
+    entries = list(stores.tag_views.tag_view_entries(Tag("t")))
     assert [(e.sequence_nr, e.tag_pid_sequence_nr) for e in entries] == [(1, 1), (2, 2)]
 
 

@@ -14,7 +14,7 @@ from ordo.storage.open import Stores
 from ordo.tagging import TagProgress
 from ordo.time import TimeUUID, TimeUUIDGenerator
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
-from tag_views_support import entries
+from tag_views_support import entries, progress_of
 
 
 def race_in_opposite_orders(
@@ -56,10 +56,10 @@ def test_concurrent_progress_writes_over_the_same_rows_in_any_order_all_succeed(
         stores.tag_views.write_progress(
             [
                 TagProgress(
-                    persistence_id=pid,
-                    tag="t",
-                    sequence_nr=n,
-                    tag_pid_sequence_nr=n,
+                    persistence_id=PersistenceId(pid),
+                    tag=Tag("t"),
+                    sequence_nr=SequenceNr(n),
+                    tag_pid_sequence_nr=TagPidSequenceNr(n),
                     timeuuid=TimeUUID.min_for_epoch_ns(n * 10**9),
                 )
                 for pid in order
@@ -69,7 +69,7 @@ def test_concurrent_progress_writes_over_the_same_rows_in_any_order_all_succeed(
     failures = race_in_opposite_orders(pids, rounds, write)
 
     assert not failures, failures[0]
-    assert {stores.tag_views.read_progress(pid)["t"].sequence_nr for pid in pids} == {rounds}
+    assert {progress_of(stores, pid, "t").sequence_nr for pid in pids} == {rounds}
 
 
 def test_concurrent_writes_of_the_same_new_tag_view_rows_in_any_order_all_succeed(

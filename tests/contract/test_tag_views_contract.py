@@ -13,10 +13,10 @@ from datetime import timedelta
 from journal_support import BATCHED, IMMEDIATE, JournalFactory, still_clock, tag_names
 from ordo import BucketSize, EventsByTagSettings, Journal, NewEvent
 from ordo.clock import ManualClock
-from ordo.query import TagViewReader
+from ordo.query import RowKey, TagViewReader
 from ordo.storage.open import Stores
 from ordo.tagging import TagProgress
-from ordo.types import Tag, TimeBucket
+from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr, TimeBucket
 from tag_views_support import MINUTE_NS, MINUTE_START_NS, all_events, entries, expected_entries
 
 
@@ -59,7 +59,7 @@ def test_tag_pid_sequence_nrs_in_tag_views_are_contiguous_per_pid_and_tag(
             journal.append(pid, [NewEvent.of(round_nr, tags=[*tags, "all"])])
     journal.flush()
 
-    numbers = {
+    numbers: dict[tuple[str, str, int], int] = {
         (tag, e.persistence_id, e.sequence_nr): e.tag_pid_sequence_nr
         for tag in tag_names(stores)
         for e in entries(stores, tag)
@@ -109,7 +109,7 @@ def test_next_bucket_names_the_first_bucket_holding_rows_up_to_a_limit(
     minute = FIRST_MINUTE
     later = minute + 5 * 60_000
 
-    def first_after(reader: TagViewReader[object], after: int, up_to: int) -> int | None:
+    def first_after(reader: TagViewReader[RowKey], after: int, up_to: int) -> int | None:
         return reader.next_bucket(Tag("t"), after=TimeBucket(after), up_to=TimeBucket(up_to))
 
     for reader in (stores.tag_view_reader, stores.all_events(BucketSize.MINUTE)):
@@ -136,32 +136,33 @@ def test_progress_after_flush_is_the_last_written_event(
 
     a_events = list(journal.replay("a"))
     b_events = list(journal.replay("b"))
-    assert stores.tag_views.read_progress("a") == {
-        "t": TagProgress(
-            persistence_id="a",
-            tag="t",
-            sequence_nr=5,
-            tag_pid_sequence_nr=5,
+    a, b, t, u = PersistenceId("a"), PersistenceId("b"), Tag("t"), Tag("u")
+    assert stores.tag_views.read_progress(a) == {
+        t: TagProgress(
+            persistence_id=a,
+            tag=t,
+            sequence_nr=SequenceNr(5),
+            tag_pid_sequence_nr=TagPidSequenceNr(5),
             timeuuid=a_events[4].timeuuid,
         ),
-        "u": TagProgress(
-            persistence_id="a",
-            tag="u",
-            sequence_nr=6,
-            tag_pid_sequence_nr=1,
+        u: TagProgress(
+            persistence_id=a,
+            tag=u,
+            sequence_nr=SequenceNr(6),
+            tag_pid_sequence_nr=TagPidSequenceNr(1),
             timeuuid=a_events[5].timeuuid,
         ),
     }
-    assert stores.tag_views.read_progress("b") == {
-        "u": TagProgress(
-            persistence_id="b",
-            tag="u",
-            sequence_nr=1,
-            tag_pid_sequence_nr=1,
+    assert stores.tag_views.read_progress(b) == {
+        u: TagProgress(
+            persistence_id=b,
+            tag=u,
+            sequence_nr=SequenceNr(1),
+            tag_pid_sequence_nr=TagPidSequenceNr(1),
             timeuuid=b_events[0].timeuuid,
         ),
     }
-    assert stores.tag_views.read_progress("nobody") == {}
+    assert stores.tag_views.read_progress(PersistenceId("nobody")) == {}
 
 
 def test_untagged_events_have_no_tag_views(journal_factory: JournalFactory, stores: Stores) -> None:
@@ -170,4 +171,4 @@ def test_untagged_events_have_no_tag_views(journal_factory: JournalFactory, stor
     journal.flush()
 
     assert tag_names(stores) == []
-    assert stores.tag_views.read_progress("p") == {}
+    assert stores.tag_views.read_progress(PersistenceId("p")) == {}

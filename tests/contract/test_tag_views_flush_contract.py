@@ -12,7 +12,8 @@ from journal_support import BATCHED, IMMEDIATE, JournalFactory, still_clock, tag
 from ordo import BucketSize, EventsByTagSettings, NewEvent
 from ordo.clock import ManualClock
 from ordo.storage.open import Stores
-from tag_views_support import MINUTE_BUCKETS, MINUTE_NS, MINUTE_START_NS, entries
+from ordo.types import PersistenceId, Tag
+from tag_views_support import MINUTE_BUCKETS, MINUTE_NS, MINUTE_START_NS, entries, progress_of
 
 
 def wait_for_progress(stores: Stores, persistence_id: str, tag: str, sequence_nr: int) -> None:
@@ -23,7 +24,7 @@ def wait_for_progress(stores: Stores, persistence_id: str, tag: str, sequence_nr
     """
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        progress = stores.tag_views.read_progress(persistence_id).get(tag)
+        progress = stores.tag_views.read_progress(PersistenceId(persistence_id)).get(Tag(tag))
         if progress is not None and progress.sequence_nr >= sequence_nr:
             return
         time.sleep(0.005)
@@ -35,7 +36,7 @@ def test_a_partial_batch_waits_for_flush(journal_factory: JournalFactory, stores
 
     assert entries(stores, "t") == []
     assert tag_names(stores) == []
-    assert stores.tag_views.read_progress("p") == {}
+    assert stores.tag_views.read_progress(PersistenceId("p")) == {}
 
     journal.flush()
 
@@ -43,7 +44,7 @@ def test_a_partial_batch_waits_for_flush(journal_factory: JournalFactory, stores
         (1, 1),
         (2, 2),
     ]
-    assert stores.tag_views.read_progress("p")["t"].tag_pid_sequence_nr == 2
+    assert progress_of(stores, "p", "t").tag_pid_sequence_nr == 2
 
 
 def test_a_full_batch_is_written_without_flush(
@@ -59,8 +60,8 @@ def test_a_full_batch_is_written_without_flush(
     wait_for_progress(stores, "p", "t", 2)
     rows = entries(stores, "t")
     assert [(r.persistence_id, r.sequence_nr) for r in rows] == [("p", 1), ("q", 1), ("p", 2)]
-    assert stores.tag_views.read_progress("p")["t"].sequence_nr == 2
-    assert stores.tag_views.read_progress("q")["t"].sequence_nr == 1
+    assert progress_of(stores, "p", "t").sequence_nr == 2
+    assert progress_of(stores, "q", "t").sequence_nr == 1
 
 
 def test_batches_are_counted_per_tag(journal_factory: JournalFactory, stores: Stores) -> None:
@@ -86,7 +87,7 @@ def test_with_flush_interval_0_every_append_is_visible_at_once(
         journal.append("p", [NewEvent.of(n, tags=["t"])])
 
         assert [r.tag_pid_sequence_nr for r in entries(stores, "t")] == list(range(1, n + 1))
-        assert stores.tag_views.read_progress("p")["t"].tag_pid_sequence_nr == n
+        assert progress_of(stores, "p", "t").tag_pid_sequence_nr == n
 
 
 def test_an_event_in_a_new_time_bucket_writes_the_previous_buckets_batch(
@@ -104,13 +105,13 @@ def test_an_event_in_a_new_time_bucket_writes_the_previous_buckets_batch(
     first_minute = BucketSize.MINUTE.key(MINUTE_START_NS // 10**6)
     rows = entries(stores, "t")
     assert [(r.sequence_nr, r.time_bucket) for r in rows] == [(1, first_minute), (2, first_minute)]
-    assert stores.tag_views.read_progress("p")["t"].sequence_nr == 2
+    assert progress_of(stores, "p", "t").sequence_nr == 2
 
     journal.flush()
 
     rows = entries(stores, "t")
     assert [(r.sequence_nr, r.time_bucket) for r in rows][2:] == [(3, first_minute + 60_000)]
-    assert stores.tag_views.read_progress("p")["t"].sequence_nr == 3
+    assert progress_of(stores, "p", "t").sequence_nr == 3
 
 
 def test_the_flusher_writes_buffered_events_by_itself(
@@ -135,4 +136,4 @@ def test_close_writes_what_is_buffered(journal_factory: JournalFactory, stores: 
     journal.close()
 
     assert [r.sequence_nr for r in entries(stores, "t")] == [1]
-    assert stores.tag_views.read_progress("p")["t"].sequence_nr == 1
+    assert progress_of(stores, "p", "t").sequence_nr == 1

@@ -20,6 +20,7 @@ from tag_views_support import (
     all_events,
     entries,
     expected_entries,
+    progress_of,
 )
 
 # --- recovery -----------------------------------------------------------------------------------
@@ -37,7 +38,7 @@ def test_recover_of_an_id_with_buffered_events_writes_each_row_once(
     events = all_events(journal)
     assert entries(stores, "t") == expected_entries(events, "t", BucketSize.HOUR)
     assert entries(stores, "u") == expected_entries(events, "u", BucketSize.HOUR)
-    assert stores.tag_views.read_progress("p")["t"].tag_pid_sequence_nr == 2
+    assert progress_of(stores, "p", "t").tag_pid_sequence_nr == 2
 
 
 def test_recovery_writes_lost_rows_into_their_own_time_buckets(
@@ -61,7 +62,7 @@ def test_recovery_writes_lost_rows_into_their_own_time_buckets(
     assert entries(stores, "t") == expected_entries(events, "t", BucketSize.MINUTE)
     assert entries(stores, "u") == expected_entries(events, "u", BucketSize.MINUTE)
     assert len({e.time_bucket for e in entries(stores, "t")}) == 3
-    assert stores.tag_views.read_progress("p")["t"].sequence_nr == 7
+    assert progress_of(stores, "p", "t").sequence_nr == 7
 
 
 class RecoveryBetweenReads:
@@ -143,4 +144,4 @@ def test_a_failed_tag_write_is_retried_and_an_append_that_raises_wrote_nothing(
         journal.close()
 
     assert [r.sequence_nr for r in entries(stores, "t")] == [1]
-    assert stores.tag_views.read_progress("p")["t"].sequence_nr == 1
+    assert progress_of(stores, "p", "t").sequence_nr == 1

@@ -146,9 +146,9 @@ def test_the_other_segment_operations_check_their_arguments(stores: Stores) -> N
         (lambda: stores.tokens.handled("p", after="", up_to=b""), "after"),  # type: ignore[arg-type]
         (lambda: stores.tokens.forget_handled("p", before=bad), "before"),  # type: ignore[arg-type]
         (
-            lambda: stores.tokens.reset("p", TrackingToken(), now_ms=bad, claim_timeout_ms=1),
+            lambda: stores.tokens.reset("p", TrackingToken(), now_ms=bad, claim_timeout_ms=1),  # type: ignore[arg-type]
             "now_ms",
-        ),  # type: ignore[arg-type]
+        ),
     ):
         with pytest.raises(InvalidInputError, match=named):
             call()

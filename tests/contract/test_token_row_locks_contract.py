@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from functools import partial
 
 import psycopg
 import pytest
@@ -148,8 +147,8 @@ def test_the_owners_of_a_pair_merging_it_at_once_do_not_deadlock(
             postgres_dsn,
             stores,
             "segment_id IN (0, 1)",
-            partial(ask, segment_id=0, owner="a"),
-            partial(ask, segment_id=1, owner="b"),
+            lambda s: ask(s, 0, "a"),
+            lambda s: ask(s, 1, "b"),
         )
     assert sorted(type(outcome).__name__ for outcome in ended) == outcomes
 

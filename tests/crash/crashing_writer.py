@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from ordo import EventsByTagSettings, Journal, NewEvent, open_stores
+from ordo.storage.sql_tag_view_store import SqlTagViewStore
 from ordo.tagging import TagProgress
 
 SCENARIOS = ("buffered", "before_progress", "after_flush")
@@ -59,8 +60,10 @@ def main(url: str, scenario: str) -> None:
         msg = f"unknown scenario {scenario!r}; use one of {', '.join(SCENARIOS)}"
         raise SystemExit(msg)
     stores = open_stores(url)
+    backend = stores.tag_views
+    assert isinstance(backend, SqlTagViewStore)  # SQLite's or PostgreSQL's
 
-    class KillBeforeProgress(type(stores.tag_views)):  # type: ignore[misc]
+    class KillBeforeProgress(type(backend)):  # type: ignore[misc]
         """The backend's tag view store, dying before it writes progress once armed."""
 
         armed = False
@@ -70,7 +73,7 @@ def main(url: str, scenario: str) -> None:
                 die()
             super().write_progress(progress)
 
-    tag_views = KillBeforeProgress(stores.tag_views._db)  # the same database connections
+    tag_views = KillBeforeProgress(backend._db)  # the same database connections
     journal = Journal(stores.journal, tag_views, settings=SETTINGS)
 
     append_all(journal, FULLY_WRITTEN, "written")

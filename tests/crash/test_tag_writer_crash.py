@@ -21,11 +21,14 @@ import pytest
 
 from ordo import BucketSize, EventsByTagSettings, Journal, NewEvent
 from ordo.storage.open import Stores
+from ordo.time import TimeUUID
 
 pytestmark = pytest.mark.slow
 
 JournalFactory = Callable[..., Journal]
-Rows = Counter[tuple[object, ...]]
+Row = tuple[str, int, TimeUUID, str, int, int]
+"""A tag_views row: tag, time bucket, timeuuid, persistence id, sequence nr, tag pid sequence nr."""
+Rows = Counter[Row]
 
 WRITER = Path(__file__).with_name("crashing_writer.py")
 SETTINGS = EventsByTagSettings(flush_interval=timedelta(hours=1), max_message_batch_size=10_000)
@@ -67,7 +70,9 @@ def view_rows(stores: Stores) -> Rows:
     )
 
 
-def progress_of(journal: Journal, stores: Stores) -> dict[tuple[str, str], tuple[object, ...]]:
+def progress_of(
+    journal: Journal, stores: Stores
+) -> dict[tuple[str, str], tuple[int, int, TimeUUID]]:
     return {
         (pid, tag): (p.sequence_nr, p.tag_pid_sequence_nr, p.timeuuid)
         for pid in journal.persistence_ids()
@@ -79,7 +84,7 @@ def assert_tag_views_complete(journal: Journal, stores: Stores) -> None:
     """Every tagged event exactly once, numbered 1..n per (pid, tag), progress at the last."""
     expected = journal_rows(journal)
     assert view_rows(stores) == expected
-    last: dict[tuple[str, str], tuple[object, ...]] = {}
+    last: dict[tuple[str, str], tuple[int, int, TimeUUID]] = {}
     numbers: dict[tuple[str, str], list[int]] = {}
     for tag, _, timeuuid, pid, seq, number in sorted(expected, key=lambda row: row[4]):
         numbers.setdefault((pid, tag), []).append(number)
@@ -162,7 +167,7 @@ def test_delete_to_after_a_kill_keeps_the_deleted_events_tag_views(
     crash_writer(journal_url, scenario)
     journal = journal_factory(settings=SETTINGS)
     before = journal_rows(journal)
-    pids = list(journal.persistence_ids())
+    pids: list[str] = list(journal.persistence_ids())
 
     for pid in pids:
         journal.delete_to(pid, journal.highest_sequence_nr(pid))
@@ -170,11 +175,11 @@ def test_delete_to_after_a_kill_keeps_the_deleted_events_tag_views(
         journal.append(pid, [NewEvent.of("after the delete", tags=["red"])])
     journal.flush()
 
-    numbers: dict[tuple[object, object], list[object]] = {}
+    numbers: dict[tuple[str, str], list[int]] = {}
     for tag, _, _, pid, _, number in view_rows(stores).elements():
         numbers.setdefault((pid, tag), []).append(number)
     duplicated = {key: found for key, found in numbers.items() if len(found) != len(set(found))}
     assert duplicated == {}, "tag pid sequence nrs given twice"
     assert before - view_rows(stores) == Counter(), "tag_views rows of deleted events lost"
     for found in numbers.values():
-        assert sorted(found) == list(range(1, len(found) + 1))  # type: ignore[type-var]
+        assert sorted(found) == list(range(1, len(found) + 1))

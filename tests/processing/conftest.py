@@ -23,8 +23,8 @@ def sql(journal_url: str) -> SqlRunner:
         if isinstance(location, SQLiteLocation):
             with closing(sqlite3.connect(location.path, timeout=30)) as conn, conn:
                 return conn.execute(statement, params).fetchall()
-        with psycopg.connect(journal_url, autocommit=True) as conn:
-            cursor = conn.execute(statement.replace("?", "%s"), params)  # type: ignore[arg-type]
+        with psycopg.connect(journal_url, autocommit=True) as pg:
+            cursor = pg.execute(statement.replace("?", "%s"), params)
             return cursor.fetchall() if cursor.description else []
 
     run(

@@ -20,12 +20,13 @@ from ordo.errors import MissingTaggedEventError
 from ordo.hashing import stable_hash
 from ordo.processing.control import merge_segment
 from ordo.processing.processor import HandlerContext, TrackingProcessor
-from ordo.processing.sequencing import policy_from_name
+from ordo.processing.sequencing import SequencingPolicy, policy_from_name
 from ordo.processing.source import EventSource
 from ordo.processing.token import TrackingToken
 from ordo.query import EventEnvelope
 from ordo.storage.open import Stores
 from ordo.time import TimeUUID
+from ordo.types import Tag
 from processing_support import FAST, READ, WRITE, in_half, source, wait_for
 
 Sql = Callable[..., list[tuple[object, ...]]]
@@ -119,12 +120,12 @@ def _processor(
     *,
     segments: int,
     query: QuerySettings = LOOKING_BACK,
-    **options: object,
+    policy: SequencingPolicy | None = None,
 ) -> TrackingProcessor:
     settings = replace(FAST, initial_segment_count=segments)
     return TrackingProcessor(
-        "p", source(stores, query=query), stores.tokens, handler, settings=settings, **options
-    )  # type: ignore[arg-type]
+        "p", source(stores, query=query), stores.tokens, handler, settings=settings, policy=policy
+    )
 
 
 @pytest.mark.parametrize("policy", ["property:g", "concurrent"])
@@ -276,8 +277,8 @@ def test_a_gap_that_stays_open_stops_the_processor_with_the_error(
     journal = journal_factory(settings=WRITE)
     record = _recorder(sql)
     short = EventSource(
-        reader=stores.tag_view_reader,  # type: ignore[arg-type]
-        tag="t",
+        reader=stores.tag_view_reader,
+        tag=Tag("t"),
         query=replace(READ, gap_timeout=timedelta(milliseconds=500)),
         events_by_tag=WRITE,
     )

@@ -121,7 +121,10 @@ def test_split_and_merge_across_processes_lose_and_repeat_nothing(
 ) -> None:
     start_child(3, 2)
     start_child(3, 2)
-    now = lambda: time.time_ns() // 1_000_000  # noqa: E731
+
+    def now() -> int:
+        return time.time_ns() // 1_000_000
+
     _append(applied_table, 0, 150)
     split_segment(stores.tokens, "applier", 0, now_ms=now(), claim_timeout_ms=int(TIMEOUT_MS))
     _append(applied_table, 150, 150)

@@ -13,9 +13,9 @@ import pytest
 from ordo import Journal, NewEvent
 from ordo.errors import (
     ConfigurationError,
+    EventHandlingError,
     PendingHandOverError,
     PendingMergeError,
-    TokenStoreError,
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
@@ -193,7 +193,7 @@ def test_a_failure_in_fail_mode_stops_the_processor_and_applies_nothing_of_its_b
     wait_for(lambda: processor.failure is not None)
     processor.stop()
     failure = processor.failure
-    assert failure is not None
+    assert isinstance(failure, EventHandlingError)
     assert (failure.persistence_id, failure.sequence_nr) == ("p3", 5)
     assert _total(sql) == 0  # the whole batch was rolled back
     (entry,) = stores.tokens.entries("counts")
@@ -738,7 +738,7 @@ class _SiblingMergingAtOnce:
 
     def __init__(self, tokens: TokenStore, *, sibling_owner: str) -> None:
         self._tokens, self._sibling_owner = tokens, sibling_owner
-        self.refused: list[TokenStoreError] = []
+        self.refused: list[PendingHandOverError | PendingMergeError] = []
         self.asked = 0
 
     def __getattr__(self, name: str) -> object:

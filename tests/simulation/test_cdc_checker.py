@@ -115,10 +115,7 @@ def test_messages_are_checked_against_the_version_they_name_across_a_drop_and_an
 
 def test_messages_across_a_retype_are_checked_in_the_types_of_their_versions() -> None:
     """v2 retypes n long -> string: a right materializer's messages and table are clean."""
-    mutations = [
-        write(at, schema_id, **cells)
-        for at, schema_id, cells in [(1, 11, {"n": 5}), (2, 12, {"s": "a"}), (3, 11, {"s": "b"})]
-    ]
+    mutations = [write(1, 11, n=5), write(2, 12, s="a"), write(3, 11, s="b")]
     messages = materialize_partition(PartitionState(), mutations, RETYPED.resolve).messages
     assert [m.schema_id for m in messages] == [11, 12, 11]
     table: dict[Key, Row] = {(1,): {"id": 1, "n": "5", "s": "b"}}

@@ -12,6 +12,7 @@ import time
 from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -33,7 +34,8 @@ QUICK = QuerySettings(
 )
 
 
-def _run(url: str, **overrides: object) -> dict[str, object]:
+def _run(url: str, **overrides: object) -> dict[str, Any]:
+    """The report's JSON object, its values typed as `json.loads` would give them."""
     values: dict[str, object] = {
         "journal": url,
         "writers": 3,

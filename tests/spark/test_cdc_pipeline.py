@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from ordo.cdc import ChangeOp, Publisher, SchemaRegistry
+from ordo.cdc import ChangeMessage, ChangeOp, Key, Publisher, SchemaRegistry
 from ordo.cdc.capture import Capture
 from ordo.errors import IncompatibleSchemaError
 from ordo.simulation.cdc import ReplicaWorkload, check
@@ -136,7 +136,7 @@ def test_postgres_changes_become_complete_ordered_messages_across_restarts(
         schema, versions = registry.current("accounts").schema, registry.versions("accounts")
         messages = list(stores.change_sink.read_messages("accounts"))
         table = stores.change_sink.read_table(spec.target_table, schema)
-    by_key: dict[object, list[object]] = {}
+    by_key: dict[Key, list[ChangeMessage]] = {}
     for message in messages:
         by_key.setdefault(message.key, []).append(message)
     assert [m.op for m in by_key[(1,)]] == [ChangeOp.CREATE, ChangeOp.UPDATE, ChangeOp.DELETE]

@@ -20,6 +20,7 @@ from ordo.journal.event import encode_tags
 from ordo.spark import reading
 from ordo.spark.events_by_tag_source import SegmentPartition
 from ordo.spark.reading import PAGE, SCHEMA, read_partition
+from ordo.types import Tag
 
 pytestmark = pytest.mark.spark
 
@@ -27,6 +28,7 @@ JournalFactory = Callable[..., Journal]
 
 START_NS = int(datetime(2026, 3, 1, 12, 0, 5, tzinfo=UTC).timestamp()) * 10**9
 SETTINGS = EventsByTagSettings(bucket_size=BucketSize.MINUTE, flush_interval=timedelta(0))
+ORDER = Tag("order")
 NULL_ROUNDS = 60  # rounds of 7 events for each of 3 pids per segment: 1260 rows per segment
 
 
@@ -90,16 +92,16 @@ def _expected(
         if lo <= e.timeuuid.to_bytes() <= hi
         and stable_hash(e.persistence_id) & segment[1] == segment[0]
         and e.persistence_id in spans
-        and spans[e.persistence_id][0] <= e.tags["order"] <= spans[e.persistence_id][1]
+        and spans[e.persistence_id][0] <= e.tags[ORDER] <= spans[e.persistence_id][1]
     ]
-    rows.sort(key=lambda e: (e.persistence_id, e.tags["order"]))
+    rows.sort(key=lambda e: (e.persistence_id, e.tags[ORDER]))
     return pa.table(
         {
             "offset": [str(e.timeuuid) for e in rows],
             "timestamp": [e.timeuuid.epoch_ns // 1000 for e in rows],
             "persistence_id": [e.persistence_id for e in rows],
             "sequence_nr": [e.sequence_nr for e in rows],
-            "tag_pid_sequence_nr": [e.tags["order"] for e in rows],
+            "tag_pid_sequence_nr": [e.tags[ORDER] for e in rows],
             "segment": [f"{segment[0]}/{segment[1]}"] * len(rows),
             "tags": [encode_tags(e.tags) for e in rows],
             "manifest": [e.manifest for e in rows],

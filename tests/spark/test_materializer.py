@@ -17,7 +17,16 @@ from pyspark.sql import SparkSession
 
 from cdc_support import USERS
 from operations_support import execute
-from ordo.cdc import Audit, Cell, Column, ColumnType, Mutation, SchemaRegistry, TableSchema
+from ordo.cdc import (
+    Audit,
+    Cell,
+    Column,
+    ColumnType,
+    JsonValue,
+    Mutation,
+    SchemaRegistry,
+    TableSchema,
+)
 from ordo.cdc.change_rows import ChangeRows
 from ordo.cdc.mutation import snapshot_segment
 from ordo.errors import (
@@ -52,7 +61,7 @@ def _write(
     replicas: Sequence[str] = REPLICAS,
     segment: str = "CommitLog-1",
     schema_id: int | None = None,
-    **cells: object,
+    **cells: JsonValue,
 ) -> ChangeRows:
     """One write of user `key` at `time`, as each replica's commit log delivers it."""
     return ChangeRows.from_mutations(
@@ -254,6 +263,7 @@ def test_a_change_log_file_of_the_earlier_layout_is_read(
 def test_another_state_store_is_refused(spark: SparkSession, tmp_path: Path) -> None:
     key = "spark.sql.streaming.stateStore.providerClass"
     configured = spark.conf.get(key)
+    assert configured is not None  # start_session sets it
     spark.conf.set(
         key, "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
     )

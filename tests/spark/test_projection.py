@@ -37,7 +37,7 @@ from ordo.tools.status import processor_status
 pytestmark = pytest.mark.spark
 
 # Spark's workers cannot import this test module: ship its handlers by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
 
 FIRST = format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000)
 WRITE = EventsByTagSettings(first_time_bucket=FIRST, flush_interval=timedelta(0))
@@ -126,7 +126,7 @@ def test_a_projection_stores_how_far_it_applied_as_its_tokens(
     segment whose claim expired (its owner crashed) kept its token for ever too."""
     path, url = _totals_journal(tmp_path)
 
-    def status() -> tuple[list[str | None], list[str | None], int]:
+    def status() -> tuple[list[str | None], list[str | None], int | None]:
         with stores_at(url) as stores:
             found = processor_status(stores.tokens, stores.operations, "totals", now_ms=0)
         segments = found.segments

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -117,7 +117,7 @@ def test_empty_ids_and_tags_are_refused_not_nothing_to_do(
 ) -> None:
     before = tag_view_rows(journal_url)
     reconciliation = Reconciliation.of(written)
-    calls = [
+    calls: list[Callable[[], object]] = [
         lambda: reconciliation.delete_tag_views(PersistenceId("")),
         lambda: reconciliation.rebuild_tag_views(PersistenceId("a\x00b")),
         lambda: reconciliation.delete_tag_views(PersistenceId("w0-p0"), tag=Tag("")),
@@ -166,13 +166,14 @@ def test_the_active_writer_guard_refuses_and_force_overrides(journal_url: str) -
         with stores_at(journal_url) as stores:
             reconciliation = Reconciliation.of(stores)
             before = tag_view_rows(journal_url)
-            for attempt in (
+            attempts: list[Callable[[], object]] = [
                 lambda: reconciliation.delete_tag_views(PersistenceId("busy")),
                 lambda: reconciliation.rebuild_tag_views(PersistenceId("busy")),
                 lambda: reconciliation.rebuild_pairs([(Tag("a"), PersistenceId("busy"))]),
                 reconciliation.truncate,
                 reconciliation.rebuild_all_locally,
-            ):
+            ]
+            for attempt in attempts:
                 with pytest.raises(ActiveWriterError) as refused:
                     attempt()
                 assert journal.writer_uuid in str(refused.value)

@@ -145,8 +145,8 @@ def _capture_source(
         return [str(path)], insert_row, f"a capture of {path} is already running"
     dsn: str = request.getfixturevalue("postgres_dsn")
     slot = f"ordo_test_{secrets.token_hex(6)}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE items (id BIGINT PRIMARY KEY)")
+    with psycopg.connect(dsn, autocommit=True) as pg:
+        pg.execute("CREATE TABLE items (id BIGINT PRIMARY KEY)")
 
     def insert_committed(key: int) -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:

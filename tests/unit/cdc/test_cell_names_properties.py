@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import reduce
+from random import Random
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -44,7 +45,7 @@ def _final_row(sequence: list[Mutation]) -> Row | None:
 
 @given(st.lists(versioned_writes(), min_size=1, max_size=12), st.randoms(use_true_random=False))
 def test_the_added_column_shows_only_its_own_writes_in_any_delivery_order(
-    batch: list[Mutation], random: st.Random
+    batch: list[Mutation], random: Random
 ) -> None:
     shuffled = list(batch)
     random.shuffle(shuffled)

@@ -105,7 +105,7 @@ def test_a_row_written_before_cell_values_existed_is_read() -> None:
 
 
 def test_rows_must_have_every_column_of_one_length() -> None:
-    columns = {name: [] for name in CHANGE_ROW_COLUMNS}
+    columns: dict[str, list[object]] = {name: [] for name in CHANGE_ROW_COLUMNS}
     with pytest.raises(ValueError, match="one length"):
         ChangeRows({**columns, "position": [1]})
     with pytest.raises(ValueError, match="columns"):

@@ -6,12 +6,13 @@ import json
 
 import pytest
 
-from ordo.cdc import Audit, ChangeMessage, ChangeOp
+from ordo.cdc import Audit, ChangeMessage, ChangeOp, JsonValue
 from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, MessageRows
 
 
 def test_messages_become_compact_json_rows_in_order() -> None:
     audit = Audit(source="s", replica="r", segment="g", position=7)
+    row: dict[str, JsonValue] = {"id": 1, "x": 1.5}
     messages = [
         ChangeMessage(
             table="t",
@@ -24,8 +25,8 @@ def test_messages_become_compact_json_rows_in_order() -> None:
             audit=audit,
         )
         for op, before, after in (
-            (ChangeOp.CREATE, None, {"id": 1, "x": 1.5}),
-            (ChangeOp.DELETE, {"id": 1, "x": 1.5}, None),
+            (ChangeOp.CREATE, None, row),
+            (ChangeOp.DELETE, row, None),
         )
     ]
     rows = MessageRows.from_messages(messages)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from random import Random
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from cdc_support import RETYPED as CATALOG
 from cdc_support import fold_one_by_one
-from ordo.cdc import Audit, Cell, Mutation
+from ordo.cdc import Audit, Cell, JsonValue, Mutation
 from ordo.cdc.change import ChangeMessage, Row
 
 times = st.integers(min_value=1, max_value=20)
@@ -19,7 +21,10 @@ def versioned_writes(draw: st.DrawFn) -> Mutation:
     schema_id = draw(st.sampled_from([11, 12]))
     number = st.integers(min_value=-3, max_value=3)
     n = number if schema_id == 11 else number.map(str)
-    values = {"n": st.none() | n, "s": st.none() | st.sampled_from(["x", "y"])}
+    values: dict[str, st.SearchStrategy[JsonValue]] = {
+        "n": st.none() | n,
+        "s": st.none() | st.sampled_from(["x", "y"]),
+    }
     written = draw(st.dictionaries(st.sampled_from(["n", "s"]), times, min_size=1))
     cells = {name: Cell(value=draw(values[name]), write_time=at) for name, at in written.items()}
     audit = Audit(source="test", replica=draw(st.sampled_from(["r1", "r2", "r3"])))
@@ -43,7 +48,7 @@ def _shown(messages: list[ChangeMessage]) -> Row | None:
 
 @given(st.lists(versioned_writes(), min_size=1, max_size=10), st.randoms(use_true_random=False))
 def test_messages_conform_to_their_versions_and_rows_to_any_order(
-    batch: list[Mutation], random: st.Random
+    batch: list[Mutation], random: Random
 ) -> None:
     shuffled = list(batch)
     random.shuffle(shuffled)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from random import Random
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,16 +19,14 @@ def _fold(sequence: list[Mutation]) -> PartitionState:
 
 
 @given(st.lists(mutations(), max_size=12), st.randoms(use_true_random=False))
-def test_final_rows_do_not_depend_on_delivery_order(
-    batch: list[Mutation], random: st.Random
-) -> None:
+def test_final_rows_do_not_depend_on_delivery_order(batch: list[Mutation], random: Random) -> None:
     shuffled = list(batch)
     random.shuffle(shuffled)
     assert _fold(shuffled).visible_rows() == _fold(batch).visible_rows()
 
 
 @given(st.lists(mutations(), max_size=12), st.randoms(use_true_random=False))
-def test_replica_duplicates_change_nothing(batch: list[Mutation], random: st.Random) -> None:
+def test_replica_duplicates_change_nothing(batch: list[Mutation], random: Random) -> None:
     duplicated = batch + [random.choice(batch) for _ in batch] if batch else []
     random.shuffle(duplicated)
     assert _fold(duplicated).visible_rows() == _fold(batch).visible_rows()

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ordo.cdc import Column, ColumnType, TableSchema
+from ordo.cdc import Column, ColumnType, JsonValue, TableSchema
 from ordo.errors import InvalidSchemaError, NoPrimaryKeyError
 
 BASE = TableSchema(
@@ -68,7 +68,7 @@ def test_a_schema_is_keyed_as_another_with_the_same_key_columns_split_and_types(
 
 
 def test_rows_are_checked_against_types_and_nullability() -> None:
-    good = {"id": 1, "price": "9.99", "seen": "2026-11-21T10:00:00+00:00"}
+    good: dict[str, JsonValue] = {"id": 1, "price": "9.99", "seen": "2026-11-21T10:00:00+00:00"}
     assert BASE.problems(good) == []
     assert BASE.problems({"id": None, "price": "abc", "seen": 3, "x": 1}) == [
         "unknown column 'x'",

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from ordo import ConcurrencyConflictError, EventsByTagSettings, Journal, NewEvent, open_journal
 from ordo.storage.open import open_stores
+from ordo.types import Tag
 
 PIDS = ["a", "b", "ü🙂"]
 TAGS = ["x", "y", "z z"]
@@ -141,7 +142,7 @@ def check(journal: Journal, url: str, plan: list[tuple[int, int, list[frozenset[
         view_rows: Counter[tuple[object, ...]] = Counter(
             (e.tag, e.persistence_id, e.sequence_nr, e.tag_pid_sequence_nr)
             for tag in TAGS
-            for e in stores.tag_views.tag_view_entries(tag)
+            for e in stores.tag_views.tag_view_entries(Tag(tag))
         )
         assert view_rows == journal_rows
     finally:

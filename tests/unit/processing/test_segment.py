@@ -182,7 +182,7 @@ def test_compute_segments_refuses_what_is_not_a_collection_of_ids(ids: object) -
 def test_a_segment_error_is_an_invalid_input() -> None:
     """The token store refuses a segment id that is no int as InvalidInputError: one except."""
     with pytest.raises(InvalidInputError):
-        compute_segments([0, True])  # type: ignore[list-item]
+        compute_segments([0, True])
     with pytest.raises(InvalidInputError):
         initial_segments(0)
 
