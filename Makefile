@@ -18,7 +18,7 @@ demo: bootstrap
 lint: bootstrap
 	$(BIN)/ruff check $(CHECKED)
 	$(BIN)/ruff format --check $(CHECKED)
-	$(BIN)/mypy src bench examples
+	$(BIN)/mypy $(CHECKED)
 
 # CI runs more Hypothesis examples than the `dev` default; override with HYPOTHESIS_PROFILE=dev.
 # The 20 slowest tests are listed at the end, so a CI log shows where its minutes went.
