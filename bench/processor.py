@@ -64,7 +64,7 @@ def populate(url: str, events: int) -> None:
 
 def projection(event: EventEnvelope, context: HandlerContext) -> None:
     p = context.placeholder
-    context.connection.execute(  # type: ignore[attr-defined]
+    context.connection.execute(
         f"INSERT INTO totals (pid, n) VALUES ({p}, 1) "
         "ON CONFLICT (pid) DO UPDATE SET n = totals.n + 1",
         (event.persistence_id,),

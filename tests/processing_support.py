@@ -39,7 +39,7 @@ def counting_handler(event: EventEnvelope, context: HandlerContext) -> None:
     """Count events per persistence id in the batch's transaction; insist on their order."""
     p = context.placeholder
     conn = context.connection
-    row = conn.execute(  # type: ignore[attr-defined]
+    row = conn.execute(
         f"SELECT n, last, replays FROM counts WHERE pid = {p}",
         (event.persistence_id,),
     ).fetchone()
@@ -47,7 +47,7 @@ def counting_handler(event: EventEnvelope, context: HandlerContext) -> None:
     if event.tag_pid_sequence_nr != last + 1 and not context.is_replay:
         msg = f"{event.persistence_id}: got {event.tag_pid_sequence_nr} after {last}"
         raise AssertionError(msg)
-    conn.execute(  # type: ignore[attr-defined]
+    conn.execute(
         f"INSERT INTO counts VALUES ({p}, {p}, {p}, {p}) ON CONFLICT (pid) DO UPDATE SET "
         "n = excluded.n, last = excluded.last, replays = excluded.replays",
         (event.persistence_id, n + 1, event.tag_pid_sequence_nr, replays + context.is_replay),

@@ -182,7 +182,7 @@ def test_a_session_ended_during_a_careful_rerun_does_not_stop_the_processor(
     the processor with EventHandlingError instead of claiming the segment again.
     """
     with stores.tokens.batch("setup", 0, "owner") as batch:
-        batch.connection.execute(  # type: ignore[attr-defined]
+        batch.connection.execute(
             "CREATE TABLE counts (pid TEXT PRIMARY KEY, n INT, last INT, replays INT)"
         )
     calls: dict[str, int] = {}
@@ -211,7 +211,7 @@ def test_a_session_ended_during_a_careful_rerun_does_not_stop_the_processor(
 
 def _counts(stores: Stores) -> dict[str, int]:
     with stores.tokens.batch("reader", 0, "owner") as batch:
-        rows = batch.connection.execute("SELECT pid, n FROM counts").fetchall()  # type: ignore[attr-defined]
+        rows = batch.connection.execute("SELECT pid, n FROM counts").fetchall()
     return {str(pid): int(n) for pid, n in rows}
 
 

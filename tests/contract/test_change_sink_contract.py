@@ -83,7 +83,8 @@ def _table(stores: Stores) -> list[tuple[Any, ...]]:
     with stores.change_sink._db.connection() as conn:
         cursor = conn.execute('SELECT * FROM "odd ""table""_materialized" ORDER BY "id"')
         rows = cursor.fetchall()
-        names = [d[0] for d in cursor.description]  # type: ignore[attr-defined]
+        assert cursor.description is not None  # a SELECT has columns
+        names = [d[0] for d in cursor.description]
     assert names[:6] == [c.name for c in V1.columns]
     return [tuple(row) for row in rows]
 
@@ -131,7 +132,8 @@ def test_deletes_and_a_new_nullable_column_apply_in_order(stores: Stores) -> Non
 def _columns(stores: Stores) -> list[str]:
     with stores.change_sink._db.connection() as conn:
         cursor = conn.execute('SELECT * FROM "odd ""table""_materialized" WHERE false')
-        return [d[0] for d in cursor.description]  # type: ignore[attr-defined]
+        assert cursor.description is not None  # a SELECT has columns
+        return [d[0] for d in cursor.description]
 
 
 def test_a_column_the_current_schema_no_longer_has_is_dropped_with_the_batch(

@@ -28,14 +28,14 @@ stalled = threading.Event()
 
 def apply(event: EventEnvelope, context: HandlerContext) -> None:
     p, conn = context.placeholder, context.connection
-    previous = conn.execute(  # type: ignore[attr-defined]
+    previous = conn.execute(
         f"SELECT count(*) FROM applied WHERE pid = {p} AND nr = {p}",
         (event.persistence_id, event.tag_pid_sequence_nr - 1),
     ).fetchone()[0]
     if event.tag_pid_sequence_nr > 1 and not previous:
         msg = f"{event.persistence_id}#{event.tag_pid_sequence_nr} before its predecessor"
         raise AssertionError(msg)
-    conn.execute(  # type: ignore[attr-defined]
+    conn.execute(
         f"INSERT INTO applied (pid, nr, owner) VALUES ({p}, {p}, {p})",
         (event.persistence_id, event.tag_pid_sequence_nr, context.segment.__str__()),
     )

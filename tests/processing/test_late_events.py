@@ -41,7 +41,7 @@ def _recorder(sql: Sql) -> Callable[[EventEnvelope, HandlerContext], None]:
     sql("CREATE TABLE handled (event TEXT PRIMARY KEY, times BIGINT NOT NULL)")
 
     def record(event: EventEnvelope, context: HandlerContext) -> None:
-        context.connection.execute(  # type: ignore[attr-defined]
+        context.connection.execute(
             f"INSERT INTO handled VALUES ({context.placeholder}, 1) "
             "ON CONFLICT (event) DO UPDATE SET times = handled.times + 1",
             (f"{event.persistence_id}#{event.sequence_nr}",),

@@ -538,14 +538,14 @@ def _by_customer(event: EventEnvelope, context: HandlerContext) -> None:
     payload = event.payload
     assert isinstance(payload, dict)
     p, conn = context.placeholder, context.connection
-    row = conn.execute(  # type: ignore[attr-defined]
+    row = conn.execute(
         f"SELECT n, last_i FROM customers WHERE customer = {p}", (payload["customer"],)
     ).fetchone()
     n, last_i = row if row else (0, -1)
     if payload["i"] <= last_i:
         msg = f"{payload['customer']}: {payload['i']} after {last_i}"
         raise AssertionError(msg)
-    conn.execute(  # type: ignore[attr-defined]
+    conn.execute(
         f"INSERT INTO customers VALUES ({p}, {p}, {p}) ON CONFLICT (customer) DO UPDATE "
         "SET n = excluded.n, last_i = excluded.last_i",
         (payload["customer"], n + 1, payload["i"]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ordo.processing.connection import SqlConnection, SqlCursor
 from ordo.processing.control import (
     ControlReceipt,
     merge_segment,
@@ -41,6 +42,8 @@ __all__ = [
     "SequencedEvent",
     "SequencingPolicy",
     "SequentialPerAggregatePolicy",
+    "SqlConnection",
+    "SqlCursor",
     "TokenEntry",
     "TokenStore",
     "TrackingProcessor",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ordo.processing.connection import SqlConnection
 from ordo.processing.segment import Segment
 from ordo.query import EventEnvelope
 
@@ -17,7 +18,7 @@ class HandlerContext:
     segment: Segment
     is_replay: bool
     """The event was processed before the processor was reset (Axon's ReplayToken)."""
-    connection: object
+    connection: SqlConnection
     """The batch transaction's database connection: writes through it commit with the token."""
     placeholder: str
     """The connection's SQL parameter placeholder (`?` on SQLite, `%s` on PostgreSQL)."""

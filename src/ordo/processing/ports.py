@@ -10,6 +10,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Protocol
 
+from ordo.processing.connection import SqlConnection
 from ordo.processing.segment import Segment
 from ordo.processing.token import TrackingToken
 from ordo.query import EventEnvelope
@@ -121,7 +122,7 @@ class BatchTransaction(Protocol):
     """
 
     @property
-    def connection(self) -> object:
+    def connection(self) -> SqlConnection:
         """The database connection of this transaction, for handlers that write projections."""
         ...
 

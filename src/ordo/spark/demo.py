@@ -47,13 +47,13 @@ ORDER_TOTALS_TABLE = (
 def count_order_events(event: EventEnvelope, context: HandlerContext) -> None:
     """The projection's handler: count an order's events; note any out of order."""
     p, conn = context.placeholder, context.connection
-    row = conn.execute(  # type: ignore[attr-defined]
+    row = conn.execute(
         f"SELECT events, last_nr, misordered FROM order_totals WHERE pid = {p}",
         (event.persistence_id,),
     ).fetchone()
     events, last_nr, misordered = row if row else (0, 0, 0)
     misordered += event.tag_pid_sequence_nr != last_nr + 1
-    conn.execute(  # type: ignore[attr-defined]
+    conn.execute(
         f"INSERT INTO order_totals (pid, events, last_nr, misordered) VALUES ({p}, {p}, {p}, {p}) "
         "ON CONFLICT (pid) DO UPDATE SET events = excluded.events, last_nr = excluded.last_nr, "
         "misordered = excluded.misordered",
@@ -135,7 +135,7 @@ def run_demo(
     with stores_at(journal) as stores:
         stores.tokens.initialize(PROCESSOR, segment_count=SEGMENTS)
         with stores.tokens.batch(PROCESSOR, 0, "demo") as batch:
-            batch.connection.execute(ORDER_TOTALS_TABLE)  # type: ignore[attr-defined]
+            batch.connection.execute(ORDER_TOTALS_TABLE)
     is_embedded = isinstance(parse_location(journal), SQLiteLocation)
     if is_embedded:
         start_capture(journal)
@@ -297,7 +297,7 @@ def _measure(stores: Stores, progress: Progress, query: Any) -> None:
 def _read_model(stores: Stores) -> list[tuple[str, int, int, int]]:
     """The projection's table, read in a transaction of the token store's database."""
     with stores.tokens.batch(PROCESSOR, 0, "demo") as batch:
-        rows = batch.connection.execute(  # type: ignore[attr-defined]
+        rows = batch.connection.execute(
             "SELECT pid, events, last_nr, misordered FROM order_totals"
         ).fetchall()
     return [(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows]

@@ -7,9 +7,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
 from ordo.errors import StorageUnavailableError, UnableToClaimTokenError
+from ordo.processing.connection import SqlConnection
 from ordo.processing.ports import DeadLetter
 from ordo.processing.token import TrackingToken
-from ordo.storage.sql_store import SqlConnection, SqlStore
+from ordo.storage.sql_store import SqlStore
 from ordo.types import PersistenceId
 
 _POSITIONS_PER_STATEMENT = 1_000

@@ -25,8 +25,8 @@ from ordo.cdc.retype import retyped_row
 from ordo.cdc.schema import ColumnType, TableSchema
 from ordo.cdc.schema_registry import SchemaHistory
 from ordo.errors import MaterializerCheckpointError, OldKeyMessageError
+from ordo.processing.connection import SqlConnection
 from ordo.storage.sql_materialized_table import SqlMaterializedTable
-from ordo.storage.sql_store import SqlConnection
 
 _MESSAGE_COLUMNS = ", ".join(
     ["materializer", "batch_id", "ordinal"]

@@ -21,7 +21,8 @@ from ordo.cdc.mutation import JsonValue, Key, Scalar
 from ordo.cdc.retype import retyped_value
 from ordo.cdc.schema import Column, ColumnType, TableSchema
 from ordo.errors import CdcError, MaterializedKeyChangeError, MaterializedRetypeError
-from ordo.storage.sql_store import SqlConnection, SqlStore
+from ordo.processing.connection import SqlConnection
+from ordo.storage.sql_store import SqlStore
 
 
 def quote_identifier(name: str) -> str:

@@ -13,9 +13,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import ClassVar
 
 from ordo.hashing import stable_hash
+from ordo.processing.connection import SqlConnection
 from ordo.storage.rows import PROGRESS_COLUMNS
 from ordo.storage.sql_key_reads import SqlKeyReads
-from ordo.storage.sql_store import SqlConnection
 from ordo.tagging import TagProgress
 from ordo.time import TimeUUID
 from ordo.tools.ports import (

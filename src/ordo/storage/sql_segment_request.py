@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 from ordo.errors import InvalidInputError, PendingHandOverError, PendingMergeError
 from ordo.journal import validation
+from ordo.processing.connection import SqlConnection
 from ordo.processing.ports import PendingRequest, SegmentAction, SegmentRequest, TokenEntry
 from ordo.processing.segment import Segment
-from ordo.storage.sql_store import SqlConnection
 from ordo.storage.sql_token_rows import SqlTokenRows, check_segment
 
 _MERGE = SegmentRequest(action=SegmentAction.MERGE)

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Protocol
 
 from ordo.journal.event import PersistedEvent
 from ordo.journal.ports import JournalSummary
+from ordo.processing.connection import SqlConnection
 from ordo.storage.migration import BUCKET_SIZE_KEY, METADATA_TABLE, SCHEMA_VERSION_KEY
 from ordo.storage.rows import MESSAGE_COLUMNS, event_from_row, summary_from_row
 from ordo.storage.sql_writer_lease import SqlWriterLeases
@@ -21,31 +22,6 @@ from ordo.types import PersistenceId, SequenceNr
 
 PAGE_SIZE = 500
 """Rows per read of the paged scans (events of an id, persistence ids)."""
-
-
-class SqlCursor(Protocol):
-    """What ordo uses of a DB-API cursor (sqlite3 and psycopg both fit)."""
-
-    @property
-    def rowcount(self) -> int:
-        """Rows changed by the last statement."""
-        ...
-
-    def fetchone(self) -> Any:
-        """The next row, or None."""
-        ...
-
-    def fetchall(self) -> list[Any]:
-        """Every remaining row."""
-        ...
-
-
-class SqlConnection(Protocol):
-    """What ordo uses of a connection: execute() returning a cursor."""
-
-    def execute(self, sql: Any, params: Any = ..., /) -> SqlCursor:
-        """Run one statement with its parameters."""
-        ...
 
 
 class SqlDatastore(Protocol):

@@ -11,11 +11,11 @@ from datetime import timedelta
 
 from ordo.errors import UnableToClaimTokenError, UnknownProcessorError
 from ordo.journal import validation
+from ordo.processing.connection import SqlConnection
 from ordo.processing.control import check_claim_times, check_token
 from ordo.processing.ports import PROJECTION_LEASE_TIMEOUT, TokenEntry
 from ordo.processing.token import TrackingToken
 from ordo.storage.sql_processed_progress import PROGRESS_TABLES
-from ordo.storage.sql_store import SqlConnection
 from ordo.storage.sql_token_rows import SqlTokenRows, replay_point
 
 _PROJECTION_LEASE_TIMEOUT_MS = PROJECTION_LEASE_TIMEOUT // timedelta(milliseconds=1)

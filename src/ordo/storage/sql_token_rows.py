@@ -16,10 +16,11 @@ from ordo.errors import (
     UnknownSegmentError,
 )
 from ordo.journal import validation
+from ordo.processing.connection import SqlConnection
 from ordo.processing.ports import TokenEntry
 from ordo.processing.segment import Segment
 from ordo.processing.token import TrackingToken
-from ordo.storage.sql_store import SqlConnection, SqlStore
+from ordo.storage.sql_store import SqlStore
 
 _ENTRY = "segment_id, mask, token, owner, claimed_at, replay_until"
 OWN_IDLE_LIMIT_MS = 10_000

@@ -10,8 +10,8 @@ import psycopg
 
 from ordo.cdc.mutation import JsonValue
 from ordo.cdc.schema import Column, ColumnType, TableSchema
+from ordo.processing.connection import SqlConnection
 from ordo.storage.sql_change_sink import SqlChangeSink
-from ordo.storage.sql_store import SqlConnection
 
 _TABLE = "to_regclass(quote_ident(current_schema()) || '.' || quote_ident({p}))"
 """The oid of the table named by the parameter, in the current schema (null if absent)."""

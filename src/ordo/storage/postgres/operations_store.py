@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ordo.processing.connection import SqlConnection
 from ordo.storage.sql_operations_store import (
     UPSERT_INTO,
     SqlOperationsStore,
     persistence_id_hashes,
 )
-from ordo.storage.sql_store import SqlConnection
 from ordo.tools.ports import TagViewRow
 
 # One statement per batch: the row keys travel as binary arrays and PostgreSQL copies the

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ordo.storage.sql_store import SqlConnection
+from ordo.processing.connection import SqlConnection
 from ordo.storage.sql_tag_view_store import SqlAllEventsReader
 from ordo.storage.sql_token_store import SqlTokenStore
 

@@ -7,8 +7,8 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import ClassVar, cast
 
 from ordo.cdc.schema import ColumnType, TableSchema
+from ordo.processing.connection import SqlConnection
 from ordo.storage.sql_change_sink import SqlChangeSink
-from ordo.storage.sql_store import SqlConnection
 
 
 class SQLiteChangeSink(SqlChangeSink):

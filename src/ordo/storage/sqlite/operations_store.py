@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from ordo.processing.connection import SqlConnection
 from ordo.storage.sql_operations_store import (
     UPSERT_INTO,
     SqlOperationsStore,
     persistence_id_hashes,
 )
-from ordo.storage.sql_store import SqlConnection
 from ordo.tools.ports import TagViewRow
 
 # One statement per batch: the row keys travel as one JSON array and SQLite copies the payload
