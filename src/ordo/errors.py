@@ -42,7 +42,8 @@ OrdoError
 │   ├── MalformedMutationError (ValueError)
 │   ├── InvalidSchemaError (ValueError)
 │   │   ├── NoPrimaryKeyError
-│   │   └── UnmappableColumnTypeError
+│   │   ├── UnmappableColumnTypeError
+│   │   └── JsonKeyColumnError
 │   ├── IncompatibleSchemaError
 │   ├── UnknownSchemaError (LookupError)
 │   ├── MaterializedRetypeError
@@ -573,6 +574,10 @@ class NoPrimaryKeyError(InvalidSchemaError):
 
 class UnmappableColumnTypeError(InvalidSchemaError):
     """A source column has a type the schema registry has no logical type for."""
+
+
+class JsonKeyColumnError(InvalidSchemaError):
+    """A captured table's primary key has a JSON column, which cannot key its rows."""
 
 
 class IncompatibleSchemaError(CdcError):

@@ -137,21 +137,6 @@ def test_json_a_double_cannot_hold_is_dead_lettered_and_numerics_keep_their_digi
     ]
 
 
-def test_a_json_key_that_cannot_be_carried_is_captured_as_a_null_key(
-    run: Callable[..., None], capture: Capture
-) -> None:
-    run("CREATE TABLE keyed (k jsonb PRIMARY KEY, n int)")
-    source = capture("keyed")
-    run("INSERT INTO keyed VALUES ('1e5000', 1), ('1e400', 2)")
-
-    longer, carried = source.peek(max_changes=10).mutations
-
-    assert longer.partition_key == (None,)
-    assert carried.partition_key == (10**400,)
-    (schema,) = source.schemas()
-    assert mutation_problems(longer, schema) == ["key column 'k': None is not a json"]
-
-
 def test_an_update_leaves_out_an_unchanged_toasted_column(
     run: Callable[..., None], capture: Capture
 ) -> None:

@@ -18,12 +18,13 @@ from ordo.cdc.schema_registry import SchemaRegistry
 from ordo.errors import (
     CaptureError,
     IncompatibleSchemaError,
+    JsonKeyColumnError,
     NoPrimaryKeyError,
     UnmappableColumnTypeError,
 )
 from ordo.storage.open import stores_at
 from ordo.storage.parquet.change_log import ParquetChangeLog
-from postgres_source_support import Capture
+from postgres_source_support import Capture, slot_count
 
 pytestmark = pytest.mark.postgres
 
@@ -65,6 +66,27 @@ def test_an_unmappable_column_type_is_refused(run: Callable[..., None], capture:
     source = capture("places", create=False)
     with pytest.raises(UnmappableColumnTypeError, match="'places' column 'spot' has type 'point'"):
         source.schemas()
+
+
+def test_a_table_keyed_by_jsonb_is_refused_before_its_slot_is_created(
+    run: Callable[..., None], capture: Capture, postgres_dsn: str
+) -> None:
+    """jsonb tells apart numbers a double cannot (`0.1` and `0.10000000000000000001` were both
+    the key 0.1), and an object or array key stopped the capture at its first change."""
+    run(
+        "CREATE TABLE keyed (k jsonb PRIMARY KEY, n int)",
+        """INSERT INTO keyed VALUES ('0.1', 1), ('0.10000000000000000001', 2), ('{"a": 1}', 3)""",
+    )
+    source = capture("keyed", create=False)
+    with pytest.raises(JsonKeyColumnError) as refused:
+        source.create()
+    assert str(refused.value) == (
+        "table 'keyed': key column 'k' holds JSON, which cannot key captured rows (CDC keys rows "
+        "by the JSON text of scalar key values: JSON the source holds as two rows could be one "
+        "key, and an object or array is no scalar); key the table by columns of other types to "
+        "capture it"
+    )
+    assert slot_count(postgres_dsn, source.name) == 0
 
 
 def test_a_missing_table_is_a_capture_error(capture: Capture) -> None:

@@ -13,9 +13,14 @@ import pytest
 
 from ordo.cdc import ColumnType
 from ordo.cdc.change_rows import key_text
-from ordo.errors import CaptureError, NoPrimaryKeyError, UnmappableColumnTypeError
+from ordo.errors import (
+    CaptureError,
+    JsonKeyColumnError,
+    NoPrimaryKeyError,
+    UnmappableColumnTypeError,
+)
 from ordo.storage.sqlite.change_source import SQLiteChangeSource
-from sqlite_support import run_sql
+from sqlite_support import fingerprint, run_sql
 
 
 def test_schemas_come_from_the_catalog(source: SQLiteChangeSource) -> None:
@@ -154,3 +159,43 @@ def test_a_table_without_a_key_or_types_is_refused_for_its_key_naming_the_column
         "add one to an existing table: create it again with a PRIMARY KEY and a type for 'a', "
         "'c' (and copy its rows over) to capture it"
     )
+
+
+def test_a_table_keyed_by_a_json_column_is_refused_before_anything_is_installed(
+    database: Path,
+) -> None:
+    """SQLite holds `{"a": 1}` and `{"a":1}` as two rows; their keys rendered as JSON were one,
+    so the materialized table held one row for both (and a delete of either deleted it)."""
+    run_sql(
+        database,
+        "CREATE TABLE docs (k JSON PRIMARY KEY, n INTEGER)",
+        """INSERT INTO docs VALUES ('{"a": 1}', 1), ('{"a":1}', 2)""",
+    )
+    before = fingerprint(database)
+    with pytest.raises(JsonKeyColumnError) as refused:
+        SQLiteChangeSource(database, ["users", "docs"]).install()
+    assert str(refused.value) == (
+        "table 'docs': key column 'k' holds JSON, which cannot key captured rows (CDC keys rows "
+        "by the JSON text of scalar key values: JSON the source holds as two rows could be one "
+        "key, and an object or array is no scalar); declare it TEXT, which captures the text "
+        "the application stored (create the table again and copy its rows over) to capture it"
+    )
+    assert fingerprint(database) == before  # not even the other table's triggers
+
+
+def test_a_text_key_holding_json_text_is_captured_as_that_text(database: Path) -> None:
+    """A TEXT key is the text SQLite compares, whatever it looks like, in the snapshot and
+    in the triggers' changes alike: `{"a": 1}` and `{"a":1}` are two keys."""
+    keys = ('{"a": 1}', '{"a":1}', "[1, 2]", '"s"', "null")
+    run_sql(database, "CREATE TABLE docs (k TEXT PRIMARY KEY, n INTEGER)")
+    source = SQLiteChangeSource(database, ["docs"])
+    try:
+        source.install()
+        run_sql(database, *(f"INSERT INTO docs VALUES ('{k}', {n})" for n, k in enumerate(keys)))
+        snapshot = [m.partition_key for m in source.snapshot("docs")]
+        changes = source.peek(max_changes=10).rows
+    finally:
+        source.close()
+    assert sorted(snapshot) == sorted((k,) for k in keys)
+    assert [m.partition_key for m in changes.mutations()] == [(k,) for k in keys]
+    assert list(changes.column("partition_key")) == [key_text((k,)) for k in keys]

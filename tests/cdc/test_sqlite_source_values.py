@@ -212,23 +212,6 @@ def _captured(path: Path, table: str, ddl: str, *writes: str) -> tuple[list[Muta
         source.close()
 
 
-def test_a_json_key_that_is_not_json_is_captured_as_a_null_key(tmp_path: Path) -> None:
-    """A key has no name to carry its value aside: the change is captured with a null key,
-    which the materializer dead-letters, instead of failing the application's write."""
-    (valid, malformed, beyond), schema = _captured(
-        tmp_path / "keyed.db",
-        "keyed",
-        "CREATE TABLE keyed (k JSON PRIMARY KEY, n INTEGER)",
-        """INSERT INTO keyed VALUES ('{"a": 1}', 1)""",
-        "INSERT INTO keyed VALUES ('{oops', 2)",
-        "INSERT INTO keyed VALUES ('[1e999]', 3)",  # stopped the capture: a key it cannot read
-    )
-    # A JSON key column's value is kept as parsed, though `Key` declares scalars only.
-    assert valid.partition_key == ({"a": 1},)  # type: ignore[comparison-overlap]
-    assert malformed.partition_key == beyond.partition_key == (None,)
-    assert mutation_problems(malformed, schema) == ["key column 'k': None is not a json"]
-
-
 def test_a_blob_in_a_column_of_another_type_is_captured_and_dead_lettered(
     tmp_path: Path,
 ) -> None:

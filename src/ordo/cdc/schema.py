@@ -20,7 +20,7 @@ from hashlib import blake2b
 
 from ordo.cdc.mutation import JsonValue
 from ordo.documents import reject_unknown_keys
-from ordo.errors import InvalidSchemaError, NoPrimaryKeyError
+from ordo.errors import InvalidSchemaError, JsonKeyColumnError, NoPrimaryKeyError
 
 
 class ColumnType(StrEnum):
@@ -147,6 +147,28 @@ def require_captured_key(table: str, key: Sequence[str], *, how: str) -> None:
     if not key:
         msg = f"table {table!r} has no primary key: {_KEYED}; {how} to capture it"
         raise NoPrimaryKeyError(msg)
+
+
+def require_scalar_key(schema: TableSchema, *, how: str) -> None:
+    """JsonKeyColumnError for a captured table keyed by a JSON column; `how` says what instead.
+
+    Keys are scalars (`Key`) compared and hashed as JSON text: routing, the fold's state and
+    the materialized table's key. A JSON key's value is not such a text: SQLite's json() wrote
+    the two rows `{"a": 1}` and `{"a":1}` as one key, so the materialized table held one row
+    for both (and deleting either deleted it), and PostgreSQL's jsonb, which tells numbers
+    apart beyond a double's precision, keyed rows a Python float cannot, while an object or
+    array key stopped the capture at its first change. Refused before anything is installed.
+    """
+    by_name = schema.by_name
+    for name in schema.primary_key:
+        if by_name[name].type is ColumnType.JSON:
+            msg = (
+                f"table {schema.table!r}: key column {name!r} holds JSON, which cannot key "
+                "captured rows (CDC keys rows by the JSON text of scalar key values: JSON the "
+                "source holds as two rows could be one key, and an object or array is no "
+                f"scalar); {how} to capture it"
+            )
+            raise JsonKeyColumnError(msg)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

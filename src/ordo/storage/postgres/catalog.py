@@ -17,7 +17,13 @@ import psycopg
 
 from ordo.cdc.json_text import parse_application_json
 from ordo.cdc.mutation import JsonValue
-from ordo.cdc.schema import Column, ColumnType, TableSchema, require_captured_key
+from ordo.cdc.schema import (
+    Column,
+    ColumnType,
+    TableSchema,
+    require_captured_key,
+    require_scalar_key,
+)
 from ordo.errors import CaptureError, UnmappableColumnTypeError
 
 Connection = psycopg.Connection[tuple[object, ...]]
@@ -100,6 +106,7 @@ def read_schema(conn: Connection, ref: TableRef) -> TableSchema:
         NoPrimaryKeyError: the table has no primary key (checked before the types, as on
             SQLite, where adding one means creating the table again).
         UnmappableColumnTypeError: a column's type has no logical type (see COLUMN_TYPES).
+        JsonKeyColumnError: a key column is jsonb (see `require_scalar_key`).
 
     """
     found = conn.execute(_RELATION, (ref.schema, ref.name)).fetchone()
@@ -124,7 +131,9 @@ def read_schema(conn: Connection, ref: TableRef) -> TableSchema:
             )
             raise UnmappableColumnTypeError(msg)
         columns.append(Column(name=str(name), type=column_type, nullable=not not_null))
-    return TableSchema(table=ref.given, columns=tuple(columns), partition_key=key)
+    schema = TableSchema(table=ref.given, columns=tuple(columns), partition_key=key)
+    require_scalar_key(schema, how="key the table by columns of other types")
+    return schema
 
 
 def to_logical(column_type: ColumnType, raw: object) -> JsonValue:

@@ -104,7 +104,8 @@ def row_values(
     JSON holding a number ordo cannot carry (`1e999`) is the application's data, not a broken
     change: refusing it would stop the capture for good. Its text goes under
     `not_json_cell(name)`, which fails every schema, so the materializer dead-letters the change
-    naming the column; in a key column it is null, and the change is dead-lettered for its key.
+    naming the column; in a key column (a change written before the column was retyped from
+    jsonb: a jsonb key is refused) it is null, and the change is dead-lettered for its key.
     """
     types = {column.name: column.type for column in schema.columns}
     values: dict[str, JsonValue] = {}

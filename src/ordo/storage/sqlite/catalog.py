@@ -1,8 +1,8 @@
 """Captured SQLite tables: their schema as a TableSchema, read from the file's catalog.
 
 SQLite's declared column types are free text; the capture maps them to logical types by SQLite's
-own affinity rules, refined, and refuses a column it cannot map or a table without a primary key
-before anything is installed in the file.
+own affinity rules, refined, and refuses a column it cannot map, a table without a primary key
+or one keyed by a JSON column before anything is installed in the file.
 """
 
 from __future__ import annotations
@@ -10,7 +10,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from ordo.cdc.schema import Column, ColumnType, TableSchema, require_captured_key
+from ordo.cdc.schema import (
+    Column,
+    ColumnType,
+    TableSchema,
+    require_captured_key,
+    require_scalar_key,
+)
 from ordo.errors import CaptureError, UnmappableColumnTypeError
 from ordo.storage.sql_materialized_table import quote_identifier
 from ordo.storage.sqlite.datastore import read_only_connection
@@ -89,4 +95,10 @@ def read_schema(conn: sqlite3.Connection, path: Path, table: str) -> TableSchema
         Column(name=name, type=column_type(table, name, declared), nullable=not notnull and not pk)
         for _, name, declared, notnull, _, pk in info
     )
-    return TableSchema(table=table, columns=columns, partition_key=key)
+    schema = TableSchema(table=table, columns=columns, partition_key=key)
+    require_scalar_key(
+        schema,
+        how="declare it TEXT, which captures the text the application stored (create the table "
+        "again and copy its rows over)",
+    )
+    return schema

@@ -148,7 +148,8 @@ def _json_expression(ref: str, logical: ColumnType) -> str:
 
     A column of any type may hold any value in SQLite: numbers and text pass through as they
     are (REALs exactly, see `_exact`; infinities as strings, see `_finite`), and the
-    materializer checks them against the schema.
+    materializer checks them against the schema. A JSON column is `_cell`'s own case (a key
+    column cannot be one: see `require_scalar_key`).
     """
     match logical:
         case ColumnType.BOOLEAN:
@@ -157,8 +158,6 @@ def _json_expression(ref: str, logical: ColumnType) -> str:
             )
         case ColumnType.BYTES:
             return f"CASE WHEN {ref} IS NULL THEN NULL ELSE lower(hex({ref})) END"
-        case ColumnType.JSON:  # only where `_uncarried` is false: json() raises for non-JSON
-            return f"json({_exact(ref)})"
         case ColumnType.DECIMAL:
             return _finite(ref, f"CAST({_exact(ref)} AS TEXT)")
         case _:
