@@ -214,6 +214,41 @@ def test_sqlite_values_json_cannot_carry_are_dead_letters_and_the_rest_is_what_t
     }
 
 
+def test_a_text_key_holding_json_text_is_materialized_as_the_text_the_application_stored(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """SQLite keys a TEXT column by its text: rows whose keys read as the same JSON stay two
+    rows, from the snapshot through the triggers' changes (a delete of one of them included)
+    to the materialized table."""
+    app, journal = tmp_path / "app.db", f"sqlite:///{tmp_path / 'ordo.db'}"
+    log, checkpoint = tmp_path / "log", tmp_path / "checkpoint"
+    _run_sqlite(
+        app,
+        "CREATE TABLE docs (k TEXT PRIMARY KEY, n INTEGER)",
+        """INSERT INTO docs VALUES ('{"a": 1}', 1), ('{"a":1}', 2), ('[1, 2]', 3), ('x', 4)""",
+    )
+    with stores_at(journal) as stores, change_source_at(str(app), ["docs"]) as source:
+        capture = Capture(source, Publisher(ParquetChangeLog(log)), SchemaRegistry(stores.schemas))
+        capture.publish_snapshot("docs")
+    _run_sqlite(
+        app,
+        "UPDATE docs SET n = n + 10",
+        "DELETE FROM docs WHERE k = '[1, 2]'",
+        """INSERT INTO docs VALUES ('[1,2]', 5), ('"x"', 6)""",
+    )
+    _capture(str(app), log, journal=journal, tables=["docs"])
+    spec = MaterializerSpec(name="docs", table="docs", change_log=str(log), sink=journal)
+    _materialize(spark, spec, checkpoint)
+
+    with stores_at(journal) as stores:
+        schema = SchemaRegistry(stores.schemas).current("docs").schema
+        table = stores.change_sink.read_table(spec.target_table, schema)
+    with closing(sqlite3.connect(app)) as conn:
+        rows = conn.execute("SELECT k, n FROM docs").fetchall()
+    assert len(rows) == 5
+    assert table == {(k,): {"k": k, "n": n} for k, n in rows}
+
+
 @pytest.mark.postgres
 def test_postgres_numbers_json_cannot_carry_are_dead_letters_and_numerics_keep_every_digit(
     spark: SparkSession, postgres_dsn: str, slot: str, tmp_path: Path
