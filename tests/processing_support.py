@@ -1,4 +1,6 @@
-"""Helpers of the tracking processor tests: fast settings, a counting handler, waiting."""
+"""Helpers of the tracking processor tests: fast settings, a counting handler and the
+"counts" processor that runs it, appending events and counting what was applied, waiting.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +8,18 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from ordo import EventsByTagSettings, QuerySettings
+from ordo import EventsByTagSettings, Journal, NewEvent, QuerySettings
+from ordo.clock import Clock
 from ordo.hashing import stable_hash
-from ordo.processing.processor import HandlerContext
+from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.source import EventSource
 from ordo.query import EventEnvelope
 from ordo.settings import ProcessorSettings
 from ordo.storage.open import Stores
 from ordo.time import format_first_time_bucket
+
+SqlRunner = Callable[..., list[tuple[object, ...]]]
+"""The `sql` fixture of tests/processing: one statement on the journal's database, its rows."""
 
 WRITE = EventsByTagSettings(
     first_time_bucket=format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000),
@@ -52,6 +58,31 @@ def counting_handler(event: EventEnvelope, context: HandlerContext) -> None:
         "n = excluded.n, last = excluded.last, replays = excluded.replays",
         (event.persistence_id, n + 1, event.tag_pid_sequence_nr, replays + context.is_replay),
     )
+
+
+def counts_processor(
+    stores: Stores, *, settings: ProcessorSettings = FAST, clock: Clock | None = None
+) -> TrackingProcessor:
+    """The "counts" processor: `counting_handler` over the events tagged "t"."""
+    return TrackingProcessor(
+        "counts", source(stores), stores.tokens, counting_handler, settings=settings, clock=clock
+    )
+
+
+def append_events(journal: Journal, count: int, *, pids: int = 20, tag: str = "t") -> None:
+    """Append `count` events tagged `tag`, one at a time to p0, p1, ... p{pids - 1} in turn."""
+    for i in range(count):
+        journal.append(f"p{i % pids}", [NewEvent.of({"i": i}, tags=[tag])])
+
+
+def counted(sql: SqlRunner) -> int:
+    """How many events `counting_handler` applied, over all persistence ids."""
+    return int(str(sql("SELECT coalesce(sum(n), 0) FROM counts")[0][0]))
+
+
+def now_ms() -> int:
+    """The system clock in milliseconds, as the token store's `now_ms` arguments take it."""
+    return time.time_ns() // 1_000_000
 
 
 def in_half(half: int, prefix: str) -> str:

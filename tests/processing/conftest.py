@@ -1,17 +1,23 @@
-"""Fixtures for tracking processor tests: a projection table and SQL access to it."""
+"""Fixtures for tracking processor tests: a journal, a projection table and SQL access to it."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 from contextlib import closing
 
 import psycopg
 import pytest
 
+from journal_support import JournalFactory
+from ordo import Journal
 from ordo.storage.location import SQLiteLocation, parse_location
+from processing_support import WRITE, SqlRunner
 
-SqlRunner = Callable[..., list[tuple[object, ...]]]
+
+@pytest.fixture
+def journal(journal_factory: JournalFactory) -> Journal:
+    """A Journal at `journal_url` that flushes its tag views as the processors' source expects."""
+    return journal_factory(settings=WRITE)
 
 
 @pytest.fixture

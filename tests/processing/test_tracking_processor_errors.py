@@ -1,0 +1,99 @@
+"""A tracking processor's handler failures: retried, skipped, dead-lettered, or stopping it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+
+from ordo import Journal
+from ordo.errors import EventHandlingError
+from ordo.processing.processor import HandlerContext, TrackingProcessor
+from ordo.processing.token import TrackingToken
+from ordo.query import EventEnvelope
+from ordo.settings import ErrorMode
+from ordo.storage.open import Stores
+from processing_support import (
+    FAST,
+    SqlRunner,
+    append_events,
+    counted,
+    counting_handler,
+    source,
+    wait_for,
+)
+
+
+def _flaky(fails: dict[str, int]) -> Callable[[EventEnvelope, HandlerContext], None]:
+    """A counting handler that raises on the events named, `fails[...]` times each."""
+    lock = threading.Lock()
+
+    def handle(event: EventEnvelope, context: HandlerContext) -> None:
+        key = f"{event.persistence_id}#{event.tag_pid_sequence_nr}"
+        with lock:
+            remaining = fails.get(key, 0)
+            if remaining:
+                fails[key] = remaining - 1
+        if remaining:
+            counting_handler(event, context)  # a write that the failure must undo
+            msg = f"boom at {key}"
+            raise RuntimeError(msg)
+        counting_handler(event, context)
+
+    return handle
+
+
+def test_a_transient_failure_is_retried_and_applied_once(
+    stores: Stores, journal: Journal, sql: SqlRunner
+) -> None:
+    append_events(journal, 100)
+    handler = _flaky({"p3#2": 2})
+    with TrackingProcessor("counts", source(stores), stores.tokens, handler, settings=FAST) as p:
+        wait_for(lambda: counted(sql) == 100)
+    assert p.failure is None
+    assert sql("SELECT n, last FROM counts WHERE pid = ?", "p3") == [(5, 5)]
+
+
+@pytest.mark.parametrize("mode", [ErrorMode.SKIP, ErrorMode.DEAD_LETTER])
+def test_a_poison_event_is_skipped_or_dead_lettered(
+    stores: Stores, journal: Journal, sql: SqlRunner, mode: ErrorMode
+) -> None:
+    append_events(journal, 100)
+    settings = replace(FAST, error_mode=mode, max_retries=1)
+    handler = _flaky({"p3#5": 99})  # p3's last event
+    with TrackingProcessor("counts", source(stores), stores.tokens, handler, settings=settings):
+        wait_for(lambda: counted(sql) == 99)
+        wait_for(
+            lambda: len(stores.tokens.dead_letters("counts")) == (mode is ErrorMode.DEAD_LETTER)
+        )
+    letters = stores.tokens.dead_letters("counts")
+    if mode is ErrorMode.DEAD_LETTER:
+        assert [(d.persistence_id, d.position) for d in letters] == [("p3", 5)]
+        assert "boom at p3#5" in letters[0].error
+    assert sql("SELECT n FROM counts WHERE pid = ?", "p3") == [(4,)]
+
+
+def test_a_failure_in_fail_mode_stops_the_processor_and_applies_nothing_of_its_batch(
+    stores: Stores, journal: Journal, sql: SqlRunner
+) -> None:
+    append_events(journal, 100)
+    journal.flush()
+    time.sleep(0.3)  # settled: the first poll reads all 100 events, one batch
+    settings = replace(
+        FAST, thread_count=1, initial_segment_count=1, batch_size=1000, max_retries=0
+    )
+    processor = TrackingProcessor(
+        "counts", source(stores), stores.tokens, _flaky({"p3#5": 99}), settings=settings
+    )
+    processor.start()
+    wait_for(lambda: processor.failure is not None)
+    processor.stop()
+    failure = processor.failure
+    assert isinstance(failure, EventHandlingError)
+    assert (failure.persistence_id, failure.sequence_nr) == ("p3", 5)
+    assert counted(sql) == 0  # the whole batch was rolled back
+    (entry,) = stores.tokens.entries("counts")
+    assert (entry.token, entry.owner) == (TrackingToken(), None)

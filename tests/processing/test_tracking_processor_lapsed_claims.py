@@ -1,0 +1,202 @@
+"""Tracking processors that stall past their claim timeout while the operator changes
+segments under them: nothing is lost or applied twice, and the changes they wait for stand."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from ordo import Journal
+from ordo.errors import PendingHandOverError
+from ordo.processing.control import merge_segment, release_segment, split_segment
+from ordo.processing.ports import SegmentAction
+from ordo.processing.processor import TrackingProcessor
+from ordo.storage.open import Stores
+from processing_support import (
+    FAST,
+    SqlRunner,
+    append_events,
+    counted,
+    counts_processor,
+    now_ms,
+    wait_for,
+)
+
+
+def _then_200_more_are_applied_once(
+    journal: Journal, sql: SqlRunner, processor: TrackingProcessor
+) -> None:
+    """After 100 events: 200 more, and each of the 300 is applied once, in order per id."""
+    append_events(journal, 200)
+    wait_for(lambda: counted(sql) == 300)
+    time.sleep(0.5)  # anything applied twice would show now
+    assert processor.failure is None
+    assert sorted(sql("SELECT pid, n, last FROM counts")) == sorted(
+        (f"p{p}", 15, 15) for p in range(20)
+    )
+
+
+class _PausableClock:
+    """The system clock, except that while paused every thread reading it waits.
+
+    A paused processor stalls like a stopped process: its workers stop renewing their claims,
+    which lapse, while the operator changes segments under them.
+    """
+
+    def __init__(self) -> None:
+        self.running = threading.Event()
+        self.running.set()
+        self._waiting: set[str] = set()
+        self._lock = threading.Lock()
+
+    def now_ns(self) -> int:
+        if not self.running.is_set():
+            name = threading.current_thread().name
+            with self._lock:
+                self._waiting.add(name)
+            self.running.wait()
+            with self._lock:
+                self._waiting.discard(name)
+        return time.time_ns()
+
+    def pause(self, processor: TrackingProcessor) -> None:
+        """Stop the clock, and return once every worker thread of `processor` waits for it.
+
+        A worker that read the clock just before went on with its check (a claim, a request
+        taken) meanwhile: the operator's request made at once could be taken by it after all.
+        """
+        self.running.clear()
+        workers = {f"ordo-{processor.name}-{i}" for i in range(processor.settings.thread_count)}
+
+        def are_all_waiting() -> bool:
+            with self._lock:
+                return workers <= self._waiting
+
+        wait_for(are_all_waiting)
+
+
+@pytest.mark.parametrize("change", ["merge", "split"])
+def test_a_segment_changed_under_a_lapsed_claim_loses_and_repeats_nothing(
+    stores: Stores, journal: Journal, sql: SqlRunner, change: str
+) -> None:
+    """A stalled worker must not go on reading its old segment on the new segment's token.
+
+    Found by a stress run: a worker paused past its claim timeout, the operator merged (or
+    split) its segment at once, and on waking the worker renewed the claim of the segment id,
+    kept reading the old half of the hash space and moved the merged segment's token past the
+    other half's events (lost for good; on PostgreSQL a split applied events twice).
+    """
+    clock = _PausableClock()
+    settings = replace(
+        FAST,
+        thread_count=2,
+        initial_segment_count=2 if change == "merge" else 1,
+        claim_timeout=timedelta(seconds=1),
+    )
+    processor = counts_processor(stores, settings=settings, clock=clock)
+    act, segment_id = (merge_segment, 1) if change == "merge" else (split_segment, 0)
+    with processor:
+        append_events(journal, 100)
+        wait_for(lambda: counted(sql) == 100)
+        clock.pause(processor)  # the processor stalls between batches
+        try:
+            time.sleep(1.5)  # past the claim timeout
+            receipt = act(
+                stores.tokens, "counts", segment_id, now_ms=now_ms(), claim_timeout_ms=1_000
+            )
+        finally:
+            clock.running.set()
+        assert receipt.is_done  # at once: the claims had lapsed
+        _then_200_more_are_applied_once(journal, sql, processor)
+
+
+def test_a_merge_made_impossible_meanwhile_is_dropped_and_processing_goes_on(
+    stores: Stores, journal: Journal, sql: SqlRunner
+) -> None:
+    """A pending merge whose sibling was split before the owner acted on it is dropped.
+
+    The owner of segment 0 is asked to merge; it stalls past its claim timeout, and the
+    operator splits the sibling at once. Merging is then impossible (InvalidSegmentOperationError
+    from the token store): the worker logs it and keeps processing its segment. It used to die
+    with the error, leaving its segment unprocessed until the next start.
+    """
+    clock = _PausableClock()
+    settings = replace(
+        FAST, thread_count=3, initial_segment_count=2, claim_timeout=timedelta(seconds=1)
+    )
+    processor = counts_processor(stores, settings=settings, clock=clock)
+    with processor:
+        append_events(journal, 100)
+        wait_for(lambda: counted(sql) == 100)
+        clock.pause(processor)  # the processor stalls with both claims held
+        try:
+            # held for sure, however long since the last check
+            asked = merge_segment(
+                stores.tokens, "counts", 0, now_ms=now_ms(), claim_timeout_ms=30_000
+            )
+            time.sleep(1.5)  # past the claim timeout
+            split = split_segment(
+                stores.tokens, "counts", 1, now_ms=now_ms(), claim_timeout_ms=1_000
+            )
+        finally:
+            clock.running.set()
+        assert not asked.is_done
+        assert split.is_done
+        _then_200_more_are_applied_once(journal, sql, processor)
+    segments = sorted(
+        (e.segment.segment_id, e.segment.mask) for e in stores.tokens.entries("counts")
+    )
+    assert segments == [(0, 1), (1, 3), (3, 3)]
+    assert stores.tokens.take_request("counts", 0) is None
+
+
+def test_an_operator_request_does_not_replace_the_hand_over_a_merge_waits_for(
+    stores: Stores, journal: Journal, sql: SqlRunner
+) -> None:
+    """Two processes, one segment each; the first is asked to merge, so it asks the second to
+    hand its segment over. A release of that segment (the CLI's, or the processor's own) then
+    replaced the hand-over, with only "replacing the pending hand over" in a receipt to tell
+    that the merge was held up. It is refused now, and the merge completes."""
+    settings = replace(
+        FAST, thread_count=1, initial_segment_count=2, claim_timeout=timedelta(seconds=30)
+    )
+    paused = _PausableClock()
+    merging, holding = (
+        counts_processor(stores, settings=settings, clock=clock) for clock in (None, paused)
+    )
+
+    def owners() -> list[str | None]:
+        return [e.owner for e in stores.tokens.entries("counts")]
+
+    with merging:
+        wait_for(lambda: any(owners()))
+        mine = next(e.segment for e in stores.tokens.entries("counts") if e.owner)
+        sibling = mine.mergeable_segment_id()
+        with holding:
+            wait_for(lambda: all(owners()))
+            append_events(journal, 100)
+            wait_for(lambda: counted(sql) == 100)
+            paused.pause(holding)  # its owner takes no request while the operator acts
+            try:
+                merging.merge(mine.segment_id)
+                wait_for(
+                    lambda: any(
+                        p.segment_id == sibling and p.request.action is SegmentAction.HAND_OVER
+                        for p in stores.tokens.pending_requests("counts")
+                    )
+                )
+                with pytest.raises(PendingHandOverError, match="for a merge: a release request"):
+                    release_segment(
+                        stores.tokens, "counts", sibling, now_ms=now_ms(), claim_timeout_ms=30_000
+                    )
+                with pytest.raises(PendingHandOverError, match="for a merge: a split request"):
+                    merging.split(sibling)
+            finally:
+                paused.running.set()
+            wait_for(lambda: len(owners()) == 1)
+            _then_200_more_are_applied_once(journal, sql, merging)
+            assert holding.failure is None

@@ -1,0 +1,283 @@
+"""Merges raced by other owners and operators, at moments a token store double makes certain:
+hand-overs and releases asked meanwhile, and both owners of a pair merging it at once."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+from ordo.errors import PendingHandOverError, PendingMergeError, UnableToClaimTokenError
+from ordo.processing.control import ControlReceipt, merge_segment, release_segment
+from ordo.processing.ports import SegmentAction, SegmentRequest, TokenStore
+from ordo.processing.processor import TrackingProcessor
+from ordo.processing.segment import Segment
+from ordo.storage.open import Stores
+from processing_support import FAST, counting_handler, now_ms, source, wait_for
+
+
+class _TokenStoreDouble:
+    """The token store it wraps, but for what a subclass does instead: a race double."""
+
+    def __init__(self, tokens: TokenStore) -> None:
+        self._tokens = tokens
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._tokens, name)
+
+
+def _beside_other_s_segment_1(stores: Stores, tokens: _TokenStoreDouble) -> TrackingProcessor:
+    """A one-thread "counts" processor over two segments through `tokens` (the store behind a
+    race double), with "other" holding segment 1 for 30 s: the processor can take segment 0 only."""
+    settings = replace(
+        FAST, thread_count=1, initial_segment_count=2, claim_timeout=timedelta(seconds=30)
+    )
+    stores.tokens.initialize("counts", segment_count=2)
+    stores.tokens.claim("counts", 1, "other", now_ms=now_ms(), claim_timeout_ms=30_000)
+    return TrackingProcessor(
+        "counts",
+        source(stores),
+        tokens,  # type: ignore[arg-type]
+        counting_handler,
+        settings=settings,
+    )
+
+
+def _owner_of_segment_0(stores: Stores) -> str:
+    """The owner of segment 0 of "counts", once the processor has claimed it."""
+    wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
+    owner = stores.tokens.entries("counts")[0].owner
+    assert owner is not None
+    return owner
+
+
+class _HandOverAskedMeanwhile(_TokenStoreDouble):
+    """The token store, except that as soon as an owner takes a merge request, the owner of
+    the sibling asks it to hand its segment over: the sibling's owner merging the same two
+    segments at that moment (a race a test cannot time otherwise)."""
+
+    def __init__(self, tokens: TokenStore, *, sibling_owner: str) -> None:
+        super().__init__(tokens)
+        self._sibling_owner = sibling_owner
+
+    def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
+        taken = self._tokens.take_request(processor, segment_id)
+        if taken is not None and taken.action is SegmentAction.MERGE:
+            hand_over = SegmentRequest(
+                action=SegmentAction.HAND_OVER, target_owner=self._sibling_owner
+            )
+            self._tokens.request(processor, segment_id, hand_over, now_ms=0)
+        return taken
+
+
+def test_an_owner_asked_for_its_segment_while_merging_hands_it_over(stores: Stores) -> None:
+    """Both owners of two siblings merging them at once: each asked the other for its segment,
+    and the merge request an owner asks of itself again (to retry) replaced the hand-over it
+    was asked for. The hand-over stays now, and the owner hands its segment over."""
+    tokens = _HandOverAskedMeanwhile(stores.tokens, sibling_owner="other")
+    processor = _beside_other_s_segment_1(stores, tokens)
+    with processor:
+        _owner_of_segment_0(stores)
+        processor.merge(0)
+        wait_for(lambda: stores.tokens.entries("counts")[0].owner == "other")
+        assert stores.tokens.pending_requests("counts") == []  # nor asked for segment 1
+        assert processor.is_running
+    assert processor.failure is None
+
+
+class _Releases(_TokenStoreDouble):
+    """The token store, recording the segments released, and how many requests were taken
+    after one that asked for a hand-over."""
+
+    def __init__(self, tokens: TokenStore) -> None:
+        super().__init__(tokens)
+        self.released: list[int] = []
+        self.taken_after_hand_over = 0
+        self._is_hand_over_taken = False
+
+    def release(self, processor: str, segment_id: int, owner: str) -> None:
+        self.released.append(segment_id)
+        self._tokens.release(processor, segment_id, owner)
+
+    def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
+        taken = self._tokens.take_request(processor, segment_id)
+        self.taken_after_hand_over += self._is_hand_over_taken
+        if taken is not None and taken.action is SegmentAction.HAND_OVER:
+            self._is_hand_over_taken = True
+        return taken
+
+
+def test_an_owner_asked_to_hand_its_segment_to_itself_keeps_it(stores: Stores) -> None:
+    """The worker handed the segment over to itself and then released it, for nothing. It
+    keeps the segment now: the next request it takes is taken with the same claim."""
+    tokens = _Releases(stores.tokens)
+    processor = _beside_other_s_segment_1(stores, tokens)
+    with processor:
+        owner = _owner_of_segment_0(stores)
+        hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=owner)
+        stores.tokens.request("counts", 0, hand_over, now_ms=0)
+        wait_for(lambda: tokens.taken_after_hand_over > 0)
+        assert tokens.released == []
+        assert stores.tokens.entries("counts")[0].owner == owner
+    assert processor.failure is None
+
+
+class _ReleaseAskedMeanwhile(_TokenStoreDouble):
+    """The token store, except that when an owner takes a merge request the second time (it
+    asked for the sibling at the first), the operator asks it to release the segment: between
+    the take and the merge the owner asks again (a race a test cannot time otherwise)."""
+
+    def __init__(self, tokens: TokenStore) -> None:
+        super().__init__(tokens)
+        self.merges_taken = 0
+        self.receipts: list[ControlReceipt] = []
+
+    def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
+        taken = self._tokens.take_request(processor, segment_id)
+        if taken is not None and taken.action is SegmentAction.MERGE:
+            self.merges_taken += 1
+            if self.merges_taken == 2:
+                now = now_ms()
+                self.receipts.append(
+                    release_segment(
+                        self._tokens, processor, segment_id, now_ms=now, claim_timeout_ms=30_000
+                    )
+                )
+        return taken
+
+
+def test_an_operator_s_release_made_while_the_owner_merges_is_not_replaced(
+    stores: Stores,
+) -> None:
+    """The owner of segment 0 merges while another owner holds segment 1: at each check it
+    takes its merge request, fails to merge, and asks the merge again and for segment 1. The
+    merge asked again replaced a release the operator made in between, though the operator
+    was told that the owner was asked. The release stands now: the owner releases segment 0,
+    and the hand-over of segment 1 that its merge asked for is withdrawn."""
+    tokens = _ReleaseAskedMeanwhile(stores.tokens)
+    processor = _beside_other_s_segment_1(stores, tokens)
+    with processor:
+        owner = _owner_of_segment_0(stores)
+        processor.merge(0)
+        wait_for(lambda: tokens.merges_taken == 2)
+        wait_for(lambda: stores.tokens.entries("counts")[0].owner is None)
+        assert [r.message for r in tokens.receipts] == [f"asked {owner} to release Segment[0/1]"]
+        assert stores.tokens.pending_requests("counts") == []
+        assert processor.is_running
+    assert processor.failure is None
+
+
+class _ReleaseAskedOnceTheMergeFailed(_TokenStoreDouble):
+    """The token store, except that the operator asks the owner to release segment 0 right
+    after the owner's first call once its merge failed (another owner holds the sibling):
+    whatever it asks then, the release comes after it and before anything else it asks."""
+
+    def __init__(self, tokens: TokenStore) -> None:
+        super().__init__(tokens)
+        self.has_merge_failed = False
+        self.receipts: list[ControlReceipt] = []
+
+    def merge(
+        self, processor: str, segment_id: int, owner: str, *, now_ms: int, claim_timeout_ms: int
+    ) -> Segment:
+        try:
+            return self._tokens.merge(
+                processor, segment_id, owner, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+            )
+        except UnableToClaimTokenError:
+            self.has_merge_failed = True
+            raise
+
+    def __getattr__(self, name: str) -> object:
+        method = getattr(self._tokens, name)
+        if not self.has_merge_failed or self.receipts:
+            return method
+
+        def then_release(*args: object, **kwargs: object) -> object:
+            result = method(*args, **kwargs)
+            self.receipts.append(
+                release_segment(self._tokens, "counts", 0, now_ms=now_ms(), claim_timeout_ms=30_000)
+            )
+            return result
+
+        return then_release
+
+
+def test_an_operator_s_release_right_after_the_owner_asks_its_merge_again_ends_the_merge(
+    stores: Stores,
+) -> None:
+    """The owner of segment 0 merges while another owner holds segment 1: it asked its merge
+    again, and then, in a second transaction, for segment 1. A release made between the two
+    replaced the merge (and withdrew no hand-over: none was stored yet), and the hand-over
+    asked next sent segment 1 to an owner that had released its segment and was not merging.
+    Both are asked in one transaction now: the release ends the merge and withdraws the
+    hand-over, and segment 1's owner keeps it."""
+    tokens = _ReleaseAskedOnceTheMergeFailed(stores.tokens)
+    processor = _beside_other_s_segment_1(stores, tokens)
+    with processor:
+        owner = _owner_of_segment_0(stores)
+        processor.merge(0)
+        wait_for(lambda: stores.tokens.entries("counts")[0].owner is None)
+        assert [r.message for r in tokens.receipts] == [
+            f"asked {owner} to release Segment[0/1] (replacing the pending merge request)"
+        ]
+        assert stores.tokens.pending_requests("counts") == []
+        assert stores.tokens.entries("counts")[1].owner == "other"
+    assert processor.failure is None
+
+
+class _SiblingMergingAtOnce(_TokenStoreDouble):
+    """The token store, except that the owner of segment 1 merges the pair at the same moment
+    as the processor's worker, segment 0's owner: right after the worker asks its merge again
+    and for segment 1, it asks its own merge again and for segment 0 (once; a refusal leaves
+    the merge to the worker, as it does in a worker)."""
+
+    def __init__(self, tokens: TokenStore, *, sibling_owner: str) -> None:
+        super().__init__(tokens)
+        self._sibling_owner = sibling_owner
+        self.refused: list[PendingHandOverError | PendingMergeError] = []
+        self.asked = 0
+
+    def request_merge(self, processor: str, segment_id: int, owner: str, *, now_ms: int) -> bool:
+        is_pending = self._tokens.request_merge(processor, segment_id, owner, now_ms=now_ms)
+        if self.asked == 0:
+            try:
+                self._tokens.request_merge(processor, 1, self._sibling_owner, now_ms=now_ms)
+            except (PendingHandOverError, PendingMergeError) as exc:
+                self.refused.append(exc)
+        # Counted once the sibling's owner has asked: the test takes segment 1's hand-over
+        # when it sees the count, and taken before that ask it let the ask through.
+        self.asked += 1
+        return is_pending
+
+
+def test_when_both_owners_of_a_pair_merge_it_at_once_the_lower_segment_s_owner_merges(
+    stores: Stores,
+) -> None:
+    """Both asked their own merge again, then each other for the sibling: each hand-over
+    replaced the other's merge request, so each owner handed its segment to the other and the
+    pair swapped owners without merging. Each owner asks both at once now: segment 0's owner
+    asked first and keeps the merge, the other owner's ask is refused (segment 1 is to be
+    handed over), and it hands segment 1 over when asked."""
+    tokens = _SiblingMergingAtOnce(stores.tokens, sibling_owner="other")
+    processor = _beside_other_s_segment_1(stores, tokens)
+    with processor:
+        owner = _owner_of_segment_0(stores)
+        merge_segment(stores.tokens, "counts", 0, now_ms=now_ms(), claim_timeout_ms=30_000)
+        wait_for(lambda: tokens.asked == 1)
+        # The owner of segment 1 takes the hand-over asked of it, as its worker does.
+        hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=owner)
+        assert stores.tokens.take_request("counts", 1) == hand_over
+        assert stores.tokens.hand_over(
+            "counts", 1, "other", to=owner, now_ms=now_ms(), claim_timeout_ms=30_000
+        )
+        wait_for(
+            lambda: (
+                len(stores.tokens.entries("counts")) == 1
+                or stores.tokens.entries("counts")[0].owner == "other"
+            )
+        )
+        assert [e.segment for e in stores.tokens.entries("counts")] == [Segment(0, 0)]
+        # A merge ends the claim: the worker releases the merged segment and claims it again.
+        wait_for(lambda: stores.tokens.entries("counts")[0].owner == owner)
+        assert [(type(e), e.segment_id) for e in tokens.refused] == [(PendingHandOverError, 1)]
+    assert processor.failure is None
