@@ -1,0 +1,38 @@
+"""What the Parquet change log tests share: mutations of one numbered column, and a check that
+each file of a table's log holds only keys routed to its partition."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from ordo.cdc import Audit, Cell, Mutation, partition_of
+
+
+def mutation_of(
+    key: int, position: int, *, segment: str = "slot", table: str = "users"
+) -> Mutation:
+    """The row `key` of `table` with its column `n` set to `position`, at `position` of
+    `segment`."""
+    return Mutation(
+        table=table,
+        partition_key=(key,),
+        cells={"n": Cell(value=position, write_time=position)},
+        audit=Audit(source="test", segment=segment, position=position),
+    )
+
+
+def misrouted_files(table: Path, partitions: int) -> list[Path]:
+    """The files of the log directory `table` holding a key that routes to another partition of
+    `partitions` than the one they are in: none, where the publisher routed by key."""
+    return [
+        file
+        for file in table.glob("partition=*/*.parquet")
+        if {
+            partition_of(tuple(json.loads(key)), partitions)
+            for key in pq.read_table(file).column("partition_key").to_pylist()
+        }
+        != {int(file.parent.name.removeprefix("partition="))}
+    ]
