@@ -18,7 +18,15 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from ordo.cdc import ChangeMessage, ChangeOp, Key, Publisher, SchemaRegistry
+from ordo.cdc import (
+    ChangeMessage,
+    ChangeOp,
+    JsonValue,
+    Key,
+    Publisher,
+    SchemaRegistry,
+    TableSchema,
+)
 from ordo.cdc.capture import Capture
 from ordo.errors import IncompatibleSchemaError
 from ordo.simulation.cdc import ReplicaWorkload, check
@@ -93,6 +101,15 @@ def _materialize(spark: SparkSession, spec: MaterializerSpec, checkpoint: Path) 
     query = materialize(spark, spec, checkpoint=str(checkpoint), available_now=True)
     query.awaitTermination(180)
     assert query.exception() is None
+
+
+def _materialized_table(
+    url: str, spec: MaterializerSpec
+) -> tuple[TableSchema, dict[Key, dict[str, JsonValue]]]:
+    """The current schema of the spec's table and its materialized rows by key."""
+    with stores_at(url) as stores:
+        schema = SchemaRegistry(stores.schemas).current(spec.table).schema
+        return schema, stores.change_sink.read_table(spec.target_table, schema)
 
 
 @pytest.mark.postgres
@@ -193,9 +210,7 @@ def test_sqlite_values_json_cannot_carry_are_dead_letters_and_the_rest_is_what_t
     spec = MaterializerSpec(name="items", table="items", change_log=str(log), sink=journal)
     _materialize(spark, spec, checkpoint)
 
-    with stores_at(journal) as stores:
-        schema = SchemaRegistry(stores.schemas).current("items").schema
-        table = stores.change_sink.read_table(spec.target_table, schema)
+    schema, table = _materialized_table(journal, spec)
     assert table == {
         (row[0],): dict(zip(schema.names, row, strict=True))
         | {"doc": None if row[3] is None else json.loads(row[3])}
@@ -240,9 +255,7 @@ def test_a_text_key_holding_json_text_is_materialized_as_the_text_the_applicatio
     spec = MaterializerSpec(name="docs", table="docs", change_log=str(log), sink=journal)
     _materialize(spark, spec, checkpoint)
 
-    with stores_at(journal) as stores:
-        schema = SchemaRegistry(stores.schemas).current("docs").schema
-        table = stores.change_sink.read_table(spec.target_table, schema)
+    _, table = _materialized_table(journal, spec)
     with closing(sqlite3.connect(app)) as conn:
         rows = conn.execute("SELECT k, n FROM docs").fetchall()
     assert len(rows) == 5
@@ -270,9 +283,7 @@ def test_postgres_numbers_json_cannot_carry_are_dead_letters_and_numerics_keep_e
     spec = MaterializerSpec(name="docs", table="docs", change_log=str(log), sink=postgres_dsn)
     _materialize(spark, spec, checkpoint)
 
-    with stores_at(postgres_dsn) as stores:
-        schema = SchemaRegistry(stores.schemas).current("docs").schema
-        table = stores.change_sink.read_table(spec.target_table, schema)
+    _, table = _materialized_table(postgres_dsn, spec)
     assert {key: (row["body"], row["tags"]) for key, row in table.items()} == {
         (1,): ([1], [10**999]),
         (3,): ([], []),
