@@ -217,23 +217,12 @@ class SegmentWorker(threading.Thread):
         one to this owner among them: the segment is kept and processed on.
         """
         p = self.p
-        if p._tokens.hand_over(
-            p.name,
-            segment_id,
-            self.owner,
-            to=to,
-            now_ms=now_ms,
-            claim_timeout_ms=claim_timeout_ms,
-        ):
-            logger.info("handed over: processor=%s segment=%s to=%s", p.name, segment_id, to)
-            return True
-        logger.info(
-            "hand-over skipped, no merge waits for it: processor=%s segment=%s to=%s",
-            p.name,
-            segment_id,
-            to,
+        handed = p._tokens.hand_over(
+            p.name, segment_id, self.owner, to=to, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
         )
-        return False
+        what = "handed over" if handed else "hand-over skipped, no merge waits for it"
+        logger.info("%s: processor=%s segment=%s to=%s", what, p.name, segment_id, to)
+        return handed
 
     def _merge(self, segment: Segment, *, now_ms: int, claim_timeout_ms: int) -> bool:
         """Merge the segment with its sibling, or ask the sibling's owner to hand it over.

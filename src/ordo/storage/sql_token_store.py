@@ -159,25 +159,16 @@ class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
         now_ms: int,
         claim_timeout_ms: int,
     ) -> bool:
-        """Move an owned claim to `to`, fresh, for `to`'s merge of its sibling, if it still waits.
+        """Move an owned claim to `to`, fresh, while `to`'s merge of the sibling waits for it.
 
-        The owner takes the hand-over request at a check and hands the segment over after it,
-        and the merge could end in between: an operator's release or split of the sibling,
-        `to`'s claim lapsing, `to` stopping. The segment went to an owner that was no longer
-        merging and sat claimed until the claim timeout. So it moves only while `to` holds the
-        sibling under a live claim with nothing but its merge pending there (nothing, while
-        `to` has taken its merge request and merges), and nothing but a hand-over to `to` is
-        pending on the segment itself: a request made of the owner since it took the hand-over
-        (an operator's) is the later one, as for `request_merge`, and the owner acts on it
-        (handed over, the request was left for `to`, whose merge deleted it unseen). A
-        hand-over to the owner itself is no hand-over (its worker released the segment for
-        nothing). Otherwise nothing changes and this returns False: the owner keeps it.
-
-        A hand-over to `to` still pending on the segment is done with this one (its merging
-        owner asked again after this owner had taken the first): left pending on a segment
-        `to` held, it could send the segment to `to` again from its next owner, after `to`
-        had stopped without merging. The checks and the move are one transaction, under both
-        token rows' locks (PostgreSQL), taken in the order `merge` takes them.
+        The owner takes the hand-over request at one check and hands over after it; the merge
+        could end in between (an operator's release or split, `to`'s claim lapsing, `to`
+        stopping), and the segment then sat claimed by an owner that merged nothing until the
+        claim timeout. So the checks of TokenStore.hand_over (_merge_awaits) and the move are
+        one transaction, under both token rows' locks (PostgreSQL), taken in the order `merge`
+        takes them. The hand-over to `to` still pending on the segment (asked again by a merge
+        that retried meanwhile) ends with this one: left pending on a segment `to` held, it
+        could send the segment to `to` again from its next owner, after `to` had stopped.
         """
         check_segment(processor, segment_id, owner)
         validation.owner_name(to, name="to")
