@@ -130,7 +130,7 @@ def _processor(
 
 @pytest.mark.parametrize("policy", ["property:g", "concurrent"])
 def test_merging_a_segment_that_was_ahead_applies_nothing_twice(
-    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql, policy: str
+    stores: Stores, journal: Journal, sql: Sql, policy: str
 ) -> None:
     """Under a policy without per-id positions, a merge must not replay the half ahead.
 
@@ -138,7 +138,6 @@ def test_merging_a_segment_that_was_ahead_applies_nothing_twice(
     merge. The merged segment starts from segment 0's (lower) token: the events segment 1
     handled already lie after it and used to be handled a second time.
     """
-    journal = journal_factory(settings=WRITE)
     record = _recorder(sql)
 
     def processor() -> TrackingProcessor:
@@ -167,7 +166,7 @@ def test_merging_a_segment_that_was_ahead_applies_nothing_twice(
 
 
 def test_a_merge_hands_on_a_late_event_of_the_half_that_was_ahead(
-    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql, late: _LateRows
+    stores: Stores, journal: Journal, sql: Sql, late: _LateRows
 ) -> None:
     """Per aggregate, positions decide what was handled, not the merged half's offset.
 
@@ -176,7 +175,6 @@ def test_a_merge_hands_on_a_late_event_of_the_half_that_was_ahead(
     merge and x#2 shows up: the merged stream delivers it, and the part ahead used to make the
     worker skip it although nobody had handled it.
     """
-    journal = journal_factory(settings=WRITE)
     record = _recorder(sql)
     x, y, z = in_half(1, "x"), in_half(1, "y"), in_half(0, "z")
     with _processor(stores, record, segments=2):
@@ -203,7 +201,7 @@ def test_a_merge_hands_on_a_late_event_of_the_half_that_was_ahead(
 
 @pytest.mark.parametrize("pause", [0.0, 0.5, 1.0])
 def test_a_restart_hands_on_an_event_that_became_visible_behind_the_token(
-    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql, late: _LateRows, pause: float
+    stores: Stores, journal: Journal, sql: Sql, late: _LateRows, pause: float
 ) -> None:
     """One segment: x#2 is written but not visible; y#1, `pause` s later, is handled, so the
     token passes x#2's offset. The processor stops, x#2 shows up, it starts again.
@@ -213,7 +211,6 @@ def test_a_restart_hands_on_an_event_that_became_visible_behind_the_token(
     looked only after the token and failed. It now starts back_track_period before the token
     and knows x's position, so it hands x#2 on.
     """
-    journal = journal_factory(settings=WRITE)
     record = _recorder(sql)
     with _processor(stores, record, segments=1):
         _append(journal, "x", 1)
@@ -233,7 +230,7 @@ def test_a_restart_hands_on_an_event_that_became_visible_behind_the_token(
 
 def test_a_restarted_processor_waits_for_an_event_that_became_visible_late(
     stores: Stores,
-    journal_factory: Callable[..., Journal],
+    journal: Journal,
     sql: Sql,
     late: _LateRows,
     caplog: pytest.LogCaptureFixture,
@@ -245,7 +242,6 @@ def test_a_restarted_processor_waits_for_an_event_that_became_visible_late(
     from q's offset, over 0.2 s after p's last event: p used to be new to it, so 6 was taken
     as p's first event and handled, and 5 was dropped when it showed up.
     """
-    journal = journal_factory(settings=WRITE)
     record = _recorder(sql)
     with _processor(stores, record, segments=1):
         for i in range(4):
@@ -267,14 +263,13 @@ def test_a_restarted_processor_waits_for_an_event_that_became_visible_late(
 
 
 def test_a_gap_that_stays_open_stops_the_processor_with_the_error(
-    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql, late: _LateRows
+    stores: Stores, journal: Journal, sql: Sql, late: _LateRows
 ) -> None:
     """A missing event is not skipped: past gap_timeout the processor fails and says why.
 
     Its worker threads used to die of MissingTaggedEventError one after another while the
     processor still said it was running, with no failure.
     """
-    journal = journal_factory(settings=WRITE)
     record = _recorder(sql)
     short = EventSource(
         reader=stores.tag_view_reader,
@@ -313,7 +308,7 @@ def _in_half_of(half: int, policy: str, pid: str, nr: int) -> dict[str, object]:
 @pytest.mark.parametrize("policy", ["property:g", "concurrent"])
 def test_a_restart_hands_on_a_late_event_under_a_policy_without_per_id_order(
     stores: Stores,
-    journal_factory: Callable[..., Journal],
+    journal: Journal,
     sql: Sql,
     late: _LateRows,
     policy: str,
@@ -326,7 +321,6 @@ def test_a_restart_hands_on_a_late_event_under_a_policy_without_per_id_order(
     start after the token and never delivered x#2; it now starts back_track_period before
     the token and skips only the events recorded as handled.
     """
-    journal = journal_factory(settings=WRITE)
     record = _recorder(sql)
     with _processor(stores, record, segments=1, policy=policy_from_name(policy)):
         _append(journal, "x", 1, g=1)
@@ -346,7 +340,7 @@ def test_a_restart_hands_on_a_late_event_under_a_policy_without_per_id_order(
 
 @pytest.mark.parametrize("policy", ["property:g", "concurrent"])
 def test_a_merge_hands_on_a_late_event_of_the_half_that_was_ahead_without_positions(
-    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql, late: _LateRows, policy: str
+    stores: Stores, journal: Journal, sql: Sql, late: _LateRows, policy: str
 ) -> None:
     """The merged segment skips what the half ahead handled, not everything up to its offset.
 
@@ -354,7 +348,6 @@ def test_a_merge_hands_on_a_late_event_of_the_half_that_was_ahead_without_positi
     (also segment 1's, a later offset) is handled, so segment 1's token passes x#2. The two
     merge and x#2 shows up: the part ahead used to make the worker skip it unhandled.
     """
-    journal = journal_factory(settings=WRITE)
     record = _recorder(sql)
     x, y = ("x1", "y2") if policy == "concurrent" else ("x", "y")
 
@@ -413,9 +406,8 @@ def test_handled_events_are_forgotten_once_no_segment_can_read_them_again(
 
 
 def test_a_reset_replays_what_was_handled_under_a_policy_without_positions(
-    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql
+    stores: Stores, journal: Journal, sql: Sql
 ) -> None:
-    journal = journal_factory(settings=WRITE)
     record = _recorder(sql)
     for i in range(10):
         _append(journal, f"p{i}", i)
