@@ -7,8 +7,8 @@ write time of every cell (last write wins by position = commit order per row). `
 what was published, so the rows waiting in the change table are what the source retains. When a
 captured table's columns change, `schemas()` (which every capture window calls) re-creates its
 triggers with the new columns; SQLite triggers cannot name columns dynamically, so writes made
-between an ALTER TABLE and that moment lack the new column (run `ordo cdc capture --install`
-right after altering a captured table).
+between an ALTER TABLE and that moment lack the new column (run `ordo cdc capture` once right
+after altering a captured table).
 """
 
 from __future__ import annotations
