@@ -249,6 +249,61 @@ def test_a_reset_that_reset_the_journal_but_not_the_sink_says_so_and_runs_again_
     assert sink_stores.tokens.positions("p") == {}
 
 
+def test_a_reset_run_again_after_a_partial_one_finishes_it_where_the_journal_held_only_positions(
+    stores: Stores, sink_stores: Stores
+) -> None:
+    """The journal's part cleared its only rows, the positions: the same reset run again, as
+    PartialResetError says to, was refused as having nothing to reset in the journal."""
+    _applied(stores, {"x": 3})
+    _applied(sink_stores, {"x": 3})
+    racing = cast(TokenStore, _ProjectionStartingAfterTheCheck(sink_stores.tokens))
+
+    with pytest.raises(PartialResetError):
+        reset_processor(
+            stores.tokens, "p", TrackingToken(), now_ms=1, claim_timeout_ms=TIMEOUT, sink=racing
+        )
+
+    assert stores.tokens.positions("p") == {}
+    assert sink_stores.tokens.positions("p") == {"x": 3}
+    with pytest.raises(UnableToClaimTokenError, match="'driver-1'"):
+        _reset_with_sink(stores, sink_stores, now_ms=1)  # still running: refused, unchanged
+    assert sink_stores.tokens.positions("p") == {"x": 3}
+
+    sink_stores.tokens.release_projection_lease("p", "driver-1")  # the projection stopped
+    receipt = _reset_with_sink(stores, sink_stores, now_ms=2)
+
+    assert receipt.message == (
+        "cleared the positions of 'p' in the sink (the journal holds no tokens or positions "
+        "of it); events processed before are replays"
+    )
+    assert sink_stores.tokens.positions("p") == {}
+    assert stores.tokens.processors() == []  # no tokens made up in the journal
+
+
+def test_a_reset_with_a_sink_is_refused_as_unknown_only_when_the_sink_holds_nothing(
+    stores: Stores, sink_stores: Stores
+) -> None:
+    """A journal holding nothing is the sink's reset alone; a sink holding nothing is a sink
+    named by mistake, whatever the journal holds."""
+    _applied(sink_stores, {"x": 3}, processor="other")
+    with pytest.raises(
+        UnknownProcessorError,
+        match=r"^the journal and the sink: processor 'p' has no tokens or positions to reset$",
+    ):
+        _reset_with_sink(stores, sink_stores, now_ms=1)
+    stores.tokens.renew_projection_lease("p", "driver-1", now_ms=1)
+    _applied(sink_stores, {"x": 3})
+    with pytest.raises(UnableToClaimTokenError, match="'driver-1'"):
+        _reset_with_sink(stores, sink_stores, now_ms=1)  # a lease in the journal still refuses
+    assert sink_stores.tokens.positions("p") == {"x": 3}
+    stores.tokens.release_projection_lease("p", "driver-1")
+
+    _reset_with_sink(stores, sink_stores, now_ms=1)
+
+    assert sink_stores.tokens.positions("p") == {}
+    assert sink_stores.tokens.positions("other") == {"x": 3}
+
+
 def test_a_reset_with_a_short_claim_timeout_still_refuses_a_live_projection_lease(
     stores: Stores, sink_stores: Stores
 ) -> None:

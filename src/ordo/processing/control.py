@@ -165,31 +165,79 @@ def reset_processor(
     projection started since the check, the sink unreachable), PartialResetError says so;
     the same reset run again finishes it: the journal's tokens, reset again, keep what they
     replay (a reset replays up to the furthest offset the tokens or their replay point had
-    reached), and the sink's positions go.
+    reached), and the sink's positions go, though the journal holds nothing left to reset
+    (_reset_with_sink).
     """
     check_claim_times(now_ms, claim_timeout_ms)
     check_token(token)
     if token.offset is not None:
         refuse_future(token.offset, now_ns=now_ms * 1_000_000)
+    if sink is not None:
+        return _reset_with_sink(
+            tokens, sink, processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+        )
     tokens.check_reset(processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
-    if sink is not None:
-        try:
-            sink.check_reset(processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
-        except UnknownProcessorError as exc:
-            msg = f"the sink: {exc}"
-            raise UnknownProcessorError(msg) from exc
     tokens.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
-    also = ""
-    if sink is not None:
-        try:
-            sink.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
-        except OrdoError as exc:
-            raise PartialResetError(processor=processor, cause=exc) from exc
-        also = " and cleared its positions in the sink"
-    return ControlReceipt(
-        is_done=True,
-        message=f"reset {processor!r} to {token}{also}; events processed before are replays",
+    return _reset_receipt(f"reset {processor!r} to {token}")
+
+
+def _reset_with_sink(
+    tokens: TokenStore,
+    sink: TokenStore,
+    processor: str,
+    token: TrackingToken,
+    *,
+    now_ms: int,
+    claim_timeout_ms: int,
+) -> ControlReceipt:
+    """reset_processor with a sink: the journal may hold nothing, the sink may not.
+
+    A journal that holds no tokens or positions of the processor is reset by the sink alone:
+    the journal's part of a reset whose sink then failed (PartialResetError) left nothing
+    there when it held only positions, and the same reset run again, which the error says
+    finishes it, was refused as having nothing to reset; a projection whose source does not
+    name it as its processor has nothing in the journal either. A sink that holds nothing is
+    refused (UnknownProcessorError), as a sink named by mistake: `--sink` is there to clear
+    positions.
+    """
+    journal_holds_it = _holds_something_to_reset(
+        tokens, processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
     )
+    try:
+        sink.check_reset(processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+    except UnknownProcessorError as exc:
+        msg = f"{'the sink' if journal_holds_it else 'the journal and the sink'}: {exc}"
+        raise UnknownProcessorError(msg) from exc
+    try:
+        tokens.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+    except UnknownProcessorError:
+        journal_holds_it = False  # cleared since the check: nothing there to reset
+    if not journal_holds_it:  # the sink's reset is the whole of it: its failure is no partial
+        sink.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+        return _reset_receipt(
+            f"cleared the positions of {processor!r} in the sink (the journal holds no tokens "
+            "or positions of it)"
+        )
+    try:
+        sink.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+    except OrdoError as exc:
+        raise PartialResetError(processor=processor, cause=exc) from exc
+    return _reset_receipt(f"reset {processor!r} to {token} and cleared its positions in the sink")
+
+
+def _holds_something_to_reset(
+    tokens: TokenStore, processor: str, *, now_ms: int, claim_timeout_ms: int
+) -> bool:
+    """Whether `tokens` holds tokens or positions of `processor`, once its reset is checked."""
+    try:
+        tokens.check_reset(processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+    except UnknownProcessorError:
+        return False
+    return True
+
+
+def _reset_receipt(done: str) -> ControlReceipt:
+    return ControlReceipt(is_done=True, message=f"{done}; events processed before are replays")
 
 
 def check_claim_times(now_ms: object, claim_timeout_ms: object) -> None:
