@@ -81,6 +81,12 @@ def test_a_rejected_init_storage_creates_no_folder(tmp_path: Path) -> None:
     path = tmp_path / "a" / "j.db"
     with pytest.raises(ConfigurationError, match="bucket_size"):
         init_storage(str(path), bucket_size="fortnight")  # type: ignore[arg-type]
+    with pytest.raises(
+        ConfigurationError,
+        match=r"^bucket_size must be one of BucketSize's members or values \(minute, hour, "
+        r"day\), got 24$",
+    ):
+        init_storage(str(path), bucket_size=24)  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
 
 

@@ -18,7 +18,7 @@ from enum import Enum
 from functools import partial
 from os import PathLike
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Self, get_type_hints
+from typing import Any, ClassVar, Literal, Self, TypeVar, get_type_hints
 
 from ordo import arguments
 from ordo.arguments import LARGEST_INTEGER
@@ -26,6 +26,8 @@ from ordo.documents import reject_unknown_keys
 from ordo.errors import ConfigurationError
 
 ENV_PREFIX = "ORDO_"
+
+_E = TypeVar("_E", bound=Enum)
 
 BackTrackPeriod = timedelta | Literal["max", "off"]
 """How far a back-track reaches: a duration, `max` (start of the previous bucket) or `off`."""
@@ -146,26 +148,38 @@ def flag(name: str, value: bool) -> None:
 
 
 def enum_member(settings: object, name: str, kind: type[Enum]) -> None:
-    """Make the field `name` of frozen `settings` a member of `kind` (its value text is parsed).
+    """Make the field `name` of frozen `settings` a member of `kind` (see enum_value).
 
     Code compares these fields with `is`: a plain string was accepted and then ignored
     (`error_mode="skip"` failed the processor) or recorded as a journal's bucket size that no
-    later open matched. ConfigurationError for anything else.
+    later open matched.
     """
-    value = getattr(settings, name)
+    object.__setattr__(settings, name, enum_value(name, getattr(settings, name), kind))
+
+
+def enum_value(name: str, value: object, kind: type[_E]) -> _E:
+    """`value` as a member of `kind`: a member, or its value's text as TOML and ORDO_* give it.
+
+    A text is read as the loaders read it (the enum's `parse`: case and surrounding spaces
+    do not matter), so that a value works the same given in Python or in a file. Anything
+    else, or a text that names no member, is a ConfigurationError naming `name` and listing
+    the values.
+    """
     if isinstance(value, kind):
-        return
-    parse = getattr(kind, "parse", None)
-    if not isinstance(value, str) or parse is None:
-        valid = ", ".join(str(member.value) for member in kind)
-        msg = f"{name} must be a {kind.__name__} ({valid}), got {value!r}"
+        return value
+    valid = ", ".join(str(member.value) for member in kind)
+    if not isinstance(value, str):
+        msg = f"{name} must be one of {kind.__name__}'s members or values ({valid}), got {value!r}"
         raise ConfigurationError(msg, setting=name)
+    parse: Callable[[str], _E] = getattr(kind, "parse", kind)
     try:
-        member = parse(value)
-    except ConfigurationError as exc:
+        return parse(value)
+    except ConfigurationError as exc:  # the enum's own message, listing the values
         msg = f"{name}: {exc}"
         raise ConfigurationError(msg, setting=name) from exc
-    object.__setattr__(settings, name, member)
+    except ValueError as exc:  # an enum without `parse`
+        msg = f"{name}: unknown value {value!r}; valid: {valid}"
+        raise ConfigurationError(msg, setting=name) from exc
 
 
 def not_negative(name: str, value: timedelta) -> None:

@@ -16,6 +16,7 @@ from ordo.journal.ports import JournalStore
 from ordo.processing.ports import TokenStore
 from ordo.query import EventEnvelope, EventsByTag, KeyRun, TagViewReader
 from ordo.settings import EventsByTagSettings, QuerySettings
+from ordo.settings.loading import enum_value
 from ordo.storage.location import (
     Location,
     PostgresLocation,
@@ -241,7 +242,7 @@ def init_storage(url: str, *, bucket_size: BucketSize | None = None) -> InitRece
     journal afterwards.
     """
     if bucket_size is not None:
-        bucket_size = _bucket_size(bucket_size)
+        bucket_size = enum_value("bucket_size", bucket_size, BucketSize)
     create_folders(url)
     stores = open_stores(url, mode="write")
     try:
@@ -264,20 +265,6 @@ def init_storage(url: str, *, bucket_size: BucketSize | None = None) -> InitRece
         )
     finally:
         stores.close()
-
-
-def _bucket_size(value: object) -> BucketSize:
-    """`value` as a BucketSize (a member, or its name in any case) or ConfigurationError."""
-    if isinstance(value, BucketSize):
-        return value
-    if not isinstance(value, str):
-        msg = f"bucket_size must be a BucketSize (minute, hour, day), got {value!r}"
-        raise ConfigurationError(msg, setting="bucket_size")
-    try:
-        return BucketSize.parse(value)
-    except ConfigurationError as exc:
-        msg = f"bucket_size: {exc}"
-        raise ConfigurationError(msg, setting="bucket_size") from exc
 
 
 def open_journal(

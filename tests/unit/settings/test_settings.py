@@ -272,14 +272,51 @@ def test_processor_settings_follow_axon_and_read_the_environment() -> None:
 def test_enum_settings_take_their_members_or_value_texts() -> None:
     assert EventsByTagSettings(bucket_size="DAY").bucket_size is BucketSize.DAY  # type: ignore[arg-type]
     assert ProcessorSettings(error_mode="skip").error_mode is ErrorMode.SKIP  # type: ignore[arg-type]
+    assert ProcessorSettings(error_mode=" Dead-Letter ").error_mode is ErrorMode.DEAD_LETTER  # type: ignore[arg-type]
+    replaced = dataclasses.replace(ProcessorSettings(), error_mode="skip")  # type: ignore[arg-type]
+    assert replaced.error_mode is ErrorMode.SKIP
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (
+            lambda: ProcessorSettings(error_mode=3),  # type: ignore[arg-type]
+            "error_mode must be one of ErrorMode's members or values (fail, skip, dead_letter), "
+            "got 3",
+        ),
+        (
+            lambda: ProcessorSettings(error_mode="bogus"),  # type: ignore[arg-type]
+            "error_mode: unknown error mode 'bogus'; valid: fail, skip, dead_letter",
+        ),
+        (
+            lambda: EventsByTagSettings(bucket_size=None),  # type: ignore[arg-type]
+            "bucket_size must be one of BucketSize's members or values (minute, hour, day), "
+            "got None",
+        ),
+        (
+            lambda: EventsByTagSettings(bucket_size=ErrorMode.SKIP),  # type: ignore[arg-type]
+            "bucket_size: unknown bucket size <ErrorMode.SKIP: 'skip'>; valid bucket sizes are: "
+            "minute, hour, day",
+        ),
+    ],
+)
+def test_an_enum_setting_of_another_type_or_value_names_the_field_and_its_values(
+    build: Callable[[], object], message: str
+) -> None:
+    """It said "must be a ErrorMode", and not that the values' texts are taken too."""
+    with pytest.raises(ConfigurationError) as raised:
+        build()
+    assert str(raised.value) == message
+    assert raised.value.setting == message.split(" ")[0].rstrip(":")
 
 
 @pytest.mark.parametrize(
     ("build", "needle"),
     [
         (lambda: EventsByTagSettings(bucket_size="weird"), "bucket_size: unknown bucket size"),  # type: ignore[arg-type]
-        (lambda: EventsByTagSettings(bucket_size=5), "bucket_size must be a BucketSize"),  # type: ignore[arg-type]
-        (lambda: EventsByTagSettings(bucket_size=None), "bucket_size must be a BucketSize"),  # type: ignore[arg-type]
+        (lambda: EventsByTagSettings(bucket_size=5), "bucket_size must be one of BucketSize's"),  # type: ignore[arg-type]
+        (lambda: EventsByTagSettings(bucket_size=None), "bucket_size must be one of BucketSize's"),  # type: ignore[arg-type]
         (lambda: ProcessorSettings(error_mode="bogus"), "error_mode: unknown error mode"),  # type: ignore[arg-type]
         (lambda: EventsByTagSettings(pubsub_notification="no"), "must be True or False"),  # type: ignore[arg-type]
         (lambda: QuerySettings(refresh_interval=None), "refresh_interval must be a duration > 0"),  # type: ignore[arg-type]
