@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -86,6 +88,47 @@ def test_processors_reset_clears_a_projections_positions_in_its_own_sink(
         "events processed before are replays",
     )
     assert tokens_and_positions() == (["start"], {})
+
+
+def test_processors_reset_run_again_after_a_partial_reset_finishes_it(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The journal held only positions of the processor, which the first run cleared before
+    the sink refused its part: the same command run again, as the error says to, was refused
+    as having nothing to reset in the journal."""
+    journal, sink = f"sqlite:///{tmp_path}/j.db", f"sqlite:///{tmp_path}/sink.db"
+    for url in (journal, sink):
+        with stores_at(url) as stores, stores.tokens.batch("totals", 0, "spark") as batch:
+            batch.record(PersistenceId("order-1"), 2)
+    refusing = "CREATE TRIGGER refuse BEFORE DELETE ON processed_positions BEGIN "
+    with closing(sqlite3.connect(tmp_path / "sink.db")) as conn, conn:
+        conn.execute(refusing + "SELECT RAISE(ABORT, 'the sink refuses'); END")
+    reset = ("processors", "reset", "totals", "--journal", journal, "--sink", sink)
+
+    def positions() -> tuple[dict[PersistenceId, int], dict[PersistenceId, int]]:
+        with stores_at(journal) as at_journal, stores_at(sink) as at_sink:
+            in_journal, in_sink = (s.tokens.positions("totals") for s in (at_journal, at_sink))
+            return dict(in_journal), dict(in_sink)
+
+    code, out, err = _run(runner, *reset)
+
+    assert (code, out) == (1, "")
+    assert err.startswith(
+        "Error: PartialResetError: processor 'totals' was reset in the journal but not in the "
+        "sink (SQLite constraint failed: the sink refuses)"
+    )
+    assert positions() == ({}, {"order-1": 2})
+    with closing(sqlite3.connect(tmp_path / "sink.db")) as conn, conn:
+        conn.execute("DROP TRIGGER refuse")
+
+    code, out, _ = _run(runner, *reset)
+
+    assert (code, out) == (
+        0,
+        "cleared the positions of 'totals' in the sink (the journal holds no tokens or "
+        "positions of it); events processed before are replays\n",
+    )
+    assert positions() == ({}, {})
 
 
 @pytest.mark.postgres
