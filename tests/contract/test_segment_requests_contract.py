@@ -288,6 +288,26 @@ def test_an_operator_request_made_while_the_owner_hands_over_is_kept(
 
 
 @_EACH_OPERATOR_REQUEST
+def test_a_merge_leaves_a_split_or_release_asked_of_the_handed_over_sibling_to_its_owner(
+    stores: Stores, operation: Callable[..., ControlReceipt], replacing: SegmentRequest
+) -> None:
+    """Made after "b" handed segment 1 to "a", before "a"'s next check merged the two: the
+    request was asked of "a", and the merge deleted it unseen. The merge is refused while it
+    is pending now: "a" takes it and acts on it first."""
+    _taken_by_b(stores)
+    assert stores.tokens.hand_over("p", 1, "b", to="a", now_ms=1, claim_timeout_ms=TIMEOUT)
+    receipt = operation(stores.tokens, "p", 1, now_ms=2, claim_timeout_ms=TIMEOUT)
+    assert receipt.message.startswith("asked a to ")
+    assert stores.tokens.take_request("p", 0) == MERGE
+    with pytest.raises(
+        UnableToClaimTokenError, match=rf"Segment\[1/1\] has a {replacing.action} request pending"
+    ):
+        stores.tokens.merge("p", 0, "a", now_ms=3, claim_timeout_ms=TIMEOUT)
+    assert _segments(stores) == [(0, 1), (1, 1)]
+    assert _pending(stores) == [(1, replacing)]
+
+
+@_EACH_OPERATOR_REQUEST
 def test_request_merge_keeps_a_split_or_release_that_replaced_the_hand_over(
     stores: Stores, operation: Callable[..., ControlReceipt], replacing: SegmentRequest
 ) -> None:

@@ -3,12 +3,20 @@ hand-overs and releases asked meanwhile, and both owners of a pair merging it at
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+
 from ordo.errors import PendingHandOverError, PendingMergeError, UnableToClaimTokenError
-from ordo.processing.control import ControlReceipt, merge_segment, release_segment
-from ordo.processing.ports import SegmentAction, SegmentRequest, TokenStore
+from ordo.processing.control import (
+    ControlReceipt,
+    merge_segment,
+    release_segment,
+    split_segment,
+)
+from ordo.processing.ports import SegmentAction, SegmentRequest, TokenEntry, TokenStore
 from ordo.processing.processor import TrackingProcessor
 from ordo.processing.segment import Segment
 from ordo.storage.open import Stores
@@ -280,4 +288,84 @@ def test_when_both_owners_of_a_pair_merge_it_at_once_the_lower_segment_s_owner_m
         # A merge ends the claim: the worker releases the merged segment and claims it again.
         wait_for(lambda: stores.tokens.entries("counts")[0].owner == owner)
         assert [(type(e), e.segment_id) for e in tokens.refused] == [(PendingHandOverError, 1)]
+    assert processor.failure is None
+
+
+_EACH_OPERATOR_ACTION = pytest.mark.parametrize(
+    "operation", [release_segment, split_segment], ids=["release", "split"]
+)
+"""An operator's release or split, asked of a segment's owner."""
+
+
+class _HandedOverThenAsked(_TokenStoreDouble):
+    """The token store, except that right after the worker (segment 0's owner) asks for
+    segment 1 the first time, segment 1's owner hands it over, as its worker does, and then
+    the operator applies `operation` to `segment_id`: all before the worker's next check,
+    which merges the two (a moment a test cannot time otherwise). Records the claims and
+    releases made after the operator's action."""
+
+    def __init__(
+        self, tokens: TokenStore, *, operation: Callable[..., ControlReceipt], segment_id: int
+    ) -> None:
+        super().__init__(tokens)
+        self._operation = operation
+        self._segment_id = segment_id
+        self.receipts: list[ControlReceipt] = []
+        self.calls: list[tuple[str, int]] = []
+
+    def request_merge(self, processor: str, segment_id: int, owner: str, *, now_ms: int) -> bool:
+        is_pending = self._tokens.request_merge(processor, segment_id, owner, now_ms=now_ms)
+        if not self.receipts and self._tokens.take_request(processor, 1) is not None:
+            self._tokens.hand_over(
+                processor, 1, "other", to=owner, now_ms=now_ms, claim_timeout_ms=30_000
+            )
+            self.receipts.append(
+                self._operation(
+                    self._tokens,
+                    processor,
+                    self._segment_id,
+                    now_ms=now_ms,
+                    claim_timeout_ms=30_000,
+                )
+            )
+        return is_pending
+
+    def claim(
+        self, processor: str, segment_id: int, owner: str, *, now_ms: int, claim_timeout_ms: int
+    ) -> TokenEntry:
+        if self.receipts:
+            self.calls.append(("claim", segment_id))
+        return self._tokens.claim(
+            processor, segment_id, owner, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+        )
+
+    def release(self, processor: str, segment_id: int, owner: str) -> None:
+        if self.receipts:
+            self.calls.append(("release", segment_id))
+        self._tokens.release(processor, segment_id, owner)
+
+
+@_EACH_OPERATOR_ACTION
+def test_a_release_or_split_of_the_sibling_handed_over_for_a_merge_is_done_and_ends_it(
+    stores: Stores, operation: Callable[..., ControlReceipt]
+) -> None:
+    """Asked after segment 1's owner handed it to the merging owner, before that owner's next
+    check merged the two, the request was the merging owner's, which merged the pair and
+    deleted it unseen, though the operator was told it was asked. The merging owner acts on
+    it now, instead of merging: it releases segment 1 (split first, when asked to split) and
+    keeps processing segment 0."""
+    tokens = _HandedOverThenAsked(stores.tokens, operation=operation, segment_id=1)
+    processor = _beside_other_s_segment_1(stores, tokens)
+    with processor:
+        owner = _owner_of_segment_0(stores)
+        processor.merge(0)
+        wait_for(lambda: all(e.owner is None for e in stores.tokens.entries("counts")[1:]))
+        entries = stores.tokens.entries("counts")
+        what = {release_segment: "release", split_segment: "split segment"}[operation]
+        assert [r.message for r in tokens.receipts] == [f"asked {owner} to {what} Segment[1/1]"]
+        expected = {release_segment: [(1, 1)], split_segment: [(1, 3), (3, 3)]}[operation]
+        assert [(e.segment.segment_id, e.segment.mask) for e in entries] == [(0, 1), *expected]
+        assert entries[0].owner == owner
+        assert stores.tokens.pending_requests("counts") == []
+        assert processor.is_running
     assert processor.failure is None

@@ -202,7 +202,10 @@ class TokenStore(Protocol):
     ) -> Segment:
         """Merge an owned segment with its sibling, which must be claimable.
 
-        The lower token is kept and the merged segment stays claimed by `owner`.
+        The lower token is kept and the merged segment stays claimed by `owner`. A sibling
+        `owner` holds with a split or release pending (asked of `owner` since the sibling was
+        handed over to it) is not claimable for the merge: `owner` acts on the request first.
+        UnableToClaimTokenError when the sibling is not claimable.
         """
         ...
 

@@ -232,12 +232,15 @@ class SegmentWorker(threading.Thread):
         (`request_merge`, one transaction: an operator's release or split made between two
         requests ended the merge, and the hand-over asked after it sent the sibling to an
         owner that was not merging). A request made of this owner since it took the merge
-        (an operator's release or split) ends the merge instead. When the sibling's owner
+        (an operator's release or split of either segment, the sibling once handed over) ends
+        the merge instead. When the sibling's owner
         merges the same two segments, one of them leaves the merge to the other, and hands
         its segment over when asked, instead of each handing its segment to the other: a
         hand-over it was asked for meanwhile refuses the merge (PendingHandOverError), and a
         merge pending on the lower segment refuses the higher one's (PendingMergeError).
         """
+        if self._obey_on_sibling(segment, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms):
+            return False
         try:
             merged = self._merge_or_ask(segment, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
         except InvalidSegmentOperationError as exc:
@@ -247,6 +250,40 @@ class SegmentWorker(threading.Thread):
         if merged is not None:
             logger.info("merged: processor=%s into %s", self.p.name, merged)
         return merged is not None
+
+    def _obey_on_sibling(self, segment: Segment, *, now_ms: int, claim_timeout_ms: int) -> bool:
+        """Act on a split or release asked of this owner for the sibling it was handed over.
+
+        Asked after the hand-over, the request is this owner's (the command said so), and the
+        merge would delete it unseen (the store refuses to while it is pending). This owner
+        releases the sibling (split first, when asked to split) and the merge ends: True then.
+        Any other request taken there is one the merge ends anyway.
+        """
+        if segment.is_root:
+            return False  # nothing to merge with: `merge` says so
+        p, sibling_id = self.p, segment.mergeable_segment_id()
+        if not any(
+            e.segment.segment_id == sibling_id and e.owner == self.owner
+            for e in p._tokens.entries(p.name)
+        ):
+            return False
+        request = p._tokens.take_request(p.name, sibling_id)
+        action = None if request is None else request.action
+        if action is SegmentAction.SPLIT:
+            low, high = p._tokens.split(p.name, sibling_id, self.owner)
+            logger.info("split: processor=%s into %s and %s", p.name, low, high)
+        elif action is SegmentAction.RELEASE:
+            self._resting[sibling_id] = now_ms + 2 * claim_timeout_ms
+        else:
+            return False
+        p._tokens.release(p.name, sibling_id, self.owner)
+        logger.info(
+            "merge dropped, its sibling released on request: processor=%s segment=%s sibling=%s",
+            p.name,
+            segment,
+            sibling_id,
+        )
+        return True
 
     def _merge_or_ask(
         self, segment: Segment, *, now_ms: int, claim_timeout_ms: int

@@ -1,15 +1,21 @@
 """Segment requests in SQL: what an operator or another owner asks a segment's owner to do.
 
 A part of SqlTokenStore: asking (`request`, with its rules for pending hand-overs and
-merges, and `request_merge` for a merging owner), taking, listing the pending requests, and
-whether a merge still waits for the hand-over its sibling's owner is making (`hand_over`).
+merges, and `request_merge` for a merging owner), taking, listing the pending requests,
+whether a merge still waits for the hand-over its sibling's owner is making (`hand_over`), and
+what a merge leaves to its owner first (`merge`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ordo.errors import InvalidInputError, PendingHandOverError, PendingMergeError
+from ordo.errors import (
+    InvalidInputError,
+    PendingHandOverError,
+    PendingMergeError,
+    UnableToClaimTokenError,
+)
 from ordo.journal import validation
 from ordo.processing.connection import SqlConnection
 from ordo.processing.ports import PendingRequest, SegmentAction, SegmentRequest, TokenEntry
@@ -256,6 +262,23 @@ class SqlSegmentRequests(SqlTokenRows):
         on_segment = self._pending(conn, entry.processor, entry.segment.segment_id)
         hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=to)
         return on_sibling in (None, _MERGE) and on_segment in (None, hand_over)
+
+    def _check_nothing_asked_first(
+        self, conn: SqlConnection, sibling: TokenEntry, owner: str
+    ) -> None:
+        """Refuse a merge while a split or release asked of `owner` for the sibling is pending.
+
+        Such a request was made after the sibling's owner handed it over to `owner` (before,
+        `hand_over` skips the move): the command said `owner` was asked, and the merge deleted
+        the request unseen. The owner acts on it first (UnableToClaimTokenError until then).
+        """
+        pending = self._pending(conn, sibling.processor, sibling.segment.segment_id)
+        if sibling.owner == owner and pending is not None and pending.action in _KEPT_FROM_A_MERGE:
+            msg = (
+                f"processor {sibling.processor!r} segment {sibling.segment} has a "
+                f"{pending.action} request pending: {owner!r} acts on it before any merge"
+            )
+            raise UnableToClaimTokenError(msg)
 
     def _forget_hand_over_to(
         self, conn: SqlConnection, processor: str, segment_id: int, owner: str
