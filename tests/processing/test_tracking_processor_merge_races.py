@@ -369,3 +369,25 @@ def test_a_release_or_split_of_the_sibling_handed_over_for_a_merge_is_done_and_e
         assert stores.tokens.pending_requests("counts") == []
         assert processor.is_running
     assert processor.failure is None
+
+
+@_EACH_OPERATOR_ACTION
+def test_a_merge_ended_after_the_hand_over_releases_the_sibling_with_the_segment(
+    stores: Stores, operation: Callable[..., ControlReceipt]
+) -> None:
+    """The operator released or split segment 0 after segment 1 was handed to its owner for
+    the merge: the merge ended and the owner gave segment 0 up, but segment 1 stayed claimed
+    by it, processed by nobody, until the claim timeout (after a split the worker went back
+    to segment 0). It releases segment 1 right after segment 0 now, before it claims again."""
+    tokens = _HandedOverThenAsked(stores.tokens, operation=operation, segment_id=0)
+    processor = _beside_other_s_segment_1(stores, tokens)
+    with processor:
+        _owner_of_segment_0(stores)
+        processor.merge(0)
+        wait_for(lambda: ("release", 0) in tokens.calls and tokens.calls[-1][0] == "claim")
+        replacing = "(replacing the pending merge request)"
+        assert [r.message.endswith(replacing) for r in tokens.receipts] == [True]
+        released = tokens.calls.index(("release", 0))
+        assert tokens.calls[released + 1] == ("release", 1)
+        assert processor.is_running
+    assert processor.failure is None

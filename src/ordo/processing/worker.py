@@ -134,8 +134,19 @@ class SegmentWorker(threading.Thread):
         return None
 
     def _release(self, segment_id: int) -> None:
-        self.p._tokens.release(self.p.name, segment_id, self.owner)
+        """Give the segment up, and then any sibling handed over to this owner for a merge.
+
+        A merge that ended after the hand-over (an operator's release or split of the merging
+        segment) left the sibling claimed by this owner, processed by nobody, until the claim
+        timeout. Once this owner's own segment is released no hand-over reaches it any more
+        (TokenStore.hand_over wants `to` to hold the merging segment), so none is left behind.
+        """
+        p = self.p
+        p._tokens.release(p.name, segment_id, self.owner)
         self._forget(segment_id)
+        for entry in p._tokens.entries(p.name):
+            if entry.owner == self.owner:
+                p._tokens.release(p.name, entry.segment.segment_id, self.owner)
 
     def _forget(self, segment_id: int) -> None:
         with self.p._lock:
