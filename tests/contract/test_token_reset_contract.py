@@ -235,13 +235,7 @@ def test_a_reset_that_reset_the_journal_but_not_the_sink_says_so_and_runs_again_
     assert raised.value.cause is raised.value.__cause__
     (entry,) = stores.tokens.entries("p")
     assert (entry.token, entry.replay_until) == (TrackingToken(), TrackingToken(T2))
-    assert sink_stores.tokens.positions("p") == {"x": 3}
-    with pytest.raises(UnableToClaimTokenError, match="'driver-1'"):
-        _reset_with_sink(stores, sink_stores, now_ms=1)  # still running: refused, unchanged
-    assert sink_stores.tokens.positions("p") == {"x": 3}
-
-    sink_stores.tokens.release_projection_lease("p", "driver-1")  # the projection stopped
-    receipt = _reset_with_sink(stores, sink_stores, now_ms=2)
+    receipt = _run_again_once_stopped(stores, sink_stores)
 
     assert "cleared its positions in the sink" in receipt.message
     (entry,) = stores.tokens.entries("p")
@@ -264,13 +258,7 @@ def test_a_reset_run_again_after_a_partial_one_finishes_it_where_the_journal_hel
         )
 
     assert stores.tokens.positions("p") == {}
-    assert sink_stores.tokens.positions("p") == {"x": 3}
-    with pytest.raises(UnableToClaimTokenError, match="'driver-1'"):
-        _reset_with_sink(stores, sink_stores, now_ms=1)  # still running: refused, unchanged
-    assert sink_stores.tokens.positions("p") == {"x": 3}
-
-    sink_stores.tokens.release_projection_lease("p", "driver-1")  # the projection stopped
-    receipt = _reset_with_sink(stores, sink_stores, now_ms=2)
+    receipt = _run_again_once_stopped(stores, sink_stores)
 
     assert receipt.message == (
         "cleared the positions of 'p' in the sink (the journal holds no tokens or positions "
@@ -341,3 +329,14 @@ def _reset_with_sink(
         claim_timeout_ms=claim_timeout_ms,
         sink=sink_stores.tokens,
     )
+
+
+def _run_again_once_stopped(stores: Stores, sink_stores: Stores) -> ControlReceipt:
+    """After a PartialResetError: the same reset is refused while the projection that took
+    the sink's lease runs (the sink unchanged), and goes through once it stopped."""
+    assert sink_stores.tokens.positions("p") == {"x": 3}
+    with pytest.raises(UnableToClaimTokenError, match="'driver-1'"):
+        _reset_with_sink(stores, sink_stores, now_ms=1)
+    assert sink_stores.tokens.positions("p") == {"x": 3}
+    sink_stores.tokens.release_projection_lease("p", "driver-1")
+    return _reset_with_sink(stores, sink_stores, now_ms=2)
