@@ -262,6 +262,59 @@ def test_a_text_key_holding_json_text_is_materialized_as_the_text_the_applicatio
     assert table == {(k,): {"k": k, "n": n} for k, n in rows}
 
 
+def test_sqlite_keys_stay_the_rows_sqlite_keys_or_are_dead_lettered(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """SQLite keys a BOOLEAN column's 1 and 2 (and 0 and 'yes') as two rows, and a BLOB
+    column's x'31', '1' and 1 as three. Keyed by truth and by the hex of their bytes they were
+    one: the materialized table held one row for them, which an update of the other changed
+    and a delete of the other deleted. A boolean key is 1 or 0 and a bytes key a BLOB: the
+    others are dead-lettered, and no change of theirs touches the rows materialized."""
+    app, journal = tmp_path / "app.db", f"sqlite:///{tmp_path / 'ordo.db'}"
+    log = tmp_path / "log"
+    _run_sqlite(
+        app,
+        "CREATE TABLE flags (k BOOLEAN PRIMARY KEY, n INTEGER)",
+        "CREATE TABLE blobs (k BLOB PRIMARY KEY, n INTEGER)",
+    )
+    with change_source_at(str(app), ["flags", "blobs"]):
+        pass  # the triggers exist from here on
+    _run_sqlite(
+        app,
+        "INSERT INTO flags VALUES (0, 0), (1, 1), (2, 2), ('yes', 3)",
+        "INSERT INTO blobs VALUES (x'31', 0), ('1', 1), (1, 2), (x'6162', 3), ('ab', 4)",
+    )
+    _run_sqlite(
+        app,
+        "UPDATE flags SET n = 12 WHERE k = 2",
+        "DELETE FROM flags WHERE k = 'yes'",
+        "DELETE FROM blobs WHERE k IN ('1', 1)",
+        "UPDATE blobs SET n = 14 WHERE k = 'ab'",
+    )
+    _capture(str(app), log, journal=journal, tables=["flags", "blobs"])
+    reasons: dict[str, set[tuple[str, str]]] = {}
+    for table in ("flags", "blobs"):
+        checkpoint = tmp_path / f"checkpoint-{table}"
+        spec = MaterializerSpec(name=table, table=table, change_log=str(log), sink=journal)
+        _materialize(spark, spec, checkpoint)
+        assert (
+            _materialized_table(journal, spec)[1]
+            == {
+                "flags": {(False,): {"k": False, "n": 0}, (True,): {"k": True, "n": 1}},
+                "blobs": {("31",): {"k": "31", "n": 0}, ("6162",): {"k": "6162", "n": 3}},
+            }[table]
+        )
+        dead = pq.read_table(checkpoint / "dead_letters").to_pylist()
+        reasons[table] = {(d["key_json"], d["dead_letter_reason"].partition(": ")[2]) for d in dead}
+    assert reasons == {
+        "flags": {
+            ("[2]", "key column 'k': 2 is not a boolean"),
+            ('["yes"]', "key column 'k': 'yes' is not a boolean"),
+        },
+        "blobs": {("[null]", "key column 'k': None is not a bytes")},
+    }
+
+
 @pytest.mark.postgres
 def test_postgres_numbers_json_cannot_carry_are_dead_letters_and_numerics_keep_every_digit(
     spark: SparkSession, postgres_dsn: str, slot: str, tmp_path: Path

@@ -61,21 +61,38 @@ def _literal(text: str) -> str:
 
 
 def _key_json_sql(schema: TableSchema, prefix: str) -> str:
-    """json_array() of the primary key columns (`prefix` "NEW.", "OLD." or "").
-
-    A value JSON cannot carry as the column's (`_uncarried`) becomes null: a key has no other
-    name to go under, and json_array() would refuse a BLOB and fail the application's write.
-    The materializer dead-letters the null key.
-    """
+    """json_array() of the primary key columns (`prefix` "NEW.", "OLD." or ""), see `_key_value`."""
     by_name = {c.name: c for c in schema.columns}
-    parts = []
-    for key in schema.primary_key:
-        ref, logical = prefix + quote_identifier(key), by_name[key].type
-        value, uncarried = _json_expression(ref, logical), _uncarried(ref, logical)
-        if uncarried is not None:
-            value = f"CASE WHEN {uncarried} THEN NULL ELSE {value} END"
-        parts.append(value)
+    parts = (_key_value(prefix + quote_identifier(k), by_name[k].type) for k in schema.primary_key)
     return f"json_array({', '.join(parts)})"
+
+
+def _key_value(ref: str, logical: ColumnType) -> str:
+    """SQL that renders one key column as a JSON value that no other key of the table has.
+
+    SQLite keys rows by value and storage class (the integer 1, the text '1' and the BLOB x'31'
+    are three rows; 1 and 1.0, which it compares equal, one), so a key is carried as it is,
+    and the materializer dead-letters one that does not fit its column. Two renderings of
+    values would make keys of others: a BOOLEAN's truth (2, 0.5 and 'yes' were the row 1 or
+    0's key, so the materialized table held one row for both, and deleting either deleted it)
+    and the hex a BYTES column makes of text and numbers (the text '1' and the number 1 were
+    the BLOB x'31'). A boolean key is therefore true or false only for the integers 1 and 0 (a
+    BOOLEAN column stores '1' and 1.0 as 1), and a bytes key is a BLOB's hex only. A value JSON
+    cannot carry as the column's (`_uncarried`), or anything but a BLOB in a bytes key, becomes
+    null: a key has no other name to go under, and json_array() would refuse a BLOB and fail
+    the application's write. The materializer dead-letters the null key.
+    """
+    match logical:
+        case ColumnType.BOOLEAN:
+            truth = f"json(CASE WHEN {ref} THEN 'true' ELSE 'false' END)"
+            is_truth = f"typeof({ref}) = 'integer' AND {ref} IN (0, 1)"
+            value = f"CASE WHEN {is_truth} THEN {truth} ELSE {_as_stored(ref)} END"
+        case ColumnType.BYTES:
+            return f"CASE WHEN typeof({ref}) = 'blob' THEN lower(hex({ref})) END"
+        case _:
+            value = _json_expression(ref, logical)
+    uncarried = _uncarried(ref, logical)
+    return value if uncarried is None else f"CASE WHEN {uncarried} THEN NULL ELSE {value} END"
 
 
 def _row_json_sql(schema: TableSchema, prefix: str) -> str:
@@ -147,9 +164,9 @@ def _json_expression(ref: str, logical: ColumnType) -> str:
     """SQL that renders one column of NEW/OLD as a JSON value of its logical type.
 
     A column of any type may hold any value in SQLite: numbers and text pass through as they
-    are (REALs exactly, see `_exact`; infinities as strings, see `_finite`), and the
-    materializer checks them against the schema. A JSON column is `_cell`'s own case (a key
-    column cannot be one: see `require_scalar_key`).
+    are (`_as_stored`), and the materializer checks them against the schema. A JSON column is
+    `_cell`'s own case (a key column cannot be one: see `require_scalar_key`), and a key column
+    renders booleans and bytes otherwise (`_key_value`).
     """
     match logical:
         case ColumnType.BOOLEAN:
@@ -161,8 +178,16 @@ def _json_expression(ref: str, logical: ColumnType) -> str:
         case ColumnType.DECIMAL:
             return _finite(ref, f"CAST({_exact(ref)} AS TEXT)")
         case _:
-            real = f"json({_exact(ref)})"  # a JSON number, not the string _exact gives
-            return _finite(ref, f"CASE WHEN typeof({ref}) = 'real' THEN {real} ELSE {ref} END")
+            return _as_stored(ref)
+
+
+def _as_stored(ref: str) -> str:
+    """SQL that renders `ref` as the JSON value SQLite holds.
+
+    A number or text as it is: a REAL exactly (`_exact`), an infinity as a string (`_finite`).
+    """
+    real = f"json({_exact(ref)})"  # a JSON number, not the string _exact gives
+    return _finite(ref, f"CASE WHEN typeof({ref}) = 'real' THEN {real} ELSE {ref} END")
 
 
 def _is_json(ref: str) -> str:
