@@ -118,3 +118,21 @@ def test_a_blob_key_is_keyed_by_blobs_and_a_text_or_number_in_it_is_dead_lettere
     assert [mutation_problems(m, schema) for m in changes if m.partition_key[0] is not None] == [
         []
     ] * 6
+
+
+def test_a_numeric_key_holding_text_that_is_no_decimal_number_is_dead_lettered(
+    tmp_path: Path,
+) -> None:
+    """NUMERIC affinity stores '1.0' and '1e3' as numbers, and keeps '1_000' as text: a row
+    apart from 1000. Python's Decimal() read it as 1000, so it was materialized: a PostgreSQL
+    sink refused it, failing the batch."""
+    keys: list[Stored] = [1000, "1_000", "\uff11", "abc", 1.5, 1e-20]
+    changes, _, schema = _written_and_snapshot(tmp_path / "app.db", "NUMERIC", keys)
+    assert {m.partition_key: mutation_problems(m, schema) for m in changes} == {
+        ("1000",): [],
+        ("1_000",): ["key column 'k': '1_000' is not a decimal"],
+        ("\uff11",): ["key column 'k': '\uff11' is not a decimal"],
+        ("abc",): ["key column 'k': 'abc' is not a decimal"],
+        ("1.5",): [],
+        ("1.0e-20",): [],
+    }

@@ -316,6 +316,33 @@ def test_sqlite_keys_stay_the_rows_sqlite_keys_or_are_dead_lettered(
 
 
 @pytest.mark.postgres
+def test_a_numeric_key_holding_text_that_is_no_number_is_dead_lettered_not_a_failed_batch(
+    spark: SparkSession, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """SQLite's NUMERIC affinity keeps '1_000' as text, a row apart from 1000. Python's Decimal()
+    read it as a decimal, so the PostgreSQL sink got it and refused it, and the materializer
+    stopped at that batch whatever else it held."""
+    app, log, checkpoint = tmp_path / "app.db", tmp_path / "log", tmp_path / "checkpoint"
+    _run_sqlite(app, "CREATE TABLE amounts (k NUMERIC PRIMARY KEY, n INTEGER)")
+    with change_source_at(str(app), ["amounts"]):
+        pass  # the triggers exist from here on
+    _run_sqlite(app, "INSERT INTO amounts VALUES (1000, 0), ('1_000', 1), ('abc', 2), (1.5, 3)")
+    _capture(str(app), log, journal=postgres_dsn, tables=["amounts"])
+    spec = MaterializerSpec(name="amounts", table="amounts", change_log=str(log), sink=postgres_dsn)
+    _materialize(spark, spec, checkpoint)
+
+    assert _materialized_table(postgres_dsn, spec)[1] == {
+        ("1000",): {"k": "1000", "n": 0},
+        ("1.5",): {"k": "1.5", "n": 3},
+    }
+    dead = pq.read_table(checkpoint / "dead_letters").to_pylist()
+    assert sorted((d["key_json"], d["dead_letter_reason"].partition(": ")[2]) for d in dead) == [
+        ('["1_000"]', "key column 'k': '1_000' is not a decimal"),
+        ('["abc"]', "key column 'k': 'abc' is not a decimal"),
+    ]
+
+
+@pytest.mark.postgres
 def test_postgres_numbers_json_cannot_carry_are_dead_letters_and_numerics_keep_every_digit(
     spark: SparkSession, postgres_dsn: str, slot: str, tmp_path: Path
 ) -> None:

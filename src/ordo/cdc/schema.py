@@ -11,10 +11,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from hashlib import blake2b
 
@@ -42,11 +42,19 @@ class ColumnType(StrEnum):
     """Any JSON value."""
 
 
-def _is_decimal(value: JsonValue) -> bool:
-    """A finite number, or a string of one: `"NaN"` and `"Infinity"` are no decimal's value.
+_DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+"""A decimal number as text: ASCII digits, an optional fraction and exponent, nothing else."""
 
-    Decimal() reads them, but JSON numbers are finite, PostgreSQL captures them as null, and
-    the sink's NUMERIC column would refuse some of them (`sNaN`) and fail the whole batch.
+
+def _is_decimal(value: JsonValue) -> bool:
+    """A finite number, or a string of one in plain or exponent notation (`_DECIMAL_TEXT`).
+
+    Decimal() reads more: `"NaN"` and `"Infinity"`, which are no decimal's value (JSON numbers
+    are finite, PostgreSQL captures them as null, and the sink's NUMERIC column would refuse
+    some of them, `sNaN`, failing the whole batch), and `"1_000"`, `" 1 "` or the digits of
+    other scripts (fullwidth, Arabic-Indic). An SQLite NUMERIC column keeps such text as text,
+    a row (and key) apart from the number 1000 or 1; a PostgreSQL sink's NUMERIC refuses it
+    (15 does, failing the whole batch) or reads it as that number, the other row's key.
     """
     if isinstance(value, bool):
         return False
@@ -54,12 +62,7 @@ def _is_decimal(value: JsonValue) -> bool:
         return True
     if isinstance(value, float):
         return math.isfinite(value)
-    if not isinstance(value, str):
-        return False
-    try:
-        return Decimal(value).is_finite()
-    except InvalidOperation:
-        return False
+    return isinstance(value, str) and _DECIMAL_TEXT.fullmatch(value) is not None
 
 
 def _is_iso(value: JsonValue, parse: type[dt.datetime] | type[dt.date]) -> bool:

@@ -102,6 +102,18 @@ def test_nan_and_infinities_are_no_value_of_a_numeric_column(
     assert schema.problems({"id": 1, "n": 1.5}) == []
 
 
+@pytest.mark.parametrize(
+    "text", ["1_000", " 1", "1 ", "\uff11", "0x10", "1e", ".", "", "+", "1.5.2", "\u0661"]
+)
+def test_a_decimal_is_ascii_digits_in_plain_or_exponent_notation(text: str) -> None:
+    """Decimal() reads each of them ("1_000" as 1000): an SQLite NUMERIC key holding such text
+    is a row apart from the number, and a PostgreSQL sink refused the text, failing the batch."""
+    schema = _with(BASE.columns[0], Column(name="n", type=ColumnType.DECIMAL))
+    assert schema.problems({"id": 1, "n": text}) == [f"column 'n': {text!r} is not a decimal"]
+    for number in ("1", "-1.50", "+2.", ".5", "1.0e-20", "0.300000000000000044", "9E+3"):
+        assert schema.problems({"id": 1, "n": number}) == []
+
+
 def test_the_json_document_round_trips_and_fingerprints_are_stable() -> None:
     assert TableSchema.from_json(BASE.to_json()) == BASE
     assert TableSchema.from_json(BASE.to_json()).fingerprint == BASE.fingerprint
