@@ -268,6 +268,30 @@ def test_an_infinite_real_in_a_string_column_is_carried_as_the_application_reads
     assert mutation_problems(keyed, schema) == ["key column 'k': None is not a string"]
 
 
+def test_a_boolean_value_is_true_or_false_for_1_and_0_and_anything_else_is_dead_lettered(
+    tmp_path: Path,
+) -> None:
+    """A BOOLEAN column holds 2, 0.5 or 'yes' as they are. Rendered by their truth they were
+    captured as true or false ('true' and 'yes' as false: SQLite reads text as its leading
+    number), values the application never wrote; as they are, no boolean column accepts them
+    and the materializer dead-letters the change saying so."""
+    stored = ["0", "1", "'1'", "1.0", "NULL", "2", "-1", "0.5", "'true'", "'yes'", "''", "9e999"]
+    changes, schema = _captured(
+        tmp_path / "flags.db",
+        "flags",
+        "CREATE TABLE flags (k INTEGER PRIMARY KEY, b BOOLEAN)",
+        *(f"INSERT INTO flags VALUES ({k}, {literal})" for k, literal in enumerate(stored)),
+    )
+    captured = {m.partition_key[0]: m.cells["b"].value for m in changes}
+    assert captured == dict(
+        enumerate([False, True, True, True, None, 2, -1, 0.5, "true", "yes", "", "Infinity"])
+    )
+    problems = {m.partition_key[0]: mutation_problems(m, schema) for m in changes}
+    assert problems == {k: [] for k in range(5)} | {
+        k: [f"column 'b': {captured[k]!r} is not a boolean"] for k in range(5, len(stored))
+    }
+
+
 def test_triggers_an_earlier_ordo_installed_are_replaced_by_the_next_capture_window(
     documents: SQLiteChangeSource,
 ) -> None:

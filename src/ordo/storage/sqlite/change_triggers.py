@@ -76,21 +76,15 @@ def _key_value(ref: str, logical: ColumnType) -> str:
     values would make keys of others: a BOOLEAN's truth (2, 0.5 and 'yes' were the row 1 or
     0's key, so the materialized table held one row for both, and deleting either deleted it)
     and the hex a BYTES column makes of text and numbers (the text '1' and the number 1 were
-    the BLOB x'31'). A boolean key is therefore true or false only for the integers 1 and 0 (a
-    BOOLEAN column stores '1' and 1.0 as 1), and a bytes key is a BLOB's hex only. A value JSON
+    the BLOB x'31'). A boolean key is therefore true or false only for the integers 1 and 0, as
+    any boolean is (`_json_expression`), and a bytes key is a BLOB's hex only. A value JSON
     cannot carry as the column's (`_uncarried`), or anything but a BLOB in a bytes key, becomes
     null: a key has no other name to go under, and json_array() would refuse a BLOB and fail
     the application's write. The materializer dead-letters the null key.
     """
-    match logical:
-        case ColumnType.BOOLEAN:
-            truth = f"json(CASE WHEN {ref} THEN 'true' ELSE 'false' END)"
-            is_truth = f"typeof({ref}) = 'integer' AND {ref} IN (0, 1)"
-            value = f"CASE WHEN {is_truth} THEN {truth} ELSE {_as_stored(ref)} END"
-        case ColumnType.BYTES:
-            return f"CASE WHEN typeof({ref}) = 'blob' THEN lower(hex({ref})) END"
-        case _:
-            value = _json_expression(ref, logical)
+    if logical is ColumnType.BYTES:
+        return f"CASE WHEN typeof({ref}) = 'blob' THEN lower(hex({ref})) END"
+    value = _json_expression(ref, logical)
     uncarried = _uncarried(ref, logical)
     return value if uncarried is None else f"CASE WHEN {uncarried} THEN NULL ELSE {value} END"
 
@@ -164,15 +158,20 @@ def _json_expression(ref: str, logical: ColumnType) -> str:
     """SQL that renders one column of NEW/OLD as a JSON value of its logical type.
 
     A column of any type may hold any value in SQLite: numbers and text pass through as they
-    are (`_as_stored`), and the materializer checks them against the schema. A JSON column is
-    `_cell`'s own case (a key column cannot be one: see `require_scalar_key`), and a key column
-    renders booleans and bytes otherwise (`_key_value`).
+    are (`_as_stored`), and the materializer checks them against the schema. A BOOLEAN column
+    (NUMERIC affinity, which stores '1' and 1.0 as 1) renders the integers 1 and 0 as true and
+    false and holds anything else as it is: read by its truth, 2 was captured as true and the
+    text 'true' or 'yes' as false (SQLite's truth test reads text as its leading number), a
+    value the application never wrote; as it is, no boolean column accepts it and the
+    materializer dead-letters the change. A JSON column is `_cell`'s own case (a key column
+    cannot be one: see `require_scalar_key`), and a key column renders bytes otherwise
+    (`_key_value`).
     """
     match logical:
         case ColumnType.BOOLEAN:
-            return (
-                f"json(CASE WHEN {ref} IS NULL THEN 'null' WHEN {ref} THEN 'true' ELSE 'false' END)"
-            )
+            truth = f"json(CASE WHEN {ref} THEN 'true' ELSE 'false' END)"
+            is_truth = f"typeof({ref}) = 'integer' AND {ref} IN (0, 1)"
+            return f"CASE WHEN {is_truth} THEN {truth} ELSE {_as_stored(ref)} END"
         case ColumnType.BYTES:
             return f"CASE WHEN {ref} IS NULL THEN NULL ELSE lower(hex({ref})) END"
         case ColumnType.DECIMAL:
