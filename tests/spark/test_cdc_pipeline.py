@@ -343,6 +343,47 @@ def test_a_numeric_key_holding_text_that_is_no_number_is_dead_lettered_not_a_fai
 
 
 @pytest.mark.postgres
+def test_sqlite_values_that_do_not_fit_their_column_dead_letter_their_change_not_the_batch(
+    spark: SparkSession, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """A BOOLEAN column's 2 or 'yes' was captured by its truth, a value the application never
+    wrote; a DATE column's week date '2026-W01-1' passed the schema (Python reads it), so the
+    PostgreSQL sink refused it and the materializer stopped at that batch; a TIMESTAMP's basic
+    format or seventh fraction digit was materialized as Python reads it. Each is now
+    dead-lettered with its whole change: the row keeps what its last change that fitted left."""
+    app, log, checkpoint = tmp_path / "app.db", tmp_path / "log", tmp_path / "checkpoint"
+    _run_sqlite(
+        app, "CREATE TABLE events (k INTEGER PRIMARY KEY, flag BOOLEAN, day DATE, at TIMESTAMP)"
+    )
+    with change_source_at(str(app), ["events"]):
+        pass  # the triggers exist from here on
+    _run_sqlite(
+        app,
+        "INSERT INTO events VALUES (1, 1, '2026-01-01', '2026-01-01 10:00:00')",
+        "INSERT INTO events VALUES (2, 'yes', '2026-01-02', NULL)",
+        "INSERT INTO events VALUES (3, 0, '2026-W01-1', NULL)",
+        "INSERT INTO events VALUES (4, 0, '2026-01-04', '20260104T1000')",
+        "INSERT INTO events VALUES (5, 0, '2026-01-05', '2026-01-05T10:00:00.1234567')",
+        "UPDATE events SET flag = 2, day = '2026-02-01' WHERE k = 1",
+    )
+    _capture(str(app), log, journal=postgres_dsn, tables=["events"])
+    spec = MaterializerSpec(name="events", table="events", change_log=str(log), sink=postgres_dsn)
+    _materialize(spark, spec, checkpoint)
+
+    assert _materialized_table(postgres_dsn, spec)[1] == {
+        (1,): {"k": 1, "flag": True, "day": "2026-01-01", "at": "2026-01-01 10:00:00+00:00"}
+    }
+    dead = pq.read_table(checkpoint / "dead_letters").to_pylist()
+    assert sorted((d["key_json"], d["dead_letter_reason"].partition(": ")[2]) for d in dead) == [
+        ("[1]", "column 'flag': 2 is not a boolean"),
+        ("[2]", "column 'flag': 'yes' is not a boolean"),
+        ("[3]", "column 'day': '2026-W01-1' is not a date"),
+        ("[4]", "column 'at': '20260104T1000' is not a timestamp"),
+        ("[5]", "column 'at': '2026-01-05T10:00:00.1234567' is not a timestamp"),
+    ]
+
+
+@pytest.mark.postgres
 def test_postgres_numbers_json_cannot_carry_are_dead_letters_and_numerics_keep_every_digit(
     spark: SparkSession, postgres_dsn: str, slot: str, tmp_path: Path
 ) -> None:

@@ -65,8 +65,30 @@ def _is_decimal(value: JsonValue) -> bool:
     return isinstance(value, str) and _DECIMAL_TEXT.fullmatch(value) is not None
 
 
+_DATE_TEXT = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+_ISO_TEXT = {
+    dt.date: re.compile(_DATE_TEXT),
+    dt.datetime: re.compile(
+        _DATE_TEXT + r"(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?"
+        r"(?:Z|[+-][0-9]{2}(?::[0-9]{2}){0,2})?)?"
+    ),
+}
+"""A date as `YYYY-MM-DD`; a timestamp as a date, or a date, `T` or a space, `HH:MM`, optional
+seconds with up to six digits of fraction and an optional zone (`Z`, `+HH`, `+HH:MM`,
+`+HH:MM:SS`): ASCII digits, the forms Python and PostgreSQL both read, and read alike."""
+
+
 def _is_iso(value: JsonValue, parse: type[dt.datetime] | type[dt.date]) -> bool:
-    if not isinstance(value, str):
+    """A string in `_ISO_TEXT`'s form that `parse` reads: a real date, time and zone.
+
+    Python's fromisoformat() reads more: week dates (`2024-W01-1`), the basic format
+    (`20240101T0000`), an hour alone (`T00`), a comma before the fraction, any character
+    between date and time, more than six digits of fraction (cut, where PostgreSQL rounds).
+    A PostgreSQL sink's DATE refuses some of them, failing the whole batch, and reads others
+    otherwise; an SQLite sink stored them as they are. `2024-01-01T24:00` and a leap second
+    (`:60`), which PostgreSQL reads as the next day or minute, Python refuses.
+    """
+    if not isinstance(value, str) or _ISO_TEXT[parse].fullmatch(value) is None:
         return False
     try:
         parse.fromisoformat(value)

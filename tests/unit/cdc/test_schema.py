@@ -114,6 +114,52 @@ def test_a_decimal_is_ascii_digits_in_plain_or_exponent_notation(text: str) -> N
         assert schema.problems({"id": 1, "n": number}) == []
 
 
+@pytest.mark.parametrize(
+    ("column_type", "text"),
+    [
+        (ColumnType.DATE, "2024-W01-1"),  # Python reads week dates, PostgreSQL refuses them
+        (ColumnType.DATE, "2024W011"),
+        (ColumnType.DATE, "20240101"),
+        (ColumnType.DATE, "2024-01-01T00:00"),
+        (ColumnType.DATE, "\uff12\uff10\uff12\uff14-01-01"),
+        (ColumnType.DATE, "2024-02-30"),
+        (ColumnType.TIMESTAMP, "2024-W01-1T00:00"),
+        (ColumnType.TIMESTAMP, "2024-01-01T00"),  # an hour alone: PostgreSQL refuses it
+        (ColumnType.TIMESTAMP, "20240101T000000"),
+        (ColumnType.TIMESTAMP, "2024-01-01T00:00:00,5"),
+        (ColumnType.TIMESTAMP, "2024-01-01T00:00:00.1234567"),  # Python cuts, PostgreSQL rounds
+        (ColumnType.TIMESTAMP, "2024-01-01X00:00:00"),
+        (ColumnType.TIMESTAMP, "2024-01-01T24:00:00"),  # PostgreSQL: the next day
+        (ColumnType.TIMESTAMP, "2024-01-01T00:00:60"),
+        (ColumnType.TIMESTAMP, "2024-01-01T00:00:00+05:30:15.5"),
+        (ColumnType.TIMESTAMP, " 2024-01-01"),
+    ],
+)
+def test_dates_and_timestamps_are_the_iso_forms_python_and_postgresql_read_alike(
+    column_type: ColumnType, text: str
+) -> None:
+    """fromisoformat() reads each of the refused texts; a PostgreSQL sink's DATE refused some,
+    failing the whole batch, and read others otherwise."""
+    schema = _with(BASE.columns[0], Column(name="t", type=column_type))
+    assert schema.problems({"id": 1, "t": text}) == [
+        f"column 't': {text!r} is not a {column_type.value}"
+    ]
+    valid = {
+        ColumnType.DATE: ["2024-01-01", "0001-01-01", "9999-12-31", "2024-02-29"],
+        ColumnType.TIMESTAMP: [
+            "2024-01-01",
+            "2024-01-01 00:00",
+            "2024-01-01T00:00:00",
+            "2024-01-01 00:00:00.5Z",
+            "2024-01-01T00:00:00.123456+05:30",
+            "2024-01-01T00:00:00-08",
+            "1900-01-01T00:00:00+00:19:32",
+        ],
+    }
+    for fitting in valid[column_type]:
+        assert schema.problems({"id": 1, "t": fitting}) == []
+
+
 def test_the_json_document_round_trips_and_fingerprints_are_stable() -> None:
     assert TableSchema.from_json(BASE.to_json()) == BASE
     assert TableSchema.from_json(BASE.to_json()).fingerprint == BASE.fingerprint
