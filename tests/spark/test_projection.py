@@ -23,7 +23,13 @@ from operations_support import duplicate_tag_view, execute
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.cli.main import cli
 from ordo.clock import ManualClock
-from ordo.errors import ProjectionGapError, TimeToLiveTooShortError, UnableToClaimTokenError
+from ordo.errors import (
+    ConfigurationError,
+    InvalidIdentifierError,
+    ProjectionGapError,
+    TimeToLiveTooShortError,
+    UnableToClaimTokenError,
+)
 from ordo.processing import HandlerContext, merge_segment, split_segment
 from ordo.query import EventEnvelope
 from ordo.spark import ProjectionSpec, projection
@@ -97,6 +103,35 @@ def _run(
     )
     query.awaitTermination(180)
     assert query.exception() is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("processor", None, InvalidIdentifierError),
+        ("processor", "", InvalidIdentifierError),
+        ("sink", None, ConfigurationError),
+        ("handler", None, ConfigurationError),
+        ("dead_letters", "no", ConfigurationError),
+        ("sequencing_property", "", ConfigurationError),
+        ("claim_timeout", 10_000, ConfigurationError),
+        ("claim_timeout", timedelta(0), ConfigurationError),
+    ],
+)
+def test_a_projection_spec_refuses_fields_of_the_wrong_kind(
+    field: str, value: object, error: type[Exception]
+) -> None:
+    """They failed in the tasks (a handler that is not callable, on every event: into the dead
+    letters with dead_letters on), or in the driver after a batch was applied (claim_timeout
+    in milliseconds), or were taken for something else (dead_letters="no" kept them)."""
+    values: dict[str, object] = {
+        "processor": "totals",
+        "sink": "sqlite:///sink.db",
+        "handler": count_order_events,
+        field: value,
+    }
+    with pytest.raises(error, match=f"^{field}"):
+        ProjectionSpec(**values)  # type: ignore[arg-type]
 
 
 def test_a_projection_applies_every_event_once_across_restarts_and_replays(

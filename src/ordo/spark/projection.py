@@ -28,13 +28,16 @@ from pyspark.sql.functions import col, get_json_object
 from pyspark.sql.streaming.query import StreamingQuery
 
 from ordo.clock import SystemClock
-from ordo.errors import ProjectionGapError
+from ordo.errors import ConfigurationError, ProjectionGapError
+from ordo.journal import validation
 from ordo.processing import HandlerContext, Segment
 from ordo.processing.ports import DeadLetter
 from ordo.query import EventEnvelope
 from ordo.settings import ProcessorSettings
+from ordo.settings.loading import flag, positive
 from ordo.spark.options import EventsByTagOptions
 from ordo.spark.projection_lease import ProjectionLease, ProjectionQuery
+from ordo.storage.location import parse_location
 from ordo.storage.open import OpenMode, stores_at
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, TagPidSequenceNr
@@ -65,6 +68,31 @@ class ProjectionSpec:
     """A tracking processor's claim on one of the projection's segments (one of the same name,
     an operator's change) that was not extended for this long has expired: the segment's token
     moves with the projection's again (TokenStore.advance_unclaimed)."""
+
+    def __post_init__(self) -> None:
+        """Refuse what failed only in the tasks, or in the driver after a batch was applied.
+
+        A handler that is not callable failed on every event in the tasks (with dead_letters,
+        each event went to the dead letters); a claim_timeout that is not a duration failed
+        the driver once a batch was committed to the sink, before the tokens moved;
+        dead_letters="no" kept dead letters; a processor name the token store refuses, or an
+        empty sequencing property, reached storage or Spark's JSON path first.
+        """
+        validation.processor_name(self.processor)
+        parse_location(self.sink, what="sink")
+        if not callable(self.handler):
+            msg = f"handler must be callable, got {self.handler!r:.80}"
+            raise ConfigurationError(msg)
+        flag("dead_letters", self.dead_letters)
+        if self.sequencing_property is not None and (
+            not isinstance(self.sequencing_property, str) or not self.sequencing_property
+        ):
+            msg = (
+                "sequencing_property must be a payload property's name or None, got "
+                f"{self.sequencing_property!r:.80}"
+            )
+            raise ConfigurationError(msg)
+        positive("claim_timeout", self.claim_timeout)
 
 
 def projection(
