@@ -552,7 +552,8 @@ class AlreadyRunningError(OrdoError):
     """Another process runs the same job (a capture of the source, a query on the checkpoint).
 
     Two copies of one job would publish a source's changes twice or fight over a checkpoint;
-    the second is refused before it changes anything. The message names the running copy.
+    the second is refused before it changes anything. The message names the running copy. A
+    TrackingProcessor started again while its threads run is refused with it too.
     """
 
 

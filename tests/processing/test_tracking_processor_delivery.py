@@ -3,13 +3,19 @@ merge and across restarts, from a tag or from the whole journal, under the seque
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
-from ordo import Journal, NewEvent
-from ordo.errors import ConfigurationError, UnknownProcessorError
+from ordo import Journal, NewEvent, QuerySettings
+from ordo.errors import (
+    AlreadyRunningError,
+    ConfigurationError,
+    InvalidIdentifierError,
+    UnknownProcessorError,
+)
 from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.segment import Segment
 from ordo.processing.sequencing import FullySequentialPolicy
@@ -47,6 +53,74 @@ def test_a_processor_refuses_a_policy_or_handler_of_the_wrong_kind(
         TrackingProcessor("counts", source(stores), stores.tokens, **values)  # type: ignore[arg-type]
     with pytest.raises(UnknownProcessorError):
         stores.tokens.entries("counts")  # nothing was initialized
+
+
+@pytest.mark.parametrize(
+    ("part", "problem"),
+    [
+        ("source", r"^source must be an EventSource, got None"),
+        ("tokens", r"^tokens must be a TokenStore, got None"),
+    ],
+)
+def test_a_processor_refuses_a_source_or_token_store_of_the_wrong_kind(
+    stores: Stores, part: str, problem: str
+) -> None:
+    """The token store failed start() with AttributeError; the source failed every worker
+    thread, which ended unreported: the processor ran nothing and its `failure` stayed None."""
+    parts: dict[str, object] = {"source": source(stores), "tokens": stores.tokens, part: None}
+    with pytest.raises(ConfigurationError, match=problem):
+        TrackingProcessor("counts", parts["source"], parts["tokens"], counting_handler)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", [None, "", "a\x00b"])
+def test_a_processor_refuses_a_name_the_token_store_would_refuse(
+    stores: Stores, name: object
+) -> None:
+    """It was refused only by start(), once the processor had been built and handed around."""
+    with pytest.raises(InvalidIdentifierError, match=r"^processor name"):
+        TrackingProcessor(name, source(stores), stores.tokens, counting_handler)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("tag", None, InvalidIdentifierError),
+        ("tag", "", InvalidIdentifierError),
+        ("query", None, ConfigurationError),
+        ("events_by_tag", QuerySettings(), ConfigurationError),
+        ("reader", None, ConfigurationError),
+    ],
+)
+def test_an_event_source_refuses_parts_of_the_wrong_kind(
+    stores: Stores, field: str, value: object, error: type[Exception]
+) -> None:
+    """A processor's worker threads failed on them (AttributeError), unreported, or read no
+    tag ("" or None) for ever."""
+    with pytest.raises(error, match=f"^{field}"):
+        replace(source(stores), **{field: value})  # type: ignore[arg-type]
+
+
+def test_a_processor_started_twice_is_refused_and_stop_stops_every_thread(
+    stores: Stores,
+) -> None:
+    """The second start() started another set of threads, and stop() stopped only those."""
+    processor = counts_processor(stores)
+    with processor, pytest.raises(AlreadyRunningError, match=r"^processor 'counts' is running"):
+        processor.start()
+    assert not [t for t in threading.enumerate() if t.name.startswith("ordo-counts-")]
+
+
+def test_a_stopped_processor_starts_again(stores: Stores, journal: Journal, sql: SqlRunner) -> None:
+    """Its new threads ended at once: `with processor:` a second time applied nothing."""
+    processor = counts_processor(stores)
+    append_events(journal, 100)
+    with processor:
+        wait_for(lambda: counted(sql) == 100)
+    append_events(journal, 50)
+    with processor:
+        assert processor.is_running
+        wait_for(lambda: counted(sql) == 150)
+    assert processor.failure is None
 
 
 def test_every_event_is_applied_once_in_order_while_segments_split_and_merge(

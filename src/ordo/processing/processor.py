@@ -19,12 +19,14 @@ from collections.abc import Sequence
 
 from ordo.clock import Clock, clock_or_system
 from ordo.errors import (
+    AlreadyRunningError,
     ConfigurationError,
     EventHandlingError,
     InvalidSegmentOperationError,
     MissingTaggedEventError,
     StorageAccessError,
 )
+from ordo.journal import validation
 from ordo.processing.handler import EventHandler, HandlerContext
 from ordo.processing.ports import SegmentAction, SegmentRequest, TokenEntry, TokenStore
 from ordo.processing.segment import Segment
@@ -54,8 +56,9 @@ class TrackingProcessor:
     that refuses the URL (StorageAccessError: a password changed, a role that may no longer
     log in, a dropped database) stops the processor and is kept in `failure`; an outage
     (StorageUnavailableError) is retried until the server is back. The constructor refuses
-    settings, a policy, a clock or a handler of the wrong kind (ConfigurationError), which the
-    worker threads would otherwise fail on per event. split(), merge() and release() of a
+    a source, a token store, settings, a policy, a clock or a handler of the wrong kind
+    (ConfigurationError), which the worker threads would otherwise fail on, and a name the
+    token store would refuse (InvalidIdentifierError). split(), merge() and release() of a
     segment whose owner is to hand it over for a merge are refused (PendingHandOverError): they
     would replace that hand-over (`ordo.processing.control`'s functions replace it on purpose).
     """
@@ -71,10 +74,11 @@ class TrackingProcessor:
         policy: SequencingPolicy | None = None,
         clock: Clock | None = None,
     ) -> None:
-        self.name = name
+        self.name = validation.processor_name(name)
         self.settings = ProcessorSettings.or_default(settings)
         self.policy = SequentialPerAggregatePolicy() if policy is None else policy
         check_policy(self.policy)
+        _check_parts(source, tokens)
         if not callable(handler):  # it failed per event, in the worker threads
             msg = f"handler must be callable, got {handler!r:.80}"
             raise ConfigurationError(msg)
@@ -97,7 +101,25 @@ class TrackingProcessor:
         self._selects_by_id = isinstance(self.policy, SequentialPerAggregatePolicy)
 
     def start(self) -> None:
-        """Create the first segments if needed and start the threads."""
+        """Create the first segments if needed and start the threads.
+
+        A processor that stopped (stop(), or a failure, which start() forgets) starts again
+        with new threads; one whose threads still run is refused (AlreadyRunningError). A
+        second start() used to start a second set of threads, of which stop() stopped only the
+        last, and a start() after stop() started threads that ended at once, unreported.
+        """
+        with self._lock:
+            running = sum(worker.is_alive() for worker in self._workers)
+            if running:
+                state = "stopping" if self._stopped.is_set() else "running"
+                msg = (
+                    f"processor {self.name!r} is {state} in this process ({running} of its "
+                    "threads still run): start() it again once stop() has returned"
+                )
+                raise AlreadyRunningError(msg)
+            self._stopped.clear()
+            self._held.clear()
+            self.failure = None
         entries = self._tokens.initialize(
             self.name, segment_count=self.settings.initial_segment_count
         )
@@ -187,3 +209,20 @@ class TrackingProcessor:
         self._stopped.set()
         for worker in self._workers:
             worker.wake.set()
+
+
+_TOKEN_STORE_METHODS = tuple(name for name in vars(TokenStore) if not name.startswith("_"))
+
+
+def _check_parts(source: object, tokens: object) -> None:
+    """ConfigurationError unless `source` is an EventSource and `tokens` a TokenStore.
+
+    None or another object failed later: the token store with AttributeError in start(), the
+    source in every worker thread, which ended without a word (`failure` stayed None).
+    """
+    if not isinstance(source, EventSource):
+        msg = f"source must be an EventSource, got {source!r:.80}"
+        raise ConfigurationError(msg)
+    if not all(callable(getattr(tokens, name, None)) for name in _TOKEN_STORE_METHODS):
+        msg = f"tokens must be a TokenStore, got {tokens!r:.80}"
+        raise ConfigurationError(msg)

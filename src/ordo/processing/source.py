@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ordo.errors import ConfigurationError
 from ordo.hashing import stable_hash
+from ordo.journal import validation
 from ordo.processing.segment import Segment
 from ordo.processing.token import TrackingToken
 from ordo.query import NO_OFFSET, EventEnvelope, TagQuery, TagViewReader, looking_back
@@ -33,6 +35,28 @@ class EventSource:
     events_by_tag: EventsByTagSettings
     can_select_segments: bool = True
     """Whether the reader can select a segment's rows itself (tag views store the hash)."""
+
+    def __post_init__(self) -> None:
+        """Refuse parts of the wrong kind here: the worker threads failed on them, unreported.
+
+        A reader or settings given as None failed each thread with AttributeError, leaving a
+        processor that ran nothing and reported no failure; a tag given as None or "" read
+        nothing for ever.
+        """
+        validation.tag(self.tag)
+        for name, settings, kind in (
+            ("query", self.query, QuerySettings),
+            ("events_by_tag", self.events_by_tag, EventsByTagSettings),
+        ):
+            if not isinstance(settings, kind):
+                msg = f"{name} must be {kind.__name__}, got {type(settings).__name__}"
+                raise ConfigurationError(msg)
+        if not all(
+            callable(getattr(self.reader, method, None))
+            for method in ("read_tag_view", "next_bucket")
+        ):
+            msg = f"reader must be a TagViewReader, got {self.reader!r:.80}"
+            raise ConfigurationError(msg)
 
     def open(
         self,
