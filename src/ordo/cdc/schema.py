@@ -21,6 +21,7 @@ from hashlib import blake2b
 from ordo.cdc.mutation import JsonValue
 from ordo.documents import reject_unknown_keys
 from ordo.errors import InvalidSchemaError, JsonKeyColumnError, NoPrimaryKeyError
+from ordo.journal.validation import check_storable
 
 
 class ColumnType(StrEnum):
@@ -396,13 +397,19 @@ def _object(
 
 
 def _name(value: object, what: str) -> str:
-    """A table or column name: a non-empty string, never a number or list turned into text."""
+    """A table or column name: a non-empty string, never a number or list turned into text.
+
+    A lone surrogate (half of a UTF-16 pair, left by a JSON escape) is refused too:
+    registering the schema failed with UnicodeEncodeError from the store, and no change log or
+    sink can name it.
+    """
     if not isinstance(value, str) or not value:
         msg = f"{what} must be a non-empty string, got {reprlib.repr(value)}"
         raise InvalidSchemaError(msg)
     if "\x00" in value:  # no database takes it; the fold's re-added cells are named with it
         msg = f"{what} must not contain a NUL character, got {reprlib.repr(value)}"
         raise InvalidSchemaError(msg)
+    check_storable(what, value, InvalidSchemaError)
     return value
 
 

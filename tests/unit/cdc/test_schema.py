@@ -247,6 +247,16 @@ _ID = '{"name": "id", "type": "long"}'
             f'{{"table": "t", "columns": [{_ID}], "partition_key": ["id"], "clustering_key": [1]}}',
             r"'clustering_key' must be a list of column names \(strings\), got \[1\]",
         ),
+        # A lone surrogate, escaped in JSON: registering it failed with UnicodeEncodeError.
+        (
+            f'{{"table": "t\\ud800", "columns": [{_ID}], "partition_key": ["id"]}}',
+            "'table' 't\\\\ud800' is not valid Unicode text: surrogates not allowed",
+        ),
+        (
+            '{"table": "t", "columns": [{"name": "\\ud800", "type": "long"}], '
+            '"partition_key": ["\\ud800"]}',
+            "column '\\\\ud800': 'name' '\\\\ud800' is not valid Unicode text",
+        ),
     ],
 )
 def test_a_bad_document_is_rejected_with_what_is_wrong(document: str, problem: str) -> None:
