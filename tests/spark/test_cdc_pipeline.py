@@ -103,6 +103,25 @@ def _materialize(spark: SparkSession, spec: MaterializerSpec, checkpoint: Path) 
     assert query.exception() is None
 
 
+def _sqlite_materialized(
+    spark: SparkSession, tmp_path: Path, sink: str, create: str, *writes: str
+) -> tuple[Path, Path, Path, MaterializerSpec]:
+    """An SQLite `app.db` whose table `create` makes, captured from then on, after `writes`,
+    captured into a change log and materialized into `sink` once. The app database, the change
+    log, the checkpoint and the materializer (named as the table)."""
+    app, log, checkpoint = tmp_path / "app.db", tmp_path / "log", tmp_path / "checkpoint"
+    _run_sqlite(app, create)
+    with closing(sqlite3.connect(app)) as conn:
+        ((table,),) = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    with change_source_at(str(app), [table]):
+        pass  # the triggers exist from here on
+    _run_sqlite(app, *writes)
+    _capture(str(app), log, journal=sink, tables=[table])
+    spec = MaterializerSpec(name=table, table=table, change_log=str(log), sink=sink)
+    _materialize(spark, spec, checkpoint)
+    return app, log, checkpoint, spec
+
+
 def _materialized_table(
     url: str, spec: MaterializerSpec
 ) -> tuple[TableSchema, dict[Key, dict[str, JsonValue]]]:
@@ -322,14 +341,13 @@ def test_a_numeric_key_holding_text_that_is_no_number_is_dead_lettered_not_a_fai
     """SQLite's NUMERIC affinity keeps '1_000' as text, a row apart from 1000. Python's Decimal()
     read it as a decimal, so the PostgreSQL sink got it and refused it, and the materializer
     stopped at that batch whatever else it held."""
-    app, log, checkpoint = tmp_path / "app.db", tmp_path / "log", tmp_path / "checkpoint"
-    _run_sqlite(app, "CREATE TABLE amounts (k NUMERIC PRIMARY KEY, n INTEGER)")
-    with change_source_at(str(app), ["amounts"]):
-        pass  # the triggers exist from here on
-    _run_sqlite(app, "INSERT INTO amounts VALUES (1000, 0), ('1_000', 1), ('abc', 2), (1.5, 3)")
-    _capture(str(app), log, journal=postgres_dsn, tables=["amounts"])
-    spec = MaterializerSpec(name="amounts", table="amounts", change_log=str(log), sink=postgres_dsn)
-    _materialize(spark, spec, checkpoint)
+    *_, checkpoint, spec = _sqlite_materialized(
+        spark,
+        tmp_path,
+        postgres_dsn,
+        "CREATE TABLE amounts (k NUMERIC PRIMARY KEY, n INTEGER)",
+        "INSERT INTO amounts VALUES (1000, 0), ('1_000', 1), ('abc', 2), (1.5, 3)",
+    )
 
     assert _materialized_table(postgres_dsn, spec)[1] == {
         ("1000",): {"k": "1000", "n": 0},
@@ -351,14 +369,11 @@ def test_sqlite_values_that_do_not_fit_their_column_dead_letter_their_change_not
     PostgreSQL sink refused it and the materializer stopped at that batch; a TIMESTAMP's basic
     format or seventh fraction digit was materialized as Python reads it. Each is now
     dead-lettered with its whole change: the row keeps what its last change that fitted left."""
-    app, log, checkpoint = tmp_path / "app.db", tmp_path / "log", tmp_path / "checkpoint"
-    _run_sqlite(
-        app, "CREATE TABLE events (k INTEGER PRIMARY KEY, flag BOOLEAN, day DATE, at TIMESTAMP)"
-    )
-    with change_source_at(str(app), ["events"]):
-        pass  # the triggers exist from here on
-    _run_sqlite(
-        app,
+    *_, checkpoint, spec = _sqlite_materialized(
+        spark,
+        tmp_path,
+        postgres_dsn,
+        "CREATE TABLE events (k INTEGER PRIMARY KEY, flag BOOLEAN, day DATE, at TIMESTAMP)",
         "INSERT INTO events VALUES (1, 1, '2026-01-01', '2026-01-01 10:00:00')",
         "INSERT INTO events VALUES (2, 'yes', '2026-01-02', NULL)",
         "INSERT INTO events VALUES (3, 0, '2026-W01-1', NULL)",
@@ -366,9 +381,6 @@ def test_sqlite_values_that_do_not_fit_their_column_dead_letter_their_change_not
         "INSERT INTO events VALUES (5, 0, '2026-01-05', '2026-01-05T10:00:00.1234567')",
         "UPDATE events SET flag = 2, day = '2026-02-01' WHERE k = 1",
     )
-    _capture(str(app), log, journal=postgres_dsn, tables=["events"])
-    spec = MaterializerSpec(name="events", table="events", change_log=str(log), sink=postgres_dsn)
-    _materialize(spark, spec, checkpoint)
 
     assert _materialized_table(postgres_dsn, spec)[1] == {
         (1,): {"k": 1, "flag": True, "day": "2026-01-01", "at": "2026-01-01 10:00:00+00:00"}
@@ -428,15 +440,14 @@ def _items_with_note_dropped(
     `note` dropped the documented way: the capture refused the drop until it was accepted as
     version 2, and has installed the triggers again. The app database, the journal, the change
     log, the checkpoint and the materializer."""
-    app, sink = tmp_path / "app.db", tmp_path / "ordo.db"
-    journal, log, checkpoint = f"sqlite:///{sink}", tmp_path / "log", tmp_path / "checkpoint"
-    _run_sqlite(app, "CREATE TABLE items (id INTEGER PRIMARY KEY, label TEXT, note TEXT)")
-    with change_source_at(str(app), ["items"]):
-        pass  # the triggers exist from here on
-    _run_sqlite(app, "INSERT INTO items VALUES (1, 'a', 'n1'), (2, 'b', 'n2')")
-    _capture(str(app), log, journal=journal, tables=["items"])
-    spec = MaterializerSpec(name="items", table="items", change_log=str(log), sink=journal)
-    _materialize(spark, spec, checkpoint)
+    journal = f"sqlite:///{tmp_path / 'ordo.db'}"
+    app, log, checkpoint, spec = _sqlite_materialized(
+        spark,
+        tmp_path,
+        journal,
+        "CREATE TABLE items (id INTEGER PRIMARY KEY, label TEXT, note TEXT)",
+        "INSERT INTO items VALUES (1, 'a', 'n1'), (2, 'b', 'n2')",
+    )
     _run_sqlite(  # the documented way to drop a column the triggers name
         app,
         *(f'DROP TRIGGER "ordo_cdc_items_{event}"' for event in ("insert", "update", "delete")),
