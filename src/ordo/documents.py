@@ -8,7 +8,10 @@ refuses unknown keys the same way, with the same message.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from ordo.errors import OrdoError
 
@@ -54,3 +57,18 @@ def reject_unknown_keys(
     unknown = [key for key in document if key not in valid]
     if unknown:
         raise error(unknown_names_message(unknown, valid, where=where, noun=noun))
+
+
+def decode_json(text: str, decode: Callable[[str], Any] = json.loads) -> Any:
+    """`decode(text)` of JSON a user wrote, failing only with ValueError (JSONDecodeError too).
+
+    The json module reads nesting only as deep as Python's recursion limit: deeper arrays or
+    objects raised RecursionError, which no reader caught, so `ordo append`, `ordo cdc ingest`
+    and `ordo cdc schemas register` ended in a traceback. (An integer longer than
+    sys.get_int_max_str_digits() is a ValueError of the json module already.)
+    """
+    try:
+        return decode(text)
+    except RecursionError as exc:
+        msg = f"nested deeper than the {sys.getrecursionlimit():,} levels Python reads"
+        raise ValueError(msg) from exc

@@ -210,6 +210,14 @@ def test_tags_json_gives_the_buckets_in_iso_8601_utc(
         ('{"persistence_id": "q", "payload": "\\ud800"}', "line 2: payload is neither bytes"),
         ('{"persistence_id": "q", "payload": 1, "manifest": "\\ud800"}', "line 2: manifest"),
         ('{"persistence_id": "q", "payload": 1, "manifest": "a\\u0000b"}', "line 2: manifest"),
+        (  # deeper than Python's json module reads: a RecursionError's traceback
+            '{"persistence_id": "q", "payload": ' + "[" * 100_000 + "]" * 100_000 + "}",
+            "line 2: not valid JSON: nested deeper than the ",
+        ),
+        (  # more digits than Python converts: a ValueError's traceback
+            '{"persistence_id": "q", "payload": 1' + "0" * 5_000 + "}",
+            "line 2: not valid JSON: Exceeds the limit (4300 digits) for integer string",
+        ),
     ],
 )
 def test_a_bad_line_is_one_error_line_and_nothing_is_written(

@@ -65,6 +65,10 @@ def test_a_bad_pipeline_file_is_one_error_line(
         ("sink = 1\n", "[pipeline] sink must be a non-empty string, got 1"),
         ('sink = " "\n', "[pipeline] sink must be a non-empty string, got ' '"),
         ('sink = "mysql://db/shop"\n', "[pipeline] sink: unknown sink URL scheme 'mysql'"),
+        (  # deeper than tomllib reads: a RecursionError's traceback
+            "colour = " + "[" * 100_000 + "]" * 100_000 + "\n",
+            "pipeline.toml: maximum recursion depth exceeded",
+        ),
         ('sink = "postgresql://[db/shop"\n', "[pipeline] sink: malformed sink URL: Invalid IPv6"),
         (
             'sink = "sqlite:///no/such/folder/sink.db"\n',

@@ -24,7 +24,7 @@ from typing import Any
 
 from ordo.cdc.json_text import parse_json
 from ordo.cdc.mutation import BIGINT_MIN, Audit, Cell, JsonValue, Key, Mutation, check_bigint
-from ordo.documents import reject_unknown_keys
+from ordo.documents import decode_json, reject_unknown_keys
 from ordo.errors import MalformedMutationError
 
 _SCALARS = (type(None), bool, int, float, str)
@@ -195,7 +195,7 @@ def parse_mutation_line(line: str, *, line_nr: int = 0, source: str = "") -> Mut
     materialized table (as NULL), and a NaN key would fail the materializer at every restart.
     """
     try:
-        return mutation_from_json(parse_json(line))
+        return mutation_from_json(decode_json(line, parse_json))
     except (ValueError, MalformedMutationError) as exc:
         msg = f"{line_location(line_nr, source)}: {exc}"
         raise MalformedMutationError(msg) from exc

@@ -19,7 +19,7 @@ from enum import StrEnum
 from hashlib import blake2b
 
 from ordo.cdc.mutation import JsonValue
-from ordo.documents import reject_unknown_keys
+from ordo.documents import decode_json, reject_unknown_keys
 from ordo.errors import InvalidSchemaError, JsonKeyColumnError, NoPrimaryKeyError
 from ordo.journal.validation import check_storable
 
@@ -356,8 +356,8 @@ class TableSchema:
         JSON type) because what is accepted becomes a registered version that stays.
         """
         try:
-            document = json.loads(text)
-        except json.JSONDecodeError as exc:
+            document = decode_json(text)
+        except ValueError as exc:  # an integer longer than Python reads too
             msg = f"not a JSON document: {exc}"
             raise InvalidSchemaError(msg) from exc
         fields = _object(

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
-from ordo.documents import reject_unknown_keys
+from ordo.documents import decode_json, reject_unknown_keys
 from ordo.errors import InvalidInputError, OrdoError
 from ordo.journal import validation
 from ordo.journal.event import NewEvent
@@ -70,8 +69,8 @@ def _text_lines(lines: Iterable[str]) -> Iterator[str]:
 
 def _parse_line(line: str) -> tuple[PersistenceId, NewEvent, int | None]:
     try:
-        document = json.loads(line)
-    except json.JSONDecodeError as exc:
+        document = decode_json(line)
+    except ValueError as exc:  # an integer longer than Python reads too
         msg = f"not valid JSON: {exc}"
         raise InvalidInputError(msg) from exc
     if not isinstance(document, dict):

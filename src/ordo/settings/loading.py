@@ -108,11 +108,12 @@ def read_toml(path: Path, *, what: str) -> dict[str, Any]:
 
     A byte-order mark, which some editors put at the start of a UTF-8 file, is skipped:
     tomllib refused it as an invalid statement at line 1. Bytes that are not UTF-8 are a
-    ConfigurationError too, not a UnicodeDecodeError's traceback.
+    ConfigurationError too, not a UnicodeDecodeError's traceback, and so are arrays or tables
+    nested deeper than tomllib reads (its RecursionError).
     """
     try:
         return tomllib.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
         msg = f"cannot read {what} {path}: {exc}"
         raise ConfigurationError(msg) from exc
 

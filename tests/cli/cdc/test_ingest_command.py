@@ -83,6 +83,10 @@ def test_ingest_needs_a_schema_and_rejects_a_malformed_line_whole(
             readings().replace('"ok"', '"\\ud800"'),
             "MalformedMutationError: {file}: mutation of table 'readings' key (1, 2): ",
         ),
+        (  # deeper than Python's json module reads: a RecursionError's traceback
+            "[" * 100_000 + "]" * 100_000,
+            "MalformedMutationError: line 2 of {file}: nested deeper than the ",
+        ),
         (
             readings(segment="seg\x00"),
             "MalformedMutationError: {file}: audit segment 'seg\\x00' contains a NUL character",

@@ -52,6 +52,24 @@ def test_schemas_register_refuses_a_bad_document_and_stores_no_version(
     assert [v["version"] for v in json.loads(out)] == [1]
 
 
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "not a JSON document: nested deeper than the "),
+        ('{"table": 1' + "0" * 5_000 + "}", "not a JSON document: Exceeds the limit (4300 digits)"),
+    ],
+)
+def test_schemas_register_refuses_json_python_cannot_read_in_one_line(
+    tmp_path: Path, journal: str, text: str, problem: str
+) -> None:
+    """A RecursionError, or the ValueError of a long integer, was the command's traceback."""
+    assert run_ordo("init", "--journal", journal)[0] == 0
+    schema_file = tmp_path / "schema.json"
+    schema_file.write_text(text)
+    code, _, err = run_ordo("cdc", "schemas", "register", str(schema_file), "--journal", journal)
+    one_line_error(code, err, f"InvalidSchemaError: {problem}")
+
+
 def test_schemas_register_names_a_file_that_is_not_text(tmp_path: Path, journal: str) -> None:
     assert run_ordo("init", "--journal", journal)[0] == 0
     schema_file = tmp_path / "schema.json"
