@@ -113,6 +113,23 @@ def test_bad_journal_urls_are_one_line_errors(
     assert needle in err
 
 
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("host=127.0.0.1 port", 'missing "=" after "port" in connection info string'),
+        ("postgresql://127.0.0.1:1/db?colour=red", 'invalid URI query parameter: "colour"'),
+    ],
+)
+@pytest.mark.parametrize("command", [["info"], ["init"], ["append"]])
+def test_a_postgres_url_libpq_cannot_parse_is_one_error_line(
+    runner: CliRunner, command: list[str], url: str, problem: str
+) -> None:
+    """psycopg's ProgrammingError left every command as a traceback."""
+    code, out, err = _run(runner, *command, "--journal", url, stdin="")
+    assert (code, out) == (1, "")
+    assert err == f"Error: ConfigurationError: malformed PostgreSQL URL or conninfo: {problem}\n"
+
+
 def test_a_url_with_a_misspelt_scheme_is_named_without_its_password(runner: CliRunner) -> None:
     """The error printed the URL as given, password included."""
     code, _, err = _run(runner, "info", "--journal", "postgresq://app:s3cret@db:5432/shop")

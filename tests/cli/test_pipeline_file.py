@@ -65,6 +65,10 @@ def test_a_bad_pipeline_file_is_one_error_line(
         ("sink = 1\n", "[pipeline] sink must be a non-empty string, got 1"),
         ('sink = " "\n', "[pipeline] sink must be a non-empty string, got ' '"),
         ('sink = "mysql://db/shop"\n', "[pipeline] sink: unknown sink URL scheme 'mysql'"),
+        (  # psycopg's ProgrammingError was a traceback
+            'sink = "host=127.0.0.1 port"\n',
+            'malformed PostgreSQL URL or conninfo: missing "=" after "port" in connection info',
+        ),
         (  # deeper than tomllib reads: a RecursionError's traceback
             "colour = " + "[" * 100_000 + "]" * 100_000 + "\n",
             "pipeline.toml: maximum recursion depth exceeded",

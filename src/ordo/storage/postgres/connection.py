@@ -11,7 +11,7 @@ import psycopg
 from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo, timeout_from_conninfo
 
-from ordo.errors import StorageAccessError, StorageUnavailableError
+from ordo.errors import ConfigurationError, StorageAccessError, StorageUnavailableError
 
 CONNECT_TIMEOUT_S = 10
 SILENT_SERVER_DEFAULTS = {
@@ -88,7 +88,8 @@ def session_conninfo(dsn: str) -> str:
 
     Each of SILENT_SERVER_DEFAULTS the URL does not name (connect_timeout included): psycopg's
     `make_conninfo` lets its keyword arguments override the URL's, so a default the URL names
-    is left out and the URL's own value wins.
+    is left out and the URL's own value wins. A `dsn` libpq cannot parse (`host=db port`, an
+    unknown URI parameter) is a ConfigurationError: it is no outage, and no retry mends it.
 
     Without them a statement in flight when the server went silent (a dropped route, a host
     that froze or lost power: no reset ever arrives) waited forever, and no reconnection path
@@ -98,7 +99,11 @@ def session_conninfo(dsn: str) -> str:
     acknowledging what was sent. A slow statement is not ended: the server's host answers the
     probes while it runs.
     """
-    named = conninfo_to_dict(dsn)
+    try:
+        named = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:  # libpq cannot parse it: a traceback of every command
+        msg = f"malformed PostgreSQL URL or conninfo: {exc}"
+        raise ConfigurationError(msg) from exc
     defaults = {key: value for key, value in SILENT_SERVER_DEFAULTS.items() if key not in named}
     return make_conninfo(dsn, **defaults)
 
