@@ -130,6 +130,20 @@ def test_a_postgres_url_libpq_cannot_parse_is_one_error_line(
     assert err == f"Error: ConfigurationError: malformed PostgreSQL URL or conninfo: {problem}\n"
 
 
+@pytest.mark.parametrize("url", [":memory:", "sqlite:///:memory:"])
+@pytest.mark.parametrize("command", [["init"], ["append"]])
+def test_an_in_memory_journal_is_refused_in_one_line(
+    runner: CliRunner, command: list[str], url: str
+) -> None:
+    """SQLite keeps an in-memory database out of WAL mode, and opening one waited for ever."""
+    code, out, err = _run(runner, *command, "--journal", url, stdin="")
+    assert (code, out) == (1, "")
+    assert err == (
+        "Error: StorageUnavailableError: cannot open SQLite journal :memory:: an in-memory "
+        "database cannot be a journal (it cannot be in WAL mode)\n"
+    )
+
+
 def test_a_url_with_a_misspelt_scheme_is_named_without_its_password(runner: CliRunner) -> None:
     """The error printed the URL as given, password included."""
     code, _, err = _run(runner, "info", "--journal", "postgresq://app:s3cret@db:5432/shop")

@@ -50,16 +50,22 @@ def _use_wal(conn: sqlite3.Connection) -> None:
     """Switch the file to WAL mode once; it stays so for every later connection.
 
     The switch needs an exclusive lock and SQLite reports a busy file at once instead of
-    waiting, so processes opening a new journal together retry until the busy timeout.
+    waiting, so processes opening a new journal together retry until the busy timeout. A
+    database that cannot be in WAL mode at all (`:memory:`: SQLite answers with the mode it
+    keeps) is refused: the loop waited for it for ever.
     """
     deadline = time.monotonic() + BUSY_TIMEOUT_S
     while conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
+            kept = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+            continue
+        if kept == "memory":
+            msg = "an in-memory database cannot be a journal (it cannot be in WAL mode)"
+            raise sqlite3.OperationalError(msg)
 
 
 class SQLiteDatastore(SchemaReads):
