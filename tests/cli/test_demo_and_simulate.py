@@ -224,8 +224,7 @@ def test_simulate_on_a_journal_it_cannot_use_fails_once_before_starting(
         init_storage(str(path), bucket_size=BucketSize.HOUR)
     code, out, err = _run(runner, "simulate", "--journal", str(path), "--events", "20")
     assert (code, out) == (1, "")
-    assert "Traceback" not in err
-    (line,) = [line for line in err.splitlines() if line.strip()]
+    (line,) = err.splitlines()  # the progress display stopped unstarted printed an empty line
     if kind == "not a journal":
         assert line.startswith("Error: StorageUnavailableError")
     else:  # the command's own flag, not the variable the other commands read

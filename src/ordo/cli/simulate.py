@@ -115,29 +115,36 @@ def simulate_command(
             pubsub=pubsub,
         )
         console = Console(stderr=True)
-        with Progress(
+        progress = Progress(
             TextColumn("{task.description:<8}"),
             BarColumn(),
             MofNCompleteColumn(),
             console=console,
             transient=as_json,
-        ) as progress:
-            tasks: dict[str, TaskID] = {}
+        )
+        tasks: dict[str, TaskID] = {}
 
-            def show(phase: str, done: int, total: int) -> None:
-                if phase not in tasks:
-                    tasks[phase] = progress.add_task(phase, total=total)
-                progress.update(tasks[phase], completed=done, total=total)
+        def show(phase: str, done: int, total: int) -> None:
+            if not tasks:
+                # Started by the first phase: stopping a display prints a line on a console that
+                # is no terminal, so a journal refused at the start had its error below an empty
+                # line (two lines on stderr).
+                progress.start()
+            if phase not in tasks:
+                tasks[phase] = progress.add_task(phase, total=total)
+            progress.update(tasks[phase], completed=done, total=total)
 
-            try:
-                report = simulate(config, on_progress=show)
-            except KeyboardInterrupt:  # the writer processes and query threads have stopped
-                progress.stop()
-                click.echo(_INTERRUPTED, err=True)
-                raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
-            except BucketSizeMismatchError as exc:  # the bucket size is this command's flag
-                advice = f"run with --bucket-size {exc.recorded}"
-                raise exc.advised(advice) from exc
+        try:
+            report = simulate(config, on_progress=show)
+        except KeyboardInterrupt:  # the writer processes and query threads have stopped
+            _stop(progress)
+            click.echo(_INTERRUPTED, err=True)
+            raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
+        except BucketSizeMismatchError as exc:  # the bucket size is this command's flag
+            advice = f"run with --bucket-size {exc.recorded}"
+            raise exc.advised(advice) from exc
+        finally:
+            _stop(progress)
     document = report.to_json_dict()
     if as_json:
         click.echo(json.dumps(document))
@@ -147,3 +154,9 @@ def simulate_command(
         console.print(f"[{'green' if not report.verdict.violations else 'red'}]{verdict}")
     if report.verdict.violations:
         raise click.exceptions.Exit(1)
+
+
+def _stop(progress: Progress) -> None:
+    """Stop the display once, if a phase started it (see `show`); a stopped one is left alone."""
+    if progress.live.is_started:
+        progress.stop()
