@@ -236,3 +236,13 @@ def test_simulate_refuses_bad_options(runner: CliRunner) -> None:
     code, _, err = _run(runner, "simulate", "--writers", "0")
     assert code == 2
     assert "--writers" in err
+
+
+@pytest.mark.parametrize("option", ["--rate", "--delay-probability", "--handovers"])
+def test_simulate_refuses_a_nan_as_a_usage_error(runner: CliRunner, option: str) -> None:
+    """nan compares false with a range's bounds: `--rate nan` ran unpaced and exited 0."""
+    code, out, err = _run(runner, "simulate", option, "nan", "--events", "20")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"Error: Invalid value for '{option}': 'nan' is not a number; see 'ordo simulate --help'\n"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -55,10 +56,25 @@ def int_option(
     )
 
 
+class NumberRange(click.FloatRange):
+    """click's FloatRange without nan, which compares false with either bound and so passed.
+
+    `simulate --rate nan` ran unpaced and exited 0; a share of nan failed later, as a
+    ConfigurationError instead of a usage error.
+    """
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The float of `value` in the range; a usage error for nan."""
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        return number
+
+
 def share_option(name: str, default: float, help_text: str) -> Callable[[F], F]:
     """A share (0 to 1) option, with its default shown."""
     return click.option(
-        name, type=click.FloatRange(0, 1), default=default, show_default=True, help=help_text
+        name, type=NumberRange(0, 1), default=default, show_default=True, help=help_text
     )
 
 

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from ordo.cli.options import (
     INTERRUPTED_STATUS,
+    NumberRange,
     int_option,
     print_fields,
     share_option,
@@ -48,7 +49,7 @@ _INTERRUPTED = "simulation interrupted: writers and queries stopped, no verdict"
     "--rate",
     default=4_000.0,
     show_default=True,
-    type=click.FloatRange(min=1),
+    type=NumberRange(min=1),
     help="Events per second over all writers.",
 )
 @int_option("--queries", 4, "Live queries (one per tag, round-robin).")
