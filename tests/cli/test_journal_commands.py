@@ -210,6 +210,7 @@ def test_tags_json_gives_the_buckets_in_iso_8601_utc(
         ('{"persistence_id": "q", "payload": "\\ud800"}', "line 2: payload is neither bytes"),
         ('{"persistence_id": "q", "payload": 1, "manifest": "\\ud800"}', "line 2: manifest"),
         ('{"persistence_id": "q", "payload": 1, "manifest": "a\\u0000b"}', "line 2: manifest"),
+        ('{"payload": 1}', "line 2: missing key persistence_id"),  # was "got NoneType"
         (  # deeper than Python's json module reads: a RecursionError's traceback
             '{"persistence_id": "q", "payload": ' + "[" * 100_000 + "]" * 100_000 + "}",
             "line 2: not valid JSON: nested deeper than the ",

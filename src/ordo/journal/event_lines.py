@@ -77,9 +77,10 @@ def _parse_line(line: str) -> tuple[PersistenceId, NewEvent, int | None]:
         msg = "each line must be a JSON object"
         raise InvalidInputError(msg)
     reject_unknown_keys(document, _KEYS, where="the event", error=InvalidInputError)
-    if "payload" not in document:
-        msg = "missing key payload"
-        raise InvalidInputError(msg)
+    for key in ("persistence_id", "payload"):  # a missing id was "must be a string, got NoneType"
+        if key not in document:
+            msg = f"missing key {key}"
+            raise InvalidInputError(msg)
     pid = validation.persistence_id(document.get("persistence_id"))
     tags = document.get("tags", [])
     if not isinstance(tags, list):
