@@ -54,6 +54,16 @@ from cli_support import run as _run
             ["events", "p", "--from", "5", "--to", "2"],
             "Error: Invalid value for '--to': 2 is before --from 5; see 'ordo events --help'",
         ),
+        (  # an InvalidInputError of the token store, exit status 1
+            ["processors", "split", "p", "99999999999999999999"],
+            "Error: Invalid value for 'SEGMENT_ID': 99999999999999999999 is not in the range "
+            "0<=x<=9007199254740991; see 'ordo processors split --help'",
+        ),
+        (  # an UnknownSchemaError, exit status 1
+            ["cdc", "schemas", "accept", "t", "99999999999999999999"],
+            "Error: Invalid value for 'VERSION': 99999999999999999999 is not in the range "
+            "1<=x<=9007199254740991; see 'ordo cdc schemas accept --help'",
+        ),
     ],
 )
 def test_a_usage_error_is_one_line_with_status_2(

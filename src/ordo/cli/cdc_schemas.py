@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ordo.arguments import LARGEST_INTEGER
 from ordo.cdc import SchemaRegistry, SchemaVersion, TableSchema
 from ordo.cli.options import (
     existing_journal,
@@ -98,7 +99,7 @@ def register(journal_url: str | None, schema_file: Path) -> None:
 @schemas.command()
 @journal_option
 @click.argument("table")
-@click.argument("version", type=click.IntRange(min=1))
+@click.argument("version", type=click.IntRange(min=1, max=LARGEST_INTEGER))
 def accept(journal_url: str | None, table: str, version: int) -> None:
     """Accept VERSION of TABLE's schema after reviewing an incompatible change."""
     with stores_at(existing_journal(journal_url)) as stores:

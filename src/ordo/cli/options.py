@@ -29,6 +29,9 @@ NUMBER = click.IntRange(max=LARGEST_INTEGER)
 SEQUENCE_NR = click.IntRange(min=1, max=LARGEST_INTEGER)
 """A sequence nr option: a persistence id's events are numbered from 1, so 0 or less is a usage
 error (exit 2) rather than the journal's InvalidSequenceNrError."""
+SEGMENT_ID = click.IntRange(min=0, max=LARGEST_INTEGER)
+"""A segment id argument: a larger one was the token store's InvalidInputError (exit 1), not
+the usage error (exit 2) of every other number out of range."""
 
 
 def journal_option(func: F) -> F:

@@ -12,6 +12,7 @@ from datetime import timedelta
 import click
 
 from ordo.cli.options import (
+    SEGMENT_ID,
     beyond_token,
     existing_journal,
     journal_option,
@@ -144,7 +145,7 @@ _replace_hand_over_option = click.option(
 @journal_option
 @_replace_hand_over_option
 @click.argument("processor")
-@click.argument("segment_id", type=click.IntRange(min=0))
+@click.argument("segment_id", type=SEGMENT_ID)
 def split(
     journal_url: str | None, replace_hand_over: bool, processor: str, segment_id: int
 ) -> None:
@@ -156,7 +157,7 @@ def split(
 @journal_option
 @_replace_hand_over_option
 @click.argument("processor")
-@click.argument("segment_id", type=click.IntRange(min=0))
+@click.argument("segment_id", type=SEGMENT_ID)
 def merge(
     journal_url: str | None, replace_hand_over: bool, processor: str, segment_id: int
 ) -> None:
@@ -168,7 +169,7 @@ def merge(
 @journal_option
 @_replace_hand_over_option
 @click.argument("processor")
-@click.argument("segment_id", type=click.IntRange(min=0))
+@click.argument("segment_id", type=SEGMENT_ID)
 def release(
     journal_url: str | None, replace_hand_over: bool, processor: str, segment_id: int
 ) -> None:
