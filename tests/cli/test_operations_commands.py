@@ -202,6 +202,10 @@ def test_cleanup_json_gives_its_cutoff_in_iso_8601_utc(journal_url: str) -> None
             ["reconcile", "delete", "p", "--tag", ""],
             "InvalidIdentifierError: tag must not be empty",
         ),
+        (  # it listed every processor, as without a name
+            ["processors", "status", ""],
+            "InvalidIdentifierError: processor name must not be empty",
+        ),
     ],
 )
 def test_an_empty_identifier_is_refused_not_nothing_to_do(

@@ -63,7 +63,11 @@ def status(journal_url: str | None, as_json: bool, processor: str | None) -> Non
     """
     with read_only_stores(journal_url) as stores:
         untracked = stores.tokens.processors_without_tokens()
-        names = [processor] if processor else sorted({*stores.tokens.processors(), *untracked})
+        names = (  # "" names a processor, which the token store refuses: it listed them all
+            [processor]
+            if processor is not None
+            else sorted({*stores.tokens.processors(), *untracked})
+        )
         found = {
             name: SegmentStatus.every(
                 stores.tokens.entries(name), stores.tokens.pending_requests(name), now_ms=_now_ms()
