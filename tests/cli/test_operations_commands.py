@@ -189,6 +189,28 @@ def test_cleanup_json_gives_its_cutoff_in_iso_8601_utc(journal_url: str) -> None
 
 
 @pytest.mark.parametrize(
+    "args",
+    [
+        ["before", "1500-01-01T00:00:00+00:00"],
+        ["expire", "--time-to-live-ms", "9007199254740991"],  # some 285,000 years
+    ],
+)
+def test_a_cutoff_before_the_first_timeuuid_deletes_nothing(
+    journal_url: str, args: list[str]
+) -> None:
+    """No row is older than 1582-10-15: it was an OffsetFormatError about `epoch_ns`."""
+    write_with_writers(journal_url, writers=1, pids=1, appends=1)
+    before = tag_view_rows(journal_url)
+
+    code, out, err = _run("cleanup", *args, "--json", "--journal", journal_url)
+
+    assert (code, err) == (0, "")
+    document = json.loads(out)
+    assert (document["cutoff"], document["deleted"]) == ("1582-10-15T00:00:00+00:00", 0)
+    assert tag_view_rows(journal_url) == before
+
+
+@pytest.mark.parametrize(
     ("args", "line"),
     [
         (["reconcile", "delete", ""], "InvalidIdentifierError: persistence_id must not be empty"),

@@ -129,6 +129,11 @@ def test_a_query_after_the_last_event_says_nothing_is_after_its_offset(
             "2f1e0c4e-9c1a-4b7e-8d3e-4f5a6b7c8d9e",
             "'2f1e0c4e-9c1a-4b7e-8d3e-4f5a6b7c8d9e' is not a version-1 (time-based) UUID",
         ),
+        (  # it named `epoch_ns`, no option of the command's
+            "1500-01-01T00:00:00+00:00",
+            "datetime 1500-01-01T00:00:00+00:00 is outside the times a TimeUUID holds "
+            "(1582-10-15T00:00:00+00:00 to 5236-03-31T21:21:00.684697+00:00)",
+        ),
     ],
 )
 def test_query_refuses_bad_offsets(

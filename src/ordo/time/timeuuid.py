@@ -184,8 +184,10 @@ class TimeUUID:
         """Return the min or max TimeUUID at an aware datetime, for time-range queries.
 
         Raises:
-            OffsetFormatError: the datetime is naive (its instant would be a guess), or is
-                no datetime (a date, a text or a number was an AttributeError or TypeError).
+            OffsetFormatError: the datetime is naive (its instant would be a guess), is
+                no datetime (a date, a text or a number was an AttributeError or TypeError),
+                or is outside the times a TimeUUID holds (1582-10-15 to 5236-03-31: the
+                error named only `epoch_ns`, no argument of the caller's).
 
         """
         if not isinstance(dt, _dt.datetime):
@@ -195,6 +197,13 @@ class TimeUUID:
             msg = f"datetime {dt.isoformat()} is naive; pass a timezone-aware datetime"
             raise OffsetFormatError(msg)
         epoch_ns = nanoseconds(dt - _UNIX_EPOCH)
+        if not _EARLIEST_EPOCH_NS <= epoch_ns <= _LATEST_EPOCH_NS:
+            held = " to ".join(
+                (_UNIX_EPOCH + _dt.timedelta(microseconds=ns // 1000)).isoformat()
+                for ns in (_EARLIEST_EPOCH_NS, _LATEST_EPOCH_NS)
+            )
+            msg = f"datetime {dt.isoformat()} is outside the times a TimeUUID holds ({held})"
+            raise OffsetFormatError(msg)
         if bound == "min":
             return cls.min_for_epoch_ns(epoch_ns)
         if bound == "max":

@@ -31,7 +31,7 @@ from ordo.errors import (
 from ordo.journal import validation
 from ordo.processing.ports import TokenStore
 from ordo.settings.loading import shown
-from ordo.time import TimeUUID, format_epoch_ms
+from ordo.time import GREGORIAN_OFFSET_100NS, TimeUUID, format_epoch_ms
 from ordo.tools.operations_tool import OperationsTool, check_flags
 from ordo.tools.ports import DeletedCounts
 from ordo.tools.receipts import OperationReceipt
@@ -40,6 +40,8 @@ from ordo.types import PersistenceId, Tag, TimeBucket
 logger = logging.getLogger(__name__)
 
 _NS_PER_MS = 1_000_000
+_EARLIEST_MS = -GREGORIAN_OFFSET_100NS // 10_000
+"""1582-10-15 in epoch milliseconds: the first instant a TimeUUID holds, so no row is older."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,7 +169,10 @@ class Cleanup(OperationsTool):
         Refused (TimeToLiveTooShortError) when a processor has not read the newest of those
         rows, unless `force`; a cutoff in the future is refused even then (InvalidInputError):
         it can only be a mistake that deletes every row. Deletes in batches of the settings'
-        rows_per_batch, telling `on_progress` after each one (the caller throttles it).
+        rows_per_batch, telling `on_progress` after each one (the caller throttles it). A cutoff
+        before the first TimeUUID (a TIME of year 1, a TTL of 2**53 - 1 ms) deletes nothing:
+        it is taken as that first instant, before which no row is (it was an OffsetFormatError
+        about `epoch_ns`).
         """
         check_flags(force=force, dry_run=dry_run)
         if tag is not None:
@@ -179,6 +184,7 @@ class Cleanup(OperationsTool):
                 "than it; to delete them all, give the current time"
             )
             raise InvalidInputError(msg)
+        cutoff_ms = max(cutoff_ms, _EARLIEST_MS)
         before = TimeUUID.min_for_epoch_ns(cutoff_ms * _NS_PER_MS).to_bytes()
         up_to = TimeBucket(self._bucket_size.key(cutoff_ms))
         tags = [tag] if tag is not None else [s.tag for s in self._tag_views.tags()]
