@@ -38,6 +38,7 @@ OrdoError
 ├── AlreadyRunningError
 ├── AppendStoppedError
 ├── JournalClosedError
+├── StoresClosedError
 ├── CdcError
 │   ├── MalformedMutationError (ValueError)
 │   ├── InvalidSchemaError (ValueError)
@@ -397,6 +398,16 @@ class AppendStoppedError(OrdoError):
 
 class JournalClosedError(OrdoError):
     """The journal (or its tag writer) was used after close()."""
+
+
+class StoresClosedError(OrdoError):
+    """Stores (their datastore's connections) were used after close(); nothing was done.
+
+    A programming error, not an outage: no retry mends it, so it is no StorageError, which
+    the processors and the tag writers retry. An SQLite datastore used to open new
+    connections that nothing closed, a PostgreSQL one to fail as StorageUnavailableError
+    ("pool already closed"), which a tracking processor or a live query retried for ever.
+    """
 
 
 class InvalidSegmentOperationError(InvalidInputError):

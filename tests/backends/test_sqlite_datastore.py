@@ -18,7 +18,7 @@ from ordo import (
     open_journal,
     open_stores,
 )
-from ordo.errors import ConfigurationError, UnknownUrlSchemeError
+from ordo.errors import ConfigurationError, StoresClosedError, UnknownUrlSchemeError
 from ordo.storage.location import PostgresLocation, SQLiteLocation, parse_location
 from ordo.storage.migration import load_migrations
 from ordo.storage.open import OpenMode, stores_at
@@ -195,3 +195,29 @@ def test_opening_a_current_journal_does_not_wait_for_a_writer(tmp_path: Path) ->
         opening.join()
         for stores in opened:
             stores.close()  # type: ignore[attr-defined]
+
+
+def test_closed_stores_open_no_connection_even_in_another_thread(tmp_path: Path) -> None:
+    """A call after close() opened a new connection that nothing closed: here it created the
+    removed file again, from a thread that had never used the stores.
+    """
+    path = tmp_path / "j.db"
+    stores = open_stores(f"sqlite:///{path}")
+    stores.close()
+    for name in ("j.db", "j.db-wal", "j.db-shm"):
+        (tmp_path / name).unlink(missing_ok=True)
+    raised: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            stores.schema_version()
+        except StoresClosedError as exc:
+            raised.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    reader.join()
+
+    assert len(raised) == 1
+    assert str(path) in str(raised[0])
+    assert list(tmp_path.iterdir()) == []

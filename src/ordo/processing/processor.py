@@ -25,6 +25,7 @@ from ordo.errors import (
     InvalidSegmentOperationError,
     MissingTaggedEventError,
     StorageAccessError,
+    StoresClosedError,
 )
 from ordo.journal import validation
 from ordo.processing.handler import EventHandler, HandlerContext
@@ -44,7 +45,7 @@ __all__ = ["EventHandler", "HandlerContext", "TrackingProcessor"]
 
 logger = logging.getLogger(__name__)
 
-_Failure = EventHandlingError | MissingTaggedEventError | StorageAccessError
+_Failure = EventHandlingError | MissingTaggedEventError | StorageAccessError | StoresClosedError
 """What stops a processor for good (`TrackingProcessor.failure`)."""
 
 
@@ -52,13 +53,13 @@ class TrackingProcessor:
     """A named processor with `thread_count` threads over the segments of its token store.
 
     Thread-safe. start() returns at once; stop() releases the claims. A handler failure under
-    ErrorMode.FAIL, a gap its source could not fill (MissingTaggedEventError), or a server
-    that refuses the URL (StorageAccessError: a password changed, a role that may no longer
-    log in, a dropped database) stops the processor and is kept in `failure`; an outage
-    (StorageUnavailableError) is retried until the server is back. The constructor refuses
-    a source, a token store, settings, a policy, a clock or a handler of the wrong kind
-    (ConfigurationError), which the worker threads would otherwise fail on, and a name the
-    token store would refuse (InvalidIdentifierError). split(), merge() and release() of a
+    ErrorMode.FAIL, a gap its source could not fill (MissingTaggedEventError), a server that
+    refuses the URL (StorageAccessError: a password changed, a role that may no longer log
+    in, a dropped database), or stores closed under it (StoresClosedError) stops the processor
+    and is kept in `failure`; an outage (StorageUnavailableError) is retried until the server
+    is back. The constructor refuses a source, a token store, settings, a policy, a clock or a
+    handler of the wrong kind (ConfigurationError), which the worker threads would otherwise
+    fail on, and a name the token store would refuse (InvalidIdentifierError). split(), merge() and release() of a
     segment whose owner is to hand it over for a merge are refused (PendingHandOverError): they
     would replace that hand-over (`ordo.processing.control`'s functions replace it on purpose).
     """

@@ -21,6 +21,7 @@ from ordo.errors import (
     PendingMergeError,
     StorageAccessError,
     StorageError,
+    StoresClosedError,
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
@@ -66,8 +67,9 @@ class SegmentWorker(threading.Thread):
         while not self.p._stopped.is_set():
             try:
                 entry = self._claim_any()
-            except StorageAccessError as exc:
-                self.p._fail(exc)  # the server refuses the URL: no retry mends it
+            except (StorageAccessError, StoresClosedError) as exc:
+                # The server refuses the URL, or the stores were closed: no retry mends it.
+                self.p._fail(exc)
                 continue  # ends the loop: _fail() sets the stop signal
             except StorageError as exc:
                 logger.warning("claim failed: processor=%s error=%s", self.p.name, exc)
@@ -82,11 +84,16 @@ class SegmentWorker(threading.Thread):
                 # Lost the claim, or the segment is gone (merged away while the claim lapsed):
                 # claim again, as a fresh start.
                 logger.info("claim lost: processor=%s error=%s", self.p.name, exc)
-            except (EventHandlingError, MissingTaggedEventError, StorageAccessError) as exc:
+            except (
+                EventHandlingError,
+                MissingTaggedEventError,
+                StorageAccessError,
+                StoresClosedError,
+            ) as exc:
                 # A handler that failed for good, or a gap that stayed open past gap_timeout:
                 # going on would skip events. A server that refuses the URL (a password changed,
-                # a role that may no longer log in): no retry mends it. The processor stops and
-                # keeps the failure.
+                # a role that may no longer log in), or stores closed under the processor: no
+                # retry mends it. The processor stops and keeps the failure.
                 self.p._fail(exc)
             except StorageError as exc:
                 # A transient storage failure (connection lost, database locked): the batch was
@@ -96,9 +103,9 @@ class SegmentWorker(threading.Thread):
             finally:
                 try:
                     self._release(entry.segment.segment_id)
-                except StorageError as exc:
-                    # Unreachable storage (a stopping thread waits for it only briefly): the
-                    # claim lapses by itself, as a crashed process's does.
+                except (StorageError, StoresClosedError) as exc:
+                    # Unreachable storage (a stopping thread waits for it only briefly), or
+                    # closed stores: the claim lapses by itself, as a crashed process's does.
                     logger.warning(
                         "release failed, the claim expires after the claim timeout (%g s): "
                         "processor=%s segment=%d error=%s",

@@ -10,12 +10,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from ordo.errors import (
     StorageError,
     StorageIntegrityError,
     StorageUnavailableError,
+    StoresClosedError,
     TransactionConflictError,
 )
 from ordo.stopping import STOPPING_WAIT, stop_signal
@@ -70,8 +71,9 @@ def translate_postgres_error(exc: psycopg.Error | PoolTimeout) -> StorageError:
 class PostgresDatastore(SchemaReads):
     """A connection pool to one PostgreSQL database (schema chosen by the URL's search_path).
 
-    Connections are in autocommit mode; writes run in explicit transactions. Thread-safe;
-    not picklable (Spark executors open their own).
+    Connections are in autocommit mode; writes run in explicit transactions. After close()
+    every call is refused (StoresClosedError). Thread-safe; not picklable (Spark executors
+    open their own).
 
     A connection is checked before it is lent (`_live_connection`): when the server ended the
     pool's sessions (a restart, a failover, pg_terminate_backend), the calls after it get new
@@ -165,10 +167,17 @@ class PostgresDatastore(SchemaReads):
         processor stops on it). Only a thread whose stop signal is set does not ask, as the
         connect could outlast STOPPING_WAIT; a processor's threads used to never ask, and
         retried a refusal as an outage for ever.
+
+        A closed pool refuses at once, and fails the calls waiting when it closes: that is
+        StoresClosedError, a programming error; as psycopg's PoolClosed (an OperationalError)
+        it became StorageUnavailableError, which a processor or a live query retried for ever.
         """
         stop = stop_signal()
         try:
             conn = self._pool.getconn() if stop is None else self._getconn_until_stopped(stop)
+        except PoolClosed as exc:
+            msg = f"the stores of PostgreSQL at {redacted_dsn(self.dsn)} were used after close()"
+            raise StoresClosedError(msg) from exc
         except PoolTimeout:
             if stop is None or not stop.is_set():
                 explain_unconnectable(self.dsn)
@@ -236,7 +245,7 @@ class PostgresDatastore(SchemaReads):
         it (the pool is closed) and stops. No call is waiting for that connection: closing
         fails the waiting ones. The pool's WARNING that it could not stop the thread is logged
         at DEBUG instead (`_quiet_abandoned_threads`): it told a library user of a problem there
-        is not.
+        is not. Idempotent.
         """
         with _quiet_abandoned_threads():
             self._pool.close(timeout=CLOSE_WAIT_S)

@@ -14,6 +14,7 @@ from ordo.errors import (
     StorageError,
     StorageIntegrityError,
     StorageUnavailableError,
+    StoresClosedError,
 )
 from ordo.storage.location import require_folder
 from ordo.storage.migration import (
@@ -78,7 +79,7 @@ class SQLiteDatastore(SchemaReads):
     backup made by `VACUUM INTO`) is left as it is. Its connections are not SQLite's read-only
     ones, which would leave `-wal` and `-shm` files behind after reading a WAL journal.
     Otherwise a missing file is created, but never its folder (`require_folder`).
-    Thread-safe; not picklable.
+    After close() every call is refused (StoresClosedError). Thread-safe; not picklable.
     """
 
     MIGRATIONS = _PACKAGE
@@ -94,6 +95,7 @@ class SQLiteDatastore(SchemaReads):
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._is_closed = False
         require_folder(path)
         self._connect()
 
@@ -139,8 +141,12 @@ class SQLiteDatastore(SchemaReads):
             )
 
     def close(self) -> None:
-        """Close every connection this datastore opened, in any thread."""
+        """Close every connection this datastore opened, in any thread; later calls are refused.
+
+        Idempotent. A call after it used to open a new connection that nothing closed.
+        """
         with self._lock:
+            self._is_closed = True
             for conn in self._connections:
                 conn.close()
             self._connections.clear()
@@ -155,9 +161,15 @@ class SQLiteDatastore(SchemaReads):
         return 0 if row is None else stored_version(row[0])
 
     def _connect(self) -> sqlite3.Connection:
+        """This thread's connection, opened on its first call; StoresClosedError after close().
+
+        close() forgets every thread's connection, so a call after it comes here and is refused
+        before the file is opened.
+        """
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is not None:
             return conn
+        self._refuse_if_closed()
         try:
             conn = sqlite3.connect(
                 f"{self.path.resolve().as_uri()}?mode=rw" if self.read_only else self.path,
@@ -173,9 +185,17 @@ class SQLiteDatastore(SchemaReads):
             msg = f"cannot open SQLite journal {self.path}: {exc}"
             raise StorageUnavailableError(msg) from exc
         with self._lock:
+            if self._is_closed:  # closed while this thread connected
+                conn.close()
+                self._refuse_if_closed()
             self._connections.append(conn)
         self._local.conn = conn
         return conn
+
+    def _refuse_if_closed(self) -> None:
+        if self._is_closed:
+            msg = f"the stores of SQLite database {self.path} were used after close()"
+            raise StoresClosedError(msg)
 
 
 def require_journal_file(path: Path, *, what: str = "journal") -> None:

@@ -1,0 +1,73 @@
+"""Stores used after close(), on both backends: StoresClosedError before anything is read or
+written. An SQLite datastore opened new connections that nothing closed (reads and writes went
+on), a PostgreSQL one failed as StorageUnavailableError ("pool already closed"): an outage,
+which a tracking processor or a live query retried for ever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from ordo.errors import StoresClosedError
+from ordo.processing.processor import TrackingProcessor
+from ordo.storage.open import Stores, events_by_tag_at, open_stores, stores_at
+from ordo.types import PersistenceId
+from processing_support import FAST, source, wait_for
+
+
+CALLS: dict[str, Callable[[Stores], object]] = {
+    "highest_sequence_nr": lambda stores: stores.journal.highest_sequence_nr(PersistenceId("p")),
+    "persistence_ids": lambda stores: list(stores.journal.persistence_ids()),
+    "entries": lambda stores: stores.tokens.entries("before"),
+    "initialize": lambda stores: stores.tokens.initialize("after", segment_count=1),
+    "schema_version": lambda stores: stores.schema_version(),
+    "table_names": lambda stores: stores.table_names(),
+    "migrate": lambda stores: stores.migrate(),
+}
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_closed_stores_refuse_reads_and_writes(journal_url: str, call: str) -> None:
+    stores = open_stores(journal_url)
+    stores.tokens.initialize("before", segment_count=1)
+    stores.close()
+    stores.close()  # harmless
+
+    with pytest.raises(StoresClosedError, match=r"used after close\(\)"):
+        CALLS[call](stores)
+
+    with stores_at(journal_url) as reopened:
+        assert reopened.tokens.processors() == ["before"]  # nothing was written
+
+
+def test_a_query_used_after_its_block_is_refused(journal_url: str) -> None:
+    with stores_at(journal_url):
+        pass  # the journal a query reads must exist
+    with events_by_tag_at(journal_url) as queries:
+        pass
+
+    with pytest.raises(StoresClosedError):
+        queries.current("t").next_batch()
+
+
+def test_a_processor_whose_stores_close_under_it_stops_with_stores_closed_error(
+    journal_url: str,
+) -> None:
+    """Not an outage: the processor stops and keeps the failure instead of retrying for ever,
+    and its threads end without an unhandled exception (failed releases are logged).
+    """
+    stores = open_stores(journal_url)
+    processor = TrackingProcessor(
+        "closing", source(stores), stores.tokens, lambda *_: None, settings=FAST
+    )
+    processor.start()
+    try:
+        wait_for(lambda: all(entry.owner for entry in stores.tokens.entries("closing")))
+        stores.close()
+        wait_for(lambda: not processor.is_running)
+    finally:
+        processor.stop()
+
+    assert isinstance(processor.failure, StoresClosedError)
