@@ -16,7 +16,6 @@ from ordo.storage.open import Stores, events_by_tag_at, open_stores, stores_at
 from ordo.types import PersistenceId
 from processing_support import FAST, source, wait_for
 
-
 CALLS: dict[str, Callable[[Stores], object]] = {
     "highest_sequence_nr": lambda stores: stores.journal.highest_sequence_nr(PersistenceId("p")),
     "persistence_ids": lambda stores: list(stores.journal.persistence_ids()),

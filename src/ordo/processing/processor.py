@@ -59,9 +59,10 @@ class TrackingProcessor:
     and is kept in `failure`; an outage (StorageUnavailableError) is retried until the server
     is back. The constructor refuses a source, a token store, settings, a policy, a clock or a
     handler of the wrong kind (ConfigurationError), which the worker threads would otherwise
-    fail on, and a name the token store would refuse (InvalidIdentifierError). split(), merge() and release() of a
-    segment whose owner is to hand it over for a merge are refused (PendingHandOverError): they
-    would replace that hand-over (`ordo.processing.control`'s functions replace it on purpose).
+    fail on, and a name the token store would refuse (InvalidIdentifierError). split(),
+    merge() and release() of a segment whose owner is to hand it over for a merge are refused
+    (PendingHandOverError): they would replace that hand-over (`ordo.processing.control`'s
+    functions replace it on purpose).
     """
 
     def __init__(

@@ -161,7 +161,7 @@ class SQLiteDatastore(SchemaReads):
         return 0 if row is None else stored_version(row[0])
 
     def _connect(self) -> sqlite3.Connection:
-        """This thread's connection, opened on its first call; StoresClosedError after close().
+        """The calling thread's connection, opened on its first call; refused after close().
 
         close() forgets every thread's connection, so a call after it comes here and is refused
         before the file is opened.
