@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from ordo.processing.connection import SqlConnection
 from ordo.processing.segment import Segment
@@ -161,6 +161,7 @@ class BatchTransaction(Protocol):
         ...
 
 
+@runtime_checkable
 class TokenStore(Protocol):
     """Tokens and claims of tracking processors; every operation is atomic. Thread-safe."""
 

@@ -213,9 +213,6 @@ class TrackingProcessor:
             worker.wake.set()
 
 
-_TOKEN_STORE_METHODS = tuple(name for name in vars(TokenStore) if not name.startswith("_"))
-
-
 def _check_parts(source: object, tokens: object) -> None:
     """ConfigurationError unless `source` is an EventSource and `tokens` a TokenStore.
 
@@ -225,6 +222,6 @@ def _check_parts(source: object, tokens: object) -> None:
     if not isinstance(source, EventSource):
         msg = f"source must be an EventSource, got {source!r:.80}"
         raise ConfigurationError(msg)
-    if not all(callable(getattr(tokens, name, None)) for name in _TOKEN_STORE_METHODS):
+    if not isinstance(tokens, TokenStore):  # every method of the port (runtime_checkable)
         msg = f"tokens must be a TokenStore, got {tokens!r:.80}"
         raise ConfigurationError(msg)

@@ -44,19 +44,15 @@ class EventSource:
         nothing for ever.
         """
         validation.tag(self.tag)
-        for name, settings, kind in (
+        parts: tuple[tuple[str, object, type], ...] = (
+            ("reader", self.reader, TagViewReader),
             ("query", self.query, QuerySettings),
             ("events_by_tag", self.events_by_tag, EventsByTagSettings),
-        ):
-            if not isinstance(settings, kind):
-                msg = f"{name} must be {kind.__name__}, got {type(settings).__name__}"
+        )
+        for name, part, kind in parts:
+            if not isinstance(part, kind):
+                msg = f"{name} must be a {kind.__name__}, got {part!r:.80}"
                 raise ConfigurationError(msg)
-        if not all(
-            callable(getattr(self.reader, method, None))
-            for method in ("read_tag_view", "next_bucket")
-        ):
-            msg = f"reader must be a TagViewReader, got {self.reader!r:.80}"
-            raise ConfigurationError(msg)
 
     def open(
         self,

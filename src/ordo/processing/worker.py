@@ -25,7 +25,7 @@ from ordo.errors import (
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
-from ordo.processing.ports import SegmentAction, TokenEntry
+from ordo.processing.ports import SegmentAction, SegmentRequest, TokenEntry
 from ordo.processing.segment import Segment
 from ordo.processing.segment_batch import SegmentState, handle_batch
 from ordo.processing.sequencing import sequence_hash
@@ -211,19 +211,32 @@ class SegmentWorker(threading.Thread):
         if not p._is_per_id:
             self._forget_handled()
         request = p._tokens.take_request(p.name, segment_id)
+        if request is None:
+            return False
+        if request.action is SegmentAction.MERGE:
+            return self._merge(segment, now_ms=now, claim_timeout_ms=timeout)
+        if request.action is SegmentAction.HAND_OVER and request.target_owner:
+            return self._hand_over(
+                segment_id, request.target_owner, now_ms=now, claim_timeout_ms=timeout
+            )
+        return self._split_or_rest(segment_id, request, now_ms=now, claim_timeout_ms=timeout)
+
+    def _split_or_rest(
+        self, segment_id: int, request: SegmentRequest | None, *, now_ms: int, claim_timeout_ms: int
+    ) -> bool:
+        """Act on a split or release asked of this owner; True when it was one (the claim ends).
+
+        A released segment rests from this owner's claims for two claim timeouts, so that
+        another process's thread takes it up.
+        """
+        p = self.p
         action = None if request is None else request.action
         if action is SegmentAction.SPLIT:
             low, high = p._tokens.split(p.name, segment_id, self.owner)
             logger.info("split: processor=%s into %s and %s", p.name, low, high)
             return True
-        if action is SegmentAction.MERGE:
-            return self._merge(segment, now_ms=now, claim_timeout_ms=timeout)
-        if action is SegmentAction.HAND_OVER and request is not None and request.target_owner:
-            return self._hand_over(
-                segment_id, request.target_owner, now_ms=now, claim_timeout_ms=timeout
-            )
         if action is SegmentAction.RELEASE:
-            self._resting[segment_id] = now + 2 * timeout
+            self._resting[segment_id] = now_ms + 2 * claim_timeout_ms
             logger.info("released on request: processor=%s segment=%s", p.name, segment_id)
             return True
         return False
@@ -286,13 +299,9 @@ class SegmentWorker(threading.Thread):
         ):
             return False
         request = p._tokens.take_request(p.name, sibling_id)
-        action = None if request is None else request.action
-        if action is SegmentAction.SPLIT:
-            low, high = p._tokens.split(p.name, sibling_id, self.owner)
-            logger.info("split: processor=%s into %s and %s", p.name, low, high)
-        elif action is SegmentAction.RELEASE:
-            self._resting[sibling_id] = now_ms + 2 * claim_timeout_ms
-        else:
+        if not self._split_or_rest(
+            sibling_id, request, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+        ):
             return False
         p._tokens.release(p.name, sibling_id, self.owner)
         logger.info(

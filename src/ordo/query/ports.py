@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from ordo.query.envelope import KeyRun
 from ordo.types import PersistenceId, Tag, TagPidSequenceNr, TimeBucket
@@ -34,6 +34,7 @@ R = TypeVar("R", bound=RowKey)
 """The row type a query works on: envelopes in the library, keys in Spark's planner."""
 
 
+@runtime_checkable
 class TagViewReader(Protocol[R_co]):
     """Reads tag_views rows; the library query reads envelopes, Spark's planner only keys."""
 
