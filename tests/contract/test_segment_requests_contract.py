@@ -308,6 +308,43 @@ def test_a_merge_leaves_a_split_or_release_asked_of_the_handed_over_sibling_to_i
 
 
 @_EACH_OPERATOR_REQUEST
+def test_a_merge_leaves_a_split_or_release_pending_on_a_free_sibling_to_be_done(
+    stores: Stores, operation: Callable[..., ControlReceipt], replacing: SegmentRequest
+) -> None:
+    """Asked of "b", which released segment 1 (it stopped) before it took the request: "a"
+    merged segment 0 with the free segment 1 and the request went with it, unseen. The merge
+    is refused while it is pending, as over a sibling "a" holds: whoever claims segment 1
+    acts on it first. So is an operator's merge of the two, once both are free."""
+    _holding_0_and_1(stores)
+    assert operation(stores.tokens, "p", 1, now_ms=1, claim_timeout_ms=TIMEOUT).message.startswith(
+        "asked b to "
+    )
+    stores.tokens.release("p", 1, "b")
+    refused = rf"Segment\[1/1\] has a {replacing.action} request pending"
+    with pytest.raises(UnableToClaimTokenError, match=refused):
+        stores.tokens.merge("p", 0, "a", now_ms=2, claim_timeout_ms=TIMEOUT)
+    stores.tokens.release("p", 0, "a")
+    with pytest.raises(UnableToClaimTokenError, match=refused):
+        merge_segment(stores.tokens, "p", 0, now_ms=3, claim_timeout_ms=TIMEOUT)
+    assert [(e.segment.mask, e.owner) for e in stores.tokens.entries("p")] == [(1, None)] * 2
+    assert _pending(stores) == [(1, replacing)]
+
+
+def test_a_request_is_taken_only_of_the_actions_asked_for(stores: Stores) -> None:
+    """A merging owner takes a split or release from the sibling, to act on it; a merge or a
+    hand-over taken there too was gone for good when the merge then failed."""
+    stores.tokens.initialize("p", segment_count=2)
+    split = SegmentRequest(action=SegmentAction.SPLIT)
+    stores.tokens.request("p", 1, MERGE, now_ms=0)
+    assert stores.tokens.take_request("p", 1, actions={SegmentAction.SPLIT}) is None
+    assert stores.tokens.take_request("p", 1, actions=frozenset()) is None
+    assert _pending(stores) == [(1, MERGE)]
+    stores.tokens.request("p", 1, split, now_ms=1)
+    assert stores.tokens.take_request("p", 1, actions={SegmentAction.SPLIT}) == split
+    assert _pending(stores) == []
+
+
+@_EACH_OPERATOR_REQUEST
 def test_request_merge_keeps_a_split_or_release_that_replaced_the_hand_over(
     stores: Stores, operation: Callable[..., ControlReceipt], replacing: SegmentRequest
 ) -> None:
@@ -416,9 +453,10 @@ def test_a_merge_drops_a_merge_pending_on_the_other_half(stores: Stores) -> None
 
 
 def test_a_merge_drops_the_requests_of_the_merged_away_segment(stores: Stores) -> None:
-    """Else a later split that makes the id again hands the new segment an old request."""
+    """Else a later split that makes the id again hands the new segment an old request (a
+    merge, which the merge made; a split or release there refuses the merge)."""
     stores.tokens.initialize("p", segment_count=2)
-    stores.tokens.request("p", 1, SegmentRequest(action=SegmentAction.SPLIT), now_ms=0)
+    stores.tokens.request("p", 1, MERGE, now_ms=0)
     stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
     stores.tokens.merge("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
     stores.tokens.split("p", 0, "a")

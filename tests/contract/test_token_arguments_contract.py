@@ -132,6 +132,7 @@ def test_the_other_segment_operations_check_their_arguments(stores: Stores) -> N
         (lambda: stores.tokens.split("p", True, "a"), "segment_id"),
         (lambda: stores.tokens.merge("p", 0, "a", now_ms=bad, claim_timeout_ms=1), "now_ms"),  # type: ignore[arg-type]
         (lambda: stores.tokens.take_request("p", bad), "segment_id"),  # type: ignore[arg-type]
+        (lambda: stores.tokens.take_request("p", 0, actions={"split"}), "SegmentAction"),  # type: ignore[arg-type]
         (
             lambda: stores.tokens.hand_over("p", 0, "a", to="", now_ms=0, claim_timeout_ms=1),
             "to",

@@ -9,7 +9,12 @@ from datetime import timedelta
 
 import pytest
 
-from ordo.errors import PendingHandOverError, PendingMergeError, UnableToClaimTokenError
+from ordo.errors import (
+    PendingHandOverError,
+    PendingMergeError,
+    StorageError,
+    UnableToClaimTokenError,
+)
 from ordo.processing.control import (
     ControlReceipt,
     merge_segment,
@@ -390,4 +395,79 @@ def test_a_merge_ended_after_the_hand_over_releases_the_sibling_with_the_segment
         released = tokens.calls.index(("release", 0))
         assert tokens.calls[released + 1] == ("release", 1)
         assert processor.is_running
+    assert processor.failure is None
+
+
+@_EACH_OPERATOR_ACTION
+def test_a_release_or_split_left_pending_on_a_free_sibling_is_done_and_ends_the_merge(
+    stores: Stores, operation: Callable[..., ControlReceipt]
+) -> None:
+    """Segment 1's owner released it (it stopped) before it took the operator's request: the
+    merging owner merged segment 0 with the free segment 1, and the request went with it,
+    though the operator was told it was asked. The merging owner acts on it now, as on a
+    sibling handed over to it: it claims segment 1, splits it (when asked to split), releases
+    it, and keeps processing segment 0."""
+    processor = _beside_other_s_segment_1(stores, _TokenStoreDouble(stores.tokens))
+    with processor:
+        owner = _owner_of_segment_0(stores)
+        receipt = operation(stores.tokens, "counts", 1, now_ms=now_ms(), claim_timeout_ms=30_000)
+        assert receipt.message.startswith("asked other to ")
+        stores.tokens.release("counts", 1, "other")
+        processor.merge(0)
+        wait_for(
+            lambda: (
+                stores.tokens.pending_requests("counts") == []
+                and all(e.owner is None for e in stores.tokens.entries("counts")[1:])
+            )
+        )
+        entries = stores.tokens.entries("counts")
+        expected = {release_segment: [(1, 1)], split_segment: [(1, 3), (3, 3)]}[operation]
+        assert [(e.segment.segment_id, e.segment.mask) for e in entries] == [(0, 1), *expected]
+        assert entries[0].owner == owner
+        assert processor.is_running
+    assert processor.failure is None
+
+
+class _SiblingMergeAskedThenTheMergeFails(_HandedOverThenAsked):
+    """As _HandedOverThenAsked, with the operator asking for a merge of segment 1, and the
+    merge that follows (the worker's next check) failing once, as a lost connection fails
+    it."""
+
+    def __init__(self, tokens: TokenStore) -> None:
+        super().__init__(tokens, operation=merge_segment, segment_id=1)
+        self.has_failed = False
+
+    def merge(
+        self, processor: str, segment_id: int, owner: str, *, now_ms: int, claim_timeout_ms: int
+    ) -> Segment:
+        if self.receipts and not self.has_failed:
+            self.has_failed = True
+            msg = "connection lost (injected)"
+            raise StorageError(msg)
+        return self._tokens.merge(
+            processor, segment_id, owner, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+        )
+
+
+def test_an_operator_s_merge_of_the_sibling_handed_over_stays_pending_when_the_merge_fails(
+    stores: Stores,
+) -> None:
+    """The operator asked for a merge of segment 1 once it was handed over to the merging
+    owner, which took that request with the sibling's at its next check and then failed to
+    merge: the request was gone, though nothing was merged. The merging owner takes only a
+    split or release from the sibling now; the merge request stays pending until a merge
+    carries it out (here, once the storage failure ended the claims, for segment 1's next
+    owner)."""
+    tokens = _SiblingMergeAskedThenTheMergeFails(stores.tokens)
+    processor = _beside_other_s_segment_1(stores, tokens)
+    with processor:
+        owner = _owner_of_segment_0(stores)
+        processor.merge(0)
+        wait_for(lambda: tokens.has_failed and ("release", 1) in tokens.calls)
+        what = "merge Segment[1/1] with its sibling"
+        assert [r.message for r in tokens.receipts] == [f"asked {owner} to {what}"]
+        assert [(p.segment_id, p.request) for p in stores.tokens.pending_requests("counts")] == [
+            (1, SegmentRequest(action=SegmentAction.MERGE))
+        ]
+        assert len(stores.tokens.entries("counts")) == 2
     assert processor.failure is None

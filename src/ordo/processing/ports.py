@@ -204,8 +204,9 @@ class TokenStore(Protocol):
         """Merge an owned segment with its sibling, which must be claimable.
 
         The lower token is kept and the merged segment stays claimed by `owner`. A sibling
-        `owner` holds with a split or release pending (asked of `owner` since the sibling was
-        handed over to it) is not claimable for the merge: `owner` acts on the request first.
+        with a split or release pending (asked of `owner` since the sibling was handed over to
+        it, or left on it free by an owner that released it first) is not claimable for the
+        merge, which would drop the request: whoever holds or claims it acts on it first.
         UnableToClaimTokenError when the sibling is not claimable.
         """
         ...
@@ -248,8 +249,17 @@ class TokenStore(Protocol):
         """
         ...
 
-    def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
-        """Remove and return the pending request for the segment, if any."""
+    def take_request(
+        self,
+        processor: str,
+        segment_id: int,
+        *,
+        actions: AbstractSet[SegmentAction] = frozenset(SegmentAction),
+    ) -> SegmentRequest | None:
+        """Remove and return the pending request for the segment, if any of `actions`.
+
+        A request of another action stays pending (the check and the removal are atomic).
+        """
         ...
 
     def pending_requests(self, processor: str) -> Sequence[PendingRequest]:

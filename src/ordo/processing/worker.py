@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+_OBEYED_ON_SIBLING = frozenset({SegmentAction.SPLIT, SegmentAction.RELEASE})
+"""What a merging owner takes from the sibling and acts on instead of merging."""
+
 
 class SegmentWorker(threading.Thread):
     """One thread: claims a segment, processes it until told otherwise, and so on."""
@@ -263,12 +266,13 @@ class SegmentWorker(threading.Thread):
         (`request_merge`, one transaction: an operator's release or split made between two
         requests ended the merge, and the hand-over asked after it sent the sibling to an
         owner that was not merging). A request made of this owner since it took the merge
-        (an operator's release or split of either segment, the sibling once handed over) ends
-        the merge instead. When the sibling's owner
-        merges the same two segments, one of them leaves the merge to the other, and hands
-        its segment over when asked, instead of each handing its segment to the other: a
-        hand-over it was asked for meanwhile refuses the merge (PendingHandOverError), and a
-        merge pending on the lower segment refuses the higher one's (PendingMergeError).
+        (an operator's release or split of either segment, the sibling once handed over), or
+        a split or release left pending on a free sibling, ends the merge instead. When the
+        sibling's owner merges the same two segments, one of them leaves the merge to the
+        other, and hands its segment over when asked, instead of each handing its segment to
+        the other: a hand-over it was asked for meanwhile refuses the merge
+        (PendingHandOverError), and a merge pending on the lower segment refuses the higher
+        one's (PendingMergeError).
         """
         if self._obey_on_sibling(segment, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms):
             return False
@@ -283,22 +287,37 @@ class SegmentWorker(threading.Thread):
         return merged is not None
 
     def _obey_on_sibling(self, segment: Segment, *, now_ms: int, claim_timeout_ms: int) -> bool:
-        """Act on a split or release asked of this owner for the sibling it was handed over.
+        """Act on a split or release pending on the sibling, held by this owner or by nobody.
 
-        Asked after the hand-over, the request is this owner's (the command said so), and the
-        merge would delete it unseen (the store refuses to while it is pending). This owner
-        releases the sibling (split first, when asked to split) and the merge ends: True then.
-        Any other request taken there is one the merge ends anyway.
+        The merge would delete the request unseen (the store refuses to while it is pending).
+        Asked after the sibling was handed over, it is this owner's (the command said so); left
+        on a free sibling (its owner released it before taking it), it is its next owner's.
+        This owner claims the sibling, releases it (split first, when asked to split) and the
+        merge ends: True then. A merge or hand-over pending there stays: the merge deletes it
+        when made, and one that fails leaves it to the sibling's next owner.
         """
         if segment.is_root:
             return False  # nothing to merge with: `merge` says so
         p, sibling_id = self.p, segment.mergeable_segment_id()
-        if not any(
-            e.segment.segment_id == sibling_id and e.owner == self.owner
-            for e in p._tokens.entries(p.name)
+        asked = {r.segment_id: r.request.action for r in p._tokens.pending_requests(p.name)}
+        sibling = next(
+            (e for e in p._tokens.entries(p.name) if segment.is_mergeable_with(e.segment)), None
+        )
+        if (
+            asked.get(sibling_id) not in _OBEYED_ON_SIBLING
+            or sibling is None
+            or not sibling.is_claimable_by(
+                self.owner, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+            )
         ):
             return False
-        request = p._tokens.take_request(p.name, sibling_id)
+        try:
+            p._tokens.claim(
+                p.name, sibling_id, self.owner, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+            )
+        except UnableToClaimTokenError:
+            return False  # taken meanwhile: its owner acts on the request
+        request = p._tokens.take_request(p.name, sibling_id, actions=_OBEYED_ON_SIBLING)
         if not self._split_or_rest(
             sibling_id, request, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
         ):

@@ -9,6 +9,7 @@ what a merge leaves to its owner first (`merge`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 from ordo.errors import (
     InvalidInputError,
@@ -194,20 +195,31 @@ class SqlSegmentRequests(SqlTokenRows):
             ),
         )
 
-    def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
-        """Remove and return the pending request for the segment, if any.
+    def take_request(
+        self,
+        processor: str,
+        segment_id: int,
+        *,
+        actions: AbstractSet[SegmentAction] = frozenset(SegmentAction),
+    ) -> SegmentRequest | None:
+        """Remove and return the pending request for the segment, if any of `actions`.
 
-        One DELETE ... RETURNING: a read and then a delete lost a request that `request()`
-        stored in between (PostgreSQL, READ COMMITTED): it was deleted unseen.
+        One DELETE ... RETURNING, which checks the action too: a read and then a delete lost a
+        request that `request()` stored in between (PostgreSQL, READ COMMITTED): it was deleted
+        unseen.
         """
         check_segment(processor, segment_id)
+        values = [_check_action(action).value for action in actions]
+        if not values:
+            return None
         with self._write() as conn:
             row = conn.execute(
                 self._sql(
                     "DELETE FROM segment_requests WHERE processor = {p} AND segment_id = {p} "
+                    f"AND action IN ({', '.join(['{p}'] * len(values))}) "
                     "RETURNING action, target_owner"
                 ),
-                (processor, segment_id),
+                (processor, segment_id, *values),
             ).fetchone()
         return None if row is None else _request(row[0], row[1])
 
@@ -263,20 +275,20 @@ class SqlSegmentRequests(SqlTokenRows):
         hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=to)
         return on_sibling in (None, _MERGE) and on_segment in (None, hand_over)
 
-    def _check_nothing_asked_first(
-        self, conn: SqlConnection, sibling: TokenEntry, owner: str
-    ) -> None:
-        """Refuse a merge while a split or release asked of `owner` for the sibling is pending.
+    def _check_nothing_asked_first(self, conn: SqlConnection, sibling: TokenEntry) -> None:
+        """Refuse a merge while a split or release is pending on the (claimable) sibling.
 
-        Such a request was made after the sibling's owner handed it over to `owner` (before,
-        `hand_over` skips the move): the command said `owner` was asked, and the merge deleted
-        the request unseen. The owner acts on it first (UnableToClaimTokenError until then).
+        One asked of the merging owner, made after the sibling's owner handed it over (before,
+        `hand_over` skips the move), or one left on a free sibling, whose owner released it
+        before taking it: the command said the owner was asked, and the merge deleted the
+        request unseen. Whoever holds or claims the sibling acts on it first
+        (UnableToClaimTokenError until then).
         """
         pending = self._pending(conn, sibling.processor, sibling.segment.segment_id)
-        if sibling.owner == owner and pending is not None and pending.action in _KEPT_FROM_A_MERGE:
+        if pending is not None and pending.action in _KEPT_FROM_A_MERGE:
             msg = (
                 f"processor {sibling.processor!r} segment {sibling.segment} has a "
-                f"{pending.action} request pending: {owner!r} acts on it before any merge"
+                f"{pending.action} request pending: it is acted on before any merge"
             )
             raise UnableToClaimTokenError(msg)
 
@@ -363,6 +375,13 @@ def _check_request(request: object) -> None:
         raise InvalidInputError(msg)
     if request.action is SegmentAction.HAND_OVER or request.target_owner is not None:
         validation.owner_name(request.target_owner, name="target_owner")
+
+
+def _check_action(action: object) -> SegmentAction:
+    if not isinstance(action, SegmentAction):
+        msg = f"actions must hold SegmentAction members, got {action!r:.80}"
+        raise InvalidInputError(msg)
+    return action
 
 
 def _request(action: object, target_owner: object) -> SegmentRequest:

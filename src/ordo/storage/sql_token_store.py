@@ -139,7 +139,7 @@ class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
                     f"{sibling.owner!r}: ask its owner to release it first"
                 )
                 raise UnableToClaimTokenError(msg)
-            self._check_nothing_asked_first(conn, sibling, owner)
+            self._check_nothing_asked_first(conn, sibling)
             token = entry.token.merged(entry.segment, sibling.token, sibling.segment)
             replay = replay_point([entry.replay_until, sibling.replay_until])
             conn.execute(
