@@ -4,6 +4,7 @@ hand-overs and releases asked meanwhile, and both owners of a pair merging it at
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from datetime import timedelta
 
@@ -72,8 +73,14 @@ class _HandOverAskedMeanwhile(_TokenStoreDouble):
         super().__init__(tokens)
         self._sibling_owner = sibling_owner
 
-    def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
-        taken = self._tokens.take_request(processor, segment_id)
+    def take_request(
+        self,
+        processor: str,
+        segment_id: int,
+        *,
+        actions: AbstractSet[SegmentAction] = frozenset(SegmentAction),
+    ) -> SegmentRequest | None:
+        taken = self._tokens.take_request(processor, segment_id, actions=actions)
         if taken is not None and taken.action is SegmentAction.MERGE:
             hand_over = SegmentRequest(
                 action=SegmentAction.HAND_OVER, target_owner=self._sibling_owner
@@ -111,8 +118,14 @@ class _Releases(_TokenStoreDouble):
         self.released.append(segment_id)
         self._tokens.release(processor, segment_id, owner)
 
-    def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
-        taken = self._tokens.take_request(processor, segment_id)
+    def take_request(
+        self,
+        processor: str,
+        segment_id: int,
+        *,
+        actions: AbstractSet[SegmentAction] = frozenset(SegmentAction),
+    ) -> SegmentRequest | None:
+        taken = self._tokens.take_request(processor, segment_id, actions=actions)
         self.taken_after_hand_over += self._is_hand_over_taken
         if taken is not None and taken.action is SegmentAction.HAND_OVER:
             self._is_hand_over_taken = True
@@ -144,8 +157,14 @@ class _ReleaseAskedMeanwhile(_TokenStoreDouble):
         self.merges_taken = 0
         self.receipts: list[ControlReceipt] = []
 
-    def take_request(self, processor: str, segment_id: int) -> SegmentRequest | None:
-        taken = self._tokens.take_request(processor, segment_id)
+    def take_request(
+        self,
+        processor: str,
+        segment_id: int,
+        *,
+        actions: AbstractSet[SegmentAction] = frozenset(SegmentAction),
+    ) -> SegmentRequest | None:
+        taken = self._tokens.take_request(processor, segment_id, actions=actions)
         if taken is not None and taken.action is SegmentAction.MERGE:
             self.merges_taken += 1
             if self.merges_taken == 2:
