@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from contextlib import closing
 from datetime import datetime
 from pathlib import Path
@@ -15,6 +17,24 @@ from cli_support import journal_with_one_event as _journal_with_one_event
 from cli_support import run as _run
 from ordo.cli.main import cli
 from sqlite_support import LATEST, older_journal, stored_version
+
+
+def test_python_dash_m_ordo_runs_the_command_line(tmp_path: Path) -> None:
+    """`python -m ordo` said "'ordo' is a package and cannot be directly executed"."""
+
+    def python_m_ordo(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "ordo", *args]
+        return subprocess.run(command, input=stdin, capture_output=True, text=True, check=False)
+
+    url = f"sqlite:///{tmp_path}/j.db"
+    appended = python_m_ordo(
+        "append", "--journal", url, stdin='{"persistence_id": "o", "payload": 1}'
+    )
+    assert (appended.returncode, appended.stdout) == (0, "appended 1 event to 1 persistence id\n")
+    refused = python_m_ordo("events", "", "--journal", url)  # the one error boundary too
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == "Error: InvalidIdentifierError: persistence_id must not be empty\n"
+    assert python_m_ordo("--help").stdout.startswith("Usage: ordo [OPTIONS]")
 
 
 def test_init_is_idempotent(

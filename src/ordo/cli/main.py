@@ -105,7 +105,7 @@ for command in (reconcile, cleanup, verify, status):
 
 
 def main() -> None:
-    """Entry point of the `ordo` console script (and of `python -m ordo.cli.main`)."""
+    """Entry point of the `ordo` console script, `python -m ordo` and `python -m ordo.cli.main`."""
     cli(prog_name="ordo")
 
 
