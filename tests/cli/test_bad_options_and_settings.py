@@ -73,6 +73,52 @@ def test_a_usage_error_is_one_line_with_status_2(
     assert (code, out, err) == (2, "", line + "\n")
 
 
+@pytest.mark.parametrize("command", ["split", "merge", "release"])
+@pytest.mark.parametrize("value", ["-1", "-12"])
+def test_a_negative_segment_id_is_refused_as_out_of_range(
+    runner: CliRunner, command: str, value: str
+) -> None:
+    """click read `-1` as an unknown option: "No such option '-1'"."""
+    line = (
+        f"Error: Invalid value for 'SEGMENT_ID': {value} is not in the range "
+        f"0<=x<=9007199254740991; see 'ordo processors {command} --help'\n"
+    )
+    for args in (["p", value], ["p", value, "--journal", "j.db"], ["p", "--", value]):
+        assert _run(runner, "processors", command, *args) == (2, "", line)
+
+
+def test_a_negative_schema_version_is_refused_as_out_of_range(runner: CliRunner) -> None:
+    code, out, err = _run(runner, "cdc", "schemas", "accept", "t", "-1")
+    assert (code, out) == (2, "")
+    assert err == (
+        "Error: Invalid value for 'VERSION': -1 is not in the range 1<=x<=9007199254740991; "
+        "see 'ordo cdc schemas accept --help'\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "line"),
+    [
+        (  # the value of --journal, as before
+            ["p", "1", "--journal", "-1"],
+            1,
+            "Error: StorageUnavailableError: no journal at -1: create it with `ordo init` or by "
+            "appending to it",
+        ),
+        (
+            ["p", "-x", "1"],
+            2,
+            "Error: No such option '-x' (valid: --journal, --replace-hand-over, --help); "
+            "see 'ordo processors split --help'",
+        ),
+    ],
+)
+def test_only_negative_numbers_are_read_as_arguments(
+    runner: CliRunner, args: list[str], code: int, line: str
+) -> None:
+    assert _run(runner, "processors", "split", *args) == (code, "", line + "\n")
+
+
 @pytest.mark.parametrize(
     "args",
     [

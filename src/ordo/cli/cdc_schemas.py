@@ -10,6 +10,7 @@ import click
 
 from ordo.arguments import LARGEST_INTEGER
 from ordo.cdc import SchemaRegistry, SchemaVersion, TableSchema
+from ordo.cli.number_arguments import NumberArgumentsCommand
 from ordo.cli.options import (
     existing_journal,
     journal_option,
@@ -96,7 +97,7 @@ def register(journal_url: str | None, schema_file: Path) -> None:
     click.echo(_line(version))
 
 
-@schemas.command()
+@schemas.command(cls=NumberArgumentsCommand)
 @journal_option
 @click.argument("table")
 @click.argument("version", type=click.IntRange(min=1, max=LARGEST_INTEGER))

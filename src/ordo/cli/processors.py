@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import click
 
+from ordo.cli.number_arguments import NumberArgumentsCommand
 from ordo.cli.options import (
     SEGMENT_ID,
     beyond_token,
@@ -145,7 +146,7 @@ _replace_hand_over_option = click.option(
 )
 
 
-@processors.command()
+@processors.command(cls=NumberArgumentsCommand)
 @journal_option
 @_replace_hand_over_option
 @click.argument("processor")
@@ -157,7 +158,7 @@ def split(
     _steer(journal_url, "split", processor, segment_id, replace_hand_over=replace_hand_over)
 
 
-@processors.command()
+@processors.command(cls=NumberArgumentsCommand)
 @journal_option
 @_replace_hand_over_option
 @click.argument("processor")
@@ -169,7 +170,7 @@ def merge(
     _steer(journal_url, "merge", processor, segment_id, replace_hand_over=replace_hand_over)
 
 
-@processors.command()
+@processors.command(cls=NumberArgumentsCommand)
 @journal_option
 @_replace_hand_over_option
 @click.argument("processor")
