@@ -118,6 +118,10 @@ def test_bad_journal_urls_are_one_line_errors(
     [
         ("host=127.0.0.1 port", 'missing "=" after "port" in connection info string'),
         ("postgresql://127.0.0.1:1/db?colour=red", 'invalid URI query parameter: "colour"'),
+        # libpq's "invalid port number" was a StorageUnavailableError, as if the server were down
+        ("postgresql://127.0.0.1:99999/db", "port '99999' is not a TCP port (1 to 65535)"),
+        ("host=127.0.0.1 port=0", "port '0' is not a TCP port (1 to 65535)"),
+        ("host=a,b port=5432,x", "port 'x' is not a TCP port (1 to 65535)"),
     ],
 )
 @pytest.mark.parametrize("command", [["info"], ["init"], ["append"]])

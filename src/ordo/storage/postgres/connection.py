@@ -34,6 +34,7 @@ A server that needs longer is taken for unavailable, the side that a retry corre
 """
 
 Connection = psycopg.Connection[tuple[object, ...]]
+_LARGEST_PORT = 65_535
 
 OUT_OF_SLOTS = ("too many clients", "too many connections", "connection slots are reserved")
 """Parts of the server's messages for SQLSTATE 53300 (PostgreSQL 15 and later, in English):
@@ -104,8 +105,31 @@ def session_conninfo(dsn: str) -> str:
     except psycopg.ProgrammingError as exc:  # libpq cannot parse it: a traceback of every command
         msg = f"malformed PostgreSQL URL or conninfo: {exc}"
         raise ConfigurationError(msg) from exc
+    _require_ports(str(named.get("port", "")))
     defaults = {key: value for key, value in SILENT_SERVER_DEFAULTS.items() if key not in named}
     return make_conninfo(dsn, **defaults)
+
+
+def _require_ports(ports: str) -> None:
+    """ConfigurationError unless each of the comma-separated `ports` is a TCP port, or empty.
+
+    libpq parses a port only when it connects, and its "invalid port number" was taken for an
+    outage (StorageUnavailableError, retried by processors and live queries), though no retry
+    mends a URL. An empty one (`host=a,b port=,5433`) is libpq's default port.
+    """
+    for port in ports.split(","):
+        if not port.strip():
+            continue
+        try:
+            number = int(port)
+        except ValueError:  # `abc`: libpq's "invalid integer value", no outage either
+            number = 0
+        if not 1 <= number <= _LARGEST_PORT:
+            msg = (
+                f"malformed PostgreSQL URL or conninfo: port {port!r} is not a TCP port "
+                f"(1 to {_LARGEST_PORT})"
+            )
+            raise ConfigurationError(msg)
 
 
 def connect_timeout_s(dsn: str) -> int:
