@@ -59,16 +59,66 @@ def reject_unknown_keys(
         raise error(unknown_names_message(unknown, valid, where=where, noun=noun))
 
 
-def decode_json(text: str, decode: Callable[[str], Any] = json.loads) -> Any:
-    """`decode(text)` of JSON a user wrote, failing only with ValueError (JSONDecodeError too).
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The object of `pairs`, refused when a key comes twice (the json module keeps the last)."""
+    document = dict(pairs)
+    if len(document) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                msg = f"duplicate key {key!r}"
+                raise ValueError(msg)
+            seen.add(key)
+    return document
 
-    The json module reads nesting only as deep as Python's recursion limit: deeper arrays or
-    objects raised RecursionError, which no reader caught, so `ordo append`, `ordo cdc ingest`
-    and `ordo cdc schemas register` ended in a traceback. (An integer longer than
-    sys.get_int_max_str_digits() is a ValueError of the json module already.)
+
+def _integer(text: str) -> int:
+    """A JSON integer, refused in the reader's words when it is longer than Python converts.
+
+    The json module's own error advised `sys.set_int_max_str_digits()`, which no user of the
+    command line can call.
     """
     try:
-        return decode(text)
+        return int(text)
+    except ValueError as exc:
+        digits = len(text.lstrip("-"))
+        msg = f"integer too long ({digits:,} digits, at most {sys.get_int_max_str_digits():,})"
+        raise ValueError(msg) from exc
+
+
+def document_decoder(
+    *,
+    parse_float: Callable[[str], Any] = float,
+    parse_constant: Callable[[str], Any] | None = None,
+) -> json.JSONDecoder:
+    """A decoder of JSON a user wrote, for `decode_json`: build one per module, not per call.
+
+    A key given twice in one object is refused (the json module kept the last, so a line with
+    two "payload" keys was appended with the second and no word), and so is an integer longer
+    than Python converts, in words a user can act on. `parse_float` and `parse_constant` are
+    the json module's (a reader that refuses NaN passes its own).
+    """
+    return json.JSONDecoder(
+        object_pairs_hook=_unique_keys,
+        parse_int=_integer,
+        parse_float=parse_float,
+        parse_constant=parse_constant,
+    )
+
+
+_DOCUMENT_DECODER = document_decoder()
+
+
+def decode_json(text: str, decoder: json.JSONDecoder = _DOCUMENT_DECODER) -> Any:
+    """`decoder.decode(text)` of JSON a user wrote, failing only with ValueError.
+
+    Duplicate keys and over-long integers are ValueErrors of `document_decoder`. The json
+    module reads nesting only as deep as Python's recursion limit: deeper arrays or objects
+    raised RecursionError, which no reader caught, so `ordo append`, `ordo cdc ingest` and
+    `ordo cdc schemas register` ended in a traceback.
+    """
+    try:
+        return decoder.decode(text)
     except RecursionError as exc:
         msg = f"nested deeper than the {sys.getrecursionlimit():,} levels Python reads"
         raise ValueError(msg) from exc

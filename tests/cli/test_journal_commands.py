@@ -235,10 +235,15 @@ def test_tags_json_gives_the_buckets_in_iso_8601_utc(
             '{"persistence_id": "q", "payload": ' + "[" * 100_000 + "]" * 100_000 + "}",
             "line 2: not valid JSON: nested deeper than the ",
         ),
-        (  # more digits than Python converts: a ValueError's traceback
+        (  # more digits than Python converts: a ValueError's traceback, then Python's advice
             '{"persistence_id": "q", "payload": 1' + "0" * 5_000 + "}",
-            "line 2: not valid JSON: Exceeds the limit (4300 digits) for integer string",
+            "line 2: not valid JSON: integer too long (5,001 digits, at most 4,300)\n",
         ),
+        (  # the json module kept the last: the line was appended with payload 2, and no word
+            '{"persistence_id": "q", "payload": 1, "payload": 2}',
+            "line 2: not valid JSON: duplicate key 'payload'\n",
+        ),
+        ('{"persistence_id": "q", "payload": {"a": 1, "a": 1}}', "line 2: not valid JSON: dup"),
     ],
 )
 def test_a_bad_line_is_one_error_line_and_nothing_is_written(

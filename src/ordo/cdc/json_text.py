@@ -18,6 +18,8 @@ import math
 import sys
 from typing import Any
 
+from ordo.documents import document_decoder
+
 compact_json = json.JSONEncoder(separators=(",", ":")).encode
 """Compact JSON with one encoder for every call (json.dumps with options builds one per call)."""
 
@@ -70,6 +72,10 @@ def _finite(text: str) -> float:
 
 _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
 """One decoder for every call: json.loads with arguments builds a new one each time."""
+
+USER_JSON_DECODER = document_decoder(parse_constant=_no_constant, parse_float=_finite)
+"""`parse_json`'s numbers for JSON a user wrote (mutation lines), read with `decode_json`:
+duplicate keys and integers longer than Python converts are refused too."""
 
 
 def parse_json(text: str) -> Any:

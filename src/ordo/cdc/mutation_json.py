@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ordo.cdc.json_text import parse_json
+from ordo.cdc.json_text import USER_JSON_DECODER
 from ordo.cdc.mutation import BIGINT_MIN, Audit, Cell, JsonValue, Key, Mutation, check_bigint
 from ordo.documents import decode_json, reject_unknown_keys
 from ordo.errors import MalformedMutationError
@@ -191,11 +191,11 @@ def line_location(line_nr: int, source: str = "") -> str:
 def parse_mutation_line(line: str, *, line_nr: int = 0, source: str = "") -> Mutation:
     """One line of a JSON lines file; the error names the line number (and `source`, if given).
 
-    Standard JSON only (`parse_json`): a NaN would reach the change log, the messages and the
-    materialized table (as NULL), and a NaN key would fail the materializer at every restart.
+    Standard JSON only (`USER_JSON_DECODER`): a NaN would reach the change log, the messages and
+    the materialized table (as NULL), and a NaN key would fail the materializer at every restart.
     """
     try:
-        return mutation_from_json(decode_json(line, parse_json))
+        return mutation_from_json(decode_json(line, USER_JSON_DECODER))
     except (ValueError, MalformedMutationError) as exc:
         msg = f"{line_location(line_nr, source)}: {exc}"
         raise MalformedMutationError(msg) from exc

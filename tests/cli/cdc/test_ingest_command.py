@@ -87,6 +87,10 @@ def test_ingest_needs_a_schema_and_rejects_a_malformed_line_whole(
             "[" * 100_000 + "]" * 100_000,
             "MalformedMutationError: line 2 of {file}: nested deeper than the ",
         ),
+        (  # the json module kept the last one, without a word
+            readings()[:-1] + ', "table": "other"}',
+            "MalformedMutationError: line 2 of {file}: duplicate key 'table'",
+        ),
         (
             readings(segment="seg\x00"),
             "MalformedMutationError: {file}: audit segment 'seg\\x00' contains a NUL character",

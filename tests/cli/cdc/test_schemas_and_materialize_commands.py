@@ -56,13 +56,21 @@ def test_schemas_register_refuses_a_bad_document_and_stores_no_version(
     ("text", "problem"),
     [
         ("[" * 100_000 + "]" * 100_000, "not a JSON document: nested deeper than the "),
-        ('{"table": 1' + "0" * 5_000 + "}", "not a JSON document: Exceeds the limit (4300 digits)"),
+        (
+            '{"table": 1' + "0" * 5_000 + "}",
+            "not a JSON document: integer too long (5,001 digits, at most 4,300)",
+        ),
+        (  # the json module kept the last: a schema unlike the file's text was registered
+            '{"table": "t", "table": "u", "columns": []}',
+            "not a JSON document: duplicate key 'table'",
+        ),
     ],
 )
 def test_schemas_register_refuses_json_python_cannot_read_in_one_line(
     tmp_path: Path, journal: str, text: str, problem: str
 ) -> None:
-    """A RecursionError, or the ValueError of a long integer, was the command's traceback."""
+    """A RecursionError, or the ValueError of a long integer, was the command's traceback;
+    Python's advice for the long integer (`sys.set_int_max_str_digits()`) followed."""
     assert run_ordo("init", "--journal", journal)[0] == 0
     schema_file = tmp_path / "schema.json"
     schema_file.write_text(text)

@@ -125,6 +125,15 @@ def test_every_mutation_round_trips_through_its_json_line(mutation: Mutation) ->
             '"audit": {"source": "s", "segment": null, "replica": 5}}',
             "audit field 'replica' must be a string, got 5",
         ),
+        (  # the json module kept the last one, without a word
+            '{"table": "t", "partition_key": [1], "row_deleted_at": 1, "row_deleted_at": null, '
+            '"audit": {"source": "s"}}',
+            "^line 3: duplicate key 'row_deleted_at'$",
+        ),
+        (
+            '{"table": "t", "partition_key": [1' + "0" * 5_000 + '], "audit": {"source": "s"}}',
+            r"^line 3: integer too long \(5,001 digits, at most 4,300\)$",
+        ),
     ],
 )
 def test_malformed_lines_raise_a_specific_error(line: str, problem: str) -> None:
