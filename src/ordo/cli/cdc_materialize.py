@@ -10,7 +10,13 @@ from pathlib import Path
 import click
 
 from ordo.cli.cdc_options import change_log_option
-from ordo.cli.options import existing_journal, journal_option, master_option, progress
+from ordo.cli.options import (
+    existing_journal,
+    journal_option,
+    master_option,
+    non_empty,
+    progress,
+)
 from ordo.cli.streaming import start_query, streaming_job, wait_for
 from ordo.errors import ConfigurationError
 from ordo.storage.open import stores_at
@@ -22,7 +28,7 @@ from ordo.wording import counted
 @journal_option
 @change_log_option
 @master_option("local[2]")
-@click.argument("table")
+@click.argument("table", callback=non_empty)
 @click.option(
     "--checkpoint",
     type=click.Path(file_okay=False, path_type=Path),
@@ -32,6 +38,7 @@ from ordo.wording import counted
 @click.option(
     "--name",
     default=None,
+    callback=non_empty,
     help="Materializer name (default: the table's name); it stays with its --checkpoint.",
 )
 @click.option(

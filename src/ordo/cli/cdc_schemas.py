@@ -15,6 +15,7 @@ from ordo.cli.options import (
     existing_journal,
     journal_option,
     json_option,
+    non_empty,
     print_json,
     read_only_stores,
     require_journal,
@@ -51,7 +52,7 @@ def schemas() -> None:
 @schemas.command("list")
 @journal_option
 @json_option
-@click.argument("table", required=False)
+@click.argument("table", required=False, callback=non_empty)
 def list_versions(journal_url: str | None, as_json: bool, table: str | None) -> None:
     """Show every version of TABLE's schema (or of every table)."""
     with read_only_stores(journal_url) as stores:
@@ -99,7 +100,7 @@ def register(journal_url: str | None, schema_file: Path) -> None:
 
 @schemas.command(cls=NumberArgumentsCommand)
 @journal_option
-@click.argument("table")
+@click.argument("table", callback=non_empty)
 @click.argument("version", type=click.IntRange(min=1, max=LARGEST_INTEGER))
 def accept(journal_url: str | None, table: str, version: int) -> None:
     """Accept VERSION of TABLE's schema after reviewing an incompatible change."""

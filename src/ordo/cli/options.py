@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import click
 
 from ordo.arguments import LARGEST_INTEGER
-from ordo.errors import ConfigurationError
+from ordo.errors import ConfigurationError, InvalidIdentifierError
 from ordo.settings import ENV_PREFIX, EventsByTagSettings
 from ordo.storage.location import creatable_location, existing_location
 from ordo.storage.open import Stores, existing_stores_at
@@ -32,6 +32,19 @@ error (exit 2) rather than the journal's InvalidSequenceNrError."""
 SEGMENT_ID = click.IntRange(min=0, max=LARGEST_INTEGER)
 """A segment id argument: a larger one was the token store's InvalidInputError (exit 1), not
 the usage error (exit 2) of every other number out of range."""
+
+
+def non_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A click callback refusing an empty name, in the words of the command line (`TABLE`).
+
+    An empty table was refused by what the command builds from it (`MaterializerSpec.name must
+    not be empty`), or listed as a table without schemas (exit status 0).
+    """
+    if value == "":
+        shown = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+        msg = f"{shown} must not be empty"
+        raise InvalidIdentifierError(msg)
+    return value
 
 
 def journal_option(func: F) -> F:

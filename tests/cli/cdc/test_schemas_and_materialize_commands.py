@@ -112,6 +112,31 @@ def test_materialize_refuses_a_table_or_change_log_it_cannot_find_before_spark_s
 
 
 @pytest.mark.parametrize(
+    ("args", "given"),
+    [
+        (["materialize", ""], "TABLE"),  # was "MaterializerSpec.name must not be empty"
+        (["materialize", "readings", "--name", ""], "--name"),  # was the table's name
+        (["schemas", "list", ""], "TABLE"),  # was "no schemas registered for table ''", exit 0
+        (["schemas", "accept", "", "1"], "TABLE"),
+    ],
+)
+def test_an_empty_table_or_name_is_refused_naming_the_argument(
+    tmp_path: Path, journal: str, args: list[str], given: str
+) -> None:
+    registered(tmp_path, journal)
+    checkpoint = ("--checkpoint", str(tmp_path / "checkpoint"))
+    code, out, err = run_ordo(
+        "cdc", *args, "--journal", journal, *(checkpoint if args[0] == "materialize" else ())
+    )
+    assert (code, out, err) == (
+        1,
+        "",
+        f"Error: InvalidIdentifierError: {given} must not be empty\n",
+    )
+    assert not (tmp_path / "checkpoint").exists()
+
+
+@pytest.mark.parametrize(
     ("master", "spark_log", "problem"),
     [
         ("bogus://x", "spark.log", "Spark did not start with master 'bogus://x': SparkException: "),
