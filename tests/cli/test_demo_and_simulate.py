@@ -238,6 +238,17 @@ def test_simulate_refuses_bad_options(runner: CliRunner) -> None:
     assert "--writers" in err
 
 
+@pytest.mark.parametrize("value", ["inf", "Infinity", "1e999"])
+def test_simulate_refuses_an_infinite_rate_as_a_usage_error(runner: CliRunner, value: str) -> None:
+    """`--rate inf` is above the bound of 1: it ran unpaced."""
+    code, out, err = _run(runner, "simulate", "--rate", value, "--events", "20")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"Error: Invalid value for '--rate': {value!r} is not a finite number; "
+        "see 'ordo simulate --help'\n"
+    )
+
+
 @pytest.mark.parametrize("option", ["--rate", "--delay-probability", "--handovers"])
 def test_simulate_refuses_a_nan_as_a_usage_error(runner: CliRunner, option: str) -> None:
     """nan compares false with a range's bounds: `--rate nan` ran unpaced and exited 0."""

@@ -73,17 +73,20 @@ def int_option(
 
 
 class NumberRange(click.FloatRange):
-    """click's FloatRange without nan, which compares false with either bound and so passed.
+    """click's FloatRange of finite numbers: nan compares false with either bound and so passed.
 
     `simulate --rate nan` ran unpaced and exited 0; a share of nan failed later, as a
-    ConfigurationError instead of a usage error.
+    ConfigurationError instead of a usage error. `--rate inf` is above any lower bound and ran
+    unpaced too.
     """
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        """The float of `value` in the range; a usage error for nan."""
+        """The float of `value` in the range; a usage error for nan and the infinities."""
         number = super().convert(value, param, ctx)
         if math.isnan(number):
             self.fail(f"{value!r} is not a number", param, ctx)
+        if math.isinf(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
 
 
