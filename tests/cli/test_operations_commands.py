@@ -262,6 +262,14 @@ _ONE_ID = "only with --all; a single persistence id is rebuilt in place"
         (["p", "--master", "local[1]"], f"--master applies {_ONE_ID}"),
         (["p", "--truncate", "--master", "x"], f"--truncate, --master apply {_ONE_ID}"),
         (["--all", "--tag", "a"], "--tag applies to one persistence id; --all rebuilds every tag"),
+        (  # --master was ignored: the rebuild ran in this process
+            ["--all", "--local", "--master", "x"],
+            "--master applies to the Spark job; --local rebuilds in this process",
+        ),
+        (
+            ["--all", "--local", "--partitions", "8", "--master", "x"],
+            "--partitions, --master apply to the Spark job; --local rebuilds in this process",
+        ),
     ],
 )
 def test_options_of_the_other_rebuild_are_usage_errors(

@@ -126,16 +126,16 @@ def rebuild(
         msg = "--tag applies to one persistence id; --all rebuilds every tag"
         raise click.UsageError(msg, ctx=ctx)
     given = [
-        f"--{name}"
+        name
         for name in ("local", "truncate", "partitions", "master")
         if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT
     ]
     if not every and given:
-        verb = "applies" if len(given) == 1 else "apply"
-        msg = (
-            f"{', '.join(given)} {verb} only with --all; a single persistence id is rebuilt in "
-            "place"
-        )
+        msg = f"{_options(given)} only with --all; a single persistence id is rebuilt in place"
+        raise click.UsageError(msg, ctx=ctx)
+    on_spark = [name for name in given if name in ("partitions", "master")]
+    if local and on_spark:  # they were ignored: the rebuild ran in this process
+        msg = f"{_options(on_spark)} to the Spark job; --local rebuilds in this process"
         raise click.UsageError(msg, ctx=ctx)
     force, dry_run = request.force, request.dry_run
     if persistence_id is not None:
@@ -162,6 +162,12 @@ def rebuild(
         with interruptible(_REBUILD_INTERRUPTED):
             receipt, truncated = _rebuild_on_spark(request, master, partitions, truncate=truncate)
     request.render(receipt if truncated is None else receipt.after(truncated))
+
+
+def _options(names: list[str]) -> str:
+    """`--a, --b apply` (or `--a applies`): the start of a message about options given."""
+    verb = "applies" if len(names) == 1 else "apply"
+    return f"{', '.join(f'--{name}' for name in names)} {verb}"
 
 
 def _truncate(reconciliation: Reconciliation, request: OperationRequest) -> OperationReceipt:
