@@ -73,6 +73,10 @@ def test_a_bad_pipeline_file_is_one_error_line(
             "colour = " + "[" * 100_000 + "]" * 100_000 + "\n",
             "pipeline.toml: maximum recursion depth exceeded",
         ),
+        (  # more digits than Python converts: a ValueError's traceback
+            "segments = 1" + "0" * 5_000 + "\n",
+            "pipeline.toml: integer too long (more than 4,300 digits)",
+        ),
         ('sink = "postgresql://[db/shop"\n', "[pipeline] sink: malformed sink URL: Invalid IPv6"),
         (
             'sink = "sqlite:///no/such/folder/sink.db"\n',

@@ -10,6 +10,7 @@ Back-track periods also accept `max` and `off`; optional durations (`time_to_liv
 from __future__ import annotations
 
 import dataclasses
+import sys
 import tomllib
 import typing
 from collections.abc import Callable, Mapping
@@ -109,12 +110,17 @@ def read_toml(path: Path, *, what: str) -> dict[str, Any]:
     A byte-order mark, which some editors put at the start of a UTF-8 file, is skipped:
     tomllib refused it as an invalid statement at line 1. Bytes that are not UTF-8 are a
     ConfigurationError too, not a UnicodeDecodeError's traceback, and so are arrays or tables
-    nested deeper than tomllib reads (its RecursionError).
+    nested deeper than tomllib reads (its RecursionError) and integers longer than Python
+    converts (tomllib lets int()'s ValueError out, with advice for Python programmers).
     """
     try:
         return tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
         msg = f"cannot read {what} {path}: {exc}"
+        raise ConfigurationError(msg) from exc
+    except ValueError as exc:  # tomllib wraps every other ValueError in a TOMLDecodeError
+        limit = sys.get_int_max_str_digits()
+        msg = f"cannot read {what} {path}: integer too long (more than {limit:,} digits)"
         raise ConfigurationError(msg) from exc
 
 
