@@ -8,7 +8,7 @@ import math
 import secrets
 import sqlite3
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing
 from itertools import pairwise
 from pathlib import Path
@@ -21,6 +21,8 @@ from pyspark.sql import SparkSession
 from ordo.cdc import (
     ChangeMessage,
     ChangeOp,
+    Column,
+    ColumnType,
     JsonValue,
     Key,
     Publisher,
@@ -28,6 +30,7 @@ from ordo.cdc import (
     TableSchema,
 )
 from ordo.cdc.capture import Capture
+from ordo.cdc.ingest import ingest, parse_mutation_lines
 from ordo.errors import IncompatibleSchemaError
 from ordo.simulation.cdc import ReplicaWorkload, check
 from ordo.spark.cdc_simulation import run_cdc_simulation
@@ -358,6 +361,89 @@ def test_a_numeric_key_holding_text_that_is_no_number_is_dead_lettered_not_a_fai
         ('["1_000"]', "key column 'k': '1_000' is not a decimal"),
         ('["abc"]', "key column 'k': 'abc' is not a decimal"),
     ]
+
+
+@pytest.mark.postgres
+def test_sqlite_timestamp_keys_in_several_text_forms_are_rows_of_their_own_in_postgres(
+    spark: SparkSession, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """SQLite compares a TIMESTAMP key as text: one moment written three ways is three rows and
+    three keys in the messages. The PostgreSQL sink's TIMESTAMP WITH TIME ZONE key made them
+    one row (the last written), and deleting one of them emptied the table (G6)."""
+    app, log, checkpoint, spec = _sqlite_materialized(
+        spark,
+        tmp_path,
+        postgres_dsn,
+        "CREATE TABLE events (at TIMESTAMP PRIMARY KEY, n INTEGER)",
+        "INSERT INTO events VALUES ('2026-01-01 00:00:00', 0), ('2026-01-01T00:00:00', 1)",
+        "INSERT INTO events VALUES ('2026-01-01T01:00:00+01:00', 2)",
+    )
+    assert len(_materialized_table(postgres_dsn, spec)[1]) == 3
+
+    _run_sqlite(app, "DELETE FROM events WHERE at = '2026-01-01T00:00:00'")
+    _capture(str(app), log, journal=postgres_dsn, tables=["events"])
+    _materialize(spark, spec, checkpoint)
+
+    with closing(sqlite3.connect(app)) as conn:
+        rows = conn.execute("SELECT at, n FROM events").fetchall()
+    assert len(rows) == 2
+    assert _materialized_table(postgres_dsn, spec)[1] == {
+        (at,): {"at": at, "n": n} for at, n in rows
+    }
+
+
+def _ingested(log: Path, journal: str, *mutations: Mapping[str, object]) -> None:
+    """`mutations` (in the documented JSON form) ingested into `log` as `ordo cdc ingest` does."""
+    lines = "\n".join(json.dumps(m) for m in mutations).encode()
+    with stores_at(journal) as stores:
+        registry = SchemaRegistry(stores.schemas)
+        ingest(
+            [parse_mutation_lines("in.jsonl", lines)], Publisher(ParquetChangeLog(log)), registry
+        )
+
+
+@pytest.mark.postgres
+def test_ingested_decimal_keys_in_several_text_forms_are_rows_of_their_own_in_postgres(
+    spark: SparkSession, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """A decimal key is its text: "1", "1.0" and "1e0" are three keys to the fold and three rows,
+    as in an SQLite sink. The PostgreSQL sink's NUMERIC key made them one row, and deleting one
+    of them emptied the table."""
+    log, checkpoint = tmp_path / "log", tmp_path / "checkpoint"
+    columns = (
+        Column(name="amount", type=ColumnType.DECIMAL, nullable=False),
+        Column(name="n", type=ColumnType.LONG),
+    )
+    with stores_at(postgres_dsn) as stores:
+        schema = TableSchema(table="prices", columns=columns, partition_key=("amount",))
+        SchemaRegistry(stores.schemas).register(schema)
+    forms = ("1", "1.0", "1e0")
+    _ingested(
+        log,
+        postgres_dsn,
+        *(
+            {
+                "table": "prices",
+                "partition_key": [amount],
+                "cells": {"n": {"value": n, "write_time": 1}},
+                "liveness": {"write_time": 1},
+                "audit": {"source": "test", "position": n},
+            }
+            for n, amount in enumerate(forms)
+        ),
+    )
+    spec = MaterializerSpec(name="prices", table="prices", change_log=str(log), sink=postgres_dsn)
+    _materialize(spark, spec, checkpoint)
+    assert sorted(_materialized_table(postgres_dsn, spec)[1]) == sorted((a,) for a in forms)
+
+    delete = {"table": "prices", "partition_key": ["1.0"], "row_deleted_at": 2}
+    _ingested(log, postgres_dsn, {**delete, "audit": {"source": "test", "position": 3}})
+    _materialize(spark, spec, checkpoint)
+
+    assert _materialized_table(postgres_dsn, spec)[1] == {
+        ("1",): {"amount": "1", "n": 0},
+        ("1e0",): {"amount": "1e0", "n": 2},
+    }
 
 
 @pytest.mark.postgres

@@ -299,9 +299,9 @@ class SqlChangeSink(SqlMaterializedTable):
     ) -> None:
         """Delete and upsert the rows `changes` name, values in `schema`'s types."""
         name, p = self._identifier, self.PARAM
-        columns, key = schema.by_name, schema.primary_key
+        columns, key, key_names = schema.by_name, schema.primary_key, schema.key_names
         deletes = [
-            [self._sql_value(columns[k], v) for k, v in zip(key, json.loads(key_json), strict=True)]
+            [self._key_value(columns[k], v) for k, v in zip(key, json.loads(key_json), strict=True)]
             for key_json, change in changes.items()
             if change.is_deleted
         ]
@@ -315,7 +315,12 @@ class SqlChangeSink(SqlMaterializedTable):
                     retyped_row(change.values, schema, former_types, key=json.loads(key_json))
                 names = tuple(n for n in change.values if n in columns)
                 by_columns.setdefault(names, []).append(
-                    [self._sql_value(columns[n], change.values[n]) for n in names]
+                    [
+                        (self._key_value if n in key_names else self._sql_value)(
+                            columns[n], change.values[n]
+                        )
+                        for n in names
+                    ]
                 )
         for names, rows in by_columns.items():
             assignments = [f"{name(n)} = excluded.{name(n)}" for n in names if n not in key]

@@ -3,9 +3,11 @@
 The sink (`SqlChangeSink`) calls `_ensure_table` in the transaction that applies a batch, so a
 table changes with the batch or not at all: it gets the columns the schema adds, loses those an
 accepted version drops, takes a column's new type after an accepted retype (its rows' values
-converted, or the batch refused) and, while it holds no row, a new primary key. The backends add
-their column types, how they list a table's columns and how they change a column's type or the
-primary key (PostgreSQL alters the table; SQLite, which cannot, rebuilds it).
+converted, or the batch refused) and, while it holds no row, a new primary key. A key column of
+a type with several text forms of one value is stored as its text on every backend
+(`TEXT_KEY_TYPES`). The backends add their column types, how they list a table's columns and how
+they change a column's type or the primary key (PostgreSQL alters the table; SQLite, which
+cannot, rebuilds it).
 """
 
 from __future__ import annotations
@@ -33,6 +35,17 @@ def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+TEXT_KEY_TYPES = frozenset({ColumnType.DECIMAL, ColumnType.TIMESTAMP})
+"""The types with several text forms of one value that a key column stores as its text.
+
+The fold keys a row by the JSON text of its key, so `"1"` and `"1.0"`, or
+`"2026-01-01 00:00:00"`, `"2026-01-01T00:00:00"` and `"2026-01-01T01:00:00+01:00"`, are rows of
+their own, as they are in an SQLite source (which compares them as text) or an ingested log. A
+PostgreSQL NUMERIC or TIMESTAMP WITH TIME ZONE key made them one row, which a delete of any of
+them emptied: the table was no longer the fold of the messages (G6). A date has one text form
+(`YYYY-MM-DD`), so a DATE key keeps its type; so do value columns of every type."""
+
+
 def _json_value(column: Column, value: Any) -> JsonValue:
     """A value read from a materialized table back in its message (JSON) form."""
     if value is None:
@@ -48,6 +61,13 @@ def _json_value(column: Column, value: Any) -> JsonValue:
             return value if isinstance(value, str) else str(value)
         case _:
             return cast(JsonValue, value)
+
+
+def _key_retype(column: str, old: ColumnType, new: ColumnType) -> str:
+    """How a key column's values changed, for MaterializedKeyChangeError."""
+    if old is new:
+        return f"column {column!r} stored as {new.value} values, not as the text of its keys"
+    return f"column {column!r} retyped {old.value} -> {new.value}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +115,9 @@ class SqlMaterializedTable(SqlStore):
     def read_table(self, table: str, schema: TableSchema) -> dict[Key, dict[str, JsonValue]]:
         """A materialized table's rows by primary key, values in their JSON form.
 
-        Exact for string, long, double, boolean, bytes and json columns; decimals, timestamps
-        and dates come back as the database renders them.
+        Exact for string, long, double, boolean, bytes and json columns and for the text of
+        decimal and timestamp keys; other decimals, timestamps and dates come back as the
+        database renders them.
         """
         name = self._identifier
         rows = self._fetchall(f"SELECT {', '.join(map(name, schema.names))} FROM {name(table)}", ())
@@ -118,8 +139,9 @@ class SqlMaterializedTable(SqlStore):
 
         Only columns ordo made from a version change: a retired column is dropped, and a column
         is retyped when the table holds it in the SQL type of one of its `former_types` (newest
-        first: SQLite stores several logical types as one SQL type), so a column added or
-        altered by hand stays as it is.
+        first: SQLite stores several logical types as one SQL type) or of its type as a key or
+        value column when it becomes one or the other (`_retyped`), so a column added or altered
+        by hand stays as it is.
         """
         found = [
             _TableColumn(str(column), str(sql_type), int(position or 0))
@@ -143,7 +165,7 @@ class SqlMaterializedTable(SqlStore):
             if column.name not in existing:
                 conn.execute(
                     f"ALTER TABLE {name(table)} ADD COLUMN "
-                    f"{name(column.name)} {self.COLUMN_TYPES[column.type]}",
+                    f"{name(column.name)} {self._sql_type(column, schema)}",
                     (),
                 )
         for dropped in sorted(existing.intersection(retired) - set(schema.names)):
@@ -152,7 +174,7 @@ class SqlMaterializedTable(SqlStore):
     def _create(self, conn: SqlConnection, table: str, schema: TableSchema) -> None:
         name = self._identifier
         definitions = [
-            f"{name(c.name)} {self.COLUMN_TYPES[c.type]}"
+            f"{name(c.name)} {self._sql_type(c, schema)}"
             + (" NOT NULL" if c.name in schema.key_names else "")
             for c in schema.columns
         ]
@@ -168,15 +190,27 @@ class SqlMaterializedTable(SqlStore):
         schema: TableSchema,
         former_types: Mapping[str, Sequence[ColumnType]],
     ) -> dict[str, Column]:
-        """The columns of `schema` the table holds in a former type: that type, by name."""
-        sql_types = {c.name: c.sql_type.casefold() for c in found}
+        """The columns of `schema` the table holds in another SQL type than `_sql_type`'s.
+
+        Each with its logical type there: a former type (a retype), its own as a value column
+        when it becomes a key column or is a key column an older ordo stored so (see `_rekey`),
+        or its own as a key's text (`TEXT_KEY_TYPES`) when it leaves the table's key. Any other
+        SQL type was given by hand, and stays.
+        """
+        text = self.COLUMN_TYPES[ColumnType.STRING].casefold()
+        held = {c.name: c for c in found}
         retyped: dict[str, Column] = {}
         for column in schema.columns:
-            held = sql_types.get(column.name)
-            if held is None or held == self.COLUMN_TYPES[column.type].casefold():
+            found_column = held.get(column.name)
+            if found_column is None:
                 continue
-            for former in former_types.get(column.name, ()):
-                if held == self.COLUMN_TYPES[former].casefold():
+            sql_type = found_column.sql_type.casefold()
+            if sql_type == self._sql_type(column, schema).casefold():
+                continue
+            for former in (*former_types.get(column.name, ()), column.type):
+                if sql_type == self.COLUMN_TYPES[former].casefold() or (
+                    found_column.key_position and former in TEXT_KEY_TYPES and sql_type == text
+                ):
                     retyped[column.name] = Column(name=column.name, type=former)
                     break
         return retyped
@@ -199,6 +233,11 @@ class SqlMaterializedTable(SqlStore):
         table holds. So a table with rows is refused (MaterializedKeyChangeError; the batch
         changes nothing) and the operator materializes the table afresh from a change log that
         starts with the new key. An empty table holds nothing of the old key: it takes the new.
+
+        So does a key column that an older ordo stored as a value (NUMERIC, TIMESTAMP WITH TIME
+        ZONE) rather than as its text (`TEXT_KEY_TYPES`): such a table may hold one row for
+        keys the fold tells apart, and a value's text is not the key it was written with
+        (`2026-01-01 00:00:00+00` for `2026-01-01T00:00:00`), so its rows are refused alike.
         """
         if conn.execute(f"SELECT 1 FROM {self._identifier(table)} LIMIT 1", ()).fetchone():
             raise MaterializedKeyChangeError(
@@ -206,9 +245,10 @@ class SqlMaterializedTable(SqlStore):
                 key=key,
                 new_key=schema.primary_key,
                 retyped=tuple(
-                    f"column {n!r} retyped {old.type.value} -> {schema.by_name[n].type.value}"
+                    _key_retype(n, old.type, schema.by_name[n].type)
                     for n, old in retyped.items()
                     if n in schema.key_names
+                    and (n in key or old.type is not schema.by_name[n].type)
                 ),
             )
         self._retable(conn, table, key=key, schema=schema, retyped=retyped)
@@ -273,7 +313,7 @@ class SqlMaterializedTable(SqlStore):
         return [
             *values,
             *(
-                self._sql_value(schema.by_name[k], v)
+                self._key_value(schema.by_name[k], v)
                 for k, v in zip(schema.primary_key, key, strict=True)
             ),
         ]
@@ -281,6 +321,18 @@ class SqlMaterializedTable(SqlStore):
     def _identifier(self, name: str) -> str:
         """`name` quoted for statements that also carry parameters."""
         return quote_identifier(name)
+
+    def _sql_type(self, column: Column, schema: TableSchema) -> str:
+        """The SQL type of `column` in a table of `schema`: a `TEXT_KEY_TYPES` key's is text."""
+        if column.type in TEXT_KEY_TYPES and column.name in schema.key_names:
+            return self.COLUMN_TYPES[ColumnType.STRING]
+        return self.COLUMN_TYPES[column.type]
+
+    def _key_value(self, column: Column, value: JsonValue) -> object:
+        """A key column's message value as the driver takes it: as text where `_sql_type` is."""
+        if column.type in TEXT_KEY_TYPES and value is not None:
+            return str(value)
+        return self._sql_value(column, value)
 
     def _sql_value(self, column: Column, value: JsonValue) -> object:
         """A message value as this backend's driver takes it for the column's SQL type."""

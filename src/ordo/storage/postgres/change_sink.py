@@ -18,7 +18,10 @@ _TABLE = "to_regclass(quote_ident(current_schema()) || '.' || quote_ident({p}))"
 
 
 class PostgresChangeSink(SqlChangeSink):
-    """SqlChangeSink on PostgreSQL: native types; a timestamp without a zone is read as UTC."""
+    """SqlChangeSink on PostgreSQL: native types; a timestamp without a zone is read as UTC.
+
+    But for a decimal or timestamp key column, which holds its keys' text (`TEXT_KEY_TYPES`).
+    """
 
     PARAM = "%s"
     COLUMN_TYPES: ClassVar[Mapping[ColumnType, str]] = {
@@ -62,7 +65,7 @@ class PostgresChangeSink(SqlChangeSink):
         """
         name = self._identifier
         actions = [
-            f"ALTER COLUMN {name(c)} TYPE {self.COLUMN_TYPES[schema.by_name[c].type]} USING NULL"
+            f"ALTER COLUMN {name(c)} TYPE {self._sql_type(schema.by_name[c], schema)} USING NULL"
             for c in retyped
         ]
         if key != schema.primary_key:

@@ -60,7 +60,7 @@ class SQLiteChangeSink(SqlChangeSink):
         ).fetchall()
         definitions = [
             f"{name(column)} "
-            + (self.COLUMN_TYPES[schema.by_name[column].type] if column in retyped else declared)
+            + (self._sql_type(schema.by_name[column], schema) if column in retyped else declared)
             + (" NOT NULL" if column in schema.key_names or (notnull and column not in key) else "")
             + ("" if default is None else f" DEFAULT ({default})")  # listed without its ()
             for column, declared, notnull, default in columns
