@@ -9,6 +9,7 @@ from operator import index
 from typing import Final, SupportsIndex, cast
 
 from ordo import arguments
+from ordo.arguments import INT64_MAX, INT64_MIN
 from ordo.errors import InvalidInputError
 from ordo.settings.loading import integer_in
 
@@ -35,6 +36,16 @@ def _require_integer(offset: object, cause: BaseException | None = None) -> None
     except TypeError as exc:
         msg = f"offset must be an integer, got {type(offset).__name__}: {offset!r:.80}"
         raise InvalidInputError(msg) from cause or exc
+
+
+def _require_int64(offset: object) -> None:
+    """InvalidInputError unless `offset` is an integer in -2**63..2**63-1.
+
+    The range of `committed`, and of the positions both backends store: the acker would
+    otherwise commit a position no store can hold.
+    """
+    _require_integer(offset)
+    arguments.integer(index(cast(SupportsIndex, offset)), name="offset", error=InvalidInputError)
 
 
 class ContiguousAcker:
@@ -82,7 +93,7 @@ class ContiguousAcker:
       inside an interval touches neither dict and would open an overlapping interval.
     """
 
-    __slots__ = ("_committed", "_done", "_far", "_mask", "_max_span", "_zeros")
+    __slots__ = ("_committed", "_done", "_far", "_mask", "_max_span", "_reach", "_top", "_zeros")
 
     def __init__(self, *, committed: int = -1, max_span: int = 1 << 20) -> None:
         """Start after `committed`; `max_span` bounds the ring (rounded up to a power of two).
@@ -105,6 +116,7 @@ class ContiguousAcker:
         self._zeros = memoryview(bytes(span))
         self._mask = span - 1
         self._far: list[int] = [_BEFORE_EVERY_OFFSET, _AFTER_EVERY_OFFSET]
+        self._bound_reach()
 
     @property
     def committed(self) -> int:
@@ -123,21 +135,25 @@ class ContiguousAcker:
         """Mark `offset` done and return `committed` (inclusive position).
 
         InvalidInputError, and nothing changes, unless `offset` is an integer (an int, or a
-        type with `__index__`). Unchecked, 1.5 beyond the ring's reach was kept among the far
-        intervals and every later ack that reached it failed with a TypeError, float infinity
-        was dropped, and None, a string or a float failed as a TypeError naming no argument.
-        The check costs the usual ack no measurable time (bench/acker.py): a non-integer fails
-        its arithmetic, whose TypeError is translated, and only the rarer paths (offsets at or
-        below `committed`, far ones) check first. A bool is taken for 0 or 1 (bool is an int):
-        refusing it would take a type check on every ack, about 8% of its time.
+        type with `__index__`) in -2**63..2**63-1 (as `committed`). Unchecked, 1.5 beyond the
+        ring's reach was kept among the far intervals and every later ack that reached it
+        failed with a TypeError, float infinity was dropped, None, a string or a float failed
+        as a TypeError naming no argument, and 2**63 was kept. The checks cost the usual ack
+        no measurable time (bench/acker.py): a non-integer fails its arithmetic, whose
+        TypeError is translated, and only the rarer paths (offsets at or below `committed`,
+        beyond `_reach`) check first. Comparing every offset with 2**63-1 instead took about
+        7% (the bound is no small int for CPython). A bool is taken for 0 or 1 (bool is an
+        int): refusing it would take a type check on every ack, about 8% of its time.
         """
         committed = self._committed
         try:
             distance = offset - committed
             if distance <= 0:
                 _require_integer(offset)
+                if offset < INT64_MIN:
+                    _require_int64(offset)
                 return committed
-            if distance > self._mask and not self._widen(distance, offset):
+            if distance > self._reach and not self._admit(distance, offset):
                 self._add_far(offset)
                 return committed
             done = self._done
@@ -166,14 +182,38 @@ class ContiguousAcker:
             done[:end] = self._zeros[:end]
             committed = offset + len(done) - start + end
         self._committed = committed
+        if committed > self._top:  # the ring now reaches offsets beyond 2**63-1
+            self._reach = 0
         return committed
 
-    def _widen(self, distance: int, offset: int) -> bool:
-        """Double the ring until `distance` fits, if `max_span` allows; keep every slot.
+    def _bound_reach(self) -> None:
+        """Set `_reach`, how far ahead an ack may go into the ring unchecked, for a new `_mask`.
 
-        First checks `offset` (at `distance`), which goes to the far intervals otherwise.
+        The ring holds offsets up to `committed + _mask`: while that is at most 2**63-1 every
+        offset in it is one a store holds, and `_reach` is `_mask`. Past `_top` (only for a
+        `committed` within `max_span` of 2**63, which counting never reaches) it is 0, so
+        that every ack is checked by `_admit`; `_advance` sets it so when `committed` gets
+        there, which costs it one comparison.
+        """
+        self._top = INT64_MAX - self._mask
+        self._reach = self._mask if self._committed <= self._top else 0
+
+    def _admit(self, distance: int, offset: int) -> bool:
+        """Whether `offset` (at `distance`, beyond `_reach`) goes into the ring, or else far.
+
+        Checks `offset` first (InvalidInputError), then widens the ring when it is beyond the
+        ring's reach (`_widen`).
         """
         _require_integer(offset)
+        if offset > INT64_MAX:
+            _require_int64(offset)
+        return distance <= self._mask or self._widen(distance)
+
+    def _widen(self, distance: int) -> bool:
+        """Double the ring until `distance` fits, if `max_span` allows; keep every slot.
+
+        False, and nothing changes, when it may not: the offset goes to the far intervals.
+        """
         if distance >= self._max_span:
             return False
         committed, slots = self._committed, self._slots()
@@ -184,6 +224,7 @@ class ContiguousAcker:
         done[start : start + head] = slots[:head]
         done[: len(slots) - head] = slots[head:]
         self._done, self._zeros, self._mask = done, memoryview(bytes(span)), span - 1
+        self._bound_reach()
         if self._far[1] <= committed + self._mask:
             self._take_far(committed)
         return True

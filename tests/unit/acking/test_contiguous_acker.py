@@ -83,13 +83,59 @@ def test_an_initial_committed_is_the_offset_before_the_first_element() -> None:
 
 def test_offsets_far_apart_and_huge_stay_separate_intervals() -> None:
     acker = ContiguousAcker()
-    huge = 2**80
+    huge = 2**63 - 3
     for offset in (huge, 10, huge + 2, 5):
         acker.ack(offset)
     assert acker.pending_intervals == 4
     acker.ack(huge + 1)
     assert acker.pending_intervals == 3
     assert acker.committed == -1
+
+
+@pytest.mark.parametrize(
+    ("offset", "problem"),
+    [
+        (2**63, r"is too large: at most 9223372036854775807 \(2\*\*63 - 1\), got 9\d+"),
+        (2**80, r"is too large: at most 9223372036854775807 \(2\*\*63 - 1\), got 1\d+"),
+        (-(2**63) - 1, r"must be an integer >= -9223372036854775808 \(-2\*\*63\), got -9\d+"),
+    ],
+)
+def test_an_offset_beyond_64_bits_is_refused_and_changes_nothing(offset: int, problem: str) -> None:
+    """Offsets are stored as 64-bit integers, as `committed` is checked: 2**63 was kept."""
+    acker = ContiguousAcker()
+    acker.ack(1)
+    with pytest.raises(InvalidInputError, match=f"^offset {problem}$"):
+        acker.ack(offset)
+    assert repr(acker) == "ContiguousAcker(committed=-1, pending=[1..1])"
+
+
+@pytest.mark.parametrize("committed", [2**63 - 1, 2**63 - 2])
+def test_an_offset_beyond_64_bits_is_refused_in_the_ring_too(committed: int) -> None:
+    """Near the top, 2**63 is within the ring's reach (or the next offset): it was committed."""
+    acker = ContiguousAcker(committed=committed)
+    with pytest.raises(InvalidInputError, match=r"^offset is too large"):
+        acker.ack(2**63)
+    assert acker.ack(2**63 - 1) == 2**63 - 1
+
+
+def test_an_offset_beyond_64_bits_is_refused_once_committed_nears_the_top() -> None:
+    """The ring (1,024 slots) reaches 2**63 only after these acks move `committed` on."""
+    start = 2**63 - 1100
+    acker = ContiguousAcker(committed=start)
+    for offset in range(start + 1, 2**63 - 1000):
+        acker.ack(offset)
+    with pytest.raises(InvalidInputError, match=r"^offset is too large"):
+        acker.ack(2**63)
+    assert acker.committed == 2**63 - 1001
+
+
+def test_the_64_bit_bounds_themselves_are_offsets() -> None:
+    acker = ContiguousAcker(committed=-(2**63))
+    assert acker.ack(-(2**63)) == -(2**63)  # at committed: ignored, not refused
+    acker.ack(2**63 - 1)
+    assert (
+        repr(acker) == f"ContiguousAcker(committed={-(2**63)}, pending=[{2**63 - 1}..{2**63 - 1}])"
+    )
 
 
 def test_memory_behind_a_stuck_element_is_bounded_by_max_span() -> None:

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ordo.acking import ContiguousAcker
+from ordo.errors import InvalidInputError
+
+_LARGEST = 2**63 - 1
 
 
 def _longest_prefix_end(done: set[int], committed: int) -> int:
@@ -47,6 +51,30 @@ def test_committed_is_the_end_of_the_longest_acked_prefix(
         done.add(offset)
         expected = _longest_prefix_end(done, start)
         assert acker.ack(offset) == expected
+        assert acker.committed == expected
+        assert acker.pending_intervals == _runs_above(done, expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(min_value=_LARGEST - 40, max_value=_LARGEST),
+    st.lists(st.integers(min_value=_LARGEST - 45, max_value=_LARGEST + 5), max_size=60),
+    st.sampled_from([2, 4, 16, 1 << 20]),
+)
+def test_near_the_top_offsets_beyond_64_bits_are_refused_and_change_nothing(
+    start: int, order: list[int], max_span: int
+) -> None:
+    """Wherever 2**63 lies: in the ring, among the far intervals, or the next offset."""
+    acker = ContiguousAcker(committed=start, max_span=max_span)
+    done: set[int] = set()
+    for offset in order:
+        if offset > _LARGEST:
+            with pytest.raises(InvalidInputError, match=r"^offset is too large"):
+                acker.ack(offset)
+        else:
+            done.add(offset)
+            assert acker.ack(offset) == _longest_prefix_end(done, start)
+        expected = _longest_prefix_end(done, start)
         assert acker.committed == expected
         assert acker.pending_intervals == _runs_above(done, expected)
 
