@@ -564,7 +564,8 @@ class AlreadyRunningError(OrdoError):
 
     Two copies of one job would publish a source's changes twice or fight over a checkpoint;
     the second is refused before it changes anything. The message names the running copy. A
-    TrackingProcessor started again while its threads run is refused with it too.
+    TrackingProcessor started again while its threads run is refused with it too, and an
+    `events_by_tag_at(...)` entered again inside its own `with` block.
     """
 
 

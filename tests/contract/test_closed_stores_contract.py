@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from ordo.errors import StoresClosedError
+from ordo.errors import AlreadyRunningError, StoresClosedError
 from ordo.processing.processor import TrackingProcessor
 from ordo.storage.open import Stores, events_by_tag_at, open_stores, stores_at
 from ordo.types import PersistenceId
@@ -49,6 +49,40 @@ def test_a_query_used_after_its_block_is_refused(journal_url: str) -> None:
 
     with pytest.raises(StoresClosedError):
         queries.current("t").next_batch()
+
+
+def test_a_query_block_can_be_entered_again_each_time_on_new_connections(
+    journal_url: str,
+) -> None:
+    """A second `with` of one events_by_tag_at(...) failed with contextlib's AttributeError."""
+    with stores_at(journal_url):
+        pass
+    blocks = events_by_tag_at(journal_url)
+    with blocks as first:
+        pass
+    with blocks as second:
+        assert second.current("t").next_batch() == []
+
+    with pytest.raises(StoresClosedError):
+        first.current("t").next_batch()
+    with pytest.raises(StoresClosedError):
+        second.current("t").next_batch()
+
+
+def test_a_query_block_entered_while_it_is_open_is_refused(journal_url: str) -> None:
+    """One block at a time: the outer block's queries keep working after the refusal."""
+    with stores_at(journal_url):
+        pass
+    blocks = events_by_tag_at(journal_url)
+    with blocks as queries:
+        with (
+            pytest.raises(AlreadyRunningError, match=r"^this events_by_tag_at\(\.\.\.\) is open: "),
+            blocks,
+        ):
+            pass
+        assert queries.current("t").next_batch() == []
+    with blocks as queries:
+        assert queries.current("t").next_batch() == []
 
 
 def test_a_processor_whose_stores_close_under_it_stops_with_stores_closed_error(

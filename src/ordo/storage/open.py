@@ -17,6 +17,7 @@ from ordo.processing.ports import TokenStore
 from ordo.query import EventEnvelope, EventsByTag, KeyRun, TagViewReader
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.settings.loading import enum_value
+from ordo.storage.block import OneBlockAtATime
 from ordo.storage.location import (
     Location,
     PostgresLocation,
@@ -294,21 +295,38 @@ def open_journal(
         raise
 
 
-@contextmanager
 def events_by_tag_at(
     url: str,
     *,
     settings: QuerySettings | None = None,
     events_by_tag: EventsByTagSettings | None = None,
     clock: Clock | None = None,
-) -> Iterator[EventsByTag]:
+) -> AbstractContextManager[EventsByTag]:
     """Events-by-tag queries on the journal at `url`; its connections close with the block.
 
     The journal must exist with the latest schema (`existing_stores_at`): a query only reads,
     so it neither creates nor upgrades one. With
     pubsub_notification on a PostgreSQL journal, a listener thread forwards tag writes of other
-    processes to this process's live queries.
+    processes to this process's live queries. Entered again after its block, it connects
+    again; entered while its block is open, AlreadyRunningError (`OneBlockAtATime`).
     """
+    return OneBlockAtATime(
+        partial(
+            _events_by_tag_block, url, settings=settings, events_by_tag=events_by_tag, clock=clock
+        ),
+        what="events_by_tag_at",
+    )
+
+
+@contextmanager
+def _events_by_tag_block(
+    url: str,
+    *,
+    settings: QuerySettings | None,
+    events_by_tag: EventsByTagSettings | None,
+    clock: Clock | None,
+) -> Iterator[EventsByTag]:
+    """One block of `events_by_tag_at`: its stores, bucket size check and listener."""
     events_by_tag = EventsByTagSettings.or_default(events_by_tag, name="events_by_tag")
     settings = QuerySettings.or_default(settings)
     clock = clock_or_system(clock)
