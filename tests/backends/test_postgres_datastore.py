@@ -15,9 +15,11 @@ from ordo import (
     init_storage,
     open_stores,
 )
+from ordo.errors import StoresClosedError
 from ordo.storage.migration import load_migrations
 from ordo.storage.open import existing_stores_at
 from ordo.storage.postgres.datastore import PostgresDatastore
+from processing_support import wait_for
 
 LATEST = load_migrations("ordo.storage.postgres")[-1].version
 
@@ -190,3 +192,42 @@ def test_a_schema_the_user_may_not_use_is_named_with_the_grant_it_needs(
             conn.execute(f"DROP ROLE {role}")
     assert f"user '{role}' may not use schema '{schema}' of the search_path" in str(raised.value)
     assert f"(GRANT USAGE ON SCHEMA {schema} TO {role})" in str(raised.value)
+
+
+def test_a_call_running_when_the_stores_close_ends_with_stores_closed_error(
+    postgres_dsn: str,
+) -> None:
+    """What SQLite's datastore now does too (test_sqlite_datastore has its twin): the pool
+    closes the call's connection when the call gives it back, so its transaction commits, and
+    its next use of the stores (initialize reads the segments back) is StoresClosedError. The
+    call is held in its first statement by a lock on the tokens table.
+    """
+    stores = open_stores(postgres_dsn)
+    raised: list[BaseException] = []
+
+    def initialize() -> None:
+        try:
+            stores.tokens.initialize("running", segment_count=2)
+        except BaseException as exc:
+            raised.append(exc)
+
+    with psycopg.connect(postgres_dsn) as holder:
+        holder.execute("LOCK TABLE tokens IN ACCESS EXCLUSIVE MODE")
+        caller = threading.Thread(target=initialize)
+        caller.start()
+        wait_for(lambda: _waits_for_tokens(postgres_dsn))
+        stores.close()
+    caller.join()
+
+    assert [type(exc) for exc in raised] == [StoresClosedError]
+    with existing_stores_at(postgres_dsn) as reopened:
+        assert len(reopened.tokens.entries("running")) == 2  # its transaction committed
+
+
+def _waits_for_tokens(dsn: str) -> bool:
+    """Whether a session waits for a lock on the tokens table."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'tokens'::regclass"
+        ).fetchone()
+    return row is not None and row[0] > 0

@@ -22,6 +22,8 @@ from ordo.errors import ConfigurationError, StoresClosedError, UnknownUrlSchemeE
 from ordo.storage.location import PostgresLocation, SQLiteLocation, parse_location
 from ordo.storage.migration import load_migrations
 from ordo.storage.open import OpenMode, stores_at
+from ordo.storage.sqlite.datastore import SQLiteDatastore
+from ordo.storage.sqlite.token_store import SQLiteTokenStore
 
 LATEST = load_migrations("ordo.storage.sqlite")[-1].version
 
@@ -221,3 +223,50 @@ def test_closed_stores_open_no_connection_even_in_another_thread(tmp_path: Path)
     assert len(raised) == 1
     assert str(path) in str(raised[0])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_call_running_when_the_stores_close_ends_with_stores_closed_error(
+    tmp_path: Path,
+) -> None:
+    """close() from another thread closed the connection under the running statement: the call
+    failed with a generic StorageError, or worse (MemoryError, a crash of the interpreter).
+
+    Now the call's transaction ends as it would have, its connection closes after it, and its
+    next use of the stores (initialize reads the segments back) raises StoresClosedError, as
+    on PostgreSQL, whose pool closes a lent connection when it comes back. The call is held in
+    its first insert by a function its connection's temporary trigger calls.
+    """
+    datastore = SQLiteDatastore(tmp_path / "j.db")
+    datastore.migrate()
+    tokens = SQLiteTokenStore(datastore)
+    inserting, closed = threading.Event(), threading.Event()
+    raised: list[BaseException] = []
+
+    def hold() -> None:
+        inserting.set()
+        closed.wait()
+
+    def initialize() -> None:
+        with datastore.connection() as conn:  # this thread's connection, lent to its calls
+            conn.create_function("hold", 0, hold)
+            conn.execute("CREATE TEMP TRIGGER held AFTER INSERT ON tokens BEGIN SELECT hold(); END")
+        try:
+            tokens.initialize("running", segment_count=2)
+        except BaseException as exc:
+            raised.append(exc)
+
+    caller = threading.Thread(target=initialize)
+    caller.start()
+    inserting.wait()
+    closer = threading.Thread(target=datastore.close)  # the old close() waited for the insert
+    closer.start()
+    closer.join(timeout=30)
+    is_closed_while_running = not closer.is_alive()
+    closed.set()
+    caller.join()
+    closer.join()
+
+    assert is_closed_while_running
+    assert [type(exc) for exc in raised] == [StoresClosedError]
+    with stores_at(f"sqlite:///{tmp_path / 'j.db'}", mode="read") as reopened:
+        assert len(reopened.tokens.entries("running")) == 2  # its transaction committed

@@ -79,7 +79,8 @@ class SQLiteDatastore(SchemaReads):
     backup made by `VACUUM INTO`) is left as it is. Its connections are not SQLite's read-only
     ones, which would leave `-wal` and `-shm` files behind after reading a WAL journal.
     Otherwise a missing file is created, but never its folder (`require_folder`).
-    After close() every call is refused (StoresClosedError). Thread-safe; not picklable.
+    After close() every call is refused (StoresClosedError); a call running then ends first
+    (`close`). Thread-safe; not picklable.
     """
 
     MIGRATIONS = _PACKAGE
@@ -94,6 +95,8 @@ class SQLiteDatastore(SchemaReads):
         self.read_only = read_only
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
+        self._lent: dict[sqlite3.Connection, int] = {}
+        """The connections calls use now, with how many lends each (a call within a call)."""
         self._lock = threading.Lock()
         self._is_closed = False
         require_folder(path)
@@ -102,26 +105,26 @@ class SQLiteDatastore(SchemaReads):
     @contextmanager
     def write_transaction(self) -> Iterator[sqlite3.Connection]:
         """Run one atomic write; driver errors leave as StorageError subclasses."""
-        conn = self._connect()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise translate_sqlite_error(exc) from exc
-            raise
+        with self._lend() as conn:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise translate_sqlite_error(exc) from exc
+                raise
 
     @contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:
         """Lend this thread's connection for single statements (each its own transaction)."""
-        conn = self._connect()
-        try:
-            yield conn
-        except sqlite3.Error as exc:
-            raise translate_sqlite_error(exc) from exc
+        with self._lend() as conn:
+            try:
+                yield conn
+            except sqlite3.Error as exc:
+                raise translate_sqlite_error(exc) from exc
 
     def migrate(self) -> MigrationReceipt:
         """Create or upgrade the schema (idempotent; concurrent callers serialize).
@@ -143,13 +146,20 @@ class SQLiteDatastore(SchemaReads):
     def close(self) -> None:
         """Close every connection this datastore opened, in any thread; later calls are refused.
 
-        Idempotent. A call after it used to open a new connection that nothing closed.
+        A connection a call is using (in another thread) closes when that call's lend ends
+        (`_lend`), as PostgreSQL's pool closes a lent connection when it comes back: the
+        running statement or transaction ends as it would have, and the call's next use of the
+        stores is StoresClosedError. Closing it under the running statement failed the call
+        with a generic StorageError, a MemoryError or a crash of the interpreter, and close()
+        waited for the statement, a busy writer's up to BUSY_TIMEOUT_S. Idempotent. A call
+        after it used to open a new connection that nothing closed.
         """
         with self._lock:
             self._is_closed = True
             for conn in self._connections:
-                conn.close()
-            self._connections.clear()
+                if conn not in self._lent:
+                    conn.close()
+            self._connections = list(self._lent)
         self._local = threading.local()
 
     def _schema_version(self, conn: sqlite3.Connection) -> int:
@@ -159,6 +169,28 @@ class SQLiteDatastore(SchemaReads):
             f"SELECT value FROM {METADATA_TABLE} WHERE key = ?", (SCHEMA_VERSION_KEY,)
         ).fetchone()
         return 0 if row is None else stored_version(row[0])
+
+    @contextmanager
+    def _lend(self) -> Iterator[sqlite3.Connection]:
+        """Lend this thread's connection to one call; close() leaves it open until the call ends.
+
+        StoresClosedError when close() came first, even between `_connect` and the lend's
+        record (close() then closed the connection).
+        """
+        conn = self._connect()
+        with self._lock:
+            self._refuse_if_closed()
+            self._lent[conn] = self._lent.get(conn, 0) + 1
+        try:
+            yield conn
+        finally:
+            with self._lock:
+                lends = self._lent.pop(conn) - 1
+                if lends:
+                    self._lent[conn] = lends
+                elif self._is_closed:  # close() left it to this call
+                    conn.close()
+                    self._connections.remove(conn)
 
     def _connect(self) -> sqlite3.Connection:
         """The calling thread's connection, opened on its first call; refused after close().
