@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ordo import EventsByTagSettings, Journal, NewEvent
-from ordo.clock import SkewedClock, SystemClock
+from ordo.clock import ManualClock, SkewedClock, SystemClock
 from ordo.errors import FutureOffsetError, InvalidIdentifierError, OffsetFormatError
 from ordo.query import EventEnvelope, EventsByTag
 from ordo.settings import QuerySettings
@@ -124,6 +124,34 @@ def test_a_writer_whose_clock_is_behind_continues_an_id_after_its_offsets(
     assert len(set(offsets)) == 5
     _settled()
     assert [e.payload for e in queries.current("t")] == [1, 2, 3, 5]
+
+
+def test_journals_sharing_a_frozen_clock_give_each_event_its_own_offset(
+    journal_url: str, journal_factory: Callable[..., Journal], stores: Stores
+) -> None:
+    """Offsets are unique within a tag by construction, so pages of one row lose no event.
+
+    Every reader pages on the offset alone (`after` the last row's), which would skip the rest
+    of a tie at a page boundary; tag_views would store a tie (its key has the persistence id
+    and tag pid sequence nr too). Journals reading one instant still issue distinct offsets:
+    each draws its own node and clock_seq.
+    """
+    frozen = ManualClock(time.time_ns() - 60 * 10**9)
+    journals = [journal_factory(settings=WRITE, clock=frozen) for _ in range(3)]
+    for _ in range(2):
+        for j, journal in enumerate(journals):
+            for p in range(2):
+                journal.append(f"w{j}-p{p}", [NewEvent.of(j, tags=["t"])])
+    rows = list(stores.tag_views.tag_view_entries(Tag("t")))
+    assert len({row.timeuuid for row in rows}) == len(rows) == 12
+
+    with events_by_tag_at(
+        journal_url, settings=replace(FAST, page_size=1), events_by_tag=WRITE
+    ) as queries:
+        delivered = list(queries.current("t"))
+    assert [(e.offset, e.persistence_id, e.tag_pid_sequence_nr) for e in delivered] == [
+        (row.timeuuid, row.persistence_id, row.tag_pid_sequence_nr) for row in rows
+    ]
 
 
 def test_unknown_tags_give_an_empty_stream(queries: EventsByTag) -> None:

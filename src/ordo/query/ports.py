@@ -53,6 +53,8 @@ class TagViewReader(Protocol[R_co]):
 
         At most `limit` rows; only those of `persistence_id` when it is given, and only those
         whose persistence id hash matches the segment `(segment_id, mask)` when that is given.
+        Callers page on with `after` = the last row's offset: offsets are unique within a tag
+        (TimeUUIDGenerator), so no row of the next page shares it.
         """
         ...
 

@@ -47,5 +47,5 @@ def scan_start(
                 lowest[pid] = nr
         if len(rows) < page:
             break
-        cursor = rows[-1].offset_key
+        cursor = rows[-1].offset_key  # unique within the tag: the next page misses no row
     return before, lowest

@@ -165,7 +165,10 @@ class TagQuery(Generic[R]):
     # -- the forward scan ---------------------------------------------------------------
 
     def _forward(self, out: list[R]) -> bool:
-        """Walk buckets up to the bound; True when more rows wait (page budget spent)."""
+        """Walk buckets up to the bound; True when more rows wait (page budget spent).
+
+        Pages go on after the last row's offset, which is unique within a tag (TimeUUIDGenerator).
+        """
         bound = self._bound()
         for _ in range(PAGES_PER_POLL):
             if self._position >= bound:

@@ -37,7 +37,8 @@ def read_pages(
     """The bucket's rows with after < key <= up_to, a page of at most `page` rows at a time.
 
     Each page is read when the one before it has been consumed, and a short page is the last:
-    a caller that stops early reads no further.
+    a caller that stops early reads no further. The next page starts after the last row's
+    offset, which no other row of the tag has (offsets are unique within a tag).
     """
     while True:
         rows = reader.read_tag_view(

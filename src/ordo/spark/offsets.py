@@ -23,7 +23,8 @@ class EventsByTagOffset:
     """The end of a micro-batch (and the start of the next). Keys are hex TimeUUID encodings."""
 
     position: str = ""
-    """Resume after this key ("" = from the first time bucket)."""
+    """Resume after this key ("" = from the first time bucket); no other event of the tag has
+    it (offsets are unique within a tag), so the key alone says where the scan stood."""
     lo: str = ""
     hi: str = ""
     pids: dict[str, list[int]] = field(default_factory=dict)

@@ -82,7 +82,7 @@ def read_partition(partition: SegmentPartition) -> Iterator[pa.RecordBatch]:
                 )
                 if page.count:
                     tables.append(_named_rows(packed_table(page, TAG_VIEW_PACKING), named))
-                    after = greatest_key(page.keys["timeuuid"])
+                    after = greatest_key(page.keys["timeuuid"])  # offsets are unique per tag
                 if page.count < READ_PAGE:
                     break
             bucket = sizes.next(bucket)

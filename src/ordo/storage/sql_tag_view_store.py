@@ -168,7 +168,8 @@ class SqlAllEventsReader(SqlStore):
 
     The journal has no buckets: a bucket is read as its TimeUUID range of `messages` (indexed
     on timeuuid). An event's position is its sequence nr. The tag is ignored, and rows carry no
-    stored hash, so segments are selected by the processor, not here.
+    stored hash, so segments are selected by the processor, not here. Pages resume after an
+    offset, unique among all events as within a tag (TimeUUIDGenerator).
     """
 
     def __init__(self, datastore: SqlDatastore, bucket_size: BucketSize) -> None:

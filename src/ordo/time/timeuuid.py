@@ -276,6 +276,11 @@ class TimeUUIDGenerator:
 
     Omitted ``node`` (48 bits) and ``clock_seq`` (14 bits) come from ``rng`` (default
     ``random.SystemRandom()``); a random node has RFC 4122's multicast bit set.
+
+    Ids of two generators (one per Journal) differ even at one clock reading, each having drawn
+    its own 61 random bits: so no two events of a tag share an offset, which every reader that
+    pages on the offset alone relies on (tag_views would keep such a tie, and a page boundary
+    split it). A copy made by os.fork would repeat its parent's ids.
     """
 
     def __init__(

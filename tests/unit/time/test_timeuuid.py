@@ -206,6 +206,24 @@ def test_generator_is_unique_across_threads() -> None:
         assert into == sorted(into)
 
 
+def test_generators_on_one_frozen_clock_issue_distinct_ids() -> None:
+    # What every journal does: a generator per journal, node and clock_seq drawn by default.
+    # All of them read the same instant, as journals sharing an injected clock do, so their ids
+    # share every timestamp and differ only by those drawn bits: no two rows of a tag can tie.
+    clock = ManualClock(EPOCH_2015_NS)
+    generators = [TimeUUIDGenerator(clock) for _ in range(64)]
+    issued = [generator.next_batch(16) for generator in generators]
+
+    everything = [value for batch in issued for value in batch]
+    assert len(set(everything)) == 64 * 16
+    assert {value.timestamp_100ns for value in everything} == {
+        issued[0][0].timestamp_100ns + n for n in range(16)
+    }
+    assert len({value.key[8:] for value in everything}) == 64  # one node and clock_seq each
+    for batch in issued:
+        assert batch == sorted(batch)
+
+
 def test_generator_under_a_skewed_clock_shows_the_skew() -> None:
     base = ManualClock(EPOCH_2015_NS)
     skew_ns = -2_000_000_000
