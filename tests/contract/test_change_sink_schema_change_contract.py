@@ -221,6 +221,36 @@ def test_an_empty_table_takes_the_new_key(stores: Stores) -> None:
     assert sink.read_table(TARGET, KEYED_BY_ID_AND_S)[(1, "b")]["n"] == 3
 
 
+KEYED_BY_NEW_COLUMN = TableSchema(
+    table="items",
+    columns=(*V1.columns, Column(name="at", type=ColumnType.TIMESTAMP, nullable=False)),
+    partition_key=("id", "at"),
+)
+"""V1 with a timestamp `at` added and made part of the key: a key naming a column the table
+does not have yet."""
+
+
+def test_an_empty_table_takes_a_new_key_naming_a_column_the_version_adds(
+    stores: Stores,
+) -> None:
+    """The column is added before the key is made of it (re-keying first failed on both
+    backends, naming a column the table did not have), as text like any timestamp key."""
+    sink = stores.change_sink
+    _create(sink, {"id": 1, "s": "a"})
+    _apply(sink, 1, [_message(ChangeOp.DELETE, V1, {"id": 1, "s": "a"})], V1)
+    rows = [{"id": 1, "at": "2026-01-01T00:00:00", "n": 1}, {"id": 1, "at": "2026-01-01", "n": 2}]
+
+    batch = [_message(ChangeOp.CREATE, KEYED_BY_NEW_COLUMN, row, schema_id=2) for row in rows]
+    assert _apply(sink, 2, batch, KEYED_BY_NEW_COLUMN, old_key_ids={1}).is_applied
+
+    table = sink.read_table(TARGET, KEYED_BY_NEW_COLUMN)
+    assert {key: row["n"] for key, row in table.items()} == {
+        (1, "2026-01-01T00:00:00"): 1,
+        (1, "2026-01-01"): 2,
+    }
+    assert _columns(sink) == ["id", "n", "s", "m 100%", "at"]
+
+
 KEYED_BY_S = TableSchema(table="items", columns=V1.columns, partition_key=("s",))
 """Keyed by as many columns as V1: the old key's values fit the new key's columns."""
 

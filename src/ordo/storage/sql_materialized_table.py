@@ -152,6 +152,15 @@ class SqlMaterializedTable(SqlStore):
         if not found:
             self._create(conn, table, schema)
             return
+        existing = {c.name for c in found}
+        name = self._identifier
+        for column in schema.columns:  # first: a new key may name a column the version adds
+            if column.name not in existing:
+                conn.execute(
+                    f"ALTER TABLE {name(table)} ADD COLUMN "
+                    f"{name(column.name)} {self._sql_type(column, schema)}",
+                    (),
+                )
         retyped = self._retyped(found, schema, former_types)
         keyed = sorted((c for c in found if c.key_position), key=attrgetter("key_position"))
         key = tuple(c.name for c in keyed)
@@ -159,15 +168,6 @@ class SqlMaterializedTable(SqlStore):
             self._rekey(conn, table, key, schema, retyped)
         elif retyped:
             self._retype(conn, table, schema, retyped)
-        existing = {c.name for c in found}
-        name = self._identifier
-        for column in schema.columns:
-            if column.name not in existing:
-                conn.execute(
-                    f"ALTER TABLE {name(table)} ADD COLUMN "
-                    f"{name(column.name)} {self._sql_type(column, schema)}",
-                    (),
-                )
         for dropped in sorted(existing.intersection(retired) - set(schema.names)):
             conn.execute(f"ALTER TABLE {name(table)} DROP COLUMN {name(dropped)}", ())
 
