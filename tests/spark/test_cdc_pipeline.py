@@ -446,6 +446,56 @@ def test_ingested_decimal_keys_in_several_text_forms_are_rows_of_their_own_in_po
     }
 
 
+def test_ingested_keys_in_several_forms_of_one_row_are_one_row_to_the_fold(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A double 1 and 1.0, bytes "AB" and "\\xab", a decimal 1 and "1": one row of the sink
+    (and of an SQLite or PostgreSQL table), and one fold key since ingestion writes each in its
+    type's form. As two fold keys, the second write updated the row the first created, and a
+    delete naming the row in a third form deleted nothing: the table kept a row the source had
+    deleted."""
+    log, checkpoint, sink = (
+        tmp_path / "log",
+        tmp_path / "checkpoint",
+        f"sqlite:///{tmp_path / 's.db'}",
+    )
+    columns = (
+        Column(name="d", type=ColumnType.DOUBLE, nullable=False),
+        Column(name="b", type=ColumnType.BYTES, nullable=False),
+        Column(name="m", type=ColumnType.DECIMAL, nullable=False),
+        Column(name="n", type=ColumnType.LONG),
+    )
+    with stores_at(sink) as stores:
+        schema = TableSchema(table="rows", columns=columns, partition_key=("d", "b", "m"))
+        SchemaRegistry(stores.schemas).register(schema)
+    forms = ([1, "AB", 1], [1.0, "\\xab", "1"])
+    _ingested(
+        log,
+        sink,
+        *(
+            {
+                "table": "rows",
+                "partition_key": key,
+                "cells": {"n": {"value": n, "write_time": n}},
+                "liveness": {"write_time": n},
+                "audit": {"source": "test", "position": n},
+            }
+            for n, key in enumerate(forms, 1)
+        ),
+    )
+    spec = MaterializerSpec(name="rows", table="rows", change_log=str(log), sink=sink)
+    _materialize(spark, spec, checkpoint)
+    assert _materialized_table(sink, spec)[1] == {
+        (1.0, "ab", "1"): {"d": 1.0, "b": "ab", "m": "1", "n": 2}
+    }
+
+    delete = {"table": "rows", "partition_key": [1e0, " ab ", 1], "row_deleted_at": 3}
+    _ingested(log, sink, {**delete, "audit": {"source": "test", "position": 3}})
+    _materialize(spark, spec, checkpoint)
+
+    assert _materialized_table(sink, spec)[1] == {}
+
+
 @pytest.mark.postgres
 def test_sqlite_values_that_do_not_fit_their_column_dead_letter_their_change_not_the_batch(
     spark: SparkSession, postgres_dsn: str, tmp_path: Path

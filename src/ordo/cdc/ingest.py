@@ -9,12 +9,15 @@ without a schema anywhere leaves the change log as it was.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 from ordo.cdc.change_rows import ChangeRows
+from ordo.cdc.key_form import keyed_in_form
 from ordo.cdc.mutation import Mutation
 from ordo.cdc.mutation_json import line_location, parse_mutation_line
+from ordo.cdc.ports import SchemaVersion
 from ordo.cdc.publisher import Publisher, PublishReceipt
 from ordo.cdc.schema_registry import SchemaRegistry
 from ordo.errors import MalformedMutationError, UnknownSchemaError
@@ -53,20 +56,20 @@ def parse_mutation_lines(source: str, data: bytes) -> MutationLines:
     )
 
 
-def _current_schema_ids(
+def _current_versions(
     inputs: Sequence[MutationLines], registry: SchemaRegistry
-) -> dict[str, int]:
-    """Each table's current schema id, looked up once per table.
+) -> dict[str, SchemaVersion]:
+    """Each table's current schema version, looked up once per table.
 
     UnknownSchemaError names the input and line of the first mutation of a table without one.
     """
-    current: dict[str, int] = {}
+    current: dict[str, SchemaVersion] = {}
     for lines in inputs:
         for number, mutation in lines.mutations:
             if mutation.table in current:
                 continue
             try:
-                current[mutation.table] = registry.current(mutation.table).schema_id
+                current[mutation.table] = registry.current(mutation.table)
             except UnknownSchemaError as exc:
                 msg = f"{line_location(number, lines.source)}: {exc}"
                 raise UnknownSchemaError(msg) from exc
@@ -80,16 +83,45 @@ def ingest(
 
     Every table needs a registered schema, and all of them are looked up before anything of any
     input is published; so are their partition counts (PartitionCountMismatchError when the
-    publisher's is not a table's), and every input is encoded as change log rows. The receipts
-    are in the order of `inputs`.
+    publisher's is not a table's), and every input is encoded as change log rows, each key in
+    the form its schema's key columns give it (`keyed_in_form`; a mutation naming a schema id
+    the registry does not have keeps its key, and the materializer dead-letters it). The
+    receipts are in the order of `inputs`.
     """
-    current = _current_schema_ids(inputs, registry)
+    current = _current_versions(inputs, registry)
     publisher.settle(current)
-    prepared = [_change_rows(lines, current) for lines in inputs]
+
+    @cache
+    def named(schema_id: int) -> SchemaVersion | None:
+        """The version of `schema_id`, looked up once; None when the registry has none."""
+        try:
+            return registry.by_id(schema_id)
+        except UnknownSchemaError:
+            return None
+
+    def schema_of(mutation: Mutation) -> SchemaVersion | None:
+        """The version the mutation names (its table's current one if none), None if unknown."""
+        if mutation.schema_id is None:
+            return current[mutation.table]
+        version = named(mutation.schema_id)
+        return version if version is not None and version.table == mutation.table else None
+
+    prepared = [_change_rows(lines, schema_of) for lines in inputs]
     return [publisher.publish_rows(rows) for rows in prepared]
 
 
-def _change_rows(lines: MutationLines, current: dict[str, int]) -> ChangeRows:
+def _in_form(mutation: Mutation, version: SchemaVersion | None) -> Mutation:
+    """The mutation naming `version` (its own schema id if it names one), keyed in its forms."""
+    if version is None:
+        return mutation
+    if mutation.schema_id is None:
+        mutation = dataclasses.replace(mutation, schema_id=version.schema_id)
+    return keyed_in_form(mutation, version.schema)
+
+
+def _change_rows(
+    lines: MutationLines, schema_of: Callable[[Mutation], SchemaVersion | None]
+) -> ChangeRows:
     """The rows of one input, each mutation naming its schema (the table's current one if none).
 
     Built for every input before any is published: what only the change log's encoding refuses
@@ -97,12 +129,7 @@ def _change_rows(lines: MutationLines, current: dict[str, int]) -> ChangeRows:
     inputs before it were published. MalformedMutationError names the input.
     """
     try:
-        return ChangeRows.from_mutations(
-            [
-                m if m.schema_id is not None else dataclasses.replace(m, schema_id=current[m.table])
-                for _, m in lines.mutations
-            ]
-        )
+        return ChangeRows.from_mutations([_in_form(m, schema_of(m)) for _, m in lines.mutations])
     except MalformedMutationError as exc:
         msg = f"{lines.source}: {exc}"
         raise MalformedMutationError(msg) from exc
