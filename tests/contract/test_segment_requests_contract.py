@@ -330,6 +330,35 @@ def test_a_merge_leaves_a_split_or_release_pending_on_a_free_sibling_to_be_done(
     assert _pending(stores) == [(1, replacing)]
 
 
+@pytest.mark.parametrize("segment_id", [0, 1], ids=["lower", "higher"])
+@_EACH_OPERATOR_REQUEST
+def test_a_split_or_release_of_the_merging_segment_made_since_its_merge_was_taken_ends_it(
+    stores: Stores,
+    operation: Callable[..., ControlReceipt],
+    replacing: SegmentRequest,
+    segment_id: int,
+) -> None:
+    """Asked of "a" after it took the merge of its segment, before it merged it with the free
+    sibling: the merge went on, and deleted the request with the merged-away higher segment,
+    or left it on the lower one, the merged segment's id, whose next check split or released
+    the merged segment, which the operator never named. The merge is refused while it is
+    pending now, as over the sibling, and asked again it ends: "a" acts on the request."""
+    stores.tokens.initialize("p", segment_count=2)
+    stores.tokens.claim("p", segment_id, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    merge_segment(stores.tokens, "p", segment_id, now_ms=0, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.take_request("p", segment_id) == MERGE
+    receipt = operation(stores.tokens, "p", segment_id, now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert receipt.message.startswith("asked a to ")
+    with pytest.raises(
+        UnableToClaimTokenError,
+        match=rf"Segment\[{segment_id}/1\] has a {replacing.action} request pending",
+    ):
+        stores.tokens.merge("p", segment_id, "a", now_ms=2, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.request_merge("p", segment_id, "a", now_ms=2) is False
+    assert _segments(stores) == [(0, 1), (1, 1)]
+    assert _pending(stores) == [(segment_id, replacing)]
+
+
 def test_a_request_is_taken_only_of_the_actions_asked_for(stores: Stores) -> None:
     """A merging owner takes a split or release from the sibling, to act on it; a merge or a
     hand-over taken there too was gone for good when the merge then failed."""

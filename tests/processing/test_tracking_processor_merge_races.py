@@ -30,7 +30,10 @@ from processing_support import FAST, counting_handler, now_ms, source, wait_for
 
 
 class _TokenStoreDouble:
-    """The token store it wraps, but for what a subclass does instead: a race double."""
+    """The token store it wraps, but for what a subclass does instead: a race double.
+
+    An override forwards the keyword options it is given (`**options`) as they are.
+    """
 
     def __init__(self, tokens: TokenStore) -> None:
         self._tokens = tokens
@@ -114,9 +117,9 @@ class _Releases(_TokenStoreDouble):
         self.taken_after_hand_over = 0
         self._is_hand_over_taken = False
 
-    def release(self, processor: str, segment_id: int, owner: str) -> None:
+    def release(self, processor: str, segment_id: int, owner: str, **options: bool) -> None:
         self.released.append(segment_id)
-        self._tokens.release(processor, segment_id, owner)
+        self._tokens.release(processor, segment_id, owner, **options)
 
     def take_request(
         self,
@@ -209,11 +212,23 @@ class _ReleaseAskedOnceTheMergeFailed(_TokenStoreDouble):
         self.receipts: list[ControlReceipt] = []
 
     def merge(
-        self, processor: str, segment_id: int, owner: str, *, now_ms: int, claim_timeout_ms: int
+        self,
+        processor: str,
+        segment_id: int,
+        owner: str,
+        *,
+        now_ms: int,
+        claim_timeout_ms: int,
+        **options: bool,
     ) -> Segment:
         try:
             return self._tokens.merge(
-                processor, segment_id, owner, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+                processor,
+                segment_id,
+                owner,
+                now_ms=now_ms,
+                claim_timeout_ms=claim_timeout_ms,
+                **options,
             )
         except UnableToClaimTokenError:
             self.has_merge_failed = True
@@ -363,10 +378,10 @@ class _HandedOverThenAsked(_TokenStoreDouble):
             processor, segment_id, owner, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
         )
 
-    def release(self, processor: str, segment_id: int, owner: str) -> None:
+    def release(self, processor: str, segment_id: int, owner: str, **options: bool) -> None:
         if self.receipts:
             self.calls.append(("release", segment_id))
-        self._tokens.release(processor, segment_id, owner)
+        self._tokens.release(processor, segment_id, owner, **options)
 
 
 @_EACH_OPERATOR_ACTION
@@ -457,14 +472,26 @@ class _SiblingMergeAskedThenTheMergeFails(_HandedOverThenAsked):
         self.has_failed = False
 
     def merge(
-        self, processor: str, segment_id: int, owner: str, *, now_ms: int, claim_timeout_ms: int
+        self,
+        processor: str,
+        segment_id: int,
+        owner: str,
+        *,
+        now_ms: int,
+        claim_timeout_ms: int,
+        **options: bool,
     ) -> Segment:
         if self.receipts and not self.has_failed:
             self.has_failed = True
             msg = "connection lost (injected)"
             raise StorageError(msg)
         return self._tokens.merge(
-            processor, segment_id, owner, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+            processor,
+            segment_id,
+            owner,
+            now_ms=now_ms,
+            claim_timeout_ms=claim_timeout_ms,
+            **options,
         )
 
 
@@ -489,4 +516,90 @@ def test_an_operator_s_merge_of_the_sibling_handed_over_stays_pending_when_the_m
             (1, SegmentRequest(action=SegmentAction.MERGE))
         ]
         assert len(stores.tokens.entries("counts")) == 2
+    assert processor.failure is None
+
+
+class _AskedOfTheMergingOwner(_TokenStoreDouble):
+    """The token store, except that right after the worker takes a merge request, the operator
+    applies `operation` to the segment it merges (asked of the worker, which holds it): before
+    the worker merges (a moment a test cannot time otherwise). Records the splits and releases
+    made after the operator's action, once made."""
+
+    def __init__(self, tokens: TokenStore, *, operation: Callable[..., ControlReceipt]) -> None:
+        super().__init__(tokens)
+        self._operation = operation
+        self.receipts: list[ControlReceipt] = []
+        self.calls: list[tuple[str, int]] = []
+
+    def take_request(
+        self,
+        processor: str,
+        segment_id: int,
+        *,
+        actions: AbstractSet[SegmentAction] = frozenset(SegmentAction),
+    ) -> SegmentRequest | None:
+        taken = self._tokens.take_request(processor, segment_id, actions=actions)
+        if taken is not None and taken.action is SegmentAction.MERGE and not self.receipts:
+            self.receipts.append(
+                self._operation(
+                    self._tokens, processor, segment_id, now_ms=now_ms(), claim_timeout_ms=30_000
+                )
+            )
+        return taken
+
+    def split(
+        self, processor: str, segment_id: int, owner: str, **options: bool
+    ) -> tuple[Segment, Segment]:
+        halves = self._tokens.split(processor, segment_id, owner, **options)
+        self.calls.append(("split", segment_id))
+        return halves
+
+    def release(self, processor: str, segment_id: int, owner: str, **options: bool) -> None:
+        self._tokens.release(processor, segment_id, owner, **options)
+        if self.receipts:
+            self.calls.append(("release", segment_id))
+
+
+@pytest.mark.parametrize("segment_id", [0, 1], ids=["lower", "higher"])
+@_EACH_OPERATOR_ACTION
+def test_a_release_or_split_of_the_segment_asked_while_its_owner_merges_is_done_and_ends_it(
+    stores: Stores, operation: Callable[..., ControlReceipt], segment_id: int
+) -> None:
+    """Asked after the owner took the merge, before it merged its segment with the free
+    sibling: the merge went on, and the request went with the merged-away higher segment, or
+    stayed on the lower one, the merged segment's id, which its owner then split or released,
+    though the operator had named a half. The merge ends now, and the owner splits or releases
+    the segment the operator named."""
+    tokens = _AskedOfTheMergingOwner(stores.tokens, operation=operation)
+    settings = replace(
+        FAST, thread_count=1, initial_segment_count=2, claim_timeout=timedelta(seconds=30)
+    )
+    stores.tokens.initialize("counts", segment_count=2)
+    sibling_id = 1 - segment_id
+    # The worker claims the first free segment: "other" holds the sibling until it has.
+    stores.tokens.claim("counts", sibling_id, "other", now_ms=now_ms(), claim_timeout_ms=30_000)
+    processor = TrackingProcessor(
+        "counts",
+        source(stores),
+        tokens,  # type: ignore[arg-type]
+        counting_handler,
+        settings=settings,
+    )
+    with processor:
+        wait_for(lambda: stores.tokens.entries("counts")[segment_id].owner is not None)
+        owner = stores.tokens.entries("counts")[segment_id].owner
+        stores.tokens.release("counts", sibling_id, "other")
+        processor.merge(segment_id)
+        what = {release_segment: "release", split_segment: "split"}[operation]
+        wait_for(lambda: (what, segment_id) in tokens.calls)
+        asked = {release_segment: "release", split_segment: "split segment"}[operation]
+        assert [r.message for r in tokens.receipts] == [
+            f"asked {owner} to {asked} Segment[{segment_id}/1]"
+        ]
+        halves = {0: [(0, 3), (1, 1), (2, 3)], 1: [(0, 1), (1, 3), (3, 3)]}[segment_id]
+        expected = {release_segment: [(0, 1), (1, 1)], split_segment: halves}[operation]
+        entries = stores.tokens.entries("counts")
+        assert [(e.segment.segment_id, e.segment.mask) for e in entries] == expected
+        assert stores.tokens.pending_requests("counts") == []
+        assert processor.is_running
     assert processor.failure is None

@@ -203,11 +203,13 @@ class TokenStore(Protocol):
     ) -> Segment:
         """Merge an owned segment with its sibling, which must be claimable.
 
-        The lower token is kept and the merged segment stays claimed by `owner`. A sibling
-        with a split or release pending (asked of `owner` since the sibling was handed over to
-        it, or left on it free by an owner that released it first) is not claimable for the
-        merge, which would drop the request: whoever holds or claims it acts on it first.
-        UnableToClaimTokenError when the sibling is not claimable.
+        The lower token is kept and the merged segment stays claimed by `owner`, and the
+        requests pending on either half end. A split or release pending on either refuses the
+        merge (UnableToClaimTokenError), which would drop it unseen, or carry it out on the
+        merged segment: one asked of `owner` for its segment since it took the merge, or for
+        the sibling since that was handed over to it, or one left on a free sibling by an
+        owner that released it first. Whoever holds or claims the segment acts on it first.
+        UnableToClaimTokenError also when the sibling is not claimable.
         """
         ...
 

@@ -349,7 +349,10 @@ class SegmentWorker(threading.Thread):
                 claim_timeout_ms=claim_timeout_ms,
             )
         except UnableToClaimTokenError:
-            pass  # the sibling is held: ask for it, out of this handler (a new error is no cause)
+            # The sibling is held, or a split or release is pending on either segment (made
+            # since the merge was taken): ask for the sibling, or end the merge (request_merge
+            # keeps the request), out of this handler (a new error is no cause).
+            pass
         try:
             if not p._tokens.request_merge(p.name, segment.segment_id, self.owner, now_ms=now_ms):
                 logger.info(

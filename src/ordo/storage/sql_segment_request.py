@@ -25,7 +25,7 @@ from ordo.storage.sql_token_rows import SqlTokenRows, check_segment
 
 _MERGE = SegmentRequest(action=SegmentAction.MERGE)
 _KEPT_FROM_A_MERGE = frozenset({SegmentAction.SPLIT, SegmentAction.RELEASE})
-"""What a merging owner does not replace with the hand-over it asks of the sibling's owner."""
+"""What refuses a merge (pending on either segment), and a merge's hand-over does not replace."""
 
 
 class SqlSegmentRequests(SqlTokenRows):
@@ -275,19 +275,21 @@ class SqlSegmentRequests(SqlTokenRows):
         hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=to)
         return on_sibling in (None, _MERGE) and on_segment in (None, hand_over)
 
-    def _check_nothing_asked_first(self, conn: SqlConnection, sibling: TokenEntry) -> None:
-        """Refuse a merge while a split or release is pending on the (claimable) sibling.
+    def _check_nothing_asked_first(self, conn: SqlConnection, half: TokenEntry) -> None:
+        """Refuse a merge while a split or release is pending on either segment.
 
-        One asked of the merging owner, made after the sibling's owner handed it over (before,
-        `hand_over` skips the move), or one left on a free sibling, whose owner released it
-        before taking it: the command said the owner was asked, and the merge deleted the
-        request unseen. Whoever holds or claims the sibling acts on it first
-        (UnableToClaimTokenError until then).
+        On the merging segment, one asked of its owner since it took the merge; on the
+        (claimable) sibling, one asked of the merging owner since the hand-over (before,
+        `hand_over` skips the move), or left by an owner that released it before taking it.
+        The command said the owner was asked, and the merge deleted the request unseen with
+        the merged-away higher segment, or left it on the lower one to split or release the
+        merged segment. Whoever holds or claims the segment acts on it first
+        (UnableToClaimTokenError until then; `request_merge` keeps it and ends the merge).
         """
-        pending = self._pending(conn, sibling.processor, sibling.segment.segment_id)
+        pending = self._pending(conn, half.processor, half.segment.segment_id)
         if pending is not None and pending.action in _KEPT_FROM_A_MERGE:
             msg = (
-                f"processor {sibling.processor!r} segment {sibling.segment} has a "
+                f"processor {half.processor!r} segment {half.segment} has a "
                 f"{pending.action} request pending: it is acted on before any merge"
             )
             raise UnableToClaimTokenError(msg)
@@ -311,28 +313,20 @@ class SqlSegmentRequests(SqlTokenRows):
         )
 
     def _forget_merged_requests(
-        self, conn: SqlConnection, processor: str, merged_away_id: int, merged: Segment
+        self, conn: SqlConnection, processor: str, segment_id: int, sibling_id: int
     ) -> None:
-        """Delete what a merge ended, in the merge's transaction.
+        """Delete the requests pending on the two merged segments, in the merge's transaction.
 
-        Requests to the merged-away segment must not reach a segment a later split makes;
-        a hand-over or a merge pending on the other half was asked for a merge of the two,
-        which is done. A merge left pending there (asked of both halves, and made from the
-        merged-away one's side while the other was free) merged the merged segment again,
-        with its own sibling.
+        Requests to the merged-away segment must not reach a segment a later split makes; a
+        hand-over or merge on either half was asked for this merge (one left on the lower half
+        merged the merged segment again). A split or release there refused the merge
+        (`_check_nothing_asked_first`).
         """
         conn.execute(
             self._sql(
-                "DELETE FROM segment_requests WHERE processor = {p} AND (segment_id = {p} "
-                "OR (segment_id = {p} AND action IN ({p}, {p})))"
+                "DELETE FROM segment_requests WHERE processor = {p} AND segment_id IN ({p}, {p})"
             ),
-            (
-                processor,
-                merged_away_id,
-                merged.segment_id,
-                SegmentAction.HAND_OVER.value,
-                SegmentAction.MERGE.value,
-            ),
+            (processor, segment_id, sibling_id),
         )
 
 

@@ -125,7 +125,8 @@ class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
 
         The half that was further ahead processed events the merged segment will see again;
         the merged token keeps that half as a part ahead (TrackingToken.merged), up to which
-        the processor checks what was handled (positions or handled events).
+        the processor checks what was handled (positions or handled events). A split or
+        release pending on either half refuses the merge (see TokenStore.merge).
         """
         check_segment(processor, segment_id, owner)
         check_claim_times(now_ms, claim_timeout_ms)
@@ -139,14 +140,15 @@ class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
                     f"{sibling.owner!r}: ask its owner to release it first"
                 )
                 raise UnableToClaimTokenError(msg)
-            self._check_nothing_asked_first(conn, sibling)
+            for half in (entry, sibling):
+                self._check_nothing_asked_first(conn, half)
             token = entry.token.merged(entry.segment, sibling.token, sibling.segment)
             replay = replay_point([entry.replay_until, sibling.replay_until])
             conn.execute(
                 self._sql("DELETE FROM tokens WHERE processor = {p} AND segment_id IN ({p}, {p})"),
                 (processor, segment_id, sibling_id),
             )
-            self._forget_merged_requests(conn, processor, max(segment_id, sibling_id), merged)
+            self._forget_merged_requests(conn, processor, segment_id, sibling_id)
             self._insert(conn, processor, merged, token, owner, now_ms, replay)
         return merged
 
