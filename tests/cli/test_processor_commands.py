@@ -40,6 +40,33 @@ def test_processors_can_be_inspected_and_steered_offline(runner: CliRunner, tmp_
         assert all(entry.owner is None for entry in stores.tokens.entries("counts"))
 
 
+def test_a_change_of_a_free_segment_says_it_replaced_the_request_left_there(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """A request asked of an owner that stopped before taking it stayed, and the segment's
+    next owner carried it out on whatever the segment had become; `release` clears it."""
+    url = f"sqlite:///{tmp_path}/p.db"
+    with stores_at(url) as stores:
+        stores.tokens.initialize("counts", segment_count=2)
+        for segment_id in (0, 1):
+            stores.tokens.request(
+                "counts", segment_id, SegmentRequest(action=SegmentAction.SPLIT), now_ms=0
+            )
+    code, out, _ = _run(runner, "processors", "release", "counts", "0", "--journal", url)
+    assert (code, out.strip()) == (
+        0,
+        "segment Segment[0/1] is not claimed (withdrew the pending split request)",
+    )
+    code, out, _ = _run(runner, "processors", "split", "counts", "1", "--journal", url)
+    assert (code, out.strip()) == (
+        0,
+        "split Segment[1/1] into Segment[1/3] and Segment[3/3] "
+        "(replacing the pending split request)",
+    )
+    with stores_at(url) as stores:
+        assert stores.tokens.pending_requests("counts") == []
+
+
 def test_processors_reset_clears_a_projections_positions_in_its_own_sink(
     runner: CliRunner, tmp_path: Path
 ) -> None:

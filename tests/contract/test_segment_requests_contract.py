@@ -314,19 +314,18 @@ def test_a_merge_leaves_a_split_or_release_pending_on_a_free_sibling_to_be_done(
     """Asked of "b", which released segment 1 (it stopped) before it took the request: "a"
     merged segment 0 with the free segment 1 and the request went with it, unseen. The merge
     is refused while it is pending, as over a sibling "a" holds: whoever claims segment 1
-    acts on it first. So is an operator's merge of the two, once both are free."""
+    acts on it first. (An operator's merge of the two, once both are free, replaces it: the
+    latest wins.)"""
     _holding_0_and_1(stores)
     assert operation(stores.tokens, "p", 1, now_ms=1, claim_timeout_ms=TIMEOUT).message.startswith(
         "asked b to "
     )
     stores.tokens.release("p", 1, "b")
-    refused = rf"Segment\[1/1\] has a {replacing.action} request pending"
-    with pytest.raises(UnableToClaimTokenError, match=refused):
+    with pytest.raises(
+        UnableToClaimTokenError, match=rf"Segment\[1/1\] has a {replacing.action} request pending"
+    ):
         stores.tokens.merge("p", 0, "a", now_ms=2, claim_timeout_ms=TIMEOUT)
-    stores.tokens.release("p", 0, "a")
-    with pytest.raises(UnableToClaimTokenError, match=refused):
-        merge_segment(stores.tokens, "p", 0, now_ms=3, claim_timeout_ms=TIMEOUT)
-    assert [(e.segment.mask, e.owner) for e in stores.tokens.entries("p")] == [(1, None)] * 2
+    assert [(e.segment.mask, e.owner) for e in stores.tokens.entries("p")] == [(1, "a"), (1, None)]
     assert _pending(stores) == [(1, replacing)]
 
 
@@ -357,6 +356,86 @@ def test_a_split_or_release_of_the_merging_segment_made_since_its_merge_was_take
     assert stores.tokens.request_merge("p", segment_id, "a", now_ms=2) is False
     assert _segments(stores) == [(0, 1), (1, 1)]
     assert _pending(stores) == [(segment_id, replacing)]
+
+
+_EACH_REQUEST_LEFT = pytest.mark.parametrize(
+    "left",
+    [
+        SegmentRequest(action=SegmentAction.SPLIT),
+        SegmentRequest(action=SegmentAction.RELEASE),
+        MERGE,
+        SegmentRequest(action=SegmentAction.HAND_OVER, target_owner="a"),
+    ],
+    ids=["split", "release", "merge", "hand-over"],
+)
+"""A request left pending on a segment nobody holds (its owner stopped before taking it)."""
+
+
+@_EACH_REQUEST_LEFT
+def test_an_operator_s_split_of_a_free_segment_replaces_the_request_left_on_it(
+    stores: Stores, left: SegmentRequest
+) -> None:
+    """The split was made at once and the request stayed: the segment's next owner carried it
+    out on the half it then named (split it again, released it, merged the halves back)."""
+    stores.tokens.initialize("p", segment_count=2)
+    stores.tokens.request("p", 1, left, now_ms=0)
+    receipt = split_segment(stores.tokens, "p", 1, now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert receipt.message == (
+        "split Segment[1/1] into Segment[1/3] and Segment[3/3] "
+        f"(replacing the pending {left.describe()} request)"
+    )
+    assert _pending(stores) == []
+    assert _owners(stores) == [(None, None)] * 3
+
+
+@_EACH_REQUEST_LEFT
+def test_an_operator_s_release_of_a_free_segment_withdraws_the_request_left_on_it(
+    stores: Stores, left: SegmentRequest
+) -> None:
+    """Nothing to release, and the request stayed for the segment's next owner: the operator
+    could not clear it but by running the processor."""
+    stores.tokens.initialize("p", segment_count=2)
+    stores.tokens.request("p", 1, left, now_ms=0)
+    receipt = release_segment(stores.tokens, "p", 1, now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert receipt.message == (
+        f"segment Segment[1/1] is not claimed (withdrew the pending {left.describe()} request)"
+    )
+    assert _pending(stores) == []
+    assert _owners(stores) == [(None, None)] * 2
+    receipt = release_segment(stores.tokens, "p", 1, now_ms=2, claim_timeout_ms=TIMEOUT)
+    assert receipt.message == "segment Segment[1/1] is not claimed"
+
+
+def test_an_operator_s_merge_of_two_free_segments_replaces_the_requests_left_on_them(
+    stores: Stores,
+) -> None:
+    """A split or release left on either was refused (the merge would drop it), and nothing
+    but running the processor cleared it: the operator's merge is the later request now."""
+    stores.tokens.initialize("p", segment_count=2)
+    stores.tokens.request("p", 0, SegmentRequest(action=SegmentAction.SPLIT), now_ms=0)
+    stores.tokens.request("p", 1, SegmentRequest(action=SegmentAction.RELEASE), now_ms=0)
+    receipt = merge_segment(stores.tokens, "p", 1, now_ms=1, claim_timeout_ms=TIMEOUT)
+    assert receipt.message == (
+        "merged into Segment[0/0] (replacing the pending split request of Segment[0/1] and "
+        "the pending release request of Segment[1/1])"
+    )
+    assert _pending(stores) == []
+    assert _owners(stores) == [(None, None)]
+
+
+@pytest.mark.parametrize("operation", [release_segment, split_segment], ids=["release", "split"])
+def test_a_merge_left_on_a_free_segment_and_replaced_withdraws_its_hand_over(
+    stores: Stores, operation: Callable[..., ControlReceipt]
+) -> None:
+    """ "a" asked for segment 1 for its merge and stopped: the hand-over stayed when the
+    operator's change replaced the merge, and "b" could hand segment 1 to "a" once "a" held
+    segment 0 again, not merging."""
+    _merging_0_while_b_holds_1(stores)
+    stores.tokens.release("p", 0, "a")
+    receipt = operation(stores.tokens, "p", 0, now_ms=1, claim_timeout_ms=TIMEOUT)
+    said = {release_segment: "withdrew", split_segment: "replacing"}[operation]
+    assert receipt.message.endswith(f"({said} the pending merge request)")
+    assert _pending(stores) == []
 
 
 def test_a_request_is_taken_only_of_the_actions_asked_for(stores: Stores) -> None:

@@ -178,7 +178,10 @@ def merge(
 def release(
     journal_url: str | None, replace_hand_over: bool, processor: str, segment_id: int
 ) -> None:
-    """Ask the owner of segment SEGMENT_ID of PROCESSOR to release it."""
+    """Ask the owner of segment SEGMENT_ID of PROCESSOR to release it.
+
+    Of a segment nobody holds, withdraw the request left pending on it.
+    """
     _steer(journal_url, "release", processor, segment_id, replace_hand_over=replace_hand_over)
 
 

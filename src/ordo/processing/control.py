@@ -1,15 +1,19 @@
 """Operator actions on a processor's segments, whether or not the processor is running.
 
-A segment nobody holds is changed at once (claimed for the operation, then released); a
-segment that a running processor holds is changed by its owner, between two batches, through a
-request in the token store, wherever that processor runs. Every action checks its arguments
-before it reads the token store (InvalidInputError; the token store checks the processor name).
-A request to a segment whose owner is to hand it over for a merge is refused
-(PendingHandOverError) unless `replace_hand_over` says to replace the hand-over.
+A segment nobody holds is changed at once (claimed for the operation, then released), and the
+change replaces a request left pending on it (by an owner that stopped before taking it), in
+the same transaction, as a later request would: the next owner carried it out on the half it
+then named. A release of such a segment only withdraws that request. A segment that a running
+processor holds is changed by its owner, between two batches, through a request in the token
+store, wherever that processor runs. Every action checks its arguments before it reads the
+token store (InvalidInputError; the token store checks the processor name). A request to a
+segment whose owner is to hand it over for a merge is refused (PendingHandOverError) unless
+`replace_hand_over` says to replace the hand-over.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ordo.errors import (
@@ -59,12 +63,15 @@ def split_segment(
             now_ms=now_ms,
             replace_hand_over=replace_hand_over,
         )
+    replaced = _replaced(tokens, processor, [entry])
     tokens.claim(processor, segment_id, OPERATOR, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
     try:
-        low, high = tokens.split(processor, segment_id, OPERATOR)
+        low, high = tokens.split(processor, segment_id, OPERATOR, replace_requests=True)
     finally:
         tokens.release(processor, segment_id, OPERATOR)
-    return ControlReceipt(is_done=True, message=f"split {entry.segment} into {low} and {high}")
+    return ControlReceipt(
+        is_done=True, message=f"split {entry.segment} into {low} and {high}{replaced}"
+    )
 
 
 def merge_segment(
@@ -88,18 +95,24 @@ def merge_segment(
         raise InvalidSegmentOperationError(msg)
     free = [e for e in (entry, sibling) if _is_free(e, now_ms, claim_timeout_ms)]
     if len(free) == 2:
+        replaced = _replaced(tokens, processor, sorted(free, key=lambda e: e.segment.segment_id))
         tokens.claim(
             processor, segment_id, OPERATOR, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
         )
         try:
             merged = tokens.merge(
-                processor, segment_id, OPERATOR, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+                processor,
+                segment_id,
+                OPERATOR,
+                now_ms=now_ms,
+                claim_timeout_ms=claim_timeout_ms,
+                replace_requests=True,
             )
         except BaseException:
             tokens.release(processor, segment_id, OPERATOR)
             raise
         tokens.release(processor, merged.segment_id, OPERATOR)
-        return ControlReceipt(is_done=True, message=f"merged into {merged}")
+        return ControlReceipt(is_done=True, message=f"merged into {merged}{replaced}")
     held = entry if entry not in free else sibling
     return _ask(
         tokens,
@@ -121,11 +134,18 @@ def release_segment(
     claim_timeout_ms: int,
     replace_hand_over: bool = False,
 ) -> ControlReceipt:
-    """Ask the segment's owner to release it (nothing to do when nobody holds it)."""
+    """Ask the segment's owner to release it; withdraw a request left on it when nobody does."""
     check_claim_times(now_ms, claim_timeout_ms)
     entry = _entry(tokens, processor, segment_id)
     if _is_free(entry, now_ms, claim_timeout_ms):
-        return ControlReceipt(is_done=True, message=f"segment {entry.segment} is not claimed")
+        withdrawn = _replaced(tokens, processor, [entry], verb="withdrew")
+        tokens.claim(
+            processor, segment_id, OPERATOR, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+        )
+        tokens.release(processor, segment_id, OPERATOR, replace_requests=True)
+        return ControlReceipt(
+            is_done=True, message=f"segment {entry.segment} is not claimed{withdrawn}"
+        )
     return _ask(
         tokens,
         processor,
@@ -284,15 +304,38 @@ def _ask(
     dropped by a later release while the receipt said only "asked ... to release". A pending
     hand-over is replaced only with `replace_hand_over` (see TokenStore.request).
     """
-    segment_id = entry.segment.segment_id
-    pending = [p.request for p in tokens.pending_requests(processor) if p.segment_id == segment_id]
+    replaced = _replaced(tokens, processor, [entry], asked_again=request)
     tokens.request(
-        processor, segment_id, request, now_ms=now_ms, replace_hand_over=replace_hand_over
-    )
-    replaced = "".join(
-        f" (replacing the pending {p.describe()} request)" for p in pending if p != request
+        processor,
+        entry.segment.segment_id,
+        request,
+        now_ms=now_ms,
+        replace_hand_over=replace_hand_over,
     )
     return ControlReceipt(is_done=False, message=f"asked {entry.owner} to {what}{replaced}")
+
+
+def _replaced(
+    tokens: TokenStore,
+    processor: str,
+    entries: Sequence[TokenEntry],
+    *,
+    verb: str = "replacing",
+    asked_again: SegmentRequest | None = None,
+) -> str:
+    """The receipt's note of the requests pending on `entries` that the action replaces.
+
+    Each is named with its segment when the action has two. A pending request equal to
+    `asked_again` is asked again, not replaced.
+    """
+    pending = {p.segment_id: p.request for p in tokens.pending_requests(processor)}
+    replaced = [
+        f"the pending {request.describe()} request"
+        + (f" of {e.segment}" if len(entries) > 1 else "")
+        for e in entries
+        if (request := pending.get(e.segment.segment_id)) not in (None, asked_again)
+    ]
+    return f" ({verb} {' and '.join(replaced)})" if replaced else ""
 
 
 def _is_free(entry: TokenEntry, now_ms: int, claim_timeout_ms: int) -> bool:

@@ -190,16 +190,39 @@ class TokenStore(Protocol):
         """Take or renew the claim (UnableToClaimTokenError if another owner holds it)."""
         ...
 
-    def release(self, processor: str, segment_id: int, owner: str) -> None:
-        """Give the claim up (nothing happens unless `owner` holds it)."""
+    def release(
+        self, processor: str, segment_id: int, owner: str, *, replace_requests: bool = False
+    ) -> None:
+        """Give the claim up (nothing happens unless `owner` holds it).
+
+        With `replace_requests` (an operator's release of a segment nobody held, claimed for
+        it) the request pending on the segment is withdrawn in the same transaction, as a
+        later request replaces it (see `split`).
+        """
         ...
 
-    def split(self, processor: str, segment_id: int, owner: str) -> tuple[Segment, Segment]:
-        """Split an owned segment; the new half copies the token and is unclaimed."""
+    def split(
+        self, processor: str, segment_id: int, owner: str, *, replace_requests: bool = False
+    ) -> tuple[Segment, Segment]:
+        """Split an owned segment; the new half copies the token and is unclaimed.
+
+        With `replace_requests` (an operator's split of a segment nobody held, claimed for it)
+        the request pending on the segment, left by an owner that stopped before taking it,
+        is deleted in the same transaction, as a later request replaces it: its next owner
+        carried it out on the half it then named. A merge so replaced withdraws the hand-over
+        it asked of the sibling, as `request` does.
+        """
         ...
 
     def merge(
-        self, processor: str, segment_id: int, owner: str, *, now_ms: int, claim_timeout_ms: int
+        self,
+        processor: str,
+        segment_id: int,
+        owner: str,
+        *,
+        now_ms: int,
+        claim_timeout_ms: int,
+        replace_requests: bool = False,
     ) -> Segment:
         """Merge an owned segment with its sibling, which must be claimable.
 
@@ -209,7 +232,9 @@ class TokenStore(Protocol):
         merged segment: one asked of `owner` for its segment since it took the merge, or for
         the sibling since that was handed over to it, or one left on a free sibling by an
         owner that released it first. Whoever holds or claims the segment acts on it first.
-        UnableToClaimTokenError also when the sibling is not claimable.
+        With `replace_requests` (an operator's merge of two segments nobody held) they are
+        replaced instead, as by a later request. UnableToClaimTokenError also when the sibling
+        is not claimable.
         """
         ...
 

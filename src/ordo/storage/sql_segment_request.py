@@ -1,9 +1,9 @@
 """Segment requests in SQL: what an operator or another owner asks a segment's owner to do.
 
-A part of SqlTokenStore: asking (`request`, with its rules for pending hand-overs and
-merges, and `request_merge` for a merging owner), taking, listing the pending requests,
-whether a merge still waits for the hand-over its sibling's owner is making (`hand_over`), and
-what a merge leaves to its owner first (`merge`).
+A part of SqlTokenStore: asking (`request`, with its rules for pending hand-overs and merges,
+and `request_merge` for a merging owner), taking, listing the pending requests, whether a merge
+still waits for the hand-over its sibling's owner is making (`hand_over`), what a merge leaves
+to its owner first (`merge`), and what an operator's change made at once replaces.
 """
 
 from __future__ import annotations
@@ -294,6 +294,21 @@ class SqlSegmentRequests(SqlTokenRows):
             )
             raise UnableToClaimTokenError(msg)
 
+    def _replace_requests(self, conn: SqlConnection, processor: str, segment: Segment) -> None:
+        """Delete the request pending on the segment, for an operator's change made at once.
+
+        As a later request replaces it (`_ask`): a merge withdraws the hand-over it asked for.
+        """
+        deleted = conn.execute(
+            self._sql(
+                "DELETE FROM segment_requests WHERE processor = {p} AND segment_id = {p} "
+                "RETURNING action"
+            ),
+            (processor, segment.segment_id),
+        ).fetchone()
+        if deleted is not None and deleted[0] == SegmentAction.MERGE.value:
+            self._withdraw_hand_over(conn, processor, segment)
+
     def _forget_hand_over_to(
         self, conn: SqlConnection, processor: str, segment_id: int, owner: str
     ) -> None:
@@ -320,7 +335,7 @@ class SqlSegmentRequests(SqlTokenRows):
         Requests to the merged-away segment must not reach a segment a later split makes; a
         hand-over or merge on either half was asked for this merge (one left on the lower half
         merged the merged segment again). A split or release there refused the merge
-        (`_check_nothing_asked_first`).
+        (`_check_nothing_asked_first`), or an operator's merge replaces it.
         """
         conn.execute(
             self._sql(

@@ -16,6 +16,7 @@ from ordo.errors import (
     UnknownProcessorError,
 )
 from ordo.journal import validation
+from ordo.processing.connection import SqlConnection
 from ordo.processing.control import check_claim_times
 from ordo.processing.ports import TokenEntry
 from ordo.processing.segment import Segment, initial_segments
@@ -91,23 +92,48 @@ class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
             raise UnableToClaimTokenError(msg)
         return entry
 
-    def release(self, processor: str, segment_id: int, owner: str) -> None:
-        """Give the claim up (a no-op unless `owner` holds it)."""
-        check_segment(processor, segment_id, owner)
-        with self._db.connection() as conn:
-            conn.execute(
-                self._sql(
-                    "UPDATE tokens SET owner = NULL, claimed_at = NULL "
-                    "WHERE processor = {p} AND segment_id = {p} AND owner = {p}"
-                ),
-                (processor, segment_id, owner),
-            )
+    def release(
+        self, processor: str, segment_id: int, owner: str, *, replace_requests: bool = False
+    ) -> None:
+        """Give the claim up (a no-op unless `owner` holds it).
 
-    def split(self, processor: str, segment_id: int, owner: str) -> tuple[Segment, Segment]:
-        """Split an owned segment; the new half copies token and replay boundary, unclaimed."""
+        With `replace_requests` the request pending on the segment is withdrawn in the same
+        transaction (see TokenStore.release).
+        """
+        check_segment(processor, segment_id, owner)
+        if not replace_requests:
+            with self._db.connection() as conn:
+                self._give_up(conn, processor, segment_id, owner)
+            return
+        with self._write() as conn:
+            if self._give_up(conn, processor, segment_id, owner):
+                segment = self._entry(conn, processor, segment_id).segment
+                self._replace_requests(conn, processor, segment)
+
+    def _give_up(self, conn: SqlConnection, processor: str, segment_id: int, owner: str) -> bool:
+        """End `owner`'s claim of the segment; whether it held it."""
+        released = conn.execute(
+            self._sql(
+                "UPDATE tokens SET owner = NULL, claimed_at = NULL "
+                "WHERE processor = {p} AND segment_id = {p} AND owner = {p}"
+            ),
+            (processor, segment_id, owner),
+        ).rowcount
+        return released > 0
+
+    def split(
+        self, processor: str, segment_id: int, owner: str, *, replace_requests: bool = False
+    ) -> tuple[Segment, Segment]:
+        """Split an owned segment; the new half copies token and replay boundary, unclaimed.
+
+        With `replace_requests` the request pending on the segment goes in the same
+        transaction (see TokenStore.split).
+        """
         check_segment(processor, segment_id, owner)
         with self._write() as conn:
             entry = self._owned(conn, processor, segment_id, owner)
+            if replace_requests:
+                self._replace_requests(conn, processor, entry.segment)
             low, high = entry.segment.split()
             conn.execute(
                 self._sql(
@@ -119,14 +145,22 @@ class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
         return low, high
 
     def merge(
-        self, processor: str, segment_id: int, owner: str, *, now_ms: int, claim_timeout_ms: int
+        self,
+        processor: str,
+        segment_id: int,
+        owner: str,
+        *,
+        now_ms: int,
+        claim_timeout_ms: int,
+        replace_requests: bool = False,
     ) -> Segment:
         """Merge an owned segment with its claimable sibling, resuming from the lower token.
 
         The half that was further ahead processed events the merged segment will see again;
         the merged token keeps that half as a part ahead (TrackingToken.merged), up to which
         the processor checks what was handled (positions or handled events). A split or
-        release pending on either half refuses the merge (see TokenStore.merge).
+        release pending on either half refuses the merge unless `replace_requests` (see
+        TokenStore.merge).
         """
         check_segment(processor, segment_id, owner)
         check_claim_times(now_ms, claim_timeout_ms)
@@ -140,8 +174,9 @@ class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
                     f"{sibling.owner!r}: ask its owner to release it first"
                 )
                 raise UnableToClaimTokenError(msg)
-            for half in (entry, sibling):
-                self._check_nothing_asked_first(conn, half)
+            if not replace_requests:
+                for half in (entry, sibling):
+                    self._check_nothing_asked_first(conn, half)
             token = entry.token.merged(entry.segment, sibling.token, sibling.segment)
             replay = replay_point([entry.replay_until, sibling.replay_until])
             conn.execute(
