@@ -135,11 +135,15 @@ def test_a_postgres_url_libpq_cannot_parse_is_one_error_line(
 
 
 @pytest.mark.parametrize("url", [":memory:", "sqlite:///:memory:"])
-@pytest.mark.parametrize("command", [["init"], ["append"]])
+@pytest.mark.parametrize("command", [["init"], ["append"], ["info"], ["query", "t"], ["status"]])
 def test_an_in_memory_journal_is_refused_in_one_line(
     runner: CliRunner, command: list[str], url: str
 ) -> None:
-    """SQLite keeps an in-memory database out of WAL mode, and opening one waited for ever."""
+    """SQLite keeps an in-memory database out of WAL mode, and opening one waited for ever.
+
+    The commands that only read said "no journal at :memory:: create it with `ordo init`",
+    which refuses it: docs/cli.md says every command refuses it as no journal.
+    """
     code, out, err = _run(runner, *command, "--journal", url, stdin="")
     assert (code, out) == (1, "")
     assert err == (

@@ -34,6 +34,11 @@ _PACKAGE = "ordo.storage.sqlite"
 BUSY_TIMEOUT_S = 60.0
 """How long a writer waits for another process's write lock before failing."""
 
+_IN_MEMORY = ":memory:"
+"""The name sqlite3 opens as a new in-memory database, never as a file."""
+
+_IN_MEMORY_REFUSAL = "an in-memory database cannot be a journal (it cannot be in WAL mode)"
+
 
 def translate_sqlite_error(exc: sqlite3.Error) -> StorageError:
     """Map a driver error onto ordo's storage errors (stores may narrow them further)."""
@@ -65,8 +70,7 @@ def _use_wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.01)
             continue
         if kept == "memory":
-            msg = "an in-memory database cannot be a journal (it cannot be in WAL mode)"
-            raise sqlite3.OperationalError(msg)
+            raise sqlite3.OperationalError(_IN_MEMORY_REFUSAL)
 
 
 class SQLiteDatastore(SchemaReads):
@@ -236,7 +240,12 @@ def require_journal_file(path: Path, *, what: str = "journal") -> None:
     The file is looked at through a read-only connection: opening it as a journal would
     create a missing file and give an application's database ordo's tables. `what` names the
     database in the messages (a projection's "sink database" is an ordo database too).
+    `:memory:` is refused as opening it to write refuses it: it was "no journal at :memory:",
+    with advice to create it with `ordo init`, which cannot.
     """
+    if str(path) == _IN_MEMORY:
+        msg = f"cannot open SQLite {what} {path}: {_IN_MEMORY_REFUSAL}"
+        raise StorageUnavailableError(msg)
     if not path.is_file():
         hint = (
             "create it with `ordo init` or by appending to it"
