@@ -290,13 +290,15 @@ class StorageUnavailableError(StorageError, ConnectionError):
 
 
 class StorageAccessError(StorageUnavailableError):
-    """The server is up but refuses the URL's connection: not an outage.
+    """The server is up but refuses the URL's connection, or a file its access: not an outage.
 
     A wrong password, a role that does not exist or may not log in, a database that does not
-    exist, no CONNECT privilege, no pg_hba.conf entry. No retry mends it until someone changes
-    the URL or the server's roles and grants: code that rides out outages by retrying
-    StorageUnavailableError (`ordo query --live`) gives up at once on this subclass. A
-    subclass, so that callers catching StorageUnavailableError still catch it.
+    exist, no CONNECT privilege, no pg_hba.conf entry; or a file or folder this process may not
+    read or write (an SQLite journal, a change log, a lock file). No retry mends it until
+    someone changes the URL, the server's roles and grants or the file's permissions: code that
+    rides out outages by retrying StorageUnavailableError (`ordo query --live`) gives up at
+    once on this subclass. A subclass, so that callers catching StorageUnavailableError still
+    catch it.
     """
 
 

@@ -19,6 +19,7 @@ place: every key's changes must stay in the one partition where deduplication re
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -40,10 +41,12 @@ from ordo.cdc.mutation import Mutation
 from ordo.errors import (
     InvalidInputError,
     PartitionCountMismatchError,
-    StorageUnavailableError,
+    StorageAccessError,
+    StorageIntegrityError,
 )
 from ordo.hashing import stable_hash
 from ordo.journal.validation import check_storable
+from ordo.storage.file_errors import file_system_error
 from ordo.storage.parquet.durable_files import fsync_directory, made_directory
 from ordo.storage.parquet.file_name import FILE_NAME, segment_name, segment_token
 from ordo.storage.parquet.partition_record import (
@@ -62,6 +65,9 @@ before `cell_values` existed lack its two columns; readers take them as null."""
 CHANGE_LOG_COLUMNS = tuple(CHANGE_LOG_SCHEMA.names)
 _WRITERS = 4
 """Threads that write a publish's files."""
+_PARTITION = re.compile(r"partition=(\d+)")
+"""A partition folder's name, as `_stage` makes it; other names in a table's folder are not the
+log's (a user's notes, a copy): they are neither counted nor read."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,19 +107,20 @@ class ParquetChangeLog:
 
         A capture enters this before it opens its journal and prepares its source, so that a log
         it could not publish into fails before any trigger or slot exists (StorageUnavailableError
-        naming the root). When the block fails, the directories made here are removed again
-        while they are empty: a refused capture leaves no change log behind.
+        naming the root, StorageAccessError when it may not be written). When the block fails,
+        the directories made here are removed again while they are empty: a refused capture
+        leaves no change log behind.
         """
         missing = [d for d in (self.root, *self.root.parents) if not d.exists()]
         try:
             made_directory(self.root)
         except OSError as exc:
-            msg = f"cannot create the directory of change log {self.root}: {exc}"
-            raise StorageUnavailableError(msg) from exc
+            msg = f"cannot create the directory of change log {self.root}"
+            raise file_system_error(msg, exc) from exc
         try:
             if not os.access(self.root, os.W_OK):
-                msg = f"cannot write to change log {self.root}"
-                raise StorageUnavailableError(msg)
+                msg = f"cannot write to change log {self.root}: permission denied"
+                raise StorageAccessError(msg)
             yield
         except BaseException:
             for directory in missing:  # deepest first; a directory with files stays
@@ -147,6 +154,10 @@ class ParquetChangeLog:
         count puts it, or PartitionCountMismatchError names one that is not. Those files are read
         once per log object (only their keys), and not again once the count is recorded.
         """
+        path = self.table_path(table)
+        if path.exists() and not path.is_dir():  # found only when its first file was written
+            msg = f"the change log of table {table!r}, {path}, is not a folder"
+            raise StorageIntegrityError(msg)
         recorded = self.partition_count(table)
         if recorded is not None:
             if requested is not None and requested != recorded:
@@ -165,9 +176,9 @@ class ParquetChangeLog:
 
         Keys are hashed as the publisher routes them (`stable_hash` of their JSON text).
         """
-        for file in sorted(self.table_path(table).glob("partition=*/*.parquet")):
-            partition = int(file.parent.name.removeprefix("partition="))
-            keys = pq.read_table(file, columns=["partition_key"]).column(0).to_pylist()
+        for partition, file in self._files(table):
+            with _reading(file):
+                keys = pq.read_table(file, columns=["partition_key"]).column(0).to_pylist()
             for key in dict.fromkeys(keys):
                 if stable_hash(key) % partitions != partition:
                     raise PartitionCountMismatchError(
@@ -186,7 +197,8 @@ class ParquetChangeLog:
         goes on from.
         """
         if self.partition_count(table) is None:
-            write_partition_record(self.table_path(table), partitions)
+            with self._writing():
+                write_partition_record(self.table_path(table), partitions)
         recorded = self.partition_count(table)
         if recorded != partitions:
             raise PartitionCountMismatchError(table=table, recorded=recorded, requested=partitions)
@@ -202,7 +214,8 @@ class ParquetChangeLog:
         the GIL).
         """
         work = [(partition, rows) for partition, rows in files if len(rows)]
-        with ThreadPoolExecutor(max_workers=max(1, min(len(work), _WRITERS))) as pool:
+        workers = max(1, min(len(work), _WRITERS))
+        with self._writing(), ThreadPoolExecutor(max_workers=workers) as pool:
             futures = [pool.submit(self._stage, table, p, rows) for p, rows in work]
             wait(futures)
             failed = [error for f in futures if (error := f.exception()) is not None]
@@ -258,6 +271,19 @@ class ParquetChangeLog:
             raise
         return temporary, directory / name, segment, partition, last
 
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Raise what the file system refuses in the block as one storage error naming the log.
+
+        A folder of the log that is a file, or one this process may not write in, ended a
+        publish with the OSError's traceback.
+        """
+        try:
+            yield
+        except OSError as exc:
+            msg = f"cannot write change log {self.root}"
+            raise file_system_error(msg, exc) from exc
+
     def last_position(self, table: str, segment: str, partition: int) -> int | None:
         """The highest position of `segment` in one partition's files (read from their names)."""
         where = (table, segment, partition)
@@ -274,10 +300,15 @@ class ParquetChangeLog:
         path = self.table_path(table)
         if not path.is_dir():
             return []
+        named = (_PARTITION.fullmatch(child.name) for child in path.iterdir())
+        return sorted(int(match[1]) for match in named if match)
+
+    def _files(self, table: str) -> list[tuple[int, Path]]:
+        """The Parquet files of the table's log with their partitions, in name order."""
         return sorted(
-            int(child.name.removeprefix("partition="))
-            for child in path.iterdir()
-            if child.name.startswith("partition=")
+            (int(match[1]), file)
+            for file in self.table_path(table).glob("partition=*/*.parquet")
+            if (match := _PARTITION.fullmatch(file.parent.name))
         )
 
     def tables(self) -> list[str]:
@@ -294,28 +325,49 @@ class ParquetChangeLog:
         no file yet, and counting directories would tell an operator the wrong `--partitions`.
         """
         recorded = self.partition_count(table)
-        files = list(self.table_path(table).glob("partition=*/*.parquet"))
+        files = [file for _, file in self._files(table)]
         last: dict[str, int] = {}
+        mutations = 0
         for file in files:
             match = FILE_NAME.match(file.name)
             if match is not None:
                 segment = segment_name(match["segment"])
                 last[segment] = max(last.get(segment, 0), int(match["highest"]))
+            with _reading(file):
+                mutations += pq.ParquetFile(file).metadata.num_rows
         return ChangeLogSummary(
             table=table,
             partitions=len(self.partitions(table)) if recorded is None else recorded,
             has_partition_record=recorded is not None,
             files=len(files),
-            mutations=sum(pq.ParquetFile(file).metadata.num_rows for file in files),
+            mutations=mutations,
             last_positions=dict(sorted(last.items())),
         )
 
     def read(self, table: str) -> Iterator[Mutation]:
         """Every mutation in the table's log, file by file (for tools and tests, not for volume)."""
-        path = self.table_path(table)
-        for file in sorted(path.glob("partition=*/*.parquet")):
-            for row in pq.read_table(file, schema=CHANGE_LOG_SCHEMA).to_pylist():
+        for _, file in self._files(table):
+            with _reading(file):
+                rows = pq.read_table(file, schema=CHANGE_LOG_SCHEMA).to_pylist()
+            for row in rows:
                 yield mutation_from_row(row)
+
+
+@contextmanager
+def _reading(file: Path) -> Iterator[None]:
+    """Raise a change log file that cannot be read as one storage error naming the file.
+
+    A file that is not Parquet (a stray or truncated `.parquet`), or one this process may not
+    read, ended `ordo cdc status` with pyarrow's traceback.
+    """
+    try:
+        yield
+    except OSError as exc:
+        msg = f"cannot read change log file {file}"
+        raise file_system_error(msg, exc) from exc
+    except pa.ArrowException as exc:
+        msg = f"change log file {file} cannot be read as one: {exc}"
+        raise StorageIntegrityError(msg) from exc
 
 
 def checked_table_name(table: str) -> str:

@@ -1,0 +1,88 @@
+"""A change log's folders and files that are not what they should be: a folder that is a file,
+a `.parquet` file that is not Parquet, a folder that is no partition. Each is one line naming
+the path, not a traceback, and a refused command changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from cdc_cli_support import log_files, one_line_error, readings, registered, run_ordo
+from ordo.storage.parquet.partition_record import PARTITIONS_RECORD
+
+
+def test_ingest_refuses_a_change_log_under_a_file(tmp_path: Path, journal: str) -> None:
+    ingest = registered(tmp_path, journal)
+    (tmp_path / "notes").write_text("mine")
+    log = tmp_path / "notes" / "log"
+    lines = tmp_path / "readings.jsonl"
+    lines.write_text(readings() + "\n")
+    code, _, err = run_ordo(*ingest, "--change-log", str(log), str(lines))
+    one_line_error(
+        code, err, f"StorageUnavailableError: cannot write change log {log}: File exists: "
+    )
+    assert (tmp_path / "notes").read_text() == "mine"
+
+
+@pytest.mark.parametrize("command", ["ingest", "capture"])
+def test_a_table_whose_change_log_is_a_file_is_refused_before_anything_changes(
+    tmp_path: Path, journal: str, command: str
+) -> None:
+    """Found only when the table's first file was written: after a capture's triggers."""
+    ingest = registered(tmp_path, journal)
+    log = tmp_path / "log"
+    log.mkdir()
+    (log / "readings").write_text("mine")
+    source = tmp_path / "shop.db"
+    with sqlite3.connect(source) as conn:
+        conn.execute("CREATE TABLE readings (id INTEGER PRIMARY KEY, label TEXT)")
+    lines = tmp_path / "readings.jsonl"
+    lines.write_text(readings() + "\n")
+    args = {
+        "ingest": (*ingest, str(lines)),
+        "capture": ("cdc", "capture", str(source), "--table", "readings", "--journal", journal),
+    }[command]
+    code, _, err = run_ordo(*args, "--change-log", str(log))
+    one_line_error(
+        code,
+        err,
+        f"StorageIntegrityError: the change log of table 'readings', {log / 'readings'}, "
+        "is not a folder",
+    )
+    assert log_files(log) == {"readings": b"mine"}
+    with sqlite3.connect(source) as conn:  # no change table, no triggers
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("readings",)]
+
+
+@pytest.mark.parametrize("command", [("cdc", "status"), ("status",)])
+def test_status_names_a_change_log_file_that_is_not_parquet(
+    tmp_path: Path, journal: str, command: tuple[str, ...]
+) -> None:
+    ingest = registered(tmp_path, journal)
+    assert run_ordo(*ingest, stdin=readings())[0] == 0
+    stray = next((tmp_path / "log" / "readings").glob("partition=*")) / "seg-7-7.parquet"
+    stray.write_text("not Parquet")
+    code, _, err = run_ordo(*command, "--journal", journal, "--change-log", str(tmp_path / "log"))
+    one_line_error(code, err, f"StorageIntegrityError: change log file {stray} cannot be read")
+
+
+def test_folders_that_are_no_partition_are_not_the_logs(tmp_path: Path, journal: str) -> None:
+    """A log written before partition counts were recorded counts its partition folders."""
+    ingest = registered(tmp_path, journal)
+    assert run_ordo(*ingest, stdin=readings())[0] == 0
+    table = tmp_path / "log" / "readings"
+    (table / PARTITIONS_RECORD).unlink()
+    (table / "partition=old").mkdir()
+    (table / "partition=old" / "copy.parquet").write_text("not the log's")
+    status = ("cdc", "status", "--journal", journal, "--change-log", str(tmp_path / "log"))
+    code, out, err = run_ordo(*status, "--json")
+    assert code == 0, err
+    (summary,) = json.loads(out)["change_logs"]
+    assert (summary["partitions"], summary["files"], summary["mutations"]) == (1, 1, 1)
+    code, out, err = run_ordo(*ingest, stdin=readings(position=2))
+    assert code == 0, err
+    assert out == "stdin: published 1, skipped 0\n"
