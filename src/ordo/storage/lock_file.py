@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ordo.errors import AlreadyRunningError
+from ordo.storage.file_errors import file_system_error
 
 _HOLDER_READS, _HOLDER_WAIT_S = 25, 0.02
 LOCK_FILE = ".ordo.lock"
@@ -32,10 +33,17 @@ def exclusive_lock(path: Path, running: str) -> Iterator[None]:
     AlreadyRunningError (`<running> (pid N on HOST); stop it first, ...`) when another process
     holds it; `running` says what, as "a capture of shop.db is already running". The holder
     writes its pid and host into the file for that message; the file is opened without
-    truncating, so a refused copy never erases the holder's.
+    truncating, so a refused copy never erases the holder's. A lock file that cannot be made (its
+    folder may not be written, it is a folder) is a StorageUnavailableError naming it
+    (StorageAccessError for a permission), as the job's other files are, not the OSError's
+    traceback.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = _locked(path, running)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = _locked(path, running)
+    except OSError as exc:
+        msg = f"cannot take the lock file {path}"
+        raise file_system_error(msg, exc) from exc
     try:
         os.ftruncate(descriptor, 0)
         os.write(descriptor, f"pid {os.getpid()} on {socket.gethostname()}".encode())
