@@ -271,3 +271,23 @@ def test_a_command_that_writes_refuses_a_journal_in_a_missing_folder_creating_no
         f"{tmp_path}/typo (`ordo init` or ordo.init_storage() creates both)\n",
     )
     assert sorted(tmp_path.rglob("*")) == before
+
+
+_OPENED = "cannot open SQLite journal {0}: unable to open database file ({0} is a folder, not "
+_LOOKED_AT = "no journal at {0}: it is a folder, not "
+
+
+@pytest.mark.parametrize(
+    ("command", "problem"),
+    [(["init"], _OPENED), (["append"], _OPENED), (["info"], _LOOKED_AT), (["tags"], _LOOKED_AT)],
+)
+def test_a_folder_named_as_the_journal_is_refused_as_a_folder(
+    runner: CliRunner, tmp_path: Path, command: list[str], problem: str
+) -> None:
+    """A reading command said "no journal: create it with `ordo init`", which failed too."""
+    folder = tmp_path / "journal.db"
+    folder.mkdir()
+    code, _, err = _run(runner, *command, "--journal", str(folder), stdin="")
+    assert (code, err.count("\n")) == (1, 1)
+    assert err.startswith(f"Error: StorageUnavailableError: {problem.format(folder)}an SQLite file")
+    assert list(folder.iterdir()) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -11,6 +12,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 
 from ordo.errors import (
+    StorageAccessError,
     StorageError,
     StorageIntegrityError,
     StorageUnavailableError,
@@ -40,16 +42,48 @@ _IN_MEMORY = ":memory:"
 _IN_MEMORY_REFUSAL = "an in-memory database cannot be a journal (it cannot be in WAL mode)"
 
 
-def translate_sqlite_error(exc: sqlite3.Error) -> StorageError:
-    """Map a driver error onto ordo's storage errors (stores may narrow them further)."""
+def translate_sqlite_error(exc: sqlite3.Error, path: Path) -> StorageError:
+    """Map a driver error onto ordo's storage errors (stores may narrow them further).
+
+    A database SQLite may not write (the file or its folder is read-only to this process, or
+    the file was replaced under it) is StorageAccessError naming `path`: a tracking processor
+    or a capture rode it out as an outage, retrying what no retry mends.
+    """
     text = str(exc)
     if isinstance(exc, sqlite3.IntegrityError):
         return StorageIntegrityError(f"SQLite constraint failed: {text}")
+    if isinstance(exc, sqlite3.OperationalError) and "readonly" in text:
+        return StorageAccessError(f"SQLite database {path} cannot be written: {text}")
     if isinstance(exc, sqlite3.OperationalError) and (
-        "unable to open" in text or "disk I/O" in text or "readonly" in text
+        "unable to open" in text or "disk I/O" in text
     ):
-        return StorageUnavailableError(f"SQLite database cannot be used: {text}")
+        return StorageUnavailableError(f"SQLite database {path} cannot be used: {text}")
     return StorageError(f"SQLite error: {text}")
+
+
+def unusable_file_error(
+    doing: str, path: Path, exc: sqlite3.Error, *, writes: bool
+) -> StorageError:
+    """`doing` ("cannot open SQLite journal /x") failed with `exc`; the error saying why.
+
+    SQLite says "unable to open database file" for a folder in the file's place and for a
+    file or folder this process may not use: the error says which it is. SQLite needs to read
+    and write the file, and to create files beside it (its `-wal`, `-shm` or `-journal`) when
+    it `writes`; a process that may not is refused with StorageAccessError.
+    """
+    msg = f"{doing}: {exc}"
+    if path.is_dir():
+        return StorageUnavailableError(f"{msg} ({path} is a folder, not an SQLite file)")
+    file_access = os.R_OK | os.W_OK if writes else os.R_OK
+    if path.exists() and not os.access(path, file_access):
+        return StorageAccessError(f"{msg} (permission denied: {path})")
+    if writes and not os.access(path.parent, os.W_OK | os.X_OK):
+        return StorageAccessError(
+            f"{msg} (permission denied: cannot create files in {path.parent})"
+        )
+    if "readonly" in str(exc):  # a read of a WAL journal writes its -shm file
+        return StorageAccessError(f"{msg} (SQLite cannot write beside it in {path.parent})")
+    return StorageUnavailableError(msg)
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
@@ -118,7 +152,7 @@ class SQLiteDatastore(SchemaReads):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise translate_sqlite_error(exc) from exc
+                    raise translate_sqlite_error(exc, self.path) from exc
                 raise
 
     @contextmanager
@@ -128,7 +162,7 @@ class SQLiteDatastore(SchemaReads):
             try:
                 yield conn
             except sqlite3.Error as exc:
-                raise translate_sqlite_error(exc) from exc
+                raise translate_sqlite_error(exc, self.path) from exc
 
     def migrate(self) -> MigrationReceipt:
         """Create or upgrade the schema (idempotent; concurrent callers serialize).
@@ -218,8 +252,8 @@ class SQLiteDatastore(SchemaReads):
                 _use_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
         except sqlite3.Error as exc:
-            msg = f"cannot open SQLite journal {self.path}: {exc}"
-            raise StorageUnavailableError(msg) from exc
+            doing = f"cannot open SQLite journal {self.path}"
+            raise unusable_file_error(doing, self.path, exc, writes=not self.read_only) from exc
         with self._lock:
             if self._is_closed:  # closed while this thread connected
                 conn.close()
@@ -246,6 +280,9 @@ def require_journal_file(path: Path, *, what: str = "journal") -> None:
     if str(path) == _IN_MEMORY:
         msg = f"cannot open SQLite {what} {path}: {_IN_MEMORY_REFUSAL}"
         raise StorageUnavailableError(msg)
+    if path.is_dir():  # `ordo init` would not make one of it either
+        msg = f"no {what} at {path}: it is a folder, not an SQLite file"
+        raise StorageUnavailableError(msg)
     if not path.is_file():
         hint = (
             "create it with `ordo init` or by appending to it"
@@ -258,8 +295,8 @@ def require_journal_file(path: Path, *, what: str = "journal") -> None:
         with closing(read_only_connection(path)) as conn:
             is_journal = _has_metadata(conn)
     except sqlite3.Error as exc:
-        msg = f"cannot read {path} as an SQLite {what}: {exc}"
-        raise StorageUnavailableError(msg) from exc
+        doing = f"cannot read {path} as an SQLite {what}"
+        raise unusable_file_error(doing, path, exc, writes=False) from exc
     if not is_journal:
         msg = f"{path} is not an ordo {what} (it has no {METADATA_TABLE} table)"
         raise StorageUnavailableError(msg)
