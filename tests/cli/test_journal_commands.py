@@ -291,7 +291,19 @@ def test_binary_input_is_one_error_line_and_nothing_is_written(
     )
     assert result.exit_code == 1
     assert result.stderr.strip() == (
-        "Error: InvalidInputError: the input is not UTF-8 text (invalid start byte)"
+        "Error: InvalidInputError: stdin is not UTF-8 text (invalid start byte)"
+    )
+    assert not (tmp_path / "j.db").exists()
+
+
+def test_an_input_file_that_is_not_utf8_is_named(runner: CliRunner, tmp_path: Path) -> None:
+    """The error said "the input", as if it were stdin: `ordo cdc ingest` names its file."""
+    latin1 = tmp_path / "events.jsonl"
+    latin1.write_bytes('{"persistence_id": "café", "payload": 0}\n'.encode("latin-1"))
+    code, _, err = _run(runner, "append", "--journal", f"{tmp_path}/j.db", str(latin1))
+    assert (code, err) == (
+        1,
+        f"Error: InvalidInputError: {latin1} is not UTF-8 text (invalid continuation byte)\n",
     )
     assert not (tmp_path / "j.db").exists()
 

@@ -71,7 +71,9 @@ def append(journal_url: str | None, as_json: bool, source: TextIO) -> None:
     stops the run there, naming the line and what was already appended.
     """
     url = journal_to_write(journal_url)
-    requests = parse_event_lines(source)
+    requests = parse_event_lines(
+        source, source="stdin" if source.name == "<stdin>" else source.name
+    )
     receipts = []
     with open_journal(url, settings=settings_from_env()) as journal:
         for request in requests:

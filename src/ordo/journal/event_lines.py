@@ -26,7 +26,7 @@ class AppendRequest:
     """The number of its first line."""
 
 
-def parse_event_lines(lines: Iterable[str]) -> list[AppendRequest]:
+def parse_event_lines(lines: Iterable[str], *, source: str = "the input") -> list[AppendRequest]:
     """Parse and validate every line; raise InvalidInputError naming the first bad line.
 
     A line is `{"persistence_id": "...", "payload": ..., "tags": [...]}` with optional
@@ -35,7 +35,7 @@ def parse_event_lines(lines: Iterable[str]) -> list[AppendRequest]:
     Nothing is written by this function, so a bad line anywhere means nothing is appended.
     """
     requests: list[AppendRequest] = []
-    for number, line in enumerate(_text_lines(lines), 1):
+    for number, line in enumerate(_text_lines(lines, source), 1):
         if not line.strip():
             continue
         try:
@@ -55,15 +55,16 @@ def parse_event_lines(lines: Iterable[str]) -> list[AppendRequest]:
     return requests
 
 
-def _text_lines(lines: Iterable[str]) -> Iterator[str]:
-    """The lines of a text stream; InvalidInputError when it does not decode (binary input).
+def _text_lines(lines: Iterable[str], source: str) -> Iterator[str]:
+    """The lines of a text stream; InvalidInputError naming `source` when it does not decode.
 
-    A decoder reads ahead in chunks, so the failing line is not known: the error says none.
+    A decoder reads ahead in chunks, so the failing line is not known: the error names the
+    input instead (a file of another encoding, binary input), as `ordo cdc ingest` does.
     """
     try:
         yield from lines
     except UnicodeDecodeError as exc:
-        msg = f"the input is not UTF-8 text ({exc.reason})"
+        msg = f"{source} is not UTF-8 text ({exc.reason})"
         raise InvalidInputError(msg) from exc
 
 
