@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -14,6 +15,7 @@ from ordo.cdc import (
     Audit,
     Cell,
     ChangeMessage,
+    ChangeOp,
     Column,
     ColumnType,
     Mutation,
@@ -217,4 +219,49 @@ def apply_as_m(
         target_table=target_table,
         messages=MessageRows.from_messages(messages),
         history=history,
+    )
+
+
+def row_message(
+    op: ChangeOp,
+    schema: TableSchema,
+    row: Mapping[str, Any],
+    *,
+    table: str,
+    before: bool = False,
+    schema_id: int = 1,
+) -> ChangeMessage:
+    """A message of `table` carrying `row` (missing columns null) in `schema`.
+
+    Its before-image is the row too for a delete, or when `before` says so (an update that
+    names its previous row).
+    """
+    full = {name: row.get(name) for name in schema.names}
+    return ChangeMessage(
+        table=table,
+        op=op,
+        key=tuple(full[k] for k in schema.primary_key),
+        before=full if before or op is ChangeOp.DELETE else None,
+        after=None if op is ChangeOp.DELETE else full,
+        schema_id=schema_id,
+        write_time=1,
+        audit=Audit(source="test", position=1),
+    )
+
+
+def apply_in_schema(
+    sink: SqlChangeSink,
+    batch_id: int,
+    messages: Sequence[ChangeMessage],
+    schema: TableSchema,
+    former_types: Mapping[str, Sequence[ColumnType]] | None = None,
+    old_key_ids: Collection[int] = (),
+    *,
+    query_id: str,
+    target_table: str,
+) -> ChangeBatchReceipt:
+    """`apply_as_m` with the history of a table whose current version is `schema`."""
+    history = history_of(schema, former_types=former_types, old_key_ids=old_key_ids)
+    return apply_as_m(
+        sink, batch_id, messages, history, query_id=query_id, target_table=target_table
     )

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import pytest
 
-from cdc_support import apply_as_m, history_of
-from ordo.cdc import Audit, ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
+from cdc_support import apply_as_m, apply_in_schema, row_message
+from ordo.cdc import ChangeOp, Column, ColumnType, TableSchema
 from ordo.cdc.schema_registry import SchemaRegistry
 from ordo.errors import (
     IncompatibleSchemaError,
@@ -40,37 +41,8 @@ TARGET = 'odd "items"'
 QUERY = "3f5e0d1c-0000-4000-8000-000000000002"
 
 
-def _message(
-    op: ChangeOp,
-    schema: TableSchema,
-    row: Mapping[str, Any],
-    *,
-    before: bool = False,
-    schema_id: int = 1,
-) -> ChangeMessage:
-    full = {name: row.get(name) for name in schema.names}
-    return ChangeMessage(
-        table="items",
-        op=op,
-        key=tuple(full[k] for k in schema.primary_key),
-        before=full if before or op is ChangeOp.DELETE else None,
-        after=None if op is ChangeOp.DELETE else full,
-        schema_id=schema_id,
-        write_time=1,
-        audit=Audit(source="test", position=1),
-    )
-
-
-def _apply(
-    sink: SqlChangeSink,
-    batch_id: int,
-    messages: Sequence[ChangeMessage],
-    schema: TableSchema,
-    former_types: Mapping[str, Sequence[ColumnType]] | None = None,
-    old_key_ids: Collection[int] = (),
-) -> ChangeBatchReceipt:
-    history = history_of(schema, former_types=former_types, old_key_ids=old_key_ids)
-    return apply_as_m(sink, batch_id, messages, history, query_id=QUERY, target_table=TARGET)
+_message = partial(row_message, table="items")
+_apply = partial(apply_in_schema, query_id=QUERY, target_table=TARGET)
 
 
 def _create(sink: SqlChangeSink, *rows: Mapping[str, Any]) -> None:

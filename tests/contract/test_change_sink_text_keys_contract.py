@@ -8,17 +8,16 @@ delete of any of them emptied; the sink keeps such keys as their text on both ba
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from functools import partial
 
 import psycopg
 import pytest
 
-from cdc_support import apply_as_m, history_of
-from ordo.cdc import Audit, ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
+from cdc_support import apply_in_schema, row_message
+from ordo.cdc import ChangeOp, Column, ColumnType, TableSchema
 from ordo.errors import MaterializedKeyChangeError
 from ordo.storage.open import Stores, stores_at
-from ordo.storage.sql_change_sink import ChangeBatchReceipt, SqlChangeSink
+from ordo.storage.sql_change_sink import SqlChangeSink
 
 TARGET = "things"
 QUERY = "3f5e0d1c-0000-4000-8000-000000000003"
@@ -38,32 +37,8 @@ def _things(key: str, key_type: ColumnType = ColumnType.TIMESTAMP) -> TableSchem
     return TableSchema(table="things", columns=columns, partition_key=(key,))
 
 
-def _message(
-    op: ChangeOp, schema: TableSchema, row: Mapping[str, Any], *, schema_id: int = 1
-) -> ChangeMessage:
-    full = {name: row.get(name) for name in schema.names}
-    return ChangeMessage(
-        table="things",
-        op=op,
-        key=tuple(full[k] for k in schema.primary_key),
-        before=None if op is ChangeOp.CREATE else full,
-        after=None if op is ChangeOp.DELETE else full,
-        schema_id=schema_id,
-        write_time=1,
-        audit=Audit(source="test", position=1),
-    )
-
-
-def _apply(
-    sink: SqlChangeSink,
-    batch_id: int,
-    messages: Sequence[ChangeMessage],
-    schema: TableSchema,
-    old_key_ids: Collection[int] = (),
-    former_types: Mapping[str, Sequence[ColumnType]] | None = None,
-) -> ChangeBatchReceipt:
-    history = history_of(schema, old_key_ids=old_key_ids, former_types=former_types)
-    return apply_as_m(sink, batch_id, messages, history, query_id=QUERY, target_table=TARGET)
+_message = partial(row_message, table="things")
+_apply = partial(apply_in_schema, query_id=QUERY, target_table=TARGET)
 
 
 def _sql_types(sink: SqlChangeSink) -> dict[str, str]:
@@ -97,7 +72,10 @@ def test_key_texts_of_one_value_are_rows_of_their_own(
     assert sorted(sink.read_table(TARGET, schema)) == sorted((k,) for k in forms)
 
     updated = {**rows[1], "n": 11}
-    batch = [_message(ChangeOp.UPDATE, schema, updated), _message(ChangeOp.DELETE, schema, rows[2])]
+    batch = [
+        _message(ChangeOp.UPDATE, schema, updated, before=True),
+        _message(ChangeOp.DELETE, schema, rows[2]),
+    ]
     assert _apply(sink, 1, batch, schema).is_applied
 
     table = sink.read_table(TARGET, schema)
@@ -126,7 +104,9 @@ def test_a_timestamp_column_becoming_the_key_is_stored_as_text_and_as_a_value_ag
     deletes = [_message(ChangeOp.DELETE, by_at, row, schema_id=2) for row in rows]
     _apply(sink, 3, deletes, by_at, old_key_ids={1})
     again = {"k": STAMPS[1], "at": STAMPS[2], "n": 3}
-    assert _apply(sink, 4, [_message(ChangeOp.CREATE, by_k, again, schema_id=3)], by_k, {2})
+    assert _apply(
+        sink, 4, [_message(ChangeOp.CREATE, by_k, again, schema_id=3)], by_k, old_key_ids={2}
+    )
     assert _sql_types(sink) == _expected_types(sink, key="k")
     assert list(sink.read_table(TARGET, by_k)) == [(STAMPS[1],)]
 
