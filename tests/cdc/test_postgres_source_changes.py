@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from ordo.cdc.change import mutation_problems
-from ordo.cdc.change_rows import ChangeRows
+from ordo.cdc.change_rows import ChangeRows, key_text
 from ordo.cdc.mutation import Mutation
 from ordo.storage.postgres.wal2json import POSITIONS_PER_LSN, format_lsn, parse_lsn
 from postgres_source_support import Capture, summary
@@ -229,6 +229,29 @@ def test_a_primary_key_change_is_a_delete_and_an_insert(
     ]
     assert window.mutations[2].liveness is not None
     _assert_positions(window.mutations)
+
+
+def test_a_double_key_of_minus_zero_is_zero_and_a_bytes_key_lowercase_hex(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    """PostgreSQL holds -0.0 and 0.0 as one key of a double or real, and may move a row from one
+    to the other. Captured as written they were two fold keys (the fold keys by the JSON text):
+    an UPDATE from -0.0 to 0.0 compared equal, so no delete went out, and the fold kept the
+    -0.0 row the source no longer had. bytea is rendered as lowercase hex, however written."""
+    run("CREATE TABLE t (d float8, r real, b bytea, n int, PRIMARY KEY (d, r, b))")
+    source = capture("t")
+    run("INSERT INTO t VALUES ('-0', '-0', '\\xABCD', 1)")
+    snapshot = list(source.snapshot("t"))
+    run("UPDATE t SET d = 0.0, n = 2")
+    run("UPDATE t SET d = '-0', r = 0.0, n = 3")
+    run("DELETE FROM t")
+
+    window = source.peek(max_changes=100)
+
+    assert [key_text(m.partition_key) for m in [*snapshot, *window.mutations]] == [
+        '[0.0,0.0,"\\\\xabcd"]'
+    ] * 5
+    assert [kind for _, _, kind, _ in summary(window.mutations)] == ["upsert"] * 3 + ["delete"]
 
 
 def test_a_key_change_under_replica_identity_full_keeps_toasted_columns(

@@ -569,6 +569,42 @@ def test_postgres_numbers_json_cannot_carry_are_dead_letters_and_numerics_keep_e
     )
 
 
+@pytest.mark.postgres
+def test_a_postgres_double_key_moved_between_minus_zero_and_zero_is_one_row_to_the_fold(
+    spark: SparkSession, postgres_dsn: str, slot: str, tmp_path: Path
+) -> None:
+    """PostgreSQL and the sink hold a double key's -0.0 and 0.0 as one row. Captured as written
+    they were two fold keys: the UPDATE to 0.0 created a second row in the fold, the DELETE
+    (of 0.0) left the -0.0 one, and the row inserted again as -0.0 was an UPDATE of a row the
+    source had deleted: the fold held a row the table did not."""
+    _run(postgres_dsn, "CREATE TABLE zeros (k float8 PRIMARY KEY, n int)")
+    with change_source_at(postgres_dsn, ["zeros"], slot=slot):
+        pass  # the slot exists from here on
+    _run(postgres_dsn, "INSERT INTO zeros VALUES ('-0', 1)")
+    _run(postgres_dsn, "UPDATE zeros SET k = 0.0, n = 2")
+    _run(postgres_dsn, "DELETE FROM zeros")
+    _run(postgres_dsn, "INSERT INTO zeros VALUES ('-0', 4)")
+    log, checkpoint = tmp_path / "log", tmp_path / "checkpoint"
+    _capture(postgres_dsn, log, journal=postgres_dsn, tables=["zeros"], slot=slot)
+    spec = MaterializerSpec(name="zeros", table="zeros", change_log=str(log), sink=postgres_dsn)
+    _materialize(spark, spec, checkpoint)
+
+    with stores_at(postgres_dsn) as stores:
+        versions = SchemaRegistry(stores.schemas).versions("zeros")
+        messages = list(stores.change_sink.read_messages("zeros"))
+    _, table = _materialized_table(postgres_dsn, spec)
+    assert [(json.dumps(m.key), m.op) for m in messages] == [
+        ("[0.0]", ChangeOp.CREATE),
+        ("[0.0]", ChangeOp.UPDATE),
+        ("[0.0]", ChangeOp.DELETE),
+        ("[0.0]", ChangeOp.CREATE),
+    ]
+    assert table == {(0.0,): {"k": 0.0, "n": 4}}
+    mutations = list(ParquetChangeLog(log).read("zeros"))
+    report = check(versions=versions, mutations=mutations, messages=messages, table=table)
+    assert report.broken_chains == report.table_not_fold == report.nonconforming == 0
+
+
 def _items_with_note_dropped(
     spark: SparkSession, tmp_path: Path
 ) -> tuple[Path, str, Path, Path, MaterializerSpec]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ordo.cdc.json_text import NumberOutOfRangeError
+from ordo.cdc.key_form import key_value_form
 from ordo.cdc.mutation import Audit, Cell, JsonValue, Key, Mutation, Scalar
 from ordo.cdc.ports import CapturedWindow
 from ordo.cdc.schema import ColumnType, TableSchema, not_json_cell
@@ -124,7 +125,16 @@ def row_values(
 
 
 def row_key(schema: TableSchema, values: Mapping[str, JsonValue]) -> Key:
-    """The primary-key values in key order; CaptureError when the change lacks some."""
+    r"""The primary-key values in key order, each in its type's one form; CaptureError if some lack.
+
+    PostgreSQL's `=` holds a double's (or real's) -0.0 and 0.0 as one key, as a sink's key
+    column does, while the fold keys a row by its key's JSON text: captured as written, one row
+    was two fold keys. An `UPDATE` from -0.0 to 0.0 logs its old key (it is another datum),
+    which compared equal to the new one, so no delete went out and the fold kept the -0.0 row
+    the source no longer had. Each key value is in its column type's one form
+    (`key_value_form`), but bytes, which keep their `\x` (`to_logical` writes lowercase hex),
+    as the change logs this capture wrote hold them.
+    """
     missing = [name for name in schema.partition_key if name not in values]
     if missing:
         msg = (
@@ -132,7 +142,10 @@ def row_key(schema: TableSchema, values: Mapping[str, JsonValue]) -> Key:
             "REPLICA IDENTITY DEFAULT (or FULL)"
         )
         raise CaptureError(msg)
-    return tuple(_scalar(schema, values[name]) for name in schema.partition_key)
+    by_name = schema.by_name
+    return tuple(
+        _key_value(schema, by_name[name].type, values[name]) for name in schema.partition_key
+    )
 
 
 def value_cells(schema: TableSchema, values: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
@@ -238,11 +251,12 @@ def _typed(
         yield str(column["name"]), column["value"], None if oid is None else type_of(int(oid))
 
 
-def _scalar(schema: TableSchema, value: JsonValue) -> Scalar:
+def _key_value(schema: TableSchema, column_type: ColumnType, value: JsonValue) -> Scalar:
+    """A key column's value in its one form (see `row_key`); CaptureError for a list or dict."""
     if isinstance(value, list | dict):
         msg = f"table {schema.table!r}: a key value must be a scalar, got {value!r}"
         raise CaptureError(msg)
-    return value
+    return value if column_type is ColumnType.BYTES else key_value_form(column_type, value)
 
 
 def _micros(timestamp: object) -> int:
