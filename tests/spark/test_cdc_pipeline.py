@@ -496,6 +496,46 @@ def test_ingested_keys_in_several_forms_of_one_row_are_one_row_to_the_fold(
     assert _materialized_table(sink, spec)[1] == {}
 
 
+def test_an_integer_beyond_a_doubles_range_is_dead_lettered_as_a_double_not_a_failed_batch(
+    spark: SparkSession, journal_url: str, tmp_path: Path
+) -> None:
+    """No double holds 10**400: as a double key or value it passed the schema (any integer did),
+    and the sink, which cannot write it to a double column, failed the whole batch. It is
+    dead-lettered now, naming the column; 2**1023, which a double holds, is materialized."""
+    log, checkpoint = tmp_path / "log", tmp_path / "checkpoint"
+    columns = (
+        Column(name="d", type=ColumnType.DOUBLE, nullable=False),
+        Column(name="x", type=ColumnType.DOUBLE),
+    )
+    with stores_at(journal_url) as stores:
+        schema = TableSchema(table="huge", columns=columns, partition_key=("d",))
+        SchemaRegistry(stores.schemas).register(schema)
+    rows = [(10**400, 1), (1, 10**400), (2, 2**53 + 1)]
+    _ingested(
+        log,
+        journal_url,
+        *(
+            {
+                "table": "huge",
+                "partition_key": [d],
+                "cells": {"x": {"value": x, "write_time": n}},
+                "liveness": {"write_time": n},
+                "audit": {"source": "test", "position": n},
+            }
+            for n, (d, x) in enumerate(rows, 1)
+        ),
+    )
+    spec = MaterializerSpec(name="huge", table="huge", change_log=str(log), sink=journal_url)
+    _materialize(spark, spec, checkpoint)
+
+    assert _materialized_table(journal_url, spec)[1] == {(2.0,): {"d": 2.0, "x": 2.0**53}}
+    dead = pq.read_table(checkpoint / "dead_letters").to_pylist()
+    assert sorted((d["key_json"], d["dead_letter_reason"].partition(": ")[2]) for d in dead) == [
+        ("[1.0]", f"column 'x': {10**400} is not a double"),
+        (f"[{10**400}]", f"key column 'd': {10**400} is not a double"),
+    ]
+
+
 @pytest.mark.postgres
 def test_sqlite_values_that_do_not_fit_their_column_dead_letter_their_change_not_the_batch(
     spark: SparkSession, postgres_dsn: str, tmp_path: Path

@@ -66,6 +66,25 @@ def _is_decimal(value: JsonValue) -> bool:
     return isinstance(value, str) and _DECIMAL_TEXT.fullmatch(value) is not None
 
 
+def _is_double(value: JsonValue) -> bool:
+    """A finite float (JSON has no NaN or infinities), or an integer a double holds.
+
+    An integer beyond 2**53 is held rounded, as a DOUBLE PRECISION or REAL column holds it. One
+    beyond a double's range (10**400) no double column holds: a sink cannot write it (SQLite
+    cannot bind it, PostgreSQL's double precision is out of range), which failed the whole
+    batch, and as a key it was a fold key of no row of the sink.
+    """
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
 _DATE_TEXT = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 _ISO_TEXT = {
     dt.date: re.compile(_DATE_TEXT),
@@ -115,10 +134,8 @@ def fits(column_type: ColumnType, value: JsonValue) -> bool:
             return isinstance(value, str)
         case ColumnType.LONG:
             return isinstance(value, int) and not isinstance(value, bool)
-        case ColumnType.DOUBLE:  # finite: JSON has no NaN or infinities
-            return (isinstance(value, int) and not isinstance(value, bool)) or (
-                isinstance(value, float) and math.isfinite(value)
-            )
+        case ColumnType.DOUBLE:
+            return _is_double(value)
         case ColumnType.BOOLEAN:
             return isinstance(value, bool)
         case ColumnType.DECIMAL:

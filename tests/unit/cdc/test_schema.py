@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 
@@ -76,6 +77,19 @@ def test_rows_are_checked_against_types_and_nullability() -> None:
         "column 'price': 'abc' is not a decimal",
         "column 'seen': 3 is not a timestamp",
     ]
+
+
+def test_a_double_is_a_finite_float_or_an_integer_within_a_doubles_range() -> None:
+    """An integer is held as its nearest double, up to the largest one (what rounds beyond it
+    is out of range): 10**400 passed as a double, which no double column holds, and a sink
+    failed the whole batch writing it."""
+    schema = _with(BASE.columns[0], Column(name="n", type=ColumnType.DOUBLE))
+    for fitting in (1, -(2**53) - 1, 2**1024 - 2**970 - 1, sys.float_info.max):
+        assert schema.problems({"id": 1, "n": fitting}) == []
+    for out_of_range in (2**1024 - 2**970, -(2**1024), 10**400):
+        assert schema.problems({"id": 1, "n": out_of_range}) == [
+            f"column 'n': {out_of_range!r} is not a double"
+        ]
 
 
 @pytest.mark.parametrize(
