@@ -129,6 +129,22 @@ def test_deletes_and_a_new_nullable_column_apply_in_order(stores: Stores) -> Non
     assert sink.last_batch_id("m") == 4
 
 
+def test_a_double_columns_integer_is_written_as_the_double_it_reads_as(stores: Stores) -> None:
+    """A double column's value may be any integer a double holds (ingested JSON keeps `2**63` an
+    integer); SQLite cannot bind one beyond 64 bits, so the batch failed."""
+    schema = TableSchema(
+        table="odd table",
+        columns=(ID, Column(name="x", type=ColumnType.DOUBLE)),
+        partition_key=("id",),
+    )
+    values = {1: 2**63, 2: 2**1023, 3: -(2**53) - 1, 4: 7}
+    batch = [_message(ChangeOp.CREATE, k, None, {"id": k, "x": x}, 1) for k, x in values.items()]
+    _apply_with(stores.change_sink, 0, batch, schema)
+    table = stores.change_sink.read_table(TARGET, schema)
+    assert table == {(k,): {"id": k, "x": float(x)} for k, x in values.items()}
+    assert {type(row["x"]) for row in table.values()} == {float}
+
+
 def _columns(stores: Stores) -> list[str]:
     with stores.change_sink._db.connection() as conn:
         cursor = conn.execute('SELECT * FROM "odd ""table""_materialized" WHERE false')

@@ -345,5 +345,7 @@ class SqlMaterializedTable(SqlStore):
                 return bytes.fromhex(str(value).removeprefix("\\x"))
             case ColumnType.DECIMAL:
                 return str(value)
+            case ColumnType.DOUBLE if isinstance(value, int):
+                return float(value)  # the double it reads as: SQLite binds no int beyond 64 bits
             case _:
                 return value
