@@ -268,6 +268,35 @@ def test_an_infinite_real_in_a_string_column_is_carried_as_the_application_reads
     assert mutation_problems(keyed, schema) == ["key column 'k': None is not a string"]
 
 
+def test_an_integer_columns_number_beyond_64_bits_is_a_real_captured_as_a_double(
+    tmp_path: Path,
+) -> None:
+    """SQLite's integers are 64 bits: an INTEGER column stores a larger number, written as an
+    integer's text or as a REAL, as a REAL. The triggers carry it with a fraction or exponent,
+    so it is read as a double, never as an integer beyond 64 bits (which a long column's sink
+    cannot write): no long accepts it, and the change is dead-lettered, a key's as a value's."""
+    beyond = ["'9223372036854775808'", "'-9223372036854775809'", str(10**30), "1e30", "2e300"]
+    changes, schema = _captured(
+        tmp_path / "wide.db",
+        "wide",
+        "CREATE TABLE wide (k INT PRIMARY KEY, n INTEGER)",
+        f"INSERT INTO wide VALUES ({2**63 - 1}, {-(2**63)})",
+        *(f"INSERT INTO wide VALUES ({n}, {literal})" for n, literal in enumerate(beyond)),
+        *(f"INSERT INTO wide VALUES ({literal}, 1)" for literal in beyond[:3]),
+    )
+    extremes, *values = changes[: 1 + len(beyond)]
+    assert (extremes.partition_key, extremes.cells["n"].value) == ((2**63 - 1,), -(2**63))
+    assert mutation_problems(extremes, schema) == []
+    for change in values:
+        value = change.cells["n"].value
+        assert isinstance(value, float)
+        assert mutation_problems(change, schema) == [f"column 'n': {value!r} is not a long"]
+    for change in changes[1 + len(beyond) :]:
+        (key,) = change.partition_key
+        assert isinstance(key, float)
+        assert mutation_problems(change, schema) == [f"key column 'k': {key!r} is not a long"]
+
+
 def test_a_boolean_value_is_true_or_false_for_1_and_0_and_anything_else_is_dead_lettered(
     tmp_path: Path,
 ) -> None:

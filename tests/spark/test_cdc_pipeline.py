@@ -536,6 +536,49 @@ def test_an_integer_beyond_a_doubles_range_is_dead_lettered_as_a_double_not_a_fa
     ]
 
 
+def test_an_integer_beyond_64_bits_is_dead_lettered_as_a_long_not_a_failed_batch(
+    spark: SparkSession, journal_url: str, tmp_path: Path
+) -> None:
+    """A long is 64 bits in every sink (SQLite's INTEGER, PostgreSQL's BIGINT, Spark's
+    LongType), but any integer passed as one: as a long key or value, 2**63 reached the sink,
+    which could not write it, and the whole batch failed. It is dead-lettered now, naming the
+    column; the extremes of 64 bits are materialized."""
+    log, checkpoint = tmp_path / "log", tmp_path / "checkpoint"
+    columns = (
+        Column(name="k", type=ColumnType.LONG, nullable=False),
+        Column(name="x", type=ColumnType.LONG),
+    )
+    with stores_at(journal_url) as stores:
+        schema = TableSchema(table="wide", columns=columns, partition_key=("k",))
+        SchemaRegistry(stores.schemas).register(schema)
+    rows = [(2**63, 1), (1, -(2**63) - 1), (2**63 - 1, -(2**63))]
+    _ingested(
+        log,
+        journal_url,
+        *(
+            {
+                "table": "wide",
+                "partition_key": [k],
+                "cells": {"x": {"value": x, "write_time": n}},
+                "liveness": {"write_time": n},
+                "audit": {"source": "test", "position": n},
+            }
+            for n, (k, x) in enumerate(rows, 1)
+        ),
+    )
+    spec = MaterializerSpec(name="wide", table="wide", change_log=str(log), sink=journal_url)
+    _materialize(spark, spec, checkpoint)
+
+    assert _materialized_table(journal_url, spec)[1] == {
+        (2**63 - 1,): {"k": 2**63 - 1, "x": -(2**63)}
+    }
+    dead = pq.read_table(checkpoint / "dead_letters").to_pylist()
+    assert sorted((d["key_json"], d["dead_letter_reason"].partition(": ")[2]) for d in dead) == [
+        ("[1]", f"column 'x': {-(2**63) - 1} is not a long"),
+        (f"[{2**63}]", f"key column 'k': {2**63} is not a long"),
+    ]
+
+
 @pytest.mark.postgres
 def test_sqlite_values_that_do_not_fit_their_column_dead_letter_their_change_not_the_batch(
     spark: SparkSession, postgres_dsn: str, tmp_path: Path

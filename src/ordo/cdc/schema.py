@@ -85,6 +85,21 @@ def _is_double(value: JsonValue) -> bool:
     return True
 
 
+_LONG_RANGE = range(-(2**63), 2**63)
+"""The integers a long holds: 64 bits in every sink (SQLite's INTEGER, PostgreSQL's BIGINT,
+Spark's LongType)."""
+
+
+def _is_long(value: JsonValue) -> bool:
+    """An integer of 64 bits (a bool is no long: JSON's `true` is not the number 1).
+
+    JSON integers have no bound, and Python reads any: 2**63 passed as a long, and a sink
+    cannot write it (SQLite cannot bind it, PostgreSQL's BIGINT is out of range), which failed
+    the whole batch, and as a key it was a fold key of no row of the sink.
+    """
+    return isinstance(value, int) and not isinstance(value, bool) and value in _LONG_RANGE
+
+
 _DATE_TEXT = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 _ISO_TEXT = {
     dt.date: re.compile(_DATE_TEXT),
@@ -133,7 +148,7 @@ def fits(column_type: ColumnType, value: JsonValue) -> bool:
         case ColumnType.STRING:
             return isinstance(value, str)
         case ColumnType.LONG:
-            return isinstance(value, int) and not isinstance(value, bool)
+            return _is_long(value)
         case ColumnType.DOUBLE:
             return _is_double(value)
         case ColumnType.BOOLEAN:

@@ -92,6 +92,18 @@ def test_a_double_is_a_finite_float_or_an_integer_within_a_doubles_range() -> No
         ]
 
 
+def test_a_long_is_an_integer_of_64_bits() -> None:
+    """Every sink holds a long in 64 bits: 2**63 passed as a long, and a sink failed the whole
+    batch writing it. A bool is no long, though Python's True is the integer 1."""
+    schema = _with(BASE.columns[0], Column(name="n", type=ColumnType.LONG))
+    for fitting in (0, 2**63 - 1, -(2**63)):
+        assert schema.problems({"id": 1, "n": fitting}) == []
+    for out_of_range in (2**63, -(2**63) - 1, 10**400, True, 1.0):
+        assert schema.problems({"id": 1, "n": out_of_range}) == [
+            f"column 'n': {out_of_range!r} is not a long"
+        ]
+
+
 @pytest.mark.parametrize(
     ("column_type", "value"),
     [
