@@ -26,8 +26,8 @@ def retyped_value(value: JsonValue, to: ColumnType) -> JsonValue:
     decimal's text in a string column, anything in a json column). A string column takes the
     JSON text of any other value (`5` -> `"5"`, `true` -> `"true"`); a long, double or boolean
     column takes a string that is the JSON text of one of its values (`"12"`, `"1.5"`,
-    `"true"`), and a long column a double without a fraction. Anything else raises ValueError:
-    no conversion that would round, guess or drop it.
+    `"true"`), and a long column a double without a fraction that 64 bits hold (not 1e30).
+    Anything else raises ValueError: no conversion that would round, guess or drop it.
     """
     if value is None or fits(to, value):
         return value
@@ -41,7 +41,9 @@ def retyped_value(value: JsonValue, to: ColumnType) -> JsonValue:
         if parsed is not None and fits(to, parsed):
             return cast(JsonValue, parsed)
     if to is ColumnType.LONG and isinstance(value, float) and value.is_integer():
-        return int(value)
+        whole = int(value)
+        if fits(to, whole):
+            return whole
     msg = f"{value!r} is not a {to.value}"
     raise ValueError(msg)
 
