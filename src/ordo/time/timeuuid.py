@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import random
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Literal
 from uuid import UUID
@@ -280,7 +282,10 @@ class TimeUUIDGenerator:
     Ids of two generators (one per Journal) differ even at one clock reading, each having drawn
     its own 61 random bits: so no two events of a tag share an offset, which every reader that
     pages on the offset alone relies on (tag_views would keep such a tie, and a page boundary
-    split it). A copy made by os.fork would repeat its parent's ids.
+    split it). The copy a child made by os.fork inherits draws its omitted fields again, from
+    ``random.SystemRandom()`` (a seeded ``rng``'s copy would repeat the parent's draws), so it
+    cannot repeat its parent's ids either; fields that were given stay as they were (with both
+    given, the child issues its parent's ids).
     """
 
     def __init__(
@@ -291,18 +296,36 @@ class TimeUUIDGenerator:
         clock_seq: int | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        source = rng if rng is not None else random.SystemRandom()
+        self._clock = clock
+        self._given_node, self._given_clock_seq = node, clock_seq
+        self._draw_low_key(rng if rng is not None else random.SystemRandom())
+        self._last_100ns = -1
+        self._lock = threading.Lock()
+        _GENERATORS.add(self)
+
+    def _draw_low_key(self, source: random.Random) -> None:
+        """Set the low 8 bytes of every id: the given node and clock_seq, the others drawn."""
+        node = self._given_node
         if node is None:
             node = source.getrandbits(48) | _MULTICAST_BIT
+        clock_seq = self._given_clock_seq
         if clock_seq is None:
             clock_seq = source.getrandbits(14)
         try:
             template = TimeUUID.from_fields(timestamp_100ns=0, clock_seq=clock_seq, node=node)
         except OffsetFormatError as exc:
             raise ConfigurationError(str(exc)) from exc
-        self._clock = clock
         self._low_key = template.key[8:]
-        self._last_100ns = -1
+
+    def _renew_in_child(self) -> None:
+        """In a forked child: new random fields, and a lock no parent's thread holds.
+
+        Drawn until they differ from the parent's: a clock_seq alone is only 14 bits.
+        """
+        inherited = self._low_key
+        if self._given_node is None or self._given_clock_seq is None:
+            while self._low_key == inherited:
+                self._draw_low_key(random.SystemRandom())
         self._lock = threading.Lock()
 
     def next(self) -> TimeUUID:
@@ -345,3 +368,15 @@ class TimeUUIDGenerator:
             TimeUUID(((1 << 60) | timestamp).to_bytes(8, "big") + low)
             for timestamp in range(first, first + count)
         ]
+
+
+_GENERATORS: weakref.WeakSet[TimeUUIDGenerator] = weakref.WeakSet()
+"""Every live generator, renewed in a forked child before any of its code runs."""
+
+
+def _renew_generators_in_child() -> None:
+    for generator in list(_GENERATORS):
+        generator._renew_in_child()
+
+
+os.register_at_fork(after_in_child=_renew_generators_in_child)
