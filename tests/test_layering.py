@@ -10,6 +10,7 @@ SRC = Path(__file__).parents[1] / "src" / "ordo"
 CORE = {
     "arguments",
     "errors",
+    "forking",
     "documents",
     "types",
     "clock",

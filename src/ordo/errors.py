@@ -39,6 +39,7 @@ OrdoError
 ├── AppendStoppedError
 ├── JournalClosedError
 ├── StoresClosedError
+│   └── ForkedProcessError
 ├── CdcError
 │   ├── MalformedMutationError (ValueError)
 │   ├── InvalidSchemaError (ValueError)
@@ -410,6 +411,26 @@ class StoresClosedError(OrdoError):
     connections that nothing closed, a PostgreSQL one to fail as StorageUnavailableError
     ("pool already closed"), which a tracking processor or a live query retried for ever.
     """
+
+
+class ForkedProcessError(StoresClosedError):
+    """A Journal or stores were used in another process than the one that opened them.
+
+    A child made by os.fork (multiprocessing's default on Linux) inherits copies of them, whose
+    connections are the parent's, and whose threads (the tag writers' flusher, the writer
+    lease's heartbeat) do not run in the child. Nothing was done: open a Journal, stores or a
+    query in each process. The stores are closed to the child, so what catches
+    StoresClosedError (a tracking processor, which stops on it) catches this too. `opened_in`
+    and `used_in` are process ids.
+    """
+
+    def __init__(self, *, what: str, opened_in: int, used_in: int) -> None:
+        self.opened_in, self.used_in = opened_in, used_in
+        msg = (
+            f"{what} was opened in process {opened_in} and cannot be used in process "
+            f"{used_in} (a forked child): open a new one in each process"
+        )
+        super().__init__(msg)
 
 
 class InvalidSegmentOperationError(InvalidInputError):

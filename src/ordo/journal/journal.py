@@ -15,6 +15,7 @@ from ordo.errors import (
     InvalidInputError,
     JournalClosedError,
 )
+from ordo.forking import OpeningProcess
 from ordo.journal import validation
 from ordo.journal.event import NewEvent, PersistedEvent
 from ordo.journal.lease import WriterLease
@@ -57,7 +58,9 @@ class Journal:
     append to (or recover() of) a persistence id in this journal recovers its tag views: events
     whose tag_views rows a crash lost are written again with the same numbers. From its first
     write until close() the journal holds a writer lease (lease.py) naming the persistence ids
-    it started, which the operations tools check before changing them. Thread-safe.
+    it started, which the operations tools check before changing them. Thread-safe. Used only
+    by the process that opened it: in a forked child every call is ForkedProcessError (open a
+    Journal in each process), and close() does nothing there.
     """
 
     def __init__(
@@ -70,6 +73,7 @@ class Journal:
         writer_uuid: str | None = None,
         on_close: Callable[[], None] | None = None,
     ) -> None:
+        self._opener = OpeningProcess("this Journal")
         self.settings = EventsByTagSettings.or_default(settings)
         # Stored with every event and in the writer lease: 5 or True was stored as a number,
         # a NUL refused by PostgreSQL only at the first append, and 0 or "" taken for None.
@@ -215,11 +219,16 @@ class Journal:
 
     def flush(self) -> None:
         """Write every buffered tag_views row now (and its progress)."""
+        self._opener.refuse_other()  # a parent's thread may have held the writers' locks
         self._tag_writers.flush()
 
     def close(self) -> None:
-        """Flush the tag writers and release the storage. Idempotent."""
-        if self._is_closed:
+        """Flush the tag writers and release the storage. Idempotent.
+
+        In a forked child it does nothing: what it would flush, release and close is the
+        parent's, which closes it.
+        """
+        if self._is_closed or not self._opener.is_current:
             return
         self._is_closed = True
         try:
@@ -341,14 +350,17 @@ class Journal:
         return self._locks[hash(pid) % _LOCK_STRIPES]
 
     def _ensure_open(self) -> None:
-        """JournalClosedError after close(), for reads too.
+        """JournalClosedError after close(), for reads too; ForkedProcessError in a forked child.
 
         close() releases the storage: a read after it went on reading an SQLite file, while a
-        PostgreSQL journal's closed pool failed it as StorageUnavailableError.
+        PostgreSQL journal's closed pool failed it as StorageUnavailableError. A child's copy
+        would issue its parent's offsets (`TimeUUIDGenerator`) and buffer tag views no thread
+        writes.
         """
         if self._is_closed:
             msg = "the journal is closed"
             raise JournalClosedError(msg)
+        self._opener.refuse_other()
 
     def _record_bucket_size(self) -> None:
         if not self._is_bucket_size_recorded:

@@ -19,6 +19,7 @@ from ordo.errors import (
     StoresClosedError,
     TransactionConflictError,
 )
+from ordo.forking import OpeningProcess
 from ordo.stopping import STOPPING_WAIT, stop_signal
 from ordo.storage.migration import (
     METADATA_TABLE,
@@ -73,7 +74,8 @@ class PostgresDatastore(SchemaReads):
 
     Connections are in autocommit mode; writes run in explicit transactions. After close()
     every call is refused (StoresClosedError). Thread-safe; not picklable (Spark executors
-    open their own).
+    open their own), and refused in a forked child (ForkedProcessError: the pool's connections
+    are the parent's sessions, and its threads do not run in the child).
 
     A connection is checked before it is lent (`_live_connection`): when the server ended the
     pool's sessions (a restart, a failover, pg_terminate_backend), the calls after it get new
@@ -98,6 +100,7 @@ class PostgresDatastore(SchemaReads):
         URL meanwhile is StorageAccessError.
         """
         self.dsn = dsn
+        self._opener = OpeningProcess(f"the stores of PostgreSQL at {redacted_dsn(dsn)}")
         connect(dsn).close()
         self._pool = ConnectionPool(
             session_conninfo(dsn),
@@ -171,7 +174,9 @@ class PostgresDatastore(SchemaReads):
         A closed pool refuses at once, and fails the calls waiting when it closes: that is
         StoresClosedError, a programming error; as psycopg's PoolClosed (an OperationalError)
         it became StorageUnavailableError, which a processor or a live query retried for ever.
+        In a forked child every call is ForkedProcessError before the pool is touched.
         """
+        self._opener.refuse_other()
         stop = stop_signal()
         try:
             conn = self._pool.getconn() if stop is None else self._getconn_until_stopped(stop)
@@ -245,8 +250,11 @@ class PostgresDatastore(SchemaReads):
         it (the pool is closed) and stops. No call is waiting for that connection: closing
         fails the waiting ones. The pool's WARNING that it could not stop the thread is logged
         at DEBUG instead (`_quiet_abandoned_threads`): it told a library user of a problem there
-        is not. Idempotent.
+        is not. Idempotent. In a forked child it does nothing: closing the parent's connections
+        there would end the parent's sessions.
         """
+        if not self._opener.is_current:
+            return
         with _quiet_abandoned_threads():
             self._pool.close(timeout=CLOSE_WAIT_S)
 

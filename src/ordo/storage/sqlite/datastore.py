@@ -18,6 +18,7 @@ from ordo.errors import (
     StorageUnavailableError,
     StoresClosedError,
 )
+from ordo.forking import OpeningProcess
 from ordo.storage.location import require_folder
 from ordo.storage.migration import (
     METADATA_TABLE,
@@ -118,7 +119,8 @@ class SQLiteDatastore(SchemaReads):
     ones, which would leave `-wal` and `-shm` files behind after reading a WAL journal.
     Otherwise a missing file is created, but never its folder (`require_folder`).
     After close() every call is refused (StoresClosedError); a call running then ends first
-    (`close`). Thread-safe; not picklable.
+    (`close`). Thread-safe; not picklable, and refused in a forked child (ForkedProcessError:
+    SQLite forbids using a connection across a fork).
     """
 
     MIGRATIONS = _PACKAGE
@@ -137,6 +139,7 @@ class SQLiteDatastore(SchemaReads):
         """The connections calls use now, with how many lends each (a call within a call)."""
         self._lock = threading.Lock()
         self._is_closed = False
+        self._opener = OpeningProcess(f"the stores of SQLite database {path}")
         require_folder(path)
         self._connect()
 
@@ -190,8 +193,11 @@ class SQLiteDatastore(SchemaReads):
         stores is StoresClosedError. Closing it under the running statement failed the call
         with a generic StorageError, a MemoryError or a crash of the interpreter, and close()
         waited for the statement, a busy writer's up to BUSY_TIMEOUT_S. Idempotent. A call
-        after it used to open a new connection that nothing closed.
+        after it used to open a new connection that nothing closed. In a forked child it does
+        nothing: the connections are the parent's.
         """
+        if not self._opener.is_current:
+            return
         with self._lock:
             self._is_closed = True
             for conn in self._connections:
@@ -213,8 +219,11 @@ class SQLiteDatastore(SchemaReads):
         """Lend this thread's connection to one call; close() leaves it open until the call ends.
 
         StoresClosedError when close() came first, even between `_connect` and the lend's
-        record (close() then closed the connection).
+        record (close() then closed the connection). ForkedProcessError in a forked child,
+        before the parent's connection (or its lock, which a parent's thread may have held at
+        the fork) is touched.
         """
+        self._opener.refuse_other()
         conn = self._connect()
         with self._lock:
             self._refuse_if_closed()
