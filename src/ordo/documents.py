@@ -15,6 +15,14 @@ from typing import Any
 
 from ordo.errors import OrdoError
 
+BYTE_ORDER_MARK = "\ufeff"
+"""What editors on Windows put at the start of a UTF-8 file, and readers skip: the json module
+refused it ("Expecting value: line 1 column 1"), tomllib as an invalid statement."""
+
+USER_TEXT_ENCODING = "utf-8-sig"
+"""The encoding of a file a user wrote, read whole: UTF-8, a `BYTE_ORDER_MARK` at its start
+skipped (a stream read line by line skips it from its first line)."""
+
 
 def unknown_names_message(
     unknown: Sequence[str],

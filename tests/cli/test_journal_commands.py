@@ -308,6 +308,24 @@ def test_an_input_file_that_is_not_utf8_is_named(runner: CliRunner, tmp_path: Pa
     assert not (tmp_path / "j.db").exists()
 
 
+@pytest.mark.parametrize("given", ["stdin", "file"])
+def test_a_byte_order_mark_at_the_start_of_the_input_is_skipped(
+    runner: CliRunner, tmp_path: Path, given: str
+) -> None:
+    """Editors on Windows write one: line 1 was "not valid JSON: Expecting value"."""
+    lines = '{"persistence_id": "p", "payload": 1}\n{"persistence_id": "p", "payload": 2}\n'
+    data = b"\xef\xbb\xbf" + lines.encode()
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(data)
+    args = ["append", "--journal", f"{tmp_path}/j.db"]
+    result = runner.invoke(
+        cli,
+        args if given == "stdin" else [*args, str(events)],
+        input=data if given == "stdin" else None,
+    )
+    assert (result.exit_code, result.stdout) == (0, "appended 2 events to 1 persistence id\n")
+
+
 def test_a_conflicting_expected_sequence_nr_is_reported(runner: CliRunner, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/j.db"
     line = '{"persistence_id": "p", "payload": 0, "expected_sequence_nr": 0}'

@@ -20,6 +20,7 @@ from ordo.cdc.mutation_json import line_location, parse_mutation_line
 from ordo.cdc.ports import SchemaVersion
 from ordo.cdc.publisher import Publisher, PublishReceipt
 from ordo.cdc.schema_registry import SchemaRegistry
+from ordo.documents import USER_TEXT_ENCODING
 from ordo.errors import MalformedMutationError, UnknownSchemaError
 
 
@@ -42,7 +43,7 @@ def parse_mutation_lines(source: str, data: bytes) -> MutationLines:
     a JSON string holding U+2028 or another Unicode line break, which JSON allows unescaped.
     """
     try:
-        text = data.decode("utf-8")
+        text = data.decode(USER_TEXT_ENCODING)
     except UnicodeDecodeError as exc:
         msg = f"{source}: not a text file: {exc}"
         raise MalformedMutationError(msg) from exc

@@ -20,6 +20,7 @@ from ordo.cli.options import (
     read_only_stores,
     require_journal,
 )
+from ordo.documents import USER_TEXT_ENCODING
 from ordo.errors import InvalidSchemaError
 from ordo.storage.open import stores_at
 
@@ -89,7 +90,7 @@ def register(journal_url: str | None, schema_file: Path) -> None:
     schema; captured PostgreSQL and SQLite tables register theirs from the catalog.
     """
     try:
-        schema = TableSchema.from_json(schema_file.read_text(encoding="utf-8"))
+        schema = TableSchema.from_json(schema_file.read_text(encoding=USER_TEXT_ENCODING))
     except UnicodeDecodeError as exc:
         msg = f"{schema_file}: not a text file: {exc}"
         raise InvalidSchemaError(msg) from exc

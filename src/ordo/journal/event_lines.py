@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
-from ordo.documents import decode_json, reject_unknown_keys
+from ordo.documents import BYTE_ORDER_MARK, decode_json, reject_unknown_keys
 from ordo.errors import InvalidInputError, OrdoError
 from ordo.journal import validation
 from ordo.journal.event import NewEvent
@@ -56,13 +56,16 @@ def parse_event_lines(lines: Iterable[str], *, source: str = "the input") -> lis
 
 
 def _text_lines(lines: Iterable[str], source: str) -> Iterator[str]:
-    """The lines of a text stream; InvalidInputError naming `source` when it does not decode.
+    """The lines of a text stream (a byte-order mark skipped); InvalidInputError if undecodable.
 
-    A decoder reads ahead in chunks, so the failing line is not known: the error names the
-    input instead (a file of another encoding, binary input), as `ordo cdc ingest` does.
+    The stream is the caller's (stdin as Python decodes it, or a file), so the mark is skipped
+    from its first line here rather than by decoding with `USER_TEXT_ENCODING`. A decoder reads
+    ahead in chunks, so the line that does not decode is not known: the error names `source`
+    instead (a file of another encoding, binary input), as `ordo cdc ingest` does.
     """
     try:
-        yield from lines
+        for number, line in enumerate(lines):
+            yield line if number else line.removeprefix(BYTE_ORDER_MARK)
     except UnicodeDecodeError as exc:
         msg = f"{source} is not UTF-8 text ({exc.reason})"
         raise InvalidInputError(msg) from exc

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal, Self, TypeVar, get_type_hints
 
 from ordo import arguments
 from ordo.arguments import LARGEST_INTEGER
-from ordo.documents import reject_unknown_keys
+from ordo.documents import USER_TEXT_ENCODING, reject_unknown_keys
 from ordo.errors import ConfigurationError
 
 ENV_PREFIX = "ORDO_"
@@ -114,7 +114,7 @@ def read_toml(path: Path, *, what: str) -> dict[str, Any]:
     converts (tomllib lets int()'s ValueError out, with advice for Python programmers).
     """
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        return tomllib.loads(path.read_text(encoding=USER_TEXT_ENCODING))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
         msg = f"cannot read {what} {path}: {exc}"
         raise ConfigurationError(msg) from exc

@@ -122,6 +122,19 @@ def test_ingest_names_a_file_that_is_not_text(tmp_path: Path, journal: str) -> N
     assert not (tmp_path / "log").exists()
 
 
+def test_ingest_skips_a_byte_order_mark_at_the_start_of_an_input(
+    tmp_path: Path, journal: str
+) -> None:
+    """Editors on Windows write one: line 1 was "Expecting value: line 1 column 1"."""
+    ingest = registered(tmp_path, journal)
+    marked = tmp_path / "marked.jsonl"
+    marked.write_text(f"\ufeff{readings()}\n", encoding="utf-8")
+    code, out, err = run_ordo(*ingest, str(marked))
+    assert (code, out) == (0, f"{marked}: published 1, skipped 0\n"), err
+    code, out, err = run_ordo(*ingest, stdin=f"\ufeff{readings(position=2)}\n")
+    assert (code, out) == (0, "stdin: published 1, skipped 0\n"), err
+
+
 def test_ingest_keeps_every_mutation_without_a_position_where_spark_sees_it(
     tmp_path: Path, journal: str
 ) -> None:

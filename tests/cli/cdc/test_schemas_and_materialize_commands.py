@@ -86,6 +86,15 @@ def test_schemas_register_names_a_file_that_is_not_text(tmp_path: Path, journal:
     one_line_error(code, err, f"InvalidSchemaError: {schema_file}: not a text file: ")
 
 
+def test_schemas_register_skips_a_byte_order_mark(tmp_path: Path, journal: str) -> None:
+    """Editors on Windows write one: it was "not a JSON document: Expecting value"."""
+    assert run_ordo("init", "--journal", journal)[0] == 0
+    schema_file = tmp_path / "schema.json"
+    schema_file.write_text(f"\ufeff{SIMULATED_SCHEMA.to_json()}", encoding="utf-8")
+    code, out, err = run_ordo("cdc", "schemas", "register", str(schema_file), "--journal", journal)
+    assert (code, out.split(" ")[:2]) == (0, ["readings", "v1"]), err
+
+
 def test_materialize_refuses_a_table_or_change_log_it_cannot_find_before_spark_starts(
     tmp_path: Path, journal: str
 ) -> None:
