@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,27 @@ def test_capture_refuses_a_table_without_primary_key(tmp_path: Path, journal: st
         "(and copy its rows over) to capture it",
     )
     assert "schema" not in err  # a captured table's schema is the catalog's: nothing to declare
+
+
+def test_a_source_sqlite_may_only_read_is_named_as_the_source_database(
+    tmp_path: Path, journal: str
+) -> None:
+    """It was "cannot open SQLite journal": the journal was fine, the source was not.
+
+    A file format newer than this SQLite writes (write version 3) stands for every file SQLite
+    opens read-only: these tests run as root, which a read-only file does not stop.
+    """
+    source = tmp_path / "shop.db"
+    with closing(sqlite3.connect(source)) as conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)")
+    with source.open("r+b") as file:
+        file.seek(18)  # the file format's write version
+        file.write(b"\x03")
+    args = ("cdc", "capture", str(source), "--table", "items", "--journal", journal)
+    code, _, err = run_ordo(*args, "--change-log", str(tmp_path / "log"))
+    one_line_error(
+        code,
+        err,
+        f"StorageAccessError: cannot open SQLite source database {source}: "
+        "attempt to write a readonly database\n",
+    )

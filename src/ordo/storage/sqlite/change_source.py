@@ -48,7 +48,7 @@ class SQLiteChangeSource:
         self.path = Path(path)
         self.tables = tuple(tables)
         check_capturable(self.path, self.tables)  # a bad table leaves the file as it was
-        self._db = SQLiteDatastore(self.path)
+        self._db = SQLiteDatastore(self.path, what="source database")
 
     @property
     def name(self) -> str:

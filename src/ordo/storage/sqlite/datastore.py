@@ -82,8 +82,10 @@ def unusable_file_error(
         return StorageAccessError(
             f"{msg} (permission denied: cannot create files in {path.parent})"
         )
-    if "readonly" in str(exc):  # a read of a WAL journal writes its -shm file
+    if "readonly" in str(exc) and not writes:  # a read of a WAL journal writes its -shm file
         return StorageAccessError(f"{msg} (SQLite cannot write beside it in {path.parent})")
+    if "readonly" in str(exc):  # the file and its folder may be written: SQLite's format says not
+        return StorageAccessError(msg)
     return StorageUnavailableError(msg)
 
 
@@ -117,7 +119,8 @@ class SQLiteDatastore(SchemaReads):
     read) the file is neither created nor switched to WAL, so a journal in rollback mode (a
     backup made by `VACUUM INTO`) is left as it is. Its connections are not SQLite's read-only
     ones, which would leave `-wal` and `-shm` files behind after reading a WAL journal.
-    Otherwise a missing file is created, but never its folder (`require_folder`).
+    Otherwise a missing file is created, but never its folder (`require_folder`). `what` names
+    the database in the error of a file that cannot be opened (a capture's "source database").
     After close() every call is refused (StoresClosedError); a call running then ends first
     (`close`). Thread-safe; not picklable, and refused in a forked child (ForkedProcessError:
     SQLite forbids using a connection across a fork).
@@ -130,9 +133,10 @@ class SQLiteDatastore(SchemaReads):
     )
     """The database's tables and views, ordo's or not (SQLite's own aside)."""
 
-    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False, what: str = "journal") -> None:
         self.path = path
         self.read_only = read_only
+        self.what = what
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lent: dict[sqlite3.Connection, int] = {}
@@ -261,7 +265,7 @@ class SQLiteDatastore(SchemaReads):
                 _use_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
         except sqlite3.Error as exc:
-            doing = f"cannot open SQLite journal {self.path}"
+            doing = f"cannot open SQLite {self.what} {self.path}"
             raise unusable_file_error(doing, self.path, exc, writes=not self.read_only) from exc
         with self._lock:
             if self._is_closed:  # closed while this thread connected
