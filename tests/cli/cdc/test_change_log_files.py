@@ -86,3 +86,32 @@ def test_folders_that_are_no_partition_are_not_the_logs(tmp_path: Path, journal:
     code, out, err = run_ordo(*ingest, stdin=readings(position=2))
     assert code == 0, err
     assert out == "stdin: published 1, skipped 0\n"
+
+
+_REFUSED_TO_EVERYONE = Path("/proc/sys/vm/drop_caches")
+"""A file the kernel lets no one read, root included (it is write-only): these tests run as root,
+which a file's permissions do not stop."""
+
+
+@pytest.mark.parametrize(
+    ("record", "problem"),
+    [
+        ("folder", "StorageUnavailableError: {doing}: Is a directory: {record}"),
+        ("unreadable", "StorageAccessError: {doing}: Permission denied: {record}"),
+    ],
+)
+def test_a_partition_count_that_cannot_be_read_is_named_and_a_permission_is_no_outage(
+    tmp_path: Path, journal: str, record: str, problem: str
+) -> None:
+    """A permission was StorageUnavailableError, which a capture retried as an outage."""
+    ingest = registered(tmp_path, journal)
+    assert run_ordo(*ingest, stdin=readings())[0] == 0
+    table = tmp_path / "log" / "readings"
+    (table / PARTITIONS_RECORD).unlink()
+    if record == "folder":
+        (table / PARTITIONS_RECORD).mkdir()
+    else:
+        (table / PARTITIONS_RECORD).symlink_to(_REFUSED_TO_EVERYONE)
+    code, _, err = run_ordo(*ingest, stdin=readings(position=2))
+    doing = f"cannot read the partition count of change log {table}"
+    one_line_error(code, err, problem.format(doing=doing, record=table / PARTITIONS_RECORD))

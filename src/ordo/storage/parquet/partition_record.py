@@ -13,7 +13,8 @@ import uuid
 from contextlib import suppress
 from pathlib import Path
 
-from ordo.errors import StorageIntegrityError, StorageUnavailableError
+from ordo.errors import StorageIntegrityError
+from ordo.storage.file_errors import file_system_error
 from ordo.storage.parquet.durable_files import fsync_directory, link_new, made_directory
 
 PARTITIONS_RECORD = "_partitions.json"
@@ -26,7 +27,8 @@ def read_partition_record(directory: Path) -> int | None:
     """The count recorded in a table's `directory`, or None when it has no record.
 
     StorageIntegrityError when the record cannot be read as one, StorageUnavailableError when it
-    cannot be read at all.
+    cannot be read at all (StorageAccessError for a permission, which no retry mends: it was
+    StorageUnavailableError, ridden out as an outage).
     """
     record = directory / PARTITIONS_RECORD
     try:
@@ -34,8 +36,8 @@ def read_partition_record(directory: Path) -> int | None:
     except (FileNotFoundError, NotADirectoryError):  # no log there (yet)
         return None
     except OSError as exc:
-        msg = f"cannot read the partition count of change log {record}: {exc}"
-        raise StorageUnavailableError(msg) from exc
+        msg = f"cannot read the partition count of change log {directory}"
+        raise file_system_error(msg, exc) from exc
     return _recorded_count(record, text)
 
 
