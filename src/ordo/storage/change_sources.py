@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from ordo.cdc.ports import ChangeSource, SourceStatus
@@ -17,7 +17,7 @@ DEFAULT_SLOT = "ordo_cdc"
 
 @contextmanager
 def change_source_at(
-    url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT
+    url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT, held: bool = False
 ) -> Iterator[ChangeSource]:
     """The source database at `url`, ready to capture `tables`; closed when the block ends.
 
@@ -26,15 +26,14 @@ def change_source_at(
     it from then on, until the capture advances it or the slot is dropped). The source is held
     for the block, before it is prepared: a second capture of it (the same SQLite file, or the
     same slot) is refused with AlreadyRunningError, as two would publish each change twice. An
-    SQLite file is held by the lock file `<file>-ordo-capture.lock` next to it, a slot by an
+    SQLite file is held by its `capture_lock`, or by the caller's with `held`; a slot by an
     advisory lock of the source's session, taken again by each new session after a lost one.
     """
     location = _capture_location(url, tables, slot)
     if isinstance(location, SQLiteLocation):
         from ordo.storage.sqlite.change_source import SQLiteChangeSource
 
-        held = Path(f"{location.path}-ordo-capture.lock")
-        with exclusive_lock(held, f"a capture of {location.path} is already running"):
+        with nullcontext() if held else capture_lock(url, tables, slot=slot):
             sqlite = SQLiteChangeSource(location.path, tables)
             try:
                 sqlite.install()
@@ -47,6 +46,25 @@ def change_source_at(
     with PostgresChangeSource(location.dsn, slot=slot, tables=tables, exclusive=True) as postgres:
         postgres.create()  # its first session takes the lock, before the slot is created
         yield postgres
+
+
+@contextmanager
+def capture_lock(url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT) -> Iterator[None]:
+    """Hold an SQLite source for a capture: the lock file `<file>-ordo-capture.lock` next to it.
+
+    AlreadyRunningError while another capture holds it, a StorageError naming the lock file when
+    it cannot be made. `ordo cdc capture` takes it before it opens its journal and registers
+    schemas, so a refused capture leaves neither behind (`change_source_at(held=True)`). A
+    PostgreSQL slot's lock is its capture session's: `change_source_at` takes it, and this holds
+    nothing.
+    """
+    location = _capture_location(url, tables, slot)
+    if not isinstance(location, SQLiteLocation):
+        yield
+        return
+    lock = Path(f"{location.path}-ordo-capture.lock")
+    with exclusive_lock(lock, f"a capture of {location.path} is already running"):
+        yield
 
 
 def check_change_source(

@@ -1,4 +1,5 @@
-"""Lock files a job cannot make: one line naming the lock file, not the OSError's traceback.
+"""Lock files a job cannot make: one line naming the lock file, not the OSError's traceback;
+a capture refused its lock (made or held) leaves no journal or schema behind.
 
 A folder in the lock file's place stands for every lock file the OS refuses: these tests run as
 root, which no permission stops (a capture of a source in a read-only folder failed the same way).
@@ -7,16 +8,16 @@ root, which no permission stops (a capture of a source in a read-only folder fai
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 from cdc_cli_support import one_line_error, readings, registered, run_ordo
-from ordo.storage.lock_file import LOCK_FILE
+from ordo.storage.lock_file import LOCK_FILE, exclusive_lock
 
 
 def test_capture_names_a_lock_file_it_cannot_make(tmp_path: Path, journal: str) -> None:
-    source = tmp_path / "shop.db"
-    with sqlite3.connect(source) as conn:
-        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)")
+    """Refused before the journal is opened: it was created (and the schema registered)."""
+    source = _source(tmp_path)
     lock = tmp_path / "shop.db-ordo-capture.lock"
     lock.mkdir()
     log = tmp_path / "log"
@@ -28,6 +29,29 @@ def test_capture_names_a_lock_file_it_cannot_make(tmp_path: Path, journal: str) 
     with sqlite3.connect(source) as conn:  # no change table, no triggers
         assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("items",)]
     assert not log.exists()
+    assert not (tmp_path / "ordo.db").exists()
+
+
+def test_a_capture_of_a_held_source_registers_no_schema(tmp_path: Path, journal: str) -> None:
+    """The schema was registered in the journal before the second capture was refused."""
+    assert run_ordo("init", "--journal", journal)[0] == 0
+    source = _source(tmp_path)
+    running = f"a capture of {source} is already running"
+    capture = ("cdc", "capture", str(source), "--table", "items", "--journal", journal)
+    with exclusive_lock(tmp_path / "shop.db-ordo-capture.lock", running):
+        code, _, err = run_ordo(*capture, "--change-log", str(tmp_path / "log"))
+    one_line_error(code, err, f"AlreadyRunningError: {running} (pid ")
+    assert run_ordo("cdc", "schemas", "list", "--journal", journal)[2] == (
+        "no schemas registered\n"
+    )
+
+
+def _source(tmp_path: Path) -> Path:
+    """An SQLite source with an `items` table to capture."""
+    source = tmp_path / "shop.db"
+    with closing(sqlite3.connect(source)) as conn, conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)")
+    return source
 
 
 def test_materialize_names_a_lock_file_it_cannot_make(tmp_path: Path, journal: str) -> None:
