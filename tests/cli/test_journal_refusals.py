@@ -241,29 +241,37 @@ def test_a_command_that_only_reads_leaves_a_journal_in_rollback_mode_as_it_is(
     assert list(tmp_path.glob("backup.db-*")) == []
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        ("append",),
-        ("simulate", "--events", "10"),
-        ("cdc", "schemas", "register", "{schema}"),
-        ("cdc", "capture", "{source}", "--table", "items"),
-    ],
-)
-def test_a_command_that_writes_refuses_a_journal_in_a_missing_folder_creating_nothing(
-    runner: CliRunner, tmp_path: Path, command: tuple[str, ...]
-) -> None:
-    """They created the folders of a misspelt path: a tree with a new, empty journal in it."""
+_WRITING_COMMANDS = [
+    ("append",),
+    ("simulate", "--events", "10"),
+    ("cdc", "schemas", "register", "{schema}"),
+    ("cdc", "capture", "{source}", "--table", "items"),
+]
+"""Commands that create a missing journal file (not its folder), with `_writing` arguments."""
+
+_EVENT = json.dumps({"persistence_id": "order-1", "payload": {}, "tags": ["order"]})
+"""The stdin of `append`."""
+
+
+def _writing(tmp_path: Path, command: tuple[str, ...]) -> list[str]:
+    """`command`'s arguments, with the schema file or the SQLite source it names made."""
     schema = tmp_path / "schema.json"
     schema.write_text(SIMULATED_SCHEMA.to_json())
     source = tmp_path / "shop.db"
     with closing(sqlite3.connect(source)) as conn:
         conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY)")
-    before = sorted(tmp_path.rglob("*"))
-    args = [arg.format(schema=schema, source=source) for arg in command]
-    event = json.dumps({"persistence_id": "order-1", "payload": {}, "tags": ["order"]})
+    return [arg.format(schema=schema, source=source) for arg in command]
 
-    code, _, err = _run(runner, *args, "--journal", f"{tmp_path}/typo/j.db", stdin=event)
+
+@pytest.mark.parametrize("command", _WRITING_COMMANDS)
+def test_a_command_that_writes_refuses_a_journal_in_a_missing_folder_creating_nothing(
+    runner: CliRunner, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """They created the folders of a misspelt path: a tree with a new, empty journal in it."""
+    args = _writing(tmp_path, command)
+    before = sorted(tmp_path.rglob("*"))
+
+    code, _, err = _run(runner, *args, "--journal", f"{tmp_path}/typo/j.db", stdin=_EVENT)
 
     assert (code, err) == (
         1,
@@ -271,6 +279,28 @@ def test_a_command_that_writes_refuses_a_journal_in_a_missing_folder_creating_no
         f"{tmp_path}/typo (`ordo init` or ordo.init_storage() creates both)\n",
     )
     assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("below", ["j.db", "sub/j.db"])
+@pytest.mark.parametrize("command", [("init",), *_WRITING_COMMANDS])
+def test_a_command_that_writes_names_a_file_where_the_journal_needs_a_folder(
+    runner: CliRunner, tmp_path: Path, command: tuple[str, ...], below: str
+) -> None:
+    """It said "no folder notes", for a folder that `ordo init` could not make either (it said
+    "cannot create the directory ...: File exists")."""
+    args = _writing(tmp_path, command)
+    (tmp_path / "notes").write_text("mine")
+    before = sorted(tmp_path.rglob("*"))
+
+    code, _, err = _run(runner, *args, "--journal", f"{tmp_path}/notes/{below}", stdin=_EVENT)
+
+    assert (code, err) == (
+        1,
+        f"Error: StorageUnavailableError: no journal at {tmp_path}/notes/{below}: "
+        f"{tmp_path}/notes is a file, not a folder\n",
+    )
+    assert sorted(tmp_path.rglob("*")) == before
+    assert (tmp_path / "notes").read_text() == "mine"
 
 
 _OPENED = "cannot open SQLite journal {0}: unable to open database file ({0} is a folder, not "
@@ -291,3 +321,17 @@ def test_a_folder_named_as_the_journal_is_refused_as_a_folder(
     assert (code, err.count("\n")) == (1, 1)
     assert err.startswith(f"Error: StorageUnavailableError: {problem.format(folder)}an SQLite file")
     assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["info"], ["tags"], ["cdc", "status"]])
+def test_a_command_that_reads_names_a_file_where_the_journal_needs_a_folder(
+    runner: CliRunner, tmp_path: Path, command: list[str]
+) -> None:
+    """It said "create it with `ordo init`", which cannot make a folder where a file is."""
+    (tmp_path / "notes").write_text("mine")
+    code, _, err = _run(runner, *command, "--journal", f"{tmp_path}/notes/j.db")
+    assert (code, err) == (
+        1,
+        f"Error: StorageUnavailableError: no journal at {tmp_path}/notes/j.db: "
+        f"{tmp_path}/notes is a file, not a folder\n",
+    )

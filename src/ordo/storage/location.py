@@ -132,7 +132,20 @@ def require_folder(path: Path) -> None:
     `git init a/b` does.
     """
     if not path.parent.is_dir():
+        refuse_a_file_as_folder(path)
         raise MissingFolderError(path)
+
+
+def refuse_a_file_as_folder(path: Path, *, what: str = "journal") -> None:
+    """StorageUnavailableError naming the file where a folder of the SQLite file `path` should be.
+
+    "no folder f", or "create it with `ordo init`", sent the user to make a folder that `ordo
+    init` could not make either. `what` names the database, as `existing_location`'s does.
+    """
+    nearest = next((folder for folder in path.parents if folder.exists()), None)
+    if nearest is not None and not nearest.is_dir():
+        msg = f"no {what} at {path}: {nearest} is a file, not a folder"
+        raise StorageUnavailableError(msg)
 
 
 def create_folders(url: str) -> None:
@@ -143,6 +156,7 @@ def create_folders(url: str) -> None:
     """
     location = parse_location(url)
     if isinstance(location, SQLiteLocation):
+        refuse_a_file_as_folder(location.path)
         try:
             location.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -19,7 +19,7 @@ from ordo.errors import (
     StoresClosedError,
 )
 from ordo.forking import OpeningProcess
-from ordo.storage.location import require_folder
+from ordo.storage.location import refuse_a_file_as_folder, require_folder
 from ordo.storage.migration import (
     METADATA_TABLE,
     SCHEMA_VERSION_KEY,
@@ -297,6 +297,7 @@ def require_journal_file(path: Path, *, what: str = "journal") -> None:
         msg = f"no {what} at {path}: it is a folder, not an SQLite file"
         raise StorageUnavailableError(msg)
     if not path.is_file():
+        refuse_a_file_as_folder(path, what=what)
         hint = (
             "create it with `ordo init` or by appending to it"
             if what == "journal"
