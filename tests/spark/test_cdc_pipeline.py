@@ -496,43 +496,61 @@ def test_ingested_keys_in_several_forms_of_one_row_are_one_row_to_the_fold(
     assert _materialized_table(sink, spec)[1] == {}
 
 
-def test_an_integer_beyond_a_doubles_range_is_dead_lettered_as_a_double_not_a_failed_batch(
-    spark: SparkSession, journal_url: str, tmp_path: Path
-) -> None:
-    """No double holds 10**400: as a double key or value it passed the schema (any integer did),
-    and the sink, which cannot write it to a double column, failed the whole batch. It is
-    dead-lettered now, naming the column; 2**1023, which a double holds, is materialized."""
+def _materialized_key_value_rows(
+    spark: SparkSession,
+    journal_url: str,
+    tmp_path: Path,
+    column_type: ColumnType,
+    rows: Sequence[tuple[int, int]],
+) -> tuple[dict[Key, dict[str, JsonValue]], list[tuple[str, str]]]:
+    """`rows` (key `k`, value `x`, both of `column_type`) ingested and materialized.
+
+    The materialized table, and each dead letter's key and reason.
+    """
     log, checkpoint = tmp_path / "log", tmp_path / "checkpoint"
     columns = (
-        Column(name="d", type=ColumnType.DOUBLE, nullable=False),
-        Column(name="x", type=ColumnType.DOUBLE),
+        Column(name="k", type=column_type, nullable=False),
+        Column(name="x", type=column_type),
     )
     with stores_at(journal_url) as stores:
-        schema = TableSchema(table="huge", columns=columns, partition_key=("d",))
+        schema = TableSchema(table="big", columns=columns, partition_key=("k",))
         SchemaRegistry(stores.schemas).register(schema)
-    rows = [(10**400, 1), (1, 10**400), (2, 2**53 + 1)]
     _ingested(
         log,
         journal_url,
         *(
             {
-                "table": "huge",
-                "partition_key": [d],
+                "table": "big",
+                "partition_key": [k],
                 "cells": {"x": {"value": x, "write_time": n}},
                 "liveness": {"write_time": n},
                 "audit": {"source": "test", "position": n},
             }
-            for n, (d, x) in enumerate(rows, 1)
+            for n, (k, x) in enumerate(rows, 1)
         ),
     )
-    spec = MaterializerSpec(name="huge", table="huge", change_log=str(log), sink=journal_url)
+    spec = MaterializerSpec(name="big", table="big", change_log=str(log), sink=journal_url)
     _materialize(spark, spec, checkpoint)
-
-    assert _materialized_table(journal_url, spec)[1] == {(2.0,): {"d": 2.0, "x": 2.0**53}}
     dead = pq.read_table(checkpoint / "dead_letters").to_pylist()
-    assert sorted((d["key_json"], d["dead_letter_reason"].partition(": ")[2]) for d in dead) == [
+    reasons = sorted((d["key_json"], d["dead_letter_reason"].partition(": ")[2]) for d in dead)
+    return _materialized_table(journal_url, spec)[1], reasons
+
+
+def test_an_integer_beyond_a_doubles_range_is_dead_lettered_as_a_double_not_a_failed_batch(
+    spark: SparkSession, journal_url: str, tmp_path: Path
+) -> None:
+    """No double holds 10**400: as a double key or value it passed the schema (any integer did),
+    and the sink, which cannot write it to a double column, failed the whole batch. It is
+    dead-lettered now, naming the column; 2**53 + 1, which a double rounds, is materialized."""
+    rows = [(10**400, 1), (1, 10**400), (2, 2**53 + 1)]
+    table, dead = _materialized_key_value_rows(
+        spark, journal_url, tmp_path, ColumnType.DOUBLE, rows
+    )
+
+    assert table == {(2.0,): {"k": 2.0, "x": 2.0**53}}
+    assert dead == [
         ("[1.0]", f"column 'x': {10**400} is not a double"),
-        (f"[{10**400}]", f"key column 'd': {10**400} is not a double"),
+        (f"[{10**400}]", f"key column 'k': {10**400} is not a double"),
     ]
 
 
@@ -543,37 +561,11 @@ def test_an_integer_beyond_64_bits_is_dead_lettered_as_a_long_not_a_failed_batch
     LongType), but any integer passed as one: as a long key or value, 2**63 reached the sink,
     which could not write it, and the whole batch failed. It is dead-lettered now, naming the
     column; the extremes of 64 bits are materialized."""
-    log, checkpoint = tmp_path / "log", tmp_path / "checkpoint"
-    columns = (
-        Column(name="k", type=ColumnType.LONG, nullable=False),
-        Column(name="x", type=ColumnType.LONG),
-    )
-    with stores_at(journal_url) as stores:
-        schema = TableSchema(table="wide", columns=columns, partition_key=("k",))
-        SchemaRegistry(stores.schemas).register(schema)
     rows = [(2**63, 1), (1, -(2**63) - 1), (2**63 - 1, -(2**63))]
-    _ingested(
-        log,
-        journal_url,
-        *(
-            {
-                "table": "wide",
-                "partition_key": [k],
-                "cells": {"x": {"value": x, "write_time": n}},
-                "liveness": {"write_time": n},
-                "audit": {"source": "test", "position": n},
-            }
-            for n, (k, x) in enumerate(rows, 1)
-        ),
-    )
-    spec = MaterializerSpec(name="wide", table="wide", change_log=str(log), sink=journal_url)
-    _materialize(spark, spec, checkpoint)
+    table, dead = _materialized_key_value_rows(spark, journal_url, tmp_path, ColumnType.LONG, rows)
 
-    assert _materialized_table(journal_url, spec)[1] == {
-        (2**63 - 1,): {"k": 2**63 - 1, "x": -(2**63)}
-    }
-    dead = pq.read_table(checkpoint / "dead_letters").to_pylist()
-    assert sorted((d["key_json"], d["dead_letter_reason"].partition(": ")[2]) for d in dead) == [
+    assert table == {(2**63 - 1,): {"k": 2**63 - 1, "x": -(2**63)}}
+    assert dead == [
         ("[1]", f"column 'x': {-(2**63) - 1} is not a long"),
         (f"[{2**63}]", f"key column 'k': {2**63} is not a long"),
     ]
