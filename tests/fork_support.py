@@ -1,8 +1,11 @@
-"""Running a call in a child made by os.fork, as multiprocessing's default start method does."""
+"""Running a call in a child made by os.fork, as multiprocessing's default start method does, and
+checking that the child was refused."""
 
 from __future__ import annotations
 
 import multiprocessing
+import os
+import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +41,16 @@ def in_forked_child(call: Callable[[], object]) -> ChildOutcome:
         receiving.close()
         child.join()
     return outcome
+
+
+def assert_refused(outcome: ChildOutcome, what: str) -> None:
+    """The child was refused with ForkedProcessError naming `what` (a pattern) and this process."""
+    assert outcome.error == "ForkedProcessError", outcome
+    assert re.fullmatch(
+        rf"{what} was opened in process {os.getpid()} and cannot be used in process \d+ "
+        r"\(a forked child\): open a new one in each process",
+        outcome.message,
+    ), outcome.message
 
 
 def _run(call: Callable[[], object], sending: Connection) -> None:

@@ -5,50 +5,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-import time
 
 import pytest
 
 from connection_loss_support import Sessions
 from ordo.storage.postgres.notification import PostgresTagListener
-from ordo.storage.postgres.tag_view_store import TAG_WRITTEN_CHANNEL
-from ordo.tagging.notification import TagNotifier
-from ordo.types import Tag
+from tag_listener_support import notified, notifier_of_t
 
 pytestmark = pytest.mark.postgres
-
-
-def _notifier_of_t() -> tuple[TagNotifier, threading.Event]:
-    """A notifier, and the event its one subscriber, to the tag "t", sets when it is woken."""
-    notifier, heard = TagNotifier(), threading.Event()
-    notifier.subscribe(Tag("t"), lambda _: heard.set())
-    return notifier, heard
-
-
-def _notified(sessions: Sessions, heard: threading.Event) -> bool:
-    """NOTIFY the tag "t" until the listener forwards it (30 s); whether it did."""
-    heard.clear()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        sessions.execute("SELECT pg_notify(%s, 't')", (TAG_WRITTEN_CHANNEL,))
-        if heard.wait(0.1):
-            return True
-    return False
 
 
 def test_the_tag_listener_listens_again_after_its_session_ended(
     sessions: Sessions, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The listener stopped for good with `tag listener stopped: error=...`."""
-    notifier, heard = _notifier_of_t()
+    notifier, heard = notifier_of_t()
     caplog.set_level(logging.INFO, logger="ordo.storage.postgres.notification")
     listener = PostgresTagListener(sessions.url, notifier)
     try:
-        assert _notified(sessions, heard)
+        assert notified(sessions, heard)
         for _ in range(2):
             assert sessions.terminate() == 1
-            assert _notified(sessions, heard)
+            assert notified(sessions, heard)
     finally:
         listener.close()
     assert caplog.text.count("tag listener lost its connection, reconnecting") == 2
@@ -57,10 +35,10 @@ def test_the_tag_listener_listens_again_after_its_session_ended(
 
 def test_the_tag_listener_wakes_its_tags_once_it_listens_again(sessions: Sessions) -> None:
     """Announcements sent while it had no session were lost until each query's next refresh."""
-    notifier, heard = _notifier_of_t()
+    notifier, heard = notifier_of_t()
     listener = PostgresTagListener(sessions.url, notifier)
     try:
-        assert _notified(sessions, heard)
+        assert notified(sessions, heard)
         heard.clear()
         assert sessions.terminate() == 1
         assert heard.wait(30)  # no NOTIFY sent: the listener's reconnection woke the tag
@@ -71,13 +49,13 @@ def test_the_tag_listener_wakes_its_tags_once_it_listens_again(sessions: Session
 def test_the_tag_listener_starts_inside_a_running_event_loop(sessions: Sessions) -> None:
     """A notebook's cell runs inside the kernel's asyncio loop: a listener that ran its own
     loop in the creating thread failed there ("another loop is running")."""
-    notifier, heard = _notifier_of_t()
+    notifier, heard = notifier_of_t()
 
     async def in_a_cell() -> PostgresTagListener:
         return PostgresTagListener(sessions.url, notifier)
 
     listener = asyncio.run(in_a_cell())
     try:
-        assert _notified(sessions, heard)
+        assert notified(sessions, heard)
     finally:
         listener.close()

@@ -7,13 +7,11 @@ parent's offsets, so that two events of a tag could share one and a reader skip 
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Callable
 
 import pytest
 
-from fork_support import ChildOutcome, in_forked_child
+from fork_support import ChildOutcome, assert_refused, in_forked_child
 from journal_support import BATCHED, JournalFactory, payloads
 from ordo import NewEvent
 from ordo.processing.processor import TrackingProcessor
@@ -30,16 +28,6 @@ CALLS: dict[str, Callable[[Stores], object]] = {
 
 STORES = r"the stores of (SQLite database|PostgreSQL at) \S+"
 JOURNAL = "this Journal"
-
-
-def assert_refused(outcome: ChildOutcome, what: str) -> None:
-    """The child was refused with ForkedProcessError naming `what` (a pattern) and this process."""
-    assert outcome.error == "ForkedProcessError", outcome
-    assert re.fullmatch(
-        rf"{what} was opened in process {os.getpid()} and cannot be used in process \d+ "
-        r"\(a forked child\): open a new one in each process",
-        outcome.message,
-    ), outcome.message
 
 
 @pytest.mark.parametrize("call", CALLS)
