@@ -414,14 +414,14 @@ class StoresClosedError(OrdoError):
 
 
 class ForkedProcessError(StoresClosedError):
-    """A Journal or stores were used in another process than the one that opened them.
+    """A Journal, stores or a change source were used in a process that did not open them.
 
     A child made by os.fork (multiprocessing's default on Linux) inherits copies of them, whose
     connections are the parent's, and whose threads (the tag writers' flusher, the writer
-    lease's heartbeat) do not run in the child. Nothing was done: open a Journal, stores or a
-    query in each process. The stores are closed to the child, so what catches
-    StoresClosedError (a tracking processor, which stops on it) catches this too. `opened_in`
-    and `used_in` are process ids.
+    lease's heartbeat) do not run in the child. Nothing was done: open a Journal, stores, a
+    query or a change source in each process. The stores are closed to the child, so what
+    catches StoresClosedError (a tracking processor, which stops on it) catches this too.
+    `opened_in` and `used_in` are process ids.
     """
 
     def __init__(self, *, what: str, opened_in: int, used_in: int) -> None:

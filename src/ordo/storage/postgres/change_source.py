@@ -22,6 +22,7 @@ from ordo.cdc.mutation import Audit, Mutation, snapshot_segment
 from ordo.cdc.ports import CapturedWindow, SourceStatus
 from ordo.cdc.schema import ColumnType, TableSchema
 from ordo.errors import CaptureError, ConfigurationError, InvalidInputError
+from ordo.forking import OpeningProcess
 from ordo.storage.postgres.capture_session import (
     close_locked,
     connect_capture,
@@ -35,6 +36,7 @@ from ordo.storage.postgres.catalog import (
     read_schema,
     resolve_tables,
 )
+from ordo.storage.postgres.connection import redacted_dsn
 from ordo.storage.postgres.replication_slot import (
     PLUGIN,
     check_slot,
@@ -80,7 +82,11 @@ class PostgresChangeSource:
     after the server ended that session (restart, failover, pg_terminate_backend) fails with
     StorageUnavailableError, and the next one opens a new session. The capture loop owns it:
     not thread-safe, and one consumer per slot: an `exclusive` source holds the slot's capture
-    lock on its connection, taken again with each new session (`lock_capture`).
+    lock on its connection, taken again with each new session (`lock_capture`). Refused in a
+    child made by os.fork (ForkedProcessError, before its session is touched), where close()
+    does nothing: the session is the parent's. A child's call used it as its own, and its
+    close() released the parent's capture lock and ended the parent's session, so another
+    capture of the slot could start beside the parent's.
 
     TRUNCATE is not captured: it is logged as a WARNING and the rows stay in the materialized
     view. Under REPLICA IDENTITY DEFAULT an UPDATE omits the TOASTed columns it did not change
@@ -100,6 +106,9 @@ class PostgresChangeSource:
             raise ConfigurationError(msg)
         self._dsn, self._slot, self._tables = dsn, slot, tuple(tables)
         self._exclusive = exclusive
+        self._opener = OpeningProcess(
+            f"the change source of slot {slot!r} on PostgreSQL at {redacted_dsn(dsn)}"
+        )
         self._conn: Connection | None = None
         self._backend_pid: int | None = None
         self._refs: dict[str, TableRef] = {}
@@ -231,7 +240,12 @@ class PostgresChangeSource:
         return status
 
     def close(self) -> None:
-        """Close the connection (a later call opens a new one), releasing the capture lock."""
+        """Close the connection (a later call opens a new one), releasing the capture lock.
+
+        Does nothing in a forked child (the connection and its lock are the parent's).
+        """
+        if not self._opener.is_current:
+            return
         conn, self._conn = self._conn, None
         if conn is not None:
             close_locked(conn)
@@ -249,6 +263,8 @@ class PostgresChangeSource:
 
     @contextmanager
     def _session(self) -> Iterator[Connection]:
+        """The session every call runs in; ForkedProcessError in a forked child."""
+        self._opener.refuse_other()
         with translated(self._slot):
             if self._conn is None or self._conn.closed:
                 self._conn = self._new_session()
