@@ -1,10 +1,11 @@
-"""The process that opened a Journal or stores: only it may use them.
+"""The process that opened a Journal, stores or a change source: only it may use them.
 
 A child made by os.fork (multiprocessing's default start method on Linux) inherits copies of
 the parent's objects. Their connections are the parent's: SQLite's locks and PostgreSQL's
 session would be used by two processes at once, and closing them in the child would end the
-parent's session. Their threads (a tag writer's flusher, the writer lease's heartbeat) do not
-run in the child. So they are refused there, and each process opens its own.
+parent's session (and release a capture's lock on its slot). Their threads (a tag writer's
+flusher, the writer lease's heartbeat, a tag listener's) do not run in the child. So they are
+refused there, and each process opens its own.
 """
 
 from __future__ import annotations

@@ -11,8 +11,13 @@ from concurrent.futures import Future
 import psycopg
 
 from ordo.errors import StorageAccessError, StorageUnavailableError
+from ordo.forking import OpeningProcess
 from ordo.reconnection import Reconnection
-from ordo.storage.postgres.connection import explain_unconnectable, session_conninfo
+from ordo.storage.postgres.connection import (
+    explain_unconnectable,
+    redacted_dsn,
+    session_conninfo,
+)
 from ordo.storage.postgres.datastore import translate_postgres_error
 from ordo.storage.postgres.tag_view_store import TAG_WRITTEN_CHANNEL
 from ordo.tagging.notification import TagNotifier
@@ -51,11 +56,17 @@ class PostgresTagListener:
     host) lasts up to CONNECT_TIMEOUT_S: stopping a live query took 10 s. A shorter timeout
     for the retries would still take seconds, and fail a slow but reachable server; not
     joining a thread stuck in connect would leave it and its socket behind until the timeout.
+
+    In a child made by os.fork close() does nothing: the loop, its thread and the connection
+    are the parent's, and the thread does not run in the child. Closing the loop there failed
+    with RuntimeError ("Cannot close a running event loop"), so a query's block left in the
+    child raised it. The child's queries are refused (ForkedProcessError) by their stores.
     """
 
     def __init__(self, dsn: str, notifier: TagNotifier) -> None:
         self._dsn = dsn
         self._notifier = notifier
+        self._opener = OpeningProcess(f"the tag listener of PostgreSQL at {redacted_dsn(dsn)}")
         # A selector loop on every platform: psycopg cannot use Windows' default proactor loop.
         self._loop = asyncio.SelectorEventLoop()
         self._listening: Future[None] = Future()
@@ -72,8 +83,11 @@ class PostgresTagListener:
             raise
 
     def close(self) -> None:
-        """Stop listening and close the connection, without waiting for a connect. Idempotent."""
-        if self._loop.is_closed():
+        """Stop listening and close the connection, without waiting for a connect. Idempotent.
+
+        Does nothing in a forked child (the listener is the parent's).
+        """
+        if not self._opener.is_current or self._loop.is_closed():
             return
         self._loop.call_soon_threadsafe(self._task.cancel)
         self._thread.join()
