@@ -108,8 +108,9 @@ def test_a_negative_schema_version_is_refused_as_out_of_range(runner: CliRunner)
         (
             ["p", "-x", "1"],
             2,
-            "Error: No such option '-x' (valid: --journal, --replace-hand-over, --help); "
-            "see 'ordo processors split --help'",
+            "Error: No such option '-x' (valid: --journal, --replace-hand-over, --help); an "
+            "argument that starts with - goes after --, as in 'ordo processors split [OPTIONS] "
+            "-- PROCESSOR SEGMENT_ID'; see 'ordo processors split --help'",
         ),
     ],
 )
@@ -117,6 +118,58 @@ def test_only_negative_numbers_are_read_as_arguments(
     runner: CliRunner, args: list[str], code: int, line: str
 ) -> None:
     assert _run(runner, "processors", "split", *args) == (code, "", line + "\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "valid", "usage"),
+    [
+        (
+            ["events", "-1"],
+            "--from, --journal, --json, --to",
+            "ordo events [OPTIONS] -- PERSISTENCE_ID",
+        ),
+        (
+            ["query", "-x"],
+            "--journal, --json, --limit, --live, --offset",
+            "ordo query [OPTIONS] -- TAG",
+        ),
+        (["append", "-f"], "--journal, --json", "ordo append [OPTIONS] -- [FILE]"),
+    ],
+)
+def test_an_argument_that_starts_with_a_dash_is_told_to_go_after_two_dashes(
+    runner: CliRunner, args: list[str], valid: str, usage: str
+) -> None:
+    """It said only "No such option '-1'": nothing told the user that `--` ends the options."""
+    assert _run(runner, *args) == (
+        2,
+        "",
+        f"Error: No such option '{args[1]}' (valid: {valid}, --help); an argument that starts "
+        f"with - goes after --, as in '{usage}'; see 'ordo {args[0]} --help'\n",
+    )
+
+
+def test_a_persistence_id_and_a_tag_that_start_with_a_dash_are_read_after_two_dashes(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORDO_EVENTUAL_CONSISTENCY_DELAY_MS", "0")
+    url = f"sqlite:///{tmp_path / 'j.db'}"
+    line = json.dumps({"persistence_id": "-1", "payload": {"n": 1}, "tags": ["-x"]})
+    assert _run(runner, "append", "--journal", url, stdin=line)[0] == 0
+    code, out, _ = _run(runner, "events", "--journal", url, "--json", "--", "-1")
+    assert (code, [event["payload"] for event in json.loads(out)]) == (0, [{"n": 1}])
+    code, out, _ = _run(runner, "query", "--journal", url, "--json", "--", "-x")
+    assert (code, [json.loads(event)["persistence_id"] for event in out.splitlines()]) == (
+        0,
+        ["-1"],
+    )
+
+
+def test_an_unknown_option_of_a_command_without_arguments_has_no_advice_on_dashes(
+    runner: CliRunner,
+) -> None:
+    assert _run(runner, "info", "-x")[2] == (
+        "Error: No such option '-x' (valid: --journal, --json, --help); see 'ordo info --help'\n"
+    )
 
 
 @pytest.mark.parametrize(

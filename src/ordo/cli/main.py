@@ -39,10 +39,25 @@ def _usage_line(exc: click.UsageError) -> click.ClickException:
     if isinstance(exc, click.NoSuchOption) and not exc.possibilities:
         params = ctx.command.params
         names = sorted(name for p in params if isinstance(p, click.Option) for name in p.opts)
-        message = f"{message} (valid: {', '.join([*names, '--help'])})"
+        message = f"{message} (valid: {', '.join([*names, '--help'])}){_after_dashes(ctx)}"
     elif isinstance(ctx.command, click.Group) and message.startswith("No such command"):
         message = f"{message} (valid: {', '.join(sorted(ctx.command.commands))})"
     return UsageLine(f"{message}; see '{ctx.command_path} --help'")
+
+
+def _after_dashes(ctx: click.Context) -> str:
+    """How to pass an argument that starts with "-" (`ordo events -1`), for a command with any.
+
+    click takes such a word for an option ("No such option '-1'"), as getopt does, and the user
+    who meant a persistence id, a tag or a file was not told that `--` ends the options.
+    Negative numbers are arguments already where a command takes numbers (number_arguments).
+    """
+    arguments = [p for p in ctx.command.params if isinstance(p, click.Argument)]
+    if not arguments:
+        return ""
+    pieces = [piece for p in arguments for piece in p.get_usage_pieces(ctx)]
+    usage = " ".join([ctx.command_path, "[OPTIONS]", "--", *pieces])
+    return f"; an argument that starts with - goes after --, as in '{usage}'"
 
 
 class OrdoGroup(click.Group):
