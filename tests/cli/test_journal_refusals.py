@@ -134,6 +134,20 @@ def test_a_postgres_url_libpq_cannot_parse_is_one_error_line(
     assert err == f"Error: ConfigurationError: malformed PostgreSQL URL or conninfo: {problem}\n"
 
 
+@pytest.mark.parametrize("port", ["70000", "abc"])
+@pytest.mark.parametrize("command", [["info"], ["init"], ["append"]])
+def test_a_pgport_that_is_no_tcp_port_is_one_error_line_naming_it(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch, command: list[str], port: str
+) -> None:
+    """libpq's "invalid port number" was a StorageUnavailableError, as if the server were down."""
+    monkeypatch.setenv("PGPORT", port)
+    code, out, err = _run(runner, *command, "--journal", "postgresql://127.0.0.1/db", stdin="")
+    assert (code, out) == (1, "")
+    assert (
+        err == f"Error: ConfigurationError: PGPORT: port '{port}' is not a TCP port (1 to 65535)\n"
+    )
+
+
 @pytest.mark.parametrize("url", [":memory:", "sqlite:///:memory:"])
 @pytest.mark.parametrize("command", [["init"], ["append"], ["info"], ["query", "t"], ["status"]])
 def test_an_in_memory_journal_is_refused_in_one_line(

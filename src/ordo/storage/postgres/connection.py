@@ -7,6 +7,8 @@ down, starting, unreachable or silent: StorageUnavailableError, worth retrying) 
 
 from __future__ import annotations
 
+import os
+
 import psycopg
 from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo, timeout_from_conninfo
@@ -105,17 +107,22 @@ def session_conninfo(dsn: str) -> str:
     except psycopg.ProgrammingError as exc:  # libpq cannot parse it: a traceback of every command
         msg = f"malformed PostgreSQL URL or conninfo: {exc}"
         raise ConfigurationError(msg) from exc
-    _require_ports(str(named.get("port", "")))
+    if "port" in named:
+        _require_ports(str(named["port"]), source="malformed PostgreSQL URL or conninfo")
+    else:  # libpq takes the environment's (as it does the host's, user's, ...)
+        _require_ports(os.environ.get("PGPORT", ""), source="PGPORT")
     defaults = {key: value for key, value in SILENT_SERVER_DEFAULTS.items() if key not in named}
     return make_conninfo(dsn, **defaults)
 
 
-def _require_ports(ports: str) -> None:
+def _require_ports(ports: str, *, source: str) -> None:
     """ConfigurationError unless each of the comma-separated `ports` is a TCP port, or empty.
 
     libpq parses a port only when it connects, and its "invalid port number" was taken for an
     outage (StorageUnavailableError, retried by processors and live queries), though no retry
-    mends a URL. An empty one (`host=a,b port=,5433`) is libpq's default port.
+    mends a URL, nor a PGPORT variable, where libpq finds the port of a URL that names none.
+    An empty one (`host=a,b port=,5433`, or `PGPORT=`) is libpq's default port. `source`
+    starts the message: what holds the ports.
     """
     for port in ports.split(","):
         if not port.strip():
@@ -125,10 +132,7 @@ def _require_ports(ports: str) -> None:
         except ValueError:  # `abc`: libpq's "invalid integer value", no outage either
             number = 0
         if not 1 <= number <= _LARGEST_PORT:
-            msg = (
-                f"malformed PostgreSQL URL or conninfo: port {port!r} is not a TCP port "
-                f"(1 to {_LARGEST_PORT})"
-            )
+            msg = f"{source}: port {port!r} is not a TCP port (1 to {_LARGEST_PORT})"
             raise ConfigurationError(msg)
 
 
