@@ -19,7 +19,12 @@ from ordo import (
     open_stores,
 )
 from ordo.errors import ConfigurationError, StoresClosedError, UnknownUrlSchemeError
-from ordo.storage.location import PostgresLocation, SQLiteLocation, parse_location
+from ordo.storage.location import (
+    PostgresLocation,
+    SQLiteLocation,
+    file_as_folder,
+    parse_location,
+)
 from ordo.storage.migration import load_migrations
 from ordo.storage.open import OpenMode, stores_at
 from ordo.storage.sqlite.datastore import SQLiteDatastore
@@ -148,6 +153,16 @@ def test_journal_urls(url: str, expected: object) -> None:
 def test_malformed_urls_are_configuration_errors(url: str) -> None:
     with pytest.raises(ConfigurationError):
         parse_location(url)
+
+
+def test_a_file_as_folder_is_the_nearest_existing_part_of_a_path_when_it_is_a_file(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "notes").write_text("", encoding="utf-8")
+    assert file_as_folder(tmp_path / "notes" / "j.db") == tmp_path / "notes"
+    assert file_as_folder(tmp_path / "notes" / "a" / "b" / "j.db") == tmp_path / "notes"
+    assert file_as_folder(tmp_path / "missing" / "j.db") is None  # tmp_path is a folder
+    assert file_as_folder(tmp_path / "j.db") is None
 
 
 def test_an_unknown_open_mode_is_refused_before_anything_is_created(tmp_path: Path) -> None:

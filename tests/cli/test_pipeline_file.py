@@ -122,6 +122,23 @@ def test_a_bad_pipeline_value_is_one_error_line_before_spark_starts(
     assert not (tmp_path / "checkpoint").exists()
 
 
+@pytest.mark.parametrize("sink", ["notes/sink.db", "notes/deeper/sink.db"])
+def test_a_sink_under_a_file_names_the_file_before_spark_starts(
+    runner: CliRunner, tmp_path: Path, sink: str
+) -> None:
+    """It said "there is no folder notes", sending the user to make one where a file is."""
+    (tmp_path / "notes").write_text("not a folder", encoding="utf-8")
+    config = _pipeline_file(tmp_path, f'sink = "sqlite:///{tmp_path / sink}"\n')
+    code, out, err = _run(runner, "pipeline", "run", str(config))
+    assert (code, out) == (1, "")
+    assert err == (
+        f"Error: ConfigurationError: {config}: [pipeline] sink 'sqlite:///{tmp_path / sink}': "
+        f"{tmp_path / 'notes'} is a file, not a folder\n"
+    )
+    assert (tmp_path / "notes").read_text(encoding="utf-8") == "not a folder"
+    assert not (tmp_path / "checkpoint").exists()
+
+
 @pytest.mark.parametrize(
     "checkpoint",
     [

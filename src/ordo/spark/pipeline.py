@@ -54,7 +54,7 @@ from ordo.settings.loading import integer_in, read_toml
 from ordo.spark.checkpoint import local_checkpoint_path
 from ordo.spark.options import MAX_SEGMENTS, EventsByTagOptions
 from ordo.spark.projection import Handler, ProjectionSpec, projection
-from ordo.storage.location import SQLiteLocation, parse_location
+from ordo.storage.location import SQLiteLocation, file_as_folder, parse_location
 from ordo.storage.open import stores_at
 
 _T = TypeVar("_T", str, int, bool)
@@ -224,7 +224,13 @@ def _check_sink(path: Path, sink: str, journal: str) -> None:
         raise ConfigurationError(msg) from exc
     if isinstance(location, SQLiteLocation):
         if not location.path.parent.is_dir():
-            msg = f"{path}: [pipeline] sink {sink!r}: there is no folder {location.path.parent}"
+            file = file_as_folder(location.path)  # "no folder f" sent the user to make one
+            problem = (
+                f"there is no folder {location.path.parent}"
+                if file is None
+                else f"{file} is a file, not a folder"
+            )
+            msg = f"{path}: [pipeline] sink {sink!r}: {problem}"
             raise ConfigurationError(msg)
         if not location.path.exists():
             return

@@ -142,10 +142,16 @@ def refuse_a_file_as_folder(path: Path, *, what: str = "journal") -> None:
     "no folder f", or "create it with `ordo init`", sent the user to make a folder that `ordo
     init` could not make either. `what` names the database, as `existing_location`'s does.
     """
-    nearest = next((folder for folder in path.parents if folder.exists()), None)
-    if nearest is not None and not nearest.is_dir():
-        msg = f"no {what} at {path}: {nearest} is a file, not a folder"
+    file = file_as_folder(path)
+    if file is not None:
+        msg = f"no {what} at {path}: {file} is a file, not a folder"
         raise StorageUnavailableError(msg)
+
+
+def file_as_folder(path: Path) -> Path | None:
+    """The file where a folder of `path` should be (the nearest of them that exists), if any."""
+    nearest = next((folder for folder in path.parents if folder.exists()), None)
+    return nearest if nearest is not None and not nearest.is_dir() else None
 
 
 def create_folders(url: str) -> None:
