@@ -27,7 +27,7 @@ from ordo.storage.location import (
 )
 from ordo.storage.migration import load_migrations
 from ordo.storage.open import OpenMode, stores_at
-from ordo.storage.sqlite.datastore import SQLiteDatastore
+from ordo.storage.sqlite.datastore import SQLiteDatastore, require_journal_file
 from ordo.storage.sqlite.token_store import SQLiteTokenStore
 
 LATEST = load_migrations("ordo.storage.sqlite")[-1].version
@@ -73,6 +73,26 @@ def test_opening_stores_in_a_missing_folder_is_refused_and_creates_nothing(
         opener(str(path), mode=mode)
     assert (refused.value.path, refused.value.folder) == (path, path.parent)
     assert not (tmp_path / "typo").exists()
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_folder_where_sqlite_keeps_a_file_beside_the_database_is_refused(
+    tmp_path: Path, read_only: bool, suffix: str
+) -> None:
+    """SQLite failed later and elsewhere: "unable to open database file", "disk I/O error", or
+    (`-shm`) a write refused as "attempt to write a readonly database"."""
+    path = tmp_path / "j.db"
+    init_storage(str(path))
+    before = path.read_bytes()
+    beside = Path(f"{path}{suffix}")
+    beside.mkdir()
+    problem = f"^cannot open SQLite journal {path}: {beside} is a folder, not the {suffix} file "
+    with pytest.raises(StorageUnavailableError, match=problem):
+        SQLiteDatastore(path, read_only=read_only)
+    with pytest.raises(StorageUnavailableError, match=problem):
+        require_journal_file(path)
+    assert path.read_bytes() == before
 
 
 def test_init_storage_creates_the_missing_folders_and_the_journal(tmp_path: Path) -> None:

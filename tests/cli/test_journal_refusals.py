@@ -349,3 +349,26 @@ def test_a_command_that_reads_names_a_file_where_the_journal_needs_a_folder(
         f"Error: StorageUnavailableError: no journal at {tmp_path}/notes/j.db: "
         f"{tmp_path}/notes is a file, not a folder\n",
     )
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+@pytest.mark.parametrize("command", [["init"], ["append"], ["info"], ["tags"]])
+def test_a_folder_where_sqlite_keeps_a_file_beside_the_journal_is_named(
+    runner: CliRunner, tmp_path: Path, command: list[str], suffix: str
+) -> None:
+    """SQLite said "unable to open database file" or "disk I/O error"; `info` read the journal
+    with a `-shm` folder beside it, and `append` then said it "cannot be written: attempt to
+    write a readonly database", a StorageAccessError for a permission problem there was not."""
+    journal = tmp_path / "journal.db"
+    assert _run(runner, "init", "--journal", str(journal))[0] == 0
+    before = journal.read_bytes()
+    Path(f"{journal}{suffix}").mkdir()
+
+    code, out, err = _run(runner, *command, "--journal", str(journal), stdin=_EVENT)
+
+    assert (code, out) == (1, "")
+    assert err == (
+        f"Error: StorageUnavailableError: cannot open SQLite journal {journal}: "
+        f"{journal}{suffix} is a folder, not the {suffix} file SQLite keeps beside it\n"
+    )
+    assert journal.read_bytes() == before

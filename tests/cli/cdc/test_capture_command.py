@@ -107,6 +107,40 @@ def test_capture_from_a_bad_source_leaves_no_journal_behind(tmp_path: Path, tabl
     assert not journal.exists()
 
 
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+@pytest.mark.parametrize("journal_mode", ["delete", "wal"])
+def test_a_folder_where_sqlite_keeps_a_file_beside_the_source_is_refused_before_any_change(
+    tmp_path: Path, journal: str, journal_mode: str, suffix: str
+) -> None:
+    """The read-only check passed a `-shm` folder: the capture created its journal, switched the
+    source to WAL, then failed with "attempt to write a readonly database" (StorageAccessError,
+    a permission problem there was not); a `-wal` or `-journal` folder was "unable to open
+    database file" or "disk I/O error"."""
+    source = tmp_path / "shop.db"
+    with closing(sqlite3.connect(source)) as conn, conn:
+        conn.execute(f"PRAGMA journal_mode = {journal_mode}")
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)")
+    before = source.read_bytes()
+    Path(f"{source}{suffix}").mkdir()
+    problem = (
+        f"StorageUnavailableError: cannot open SQLite source database {source}: "
+        f"{source}{suffix} is a folder, not the {suffix} file SQLite keeps beside it\n"
+    )
+
+    args = ("cdc", "capture", str(source), "--table", "items", "--journal", journal)
+    code, _, err = run_ordo(*args, "--change-log", str(tmp_path / "log"))
+    one_line_error(code, err, problem)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["shop.db", f"shop.db{suffix}"]
+    assert source.read_bytes() == before
+
+    assert run_ordo("init", "--journal", journal)[0] == 0
+    code, _, err = run_ordo(
+        "cdc", "status", "--source", str(source), "--table", "items", "--journal", journal
+    )
+    one_line_error(code, err, problem)
+    assert source.read_bytes() == before
+
+
 @pytest.mark.parametrize("command", [("cdc", "capture"), ("cdc", "status", "--source")])
 def test_a_source_that_is_not_sqlite_is_one_line(
     tmp_path: Path, journal: str, command: tuple[str, ...]

@@ -19,7 +19,7 @@ from ordo.cdc.schema import (
 )
 from ordo.errors import CaptureError, UnmappableColumnTypeError
 from ordo.storage.sql_materialized_table import quote_identifier
-from ordo.storage.sqlite.datastore import read_only_connection
+from ordo.storage.sqlite.datastore import read_only_connection, refuse_folders_beside
 
 _AFFINITY: tuple[tuple[str, ColumnType], ...] = (
     ("BOOL", ColumnType.BOOLEAN),
@@ -57,10 +57,15 @@ def column_type(table: str, column: str, declared: str) -> ColumnType:
 
 
 def open_read_only(path: Path) -> sqlite3.Connection:
-    """A read-only connection to an existing source file (CaptureError when there is none)."""
+    """A read-only connection to an existing source file (CaptureError when there is none).
+
+    A folder beside it where SQLite keeps a file is refused here (`refuse_folders_beside`): a
+    capture checks its source so before it creates its journal or installs anything.
+    """
     if not path.is_file():  # connecting would create an empty database
         msg = f"no SQLite database at {path} to capture"
         raise CaptureError(msg)
+    refuse_folders_beside(path, what="source database")
     try:
         conn = read_only_connection(path)
     except sqlite3.Error as exc:

@@ -42,6 +42,9 @@ _IN_MEMORY = ":memory:"
 
 _IN_MEMORY_REFUSAL = "an in-memory database cannot be a journal (it cannot be in WAL mode)"
 
+_BESIDE = ("-wal", "-shm", "-journal")
+"""The suffixes of the files SQLite keeps beside a database: WAL, WAL index, rollback journal."""
+
 
 def translate_sqlite_error(exc: sqlite3.Error, path: Path) -> StorageError:
     """Map a driver error onto ordo's storage errors (stores may narrow them further).
@@ -87,6 +90,27 @@ def unusable_file_error(
     if "readonly" in str(exc):  # the file and its folder may be written: SQLite's format says not
         return StorageAccessError(msg)
     return StorageUnavailableError(msg)
+
+
+def refuse_folders_beside(path: Path, *, what: str) -> None:
+    """StorageUnavailableError when a folder is where SQLite keeps a file beside `path`.
+
+    SQLite cannot make its `-wal`, `-shm` or `-journal` file there, and what needed one failed
+    far from the cause: "unable to open database file" or "disk I/O error" for a file that is
+    there, or a write refused as "attempt to write a readonly database" (StorageAccessError,
+    for a permission problem there was not) after a read-only check had passed, a capture's
+    source was switched to WAL and its journal created. Checked before the file is opened, by
+    every opening (`SQLiteDatastore`, `require_journal_file`, a capture's source); `what` names
+    the database. The error is a folder's in the database's own place (`unusable_file_error`).
+    """
+    for suffix in _BESIDE:
+        beside = Path(f"{path}{suffix}")
+        if beside.is_dir():
+            msg = (
+                f"cannot open SQLite {what} {path}: {beside} is a folder, not the {suffix} file "
+                "SQLite keeps beside it"
+            )
+            raise StorageUnavailableError(msg)
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
@@ -145,6 +169,7 @@ class SQLiteDatastore(SchemaReads):
         self._is_closed = False
         self._opener = OpeningProcess(f"the stores of SQLite database {path}")
         require_folder(path)
+        refuse_folders_beside(path, what=what)
         self._connect()
 
     @contextmanager
@@ -305,6 +330,7 @@ def require_journal_file(path: Path, *, what: str = "journal") -> None:
         )
         msg = f"no {what} at {path}: {hint}"
         raise StorageUnavailableError(msg)
+    refuse_folders_beside(path, what=what)
     try:
         with closing(read_only_connection(path)) as conn:
             is_journal = _has_metadata(conn)
