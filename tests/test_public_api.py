@@ -10,6 +10,7 @@ import ordo
 PACKAGES = [
     "ordo",
     "ordo.acking",
+    "ordo.errors",
     "ordo.journal",
     "ordo.processing",
     "ordo.query",
@@ -49,6 +50,22 @@ def test_every_error_derives_from_ordo_error() -> None:
     ]
     assert classes
     assert all(issubclass(c, ordo.OrdoError) for c in classes)
+
+
+def test_every_error_names_ordo_errors_as_its_module() -> None:
+    """Tracebacks print `ordo.errors.StorageError` and pickles refer to it there.
+
+    The errors are defined in the modules of the `ordo.errors` package, which was one module.
+    """
+    errors = importlib.import_module("ordo.errors")
+    elsewhere = {
+        name: value.__module__
+        for name, value in vars(errors).items()
+        if isinstance(value, type)
+        and issubclass(value, errors.OrdoError)
+        and value.__module__ != errors.__name__
+    }
+    assert elsewhere == {}
 
 
 def test_the_error_tree_in_ordo_errors_names_every_error_under_its_base() -> None:

@@ -1,0 +1,133 @@
+"""Errors of settings, options and URLs, and of what a journal or log recorded once for ever."""
+
+from __future__ import annotations
+
+from ordo.errors.root import OrdoError
+
+
+class ConfigurationError(OrdoError, ValueError):
+    """A setting, option or URL is invalid; the message names the key.
+
+    `setting` is the settings field at fault, when there is one: settings loaded from the
+    environment or a file put the variable or key it came from in front of the message.
+    """
+
+    def __init__(self, msg: str = "", *, setting: str | None = None) -> None:
+        self.setting = setting
+        super().__init__(msg)
+
+
+class BucketSizeMismatchError(ConfigurationError):
+    """The journal recorded another bucket size, which can never change afterwards.
+
+    Recorded by `ordo init` with ORDO_BUCKET_SIZE set, or else by the first write: a journal
+    just initialised may hold no event yet and still refuse another size.
+    """
+
+    def __init__(self, *, recorded: str, requested: str, advice: str = "") -> None:
+        """`advice` says where the reader's bucket size is set (an option's name), if given."""
+        self.recorded, self.requested, self.advice = recorded, requested, advice
+        msg = (
+            f"journal records bucket_size={recorded}, cannot open it with "
+            f"bucket_size={requested} (the bucket size recorded by `ordo init` or the first "
+            "write never changes)"
+        )
+        super().__init__(f"{msg}; {advice}" if advice else msg)
+
+    def advised(self, advice: str) -> BucketSizeMismatchError:
+        """The same error with `advice`.
+
+        Only the caller knows where its reader's bucket size was set (an option, a variable, a
+        flag); the library's message names the settings field.
+        """
+        return BucketSizeMismatchError(
+            recorded=self.recorded, requested=self.requested, advice=advice
+        )
+
+
+class CheckpointMismatchError(ConfigurationError):
+    """A streaming query's checkpoint was written by a query of another tag or processor.
+
+    Resuming would start the tag at the other query's position and skip what lies before it
+    (for another processor: every event it has not applied yet). `what` is "tag" or
+    "processor".
+    """
+
+    def __init__(self, *, checkpointed: str, requested: str, what: str = "tag") -> None:
+        self.checkpointed, self.requested, self.what = checkpointed, requested, what
+        msg = (
+            f"the checkpoint was written by a query of {what}={checkpointed!r}, this query's "
+            f"{what} is {requested!r}: give it a checkpointLocation of its own"
+        )
+        super().__init__(msg)
+
+
+class MaterializerCheckpointError(ConfigurationError):
+    """A CDC materializer ran from another checkpoint than the one that made its progress.
+
+    The sink records the Spark streaming query that applied a materializer's batches, and a
+    query's id stays with its checkpoint. A new checkpoint's query numbers its batches from 0
+    again and folds from empty state: the sink would skip its batches up to the progress as
+    replays, and the later ones would repeat messages (a CREATE for a row that has messages).
+    `recorded` is the progress's query id (None: written before ordo recorded it), `requested`
+    the checkpoint's (None: no query has run from it yet).
+    """
+
+    def __init__(
+        self, *, materializer: str, batch_id: int, recorded: str | None, requested: str | None
+    ) -> None:
+        self.materializer, self.batch_id = materializer, batch_id
+        self.recorded, self.requested = recorded, requested
+        made = "before ordo recorded its query" if recorded is None else f"by query {recorded}"
+        this = "is new" if requested is None else f"is query {requested}'s"
+        msg = (
+            f"materializer {materializer!r} was run from another checkpoint: its progress in "
+            f"the sink (batch {batch_id}) was made {made}, this checkpoint {this}; nothing was "
+            "written. Run it with the checkpoint it was run from, or start over under another "
+            "--name and another --target-table (name=, target_table=; the table's default "
+            "does not follow the name), which materializes the change log from its beginning"
+        )
+        super().__init__(msg)
+
+
+class PartitionCountMismatchError(ConfigurationError):
+    """A table's change log was written with another number of partitions, which cannot change.
+
+    Every change of a key must be in one partition, in order, where the publisher's
+    deduplication reads the positions already published: another count would route a key to
+    another partition. `recorded` is the log's count; None for a log written before ordo
+    recorded counts, whose files do not fit `requested` (`stray` is a partition key and the
+    partition it is in).
+    """
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        recorded: int | None,
+        requested: int,
+        stray: tuple[str, int] | None = None,
+    ) -> None:
+        self.table, self.recorded, self.requested = table, recorded, requested
+        if recorded is not None:
+            msg = (
+                f"table {table!r}: its change log has {recorded} partitions, a publish with "
+                f"{requested} is refused (a key's changes must stay in one partition): use "
+                f"--partitions {recorded} (partitions={recorded}), or leave it out to follow "
+                "the log; nothing was published"
+            )
+        else:
+            where = (
+                "" if stray is None else f" (partition key {stray[0]} is in partition={stray[1]})"
+            )
+            msg = (
+                f"table {table!r}: its change log was written before ordo recorded partition "
+                f"counts and its files do not fit {requested} partitions{where}: use "
+                "--partitions (partitions=) with the count it was written with; nothing was "
+                "published"
+            )
+        super().__init__(msg)
+
+
+class UnknownUrlSchemeError(ConfigurationError):
+    """A journal URL names a backend ordo does not have."""
