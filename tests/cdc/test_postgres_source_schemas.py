@@ -12,8 +12,9 @@ import pytest
 
 from ordo.cdc.capture import Capture as CaptureRunner
 from ordo.cdc.change import mutation_problems
+from ordo.cdc.column_type import ColumnType
 from ordo.cdc.publisher import Publisher
-from ordo.cdc.schema import Column, ColumnType
+from ordo.cdc.schema import Column
 from ordo.cdc.schema_registry import SchemaRegistry
 from ordo.errors import (
     CaptureError,

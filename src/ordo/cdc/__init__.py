@@ -7,6 +7,7 @@ the change log files and the Spark materializer are adapters in `ordo.storage` a
 """
 
 from ordo.cdc.change import ChangeMessage, ChangeOp, fold, mutation_problems
+from ordo.cdc.column_type import ColumnType
 from ordo.cdc.mutation import Audit, Cell, JsonValue, Key, Mutation
 from ordo.cdc.mutation_json import mutation_from_json, mutation_to_json
 from ordo.cdc.ports import (
@@ -18,7 +19,7 @@ from ordo.cdc.ports import (
 )
 from ordo.cdc.publisher import Publisher, PublishReceipt, partition_of
 from ordo.cdc.row_state import PartitionState, RowState, reconcile
-from ordo.cdc.schema import Column, ColumnType, TableSchema
+from ordo.cdc.schema import Column, TableSchema
 from ordo.cdc.schema_registry import SchemaRegistry
 
 __all__ = [

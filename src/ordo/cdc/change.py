@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ordo.cdc.cell_names import SAME_NAMES, CellNames
+from ordo.cdc.column_type import ColumnType, fits
 from ordo.cdc.json_text import NumberOutOfRangeError, parse_application_json
 from ordo.cdc.mutation import Audit, JsonValue, Key, Mutation
 from ordo.cdc.retype import retyped_row
 from ordo.cdc.row_state import PartitionState
-from ordo.cdc.schema import INFINITIES, ColumnType, TableSchema, fits, full_row, not_json_column
+from ordo.cdc.schema import INFINITIES, TableSchema, full_row, not_json_column
 
 Row = dict[str, JsonValue]
 

@@ -25,8 +25,9 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+from ordo.cdc.column_type import ColumnType
 from ordo.cdc.mutation import Key, Mutation, Scalar
-from ordo.cdc.schema import ColumnType, TableSchema
+from ordo.cdc.schema import TableSchema
 
 _SEVERAL_FORMS = frozenset({ColumnType.DOUBLE, ColumnType.DECIMAL, ColumnType.BYTES})
 """The types a key value of which JSON can give in several forms."""

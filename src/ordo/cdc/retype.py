@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, MutableMapping, Sequence
 from typing import cast
 
+from ordo.cdc.column_type import ColumnType, fits
 from ordo.cdc.json_text import compact_json, parse_json
 from ordo.cdc.mutation import JsonValue
-from ordo.cdc.schema import ColumnType, TableSchema, fits
+from ordo.cdc.schema import TableSchema
 from ordo.errors import UnconvertibleValueError
 
 

@@ -13,8 +13,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ordo.cdc.column_type import ColumnType
 from ordo.cdc.ports import SchemaStore, SchemaVersion
-from ordo.cdc.schema import ColumnType, TableSchema
+from ordo.cdc.schema import TableSchema
 from ordo.errors import IncompatibleSchemaError, UnknownSchemaError
 
 logger = logging.getLogger(__name__)

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from itertools import repeat
 
 from ordo.cdc.change import ChangeMessage, ChangeOp
+from ordo.cdc.column_type import ColumnType
 from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, MessageRows
 from ordo.cdc.mutation import Audit, JsonValue
 from ordo.cdc.retype import retyped_row
-from ordo.cdc.schema import ColumnType, TableSchema
+from ordo.cdc.schema import TableSchema
 from ordo.cdc.schema_registry import SchemaHistory
 from ordo.errors import MaterializerCheckpointError, OldKeyMessageError
 from ordo.processing.connection import SqlConnection

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, ClassVar, cast
 
+from ordo.cdc.column_type import ColumnType
 from ordo.cdc.json_text import compact_json
 from ordo.cdc.mutation import JsonValue, Key, Scalar
 from ordo.cdc.retype import retyped_value
-from ordo.cdc.schema import Column, ColumnType, TableSchema
+from ordo.cdc.schema import Column, TableSchema
 from ordo.errors import CdcError, MaterializedKeyChangeError, MaterializedRetypeError
 from ordo.processing.connection import SqlConnection
 from ordo.storage.sql_store import SqlStore

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ordo.cdc.column_type import ColumnType, fits
 from ordo.cdc.mutation import JsonValue
 from ordo.cdc.retype import retyped_value
-from ordo.cdc.schema import ColumnType, fits
 
 
 @pytest.mark.parametrize(

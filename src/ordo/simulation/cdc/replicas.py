@@ -13,8 +13,9 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ordo.cdc.column_type import ColumnType
 from ordo.cdc.mutation import Audit, Cell, JsonValue, Mutation
-from ordo.cdc.schema import Column, ColumnType, TableSchema
+from ordo.cdc.schema import Column, TableSchema
 
 TABLE = "readings"
 SIMULATED_SCHEMA = TableSchema(

@@ -15,15 +15,10 @@ from decimal import Decimal, InvalidOperation
 
 import psycopg
 
+from ordo.cdc.column_type import ColumnType
 from ordo.cdc.json_text import parse_application_json
 from ordo.cdc.mutation import JsonValue
-from ordo.cdc.schema import (
-    Column,
-    ColumnType,
-    TableSchema,
-    require_captured_key,
-    require_scalar_key,
-)
+from ordo.cdc.schema import Column, TableSchema, require_captured_key, require_scalar_key
 from ordo.errors import CaptureError, UnmappableColumnTypeError
 
 Connection = psycopg.Connection[tuple[object, ...]]

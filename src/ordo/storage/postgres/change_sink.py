@@ -8,8 +8,9 @@ from typing import Any, ClassVar, cast
 
 import psycopg
 
+from ordo.cdc.column_type import ColumnType
 from ordo.cdc.mutation import JsonValue
-from ordo.cdc.schema import Column, ColumnType, TableSchema
+from ordo.cdc.schema import Column, TableSchema
 from ordo.processing.connection import SqlConnection
 from ordo.storage.sql_change_sink import SqlChangeSink
 

@@ -18,9 +18,10 @@ from types import TracebackType
 from psycopg import sql
 from psycopg.types.string import TextLoader
 
+from ordo.cdc.column_type import ColumnType
 from ordo.cdc.mutation import Audit, Mutation, snapshot_segment
 from ordo.cdc.ports import CapturedWindow, SourceStatus
-from ordo.cdc.schema import ColumnType, TableSchema
+from ordo.cdc.schema import TableSchema
 from ordo.errors import CaptureError, ConfigurationError, InvalidInputError
 from ordo.forking import OpeningProcess
 from ordo.storage.postgres.capture_session import (

@@ -27,11 +27,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ordo.cdc.column_type import ColumnType
 from ordo.cdc.json_text import NumberOutOfRangeError
 from ordo.cdc.key_form import key_value_form
 from ordo.cdc.mutation import Audit, Cell, JsonValue, Key, Mutation, Scalar
 from ordo.cdc.ports import CapturedWindow
-from ordo.cdc.schema import ColumnType, TableSchema, not_json_cell
+from ordo.cdc.schema import TableSchema, not_json_cell
 from ordo.errors import CaptureError, InvalidInputError
 from ordo.storage.postgres.catalog import to_logical
 

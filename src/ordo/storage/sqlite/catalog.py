@@ -10,13 +10,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from ordo.cdc.schema import (
-    Column,
-    ColumnType,
-    TableSchema,
-    require_captured_key,
-    require_scalar_key,
-)
+from ordo.cdc.column_type import ColumnType
+from ordo.cdc.schema import Column, TableSchema, require_captured_key, require_scalar_key
 from ordo.errors import CaptureError, UnmappableColumnTypeError
 from ordo.storage.sql_materialized_table import quote_identifier
 from ordo.storage.sqlite.datastore import read_only_connection, refuse_folders_beside

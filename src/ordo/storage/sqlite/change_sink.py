@@ -6,7 +6,8 @@ import sqlite3
 from collections.abc import Collection, Mapping, Sequence
 from typing import ClassVar, cast
 
-from ordo.cdc.schema import ColumnType, TableSchema
+from ordo.cdc.column_type import ColumnType
+from ordo.cdc.schema import TableSchema
 from ordo.processing.connection import SqlConnection
 from ordo.storage.sql_change_sink import SqlChangeSink
 

@@ -9,7 +9,8 @@ rendered as JSON of the column's logical type or set aside under a name no schem
 
 from __future__ import annotations
 
-from ordo.cdc.schema import INFINITIES, Column, ColumnType, TableSchema, not_json_cell
+from ordo.cdc.column_type import ColumnType
+from ordo.cdc.schema import INFINITIES, Column, TableSchema, not_json_cell
 from ordo.storage.sql_materialized_table import quote_identifier
 
 CHANGES = "ordo_cdc_changes"
