@@ -1,4 +1,5 @@
-"""Dependencies point inward (STYLE.md section 1), checked by parsing every import."""
+"""STYLE.md section 1: dependencies point inward (checked by parsing every import), and no
+module passes the size at which it is to be split."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ CORE = {
 CONCEPTS = {"journal", "tagging", "query", "processing", "acking", "cdc"}
 OUTER = {"storage", "spark", "cli", "tools", "simulation"}
 OPTIONAL = {"pyspark": "spark", "psycopg": "storage/postgres", "psycopg_pool": "storage/postgres"}
+MAX_MODULE_LINES = 400
+"""STYLE.md: "Aim for under 250 lines; split a module when it passes 400"."""
 
 
 def _imports(path: Path) -> set[str]:
@@ -86,3 +89,12 @@ def test_nothing_imports_the_command_line() -> None:
         and any(n.startswith("ordo.cli") for n in _imports(path))
     ]
     assert offenders == []
+
+
+def test_no_module_passes_the_line_limit() -> None:
+    too_long = {
+        path.relative_to(SRC).as_posix(): lines
+        for path in sorted(SRC.rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert too_long == {}, f"split these modules (lines), STYLE.md's limit is {MAX_MODULE_LINES}"
