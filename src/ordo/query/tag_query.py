@@ -225,13 +225,12 @@ class TagQuery(Generic[R]):
             return run.first_nr == known[0] + 1
         if self._expects_first_nr_one and not self._has_forgotten:
             return run.first_nr == 1
-        first_bucket = self._sizes.key(key_ms(run.first_key))
-        is_past = first_bucket < self._sizes.key(self._now_ns // 1_000_000)
-        return (
-            run.first_nr == 1
-            or is_past
-            or self._settings.new_persistence_id_scan_timeout <= timedelta(0)
-        )
+        return self._takes_first_at_once(run.first_nr, self._sizes.key(key_ms(run.first_key)))
+
+    def _takes_first_at_once(self, nr: int, bucket: TimeBucket) -> bool:
+        """Whether a first encounter at `nr` in `bucket` is taken at once, with no look back."""
+        is_past = bucket < self._sizes.key(self._now_ns // 1_000_000)
+        return nr == 1 or is_past or self._settings.new_persistence_id_scan_timeout <= timedelta(0)
 
     def _bound(self) -> bytes:
         if self._end is not None:
@@ -263,8 +262,7 @@ class TagQuery(Generic[R]):
                 return self._accept_first(row, out)
             return self._begin_search(row, first_missing=1, after=self._start, is_gap=True)
         row_bucket = self._sizes.key(key_ms(row.offset_key))
-        is_past = row_bucket < self._sizes.key(self._now_ns // 1_000_000)
-        if nr == 1 or is_past or self._settings.new_persistence_id_scan_timeout <= timedelta(0):
+        if self._takes_first_at_once(nr, row_bucket):
             return self._accept_first(row, out)
         previous_start = key_at(self._sizes.previous(row_bucket) * 1_000_000 - 100)
         return self._begin_search(
