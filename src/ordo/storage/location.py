@@ -99,7 +99,7 @@ def existing_location(url: str, *, what: str = "journal") -> Location:
     """
     location = parse_location(url, what=what)
     if isinstance(location, PostgresLocation):
-        from ordo.storage.postgres.datastore import require_journal_schema
+        from ordo.storage.postgres.journal_schema import require_journal_schema
 
         require_journal_schema(location.dsn, what=what)
     else:

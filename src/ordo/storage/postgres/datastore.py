@@ -36,6 +36,7 @@ from ordo.storage.postgres.connection import (
     redacted_dsn,
     session_conninfo,
 )
+from ordo.storage.postgres.journal_schema import current_schema, has_metadata
 from ordo.storage.schema_reads import SchemaReads
 
 logger = logging.getLogger(__name__)
@@ -227,7 +228,7 @@ class PostgresDatastore(SchemaReads):
             done = finished(_PACKAGE, self._schema_version(conn))
             if done is not None:
                 return done
-            _current_schema(conn, self.dsn)  # one to create the tables in, or a clear error
+            current_schema(conn, self.dsn)  # one to create the tables in, or a clear error
             conn.execute("SELECT pg_advisory_lock(hashtext('ordo.migrate'))")
             try:
                 with conn.transaction():
@@ -259,78 +260,12 @@ class PostgresDatastore(SchemaReads):
             self._pool.close(timeout=CLOSE_WAIT_S)
 
     def _schema_version(self, conn: psycopg.Connection[tuple[object, ...]]) -> int:
-        if not _has_metadata(conn):
+        if not has_metadata(conn):
             return 0
         found = conn.execute(
             f"SELECT value FROM {METADATA_TABLE} WHERE key = %s", (SCHEMA_VERSION_KEY,)
         ).fetchone()
         return 0 if found is None else stored_version(found[0])
-
-
-def require_journal_schema(dsn: str, *, what: str = "journal") -> None:
-    """Refuse a database (schema by the URL's search_path) without ordo's metadata table.
-
-    One short connection that only reads, so that a command that reads does not give an
-    application's database ordo's tables. The message names the schema looked in and the
-    database's schemas that hold a journal: with a URL that selects no schema or the wrong
-    one, "no ordo journal" alone did not tell that the journal is one search_path away.
-    `what` names the database (a projection's "sink database" is an ordo database too).
-    """
-    with connect(dsn) as conn:
-        if _has_metadata(conn):
-            return
-        schema = _current_schema(conn, dsn)
-        others = [
-            str(name)
-            for (name,) in conn.execute(
-                "SELECT DISTINCT relnamespace::regnamespace::text FROM pg_class "
-                "WHERE relname = %s AND relkind IN ('r', 'p') ORDER BY 1",
-                (METADATA_TABLE,),
-            )
-        ]
-    msg = f"no ordo {what} in PostgreSQL at {redacted_dsn(dsn)} in schema {schema!r}"
-    if what == "journal":
-        msg += ": create it with `ordo init`"
-    if others:
-        shown = ", ".join(repr(name) for name in others[:5]) + (", ..." if others[5:] else "")
-        schemas, pick = ("schemas", "one") if others[1:] else ("schema", "it")
-        msg += (
-            f"; this database holds one in {schemas} {shown} "
-            f"(select {pick} with ?options=-csearch_path%3D{others[0]} in the URL)"
-        )
-    raise StorageUnavailableError(msg)
-
-
-def _current_schema(conn: psycopg.Connection[tuple[object, ...]], dsn: str) -> str:
-    """The schema ordo's tables are created in: the search_path's first usable one.
-
-    StorageUnavailableError when the search_path names none the user may use: a misspelt or
-    not yet created schema, or one without USAGE granted (PostgreSQL skips both alike).
-    PostgreSQL's own "no schema has been selected to create in" came from the middle of a
-    migration and did not name the search_path.
-    """
-    row = conn.execute(
-        "SELECT current_schema(), current_setting('search_path'), current_user, "
-        "ARRAY(SELECT nspname::text FROM pg_namespace WHERE quote_ident(nspname) = ANY("
-        "regexp_split_to_array(current_setting('search_path'), '\\s*,\\s*')) "
-        "AND NOT has_schema_privilege(oid, 'USAGE') ORDER BY 1)"
-    ).fetchone()
-    assert row is not None  # noqa: S101 - a SELECT without FROM returns one row
-    schema, search_path, user, denied = row
-    if schema is not None:
-        return str(schema)
-    where = f"PostgreSQL at {redacted_dsn(dsn)}"
-    if isinstance(denied, list) and denied:
-        msg = (
-            f"{where}: user {user!r} may not use schema {denied[0]!r} of the search_path "
-            f"{search_path!r} (GRANT USAGE ON SCHEMA {denied[0]} TO {user})"
-        )
-    else:
-        msg = (
-            f"{where} has no schema of the search_path {search_path!r}: create the schema "
-            "(CREATE SCHEMA), or name an existing one in the URL (?options=-csearch_path%3D...)"
-        )
-    raise StorageUnavailableError(msg)
 
 
 def _is_alive(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
@@ -361,12 +296,6 @@ def _has_input(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
     poller = select.poll()
     poller.register(conn.fileno(), select.POLLIN)
     return bool(poller.poll(0))
-
-
-def _has_metadata(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
-    """Whether the search_path holds ordo's metadata table (every journal does)."""
-    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (METADATA_TABLE,)).fetchone()
-    return row is not None and bool(row[0])
 
 
 @contextmanager
