@@ -5,8 +5,7 @@ messages); a sink keys it by the value its key column holds. Two JSON forms of o
 two fold keys for one row of the sink (and of an SQLite or PostgreSQL table of the type), so
 deleting a row under one form emptied the table while the fold still held the row under the
 other (G6). Ingested keys come in whatever forms a producer writes; ingestion gives each the
-form its column type has, the one both captures write (but that PostgreSQL's bytes keys keep
-their `\x`, as the change logs it captured hold them):
+form its column type has, the one both captures write:
 
 - double: a double, `-0.0` as `0.0` (`1`, `1.0` and `1e0` are `1.0`; an integer beyond 2**53
   the double a DOUBLE PRECISION or REAL column holds for it);

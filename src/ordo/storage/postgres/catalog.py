@@ -132,9 +132,12 @@ def read_schema(conn: Connection, ref: TableRef) -> TableSchema:
 
 
 def to_logical(column_type: ColumnType, raw: object) -> JsonValue:
-    """A column value as its logical type's JSON value; `raw` is output text or wal2json JSON.
+    r"""A column value as its logical type's JSON value; `raw` is output text or wal2json JSON.
 
-    NaN and infinities become None, as wal2json writes them (JSON has no such numbers).
+    NaN and infinities become None, as wal2json writes them (JSON has no such numbers). bytea is
+    lowercase hex without PostgreSQL's `\x` (`key_value_form`'s bytes, as the SQLite capture
+    and `ordo cdc ingest` write them): kept, a captured key was another fold key than the same
+    row's ingested one, while a sink held both as one row.
 
     Raises:
         NumberOutOfRangeError: json or jsonb holding a number ordo cannot carry: `json` keeps
@@ -159,7 +162,7 @@ def to_logical(column_type: ColumnType, raw: object) -> JsonValue:
         case ColumnType.TIMESTAMP:
             return _timestamp(text)
         case ColumnType.BYTES:
-            return "\\x" + bytes.fromhex(text.removeprefix("\\x")).hex()
+            return bytes.fromhex(text.removeprefix("\\x")).hex()
         case ColumnType.JSON:
             parsed: JsonValue = parse_application_json(text)
             return parsed

@@ -126,15 +126,14 @@ def row_values(
 
 
 def row_key(schema: TableSchema, values: Mapping[str, JsonValue]) -> Key:
-    r"""The primary-key values in key order, each in its type's one form; CaptureError if some lack.
+    """The primary-key values in key order, each in its type's one form; CaptureError if some lack.
 
     PostgreSQL's `=` holds a double's (or real's) -0.0 and 0.0 as one key, as a sink's key
     column does, while the fold keys a row by its key's JSON text: captured as written, one row
     was two fold keys. An `UPDATE` from -0.0 to 0.0 logs its old key (it is another datum),
     which compared equal to the new one, so no delete went out and the fold kept the -0.0 row
     the source no longer had. Each key value is in its column type's one form
-    (`key_value_form`), but bytes, which keep their `\x` (`to_logical` writes lowercase hex),
-    as the change logs this capture wrote hold them.
+    (`key_value_form`), the form `ordo cdc ingest` writes too.
     """
     missing = [name for name in schema.partition_key if name not in values]
     if missing:
@@ -257,7 +256,7 @@ def _key_value(schema: TableSchema, column_type: ColumnType, value: JsonValue) -
     if isinstance(value, list | dict):
         msg = f"table {schema.table!r}: a key value must be a scalar, got {value!r}"
         raise CaptureError(msg)
-    return value if column_type is ColumnType.BYTES else key_value_form(column_type, value)
+    return key_value_form(column_type, value)
 
 
 def _micros(timestamp: object) -> int:
