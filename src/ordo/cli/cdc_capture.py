@@ -22,9 +22,8 @@ from ordo.cli.options import (
 from ordo.settings import CaptureSettings
 from ordo.storage.change_sources import (
     DEFAULT_SLOT,
-    capture_lock,
-    change_source_at,
     check_change_source,
+    held_change_source,
 )
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
@@ -82,19 +81,22 @@ def capture(
     publisher = Publisher(log, partitions=partitions)
     journal = journal_to_write(journal_url)  # refused before the source is looked at
     publisher.settle(tables)  # another count than a log's is refused before anything is made
-    # The source is checked, and an SQLite one held, before the journal is opened (which
-    # creates or upgrades it), so a bad source or one another capture holds leaves no journal
-    # and no registered schema behind; it is prepared (triggers, a slot) only once every
-    # destination is open and its schemas are registered, so a destination that fails or a
-    # schema change that waits for an operator leaves the source as it was.
+    # The source is checked and held before the journal is opened (which creates or upgrades
+    # it), so a bad source or one another capture holds leaves no journal, change log or
+    # registered schema behind; it is prepared (triggers, a slot) only once every destination
+    # is open and its schemas are registered, so a destination that fails or a schema change
+    # that waits for an operator leaves the source as it was.
     schemas = check_change_source(source_url, tables, slot=slot)
-    with capture_lock(source_url, tables, slot=slot), log.root_made(), stores_at(journal) as stores:
+    with (
+        held_change_source(source_url, tables, slot=slot) as prepare,
+        log.root_made(),
+        stores_at(journal) as stores,
+    ):
         registry = SchemaRegistry(stores.schemas)
         for schema in schemas:
             registry.register(schema)
-        with change_source_at(source_url, tables, slot=slot, held=True) as source:
-            runner = Capture(source, publisher, registry, settings=settings)
-            _capture(runner, tables, snapshot=snapshot, follow=follow)
+        runner = Capture(prepare(), publisher, registry, settings=settings)
+        _capture(runner, tables, snapshot=snapshot, follow=follow)
 
 
 def _capture(runner: Capture, tables: tuple[str, ...], *, snapshot: bool, follow: bool) -> None:

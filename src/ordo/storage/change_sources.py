@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 
 from ordo.cdc.ports import ChangeSource, SourceStatus
@@ -17,54 +17,60 @@ DEFAULT_SLOT = "ordo_cdc"
 
 @contextmanager
 def change_source_at(
-    url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT, held: bool = False
+    url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT
 ) -> Iterator[ChangeSource]:
-    """The source database at `url`, ready to capture `tables`; closed when the block ends.
+    """The source database at `url`, held and prepared to capture `tables` (`held_change_source`).
 
     Preparing is idempotent: SQLite gets its change table and triggers (re)installed, PostgreSQL
     gets the logical replication slot `slot` created unless it exists (PostgreSQL keeps WAL for
-    it from then on, until the capture advances it or the slot is dropped). The source is held
-    for the block, before it is prepared: a second capture of it (the same SQLite file, or the
-    same slot) is refused with AlreadyRunningError, as two would publish each change twice. An
-    SQLite file is held by its `capture_lock`, or by the caller's with `held`; a slot by an
-    advisory lock of the source's session, taken again by each new session after a lost one.
+    it from then on, until the capture advances it or the slot is dropped).
+    """
+    with held_change_source(url, tables, slot=slot) as prepare:
+        yield prepare()
+
+
+@contextmanager
+def held_change_source(
+    url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT
+) -> Iterator[Callable[[], ChangeSource]]:
+    """Hold the source at `url` for a capture of `tables`, and how to prepare it when ready.
+
+    The source is held for the block: a second capture of it (the same SQLite file, or the same
+    slot) is refused with AlreadyRunningError, as two would publish each change twice. An SQLite
+    file is held by the lock file `<file>-ordo-capture.lock` next to it (a StorageError names it
+    when it cannot be made); a slot by an advisory lock of the capture's session, taken here and
+    again by each new session after a lost one. Nothing of the source is prepared before the
+    returned callable is called (once), so `ordo cdc capture` holds the source before it opens
+    its journal and registers schemas, which a refused capture then leaves as they were, and
+    prepares it after. The source is closed when the block ends.
     """
     location = _capture_location(url, tables, slot)
     if isinstance(location, SQLiteLocation):
         from ordo.storage.sqlite.change_source import SQLiteChangeSource
 
-        with nullcontext() if held else capture_lock(url, tables, slot=slot):
-            sqlite = SQLiteChangeSource(location.path, tables)
-            try:
+        lock = Path(f"{location.path}-ordo-capture.lock")
+        with (
+            exclusive_lock(lock, f"a capture of {location.path} is already running"),
+            ExitStack() as opened,
+        ):
+
+            def install() -> ChangeSource:
+                sqlite = opened.enter_context(closing(SQLiteChangeSource(location.path, tables)))
                 sqlite.install()
-                yield sqlite
-            finally:
-                sqlite.close()
+                return sqlite
+
+            yield install
         return
     from ordo.storage.postgres.change_source import PostgresChangeSource
 
     with PostgresChangeSource(location.dsn, slot=slot, tables=tables, exclusive=True) as postgres:
-        postgres.create()  # its first session takes the lock, before the slot is created
-        yield postgres
+        postgres.open()  # its session takes the lock, before anything else is done
 
+        def create() -> ChangeSource:
+            postgres.create()
+            return postgres
 
-@contextmanager
-def capture_lock(url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT) -> Iterator[None]:
-    """Hold an SQLite source for a capture: the lock file `<file>-ordo-capture.lock` next to it.
-
-    AlreadyRunningError while another capture holds it, a StorageError naming the lock file when
-    it cannot be made. `ordo cdc capture` takes it before it opens its journal and registers
-    schemas, so a refused capture leaves neither behind (`change_source_at(held=True)`). A
-    PostgreSQL slot's lock is its capture session's: `change_source_at` takes it, and this holds
-    nothing.
-    """
-    location = _capture_location(url, tables, slot)
-    if not isinstance(location, SQLiteLocation):
-        yield
-        return
-    lock = Path(f"{location.path}-ordo-capture.lock")
-    with exclusive_lock(lock, f"a capture of {location.path} is already running"):
-        yield
+        yield create
 
 
 def check_change_source(

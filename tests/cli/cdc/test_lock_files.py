@@ -1,5 +1,6 @@
 """Lock files a job cannot make: one line naming the lock file, not the OSError's traceback;
-a capture refused its lock (made or held) leaves no journal or schema behind.
+a capture refused its lock (made or held, of an SQLite file or a PostgreSQL slot) leaves no
+journal, change log or schema behind.
 
 A folder in the lock file's place stands for every lock file the OS refuses: these tests run as
 root, which no permission stops (a capture of a source in a read-only folder failed the same way).
@@ -7,12 +8,18 @@ root, which no permission stops (a capture of a source in a read-only folder fai
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+import psycopg
+import pytest
+
 from cdc_cli_support import one_line_error, readings, registered, run_ordo
+from ordo.storage.change_sources import change_source_at
 from ordo.storage.lock_file import LOCK_FILE, exclusive_lock
+from ordo.storage.postgres.change_source import PostgresChangeSource
 
 
 def test_capture_names_a_lock_file_it_cannot_make(tmp_path: Path, journal: str) -> None:
@@ -44,6 +51,30 @@ def test_a_capture_of_a_held_source_registers_no_schema(tmp_path: Path, journal:
     assert run_ordo("cdc", "schemas", "list", "--journal", journal)[2] == (
         "no schemas registered\n"
     )
+
+
+@pytest.mark.postgres
+def test_a_capture_of_a_held_slot_leaves_no_journal_or_change_log(
+    tmp_path: Path, journal: str, postgres_dsn: str
+) -> None:
+    """The slot's capture lock was taken after the journal was opened, the schema registered
+    and the change log's folder made: the refused capture left them behind."""
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id bigint PRIMARY KEY)")
+    log = tmp_path / "log"
+    capture = ("cdc", "capture", postgres_dsn, "--slot", slot, "--table", "items")
+    try:
+        with change_source_at(postgres_dsn, ["items"], slot=slot):  # a capture of the slot runs
+            code, _, err = run_ordo(*capture, "--journal", journal, "--change-log", str(log))
+    finally:
+        with PostgresChangeSource(postgres_dsn, slot=slot, tables=["items"]) as source:
+            source.drop()
+    one_line_error(
+        code, err, f"AlreadyRunningError: a capture of slot {slot!r} is already running ("
+    )
+    assert not log.exists()
+    assert not (tmp_path / "ordo.db").exists()
 
 
 def _source(tmp_path: Path) -> Path:

@@ -150,6 +150,15 @@ class PostgresChangeSource:
             create_slot(conn, self._slot)
         logger.info("created replication slot slot=%s plugin=%s", self._slot, PLUGIN)
 
+    def open(self) -> None:
+        """Open the session now: an `exclusive` source takes the slot's capture lock with it.
+
+        Reads and changes nothing else, so a capture refused as already running has done
+        nothing yet (AlreadyRunningError).
+        """
+        with self._session():
+            pass
+
     def drop(self) -> None:
         """Drop the slot (nothing happens when it does not exist): the server frees its WAL."""
         with self._session() as conn:
