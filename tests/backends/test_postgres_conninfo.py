@@ -1,11 +1,13 @@
-"""What libpq would refuse only while connecting is refused before: a ConfigurationError."""
+"""What libpq would refuse only while connecting is refused before: a ConfigurationError; and
+the server messages name is the one libpq connects to, the environment's where the URL names
+none."""
 
 from __future__ import annotations
 
 import pytest
 
 from ordo.errors import ConfigurationError
-from ordo.storage.postgres.connection import session_conninfo
+from ordo.storage.postgres.connection import redacted_dsn, session_conninfo
 
 
 @pytest.mark.parametrize("port", ["70000", "0", "abc", "5432,x"])
@@ -33,3 +35,21 @@ def test_a_url_that_names_its_port_leaves_pgport_unread(
 ) -> None:
     monkeypatch.setenv("PGPORT", "70000")
     session_conninfo(url)  # libpq uses the URL's port (an empty one: its default)
+
+
+def test_a_server_is_named_with_what_libpq_takes_from_its_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Read from the URL alone, a URL that left its port to PGPORT was named with 5432 (and one
+    that left its host to PGHOST with localhost): an outage message named a server the connect
+    never tried."""
+    monkeypatch.setenv("PGPORT", "6543")
+    monkeypatch.setenv("PGHOST", "db.example")
+    monkeypatch.setenv("PGDATABASE", "shop")
+    monkeypatch.delenv("PGSERVICE", raising=False)
+    assert redacted_dsn("postgresql://ada:secret@pg.example/app") == "pg.example:6543/app"
+    assert redacted_dsn("postgresql://ada:secret@") == "db.example:6543/shop"
+    assert redacted_dsn("postgresql://ada:secret@pg.example:5433/app") == "pg.example:5433/app"
+    assert redacted_dsn("host=pg.example port='' dbname=app") == "pg.example:5432/app"  # libpq's
+    monkeypatch.delenv("PGDATABASE")
+    assert redacted_dsn("postgresql://ada:secret@pg.example") == "pg.example:6543/ada"

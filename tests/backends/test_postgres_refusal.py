@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner, Result
 from psycopg import sql
 from psycopg.abc import Query
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ordo import NewEvent, open_journal, open_stores
 from ordo.cli.main import cli
@@ -115,6 +116,22 @@ def test_opening_a_refused_url_is_an_access_error(refusal: Refusal) -> None:
     refusal.refuse()
     with pytest.raises(StorageAccessError, match="refuses the connection"):
         open_stores(refusal.url)
+
+
+def test_a_refusal_names_the_port_libpq_took_from_pgport(
+    postgres_server_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The message named port 5432, not the one PGPORT gave libpq, where the server listens."""
+    given = conninfo_to_dict(postgres_server_dsn)
+    port = str(given.pop("port"))
+    monkeypatch.setenv("PGPORT", port)
+    name = f"d_{secrets.token_hex(6)}"  # no such database
+    url = make_conninfo("", **{**given, "dbname": name})
+    with pytest.raises(StorageAccessError) as refused:
+        connect(url)
+    assert str(refused.value).startswith(
+        f"PostgreSQL at {given['host']}:{port}/{name} refuses the connection: "
+    )
 
 
 def test_a_port_nothing_listens_on_is_an_outage() -> None:

@@ -145,13 +145,29 @@ def connect_timeout_s(dsn: str) -> int:
 
 
 def redacted_dsn(dsn: str) -> str:
-    """The DSN as host:port/database, for messages: no user, password or options."""
+    """The server libpq connects to for `dsn`, as host:port/database for messages.
+
+    No user, password or options. What the URL leaves out is what libpq takes: its environment's
+    (PGHOST, PGPORT, PGDATABASE, a PGSERVICE's entry) or else its default (port 5432, the
+    database named as the user). Read from the URL alone, a URL that left its port to PGPORT was
+    named with 5432, so an outage message named a server the connect never tried.
+    """
     try:
-        info = conninfo_to_dict(dsn)
+        given = conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
         return "<unparsable DSN>"
-    host, port, dbname = info.get("host", "localhost"), info.get("port", "5432"), info.get("dbname")
-    return f"{host}:{port}/{dbname or ''}"
+    try:  # PQconndefaults: the environment as libpq reads it now
+        defaults = pq.Conninfo.get_defaults()
+    except MemoryError:  # psycopg's error when libpq gives none: name what the URL says
+        defaults = []
+    environment = {option.keyword.decode(): (option.val or b"").decode() for option in defaults}
+
+    def value(keyword: str) -> str:
+        """The URL's value of `keyword` (empty: libpq's default), else the environment's."""
+        return str(given[keyword]) if keyword in given else environment.get(keyword, "")
+
+    host = value("host") or value("hostaddr") or "localhost"
+    return f"{host}:{value('port') or '5432'}/{value('dbname') or value('user')}"
 
 
 def _unavailable(dsn: str, exc: psycopg.Error) -> StorageUnavailableError:
