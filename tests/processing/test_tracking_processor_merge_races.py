@@ -3,10 +3,10 @@ hand-overs and releases asked meanwhile, and both owners of a pair merging it at
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -22,7 +22,13 @@ from ordo.processing.control import (
     release_segment,
     split_segment,
 )
-from ordo.processing.ports import SegmentAction, SegmentRequest, TokenEntry, TokenStore
+from ordo.processing.ports import (
+    PendingRequest,
+    SegmentAction,
+    SegmentRequest,
+    TokenEntry,
+    TokenStore,
+)
 from ordo.processing.processor import TrackingProcessor
 from ordo.processing.segment import Segment
 from ordo.storage.open import Stores
@@ -42,14 +48,17 @@ class _TokenStoreDouble:
         return getattr(self._tokens, name)
 
 
-def _beside_other_s_segment_1(stores: Stores, tokens: _TokenStoreDouble) -> TrackingProcessor:
+def _beside_other_s_segment_1(
+    stores: Stores, tokens: _TokenStoreDouble, *, held: int = 1
+) -> TrackingProcessor:
     """A one-thread "counts" processor over two segments through `tokens` (the store behind a
-    race double), with "other" holding segment 1 for 30 s: the processor can take segment 0 only."""
+    race double), with "other" holding segment 1 (or `held`) for 30 s: the processor can take
+    the other segment only."""
     settings = replace(
         FAST, thread_count=1, initial_segment_count=2, claim_timeout=timedelta(seconds=30)
     )
     stores.tokens.initialize("counts", segment_count=2)
-    stores.tokens.claim("counts", 1, "other", now_ms=now_ms(), claim_timeout_ms=30_000)
+    stores.tokens.claim("counts", held, "other", now_ms=now_ms(), claim_timeout_ms=30_000)
     return TrackingProcessor(
         "counts",
         source(stores),
@@ -68,116 +77,93 @@ def _owner_of_segment_0(stores: Stores) -> str:
 
 
 class _HandOverAskedMeanwhile(_TokenStoreDouble):
-    """The token store, except that as soon as an owner takes a merge request, the owner of
-    the sibling asks it to hand its segment over: the sibling's owner merging the same two
+    """The token store, except that as soon as an owner tries a merge, the owner of the
+    sibling asks it to hand its segment over: the sibling's owner merging the same two
     segments at that moment (a race a test cannot time otherwise)."""
 
     def __init__(self, tokens: TokenStore, *, sibling_owner: str) -> None:
         super().__init__(tokens)
         self._sibling_owner = sibling_owner
 
-    def take_request(
-        self,
-        processor: str,
-        segment_id: int,
-        *,
-        actions: AbstractSet[SegmentAction] = frozenset(SegmentAction),
-    ) -> SegmentRequest | None:
-        taken = self._tokens.take_request(processor, segment_id, actions=actions)
-        if taken is not None and taken.action is SegmentAction.MERGE:
-            hand_over = SegmentRequest(
-                action=SegmentAction.HAND_OVER, target_owner=self._sibling_owner
-            )
-            self._tokens.request(processor, segment_id, hand_over, now_ms=0)
-        return taken
+    def merge(self, processor: str, segment_id: int, owner: str, **options: int) -> Segment:
+        hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=self._sibling_owner)
+        self._tokens.request(processor, segment_id, hand_over, now_ms=0)
+        return self._tokens.merge(processor, segment_id, owner, **options)
 
 
 def test_an_owner_asked_for_its_segment_while_merging_hands_it_over(stores: Stores) -> None:
     """Both owners of two siblings merging them at once: each asked the other for its segment,
     and the merge request an owner asks of itself again (to retry) replaced the hand-over it
-    was asked for. The hand-over stays now, and the owner hands its segment over."""
+    was asked for. The hand-over stays now, and the owner of the higher segment (the lower
+    one's merge goes first) hands its segment over."""
     tokens = _HandOverAskedMeanwhile(stores.tokens, sibling_owner="other")
-    processor = _beside_other_s_segment_1(stores, tokens)
+    processor = _beside_other_s_segment_1(stores, tokens, held=0)
     with processor:
-        _owner_of_segment_0(stores)
-        processor.merge(0)
-        wait_for(lambda: stores.tokens.entries("counts")[0].owner == "other")
-        assert stores.tokens.pending_requests("counts") == []  # nor asked for segment 1
+        wait_for(lambda: stores.tokens.entries("counts")[1].owner is not None)
+        processor.merge(1)
+        wait_for(lambda: stores.tokens.entries("counts")[1].owner == "other")
+        assert stores.tokens.pending_requests("counts") == []  # nor asked for segment 0
         assert processor.is_running
     assert processor.failure is None
 
 
 class _Releases(_TokenStoreDouble):
-    """The token store, recording the segments released, and how many requests were taken
-    after one that asked for a hand-over."""
+    """The token store, recording the segments released, and how many times requests were
+    read after a hand-over was made or skipped."""
 
     def __init__(self, tokens: TokenStore) -> None:
         super().__init__(tokens)
         self.released: list[int] = []
-        self.taken_after_hand_over = 0
-        self._is_hand_over_taken = False
+        self.read_after_hand_over = 0
+        self._is_handed_over = False
 
     def release(self, processor: str, segment_id: int, owner: str, **options: bool) -> None:
         self.released.append(segment_id)
         self._tokens.release(processor, segment_id, owner, **options)
 
-    def take_request(
-        self,
-        processor: str,
-        segment_id: int,
-        *,
-        actions: AbstractSet[SegmentAction] = frozenset(SegmentAction),
-    ) -> SegmentRequest | None:
-        taken = self._tokens.take_request(processor, segment_id, actions=actions)
-        self.taken_after_hand_over += self._is_hand_over_taken
-        if taken is not None and taken.action is SegmentAction.HAND_OVER:
-            self._is_hand_over_taken = True
-        return taken
+    def hand_over(self, processor: str, segment_id: int, owner: str, **options: Any) -> bool:
+        self._is_handed_over = True
+        return self._tokens.hand_over(processor, segment_id, owner, **options)
+
+    def pending_requests(self, processor: str) -> Sequence[PendingRequest]:
+        self.read_after_hand_over += self._is_handed_over
+        return self._tokens.pending_requests(processor)
 
 
 def test_an_owner_asked_to_hand_its_segment_to_itself_keeps_it(stores: Stores) -> None:
     """The worker handed the segment over to itself and then released it, for nothing. It
-    keeps the segment now: the next request it takes is taken with the same claim."""
+    keeps the segment now: it reads requests again with the same claim."""
     tokens = _Releases(stores.tokens)
     processor = _beside_other_s_segment_1(stores, tokens)
     with processor:
         owner = _owner_of_segment_0(stores)
         hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=owner)
         stores.tokens.request("counts", 0, hand_over, now_ms=0)
-        wait_for(lambda: tokens.taken_after_hand_over > 0)
+        wait_for(lambda: tokens.read_after_hand_over > 0)
         assert tokens.released == []
         assert stores.tokens.entries("counts")[0].owner == owner
     assert processor.failure is None
 
 
 class _ReleaseAskedMeanwhile(_TokenStoreDouble):
-    """The token store, except that when an owner takes a merge request the second time (it
-    asked for the sibling at the first), the operator asks it to release the segment: between
-    the take and the merge the owner asks again (a race a test cannot time otherwise)."""
+    """The token store, except that when an owner tries its merge the second time (it asked
+    for the sibling at the first), the operator asks it to release the segment first: between
+    reading the merge and asking it again (a race a test cannot time otherwise)."""
 
     def __init__(self, tokens: TokenStore) -> None:
         super().__init__(tokens)
-        self.merges_taken = 0
+        self.merges_tried = 0
         self.receipts: list[ControlReceipt] = []
 
-    def take_request(
-        self,
-        processor: str,
-        segment_id: int,
-        *,
-        actions: AbstractSet[SegmentAction] = frozenset(SegmentAction),
-    ) -> SegmentRequest | None:
-        taken = self._tokens.take_request(processor, segment_id, actions=actions)
-        if taken is not None and taken.action is SegmentAction.MERGE:
-            self.merges_taken += 1
-            if self.merges_taken == 2:
-                now = now_ms()
-                self.receipts.append(
-                    release_segment(
-                        self._tokens, processor, segment_id, now_ms=now, claim_timeout_ms=30_000
-                    )
+    def merge(self, processor: str, segment_id: int, owner: str, **options: int) -> Segment:
+        self.merges_tried += 1
+        if self.merges_tried == 2:
+            self.receipts.append(
+                release_segment(
+                    self._tokens, processor, segment_id, now_ms=now_ms(), claim_timeout_ms=30_000
                 )
-        return taken
+            )
+        return self._tokens.merge(processor, segment_id, owner, **options)
 
 
 def test_an_operator_s_release_made_while_the_owner_merges_is_not_replaced(
@@ -193,9 +179,11 @@ def test_an_operator_s_release_made_while_the_owner_merges_is_not_replaced(
     with processor:
         owner = _owner_of_segment_0(stores)
         processor.merge(0)
-        wait_for(lambda: tokens.merges_taken == 2)
+        wait_for(lambda: tokens.merges_tried == 2)
         wait_for(lambda: stores.tokens.entries("counts")[0].owner is None)
-        assert [r.message for r in tokens.receipts] == [f"asked {owner} to release Segment[0/1]"]
+        assert [r.message for r in tokens.receipts] == [
+            f"asked {owner} to release Segment[0/1] (replacing the pending merge request)"
+        ]
         assert stores.tokens.pending_requests("counts") == []
         assert processor.is_running
     assert processor.failure is None
@@ -427,7 +415,8 @@ def test_a_merge_ended_after_the_hand_over_releases_the_sibling_with_the_segment
         replacing = "(replacing the pending merge request)"
         assert [r.message.endswith(replacing) for r in tokens.receipts] == [True]
         released = tokens.calls.index(("release", 0))
-        assert tokens.calls[released + 1] == ("release", 1)
+        claimed = next(i for i, c in enumerate(tokens.calls) if i > released and c[0] == "claim")
+        assert ("release", 1) in tokens.calls[released:claimed]
         assert processor.is_running
     assert processor.failure is None
 
@@ -500,30 +489,26 @@ def test_an_operator_s_merge_of_the_sibling_handed_over_stays_pending_when_the_m
 ) -> None:
     """The operator asked for a merge of segment 1 once it was handed over to the merging
     owner, which took that request with the sibling's at its next check and then failed to
-    merge: the request was gone, though nothing was merged. The merging owner takes only a
-    split or release from the sibling now; the merge request stays pending until a merge
-    carries it out (here, once the storage failure ended the claims, for segment 1's next
-    owner)."""
+    merge: the request was gone, though nothing was merged. Both merge requests stay pending
+    until a merge carries them out: the owner's retry, once the storage failure is over."""
     tokens = _SiblingMergeAskedThenTheMergeFails(stores.tokens)
     processor = _beside_other_s_segment_1(stores, tokens)
     with processor:
         owner = _owner_of_segment_0(stores)
         processor.merge(0)
-        wait_for(lambda: tokens.has_failed and ("release", 1) in tokens.calls)
+        wait_for(lambda: len(stores.tokens.entries("counts")) == 1)
+        assert tokens.has_failed
         what = "merge Segment[1/1] with its sibling"
         assert [r.message for r in tokens.receipts] == [f"asked {owner} to {what}"]
-        assert [(p.segment_id, p.request) for p in stores.tokens.pending_requests("counts")] == [
-            (1, SegmentRequest(action=SegmentAction.MERGE))
-        ]
-        assert len(stores.tokens.entries("counts")) == 2
+        assert stores.tokens.pending_requests("counts") == []
     assert processor.failure is None
 
 
 class _AskedOfTheMergingOwner(_TokenStoreDouble):
-    """The token store, except that right after the worker takes a merge request, the operator
-    applies `operation` to the segment it merges (asked of the worker, which holds it): before
-    the worker merges (a moment a test cannot time otherwise). Records the splits and releases
-    made after the operator's action, once made."""
+    """The token store, except that when the worker, having read a merge request, merges, the
+    operator first applies `operation` to the segment it merges (asked of the worker, which
+    holds it): a moment a test cannot time otherwise. Records the splits and releases made
+    after the operator's action, once made."""
 
     def __init__(self, tokens: TokenStore, *, operation: Callable[..., ControlReceipt]) -> None:
         super().__init__(tokens)
@@ -531,21 +516,14 @@ class _AskedOfTheMergingOwner(_TokenStoreDouble):
         self.receipts: list[ControlReceipt] = []
         self.calls: list[tuple[str, int]] = []
 
-    def take_request(
-        self,
-        processor: str,
-        segment_id: int,
-        *,
-        actions: AbstractSet[SegmentAction] = frozenset(SegmentAction),
-    ) -> SegmentRequest | None:
-        taken = self._tokens.take_request(processor, segment_id, actions=actions)
-        if taken is not None and taken.action is SegmentAction.MERGE and not self.receipts:
+    def merge(self, processor: str, segment_id: int, owner: str, **options: int) -> Segment:
+        if not self.receipts:
             self.receipts.append(
                 self._operation(
                     self._tokens, processor, segment_id, now_ms=now_ms(), claim_timeout_ms=30_000
                 )
             )
-        return taken
+        return self._tokens.merge(processor, segment_id, owner, **options)
 
     def split(
         self, processor: str, segment_id: int, owner: str, **options: bool
@@ -593,8 +571,9 @@ def test_a_release_or_split_of_the_segment_asked_while_its_owner_merges_is_done_
         what = {release_segment: "release", split_segment: "split"}[operation]
         wait_for(lambda: (what, segment_id) in tokens.calls)
         asked = {release_segment: "release", split_segment: "split segment"}[operation]
+        replacing = "(replacing the pending merge request)"
         assert [r.message for r in tokens.receipts] == [
-            f"asked {owner} to {asked} Segment[{segment_id}/1]"
+            f"asked {owner} to {asked} Segment[{segment_id}/1] {replacing}"
         ]
         halves = {0: [(0, 3), (1, 1), (2, 3)], 1: [(0, 1), (1, 3), (3, 3)]}[segment_id]
         expected = {release_segment: [(0, 1), (1, 1)], split_segment: halves}[operation]

@@ -1,14 +1,14 @@
 """Operator actions on a processor's segments, whether or not the processor is running.
 
-A segment nobody holds is changed at once (claimed for the operation, then released), and the
-change replaces a request left pending on it (by an owner that stopped before taking it), in
-the same transaction, as a later request would: the next owner carried it out on the half it
-then named. A release of such a segment only withdraws that request. A segment that a running
-processor holds is changed by its owner, between two batches, through a request in the token
-store, wherever that processor runs. Every action checks its arguments before it reads the
-token store (InvalidInputError; the token store checks the processor name). A request to a
-segment whose owner is to hand it over for a merge is refused (PendingHandOverError) unless
-`replace_hand_over` says to replace the hand-over.
+A segment nobody holds is changed at once, in one transaction that replaces a request left
+pending on it (by an owner that stopped before obeying it), as a later request would: the next
+owner carried it out on the half it then named (TokenStore.change_unclaimed). A release of
+such a segment only withdraws that request. The receipt names the requests the change deleted.
+A segment that a running processor holds is changed by its owner, between two batches, through
+a request in the token store, wherever that processor runs. Every action checks its arguments
+before it reads the token store (InvalidInputError; the token store checks the processor
+name). A request to a segment whose owner is to hand it over for a merge is refused
+(PendingHandOverError) unless `replace_hand_over` says to replace the hand-over.
 """
 
 from __future__ import annotations
@@ -25,12 +25,15 @@ from ordo.errors import (
     UnknownSegmentError,
 )
 from ordo.journal import validation
-from ordo.processing.ports import SegmentAction, SegmentRequest, TokenEntry, TokenStore
+from ordo.processing.ports import (
+    PendingRequest,
+    SegmentAction,
+    SegmentRequest,
+    TokenEntry,
+    TokenStore,
+)
 from ordo.processing.token import TrackingToken
 from ordo.query.offset import refuse_future
-
-OPERATOR = "ordo-operator"
-"""The owner name of claims taken for an operator's immediate change."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,12 +66,15 @@ def split_segment(
             now_ms=now_ms,
             replace_hand_over=replace_hand_over,
         )
-    replaced = _replaced(tokens, processor, [entry])
-    tokens.claim(processor, segment_id, OPERATOR, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
-    try:
-        low, high = tokens.split(processor, segment_id, OPERATOR, replace_requests=True)
-    finally:
-        tokens.release(processor, segment_id, OPERATOR)
+    change = tokens.change_unclaimed(
+        processor,
+        segment_id,
+        SegmentAction.SPLIT,
+        now_ms=now_ms,
+        claim_timeout_ms=claim_timeout_ms,
+    )
+    low, high = change.segments
+    replaced = _replaced(change.replaced, [entry])
     return ControlReceipt(
         is_done=True, message=f"split {entry.segment} into {low} and {high}{replaced}"
     )
@@ -95,24 +101,15 @@ def merge_segment(
         raise InvalidSegmentOperationError(msg)
     free = [e for e in (entry, sibling) if _is_free(e, now_ms, claim_timeout_ms)]
     if len(free) == 2:
-        replaced = _replaced(tokens, processor, sorted(free, key=lambda e: e.segment.segment_id))
-        tokens.claim(
-            processor, segment_id, OPERATOR, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+        change = tokens.change_unclaimed(
+            processor,
+            segment_id,
+            SegmentAction.MERGE,
+            now_ms=now_ms,
+            claim_timeout_ms=claim_timeout_ms,
         )
-        try:
-            merged = tokens.merge(
-                processor,
-                segment_id,
-                OPERATOR,
-                now_ms=now_ms,
-                claim_timeout_ms=claim_timeout_ms,
-                replace_requests=True,
-            )
-        except BaseException:
-            tokens.release(processor, segment_id, OPERATOR)
-            raise
-        tokens.release(processor, merged.segment_id, OPERATOR)
-        return ControlReceipt(is_done=True, message=f"merged into {merged}{replaced}")
+        replaced = _replaced(change.replaced, sorted(free, key=lambda e: e.segment.segment_id))
+        return ControlReceipt(is_done=True, message=f"merged into {change.segments[0]}{replaced}")
     held = entry if entry not in free else sibling
     return _ask(
         tokens,
@@ -138,11 +135,14 @@ def release_segment(
     check_claim_times(now_ms, claim_timeout_ms)
     entry = _entry(tokens, processor, segment_id)
     if _is_free(entry, now_ms, claim_timeout_ms):
-        withdrawn = _replaced(tokens, processor, [entry], verb="withdrew")
-        tokens.claim(
-            processor, segment_id, OPERATOR, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+        change = tokens.change_unclaimed(
+            processor,
+            segment_id,
+            SegmentAction.RELEASE,
+            now_ms=now_ms,
+            claim_timeout_ms=claim_timeout_ms,
         )
-        tokens.release(processor, segment_id, OPERATOR, replace_requests=True)
+        withdrawn = _replaced(change.replaced, [entry], verb="withdrew")
         return ControlReceipt(
             is_done=True, message=f"segment {entry.segment} is not claimed{withdrawn}"
         )
@@ -304,7 +304,8 @@ def _ask(
     dropped by a later release while the receipt said only "asked ... to release". A pending
     hand-over is replaced only with `replace_hand_over` (see TokenStore.request).
     """
-    replaced = _replaced(tokens, processor, [entry], asked_again=request)
+    pending = tokens.pending_requests(processor)
+    replaced = _replaced(pending, [entry], asked_again=request)
     tokens.request(
         processor,
         entry.segment.segment_id,
@@ -316,19 +317,18 @@ def _ask(
 
 
 def _replaced(
-    tokens: TokenStore,
-    processor: str,
+    requests: Sequence[PendingRequest],
     entries: Sequence[TokenEntry],
     *,
     verb: str = "replacing",
     asked_again: SegmentRequest | None = None,
 ) -> str:
-    """The receipt's note of the requests pending on `entries` that the action replaces.
+    """The receipt's note of the `requests` on `entries` that the action replaces.
 
     Each is named with its segment when the action has two. A pending request equal to
     `asked_again` is asked again, not replaced.
     """
-    pending = {p.segment_id: p.request for p in tokens.pending_requests(processor)}
+    pending = {p.segment_id: p.request for p in requests}
     replaced = [
         f"the pending {request.describe()} request"
         + (f" of {e.segment}" if len(entries) > 1 else "")
@@ -339,4 +339,4 @@ def _replaced(
 
 
 def _is_free(entry: TokenEntry, now_ms: int, claim_timeout_ms: int) -> bool:
-    return entry.is_claimable_by(OPERATOR, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+    return not entry.is_held(now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)

@@ -53,15 +53,23 @@ class SegmentRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PendingRequest:
-    """A request its segment's owner has not taken yet, and when it was made.
+    """A request its segment's owner has not carried out yet, and when it was made.
 
-    An owner takes requests between batches; one that stays pending tells an operator that
-    the owner is stuck in a batch or gone (its claim then expires and the next owner takes it).
+    An owner obeys requests between batches; one that stays pending tells an operator that
+    the owner is stuck in a batch or gone (its claim then expires and the next owner obeys).
     """
 
     segment_id: int
     request: SegmentRequest
     requested_at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnclaimedChange:
+    """What TokenStore.change_unclaimed made: the segments now, and the requests it replaced."""
+
+    segments: tuple[Segment, ...]
+    replaced: tuple[PendingRequest, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,27 +199,16 @@ class TokenStore(Protocol):
         ...
 
     def release(
-        self, processor: str, segment_id: int, owner: str, *, replace_requests: bool = False
+        self, processor: str, segment_id: int, owner: str, *, as_requested: bool = False
     ) -> None:
         """Give the claim up (nothing happens unless `owner` holds it).
 
-        With `replace_requests` (an operator's release of a segment nobody held, claimed for
-        it) the request pending on the segment is withdrawn in the same transaction, as a
-        later request replaces it (see `split`).
+        `as_requested`: obeying the release pending on the segment, which goes with the claim.
         """
         ...
 
-    def split(
-        self, processor: str, segment_id: int, owner: str, *, replace_requests: bool = False
-    ) -> tuple[Segment, Segment]:
-        """Split an owned segment; the new half copies the token and is unclaimed.
-
-        With `replace_requests` (an operator's split of a segment nobody held, claimed for it)
-        the request pending on the segment, left by an owner that stopped before taking it,
-        is deleted in the same transaction, as a later request replaces it: its next owner
-        carried it out on the half it then named. A merge so replaced withdraws the hand-over
-        it asked of the sibling, as `request` does.
-        """
+    def split(self, processor: str, segment_id: int, owner: str) -> tuple[Segment, Segment]:
+        """Split an owned segment, obeying a split pending there; the new half is unclaimed."""
         ...
 
     def merge(
@@ -222,19 +219,32 @@ class TokenStore(Protocol):
         *,
         now_ms: int,
         claim_timeout_ms: int,
-        replace_requests: bool = False,
     ) -> Segment:
         """Merge an owned segment with its sibling, which must be claimable.
 
         The lower token is kept and the merged segment stays claimed by `owner`, and the
         requests pending on either half end. A split or release pending on either refuses the
         merge (UnableToClaimTokenError), which would drop it unseen, or carry it out on the
-        merged segment: one asked of `owner` for its segment since it took the merge, or for
+        merged segment: one asked of `owner` for its segment since it read the merge, or for
         the sibling since that was handed over to it, or one left on a free sibling by an
         owner that released it first. Whoever holds or claims the segment acts on it first.
-        With `replace_requests` (an operator's merge of two segments nobody held) they are
-        replaced instead, as by a later request. UnableToClaimTokenError also when the sibling
-        is not claimable.
+        UnableToClaimTokenError also when the sibling is not claimable.
+        """
+        ...
+
+    def change_unclaimed(
+        self,
+        processor: str,
+        segment_id: int,
+        action: SegmentAction,
+        *,
+        now_ms: int,
+        claim_timeout_ms: int,
+    ) -> UnclaimedChange:
+        """An operator's split, merge (with the sibling) or release of segments nobody holds.
+
+        One transaction (UnableToClaimTokenError while an owner holds one): an expired claim
+        ends, and the requests pending there are replaced, as by a later request, and returned.
         """
         ...
 
@@ -283,14 +293,11 @@ class TokenStore(Protocol):
         *,
         actions: AbstractSet[SegmentAction] = frozenset(SegmentAction),
     ) -> SegmentRequest | None:
-        """Remove and return the pending request for the segment, if any of `actions`.
-
-        A request of another action stays pending (the check and the removal are atomic).
-        """
+        """Remove and return the segment's pending request if of `actions` (atomically)."""
         ...
 
     def pending_requests(self, processor: str) -> Sequence[PendingRequest]:
-        """The requests no owner has taken yet, by segment id (for status, not for owners)."""
+        """The requests no owner has carried out yet, by segment id (an owner reads its own)."""
         ...
 
     def hand_over(
@@ -307,12 +314,8 @@ class TokenStore(Protocol):
 
         Only while the merge waits for it: `to` holds the sibling under a live claim with
         nothing but its merge pending there, and nothing but a hand-over to `to` is pending on
-        the segment (a request made since the owner took the hand-over, an operator's, is the
-        later one). Otherwise, and for a hand-over to `owner` itself, nothing changes and this
-        returns False: the owner keeps its segment. A hand-over to `to` still pending on the
-        segment ends with this one (asked again by a merge that retried while this owner was
-        handing the segment over): so no hand-over stays pending to an owner that holds its
-        segment, as with `request_merge`. The checks and the move are one transaction.
+        the segment (another is an operator's, made since); otherwise (and to `owner` itself)
+        False: the owner keeps it. Either way the hand-over to `to` pending there is obeyed.
         """
         ...
 

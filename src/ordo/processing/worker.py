@@ -15,17 +15,15 @@ from typing import TYPE_CHECKING
 
 from ordo.errors import (
     EventHandlingError,
-    InvalidSegmentOperationError,
     MissingTaggedEventError,
-    PendingHandOverError,
-    PendingMergeError,
     StorageAccessError,
     StorageError,
     StoresClosedError,
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
-from ordo.processing.ports import SegmentAction, SegmentRequest, TokenEntry
+from ordo.processing.ports import TokenEntry
+from ordo.processing.request_obeyer import RequestObeyer
 from ordo.processing.segment import Segment
 from ordo.processing.segment_batch import SegmentState, handle_batch
 from ordo.processing.sequencing import sequence_hash
@@ -40,9 +38,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_OBEYED_ON_SIBLING = frozenset({SegmentAction.SPLIT, SegmentAction.RELEASE})
-"""What a merging owner takes from the sibling and acts on instead of merging."""
-
 
 class SegmentWorker(threading.Thread):
     """One thread: claims a segment, processes it until told otherwise, and so on."""
@@ -54,6 +49,7 @@ class SegmentWorker(threading.Thread):
         self.owner = f"{processor._instance}#{index}"
         self.wake = threading.Event()
         self._resting: dict[int, int] = {}  # segment id -> until when (ms) not to claim it
+        self._obeyer = RequestObeyer(processor, self.owner, self._resting)
 
     def run(self) -> None:
         """Claim, process, release, until the processor stops.
@@ -192,7 +188,7 @@ class SegmentWorker(threading.Thread):
         return segment.matches(sequence_hash(self.p.policy, row))
 
     def _control(self, state: SegmentState) -> bool:
-        """Extend the claim and act on a pending request; True when the claim should end."""
+        """Extend the claim and obey a pending request; True when the claim should end."""
         p, now = self.p, self.p._now_ms()
         timeout = p.settings.claim_timeout // timedelta(milliseconds=1)
         segment = state.entry.segment
@@ -213,156 +209,7 @@ class SegmentWorker(threading.Thread):
             return True
         if not p._is_per_id:
             self._forget_handled()
-        request = p._tokens.take_request(p.name, segment_id)
-        if request is None:
-            return False
-        if request.action is SegmentAction.MERGE:
-            return self._merge(segment, now_ms=now, claim_timeout_ms=timeout)
-        if request.action is SegmentAction.HAND_OVER and request.target_owner:
-            return self._hand_over(
-                segment_id, request.target_owner, now_ms=now, claim_timeout_ms=timeout
-            )
-        return self._split_or_rest(segment_id, request, now_ms=now, claim_timeout_ms=timeout)
-
-    def _split_or_rest(
-        self, segment_id: int, request: SegmentRequest | None, *, now_ms: int, claim_timeout_ms: int
-    ) -> bool:
-        """Act on a split or release asked of this owner; True when it was one (the claim ends).
-
-        A released segment rests from this owner's claims for two claim timeouts, so that
-        another process's thread takes it up.
-        """
-        p = self.p
-        action = None if request is None else request.action
-        if action is SegmentAction.SPLIT:
-            low, high = p._tokens.split(p.name, segment_id, self.owner)
-            logger.info("split: processor=%s into %s and %s", p.name, low, high)
-            return True
-        if action is SegmentAction.RELEASE:
-            self._resting[segment_id] = now_ms + 2 * claim_timeout_ms
-            logger.info("released on request: processor=%s segment=%s", p.name, segment_id)
-            return True
-        return False
-
-    def _hand_over(self, segment_id: int, to: str, *, now_ms: int, claim_timeout_ms: int) -> bool:
-        """Hand the segment to `to` for its merge; True when handed over (the claim ends).
-
-        The store skips a hand-over the merge no longer waits for (see TokenStore.hand_over),
-        one to this owner among them: the segment is kept and processed on.
-        """
-        p = self.p
-        handed = p._tokens.hand_over(
-            p.name, segment_id, self.owner, to=to, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
-        )
-        what = "handed over" if handed else "hand-over skipped, no merge waits for it"
-        logger.info("%s: processor=%s segment=%s to=%s", what, p.name, segment_id, to)
-        return handed
-
-    def _merge(self, segment: Segment, *, now_ms: int, claim_timeout_ms: int) -> bool:
-        """Merge the segment with its sibling, or ask the sibling's owner to hand it over.
-
-        True when merged. While another owner holds the sibling, the merge is asked of this
-        owner again (it retries at its next check) together with the hand-over of the sibling
-        (`request_merge`, one transaction: an operator's release or split made between two
-        requests ended the merge, and the hand-over asked after it sent the sibling to an
-        owner that was not merging). A request made of this owner since it took the merge
-        (an operator's release or split of either segment, the sibling once handed over), or
-        a split or release left pending on a free sibling, ends the merge instead. When the
-        sibling's owner merges the same two segments, one of them leaves the merge to the
-        other, and hands its segment over when asked, instead of each handing its segment to
-        the other: a hand-over it was asked for meanwhile refuses the merge
-        (PendingHandOverError), and a merge pending on the lower segment refuses the higher
-        one's (PendingMergeError).
-        """
-        if self._obey_on_sibling(segment, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms):
-            return False
-        try:
-            merged = self._merge_or_ask(segment, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
-        except InvalidSegmentOperationError as exc:
-            # The sibling was split since the merge was asked: nothing to merge with.
-            logger.warning("merge dropped: processor=%s error=%s", self.p.name, exc)
-            return False
-        if merged is not None:
-            logger.info("merged: processor=%s into %s", self.p.name, merged)
-        return merged is not None
-
-    def _obey_on_sibling(self, segment: Segment, *, now_ms: int, claim_timeout_ms: int) -> bool:
-        """Act on a split or release pending on the sibling, held by this owner or by nobody.
-
-        The merge would delete the request unseen (the store refuses to while it is pending).
-        Asked after the sibling was handed over, it is this owner's (the command said so); left
-        on a free sibling (its owner released it before taking it), it is its next owner's.
-        This owner claims the sibling, releases it (split first, when asked to split) and the
-        merge ends: True then. A merge or hand-over pending there stays: the merge deletes it
-        when made, and one that fails leaves it to the sibling's next owner.
-        """
-        if segment.is_root:
-            return False  # nothing to merge with: `merge` says so
-        p, sibling_id = self.p, segment.mergeable_segment_id()
-        asked = {r.segment_id: r.request.action for r in p._tokens.pending_requests(p.name)}
-        sibling = next(
-            (e for e in p._tokens.entries(p.name) if segment.is_mergeable_with(e.segment)), None
-        )
-        if (
-            asked.get(sibling_id) not in _OBEYED_ON_SIBLING
-            or sibling is None
-            or not sibling.is_claimable_by(
-                self.owner, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
-            )
-        ):
-            return False
-        try:
-            p._tokens.claim(
-                p.name, sibling_id, self.owner, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
-            )
-        except UnableToClaimTokenError:
-            return False  # taken meanwhile: its owner acts on the request
-        request = p._tokens.take_request(p.name, sibling_id, actions=_OBEYED_ON_SIBLING)
-        if not self._split_or_rest(
-            sibling_id, request, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
-        ):
-            return False
-        p._tokens.release(p.name, sibling_id, self.owner)
-        logger.info(
-            "merge dropped, its sibling released on request: processor=%s segment=%s sibling=%s",
-            p.name,
-            segment,
-            sibling_id,
-        )
-        return True
-
-    def _merge_or_ask(
-        self, segment: Segment, *, now_ms: int, claim_timeout_ms: int
-    ) -> Segment | None:
-        """The merged segment, or None when the sibling's owner was asked for it or it ended.
-
-        UnableToClaimTokenError from `request_merge` (this owner lost the segment since)
-        ends the claim, as it does anywhere in `_control`.
-        """
-        p = self.p
-        try:
-            return p._tokens.merge(
-                p.name,
-                segment.segment_id,
-                self.owner,
-                now_ms=now_ms,
-                claim_timeout_ms=claim_timeout_ms,
-            )
-        except UnableToClaimTokenError:
-            # The sibling is held, or a split or release is pending on either segment (made
-            # since the merge was taken): ask for the sibling, or end the merge (request_merge
-            # keeps the request), out of this handler (a new error is no cause).
-            pass
-        try:
-            if not p._tokens.request_merge(p.name, segment.segment_id, self.owner, now_ms=now_ms):
-                logger.info(
-                    "merge dropped for a request made meanwhile: processor=%s segment=%s",
-                    p.name,
-                    segment,
-                )
-        except (PendingHandOverError, PendingMergeError) as exc:
-            logger.info("merge left to the sibling's owner: processor=%s %s", p.name, exc)
-        return None
+        return self._obeyer.obey(segment, now_ms=now, claim_timeout_ms=timeout)
 
     def _handled(self, entry: TokenEntry) -> AbstractSet[tuple[PersistenceId, int]]:
         """The events handled before this claim that the segment's stream may deliver again.

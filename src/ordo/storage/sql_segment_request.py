@@ -2,8 +2,8 @@
 
 A part of SqlTokenStore: asking (`request`, with its rules for pending hand-overs and merges,
 and `request_merge` for a merging owner), taking, listing the pending requests, whether a merge
-still waits for the hand-over its sibling's owner is making (`hand_over`), what a merge leaves
-to its owner first (`merge`), and what an operator's change made at once replaces.
+still waits for the hand-over its sibling's owner is making (`hand_over`), and what a merge
+leaves to its owner first (`merge`). Requests that end with a change: sql_ended_request.
 """
 
 from __future__ import annotations
@@ -231,14 +231,7 @@ class SqlSegmentRequests(SqlTokenRows):
             "WHERE processor = {p} ORDER BY segment_id",
             (processor,),
         )
-        return [
-            PendingRequest(
-                segment_id=int(str(row[0])),
-                request=_request(row[1], row[2]),
-                requested_at_ms=int(str(row[3])),
-            )
-            for row in rows
-        ]
+        return [pending_request(row) for row in rows]
 
     def _pending(
         self, conn: SqlConnection, processor: str, segment_id: int
@@ -294,28 +287,13 @@ class SqlSegmentRequests(SqlTokenRows):
             )
             raise UnableToClaimTokenError(msg)
 
-    def _replace_requests(self, conn: SqlConnection, processor: str, segment: Segment) -> None:
-        """Delete the request pending on the segment, for an operator's change made at once.
-
-        As a later request replaces it (`_ask`): a merge withdraws the hand-over it asked for.
-        """
-        deleted = conn.execute(
-            self._sql(
-                "DELETE FROM segment_requests WHERE processor = {p} AND segment_id = {p} "
-                "RETURNING action"
-            ),
-            (processor, segment.segment_id),
-        ).fetchone()
-        if deleted is not None and deleted[0] == SegmentAction.MERGE.value:
-            self._withdraw_hand_over(conn, processor, segment)
-
     def _forget_hand_over_to(
         self, conn: SqlConnection, processor: str, segment_id: int, owner: str
     ) -> None:
-        """Delete a hand-over of the segment to `owner`, which holds it now (`hand_over`).
+        """Delete a hand-over of the segment to `owner`, made or skipped: `hand_over` obeys it.
 
         In the hand-over's transaction, under the segment's token row lock, which
-        `request_merge` takes too before it asks: one made after the hand-over finds the
+        `request_merge` takes too before it asks: one made after a hand-over finds the
         sibling held by its owner and asks nothing. A hand-over to another owner stays: the
         sibling's owner that asked it since merges, and wants the segment from whoever holds it.
         """
@@ -391,6 +369,16 @@ def _check_action(action: object) -> SegmentAction:
         msg = f"actions must hold SegmentAction members, got {action!r:.80}"
         raise InvalidInputError(msg)
     return action
+
+
+def pending_request(row: Sequence[object]) -> PendingRequest:
+    """The PendingRequest of a row of segment_id, action, target_owner, requested_at."""
+    segment_id, action, target_owner, requested_at = row
+    return PendingRequest(
+        segment_id=int(str(segment_id)),
+        request=_request(action, target_owner),
+        requested_at_ms=int(str(requested_at)),
+    )
 
 
 def _request(action: object, target_owner: object) -> SegmentRequest:

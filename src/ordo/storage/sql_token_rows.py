@@ -121,7 +121,7 @@ class SqlTokenRows(SqlStore):
         return _check_owned(self._entry(conn, processor, segment_id), owner)
 
     def _owned_with_sibling(
-        self, conn: SqlConnection, processor: str, segment_id: int, owner: str
+        self, conn: SqlConnection, processor: str, segment_id: int, owner: str | None
     ) -> tuple[TokenEntry, TokenEntry]:
         """The owned segment and its sibling, both rows locked, the lower segment id first.
 
@@ -130,7 +130,8 @@ class SqlTokenRows(SqlStore):
         the same order, so on PostgreSQL the second waits for the first: each locked its own
         segment's row first, and two owners merging the pair could deadlock. The mask that
         names the sibling is read before the lock, and the locked rows are read again: a split
-        or merge in between leaves no sibling of the segment's mask there.
+        or merge in between leaves no sibling of the segment's mask there. An `owner` of None
+        is no owner's: the segment is not checked (an operator's change of free segments).
 
         Raises:
             UnknownSegmentError: the segment is gone (merged away).
@@ -149,7 +150,7 @@ class SqlTokenRows(SqlStore):
         return entry, sibling
 
     def _owned_and_sibling(
-        self, conn: SqlConnection, processor: str, segment_id: int, owner: str
+        self, conn: SqlConnection, processor: str, segment_id: int, owner: str | None
     ) -> tuple[TokenEntry, TokenEntry | None]:
         """`_owned_with_sibling`, with None for a sibling that is not there to merge with.
 
@@ -158,7 +159,9 @@ class SqlTokenRows(SqlStore):
         seen = self._entry(conn, processor, segment_id, lock=False).segment
         sibling_id = seen.mergeable_segment_id()
         locked = {i: self._find(conn, processor, i) for i in sorted({segment_id, sibling_id})}
-        entry = _check_owned(_known(processor, segment_id, locked[segment_id]), owner)
+        entry = _known(processor, segment_id, locked[segment_id])
+        if owner is not None:
+            _check_owned(entry, owner)
         sibling = locked[sibling_id]
         if sibling is None or not entry.segment.is_mergeable_with(sibling.segment):
             return entry, None

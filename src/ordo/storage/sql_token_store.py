@@ -1,8 +1,9 @@
 """The token store of tracking processors in SQL, the same statements on every backend.
 
 SqlTokenStore is the claim, split and merge core over its parts, one module each: the token
-rows and their transaction (sql_token_rows), segment requests (sql_segment_request), processed
-progress and batches (sql_processed_progress, sql_batch) and reset (sql_token_reset).
+rows and their transaction (sql_token_rows), segment requests (sql_segment_request, and those
+that end with a change: sql_ended_request), processed progress and batches
+(sql_processed_progress, sql_batch) and reset (sql_token_reset).
 """
 
 from __future__ import annotations
@@ -18,17 +19,17 @@ from ordo.errors import (
 from ordo.journal import validation
 from ordo.processing.connection import SqlConnection
 from ordo.processing.control import check_claim_times
-from ordo.processing.ports import TokenEntry
+from ordo.processing.ports import PendingRequest, SegmentAction, TokenEntry, UnclaimedChange
 from ordo.processing.segment import Segment, initial_segments
 from ordo.processing.token import TrackingToken
+from ordo.storage.sql_ended_request import SqlEndedRequests
 from ordo.storage.sql_processed_progress import SqlProcessedProgress
-from ordo.storage.sql_segment_request import SqlSegmentRequests
 from ordo.storage.sql_token_reset import SqlTokenReset
 from ordo.storage.sql_token_rows import check_segment, replay_point
 from ordo.time import TimeUUID
 
 
-class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
+class SqlTokenStore(SqlEndedRequests, SqlProcessedProgress, SqlTokenReset):
     """TokenStore over SQL; backends name their placeholder and row-lock clause.
 
     Every method is one transaction. Thread-safe (connections are per thread or pooled).
@@ -93,22 +94,21 @@ class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
         return entry
 
     def release(
-        self, processor: str, segment_id: int, owner: str, *, replace_requests: bool = False
+        self, processor: str, segment_id: int, owner: str, *, as_requested: bool = False
     ) -> None:
         """Give the claim up (a no-op unless `owner` holds it).
 
-        With `replace_requests` the request pending on the segment is withdrawn in the same
-        transaction (see TokenStore.release).
+        With `as_requested` the release pending on the segment goes in the same transaction,
+        once the claim is given up (see TokenStore.release).
         """
         check_segment(processor, segment_id, owner)
-        if not replace_requests:
+        if not as_requested:
             with self._db.connection() as conn:
                 self._give_up(conn, processor, segment_id, owner)
             return
         with self._write() as conn:
             if self._give_up(conn, processor, segment_id, owner):
-                segment = self._entry(conn, processor, segment_id).segment
-                self._replace_requests(conn, processor, segment)
+                self._obey(conn, processor, segment_id, SegmentAction.RELEASE)
 
     def _give_up(self, conn: SqlConnection, processor: str, segment_id: int, owner: str) -> bool:
         """End `owner`'s claim of the segment; whether it held it."""
@@ -121,27 +121,24 @@ class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
         ).rowcount
         return released > 0
 
-    def split(
-        self, processor: str, segment_id: int, owner: str, *, replace_requests: bool = False
-    ) -> tuple[Segment, Segment]:
+    def split(self, processor: str, segment_id: int, owner: str) -> tuple[Segment, Segment]:
         """Split an owned segment; the new half copies token and replay boundary, unclaimed.
 
-        With `replace_requests` the request pending on the segment goes in the same
-        transaction (see TokenStore.split).
+        A split pending on the segment is obeyed: it goes in the same transaction.
         """
         check_segment(processor, segment_id, owner)
         with self._write() as conn:
             entry = self._owned(conn, processor, segment_id, owner)
-            if replace_requests:
-                self._replace_requests(conn, processor, entry.segment)
-            low, high = entry.segment.split()
-            conn.execute(
-                self._sql(
-                    "UPDATE tokens SET mask = {p} WHERE processor = {p} AND segment_id = {p}"
-                ),
-                (low.mask, processor, segment_id),
-            )
-            self._insert(conn, processor, high, entry.token, None, None, entry.replay_until)
+            self._obey(conn, processor, segment_id, SegmentAction.SPLIT)
+            return self._split_rows(conn, entry)
+
+    def _split_rows(self, conn: SqlConnection, entry: TokenEntry) -> tuple[Segment, Segment]:
+        low, high = entry.segment.split()
+        conn.execute(
+            self._sql("UPDATE tokens SET mask = {p} WHERE processor = {p} AND segment_id = {p}"),
+            (low.mask, entry.processor, low.segment_id),
+        )
+        self._insert(conn, entry.processor, high, entry.token, None, None, entry.replay_until)
         return low, high
 
     def merge(
@@ -152,40 +149,103 @@ class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
         *,
         now_ms: int,
         claim_timeout_ms: int,
-        replace_requests: bool = False,
     ) -> Segment:
         """Merge an owned segment with its claimable sibling, resuming from the lower token.
 
         The half that was further ahead processed events the merged segment will see again;
         the merged token keeps that half as a part ahead (TrackingToken.merged), up to which
         the processor checks what was handled (positions or handled events). A split or
-        release pending on either half refuses the merge unless `replace_requests` (see
-        TokenStore.merge).
+        release pending on either half refuses the merge (see TokenStore.merge).
         """
         check_segment(processor, segment_id, owner)
         check_claim_times(now_ms, claim_timeout_ms)
         with self._write() as conn:
             entry, sibling = self._owned_with_sibling(conn, processor, segment_id, owner)
-            sibling_id = sibling.segment.segment_id
-            merged = entry.segment.merge(sibling.segment)
             if not sibling.is_claimable_by(owner, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms):
                 msg = (
                     f"processor {processor!r} segment {sibling.segment} is claimed by "
                     f"{sibling.owner!r}: ask its owner to release it first"
                 )
                 raise UnableToClaimTokenError(msg)
-            if not replace_requests:
-                for half in (entry, sibling):
-                    self._check_nothing_asked_first(conn, half)
-            token = entry.token.merged(entry.segment, sibling.token, sibling.segment)
-            replay = replay_point([entry.replay_until, sibling.replay_until])
-            conn.execute(
-                self._sql("DELETE FROM tokens WHERE processor = {p} AND segment_id IN ({p}, {p})"),
-                (processor, segment_id, sibling_id),
-            )
-            self._forget_merged_requests(conn, processor, segment_id, sibling_id)
-            self._insert(conn, processor, merged, token, owner, now_ms, replay)
+            for half in (entry, sibling):
+                self._check_nothing_asked_first(conn, half)
+            return self._merge_rows(conn, entry, sibling, owner, now_ms)
+
+    def _merge_rows(
+        self,
+        conn: SqlConnection,
+        entry: TokenEntry,
+        sibling: TokenEntry,
+        owner: str | None,
+        claimed_at: int | None,
+    ) -> Segment:
+        """Replace the two rows with the merged segment's, claimed by `owner` (or nobody)."""
+        processor, segment_id = entry.processor, entry.segment.segment_id
+        sibling_id = sibling.segment.segment_id
+        merged = entry.segment.merge(sibling.segment)
+        token = entry.token.merged(entry.segment, sibling.token, sibling.segment)
+        replay = replay_point([entry.replay_until, sibling.replay_until])
+        conn.execute(
+            self._sql("DELETE FROM tokens WHERE processor = {p} AND segment_id IN ({p}, {p})"),
+            (processor, segment_id, sibling_id),
+        )
+        self._forget_merged_requests(conn, processor, segment_id, sibling_id)
+        self._insert(conn, processor, merged, token, owner, claimed_at, replay)
         return merged
+
+    def change_unclaimed(
+        self,
+        processor: str,
+        segment_id: int,
+        action: SegmentAction,
+        *,
+        now_ms: int,
+        claim_timeout_ms: int,
+    ) -> UnclaimedChange:
+        """Split, merge or release segments nobody holds, for an operator: one transaction.
+
+        It used to claim them for the operator, change them and release them, each its own
+        transaction: a change that failed after the claim (a release, or storage lost between
+        the steps) left the segment claimed by nobody at work until the claim timeout. A
+        merge locks both rows in the order `merge` does (see TokenStore.change_unclaimed).
+        """
+        check_segment(processor, segment_id)
+        check_claim_times(now_ms, claim_timeout_ms)
+        if action not in _CHANGED_UNCLAIMED:
+            msg = f"action must be a split, merge or release, got {action!r:.80}"
+            raise InvalidInputError(msg)
+        with self._write() as conn:
+            segments: tuple[Segment, ...]
+            if action is SegmentAction.MERGE:
+                entry, sibling = self._owned_with_sibling(conn, processor, segment_id, None)
+                replaced = self._free(conn, (entry, sibling), now_ms, claim_timeout_ms)
+                segments = (self._merge_rows(conn, entry, sibling, None, None),)
+            else:
+                entry = self._entry(conn, processor, segment_id)
+                replaced = self._free(conn, (entry,), now_ms, claim_timeout_ms)
+                is_split = action is SegmentAction.SPLIT
+                segments = self._split_rows(conn, entry) if is_split else (entry.segment,)
+        return UnclaimedChange(segments=segments, replaced=replaced)
+
+    def _free(
+        self, conn: SqlConnection, entries: tuple[TokenEntry, ...], now_ms: int, timeout_ms: int
+    ) -> tuple[PendingRequest, ...]:
+        """Refuse held segments, end expired claims; the pending requests replaced on them."""
+        for entry in entries:
+            if entry.is_held(now_ms=now_ms, claim_timeout_ms=timeout_ms):
+                msg = (
+                    f"processor {entry.processor!r} segment {entry.segment} is claimed by "
+                    f"{entry.owner!r}: ask its owner instead"
+                )
+                raise UnableToClaimTokenError(msg)
+            conn.execute(
+                self._sql(
+                    "UPDATE tokens SET owner = NULL, claimed_at = NULL "
+                    "WHERE processor = {p} AND segment_id = {p}"
+                ),
+                (entry.processor, entry.segment.segment_id),
+            )
+        return self._replace_pending(conn, entries[0].processor, tuple(e.segment for e in entries))
 
     def hand_over(
         self,
@@ -204,28 +264,29 @@ class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
         stopping), and the segment then sat claimed by an owner that merged nothing until the
         claim timeout. So the checks of TokenStore.hand_over (_merge_awaits) and the move are
         one transaction, under both token rows' locks (PostgreSQL), taken in the order `merge`
-        takes them. The hand-over to `to` still pending on the segment (asked again by a merge
-        that retried meanwhile) ends with this one: left pending on a segment `to` held, it
-        could send the segment to `to` again from its next owner, after `to` had stopped.
+        takes them. The hand-over to `to` pending on the segment ends with this one, made or
+        skipped: the owner obeyed it (it no longer takes it first, and lost it when the move
+        failed). Left pending on a segment `to` held, it could send the segment to `to` again
+        from its next owner, after `to` had stopped.
         """
         check_segment(processor, segment_id, owner)
         validation.owner_name(to, name="to")
         check_claim_times(now_ms, claim_timeout_ms)
         with self._write() as conn:
             entry, sibling = self._owned_and_sibling(conn, processor, segment_id, owner)
-            if not self._merge_awaits(
+            awaits = self._merge_awaits(
                 conn, entry, sibling, to, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
-            ):
-                return False
-            conn.execute(
-                self._sql(
-                    "UPDATE tokens SET owner = {p}, claimed_at = {p} "
-                    "WHERE processor = {p} AND segment_id = {p}"
-                ),
-                (to, now_ms, processor, segment_id),
             )
+            if awaits:
+                conn.execute(
+                    self._sql(
+                        "UPDATE tokens SET owner = {p}, claimed_at = {p} "
+                        "WHERE processor = {p} AND segment_id = {p}"
+                    ),
+                    (to, now_ms, processor, segment_id),
+                )
             self._forget_hand_over_to(conn, processor, segment_id, to)
-        return True
+        return awaits
 
     def advance_unclaimed(
         self, processor: str, offset: TimeUUID, *, now_ms: int, claim_timeout_ms: int
@@ -271,3 +332,6 @@ class SqlTokenStore(SqlSegmentRequests, SqlProcessedProgress, SqlTokenReset):
                         entry.segment.segment_id,
                     ),
                 )
+
+
+_CHANGED_UNCLAIMED = frozenset({SegmentAction.SPLIT, SegmentAction.MERGE, SegmentAction.RELEASE})

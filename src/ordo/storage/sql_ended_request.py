@@ -1,0 +1,60 @@
+"""Segment requests in SQL that end with a change of the segment, in the change's transaction.
+
+A part of SqlTokenStore. An owner's split or release obeys the request pending for it: the
+request goes only when the change commits. An owner used to take (delete) the request first
+and then make the change: when the change failed (storage unavailable, the claim lost), the
+request was gone, and the operator who made it was told that the owner was asked. An
+operator's change of free segments replaces the requests pending there, and reports those it
+deleted: read before the delete, the receipt named a request an owner took meanwhile, or
+missed one stored meanwhile.
+"""
+
+from __future__ import annotations
+
+from ordo.processing.connection import SqlConnection
+from ordo.processing.ports import PendingRequest, SegmentAction
+from ordo.processing.segment import Segment
+from ordo.storage.sql_segment_request import SqlSegmentRequests, pending_request
+
+
+class SqlEndedRequests(SqlSegmentRequests):
+    """Deletes of segment requests inside the transaction of the change that ends them."""
+
+    def _obey(
+        self, conn: SqlConnection, processor: str, segment_id: int, action: SegmentAction
+    ) -> None:
+        """Delete the request of `action` pending on the segment, which the change carries out.
+
+        A request of another action stays: it was made after the owner read this one, and the
+        owner obeys it next.
+        """
+        conn.execute(
+            self._sql(
+                "DELETE FROM segment_requests WHERE processor = {p} AND segment_id = {p} "
+                "AND action = {p}"
+            ),
+            (processor, segment_id, action.value),
+        )
+
+    def _replace_pending(
+        self, conn: SqlConnection, processor: str, segments: tuple[Segment, ...]
+    ) -> tuple[PendingRequest, ...]:
+        """Delete and return the requests pending on `segments`, for an operator's change.
+
+        As a later request replaces them (`_ask`): a merge withdraws the hand-over it asked of
+        the sibling, unless that is one of `segments` (its request is replaced already).
+        """
+        replaced = []
+        for segment in segments:
+            row = conn.execute(
+                self._sql(
+                    "DELETE FROM segment_requests WHERE processor = {p} AND segment_id = {p} "
+                    "RETURNING segment_id, action, target_owner, requested_at"
+                ),
+                (processor, segment.segment_id),
+            ).fetchone()
+            if row is not None:
+                replaced.append(pending_request(row))
+        if len(segments) == 1 and any(p.request.action is SegmentAction.MERGE for p in replaced):
+            self._withdraw_hand_over(conn, processor, segments[0])
+        return tuple(replaced)
