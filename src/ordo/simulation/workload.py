@@ -44,17 +44,18 @@ class Workload:
 def writer_batches(workload: Workload, writer: int) -> Iterator[tuple[str, list[NewEvent]]]:
     """The (persistence id, events) appends of one writer, in order, until its share is done."""
     rng = random.Random(workload.seed * 1_000_003 + writer)
-    share = workload.events // workload.writers + (
-        1 if writer < workload.events % workload.writers else 0
-    )
-    if writer >= workload.persistence_ids:
-        return  # owns no id
+    # Writers beyond the number of ids own none and write nothing: the others share every
+    # event (a run with fewer ids than writers wrote only their shares, fewer than asked).
+    owners = min(workload.writers, workload.persistence_ids)
+    if writer >= owners:
+        return
+    share = workload.events // owners + (1 if writer < workload.events % owners else 0)
     steps: dict[int, int] = {}
     written = 0
     while written < share:
         owner = writer
         if workload.handovers and rng.random() < workload.handovers:
-            owner = rng.randrange(min(workload.writers, workload.persistence_ids))
+            owner = rng.randrange(owners)
         owned = range(owner, workload.persistence_ids, workload.writers)
         if rng.random() < HOT_SHARE:
             index = owned[min(int(rng.paretovariate(1.2)) - 1, len(owned) - 1)]
