@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ordo.processing.ports import SegmentRequest
+from ordo.processing.ports import SegmentAction, SegmentRequest
 from ordo.storage.open import Stores
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
@@ -22,11 +22,28 @@ def pending(stores: Stores) -> list[tuple[int, SegmentRequest]]:
     return [(p.segment_id, p.request) for p in stores.tokens.pending_requests("p")]
 
 
+def owners(stores: Stores) -> list[tuple[str | None, int | None]]:
+    """The owner and claim time of each segment of processor "p"."""
+    return [(e.owner, e.claimed_at_ms) for e in stores.tokens.entries("p")]
+
+
+def hand_over_to(owner: str) -> SegmentRequest:
+    """The request to hand a segment over to `owner`, for its merge."""
+    return SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=owner)
+
+
 def holding_0_and_1(stores: Stores) -> None:
     """Segment 0 held by "a", 1 by "b"."""
     stores.tokens.initialize("p", segment_count=2)
     for segment_id, owner in ((0, "a"), (1, "b")):
         stores.tokens.claim("p", segment_id, owner, now_ms=0, claim_timeout_ms=TIMEOUT)
+
+
+def merging_0_while_b_holds_1(stores: Stores) -> None:
+    """Segment 0 held by "a", 1 by "b"; "a" merges 0 as its worker does while the sibling is
+    held: it asks its own merge again (to retry at its next check) and "b" for segment 1."""
+    holding_0_and_1(stores)
+    assert stores.tokens.request_merge("p", 0, "a", now_ms=0) is True
 
 
 def applied(stores: Stores, positions: dict[str, int], processor: str = "p") -> None:

@@ -17,7 +17,10 @@ from ordo.processing.control import ControlReceipt, merge_segment, release_segme
 from ordo.processing.ports import PendingRequest, SegmentAction, SegmentRequest
 from ordo.storage.open import Stores
 from token_support import TIMEOUT
+from token_support import hand_over_to as _hand_over_to
 from token_support import holding_0_and_1 as _holding_0_and_1
+from token_support import merging_0_while_b_holds_1 as _merging_0_while_b_holds_1
+from token_support import owners as _owners
 from token_support import pending as _pending
 from token_support import segments as _segments
 
@@ -90,17 +93,6 @@ def test_an_operator_request_keeps_the_hand_over_a_merge_waits_for(stores: Store
 
 
 MERGE = SegmentRequest(action=SegmentAction.MERGE)
-
-
-def _hand_over_to(owner: str) -> SegmentRequest:
-    return SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=owner)
-
-
-def _merging_0_while_b_holds_1(stores: Stores) -> None:
-    """Segment 0 held by "a", 1 by "b"; "a" merges 0 as its worker does while the sibling is
-    held: it asks its own merge again (to retry at its next check) and "b" for segment 1."""
-    _holding_0_and_1(stores)
-    assert stores.tokens.request_merge("p", 0, "a", now_ms=0) is True
 
 
 _EACH_OPERATOR_REQUEST = pytest.mark.parametrize(
@@ -206,11 +198,6 @@ def test_a_hand_over_to_an_owner_that_lost_the_sibling_is_skipped(stores: Stores
     assert not stores.tokens.hand_over("p", 1, "b", to="a", now_ms=later, claim_timeout_ms=TIMEOUT)
     assert _owners(stores) == [("c", later), ("b", later)]
     assert _pending(stores) == [(0, MERGE), (1, _hand_over_to("c"))]
-
-
-def _owners(stores: Stores) -> list[tuple[str | None, int | None]]:
-    """The owner and claim time of each segment of processor "p"."""
-    return [(e.owner, e.claimed_at_ms) for e in stores.tokens.entries("p")]
 
 
 def _taken_by_b(stores: Stores) -> None:
