@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ordo.processing.ports import SegmentAction, SegmentRequest
+from ordo.processing.segment_request import SegmentAction, SegmentRequest
 from ordo.storage.open import Stores
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from cli_support import run as _run
 from ordo.processing import TrackingToken
-from ordo.processing.ports import SegmentAction, SegmentRequest
+from ordo.processing.segment_request import SegmentAction, SegmentRequest
 from ordo.storage.open import stores_at
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from ordo.errors import InvalidInputError, InvalidSegmentOperationError, UnableToClaimTokenError
-from ordo.processing.ports import PendingRequest, SegmentAction, SegmentRequest
 from ordo.processing.segment import Segment
+from ordo.processing.segment_request import PendingRequest, SegmentAction, SegmentRequest
 from ordo.storage.open import Stores
 from token_support import TIMEOUT
 from token_support import hand_over_to as _hand_over_to

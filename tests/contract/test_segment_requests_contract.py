@@ -14,7 +14,7 @@ from ordo.errors import (
     UnknownProcessorError,
 )
 from ordo.processing.control import ControlReceipt, merge_segment, release_segment, split_segment
-from ordo.processing.ports import PendingRequest, SegmentAction, SegmentRequest
+from ordo.processing.segment_request import PendingRequest, SegmentAction, SegmentRequest
 from ordo.storage.open import Stores
 from token_support import TIMEOUT
 from token_support import hand_over_to as _hand_over_to

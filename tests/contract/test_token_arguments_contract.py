@@ -14,7 +14,7 @@ from ordo.processing.control import (
     reset_processor,
     split_segment,
 )
-from ordo.processing.ports import SegmentAction, SegmentRequest
+from ordo.processing.segment_request import SegmentAction, SegmentRequest
 from ordo.processing.token import TrackingToken
 from ordo.storage.open import Stores
 from token_support import T1, TIMEOUT

@@ -11,8 +11,8 @@ import pytest
 from operations_support import wait_for_a_lock_wait
 from ordo.errors import OrdoError, UnableToClaimTokenError
 from ordo.processing.control import ControlReceipt, release_segment
-from ordo.processing.ports import SegmentAction, SegmentRequest
 from ordo.processing.segment import Segment
+from ordo.processing.segment_request import SegmentAction, SegmentRequest
 from ordo.processing.token import TrackingToken
 from ordo.storage.open import Stores, stores_at
 from ordo.types import PersistenceId

@@ -22,15 +22,16 @@ from ordo.processing.control import (
     release_segment,
     split_segment,
 )
-from ordo.processing.ports import SegmentAction, SegmentRequest, TokenEntry, TokenStore
+from ordo.processing.ports import TokenEntry, TokenStore
 from ordo.processing.processor import TrackingProcessor
+from ordo.processing.segment_request import SegmentAction, SegmentRequest
 from ordo.storage.location import SQLiteLocation, parse_location
 from ordo.storage.open import Stores
 from processing_support import FAST, SqlRunner, counting_handler, source, wait_for
 from token_support import TIMEOUT
 
 if TYPE_CHECKING:
-    from ordo.processing.ports import UnclaimedChange
+    from ordo.processing.segment_request import UnclaimedChange
 
 _FAILURE = "injected failure"
 

@@ -13,8 +13,8 @@ import pytest
 from ordo import Journal
 from ordo.errors import PendingHandOverError
 from ordo.processing.control import merge_segment, release_segment, split_segment
-from ordo.processing.ports import SegmentAction
 from ordo.processing.processor import TrackingProcessor
+from ordo.processing.segment_request import SegmentAction
 from ordo.storage.open import Stores
 from processing_support import (
     FAST,

@@ -22,15 +22,10 @@ from ordo.processing.control import (
     release_segment,
     split_segment,
 )
-from ordo.processing.ports import (
-    PendingRequest,
-    SegmentAction,
-    SegmentRequest,
-    TokenEntry,
-    TokenStore,
-)
+from ordo.processing.ports import TokenEntry, TokenStore
 from ordo.processing.processor import TrackingProcessor
 from ordo.processing.segment import Segment
+from ordo.processing.segment_request import PendingRequest, SegmentAction, SegmentRequest
 from ordo.storage.open import Stores
 from processing_support import FAST, counting_handler, now_ms, source, wait_for
 

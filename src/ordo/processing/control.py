@@ -25,13 +25,8 @@ from ordo.errors import (
     UnknownSegmentError,
 )
 from ordo.journal import validation
-from ordo.processing.ports import (
-    PendingRequest,
-    SegmentAction,
-    SegmentRequest,
-    TokenEntry,
-    TokenStore,
-)
+from ordo.processing.ports import TokenEntry, TokenStore
+from ordo.processing.segment_request import PendingRequest, SegmentAction, SegmentRequest
 from ordo.processing.token import TrackingToken
 from ordo.query.offset import refuse_future
 

@@ -7,11 +7,16 @@ from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
-from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from ordo.processing.connection import SqlConnection
 from ordo.processing.segment import Segment
+from ordo.processing.segment_request import (
+    PendingRequest,
+    SegmentAction,
+    SegmentRequest,
+    UnclaimedChange,
+)
 from ordo.processing.token import TrackingToken
 from ordo.query import EventEnvelope
 from ordo.time import TimeUUID
@@ -25,51 +30,6 @@ The claim timeout alone is the processors' setting, which the projection's drive
 renew by: given one shorter than the driver's renewal interval, a reset took a running
 projection's lease for a crashed driver's and reset under its query.
 """
-
-
-class SegmentAction(StrEnum):
-    """A change asked of the owner of a segment (from another process or the CLI)."""
-
-    SPLIT = "split"
-    MERGE = "merge"
-    RELEASE = "release"
-    HAND_OVER = "hand_over"
-    """Give the claim to `target_owner` (the owner of the sibling that wants to merge)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SegmentRequest:
-    """A pending request to a segment's owner."""
-
-    action: SegmentAction
-    target_owner: str | None = None
-
-    def describe(self) -> str:
-        """The request in an operator's words: "split", "hand over to worker-2"."""
-        if self.action is SegmentAction.HAND_OVER:
-            return f"hand over to {self.target_owner}"
-        return self.action.value
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PendingRequest:
-    """A request its segment's owner has not carried out yet, and when it was made.
-
-    An owner obeys requests between batches; one that stays pending tells an operator that
-    the owner is stuck in a batch or gone (its claim then expires and the next owner obeys).
-    """
-
-    segment_id: int
-    request: SegmentRequest
-    requested_at_ms: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UnclaimedChange:
-    """What TokenStore.change_unclaimed made: the segments now, and the requests it replaced."""
-
-    segments: tuple[Segment, ...]
-    replaced: tuple[PendingRequest, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

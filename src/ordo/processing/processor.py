@@ -29,8 +29,9 @@ from ordo.errors import (
 )
 from ordo.journal import validation
 from ordo.processing.handler import EventHandler, HandlerContext
-from ordo.processing.ports import SegmentAction, SegmentRequest, TokenEntry, TokenStore
+from ordo.processing.ports import TokenEntry, TokenStore
 from ordo.processing.segment import Segment
+from ordo.processing.segment_request import SegmentAction, SegmentRequest
 from ordo.processing.sequencing import (
     FullySequentialPolicy,
     SequencingPolicy,

@@ -20,8 +20,8 @@ from ordo.errors import (
     PendingMergeError,
     UnableToClaimTokenError,
 )
-from ordo.processing.ports import SegmentAction, SegmentRequest
 from ordo.processing.segment import Segment
+from ordo.processing.segment_request import SegmentAction, SegmentRequest
 
 if TYPE_CHECKING:
     from ordo.processing.processor import TrackingProcessor

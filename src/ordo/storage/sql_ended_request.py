@@ -12,8 +12,8 @@ missed one stored meanwhile.
 from __future__ import annotations
 
 from ordo.processing.connection import SqlConnection
-from ordo.processing.ports import PendingRequest, SegmentAction
 from ordo.processing.segment import Segment
+from ordo.processing.segment_request import PendingRequest, SegmentAction
 from ordo.storage.sql_segment_request import SqlSegmentRequests, pending_request
 
 

@@ -19,8 +19,9 @@ from ordo.errors import (
 )
 from ordo.journal import validation
 from ordo.processing.connection import SqlConnection
-from ordo.processing.ports import PendingRequest, SegmentAction, SegmentRequest, TokenEntry
+from ordo.processing.ports import TokenEntry
 from ordo.processing.segment import Segment
+from ordo.processing.segment_request import PendingRequest, SegmentAction, SegmentRequest
 from ordo.storage.sql_token_rows import SqlTokenRows, check_segment
 
 _MERGE = SegmentRequest(action=SegmentAction.MERGE)

@@ -19,8 +19,9 @@ from ordo.errors import (
 from ordo.journal import validation
 from ordo.processing.connection import SqlConnection
 from ordo.processing.control import check_claim_times
-from ordo.processing.ports import PendingRequest, SegmentAction, TokenEntry, UnclaimedChange
+from ordo.processing.ports import TokenEntry
 from ordo.processing.segment import Segment, initial_segments
+from ordo.processing.segment_request import PendingRequest, SegmentAction, UnclaimedChange
 from ordo.processing.token import TrackingToken
 from ordo.storage.sql_ended_request import SqlEndedRequests
 from ordo.storage.sql_processed_progress import SqlProcessedProgress

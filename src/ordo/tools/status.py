@@ -13,7 +13,8 @@ from pathlib import Path
 
 from ordo.cdc.ports import SchemaVersion, SourceStatus
 from ordo.errors import ConfigurationError
-from ordo.processing.ports import PendingRequest, TokenEntry, TokenStore
+from ordo.processing.ports import TokenEntry, TokenStore
+from ordo.processing.segment_request import PendingRequest
 from ordo.storage.change_sources import capture_slots_at, source_status_at
 from ordo.storage.open import existing_stores_at
 from ordo.storage.parquet import ChangeLogSummary, ParquetChangeLog
