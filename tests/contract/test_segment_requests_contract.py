@@ -45,6 +45,24 @@ def test_requests_reach_the_owner_once(stores: Stores) -> None:
         stores.tokens.request("p", 7, split, now_ms=0)
 
 
+def test_a_request_returns_the_request_it_replaced(stores: Stores) -> None:
+    """For the operator's receipt, from the transaction that replaced it: the receipt read the
+    pending requests first, and named one the owner took meanwhile, or missed one stored."""
+    stores.tokens.initialize("p", segment_count=2)
+    split = SegmentRequest(action=SegmentAction.SPLIT)
+    release = SegmentRequest(action=SegmentAction.RELEASE)
+    assert stores.tokens.request("p", 1, split, now_ms=1) is None
+    assert stores.tokens.request("p", 0, release, now_ms=1) is None  # another segment's
+    assert stores.tokens.request("p", 1, split, now_ms=2) is None  # asked again: no replacement
+    assert stores.tokens.request("p", 1, _hand_over_to("a"), now_ms=3) == PendingRequest(
+        segment_id=1, request=split, requested_at_ms=2
+    )
+    assert stores.tokens.request(
+        "p", 1, release, now_ms=4, replace_hand_over=True
+    ) == PendingRequest(segment_id=1, request=_hand_over_to("a"), requested_at_ms=3)
+    assert _pending(stores) == [(0, release), (1, release)]
+
+
 def test_a_request_replaces_a_pending_hand_over_only_when_told_to(stores: Stores) -> None:
     """A merge whose sibling another owner holds waits for that owner to hand it over: a
     release (one request per segment, the latest wins) replaced the hand-over silently."""

@@ -12,7 +12,7 @@ from operations_support import wait_for_a_lock_wait
 from ordo.errors import OrdoError, UnableToClaimTokenError
 from ordo.processing.control import ControlReceipt, release_segment
 from ordo.processing.segment import Segment
-from ordo.processing.segment_request import SegmentAction, SegmentRequest
+from ordo.processing.segment_request import PendingRequest, SegmentAction, SegmentRequest
 from ordo.processing.token import TrackingToken
 from ordo.storage.open import Stores, stores_at
 from ordo.types import PersistenceId
@@ -46,6 +46,33 @@ def test_a_request_stored_while_the_owner_takes_one_is_not_lost(postgres_dsn: st
         owner.join(timeout=30)
         assert taken == [release]
         assert stores.tokens.pending_requests("p") == []
+
+
+@pytest.mark.postgres
+def test_a_request_made_while_the_owner_takes_the_pending_one_replaces_nothing(
+    postgres_dsn: str,
+) -> None:
+    """request() read the pending request and then stored its own: under READ COMMITTED an
+    owner's take committed in between deleted the one read, and the request said it replaced
+    it (the operator's receipt named it). Here the owner's take is written, not committed,
+    when the request reads: the read waits for it, and finds nothing replaced."""
+    split = SegmentRequest(action=SegmentAction.SPLIT)
+    replaced: list[PendingRequest | None] = []
+    with stores_at(postgres_dsn) as stores, psycopg.connect(postgres_dsn) as owner:
+        stores.tokens.initialize("p", segment_count=1)
+        stores.tokens.request("p", 0, SegmentRequest(action=SegmentAction.RELEASE), now_ms=0)
+        owner.execute(  # what take_request() deletes, not committed yet
+            "DELETE FROM segment_requests WHERE processor = 'p' AND segment_id = 0"
+        )
+        asking = threading.Thread(
+            target=lambda: replaced.append(stores.tokens.request("p", 0, split, now_ms=1))
+        )
+        asking.start()
+        wait_for_a_lock_wait(postgres_dsn, "segment_requests", unless_ended=asking)
+        owner.commit()
+        asking.join(timeout=30)
+        assert replaced == [None]
+        assert _pending(stores) == [(0, split)]
 
 
 def _behind_locked_rows(
@@ -96,7 +123,9 @@ def test_a_release_made_while_the_owner_asks_its_merge_again_comes_after_the_han
     operator's release made between the two replaced the merge and withdrew no hand-over (none
     was stored yet), and the hand-over asked next sent segment 1 to an owner that was not
     merging any more. One transaction now: here it holds segment 0's row and waits for 1's;
-    the release waits for 0's, then replaces the merge and withdraws the hand-over."""
+    the release waits for 0's, then replaces the merge and withdraws the hand-over. Its
+    receipt names the merge it replaced: it read the pending requests before it waited, and
+    said it replaced nothing."""
     with stores_at(postgres_dsn) as stores:
         _holding_0_and_1(stores)
         outcomes = _behind_locked_rows(
@@ -110,7 +139,10 @@ def test_a_release_made_while_the_owner_asks_its_merge_again_comes_after_the_han
         )
         assert outcomes == [
             True,
-            ControlReceipt(is_done=False, message="asked a to release Segment[0/1]"),
+            ControlReceipt(
+                is_done=False,
+                message="asked a to release Segment[0/1] (replacing the pending merge request)",
+            ),
         ]
         assert _pending(stores) == [(0, SegmentRequest(action=SegmentAction.RELEASE))]
 

@@ -31,7 +31,7 @@ from processing_support import FAST, SqlRunner, counting_handler, source, wait_f
 from token_support import TIMEOUT
 
 if TYPE_CHECKING:
-    from ordo.processing.segment_request import UnclaimedChange
+    from ordo.processing.segment_request import PendingRequest, UnclaimedChange
 
 _FAILURE = "injected failure"
 
@@ -133,9 +133,10 @@ def test_an_operator_s_release_that_fails_leaves_no_claim_behind(
 
 class _RequestsChangedAtTheChange:
     """The token store, except that right before an operator's change of free segments is
-    made, `meanwhile` changes the requests pending on them (an owner's take, another's
-    request): after the receipt's read of them, if it reads them first (a moment a test cannot
-    time otherwise). The change used to start with the operator's claim."""
+    made, or its request to a held segment's owner stored, `meanwhile` changes the requests
+    pending there (an owner's take, another's request): after the receipt's read of them, if
+    it reads them first (a moment a test cannot time otherwise). The change used to start with
+    the operator's claim."""
 
     def __init__(self, tokens: TokenStore, meanwhile: Callable[[TokenStore], object]) -> None:
         self._tokens = tokens
@@ -157,13 +158,22 @@ class _RequestsChangedAtTheChange:
         self._race()
         return self._tokens.change_unclaimed(*args, **kwargs)  # type: ignore[arg-type]
 
+    def request(self, *args: object, **kwargs: object) -> PendingRequest | None:
+        self._race()
+        return self._tokens.request(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def _races(left: SegmentRequest) -> dict[str, Callable[[TokenStore], object]]:
+    """What changes the requests pending on segment 1 of "p" while an operator's change is
+    made: `left` taken by an owner, which claimed the segment and obeyed, or stored."""
+    return {
+        "taken": lambda tokens: tokens.take_request("p", 1),
+        "stored": lambda tokens: tokens.request("p", 1, left, now_ms=0),
+    }
+
 
 _RELEASE = SegmentRequest(action=SegmentAction.RELEASE)
-_RACES: dict[str, Callable[[TokenStore], object]] = {
-    "taken": lambda tokens: tokens.take_request("p", 1),  # an owner claimed it and obeyed
-    "stored": lambda tokens: tokens.request("p", 1, _RELEASE, now_ms=0),
-}
-"""What changes the requests pending on segment 1 of "p" while an operator's change is made."""
+_RACES = _races(_RELEASE)
 
 
 @pytest.mark.parametrize(
@@ -196,3 +206,29 @@ def test_an_operator_s_change_names_the_requests_it_replaced(
     replaced = f" ({note} the pending release request{of})" if race == "stored" else ""
     assert receipt.message == done + replaced
     assert stores.tokens.pending_requests("p") == []
+
+
+_MERGE = SegmentRequest(action=SegmentAction.MERGE)
+
+
+@pytest.mark.parametrize(
+    ("operation", "asked"),
+    [(split_segment, "split segment Segment[1/1]"), (release_segment, "release Segment[1/1]")],
+    ids=["split", "release"],
+)
+@pytest.mark.parametrize("race", _RACES)
+def test_an_operator_s_request_names_the_request_it_replaced(
+    stores: Stores, operation: Callable[..., ControlReceipt], asked: str, race: str
+) -> None:
+    """The segment is held, so its owner is asked. The receipt read the pending requests
+    before it stored the request: it named a merge the owner took in between as replaced, and
+    missed one stored in between, which the request replaced. The store says what it replaced
+    now, from the same transaction."""
+    stores.tokens.initialize("p", segment_count=2)
+    stores.tokens.claim("p", 1, "b", now_ms=0, claim_timeout_ms=TIMEOUT)
+    if race == "taken":
+        stores.tokens.request("p", 1, _MERGE, now_ms=0)
+    tokens = _RequestsChangedAtTheChange(stores.tokens, _races(_MERGE)[race])
+    receipt = operation(tokens, "p", 1, now_ms=1, claim_timeout_ms=TIMEOUT)
+    replaced = " (replacing the pending merge request)" if race == "stored" else ""
+    assert receipt == ControlReceipt(is_done=False, message=f"asked b to {asked}{replaced}")

@@ -297,18 +297,19 @@ def _ask(
 
     A segment holds one request and the latest wins: a split its owner had not taken yet was
     dropped by a later release while the receipt said only "asked ... to release". A pending
-    hand-over is replaced only with `replace_hand_over` (see TokenStore.request).
+    hand-over is replaced only with `replace_hand_over` (see TokenStore.request). The store
+    says what it replaced: read before, the receipt named a request the owner obeyed
+    meanwhile, or missed one stored meanwhile.
     """
-    pending = tokens.pending_requests(processor)
-    replaced = _replaced(pending, [entry], asked_again=request)
-    tokens.request(
+    replaced = tokens.request(
         processor,
         entry.segment.segment_id,
         request,
         now_ms=now_ms,
         replace_hand_over=replace_hand_over,
     )
-    return ControlReceipt(is_done=False, message=f"asked {entry.owner} to {what}{replaced}")
+    note = _replaced([] if replaced is None else [replaced], [entry])
+    return ControlReceipt(is_done=False, message=f"asked {entry.owner} to {what}{note}")
 
 
 def _replaced(
@@ -316,19 +317,17 @@ def _replaced(
     entries: Sequence[TokenEntry],
     *,
     verb: str = "replacing",
-    asked_again: SegmentRequest | None = None,
 ) -> str:
-    """The receipt's note of the `requests` on `entries` that the action replaces.
+    """The receipt's note of the `requests` on `entries` that the action replaced.
 
-    Each is named with its segment when the action has two. A pending request equal to
-    `asked_again` is asked again, not replaced.
+    Each is named with its segment when the action has two.
     """
     pending = {p.segment_id: p.request for p in requests}
     replaced = [
         f"the pending {request.describe()} request"
         + (f" of {e.segment}" if len(entries) > 1 else "")
         for e in entries
-        if (request := pending.get(e.segment.segment_id)) not in (None, asked_again)
+        if (request := pending.get(e.segment.segment_id)) is not None
     ]
     return f" ({verb} {' and '.join(replaced)})" if replaced else ""
 

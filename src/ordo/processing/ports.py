@@ -216,7 +216,7 @@ class TokenStore(Protocol):
         *,
         now_ms: int,
         replace_hand_over: bool = False,
-    ) -> None:
+    ) -> PendingRequest | None:
         """Ask the segment's owner, wherever it runs, to split, merge, release or hand over.
 
         A segment holds one request and the latest wins, except over a pending hand-over
@@ -225,7 +225,8 @@ class TokenStore(Protocol):
         that replaces a pending merge withdraws the hand-over that merge asked of the sibling,
         and a hand-over of the lower of two siblings whose own merge is pending is refused
         with PendingMergeError (both owners merge the pair: the lower segment's goes first).
-        The checks and writes are one transaction.
+        The checks and writes are one transaction, which returns the different request it
+        replaced on the segment (None when none, or the same one, was pending).
         """
         ...
 

@@ -1,12 +1,12 @@
 """Segment requests in SQL that end with a change of the segment, in the change's transaction.
 
-A part of SqlTokenStore. An owner's split or release obeys the request pending for it: the
-request goes only when the change commits. An owner used to take (delete) the request first
-and then make the change: when the change failed (storage unavailable, the claim lost), the
-request was gone, and the operator who made it was told that the owner was asked. An
-operator's change of free segments replaces the requests pending there, and reports those it
-deleted: read before the delete, the receipt named a request an owner took meanwhile, or
-missed one stored meanwhile.
+A part of SqlTokenStore. An owner's split, release, merge or hand-over obeys the request
+pending for it: the request goes only when the change commits. An owner used to take (delete)
+the request first and then make the change: when the change failed (storage unavailable, the
+claim lost), the request was gone, and the operator who made it was told that the owner was
+asked. An operator's change of free segments replaces the requests pending there, and reports
+those it deleted: read before the delete, the receipt named a request an owner took
+meanwhile, or missed one stored meanwhile.
 """
 
 from __future__ import annotations
@@ -34,6 +34,41 @@ class SqlEndedRequests(SqlSegmentRequests):
                 "AND action = {p}"
             ),
             (processor, segment_id, action.value),
+        )
+
+    def _forget_hand_over_to(
+        self, conn: SqlConnection, processor: str, segment_id: int, owner: str
+    ) -> None:
+        """Delete a hand-over of the segment to `owner`, made or skipped: `hand_over` obeys it.
+
+        In the hand-over's transaction, under the segment's token row lock, which
+        `request_merge` takes too before it asks: one made after a hand-over finds the
+        sibling held by its owner and asks nothing. A hand-over to another owner stays: the
+        sibling's owner that asked it since merges, and wants the segment from whoever holds it.
+        """
+        conn.execute(
+            self._sql(
+                "DELETE FROM segment_requests WHERE processor = {p} AND segment_id = {p} "
+                "AND action = {p} AND target_owner = {p}"
+            ),
+            (processor, segment_id, SegmentAction.HAND_OVER.value, owner),
+        )
+
+    def _forget_merged_requests(
+        self, conn: SqlConnection, processor: str, segment_id: int, sibling_id: int
+    ) -> None:
+        """Delete the requests pending on the two merged segments, in the merge's transaction.
+
+        Requests to the merged-away segment must not reach a segment a later split makes; a
+        hand-over or merge on either half was asked for this merge (one left on the lower half
+        merged the merged segment again). A split or release there refused the merge
+        (`_check_nothing_asked_first`), or an operator's merge replaces it.
+        """
+        conn.execute(
+            self._sql(
+                "DELETE FROM segment_requests WHERE processor = {p} AND segment_id IN ({p}, {p})"
+            ),
+            (processor, segment_id, sibling_id),
         )
 
     def _replace_pending(

@@ -3,7 +3,8 @@
 A part of SqlTokenStore: asking (`request`, with its rules for pending hand-overs and merges,
 and `request_merge` for a merging owner), taking, listing the pending requests, whether a merge
 still waits for the hand-over its sibling's owner is making (`hand_over`), and what a merge
-leaves to its owner first (`merge`). Requests that end with a change: sql_ended_request.
+leaves to its owner first (`merge`). Requests that end with a change (a split, release,
+merge or hand-over): sql_ended_request.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class SqlSegmentRequests(SqlTokenRows):
         *,
         now_ms: int,
         replace_hand_over: bool = False,
-    ) -> None:
+    ) -> PendingRequest | None:
         """Ask the segment's owner to act (the latest request wins, but for a hand-over).
 
         A pending hand-over is what a merge of the segment's sibling waits for: another
@@ -57,13 +58,18 @@ class SqlSegmentRequests(SqlTokenRows):
         A hand-over must name the owner to hand over to: its owner ignored one that named none.
         A `now_ms` of "x" was stored by SQLite, and every later `pending_requests` (the status
         of the processor) failed reading it back.
+
+        Returns the different request it replaced (None when none, or the same one, was
+        pending), read in this transaction under the lock of its row (`_pending_request`): the
+        receipt read the pending requests before, and named one the owner took meanwhile, or
+        missed one stored meanwhile.
         """
         check_segment(processor, segment_id)
         _check_request(request)
         validation.integer(now_ms, name="now_ms")
         with self._write() as conn:
             segment = self._entry(conn, processor, segment_id).segment
-            self._ask(
+            return self._ask(
                 conn,
                 processor,
                 segment,
@@ -105,10 +111,8 @@ class SqlSegmentRequests(SqlTokenRows):
         hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=owner)
         with self._write() as conn:
             entry, sibling = self._owned_with_sibling(conn, processor, segment_id, owner)
-            if not self._ask(
-                conn, processor, entry.segment, _MERGE, now_ms=now_ms, keep_pending=True
-            ):
-                return False
+            if self._ask(conn, processor, entry.segment, _MERGE, now_ms=now_ms, keep_pending=True):
+                return False  # a different request was pending: it stays, and the merge ends
             on_sibling = self._pending(conn, processor, sibling.segment.segment_id)
             if sibling.owner != owner and (
                 on_sibling is None or on_sibling.action not in _KEPT_FROM_A_MERGE
@@ -134,14 +138,16 @@ class SqlSegmentRequests(SqlTokenRows):
         now_ms: int,
         replace_hand_over: bool = False,
         keep_pending: bool = False,
-    ) -> bool:
+    ) -> PendingRequest | None:
         """Store `request` for the segment by the rules of `request` and `request_merge`.
 
         With `keep_pending` a different pending request counts as the later one: it stays,
         and replaces this one, which is not stored (a merge so replaced withdraws the
-        sibling's hand-over too). Returns whether `request` is now pending.
+        sibling's hand-over too). Returns the different request that was pending: replaced,
+        or with `keep_pending` kept (None when none was, or the same: asked again).
         """
-        pending = self._pending(conn, processor, segment.segment_id)
+        found = self._pending_request(conn, processor, segment.segment_id)
+        pending = None if found is None else found.request
         _check_replaceable(
             processor, segment, pending, request, replace_hand_over=replace_hand_over
         )
@@ -167,7 +173,7 @@ class SqlSegmentRequests(SqlTokenRows):
         ended, by = (request, pending) if is_replaced else (pending, request)
         if ended is not None and ended.action is SegmentAction.MERGE and ended != by:
             self._withdraw_hand_over(conn, processor, segment)
-        return not is_replaced
+        return None if pending == request else found
 
     def _withdraw_hand_over(self, conn: SqlConnection, processor: str, segment: Segment) -> None:
         """Delete the pending hand-over of the segment's sibling, which its merge asked for.
@@ -237,14 +243,27 @@ class SqlSegmentRequests(SqlTokenRows):
     def _pending(
         self, conn: SqlConnection, processor: str, segment_id: int
     ) -> SegmentRequest | None:
+        found = self._pending_request(conn, processor, segment_id)
+        return None if found is None else found.request
+
+    def _pending_request(
+        self, conn: SqlConnection, processor: str, segment_id: int
+    ) -> PendingRequest | None:
+        """The request pending on the segment, its row locked (PostgreSQL) until the commit.
+
+        Read under the segment's token row lock, which every request takes first. An owner's
+        `take_request` takes no token row lock: it deleted the request read here before this
+        transaction replaced it, which then said it replaced a request the owner took. It
+        waits for this transaction now, and takes what is pending then.
+        """
         row = conn.execute(
             self._sql(
-                "SELECT action, target_owner FROM segment_requests "
-                "WHERE processor = {p} AND segment_id = {p}"
+                "SELECT segment_id, action, target_owner, requested_at FROM segment_requests "
+                "WHERE processor = {p} AND segment_id = {p}" + self.LOCK_ROWS
             ),
             (processor, segment_id),
         ).fetchone()
-        return None if row is None else _request(row[0], row[1])
+        return None if row is None else pending_request(row)
 
     def _merge_awaits(
         self,
@@ -287,41 +306,6 @@ class SqlSegmentRequests(SqlTokenRows):
                 f"{pending.action} request pending: it is acted on before any merge"
             )
             raise UnableToClaimTokenError(msg)
-
-    def _forget_hand_over_to(
-        self, conn: SqlConnection, processor: str, segment_id: int, owner: str
-    ) -> None:
-        """Delete a hand-over of the segment to `owner`, made or skipped: `hand_over` obeys it.
-
-        In the hand-over's transaction, under the segment's token row lock, which
-        `request_merge` takes too before it asks: one made after a hand-over finds the
-        sibling held by its owner and asks nothing. A hand-over to another owner stays: the
-        sibling's owner that asked it since merges, and wants the segment from whoever holds it.
-        """
-        conn.execute(
-            self._sql(
-                "DELETE FROM segment_requests WHERE processor = {p} AND segment_id = {p} "
-                "AND action = {p} AND target_owner = {p}"
-            ),
-            (processor, segment_id, SegmentAction.HAND_OVER.value, owner),
-        )
-
-    def _forget_merged_requests(
-        self, conn: SqlConnection, processor: str, segment_id: int, sibling_id: int
-    ) -> None:
-        """Delete the requests pending on the two merged segments, in the merge's transaction.
-
-        Requests to the merged-away segment must not reach a segment a later split makes; a
-        hand-over or merge on either half was asked for this merge (one left on the lower half
-        merged the merged segment again). A split or release there refused the merge
-        (`_check_nothing_asked_first`), or an operator's merge replaces it.
-        """
-        conn.execute(
-            self._sql(
-                "DELETE FROM segment_requests WHERE processor = {p} AND segment_id IN ({p}, {p})"
-            ),
-            (processor, segment_id, sibling_id),
-        )
 
 
 def _check_replaceable(
