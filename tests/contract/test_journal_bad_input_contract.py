@@ -4,6 +4,7 @@ must leave everything as it was, and the limits of what is accepted.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -32,6 +33,21 @@ def _good() -> list[NewEvent]:
     return [NewEvent.of(1, tags=["t"])]
 
 
+def _circular() -> dict[str, object]:
+    """A JSON object that contains itself."""
+    value: dict[str, object] = {"a": 1}
+    value["self"] = [value]
+    return value
+
+
+def _too_deep() -> list[object]:
+    """Lists nested past Python's recursion limit: no JSON encoder of the stdlib writes them."""
+    value: list[object] = []
+    for _ in range(sys.getrecursionlimit() + 10):
+        value = [value]
+    return value
+
+
 BAD_CALLS: list[tuple[str, type[Exception], Callable[[Journal], object]]] = [
     ("empty pid", InvalidIdentifierError, lambda j: j.append("", _good())),
     ("256-char pid", InvalidIdentifierError, lambda j: j.append(LONG, _good())),
@@ -55,6 +71,19 @@ BAD_CALLS: list[tuple[str, type[Exception], Callable[[Journal], object]]] = [
     ),
     ("object payload", SerializationError, lambda j: j.append("p", [NewEvent.of(object())])),
     ("NaN payload", SerializationError, lambda j: j.append("p", [NewEvent.of(float("nan"))])),
+    ("circular payload", SerializationError, lambda j: j.append("p", [NewEvent.of(_circular())])),
+    # A RecursionError left the append.
+    ("too deep payload", SerializationError, lambda j: j.append("p", [NewEvent.of(_too_deep())])),
+    (
+        "circular metadata",
+        SerializationError,
+        lambda j: j.append("p", [NewEvent.of(1, metadata=_circular())]),
+    ),
+    (
+        "too deep metadata",
+        SerializationError,
+        lambda j: j.append("p", [NewEvent.of(1, metadata={"a": _too_deep()})]),
+    ),
     (
         "bad metadata value",
         SerializationError,
