@@ -98,6 +98,27 @@ def test_time_buckets_follow_the_offsets_and_bucket_size(
     assert rows == expected_entries(all_events(journal), "t", BucketSize.MINUTE)
 
 
+def test_an_append_across_a_bucket_boundary_puts_each_event_in_its_own_bucket(
+    journal_factory: JournalFactory, stores: Stores
+) -> None:
+    """An append's offsets are consecutive 100 ns ticks: these start 30 ticks before a minute.
+
+    Its tag writes are split there (the journal skips working out each event's bucket only
+    when the first and last offsets share one).
+    """
+    journal, clock = _minute_journal(journal_factory)
+    clock.advance(MINUTE_NS - 10 * 10**9 - 30 * 100)
+    journal.append("p", [NewEvent.of(i, tags=["t"] if i % 2 else ["t", "u"]) for i in range(100)])
+
+    minute = FIRST_MINUTE
+    rows = entries(stores, "t")
+    assert [r.time_bucket for r in rows] == [minute] * 30 + [minute + 60_000] * 70
+    assert [r.tag_pid_sequence_nr for r in rows] == list(range(1, 101))
+    events = all_events(journal)
+    for tag in ("t", "u"):
+        assert entries(stores, tag) == expected_entries(events, tag, BucketSize.MINUTE)
+
+
 def test_next_bucket_names_the_first_bucket_holding_rows_up_to_a_limit(
     journal_factory: JournalFactory, stores: Stores
 ) -> None:

@@ -20,7 +20,7 @@ from ordo.journal import validation
 from ordo.journal.event import NewEvent, PersistedEvent
 from ordo.journal.lease import WriterLease
 from ordo.journal.ports import JournalStore
-from ordo.journal.recovery import PidState, recover_persistence_id, tag_writes
+from ordo.journal.recovery import PidState, recover_persistence_id, shared_bucket, tag_writes
 from ordo.journal.serialization import serialize_metadata, serialize_payload
 from ordo.settings import EventsByTagSettings
 from ordo.tagging import TagViewStore, TagWriters
@@ -288,18 +288,21 @@ class Journal:
         """
         after = state.highest
         counters = dict(state.tag_pid_sequence_nrs)
-        persisted: list[PersistedEvent] = []
         offsets = self._uuids.next_batch(len(prepared), after=state.last_offset)
-        for number, (serializer, data, manifest, metadata, tags) in enumerate(prepared, 1):
+        writer_uuid = self.writer_uuid
+        persisted: list[PersistedEvent] = []
+        for number, offset, (serializer, data, manifest, metadata, tags) in zip(
+            range(after + 1, after + 1 + len(prepared)), offsets, prepared, strict=True
+        ):
             tag_nrs: dict[Tag, TagPidSequenceNr] = {}
             for tag in tags:
                 tag_nrs[tag] = counters[tag] = TagPidSequenceNr(counters.get(tag, 0) + 1)
             persisted.append(
                 PersistedEvent(
                     persistence_id=pid,
-                    sequence_nr=SequenceNr(after + number),
-                    timeuuid=offsets[number - 1],
-                    writer_uuid=self.writer_uuid,
+                    sequence_nr=SequenceNr(number),
+                    timeuuid=offset,
+                    writer_uuid=writer_uuid,
                     serializer=serializer,
                     manifest=manifest,
                     payload_bytes=data,
@@ -310,11 +313,13 @@ class Journal:
         self._store.write_events(persisted, expected_sequence_nr=after)
         state.highest = persisted[-1].sequence_nr
         state.tag_pid_sequence_nrs = counters
-        state.last_offset = persisted[-1].timeuuid
+        state.last_offset = offsets[-1]
+        bucket_size = self.settings.bucket_size
         self._tag_writers.write(
             tag_writes(
                 ((event, tag, nr) for event in persisted for tag, nr in event.tags.items()),
-                self.settings.bucket_size,
+                bucket_size,
+                bucket=shared_bucket(offsets, bucket_size),
             )
         )
         return persisted

@@ -11,7 +11,7 @@ the next recovery reads only the events after it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ordo.journal.event import PersistedEvent
@@ -40,24 +40,39 @@ class PidState:
 TaggedEntry = tuple[PersistedEvent, Tag, TagPidSequenceNr]
 
 
-def tag_writes(entries: Iterable[TaggedEntry], bucket_size: BucketSize) -> list[TagWrite]:
+def tag_writes(
+    entries: Iterable[TaggedEntry], bucket_size: BucketSize, *, bucket: TimeBucket | None = None
+) -> list[TagWrite]:
     """Group (event, tag, tag pid sequence nr) entries, in sequence nr order, into TagWrites.
 
     Consecutive entries of one tag in one time bucket become one write, so an append of a
-    hundred events costs the tag writer one buffered item per tag, not a hundred.
+    hundred events costs the tag writer one buffered item per tag, not a hundred. `bucket`,
+    when the caller knows that every entry is in that one bucket (an append whose first and
+    last offsets share it), spares working out each entry's.
     """
     closed: list[_Run] = []
     runs: dict[Tag, _Run] = {}
     for event, tag, number in entries:
-        bucket = bucket_size.key_of(event.timeuuid)
+        event_bucket = bucket_size.key_of(event.timeuuid) if bucket is None else bucket
         run = runs.get(tag)
-        if run is not None and run.bucket == bucket:
+        if run is not None and run.bucket == event_bucket:
             run.last, run.events, run.number = event, run.events + 1, number
             continue
         if run is not None:
             closed.append(run)
-        runs[tag] = _Run(tag, bucket, event, event, 1, number)
+        runs[tag] = _Run(tag, event_bucket, event, event, 1, number)
     return [run.write() for run in (*closed, *runs.values())]
+
+
+def shared_bucket(offsets: Sequence[TimeUUID], bucket_size: BucketSize) -> TimeBucket | None:
+    """The bucket of every one of the ascending `offsets` if they share one, else None.
+
+    Between the first and the last there is no other bucket: an append's offsets (consecutive
+    ticks of one clock reading) nearly always share one, so `tag_writes` is spared a bucket per
+    event.
+    """
+    first = bucket_size.key_of(offsets[0])
+    return first if first == bucket_size.key_of(offsets[-1]) else None
 
 
 @dataclass(slots=True)
