@@ -17,7 +17,7 @@ from ordo.errors import (
 )
 from ordo.forking import OpeningProcess
 from ordo.journal import validation
-from ordo.journal.event import NewEvent, PersistedEvent
+from ordo.journal.event import NewEvent, PersistedEvent, persisted_event
 from ordo.journal.lease import WriterLease
 from ordo.journal.ports import JournalStore
 from ordo.journal.recovery import PidState, recover_persistence_id, shared_bucket, tag_writes
@@ -298,16 +298,16 @@ class Journal:
             for tag in tags:
                 tag_nrs[tag] = counters[tag] = TagPidSequenceNr(counters.get(tag, 0) + 1)
             persisted.append(
-                PersistedEvent(
-                    persistence_id=pid,
-                    sequence_nr=SequenceNr(number),
-                    timeuuid=offset,
-                    writer_uuid=writer_uuid,
-                    serializer=serializer,
-                    manifest=manifest,
-                    payload_bytes=data,
-                    metadata_json=metadata,
-                    tags=tag_nrs,
+                persisted_event(
+                    pid,
+                    SequenceNr(number),
+                    offset,
+                    writer_uuid,
+                    serializer,
+                    manifest,
+                    data,
+                    metadata,
+                    tag_nrs,
                 )
             )
         self._store.write_events(persisted, expected_sequence_nr=after)
