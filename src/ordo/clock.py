@@ -21,10 +21,10 @@ def clock_or_system(clock: object, *, name: str = "clock") -> Clock:
     """`clock` when it has a `now_ns()`, a SystemClock for None.
 
     Raises:
-        ConfigurationError: `clock` is something else; the call that takes it is refused
-            before it opens or writes anything (a misplaced argument used to fail with
-            AttributeError only at the first reading, after open_journal had created the
-            journal, and a falsy one, 0 or "", was silently the system clock).
+        ConfigurationError: `clock` is something else, a falsy 0 or "" too (only None is
+            the system clock); the call that takes it is refused before it opens or writes
+            anything, so that a misplaced argument is named here rather than failing with
+            AttributeError at the first reading, after open_journal created the journal.
 
     """
     if clock is None:

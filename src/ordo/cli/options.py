@@ -30,15 +30,16 @@ SEQUENCE_NR = click.IntRange(min=1, max=LARGEST_INTEGER)
 """A sequence nr option: a persistence id's events are numbered from 1, so 0 or less is a usage
 error (exit 2) rather than the journal's InvalidSequenceNrError."""
 SEGMENT_ID = click.IntRange(min=0, max=LARGEST_INTEGER)
-"""A segment id argument: a larger one was the token store's InvalidInputError (exit 1), not
-the usage error (exit 2) of every other number out of range."""
+"""A segment id argument: a larger one is the usage error (exit 2) of every other number out of
+range rather than the token store's InvalidInputError (exit 1)."""
 
 
 def non_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A click callback refusing an empty name, in the words of the command line (`TABLE`).
 
-    An empty table was refused by what the command builds from it (`MaterializerSpec.name must
-    not be empty`), or listed as a table without schemas (exit status 0).
+    Unchecked, an empty table would be refused by what the command builds from it
+    (`MaterializerSpec.name must not be empty`), or listed as a table without schemas (exit
+    status 0).
     """
     if value == "":
         shown = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name

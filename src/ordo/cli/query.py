@@ -150,9 +150,9 @@ def _offset(text: str | None) -> Offset:
     """--offset as a query offset, checked before the journal is opened.
 
     A UUID must be a TimeUUID (to_offset says so); anything else is read as an ISO-8601 time
-    with a zone. A text that is neither was refused as "not a UUID", and a time without a zone
-    with the library's advice to pass an aware datetime: neither named the option or what it
-    takes.
+    with a zone. A text that is neither is refused here, naming the option and what it takes,
+    rather than as "not a UUID", or a time without a zone with the library's advice to pass an
+    aware datetime.
     """
     if text is None:
         return to_offset(None)

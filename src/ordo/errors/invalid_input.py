@@ -34,7 +34,6 @@ class InvalidSegmentOperationError(InvalidInputError):
 
     Merging segments that are not siblings, splitting one whose mask already uses every bit of
     the hash, a set of ids no splits make, a count or id that is no int. A subclass of
-    InvalidInputError (it used to derive from OrdoError and ValueError only, which it still
-    does): the token store refuses a segment id that is no int as InvalidInputError, and one
-    `except InvalidInputError` catches both.
+    InvalidInputError (and so of OrdoError and ValueError): the token store refuses a segment
+    id that is no int as InvalidInputError, and one `except InvalidInputError` catches both.
     """

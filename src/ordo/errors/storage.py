@@ -85,9 +85,7 @@ class StoresClosedError(OrdoError):
     """Stores (their datastore's connections) were used after close(); nothing was done.
 
     A programming error, not an outage: no retry mends it, so it is no StorageError, which
-    the processors and the tag writers retry. An SQLite datastore used to open new
-    connections that nothing closed, a PostgreSQL one to fail as StorageUnavailableError
-    ("pool already closed"), which a tracking processor or a live query retried for ever.
+    the processors and the tag writers retry.
     """
 
 

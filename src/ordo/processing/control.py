@@ -1,14 +1,14 @@
 """Operator actions on a processor's segments, whether or not the processor is running.
 
-A segment nobody holds is changed at once, in one transaction that replaces a request left
-pending on it (by an owner that stopped before obeying it), as a later request would: the next
-owner carried it out on the half it then named (TokenStore.change_unclaimed). A release of
-such a segment only withdraws that request. The receipt names the requests the change deleted.
-A segment that a running processor holds is changed by its owner, between two batches, through
-a request in the token store, wherever that processor runs. Every action checks its arguments
-before it reads the token store (InvalidInputError; the token store checks the processor
-name). A request to a segment whose owner is to hand it over for a merge is refused
-(PendingHandOverError) unless `replace_hand_over` says to replace the hand-over.
+A segment nobody holds is changed at once, in one transaction that replaces a request left pending
+on it (by an owner that stopped before obeying it), as a later request would: left there, the next
+owner would carry it out on the half it then names (TokenStore.change_unclaimed). A release of such
+a segment only withdraws that request. The receipt names the requests the change deleted. A segment
+that a running processor holds is changed by its owner, between two batches, through a request in
+the token store, wherever that processor runs. Every action checks its arguments before it reads the
+token store (InvalidInputError; the token store checks the processor name). A request to a segment
+whose owner is to hand it over for a merge is refused (PendingHandOverError) unless
+`replace_hand_over` says to replace the hand-over.
 """
 
 from __future__ import annotations
@@ -207,13 +207,12 @@ def _reset_with_sink(
 ) -> ControlReceipt:
     """reset_processor with a sink: the journal may hold nothing, the sink may not.
 
-    A journal that holds no tokens or positions of the processor is reset by the sink alone:
-    the journal's part of a reset whose sink then failed (PartialResetError) left nothing
-    there when it held only positions, and the same reset run again, which the error says
-    finishes it, was refused as having nothing to reset; a projection whose source does not
-    name it as its processor has nothing in the journal either. A sink that holds nothing is
-    refused (UnknownProcessorError), as a sink named by mistake: `--sink` is there to clear
-    positions.
+    A journal that holds no tokens or positions of the processor is reset by the sink alone,
+    so that the same reset run again finishes one whose sink failed (PartialResetError), as
+    the error says, though the journal's part left nothing there; a projection whose source
+    does not name it as its processor has nothing in the journal either. A sink that holds
+    nothing is refused (UnknownProcessorError), as a sink named by mistake: `--sink` is there
+    to clear positions.
     """
     journal_holds_it = _holds_something_to_reset(
         tokens, processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
@@ -295,11 +294,11 @@ def _ask(
 ) -> ControlReceipt:
     """Leave `request` for the segment's owner; the message names a pending one it replaces.
 
-    A segment holds one request and the latest wins: a split its owner had not taken yet was
-    dropped by a later release while the receipt said only "asked ... to release". A pending
-    hand-over is replaced only with `replace_hand_over` (see TokenStore.request). The store
-    says what it replaced: read before, the receipt named a request the owner obeyed
-    meanwhile, or missed one stored meanwhile.
+    A segment holds one request and the latest wins, so the message says which one a later
+    request drops (a split its owner has not taken yet, say). A pending hand-over is replaced
+    only with `replace_hand_over` (see TokenStore.request). The store says what it replaced,
+    read in the transaction that replaces it, so that the receipt neither names a request the
+    owner obeyed meanwhile nor misses one stored meanwhile.
     """
     replaced = tokens.request(
         processor,

@@ -107,9 +107,8 @@ class TrackingProcessor:
         """Create the first segments if needed and start the threads.
 
         A processor that stopped (stop(), or a failure, which start() forgets) starts again
-        with new threads; one whose threads still run is refused (AlreadyRunningError). A
-        second start() used to start a second set of threads, of which stop() stopped only the
-        last, and a start() after stop() started threads that ended at once, unreported.
+        with new threads; one whose threads still run is refused (AlreadyRunningError), as a
+        second set of threads would leave stop() stopping only the last.
         """
         with self._lock:
             running = sum(worker.is_alive() for worker in self._workers)

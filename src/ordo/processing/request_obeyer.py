@@ -3,10 +3,9 @@
 The owner reads the request and leaves it pending: the store deletes it in the transaction of
 the change it asks for (TokenStore.split, release with `as_requested`, merge, hand_over), or
 the owner drops it when it can never be made (a merge with nothing to merge with, or left to
-the sibling's owner). The owner used to take (delete) it first and then make the change: when
-the change failed (storage unavailable, the claim lost to another owner), the request was gone,
-only logged, though the operator had been told that the owner was asked. Now a change that
-fails leaves it pending, and this owner or the segment's next one obeys it at its next check.
+the sibling's owner). So a change that fails (storage unavailable, the claim lost to another
+owner) leaves it pending, and this owner or the segment's next one obeys it at its next check:
+the operator was told that the owner was asked.
 """
 
 from __future__ import annotations

@@ -209,10 +209,10 @@ def _wait_for_first_trigger(query: Any, *, timeout_s: float = 120) -> None:
     """Wait until the stream has run its first trigger, then the writers start.
 
     Before it, Spark starts the source's Python process on the driver and the planner reads
-    the token store: seconds on a small machine, during which the writers used to write most
-    of the workload, so the projection read it all in one micro-batch afterwards and the split
-    came before any micro-batch. A running projection that writers write to is what the demo
-    shows.
+    the token store: seconds on a small machine, in which writers started at once would write
+    most of the workload, so the projection would read it all in one micro-batch afterwards and
+    the split would come before any micro-batch. A running projection that writers write to is
+    what the demo shows.
     """
     deadline = time.monotonic() + timeout_s
     while query.lastProgress is None and time.monotonic() < deadline:

@@ -61,9 +61,8 @@ class EventsByTagDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         """A batch read of what is settled now; startingOffsets=latest is refused.
 
-        `latest` is where a stream starts to wait for new events: a batch read from there is
-        empty by definition, and it used to read everything instead. Spark's Kafka source
-        refuses it for batch queries too.
+        `latest` is where a stream starts to wait for new events: a batch read from there
+        would be empty by definition. Spark's Kafka source refuses it for batch queries too.
         """
         options = self._options()
         if options.starts_at_latest:

@@ -55,8 +55,8 @@ class KeysOptions:
         """Parse Spark's case-insensitive string options of `source` (its format name).
 
         Unknown options are refused with the closest valid one, and `partitions` must be in
-        1..MAX_SPARK_KEY_PARTITIONS: 0 used to be read as 1, and a billion pieces as a billion
-        queries.
+        1..MAX_SPARK_KEY_PARTITIONS, so that 0 is not read as 1, nor a billion pieces run as a
+        billion queries.
         """
         given = {key.lower(): value for key, value in options.items()}
         unknown = [key for key in options if key.lower() not in _OPTIONS]

@@ -3,7 +3,7 @@
 The rows come packed by the database, pages of 50,000 (ordo.storage.packed_reads), and become
 Arrow columns from their buffers (packed_arrow.py); then the named persistence ids' spans are
 kept, ordered per persistence id and cut into record batches with Arrow compute kernels and
-numpy. No Python object is built per row: that used to cost more than the database's own read.
+numpy. No Python object is built per row: that would cost more than the database's own read.
 """
 
 from __future__ import annotations

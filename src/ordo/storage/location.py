@@ -95,7 +95,7 @@ def existing_location(url: str, *, what: str = "journal") -> Location:
     Opening a journal creates a missing SQLite file and migrating gives any database ordo's
     tables, so a misspelt path would become a new, empty journal and an application's database
     would gain ordo's tables. Both backends look without writing. `what` names the database in
-    errors: a misspelt `--sink` was refused as "no journal at ...".
+    errors, so that a misspelt `--sink` is not refused as "no journal at ...".
     """
     location = parse_location(url, what=what)
     if isinstance(location, PostgresLocation):

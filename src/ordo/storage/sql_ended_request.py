@@ -1,12 +1,11 @@
 """Segment requests in SQL that end with a change of the segment, in the change's transaction.
 
 A part of SqlTokenStore. An owner's split, release, merge or hand-over obeys the request
-pending for it: the request goes only when the change commits. An owner used to take (delete)
-the request first and then make the change: when the change failed (storage unavailable, the
-claim lost), the request was gone, and the operator who made it was told that the owner was
-asked. An operator's change of free segments replaces the requests pending there, and reports
-those it deleted: read before the delete, the receipt named a request an owner took
-meanwhile, or missed one stored meanwhile.
+pending for it: the request goes only when the change commits, so a change that fails (storage
+unavailable, the claim lost) leaves it for a retry; the operator who made it was told that the
+owner was asked. An operator's change of free segments replaces the requests pending there,
+and reports those it deleted, read in the delete's transaction, so that the receipt neither
+names a request an owner obeyed meanwhile nor misses one stored meanwhile.
 """
 
 from __future__ import annotations

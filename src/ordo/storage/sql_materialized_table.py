@@ -42,9 +42,9 @@ TEXT_KEY_TYPES = frozenset({ColumnType.DECIMAL, ColumnType.TIMESTAMP})
 The fold keys a row by the JSON text of its key, so `"1"` and `"1.0"`, or
 `"2026-01-01 00:00:00"`, `"2026-01-01T00:00:00"` and `"2026-01-01T01:00:00+01:00"`, are rows of
 their own, as they are in an SQLite source (which compares them as text) or an ingested log. A
-PostgreSQL NUMERIC or TIMESTAMP WITH TIME ZONE key made them one row, which a delete of any of
-them emptied: the table was no longer the fold of the messages (G6). A date has one text form
-(`YYYY-MM-DD`), so a DATE key keeps its type; so do value columns of every type."""
+PostgreSQL NUMERIC or TIMESTAMP WITH TIME ZONE key would make them one row, which a delete of
+any of them would empty: the table would no longer be the fold of the messages (G6). A date has
+one text form (`YYYY-MM-DD`), so a DATE key keeps its type; so do value columns of every type."""
 
 
 def _json_value(column: Column, value: Any) -> JsonValue:

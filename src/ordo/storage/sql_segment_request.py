@@ -46,23 +46,23 @@ class SqlSegmentRequests(SqlTokenRows):
 
         A pending hand-over is what a merge of the segment's sibling waits for: another
         request replaces it only with `replace_hand_over` (PendingHandOverError otherwise),
-        as an operator's release replaced it silently and held the merge up. The same request
-        again is no replacement. A pending merge that another request replaces ends, and so
-        does the hand-over of the sibling it asked for (withdrawn): the sibling's owner handed
-        its segment over to an owner that was no longer merging. A hand-over of the lower of
-        two siblings whose own merge is pending is refused (PendingMergeError): both owners
-        were merging the pair, and each handed its segment to the other. The checks and the
-        writes are one transaction, under the segment's token row lock (PostgreSQL), which
-        every request takes first.
+        so that an operator's release does not replace it silently and hold the merge up. The
+        same request again is no replacement. A pending merge that another request replaces
+        ends, and so does the hand-over of the sibling it asked for (withdrawn), so that the
+        sibling's owner does not hand its segment over to an owner that is no longer merging.
+        A hand-over of the lower of two siblings whose own merge is pending is refused
+        (PendingMergeError): both owners would be merging the pair, each handing its segment to
+        the other. The checks and the writes are one transaction, under the segment's token row lock
+        (PostgreSQL), which every request takes first.
 
-        A hand-over must name the owner to hand over to: its owner ignored one that named none.
-        A `now_ms` of "x" was stored by SQLite, and every later `pending_requests` (the status
-        of the processor) failed reading it back.
+        A hand-over must name the owner to hand over to: its owner would ignore one that names
+        none. `now_ms` must be an int: SQLite would store "x", and every later
+        `pending_requests` (the status of the processor) would fail reading it back.
 
         Returns the different request it replaced (None when none, or the same one, was
-        pending), read in this transaction under the lock of its row (`_pending_request`): the
-        receipt read the pending requests before, and named one the owner took meanwhile, or
-        missed one stored meanwhile.
+        pending), read in this transaction under the lock of its row (`_pending_request`), so
+        that the receipt neither names one the owner obeyed meanwhile nor misses one stored
+        meanwhile.
         """
         check_segment(processor, segment_id)
         _check_request(request)
@@ -85,8 +85,8 @@ class SqlSegmentRequests(SqlTokenRows):
         retries at its next check, once the sibling is handed over. The two requests are one
         transaction, under both token rows' locks (PostgreSQL), taken in the order `merge`
         takes them: as two, an operator's release or split of the segment made between them
-        ended the merge (and withdrew a hand-over not stored yet), and the hand-over then
-        stored sent the sibling to an owner that was no longer merging.
+        would end the merge (and withdraw a hand-over not stored yet), and the hand-over then
+        stored would send the sibling to an owner that is no longer merging.
 
         A different request pending on the segment counts as the later one (an operator's,
         made since the owner took its merge): it stays, the merge ends and the sibling's
@@ -294,9 +294,9 @@ class SqlSegmentRequests(SqlTokenRows):
         On the merging segment, one asked of its owner since it took the merge; on the
         (claimable) sibling, one asked of the merging owner since the hand-over (before,
         `hand_over` skips the move), or left by an owner that released it before taking it.
-        The command said the owner was asked, and the merge deleted the request unseen with
-        the merged-away higher segment, or left it on the lower one to split or release the
-        merged segment. Whoever holds or claims the segment acts on it first
+        The command says the owner was asked, and the merge would delete the request unseen
+        with the merged-away higher segment, or leave it on the lower one to split or release
+        the merged segment. Whoever holds or claims the segment acts on it first
         (UnableToClaimTokenError until then; `request_merge` keeps it and ends the merge).
         """
         pending = self._pending(conn, half.processor, half.segment.segment_id)

@@ -75,10 +75,11 @@ class SqlTokenReset(SqlTokenRows):
         before any of them changes: UnableToClaimTokenError while one of its segments is
         claimed or a Spark projection of that name holds a fresh lease (_ResetCheck), and
         else UnknownProcessorError when the database holds neither tokens nor positions (nor
-        handled batches) of the processor. A fresh lease alone is a projection that started
-        but applied no batch yet: it runs, and its sink was refused as holding nothing to
-        reset. A lapsed lease alone counts for nothing, as a released one: its driver
-        crashed, and a reset would only delete the row, which refuses nothing any more.
+        handled batches) of the processor. A fresh lease alone is a projection that started but
+        applied no batch yet: it runs, and the reset is refused as of a running projection, not as
+        of a sink that holds nothing to reset. A lapsed lease alone counts for nothing, as a
+        released one: its driver crashed, and a reset would only delete the row, which refuses
+        nothing any more.
         """
         check = _ResetCheck(processor=processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
         with self._db.connection() as conn:

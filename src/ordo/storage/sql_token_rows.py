@@ -171,9 +171,9 @@ class SqlTokenRows(SqlStore):
 def check_segment(processor: object, segment_id: object, *owner: object) -> None:
     """The names and segment id a segment's operations take, checked before any statement.
 
-    Unchecked, a segment id of True claimed segment 1 on SQLite (a StorageError on PostgreSQL),
-    "0" or 0.0 claimed segment 0 on both, and an owner of 5 or with a NUL was refused by
-    PostgreSQL only, as a StorageError.
+    Unchecked, a segment id of True would claim segment 1 on SQLite (a StorageError on
+    PostgreSQL), "0" or 0.0 segment 0 on both, and an owner of 5 or with a NUL would be refused
+    by PostgreSQL only, as a StorageError.
     """
     validation.processor_name(processor)
     validation.integer(segment_id, name="segment_id")

@@ -205,10 +205,10 @@ class SqlTokenStore(SqlEndedRequests, SqlProcessedProgress, SqlTokenReset):
     ) -> UnclaimedChange:
         """Split, merge or release segments nobody holds, for an operator: one transaction.
 
-        It used to claim them for the operator, change them and release them, each its own
-        transaction: a change that failed after the claim (a release, or storage lost between
-        the steps) left the segment claimed by nobody at work until the claim timeout. A
-        merge locks both rows in the order `merge` does (see TokenStore.change_unclaimed).
+        Not a claim for the operator, the change and a release, each its own transaction: a
+        step that failed after the claim (storage lost between the steps) would leave the
+        segment claimed by nobody at work until the claim timeout. A merge locks both rows in
+        the order `merge` does (see TokenStore.change_unclaimed).
         """
         check_segment(processor, segment_id)
         check_claim_times(now_ms, claim_timeout_ms)
@@ -260,15 +260,15 @@ class SqlTokenStore(SqlEndedRequests, SqlProcessedProgress, SqlTokenReset):
     ) -> bool:
         """Move an owned claim to `to`, fresh, while `to`'s merge of the sibling waits for it.
 
-        The owner takes the hand-over request at one check and hands over after it; the merge
-        could end in between (an operator's release or split, `to`'s claim lapsing, `to`
-        stopping), and the segment then sat claimed by an owner that merged nothing until the
-        claim timeout. So the checks of TokenStore.hand_over (_merge_awaits) and the move are
+        The owner reads the hand-over request at one check and hands over after it; the merge
+        can end in between (an operator's release or split, `to`'s claim lapsing, `to`
+        stopping), and the segment would then sit claimed by an owner that merges nothing until
+        the claim timeout. So the checks of TokenStore.hand_over (_merge_awaits) and the move are
         one transaction, under both token rows' locks (PostgreSQL), taken in the order `merge`
         takes them. The hand-over to `to` pending on the segment ends with this one, made or
-        skipped: the owner obeyed it (it no longer takes it first, and lost it when the move
-        failed). Left pending on a segment `to` held, it could send the segment to `to` again
-        from its next owner, after `to` had stopped.
+        skipped: the owner obeyed it (a move that fails leaves it pending for a retry). Left
+        pending on a segment `to` holds, it could send the segment to `to` again from its next
+        owner, after `to` has stopped.
         """
         check_segment(processor, segment_id, owner)
         validation.owner_name(to, name="to")
@@ -303,9 +303,9 @@ class SqlTokenStore(SqlEndedRequests, SqlProcessedProgress, SqlTokenReset):
         tracking processor of the same name, an operator's change in progress) moves itself.
 
         A claim that expired is free, as `claim` treats it: such a segment (its owner crashed
-        without releasing it) used to keep its token for ever, and status and cleanup judged
-        the reader by it. Moving its token also ends the expired claim, as taking it over
-        would: an owner that was only stalled then finds its claim lost when it resumes, and
+        without releasing it) would otherwise keep its token for ever, and status and cleanup
+        would judge the reader by it. Moving its token also ends the expired claim, as taking it
+        over would: an owner that was only stalled then finds its claim lost when it resumes, and
         its batch is rolled back instead of storing its older token over the new one.
 
         One transaction: the processor's rows are read locked (a split or merge waits), and

@@ -349,8 +349,8 @@ class TimeUUIDGenerator:
 
         Raises:
             OffsetFormatError: the clock reads outside the timeuuid range (before 1582).
-            InvalidInputError: `count` is not an int >= 0 (a negative one moved the generator
-                back, so that its next ids repeated ones it had issued).
+            InvalidInputError: `count` is not an int >= 0 (a negative one would move the
+                generator back, so that its next ids repeat ones it has issued).
 
         """
         arguments.integer(count, name="count", error=InvalidInputError, minimum=0)

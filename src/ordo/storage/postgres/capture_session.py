@@ -120,17 +120,17 @@ UNLOCK_WAIT_S = 1.0
 """How long closing a capture's session waits for the server to release the capture lock.
 
 A healthy server answers at once; one that stopped answering does not, and its lock then goes
-with its backend, as it did before the close released it."""
+with its backend, a moment after the close."""
 
 
 def close_locked(conn: Connection) -> None:
     """Close a capture's session, releasing its capture lock first when the session is sound.
 
     The server releases a session's advisory locks only once its backend has ended, a moment
-    after the client closed the connection: a capture of the slot started right after this one
-    stopped was refused as already running. A session that is broken or busy is just closed
-    (its lock goes with its backend), and so is one whose server does not answer the release
-    within UNLOCK_WAIT_S (`_unlock_all`).
+    after the client closed the connection, so the lock is released first: a capture of the slot
+    started right after this one stopped is then not refused as already running. A session
+    that is broken or busy is just closed (its lock goes with its backend), and so is one whose
+    server does not answer the release within UNLOCK_WAIT_S (`_unlock_all`).
     """
     try:
         if not conn.broken and conn.info.transaction_status is TransactionStatus.IDLE:

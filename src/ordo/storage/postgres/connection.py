@@ -80,8 +80,9 @@ def explain_unconnectable(dsn: str) -> None:
     """Raise why a connect to `dsn` fails (`connect`), within DIAGNOSIS_CONNECT_TIMEOUT_S.
 
     For a pool that could not lend a connection in time: its own attempts' errors stay inside
-    it, so a refusal (a password changed, a role that may no longer log in) looked like an
-    outage forever. Returns when a connect works: the pool was only busy, or the server is back.
+    it, so a refusal (a password changed, a role that may no longer log in) would look like an
+    outage for ever. Returns when a connect works: the pool was only busy, or the server is
+    back.
     """
     connect(make_conninfo(dsn, connect_timeout=DIAGNOSIS_CONNECT_TIMEOUT_S)).close()
 

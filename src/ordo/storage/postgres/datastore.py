@@ -162,19 +162,19 @@ class PostgresDatastore(SchemaReads):
         """What `ConnectionPool.connection()` lends, with a wait the stop signal ends early.
 
         A thread with a stop signal (`ordo.stopping`) waits in short slices and, once it is
-        set, at most STOPPING_WAIT more: during an outage a stopping processor's threads
-        otherwise waited out the pool's timeout twice (the call, then the release). Other
-        threads wait once, as before, and keep their place in the pool's queue.
+        set, at most STOPPING_WAIT more: during an outage a stopping processor's threads would
+        otherwise wait out the pool's timeout twice (the call, then the release). Other threads
+        wait once, as the pool does, and keep their place in the pool's queue.
 
         When the wait runs out, one connect of its own says why (`explain_unconnectable`):
         StorageAccessError when the server refuses this URL, which no retry mends (a tracking
-        processor stops on it). Only a thread whose stop signal is set does not ask, as the
-        connect could outlast STOPPING_WAIT; a processor's threads used to never ask, and
-        retried a refusal as an outage for ever.
+        processor stops on it, rather than retrying a refusal as an outage for ever). Only a
+        thread whose stop signal is set does not ask, as the connect could outlast
+        STOPPING_WAIT.
 
         A closed pool refuses at once, and fails the calls waiting when it closes: that is
         StoresClosedError, a programming error; as psycopg's PoolClosed (an OperationalError)
-        it became StorageUnavailableError, which a processor or a live query retried for ever.
+        it would be StorageUnavailableError, which a processor or a live query retries for ever.
         In a forked child every call is ForkedProcessError before the pool is touched.
         """
         self._opener.refuse_other()

@@ -39,15 +39,15 @@ class PostgresTagListener:
 
     When the server ends the session (a restart, a failover, pg_terminate_backend), the thread
     logs a WARNING, LISTENs again on a new connection after a bounded backoff (`Reconnection`),
-    attempting until it is closed, and logs at INFO once it is back: it used to stop for good.
+    attempting until it is closed, and logs at INFO once it is back.
     Notifications sent meanwhile are lost, so once back it wakes every tag listened to in this
     process (`TagNotifier.publish_all`): live queries read at once what was written meanwhile.
     An attempt that fails asks why (`explain_unconnectable`, in a daemon thread: `_explained`):
     a server that refuses the URL (StorageAccessError: a password changed, a role that may no
     longer log in, a dropped database) ends the thread with one ERROR line, as no retry mends
-    it; it attempted on for ever. Nothing else changes: it only wakes queries, which poll
-    meanwhile and meet the refusal themselves on their next new connection (`ordo query
-    --live` then ends, and closes it; a processor stops).
+    it. Nothing else changes: it only wakes queries, which poll meanwhile and meet the refusal
+    themselves on their next new connection (`ordo query --live` then ends, and closes it; a
+    processor stops).
 
     The thread runs an asyncio loop of its own with one task, which close() cancels: psycopg's
     async connect, its wait for notifications and the backoff all end at a cancellation, and

@@ -130,9 +130,9 @@ def row_key(schema: TableSchema, values: Mapping[str, JsonValue]) -> Key:
 
     PostgreSQL's `=` holds a double's (or real's) -0.0 and 0.0 as one key, as a sink's key
     column does, while the fold keys a row by its key's JSON text: captured as written, one row
-    was two fold keys. An `UPDATE` from -0.0 to 0.0 logs its old key (it is another datum),
-    which compared equal to the new one, so no delete went out and the fold kept the -0.0 row
-    the source no longer had. Each key value is in its column type's one form
+    would be two fold keys. An `UPDATE` from -0.0 to 0.0 logs its old key (it is another
+    datum), which compares equal to the new one, so no delete would go out and the fold would
+    keep the -0.0 row the source no longer has. Each key value is in its column type's one form
     (`key_value_form`), the form `ordo cdc ingest` writes too.
     """
     missing = [name for name in schema.partition_key if name not in values]

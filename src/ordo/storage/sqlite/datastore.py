@@ -219,11 +219,10 @@ class SQLiteDatastore(SchemaReads):
         A connection a call is using (in another thread) closes when that call's lend ends
         (`_lend`), as PostgreSQL's pool closes a lent connection when it comes back: the
         running statement or transaction ends as it would have, and the call's next use of the
-        stores is StoresClosedError. Closing it under the running statement failed the call
+        stores is StoresClosedError. Closing it under the running statement would fail the call
         with a generic StorageError, a MemoryError or a crash of the interpreter, and close()
-        waited for the statement, a busy writer's up to BUSY_TIMEOUT_S. Idempotent. A call
-        after it used to open a new connection that nothing closed. In a forked child it does
-        nothing: the connections are the parent's.
+        would wait for the statement, a busy writer's up to BUSY_TIMEOUT_S. Idempotent. In a
+        forked child it does nothing: the connections are the parent's.
         """
         if not self._opener.is_current:
             return
@@ -312,8 +311,8 @@ def require_journal_file(path: Path, *, what: str = "journal") -> None:
     The file is looked at through a read-only connection: opening it as a journal would
     create a missing file and give an application's database ordo's tables. `what` names the
     database in the messages (a projection's "sink database" is an ordo database too).
-    `:memory:` is refused as opening it to write refuses it: it was "no journal at :memory:",
-    with advice to create it with `ordo init`, which cannot.
+    `:memory:` is refused as opening it to write refuses it, not as "no journal at :memory:",
+    whose advice to create it with `ordo init` could not be followed.
     """
     if str(path) == _IN_MEMORY:
         msg = f"cannot open SQLite {what} {path}: {_IN_MEMORY_REFUSAL}"
