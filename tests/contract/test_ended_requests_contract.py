@@ -247,10 +247,10 @@ def test_change_unclaimed_merge_returns_the_requests_it_deleted_on_both_halves(
         "p", 3, SegmentAction.MERGE, now_ms=7, claim_timeout_ms=TIMEOUT
     )
     assert change.segments == (Segment(1, 1),)
-    assert sorted(change.replaced, key=lambda p: p.segment_id) == [  # in no particular order
+    assert change.replaced == (  # by segment id, though segment 3 is the one named
         PendingRequest(segment_id=1, request=SPLIT, requested_at_ms=3),
         PendingRequest(segment_id=3, request=RELEASE, requested_at_ms=5),
-    ]
+    )
     assert _pending(stores) == [(2, SPLIT)]
 
 

@@ -204,7 +204,8 @@ class TokenStore(Protocol):
         """An operator's split, merge (with the sibling) or release of segments nobody holds.
 
         One transaction (UnableToClaimTokenError while an owner holds one): an expired claim
-        ends, and the requests pending there are replaced, as by a later request, and returned.
+        ends, and the requests pending there are replaced, as by a later request, and returned
+        ordered by segment id (a merge's two halves in the same order whichever one is named).
         """
         ...
 

@@ -73,7 +73,7 @@ class SqlEndedRequests(SqlSegmentRequests):
     def _replace_pending(
         self, conn: SqlConnection, processor: str, segments: tuple[Segment, ...]
     ) -> tuple[PendingRequest, ...]:
-        """Delete and return the requests pending on `segments`, for an operator's change.
+        """Delete and return the requests pending on `segments` by segment id, for an operator.
 
         As a later request replaces them (`_ask`): a merge withdraws the hand-over it asked of
         the sibling, unless that is one of `segments` (its request is replaced already).
@@ -91,4 +91,4 @@ class SqlEndedRequests(SqlSegmentRequests):
                 replaced.append(pending_request(row))
         if len(segments) == 1 and any(p.request.action is SegmentAction.MERGE for p in replaced):
             self._withdraw_hand_over(conn, processor, segments[0])
-        return tuple(replaced)
+        return tuple(sorted(replaced, key=lambda pending: pending.segment_id))
