@@ -36,7 +36,7 @@ class WriterPlan:
     workload: Workload
     settings: EventsByTagSettings
     skew_ms: int = 0
-    """Each writer's clock is off by a fixed amount drawn from [-skew_ms, +skew_ms]."""
+    """Each writer's clock is off by a fixed amount of up to skew_ms, behind or ahead."""
     max_delay_ms: int = 0
     """Delayed tag_views writes wait up to this long."""
     delay_probability: float = 0.0
@@ -46,9 +46,21 @@ class WriterPlan:
     """Where writers log when each tag write was applied (JSON lines), if anywhere."""
 
     def skew_ns(self, writer: int) -> int:
-        """The clock skew of one writer (repeatable from the workload's seed)."""
-        rng = random.Random(self.workload.seed * 7_919 + writer)
-        return int(rng.uniform(-self.skew_ms, self.skew_ms) * 1_000_000)
+        """The clock skew of one writer (repeatable from the workload's seed).
+
+        Writers ranked in an order drawn from the seed are behind and ahead by turns, each by
+        a size drawn from (0, skew_ms]: so whatever the seed, two writers or more with a skew
+        have a clock behind (whose rows are late for the queries) and one ahead. Drawn each
+        from [-skew_ms, +skew_ms], seed 1 (the default, and the tests') had every clock ahead.
+        """
+        if self.skew_ms == 0:
+            return 0
+        writers = self.workload.writers
+        ranked = random.Random(self.workload.seed * 7_919).sample(range(writers), writers)
+        size = random.Random(self.workload.seed * 7_919 + writer).randint(
+            1, self.skew_ms * 1_000_000
+        )
+        return size if ranked.index(writer) % 2 else -size
 
     def writer_uuid(self, writer: int) -> str:
         """The writer uuid of one writer's journal, fixed up front so reports can name it."""
