@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ordo.settings import EventsByTagSettings
-from ordo.simulation.visibility import read_visibility, visible_ns
 from ordo.simulation.workload import Workload
+from ordo.simulation.writer_log import read_writer_logs, visible_ns
 from ordo.simulation.writers import WriterPlan, run_writers
 from ordo.storage.open import stores_at
 from ordo.types import SequenceNr
@@ -21,10 +21,10 @@ def test_every_tag_write_is_logged_without_delays(journal_url: str, tmp_path: Pa
         settings=EventsByTagSettings(),
         skew_ms=500,
         max_delay_ms=0,
-        visibility_dir=str(tmp_path),
+        log_dir=str(tmp_path),
     )
     run_writers(plan, on_progress=lambda _: None)
-    visibility = read_visibility(tmp_path)
+    visibility = read_writer_logs(tmp_path).visible
     with stores_at(journal_url) as stores:
         tagged = [
             (tag, pid, event.sequence_nr)

@@ -11,7 +11,7 @@ from enum import StrEnum
 from ordo.journal.ports import JournalStore
 from ordo.settings import QuerySettings
 from ordo.simulation.readers import QueryChain
-from ordo.simulation.visibility import Range, visible_ns
+from ordo.simulation.writer_log import Range, visible_ns
 from ordo.time.duration import nanoseconds
 from ordo.types import SequenceNr
 
@@ -21,12 +21,12 @@ EventKey = tuple[str, str, int]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Expected:
-    """A tagged journal event: its offset and when it was really appended (skew removed)."""
+    """A tagged journal event: its offset and when it was really appended, if logged."""
 
     sequence_nr: int
     offset_key: bytes
     offset_ns: int
-    appended_ns: int
+    appended_ns: int | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,15 +54,20 @@ class Verdict:
         return self.lost + self.duplicated + self.misordered + self.failed_queries
 
 
-def expected_events(journal: JournalStore, skews_ns: Mapping[str, int]) -> dict[EventKey, Expected]:
-    """Every tagged event of the journal, keyed by (tag, persistence id, tag pid nr)."""
+def expected_events(
+    journal: JournalStore, appended_ns: Mapping[tuple[str, int], int]
+) -> dict[EventKey, Expected]:
+    """Every tagged event of the journal, keyed by (tag, persistence id, tag pid nr).
+
+    `appended_ns`: when the writers appended each (persistence id, sequence nr), as logged.
+    """
     expected: dict[EventKey, Expected] = {}
     for pid in journal.persistence_ids():
         highest = journal.highest_sequence_nr(pid)
         for event in journal.read_events(
             pid, from_sequence_nr=SequenceNr(1), to_sequence_nr=highest
         ):
-            appended = event.timeuuid.epoch_ns - skews_ns.get(event.writer_uuid, 0)
+            appended = appended_ns.get((pid, event.sequence_nr))
             for tag, nr in event.tags.items():
                 expected[(tag, pid, nr)] = Expected(
                     sequence_nr=event.sequence_nr,
@@ -150,7 +155,7 @@ class _RunsOf:
                 self.misordered += 1
             last_nr[d.persistence_id] = d.tag_pid_sequence_nr
             event = expected.get((chain.tag, *key))
-            if key not in self.seen and event is not None:
+            if key not in self.seen and event is not None and event.appended_ns is not None:
                 self.latencies_ms.append((d.delivered_ns - event.appended_ns) / 1e6)
             run_seen.add(key)
             self.seen.add(key)
@@ -185,10 +190,16 @@ def _excuse(
 
 def _percentiles(values: list[float]) -> dict[str, float]:
     if not values:
-        return {"p50": 0.0, "p90": 0.0, "p99": 0.0, "max": 0.0}
+        return {"min": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0, "max": 0.0}
     ordered = sorted(values)
 
     def at(fraction: float) -> float:
         return round(ordered[min(len(ordered) - 1, int(fraction * len(ordered)))], 1)
 
-    return {"p50": at(0.50), "p90": at(0.90), "p99": at(0.99), "max": round(ordered[-1], 1)}
+    return {
+        "min": round(ordered[0], 1),
+        "p50": at(0.50),
+        "p90": at(0.90),
+        "p99": at(0.99),
+        "max": round(ordered[-1], 1),
+    }

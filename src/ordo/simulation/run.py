@@ -16,8 +16,8 @@ from ordo.journal import check_bucket_size
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.simulation.checker import EventKey, Expected, Verdict, check, expected_events
 from ordo.simulation.readers import QueryChain, QueryChainThread
-from ordo.simulation.visibility import read_visibility
 from ordo.simulation.workload import TAGS, Workload
+from ordo.simulation.writer_log import read_writer_logs
 from ordo.simulation.writers import WriterPlan, run_writers
 from ordo.storage.open import require_empty_journal, stores_at
 from ordo.time import BucketSize, format_first_time_bucket
@@ -141,7 +141,7 @@ def _simulate(config: SimulationConfig, logs: Path, *, on_progress: Progress) ->
         max_delay_ms=config.max_delay_ms,
         delay_probability=config.delay_probability,
         events_per_s=config.events_per_s,
-        visibility_dir=str(logs),
+        log_dir=str(logs),
     )
     rng = random.Random(config.seed)
     chains = [QueryChain(tag=TAGS[i % len(TAGS)]) for i in range(config.queries)]
@@ -161,8 +161,9 @@ def _simulate(config: SimulationConfig, logs: Path, *, on_progress: Progress) ->
         thread.start()
     try:
         written = run_writers(plan, on_progress=lambda n: on_progress("write", n, config.events))
+        logged = read_writer_logs(logs)  # the writers have closed their logs
         with stores_at(config.journal) as stores:
-            expected = expected_events(stores.journal, written.skews_ns)
+            expected = expected_events(stores.journal, logged.appended_ns)
         _drain(config, chains, expected, on_progress=on_progress)
     finally:
         for thread in threads:
@@ -177,7 +178,7 @@ def _simulate(config: SimulationConfig, logs: Path, *, on_progress: Progress) ->
         verdict=check(
             expected,
             chains,
-            visibility=read_visibility(logs),
+            visibility=logged.visible,
             settings=config.query,
         ),
         restarts=sum(max(0, len(chain.starts) - 1) for chain in chains),

@@ -12,19 +12,19 @@ import signal
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 
 from ordo.clock import SkewedClock, SystemClock
 from ordo.errors import ConcurrencyConflictError, OrdoError
-from ordo.journal import Journal
+from ordo.journal import AppendReceipt, Journal
 from ordo.journal.event import NewEvent
 from ordo.settings import EventsByTagSettings
 from ordo.simulation.delayed_writes import DelayingTagViewStore
-from ordo.simulation.visibility import VisibilityLog
 from ordo.simulation.workload import Workload, writer_batches
+from ordo.simulation.writer_log import WriterLog
 from ordo.storage.open import open_stores
 
 
@@ -42,8 +42,9 @@ class WriterPlan:
     delay_probability: float = 0.0
     events_per_s: float | None = None
     """Total pace over all writers; None writes as fast as possible."""
-    visibility_dir: str | None = None
-    """Where writers log when each tag write was applied (JSON lines), if anywhere."""
+    log_dir: str | None = None
+    """Where writers log when each append started and each tag write was applied (JSON
+    lines), if anywhere."""
 
     def skew_ns(self, writer: int) -> int:
         """The clock skew of one writer (repeatable from the workload's seed).
@@ -63,7 +64,7 @@ class WriterPlan:
         return size if ranked.index(writer) % 2 else -size
 
     def writer_uuid(self, writer: int) -> str:
-        """The writer uuid of one writer's journal, fixed up front so reports can name it."""
+        """The writer uuid of one writer's journal (repeatable from the workload's seed)."""
         return str(
             uuid.UUID(int=random.Random(self.workload.seed * 104_729 + writer).getrandbits(128))
         )
@@ -78,8 +79,6 @@ class WriteReport:
     failed_writers: tuple[int, ...]
     conflicts: int = 0
     """Appends that another writer beat to an id (then appended again after it)."""
-    skews_ns: dict[str, int] = field(default_factory=dict)
-    """Clock skew per writer uuid."""
 
 
 MAX_ATTEMPTS = 100
@@ -88,21 +87,24 @@ MAX_ATTEMPTS = 100
 
 def _append(
     journal: Journal, pid: str, events: list[NewEvent], conflicts: Synchronized[int]
-) -> None:
+) -> tuple[AppendReceipt, int]:
     """Append after whatever is last, again after each writer that got there first.
 
     A conflict drops the journal's state of the id, so the next attempt recovers it: reads
     what the other writer appended (and its offsets) before numbering the events after it.
+    Returns the receipt and when the attempt that wrote began (epoch ns, unskewed).
     """
     for _ in range(MAX_ATTEMPTS - 1):
+        started_ns = time.time_ns()
         try:
-            journal.append(pid, events)
+            receipt = journal.append(pid, events)
         except ConcurrencyConflictError:
             with conflicts.get_lock():
                 conflicts.value += 1
         else:
-            return
-    journal.append(pid, events)
+            return receipt, started_ns
+    started_ns = time.time_ns()
+    return journal.append(pid, events), started_ns
 
 
 def _write(
@@ -125,11 +127,7 @@ def _write_share(
     plan: WriterPlan, writer: int, counter: Synchronized[int], conflicts: Synchronized[int]
 ) -> None:
     stores = open_stores(plan.url)
-    log = (
-        VisibilityLog(Path(plan.visibility_dir) / f"writer-{writer}.jsonl")
-        if plan.visibility_dir
-        else None
-    )
+    log = WriterLog(Path(plan.log_dir) / f"writer-{writer}.jsonl") if plan.log_dir else None
     # Every write goes through the delaying store when there is a log, delayed or not: the
     # checker tells a loss the seeds allow from a real one by when rows became visible, and
     # a skewed clock makes rows late too (with --max-delay-ms 0 nothing was logged, and a
@@ -140,7 +138,7 @@ def _write_share(
             max_delay_s=plan.max_delay_ms / 1000,
             delay_probability=plan.delay_probability,
             rng=random.Random(plan.workload.seed * 31 + writer),
-            on_applied=log.record if log is not None else None,
+            on_applied=log.applied if log is not None else None,
         )
         if plan.max_delay_ms > 0 or log is not None
         else None
@@ -158,7 +156,9 @@ def _write_share(
         for pid, events in writer_batches(plan.workload, writer):
             if pace is not None:
                 time.sleep(max(0.0, started + written / pace - time.monotonic()))
-            _append(journal, pid, events, conflicts)
+            receipt, started_ns = _append(journal, pid, events, conflicts)
+            if log is not None:
+                log.appended(receipt, started_ns)
             written += len(events)
             with counter.get_lock():
                 counter.value += len(events)
@@ -231,5 +231,4 @@ def run_writers(plan: WriterPlan, *, on_progress: Callable[[int], None]) -> Writ
         seconds=time.perf_counter() - started,
         failed_writers=failed,
         conflicts=conflicts.value,
-        skews_ns={plan.writer_uuid(w): plan.skew_ns(w) for w in writers},
     )
