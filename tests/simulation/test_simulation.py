@@ -145,14 +145,44 @@ def test_an_applications_database_is_refused_and_left_alone(journal_url: str) ->
 
 def _create_table(url: str, name: str) -> None:
     """An application's table in the database (the search_path's schema) of `url`."""
+    _execute(url, f"CREATE TABLE {name} (id integer PRIMARY KEY)")
+
+
+def _execute(url: str, statement: str) -> None:
+    """Run one statement in the database (the search_path's schema) of `url`."""
     location = parse_location(url)
     if isinstance(location, SQLiteLocation):
-        with closing(sqlite3.connect(location.path)) as conn:
-            conn.execute(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY)")
+        with closing(sqlite3.connect(location.path, timeout=30)) as conn:
+            conn.execute(statement)
             conn.commit()
     else:
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f"CREATE TABLE {name} (id integer PRIMARY KEY)")
+            conn.execute(statement)
+
+
+def test_a_query_failing_otherwise_stops_the_run_with_one_line(journal_url: str) -> None:
+    """A query that failed with an error other than MissingTaggedEventError ended its thread
+    with a traceback, and the run waited out its patience (for ever with a consistency delay
+    of 2**53 - 1 ms), then reported every event of the tag as lost."""
+    command = [sys.executable, "-m", "ordo.cli.main", "simulate", "--journal", journal_url]
+    simulation = subprocess.Popen(
+        [*command, "--events", "300", "--max-delay-ms", "0", "--consistency-delay-ms", "5000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while _row_count(journal_url, "messages") < 300:
+        assert time.monotonic() < deadline, "the writers did not write"
+        time.sleep(0.2)
+    _execute(journal_url, "DROP TABLE tag_views")
+    out, err = simulation.communicate(timeout=60)
+    lines = [
+        line for line in err.splitlines() if line and not line.startswith(("WARNING ", "ERROR "))
+    ]
+    assert (simulation.returncode, out) == (1, "")
+    assert "Traceback" not in err
+    assert "tag_views" in lines[-1], err
 
 
 def test_ctrl_c_stops_the_writers_quietly_with_one_line(tmp_path: Path) -> None:
@@ -168,7 +198,7 @@ def test_ctrl_c_stops_the_writers_quietly_with_one_line(tmp_path: Path) -> None:
         start_new_session=True,  # its own process group, as a terminal's foreground job
     )
     deadline = time.monotonic() + 60
-    while _events_in(journal) < 200:
+    while _row_count(f"sqlite:///{journal}", "messages") < 200:
         assert time.monotonic() < deadline, "the writers did not write"
         time.sleep(0.2)
     os.killpg(simulation.pid, signal.SIGINT)
@@ -177,16 +207,26 @@ def test_ctrl_c_stops_the_writers_quietly_with_one_line(tmp_path: Path) -> None:
     assert (simulation.returncode, out) == (130, "")
     assert "Traceback" not in err
     assert lines[-1] == "simulation interrupted: writers and queries stopped, no verdict"
-    written = _events_in(journal)
+    written = _row_count(f"sqlite:///{journal}", "messages")
     time.sleep(1)
-    assert _events_in(journal) == written  # no writer writes on
+    assert _row_count(f"sqlite:///{journal}", "messages") == written  # no writer writes on
 
 
-def _events_in(path: Path) -> int:
-    if not path.exists():
-        return 0
-    with closing(sqlite3.connect(path)) as conn:
-        try:
-            return int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
-        except sqlite3.OperationalError:  # no table yet
+def _row_count(url: str, table: str) -> int:
+    """The rows of `table` in the database of `url`; 0 before the table exists."""
+    location = parse_location(url)
+    statement = f"SELECT count(*) FROM {table}"
+    if isinstance(location, SQLiteLocation):
+        if not location.path.exists():
             return 0
+        with closing(sqlite3.connect(location.path)) as conn:
+            try:
+                return int(conn.execute(statement).fetchone()[0])
+            except sqlite3.OperationalError:  # no table yet
+                return 0
+    with psycopg.connect(url, autocommit=True) as conn:
+        try:
+            row = conn.execute(statement).fetchone()
+        except psycopg.errors.UndefinedTable:
+            return 0
+        return int(row[0]) if row else 0

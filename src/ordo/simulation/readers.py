@@ -43,6 +43,9 @@ class QueryChain:
     distinct: set[tuple[str, int]] = field(default_factory=set)
     """(persistence id, tag pid sequence nr) delivered at least once: the progress measure."""
     error: MissingTaggedEventError | None = None
+    """The seeds' loud failure that ended the chain: part of the verdict."""
+    failure: Exception | None = None
+    """Any other error that ended the chain (storage, a bug): the run stops and reports it."""
 
 
 class QueryChainThread(threading.Thread):
@@ -79,7 +82,18 @@ class QueryChainThread(threading.Thread):
                 self._close_current()
 
     def run(self) -> None:
-        """Read runs until stopped or a MissingTaggedEventError ends the chain."""
+        """Read runs until stopped or an error ends the chain, which it keeps for the run.
+
+        An error other than MissingTaggedEventError used to end the thread with a traceback
+        and nothing else: the run waited out its patience for deliveries that could not come
+        (for ever with a huge consistency delay), then counted them as lost.
+        """
+        try:
+            self._read_runs()
+        except Exception as exc:  # simulate() raises it in the main thread
+            self.chain.failure = exc
+
+    def _read_runs(self) -> None:
         offset: bytes | None = None
         with events_by_tag_at(
             self._url, settings=self._settings, events_by_tag=self._events_by_tag

@@ -160,7 +160,12 @@ def _simulate(config: SimulationConfig, logs: Path, *, on_progress: Progress) ->
     for thread in threads:
         thread.start()
     try:
-        written = run_writers(plan, on_progress=lambda n: on_progress("write", n, config.events))
+
+        def on_write(events: int) -> None:
+            _raise_failure(chains)  # a failed query stops the writers too
+            on_progress("write", events, config.events)
+
+        written = run_writers(plan, on_progress=on_write)
         logged = read_writer_logs(logs)  # the writers have closed their logs
         with stores_at(config.journal) as stores:
             expected = expected_events(stores.journal, logged.appended_ns)
@@ -203,7 +208,19 @@ def _drain(
     target = sum(per_tag[chain.tag] for chain in chains)
     deadline = time.monotonic() + patience.total_seconds()
     while time.monotonic() < deadline:
+        _raise_failure(chains)
         on_progress("deliver", sum(len(chain.distinct) for chain in chains), target)
         if all(c.error is not None or len(c.distinct) >= per_tag[c.tag] for c in chains):
             return
         time.sleep(0.2)
+
+
+def _raise_failure(chains: list[QueryChain]) -> None:
+    """Raise the error that ended a query, if one did (other than MissingTaggedEventError).
+
+    No verdict can be given without that query's deliveries, and waiting for them was waiting
+    for nothing.
+    """
+    for chain in chains:
+        if chain.failure is not None:
+            raise chain.failure
