@@ -178,6 +178,11 @@ def test_an_unknown_option_of_a_command_without_arguments_has_no_advice_on_dashe
         ["cleanup", "expire", "--time-to-live-ms", "99999999999999999999"],
         ["reconcile", "delete", "p", "--writer-lease-timeout-ms", "99999999999999999999"],
         ["simulate", "--events", "99999999999999999999"],
+        # Writer tracebacks, then "every writer process failed": their clocks left the TimeUUIDs.
+        ["simulate", "--skew-ms", "99999999999"],
+        # An OffsetFormatError deep in each query, and a run that waited for ever.
+        ["simulate", "--consistency-delay-ms", "9007199254740991"],
+        ["simulate", "--gap-timeout-ms", "9007199254740991"],
     ],
 )
 def test_a_huge_number_is_a_usage_error_naming_its_option(
@@ -217,6 +222,12 @@ def test_a_lease_timeout_not_above_the_heartbeat_is_a_usage_error_naming_the_bou
         ("ORDO_PAGE_SIZE", str(10**30), "query", "page_size is too large: at most 90071992547"),
         ("ORDO_MAX_MESSAGE_BATCH_SIZE", str(2**53), "events", "max_message_batch_size is too"),
         ("ORDO_ROWS_PER_BATCH", str(10**20), "status", "rows_per_batch is too large"),
+        (
+            "ORDO_EVENTUAL_CONSISTENCY_DELAY_MS",
+            "9007199254740991",
+            "query",
+            "eventual_consistency_delay is too long: at most 3153600000000 ms (36,500 days), got",
+        ),
     ],
 )
 def test_a_setting_out_of_range_in_the_environment_names_the_variable(

@@ -3,6 +3,7 @@ delays exceed the bounds must fail loudly rather than skip."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sqlite3
@@ -100,6 +101,19 @@ def test_latency_is_never_negative_when_ids_change_writers(journal_url: str) -> 
     latency = result["latency_ms"]
     assert all(figure >= 0 for figure in latency.values()), latency
     assert list(latency) == ["min", "p50", "p90", "p99", "max"]
+
+
+def test_a_clock_far_ahead_is_waited_for(journal_url: str) -> None:
+    """A query reaches an offset a clock ahead wrote only when the machine's clock does: the run
+    stopped waiting after the consistency delay, a back-track and the gap timeout, and reported
+    a writer's last events as lost when its clock was further ahead than that (here 7.3 s)."""
+    result = _run(
+        journal_url,
+        seed=6,
+        skew_ms=8_000,
+        query=dataclasses.replace(QUICK, back_track_period=timedelta(seconds=30)),
+    )
+    assert result["violations"] == 0, result
 
 
 def test_delays_beyond_the_bounds_fail_loudly(journal_url: str) -> None:

@@ -21,11 +21,18 @@ from ordo.cli.options import (
     workload_options,
 )
 from ordo.errors import BucketSizeMismatchError
-from ordo.simulation.run import SIMULATION_QUERY_SETTINGS, SimulationConfig, simulate
+from ordo.settings.query import LONGEST_DURATION
+from ordo.simulation.run import (
+    MAX_SKEW_MS,
+    SIMULATION_QUERY_SETTINGS,
+    SimulationConfig,
+    simulate,
+)
 from ordo.storage.location import creatable_location
 from ordo.time import BucketSize
 
 _INTERRUPTED = "simulation interrupted: writers and queries stopped, no verdict"
+_LONGEST_MS = LONGEST_DURATION // timedelta(milliseconds=1)
 
 
 @click.command()
@@ -37,7 +44,13 @@ _INTERRUPTED = "simulation interrupted: writers and queries stopped, no verdict"
     help="Journal to write (default: a new SQLite file in a temporary directory).",
 )
 @workload_options(persistence_ids=2_000, seed_help="Makes workload, skews and delays repeatable.")
-@int_option("--skew-ms", 300, "Writers' clocks are off by up to this much.", minimum=0)
+@int_option(
+    "--skew-ms",
+    300,
+    "Writers' clocks are off by up to this much (at most an hour).",
+    minimum=0,
+    maximum=MAX_SKEW_MS,
+)
 @int_option("--max-delay-ms", 2_000, "Longest delay of a tag_views write.", minimum=0)
 @share_option("--delay-probability", 0.05, "Share of tag_views writes that are delayed.")
 @share_option(
@@ -54,8 +67,14 @@ _INTERRUPTED = "simulation interrupted: writers and queries stopped, no verdict"
 )
 @int_option("--queries", 4, "Live queries (one per tag, round-robin).")
 @int_option("--restarts", 3, "Restarts of each query from its last offset.", minimum=0)
-@int_option("--consistency-delay-ms", 1_000, "The queries' eventual_consistency_delay.", minimum=0)
-@int_option("--gap-timeout-ms", 10_000, "The queries' gap_timeout.", minimum=0)
+@int_option(
+    "--consistency-delay-ms",
+    1_000,
+    "The queries' eventual_consistency_delay.",
+    minimum=0,
+    maximum=_LONGEST_MS,
+)
+@int_option("--gap-timeout-ms", 10_000, "The queries' gap_timeout.", minimum=0, maximum=_LONGEST_MS)
 @click.option(
     "--bucket-size",
     default="minute",

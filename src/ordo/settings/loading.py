@@ -189,6 +189,14 @@ def enum_value(name: str, value: object, kind: type[_E]) -> _E:
         raise ConfigurationError(msg, setting=name) from exc
 
 
+def at_most(name: str, value: timedelta, longest: timedelta) -> None:
+    """Raise ConfigurationError naming `name` when the duration `value` is longer than `longest`."""
+    if value > longest:
+        limit = f"{shown(longest)} ({longest.days:,} days)"
+        msg = f"{name} is too long: at most {limit}, got {shown(value)}"
+        raise ConfigurationError(msg, setting=name)
+
+
 def not_negative(name: str, value: timedelta) -> None:
     """Raise ConfigurationError naming `name` unless `value` is a duration >= 0."""
     if not isinstance(value, timedelta) or value < timedelta(0):

@@ -28,6 +28,12 @@ SIMULATION_QUERY_SETTINGS = QuerySettings(
 )
 """Live queries a little quicker than the seeds' defaults, so that a run takes seconds."""
 
+MAX_SKEW_MS = 3_600_000
+"""The largest clock skew a writer may be given: an hour. The queries start that far before
+now, to read what a clock behind writes, and the run waits that long after the writers for
+them to reach what a clock ahead wrote: a run with far larger skews would not end. Skews beyond
+the TimeUUID range failed every writer with a traceback each."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SimulationConfig:
@@ -62,6 +68,9 @@ class SimulationConfig:
             if getattr(self, name) < 0:
                 msg = f"{name} must be >= 0, got {getattr(self, name)}"
                 raise ConfigurationError(msg)
+        if self.skew_ms > MAX_SKEW_MS:
+            msg = f"skew_ms must be at most {MAX_SKEW_MS} (an hour), got {self.skew_ms}"
+            raise ConfigurationError(msg)
         for name in ("delay_probability", "handovers"):
             if not 0 <= getattr(self, name) <= 1:
                 msg = f"{name} must be within [0, 1], got {getattr(self, name)}"
@@ -121,8 +130,8 @@ def _simulate(config: SimulationConfig, logs: Path, *, on_progress: Progress) ->
         check_bucket_size(recorded, config.bucket_size)
     events_by_tag = EventsByTagSettings(
         bucket_size=config.bucket_size,
-        first_time_bucket=format_first_time_bucket(
-            time.time_ns() // 1_000_000 - 2 * config.bucket_size.millis
+        first_time_bucket=format_first_time_bucket(  # before what a clock behind writes
+            time.time_ns() // 1_000_000 - config.skew_ms - 2 * config.bucket_size.millis
         ),
         flush_interval=config.flush_interval,
         pubsub_notification=config.pubsub,
@@ -201,9 +210,10 @@ def _drain(
     q = config.query
     # The writers have waited for their delayed writes, so everything is visible now: a query
     # needs the consistency delay and a back-track to reach the last of it, and may be in the
-    # middle of a gap search.
+    # middle of a gap search. A writer's clock ahead put offsets up to the skew after now,
+    # which a query reaches only then.
     patience = q.eventual_consistency_delay + q.back_track_interval + q.gap_timeout
-    patience += timedelta(seconds=2)
+    patience += timedelta(seconds=2, milliseconds=config.skew_ms)
     per_tag = Counter(tag for tag, _, _ in expected)
     target = sum(per_tag[chain.tag] for chain in chains)
     deadline = time.monotonic() + patience.total_seconds()

@@ -5,6 +5,7 @@ import re
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,7 @@ from ordo.settings import (
     ProcessorSettings,
     QuerySettings,
 )
+from ordo.settings.query import LONGEST_DURATION
 from ordo.time import BucketSize
 
 
@@ -221,6 +223,33 @@ def test_an_integer_setting_beyond_its_maximum_is_too_large(
         settings.from_env({variable: value})
     maximum = largest.split()[0]
     assert getattr(settings.from_env({variable: maximum}), name) == int(maximum)
+
+
+QUERY_DURATIONS = [
+    f.name
+    for f in dataclasses.fields(QuerySettings)
+    if f.type.startswith(("timedelta", "BackTrackPeriod"))
+]
+
+
+@pytest.mark.parametrize("name", QUERY_DURATIONS)
+def test_every_query_duration_has_a_maximum(name: str, tmp_path: Path) -> None:
+    """Offsets computed from 2**53 - 1 ms overflowed: an OffsetFormatError in the query, naming
+    no setting (`ordo simulate --consistency-delay-ms 9007199254740991` hung)."""
+    longest = LONGEST_DURATION // timedelta(milliseconds=1)
+    problem = f"{name} is too long: at most {longest} ms (36,500 days), got {LARGEST_INTEGER} ms"
+    too_long: dict[str, Any] = {name: timedelta(milliseconds=LARGEST_INTEGER)}
+    with pytest.raises(ConfigurationError, match=re.escape(problem)) as raised:
+        QuerySettings(**too_long)
+    assert raised.value.setting == name
+    variable = f"ORDO_{name.upper()}_MS"
+    with pytest.raises(ConfigurationError, match=re.escape(f"{variable}: {problem}")):
+        QuerySettings.from_env({variable: str(LARGEST_INTEGER)})
+    path = tmp_path / "ordo.toml"
+    path.write_text(f"[query]\n{name}_ms = {LARGEST_INTEGER}\n", encoding="utf-8")
+    with pytest.raises(ConfigurationError, match=re.escape(f"[query].{name}_ms: {problem}")):
+        QuerySettings.from_toml(path)
+    assert getattr(QuerySettings.from_env({variable: str(longest)}), name) == LONGEST_DURATION
 
 
 EVERY_SETTINGS = [
