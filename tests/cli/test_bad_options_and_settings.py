@@ -172,6 +172,9 @@ def test_an_unknown_option_of_a_command_without_arguments_has_no_advice_on_dashe
     )
 
 
+_CAPTURE = ["cdc", "capture", "source.db", "--table", "t", "--change-log", "log"]
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -183,6 +186,12 @@ def test_an_unknown_option_of_a_command_without_arguments_has_no_advice_on_dashe
         # An OffsetFormatError deep in each query, and a run that waited for ever.
         ["simulate", "--consistency-delay-ms", "9007199254740991"],
         ["simulate", "--gap-timeout-ms", "9007199254740991"],
+        # Durations beyond a hundred years (LONGEST_DURATION), as in the settings: expire went
+        # back to 1582 ("nothing to do"), a capture's lease or flush interval to the same.
+        ["cleanup", "expire", "--time-to-live-ms", "9007199254740991"],
+        ["reconcile", "delete", "p", "--writer-lease-timeout-ms", "9007199254740991"],
+        [*_CAPTURE, "--flush-interval-ms", "9007199254740991"],
+        [*_CAPTURE, "--reconnect-timeout-ms", "9007199254740991"],
     ],
 )
 def test_a_huge_number_is_a_usage_error_naming_its_option(
@@ -256,3 +265,21 @@ def test_a_bad_setting_in_the_environment_names_the_key(
     assert code == 1
     assert "ORDO_BUCKET_SIZE" in err
     assert "week" in err
+
+
+def test_a_flush_interval_too_long_to_wait_is_refused_before_appending(
+    runner: CliRunner, journal_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ordo append` exited 0 with ORDO_FLUSH_INTERVAL_MS=9007199254740991, while the journal's
+    flusher thread died at once with an OverflowError (a wait beyond threading.TIMEOUT_MAX),
+    leaving its traceback and the tagged events buffered until the journal closed."""
+    monkeypatch.setenv("ORDO_FLUSH_INTERVAL_MS", "9007199254740991")
+    line = json.dumps({"persistence_id": "p", "payload": {}, "tags": ["t"]})
+    code, _, err = _run(runner, "append", "--journal", journal_url, stdin=line)
+    assert (code, err) == (
+        1,
+        "Error: ConfigurationError: ORDO_FLUSH_INTERVAL_MS: flush_interval is too long: at most "
+        "3153600000000 ms (36,500 days), got 9007199254740991 ms\n",
+    )
+    monkeypatch.setenv("ORDO_FLUSH_INTERVAL_MS", "3153600000000")
+    assert _run(runner, "append", "--journal", journal_url, stdin=line)[0] == 0

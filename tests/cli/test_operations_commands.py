@@ -188,21 +188,15 @@ def test_cleanup_json_gives_its_cutoff_in_iso_8601_utc(journal_url: str) -> None
     assert "cutoff_ms" not in document
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["before", "1500-01-01T00:00:00+00:00"],
-        ["expire", "--time-to-live-ms", "9007199254740991"],  # some 285,000 years
-    ],
-)
-def test_a_cutoff_before_the_first_timeuuid_deletes_nothing(
-    journal_url: str, args: list[str]
-) -> None:
-    """No row is older than 1582-10-15: it was an OffsetFormatError about `epoch_ns`."""
+def test_a_cutoff_before_the_first_timeuuid_deletes_nothing(journal_url: str) -> None:
+    """No row is older than 1582-10-15: it was an OffsetFormatError about `epoch_ns`. (`expire`
+    reached it too, with a time to live of 2**53 - 1 ms: now at most 100 years, a usage error.)"""
     write_with_writers(journal_url, writers=1, pids=1, appends=1)
     before = tag_view_rows(journal_url)
 
-    code, out, err = _run("cleanup", *args, "--json", "--journal", journal_url)
+    code, out, err = _run(
+        "cleanup", "before", "1500-01-01T00:00:00+00:00", "--json", "--journal", journal_url
+    )
 
     assert (code, err) == (0, "")
     document = json.loads(out)

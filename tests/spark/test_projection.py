@@ -116,6 +116,7 @@ def _run(
         ("sequencing_property", "", ConfigurationError),
         ("claim_timeout", 10_000, ConfigurationError),
         ("claim_timeout", timedelta(0), ConfigurationError),
+        ("claim_timeout", timedelta(days=36_501), ConfigurationError),
     ],
 )
 def test_a_projection_spec_refuses_fields_of_the_wrong_kind(

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from ordo.arguments import LARGEST_INTEGER
 from ordo.cdc import Publisher, SchemaRegistry
 from ordo.cdc.capture import Capture, CaptureTotals
 from ordo.cli.cdc_options import change_log_option, partitions_option
 from ordo.cli.options import (
+    LONGEST_MS,
     ThrottledProgress,
     int_option,
     interruptible,
@@ -40,10 +40,15 @@ from ordo.wording import counted
 @click.option("--follow", is_flag=True, help="Keep capturing until interrupted.")
 @partitions_option
 @int_option("--max-changes", 1000, "Changes per window; a full window is published at once.")
-@int_option("--flush-interval-ms", 1000, "Publish a partly filled window at least this often.")
+@int_option(
+    "--flush-interval-ms",
+    1000,
+    "Publish a partly filled window at least this often.",
+    maximum=LONGEST_MS,
+)
 @click.option(
     "--reconnect-timeout-ms",
-    type=click.IntRange(min=0, max=LARGEST_INTEGER),
+    type=click.IntRange(min=0, max=LONGEST_MS),
     default=60_000,
     show_default=True,
     envvar="ORDO_RECONNECT_TIMEOUT_MS",

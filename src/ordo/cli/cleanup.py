@@ -6,14 +6,13 @@ from datetime import datetime, timedelta
 
 import click
 
-from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.operations_options import (
     OperationRequest,
     change_options,
     guarded_options,
     tag_option,
 )
-from ordo.cli.options import ThrottledProgress, interruptible, settings_from_env
+from ordo.cli.options import LONGEST_MS, ThrottledProgress, interruptible, settings_from_env
 from ordo.errors import ConfigurationError
 from ordo.settings import EventsByTagSettings
 from ordo.tools.cleanup import Cleanup
@@ -80,7 +79,7 @@ def before(request: OperationRequest, tag: Tag | None, time: str) -> None:
 @tag_option(_ANY_TAG)
 @click.option(
     "--time-to-live-ms",
-    type=click.IntRange(min=1, max=LARGEST_INTEGER),  # 0 or less: a usage error naming it
+    type=click.IntRange(min=1, max=LONGEST_MS),  # 0 or less: a usage error naming it
     help="events_by_tag.time_to_live in ms (default: ORDO_TIME_TO_LIVE_MS).",
 )
 def expire(request: OperationRequest, tag: Tag | None, time_to_live_ms: int | None) -> None:

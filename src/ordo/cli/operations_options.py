@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 import click
 
-from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.options import (
+    LONGEST_MS,
     existing_journal,
     int_option,
     journal_option,
@@ -60,7 +60,7 @@ def lease_timeout_option(func: F) -> F:
         "lease_timeout_ms",
         # Not longer than the heartbeat: a usage error naming the bound (exit 2), as other
         # numbers out of range are, rather than the settings' ConfigurationError (exit 1).
-        type=click.IntRange(min=_HEARTBEAT_MS, min_open=True, max=LARGEST_INTEGER),
+        type=click.IntRange(min=_HEARTBEAT_MS, min_open=True, max=LONGEST_MS),
         envvar="ORDO_WRITER_LEASE_TIMEOUT_MS",
         show_envvar=True,
         help=(

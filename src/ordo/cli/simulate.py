@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from ordo.cli.options import (
     INTERRUPTED_STATUS,
+    LONGEST_MS,
     NumberRange,
     int_option,
     print_fields,
@@ -21,7 +22,6 @@ from ordo.cli.options import (
     workload_options,
 )
 from ordo.errors import BucketSizeMismatchError
-from ordo.settings.query import LONGEST_DURATION
 from ordo.simulation.run import (
     MAX_SKEW_MS,
     SIMULATION_QUERY_SETTINGS,
@@ -32,7 +32,6 @@ from ordo.storage.location import creatable_location
 from ordo.time import BucketSize
 
 _INTERRUPTED = "simulation interrupted: writers and queries stopped, no verdict"
-_LONGEST_MS = LONGEST_DURATION // timedelta(milliseconds=1)
 
 
 @click.command()
@@ -72,9 +71,9 @@ _LONGEST_MS = LONGEST_DURATION // timedelta(milliseconds=1)
     1_000,
     "The queries' eventual_consistency_delay.",
     minimum=0,
-    maximum=_LONGEST_MS,
+    maximum=LONGEST_MS,
 )
-@int_option("--gap-timeout-ms", 10_000, "The queries' gap_timeout.", minimum=0, maximum=_LONGEST_MS)
+@int_option("--gap-timeout-ms", 10_000, "The queries' gap_timeout.", minimum=0, maximum=LONGEST_MS)
 @click.option(
     "--bucket-size",
     default="minute",

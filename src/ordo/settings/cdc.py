@@ -5,12 +5,21 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
-from ordo.settings.loading import LoadableSettings, integer_in, not_negative, positive
+from ordo.settings.loading import (
+    LoadableSettings,
+    integer_in,
+    longest_durations,
+    not_negative,
+    positive,
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class CaptureSettings(LoadableSettings):
-    """How a capture reads its source and publishes to the change log."""
+    """How a capture reads its source and publishes to the change log.
+
+    Every duration is at most LONGEST_DURATION.
+    """
 
     TOML_TABLE = "cdc"
 
@@ -31,3 +40,4 @@ class CaptureSettings(LoadableSettings):
         positive("flush_interval", self.flush_interval)
         positive("poll_interval", self.poll_interval)
         not_negative("reconnect_timeout", self.reconnect_timeout)
+        longest_durations(self)

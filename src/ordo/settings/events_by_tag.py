@@ -11,6 +11,7 @@ from ordo.settings.loading import (
     enum_member,
     flag,
     integer_in,
+    longest_durations,
     not_negative,
     shown,
 )
@@ -22,6 +23,7 @@ class EventsByTagSettings(LoadableSettings):
     """How tagged events are bucketed and written (seed 000 "events-by-tag" settings).
 
     Names and defaults follow Akka Persistence Cassandra's `events-by-tag` block in snake_case.
+    Every duration is at most LONGEST_DURATION.
     """
 
     TOML_TABLE = "events_by_tag"
@@ -56,6 +58,7 @@ class EventsByTagSettings(LoadableSettings):
                 f"time_to_live must be a positive duration or None, got {shown(self.time_to_live)}"
             )
             raise ConfigurationError(msg, setting="time_to_live")
+        longest_durations(self)
 
     @property
     def first_time_bucket_ms(self) -> int:

@@ -1,8 +1,9 @@
 """Loading settings dataclasses from mappings, TOML files and ORDO_* environment variables.
 
-Durations are `timedelta` in Python and integer milliseconds outside it (at most 2**53 - 1),
-with `_ms` added to the key (`flush_interval_ms = 250`, `ORDO_FLUSH_INTERVAL_MS=250`). Integer
-settings take at most 2**53 - 1 too, unless they have a smaller maximum of their own.
+Durations are `timedelta` in Python and integer milliseconds outside it, at most
+LONGEST_DURATION, with `_ms` added to the key (`flush_interval_ms = 250`,
+`ORDO_FLUSH_INTERVAL_MS=250`). Integer settings take at most 2**53 - 1, unless they have a
+smaller maximum of their own.
 Back-track periods also accept `max` and `off`; optional durations (`time_to_live_ms`) accept
 `none` and `off`. Unknown keys and bad values raise ConfigurationError naming the key.
 """
@@ -19,16 +20,30 @@ from enum import Enum
 from functools import partial
 from os import PathLike
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Self, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeVar, get_type_hints
 
 from ordo import arguments
 from ordo.arguments import LARGEST_INTEGER
 from ordo.documents import USER_TEXT_ENCODING, reject_unknown_keys
 from ordo.errors import ConfigurationError
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 ENV_PREFIX = "ORDO_"
 
 _E = TypeVar("_E", bound=Enum)
+
+LONGEST_DURATION = timedelta(days=36_500)
+"""The longest duration any setting takes: a hundred years (`longest_durations`).
+
+Durations become thread waits (a refresh interval, a flush interval, a token claim interval),
+which threading cannot do beyond threading.TIMEOUT_MAX (some 292 years), and times before or
+after now (a consistency delay, a claim timeout, a time to live), which TimeUUIDs and datetimes
+hold only from 1582 and up to year 9999. 2**53 - 1 ms, all an integer setting could be, went
+past both, and failed far from the setting: an OffsetFormatError in a query's first read, an
+OverflowError that ended a journal's flusher thread or a processor's threads.
+"""
 
 BackTrackPeriod = timedelta | Literal["max", "off"]
 """How far a back-track reaches: a duration, `max` (start of the previous bucket) or `off`."""
@@ -195,6 +210,17 @@ def at_most(name: str, value: timedelta, longest: timedelta) -> None:
         limit = f"{shown(longest)} ({longest.days:,} days)"
         msg = f"{name} is too long: at most {limit}, got {shown(value)}"
         raise ConfigurationError(msg, setting=name)
+
+
+def longest_durations(settings: DataclassInstance) -> None:
+    """Raise ConfigurationError naming the first duration of `settings` beyond LONGEST_DURATION.
+
+    Every field holding a `timedelta` is checked, so a duration added later is bounded too.
+    """
+    for field in dataclasses.fields(settings):
+        value = getattr(settings, field.name)
+        if isinstance(value, timedelta):
+            at_most(field.name, value, LONGEST_DURATION)
 
 
 def not_negative(name: str, value: timedelta) -> None:

@@ -6,7 +6,7 @@ import dataclasses
 from datetime import timedelta
 
 from ordo.errors import ConfigurationError
-from ordo.settings.loading import LoadableSettings, integer_in, shown
+from ordo.settings.loading import LoadableSettings, integer_in, longest_durations, shown
 
 WRITER_HEARTBEAT_INTERVAL = timedelta(seconds=5)
 """How often an open Journal renews its writer lease (a background thread, not the appends)."""
@@ -23,7 +23,7 @@ class OperationsSettings(LoadableSettings):
 
     A journal renews its lease every WRITER_HEARTBEAT_INTERVAL; a lease not renewed for
     `writer_lease_timeout` belongs to a writer that stopped without closing (a crash), and no
-    longer blocks reconciliation.
+    longer blocks reconciliation. Every duration is at most LONGEST_DURATION.
     """
 
     TOML_TABLE = "operations"
@@ -45,6 +45,7 @@ class OperationsSettings(LoadableSettings):
                 f"({heartbeat:g}s), got {shown(self.writer_lease_timeout)}"
             )
             raise ConfigurationError(msg, setting="writer_lease_timeout")
+        longest_durations(self)
 
     @property
     def writer_lease_timeout_ms(self) -> int:

@@ -11,6 +11,7 @@ from ordo.settings.loading import (
     LoadableSettings,
     enum_member,
     integer_in,
+    longest_durations,
     not_negative,
     positive,
 )
@@ -51,7 +52,10 @@ be computed (an OverflowError in the middle of handling an event)."""
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ProcessorSettings(LoadableSettings):
-    """How a tracking processor claims segments and handles events."""
+    """How a tracking processor claims segments and handles events.
+
+    Every duration is at most LONGEST_DURATION.
+    """
 
     TOML_TABLE = "processor"
 
@@ -80,3 +84,4 @@ class ProcessorSettings(LoadableSettings):
         positive("claim_timeout", self.claim_timeout)
         positive("token_claim_interval", self.token_claim_interval)
         not_negative("retry_backoff", self.retry_backoff)
+        longest_durations(self)

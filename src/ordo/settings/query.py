@@ -9,22 +9,12 @@ from ordo.errors import ConfigurationError
 from ordo.settings.loading import (
     BackTrackPeriod,
     LoadableSettings,
-    at_most,
     integer_in,
+    longest_durations,
     not_negative,
     positive,
     shown,
 )
-
-LONGEST_DURATION = timedelta(days=36_500)
-"""The longest duration a query setting takes: a hundred years.
-
-A query reads up to now less its consistency delay, back-tracks its periods, scans its offset
-scanning period and forgets persistence ids after its cleanup window, all as TimeUUIDs, which
-start in 1582; it waits its refresh interval and gap timeout, which a thread cannot do beyond
-threading.TIMEOUT_MAX (some 292 years). 2**53 - 1 ms, all a duration could be, went past both:
-a query failed at its first read with an OffsetFormatError that named no setting.
-"""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,10 +75,7 @@ class QuerySettings(LoadableSettings):
             elif period not in ("max", "off"):
                 msg = f"{name} must be a duration, 'max' or 'off', got {shown(period)}"
                 raise ConfigurationError(msg, setting=name)
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if isinstance(value, timedelta):
-                at_most(field.name, value, LONGEST_DURATION)
+        longest_durations(self)
         short, long = self.back_track_period, self.back_track_long_period
         if isinstance(long, timedelta) and (short == "max" or long < short):
             msg = (

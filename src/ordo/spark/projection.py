@@ -34,7 +34,7 @@ from ordo.processing import HandlerContext, Segment
 from ordo.processing.ports import DeadLetter
 from ordo.query import EventEnvelope
 from ordo.settings import ProcessorSettings
-from ordo.settings.loading import flag, positive
+from ordo.settings.loading import flag, longest_durations, positive
 from ordo.spark.options import EventsByTagOptions
 from ordo.spark.projection_lease import ProjectionLease, ProjectionQuery
 from ordo.storage.location import parse_location
@@ -93,6 +93,7 @@ class ProjectionSpec:
             )
             raise ConfigurationError(msg)
         positive("claim_timeout", self.claim_timeout)
+        longest_durations(self)
 
 
 def projection(

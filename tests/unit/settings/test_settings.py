@@ -21,7 +21,7 @@ from ordo.settings import (
     ProcessorSettings,
     QuerySettings,
 )
-from ordo.settings.query import LONGEST_DURATION
+from ordo.settings.loading import LONGEST_DURATION
 from ordo.time import BucketSize
 
 
@@ -225,33 +225,6 @@ def test_an_integer_setting_beyond_its_maximum_is_too_large(
     assert getattr(settings.from_env({variable: maximum}), name) == int(maximum)
 
 
-QUERY_DURATIONS = [
-    f.name
-    for f in dataclasses.fields(QuerySettings)
-    if f.type.startswith(("timedelta", "BackTrackPeriod"))
-]
-
-
-@pytest.mark.parametrize("name", QUERY_DURATIONS)
-def test_every_query_duration_has_a_maximum(name: str, tmp_path: Path) -> None:
-    """Offsets computed from 2**53 - 1 ms overflowed: an OffsetFormatError in the query, naming
-    no setting (`ordo simulate --consistency-delay-ms 9007199254740991` hung)."""
-    longest = LONGEST_DURATION // timedelta(milliseconds=1)
-    problem = f"{name} is too long: at most {longest} ms (36,500 days), got {LARGEST_INTEGER} ms"
-    too_long: dict[str, Any] = {name: timedelta(milliseconds=LARGEST_INTEGER)}
-    with pytest.raises(ConfigurationError, match=re.escape(problem)) as raised:
-        QuerySettings(**too_long)
-    assert raised.value.setting == name
-    variable = f"ORDO_{name.upper()}_MS"
-    with pytest.raises(ConfigurationError, match=re.escape(f"{variable}: {problem}")):
-        QuerySettings.from_env({variable: str(LARGEST_INTEGER)})
-    path = tmp_path / "ordo.toml"
-    path.write_text(f"[query]\n{name}_ms = {LARGEST_INTEGER}\n", encoding="utf-8")
-    with pytest.raises(ConfigurationError, match=re.escape(f"[query].{name}_ms: {problem}")):
-        QuerySettings.from_toml(path)
-    assert getattr(QuerySettings.from_env({variable: str(longest)}), name) == LONGEST_DURATION
-
-
 EVERY_SETTINGS = [
     CaptureSettings,
     EventsByTagSettings,
@@ -259,6 +232,38 @@ EVERY_SETTINGS = [
     ProcessorSettings,
     QuerySettings,
 ]
+
+
+DURATIONS = [
+    pytest.param(settings, f.name, id=f"{settings.__name__}.{f.name}")
+    for settings in EVERY_SETTINGS
+    for f in dataclasses.fields(settings)
+    if f.type.startswith(("timedelta", "BackTrackPeriod"))
+]
+
+
+@pytest.mark.parametrize(("settings", "name"), DURATIONS)
+def test_every_duration_has_a_maximum(
+    settings: type[LoadableSettings], name: str, tmp_path: Path
+) -> None:
+    """2**53 - 1 ms failed far from the setting: query offsets overflowed (an OffsetFormatError
+    naming no setting), and waits that long ended threads with an OverflowError (a journal's
+    flusher, a processor's workers, a capture's polling)."""
+    longest = LONGEST_DURATION // timedelta(milliseconds=1)
+    problem = f"{name} is too long: at most {longest} ms (36,500 days), got {LARGEST_INTEGER} ms"
+    too_long: dict[str, Any] = {name: timedelta(milliseconds=LARGEST_INTEGER)}
+    with pytest.raises(ConfigurationError, match=re.escape(problem)) as raised:
+        settings(**too_long)
+    assert raised.value.setting == name
+    variable = f"ORDO_{name.upper()}_MS"
+    with pytest.raises(ConfigurationError, match=re.escape(f"{variable}: {problem}")):
+        settings.from_env({variable: str(LARGEST_INTEGER)})
+    path = tmp_path / "ordo.toml"
+    table = settings.TOML_TABLE
+    path.write_text(f"[{table}]\n{name}_ms = {LARGEST_INTEGER}\n", encoding="utf-8")
+    with pytest.raises(ConfigurationError, match=re.escape(f"[{table}].{name}_ms: {problem}")):
+        settings.from_toml(path)
+    assert getattr(settings.from_env({variable: str(longest)}), name) == LONGEST_DURATION
 
 
 def _integer_fields(settings: type[LoadableSettings]) -> list[str]:
