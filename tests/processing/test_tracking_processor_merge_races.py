@@ -194,25 +194,9 @@ class _ReleaseAskedOnceTheMergeFailed(_TokenStoreDouble):
         self.has_merge_failed = False
         self.receipts: list[ControlReceipt] = []
 
-    def merge(
-        self,
-        processor: str,
-        segment_id: int,
-        owner: str,
-        *,
-        now_ms: int,
-        claim_timeout_ms: int,
-        **options: bool,
-    ) -> Segment:
+    def merge(self, processor: str, segment_id: int, owner: str, **options: int) -> Segment:
         try:
-            return self._tokens.merge(
-                processor,
-                segment_id,
-                owner,
-                now_ms=now_ms,
-                claim_timeout_ms=claim_timeout_ms,
-                **options,
-            )
+            return self._tokens.merge(processor, segment_id, owner, **options)
         except UnableToClaimTokenError:
             self.has_merge_failed = True
             raise
@@ -455,28 +439,12 @@ class _SiblingMergeAskedThenTheMergeFails(_HandedOverThenAsked):
         super().__init__(tokens, operation=merge_segment, segment_id=1)
         self.has_failed = False
 
-    def merge(
-        self,
-        processor: str,
-        segment_id: int,
-        owner: str,
-        *,
-        now_ms: int,
-        claim_timeout_ms: int,
-        **options: bool,
-    ) -> Segment:
+    def merge(self, processor: str, segment_id: int, owner: str, **options: int) -> Segment:
         if self.receipts and not self.has_failed:
             self.has_failed = True
             msg = "connection lost (injected)"
             raise StorageError(msg)
-        return self._tokens.merge(
-            processor,
-            segment_id,
-            owner,
-            now_ms=now_ms,
-            claim_timeout_ms=claim_timeout_ms,
-            **options,
-        )
+        return self._tokens.merge(processor, segment_id, owner, **options)
 
 
 def test_an_operator_s_merge_of_the_sibling_handed_over_stays_pending_when_the_merge_fails(

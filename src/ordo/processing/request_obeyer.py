@@ -23,6 +23,8 @@ from ordo.processing.segment import Segment
 from ordo.processing.segment_request import SegmentAction, SegmentRequest
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ordo.processing.processor import TrackingProcessor
 
 logger = logging.getLogger(__name__)
@@ -42,11 +44,13 @@ class RequestObeyer:
 
     def obey(self, segment: Segment, *, now_ms: int, claim_timeout_ms: int) -> bool:
         """Act on the request pending on the owned segment; True when the claim should end."""
-        request = self._pending(segment.segment_id)
+        p = self.p
+        asked = {r.segment_id: r.request for r in p._tokens.pending_requests(p.name)}
+        request = asked.get(segment.segment_id)
         if request is None:
             return False
         if request.action is SegmentAction.MERGE:
-            return self._merge(segment, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+            return self._merge(segment, asked, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
         if request.action is SegmentAction.HAND_OVER and request.target_owner:
             return self._hand_over(
                 segment.segment_id,
@@ -57,11 +61,6 @@ class RequestObeyer:
         return self._split_or_rest(
             segment.segment_id, request.action, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
         )
-
-    def _pending(self, segment_id: int) -> SegmentRequest | None:
-        p = self.p
-        pending = p._tokens.pending_requests(p.name)
-        return next((r.request for r in pending if r.segment_id == segment_id), None)
 
     def _split_or_rest(
         self, segment_id: int, action: SegmentAction, *, now_ms: int, claim_timeout_ms: int
@@ -98,7 +97,14 @@ class RequestObeyer:
         logger.info("%s: processor=%s segment=%s to=%s", what, p.name, segment_id, to)
         return handed
 
-    def _merge(self, segment: Segment, *, now_ms: int, claim_timeout_ms: int) -> bool:
+    def _merge(
+        self,
+        segment: Segment,
+        asked: Mapping[int, SegmentRequest],
+        *,
+        now_ms: int,
+        claim_timeout_ms: int,
+    ) -> bool:
         """Merge the segment with its sibling, or ask the sibling's owner to hand it over.
 
         True when merged. While another owner holds the sibling, the merge is asked of this
@@ -114,8 +120,9 @@ class RequestObeyer:
         (PendingHandOverError), and a merge pending on the lower segment refuses the higher
         one's (PendingMergeError). The merge request goes with the merge, or is dropped when
         it can never be made; a merge that fails otherwise leaves it pending, to retry.
+        `asked` is the pending requests by segment id, as `obey` read them.
         """
-        if self._obey_on_sibling(segment, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms):
+        if self._obey_on_sibling(segment, asked, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms):
             return False
         try:
             merged = self._merge_or_ask(segment, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
@@ -128,7 +135,14 @@ class RequestObeyer:
             logger.info("merged: processor=%s into %s", self.p.name, merged)
         return merged is not None
 
-    def _obey_on_sibling(self, segment: Segment, *, now_ms: int, claim_timeout_ms: int) -> bool:
+    def _obey_on_sibling(
+        self,
+        segment: Segment,
+        asked: Mapping[int, SegmentRequest],
+        *,
+        now_ms: int,
+        claim_timeout_ms: int,
+    ) -> bool:
         """Act on a split or release pending on the sibling, held by this owner or by nobody.
 
         The merge would delete the request unseen (the store refuses to while it is pending).
@@ -142,16 +156,14 @@ class RequestObeyer:
         if segment.is_root:
             return False  # nothing to merge with: `merge` says so
         p, sibling_id = self.p, segment.mergeable_segment_id()
-        asked = {r.segment_id: r.request.action for r in p._tokens.pending_requests(p.name)}
+        on_sibling = asked.get(sibling_id)
+        if on_sibling is None or on_sibling.action not in _OBEYED_ON_SIBLING:
+            return False  # the usual case: no second read of the store
         sibling = next(
             (e for e in p._tokens.entries(p.name) if segment.is_mergeable_with(e.segment)), None
         )
-        if (
-            asked.get(sibling_id) not in _OBEYED_ON_SIBLING
-            or sibling is None
-            or not sibling.is_claimable_by(
-                self.owner, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
-            )
+        if sibling is None or not sibling.is_claimable_by(
+            self.owner, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
         ):
             return False
         try:
@@ -162,7 +174,7 @@ class RequestObeyer:
             return False  # taken meanwhile: its owner acts on the request
         self._drop_merge(segment)
         self._split_or_rest(
-            sibling_id, asked[sibling_id], now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+            sibling_id, on_sibling.action, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
         )
         p._tokens.release(p.name, sibling_id, self.owner)
         logger.info(

@@ -54,7 +54,12 @@ from ordo.settings.loading import integer_in, read_toml
 from ordo.spark.checkpoint import local_checkpoint_path
 from ordo.spark.options import MAX_SEGMENTS, EventsByTagOptions
 from ordo.spark.projection import Handler, ProjectionSpec, projection
-from ordo.storage.location import SQLiteLocation, file_as_folder, parse_location
+from ordo.storage.location import (
+    SQLiteLocation,
+    file_as_folder,
+    nearest_existing,
+    parse_location,
+)
 from ordo.storage.open import stores_at
 
 _T = TypeVar("_T", str, int, bool)
@@ -259,9 +264,7 @@ def _check_checkpoint(path: Path, checkpoint: str) -> None:
     except ValueError as exc:
         local, problem = None, str(exc)
     if local is not None:
-        existing = local
-        while not existing.exists() and existing != existing.parent:
-            existing = existing.parent
+        existing = nearest_existing(local) or local
         if not existing.is_dir():
             problem = f"{existing} is not a folder"
         elif not os.access(existing, os.W_OK | os.X_OK):

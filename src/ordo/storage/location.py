@@ -150,8 +150,13 @@ def refuse_a_file_as_folder(path: Path, *, what: str = "journal") -> None:
 
 def file_as_folder(path: Path) -> Path | None:
     """The file where a folder of `path` should be (the nearest of them that exists), if any."""
-    nearest = next((folder for folder in path.parents if folder.exists()), None)
+    nearest = nearest_existing(path.parent)
     return nearest if nearest is not None and not nearest.is_dir() else None
+
+
+def nearest_existing(path: Path) -> Path | None:
+    """`path` if it exists, else its nearest parent that does (None only if no part does)."""
+    return next((part for part in (path, *path.parents) if part.exists()), None)
 
 
 def create_folders(url: str) -> None:
