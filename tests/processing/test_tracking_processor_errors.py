@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 
@@ -97,3 +98,73 @@ def test_a_failure_in_fail_mode_stops_the_processor_and_applies_nothing_of_its_b
     assert counted(sql) == 0  # the whole batch was rolled back
     (entry,) = stores.tokens.entries("counts")
     assert (entry.token, entry.owner) == (TrackingToken(), None)
+
+
+def _failing_handler(calls: list[str]) -> Callable[[EventEnvelope, HandlerContext], None]:
+    """A handler that fails every event, noting each attempt."""
+
+    def handle(event: EventEnvelope, context: HandlerContext) -> None:
+        calls.append(f"{event.persistence_id}#{event.tag_pid_sequence_nr}")
+        msg = "always"
+        raise RuntimeError(msg)
+
+    return handle
+
+
+def test_retry_waits_stop_doubling_at_half_the_claim_timeout(
+    stores: Stores, journal: Journal
+) -> None:
+    """A one-day backoff: uncapped, the first retry would wait a day (and the 17th overflow)."""
+    append_events(journal, 1, pids=1)
+    settings = replace(
+        FAST,
+        thread_count=1,
+        initial_segment_count=1,
+        claim_timeout=timedelta(milliseconds=400),
+        token_claim_interval=timedelta(milliseconds=100),
+        error_mode=ErrorMode.DEAD_LETTER,
+        max_retries=5,
+        retry_backoff=timedelta(days=1),
+    )
+    calls: list[str] = []
+    processor = TrackingProcessor(
+        "counts", source(stores), stores.tokens, _failing_handler(calls), settings=settings
+    )
+    processor.start()
+    try:
+        wait_for(lambda: len(stores.tokens.dead_letters("counts")) == 1)
+    finally:
+        processor.stop(timeout=5)
+    assert processor.failure is None
+    assert calls == ["p0#1"] * (1 + 1 + 5)  # the batch's try, then the first attempt and retries
+
+
+def test_stopping_ends_a_retry_wait_and_leaves_the_event_for_the_next_claim(
+    stores: Stores, journal: Journal, sql: SqlRunner
+) -> None:
+    append_events(journal, 1, pids=1)
+    settings = replace(
+        FAST,
+        thread_count=1,
+        initial_segment_count=1,
+        claim_timeout=timedelta(hours=1),
+        error_mode=ErrorMode.DEAD_LETTER,
+        retry_backoff=timedelta(hours=1),
+    )
+    calls: list[str] = []
+    processor = TrackingProcessor(
+        "counts", source(stores), stores.tokens, _failing_handler(calls), settings=settings
+    )
+    processor.start()
+    try:
+        wait_for(lambda: len(calls) == 2)  # the batch's try and the first attempt: now waiting
+    finally:
+        processor.stop(timeout=10)
+    (entry,) = stores.tokens.entries("counts")
+    assert (entry.token, entry.owner) == (TrackingToken(), None)  # rolled back, released
+    assert stores.tokens.dead_letters("counts") == []  # retries not used up: no error mode
+    assert processor.failure is None
+    with TrackingProcessor(
+        "counts", source(stores), stores.tokens, counting_handler, settings=settings
+    ):
+        wait_for(lambda: counted(sql) == 1)

@@ -9,7 +9,6 @@ and the processor's error mode.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from datetime import timedelta
@@ -33,17 +32,28 @@ class _HandlerFailedError(Exception):
     """Internal: a handler raised during an optimistic batch; rerun it event by event."""
 
 
+class _StoppedRetryingError(Exception):
+    """Internal: the processor stopped while an event waited for its next retry."""
+
+
 def handle_batch(
     p: TrackingProcessor, owner: str, state: SegmentState, rows: list[EventEnvelope]
-) -> None:
+) -> bool:
     """Handle `rows` as one batch of `owner`'s claimed segment; the worker calls it per batch.
 
-    A failing handler reruns the batch event by event with retries (see `_handle`).
+    A failing handler reruns the batch event by event with retries (see `_handle`). False when
+    the processor stopped during a retry's wait: the batch was rolled back, and its events are
+    handled again by the segment's next claim (the retries were not used up, so the error mode
+    does not apply to an event only because the processor stopped).
     """
     try:
-        _batch(p, owner, state, rows, careful=False)
-    except _HandlerFailedError:
-        _batch(p, owner, state, rows, careful=True)
+        try:
+            _batch(p, owner, state, rows, careful=False)
+        except _HandlerFailedError:
+            _batch(p, owner, state, rows, careful=True)
+    except _StoppedRetryingError:
+        return False
+    return True
 
 
 def _batch(
@@ -103,8 +113,8 @@ def _handle(
             raise  # the batch's transaction is lost: rolled back, and claimed again
         except Exception as exc:  # user code: retry, then apply error_mode
             error = exc
-            if attempt < settings.max_retries:
-                time.sleep(settings.retry_backoff.total_seconds() * 2**attempt)
+            if attempt < settings.max_retries and p._stopped.wait(_retry_wait(p, attempt)):
+                raise _StoppedRetryingError from exc
     if settings.error_mode is ErrorMode.SKIP:
         logger.warning(
             "skipped an event: processor=%s persistence_id=%s sequence_nr=%d error=%r",
@@ -122,6 +132,19 @@ def _handle(
             sequence_nr=row.sequence_nr,
             cause=error,
         )
+
+
+def _retry_wait(p: TrackingProcessor, attempt: int) -> float:
+    """Seconds before retry `attempt + 1`: the backoff doubled, at most half the claim timeout.
+
+    The batch's transaction stays open while it waits: on PostgreSQL a transaction idle for the
+    claim timeout is ended (`TokenStore.batch`'s idle limit), and the retries would start over
+    with every claim, never reaching the error mode. Uncapped, the doubling also outgrew what
+    a wait accepts (an OverflowError from the 17th retry of a one-day backoff).
+    """
+    settings = p.settings
+    doubled = settings.retry_backoff.total_seconds() * 2.0**attempt
+    return min(doubled, settings.claim_timeout.total_seconds() / 2)
 
 
 class SegmentState:

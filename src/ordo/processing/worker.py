@@ -175,7 +175,9 @@ class SegmentWorker(threading.Thread):
             step = stream.poll(p._clock.now_ns())
             rows = step.rows if selects else [r for r in step.rows if self._matches(segment, r)]
             for start in range(0, len(rows), p.settings.batch_size):
-                handle_batch(p, self.owner, state, rows[start : start + p.settings.batch_size])
+                batch = rows[start : start + p.settings.batch_size]
+                if p._stopped.is_set() or not handle_batch(p, self.owner, state, batch):
+                    return
             if self.wake.is_set() or p._now_ms() >= next_check:
                 self.wake.clear()
                 if self._control(state):

@@ -45,9 +45,9 @@ a thousand in one process is a mistake, not a plan (the Spark source's `segments
 too), and far more failed only at start, when the threads or the segments' rows ran out."""
 
 MAX_RETRIES = 100
-"""The most retries `max_retries` may ask for: each waits twice as long as the one before, so
-the 100th already waits 2**99 retry backoffs, and beyond 1,024 retries the wait could not even
-be computed (an OverflowError in the middle of handling an event)."""
+"""The most retries `max_retries` may ask for: every retry holds the batch's transaction open
+while it waits (up to half the claim timeout each), so more than this is a handler that should
+fail, not one that should be waited for."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,7 +73,8 @@ class ProcessorSettings(LoadableSettings):
     max_retries: int = 3
     """Attempts after the first before error_mode applies (at most MAX_RETRIES)."""
     retry_backoff: timedelta = timedelta(milliseconds=100)
-    """The first retry waits this long; each further retry twice as long."""
+    """The first retry waits this long; each further retry twice as long, at most half the
+    claim_timeout (the batch's transaction stays open while it waits)."""
 
     def __post_init__(self) -> None:
         enum_member(self, "error_mode", ErrorMode)
