@@ -5,6 +5,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from ordo import (
     MissingFolderError,
     NewEvent,
     SchemaVersionError,
+    StorageAccessError,
     StorageUnavailableError,
     init_storage,
     open_journal,
@@ -81,17 +83,43 @@ def test_a_folder_where_sqlite_keeps_a_file_beside_the_database_is_refused(
     tmp_path: Path, read_only: bool, suffix: str
 ) -> None:
     """SQLite failed later and elsewhere: "unable to open database file", "disk I/O error", or
-    (`-shm`) a write refused as "attempt to write a readonly database"."""
+    (`-shm`) a write refused as "attempt to write a readonly database".
+
+    StorageAccessError: as StorageUnavailableError, an outage, code that rides out outages (a
+    live query, a processor, a capture) retried what only removing the folder mends.
+    """
     path = tmp_path / "j.db"
     init_storage(str(path))
     before = path.read_bytes()
     beside = Path(f"{path}{suffix}")
     beside.mkdir()
     problem = f"^cannot open SQLite journal {path}: {beside} is a folder, not the {suffix} file "
-    with pytest.raises(StorageUnavailableError, match=problem):
+    with pytest.raises(StorageAccessError, match=problem):
         SQLiteDatastore(path, read_only=read_only)
-    with pytest.raises(StorageUnavailableError, match=problem):
+    with pytest.raises(StorageAccessError, match=problem):
         require_journal_file(path)
+    assert path.read_bytes() == before
+
+
+def test_a_folder_made_beside_a_journal_being_read_is_no_outage(tmp_path: Path) -> None:
+    """A `-journal` folder made beside a journal in rollback mode (a `VACUUM INTO` backup) once
+    it is open fails its reads with "disk I/O error": it was StorageUnavailableError, which a
+    live query retries for ever. Nothing is written."""
+    path = tmp_path / "backup.db"
+    init_storage(str(tmp_path / "j.db"))
+    with closing(sqlite3.connect(tmp_path / "j.db")) as conn:
+        conn.execute("VACUUM INTO ?", (str(path),))
+    before = path.read_bytes()
+    with stores_at(str(path), mode="read") as stores:
+        assert stores.schema_version() == LATEST
+        beside = Path(f"{path}-journal")
+        beside.mkdir()
+        with pytest.raises(StorageAccessError) as refused:
+            stores.schema_version()
+    assert str(refused.value) == (
+        f"SQLite database {path} cannot be used: disk I/O error "
+        f"({beside} is a folder, not the -journal file SQLite keeps beside it)"
+    )
     assert path.read_bytes() == before
 
 

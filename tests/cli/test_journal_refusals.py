@@ -358,7 +358,8 @@ def test_a_folder_where_sqlite_keeps_a_file_beside_the_journal_is_named(
 ) -> None:
     """SQLite said "unable to open database file" or "disk I/O error"; `info` read the journal
     with a `-shm` folder beside it, and `append` then said it "cannot be written: attempt to
-    write a readonly database", a StorageAccessError for a permission problem there was not."""
+    write a readonly database", a StorageAccessError for a permission problem there was not.
+    Now a StorageAccessError naming the folder: no retry mends it until the folder goes."""
     journal = tmp_path / "journal.db"
     assert _run(runner, "init", "--journal", str(journal))[0] == 0
     before = journal.read_bytes()
@@ -368,7 +369,7 @@ def test_a_folder_where_sqlite_keeps_a_file_beside_the_journal_is_named(
 
     assert (code, out) == (1, "")
     assert err == (
-        f"Error: StorageUnavailableError: cannot open SQLite journal {journal}: "
+        f"Error: StorageAccessError: cannot open SQLite journal {journal}: "
         f"{journal}{suffix} is a folder, not the {suffix} file SQLite keeps beside it\n"
     )
     assert journal.read_bytes() == before

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import time
+from contextlib import closing
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -68,3 +70,53 @@ def test_a_second_outage_after_reads_of_nothing_warns_again(
     assert "poll 2" in warnings[0]
     assert "poll 4" in warnings[1]
     assert waits == [0.1, 0.1]
+
+
+def test_a_folder_made_beside_the_journal_ends_the_live_query_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A `-journal` folder made beside a journal in rollback mode (a `VACUUM INTO` backup) fails
+    every read with "disk I/O error". As StorageUnavailableError the command took it for an
+    outage and retried it for ever, a WARNING first; no retry mends it until the folder goes.
+    """
+    first_bucket = format_first_time_bucket(time.time_ns() // 10**6)
+    monkeypatch.setenv("ORDO_FIRST_TIME_BUCKET", first_bucket)
+    monkeypatch.setenv("ORDO_EVENTUAL_CONSISTENCY_DELAY_MS", "0")
+    monkeypatch.setenv("ORDO_REFRESH_INTERVAL_MS", "10")
+    settings = EventsByTagSettings(first_time_bucket=first_bucket)
+    with open_journal(f"sqlite:///{tmp_path}/j.db", settings=settings) as journal:
+        journal.append("p1", [NewEvent.of({"i": 1}, tags=["t"])])
+    backup = tmp_path / "backup.db"
+    with closing(sqlite3.connect(tmp_path / "j.db")) as conn:
+        conn.execute("VACUUM INTO ?", (str(backup),))
+    before = backup.read_bytes()
+    beside = Path(f"{backup}-journal")
+    real_poll = TagQuery.poll
+    polls = 0
+
+    def poll(self: TagQuery[EventEnvelope], now_ns: int) -> Step[EventEnvelope]:
+        nonlocal polls
+        polls += 1
+        if polls == 2:  # after event 1 was read
+            beside.mkdir()
+        if polls > 2:
+            msg = "the live query read again after the folder was made"
+            raise AssertionError(msg)
+        return real_poll(self, now_ns)
+
+    waits: list[float] = []
+    monkeypatch.setattr(TagQuery, "poll", poll)
+    monkeypatch.setattr(query_command, "time", SimpleNamespace(sleep=waits.append))
+    caplog.set_level(logging.WARNING, logger="ordo")
+    result = CliRunner().invoke(
+        cli, ["query", "t", "--journal", str(backup), "--live", "--limit", "2", "--json"]
+    )
+
+    assert result.exit_code == 1, result.output
+    assert [json.loads(line)["payload"]["i"] for line in result.stdout.splitlines()] == [1]
+    assert result.stderr == (
+        f"Error: StorageAccessError: SQLite database {backup} cannot be used: disk I/O error "
+        f"({beside} is a folder, not the -journal file SQLite keeps beside it)\n"
+    )
+    assert (polls, waits, caplog.records) == (2, [], [])
+    assert backup.read_bytes() == before

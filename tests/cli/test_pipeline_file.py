@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from cli_support import pipeline_file as _pipeline_file
 from cli_support import run as _run
+from ordo import init_storage
 
 
 @pytest.mark.parametrize(
@@ -136,6 +137,26 @@ def test_a_sink_under_a_file_names_the_file_before_spark_starts(
         f"{tmp_path / 'notes'} is a file, not a folder\n"
     )
     assert (tmp_path / "notes").read_text(encoding="utf-8") == "not a folder"
+    assert not (tmp_path / "checkpoint").exists()
+
+
+def test_a_folder_beside_the_sink_is_a_refusal_before_spark_starts(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The sink's check made every StorageError a StorageUnavailableError, an outage: a folder
+    where SQLite keeps a file beside the sink (StorageAccessError) lost what it was."""
+    sink = tmp_path / "sink.db"
+    init_storage(str(sink))
+    before = sink.read_bytes()
+    Path(f"{sink}-wal").mkdir()
+    config = _pipeline_file(tmp_path, f'sink = "sqlite:///{sink}"\n')
+    code, out, err = _run(runner, "pipeline", "run", str(config))
+    assert (code, out) == (1, "")
+    assert err == (
+        f"Error: StorageAccessError: {config}: [pipeline] sink: cannot open SQLite journal "
+        f"{sink}: {sink}-wal is a folder, not the -wal file SQLite keeps beside it\n"
+    )
+    assert sink.read_bytes() == before
     assert not (tmp_path / "checkpoint").exists()
 
 

@@ -23,8 +23,9 @@ class StorageAccessError(StorageUnavailableError):
 
     A wrong password, a role that does not exist or may not log in, a database that does not
     exist, no CONNECT privilege, no pg_hba.conf entry; or a file or folder this process may not
-    read or write (an SQLite journal, a change log, a lock file). No retry mends it until
-    someone changes the URL, the server's roles and grants or the file's permissions: code that
+    read or write (an SQLite journal, a change log, a lock file), or a folder where SQLite keeps
+    a file beside a database (its `-wal`, `-shm` or `-journal`). No retry mends it until
+    someone changes the URL, the server's roles and grants or the files: code that
     rides out outages by retrying StorageUnavailableError (`ordo query --live`) gives up at
     once on this subclass. A subclass, so that callers catching StorageUnavailableError still
     catch it.

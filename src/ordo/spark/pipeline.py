@@ -45,6 +45,7 @@ from ordo.documents import reject_unknown_keys
 from ordo.errors import (
     ConfigurationError,
     InvalidIdentifierError,
+    StorageAccessError,
     StorageError,
     StorageUnavailableError,
 )
@@ -246,7 +247,9 @@ def _check_sink(path: Path, sink: str, journal: str) -> None:
             stores.check_schema(upgradable=True)
     except StorageError as exc:
         msg = f"{path}: [pipeline] sink: {exc}"  # no URL: it may hold a password
-        raise StorageUnavailableError(msg) from exc
+        # A refusal stays one: as an outage, code that retries outages retried it.
+        refused = isinstance(exc, StorageAccessError)
+        raise (StorageAccessError if refused else StorageUnavailableError)(msg) from exc
 
 
 def _check_checkpoint(path: Path, checkpoint: str) -> None:

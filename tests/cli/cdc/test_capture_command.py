@@ -115,7 +115,8 @@ def test_a_folder_where_sqlite_keeps_a_file_beside_the_source_is_refused_before_
     """The read-only check passed a `-shm` folder: the capture created its journal, switched the
     source to WAL, then failed with "attempt to write a readonly database" (StorageAccessError,
     a permission problem there was not); a `-wal` or `-journal` folder was "unable to open
-    database file" or "disk I/O error"."""
+    database file" or "disk I/O error". Now a StorageAccessError naming the folder: no retry
+    mends it until the folder goes."""
     source = tmp_path / "shop.db"
     with closing(sqlite3.connect(source)) as conn, conn:
         conn.execute(f"PRAGMA journal_mode = {journal_mode}")
@@ -123,7 +124,7 @@ def test_a_folder_where_sqlite_keeps_a_file_beside_the_source_is_refused_before_
     before = source.read_bytes()
     Path(f"{source}{suffix}").mkdir()
     problem = (
-        f"StorageUnavailableError: cannot open SQLite source database {source}: "
+        f"StorageAccessError: cannot open SQLite source database {source}: "
         f"{source}{suffix} is a folder, not the {suffix} file SQLite keeps beside it\n"
     )
 

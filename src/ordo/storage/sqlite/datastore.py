@@ -51,7 +51,10 @@ def translate_sqlite_error(exc: sqlite3.Error, path: Path) -> StorageError:
 
     A database SQLite may not write (the file or its folder is read-only to this process, or
     the file was replaced under it) is StorageAccessError naming `path`: a tracking processor
-    or a capture rode it out as an outage, retrying what no retry mends.
+    or a capture rode it out as an outage, retrying what no retry mends. So is a file SQLite
+    cannot open or read for a folder made beside the database after it was opened (a
+    `-journal` folder beside a journal in rollback mode, which `ordo query --live` reads):
+    "disk I/O error" was an outage, and the live query retried it for ever.
     """
     text = str(exc)
     if isinstance(exc, sqlite3.IntegrityError):
@@ -61,7 +64,11 @@ def translate_sqlite_error(exc: sqlite3.Error, path: Path) -> StorageError:
     if isinstance(exc, sqlite3.OperationalError) and (
         "unable to open" in text or "disk I/O" in text
     ):
-        return StorageUnavailableError(f"SQLite database {path} cannot be used: {text}")
+        msg = f"SQLite database {path} cannot be used: {text}"
+        problem = _folder_beside(path)
+        if problem is not None:
+            return StorageAccessError(f"{msg} ({problem})")
+        return StorageUnavailableError(msg)
     return StorageError(f"SQLite error: {text}")
 
 
@@ -93,24 +100,29 @@ def unusable_file_error(
 
 
 def refuse_folders_beside(path: Path, *, what: str) -> None:
-    """StorageUnavailableError when a folder is where SQLite keeps a file beside `path`.
+    """StorageAccessError when a folder is where SQLite keeps a file beside `path`.
 
     SQLite cannot make its `-wal`, `-shm` or `-journal` file there, and what needed one failed
     far from the cause: "unable to open database file" or "disk I/O error" for a file that is
-    there, or a write refused as "attempt to write a readonly database" (StorageAccessError,
-    for a permission problem there was not) after a read-only check had passed, a capture's
-    source was switched to WAL and its journal created. Checked before the file is opened, by
-    every opening (`SQLiteDatastore`, `require_journal_file`, a capture's source); `what` names
-    the database. The error is a folder's in the database's own place (`unusable_file_error`).
+    there, or a write refused as "attempt to write a readonly database" after a read-only check
+    had passed, a capture's source was switched to WAL and its journal created. Checked before
+    the file is opened, by every opening (`SQLiteDatastore`, `require_journal_file`, a
+    capture's source); `what` names the database. No retry mends it until someone removes the
+    folder: as StorageUnavailableError, an outage, a live query or a capture retried it.
     """
+    problem = _folder_beside(path)
+    if problem is not None:
+        msg = f"cannot open SQLite {what} {path}: {problem}"
+        raise StorageAccessError(msg)
+
+
+def _folder_beside(path: Path) -> str | None:
+    """Which folder is where SQLite keeps a file beside `path`, said in words; None if none."""
     for suffix in _BESIDE:
         beside = Path(f"{path}{suffix}")
         if beside.is_dir():
-            msg = (
-                f"cannot open SQLite {what} {path}: {beside} is a folder, not the {suffix} file "
-                "SQLite keeps beside it"
-            )
-            raise StorageUnavailableError(msg)
+            return f"{beside} is a folder, not the {suffix} file SQLite keeps beside it"
+    return None
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
