@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
 from cli_support import run as _run
+from ordo.cli.command_group import CommandGroup
+from ordo.cli.main import cli
 
 
 @pytest.mark.parametrize(
@@ -146,6 +151,86 @@ def test_an_argument_that_starts_with_a_dash_is_told_to_go_after_two_dashes(
         f"Error: No such option '{args[1]}' (valid: {valid}, --help); an argument that starts "
         f"with - goes after --, as in '{usage}'; see 'ordo {args[0]} --help'\n",
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "word", "valid"),
+    [
+        (["events", "-abc"], "-abc", "--from, --journal, --json, --to"),
+        (["events", "p", "-xyz", "--json"], "-xyz", "--from, --journal, --json, --to"),
+        # -abx is --journal's value: the word that failed is -abc.
+        (["events", "--journal", "-abx", "-abc"], "-abc", "--from, --journal, --json, --to"),
+        (["query", "t", "-1x"], "-1x", "--journal, --json, --limit, --live, --offset"),
+        (["append", "-abc"], "-abc", "--journal, --json"),
+        (["processors", "split", "p", "-abc"], "-abc", "--journal, --replace-hand-over"),
+        (["cdc", "schemas", "accept", "t", "-abc"], "-abc", "--journal"),
+    ],
+)
+def test_an_unknown_word_of_short_options_is_named_as_typed(
+    runner: CliRunner, args: list[str], word: str, valid: str
+) -> None:
+    """click reads `-abc` as `-a -b -c` and reported the first unknown one: "No such option
+    '-a'", an option the user never typed."""
+    code, out, err = _run(runner, *args)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"Error: No such option '{word}' (valid: {valid}, --help); an ")
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["-abc"],
+            "Error: No such option '-abc' (valid: --debug, --log-level, --version, --help); "
+            "see 'ordo --help'",
+        ),
+        (
+            ["processors", "-abc"],
+            "Error: No such option '-abc' (valid: --help); see 'ordo processors --help'",
+        ),
+        (
+            ["info", "-abc"],
+            "Error: No such option '-abc' (valid: --journal, --json, --help); "
+            "see 'ordo info --help'",
+        ),
+        (
+            ["events", "-json", "p"],
+            "Error: No such option '-json'. Did you mean '--json'?; see 'ordo events --help'",
+        ),
+        (
+            ["events", "p", "-journal=j.db"],
+            "Error: No such option '-journal=j.db'. Did you mean '--journal'?; "
+            "see 'ordo events --help'",
+        ),
+    ],
+)
+def test_an_unknown_word_of_a_group_or_of_a_command_without_arguments_is_named_as_typed(
+    runner: CliRunner, args: list[str], line: str
+) -> None:
+    """`-json` said "No such option '-j'": a long option with one dash too few is told."""
+    assert _run(runner, *args) == (2, "", line + "\n")
+
+
+def test_the_ordo_program_names_the_word_it_was_given() -> None:
+    """The console script's entry point (`python -m ordo`), not only the command in-process."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ordo", "events", "-abc"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("Error: No such option '-abc' (valid: ")
+
+
+def test_every_group_of_the_command_line_records_the_words_of_its_commands() -> None:
+    """A group that did not (a plain click.Group) left its commands' unknown words unnamed."""
+    groups: list[click.Group] = [cli]
+    while groups:
+        group = groups.pop()
+        assert isinstance(group, CommandGroup), group.name
+        groups += [c for c in group.commands.values() if isinstance(c, click.Group)]
 
 
 def test_a_persistence_id_and_a_tag_that_start_with_a_dash_are_read_after_two_dashes(

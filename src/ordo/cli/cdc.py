@@ -24,6 +24,7 @@ from ordo.cli.cdc_options import (
     source_status_options,
 )
 from ordo.cli.cdc_schemas import schemas
+from ordo.cli.command_group import CommandGroup
 from ordo.cli.options import (
     NUMBER,
     existing_journal,
@@ -41,7 +42,7 @@ from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
 
 
-@click.group()
+@click.group(cls=CommandGroup)
 def cdc() -> None:
     """Change data capture: source changes -> keyed change log -> full-row change messages."""
 

@@ -10,6 +10,7 @@ import click
 
 from ordo.arguments import LARGEST_INTEGER
 from ordo.cdc import SchemaRegistry, SchemaVersion, TableSchema
+from ordo.cli.command_group import CommandGroup
 from ordo.cli.number_arguments import NumberArgumentsCommand
 from ordo.cli.options import (
     existing_journal,
@@ -45,7 +46,7 @@ def _line(version: SchemaVersion) -> str:
     return f"{version.table} v{version.version} id={version.schema_id} {state}: {columns}"
 
 
-@click.group()
+@click.group(cls=CommandGroup)
 def schemas() -> None:
     """The schema registry: every message names the schema version it conforms to."""
 

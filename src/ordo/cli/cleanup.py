@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 import click
 
+from ordo.cli.command_group import CommandGroup
 from ordo.cli.operations_options import (
     OperationRequest,
     change_options,
@@ -29,7 +30,7 @@ _INTERRUPTED = (
 )
 
 
-@click.group()
+@click.group(cls=CommandGroup)
 def cleanup() -> None:
     """Delete events, tag views and metadata; expire old tag views (TTL)."""
 

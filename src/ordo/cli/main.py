@@ -10,6 +10,7 @@ import click
 
 from ordo.cli.cdc import cdc
 from ordo.cli.cleanup import cleanup
+from ordo.cli.command_group import CommandGroup, as_typed
 from ordo.cli.demo import demo
 from ordo.cli.journal import append, events, info, init, tags
 from ordo.cli.pipeline import pipeline
@@ -32,6 +33,8 @@ def _usage_line(exc: click.UsageError) -> click.ClickException:
     """The error, the valid options or commands where it is about one, and where help is."""
     if isinstance(exc, click.exceptions.NoArgsIsHelpError):
         return exc  # `ordo` or `ordo cdc` alone: click shows the help
+    if isinstance(exc, click.NoSuchOption):
+        exc = as_typed(exc)
     message = exc.format_message().rstrip(".")
     ctx = exc.ctx
     if ctx is None:
@@ -60,7 +63,7 @@ def _after_dashes(ctx: click.Context) -> str:
     return f"; an argument that starts with - goes after --, as in '{usage}'"
 
 
-class OrdoGroup(click.Group):
+class OrdoGroup(CommandGroup):
     """One line on stderr for every error: an OrdoError exits with 1, a usage error with 2."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import click
 
+from ordo.cli.command_group import CommandGroup
 from ordo.cli.options import master_option, progress
 from ordo.cli.streaming import start_query, streaming_job, wait_for
 
 
-@click.group()
+@click.group(cls=CommandGroup)
 def pipeline() -> None:
     """Run projection pipelines on Spark."""
 

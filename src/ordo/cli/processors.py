@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import click
 
+from ordo.cli.command_group import CommandGroup
 from ordo.cli.number_arguments import NumberArgumentsCommand
 from ordo.cli.options import (
     SEGMENT_ID,
@@ -39,7 +40,7 @@ from ordo.time import TimeUUID
 from ordo.tools.status import SegmentStatus
 
 
-@click.group()
+@click.group(cls=CommandGroup)
 def processors() -> None:
     """Inspect and steer tracking processors through their token store."""
 

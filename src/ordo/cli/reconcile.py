@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
+from ordo.cli.command_group import CommandGroup
 from ordo.cli.operations_options import (
     OperationRequest,
     guarded_options,
@@ -32,7 +33,7 @@ _REBUILD_INTERRUPTED = (
 )
 
 
-@click.group()
+@click.group(cls=CommandGroup)
 def reconcile() -> None:
     """Repair tag views: delete, rebuild, list tags, truncate.
 
