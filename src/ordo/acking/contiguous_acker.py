@@ -26,26 +26,27 @@ _FIRST_SPAN: Final = 1024
 """Slots of a new acker's ring: a window of about a thousand elements in flight fits."""
 
 
-def _require_integer(offset: object, cause: BaseException | None = None) -> None:
-    """InvalidInputError unless `offset` is an integer (`operator.index` takes it).
+def _as_int(offset: object) -> int:
+    """`offset` as an int, or InvalidInputError unless it is an integer (`operator.index`).
 
-    Integers other than int (NumPy's) worked before the check, so they are not refused.
+    Integers other than int (NumPy's) are taken, but converted before any arithmetic: theirs
+    is fixed-width and wraps, so an old np.uint64 offset minus `committed` came out as a huge
+    distance and marked a future offset done.
     """
     try:
-        index(cast(SupportsIndex, offset))
+        return index(cast(SupportsIndex, offset))
     except TypeError as exc:
         msg = f"offset must be an integer, got {type(offset).__name__}: {offset!r:.80}"
-        raise InvalidInputError(msg) from cause or exc
+        raise InvalidInputError(msg) from exc
 
 
-def _require_int64(offset: object) -> None:
-    """InvalidInputError unless `offset` is an integer in -2**63..2**63-1.
+def _require_int64(offset: int) -> None:
+    """InvalidInputError unless `offset` is in -2**63..2**63-1.
 
     The range of `committed`, and of the positions both backends store: the acker would
     otherwise commit a position no store can hold.
     """
-    _require_integer(offset)
-    arguments.integer(index(cast(SupportsIndex, offset)), name="offset", error=InvalidInputError)
+    arguments.integer(offset, name="offset", error=InvalidInputError)
 
 
 class ContiguousAcker:
@@ -138,32 +139,30 @@ class ContiguousAcker:
         type with `__index__`) in -2**63..2**63-1 (as `committed`). Unchecked, 1.5 beyond the
         ring's reach was kept among the far intervals and every later ack that reached it
         failed with a TypeError, float infinity was dropped, None, a string or a float failed
-        as a TypeError naming no argument, and 2**63 was kept. The checks cost the usual ack
-        no measurable time (bench/acker.py): a non-integer fails its arithmetic, whose
-        TypeError is translated, and only the rarer paths (offsets at or below `committed`,
-        beyond `_reach`) check first. Comparing every offset with 2**63-1 instead took about
-        7% (the bound is no small int for CPython). A bool is taken for 0 or 1 (bool is an
-        int): refusing it would take a type check on every ack, about 8% of its time.
+        as a TypeError naming no argument, and 2**63 was kept. An offset that is not exactly
+        an int (a bool is taken for 0 or 1, NumPy's integers for their value) is converted
+        first: checking the type costs about 5% of an ack (bench/acker.py), and checking less
+        let NumPy's wrapping arithmetic through (np.uint64(5) with `committed` at 100 came out
+        a distance of 2**64 - 95, and ring slot 5 then marked offset 1029 done; an np.int32
+        made `committed` an np.int32 that overflowed at 2**31). Only the rarer paths (offsets
+        at or below `committed`, beyond `_reach`) check the range: comparing every offset with
+        2**63-1 took about 7% (the bound is no small int for CPython).
         """
+        if offset.__class__ is not int:  # a bool, NumPy's integers, or no integer at all
+            offset = _as_int(offset)
         committed = self._committed
-        try:
-            distance = offset - committed
-            if distance <= 0:
-                _require_integer(offset)
-                if offset < INT64_MIN:
-                    _require_int64(offset)
-                return committed
-            if distance > self._reach and not self._admit(distance, offset):
-                self._add_far(offset)
-                return committed
-            done = self._done
-            if distance != 1:
-                done[offset & self._mask] = 1
-                return committed
-            committed = self._advance(offset)
-        except TypeError as exc:  # the arithmetic of an offset that is no integer
-            _require_integer(offset, exc)
-            raise
+        distance = offset - committed
+        if distance <= 0:
+            if offset < INT64_MIN:
+                _require_int64(offset)
+            return committed
+        if distance > self._reach and not self._admit(distance, offset):
+            self._add_far(offset)
+            return committed
+        if distance != 1:
+            self._done[offset & self._mask] = 1
+            return committed
+        committed = self._advance(offset)
         if self._far[1] <= committed + self._mask:
             committed = self._take_far(committed)
         return committed
@@ -201,10 +200,9 @@ class ContiguousAcker:
     def _admit(self, distance: int, offset: int) -> bool:
         """Whether `offset` (at `distance`, beyond `_reach`) goes into the ring, or else far.
 
-        Checks `offset` first (InvalidInputError), then widens the ring when it is beyond the
-        ring's reach (`_widen`).
+        Checks `offset`'s range first (InvalidInputError), then widens the ring when it is
+        beyond the ring's reach (`_widen`).
         """
-        _require_integer(offset)
         if offset > INT64_MAX:
             _require_int64(offset)
         return distance <= self._mask or self._widen(distance)

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import tracemalloc
+from typing import Any
 
+import numpy as np
 import pytest
 
 from ordo.acking import ContiguousAcker
@@ -227,3 +229,32 @@ def test_a_far_offset_that_is_not_an_integer_does_not_break_later_acks() -> None
     with pytest.raises(InvalidInputError, match=r"got float: 10\.5"):
         acker.ack(10.5)  # type: ignore[arg-type]
     assert [acker.ack(offset) for offset in range(13)] == list(range(13))
+
+
+def test_an_old_numpy_unsigned_offset_marks_no_future_offset_done() -> None:
+    """np.uint64(5) - 100 wrapped to 2**64 - 95: 5 went to the far intervals below committed.
+
+    The next advance put it in ring slot 5, which then stood for offset 1029, and `committed`
+    passed 1029 although it was never acked.
+    """
+    acker = ContiguousAcker(committed=100)
+    assert acker.ack(np.uint64(5)) == 100  # type: ignore[arg-type]
+    assert repr(acker) == "ContiguousAcker(committed=100, pending=[])"
+    for offset in range(101, 1029):
+        acker.ack(offset)
+    assert acker.committed == 1028
+    assert acker.ack(1029) == 1029
+
+
+@pytest.mark.parametrize("kind", [np.int8, np.int32, np.int64, np.uint8, np.uint64])
+def test_numpy_offsets_are_taken_for_their_values(kind: type[np.integer[Any]]) -> None:
+    """An np.int32 made `committed` an np.int32 (which failed past 2**31); the others failed.
+
+    np.int8, np.uint8 and np.uint64 raised OverflowError on their arithmetic with the ring's
+    mask or with committed -1.
+    """
+    acker = ContiguousAcker(committed=-1)
+    assert [acker.ack(kind(offset)) for offset in (1, 0, 2)] == [-1, 1, 2]  # type: ignore[arg-type]
+    assert type(acker.committed) is int
+    assert acker.ack(2**40) == 2
+    assert repr(acker) == f"ContiguousAcker(committed=2, pending=[{2**40}..{2**40}])"
