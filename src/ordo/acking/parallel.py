@@ -74,10 +74,11 @@ def process_in_parallel(
     not pulled again until one finishes. A sync iterable is iterated on the event loop, so its
     `next()` must not block.
 
-    Failure: when a handler raises (or `key` raises for an element), the source is no longer
-    read (a pending pull is cancelled), queued elements after the failed offset are dropped
-    (so nothing after a failed element of the same key runs), and elements already running
-    or queued before it are finished, each bounded by `element_timeout`. Then the last
+    Failure: when a handler raises (or `key` raises for an element, or an element's offset
+    would pass 2**63-1, which no store holds), the source is no longer read (a pending pull
+    is cancelled), queued elements after the failed offset are dropped (so nothing after a
+    failed element of the same key runs), and elements already running or queued before it
+    are finished, each bounded by `element_timeout`. Then the last
     committable offset is yielded if it moved since the previous yield, and
     `ElementFailedError(offset=, committed=, cause=)` is raised for the first failure (later
     ones are logged at WARNING). A handler still running after `element_timeout` is cancelled
@@ -251,6 +252,9 @@ class _Run(Generic[T]):
         """Give `element` the next offset and queue it behind its key's earlier elements."""
         offset = self._next_offset
         try:
+            # An offset past 2**63-1 fails before its handler runs: the acker refuses it, and
+            # its ack crashed the run after the handler, without yielding what was committable.
+            arguments.integer(offset, name="offset", error=InvalidInputError)
             element_key = self._key(element)
             queue = self._queues.get(element_key)  # raises TypeError if the key is unhashable
         except Exception as exc:  # an element without a usable key fails at its offset

@@ -392,3 +392,22 @@ def test_a_base_exception_from_a_handler_ends_the_run_instead_of_hanging() -> No
         assert asyncio.all_tasks() == {asyncio.current_task()}
 
     asyncio.run(main())
+
+
+def test_an_element_beyond_the_largest_offset_fails_before_its_handler_runs() -> None:
+    """Elements at 2**63 and later were handled, then their ack crashed the run.
+
+    The crash was a bare InvalidInputError, and 2**63 - 1, committable, was never yielded.
+    """
+    handled: list[Element] = []
+
+    async def handler(element: Element) -> None:
+        handled.append(element)
+
+    offsets = process_in_parallel(_elements(5), handler, key=_key, start_offset=2**63 - 2)
+    yielded, error = asyncio.run(_collect_until_error(offsets))
+    assert handled == _elements(2)
+    assert yielded == [2**63 - 1]
+    assert isinstance(error, ElementFailedError)
+    assert (error.offset, error.committed) == (2**63, 2**63 - 1)
+    assert isinstance(error.cause, InvalidInputError)
