@@ -159,6 +159,8 @@ class _Run(Generic[T]):
         self._queues: dict[Hashable, deque[tuple[int, T]]] = {}
         self._unfinished = 0
         self._is_reading = True
+        self._is_closing = False
+        """Set when the generator closes: a worker whose handler swallowed the cancel stops."""
         self._stop_after: int | None = None
         """Lowest failed offset: queued elements after it are dropped instead of handled."""
         self._failure: tuple[int, BaseException, bool] | None = None
@@ -215,6 +217,7 @@ class _Run(Generic[T]):
                 yield committed
             self._raise_failure(committed)
         finally:
+            self._is_closing = True
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -277,6 +280,8 @@ class _Run(Generic[T]):
             offset, element = queue.popleft()
             if self._stop_after is None or offset < self._stop_after:
                 await self._handle(offset, element)
+                if self._is_closing:  # the handler swallowed the cancel: no further element
+                    return
             self._unfinished -= 1
             self._slots.release()
             if queue:

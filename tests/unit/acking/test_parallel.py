@@ -411,3 +411,35 @@ def test_an_element_beyond_the_largest_offset_fails_before_its_handler_runs() ->
     assert isinstance(error, ElementFailedError)
     assert (error.offset, error.committed) == (2**63, 2**63 - 1)
     assert isinstance(error.cause, InvalidInputError)
+
+
+def test_closing_ends_a_worker_whose_handler_swallows_the_cancel() -> None:
+    """The worker went on to its key's next elements and waited for more: aclose hung."""
+    handled: list[int] = []
+    running = asyncio.Event()
+
+    async def handler(element: Element) -> None:
+        if handled:
+            handled.append(element[1])
+            return
+        handled.append(element[1])
+        running.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            return  # swallowed, against asyncio's rules
+
+    async def main() -> None:
+        offsets = process_in_parallel(
+            _elements(5, keys="a"), handler, key=_key, commit_every=1, element_timeout=None
+        )
+        first = asyncio.ensure_future(anext(offsets))
+        await running.wait()
+        first.cancel()
+        async with asyncio.timeout(5):  # a guard: on failure the close never ends
+            await asyncio.gather(first, return_exceptions=True)
+            await offsets.aclose()
+        assert asyncio.all_tasks() == {asyncio.current_task()}
+
+    asyncio.run(main())
+    assert handled == [0]
