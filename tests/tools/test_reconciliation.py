@@ -158,6 +158,34 @@ def test_rows_of_events_deleted_from_the_journal_are_kept_by_a_rebuild(
     assert tag_view_rows(journal_url) == before
 
 
+def test_a_rebuild_keeps_the_numbering_of_a_tag_only_deleted_events_had(
+    journal_url: str,
+) -> None:
+    """Events 1-3 (tag t) deleted, event 4 tagged u: the rebuild deleted t's progress.
+
+    The next event tagged t was then numbered 1 again, beside the kept rows 1-3: a query that
+    had delivered t up to 3 took it for one it had seen. Progress beyond the kept rows (stale)
+    is still dropped, and a damaged progress is derived again from the kept rows.
+    """
+    with open_journal(journal_url, settings=WRITE) as journal:
+        journal.append("p", [NewEvent.of(n, tags=["t"]) for n in range(3)])
+        journal.append("p", [NewEvent.of(3, tags=["u"])])
+        journal.flush()
+        journal.delete_to("p", 3)
+    progress = progress_rows(journal_url)
+    with stores_at(journal_url) as stores:
+        reconciliation = Reconciliation.of(stores)
+        reconciliation.rebuild_tag_views(PersistenceId("p"))
+        assert progress_rows(journal_url) == progress
+        execute(journal_url, "UPDATE tag_write_progress SET sequence_nr = 9 WHERE tag = 't'")
+        reconciliation.rebuild_tag_views(PersistenceId("p"), tag=Tag("t"))
+        assert progress_rows(journal_url) == progress
+    with open_journal(journal_url, settings=WRITE) as journal:
+        journal.append("p", [NewEvent.of(4, tags=["t"])])
+        journal.flush()
+    assert one_row(journal_url, "t", "p", 4)[5] == 5  # sequence nr 5 is t's 4th event
+
+
 def test_the_active_writer_guard_refuses_and_force_overrides(journal_url: str) -> None:
     with open_journal(journal_url, settings=WRITE) as journal:
         journal.append("busy", [NewEvent.of(1, tags=["a"])])

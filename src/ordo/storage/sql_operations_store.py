@@ -206,7 +206,11 @@ class SqlOperationsStore(SqlKeyReads):
         *,
         keep_up_to: SequenceNr,
     ) -> int:
-        """Delete the (tag, id) rows after keep_up_to, upsert `rows`, set the progress exactly."""
+        """Delete the (tag, id) rows after keep_up_to, upsert `rows`, set the progress.
+
+        To `progress`; without one (no event left in the journal has the tag), to the newest
+        kept row's, or the stored progress if that is newer and up to `keep_up_to`.
+        """
         with self._db.write_transaction() as conn:
             deleted = conn.execute(
                 self._sql(
@@ -217,14 +221,10 @@ class SqlOperationsStore(SqlKeyReads):
             ).rowcount
             if rows:
                 self._upsert_rows(conn, rows)
-            conn.execute(
-                self._sql(
-                    "DELETE FROM tag_write_progress WHERE persistence_id = {p} AND tag = {p}"
-                ),
-                (persistence_id, tag),
-            )
             if progress is not None:
-                self._insert_progress(conn, progress)
+                self._replace_progress(conn, progress)
+            else:
+                self._keep_numbering(conn, persistence_id, tag, keep_up_to)
             return deleted
 
     def set_tag_scanning(self, persistence_id: PersistenceId, sequence_nr: SequenceNr) -> None:
@@ -303,13 +303,7 @@ class SqlOperationsStore(SqlKeyReads):
             return
         with self._db.write_transaction() as conn:
             for p in progress:
-                conn.execute(
-                    self._sql(
-                        "DELETE FROM tag_write_progress WHERE persistence_id = {p} AND tag = {p}"
-                    ),
-                    (p.persistence_id, p.tag),
-                )
-                self._insert_progress(conn, p)
+                self._replace_progress(conn, p)
 
     def write_tag_scanning(self, scanned: Mapping[PersistenceId, SequenceNr]) -> None:
         """Move each id's tag_scanning to at least its value."""
@@ -332,7 +326,11 @@ class SqlOperationsStore(SqlKeyReads):
     def _upsert_rows(self, conn: SqlConnection, rows: Sequence[TagViewRow]) -> None:
         raise NotImplementedError
 
-    def _insert_progress(self, conn: SqlConnection, progress: TagProgress) -> None:
+    def _replace_progress(self, conn: SqlConnection, progress: TagProgress) -> None:
+        conn.execute(
+            self._sql("DELETE FROM tag_write_progress WHERE persistence_id = {p} AND tag = {p}"),
+            (progress.persistence_id, progress.tag),
+        )
         conn.execute(
             self._sql(
                 f"INSERT INTO tag_write_progress ({PROGRESS_COLUMNS}) "
@@ -345,6 +343,40 @@ class SqlOperationsStore(SqlKeyReads):
                 progress.tag_pid_sequence_nr,
                 progress.timeuuid.to_bytes(),
             ),
+        )
+
+    def _keep_numbering(
+        self,
+        conn: SqlConnection,
+        persistence_id: PersistenceId,
+        tag: Tag,
+        keep_up_to: SequenceNr,
+    ) -> None:
+        """Raise the (id, tag) progress to the newest row kept for events deleted up to keep_up_to.
+
+        The journal numbers the tag's next event from this progress: deleted, it started again
+        at 1 beside the kept rows, and a query that had delivered them took the new event for
+        one it had seen. A stored progress beyond keep_up_to names no event and is dropped.
+        """
+        conn.execute(
+            self._sql(
+                "DELETE FROM tag_write_progress WHERE persistence_id = {p} AND tag = {p} "
+                "AND sequence_nr > {p}"
+            ),
+            (persistence_id, tag, keep_up_to),
+        )
+        conn.execute(
+            self._sql(
+                f"INSERT INTO tag_write_progress ({PROGRESS_COLUMNS}) "
+                f"SELECT {PROGRESS_COLUMNS} FROM tag_views WHERE tag = {{p}} "
+                "AND persistence_id = {p} AND sequence_nr <= {p} "
+                "ORDER BY tag_pid_sequence_nr DESC LIMIT 1 "
+                "ON CONFLICT (persistence_id, tag) DO UPDATE SET "
+                "sequence_nr = excluded.sequence_nr, "
+                "tag_pid_sequence_nr = excluded.tag_pid_sequence_nr, timeuuid = excluded.timeuuid "
+                "WHERE excluded.tag_pid_sequence_nr > tag_write_progress.tag_pid_sequence_nr"
+            ),
+            (tag, persistence_id, keep_up_to),
         )
 
     def _delete_tag_views(

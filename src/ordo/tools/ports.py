@@ -130,10 +130,13 @@ class OperationsStore(Protocol):
         *,
         keep_up_to: SequenceNr,
     ) -> int:
-        """Delete the (tag, id) rows after `keep_up_to`, upsert `rows`, set the progress exactly.
+        """Delete the (tag, id) rows after `keep_up_to`, upsert `rows`, set the progress.
 
         Returns how many rows were deleted. Rows of events up to `keep_up_to` (deleted from the
-        journal) are kept, because they cannot be rebuilt.
+        journal) are kept, because they cannot be rebuilt. The progress is set to `progress`;
+        when None (no event left in the journal has the tag), to the newest kept row's, or the
+        stored progress if that is newer and up to `keep_up_to`: the journal numbers the tag's
+        next event from it, so it must not go below the kept rows.
         """
         ...
 
