@@ -175,6 +175,19 @@ def test_deleting_persistence_ids_forgets_them(journal_url: str) -> None:
         assert journal.append("p0", [NewEvent.of("again")]).first_sequence_nr == 1
 
 
+def test_an_id_given_twice_is_counted_once(journal_url: str) -> None:
+    """The dry run counted p0's 5 events and 7 rows twice; the deletion found them once."""
+    _write_old_and_new(journal_url)
+    twice = [PersistenceId("p0"), PersistenceId("p1"), PersistenceId("p0")]
+    with stores_at(journal_url) as stores:
+        cleanup = Cleanup.of(stores)
+        dry = cleanup.delete_persistence_ids(twice, dry_run=True)
+        done = cleanup.delete_persistence_ids(twice)
+    assert dry.deleted == done.deleted
+    assert (done.deleted.events, done.deleted.tag_view_rows) == (8, 11)
+    assert done.persistence_ids == ("p0", "p1")
+
+
 def test_deleting_an_id_a_live_writer_uses_is_refused(journal_url: str) -> None:
     with open_journal(journal_url, settings=WRITE) as journal:
         journal.append("p", [NewEvent.of(1, tags=["t"])])

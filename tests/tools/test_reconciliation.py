@@ -186,6 +186,17 @@ def test_a_rebuild_keeps_the_numbering_of_a_tag_only_deleted_events_had(
     assert one_row(journal_url, "t", "p", 4)[5] == 5  # sequence nr 5 is t's 4th event
 
 
+def test_a_pair_given_twice_is_rebuilt_once(journal_url: str, written: Stores) -> None:
+    """It was replaced twice, and its rows were counted twice as deleted and as written."""
+    rows = sum(1 for r in tag_view_rows(journal_url) if r[0] == "a" and r[3] == "w0-p0")
+    pair = (Tag("a"), PersistenceId("w0-p0"))
+    reconciliation = Reconciliation.of(written)
+    dry = reconciliation.rebuild_pairs([pair, pair], dry_run=True)
+    done = reconciliation.rebuild_pairs([pair, pair])
+    assert (dry.deleted.tag_view_rows, dry.written_rows) == (rows, rows)
+    assert (done.deleted.tag_view_rows, done.written_rows) == (rows, rows)
+
+
 def test_the_active_writer_guard_refuses_and_force_overrides(journal_url: str) -> None:
     with open_journal(journal_url, settings=WRITE) as journal:
         journal.append("busy", [NewEvent.of(1, tags=["a"])])

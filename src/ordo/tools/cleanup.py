@@ -133,7 +133,8 @@ class Cleanup(OperationsTool):
         if isinstance(persistence_ids, str):  # its characters would be the ids deleted
             msg = f"persistence_ids must be a collection of ids, not the string {persistence_ids!r}"
             raise InvalidInputError(msg)
-        ids = [validation.persistence_id(pid) for pid in persistence_ids]
+        # Once each: a dry run counted an id given twice twice; the deletion found it once.
+        ids = list(dict.fromkeys(validation.persistence_id(pid) for pid in persistence_ids))
         operation = "delete persistence ids"
         forced = self._guard.check(operation, ids, force=force)
         deleted = DeletedCounts()

@@ -106,9 +106,9 @@ class Reconciliation(OperationsTool):
         """
         check_flags(force=force, dry_run=dry_run)
         operation = "repair tag views"
-        by_pid: dict[PersistenceId, list[Tag]] = {}
+        by_pid: dict[PersistenceId, set[Tag]] = {}  # a pair given twice is rebuilt once
         for tag, pid in pairs:
-            by_pid.setdefault(pid, []).append(tag)
+            by_pid.setdefault(pid, set()).add(tag)
         if not by_pid:
             return OperationReceipt(operation=operation, is_dry_run=dry_run)
         forced = self._guard.check(operation, sorted(by_pid), force=force)
