@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import pytest
 
-from ordo.errors import InvalidInputError, InvalidSegmentOperationError, UnableToClaimTokenError
+from ordo.errors import (
+    InvalidInputError,
+    InvalidSegmentOperationError,
+    PendingRequestError,
+    UnableToClaimTokenError,
+)
 from ordo.processing.segment import Segment
 from ordo.processing.segment_request import PendingRequest, SegmentAction, SegmentRequest
 from ordo.storage.open import Stores
@@ -21,6 +26,7 @@ from token_support import holding_0_and_1 as _holding_0_and_1
 from token_support import merging_0_while_b_holds_1 as _merging_0_while_b_holds_1
 from token_support import owners as _owners
 from token_support import pending as _pending
+from token_support import segments as _segments
 
 SPLIT = SegmentRequest(action=SegmentAction.SPLIT)
 MERGE = SegmentRequest(action=SegmentAction.MERGE)
@@ -46,14 +52,69 @@ def test_a_split_obeys_the_split_pending_on_its_segment(stores: Stores) -> None:
 @pytest.mark.parametrize(
     "other", [RELEASE, MERGE, _hand_over_to("b")], ids=["release", "merge", "hand-over"]
 )
-def test_a_split_leaves_a_request_of_another_action_pending(
+def test_a_split_is_refused_while_a_request_made_since_the_owner_read_it_is_pending(
     stores: Stores, other: SegmentRequest
 ) -> None:
-    """A different request replaced the split the owner read (the latest wins): it was made
-    since, and the owner obeys it next, on the segment's lower half, which keeps the id."""
-    _held_by_a(stores, (0, other))
-    stores.tokens.split("p", 0, "a")
+    """The owner read the split; a different request made before the split committed
+    replaced it (the latest wins, and says so). It was asked of the whole segment: the split
+    would leave it on the lower half, which keeps the id. The split is refused, and the
+    request stays on the segment it was asked of, for the owner."""
+    _held_by_a(stores, (0, SPLIT))
+    assert _pending(stores) == [(0, SPLIT)]  # what the owner reads at its check
+    replaced = stores.tokens.request("p", 0, other, now_ms=1)
+    assert replaced == PendingRequest(segment_id=0, request=SPLIT, requested_at_ms=0)
+    with pytest.raises(
+        PendingRequestError,
+        match=rf"segment 0 has a {other.describe()} request pending, asked of the whole segment",
+    ):
+        stores.tokens.split("p", 0, "a")
+    assert _segments(stores) == [(0, 1), (1, 1)]
     assert _pending(stores) == [(0, other)]
+
+
+def test_a_merge_that_replaced_the_split_the_owner_read_merges_the_segment_asked_of(
+    stores: Stores,
+) -> None:
+    """Not the lower half with the upper one the split made (which merged the split back)."""
+    _held_by_a(stores, (0, SPLIT))
+    stores.tokens.request("p", 0, MERGE, now_ms=1)
+    with pytest.raises(PendingRequestError):
+        stores.tokens.split("p", 0, "a")
+    assert stores.tokens.merge("p", 0, "a", now_ms=2, claim_timeout_ms=TIMEOUT) == Segment(0, 0)
+    assert _pending(stores) == []
+
+
+def test_a_hand_over_that_replaced_the_split_the_owner_read_reaches_the_merge_it_is_for(
+    stores: Stores,
+) -> None:
+    """ "b" merges segment 1 and asked for segment 0 after "a" read its split: "a" hands the
+    segment over, and "b" merges the two (a split lower half had no merge waiting for it: the
+    hand-over was skipped, and "b"'s merge found no sibling to merge with)."""
+    _holding_0_and_1(stores)
+    stores.tokens.request("p", 0, SPLIT, now_ms=0)
+    stores.tokens.request("p", 1, MERGE, now_ms=0)
+    stores.tokens.request("p", 0, _hand_over_to("b"), now_ms=1)
+    with pytest.raises(PendingRequestError):
+        stores.tokens.split("p", 0, "a")
+    assert stores.tokens.hand_over("p", 0, "a", to="b", now_ms=2, claim_timeout_ms=TIMEOUT)
+    assert stores.tokens.merge("p", 1, "b", now_ms=3, claim_timeout_ms=TIMEOUT) == Segment(0, 0)
+    assert _pending(stores) == []
+
+
+def test_a_split_obeys_a_split_asked_again_since_the_owner_read_it(stores: Stores) -> None:
+    """The same request again replaces nothing: the split goes with the split."""
+    _held_by_a(stores, (0, SPLIT))
+    assert stores.tokens.request("p", 0, SPLIT, now_ms=1) is None
+    assert stores.tokens.split("p", 0, "a") == (Segment(0, 3), Segment(2, 3))
+    assert _pending(stores) == []
+
+
+def test_a_split_by_an_owner_that_lost_the_claim_is_refused_as_such(stores: Stores) -> None:
+    """Not owning the segment is what the owner is told, whatever is pending there."""
+    _held_by_a(stores, (0, RELEASE))
+    with pytest.raises(UnableToClaimTokenError, match="not claimed by 'b'"):
+        stores.tokens.split("p", 0, "b")
+    assert _pending(stores) == [(0, RELEASE)]
 
 
 def test_a_split_that_fails_leaves_its_request_pending(stores: Stores) -> None:

@@ -29,7 +29,8 @@ OrdoError
 │   │   └── UnknownSegmentError
 │   ├── UnableToClaimTokenError
 │   ├── PendingHandOverError
-│   └── PendingMergeError
+│   ├── PendingMergeError
+│   └── PendingRequestError
 ├── PartialResetError
 ├── ElementFailedError
 │   └── ElementTimeoutError (TimeoutError)
@@ -108,6 +109,7 @@ from ordo.errors.processing import (
     PartialResetError,
     PendingHandOverError,
     PendingMergeError,
+    PendingRequestError,
     ProjectionGapError,
     TokenStoreError,
     UnableToClaimTokenError,
@@ -166,6 +168,7 @@ __all__ = [
     "PartitionCountMismatchError",
     "PendingHandOverError",
     "PendingMergeError",
+    "PendingRequestError",
     "ProjectionGapError",
     "QueryFailedError",
     "ReplicationSlotMissingError",

@@ -98,6 +98,27 @@ class PendingMergeError(TokenStoreError):
         super().__init__(msg)
 
 
+class PendingRequestError(TokenStoreError):
+    """A split was refused: a request of another action is pending on the segment.
+
+    It was asked of the segment as it is. A segment holds one request and the latest wins, so
+    a release, merge or hand-over asked after the owner read a split replaced it (the receipt
+    said so). The split would leave it on its lower half, which keeps the segment id, to be
+    carried out there: a release of half the segment, a merge of the two halves back, a
+    hand-over that no merge waits for any more. The owner acts on it first, on the segment it
+    was asked for. `segment_id` names the segment, `request` the pending request in an
+    operator's words.
+    """
+
+    def __init__(self, *, processor: str, segment_id: int, request: str) -> None:
+        self.processor, self.segment_id, self.request = processor, segment_id, request
+        msg = (
+            f"processor {processor!r} segment {segment_id} has a {request} request pending, "
+            "asked of the whole segment: it is acted on before any split"
+        )
+        super().__init__(msg)
+
+
 class PartialResetError(OrdoError):
     """A reset across a journal and a projection's sink reset only the journal's tokens.
 

@@ -168,7 +168,14 @@ class TokenStore(Protocol):
         ...
 
     def split(self, processor: str, segment_id: int, owner: str) -> tuple[Segment, Segment]:
-        """Split an owned segment, obeying a split pending there; the new half is unclaimed."""
+        """Split an owned segment, obeying a split pending there; the new half is unclaimed.
+
+        A release, merge or hand-over pending there refuses the split (PendingRequestError): it
+        was asked of the whole segment (made since the owner read the split, which it
+        replaced), and the lower half, which keeps the segment id, would carry it out on half
+        of it. The owner acts on it first. UnableToClaimTokenError when `owner` does not hold
+        the segment.
+        """
         ...
 
     def merge(

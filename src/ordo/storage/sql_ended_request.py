@@ -3,13 +3,15 @@
 A part of SqlTokenStore. An owner's split, release, merge or hand-over obeys the request
 pending for it: the request goes only when the change commits, so a change that fails (storage
 unavailable, the claim lost) leaves it for a retry; the operator who made it was told that the
-owner was asked. An operator's change of free segments replaces the requests pending there,
+owner was asked. A split is refused while another request is pending, which was asked of the
+whole segment. An operator's change of free segments replaces the requests pending there,
 and reports those it deleted, read in the delete's transaction, so that the receipt neither
 names a request an owner obeyed meanwhile nor misses one stored meanwhile.
 """
 
 from __future__ import annotations
 
+from ordo.errors import PendingRequestError
 from ordo.processing.connection import SqlConnection
 from ordo.processing.segment import Segment
 from ordo.processing.segment_request import PendingRequest, SegmentAction
@@ -25,7 +27,7 @@ class SqlEndedRequests(SqlSegmentRequests):
         """Delete the request of `action` pending on the segment, which the change carries out.
 
         A request of another action stays: it was made after the owner read this one, and the
-        owner obeys it next.
+        owner obeys it next (a split refuses it first: `_check_nothing_else_asked`).
         """
         conn.execute(
             self._sql(
@@ -34,6 +36,23 @@ class SqlEndedRequests(SqlSegmentRequests):
             ),
             (processor, segment_id, action.value),
         )
+
+    def _check_nothing_else_asked(
+        self, conn: SqlConnection, processor: str, segment_id: int
+    ) -> None:
+        """Refuse a split while a request of another action is pending on the segment.
+
+        It was asked of the segment as it is: made since the owner read the split (which it
+        replaced: the latest wins, and its receipt said so), or before an owner's own split.
+        Left on the lower half, which keeps the segment id, it would be carried out on half
+        the segment its requester meant. PendingRequestError: the owner acts on it first.
+        Read under the segment's token row lock, which every request takes first.
+        """
+        pending = self._pending(conn, processor, segment_id)
+        if pending is not None and pending.action is not SegmentAction.SPLIT:
+            raise PendingRequestError(
+                processor=processor, segment_id=segment_id, request=pending.describe()
+            )
 
     def _forget_hand_over_to(
         self, conn: SqlConnection, processor: str, segment_id: int, owner: str

@@ -125,11 +125,13 @@ class SqlTokenStore(SqlEndedRequests, SqlProcessedProgress, SqlTokenReset):
     def split(self, processor: str, segment_id: int, owner: str) -> tuple[Segment, Segment]:
         """Split an owned segment; the new half copies token and replay boundary, unclaimed.
 
-        A split pending on the segment is obeyed: it goes in the same transaction.
+        A split pending on the segment is obeyed: it goes in the same transaction. A request
+        of another action pending there refuses the split (see TokenStore.split).
         """
         check_segment(processor, segment_id, owner)
         with self._write() as conn:
             entry = self._owned(conn, processor, segment_id, owner)
+            self._check_nothing_else_asked(conn, processor, segment_id)
             self._obey(conn, processor, segment_id, SegmentAction.SPLIT)
             return self._split_rows(conn, entry)
 

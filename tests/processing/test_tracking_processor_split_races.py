@@ -1,0 +1,68 @@
+"""Splits raced by an operator's request, at a moment a token store double makes certain: the
+request made after the owner read its split is carried out on the segment it was asked of."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import pytest
+
+from ordo.processing.control import ControlReceipt, release_segment
+from ordo.processing.ports import TokenStore
+from ordo.processing.processor import TrackingProcessor
+from ordo.processing.segment import Segment
+from ordo.storage.open import Stores
+from processing_support import FAST, counting_handler, now_ms, source, wait_for
+
+
+class _ReleaseAskedAtTheSplit:
+    """The token store, except that right before the owner splits, the operator asks it to
+    release the segment: after the owner read the split (a moment a test cannot time
+    otherwise)."""
+
+    def __init__(self, tokens: TokenStore) -> None:
+        self._tokens = tokens
+        self.receipts: list[ControlReceipt] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._tokens, name)
+
+    def split(self, processor: str, segment_id: int, owner: str) -> tuple[Segment, Segment]:
+        self.receipts.append(
+            release_segment(
+                self._tokens, processor, segment_id, now_ms=now_ms(), claim_timeout_ms=30_000
+            )
+        )
+        return self._tokens.split(processor, segment_id, owner)
+
+
+def test_a_release_asked_after_the_owner_read_its_split_releases_the_whole_segment(
+    stores: Stores, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The release replaced the split, and the receipt said so, but the owner split all the
+    same and then released the lower half, which kept the segment id. The split is refused
+    now: the owner keeps processing the segment and releases it, whole, at its next check."""
+    caplog.set_level(logging.INFO)
+    tokens = _ReleaseAskedAtTheSplit(stores.tokens)
+    settings = replace(FAST, thread_count=1, initial_segment_count=1)
+    processor = TrackingProcessor(
+        "counts",
+        source(stores),
+        tokens,  # type: ignore[arg-type]
+        counting_handler,
+        settings=settings,
+    )
+    with processor:
+        wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
+        owner = stores.tokens.entries("counts")[0].owner
+        processor.split(0)
+        wait_for(lambda: "released on request" in caplog.text)
+        assert [e.segment for e in stores.tokens.entries("counts")] == [Segment(0, 0)]
+        assert stores.tokens.pending_requests("counts") == []
+        assert [r.message for r in tokens.receipts] == [
+            f"asked {owner} to release Segment[0/0] (replacing the pending split request)"
+        ]
+        assert "split replaced by a later request" in caplog.text
+        assert processor.is_running
+    assert processor.failure is None
