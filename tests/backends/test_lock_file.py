@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from fork_support import in_forked_child
 from ordo.errors import AlreadyRunningError
 from ordo.storage.lock_file import exclusive_lock
 
@@ -24,6 +25,19 @@ def test_a_lock_file_is_removed_when_its_holder_ends(tmp_path: Path) -> None:
     assert not path.exists()
     with exclusive_lock(path, "a capture is already running"):
         assert path.exists()
+
+
+def test_a_forked_child_leaving_the_block_keeps_its_parents_lock(tmp_path: Path) -> None:
+    """A raw fork's child unwinds the parent's frames: it removed the file the parent held."""
+    path = tmp_path / "shop.db-ordo-capture.lock"
+    held = exclusive_lock(path, "a capture is already running")
+    held.__enter__()
+    assert in_forked_child(lambda: held.__exit__(None, None, None)).error is None
+    assert path.exists()
+    with pytest.raises(AlreadyRunningError):
+        exclusive_lock(path, "a capture is already running").__enter__()
+    held.__exit__(None, None, None)
+    assert not path.exists()
 
 
 def test_copies_taking_and_ending_at_once_never_hold_the_lock_together(tmp_path: Path) -> None:

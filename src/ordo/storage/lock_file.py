@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ordo.errors import AlreadyRunningError
+from ordo.forking import OpeningProcess
 from ordo.storage.file_errors import file_system_error
 
 _HOLDER_READS, _HOLDER_WAIT_S = 25, 0.02
@@ -36,8 +37,10 @@ def exclusive_lock(path: Path, running: str) -> Iterator[None]:
     truncating, so a refused copy never erases the holder's. A lock file that cannot be made (its
     folder may not be written, it is a folder) is a StorageUnavailableError naming it
     (StorageAccessError for a permission), as the job's other files are, not the OSError's
-    traceback.
+    traceback. A child made by os.fork inside the block that leaves it (a raw fork's child
+    unwinds its parent's frames) does not remove the file its parent still holds.
     """
+    holder = OpeningProcess(f"the lock file {path}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         descriptor = _locked(path, running)
@@ -49,8 +52,9 @@ def exclusive_lock(path: Path, running: str) -> Iterator[None]:
         os.write(descriptor, f"pid {os.getpid()} on {socket.gethostname()}".encode())
         yield
     finally:
-        path.unlink(missing_ok=True)  # while still held: no one takes the file being removed
-        os.close(descriptor)  # releases the lock
+        if holder.is_current:
+            path.unlink(missing_ok=True)  # while still held: no one takes the file being removed
+        os.close(descriptor)  # releases the lock once no process has it open
 
 
 def _locked(path: Path, running: str) -> int:
