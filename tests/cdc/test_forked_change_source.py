@@ -96,3 +96,27 @@ def test_a_change_source_closed_in_a_forked_child_still_captures_in_the_parent(
             change_source_at(database.url, ["items"], slot=database.slot),
         ):
             pass  # the parent's capture still holds its source
+
+
+@pytest.mark.postgres
+def test_a_snapshot_being_read_is_refused_and_left_alone_in_a_forked_child(
+    postgres_dsn: str, run: Callable[[str], None]
+) -> None:
+    """The child's copy of the generator read on, then closed the parent's cursor and session."""
+    run("CREATE TABLE items (id INTEGER PRIMARY KEY, v INTEGER)")
+    run("INSERT INTO items VALUES (1, 1), (2, 2), (3, 3)")
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    with PostgresChangeSource(postgres_dsn, slot=slot, tables=["items"]) as source:
+        source.create()
+        try:
+            rows = source.snapshot("items")
+            first = next(rows)
+
+            assert_refused(in_forked_child(lambda: next(rows)), SOURCE)
+            assert in_forked_child(rows.close) == ChildOutcome(value=None)
+
+            keys = [first.partition_key] + [mutation.partition_key for mutation in rows]
+            assert keys == [(1,), (2,), (3,)]  # the parent's read went on
+            assert captured_keys(source) == []  # and its session too
+        finally:
+            source.drop()

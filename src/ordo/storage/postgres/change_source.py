@@ -12,7 +12,7 @@ import logging
 import re
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from types import TracebackType
 
 from psycopg import sql
@@ -342,26 +342,35 @@ class PostgresChangeSource:
         segment = snapshot_segment(self._slot, started_us)
         names = [column.name for column in schema.columns]
         as_read: list[ColumnType | None] = [None] * len(names)  # the catalog's types
-        with (
-            translated(self._slot),
-            connect_capture(self._dsn, autocommit=False) as conn,
-            conn.cursor(name="ordo_snapshot") as cursor,
-        ):
-            for type_name in COLUMN_TYPES:  # every value as its output text, as wal2json has it
-                if cursor.adapters.types.get(type_name) is not None:
-                    cursor.adapters.register_loader(type_name, TextLoader)
-            cursor.itersize = _SNAPSHOT_BATCH
-            cursor.execute(query)
-            for ordinal, raw in enumerate(cursor, start=1):
-                values = row_values(schema, zip(names, raw, as_read, strict=True))
-                change = RowChange(
-                    table=ref.given, key=row_key(schema, values), values=value_cells(schema, values)
-                )
-                audit = Audit(
-                    source=SOURCE,
-                    replica=self._replica,
-                    segment=segment,
-                    position=ordinal,
-                    captured_at_us=started_us,
-                )
-                yield change.mutation(write_time=write_time, audit=audit)
+        self._opener.refuse_other()
+        # Unwound only in this process: a forked child's copy of a snapshot being read would
+        # close the parent's cursor and end its session over their shared socket.
+        opened = ExitStack()
+        with translated(self._slot):
+            try:
+                conn = opened.enter_context(connect_capture(self._dsn, autocommit=False))
+                cursor = opened.enter_context(conn.cursor(name="ordo_snapshot"))
+                for type_name in COLUMN_TYPES:  # every value as its output text, as wal2json
+                    if cursor.adapters.types.get(type_name) is not None:
+                        cursor.adapters.register_loader(type_name, TextLoader)
+                cursor.itersize = _SNAPSHOT_BATCH
+                cursor.execute(query)
+                for ordinal, raw in enumerate(cursor, start=1):
+                    values = row_values(schema, zip(names, raw, as_read, strict=True))
+                    change = RowChange(
+                        table=ref.given,
+                        key=row_key(schema, values),
+                        values=value_cells(schema, values),
+                    )
+                    audit = Audit(
+                        source=SOURCE,
+                        replica=self._replica,
+                        segment=segment,
+                        position=ordinal,
+                        captured_at_us=started_us,
+                    )
+                    yield change.mutation(write_time=write_time, audit=audit)
+                    self._opener.refuse_other()  # before the cursor reads on in a forked child
+            finally:
+                if self._opener.is_current:
+                    opened.close()
