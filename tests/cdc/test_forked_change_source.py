@@ -11,7 +11,7 @@ source's calls were refused by its datastore already; its tests guard that.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -110,6 +110,7 @@ def test_a_snapshot_being_read_is_refused_and_left_alone_in_a_forked_child(
         source.create()
         try:
             rows = source.snapshot("items")
+            assert isinstance(rows, Generator)  # one whose copy the child may close
             first = next(rows)
 
             assert_refused(in_forked_child(lambda: next(rows)), SOURCE)
