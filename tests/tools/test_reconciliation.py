@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from itertools import islice
 
 import pytest
 
@@ -14,11 +17,17 @@ from operations_support import (
     tag_view_rows,
     write_with_writers,
 )
-from ordo import NewEvent, open_journal
+from ordo import NewEvent, QuerySettings, open_journal
 from ordo.errors import ActiveWriterError, InvalidIdentifierError
-from ordo.storage.open import Stores, stores_at
+from ordo.storage.open import Stores, events_by_tag_at, stores_at
+from ordo.tools.receipts import OperationReceipt
 from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId, Tag
+
+READ = QuerySettings(
+    eventual_consistency_delay=timedelta(milliseconds=100),
+    refresh_interval=timedelta(milliseconds=50),
+)
 
 
 @pytest.fixture
@@ -184,6 +193,73 @@ def test_a_rebuild_keeps_the_numbering_of_a_tag_only_deleted_events_had(
         journal.append("p", [NewEvent.of(4, tags=["t"])])
         journal.flush()
     assert one_row(journal_url, "t", "p", 4)[5] == 5  # sequence nr 5 is t's 4th event
+
+
+RECONCILIATIONS: dict[str, Callable[[Reconciliation], object]] = {
+    "delete, then recovery": lambda r: r.delete_tag_views(PersistenceId("p")),
+    "delete, then rebuild": lambda r: (
+        r.delete_tag_views(PersistenceId("p")),
+        r.rebuild_tag_views(PersistenceId("p")),
+    ),
+    "truncate, then recovery": lambda r: r.truncate(),
+    "truncate, then rebuild --all": lambda r: (r.truncate(), r.rebuild_all_locally()),
+}
+
+
+@pytest.mark.parametrize("reconcile", RECONCILIATIONS.values(), ids=RECONCILIATIONS.keys())
+def test_a_query_delivers_a_tag_only_deleted_events_had_after_its_views_are_deleted(
+    journal_url: str, reconcile: Callable[[Reconciliation], object]
+) -> None:
+    """Events 1-3 of p (tag t) delivered by a live query, then deleted from the journal.
+
+    Deleting p's tag views (or truncating them) deleted t's progress with its rows, and no
+    event left in the journal has t: recovery, a rebuild or a rebuild --all numbered p's next
+    event of t 1 again, and the query, which had delivered t up to 3, dropped it as a duplicate
+    (q's event, appended after it, came first).
+    """
+    start = datetime.now(UTC) - timedelta(seconds=1)
+    with open_journal(journal_url, settings=WRITE) as journal:
+        journal.append("p", [NewEvent.of(n, tags=["t"]) for n in range(3)])
+        journal.flush()
+        journal.delete_to("p", 3)
+    with events_by_tag_at(journal_url, settings=READ) as queries, queries.live("t", start) as live:
+        assert [e.tag_pid_sequence_nr for e in islice(live, 3)] == [1, 2, 3]
+        with stores_at(journal_url) as stores:
+            reconcile(Reconciliation.of(stores))
+        with open_journal(journal_url, settings=WRITE) as journal:
+            journal.append("p", [NewEvent.of(3, tags=["t"])])
+            journal.append("q", [NewEvent.of("after p", tags=["t"])])
+        following = next(live)
+    assert (following.persistence_id, following.sequence_nr) == ("p", 4)
+    assert following.tag_pid_sequence_nr == 4
+
+
+def test_deletions_keep_and_do_not_count_the_progress_of_deleted_events(
+    journal_url: str,
+) -> None:
+    """Events 1-3 of p (tag t) deleted, event 4 tagged u: t's progress names a deleted event.
+
+    A delete and a truncate keep it (and their dry runs do not count it as deleted); u's
+    progress, whose event recovery writes again, goes with the rows.
+    """
+    with open_journal(journal_url, settings=WRITE) as journal:
+        journal.append("p", [NewEvent.of(n, tags=["t"]) for n in range(3)])
+        journal.append("p", [NewEvent.of(3, tags=["u"])])
+        journal.flush()
+        journal.delete_to("p", 3)
+    kept = {row for row in progress_rows(journal_url) if row[1] == "t"}
+    with stores_at(journal_url) as stores:
+        reconciliation = Reconciliation.of(stores)
+        deletions: list[Callable[..., OperationReceipt]] = [
+            partial(reconciliation.delete_tag_views, PersistenceId("p")),
+            reconciliation.truncate,
+        ]
+        for delete in deletions:
+            counted, deleted = delete(dry_run=True), delete(dry_run=False)
+            assert counted.deleted.progress_rows == deleted.deleted.progress_rows == 1
+            assert progress_rows(journal_url) == kept
+            with open_journal(journal_url, settings=WRITE) as journal:
+                journal.recover("p")  # writes u's row and progress again
 
 
 def test_a_pair_given_twice_is_rebuilt_once(journal_url: str, written: Stores) -> None:

@@ -84,6 +84,8 @@ def delete(request: OperationRequest, tag: Tag | None, persistence_id: str) -> N
     """Delete the tag views of PERSISTENCE_ID with their progress and tag_scanning.
 
     They are rebuilt when the persistence id is next started, or by `ordo reconcile rebuild`.
+    Rows of events deleted from the journal cannot be: they are gone for good (the progress of
+    those events is kept, so that their tags are numbered on).
     """
     with request.tool(Reconciliation) as reconciliation:
         receipt = reconciliation.delete_tag_views(
@@ -181,7 +183,11 @@ def _truncate(reconciliation: Reconciliation, request: OperationRequest) -> Oper
 @reconcile.command()
 @guarded_options
 def truncate(request: OperationRequest) -> None:
-    """Delete every tag view row, its progress and tag_scanning (rebuild afterwards)."""
+    """Delete every tag view row, its progress and tag_scanning (rebuild afterwards).
+
+    Rows of events deleted from the journal cannot be rebuilt: they are gone for good (the
+    progress of those events is kept, so that their tags are numbered on).
+    """
     with request.tool(Reconciliation) as reconciliation:
         receipt = reconciliation.truncate(force=request.force, dry_run=request.dry_run)
     request.render(receipt)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ordo.hashing import stable_hash
 from ordo.processing.connection import SqlConnection
@@ -34,6 +34,14 @@ UPSERT_INTO = (
     "sequence_nr, persistence_id_hash, writer_uuid, serializer, manifest, payload, metadata, tags) "
 )
 """The columns a backend's `_upsert_rows` fills: its SELECT joins the row keys to `messages`."""
+_DELETED_TO = "SELECT deleted_to FROM all_persistence_ids WHERE persistence_id = {p}"
+_NAMES_NO_DELETED_EVENT = (
+    "NOT EXISTS (SELECT 1 FROM all_persistence_ids AS a "
+    "WHERE a.persistence_id = tag_write_progress.persistence_id "
+    "AND tag_write_progress.sequence_nr <= a.deleted_to)"
+)
+"""A tag_write_progress row that a truncate deletes: one naming an event deleted from the
+journal is the only record of its tag's numbering, which no rebuild can derive again."""
 
 
 class SqlOperationsStore(SqlKeyReads):
@@ -107,11 +115,7 @@ class SqlOperationsStore(SqlKeyReads):
 
     def deleted_to(self, persistence_id: PersistenceId) -> SequenceNr:
         """Up to which sequence nr the id's events were deleted; 0 if none."""
-        row = self._fetchone(
-            "SELECT deleted_to FROM all_persistence_ids WHERE persistence_id = {p}",
-            (persistence_id,),
-        )
-        return SequenceNr(0 if row is None else int(row[0]))
+        return _sequence_nr(self._fetchone(_DELETED_TO, (persistence_id,)))
 
     def tags_of(self, persistence_id: PersistenceId) -> Sequence[Tag]:
         """Tags of the id's events (each distinct tag set decoded once) and of its progress."""
@@ -137,14 +141,16 @@ class SqlOperationsStore(SqlKeyReads):
         )
         return int(row[0])
 
-    def count_metadata(self, persistence_id: PersistenceId, tags: Sequence[Tag]) -> DeletedCounts:
-        """Progress rows of the tags and the id's tag_scanning row."""
+    def count_metadata(
+        self, persistence_id: PersistenceId, tags: Sequence[Tag], *, after_sequence_nr: SequenceNr
+    ) -> DeletedCounts:
+        """Progress rows of the tags with sequence_nr > after, and the id's tag_scanning row."""
         progress = sum(
             int(
                 self._fetchone(
                     "SELECT count(*) FROM tag_write_progress WHERE persistence_id = {p} "
-                    "AND tag = {p}",
-                    (persistence_id, tag),
+                    "AND tag = {p} AND sequence_nr > {p}",
+                    (persistence_id, tag, after_sequence_nr),
                 )[0]
             )
             for tag in tags
@@ -243,16 +249,28 @@ class SqlOperationsStore(SqlKeyReads):
                 )
 
     def delete_tag_views(self, persistence_id: PersistenceId, tags: Sequence[Tag]) -> DeletedCounts:
-        """Delete the id's rows and progress of the tags, and its tag_scanning row."""
+        """Delete the id's rows and progress of the tags, and its tag_scanning row.
+
+        Except the progress of the events deleted from the journal (`_keep_numbering`): the
+        numbering recovery or a rebuild then goes on from, where no event left has the tag.
+        """
         with self._db.write_transaction() as conn:
-            return self._delete_tag_views(conn, persistence_id, tags)
+            deleted_to = _sequence_nr(
+                conn.execute(self._sql(_DELETED_TO), (persistence_id,)).fetchone()
+            )
+            return self._delete_tag_views(
+                conn, persistence_id, tags, keep_numbering_up_to=deleted_to
+            )
 
     def delete_persistence_id(
         self, persistence_id: PersistenceId, tags: Sequence[Tag]
     ) -> DeletedCounts:
         """Delete the id's events, rows, progress, scanning and its registration."""
         with self._db.write_transaction() as conn:
-            counts = self._delete_tag_views(conn, persistence_id, tags)
+            # Forgotten, the id numbers its events from 1 again, and its tags with them.
+            counts = self._delete_tag_views(
+                conn, persistence_id, tags, keep_numbering_up_to=SequenceNr(0)
+            )
             events = conn.execute(
                 self._sql("DELETE FROM messages WHERE persistence_id = {p}"), (persistence_id,)
             ).rowcount
@@ -264,8 +282,16 @@ class SqlOperationsStore(SqlKeyReads):
             return counts + DeletedCounts(events=events)
 
     def truncate_tag_views(self, *, dry_run: bool) -> DeletedCounts:
-        """Delete (or count) every row of tag_views, tag_write_progress and tag_scanning."""
-        tables = ("tag_views", "tag_write_progress", "tag_scanning")
+        """Delete (or count) every row of tag_views, tag_write_progress and tag_scanning.
+
+        Except the progress rows naming events deleted from the journal: see
+        `_NAMES_NO_DELETED_EVENT`.
+        """
+        tables = (
+            "tag_views",
+            f"tag_write_progress WHERE {_NAMES_NO_DELETED_EVENT}",
+            "tag_scanning",
+        )
         with self._db.write_transaction() as conn:
             if dry_run:
                 counts = [
@@ -351,20 +377,24 @@ class SqlOperationsStore(SqlKeyReads):
         persistence_id: PersistenceId,
         tag: Tag,
         keep_up_to: SequenceNr,
-    ) -> None:
-        """Raise the (id, tag) progress to the newest row kept for events deleted up to keep_up_to.
+    ) -> int:
+        """Raise the (id, tag) progress to the newest row of the events deleted up to keep_up_to.
 
         The journal numbers the tag's next event from this progress: deleted, it started again
         at 1 beside the kept rows, and a query that had delivered them took the new event for
-        one it had seen. A stored progress beyond keep_up_to names no event and is dropped.
+        one it had seen. A stored progress beyond keep_up_to is dropped (returns how many were):
+        it names an event still in the journal, which recovery or a rebuild numbers from, or
+        none (stale). With keep_up_to 0 no event was deleted: no row to raise it to, no scan.
         """
-        conn.execute(
+        dropped = conn.execute(
             self._sql(
                 "DELETE FROM tag_write_progress WHERE persistence_id = {p} AND tag = {p} "
                 "AND sequence_nr > {p}"
             ),
             (persistence_id, tag, keep_up_to),
-        )
+        ).rowcount
+        if keep_up_to == 0:
+            return dropped
         conn.execute(
             self._sql(
                 f"INSERT INTO tag_write_progress ({PROGRESS_COLUMNS}) "
@@ -378,21 +408,23 @@ class SqlOperationsStore(SqlKeyReads):
             ),
             (tag, persistence_id, keep_up_to),
         )
+        return dropped
 
     def _delete_tag_views(
-        self, conn: SqlConnection, persistence_id: PersistenceId, tags: Sequence[Tag]
+        self,
+        conn: SqlConnection,
+        persistence_id: PersistenceId,
+        tags: Sequence[Tag],
+        *,
+        keep_numbering_up_to: SequenceNr,
     ) -> DeletedCounts:
+        """Delete the id's rows and progress of the tags (see `_keep_numbering`), its scanning."""
         rows = progress = 0
         for tag in tags:
+            progress += self._keep_numbering(conn, persistence_id, tag, keep_numbering_up_to)
             rows += conn.execute(
                 self._sql("DELETE FROM tag_views WHERE tag = {p} AND persistence_id = {p}"),
                 (tag, persistence_id),
-            ).rowcount
-            progress += conn.execute(
-                self._sql(
-                    "DELETE FROM tag_write_progress WHERE persistence_id = {p} AND tag = {p}"
-                ),
-                (persistence_id, tag),
             ).rowcount
         scanning = conn.execute(
             self._sql("DELETE FROM tag_scanning WHERE persistence_id = {p}"), (persistence_id,)
@@ -404,6 +436,11 @@ def persistence_id_hashes(rows: Sequence[TagViewRow]) -> list[int]:
     """The stable_hash of each row's persistence id (computed once per id), in row order."""
     hashes = {pid: stable_hash(pid) for pid in {r.persistence_id for r in rows}}
     return [hashes[r.persistence_id] for r in rows]
+
+
+def _sequence_nr(row: Any) -> SequenceNr:
+    """The sequence nr a fetched one-column row holds; 0 without a row."""
+    return SequenceNr(0 if row is None else int(row[0]))
 
 
 def _chunks(values: Sequence[PersistenceId]) -> Iterator[Sequence[PersistenceId]]:

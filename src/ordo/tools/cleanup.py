@@ -35,7 +35,7 @@ from ordo.time import GREGORIAN_OFFSET_100NS, TimeUUID, format_epoch_ms
 from ordo.tools.operations_tool import OperationsTool, check_flags
 from ordo.tools.ports import DeletedCounts
 from ordo.tools.receipts import OperationReceipt
-from ordo.types import PersistenceId, Tag, TimeBucket
+from ordo.types import PersistenceId, SequenceNr, Tag, TimeBucket
 
 logger = logging.getLogger(__name__)
 
@@ -141,9 +141,9 @@ class Cleanup(OperationsTool):
         for pid in ids:
             tags = self._operations.tags_of(pid)
             if dry_run:
-                deleted += self._tag_views_to_delete(pid, tags) + DeletedCounts(
-                    events=self._operations.count_persistence_id_events(pid)
-                )
+                deleted += self._tag_views_to_delete(
+                    pid, tags, keep_progress_up_to=SequenceNr(0)
+                ) + DeletedCounts(events=self._operations.count_persistence_id_events(pid))
             else:
                 deleted += self._operations.delete_persistence_id(pid, tags)
                 logger.info("persistence id deleted: persistence_id=%s", pid)

@@ -67,18 +67,22 @@ class OperationsTool:
         )
 
     def _tag_views_to_delete(
-        self, persistence_id: PersistenceId, tags: Sequence[Tag]
+        self, persistence_id: PersistenceId, tags: Sequence[Tag], *, keep_progress_up_to: SequenceNr
     ) -> DeletedCounts:
-        """What deleting the id's tag views of `tags` would delete: rows, progress, scanning."""
+        """What deleting the id's tag views of `tags` would delete: rows, progress, scanning.
+
+        Progress rows of events up to `keep_progress_up_to` are kept (not counted).
+        """
         rows = sum(
             self._operations.count_tag_view_rows(
                 persistence_id, tag, after_sequence_nr=SequenceNr(0)
             )
             for tag in tags
         )
-        return self._operations.count_metadata(persistence_id, tags) + DeletedCounts(
-            tag_view_rows=rows
+        progress = self._operations.count_metadata(
+            persistence_id, tags, after_sequence_nr=keep_progress_up_to
         )
+        return progress + DeletedCounts(tag_view_rows=rows)
 
 
 def check_flags(*, force: object, dry_run: object) -> None:

@@ -117,8 +117,13 @@ class OperationsStore(Protocol):
         """Rows of (tag, id) with sequence_nr > after (a scan of the tag)."""
         ...
 
-    def count_metadata(self, persistence_id: PersistenceId, tags: Sequence[Tag]) -> DeletedCounts:
-        """Progress rows of the tags and the tag_scanning row of the id (events and rows: 0)."""
+    def count_metadata(
+        self, persistence_id: PersistenceId, tags: Sequence[Tag], *, after_sequence_nr: SequenceNr
+    ) -> DeletedCounts:
+        """Progress rows of the tags with sequence_nr > after, and the id's tag_scanning row.
+
+        Events and rows: 0.
+        """
         ...
 
     def replace_tag_view(
@@ -145,7 +150,12 @@ class OperationsStore(Protocol):
         ...
 
     def delete_tag_views(self, persistence_id: PersistenceId, tags: Sequence[Tag]) -> DeletedCounts:
-        """Delete the id's rows and progress of the tags, and its tag_scanning row."""
+        """Delete the id's rows and progress of the tags, and its tag_scanning row.
+
+        The progress of events deleted from the journal (sequence_nr up to `deleted_to`) is kept,
+        or raised to their newest row, as `replace_tag_view` does: where no event left in the
+        journal has the tag, it is the only record of the numbering recovery goes on from.
+        """
         ...
 
     def delete_persistence_id(
@@ -159,7 +169,11 @@ class OperationsStore(Protocol):
         ...
 
     def truncate_tag_views(self, *, dry_run: bool) -> DeletedCounts:
-        """Delete every tag_views, tag_write_progress and tag_scanning row (or count them)."""
+        """Delete every tag_views, tag_write_progress and tag_scanning row (or count them).
+
+        Except the progress rows of events deleted from the journal (sequence_nr up to their
+        id's `deleted_to`), for the numbering, as `delete_tag_views` keeps them.
+        """
         ...
 
     def delete_tag_views_before(

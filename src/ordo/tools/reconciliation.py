@@ -6,6 +6,16 @@ After `delete_tag_views` the views are rebuilt the next time the id is started (
 and tag_scanning are deleted with them, so recovery writes every event again with the same
 numbers), or at once with `rebuild_tag_views`. Every operation accepts dry_run=True, which
 reads what would change and changes nothing.
+
+Events deleted from the journal (`delete_to`) cannot be written again: deleting or truncating
+their rows loses them for good. Their progress is kept, though: where no event left in the
+journal has a tag, it is the only record of the tag's numbering. Deleted with the rows, recovery
+and a rebuild numbered the tag's next event 1 again, and a query or processor that had
+delivered the old numbers dropped it as one it had seen. (Akka Persistence Cassandra's
+reconciliation deletes that progress with the rows and rebuilds from the events left.) The
+numbering could instead go on past any number a query may have seen (a tag pid sequence nr is
+at most its event's sequence nr, so past deleted_to), but a query that had seen less would
+then wait at the gap and fail with MissingTaggedEventError: keeping the exact number is simpler.
 """
 
 from __future__ import annotations
@@ -52,6 +62,7 @@ class Reconciliation(OperationsTool):
     ) -> OperationReceipt:
         """Delete the id's rows of `tag` (every tag when None), their progress and tag_scanning.
 
+        The progress of events deleted from the journal is kept (see the module docstring).
         Raises ActiveWriterError when a live writer uses the id, unless `force`.
         """
         check_flags(force=force, dry_run=dry_run)
@@ -131,6 +142,7 @@ class Reconciliation(OperationsTool):
     def truncate(self, *, force: bool = False, dry_run: bool = False) -> OperationReceipt:
         """Delete every tag_views, tag_write_progress and tag_scanning row.
 
+        Except the progress of events deleted from the journal (see the module docstring).
         Afterwards each persistence id's views are rebuilt when it is next started, or all at
         once by a rebuild (`rebuild_all_locally`, or ordo.spark.rebuild on Spark). Refused
         (ActiveWriterError) while any writer is live, unless `force`.
@@ -228,7 +240,11 @@ class Reconciliation(OperationsTool):
     ) -> DeletedCounts:
         """Delete the id's rows and progress of the tags and its tag_scanning (or count them)."""
         if dry_run:
-            return self._tag_views_to_delete(persistence_id, tags)
+            return self._tag_views_to_delete(
+                persistence_id,
+                tags,
+                keep_progress_up_to=self._operations.deleted_to(persistence_id),
+            )
         deleted = self._operations.delete_tag_views(persistence_id, tags)
         logger.info(
             "tag views deleted: persistence_id=%s tags=%s rows=%d",
