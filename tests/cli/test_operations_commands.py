@@ -19,6 +19,7 @@ from cli_support import spark_command
 from operations_support import WRITE, execute, tag_view_rows, write_with_writers
 from ordo import NewEvent, open_journal
 from ordo.cli.main import cli
+from ordo.clock import ManualClock
 
 
 def _run(*args: str) -> tuple[int, str, str]:
@@ -186,6 +187,22 @@ def test_cleanup_json_gives_its_cutoff_in_iso_8601_utc(journal_url: str) -> None
     document = json.loads(out)
     assert (document["cutoff"], document["deleted"]) == ("2020-01-01T00:00:00.500000+00:00", 0)
     assert "cutoff_ms" not in document
+
+
+def test_a_cutoff_before_1970_is_floored_to_its_millisecond(journal_url: str) -> None:
+    """TIME 1969-12-31T23:59:59.9995 was cut off at 1970-01-01T00:00 (truncated toward zero):
+    the row of an event at 23:59:59.9996, after TIME, was deleted."""
+    with open_journal(journal_url, clock=ManualClock(-400_000)) as journal:
+        journal.append("p", [NewEvent.of(1, tags=["t"])])
+    before = tag_view_rows(journal_url)
+    time = "1969-12-31T23:59:59.9995+00:00"
+
+    code, out, _ = _run("cleanup", "before", time, "--json", "--journal", journal_url)
+
+    assert code == 0
+    document = json.loads(out)
+    assert (document["cutoff"], document["deleted"]) == ("1969-12-31T23:59:59.999000+00:00", 0)
+    assert tag_view_rows(journal_url) == before
 
 
 def test_a_cutoff_before_the_first_timeuuid_deletes_nothing(journal_url: str) -> None:

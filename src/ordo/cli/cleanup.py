@@ -16,6 +16,7 @@ from ordo.cli.operations_options import (
 from ordo.cli.options import LONGEST_MS, ThrottledProgress, interruptible, settings_from_env
 from ordo.errors import ConfigurationError
 from ordo.settings import EventsByTagSettings
+from ordo.time import epoch_ms_of
 from ordo.tools.cleanup import Cleanup
 from ordo.types import PersistenceId, Tag
 
@@ -67,7 +68,7 @@ def before(request: OperationRequest, tag: Tag | None, time: str) -> None:
     if moment.tzinfo is None:
         msg = f"TIME {time!r} has no zone; add one (e.g. +00:00)"
         raise ConfigurationError(msg)
-    cutoff_ms = int(moment.timestamp() * 1000)
+    cutoff_ms = epoch_ms_of(moment)  # floored: never a row at or after TIME
     with interruptible(_INTERRUPTED), request.tool(Cleanup) as tool, ThrottledProgress() as show:
         receipt = tool.delete_tag_views_before(
             cutoff_ms, tag=tag, force=request.force, dry_run=request.dry_run, on_progress=show

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ordo.time.bucket import (
     DEFAULT_FIRST_TIME_BUCKET,
     BucketSize,
+    epoch_ms_of,
     format_epoch_ms,
     format_first_time_bucket,
     parse_first_time_bucket,
@@ -17,6 +18,7 @@ __all__ = [
     "BucketSize",
     "TimeUUID",
     "TimeUUIDGenerator",
+    "epoch_ms_of",
     "format_epoch_ms",
     "format_first_time_bucket",
     "parse_first_time_bucket",

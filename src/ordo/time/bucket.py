@@ -149,7 +149,7 @@ def parse_first_time_bucket(text: str) -> int:
     except ValueError as exc:
         msg = f"first time bucket {text!r} is not a valid UTC date and time: {exc}"
         raise ConfigurationError(msg) from exc
-    epoch_ms = (moment - _UNIX_EPOCH) // _dt.timedelta(milliseconds=1)
+    epoch_ms = epoch_ms_of(moment)
     if not _EARLIEST_FIRST_TIME_BUCKET_MS < epoch_ms <= _LATEST_FIRST_TIME_BUCKET_MS:
         msg = (
             f"first time bucket {text!r} is outside the range of TimeUUID offsets: it must be "
@@ -157,6 +157,15 @@ def parse_first_time_bucket(text: str) -> int:
         )
         raise ConfigurationError(msg)
     return epoch_ms
+
+
+def epoch_ms_of(moment: _dt.datetime) -> int:
+    """The epoch millisecond holding `moment` (a datetime with a zone): floored, exactly.
+
+    `int(moment.timestamp() * 1000)` truncates toward zero, so before 1970 an instant with
+    sub-millisecond digits came out up to 1 ms later than itself, and goes through a float.
+    """
+    return (moment - _UNIX_EPOCH) // _dt.timedelta(milliseconds=1)
 
 
 def format_epoch_ms(epoch_ms: int) -> str:

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
 from itertools import pairwise
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ordo.time import BucketSize
+from ordo.time import BucketSize, epoch_ms_of
 from ordo.types import TimeBucket
 
 epoch_ms = st.integers(min_value=-(2**53), max_value=2**53)
@@ -52,3 +53,14 @@ def test_key_is_monotonic(a: int, b: int, size: BucketSize) -> None:
 
 def test_next_of_a_bucket_is_typed() -> None:
     assert BucketSize.MINUTE.next(TimeBucket(0)) == TimeBucket(60_000)
+
+
+@given(
+    st.datetimes(
+        timezones=st.builds(timezone, st.integers(-1439, 1439).map(lambda m: timedelta(minutes=m)))
+    )
+)
+def test_epoch_ms_of_is_the_millisecond_holding_the_instant(moment: datetime) -> None:
+    """Floored, also before 1970 (int(timestamp() * 1000) truncated toward zero)."""
+    start = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=epoch_ms_of(moment))
+    assert start <= moment < start + timedelta(milliseconds=1)
