@@ -65,7 +65,8 @@ def test_a_split_is_refused_while_a_request_made_since_the_owner_read_it_is_pend
     assert replaced == PendingRequest(segment_id=0, request=SPLIT, requested_at_ms=0)
     with pytest.raises(
         PendingRequestError,
-        match=rf"segment 0 has a {other.describe()} request pending, asked of the whole segment",
+        match=rf"segment 0 has a {other.describe()} request pending, asked of the segment as it "
+        r"is: it is acted on before any split",
     ):
         stores.tokens.split("p", 0, "a")
     assert _segments(stores) == [(0, 1), (1, 1)]
@@ -144,12 +145,61 @@ def test_a_release_not_as_requested_leaves_the_release_pending(stores: Stores) -
 @pytest.mark.parametrize(
     "other", [SPLIT, MERGE, _hand_over_to("b")], ids=["split", "merge", "hand-over"]
 )
-def test_a_release_as_requested_leaves_a_request_of_another_action_pending(
+def test_a_release_as_requested_is_refused_while_a_request_made_since_the_owner_read_it_is_pending(
     stores: Stores, other: SegmentRequest
 ) -> None:
-    _held_by_a(stores, (0, other))
-    stores.tokens.release("p", 0, "a", as_requested=True)
+    """The owner read the release; a different request made before the release committed
+    replaced it (the latest wins, and its receipt says so). Released, the segment went to
+    whoever claims it next with the new request left on it: the release the receipt said was
+    replaced was carried out. The release is refused, the owner keeps the segment, and the
+    request stays for it."""
+    _held_by_a(stores, (0, RELEASE))
+    assert _pending(stores) == [(0, RELEASE)]  # what the owner reads at its check
+    replaced = stores.tokens.request("p", 0, other, now_ms=1)
+    assert replaced == PendingRequest(segment_id=0, request=RELEASE, requested_at_ms=0)
+    with pytest.raises(
+        PendingRequestError,
+        match=rf"segment 0 has a {other.describe()} request pending, asked of the segment as it "
+        r"is: it is acted on before any release",
+    ):
+        stores.tokens.release("p", 0, "a", as_requested=True)
+    assert _owners(stores) == [("a", 0), (None, None)]
     assert _pending(stores) == [(0, other)]
+
+
+def test_a_split_that_replaced_the_release_the_owner_read_is_made_by_the_owner(
+    stores: Stores,
+) -> None:
+    """The refused release leaves the owner holding the segment: it splits it, as asked."""
+    _held_by_a(stores, (0, RELEASE))
+    stores.tokens.request("p", 0, SPLIT, now_ms=1)
+    with pytest.raises(PendingRequestError):
+        stores.tokens.release("p", 0, "a", as_requested=True)
+    assert stores.tokens.split("p", 0, "a") == (Segment(0, 3), Segment(2, 3))
+    assert _owners(stores) == [("a", 0), (None, None), (None, None)]
+    assert _pending(stores) == []
+
+
+def test_a_release_as_requested_obeys_a_release_asked_again_since_the_owner_read_it(
+    stores: Stores,
+) -> None:
+    """The same request again replaces nothing: the release goes with the release."""
+    _held_by_a(stores, (0, RELEASE))
+    assert stores.tokens.request("p", 0, RELEASE, now_ms=1) is None
+    stores.tokens.release("p", 0, "a", as_requested=True)
+    assert _owners(stores) == [(None, None), (None, None)]
+    assert _pending(stores) == []
+
+
+def test_a_release_not_as_requested_gives_the_claim_up_whatever_is_pending(
+    stores: Stores,
+) -> None:
+    """An owner that stops (or lets go of a sibling it claimed) releases what it holds: the
+    request stays for the segment's next owner."""
+    _held_by_a(stores, (0, SPLIT))
+    stores.tokens.release("p", 0, "a")
+    assert _owners(stores) == [(None, None), (None, None)]
+    assert _pending(stores) == [(0, SPLIT)]
 
 
 def test_a_release_as_requested_by_an_owner_that_lost_the_claim_leaves_the_release(

@@ -99,22 +99,24 @@ class PendingMergeError(TokenStoreError):
 
 
 class PendingRequestError(TokenStoreError):
-    """A split was refused: a request of another action is pending on the segment.
+    """A split or a requested release was refused: a request of another action is pending.
 
     It was asked of the segment as it is. A segment holds one request and the latest wins, so
-    a release, merge or hand-over asked after the owner read a split replaced it (the receipt
-    said so). The split would leave it on its lower half, which keeps the segment id, to be
-    carried out there: a release of half the segment, a merge of the two halves back, a
-    hand-over that no merge waits for any more. The owner acts on it first, on the segment it
-    was asked for. `segment_id` names the segment, `request` the pending request in an
-    operator's words.
+    a request asked after the owner read a split or release replaced it (the receipt said so).
+    A split would leave it on its lower half, which keeps the segment id, to be carried out
+    there: a release of half the segment, a merge of the two halves back, a hand-over that no
+    merge waits for any more. A release would carry out the request it replaced, and leave the
+    new one to whoever claims the segment next. The owner keeps the segment and acts on the
+    new request first. `segment_id` names the segment, `request` the pending request in an
+    operator's words, `refused` the change refused ("split", "release").
     """
 
-    def __init__(self, *, processor: str, segment_id: int, request: str) -> None:
-        self.processor, self.segment_id, self.request = processor, segment_id, request
+    def __init__(self, *, processor: str, segment_id: int, request: str, refused: str) -> None:
+        self.processor, self.segment_id = processor, segment_id
+        self.request, self.refused = request, refused
         msg = (
             f"processor {processor!r} segment {segment_id} has a {request} request pending, "
-            "asked of the whole segment: it is acted on before any split"
+            f"asked of the segment as it is: it is acted on before any {refused}"
         )
         super().__init__(msg)
 

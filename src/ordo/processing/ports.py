@@ -164,6 +164,9 @@ class TokenStore(Protocol):
         """Give the claim up (nothing happens unless `owner` holds it).
 
         `as_requested`: obeying the release pending on the segment, which goes with the claim.
+        A request of another action pending there refuses it (PendingRequestError), and the
+        owner keeps the claim: made since the owner read the release, it replaced that (the
+        receipt said so), and the owner acts on it instead, on the segment it holds.
         """
         ...
 

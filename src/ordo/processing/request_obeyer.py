@@ -5,9 +5,10 @@ the change it asks for (TokenStore.split, release with `as_requested`, merge, ha
 the owner drops it when it can never be made (a merge with nothing to merge with, or left to
 the sibling's owner). So a change that fails (storage unavailable, the claim lost to another
 owner) leaves it pending, and this owner or the segment's next one obeys it at its next check:
-the operator was told that the owner was asked. A request that replaced a split the owner read
-refuses the split: it was asked of the segment as it is, and the owner obeys it at its next
-check (a split or release made since it read a merge refuses the merge likewise: `_merge`).
+the operator was told that the owner was asked. A request that replaced a split or release the
+owner read refuses it: it was asked of the segment as it is, and the owner keeps the segment and
+obeys it at its next check (a split or release made since it read a merge refuses the merge
+likewise: `_merge`; a hand-over goes only while nothing else is pending: `_hand_over`).
 """
 
 from __future__ import annotations
@@ -71,23 +72,23 @@ class RequestObeyer:
         """Obey a split or release asked of this owner; True when it was one (the claim ends).
 
         A released segment rests from this owner's claims for two claim timeouts, so that
-        another process's thread takes it up. A split that a request made since replaced is
-        refused (PendingRequestError): the claim stays, and the next check obeys that request.
+        another process's thread takes it up. A split or release that a request made since
+        replaced is refused (PendingRequestError): the claim stays, and the next check obeys
+        that request.
         """
         p = self.p
-        if action is SegmentAction.SPLIT:
-            try:
+        try:
+            if action is SegmentAction.SPLIT:
                 low, high = p._tokens.split(p.name, segment_id, self.owner)
-            except PendingRequestError as exc:
-                logger.info("split replaced by a later request: processor=%s %s", p.name, exc)
-                return False
-            logger.info("split: processor=%s into %s and %s", p.name, low, high)
-            return True
-        if action is SegmentAction.RELEASE:
-            p._tokens.release(p.name, segment_id, self.owner, as_requested=True)
-            self._resting[segment_id] = now_ms + 2 * claim_timeout_ms
-            logger.info("released on request: processor=%s segment=%s", p.name, segment_id)
-            return True
+                logger.info("split: processor=%s into %s and %s", p.name, low, high)
+                return True
+            if action is SegmentAction.RELEASE:
+                p._tokens.release(p.name, segment_id, self.owner, as_requested=True)
+                self._resting[segment_id] = now_ms + 2 * claim_timeout_ms
+                logger.info("released on request: processor=%s segment=%s", p.name, segment_id)
+                return True
+        except PendingRequestError as exc:
+            logger.info("%s replaced by a later request: processor=%s %s", action, p.name, exc)
         return False
 
     def _hand_over(self, segment_id: int, to: str, *, now_ms: int, claim_timeout_ms: int) -> bool:

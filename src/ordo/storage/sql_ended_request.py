@@ -3,10 +3,11 @@
 A part of SqlTokenStore. An owner's split, release, merge or hand-over obeys the request
 pending for it: the request goes only when the change commits, so a change that fails (storage
 unavailable, the claim lost) leaves it for a retry; the operator who made it was told that the
-owner was asked. A split is refused while another request is pending, which was asked of the
-whole segment. An operator's change of free segments replaces the requests pending there,
-and reports those it deleted, read in the delete's transaction, so that the receipt neither
-names a request an owner obeyed meanwhile nor misses one stored meanwhile.
+owner was asked. A split, or a release as requested, is refused while another request is
+pending, which was asked of the segment as it is. An operator's change of free segments
+replaces the requests pending there, and reports those it deleted, read in the delete's
+transaction, so that the receipt neither names a request an owner obeyed meanwhile nor misses
+one stored meanwhile.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class SqlEndedRequests(SqlSegmentRequests):
         """Delete the request of `action` pending on the segment, which the change carries out.
 
         A request of another action stays: it was made after the owner read this one, and the
-        owner obeys it next (a split refuses it first: `_check_nothing_else_asked`).
+        owner obeys it next (a split or release refuses it first: `_check_nothing_else_asked`).
         """
         conn.execute(
             self._sql(
@@ -38,20 +39,25 @@ class SqlEndedRequests(SqlSegmentRequests):
         )
 
     def _check_nothing_else_asked(
-        self, conn: SqlConnection, processor: str, segment_id: int
+        self, conn: SqlConnection, processor: str, segment_id: int, action: SegmentAction
     ) -> None:
-        """Refuse a split while a request of another action is pending on the segment.
+        """Refuse a split or release while a request of another action is pending on the segment.
 
-        It was asked of the segment as it is: made since the owner read the split (which it
-        replaced: the latest wins, and its receipt said so), or before an owner's own split.
-        Left on the lower half, which keeps the segment id, it would be carried out on half
-        the segment its requester meant. PendingRequestError: the owner acts on it first.
-        Read under the segment's token row lock, which every request takes first.
+        It was asked of the segment as it is: made since the owner read the split or release
+        (which it replaced: the latest wins, and its receipt said so), or before an owner's own
+        split. Left on the lower half of a split, which keeps the segment id, it would be
+        carried out on half the segment its requester meant; a release would carry out the
+        request it replaced instead, and leave it to the segment's next owner.
+        PendingRequestError: the owner keeps the segment and acts on it first. Read under the
+        segment's token row lock, which every request takes first.
         """
         pending = self._pending(conn, processor, segment_id)
-        if pending is not None and pending.action is not SegmentAction.SPLIT:
+        if pending is not None and pending.action is not action:
             raise PendingRequestError(
-                processor=processor, segment_id=segment_id, request=pending.describe()
+                processor=processor,
+                segment_id=segment_id,
+                request=pending.describe(),
+                refused=action.value,
             )
 
     def _forget_hand_over_to(

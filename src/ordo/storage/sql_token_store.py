@@ -100,7 +100,10 @@ class SqlTokenStore(SqlEndedRequests, SqlProcessedProgress, SqlTokenReset):
         """Give the claim up (a no-op unless `owner` holds it).
 
         With `as_requested` the release pending on the segment goes in the same transaction,
-        once the claim is given up (see TokenStore.release).
+        once the claim is given up, and a request of another action pending there refuses it
+        (see TokenStore.release). The claim is given up first: the UPDATE takes the token row's
+        lock (PostgreSQL), so a request made meanwhile is read, and one made later waits for the
+        commit and finds the release made.
         """
         check_segment(processor, segment_id, owner)
         if not as_requested:
@@ -109,6 +112,7 @@ class SqlTokenStore(SqlEndedRequests, SqlProcessedProgress, SqlTokenReset):
             return
         with self._write() as conn:
             if self._give_up(conn, processor, segment_id, owner):
+                self._check_nothing_else_asked(conn, processor, segment_id, SegmentAction.RELEASE)
                 self._obey(conn, processor, segment_id, SegmentAction.RELEASE)
 
     def _give_up(self, conn: SqlConnection, processor: str, segment_id: int, owner: str) -> bool:
@@ -131,7 +135,7 @@ class SqlTokenStore(SqlEndedRequests, SqlProcessedProgress, SqlTokenReset):
         check_segment(processor, segment_id, owner)
         with self._write() as conn:
             entry = self._owned(conn, processor, segment_id, owner)
-            self._check_nothing_else_asked(conn, processor, segment_id)
+            self._check_nothing_else_asked(conn, processor, segment_id, SegmentAction.SPLIT)
             self._obey(conn, processor, segment_id, SegmentAction.SPLIT)
             return self._split_rows(conn, entry)
 
