@@ -3,6 +3,7 @@ hand-overs and releases asked meanwhile, and both owners of a pair merging it at
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
@@ -426,6 +427,89 @@ def test_a_release_or_split_left_pending_on_a_free_sibling_is_done_and_ends_the_
         expected = {release_segment: [(1, 1)], split_segment: [(1, 3), (3, 3)]}[operation]
         assert [(e.segment.segment_id, e.segment.mask) for e in entries] == [(0, 1), *expected]
         assert entries[0].owner == owner
+        assert processor.is_running
+    assert processor.failure is None
+
+
+class _AskedAgainOfTheSibling(_TokenStoreDouble):
+    """The token store, except that right before the merging owner splits or releases the
+    sibling as asked (segment 1, which it claimed for that), the operator applies `operation`
+    to it, asked of that owner: after the owner read the first request (a moment a test cannot
+    time otherwise)."""
+
+    def __init__(self, tokens: TokenStore, *, operation: Callable[..., ControlReceipt]) -> None:
+        super().__init__(tokens)
+        self._operation = operation
+        self.receipts: list[ControlReceipt] = []
+
+    def split(
+        self, processor: str, segment_id: int, owner: str, **options: bool
+    ) -> tuple[Segment, Segment]:
+        self._ask_first(processor, segment_id)
+        return self._tokens.split(processor, segment_id, owner, **options)
+
+    def release(self, processor: str, segment_id: int, owner: str, **options: bool) -> None:
+        if options.get("as_requested"):
+            self._ask_first(processor, segment_id)
+        self._tokens.release(processor, segment_id, owner, **options)
+
+    def _ask_first(self, processor: str, segment_id: int) -> None:
+        if segment_id == 1 and not self.receipts:
+            self.receipts.append(
+                self._operation(
+                    self._tokens, processor, 1, now_ms=now_ms(), claim_timeout_ms=30_000
+                )
+            )
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [(split_segment, release_segment), (release_segment, split_segment)],
+    ids=["split then release", "release then split"],
+)
+def test_a_request_made_on_the_sibling_after_the_merging_owner_read_one_there_is_obeyed_first(
+    stores: Stores,
+    caplog: pytest.LogCaptureFixture,
+    first: Callable[..., ControlReceipt],
+    then: Callable[..., ControlReceipt],
+) -> None:
+    """A split or release left on the free sibling, replaced by the operator's other request
+    once the merging owner had read it and claimed the sibling: the split or release was
+    refused, and the owner released the sibling as it was, with the later request left on it,
+    yet dropped its merge and logged that the sibling was released on request. It keeps its
+    merge now, and at its next check obeys the later request on the sibling first, which ends
+    the merge: its log says so only then."""
+    caplog.set_level(logging.INFO)
+    tokens = _AskedAgainOfTheSibling(stores.tokens, operation=then)
+    processor = _beside_other_s_segment_1(stores, tokens)
+    with processor:
+        owner = _owner_of_segment_0(stores)
+        first(stores.tokens, "counts", 1, now_ms=now_ms(), claim_timeout_ms=30_000)
+        stores.tokens.release("counts", 1, "other")
+        processor.merge(0)
+        wait_for(lambda: "merge dropped, its sibling" in caplog.text)
+        asked = {release_segment: "release", split_segment: "split segment"}[then]
+        replaced = {release_segment: "release", split_segment: "split"}[first]
+        assert [r.message for r in tokens.receipts] == [
+            f"asked {owner} to {asked} Segment[1/1] (replacing the pending {replaced} request)"
+        ]
+        obeyed, dropped = {
+            release_segment: ("released on request", "released on request"),
+            split_segment: ("split", "split and released on request"),
+        }[then]
+        steps = (obeyed + ":", "merge kept", "merge dropped")
+        logged = [m for r in caplog.records if (m := r.getMessage()).startswith(steps)]
+        assert [m.split(":")[0] for m in logged] == [
+            "merge kept, its sibling released as it is, with a later request",
+            obeyed,
+            f"merge dropped, its sibling {dropped}",
+        ]
+        expected = {release_segment: [(1, 1)], split_segment: [(1, 3), (3, 3)]}[then]
+        entries = stores.tokens.entries("counts")
+        assert [(e.segment.segment_id, e.segment.mask) for e in entries] == [(0, 1), *expected]
+        assert entries[0].owner == owner
+        assert all(e.owner is None for e in entries[1:])
+        assert stores.tokens.pending_requests("counts") == []
         assert processor.is_running
     assert processor.failure is None
 

@@ -157,10 +157,13 @@ class RequestObeyer:
         The merge would delete the request unseen (the store refuses to while it is pending).
         Asked after the sibling was handed over, it is this owner's (the command said so); left
         on a free sibling (its owner released it before obeying it), it is its next owner's.
-        This owner claims the sibling, drops its merge (the request on the sibling, which
-        stays until obeyed, ends it), releases the sibling (split first, when asked to split):
-        True then. A merge or hand-over pending there stays: the merge deletes it when made,
-        and one that fails leaves it to the sibling's next owner.
+        This owner claims the sibling, splits it (when asked to) and releases it, and drops its
+        merge (the request on the sibling, which stays until obeyed, ends it): True then. A
+        request made on the sibling since `obey` read it refuses the split or release (see
+        `_split_or_rest`): the sibling is released as it is, with that request left on it, and
+        the merge stays pending for the next check, which reads both again (True too: nothing
+        more is made on what this check read). A merge or hand-over pending there stays: the
+        merge deletes it when made, and one that fails leaves it to the sibling's next owner.
         """
         if segment.is_root:
             return False  # nothing to merge with: `merge` says so
@@ -181,13 +184,23 @@ class RequestObeyer:
             )
         except UnableToClaimTokenError:
             return False  # taken meanwhile: its owner acts on the request
-        self._drop_merge(segment)
-        self._split_or_rest(
+        obeyed = self._split_or_rest(
             sibling_id, on_sibling.action, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
         )
-        p._tokens.release(p.name, sibling_id, self.owner)
+        p._tokens.release(p.name, sibling_id, self.owner)  # after a split, its lower half
+        if not obeyed:
+            logger.info(
+                "merge kept, its sibling released as it is, with a later request: "
+                "processor=%s segment=%s sibling=%s",
+                p.name,
+                segment,
+                sibling_id,
+            )
+            return True
+        self._drop_merge(segment)
         logger.info(
-            "merge dropped, its sibling released on request: processor=%s segment=%s sibling=%s",
+            "merge dropped, its sibling %s on request: processor=%s segment=%s sibling=%s",
+            "split and released" if on_sibling.action is SegmentAction.SPLIT else "released",
             p.name,
             segment,
             sibling_id,
