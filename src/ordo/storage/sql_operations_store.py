@@ -8,33 +8,23 @@ tag's rows. That is the price of keeping the tag writer's path free of a second 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 from ordo.hashing import stable_hash
 from ordo.processing.connection import SqlConnection
 from ordo.storage.rows import PROGRESS_COLUMNS
-from ordo.storage.sql_key_reads import SqlKeyReads
+from ordo.storage.sql_operations_reads import DELETED_TO, SqlOperationsReads, sequence_nr_of
 from ordo.tagging import TagProgress
-from ordo.time import TimeUUID
-from ordo.tools.ports import (
-    DeletedCounts,
-    TagViewRow,
-    WriterLeaseInfo,
-)
+from ordo.tools.ports import DeletedCounts, TagViewRow
 from ordo.types import PersistenceId, SequenceNr, Tag, TimeBucket
 
-IN_CHUNK = 500
-"""Values per IN (...) list (within every driver's parameter limit)."""
-_LAST_SEQUENCE_NR = 2**62
 _TAG_VIEW_KEY = "tag, timebucket, timeuuid, persistence_id, tag_pid_sequence_nr"
 UPSERT_INTO = (
     "INSERT INTO tag_views (tag, timebucket, timeuuid, persistence_id, tag_pid_sequence_nr, "
     "sequence_nr, persistence_id_hash, writer_uuid, serializer, manifest, payload, metadata, tags) "
 )
 """The columns a backend's `_upsert_rows` fills: its SELECT joins the row keys to `messages`."""
-_DELETED_TO = "SELECT deleted_to FROM all_persistence_ids WHERE persistence_id = {p}"
 _NAMES_NO_DELETED_EVENT = (
     "NOT EXISTS (SELECT 1 FROM all_persistence_ids AS a "
     "WHERE a.persistence_id = tag_write_progress.persistence_id "
@@ -44,8 +34,11 @@ _NAMES_NO_DELETED_EVENT = (
 journal is the only record of its tag's numbering, which no rebuild can derive again."""
 
 
-class SqlOperationsStore(SqlKeyReads):
-    """OperationsStore in plain SQL; subclasses add `_upsert_rows`. Thread-safe."""
+class SqlOperationsStore(SqlOperationsReads):
+    """OperationsStore in plain SQL; subclasses add `_upsert_rows`. Thread-safe.
+
+    What the operations read (status, writer leases, dry-run counts) is SqlOperationsReads'.
+    """
 
     UPSERT_CONFLICT: ClassVar[str] = (
         f"ON CONFLICT ({_TAG_VIEW_KEY}) DO UPDATE SET sequence_nr = excluded.sequence_nr, "
@@ -55,151 +48,6 @@ class SqlOperationsStore(SqlKeyReads):
         "metadata = excluded.metadata, tags = excluded.tags"
     )
     """How a rebuilt row overwrites a stored row with its key: the journal's columns win."""
-
-    # --- status ---------------------------------------------------------------------------
-
-    def count_events_after(self, after: TimeUUID | None) -> int:
-        """Journal events with a TimeUUID after `after` (all when None); uses the timeuuid index."""
-        if after is None:
-            row = self._fetchone("SELECT count(*) FROM messages", ())
-        else:
-            row = self._fetchone(
-                "SELECT count(*) FROM messages WHERE timeuuid > {p}", (after.to_bytes(),)
-            )
-        return int(row[0])
-
-    def count_time_buckets(self) -> int:
-        """(tag, time bucket) partitions of tag_views (a scan of the key)."""
-        row = self._fetchone(
-            "SELECT count(*) FROM (SELECT DISTINCT tag, timebucket FROM tag_views) AS buckets", ()
-        )
-        return int(row[0])
-
-    # --- writer leases -------------------------------------------------------------------
-
-    def live_writers(self, *, since_ms: int) -> Sequence[WriterLeaseInfo]:
-        """Leases renewed at or after `since_ms`, by writer uuid."""
-        rows = self._fetchall(
-            "SELECT writer_uuid, started_at, heartbeat_at FROM writer_leases "
-            "WHERE heartbeat_at >= {p} ORDER BY writer_uuid",
-            (since_ms,),
-        )
-        return [
-            WriterLeaseInfo(
-                writer_uuid=str(r[0]), started_at_ms=int(r[1]), heartbeat_at_ms=int(r[2])
-            )
-            for r in rows
-        ]
-
-    def writers_covering(
-        self, persistence_ids: Sequence[PersistenceId], *, since_ms: int
-    ) -> Mapping[PersistenceId, tuple[str, ...]]:
-        """Ids a live lease lists, or whose events a live writer appended."""
-        found: dict[PersistenceId, set[str]] = {}
-        for chunk in _chunks(sorted(set(persistence_ids))):
-            marks = ", ".join(["{p}"] * len(chunk))
-            rows = self._fetchall(
-                "SELECT l.persistence_id, l.writer_uuid FROM writer_lease_pids AS l "
-                "JOIN writer_leases AS w ON w.writer_uuid = l.writer_uuid "
-                f"WHERE w.heartbeat_at >= {{p}} AND l.persistence_id IN ({marks}) "
-                "UNION SELECT DISTINCT m.persistence_id, m.writer_uuid FROM messages AS m "
-                "JOIN writer_leases AS w ON w.writer_uuid = m.writer_uuid "
-                f"WHERE w.heartbeat_at >= {{p}} AND m.persistence_id IN ({marks})",
-                (since_ms, *chunk, since_ms, *chunk),
-            )
-            for pid, writer in rows:
-                found.setdefault(PersistenceId(str(pid)), set()).add(str(writer))
-        return {pid: tuple(sorted(writers)) for pid, writers in sorted(found.items())}
-
-    # --- reads ---------------------------------------------------------------------------
-
-    def deleted_to(self, persistence_id: PersistenceId) -> SequenceNr:
-        """Up to which sequence nr the id's events were deleted; 0 if none."""
-        return _sequence_nr(self._fetchone(_DELETED_TO, (persistence_id,)))
-
-    def tags_of(self, persistence_id: PersistenceId) -> Sequence[Tag]:
-        """Tags of the id's events (each distinct tag set decoded once) and of its progress."""
-        tags: set[Tag] = set()
-        for (text,) in self._fetchall(
-            "SELECT DISTINCT tags FROM messages WHERE persistence_id = {p}", (persistence_id,)
-        ):
-            tags.update(json.loads(str(text)))
-        for (tag,) in self._fetchall(
-            "SELECT tag FROM tag_write_progress WHERE persistence_id = {p}", (persistence_id,)
-        ):
-            tags.add(Tag(str(tag)))
-        return sorted(tags)
-
-    def count_tag_view_rows(
-        self, persistence_id: PersistenceId, tag: Tag, *, after_sequence_nr: SequenceNr
-    ) -> int:
-        """Rows of (tag, id) with sequence_nr > after (a scan of the tag)."""
-        row = self._fetchone(
-            "SELECT count(*) FROM tag_views WHERE tag = {p} AND persistence_id = {p} "
-            "AND sequence_nr > {p}",
-            (tag, persistence_id, after_sequence_nr),
-        )
-        return int(row[0])
-
-    def count_metadata(
-        self, persistence_id: PersistenceId, tags: Sequence[Tag], *, after_sequence_nr: SequenceNr
-    ) -> DeletedCounts:
-        """Progress rows of the tags with sequence_nr > after, and the id's tag_scanning row."""
-        progress = sum(
-            int(
-                self._fetchone(
-                    "SELECT count(*) FROM tag_write_progress WHERE persistence_id = {p} "
-                    "AND tag = {p} AND sequence_nr > {p}",
-                    (persistence_id, tag, after_sequence_nr),
-                )[0]
-            )
-            for tag in tags
-        )
-        scanning = int(
-            self._fetchone(
-                "SELECT count(*) FROM tag_scanning WHERE persistence_id = {p}", (persistence_id,)
-            )[0]
-        )
-        return DeletedCounts(progress_rows=progress, scanning_rows=scanning)
-
-    def count_persistence_id_events(self, persistence_id: PersistenceId) -> int:
-        """Events of the id still in the journal."""
-        return int(
-            self._fetchone(
-                "SELECT count(*) FROM messages WHERE persistence_id = {p}", (persistence_id,)
-            )[0]
-        )
-
-    def count_tag_views_before(self, tag: Tag, *, up_to_bucket: TimeBucket, before: bytes) -> int:
-        """Rows of the tag with timeuuid < `before`."""
-        row = self._fetchone(
-            "SELECT count(*) FROM tag_views WHERE tag = {p} AND timebucket <= {p} "
-            "AND timeuuid < {p}",
-            (tag, up_to_bucket, before),
-        )
-        return int(row[0])
-
-    def newest_tag_view_before(
-        self, tag: Tag, *, up_to_bucket: TimeBucket, before: bytes
-    ) -> bytes | None:
-        """Newest row of the tag with timeuuid < `before`: two seeks in the primary key.
-
-        Only the last bucket can hold rows at or after `before`; asking it and the buckets
-        before it apart keeps each query a seek instead of a walk back over that bucket's
-        newer rows.
-        """
-        for condition, params in (
-            ("timebucket = {p} AND timeuuid < {p}", (up_to_bucket, before)),
-            ("timebucket < {p}", (up_to_bucket,)),
-        ):
-            row = self._fetchone(
-                f"SELECT timeuuid FROM tag_views WHERE tag = {{p}} AND {condition} "
-                "ORDER BY timebucket DESC, timeuuid DESC LIMIT 1",
-                (tag, *params),
-            )
-            if row is not None:
-                return bytes(row[0])
-        return None
 
     # --- writes --------------------------------------------------------------------------
 
@@ -255,8 +103,8 @@ class SqlOperationsStore(SqlKeyReads):
         numbering recovery or a rebuild then goes on from, where no event left has the tag.
         """
         with self._db.write_transaction() as conn:
-            deleted_to = _sequence_nr(
-                conn.execute(self._sql(_DELETED_TO), (persistence_id,)).fetchone()
+            deleted_to = sequence_nr_of(
+                conn.execute(self._sql(DELETED_TO), (persistence_id,)).fetchone()
             )
             return self._delete_tag_views(
                 conn, persistence_id, tags, keep_numbering_up_to=deleted_to
@@ -436,13 +284,3 @@ def persistence_id_hashes(rows: Sequence[TagViewRow]) -> list[int]:
     """The stable_hash of each row's persistence id (computed once per id), in row order."""
     hashes = {pid: stable_hash(pid) for pid in {r.persistence_id for r in rows}}
     return [hashes[r.persistence_id] for r in rows]
-
-
-def _sequence_nr(row: Any) -> SequenceNr:
-    """The sequence nr a fetched one-column row holds; 0 without a row."""
-    return SequenceNr(0 if row is None else int(row[0]))
-
-
-def _chunks(values: Sequence[PersistenceId]) -> Iterator[Sequence[PersistenceId]]:
-    for start in range(0, len(values), IN_CHUNK):
-        yield values[start : start + IN_CHUNK]
