@@ -11,6 +11,7 @@ from datetime import timedelta
 from ordo import EventsByTagSettings, Journal, NewEvent, QuerySettings
 from ordo.clock import Clock
 from ordo.hashing import stable_hash
+from ordo.processing.ports import TokenStore
 from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.source import EventSource
 from ordo.query import EventEnvelope
@@ -60,12 +61,37 @@ def counting_handler(event: EventEnvelope, context: HandlerContext) -> None:
     )
 
 
+class TokenStoreDouble:
+    """The token store it wraps, but for what a subclass does instead: a race double.
+
+    An override forwards the keyword options it is given (`**options`) as they are.
+    """
+
+    def __init__(self, tokens: TokenStore) -> None:
+        self._tokens = tokens
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._tokens, name)
+
+
 def counts_processor(
-    stores: Stores, *, settings: ProcessorSettings = FAST, clock: Clock | None = None
+    stores: Stores,
+    *,
+    settings: ProcessorSettings = FAST,
+    clock: Clock | None = None,
+    tokens: TokenStoreDouble | None = None,
 ) -> TrackingProcessor:
-    """The "counts" processor: `counting_handler` over the events tagged "t"."""
+    """The "counts" processor: `counting_handler` over the events tagged "t".
+
+    Its token store is `stores.tokens`, or `tokens`: a race double wrapping it.
+    """
     return TrackingProcessor(
-        "counts", source(stores), stores.tokens, counting_handler, settings=settings, clock=clock
+        "counts",
+        source(stores),
+        stores.tokens if tokens is None else tokens,  # type: ignore[arg-type]
+        counting_handler,
+        settings=settings,
+        clock=clock,
     )
 
 

@@ -41,6 +41,17 @@ def _held_by_a(stores: Stores, *requests: tuple[int, SegmentRequest]) -> None:
         stores.tokens.request("p", segment_id, request, now_ms=0)
 
 
+def _replace_what_the_owner_read(
+    stores: Stores, read: SegmentRequest, other: SegmentRequest
+) -> None:
+    """Segment 0 held by "a" with `read` pending, which the owner reads at its check; then
+    `other` asked, which replaces it (and says so)."""
+    _held_by_a(stores, (0, read))
+    assert _pending(stores) == [(0, read)]
+    replaced = stores.tokens.request("p", 0, other, now_ms=1)
+    assert replaced == PendingRequest(segment_id=0, request=read, requested_at_ms=0)
+
+
 def test_a_split_obeys_the_split_pending_on_its_segment(stores: Stores) -> None:
     """The owner read the split and left it pending: it goes with the split, and a request on
     another segment stays."""
@@ -59,10 +70,7 @@ def test_a_split_is_refused_while_a_request_made_since_the_owner_read_it_is_pend
     replaced it (the latest wins, and says so). It was asked of the whole segment: the split
     would leave it on the lower half, which keeps the id. The split is refused, and the
     request stays on the segment it was asked of, for the owner."""
-    _held_by_a(stores, (0, SPLIT))
-    assert _pending(stores) == [(0, SPLIT)]  # what the owner reads at its check
-    replaced = stores.tokens.request("p", 0, other, now_ms=1)
-    assert replaced == PendingRequest(segment_id=0, request=SPLIT, requested_at_ms=0)
+    _replace_what_the_owner_read(stores, SPLIT, other)
     with pytest.raises(
         PendingRequestError,
         match=rf"segment 0 has a {other.describe()} request pending, asked of the segment as it "
@@ -153,10 +161,7 @@ def test_a_release_as_requested_is_refused_while_a_request_made_since_the_owner_
     whoever claims it next with the new request left on it: the release the receipt said was
     replaced was carried out. The release is refused, the owner keeps the segment, and the
     request stays for it."""
-    _held_by_a(stores, (0, RELEASE))
-    assert _pending(stores) == [(0, RELEASE)]  # what the owner reads at its check
-    replaced = stores.tokens.request("p", 0, other, now_ms=1)
-    assert replaced == PendingRequest(segment_id=0, request=RELEASE, requested_at_ms=0)
+    _replace_what_the_owner_read(stores, RELEASE, other)
     with pytest.raises(
         PendingRequestError,
         match=rf"segment 0 has a {other.describe()} request pending, asked of the segment as it "

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from processing_support import (
     append_events,
     counted,
     counting_handler,
+    counts_processor,
     source,
     wait_for,
 )
@@ -100,15 +102,21 @@ def test_a_failure_in_fail_mode_stops_the_processor_and_applies_nothing_of_its_b
     assert (entry.token, entry.owner) == (TrackingToken(), None)
 
 
-def _failing_handler(calls: list[str]) -> Callable[[EventEnvelope, HandlerContext], None]:
-    """A handler that fails every event, noting each attempt."""
+def _failing_every_event(stores: Stores, **changes: Any) -> tuple[TrackingProcessor, list[str]]:
+    """A one-thread processor (FAST with `changes`) whose handler fails every event, and the
+    attempts it made ("pid#n" each), in the order made."""
+    calls: list[str] = []
 
     def handle(event: EventEnvelope, context: HandlerContext) -> None:
         calls.append(f"{event.persistence_id}#{event.tag_pid_sequence_nr}")
         msg = "always"
         raise RuntimeError(msg)
 
-    return handle
+    settings = replace(FAST, thread_count=1, initial_segment_count=1, **changes)
+    processor = TrackingProcessor(
+        "counts", source(stores), stores.tokens, handle, settings=settings
+    )
+    return processor, calls
 
 
 def test_retry_waits_stop_doubling_at_half_the_claim_timeout(
@@ -116,19 +124,13 @@ def test_retry_waits_stop_doubling_at_half_the_claim_timeout(
 ) -> None:
     """A one-day backoff: uncapped, the first retry would wait a day (and the 17th overflow)."""
     append_events(journal, 1, pids=1)
-    settings = replace(
-        FAST,
-        thread_count=1,
-        initial_segment_count=1,
+    processor, calls = _failing_every_event(
+        stores,
         claim_timeout=timedelta(milliseconds=400),
         token_claim_interval=timedelta(milliseconds=100),
         error_mode=ErrorMode.DEAD_LETTER,
         max_retries=5,
         retry_backoff=timedelta(days=1),
-    )
-    calls: list[str] = []
-    processor = TrackingProcessor(
-        "counts", source(stores), stores.tokens, _failing_handler(calls), settings=settings
     )
     processor.start()
     try:
@@ -143,17 +145,11 @@ def test_stopping_ends_a_retry_wait_and_leaves_the_event_for_the_next_claim(
     stores: Stores, journal: Journal, sql: SqlRunner
 ) -> None:
     append_events(journal, 1, pids=1)
-    settings = replace(
-        FAST,
-        thread_count=1,
-        initial_segment_count=1,
+    processor, calls = _failing_every_event(
+        stores,
         claim_timeout=timedelta(hours=1),
         error_mode=ErrorMode.DEAD_LETTER,
         retry_backoff=timedelta(hours=1),
-    )
-    calls: list[str] = []
-    processor = TrackingProcessor(
-        "counts", source(stores), stores.tokens, _failing_handler(calls), settings=settings
     )
     processor.start()
     try:
@@ -164,7 +160,5 @@ def test_stopping_ends_a_retry_wait_and_leaves_the_event_for_the_next_claim(
     assert (entry.token, entry.owner) == (TrackingToken(), None)  # rolled back, released
     assert stores.tokens.dead_letters("counts") == []  # retries not used up: no error mode
     assert processor.failure is None
-    with TrackingProcessor(
-        "counts", source(stores), stores.tokens, counting_handler, settings=settings
-    ):
+    with counts_processor(stores, settings=processor.settings):
         wait_for(lambda: counted(sql) == 1)

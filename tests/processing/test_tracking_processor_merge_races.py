@@ -28,24 +28,11 @@ from ordo.processing.processor import TrackingProcessor
 from ordo.processing.segment import Segment
 from ordo.processing.segment_request import PendingRequest, SegmentAction, SegmentRequest
 from ordo.storage.open import Stores
-from processing_support import FAST, counting_handler, now_ms, source, wait_for
-
-
-class _TokenStoreDouble:
-    """The token store it wraps, but for what a subclass does instead: a race double.
-
-    An override forwards the keyword options it is given (`**options`) as they are.
-    """
-
-    def __init__(self, tokens: TokenStore) -> None:
-        self._tokens = tokens
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._tokens, name)
+from processing_support import FAST, TokenStoreDouble, counts_processor, now_ms, wait_for
 
 
 def _beside_other_s_segment_1(
-    stores: Stores, tokens: _TokenStoreDouble, *, held: int = 1
+    stores: Stores, tokens: TokenStoreDouble, *, held: int = 1
 ) -> TrackingProcessor:
     """A one-thread "counts" processor over two segments through `tokens` (the store behind a
     race double), with "other" holding segment 1 (or `held`) for 30 s: the processor can take
@@ -55,13 +42,7 @@ def _beside_other_s_segment_1(
     )
     stores.tokens.initialize("counts", segment_count=2)
     stores.tokens.claim("counts", held, "other", now_ms=now_ms(), claim_timeout_ms=30_000)
-    return TrackingProcessor(
-        "counts",
-        source(stores),
-        tokens,  # type: ignore[arg-type]
-        counting_handler,
-        settings=settings,
-    )
+    return counts_processor(stores, settings=settings, tokens=tokens)
 
 
 def _owner_of_segment_0(stores: Stores) -> str:
@@ -72,7 +53,7 @@ def _owner_of_segment_0(stores: Stores) -> str:
     return owner
 
 
-class _HandOverAskedMeanwhile(_TokenStoreDouble):
+class _HandOverAskedMeanwhile(TokenStoreDouble):
     """The token store, except that as soon as an owner tries a merge, the owner of the
     sibling asks it to hand its segment over: the sibling's owner merging the same two
     segments at that moment (a race a test cannot time otherwise)."""
@@ -103,7 +84,7 @@ def test_an_owner_asked_for_its_segment_while_merging_hands_it_over(stores: Stor
     assert processor.failure is None
 
 
-class _Releases(_TokenStoreDouble):
+class _Releases(TokenStoreDouble):
     """The token store, recording the segments released, and how many times requests were
     read after a hand-over was made or skipped."""
 
@@ -141,7 +122,7 @@ def test_an_owner_asked_to_hand_its_segment_to_itself_keeps_it(stores: Stores) -
     assert processor.failure is None
 
 
-class _ReleaseAskedMeanwhile(_TokenStoreDouble):
+class _ReleaseAskedMeanwhile(TokenStoreDouble):
     """The token store, except that when an owner tries its merge the second time (it asked
     for the sibling at the first), the operator asks it to release the segment first: between
     reading the merge and asking it again (a race a test cannot time otherwise)."""
@@ -185,7 +166,7 @@ def test_an_operator_s_release_made_while_the_owner_merges_is_not_replaced(
     assert processor.failure is None
 
 
-class _ReleaseAskedOnceTheMergeFailed(_TokenStoreDouble):
+class _ReleaseAskedOnceTheMergeFailed(TokenStoreDouble):
     """The token store, except that the operator asks the owner to release segment 0 right
     after the owner's first call once its merge failed (another owner holds the sibling):
     whatever it asks then, the release comes after it and before anything else it asks."""
@@ -240,7 +221,7 @@ def test_an_operator_s_release_right_after_the_owner_asks_its_merge_again_ends_t
     assert processor.failure is None
 
 
-class _SiblingMergingAtOnce(_TokenStoreDouble):
+class _SiblingMergingAtOnce(TokenStoreDouble):
     """The token store, except that the owner of segment 1 merges the pair at the same moment
     as the processor's worker, segment 0's owner: right after the worker asks its merge again
     and for segment 1, it asks its own merge again and for segment 0 (once; a refusal leaves
@@ -304,7 +285,7 @@ _EACH_OPERATOR_ACTION = pytest.mark.parametrize(
 """An operator's release or split, asked of a segment's owner."""
 
 
-class _HandedOverThenAsked(_TokenStoreDouble):
+class _HandedOverThenAsked(TokenStoreDouble):
     """The token store, except that right after the worker (segment 0's owner) asks for
     segment 1 the first time, segment 1's owner hands it over, as its worker does, and then
     the operator applies `operation` to `segment_id`: all before the worker's next check,
@@ -410,7 +391,7 @@ def test_a_release_or_split_left_pending_on_a_free_sibling_is_done_and_ends_the_
     though the operator was told it was asked. The merging owner acts on it now, as on a
     sibling handed over to it: it claims segment 1, splits it (when asked to split), releases
     it, and keeps processing segment 0."""
-    processor = _beside_other_s_segment_1(stores, _TokenStoreDouble(stores.tokens))
+    processor = _beside_other_s_segment_1(stores, TokenStoreDouble(stores.tokens))
     with processor:
         owner = _owner_of_segment_0(stores)
         receipt = operation(stores.tokens, "counts", 1, now_ms=now_ms(), claim_timeout_ms=30_000)
@@ -431,7 +412,7 @@ def test_a_release_or_split_left_pending_on_a_free_sibling_is_done_and_ends_the_
     assert processor.failure is None
 
 
-class _AskedAgainOfTheSibling(_TokenStoreDouble):
+class _AskedAgainOfTheSibling(TokenStoreDouble):
     """The token store, except that right before the merging owner splits or releases the
     sibling as asked (segment 1, which it claimed for that), the operator applies `operation`
     to it, asked of that owner: after the owner read the first request (a moment a test cannot
@@ -551,7 +532,7 @@ def test_an_operator_s_merge_of_the_sibling_handed_over_stays_pending_when_the_m
     assert processor.failure is None
 
 
-class _AskedOfTheMergingOwner(_TokenStoreDouble):
+class _AskedOfTheMergingOwner(TokenStoreDouble):
     """The token store, except that when the worker, having read a merge request, merges, the
     operator first applies `operation` to the segment it merges (asked of the worker, which
     holds it): a moment a test cannot time otherwise. Records the splits and releases made
@@ -603,13 +584,7 @@ def test_a_release_or_split_of_the_segment_asked_while_its_owner_merges_is_done_
     sibling_id = 1 - segment_id
     # The worker claims the first free segment: "other" holds the sibling until it has.
     stores.tokens.claim("counts", sibling_id, "other", now_ms=now_ms(), claim_timeout_ms=30_000)
-    processor = TrackingProcessor(
-        "counts",
-        source(stores),
-        tokens,  # type: ignore[arg-type]
-        counting_handler,
-        settings=settings,
-    )
+    processor = counts_processor(stores, settings=settings, tokens=tokens)
     with processor:
         wait_for(lambda: stores.tokens.entries("counts")[segment_id].owner is not None)
         owner = stores.tokens.entries("counts")[segment_id].owner

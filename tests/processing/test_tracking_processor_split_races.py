@@ -11,23 +11,19 @@ import pytest
 
 from ordo.processing.control import ControlReceipt, release_segment, split_segment
 from ordo.processing.ports import TokenStore
-from ordo.processing.processor import TrackingProcessor
 from ordo.processing.segment import Segment
 from ordo.storage.open import Stores
-from processing_support import FAST, counting_handler, now_ms, source, wait_for
+from processing_support import FAST, TokenStoreDouble, counts_processor, now_ms, wait_for
 
 
-class _ReleaseAskedAtTheSplit:
+class _ReleaseAskedAtTheSplit(TokenStoreDouble):
     """The token store, except that right before the owner splits, the operator asks it to
     release the segment: after the owner read the split (a moment a test cannot time
     otherwise)."""
 
     def __init__(self, tokens: TokenStore) -> None:
-        self._tokens = tokens
+        super().__init__(tokens)
         self.receipts: list[ControlReceipt] = []
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._tokens, name)
 
     def split(self, processor: str, segment_id: int, owner: str) -> tuple[Segment, Segment]:
         self.receipts.append(
@@ -47,13 +43,7 @@ def test_a_release_asked_after_the_owner_read_its_split_releases_the_whole_segme
     caplog.set_level(logging.INFO)
     tokens = _ReleaseAskedAtTheSplit(stores.tokens)
     settings = replace(FAST, thread_count=1, initial_segment_count=1)
-    processor = TrackingProcessor(
-        "counts",
-        source(stores),
-        tokens,  # type: ignore[arg-type]
-        counting_handler,
-        settings=settings,
-    )
+    processor = counts_processor(stores, settings=settings, tokens=tokens)
     with processor:
         wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
         owner = stores.tokens.entries("counts")[0].owner
@@ -69,18 +59,15 @@ def test_a_release_asked_after_the_owner_read_its_split_releases_the_whole_segme
     assert processor.failure is None
 
 
-class _SplitAskedAtTheRelease:
+class _SplitAskedAtTheRelease(TokenStoreDouble):
     """The token store, except that right before the owner releases the segment as asked, the
     operator asks it to split the segment: after the owner read the release (a moment a test
     cannot time otherwise). Records who held the segment once that release was over."""
 
     def __init__(self, tokens: TokenStore) -> None:
-        self._tokens = tokens
+        super().__init__(tokens)
         self.receipts: list[ControlReceipt] = []
         self.held_after: list[str | None] = []
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._tokens, name)
 
     def release(self, processor: str, segment_id: int, owner: str, **options: bool) -> None:
         if not options.get("as_requested") or self.receipts:
@@ -106,13 +93,7 @@ def test_a_split_asked_after_the_owner_read_its_release_is_made_by_the_owner(
     caplog.set_level(logging.INFO)
     tokens = _SplitAskedAtTheRelease(stores.tokens)
     settings = replace(FAST, thread_count=1, initial_segment_count=1)
-    processor = TrackingProcessor(
-        "counts",
-        source(stores),
-        tokens,  # type: ignore[arg-type]
-        counting_handler,
-        settings=settings,
-    )
+    processor = counts_processor(stores, settings=settings, tokens=tokens)
     with processor:
         wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
         owner = stores.tokens.entries("counts")[0].owner
