@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 import ordo.spark
+from ordo import EventsByTagSettings, NewEvent, open_journal
+from ordo.time import format_first_time_bucket
 
 _LOADED = (
     "import sys, ordo.spark.events_by_tag_source; "
@@ -20,6 +25,42 @@ def test_the_source_loads_neither_the_materializer_nor_pandas() -> None:
         [sys.executable, "-c", _LOADED], capture_output=True, text=True, check=True
     ).stdout
     assert loaded.strip() == "[]"
+
+
+_PLANNED = """
+import sys
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+from ordo.spark.events_by_tag_source import EventsByTagStreamReader
+from ordo.spark.options import EventsByTagOptions
+
+options = {"journal": sys.argv[1], "tag": "order", "firstTimeBucket": sys.argv[2],
+           "eventualConsistencyDelayMs": "0", "segments": "2"}
+reader = EventsByTagStreamReader(EventsByTagOptions.from_spark(options))
+reader.prepareForTriggerAvailableNow()
+start = reader.initialOffset()
+end = reader.latestOffset(start, ReadAllAvailable())
+partitions = reader.partitions(start, end)
+reader.stop()
+print(sum(len(p.pids) for p in partitions), "pandas" in sys.modules)
+"""
+
+
+def test_planning_a_batch_does_not_load_pandas(tmp_path: Path) -> None:
+    """The source's process plans its first batch without importing pandas (~0.2 s there).
+
+    pyarrow imports pandas, when installed, on the first `pa.array()` or `to_numpy()`; the
+    planner's summarised pages call neither.
+    """
+    url = f"sqlite:///{tmp_path / 'journal.db'}"
+    first = format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000)
+    settings = EventsByTagSettings(first_time_bucket=first, flush_interval=timedelta(0))
+    with open_journal(url, settings=settings) as journal:
+        for i in range(30):
+            journal.append(f"order-{i % 3}", [NewEvent.of({"i": i}, tags=["order"])])
+    planned = subprocess.run(
+        [sys.executable, "-c", _PLANNED, url, first], capture_output=True, text=True, check=True
+    ).stdout
+    assert planned.split() == ["3", "False"]  # the 3 ids planned, pandas not loaded
 
 
 def test_the_materializer_names_resolve_on_first_use() -> None:

@@ -13,13 +13,14 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ordo import BucketSize, EventsByTagSettings, NewEvent, open_journal
 from ordo.clock import ManualClock
-from ordo.spark.packed_arrow import packed_table
+from ordo.spark.packed_arrow import int_values, packed_table
 from ordo.storage.open import stores_at
 from ordo.storage.packed_reads import TAG_VIEW_PACKING
 from ordo.types import Tag, TimeBucket
@@ -70,3 +71,24 @@ def test_a_packed_page_as_arrow_is_the_page_of_rows(
     table = packed_table(page, TAG_VIEW_PACKING)
     assert len(rows) == min(limit, len(events))
     assert [tuple(row.values()) for row in table.to_pylist()] == [tuple(row) for row in rows]
+
+
+@given(
+    values=st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1), max_size=20),
+    cut=st.tuples(st.integers(0, 20), st.integers(0, 20)),
+    kind=st.sampled_from([pa.int64(), pa.int32()]),
+)
+def test_int_values_are_the_column_s_values_sliced_or_chunked(
+    values: list[int], cut: tuple[int, int], kind: pa.DataType
+) -> None:
+    if kind == pa.int32():
+        values = [v % 2**31 for v in values]
+    column = pa.array(values, kind)[min(cut) : max(cut)]
+    expected = values[min(cut) : max(cut)]
+    assert int_values(column).tolist() == expected
+    assert int_values(pa.chunked_array([column, column], kind)).tolist() == expected * 2
+
+
+def test_int_values_refuse_nulls() -> None:
+    with pytest.raises(ValueError, match="1 nulls"):
+        int_values(pa.array([1, None, 3], pa.int64()))

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from ordo.query import KeyRun, RunPage
-from ordo.spark.packed_arrow import packed_table
+from ordo.spark.packed_arrow import int_values, packed_table
 from ordo.storage.packed_reads import TAG_VIEW_KEY_PACKING, PackedPageReader, PackedRows
 from ordo.types import Tag, TimeBucket
 
@@ -45,8 +45,8 @@ def _runs(page: PackedRows) -> list[KeyRun] | None:
     words = np.frombuffer(keys, dtype=">u8").reshape(-1, 2)
     table = packed_table(page, TAG_VIEW_KEY_PACKING)
     ids = pc.dictionary_encode(table["persistence_id"]).combine_chunks()
-    codes = ids.indices.to_numpy()
-    nrs = table["tag_pid_sequence_nr"].to_numpy()
+    codes = int_values(ids.indices)
+    nrs = int_values(table["tag_pid_sequence_nr"])
     order = np.lexsort((nrs, words[:, 1], words[:, 0], codes))
     codes, nrs = codes[order], nrs[order]
     same_id = codes[1:] == codes[:-1]
