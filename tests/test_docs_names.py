@@ -1,0 +1,82 @@
+"""Names the user documentation gives are names the code has.
+
+A renamed setting or option leaves the docs naming one that does nothing: an `ORDO_*`
+variable nobody reads is silently ignored, and a source option that is not in the table is
+undocumented. These checks read the names from the docs and look each up in the code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ordo.cli.main import cli
+from ordo.errors import ConfigurationError
+from ordo.settings import ENV_PREFIX, LoadableSettings
+from ordo.spark.job_session import SPARK_LOG_VARIABLE
+from ordo.spark.options import VALID_OPTIONS
+
+ROOT = Path(__file__).parents[1]
+USER_DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+TEST_SETUP = ROOT / "tests" / "conftest.py"
+"""Reads the one variable for the test suite (ORDO_TEST_POSTGRES_DSN) that README names."""
+
+
+def _settings_classes(base: type[Any] = LoadableSettings) -> set[type[Any]]:
+    """Every settings dataclass (a frozen slots dataclass is a subclass of its declaration)."""
+    found: set[type[Any]] = set()
+    for cls in base.__subclasses__():
+        found |= {cls, *_settings_classes(cls)}
+    return found
+
+
+def _variables_of_settings() -> set[str]:
+    """ORDO_ + each key from_env() reads: a field's name, with `_ms` for a duration."""
+    candidates = {
+        (cls, f"{ENV_PREFIX}{key.upper()}")
+        for cls in _settings_classes()
+        for field in dataclasses.fields(cls)
+        for key in (field.name, f"{field.name}_ms")
+    }
+    return {name for cls, name in candidates if _is_read(cls, name)}
+
+
+def _is_read(cls: type[Any], name: str) -> bool:
+    """Whether cls.from_env() looks at `name`: it refuses a value no setting takes."""
+    try:
+        cls.from_env({name: "not a value"})
+    except ConfigurationError:
+        return True
+    return False
+
+
+def _variables_of_options(command: click.Command) -> set[str]:
+    """The variables of the options of `command` (the root's too) and of its subcommands."""
+    names: set[str] = set()
+    for param in command.params:
+        names.update([param.envvar] if isinstance(param.envvar, str) else param.envvar or [])
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            names |= _variables_of_options(sub)
+    return names
+
+
+def test_every_variable_the_docs_name_is_read() -> None:
+    """`ORDO_*` in README.md and docs/*.md: a settings key, an option's variable, or the log's."""
+    read = _variables_of_settings() | _variables_of_options(cli) | {SPARK_LOG_VARIABLE}
+    for path in USER_DOCS:
+        for name in set(re.findall(r"\bORDO_[A-Z0-9_]*[A-Z0-9]\b", path.read_text("utf-8"))):
+            if name not in read:
+                assert name in TEST_SETUP.read_text("utf-8"), f"{path.name}: {name} is read nowhere"
+
+
+def test_the_docs_table_of_source_options_lists_every_option() -> None:
+    """docs/spark.md's table of `ordo_events_by_tag` options: every option the source takes."""
+    text = (ROOT / "docs" / "spark.md").read_text("utf-8")
+    first_cells = re.findall(r"^\| (.+?) \|", text, flags=re.MULTILINE)
+    documented = {name for cell in first_cells for name in re.findall(r"`(\w+)`", cell)}
+    assert documented == set(VALID_OPTIONS)
