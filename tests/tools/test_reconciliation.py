@@ -283,6 +283,7 @@ def test_the_active_writer_guard_refuses_and_force_overrides(journal_url: str) -
             before = tag_view_rows(journal_url)
             attempts: list[Callable[[], object]] = [
                 lambda: reconciliation.delete_tag_views(PersistenceId("busy")),
+                lambda: reconciliation.delete_tag_views(PersistenceId("busy"), dry_run=True),
                 lambda: reconciliation.rebuild_tag_views(PersistenceId("busy")),
                 lambda: reconciliation.rebuild_pairs([(Tag("a"), PersistenceId("busy"))]),
                 reconciliation.truncate,
@@ -302,3 +303,15 @@ def test_the_active_writer_guard_refuses_and_force_overrides(journal_url: str) -
         assert receipt.written_rows == 1
         assert not receipt.forced_past
     one_row(journal_url, "a", "busy", 1)
+
+
+def test_a_refusal_of_the_whole_journal_names_no_persistence_id(journal_url: str) -> None:
+    """A truncate refused under a live writer said "leases on persistence_id '*'"."""
+    with open_journal(journal_url, settings=WRITE) as journal:
+        journal.append("busy", [NewEvent.of(1, tags=["a"])])
+        with stores_at(journal_url) as stores, pytest.raises(ActiveWriterError) as refused:
+            Reconciliation.of(stores).truncate()
+    assert str(refused.value) == (
+        f"truncate tag views refused: live writers hold leases (writer {journal.writer_uuid}) "
+        "and it changes every persistence id; stop them or pass --force (force=True)"
+    )

@@ -19,13 +19,16 @@ class ActiveWriterError(OperationRefusedError):
 
     def __init__(self, *, operation: str, writers: dict[str, tuple[str, ...]]) -> None:
         self.operation, self.writers = operation, writers
-        shown = ", ".join(
-            f"{pid!r} (writer {', '.join(owners)})" for pid, owners in list(writers.items())[:5]
-        )
-        more = f" and {len(writers) - 5} more" if len(writers) > 5 else ""
+        if set(writers) == {"*"}:  # "*" is no id: the message said "persistence_id '*'"
+            held = f"leases (writer {', '.join(writers['*'])}) and it changes every persistence id"
+        else:
+            shown = ", ".join(
+                f"{pid!r} (writer {', '.join(owners)})" for pid, owners in list(writers.items())[:5]
+            )
+            more = f" and {len(writers) - 5} more" if len(writers) > 5 else ""
+            held = f"leases on persistence_id {shown}{more}"
         msg = (
-            f"{operation} refused: live writers hold leases on persistence_id {shown}{more}; "
-            "stop them or pass --force (force=True)"
+            f"{operation} refused: live writers hold {held}; stop them or pass --force (force=True)"
         )
         super().__init__(msg)
 
