@@ -24,6 +24,8 @@ ROOT = Path(__file__).parents[1]
 USER_DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 TEST_SETUP = ROOT / "tests" / "conftest.py"
 """Reads the one variable for the test suite (ORDO_TEST_POSTGRES_DSN) that README names."""
+OTHER_TOOLS_OPTIONS = {"--strict"}
+"""Options the docs give other tools (README: `mypy --strict`)."""
 
 
 def _settings_classes(base: type[Any] = LoadableSettings) -> set[type[Any]]:
@@ -72,6 +74,30 @@ def test_every_variable_the_docs_name_is_read() -> None:
         for name in set(re.findall(r"\bORDO_[A-Z0-9_]*[A-Z0-9]\b", path.read_text("utf-8"))):
             if name not in read:
                 assert name in TEST_SETUP.read_text("utf-8"), f"{path.name}: {name} is read nowhere"
+
+
+def _options(command: click.Command) -> set[str]:
+    """The option names of `command` and of its subcommands."""
+    names = {"--help"}
+    for param in command.params:
+        if isinstance(param, click.Option):
+            names.update([*param.opts, *param.secondary_opts])
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            names |= _options(sub)
+    return names
+
+
+def test_every_long_option_the_docs_name_is_an_option_of_a_command() -> None:
+    """tests/cli/test_cli_docs.py finds every option in docs/cli.md; this, no stale ones.
+
+    docs/benchmarks.md is left out: it names the options of the scripts under bench/.
+    """
+    options = _options(cli) | OTHER_TOOLS_OPTIONS
+    for path in USER_DOCS:
+        if path.name != "benchmarks.md":
+            named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", path.read_text("utf-8")))
+            assert named <= options, f"{path.name} names {sorted(named - options)}"
 
 
 def test_the_docs_table_of_source_options_lists_every_option() -> None:
