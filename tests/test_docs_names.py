@@ -1,12 +1,14 @@
 """Names the user documentation gives are names the code has.
 
-A renamed setting or option leaves the docs naming one that does nothing: an `ORDO_*`
-variable nobody reads is silently ignored, and a source option that is not in the table is
-undocumented. These checks read the names from the docs and look each up in the code.
+A renamed setting, option or error leaves the docs naming one that does nothing: an `ORDO_*`
+variable nobody reads is silently ignored, an option or error class that is gone cannot be
+used or caught, and a source option missing from its table is undocumented. These checks read
+the names from the docs and look each up in the code.
 """
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import re
 from pathlib import Path
@@ -14,8 +16,8 @@ from typing import Any
 
 import click
 
+from ordo import errors
 from ordo.cli.main import cli
-from ordo.errors import ConfigurationError
 from ordo.settings import ENV_PREFIX, LoadableSettings
 from ordo.spark.job_session import SPARK_LOG_VARIABLE
 from ordo.spark.options import VALID_OPTIONS
@@ -51,7 +53,7 @@ def _is_read(cls: type[Any], name: str) -> bool:
     """Whether cls.from_env() looks at `name`: it refuses a value no setting takes."""
     try:
         cls.from_env({name: "not a value"})
-    except ConfigurationError:
+    except errors.ConfigurationError:
         return True
     return False
 
@@ -98,6 +100,13 @@ def test_every_long_option_the_docs_name_is_an_option_of_a_command() -> None:
         if path.name != "benchmarks.md":
             named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", path.read_text("utf-8")))
             assert named <= options, f"{path.name} names {sorted(named - options)}"
+
+
+def test_every_error_the_docs_name_is_one_ordo_raises() -> None:
+    """A `...Error` in README.md or docs/*.md is in ordo.errors (or Python's own)."""
+    for path in USER_DOCS:
+        for name in set(re.findall(r"\b[A-Z][A-Za-z]*Error\b", path.read_text("utf-8"))):
+            assert hasattr(errors, name) or hasattr(builtins, name), f"{path.name}: {name}"
 
 
 def test_the_docs_table_of_source_options_lists_every_option() -> None:
