@@ -76,9 +76,9 @@ from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload
 from ordo.spark import MaterializerSpec, start_session
 from ordo.spark.cdc_simulation import publish_deliveries, sink_url
 from ordo.spark.change_processor import ChangeFoldProcessor
+from ordo.spark.change_schemas import CHANGE_LOG_DDL
 from ordo.spark.materializer import bucketed, materialize, materialize_available
 from ordo.spark.register import LISTING_ON_DRIVER
-from ordo.spark.schemas import CHANGE_LOG_DDL
 from ordo.storage.open import Stores, stores_at
 from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.sqlite.change_source import SQLiteChangeSource

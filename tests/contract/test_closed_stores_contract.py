@@ -24,6 +24,8 @@ CALLS: dict[str, Callable[[Stores], object]] = {
     "schema_version": lambda stores: stores.schema_version(),
     "table_names": lambda stores: stores.table_names(),
     "migrate": lambda stores: stores.migrate(),
+    "schema_tables": lambda stores: list(stores.schemas.tables()),  # CDC stores built after close
+    "materializer_progress": lambda stores: stores.change_sink.progress(),
 }
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections import deque
@@ -192,7 +191,14 @@ class TagStream(Iterator[EventEnvelope]):
 
 
 async def _drain(stream: TagStream) -> AsyncIterator[EventEnvelope]:
-    """Run a stream's blocking polls in a worker thread, one batch at a time."""
+    """Run a stream's blocking polls in a worker thread, one batch at a time.
+
+    asyncio is imported here, its one use, where an event loop runs and has loaded it: a
+    process that only reads synchronously (Spark's source process, started afresh for every
+    streaming query) does not load it for `import ordo`.
+    """
+    import asyncio
+
     try:
         while batch := await asyncio.to_thread(stream.next_batch):
             for envelope in batch:

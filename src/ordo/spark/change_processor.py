@@ -46,7 +46,7 @@ from ordo.spark.change_rows import (
     message_row,
     unreadable_row,
 )
-from ordo.spark.schemas import (
+from ordo.spark.change_schemas import (
     MATERIALIZER_BUCKET_DDL,
     MATERIALIZER_SLOT_DDL,
     MATERIALIZER_SLOT_KEY_DDL,

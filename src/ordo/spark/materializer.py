@@ -27,10 +27,10 @@ from ordo.spark.change_processor import (
     STATE_BUCKETS,
     ChangeFoldProcessor,
 )
+from ordo.spark.change_schemas import CHANGE_LOG_DDL, MATERIALIZER_OUTPUT_DDL
 from ordo.spark.change_sink import apply_batch
 from ordo.spark.checkpoint import checkpoint_query_id, local_checkpoint_path
 from ordo.spark.register import ROCKSDB_STATE_STORE
-from ordo.spark.schemas import CHANGE_LOG_DDL, MATERIALIZER_OUTPUT_DDL
 from ordo.storage.open import stores_at
 from ordo.storage.parquet.change_log import checked_table_name
 

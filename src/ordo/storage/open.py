@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass
-from functools import partial
-from typing import Literal, Protocol
+from functools import cached_property, partial
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from ordo.cdc.ports import SchemaStore
 from ordo.clock import Clock, clock_or_system
 from ordo.errors import ConfigurationError
 from ordo.journal import Journal, check_bucket_size
@@ -18,6 +17,7 @@ from ordo.query import EventEnvelope, EventsByTag, KeyRun, TagViewReader
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.settings.loading import enum_value
 from ordo.storage.block import OneBlockAtATime
+from ordo.storage.cdc_stores import CdcStores, postgres_cdc_stores, sqlite_cdc_stores
 from ordo.storage.location import (
     Location,
     PostgresLocation,
@@ -29,12 +29,15 @@ from ordo.storage.location import (
 )
 from ordo.storage.migration import MigrationReceipt
 from ordo.storage.packed_reads import PackedPageReader
-from ordo.storage.sql_change_sink import SqlChangeSink
 from ordo.storage.sql_tag_view_store import TagViewKeyReader
 from ordo.tagging import TagViewStore
 from ordo.tagging.notification import IN_PROCESS
 from ordo.time import BucketSize
 from ordo.tools.ports import OperationsStore
+
+if TYPE_CHECKING:
+    from ordo.cdc.ports import SchemaStore
+    from ordo.storage.sql_change_sink import SqlChangeSink
 
 
 class SchemaCheck(Protocol):
@@ -44,9 +47,13 @@ class SchemaCheck(Protocol):
         """SchemaVersionError for a newer schema, and for an older one unless `upgradable`."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Stores:
-    """The stores of one database, sharing its connections; close() releases them."""
+    """The stores of one database, sharing its connections; close() releases them.
+
+    The CDC stores (`schemas`, `change_sink`) are built on first use (see cdc_stores.py); they
+    hold no state but the datastore, so two threads racing to build them build equal ones.
+    """
 
     backend: str
     location: Location
@@ -59,10 +66,8 @@ class Stores:
     packed_pages: PackedPageReader
     """Its pages packed column by column, for Spark's bulk reads (driver and executors)."""
     tokens: TokenStore
-    schemas: SchemaStore
-    """The CDC schema registry's versions."""
-    change_sink: SqlChangeSink
-    """Where CDC materializers apply their micro-batches (messages, tables, progress)."""
+    cdc: Callable[[], CdcStores]
+    """What builds `schemas` and `change_sink`: they call it once, on the first use of either."""
     operations: OperationsStore
     """Reconciliation, cleanup and expiry (ordo.tools), and the Spark operations jobs' reads."""
     all_events: Callable[[BucketSize], TagViewReader[EventEnvelope]]
@@ -75,6 +80,20 @@ class Stores:
     table_names: Callable[[], Sequence[str]]
     """The database's tables and views, ordo's or not (in the schema ordo writes to)."""
     close: Callable[[], None]
+
+    @cached_property
+    def _cdc_stores(self) -> CdcStores:
+        return self.cdc()
+
+    @property
+    def schemas(self) -> SchemaStore:
+        """The CDC schema registry's versions."""
+        return self._cdc_stores.schemas
+
+    @property
+    def change_sink(self) -> SqlChangeSink:
+        """Where CDC materializers apply their micro-batches (messages, tables, progress)."""
+        return self._cdc_stores.change_sink
 
 
 OpenMode = Literal["migrate", "write", "read"]
@@ -104,11 +123,9 @@ def open_stores(url: str, *, mode: OpenMode = "migrate") -> Stores:
     location = parse_location(url)
     stores: Stores
     if isinstance(location, SQLiteLocation):
-        from ordo.storage.sqlite.change_sink import SQLiteChangeSink
         from ordo.storage.sqlite.datastore import SQLiteDatastore
         from ordo.storage.sqlite.journal_store import SQLiteJournalStore
         from ordo.storage.sqlite.operations_store import SQLiteOperationsStore
-        from ordo.storage.sqlite.schema_store import SQLiteSchemaStore
         from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
         from ordo.storage.sqlite.token_store import SQLiteAllEventsReader, SQLiteTokenStore
 
@@ -123,8 +140,7 @@ def open_stores(url: str, *, mode: OpenMode = "migrate") -> Stores:
             tag_view_key_reader=TagViewKeyReader(tag_views),
             packed_pages=tag_views,
             tokens=SQLiteTokenStore(sqlite),
-            schemas=SQLiteSchemaStore(sqlite),
-            change_sink=SQLiteChangeSink(sqlite),
+            cdc=partial(sqlite_cdc_stores, sqlite),
             operations=SQLiteOperationsStore(sqlite),
             all_events=partial(SQLiteAllEventsReader, sqlite),
             migrate=sqlite.migrate,
@@ -350,11 +366,9 @@ def _events_by_tag_block(
 
 
 def _open_postgres(location: PostgresLocation) -> Stores:
-    from ordo.storage.postgres.change_sink import PostgresChangeSink
     from ordo.storage.postgres.datastore import PostgresDatastore
     from ordo.storage.postgres.journal_store import PostgresJournalStore
     from ordo.storage.postgres.operations_store import PostgresOperationsStore
-    from ordo.storage.postgres.schema_store import PostgresSchemaStore
     from ordo.storage.postgres.tag_view_store import PostgresTagViewStore
     from ordo.storage.postgres.token_store import PostgresAllEventsReader, PostgresTokenStore
 
@@ -369,8 +383,7 @@ def _open_postgres(location: PostgresLocation) -> Stores:
         tag_view_key_reader=TagViewKeyReader(tag_views),
         packed_pages=tag_views,
         tokens=PostgresTokenStore(postgres),
-        schemas=PostgresSchemaStore(postgres),
-        change_sink=PostgresChangeSink(postgres),
+        cdc=partial(postgres_cdc_stores, postgres),
         operations=PostgresOperationsStore(postgres),
         all_events=partial(PostgresAllEventsReader, postgres),
         migrate=postgres.migrate,
