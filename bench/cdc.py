@@ -264,10 +264,12 @@ def bench_materializer(
 ) -> list[Row]:
     log("materializer: warm-up")
     warm = work / "warm"
+    warm.mkdir()
     publish_deliveries(ReplicaWorkload(mutations=2_000, keys=200, seed=2), work_dir=warm)
     run_materializer(spark, warm, SIMULATED_SCHEMA.table, "warm")
     log(f"materializer: {writes:,} writes over {keys:,} keys, 3 replicas")
     timed = work / "timed"
+    timed.mkdir()
     deliveries = publish_deliveries(
         ReplicaWorkload(mutations=writes, keys=keys, seed=1), work_dir=timed
     )

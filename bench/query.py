@@ -56,7 +56,7 @@ from _places import Place, PostgresBackend, PostgresPlace, SQLiteBackend, SQLite
 from _postgres import bench_postgres
 from _report import Row, machine_lines, print_table, ratio_row
 from _workload import PERSISTENCE_IDS, payload, payload_bytes, persistence_id
-from ordo import EventsByTagSettings, NewEvent, open_journal
+from ordo import EventsByTagSettings, NewEvent, init_storage, open_journal
 from ordo.settings import QuerySettings
 from ordo.storage.open import events_by_tag_at
 from ordo.time import format_first_time_bucket
@@ -369,6 +369,7 @@ def run_live(place: Place, *, events: int, pubsub: bool, delay: timedelta) -> La
     appended: dict[int, int] = {}
     delivered: dict[int, int] = {}
     finished = threading.Event()
+    init_storage(place.ordo_url)  # the query starts before the first append
     with events_by_tag_at(
         place.ordo_url, settings=query_settings, events_by_tag=tag_settings
     ) as query:
