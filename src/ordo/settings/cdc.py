@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import ClassVar
 
 from ordo.settings.loading import (
     LoadableSettings,
@@ -22,11 +24,15 @@ class CaptureSettings(LoadableSettings):
     """
 
     TOML_TABLE = "cdc"
+    ENV_VARIABLES: ClassVar[Mapping[str, str]] = {"flush_interval_ms": "ORDO_CDC_FLUSH_INTERVAL_MS"}
+    """ORDO_FLUSH_INTERVAL_MS is the tag writer's (EventsByTagSettings): read here too, tuning
+    one changed the other. The capture's is named as its TOML key is, `[cdc] flush_interval_ms`."""
 
     max_changes: int = 1000
     """Changes per window: a full window is published at once."""
     flush_interval: timedelta = timedelta(seconds=1)
-    """A partially filled window is published at least this often (seed 003's latency bound)."""
+    """A partially filled window is published at least this often (seed 003's latency bound);
+    ORDO_CDC_FLUSH_INTERVAL_MS in the environment."""
     poll_interval: timedelta = timedelta(milliseconds=100)
     """How often the source is asked for new changes while the window fills."""
     reconnect_timeout: timedelta = timedelta(minutes=1)

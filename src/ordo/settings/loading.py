@@ -2,8 +2,9 @@
 
 Durations are `timedelta` in Python and integer milliseconds outside it, at most
 LONGEST_DURATION, with `_ms` added to the key (`flush_interval_ms = 250`,
-`ORDO_FLUSH_INTERVAL_MS=250`). Integer settings take at most 2**53 - 1, unless they have a
-smaller maximum of their own.
+`ORDO_FLUSH_INTERVAL_MS=250`). A key's variable is ORDO_ and the key in capitals, unless its
+class names another (`ENV_VARIABLES`): every variable means one setting of one class.
+Integer settings take at most 2**53 - 1, unless they have a smaller maximum of their own.
 Back-track periods also accept `max` and `off`; optional durations (`time_to_live_ms`) accept
 `none` and `off`. Unknown keys and bad values raise ConfigurationError naming the key.
 """
@@ -54,6 +55,8 @@ class LoadableSettings:
 
     __slots__ = ()
     TOML_TABLE: ClassVar[str]
+    ENV_VARIABLES: ClassVar[Mapping[str, str]] = {}
+    """Variables other than ORDO_ + KEY, by key: for a key another class's variable has."""
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object], *, source: str = "settings") -> Self:
@@ -80,11 +83,16 @@ class LoadableSettings:
         return settings
 
     @classmethod
+    def env_variables(cls) -> dict[str, str]:
+        """The variable from_env() reads for each key (`flush_interval_ms`), by key."""
+        return {key: cls.ENV_VARIABLES.get(key, ENV_PREFIX + key.upper()) for key in _keys(cls)}
+
+    @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Self:
         """Build from ORDO_-prefixed variables (e.g. ORDO_BUCKET_SIZE, ORDO_FLUSH_INTERVAL_MS)."""
-        wanted = {f"{ENV_PREFIX}{key.upper()}": key for key in _keys(cls)}
-        values = {key: environ[name] for name, key in wanted.items() if name in environ}
-        return cls._build(values, source="environment", label=lambda key: ENV_PREFIX + key.upper())
+        variables = cls.env_variables()
+        values = {key: environ[name] for key, name in variables.items() if name in environ}
+        return cls._build(values, source="environment", label=variables.__getitem__)
 
     @classmethod
     def _build(

@@ -79,7 +79,7 @@ class QuerySettings(LoadableSettings):
         short, long = self.back_track_period, self.back_track_long_period
         if isinstance(long, timedelta) and (short == "max" or long < short):
             msg = (
-                f"back_track_long_period ({long}) must not be shorter than "
-                f"back_track_period ({short})"
+                f"back_track_long_period ({shown(long)}) must not be shorter than "
+                f"back_track_period ({shown(short)})"
             )
             raise ConfigurationError(msg, setting="back_track_long_period")

@@ -180,6 +180,31 @@ def test_bad_query_settings_name_the_setting(values: dict[str, object], needle: 
 
 
 @pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        (
+            {"ORDO_BACK_TRACK_LONG_PERIOD_MS": "0"},
+            "ORDO_BACK_TRACK_LONG_PERIOD_MS: back_track_long_period (0 ms) must not be shorter "
+            "than back_track_period (5000 ms)",
+        ),
+        (
+            {"ORDO_BACK_TRACK_PERIOD_MS": "max", "ORDO_BACK_TRACK_LONG_PERIOD_MS": "10"},
+            "ORDO_BACK_TRACK_LONG_PERIOD_MS: back_track_long_period (10 ms) must not be shorter "
+            "than back_track_period ('max')",
+        ),
+    ],
+)
+def test_back_track_periods_out_of_order_are_shown_in_milliseconds(
+    environ: dict[str, str], message: str
+) -> None:
+    """As the variables give them and every other duration error shows them: it said
+    `(0:00:00) must not be shorter than back_track_period (0:00:05)`."""
+    with pytest.raises(ConfigurationError) as raised:
+        QuerySettings.from_env(environ)
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
     ("values", "needle"),
     [
         ({"thread_count": -1}, "thread_count"),
@@ -225,7 +250,7 @@ def test_an_integer_setting_beyond_its_maximum_is_too_large(
     assert getattr(settings.from_env({variable: maximum}), name) == int(maximum)
 
 
-EVERY_SETTINGS = [
+EVERY_SETTINGS: list[type[Any]] = [
     CaptureSettings,
     EventsByTagSettings,
     OperationsSettings,
@@ -255,7 +280,7 @@ def test_every_duration_has_a_maximum(
     with pytest.raises(ConfigurationError, match=re.escape(problem)) as raised:
         settings(**too_long)
     assert raised.value.setting == name
-    variable = f"ORDO_{name.upper()}_MS"
+    variable = settings.env_variables()[f"{name}_ms"]
     with pytest.raises(ConfigurationError, match=re.escape(f"{variable}: {problem}")):
         settings.from_env({variable: str(LARGEST_INTEGER)})
     path = tmp_path / "ordo.toml"
@@ -291,6 +316,34 @@ def test_every_integer_setting_refuses_what_is_no_int(
         with pytest.raises(ConfigurationError, match=problem) as raised:
             settings(**{name: value})
         assert raised.value.setting == name
+
+
+def test_every_variable_is_one_setting_of_one_class() -> None:
+    """ORDO_FLUSH_INTERVAL_MS was the tag writer's and the capture's: tuning one changed both."""
+    variables = [
+        (name, f"{settings.__name__}.{key}")
+        for settings in EVERY_SETTINGS
+        for key, name in settings.env_variables().items()
+    ]
+    readers: dict[str, list[str]] = {}
+    for name, key in variables:
+        readers.setdefault(name, []).append(key)
+    assert {name: keys for name, keys in readers.items() if len(keys) > 1} == {}
+    assert all(name.startswith("ORDO_") for name in readers)
+
+
+def test_the_capture_and_the_tag_writer_each_read_their_own_flush_interval() -> None:
+    """0 is the tag writer's "write each event at once"; the capture refused it, as its own."""
+    environ = {"ORDO_FLUSH_INTERVAL_MS": "0", "ORDO_CDC_FLUSH_INTERVAL_MS": "40"}
+    assert EventsByTagSettings.from_env(environ).flush_interval == timedelta(0)
+    assert CaptureSettings.from_env(environ).flush_interval == timedelta(milliseconds=40)
+    assert CaptureSettings.from_env({"ORDO_FLUSH_INTERVAL_MS": "0"}) == CaptureSettings()
+    with pytest.raises(ConfigurationError) as raised:
+        CaptureSettings.from_env({"ORDO_CDC_FLUSH_INTERVAL_MS": "0"})
+    assert str(raised.value) == (
+        "ORDO_CDC_FLUSH_INTERVAL_MS: flush_interval must be a duration > 0, got 0 ms"
+    )
+    assert raised.value.setting == "flush_interval"
 
 
 def test_processor_settings_follow_axon_and_read_the_environment() -> None:
