@@ -19,6 +19,7 @@ from ordo.cli.options import (
     journal_to_write,
     progress,
 )
+from ordo.cli.variable_option import VariableOption
 from ordo.settings import CaptureSettings
 from ordo.storage.change_sources import (
     DEFAULT_SLOT,
@@ -39,15 +40,22 @@ from ordo.wording import counted
 @click.option("--snapshot", is_flag=True, help="First publish every captured table's rows.")
 @click.option("--follow", is_flag=True, help="Keep capturing until interrupted.")
 @partitions_option
-@int_option("--max-changes", 1000, "Changes per window; a full window is published at once.")
+@int_option(
+    "--max-changes",
+    1000,
+    "Changes per window; a full window is published at once.",
+    envvar="ORDO_MAX_CHANGES",
+)
 @int_option(
     "--flush-interval-ms",
     1000,
     "Publish a partly filled window at least this often.",
     maximum=LONGEST_MS,
+    envvar="ORDO_CDC_FLUSH_INTERVAL_MS",  # not ORDO_FLUSH_INTERVAL_MS: the tag writer's
 )
 @click.option(
     "--reconnect-timeout-ms",
+    cls=VariableOption,
     type=click.IntRange(min=0, max=LONGEST_MS),
     default=60_000,
     show_default=True,

@@ -13,6 +13,7 @@ import click
 from click.core import ParameterSource
 
 from ordo.arguments import LARGEST_INTEGER
+from ordo.cli.variable_option import VariableOption
 from ordo.errors import ConfigurationError
 from ordo.storage.change_sources import DEFAULT_SLOT
 
@@ -25,6 +26,7 @@ def change_log_option(func: F) -> F:
     return click.option(
         "--change-log",
         "change_log",
+        cls=VariableOption,
         default=DEFAULT_CHANGE_LOG,
         show_default=True,
         envvar="ORDO_CDC_CHANGE_LOG",

@@ -19,6 +19,7 @@ from ordo.cli.query import query
 from ordo.cli.reconcile import reconcile
 from ordo.cli.simulate import simulate_command
 from ordo.cli.status import status
+from ordo.cli.variable_option import VariableOption
 from ordo.cli.verify import verify
 from ordo.errors import BucketSizeMismatchError, OrdoError
 
@@ -92,6 +93,7 @@ class OrdoGroup(CommandGroup):
 @click.group(cls=OrdoGroup, name="ordo")
 @click.option(
     "--log-level",
+    cls=VariableOption,
     default="WARNING",
     show_default=True,
     envvar="ORDO_LOG_LEVEL",

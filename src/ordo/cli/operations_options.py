@@ -24,6 +24,7 @@ from ordo.cli.options import (
     json_option,
     print_json,
 )
+from ordo.cli.variable_option import VariableOption
 from ordo.settings import OperationsSettings
 from ordo.settings.operations import (
     MAX_SPARK_KEY_PARTITIONS,
@@ -58,6 +59,7 @@ def lease_timeout_option(func: F) -> F:
     return click.option(
         "--writer-lease-timeout-ms",
         "lease_timeout_ms",
+        cls=VariableOption,
         # Not longer than the heartbeat: a usage error naming the bound (exit 2), as other
         # numbers out of range are, rather than the settings' ConfigurationError (exit 1).
         type=click.IntRange(min=_HEARTBEAT_MS, min_open=True, max=LONGEST_MS),

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from ordo.arguments import LARGEST_INTEGER
+from ordo.cli.variable_option import VariableOption
 from ordo.errors import ConfigurationError, InvalidIdentifierError
 from ordo.settings import ENV_PREFIX, EventsByTagSettings
 from ordo.settings.loading import LONGEST_DURATION
@@ -66,14 +67,23 @@ def journal_option(func: F) -> F:
 
 
 def int_option(
-    name: str, default: int, help_text: str, *, minimum: int = 1, maximum: int = LARGEST_INTEGER
+    name: str,
+    default: int,
+    help_text: str,
+    *,
+    minimum: int = 1,
+    maximum: int = LARGEST_INTEGER,
+    envvar: str | None = None,
 ) -> Callable[[F], F]:
-    """An integer option in a range, with its default shown."""
+    """An integer option in a range, with its default shown; also from `envvar` if given."""
     return click.option(
         name,
+        cls=VariableOption,
         type=click.IntRange(min=minimum, max=maximum),
         default=default,
         show_default=True,
+        envvar=envvar,
+        show_envvar=envvar is not None,
         help=help_text,
     )
 

@@ -46,6 +46,11 @@ def processors() -> None:
 
 
 def _timeout_ms() -> int:
+    """ORDO_CLAIM_TIMEOUT_MS (or its default) in ms; read before the journal is opened.
+
+    Opening a journal may change it (an older schema upgraded, an SQLite file switched to WAL):
+    a bad value read after that left a changed journal behind its one-line error.
+    """
     return ProcessorSettings.from_env(os.environ).claim_timeout // timedelta(milliseconds=1)
 
 
@@ -128,13 +133,14 @@ def _steer(
     replace_hand_over: bool,
 ) -> None:
     operations = {"split": split_segment, "merge": merge_segment, "release": release_segment}
+    claim_timeout_ms = _timeout_ms()
     with stores_at(existing_journal(journal_url)) as stores:
         receipt: ControlReceipt = operations[action](
             stores.tokens,
             processor,
             segment_id,
             now_ms=_now_ms(),
-            claim_timeout_ms=_timeout_ms(),
+            claim_timeout_ms=claim_timeout_ms,
             replace_hand_over=replace_hand_over,
         )
     click.echo(receipt.message)
@@ -212,6 +218,7 @@ def reset(
     """
     start = to_offset(offset)
     token = TrackingToken(start if isinstance(start, TimeUUID) else None)
+    claim_timeout_ms = _timeout_ms()
     journal_url = existing_journal(journal_url)
     with ExitStack() as opened:
         sink = None
@@ -225,7 +232,7 @@ def reset(
             processor,
             token,
             now_ms=_now_ms(),
-            claim_timeout_ms=_timeout_ms(),
+            claim_timeout_ms=claim_timeout_ms,
             sink=None if sink is None else sink.tokens,
         )
     click.echo(receipt.message)
