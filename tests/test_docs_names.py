@@ -9,7 +9,6 @@ the names from the docs and look each up in the code.
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import click
 
 from ordo import errors
 from ordo.cli.main import cli
-from ordo.settings import ENV_PREFIX, LoadableSettings
+from ordo.settings import LoadableSettings
 from ordo.spark.job_session import SPARK_LOG_VARIABLE
 from ordo.spark.options import VALID_OPTIONS
 
@@ -39,23 +38,8 @@ def _settings_classes(base: type[Any] = LoadableSettings) -> set[type[Any]]:
 
 
 def _variables_of_settings() -> set[str]:
-    """ORDO_ + each key from_env() reads: a field's name, with `_ms` for a duration."""
-    candidates = {
-        (cls, f"{ENV_PREFIX}{key.upper()}")
-        for cls in _settings_classes()
-        for field in dataclasses.fields(cls)
-        for key in (field.name, f"{field.name}_ms")
-    }
-    return {name for cls, name in candidates if _is_read(cls, name)}
-
-
-def _is_read(cls: type[Any], name: str) -> bool:
-    """Whether cls.from_env() looks at `name`: it refuses a value no setting takes."""
-    try:
-        cls.from_env({name: "not a value"})
-    except errors.ConfigurationError:
-        return True
-    return False
+    """The variables from_env() reads (ORDO_ + each key, unless a class names another)."""
+    return {name for cls in _settings_classes() for name in cls.env_variables().values()}
 
 
 def _variables_of_options(command: click.Command) -> set[str]:
@@ -115,3 +99,16 @@ def test_the_docs_table_of_source_options_lists_every_option() -> None:
     first_cells = re.findall(r"^\| (.+?) \|", text, flags=re.MULTILINE)
     documented = {name for cell in first_cells for name in re.findall(r"`(\w+)`", cell)}
     assert documented == set(VALID_OPTIONS)
+
+
+def test_the_docs_table_of_variables_lists_every_variable_ordo_reads() -> None:
+    """docs/cli.md's "Environment variables": every variable read, and only those, each once.
+
+    Half the settings' variables were named nowhere, and the capture's flush interval was the
+    tag writer's variable, which no list could have said.
+    """
+    text = (ROOT / "docs" / "cli.md").read_text("utf-8")
+    section = text.split("\n## Environment variables\n", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `(ORDO_[A-Z0-9_]+)` \|", section, flags=re.MULTILINE)
+    read = _variables_of_settings() | _variables_of_options(cli) | {SPARK_LOG_VARIABLE}
+    assert sorted(listed) == sorted(read)
