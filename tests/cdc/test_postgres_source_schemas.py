@@ -1,6 +1,6 @@
 """A PostgreSQL change source's table schemas: read from the catalog, the tables it refuses
-(no primary key, a column type it cannot map, no such table), and columns that change while
-it captures.
+(no primary key, a column type it cannot map, changes logical decoding would not deliver whole,
+no such table), and columns that change while it captures.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from ordo.cdc.capture import Capture as CaptureRunner
@@ -25,7 +26,7 @@ from ordo.errors import (
 )
 from ordo.storage.open import stores_at
 from ordo.storage.parquet.change_log import ParquetChangeLog
-from postgres_source_support import Capture, slot_count
+from postgres_source_support import Capture, slot_count, summary
 
 pytestmark = pytest.mark.postgres
 
@@ -88,6 +89,92 @@ def test_a_table_keyed_by_jsonb_is_refused_before_its_slot_is_created(
         "capture it"
     )
     assert slot_count(postgres_dsn, source.name) == 0
+
+
+@pytest.mark.parametrize(
+    ("create", "refusal"),
+    [
+        (
+            "CREATE UNLOGGED TABLE items (id int PRIMARY KEY, n int)",
+            "is UNLOGGED: its writes reach no WAL, so no change of it is decoded; "
+            "run ALTER TABLE {schema}.items SET LOGGED to capture it",
+        ),
+        (
+            "CREATE TABLE items (id int PRIMARY KEY, n int); "
+            "ALTER TABLE items REPLICA IDENTITY NOTHING",
+            "has REPLICA IDENTITY NOTHING: wal2json skips its updates and deletes; "
+            "run ALTER TABLE {schema}.items REPLICA IDENTITY DEFAULT to capture it",
+        ),
+        (
+            "CREATE TABLE items (id int PRIMARY KEY, n int NOT NULL UNIQUE); "
+            "ALTER TABLE items REPLICA IDENTITY USING INDEX items_n_key",
+            "has a REPLICA IDENTITY index without key columns ['id']: its deletes and key "
+            "updates would not name their rows; "
+            "run ALTER TABLE {schema}.items REPLICA IDENTITY DEFAULT to capture it",
+        ),
+    ],
+    ids=["unlogged", "identity nothing", "identity index without the key"],
+)
+def test_a_table_whose_changes_are_not_decoded_whole_is_refused_before_its_slot_is_created(
+    run: Callable[..., None], capture: Capture, postgres_dsn: str, create: str, refusal: str
+) -> None:
+    """Captured, an UNLOGGED table's changes and the updates and deletes of one without a
+    replica identity were lost without a word, and a delete logged without its key stopped
+    the capture for good."""
+    run(create)
+    source = capture("items", create=False)
+    with pytest.raises(CaptureError) as refused:
+        source.create()
+    assert str(refused.value) == f"table 'items' {refusal.format(schema=_schema(postgres_dsn))}"
+    assert slot_count(postgres_dsn, source.name) == 0
+
+
+def test_a_replica_identity_index_holding_the_key_is_captured(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    run(
+        "CREATE TABLE items (id int, n int NOT NULL, PRIMARY KEY (id))",
+        "CREATE UNIQUE INDEX items_n_id ON items (n, id)",
+        "ALTER TABLE items REPLICA IDENTITY USING INDEX items_n_id",
+    )
+    source = capture("items")
+    run("INSERT INTO items VALUES (1, 10)", "UPDATE items SET id = 2", "DELETE FROM items")
+
+    assert summary(source.peek(max_changes=20).mutations) == [
+        ("items", (1,), "upsert", {"n": 10}),
+        ("items", (1,), "delete", {}),
+        ("items", (2,), "upsert", {"n": 10}),
+        ("items", (2,), "delete", {}),
+    ]
+
+
+def test_a_table_losing_its_replica_identity_stops_the_capture_before_it_publishes(
+    run: Callable[..., None], capture: Capture, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """Checked at every window, not only when the slot is created: what the slot holds from
+    before the change is published once the identity is given back."""
+    run("CREATE TABLE items (id int PRIMARY KEY, n int)")
+    source = capture("items")
+    log = ParquetChangeLog(tmp_path / "log")
+    run("INSERT INTO items VALUES (1, 10)", "ALTER TABLE items REPLICA IDENTITY NOTHING")
+    with stores_at(postgres_dsn) as stores:
+        runner = CaptureRunner(source, Publisher(log), SchemaRegistry(stores.schemas))
+        with pytest.raises(CaptureError, match="'items' has REPLICA IDENTITY NOTHING"):
+            runner.run(until_idle=True)
+        assert list(log.read("items")) == []
+        run("ALTER TABLE items REPLICA IDENTITY DEFAULT")
+        totals = runner.run(until_idle=True)
+
+    assert totals.published == {"items": 1}
+    assert summary(list(log.read("items"))) == [("items", (1,), "upsert", {"n": 10})]
+
+
+def _schema(dsn: str) -> str:
+    """The schema a test's tables are created in (its DSN's search_path)."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT current_schema()").fetchone()
+    assert row is not None
+    return str(row[0])
 
 
 def test_a_missing_table_is_a_capture_error(capture: Capture) -> None:

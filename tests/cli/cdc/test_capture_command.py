@@ -1,14 +1,16 @@
 """`ordo cdc capture` from SQLite: a snapshot and changes, the partition count it keeps,
-and the sources and tables it refuses before it changes anything.
+and the sources and tables it refuses (of PostgreSQL too) before it changes anything.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from cdc_cli_support import log_files, one_line_error, run_ordo
@@ -185,6 +187,27 @@ def test_capture_refuses_a_table_without_primary_key(tmp_path: Path, journal: st
         "(and copy its rows over) to capture it",
     )
     assert "schema" not in err  # a captured table's schema is the catalog's: nothing to declare
+
+
+@pytest.mark.postgres
+def test_capture_refuses_an_unlogged_table_naming_it_as_sql_spells_it(
+    tmp_path: Path, journal: str, postgres_dsn: str
+) -> None:
+    """No change of it would ever be decoded; the advice quotes the name the ALTER needs."""
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute('CREATE UNLOGGED TABLE "Items" (id int PRIMARY KEY)')
+        row = conn.execute("SELECT current_schema()").fetchone()
+    assert row is not None
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    args = ("cdc", "capture", postgres_dsn, "--slot", slot, "--table", "Items")
+    code, _, err = run_ordo(*args, "--journal", journal)
+    one_line_error(
+        code,
+        err,
+        "CaptureError: table 'Items' is UNLOGGED: its writes reach no WAL, so no change of it is "
+        f'decoded; run ALTER TABLE {row[0]}."Items" SET LOGGED to capture it',
+    )
+    assert not (tmp_path / "ordo.db").exists()
 
 
 def test_a_source_sqlite_may_only_read_is_named_as_the_source_database(

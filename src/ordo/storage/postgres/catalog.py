@@ -50,9 +50,17 @@ _PRIMARY_KEY = (
     "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
     "WHERE i.indrelid = %s AND i.indisprimary ORDER BY k.ord"
 )
+# The table's oid, its name as SQL spells it, whether it is UNLOGGED and its replica identity.
 _RELATION = (
-    "SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "SELECT c.oid, format('%%I.%%I', n.nspname, c.relname), c.relpersistence, c.relreplident "
+    "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
     "WHERE n.nspname = %s AND c.relname = %s AND c.relkind = 'r'"
+)
+# The columns of the index REPLICA IDENTITY USING INDEX names (none once it was dropped).
+_IDENTITY_COLUMNS = (
+    "SELECT a.attname FROM pg_index i "
+    "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey::int2[]) "
+    "WHERE i.indrelid = %s AND i.indisreplident"
 )
 
 
@@ -97,9 +105,10 @@ def read_schema(conn: Connection, ref: TableRef) -> TableSchema:
     """The table's columns (ordinal order) and primary key (key order) as a TableSchema.
 
     Raises:
-        CaptureError: the table does not exist.
         NoPrimaryKeyError: the table has no primary key (checked before the types, as on
             SQLite, where adding one means creating the table again).
+        CaptureError: the table does not exist, or logical decoding would not deliver all of
+            its changes with their keys (see `_undecoded_changes`).
         UnmappableColumnTypeError: a column's type has no logical type (see COLUMN_TYPES).
         JsonKeyColumnError: a key column is jsonb (see `require_scalar_key`).
 
@@ -111,11 +120,15 @@ def read_schema(conn: Connection, ref: TableRef) -> TableSchema:
             "a plain table (wal2json names a partitioned table's changes by its partitions)"
         )
         raise CaptureError(msg)
-    oid = found[0]
+    oid, qualified, persistence, identity = found
     key = tuple(str(name) for (name,) in conn.execute(_PRIMARY_KEY, (oid,)).fetchall())
     require_captured_key(
-        ref.given, key, how=f"add one (ALTER TABLE {ref.schema}.{ref.name} ADD PRIMARY KEY (...))"
+        ref.given, key, how=f"add one (ALTER TABLE {qualified} ADD PRIMARY KEY (...))"
     )
+    if undecoded := _undecoded_changes(conn, oid, key, str(persistence), str(identity)):
+        why, fix = undecoded
+        msg = f"table {ref.given!r} {why}; run ALTER TABLE {qualified} {fix} to capture it"
+        raise CaptureError(msg)
     columns = []
     for name, not_null, type_name, declared in conn.execute(_COLUMNS, (oid,)).fetchall():
         column_type = COLUMN_TYPES.get(str(type_name))
@@ -129,6 +142,35 @@ def read_schema(conn: Connection, ref: TableRef) -> TableSchema:
     schema = TableSchema(table=ref.given, columns=tuple(columns), partition_key=key)
     require_scalar_key(schema, how="key the table by columns of other types")
     return schema
+
+
+def _undecoded_changes(
+    conn: Connection, oid: object, key: tuple[str, ...], persistence: str, identity: str
+) -> tuple[str, str] | None:
+    """Why logical decoding would not deliver every change of the table with its key, and the fix.
+
+    An UNLOGGED table writes no WAL, so the slot never sees its changes; under REPLICA IDENTITY
+    NOTHING wal2json skips its updates and deletes; an identity index without every key column
+    logs a delete (or a key update) without the row's key. Captured, the first two lost those
+    changes without a word (the snapshot had the rows, the materialized table kept them as
+    they were), and the third stopped the capture for good at its first delete: the change
+    stays logged without its key, whatever identity the table is given after. So they are
+    refused before a slot is created, and again at every window (`read_schema`).
+    """
+    if persistence == "u":
+        return "is UNLOGGED: its writes reach no WAL, so no change of it is decoded", "SET LOGGED"
+    if identity == "n":
+        why = "has REPLICA IDENTITY NOTHING: wal2json skips its updates and deletes"
+        return why, "REPLICA IDENTITY DEFAULT"
+    if identity == "i":
+        logged = {str(name) for (name,) in conn.execute(_IDENTITY_COLUMNS, (oid,)).fetchall()}
+        if missing := [name for name in key if name not in logged]:
+            why = (
+                f"has a REPLICA IDENTITY index without key columns {missing}: its deletes and "
+                "key updates would not name their rows"
+            )
+            return why, "REPLICA IDENTITY DEFAULT"
+    return None
 
 
 def to_logical(column_type: ColumnType, raw: object) -> JsonValue:
