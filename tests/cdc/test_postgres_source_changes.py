@@ -157,6 +157,24 @@ def test_an_update_leaves_out_an_unchanged_toasted_column(
     assert update.liveness is not None
 
 
+def test_an_update_of_a_row_keyed_by_a_toasted_value_takes_the_key_from_the_old_row(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    """wal2json leaves the unchanged key out of the new row, as any unchanged TOASTed column:
+    the capture stopped for good at the first update, saying the key columns were missing."""
+    run("CREATE TABLE docs (id text PRIMARY KEY, title text)")
+    source = capture("docs")
+    key = secrets.token_hex(1300)  # 2.6 kB of random hex: indexable, but stored out of line
+    run(("INSERT INTO docs VALUES (%s, 'draft')", (key,)))
+    run("UPDATE docs SET title = 'final'", "DELETE FROM docs")
+
+    assert summary(source.peek(max_changes=100).mutations) == [
+        ("docs", (key,), "upsert", {"title": "draft"}),
+        ("docs", (key,), "upsert", {"title": "final"}),
+        ("docs", (key,), "delete", {}),
+    ]
+
+
 def test_a_transaction_over_two_tables_keeps_its_order(
     run: Callable[..., None], capture: Capture
 ) -> None:

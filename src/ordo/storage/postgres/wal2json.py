@@ -214,12 +214,22 @@ def decode_window(
 def _row_changes(
     change: Mapping[str, Any], schema_of: SchemaOf, type_of: TypeOf
 ) -> list[RowChange]:
-    """An I, U or D change as row changes (a primary-key UPDATE is a delete plus an insert)."""
+    """An I, U or D change as row changes (a primary-key UPDATE is a delete plus an insert).
+
+    An UPDATE's new row lacks an unchanged key value that is TOASTed (stored out of line: one
+    of more than about 2 kB that does not compress), as it lacks other unchanged TOASTed
+    columns, and PostgreSQL logs the key in the old row instead: it is taken from there. Read
+    from the new row alone, the first update of any other column of such a row stopped the
+    capture for good.
+    """
     schema = schema_of(str(change["schema"]), str(change["table"]))
     new = row_values(schema, _typed(change.get("columns", ()), type_of))
     old = row_values(schema, _typed(change.get("identity", ()), type_of))
     if change["action"] == "D":
         return [RowChange(table=schema.table, key=row_key(schema, old), values=None)]
+    new.update(
+        (name, old[name]) for name in schema.partition_key if name not in new and name in old
+    )
     key = row_key(schema, new)
     cells = value_cells(schema, new)
     if not all(name in old for name in schema.partition_key) or row_key(schema, old) == key:
