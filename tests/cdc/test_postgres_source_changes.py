@@ -19,6 +19,7 @@ from ordo.cdc.materializer import materialize_partition
 from ordo.cdc.mutation import Audit, Mutation
 from ordo.cdc.row_state import PartitionState
 from ordo.cdc.schema_catalog import ResolvedSchema
+from ordo.errors import CaptureError
 from ordo.storage.postgres.wal2json import POSITIONS_PER_LSN, format_lsn, parse_lsn
 from postgres_source_support import Capture, summary
 
@@ -173,6 +174,28 @@ def test_an_update_of_a_row_keyed_by_a_toasted_value_takes_the_key_from_the_old_
         ("docs", (key,), "upsert", {"title": "final"}),
         ("docs", (key,), "delete", {}),
     ]
+
+
+def test_a_delete_logged_without_its_key_says_the_slot_cannot_move_past_it(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    """The identity was given back after the delete: the old advice (give the table REPLICA
+    IDENTITY DEFAULT) was already followed, and the capture stopped at the delete all the same."""
+    run("CREATE TABLE docs (id int PRIMARY KEY, n int NOT NULL UNIQUE)")
+    source = capture("docs")
+    run(
+        "INSERT INTO docs VALUES (1, 10)",
+        "ALTER TABLE docs REPLICA IDENTITY USING INDEX docs_n_key",
+        "DELETE FROM docs",
+        "ALTER TABLE docs REPLICA IDENTITY DEFAULT",
+    )
+    with pytest.raises(CaptureError) as refused:
+        source.peek(max_changes=100)
+    assert str(refused.value) == (
+        "a change of table 'docs' lacks key columns ['id']: it was logged under a replica "
+        "identity without them, and the slot cannot move past it; give the table REPLICA "
+        "IDENTITY DEFAULT, capture it afresh on another slot with --snapshot and drop this one"
+    )
 
 
 def test_a_transaction_over_two_tables_keeps_its_order(

@@ -136,10 +136,12 @@ def row_key(schema: TableSchema, values: Mapping[str, JsonValue]) -> Key:
     (`key_value_form`), the form `ordo cdc ingest` writes too.
     """
     missing = [name for name in schema.partition_key if name not in values]
-    if missing:
+    if missing:  # the table's replica identity lacked them, a moment it was captured
         msg = (
-            f"a change of table {schema.table!r} lacks key columns {missing}: give the table "
-            "REPLICA IDENTITY DEFAULT (or FULL)"
+            f"a change of table {schema.table!r} lacks key columns {missing}: it was logged "
+            "under a replica identity without them, and the slot cannot move past it; give "
+            "the table REPLICA IDENTITY DEFAULT, capture it afresh on another slot with "
+            "--snapshot and drop this one"
         )
         raise CaptureError(msg)
     by_name = schema.by_name
