@@ -145,12 +145,29 @@ def test_a_rejected_init_storage_creates_no_folder(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_file_that_is_not_a_database_is_unavailable(tmp_path: Path) -> None:
+def test_a_file_that_is_not_a_database_is_no_outage(tmp_path: Path) -> None:
+    """It was StorageUnavailableError, which code that rides out outages retries for ever."""
     path = tmp_path / "notes.txt"
     path.write_text("hello, this is not SQLite\n" * 100, encoding="utf-8")
-    with pytest.raises(StorageUnavailableError, match=r"notes\.txt|not a database"):
+    problem = r"notes\.txt.*: file is not a database$"
+    with pytest.raises(StorageAccessError, match=problem):
         open_stores(str(path))
+    with pytest.raises(StorageAccessError, match=problem):
+        require_journal_file(path)
     assert path.read_text(encoding="utf-8").startswith("hello")
+
+
+def test_a_journal_that_may_not_be_there_yet_is_unavailable_not_refused(tmp_path: Path) -> None:
+    """No file, or a file without ordo's tables (a new journal's, a moment before its writer
+    creates them): `ordo init` or a writer's first open makes it a journal, so it is no
+    StorageAccessError, which says that nothing but an operator mends it."""
+    missing, bare = tmp_path / "missing.db", tmp_path / "bare.db"
+    with closing(sqlite3.connect(bare)) as conn:
+        conn.execute("VACUUM")  # an SQLite file without tables
+    for path, problem in [(missing, "no journal at"), (bare, "is not an ordo journal")]:
+        with pytest.raises(StorageUnavailableError, match=problem) as raised:
+            require_journal_file(path)
+        assert not isinstance(raised.value, StorageAccessError)
 
 
 def test_a_journal_of_a_newer_schema_is_refused_and_left_alone(tmp_path: Path) -> None:

@@ -152,8 +152,8 @@ def _ordo_objects(path: Path) -> list[str]:
 @pytest.mark.parametrize(
     ("destination", "error"),
     [
-        ("--journal", "cannot open SQLite journal "),  # a folder
-        ("--change-log", "cannot create the directory of "),  # inside a file
+        ("--journal", "StorageAccessError: cannot open SQLite journal "),  # a folder
+        ("--change-log", "StorageUnavailableError: cannot create the directory of "),  # in a file
     ],
 )
 def test_a_capture_whose_destination_cannot_be_opened_leaves_the_sqlite_source_as_it_was(
@@ -168,7 +168,7 @@ def test_a_capture_whose_destination_cannot_be_opened_leaves_the_sqlite_source_a
     )
 
     assert (code, err.count("\n")) == (1, 1)
-    assert err.startswith(f"Error: StorageUnavailableError: {error}")
+    assert err.startswith(f"Error: {error}")
     assert _ordo_objects(shop) == []
     assert fingerprint(shop) == before
     assert not (tmp_path / "log").exists()
@@ -205,7 +205,7 @@ def test_a_capture_whose_journal_cannot_be_opened_creates_no_slot(
 
     assert not _slot_was_created(postgres_dsn, slot)
     assert (code, err.count("\n")) == (1, 1)
-    assert err.startswith("Error: StorageUnavailableError: cannot open SQLite journal ")
+    assert err.startswith("Error: StorageAccessError: cannot open SQLite journal ")
     assert not (tmp_path / "log").exists()
 
 

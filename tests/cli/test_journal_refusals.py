@@ -161,7 +161,7 @@ def test_an_in_memory_journal_is_refused_in_one_line(
     code, out, err = _run(runner, *command, "--journal", url, stdin="")
     assert (code, out) == (1, "")
     assert err == (
-        "Error: StorageUnavailableError: cannot open SQLite journal :memory:: an in-memory "
+        "Error: StorageAccessError: cannot open SQLite journal :memory:: an in-memory "
         "database cannot be a journal (it cannot be in WAL mode)\n"
     )
 
@@ -178,6 +178,7 @@ def test_a_url_with_a_misspelt_scheme_is_named_without_its_password(runner: CliR
 
 
 def test_a_damaged_schema_version_is_one_error_line(runner: CliRunner, tmp_path: Path) -> None:
+    """A StorageAccessError, as no retry (nor `ordo init`) mends it: it was an outage."""
     path = tmp_path / "j.db"
     assert _run(runner, "init", "--journal", str(path))[0] == 0
     with closing(sqlite3.connect(path)) as conn, conn:
@@ -186,7 +187,7 @@ def test_a_damaged_schema_version_is_one_error_line(runner: CliRunner, tmp_path:
         code, _, err = _run(runner, *command, "--journal", str(path))
         assert (code, err) == (
             1,
-            "Error: StorageUnavailableError: the journal's ordo_metadata holds schema_version "
+            "Error: StorageAccessError: the journal's ordo_metadata holds schema_version "
             "'abc', not a version number\n",
         )
 
@@ -310,11 +311,23 @@ def test_a_command_that_writes_names_a_file_where_the_journal_needs_a_folder(
 
     assert (code, err) == (
         1,
-        f"Error: StorageUnavailableError: no journal at {tmp_path}/notes/{below}: "
+        f"Error: StorageAccessError: no journal at {tmp_path}/notes/{below}: "
         f"{tmp_path}/notes is a file, not a folder\n",
     )
     assert sorted(tmp_path.rglob("*")) == before
     assert (tmp_path / "notes").read_text() == "mine"
+
+
+def test_a_folder_init_may_not_create_is_no_outage(runner: CliRunner) -> None:
+    """It was StorageUnavailableError, an outage, ending with the OSError's repr.
+
+    /sys refuses a new folder to everyone, root included (these tests run as root)."""
+    code, out, err = _run(runner, "init", "--journal", "/sys/ordo/j.db")
+    assert (code, out, err.count("\n")) == (1, "", 1)
+    assert err.startswith(
+        "Error: StorageAccessError: cannot create the directory of SQLite journal /sys/ordo/j.db: "
+    )
+    assert err.endswith(": /sys/ordo\n")
 
 
 _OPENED = "cannot open SQLite journal {0}: unable to open database file ({0} is a folder, not "
@@ -328,12 +341,14 @@ _LOOKED_AT = "no journal at {0}: it is a folder, not "
 def test_a_folder_named_as_the_journal_is_refused_as_a_folder(
     runner: CliRunner, tmp_path: Path, command: list[str], problem: str
 ) -> None:
-    """A reading command said "no journal: create it with `ordo init`", which failed too."""
+    """A reading command said "no journal: create it with `ordo init`", which failed too.
+
+    A StorageAccessError, as no retry mends it: it was StorageUnavailableError, an outage."""
     folder = tmp_path / "journal.db"
     folder.mkdir()
     code, _, err = _run(runner, *command, "--journal", str(folder), stdin="")
     assert (code, err.count("\n")) == (1, 1)
-    assert err.startswith(f"Error: StorageUnavailableError: {problem.format(folder)}an SQLite file")
+    assert err.startswith(f"Error: StorageAccessError: {problem.format(folder)}an SQLite file")
     assert list(folder.iterdir()) == []
 
 
@@ -341,12 +356,14 @@ def test_a_folder_named_as_the_journal_is_refused_as_a_folder(
 def test_a_command_that_reads_names_a_file_where_the_journal_needs_a_folder(
     runner: CliRunner, tmp_path: Path, command: list[str]
 ) -> None:
-    """It said "create it with `ordo init`", which cannot make a folder where a file is."""
+    """It said "create it with `ordo init`", which cannot make a folder where a file is.
+
+    A StorageAccessError, as no retry mends it: it was StorageUnavailableError, an outage."""
     (tmp_path / "notes").write_text("mine")
     code, _, err = _run(runner, *command, "--journal", f"{tmp_path}/notes/j.db")
     assert (code, err) == (
         1,
-        f"Error: StorageUnavailableError: no journal at {tmp_path}/notes/j.db: "
+        f"Error: StorageAccessError: no journal at {tmp_path}/notes/j.db: "
         f"{tmp_path}/notes is a file, not a folder\n",
     )
 

@@ -188,25 +188,32 @@ def test_a_sink_ordo_cannot_open_is_one_error_line_before_spark_starts(
     runner: CliRunner, tmp_path: Path
 ) -> None:
     """A folder, a file that is not SQLite, an unreachable server: the query failed once Spark
-    had started, and left a checkpoint."""
+    had started, and left a checkpoint. The first two are no outage (StorageAccessError)."""
     folder = tmp_path / "folder"
     folder.mkdir()
     text = tmp_path / "notes.txt"
     text.write_text("not a database\n", encoding="utf-8")
-    for sink, problem in [
-        (f"sqlite:///{folder}", f"cannot open SQLite journal {folder}: unable to open database"),
-        (str(text), f"cannot open SQLite journal {text}: file is not a database"),
+    for sink, error, problem in [
+        (
+            f"sqlite:///{folder}",
+            "StorageAccessError",
+            f"cannot open SQLite journal {folder}: unable to open database",
+        ),
+        (
+            str(text),
+            "StorageAccessError",
+            f"cannot open SQLite journal {text}: file is not a database",
+        ),
         (
             "postgresql://nobody@127.0.0.1:1/shop",
+            "StorageUnavailableError",
             "cannot connect to PostgreSQL at 127.0.0.1:1/shop",
         ),
     ]:
         config = _pipeline_file(tmp_path, f'sink = "{sink}"\n')
         code, _, err = _run(runner, "pipeline", "run", str(config))
         assert code == 1
-        assert err.startswith(
-            f"Error: StorageUnavailableError: {config}: [pipeline] sink: {problem}"
-        )
+        assert err.startswith(f"Error: {error}: {config}: [pipeline] sink: {problem}")
         assert err.count("\n") == 1
         assert not (tmp_path / "checkpoint").exists()
     assert text.read_text(encoding="utf-8") == "not a database\n"

@@ -24,11 +24,17 @@ class StorageAccessError(StorageUnavailableError):
     A wrong password, a role that does not exist or may not log in, a database that does not
     exist, no CONNECT privilege, no pg_hba.conf entry; or a file or folder this process may not
     read or write (an SQLite journal, a change log, a lock file), or a folder where SQLite keeps
-    a file beside a database (its `-wal`, `-shm` or `-journal`). No retry mends it until
-    someone changes the URL, the server's roles and grants or the files: code that
-    rides out outages by retrying StorageUnavailableError (`ordo query --live`) gives up at
-    once on this subclass. A subclass, so that callers catching StorageUnavailableError still
-    catch it.
+    a file beside a database (its `-wal`, `-shm` or `-journal`). Also a location that can hold
+    no journal as it is, which neither `ordo init` nor a writer could make one: a folder where
+    the SQLite file should be, a file where a folder of its path should be, a file that is no
+    SQLite database, `:memory:`, a metadata table whose schema version is no number, a
+    search_path whose schema does not exist or may not be used. (A location that holds no
+    journal yet, which `ordo init` or a writer's first open creates, stays
+    StorageUnavailableError: MissingFolderError, no file, no ordo tables in the file or schema.)
+    No retry mends it until someone changes the URL, the server's roles and grants or the
+    files: code that rides out outages by retrying StorageUnavailableError (a tracking
+    processor, a capture, `ordo query --live`) gives up at once on this subclass. A subclass,
+    so that callers catching StorageUnavailableError still catch it.
     """
 
 

@@ -56,7 +56,8 @@ class TrackingProcessor:
     Thread-safe. start() returns at once; stop() releases the claims. A handler failure under
     ErrorMode.FAIL, a gap its source could not fill (MissingTaggedEventError), a server that
     refuses the URL (StorageAccessError: a password changed, a role that may no longer log
-    in, a dropped database), or stores closed under it (StoresClosedError) stops the processor
+    in, a dropped database; or an SQLite journal a thread cannot open, such as a folder in its
+    place), or stores closed under it (StoresClosedError) stops the processor
     and is kept in `failure`; an outage (StorageUnavailableError) is retried until the server
     is back. The constructor refuses a source, a token store, settings, a policy, a clock or a
     handler of the wrong kind (ConfigurationError), which the worker threads would otherwise

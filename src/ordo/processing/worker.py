@@ -67,7 +67,8 @@ class SegmentWorker(threading.Thread):
             try:
                 entry = self._claim_any()
             except (StorageAccessError, StoresClosedError) as exc:
-                # The server refuses the URL, or the stores were closed: no retry mends it.
+                # The server refuses the URL or a file is no journal (a thread's first connect
+                # finds a folder in its place), or the stores were closed: no retry mends it.
                 self.p._fail(exc)
                 continue  # ends the loop: _fail() sets the stop signal
             except StorageError as exc:

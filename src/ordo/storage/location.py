@@ -10,9 +10,10 @@ from urllib.parse import urlsplit
 from ordo.errors import (
     ConfigurationError,
     MissingFolderError,
-    StorageUnavailableError,
+    StorageAccessError,
     UnknownUrlSchemeError,
 )
+from ordo.storage.file_errors import file_system_error
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,15 +138,17 @@ def require_folder(path: Path) -> None:
 
 
 def refuse_a_file_as_folder(path: Path, *, what: str = "journal") -> None:
-    """StorageUnavailableError naming the file where a folder of the SQLite file `path` should be.
+    """StorageAccessError naming the file where a folder of the SQLite file `path` should be.
 
     "no folder f", or "create it with `ordo init`", sent the user to make a folder that `ordo
-    init` could not make either. `what` names the database, as `existing_location`'s does.
+    init` could not make either. No retry mends it until someone moves the file: as
+    StorageUnavailableError it was an outage. `what` names the database, as
+    `existing_location`'s does.
     """
     file = file_as_folder(path)
     if file is not None:
         msg = f"no {what} at {path}: {file} is a file, not a folder"
-        raise StorageUnavailableError(msg)
+        raise StorageAccessError(msg)
 
 
 def file_as_folder(path: Path) -> Path | None:
@@ -163,7 +166,8 @@ def create_folders(url: str) -> None:
     """Create the missing folders of the SQLite file at `url` (nothing for PostgreSQL).
 
     For `init_storage` (`ordo init`), which is for creating journals, and the demo's own
-    default file: no other opening of storage creates a folder (`creatable_location`).
+    default file: no other opening of storage creates a folder (`creatable_location`). A folder
+    this process may not create is StorageAccessError (`file_system_error`), not an outage.
     """
     location = parse_location(url)
     if isinstance(location, SQLiteLocation):
@@ -171,8 +175,8 @@ def create_folders(url: str) -> None:
         try:
             location.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            msg = f"cannot create the directory of SQLite journal {location.path}: {exc}"
-            raise StorageUnavailableError(msg) from exc
+            doing = f"cannot create the directory of SQLite journal {location.path}"
+            raise file_system_error(doing, exc) from exc
 
 
 def redacted_url(url: str) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
 
-from ordo.errors import SchemaVersionError, StorageUnavailableError
+from ordo.errors import SchemaVersionError, StorageAccessError
 
 METADATA_TABLE = "ordo_metadata"
 SCHEMA_VERSION_KEY = "schema_version"
@@ -55,16 +55,18 @@ def load_migrations(package: str) -> tuple[Migration, ...]:
 
 
 def stored_version(value: object) -> int:
-    """The schema version a metadata table holds; StorageUnavailableError unless a number.
+    """The schema version a metadata table holds; StorageAccessError unless a number.
 
     Only ordo writes it, so anything else is a damaged journal or another program's table of
-    the same name: refused as a journal cannot be opened, not misread as version 0.
+    the same name: refused as a journal cannot be opened, not misread as version 0. No retry
+    mends it (nor `ordo init`, which reads it first) until someone repairs the table: as
+    StorageUnavailableError it was an outage.
     """
     try:
         return int(str(value))
     except ValueError as exc:
         msg = f"the journal's {METADATA_TABLE} holds schema_version {value!r}, not a version number"
-        raise StorageUnavailableError(msg) from exc
+        raise StorageAccessError(msg) from exc
 
 
 def pending(migrations: tuple[Migration, ...], current: int) -> tuple[Migration, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psycopg
 
-from ordo.errors import StorageUnavailableError
+from ordo.errors import StorageAccessError, StorageUnavailableError
 from ordo.storage.migration import METADATA_TABLE
 from ordo.storage.postgres.connection import connect, redacted_dsn
 
@@ -17,6 +17,9 @@ def require_journal_schema(dsn: str, *, what: str = "journal") -> None:
     database's schemas that hold a journal: with a URL that selects no schema or the wrong
     one, "no ordo journal" alone did not tell that the journal is one search_path away.
     `what` names the database (a projection's "sink database" is an ordo database too).
+
+    StorageUnavailableError, as an SQLite file without ordo's tables (`require_journal_file`):
+    the journal may not be there yet, which `ordo init` or a writer's first open creates.
     """
     with connect(dsn) as conn:
         if has_metadata(conn):
@@ -46,10 +49,12 @@ def require_journal_schema(dsn: str, *, what: str = "journal") -> None:
 def current_schema(conn: psycopg.Connection[tuple[object, ...]], dsn: str) -> str:
     """The schema ordo's tables are created in: the search_path's first usable one.
 
-    StorageUnavailableError when the search_path names none the user may use: a misspelt or
-    not yet created schema, or one without USAGE granted (PostgreSQL skips both alike).
+    StorageAccessError when the search_path names none the user may use: a misspelt or not
+    yet created schema, or one without USAGE granted (PostgreSQL skips both alike).
     PostgreSQL's own "no schema has been selected to create in" came from the middle of a
-    migration and did not name the search_path.
+    migration and did not name the search_path. ordo creates no schema and grants nothing, so
+    no retry mends it until someone creates the schema, grants USAGE or changes the URL: as
+    StorageUnavailableError it was an outage.
     """
     row = conn.execute(
         "SELECT current_schema(), current_setting('search_path'), current_user, "
@@ -72,7 +77,7 @@ def current_schema(conn: psycopg.Connection[tuple[object, ...]], dsn: str) -> st
             f"{where} has no schema of the search_path {search_path!r}: create the schema "
             "(CREATE SCHEMA), or name an existing one in the URL (?options=-csearch_path%3D...)"
         )
-    raise StorageUnavailableError(msg)
+    raise StorageAccessError(msg)
 
 
 def has_metadata(conn: psycopg.Connection[tuple[object, ...]]) -> bool:

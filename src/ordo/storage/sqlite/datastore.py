@@ -80,11 +80,14 @@ def unusable_file_error(
     SQLite says "unable to open database file" for a folder in the file's place and for a
     file or folder this process may not use: the error says which it is. SQLite needs to read
     and write the file, and to create files beside it (its `-wal`, `-shm` or `-journal`) when
-    it `writes`; a process that may not is refused with StorageAccessError.
+    it `writes`; a process that may not is refused with StorageAccessError. So are a folder in
+    the file's place, a file that is no SQLite database and `:memory:`: no retry makes them a
+    journal. As StorageUnavailableError they were outages, and a tracking processor whose
+    thread opened its connection after the journal was replaced by one retried for ever.
     """
     msg = f"{doing}: {exc}"
     if path.is_dir():
-        return StorageUnavailableError(f"{msg} ({path} is a folder, not an SQLite file)")
+        return StorageAccessError(f"{msg} ({path} is a folder, not an SQLite file)")
     file_access = os.R_OK | os.W_OK if writes else os.R_OK
     if path.exists() and not os.access(path, file_access):
         return StorageAccessError(f"{msg} (permission denied: {path})")
@@ -95,6 +98,8 @@ def unusable_file_error(
     if "readonly" in str(exc) and not writes:  # a read of a WAL journal writes its -shm file
         return StorageAccessError(f"{msg} (SQLite cannot write beside it in {path.parent})")
     if "readonly" in str(exc):  # the file and its folder may be written: SQLite's format says not
+        return StorageAccessError(msg)
+    if str(path) == _IN_MEMORY or getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_NOTADB:
         return StorageAccessError(msg)
     return StorageUnavailableError(msg)
 
@@ -325,13 +330,19 @@ def require_journal_file(path: Path, *, what: str = "journal") -> None:
     database in the messages (a projection's "sink database" is an ordo database too).
     `:memory:` is refused as opening it to write refuses it, not as "no journal at :memory:",
     whose advice to create it with `ordo init` could not be followed.
+
+    What no retry makes a journal (`:memory:`, a folder, a file where a folder of the path
+    should be, a file that is no SQLite database) is StorageAccessError. No file, or no ordo
+    tables in it, is StorageUnavailableError: the journal may not be there yet, which `ordo
+    init` or a writer's first open creates (a new journal's file is there a moment before its
+    tables), and a program that starts its readers first may wait for it.
     """
     if str(path) == _IN_MEMORY:
         msg = f"cannot open SQLite {what} {path}: {_IN_MEMORY_REFUSAL}"
-        raise StorageUnavailableError(msg)
+        raise StorageAccessError(msg)
     if path.is_dir():  # `ordo init` would not make one of it either
         msg = f"no {what} at {path}: it is a folder, not an SQLite file"
-        raise StorageUnavailableError(msg)
+        raise StorageAccessError(msg)
     if not path.is_file():
         refuse_a_file_as_folder(path, what=what)
         hint = (

@@ -1,0 +1,78 @@
+"""An SQLite journal replaced, under open stores, by what can be no journal: no outage.
+
+Each thread opens its own connection at its first call (a processor's worker, the thread a
+live query's async iterator reads in), by the journal's path: one that opens it after a folder
+or a file that is no SQLite database took the journal's place meets that. It was
+StorageUnavailableError, an outage, which a tracking processor retried for ever (a WARNING per
+claim interval) while it handled nothing; it is StorageAccessError, on which it stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ordo import StorageAccessError, init_storage
+from ordo.processing.processor import TrackingProcessor
+from ordo.query import EventEnvelope
+from ordo.storage.open import events_by_tag_at, stores_at
+from processing_support import FAST, source, wait_for
+
+_NOT_SQLITE = "not a database\n" * 100
+
+
+def _replace(path: Path, by: str) -> str:
+    """Move the journal at `path` (and the files SQLite keeps beside it) away, and put `by` in
+    its place: a folder, or a text file. The problem the error names, after the path."""
+    away = path.parent / "away"
+    away.mkdir()
+    for file in path.parent.glob(f"{path.name}*"):
+        file.rename(away / file.name)
+    if by == "folder":
+        path.mkdir()
+        return f": unable to open database file ({path} is a folder, not an SQLite file)"
+    path.write_text(_NOT_SQLITE)
+    return ": file is not a database"
+
+
+@pytest.mark.parametrize("by", ["folder", "text"])
+def test_a_processor_stops_when_its_journal_was_replaced_by_what_is_no_database(
+    tmp_path: Path, by: str
+) -> None:
+    path = tmp_path / "j.db"
+    init_storage(str(path))
+    handled: list[EventEnvelope] = []
+    settings = replace(FAST, thread_count=1, initial_segment_count=1)
+    with stores_at(str(path)) as stores:
+        problem = _replace(path, by)
+        processor = TrackingProcessor(
+            "p", source(stores), stores.tokens, lambda e, _: handled.append(e), settings=settings
+        )
+        with processor:
+            wait_for(lambda: not processor.is_running)
+    assert isinstance(processor.failure, StorageAccessError)
+    assert str(processor.failure) == f"cannot open SQLite journal {path}{problem}"
+    assert handled == []
+
+
+@pytest.mark.parametrize("by", ["folder", "text"])
+def test_a_live_query_read_in_a_new_thread_refuses_a_journal_replaced_by_what_is_no_database(
+    tmp_path: Path, by: str
+) -> None:
+    """`live_async` reads in the event loop's worker threads: a new loop's are new threads."""
+    path = tmp_path / "j.db"
+    init_storage(str(path))
+
+    async def first(tag: str) -> EventEnvelope | None:
+        async for envelope in queries.live_async(tag):
+            return envelope
+        return None
+
+    with events_by_tag_at(str(path)) as queries:
+        problem = _replace(path, by)
+        with pytest.raises(StorageAccessError) as refused:
+            asyncio.run(first("t"))
+    assert str(refused.value) == f"cannot open SQLite journal {path}{problem}"
