@@ -158,6 +158,18 @@ def test_spark_refusing_to_start_a_pipeline_is_one_error_line(
             "handle",
             "cannot be called with (event, context): missing a required argument: 'sink'",
         ),
+        (  # each event's call made a coroutine nothing awaited: the run applied every event
+            "async def handle(event, context):\n    pass\n",
+            "handle",
+            "handler '{module}:handle' is a coroutine function: each call would return a "
+            "coroutine that nothing awaits, handling nothing",
+        ),
+        (
+            "def handle(event, context):\n    yield event\n",
+            "handle",
+            "handler '{module}:handle' is a generator function: each call would return a "
+            "generator that nothing iterates",
+        ),
     ],
 )
 def test_a_handler_that_cannot_handle_events_is_one_error_line_before_spark_starts(

@@ -36,12 +36,17 @@ from processing_support import (
 )
 
 
+async def _awaited_handler(event: EventEnvelope, context: HandlerContext) -> None:
+    """Its calls made coroutines nothing awaited: every event was recorded as processed."""
+
+
 @pytest.mark.parametrize(
     ("arguments", "problem"),
     [
         ({"policy": "per_aggregate"}, r"^policy must be a SequencingPolicy"),
         ({"policy": 0}, r"^policy must be a SequencingPolicy"),
         ({"handler": None}, r"^handler must be callable, got None"),
+        ({"handler": _awaited_handler}, r"^handler <function _awaited_handler .* coroutine fu"),
     ],
 )
 def test_a_processor_refuses_a_policy_or_handler_of_the_wrong_kind(

@@ -105,6 +105,10 @@ def _run(
     assert query.exception() is None
 
 
+async def _awaited_count(event: EventEnvelope, context: HandlerContext) -> None:
+    """Its calls made coroutines nothing awaited: every event was recorded as applied."""
+
+
 @pytest.mark.parametrize(
     ("field", "value", "error"),
     [
@@ -112,6 +116,7 @@ def _run(
         ("processor", "", InvalidIdentifierError),
         ("sink", None, ConfigurationError),
         ("handler", None, ConfigurationError),
+        ("handler", _awaited_count, ConfigurationError),
         ("dead_letters", "no", ConfigurationError),
         ("sequencing_property", "", ConfigurationError),
         ("claim_timeout", 10_000, ConfigurationError),

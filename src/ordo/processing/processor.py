@@ -28,7 +28,7 @@ from ordo.errors import (
     StoresClosedError,
 )
 from ordo.journal import validation
-from ordo.processing.handler import EventHandler, HandlerContext
+from ordo.processing.handler import EventHandler, HandlerContext, require_handler
 from ordo.processing.ports import TokenEntry, TokenStore
 from ordo.processing.segment import Segment
 from ordo.processing.segment_request import SegmentAction, SegmentRequest
@@ -83,9 +83,7 @@ class TrackingProcessor:
         self.policy = SequentialPerAggregatePolicy() if policy is None else policy
         check_policy(self.policy)
         _check_parts(source, tokens)
-        if not callable(handler):  # it failed per event, in the worker threads
-            msg = f"handler must be callable, got {handler!r:.80}"
-            raise ConfigurationError(msg)
+        require_handler(handler)  # it failed per event, in the worker threads
         self.failure: _Failure | None = None
         self._source, self._tokens, self._handler = source, tokens, handler
         self._clock = clock_or_system(clock)

@@ -50,6 +50,7 @@ from ordo.errors import (
     StorageUnavailableError,
 )
 from ordo.journal import validation
+from ordo.processing.handler import require_handler
 from ordo.settings import EventsByTagSettings, ProcessorSettings
 from ordo.settings.loading import integer_in, read_toml
 from ordo.spark.checkpoint import local_checkpoint_path
@@ -339,7 +340,8 @@ def load_handler(reference: str) -> Handler:
     A module that exits as it is imported (a script's argument parsing, `sys.exit()`) ended
     the command with that status and no message. A callable that does not take (event,
     context) failed every event only once Spark ran it: with dead_letters, the run succeeded
-    with every event in the dead-letter table and applied.
+    with every event in the dead-letter table and applied. One whose call runs nothing (an
+    `async def`, a generator function) recorded every event as applied.
     """
     module_name, _, name = reference.partition(":")
     if not module_name or not name:
@@ -353,6 +355,7 @@ def load_handler(reference: str) -> Handler:
     if not callable(handler):
         msg = f"handler {reference!r} is not callable"
         raise ConfigurationError(msg)
+    require_handler(handler, name=repr(reference))  # an `async def` handled no event
     try:
         inspect.signature(handler).bind(None, None)
     except ValueError:

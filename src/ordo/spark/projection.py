@@ -31,6 +31,7 @@ from ordo.clock import SystemClock
 from ordo.errors import ConfigurationError, ProjectionGapError
 from ordo.journal import validation
 from ordo.processing import HandlerContext, Segment
+from ordo.processing.handler import require_handler
 from ordo.processing.ports import DeadLetter
 from ordo.query import EventEnvelope
 from ordo.settings import ProcessorSettings
@@ -80,9 +81,7 @@ class ProjectionSpec:
         """
         validation.processor_name(self.processor)
         parse_location(self.sink, what="sink")
-        if not callable(self.handler):
-            msg = f"handler must be callable, got {self.handler!r:.80}"
-            raise ConfigurationError(msg)
+        require_handler(self.handler)
         flag("dead_letters", self.dead_letters)
         if self.sequencing_property is not None and (
             not isinstance(self.sequencing_property, str) or not self.sequencing_property
