@@ -23,30 +23,47 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-@pytest.mark.spark
-def test_a_pipeline_file_runs_a_projection(
-    runner: CliRunner, tmp_path: Path, spark: SparkSession
-) -> None:
-    path = tmp_path / "shop.db"
+_FIRST = format_first_time_bucket(time.time_ns() // 10**6 - 3_600_000)
+"""The first time bucket of these tests' journals and pipelines, an hour before they start."""
+
+
+def _orders(path: Path, events: int) -> str:
+    """A new SQLite journal at `path` with `events` events of three orders, tagged `order`,
+    and the table count_order_events writes; its URL."""
     url = f"sqlite:///{path}"
-    first = format_first_time_bucket(time.time_ns() // 10**6 - 3_600_000)
-    settings = EventsByTagSettings(first_time_bucket=first, flush_interval=timedelta(0))
+    settings = EventsByTagSettings(first_time_bucket=_FIRST, flush_interval=timedelta(0))
     with open_journal(url, settings=settings) as journal:
-        for i in range(30):
+        for i in range(events):
             journal.append(f"order-{i % 3}", [NewEvent.of(i, tags=["order"])])
     with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute(
             "CREATE TABLE order_totals (pid TEXT PRIMARY KEY, events BIGINT NOT NULL, "
             "last_nr BIGINT NOT NULL, misordered BIGINT NOT NULL)"
         )
+    return url
+
+
+def _orders_pipeline(
+    tmp_path: Path, url: str, *, tag: str = "order", processor: str = "totals"
+) -> Path:
+    """pipeline.toml, projecting `url`'s `tag` with count_order_events into its checkpoint."""
     config = tmp_path / "pipeline.toml"
     config.write_text(
-        f'[pipeline]\njournal = "{url}"\ntag = "order"\nprocessor = "totals"\n'
+        f'[pipeline]\njournal = "{url}"\ntag = "{tag}"\nprocessor = "{processor}"\n'
         'handler = "ordo.spark.demo:count_order_events"\n'
         f'checkpoint = "{tmp_path / "checkpoint"}"\nsegments = 2\n'
-        f'[source]\nfirstTimeBucket = "{first}"\neventualConsistencyDelayMs = 0\n',
+        f'[source]\nfirstTimeBucket = "{_FIRST}"\neventualConsistencyDelayMs = 0\n',
         encoding="utf-8",
     )
+    return config
+
+
+@pytest.mark.spark
+def test_a_pipeline_file_runs_a_projection(
+    runner: CliRunner, tmp_path: Path, spark: SparkSession
+) -> None:
+    path = tmp_path / "shop.db"
+    config = _orders_pipeline(tmp_path, _orders(path, 30))
     code, out, err = _run(runner, "pipeline", "run", str(config), "--master", "local[2]")
     assert code == 0, err
     assert "stopped" in out
@@ -55,6 +72,47 @@ def test_a_pipeline_file_runs_a_projection(
     with closing(sqlite3.connect(path)) as conn:
         totals = conn.execute("SELECT pid, events, misordered FROM order_totals").fetchall()
     assert sorted(totals) == [(f"order-{p}", 10, 0) for p in range(3)]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("changed", "problem"),
+    [
+        (  # offsets name no journal: it resumed there, skipping the other journal's events
+            {"journal": "other"},
+            "a query of another journal, this query's journal is 'sqlite:///{other}' (it has "
+            "no tokens of processor 'totals', which {checkpoint} holds batches of)",
+        ),  # these two were refused only once Spark had started
+        ({"tag": "payment"}, "a query of tag='order', this query's tag is 'payment'"),
+        ({"processor": "tallies"}, "query of processor='totals', this query's processor is 'tal"),
+    ],
+)
+def test_a_checkpoint_of_another_pipeline_is_one_error_line_before_spark_starts(
+    runner: CliRunner,
+    tmp_path: Path,
+    spark: SparkSession,
+    changed: dict[str, str],
+    problem: str,
+) -> None:
+    other = tmp_path / "other.db"
+    _orders(other, 3)  # older than every event of the journal the checkpoint is of
+    url = _orders(tmp_path / "shop.db", 6)
+    assert _run(runner, "pipeline", "run", str(_orders_pipeline(tmp_path, url)))[0] == 0
+    checkpoint = tmp_path / "checkpoint"
+    offsets = sorted(path.name for path in (checkpoint / "offsets").iterdir())
+    journal = f"sqlite:///{other}" if "journal" in changed else url
+    settings = {key: value for key, value in changed.items() if key != "journal"}
+    config = _orders_pipeline(tmp_path, journal, **settings)
+
+    code, out, err = _run(runner, "pipeline", "run", str(config))
+
+    assert (code, out) == (1, "")
+    assert err.startswith("Error: CheckpointMismatchError: the checkpoint was written by ")
+    assert err.count("\n") == 1  # no "starting Spark" line: the check came first
+    assert problem.format(other=other, checkpoint=checkpoint) in err
+    assert sorted(path.name for path in (checkpoint / "offsets").iterdir()) == offsets
+    with closing(sqlite3.connect(other)) as conn:
+        assert conn.execute("SELECT count(*) FROM order_totals").fetchone() == (0,)
 
 
 @pytest.mark.spark

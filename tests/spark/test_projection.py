@@ -24,6 +24,7 @@ from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.cli.main import cli
 from ordo.clock import ManualClock
 from ordo.errors import (
+    CheckpointMismatchError,
     ConfigurationError,
     InvalidIdentifierError,
     ProjectionGapError,
@@ -218,7 +219,7 @@ def test_a_checkpoint_of_another_processor_is_refused_instead_of_resumed(
     _append(url, 0, 18)
     _run(spark, url, tmp_path / "checkpoint")
 
-    with pytest.raises(StreamingQueryException, match="CheckpointMismatchError") as refused:
+    with pytest.raises(CheckpointMismatchError) as refused:  # before the query starts
         _run(spark, url, tmp_path / "checkpoint", processor="other")
 
     assert "processor='totals', this query's processor is 'other'" in str(refused.value)
@@ -227,6 +228,33 @@ def test_a_checkpoint_of_another_processor_is_refused_instead_of_resumed(
     with stores_at(url) as stores:
         assert stores.tokens.positions("other") == stores.tokens.positions("totals")
         assert len(stores.tokens.positions("other")) == 9
+
+
+def test_a_checkpoint_of_another_journal_is_refused_instead_of_resumed(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Offsets name no journal: the query went on after the first journal's position and
+    skipped, silently, every event of the other journal before it."""
+    (tmp_path / "other").mkdir()
+    other_path, other_url = _totals_journal(tmp_path / "other")
+    _append(other_url, 0, 9)  # older than every event of the first journal
+    _, url = _totals_journal(tmp_path)
+    _append(url, 0, 18)
+    _run(spark, url, tmp_path / "checkpoint", named=True)
+    offsets = sorted(path.name for path in (tmp_path / "checkpoint" / "offsets").iterdir())
+
+    with pytest.raises(CheckpointMismatchError) as refused:
+        _run(spark, other_url, tmp_path / "checkpoint", named=True)
+
+    assert str(refused.value) == (
+        f"the checkpoint was written by a query of another journal, this query's journal is "
+        f"'{other_url}' (it has no tokens of processor 'totals', which "
+        f"{tmp_path / 'checkpoint'} holds batches of): give it a checkpointLocation of its own"
+    )
+    assert sorted(path.name for path in (tmp_path / "checkpoint" / "offsets").iterdir()) == offsets
+    assert _totals(other_path) == {}
+    _run(spark, other_url, tmp_path / "other-checkpoint", named=True)
+    assert _totals(other_path) == {f"order-{p}": 1 for p in range(9)}
 
 
 def test_an_event_whose_tag_views_row_is_there_twice_is_applied_once(

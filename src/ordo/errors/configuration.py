@@ -46,18 +46,23 @@ class BucketSizeMismatchError(ConfigurationError):
 
 
 class CheckpointMismatchError(ConfigurationError):
-    """A streaming query's checkpoint was written by a query of another tag or processor.
+    """A streaming query's checkpoint was written by a query of another tag, processor or journal.
 
     Resuming would start the tag at the other query's position and skip what lies before it
-    (for another processor: every event it has not applied yet). `what` is "tag" or
-    "processor".
+    (for another processor: every event it has not applied yet). `what` is "tag", "processor"
+    or "journal"; `checkpointed` is None when the checkpoint does not record it, and `evidence`
+    then says how the mismatch shows.
     """
 
-    def __init__(self, *, checkpointed: str, requested: str, what: str = "tag") -> None:
+    def __init__(
+        self, *, checkpointed: str | None, requested: str, what: str = "tag", evidence: str = ""
+    ) -> None:
         self.checkpointed, self.requested, self.what = checkpointed, requested, what
+        other = f"another {what}" if checkpointed is None else f"{what}={checkpointed!r}"
+        shown = f"{requested!r} ({evidence})" if evidence else repr(requested)
         msg = (
-            f"the checkpoint was written by a query of {what}={checkpointed!r}, this query's "
-            f"{what} is {requested!r}: give it a checkpointLocation of its own"
+            f"the checkpoint was written by a query of {other}, this query's {what} is "
+            f"{shown}: give it a checkpointLocation of its own"
         )
         super().__init__(msg)
 

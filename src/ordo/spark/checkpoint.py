@@ -9,7 +9,8 @@ second copy of a job before its Spark starts.
 
 A checkpoint belongs to one streaming query: Spark writes the query's id to
 `<checkpoint>/metadata` when the query first starts and keeps it across restarts;
-`checkpoint_query_id` reads it before Spark starts.
+`checkpoint_query_id` reads it before Spark starts, and `last_planned_offset` where the query's
+source stands.
 """
 
 from __future__ import annotations
@@ -85,3 +86,30 @@ def checkpoint_query_id(local: Path) -> str | None:
         msg = f"{metadata} holds no query id: it is not a streaming query's checkpoint metadata"
         raise ConfigurationError(msg)
     return query_id
+
+
+def last_planned_offset(local: Path) -> dict[str, object] | None:
+    """The source offset the newest planned batch of the local checkpoint `local` ends at.
+
+    None before the query planned a batch. Spark writes `<local>/offsets/<batch id>` before it
+    runs the batch: a version line, the batch's metadata, then each source's offset as JSON, one
+    per line (the last is that of a query with one source). ConfigurationError when the file
+    cannot be read as such: Spark refuses to start a query from it too.
+    """
+    offsets = local / "offsets"
+    try:
+        batches = [int(entry.name) for entry in offsets.iterdir() if entry.name.isdigit()]
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not batches:
+        return None
+    newest = offsets / str(max(batches))
+    try:
+        found = json.loads(newest.read_text(encoding="utf-8").splitlines()[-1])
+    except (OSError, ValueError, IndexError) as exc:
+        msg = f"cannot read the source offset of checkpoint {local} from {newest}: {exc}"
+        raise ConfigurationError(msg) from exc
+    if not isinstance(found, dict):
+        msg = f"{newest} ends with no source offset: it is not a streaming query's offset log"
+        raise ConfigurationError(msg)
+    return found

@@ -20,7 +20,8 @@ processed nothing and wrote a checkpoint). So are the handler (it imports and ta
 context)), the journal (it exists, and records the bucket size the source asks for, if any)
 and the sink (a known scheme; an SQLite file in an existing folder, as a misspelt one would
 silently become a new database; an existing one can be read), and a local checkpoint location
-(its nearest existing part must be a folder that can be written in). Relative paths are the
+(its nearest existing part must be a folder that can be written in; one that holds batches must
+be of the same tag, processor and journal). Relative paths are the
 working directory's, as Spark's are. The claim timeout comes from ORDO_CLAIM_TIMEOUT_MS, as for
 the `ordo processors` commands, and is checked too.
 """
@@ -55,7 +56,7 @@ from ordo.settings import EventsByTagSettings, ProcessorSettings
 from ordo.settings.loading import integer_in, read_toml
 from ordo.spark.checkpoint import local_checkpoint_path
 from ordo.spark.options import MAX_SEGMENTS, EventsByTagOptions
-from ordo.spark.projection import Handler, ProjectionSpec, projection
+from ordo.spark.projection import Handler, ProjectionSpec, projection, require_checkpoint_of
 from ordo.storage.location import (
     SQLiteLocation,
     file_as_folder,
@@ -167,10 +168,11 @@ class PipelineConfig:
         )
         # The source's own parser, as Spark would run it: unknown or bad [source] options, and
         # a journal that does not exist (its check comes last), are errors before Spark starts.
-        EventsByTagOptions.from_spark(config.source_options())
+        options = EventsByTagOptions.from_spark(config.source_options())
         # After the journal's check: the sink defaults to it.
         _check_sink(path, config.sink, config.journal)
         _check_checkpoint(path, config.checkpoint)
+        require_checkpoint_of(options, config.checkpoint)  # another tag's, processor's, journal's
         return config
 
     def source_options(self) -> dict[str, str]:

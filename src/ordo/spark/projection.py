@@ -28,7 +28,7 @@ from pyspark.sql.functions import col, get_json_object
 from pyspark.sql.streaming.query import StreamingQuery
 
 from ordo.clock import SystemClock
-from ordo.errors import ConfigurationError, ProjectionGapError
+from ordo.errors import CheckpointMismatchError, ConfigurationError, ProjectionGapError
 from ordo.journal import validation
 from ordo.processing import HandlerContext, Segment
 from ordo.processing.handler import require_handler
@@ -36,9 +36,11 @@ from ordo.processing.ports import DeadLetter
 from ordo.query import EventEnvelope
 from ordo.settings import ProcessorSettings
 from ordo.settings.loading import flag, longest_durations, positive
+from ordo.spark.checkpoint import last_planned_offset, local_checkpoint_path
+from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions
 from ordo.spark.projection_lease import ProjectionLease, ProjectionQuery
-from ordo.storage.location import parse_location
+from ordo.storage.location import parse_location, redacted_url
 from ordo.storage.open import OpenMode, stores_at
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, TagPidSequenceNr
@@ -114,12 +116,15 @@ def projection(
     projection has no tokens, and the journal is not written to for them. While the query
     runs, the projection holds a lease in its sink (and the journal, with tokens there), so
     that a reset is refused (ProjectionLease); the query returned releases it once it ends.
+    A local checkpoint of another tag, processor or journal is refused before the query starts
+    (require_checkpoint_of).
     """
     options = dict(source_options)
     given = {key.lower() for key in options}
     if spec.sequencing_property is None and "positionsof" not in given:
         options.update(positionsOf=spec.processor, positionsAt=spec.sink)
     parsed = EventsByTagOptions.from_spark(options)
+    require_checkpoint_of(parsed, checkpoint)
     tokens_at = parsed.journal if parsed.processor == spec.processor else None
     stream = spark.readStream.format("ordo_events_by_tag").options(**options).load()
     writer = stream.writeStream.foreachBatch(partial(_apply_batch, spec, tokens_at)).option(
@@ -140,6 +145,36 @@ def projection(
         raise
     lease.hold(query)
     return ProjectionQuery(query, lease)
+
+
+def require_checkpoint_of(options: EventsByTagOptions, checkpoint: str) -> None:
+    """CheckpointMismatchError when a local checkpoint is another tag's, processor's or journal's.
+
+    The source refuses an offset of another tag or processor,
+    but only once Spark has started the query; this reads the checkpoint's newest offset
+    before. Offsets name no journal: a query resuming from another journal's checkpoint went
+    on after that journal's position, and silently skipped every event of its own before it.
+    The source makes its processor's tokens in the journal as it plans a batch, so a journal
+    without tokens of the processor whose batches the checkpoint holds is not the one read.
+    """
+    local = local_checkpoint_path(checkpoint)
+    document = None if local is None else last_planned_offset(local)
+    if document is None:
+        return
+    offset = EventsByTagOffset.from_json_dict(document)
+    offset.check_query(options.tag, options.processor_name)
+    if options.processor is None or offset.processor != options.processor:
+        return  # no tokens: a query that starts naming a processor keeps its checkpoint
+    with stores_at(options.journal, mode="read") as stores:
+        if options.processor in stores.tokens.processors():
+            return
+    raise CheckpointMismatchError(
+        checkpointed=None,
+        requested=redacted_url(options.journal),
+        what="journal",
+        evidence=f"it has no tokens of processor {options.processor!r}, which {checkpoint} "
+        "holds batches of",
+    )
 
 
 def _apply_batch(
