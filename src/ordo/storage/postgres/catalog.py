@@ -34,16 +34,31 @@ COLUMN_TYPES: dict[str, ColumnType] = {
     "bytea": ColumnType.BYTES,
     **dict.fromkeys(("json", "jsonb"), ColumnType.JSON),
 }
-"""PostgreSQL type names (pg_type.typname; serials are int4/int8) and their logical types."""
+"""PostgreSQL type names (pg_type.typname; serials are int4/int8) and their logical types.
 
-# Columns in ordinal order with the type name a domain stands for (one level of domain).
+Every enum type is a string too (`logical_type`), and a domain is its base type's.
+"""
+_BASE, _ENUM = "b", "e"
+"""pg_type.typtype of a base type (every COLUMN_TYPES type, citext too) and of an enum."""
+
+# A type's base type through any depth of domains (a domain over a domain over text is text):
+# its name, the key of COLUMN_TYPES, and its kind (pg_type.typtype, 'e' for an enum). Formatted
+# with the expression of the type's oid: a column's, or a parameter's.
+_BASE_TYPE = (
+    "WITH RECURSIVE chain AS ("
+    "SELECT typname, typtype, typbasetype FROM pg_type WHERE oid = {oid} "
+    "UNION ALL SELECT t.typname, t.typtype, t.typbasetype FROM chain "
+    "JOIN pg_type t ON t.oid = chain.typbasetype WHERE chain.typtype = 'd'"
+    ") SELECT typname, typtype FROM chain WHERE typtype <> 'd'"
+)
+# Columns in ordinal order with the base type their type stands for.
 _COLUMNS = (
-    "SELECT a.attname, a.attnotnull, coalesce(base.typname, t.typname), "
+    "SELECT a.attname, a.attnotnull, base.typname, base.typtype, "
     "format_type(a.atttypid, a.atttypmod) "
-    "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
-    "LEFT JOIN pg_type base ON t.typtype = 'd' AND base.oid = t.typbasetype "
+    f"FROM pg_attribute a CROSS JOIN LATERAL ({_BASE_TYPE.format(oid='a.atttypid')}) base "
     "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
 )
+_TYPE = _BASE_TYPE.format(oid="%s")
 _PRIMARY_KEY = (
     "SELECT a.attname FROM pg_index i "
     "CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord) "
@@ -130,18 +145,39 @@ def read_schema(conn: Connection, ref: TableRef) -> TableSchema:
         msg = f"table {ref.given!r} {why}; run ALTER TABLE {qualified} {fix} to capture it"
         raise CaptureError(msg)
     columns = []
-    for name, not_null, type_name, declared in conn.execute(_COLUMNS, (oid,)).fetchall():
-        column_type = COLUMN_TYPES.get(str(type_name))
+    for name, not_null, type_name, kind, declared in conn.execute(_COLUMNS, (oid,)).fetchall():
+        column_type = logical_type(str(type_name), str(kind))
         if column_type is None:
             msg = (
                 f"table {ref.given!r} column {name!r} has type {declared!r}, which has no "
-                f"logical type (supported: {', '.join(sorted(COLUMN_TYPES))})"
+                f"logical type (supported: {', '.join(sorted(COLUMN_TYPES))}, enums, and "
+                "domains over them)"
             )
             raise UnmappableColumnTypeError(msg)
         columns.append(Column(name=str(name), type=column_type, nullable=not not_null))
     schema = TableSchema(table=ref.given, columns=tuple(columns), partition_key=key)
     require_scalar_key(schema, how="key the table by columns of other types")
     return schema
+
+
+def logical_type(type_name: str, kind: str) -> ColumnType | None:
+    """The logical type of a type that is no domain (pg_type's typname and typtype), or None.
+
+    An enum's values are its labels, which the snapshot reads and wal2json writes as text: a
+    string. A label added to the enum (ALTER TYPE ... ADD VALUE) is one more string, so the
+    schema stays as it is. Equal enum values have one label, so an enum keys rows as text does.
+    Only a base type is looked up by its name: a composite or range type a schema names `date`
+    is no date.
+    """
+    if kind == _ENUM:
+        return ColumnType.STRING
+    return COLUMN_TYPES.get(type_name) if kind == _BASE else None
+
+
+def read_logical_type(conn: Connection, type_oid: int) -> ColumnType | None:
+    """The logical type of the type `type_oid` names (a domain's base type's), or None."""
+    row = conn.execute(_TYPE, (type_oid,)).fetchone()
+    return None if row is None else logical_type(str(row[0]), str(row[1]))
 
 
 def _undecoded_changes(

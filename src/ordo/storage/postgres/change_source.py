@@ -34,6 +34,7 @@ from ordo.storage.postgres.catalog import (
     COLUMN_TYPES,
     Connection,
     TableRef,
+    read_logical_type,
     read_schema,
     resolve_tables,
 )
@@ -66,11 +67,6 @@ _PEEK = (
     "'include-transaction', 'true', 'include-lsn', 'true', 'include-timestamp', 'true', "
     "'include-types', 'true', 'include-type-oids', 'true', "
     "'actions', 'insert,update,delete,truncate', 'add-tables', %s)"
-)
-# A type's name, or its base type's for a domain: the key of COLUMN_TYPES.
-_TYPE_NAME = (
-    "SELECT coalesce(base.typname, t.typname) FROM pg_type t "
-    "LEFT JOIN pg_type base ON t.typtype = 'd' AND base.oid = t.typbasetype WHERE t.oid = %s"
 )
 
 
@@ -316,8 +312,7 @@ class PostgresChangeSource:
     def _type_of(self, conn: Connection, oid: int) -> ColumnType | None:
         """The logical type of a type oid wal2json names (looked up once per oid)."""
         if oid not in self._types:
-            row = conn.execute(_TYPE_NAME, (oid,)).fetchone()
-            self._types[oid] = None if row is None else COLUMN_TYPES.get(str(row[0]))
+            self._types[oid] = read_logical_type(conn, oid)
         return self._types[oid]
 
     def _audit(self, position: int, captured_at_us: int) -> Audit:
