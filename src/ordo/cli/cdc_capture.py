@@ -35,7 +35,14 @@ from ordo.wording import counted
 @journal_option
 @change_log_option
 @click.argument("source_url")
-@click.option("--table", "tables", multiple=True, required=True, help="A table to capture.")
+@click.option(
+    "--table",
+    "tables",
+    multiple=True,
+    required=True,
+    help="A table to capture (PostgreSQL: table or schema.table; quote a part holding a dot: "
+    '"my.table").',
+)
 @click.option("--slot", default=DEFAULT_SLOT, show_default=True, help="PostgreSQL slot name.")
 @click.option("--snapshot", is_flag=True, help="First publish every captured table's rows.")
 @click.option("--follow", is_flag=True, help="Keep capturing until interrupted.")

@@ -210,6 +210,50 @@ def test_capture_refuses_an_unlogged_table_naming_it_as_sql_spells_it(
     assert not (tmp_path / "ordo.db").exists()
 
 
+@pytest.mark.postgres
+def test_capture_takes_a_quoted_table_name_holding_a_dot(
+    tmp_path: Path, journal: str, postgres_dsn: str
+) -> None:
+    """Split at its last dot, `--table '"my.table"'` was a table that "does not exist"."""
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute('CREATE TABLE "my.table" (id int PRIMARY KEY)')
+        conn.execute('INSERT INTO "my.table" VALUES (1), (2)')
+    slot = f"ordo_test_{secrets.token_hex(6)}"
+    args = ("cdc", "capture", postgres_dsn, "--slot", slot, "--table", '"my.table"')
+    try:
+        code, out, err = run_ordo(
+            *args, "--journal", journal, "--change-log", str(tmp_path / "log"), "--snapshot"
+        )
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE slot_name = %s",
+                (slot,),
+            )
+    assert code == 0, err
+    assert out == (
+        'published a snapshot of "my.table"=2, then no changes (skipped 0 already in the log)\n'
+    )
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("table", "problem"),
+    [
+        ('"my.table', "has a double quote that does not open or close a whole name"),
+        ("db.public.items", "has 3 dot-separated names: give table or schema.table"),
+        ("public.", "has an empty name"),
+    ],
+)
+def test_capture_refuses_a_malformed_table_name_in_one_line(
+    tmp_path: Path, journal: str, postgres_dsn: str, table: str, problem: str
+) -> None:
+    code, _, err = run_ordo("cdc", "capture", postgres_dsn, "--table", table, "--journal", journal)
+    one_line_error(code, err, f"ConfigurationError: table {table!r} {problem}")
+    assert not (tmp_path / "ordo.db").exists()
+
+
 def test_a_source_sqlite_may_only_read_is_named_as_the_source_database(
     tmp_path: Path, journal: str
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -20,6 +21,7 @@ from ordo.cdc.json_text import parse_application_json
 from ordo.cdc.mutation import JsonValue
 from ordo.cdc.schema import Column, TableSchema, require_captured_key, require_scalar_key
 from ordo.errors import CaptureError, UnmappableColumnTypeError
+from ordo.storage.postgres.table_name import join_table_name
 
 Connection = psycopg.Connection[tuple[object, ...]]
 
@@ -97,14 +99,24 @@ def _escape(identifier: str) -> str:
     return "".join(f"\\{char}" if char in "\\ ',.*" else char for char in identifier)
 
 
-def resolve_tables(conn: Connection, tables: tuple[str, ...]) -> tuple[TableRef, ...]:
-    """Split `schema.table` names; an unqualified name is in the connection's current_schema()."""
+def resolve_tables(
+    conn: Connection, names: Mapping[str, tuple[str | None, str]]
+) -> tuple[TableRef, ...]:
+    """The tables `names` maps given names to (`split_table_name`), in its order.
+
+    A name without a schema is in the connection's current_schema().
+
+    Raises:
+        CaptureError: a name is unqualified and the search_path has no usable schema, or two
+            names are one table (`orders` and `public.orders`): changes of it would be
+            published under one name only, each row of it snapshotted under both.
+
+    """
     row = conn.execute("SELECT current_schema()").fetchone()
     default = None if row is None or row[0] is None else str(row[0])
-    refs = []
-    for given in tables:
-        schema, dot, name = given.rpartition(".")
-        if not dot:
+    refs: dict[tuple[str, str], TableRef] = {}
+    for given, (schema, name) in names.items():
+        if schema is None:
             if default is None:
                 msg = (  # current_schema() skips schemas the role may not use
                     f"table {given!r} is unqualified but the search_path names no schema "
@@ -112,8 +124,11 @@ def resolve_tables(conn: Connection, tables: tuple[str, ...]) -> tuple[TableRef,
                 )
                 raise CaptureError(msg)
             schema = default
-        refs.append(TableRef(given=given, schema=schema, name=name))
-    return tuple(refs)
+        if (other := refs.get((schema, name))) is not None:
+            msg = f"tables {other.given!r} and {given!r} are one table: name it once"
+            raise CaptureError(msg)
+        refs[(schema, name)] = TableRef(given=given, schema=schema, name=name)
+    return tuple(refs.values())
 
 
 def read_schema(conn: Connection, ref: TableRef) -> TableSchema:
@@ -131,8 +146,9 @@ def read_schema(conn: Connection, ref: TableRef) -> TableSchema:
     found = conn.execute(_RELATION, (ref.schema, ref.name)).fetchone()
     if found is None:
         msg = (
-            f"captured table {ref.given!r} ({ref.schema}.{ref.name}) does not exist or is not "
-            "a plain table (wal2json names a partitioned table's changes by its partitions)"
+            f"captured table {ref.given!r} ({join_table_name(ref.schema, ref.name)}) does not "
+            "exist or is not a plain table (wal2json names a partitioned table's changes by "
+            "its partitions)"
         )
         raise CaptureError(msg)
     oid, qualified, persistence, identity = found

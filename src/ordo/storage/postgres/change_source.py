@@ -47,6 +47,7 @@ from ordo.storage.postgres.replication_slot import (
     drop_slot,
     slot_status,
 )
+from ordo.storage.postgres.table_name import split_table_name
 from ordo.storage.postgres.wal2json import (
     POSITIONS_PER_LSN,
     RowChange,
@@ -73,8 +74,9 @@ _PEEK = (
 class PostgresChangeSource:
     """A `ChangeSource` over one wal2json logical replication slot and the tables it captures.
 
-    `tables` are names as messages carry them: `table` (in the connection's current_schema())
-    or `schema.table` (split at the last dot). Constructing one opens nothing; the first call
+    `tables` are names as messages carry them: `table` (in the connection's current_schema()),
+    `schema.table`, or either with quoted parts (`public."my.table"`, see `split_table_name`;
+    ConfigurationError for a malformed one). Constructing one opens nothing; the first call
     opens one autocommit connection, which `close()` (or leaving a `with` block) closes. A call
     after the server ended that session (restart, failover, pg_terminate_backend) fails with
     StorageUnavailableError, and the next one opens a new session. The capture loop owns it:
@@ -102,6 +104,7 @@ class PostgresChangeSource:
             msg = f"tables must be a non-empty sequence of distinct names, got {tables!r}"
             raise ConfigurationError(msg)
         self._dsn, self._slot, self._tables = dsn, slot, tuple(tables)
+        self._names = {table: split_table_name(table) for table in self._tables}
         self._exclusive = exclusive
         self._opener = OpeningProcess(
             f"the change source of slot {slot!r} on PostgreSQL at {redacted_dsn(dsn)}"
@@ -296,7 +299,7 @@ class PostgresChangeSource:
         return conn
 
     def _read_schemas(self, conn: Connection) -> list[TableSchema]:
-        refs = resolve_tables(conn, self._tables)
+        refs = resolve_tables(conn, self._names)
         schemas = [read_schema(conn, ref) for ref in refs]
         self._refs = {ref.given: ref for ref in refs}
         self._schemas = {(r.schema, r.name): s for r, s in zip(refs, schemas, strict=True)}
