@@ -153,7 +153,7 @@ def _ordo_objects(path: Path) -> list[str]:
     ("destination", "error"),
     [
         ("--journal", "StorageAccessError: cannot open SQLite journal "),  # a folder
-        ("--change-log", "StorageUnavailableError: cannot create the directory of "),  # in a file
+        ("--change-log", "StorageAccessError: cannot create the directory of "),  # in a file
     ],
 )
 def test_a_capture_whose_destination_cannot_be_opened_leaves_the_sqlite_source_as_it_was(

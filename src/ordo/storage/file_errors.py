@@ -3,7 +3,11 @@
 A change log, a lock file or an SQLite journal that cannot be written ended a command with the
 OSError's traceback. An error the file system gives for a permission (or a read-only file
 system) is StorageAccessError, which code that rides out outages does not retry: no retry
-mends it until someone changes the permissions.
+mends it until someone changes the permissions. So is a path whose file is a folder (EISDIR),
+whose folder is a file (ENOTDIR, or EEXIST for a folder to be made): a change-log record or a
+lock file that is a folder, a change log under a file. They were outages, which a capture
+retried for its `reconnect_timeout`; no retry mends them until someone moves what is in the
+way.
 """
 
 from __future__ import annotations
@@ -13,6 +17,15 @@ import errno
 from ordo.errors import StorageAccessError, StorageUnavailableError
 
 _REFUSED = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+"""A permission, or a read-only file system."""
+
+_IN_THE_WAY = frozenset({errno.EISDIR, errno.ENOTDIR, errno.EEXIST})
+"""A folder where a file should be, or a file where a folder should be.
+
+EEXIST is permanent where ordo's callers see it: they make folders that may exist
+(`mkdir(exist_ok=True)`, `made_directory`), which raise it only for a file in the way, and
+never create a file exclusively without handling the EEXIST themselves (`link_new`'s callers).
+"""
 
 
 def file_system_error(doing: str, exc: OSError) -> StorageUnavailableError:
@@ -24,5 +37,6 @@ def file_system_error(doing: str, exc: OSError) -> StorageUnavailableError:
     reason = exc.strerror or str(exc)
     if exc.filename is not None:
         reason = f"{reason}: {exc.filename}"
-    error = StorageAccessError if exc.errno in _REFUSED else StorageUnavailableError
+    permanent = exc.errno in _REFUSED | _IN_THE_WAY
+    error = StorageAccessError if permanent else StorageUnavailableError
     return error(f"{doing}: {reason}")

@@ -6,6 +6,7 @@ the path, not a traceback, and a refused command changes nothing.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from pathlib import Path
 
@@ -22,9 +23,7 @@ def test_ingest_refuses_a_change_log_under_a_file(tmp_path: Path, journal: str) 
     lines = tmp_path / "readings.jsonl"
     lines.write_text(readings() + "\n")
     code, _, err = run_ordo(*ingest, "--change-log", str(log), str(lines))
-    one_line_error(
-        code, err, f"StorageUnavailableError: cannot write change log {log}: File exists: "
-    )
+    one_line_error(code, err, f"StorageAccessError: cannot write change log {log}: File exists: ")
     assert (tmp_path / "notes").read_text() == "mine"
 
 
@@ -96,7 +95,7 @@ which a file's permissions do not stop."""
 @pytest.mark.parametrize(
     ("record", "problem"),
     [
-        ("folder", "StorageUnavailableError: {doing}: Is a directory: {record}"),
+        ("folder", "StorageAccessError: {doing}: Is a directory: {record}"),
         ("unreadable", "StorageAccessError: {doing}: Permission denied: {record}"),
     ],
 )
@@ -115,3 +114,33 @@ def test_a_partition_count_that_cannot_be_read_is_named_and_a_permission_is_no_o
     code, _, err = run_ordo(*ingest, stdin=readings(position=2))
     doing = f"cannot read the partition count of change log {table}"
     one_line_error(code, err, problem.format(doing=doing, record=table / PARTITIONS_RECORD))
+
+
+def test_a_capture_stops_at_a_partition_folder_that_is_a_file_without_retrying_it(
+    tmp_path: Path, journal: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found when a window is published, which a capture retries on an outage: "File exists"
+    was StorageUnavailableError, retried (a WARNING each time) for the whole reconnect timeout,
+    for a file that no retry moves out of the way."""
+    source = tmp_path / "shop.db"
+    with sqlite3.connect(source) as conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)")
+    log = tmp_path / "log"
+    capture = (
+        *("cdc", "capture", str(source), "--table", "items", "--journal", journal),
+        *("--change-log", str(log), "--reconnect-timeout-ms", "60000"),
+    )
+    assert run_ordo(*capture)[0] == 0  # installs the triggers
+    (log / "items").mkdir(parents=True, exist_ok=True)
+    for partition in range(8):  # the default count: whichever the row's key goes to
+        (log / "items" / f"partition={partition}").write_text("mine")
+    with sqlite3.connect(source) as conn:
+        conn.execute("INSERT INTO items VALUES (1, 'a')")
+    caplog.set_level(logging.WARNING, logger="ordo")
+
+    code, _, err = run_ordo(*capture)
+
+    one_line_error(code, err, f"StorageAccessError: cannot write change log {log}: File exists: ")
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    with sqlite3.connect(source) as conn:  # nothing published, so nothing forgotten
+        assert conn.execute("SELECT count(*) FROM ordo_cdc_changes").fetchone() == (1,)

@@ -31,7 +31,7 @@ def test_capture_names_a_lock_file_it_cannot_make(tmp_path: Path, journal: str) 
     capture = ("cdc", "capture", str(source), "--table", "items", "--journal", journal)
     code, _, err = run_ordo(*capture, "--change-log", str(log))
     one_line_error(
-        code, err, f"StorageUnavailableError: cannot take the lock file {lock}: Is a directory"
+        code, err, f"StorageAccessError: cannot take the lock file {lock}: Is a directory"
     )
     with sqlite3.connect(source) as conn:  # no change table, no triggers
         assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("items",)]
@@ -105,6 +105,5 @@ def test_materialize_names_a_lock_file_it_cannot_make(tmp_path: Path, journal: s
     one_line_error(
         code,
         err,
-        f"StorageUnavailableError: cannot take the lock file {checkpoint / LOCK_FILE}: "
-        "Is a directory",
+        f"StorageAccessError: cannot take the lock file {checkpoint / LOCK_FILE}: Is a directory",
     )
