@@ -14,7 +14,8 @@ from ordo.cdc.column_type import ColumnType
 from ordo.cdc.schema import Column, TableSchema, require_captured_key, require_scalar_key
 from ordo.errors import CaptureError, UnmappableColumnTypeError
 from ordo.storage.sql_materialized_table import quote_identifier
-from ordo.storage.sqlite.datastore import read_only_connection, refuse_folders_beside
+from ordo.storage.sqlite.datastore import read_only_connection
+from ordo.storage.sqlite.driver_errors import refuse_folders_beside
 
 _AFFINITY: tuple[tuple[str, ColumnType], ...] = (
     ("BOOL", ColumnType.BOOLEAN),
