@@ -226,7 +226,7 @@ def test_simulate_on_a_journal_it_cannot_use_fails_once_before_starting(
     assert (code, out) == (1, "")
     (line,) = err.splitlines()  # the progress display stopped unstarted printed an empty line
     if kind == "not a journal":
-        assert line.startswith("Error: StorageUnavailableError")
+        assert line.startswith("Error: StorageAccessError")
     else:  # the command's own flag, not the variable the other commands read
         assert line.startswith("Error: BucketSizeMismatchError")
         assert line.endswith("; run with --bucket-size hour")
