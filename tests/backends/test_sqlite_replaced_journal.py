@@ -5,11 +5,17 @@ live query's async iterator reads in), by the journal's path: one that opens it 
 or a file that is no SQLite database took the journal's place meets that. It was
 StorageUnavailableError, an outage, which a tracking processor retried for ever (a WARNING per
 claim interval) while it handled nothing; it is StorageAccessError, on which it stops.
+
+So is a journal removed or moved away, and another SQLite database (without ordo's tables) in
+its place: a writer's new connection created a new, empty file at the path, and every read
+failed with "no such table", a StorageError retried for ever too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,15 +24,18 @@ import pytest
 from ordo import StorageAccessError, init_storage
 from ordo.processing.processor import TrackingProcessor
 from ordo.query import EventEnvelope
+from ordo.storage.migration import METADATA_TABLE
 from ordo.storage.open import events_by_tag_at, stores_at
 from processing_support import FAST, source, wait_for
 
 _NOT_SQLITE = "not a database\n" * 100
+_REPLACEMENTS = ["folder", "text", "database", "nothing"]
 
 
 def _replace(path: Path, by: str) -> str:
     """Move the journal at `path` (and the files SQLite keeps beside it) away, and put `by` in
-    its place: a folder, or a text file. The problem the error names, after the path."""
+    its place: a folder, a text file, another SQLite database or nothing. The problem the error
+    names, after the path."""
     away = path.parent / "away"
     away.mkdir()
     for file in path.parent.glob(f"{path.name}*"):
@@ -34,12 +43,23 @@ def _replace(path: Path, by: str) -> str:
     if by == "folder":
         path.mkdir()
         return f": unable to open database file ({path} is a folder, not an SQLite file)"
+    if by == "nothing":
+        return (
+            f": unable to open database file ({path} was removed or moved away after it was opened)"
+        )
+    if by == "database":
+        with closing(sqlite3.connect(path)) as conn:
+            conn.execute("CREATE TABLE notes (text TEXT)")
+        return (
+            f": it has no {METADATA_TABLE} table any more "
+            "(another SQLite database was put in its place after it was opened)"
+        )
     path.write_text(_NOT_SQLITE)
     return ": file is not a database"
 
 
-@pytest.mark.parametrize("by", ["folder", "text"])
-def test_a_processor_stops_when_its_journal_was_replaced_by_what_is_no_database(
+@pytest.mark.parametrize("by", _REPLACEMENTS)
+def test_a_processor_stops_when_its_journal_was_replaced_by_what_is_no_journal(
     tmp_path: Path, by: str
 ) -> None:
     path = tmp_path / "j.db"
@@ -56,10 +76,11 @@ def test_a_processor_stops_when_its_journal_was_replaced_by_what_is_no_database(
     assert isinstance(processor.failure, StorageAccessError)
     assert str(processor.failure) == f"cannot open SQLite journal {path}{problem}"
     assert handled == []
+    assert path.exists() == (by != "nothing")  # a journal gone is not created again, empty
 
 
-@pytest.mark.parametrize("by", ["folder", "text"])
-def test_a_live_query_read_in_a_new_thread_refuses_a_journal_replaced_by_what_is_no_database(
+@pytest.mark.parametrize("by", _REPLACEMENTS)
+def test_a_live_query_read_in_a_new_thread_refuses_a_journal_replaced_by_what_is_no_journal(
     tmp_path: Path, by: str
 ) -> None:
     """`live_async` reads in the event loop's worker threads: a new loop's are new threads."""
@@ -76,3 +97,4 @@ def test_a_live_query_read_in_a_new_thread_refuses_a_journal_replaced_by_what_is
         with pytest.raises(StorageAccessError) as refused:
             asyncio.run(first("t"))
     assert str(refused.value) == f"cannot open SQLite journal {path}{problem}"
+    assert path.exists() == (by != "nothing")

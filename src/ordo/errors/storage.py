@@ -28,9 +28,12 @@ class StorageAccessError(StorageUnavailableError):
     no journal as it is, which neither `ordo init` nor a writer could make one: a folder where
     the SQLite file should be, a file where a folder of its path should be, a file that is no
     SQLite database, `:memory:`, a metadata table whose schema version is no number, a
-    search_path whose schema does not exist or may not be used. (A location that holds no
-    journal yet, which `ordo init` or a writer's first open creates, stays
-    StorageUnavailableError: MissingFolderError, no file, no ordo tables in the file or schema.)
+    search_path whose schema does not exist or may not be used; an SQLite journal removed or
+    moved away, or replaced by a database without ordo's tables, after it was opened; a folder
+    where a change log's or a lock file's file should be, a file where its folder should be. (A
+    location that holds no journal yet, which `ordo init` or a writer's first open creates,
+    stays StorageUnavailableError: MissingFolderError, no file, no ordo tables in the file or
+    schema.)
     No retry mends it until someone changes the URL, the server's roles and grants or the
     files: code that rides out outages by retrying StorageUnavailableError (a tracking
     processor, a capture, `ordo query --live`) gives up at once on this subclass. A subclass,

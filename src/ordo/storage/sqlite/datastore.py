@@ -68,8 +68,9 @@ class SQLiteDatastore(SchemaReads):
     read) the file is neither created nor switched to WAL, so a journal in rollback mode (a
     backup made by `VACUUM INTO`) is left as it is. Its connections are not SQLite's read-only
     ones, which would leave `-wal` and `-shm` files behind after reading a WAL journal.
-    Otherwise a missing file is created, but never its folder (`require_folder`). `what` names
-    the database in the error of a file that cannot be opened (a capture's "source database").
+    Otherwise a missing file is created, but never its folder (`require_folder`), and only by
+    the first connection (`_open`). `what` names the database in the error of a file that
+    cannot be opened (a capture's "source database").
     After close() every call is refused (StoresClosedError); a call running then ends first
     (`close`). Thread-safe; not picklable, and refused in a forked child (ForkedProcessError:
     SQLite forbids using a connection across a fork).
@@ -93,9 +94,14 @@ class SQLiteDatastore(SchemaReads):
         self._lock = threading.Lock()
         self._is_closed = False
         self._opener = OpeningProcess(f"the stores of SQLite database {path}")
+        self._is_opened = False
+        """Whether the file was opened: the connections opened afterwards never create it."""
+        self._is_journal = False
+        """Whether the file held ordo's metadata table: a connection found it, or migrate()."""
         require_folder(path)
         refuse_folders_beside(path, what=what)
         self._connect()
+        self._is_opened = True
 
     @contextmanager
     def write_transaction(self) -> Iterator[sqlite3.Connection]:
@@ -128,15 +134,16 @@ class SQLiteDatastore(SchemaReads):
         """
         with self.connection() as conn:
             done = finished(_PACKAGE, self._schema_version(conn))
-        if done is not None:
-            return done
-        with self.write_transaction() as conn:
-            return migrate(
-                conn,
-                package=_PACKAGE,
-                current=self._schema_version(conn),
-                param="?",
-            )
+        if done is None:
+            with self.write_transaction() as conn:
+                done = migrate(
+                    conn,
+                    package=_PACKAGE,
+                    current=self._schema_version(conn),
+                    param="?",
+                )
+        self._is_journal = True
+        return done
 
     def close(self) -> None:
         """Close every connection this datastore opened, in any thread; later calls are refused.
@@ -202,10 +209,33 @@ class SQLiteDatastore(SchemaReads):
         if conn is not None:
             return conn
         self._refuse_if_closed()
+        conn = self._open()
+        with self._lock:
+            if self._is_closed:  # closed while this thread connected
+                conn.close()
+                self._refuse_if_closed()
+            self._connections.append(conn)
+        self._local.conn = conn
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        """A new connection to the file, set up; the error saying why there can be none.
+
+        Only the first connection of a store that writes may create the file (SQLite's
+        `mode=rwc`): a connection a new thread opens after the file was removed or moved away
+        created a new, empty one, on which every read failed as "no such table", a StorageError
+        that a tracking processor retried for ever. Every later connection uses `mode=rw`, and
+        a file gone since the store opened it is StorageAccessError (`unusable_file_error`).
+        So is a file that held ordo's tables when the store opened it (or after it migrated it)
+        and holds none now: another SQLite database was put in its place.
+        """
+        creates = not (self.read_only or self._is_opened)
+        target = self.path if creates else f"{self.path.resolve().as_uri()}?mode=rw"
+        conn = None
         try:
             conn = sqlite3.connect(
-                f"{self.path.resolve().as_uri()}?mode=rw" if self.read_only else self.path,
-                uri=self.read_only,  # mode=rw: read and write, never create
+                target,
+                uri=not creates,  # mode=rw: read and write, never create
                 isolation_level=None,
                 check_same_thread=False,
                 timeout=BUSY_TIMEOUT_S,
@@ -213,15 +243,21 @@ class SQLiteDatastore(SchemaReads):
             if not self.read_only:
                 _use_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
+            is_journal = _has_metadata(conn)
         except sqlite3.Error as exc:
-            doing = f"cannot open SQLite {self.what} {self.path}"
-            raise unusable_file_error(doing, self.path, exc, writes=not self.read_only) from exc
-        with self._lock:
-            if self._is_closed:  # closed while this thread connected
+            if conn is not None:
                 conn.close()
-                self._refuse_if_closed()
-            self._connections.append(conn)
-        self._local.conn = conn
+            doing = f"cannot open SQLite {self.what} {self.path}"
+            writes, opened = not self.read_only, self._is_opened
+            raise unusable_file_error(doing, self.path, exc, writes=writes, opened=opened) from exc
+        if self._is_journal and not is_journal:
+            conn.close()
+            msg = (
+                f"cannot open SQLite {self.what} {self.path}: it has no {METADATA_TABLE} table "
+                "any more (another SQLite database was put in its place after it was opened)"
+            )
+            raise StorageAccessError(msg)
+        self._is_journal = self._is_journal or is_journal
         return conn
 
     def _refuse_if_closed(self) -> None:

@@ -55,7 +55,7 @@ def translate_sqlite_error(exc: sqlite3.Error, path: Path) -> StorageError:
 
 
 def unusable_file_error(
-    doing: str, path: Path, exc: sqlite3.Error, *, writes: bool
+    doing: str, path: Path, exc: sqlite3.Error, *, writes: bool, opened: bool = False
 ) -> StorageError:
     """`doing` ("cannot open SQLite journal /x") failed with `exc`; the error saying why.
 
@@ -66,10 +66,18 @@ def unusable_file_error(
     the file's place, a file that is no SQLite database and `:memory:`: no retry makes them a
     journal. As StorageUnavailableError they were outages, and a tracking processor whose
     thread opened its connection after the journal was replaced by one retried for ever.
+
+    So is a file gone that was `opened` before (by the stores whose new connection this was):
+    someone removed or moved it away, which no retry undoes, as a PostgreSQL database that does
+    not exist. (A file not there yet, before its first opening, is an outage: `ordo init` or a
+    writer may create it. So is any other "unable to open" of a file that is there: a process
+    out of file descriptors.)
     """
     msg = f"{doing}: {exc}"
     if path.is_dir():
         return StorageAccessError(f"{msg} ({path} is a folder, not an SQLite file)")
+    if opened and not path.exists():
+        return StorageAccessError(f"{msg} ({path} was removed or moved away after it was opened)")
     file_access = os.R_OK | os.W_OK if writes else os.R_OK
     if path.exists() and not os.access(path, file_access):
         return StorageAccessError(f"{msg} (permission denied: {path})")
