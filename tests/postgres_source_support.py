@@ -1,9 +1,11 @@
 """What the PostgreSQL change source tests share: the type of their `capture` fixture, the
-summary of captured mutations they compare, and how many slots of a name the server holds.
+summary of captured mutations they compare, fresh slot names, and how many slots of a name
+the server holds.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Sequence
 
 import psycopg
@@ -25,6 +27,11 @@ def summary(mutations: Sequence[Mutation]) -> list[tuple[object, ...]]:
         )
         for m in mutations
     ]
+
+
+def fresh_slot() -> str:
+    """A replication slot (or role) name no other test uses: tests share one server."""
+    return f"ordo_test_{secrets.token_hex(6)}"
 
 
 def slot_count(dsn: str, name: str) -> int:

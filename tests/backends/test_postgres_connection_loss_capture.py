@@ -4,7 +4,6 @@ up once the server is gone for good (see connection_loss_support)."""
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -26,6 +25,7 @@ from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.postgres.change_source import PostgresChangeSource
 from ordo.storage.postgres.throwaway import ThrowawayPostgres
+from postgres_source_support import fresh_slot
 
 pytestmark = pytest.mark.postgres
 
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.postgres
 def slot(sessions: Sessions) -> Iterator[str]:
     """The name of a slot for captures of table `items` (id, v), which this creates first; the
     slot is dropped after the test (slots are cluster-wide)."""
-    name = f"ordo_test_{secrets.token_hex(6)}"
+    name = fresh_slot()
     sessions.execute("CREATE TABLE items (id bigint PRIMARY KEY, v int)")
     yield name
     with change_source_at(sessions.url, ["items"], slot=name) as source:

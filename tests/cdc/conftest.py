@@ -5,7 +5,6 @@ two tables and a `source` capturing both.
 
 from __future__ import annotations
 
-import secrets
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 
 from ordo.storage.postgres.change_source import PostgresChangeSource
 from ordo.storage.sqlite.change_source import SQLiteChangeSource
-from postgres_source_support import Capture
+from postgres_source_support import Capture, fresh_slot
 
 
 @pytest.fixture
@@ -42,7 +41,7 @@ def capture(postgres_dsn: str) -> Iterator[Capture]:
     opened: list[PostgresChangeSource] = []
 
     def factory(*tables: str, slot: str | None = None, create: bool = True) -> PostgresChangeSource:
-        name = slot or f"ordo_test_{secrets.token_hex(6)}"
+        name = slot or fresh_slot()
         source = PostgresChangeSource(postgres_dsn, slot=name, tables=tables)
         opened.append(source)
         if create:

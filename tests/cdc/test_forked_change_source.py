@@ -10,7 +10,6 @@ source's calls were refused by its datastore already; its tests guard that.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -23,6 +22,7 @@ from ordo.cdc.ports import CapturedWindow, ChangeSource
 from ordo.errors import AlreadyRunningError
 from ordo.storage.change_sources import DEFAULT_SLOT, change_source_at
 from ordo.storage.postgres.change_source import PostgresChangeSource
+from postgres_source_support import fresh_slot
 from sqlite_support import run_sql
 
 CALLS: dict[str, Callable[[ChangeSource, CapturedWindow], object]] = {
@@ -55,7 +55,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SourceD
         return
     dsn: str = request.getfixturevalue("postgres_dsn")
     run: Callable[[str], None] = request.getfixturevalue("run")
-    slot = f"ordo_test_{secrets.token_hex(6)}"
+    slot = fresh_slot()
     yield SourceDatabase(url=dsn, slot=slot, run=run)
     with PostgresChangeSource(dsn, slot=slot, tables=["items"]) as source:
         source.drop()
@@ -105,7 +105,7 @@ def test_a_snapshot_being_read_is_refused_and_left_alone_in_a_forked_child(
     """The child's copy of the generator read on, then closed the parent's cursor and session."""
     run("CREATE TABLE items (id INTEGER PRIMARY KEY, v INTEGER)")
     run("INSERT INTO items VALUES (1, 1), (2, 2), (3, 3)")
-    slot = f"ordo_test_{secrets.token_hex(6)}"
+    slot = fresh_slot()
     with PostgresChangeSource(postgres_dsn, slot=slot, tables=["items"]) as source:
         source.create()
         try:

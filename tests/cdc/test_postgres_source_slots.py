@@ -15,7 +15,7 @@ from psycopg.conninfo import make_conninfo
 from ordo.errors import CaptureError
 from ordo.storage.postgres.change_source import PostgresChangeSource
 from ordo.storage.postgres.throwaway import ThrowawayPostgres
-from postgres_source_support import Capture, slot_count
+from postgres_source_support import Capture, fresh_slot, slot_count
 
 pytestmark = pytest.mark.postgres
 
@@ -77,7 +77,7 @@ def test_a_capture_by_a_role_that_cannot_replicate_is_refused(
     run("CREATE TABLE users (id int PRIMARY KEY)", f"CREATE ROLE {role} LOGIN NOREPLICATION")
     source = PostgresChangeSource(
         make_conninfo(postgres_dsn, user=role),
-        slot=f"ordo_test_{secrets.token_hex(6)}",
+        slot=fresh_slot(),
         tables=("users",),
     )
     try:  # the test's schema, the role's search_path, is hidden from it without USAGE

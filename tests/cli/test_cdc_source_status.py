@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import secrets
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -14,6 +13,7 @@ from psycopg import sql
 
 from cdc_cli_support import run_ordo
 from ordo.storage.postgres.change_source import PostgresChangeSource
+from postgres_source_support import fresh_slot
 from sqlite_support import fingerprint
 
 
@@ -38,7 +38,7 @@ def items_slot(postgres_dsn: str) -> str:
     """A slot name unique to the test, for a PostgreSQL source holding an empty `items` table."""
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE items (id BIGINT PRIMARY KEY)")
-    return f"ordo_test_{secrets.token_hex(6)}"
+    return fresh_slot()
 
 
 @pytest.mark.parametrize("command", [("status",), ("cdc", "status")])
@@ -240,7 +240,7 @@ def test_a_capture_whose_slot_name_is_taken_leaves_no_journal_or_change_log(
 def test_a_capture_by_a_role_that_may_not_replicate_leaves_no_journal_or_change_log(
     postgres_dsn: str, tmp_path: Path
 ) -> None:
-    slot, role = f"ordo_test_{secrets.token_hex(6)}", f"ordo_test_{secrets.token_hex(6)}"
+    slot, role = fresh_slot(), fresh_slot()
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         schema = conn.execute("SELECT current_schema()").fetchone()
         assert schema is not None
@@ -262,7 +262,7 @@ def test_a_capture_by_a_role_that_may_not_replicate_leaves_no_journal_or_change_
 
 @pytest.mark.postgres
 def test_a_status_of_a_postgres_source_creates_no_slot(postgres_dsn: str, tmp_path: Path) -> None:
-    slot = f"ordo_test_{secrets.token_hex(6)}"
+    slot = fresh_slot()
     args = ("--journal", f"sqlite:///{tmp_path / 'ordo.db'}", "--source", postgres_dsn)
     assert run_ordo("init", *args[:2])[0] == 0
 

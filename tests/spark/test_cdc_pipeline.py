@@ -39,6 +39,7 @@ from ordo.storage.change_sources import DEFAULT_SLOT, change_source_at
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.postgres.change_source import PostgresChangeSource
+from postgres_source_support import fresh_slot
 
 pytestmark = pytest.mark.spark
 
@@ -63,7 +64,7 @@ def test_the_replica_simulation_with_three_replicas_is_clean(
 
 @pytest.fixture
 def slot(postgres_dsn: str) -> Iterator[str]:
-    name = f"ordo_test_{secrets.token_hex(6)}"
+    name = fresh_slot()
     yield name
     with PostgresChangeSource(postgres_dsn, slot=name, tables=["accounts"]) as source:
         source.drop()

@@ -5,7 +5,6 @@ and the sources and tables it refuses (of PostgreSQL too) before it changes anyt
 from __future__ import annotations
 
 import json
-import secrets
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from cdc_cli_support import log_files, one_line_error, run_ordo
 from ordo.cdc import partition_of
 from ordo.storage.parquet import ParquetChangeLog
+from postgres_source_support import fresh_slot
 
 
 def test_capture_publishes_a_snapshot_and_the_changes_of_sqlite_tables(
@@ -198,7 +198,7 @@ def test_capture_refuses_an_unlogged_table_naming_it_as_sql_spells_it(
         conn.execute('CREATE UNLOGGED TABLE "Items" (id int PRIMARY KEY)')
         row = conn.execute("SELECT current_schema()").fetchone()
     assert row is not None
-    slot = f"ordo_test_{secrets.token_hex(6)}"
+    slot = fresh_slot()
     args = ("cdc", "capture", postgres_dsn, "--slot", slot, "--table", "Items")
     code, _, err = run_ordo(*args, "--journal", journal)
     one_line_error(
@@ -218,7 +218,7 @@ def test_capture_takes_a_quoted_table_name_holding_a_dot(
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute('CREATE TABLE "my.table" (id int PRIMARY KEY)')
         conn.execute('INSERT INTO "my.table" VALUES (1), (2)')
-    slot = f"ordo_test_{secrets.token_hex(6)}"
+    slot = fresh_slot()
     args = ("cdc", "capture", postgres_dsn, "--slot", slot, "--table", '"my.table"')
     try:
         code, out, err = run_ordo(

@@ -5,7 +5,6 @@ partition count) and wal2json slots they show, and a named change log that is no
 from __future__ import annotations
 
 import json
-import secrets
 from pathlib import Path
 
 import psycopg
@@ -17,6 +16,7 @@ from ordo.cli.main import cli
 from ordo.storage.change_sources import change_source_at
 from ordo.storage.open import stores_at
 from ordo.storage.postgres.change_source import PostgresChangeSource
+from postgres_source_support import fresh_slot
 
 
 @pytest.mark.parametrize("command", [("cdc", "status"), ("status",)])
@@ -75,7 +75,7 @@ def test_status_shows_the_journal_processors_and_cdc(journal: str, tmp_path: Pat
 def test_status_lists_the_wal2json_slots_of_a_postgres_journal(
     postgres_dsn: str, tmp_path: Path
 ) -> None:
-    slot = f"ordo_test_{secrets.token_hex(6)}"
+    slot = fresh_slot()
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE items (id BIGINT PRIMARY KEY, qty BIGINT)")
     try:

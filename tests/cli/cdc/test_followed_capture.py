@@ -23,6 +23,7 @@ from psycopg import sql
 from cdc_cli_support import one_line_error, run_ordo
 from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.postgres.change_source import PostgresChangeSource
+from postgres_source_support import fresh_slot
 
 
 def test_ctrl_c_ends_a_followed_capture_with_one_line_and_status_130(
@@ -144,7 +145,7 @@ def _capture_source(
 
         return [str(path)], insert_row, f"a capture of {path} is already running"
     dsn: str = request.getfixturevalue("postgres_dsn")
-    slot = f"ordo_test_{secrets.token_hex(6)}"
+    slot = fresh_slot()
     with psycopg.connect(dsn, autocommit=True) as pg:
         pg.execute("CREATE TABLE items (id BIGINT PRIMARY KEY)")
 
@@ -209,7 +210,7 @@ def test_a_followed_capture_ends_at_once_when_the_server_refuses_its_url(
     of a reconnect timeout of ten minutes.
     """
     name = f"r_{secrets.token_hex(6)}"
-    slot = f"ordo_test_{secrets.token_hex(6)}"
+    slot = fresh_slot()
     admin = psycopg.connect(postgres_server_dsn, autocommit=True)
     role = sql.Identifier(name)
     admin.execute(sql.SQL("CREATE ROLE {} LOGIN REPLICATION").format(role))

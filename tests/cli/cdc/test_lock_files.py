@@ -8,7 +8,6 @@ root, which no permission stops (a capture of a source in a read-only folder fai
 
 from __future__ import annotations
 
-import secrets
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -20,6 +19,7 @@ from cdc_cli_support import one_line_error, readings, registered, run_ordo
 from ordo.storage.change_sources import change_source_at
 from ordo.storage.lock_file import LOCK_FILE, exclusive_lock
 from ordo.storage.postgres.change_source import PostgresChangeSource
+from postgres_source_support import fresh_slot
 
 
 def test_capture_names_a_lock_file_it_cannot_make(tmp_path: Path, journal: str) -> None:
@@ -59,7 +59,7 @@ def test_a_capture_of_a_held_slot_leaves_no_journal_or_change_log(
 ) -> None:
     """The slot's capture lock was taken after the journal was opened, the schema registered
     and the change log's folder made: the refused capture left them behind."""
-    slot = f"ordo_test_{secrets.token_hex(6)}"
+    slot = fresh_slot()
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE items (id bigint PRIMARY KEY)")
     log = tmp_path / "log"
