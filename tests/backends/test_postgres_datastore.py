@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import uuid
 
 import psycopg
 import pytest
@@ -18,7 +19,7 @@ from ordo import (
 )
 from ordo.errors import StoresClosedError
 from ordo.storage.migration import load_migrations
-from ordo.storage.open import existing_stores_at
+from ordo.storage.open import OpenMode, existing_stores_at, stores_at
 from ordo.storage.postgres.datastore import PostgresDatastore
 from processing_support import wait_for
 
@@ -102,6 +103,32 @@ def test_a_journal_opened_for_reading_is_checked_not_upgraded(postgres_dsn: str)
     with psycopg.connect(postgres_dsn) as conn:
         version = conn.execute("SELECT value FROM ordo_metadata WHERE key = 'schema_version'")
         assert version.fetchone() == (str(LATEST - 1),)
+
+
+def test_a_journal_keeps_the_random_id_it_got_when_created_or_upgraded(postgres_dsn: str) -> None:
+    """What tells Spark's source that a checkpoint is of another journal: offsets named none."""
+
+    def journal_id(dsn: str, mode: OpenMode = "read") -> str | None:
+        with stores_at(dsn, mode=mode) as stores:
+            found = stores.journal.journal_id()
+            assert stores.journal.summary().journal_id == found
+        return found
+
+    init_storage(postgres_dsn)
+    created = journal_id(postgres_dsn)
+    assert created is not None
+    assert uuid.UUID(created).version == 4
+    init_storage(postgres_dsn)
+    assert journal_id(postgres_dsn, "migrate") == created
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:  # as an ordo before the id
+        conn.execute("DELETE FROM ordo_metadata WHERE key = 'journal_id'")
+        conn.execute(
+            f"UPDATE ordo_metadata SET value = '{LATEST - 1}' WHERE key = 'schema_version'"
+        )
+    assert journal_id(postgres_dsn) is None  # read without the check: no id, nothing written
+    upgraded = journal_id(postgres_dsn, "migrate")  # a writer's open upgrades the schema
+    assert upgraded is not None
+    assert upgraded != created
 
 
 def test_identifiers_sort_bytewise_whatever_the_server_locale(postgres_dsn: str) -> None:

@@ -6,6 +6,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import uuid
 from contextlib import closing
 from datetime import datetime
 from pathlib import Path
@@ -345,11 +346,13 @@ def test_info_text_shows_what_its_json_shows(runner: CliRunner, tmp_path: Path) 
     assert _run(runner, "init", "--journal", url)[0] == 0
     code, out, _ = _run(runner, "info", "--journal", url)
     assert code == 0
+    journal_id = json.loads(_run(runner, "info", "--journal", url, "--json")[1])["journal_id"]
     assert out.splitlines() == [
         "backend          sqlite",
         f"schema_version   {LATEST}",
         "bucket_size      not recorded yet (set by the first write, or by `ordo init` with "
         "ORDO_BUCKET_SIZE)",
+        f"journal_id       {journal_id}",
         "events           0",
         "persistence_ids  0",
         "tags             {}",
@@ -359,3 +362,31 @@ def test_info_text_shows_what_its_json_shows(runner: CliRunner, tmp_path: Path) 
     out = _run(runner, "info", "--journal", url)[1]
     assert out.splitlines()[2] == "bucket_size      hour"
     assert out.splitlines()[-1] == 'tags             {"t": 1, "ü": 1}'
+
+
+def test_a_journal_keeps_the_random_id_it_got_when_created_or_upgraded(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """What tells Spark's source that a checkpoint is of another journal: offsets named none."""
+
+    def journal_id(url: str) -> str:
+        code, out, _ = _run(runner, "info", "--journal", url, "--json")
+        assert code == 0
+        found = json.loads(out)["journal_id"]
+        assert uuid.UUID(found).version == 4
+        return str(found)
+
+    url = f"sqlite:///{tmp_path}/j.db"
+    assert _run(runner, "init", "--journal", url)[0] == 0
+    created = journal_id(url)
+    assert _run(runner, "init", "--journal", url)[0] == 0
+    line = json.dumps({"persistence_id": "p", "payload": 1, "tags": ["t"]})
+    assert _run(runner, "append", "--journal", url, stdin=line)[0] == 0
+    assert journal_id(url) == created
+    written = f"sqlite:///{tmp_path}/w.db"  # made by a writer's first open, not by init
+    assert _run(runner, "append", "--journal", written, stdin=line)[0] == 0
+    older = tmp_path / "older.db"
+    older_journal(older)  # an ordo before the id: its journals have none
+    assert _run(runner, "init", "--journal", str(older))[0] == 0
+    ids = {created, journal_id(written), journal_id(str(older))}
+    assert len(ids) == 3

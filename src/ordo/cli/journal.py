@@ -206,6 +206,7 @@ def info(journal_url: str | None, as_json: bool) -> None:
         "backend": stores.backend,
         "schema_version": summary.schema_version,
         "bucket_size": summary.bucket_size,
+        "journal_id": summary.journal_id,
         "events": summary.events,
         "persistence_ids": summary.persistence_ids,
         "tags": {s.tag: s.events for s in summaries},

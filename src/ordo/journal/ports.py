@@ -18,6 +18,7 @@ class JournalSummary:
     persistence_ids: int
     bucket_size: str | None
     schema_version: int
+    journal_id: str | None
 
 
 class JournalStore(Protocol):
@@ -64,6 +65,10 @@ class JournalStore(Protocol):
 
     def recorded_bucket_size(self) -> str | None:
         """The bucket size recorded by `init_storage` or the first write, or None while none is."""
+        ...
+
+    def journal_id(self) -> str | None:
+        """The random id recorded when the schema was created or upgraded; None before that."""
         ...
 
     def summary(self) -> JournalSummary:

@@ -12,6 +12,8 @@ from ordo.errors import SchemaVersionError, StorageAccessError
 METADATA_TABLE = "ordo_metadata"
 SCHEMA_VERSION_KEY = "schema_version"
 BUCKET_SIZE_KEY = "bucket_size"
+JOURNAL_ID_KEY = "journal_id"
+"""A random UUID recorded by migration 8 (see its SQL): which journal a Spark offset is of."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

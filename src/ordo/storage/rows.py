@@ -96,12 +96,14 @@ def tag_summary_from_row(row: Sequence[object]) -> TagSummary:
 
 def summary_from_row(row: Sequence[object] | None) -> JournalSummary:
     """A JournalSummary from the columns of SUMMARY_QUERY."""
-    events, pids, bucket_size, version = row if row is not None else (0, 0, None, 0)
+    empty = (0, 0, None, 0, None)
+    events, pids, bucket_size, version, journal_id = row if row is not None else empty
     return JournalSummary(
         events=int(str(events)),
         persistence_ids=int(str(pids)),
         bucket_size=None if bucket_size is None else str(bucket_size),
         schema_version=int(str(version or 0)),
+        journal_id=None if journal_id is None else str(journal_id),
     )
 
 

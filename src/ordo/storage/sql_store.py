@@ -15,7 +15,12 @@ from typing import Any, ClassVar, Protocol
 from ordo.journal.event import PersistedEvent
 from ordo.journal.ports import JournalSummary
 from ordo.processing.connection import SqlConnection
-from ordo.storage.migration import BUCKET_SIZE_KEY, METADATA_TABLE, SCHEMA_VERSION_KEY
+from ordo.storage.migration import (
+    BUCKET_SIZE_KEY,
+    JOURNAL_ID_KEY,
+    METADATA_TABLE,
+    SCHEMA_VERSION_KEY,
+)
 from ordo.storage.rows import MESSAGE_COLUMNS, event_from_row, summary_from_row
 from ordo.storage.sql_writer_lease import SqlWriterLeases
 from ordo.types import PersistenceId, SequenceNr
@@ -135,20 +140,26 @@ class SqlJournalStore(SqlStore, SqlWriterLeases):
 
     def recorded_bucket_size(self) -> str | None:
         """The bucket size `init_storage` or the first write recorded, or None."""
-        row = self._fetchone(
-            f"SELECT value FROM {METADATA_TABLE} WHERE key = {{p}}", (BUCKET_SIZE_KEY,)
-        )
-        return None if row is None else str(row[0])
+        return self._metadata(BUCKET_SIZE_KEY)
+
+    def journal_id(self) -> str | None:
+        """The id the schema's migration recorded, or None (a journal of schema 7 or older)."""
+        return self._metadata(JOURNAL_ID_KEY)
 
     def summary(self) -> JournalSummary:
         """Count events and persistence ids (full scans)."""
         row = self._fetchone(
             "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM all_persistence_ids), "
             f"(SELECT value FROM {METADATA_TABLE} WHERE key = {{p}}), "
+            f"(SELECT value FROM {METADATA_TABLE} WHERE key = {{p}}), "
             f"(SELECT value FROM {METADATA_TABLE} WHERE key = {{p}})",
-            (BUCKET_SIZE_KEY, SCHEMA_VERSION_KEY),
+            (BUCKET_SIZE_KEY, SCHEMA_VERSION_KEY, JOURNAL_ID_KEY),
         )
         return summary_from_row(row)
+
+    def _metadata(self, key: str) -> str | None:
+        row = self._fetchone(f"SELECT value FROM {METADATA_TABLE} WHERE key = {{p}}", (key,))
+        return None if row is None else str(row[0])
 
     def _highest(self, conn: SqlConnection, persistence_id: PersistenceId) -> SequenceNr:
         written, deleted = conn.execute(
