@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 from click.testing import CliRunner
 
+from checkpoint_support import journal_id_of
 from cli_support import pipeline_file as _pipeline_file
 from cli_support import run as _run
 from ordo import BucketSize, EventsByTagSettings, NewEvent, open_journal
@@ -78,10 +79,10 @@ def test_a_pipeline_file_runs_a_projection(
 @pytest.mark.parametrize(
     ("changed", "problem"),
     [
-        (  # offsets name no journal: it resumed there, skipping the other journal's events
+        (  # offsets named no journal: it resumed there, skipping the other journal's events
             {"journal": "other"},
-            "a query of another journal, this query's journal is 'sqlite:///{other}' (it has "
-            "no tokens of processor 'totals', which {checkpoint} holds batches of)",
+            "a query of journal='{ours}', this query's journal is '{theirs}' (the id of "
+            "sqlite:///{other})",
         ),  # these two were refused only once Spark had started
         ({"tag": "payment"}, "a query of tag='order', this query's tag is 'payment'"),
         ({"processor": "tallies"}, "query of processor='totals', this query's processor is 'tal"),
@@ -109,7 +110,8 @@ def test_a_checkpoint_of_another_pipeline_is_one_error_line_before_spark_starts(
     assert (code, out) == (1, "")
     assert err.startswith("Error: CheckpointMismatchError: the checkpoint was written by ")
     assert err.count("\n") == 1  # no "starting Spark" line: the check came first
-    assert problem.format(other=other, checkpoint=checkpoint) in err
+    ours, theirs = journal_id_of(tmp_path / "shop.db"), journal_id_of(other)
+    assert problem.format(other=other, ours=ours, theirs=theirs) in err
     assert sorted(path.name for path in (checkpoint / "offsets").iterdir()) == offsets
     with closing(sqlite3.connect(other)) as conn:
         assert conn.execute("SELECT count(*) FROM order_totals").fetchone() == (0,)

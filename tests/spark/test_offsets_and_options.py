@@ -27,6 +27,9 @@ from ordo.storage.open import init_storage
 from ordo.time import BucketSize, TimeUUID
 from sqlite_support import LATEST, older_journal, stored_version
 
+JOURNAL_A = "0b3e9a3c-5f4d-4e8a-9c1b-2a7d6e5f4c3b"
+JOURNAL_B = "9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a"
+
 
 def test_offsets_round_trip_through_json() -> None:
     offset = EventsByTagOffset(
@@ -38,6 +41,36 @@ def test_offsets_round_trip_through_json() -> None:
         tag="order",
     )
     assert EventsByTagOffset.from_json_dict(offset.to_json_dict()) == offset
+
+
+def test_an_offset_round_trips_its_journal_id_and_one_without_reads_as_none() -> None:
+    offset = EventsByTagOffset(position="11f1", tag="order", journal_id=JOURNAL_A)
+    assert offset.to_json_dict()["journal_id"] == JOURNAL_A
+    assert EventsByTagOffset.from_json_dict(offset.to_json_dict()) == offset
+    older = {"v": 1, "position": "11f1", "lo": "", "hi": "", "pids": {}, "tag": "order"}
+    assert EventsByTagOffset.from_json_dict(older).journal_id is None
+    with pytest.raises(OffsetFormatError, match="not an events-by-tag offset"):
+        EventsByTagOffset.from_json_dict({**older, "journal_id": 7})
+
+
+def test_an_offset_of_another_journal_is_refused_naming_both_ids() -> None:
+    """Offsets named no journal: a checkpoint resumed on another journal of the same tag went
+    on after the first one's position and skipped every event of its own before it."""
+    offset = EventsByTagOffset(position="11f1", tag="order", journal_id=JOURNAL_A)
+    with pytest.raises(CheckpointMismatchError) as raised:
+        offset.check_journal(JOURNAL_B, url="sqlite:///b.db")
+    assert (raised.value.what, raised.value.checkpointed, raised.value.requested) == (
+        "journal",
+        JOURNAL_A,
+        JOURNAL_B,
+    )
+    assert str(raised.value) == (
+        f"the checkpoint was written by a query of journal='{JOURNAL_A}', this query's journal "
+        f"is '{JOURNAL_B}' (the id of sqlite:///b.db): give it a checkpointLocation of its own"
+    )
+    offset.check_journal(JOURNAL_A, url="sqlite:///a.db")
+    offset.check_journal(None, url="sqlite:///older.db")  # a journal of schema 7 has no id
+    EventsByTagOffset(position="11f1", tag="order").check_journal(JOURNAL_B, url="x")
 
 
 def test_an_offset_of_another_tag_is_refused_and_one_without_a_tag_accepted() -> None:

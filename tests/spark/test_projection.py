@@ -19,6 +19,7 @@ from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import Row, SparkSession
 
+from checkpoint_support import journal_id_of, without_journal_ids
 from operations_support import duplicate_tag_view, execute
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.cli.main import cli
@@ -230,30 +231,46 @@ def test_a_checkpoint_of_another_processor_is_refused_instead_of_resumed(
         assert len(stores.tokens.positions("other")) == 9
 
 
+@pytest.mark.parametrize(
+    ("named", "older"),
+    [
+        (False, False),  # nothing told the journals apart: the query resumed
+        (True, False),
+        (True, True),  # offsets of an ordo before the journal's id: the tokens tell
+    ],
+)
 def test_a_checkpoint_of_another_journal_is_refused_instead_of_resumed(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, named: bool, older: bool
 ) -> None:
-    """Offsets name no journal: the query went on after the first journal's position and
-    skipped, silently, every event of the other journal before it."""
+    """Offsets named no journal: the query went on after the first journal's position and
+    skipped, silently, every event of the other journal before it. `named`: the source names
+    the projection as its processor (whose tokens the journal then holds)."""
     (tmp_path / "other").mkdir()
     other_path, other_url = _totals_journal(tmp_path / "other")
     _append(other_url, 0, 9)  # older than every event of the first journal
-    _, url = _totals_journal(tmp_path)
+    path, url = _totals_journal(tmp_path)
     _append(url, 0, 18)
-    _run(spark, url, tmp_path / "checkpoint", named=True)
+    _run(spark, url, tmp_path / "checkpoint", named=named)
+    if older:
+        without_journal_ids(tmp_path / "checkpoint")
     offsets = sorted(path.name for path in (tmp_path / "checkpoint" / "offsets").iterdir())
 
-    with pytest.raises(CheckpointMismatchError) as refused:
-        _run(spark, other_url, tmp_path / "checkpoint", named=True)
+    with pytest.raises(CheckpointMismatchError) as refused:  # before the query starts
+        _run(spark, other_url, tmp_path / "checkpoint", named=named)
 
+    shown = (
+        f"another journal, this query's journal is '{other_url}' (it has no tokens of processor "
+        f"'totals', which {tmp_path / 'checkpoint'} holds batches of)"
+        if older
+        else f"journal='{journal_id_of(path)}', this query's journal is "
+        f"'{journal_id_of(other_path)}' (the id of {other_url})"
+    )
     assert str(refused.value) == (
-        f"the checkpoint was written by a query of another journal, this query's journal is "
-        f"'{other_url}' (it has no tokens of processor 'totals', which "
-        f"{tmp_path / 'checkpoint'} holds batches of): give it a checkpointLocation of its own"
+        f"the checkpoint was written by a query of {shown}: give it a checkpointLocation of its own"
     )
     assert sorted(path.name for path in (tmp_path / "checkpoint" / "offsets").iterdir()) == offsets
     assert _totals(other_path) == {}
-    _run(spark, other_url, tmp_path / "other-checkpoint", named=True)
+    _run(spark, other_url, tmp_path / "other-checkpoint", named=named)
     assert _totals(other_path) == {f"order-{p}": 1 for p in range(9)}
 
 

@@ -51,7 +51,7 @@ class CheckpointMismatchError(ConfigurationError):
     Resuming would start the tag at the other query's position and skip what lies before it
     (for another processor: every event it has not applied yet). `what` is "tag", "processor"
     or "journal"; `checkpointed` is None when the checkpoint does not record it, and `evidence`
-    then says how the mismatch shows.
+    then says how the mismatch shows (for a journal's id, which journal has the requested one).
     """
 
     def __init__(

@@ -32,8 +32,9 @@ from ordo.errors import ConfigurationError
 from ordo.processing import Segment
 from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions
-from ordo.spark.planner import EventsByTagPlanner, pids_of
+from ordo.spark.planner import EventsByTagPlanner, pids_of, recorded_journal_id
 from ordo.spark.schemas import EVENT_ROW_DDL
+from ordo.storage.location import redacted_url
 from ordo.time import TimeUUID
 
 
@@ -151,6 +152,7 @@ class EventsByTagStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             position=self._planner.latest_seen,
             tag=self.options.tag,
             processor=self.options.processor_name,
+            journal_id=self._planner.journal_id,
         )
         return latest.to_json_dict()
 
@@ -175,10 +177,22 @@ class EventsByTagStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             self._planner = None
 
     def _checkpointed(self, document: dict[str, Any]) -> EventsByTagOffset:
-        """An offset Spark hands back (maybe from a checkpoint); another query's is refused."""
+        """An offset Spark hands back (maybe from a checkpoint); another query's is refused.
+
+        So is one planned on another journal: checked here, before a batch is planned from it
+        or (a restarted query runs its last planned batch again first) read.
+        """
         offset = EventsByTagOffset.from_json_dict(document)
         offset.check_query(self.options.tag, self.options.processor_name)
+        if offset.journal_id is not None:
+            offset.check_journal(self._journal_id(), url=redacted_url(self.options.journal))
         return offset
+
+    def _journal_id(self) -> str | None:
+        """The id of the journal read: the planner's, or read from the journal before it has one."""
+        if self._planner is not None:
+            return self._planner.journal_id
+        return recorded_journal_id(self.options.journal)
 
     def _planner_after(self, start: EventsByTagOffset) -> EventsByTagPlanner:
         """The planner that continues from `start`.

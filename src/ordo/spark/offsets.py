@@ -5,8 +5,9 @@ and the tag pid sequence nrs of each (a contiguous range per id, by G1), inside 
 range `lo..hi` where they lie. Naming them, not a time range, makes a replayed batch read
 exactly the same rows even when late rows have arrived since. `position` is where the planner's
 forward scan stood: a restarted query resumes after it. `tag` names the tag whose positions these
-are, and `processor` the processor the query runs for, so that a checkpoint reused by a query of
-another tag or processor is refused instead of resuming there.
+are, `processor` the processor the query runs for and `journal_id` the journal they are positions
+in, so that a checkpoint reused by a query of another tag, processor or journal is refused
+instead of resuming there.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ class EventsByTagOffset:
     processor: str | None = None
     """The query's processor (EventsByTagOptions.processor_name); None without one, or in
     offsets checkpointed before ordo recorded it."""
+    journal_id: str | None = None
+    """The id of the journal read (`JournalStore.journal_id`); None in offsets the planner did
+    not make (a query's initial offset) or checkpointed before ordo recorded it."""
 
     def to_json_dict(self) -> dict[str, object]:
         """The checkpointed form."""
@@ -49,6 +53,7 @@ class EventsByTagOffset:
             "segments": self.segments,
             "tag": self.tag,
             "processor": self.processor,
+            "journal_id": self.journal_id,
         }
 
     @classmethod
@@ -64,8 +69,10 @@ class EventsByTagOffset:
         try:
             pids, segments = document["pids"], document.get("segments", [])
             tag, processor = document.get("tag"), document.get("processor")
+            journal_id = document.get("journal_id")
             assert tag is None or isinstance(tag, str)  # noqa: S101 - as below
             assert processor is None or isinstance(processor, str)  # noqa: S101 - as below
+            assert journal_id is None or isinstance(journal_id, str)  # noqa: S101 - as below
             assert isinstance(pids, dict)  # noqa: S101 - turned into OffsetFormatError below
             assert isinstance(segments, list)  # noqa: S101 - turned into OffsetFormatError below
             return cls(
@@ -76,6 +83,7 @@ class EventsByTagOffset:
                 segments=[[int(n) for n in pair] for pair in segments],
                 tag=tag,
                 processor=processor,
+                journal_id=journal_id,
             )
         except (KeyError, TypeError, ValueError, AssertionError) as exc:
             msg = f"not an events-by-tag offset: {document!r}"
@@ -97,3 +105,20 @@ class EventsByTagOffset:
             raise CheckpointMismatchError(
                 checkpointed=self.processor, requested=processor, what="processor"
             )
+
+    def check_journal(self, journal_id: str | None, *, url: str) -> None:
+        """Refuse an offset planned on another journal than `journal_id`, that of `url`.
+
+        A checkpoint location given another journal (of the same tag) would otherwise resume
+        at the first journal's position and silently skip every event of this one before it.
+        Either id unknown (an offset checkpointed before ordo recorded it, a journal of an
+        older schema) passes: nothing tells the journals apart.
+        """
+        if self.journal_id is None or journal_id is None or self.journal_id == journal_id:
+            return
+        raise CheckpointMismatchError(
+            checkpointed=self.journal_id,
+            requested=journal_id,
+            what="journal",
+            evidence=f"the id of {url}",
+        )

@@ -19,7 +19,7 @@ from ordo.query import NO_OFFSET, KeyRun, Offset, TagQuery, looking_back
 from ordo.spark.key_runs import KeyRunReader
 from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions, check_source_bucket_size
-from ordo.storage.open import Stores, open_existing_stores, stores_at
+from ordo.storage.open import Stores, existing_stores_at, open_existing_stores, stores_at
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
 
@@ -42,7 +42,8 @@ class EventsByTagPlanner:
         Pages are summarised per persistence id (KeyRunReader) unless `maxEventsPerTrigger`
         is set: a batch is then cut after a number of rows, which needs them one by one. The
         journal is read, not upgraded: an older schema is SchemaVersionError (`ordo init`). It
-        is opened read-only unless a `processor` option's first tokens are to be written.
+        is opened read-only unless a `processor` option's first tokens are to be written. Its
+        id goes into every offset planned, so that a checkpoint is not resumed on another one.
         """
         self.options = options
         self._stores: Stores = open_existing_stores(
@@ -51,6 +52,7 @@ class EventsByTagPlanner:
         try:
             recorded = self._stores.journal.recorded_bucket_size()
             check_source_bucket_size(recorded, options)
+            self.journal_id = self._stores.journal.journal_id()
             known = _known_positions(options, self._stores)
             start: Offset = NO_OFFSET
             if resume_after:
@@ -126,6 +128,7 @@ class EventsByTagPlanner:
             segments=[[s.segment_id, s.mask] for s in self.segments()],
             tag=self.options.tag,
             processor=self.options.processor_name,
+            journal_id=self.journal_id,
         )
         self.latest_end = end.position
         return end
@@ -189,6 +192,12 @@ def _replayed_up_to(options: EventsByTagOptions, journal: Stores) -> TimeUUID | 
         return None
     reached = [e.replay_until.reached for e in entries if e.replay_until is not None]
     return max((r for r in reached if r is not None), default=None)
+
+
+def recorded_journal_id(url: str) -> str | None:
+    """The id of the journal at `url`, opened as the planner opens it (read-only)."""
+    with existing_stores_at(url) as stores:
+        return stores.journal.journal_id()
 
 
 def pids_of(segment: Segment, pids: dict[str, list[int]]) -> dict[str, list[int]]:

@@ -39,6 +39,7 @@ from ordo.settings.loading import flag, longest_durations, positive
 from ordo.spark.checkpoint import last_planned_offset, local_checkpoint_path
 from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions
+from ordo.spark.planner import recorded_journal_id
 from ordo.spark.projection_lease import ProjectionLease, ProjectionQuery
 from ordo.storage.location import parse_location, redacted_url
 from ordo.storage.open import OpenMode, stores_at
@@ -150,12 +151,13 @@ def projection(
 def require_checkpoint_of(options: EventsByTagOptions, checkpoint: str) -> None:
     """CheckpointMismatchError when a local checkpoint is another tag's, processor's or journal's.
 
-    The source refuses an offset of another tag or processor,
-    but only once Spark has started the query; this reads the checkpoint's newest offset
-    before. Offsets name no journal: a query resuming from another journal's checkpoint went
-    on after that journal's position, and silently skipped every event of its own before it.
-    The source makes its processor's tokens in the journal as it plans a batch, so a journal
-    without tokens of the processor whose batches the checkpoint holds is not the one read.
+    The source refuses an offset of another tag, processor or journal, but only once Spark has
+    started the query; this reads the checkpoint's newest offset before. Offsets checkpointed
+    before ordo recorded the journal's id name no journal: a query resuming from another
+    journal's went on after that journal's position, and silently skipped every event of its
+    own before it. For those, the source makes its processor's tokens in the journal as it
+    plans a batch, so a journal without tokens of the processor whose batches the checkpoint
+    holds is not the one read (a source naming no processor leaves no such trace).
     """
     local = local_checkpoint_path(checkpoint)
     document = None if local is None else last_planned_offset(local)
@@ -163,6 +165,10 @@ def require_checkpoint_of(options: EventsByTagOptions, checkpoint: str) -> None:
         return
     offset = EventsByTagOffset.from_json_dict(document)
     offset.check_query(options.tag, options.processor_name)
+    if offset.journal_id is not None:
+        journal_id = recorded_journal_id(options.journal)
+        offset.check_journal(journal_id, url=redacted_url(options.journal))
+        return
     if options.processor is None or offset.processor != options.processor:
         return  # no tokens: a query that starts naming a processor keeps its checkpoint
     with stores_at(options.journal, mode="read") as stores:
