@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -11,21 +9,10 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from checkpoint_support import journal_id_of, without_journal_ids
-from ordo import EventsByTagSettings, NewEvent, open_journal
+from order_stream_support import OPTIONS, append_orders
 from ordo.spark.checkpoint import last_planned_offset
-from ordo.time import format_first_time_bucket
 
 pytestmark = pytest.mark.spark
-
-FIRST = format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000)
-WRITE = EventsByTagSettings(first_time_bucket=FIRST, flush_interval=timedelta(0))
-OPTIONS = {"tag": "order", "firstTimeBucket": FIRST, "eventualConsistencyDelayMs": "0"}
-
-
-def _append(url: str, start: int, count: int) -> None:
-    with open_journal(url, settings=WRITE) as journal:
-        for i in range(start, start + count):
-            journal.append(f"order-{i % 7}", [NewEvent.of({"i": i}, tags=["order"])])
 
 
 def _run(spark: SparkSession, url: str, *, checkpoint: Path, output: Path) -> int:
@@ -62,9 +49,9 @@ def test_a_checkpoint_of_another_journal_is_refused_instead_of_skipping_its_even
     `committed`: the query stopped after planning its last batch, which a restart runs again
     before it plans anything (so before the source opens the journal to plan)."""
     other = f"sqlite:///{tmp_path / 'other.db'}"
-    _append(other, 0, 14)  # older than every event of the journal the checkpoint is of
+    append_orders(other, 0, 14)  # older than every event of the journal the checkpoint is of
     url = f"sqlite:///{tmp_path / 'journal.db'}"
-    _append(url, 0, 21)
+    append_orders(url, 0, 21)
     checkpoint = tmp_path / "checkpoint"
     assert _run(spark, url, checkpoint=checkpoint, output=tmp_path / "first") == 21
     if not committed:
@@ -91,11 +78,11 @@ def test_a_checkpoint_whose_offsets_name_no_journal_still_resumes_and_then_names
     """An ordo before the journal's id wrote such checkpoints: nothing tells the journal of
     one, so it resumes, and the next batch's offset records the journal read."""
     url = f"sqlite:///{tmp_path / 'journal.db'}"
-    _append(url, 0, 14)
+    append_orders(url, 0, 14)
     checkpoint, output = tmp_path / "checkpoint", tmp_path / "output"
     assert _run(spark, url, checkpoint=checkpoint, output=output) == 14
     assert without_journal_ids(checkpoint) > 0
-    _append(url, 14, 7)
+    append_orders(url, 14, 7)
 
     assert _run(spark, url, checkpoint=checkpoint, output=output) == 7
 

@@ -5,28 +5,18 @@ from __future__ import annotations
 import sqlite3
 import time
 from contextlib import closing
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import SparkSession
 
-from ordo import EventsByTagSettings, NewEvent, open_journal
+from order_stream_support import OPTIONS, WRITE, append_orders
+from ordo import NewEvent, open_journal
 from ordo.hashing import stable_hash
 from ordo.time import format_first_time_bucket
 
 pytestmark = pytest.mark.spark
-
-FIRST = format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000)
-WRITE = EventsByTagSettings(first_time_bucket=FIRST, flush_interval=timedelta(0))
-OPTIONS = {"tag": "order", "firstTimeBucket": FIRST, "eventualConsistencyDelayMs": "0"}
-
-
-def _append(url: str, start: int, count: int) -> None:
-    with open_journal(url, settings=WRITE) as journal:
-        for i in range(start, start + count):
-            journal.append(f"order-{i % 7}", [NewEvent.of({"i": i}, tags=["order"])])
 
 
 def _journal(tmp_path: Path) -> str:
@@ -48,7 +38,7 @@ def test_a_batch_read_gives_every_event_once_ordered_per_persistence_id(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     url = _journal(tmp_path)
-    _append(url, 0, 70)
+    append_orders(url, 0, 70)
     frame = (
         spark.read.format("ordo_events_by_tag").options(**OPTIONS, journal=url, segments="4").load()
     )
@@ -71,7 +61,7 @@ def test_a_checkpoint_of_another_tag_is_refused_instead_of_skipping_its_events(
     url = _journal(tmp_path)
     with open_journal(url, settings=WRITE) as journal:
         journal.append("invoice-1", [NewEvent.of(i, tags=["invoice"]) for i in range(3)])
-    _append(url, 0, 7)
+    append_orders(url, 0, 7)
     checkpoint = str(tmp_path / "checkpoint")
 
     def run(tag: str) -> str:
@@ -114,9 +104,9 @@ def test_a_stream_resumed_from_its_checkpoint_delivers_everything_once(
         )
         query.awaitTermination(120)
 
-    _append(url, 0, 60)
+    append_orders(url, 0, 60)
     run_once()
-    _append(url, 60, 40)
+    append_orders(url, 60, 40)
     run_once()
     delivered = [
         (r.persistence_id, r.tag_pid_sequence_nr) for r in spark.read.parquet(output).collect()
@@ -135,7 +125,7 @@ def test_reads_from_a_first_time_bucket_long_ago_walk_every_empty_bucket(
     An availableNow query took such a plan for the end and stopped having read nothing.
     """
     url = _journal(tmp_path)
-    _append(url, 0, 14)
+    append_orders(url, 0, 14)
     options = {**OPTIONS, "journal": url, "firstTimeBucket": YEAR_AGO}
     assert spark.read.format("ordo_events_by_tag").options(**options).load().count() == 14
     query = (
@@ -216,7 +206,7 @@ def test_a_gap_that_cannot_be_filled_stops_the_stream_with_the_error(
 
 def test_an_unknown_tag_is_an_empty_stream(spark: SparkSession, tmp_path: Path) -> None:
     url = _journal(tmp_path)
-    _append(url, 0, 5)
+    append_orders(url, 0, 5)
     frame = spark.read.format("ordo_events_by_tag").options(**OPTIONS, journal=url).load()
     assert frame.filter("tag_pid_sequence_nr > 0").count() == 5
     other = {**OPTIONS, "tag": "no-such-tag"}
@@ -236,7 +226,7 @@ def test_a_batch_read_from_latest_is_refused_naming_the_option(
 ) -> None:
     """`latest` is where a stream waits for new events; a batch read from it read everything."""
     url = _journal(tmp_path)
-    _append(url, 0, 7)
+    append_orders(url, 0, 7)
     frame = (
         spark.read.format("ordo_events_by_tag")
         .options(**OPTIONS, journal=url, startingOffsets="latest")
@@ -259,7 +249,7 @@ def test_a_stream_with_a_bad_option_fails_at_load_before_a_checkpoint_is_made(
 ) -> None:
     """It failed after `start()` had created the checkpoint, behind PySpark's UnboundLocalError."""
     url = _journal(tmp_path)
-    _append(url, 0, 1)
+    append_orders(url, 0, 1)
     given = {**OPTIONS, "journal": url}
     given.update({key: value.format(tmp=tmp_path) for key, value in bad.items()})
     checkpoint = tmp_path / "checkpoint"
