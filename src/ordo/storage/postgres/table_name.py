@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from ordo.errors import ConfigurationError
+from ordo.storage.sql_materialized_table import quote_identifier
 
 # One part: a quoted identifier (its inside, `""` for a quote) or plain text up to a dot.
 _PART = re.compile(r'"((?:[^"]|"")*)"|([^".]*)')
@@ -62,7 +63,4 @@ def join_table_name(schema: str, name: str) -> str:
 
 def _part(part: str) -> str:
     """One part of a table name, quoted (doubling its quotes) when it holds a dot or a quote."""
-    if "." in part or '"' in part:
-        doubled = part.replace('"', '""')
-        return f'"{doubled}"'
-    return part
+    return quote_identifier(part) if "." in part or '"' in part else part
