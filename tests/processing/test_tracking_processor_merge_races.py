@@ -347,7 +347,13 @@ def test_a_release_or_split_of_the_sibling_handed_over_for_a_merge_is_done_and_e
     with processor:
         owner = _owner_of_segment_0(stores)
         processor.merge(0)
-        wait_for(lambda: all(e.owner is None for e in stores.tokens.entries("counts")[1:]))
+        # The owner releases the sibling, then drops its merge: wait for both.
+        wait_for(
+            lambda: (
+                all(e.owner is None for e in stores.tokens.entries("counts")[1:])
+                and not stores.tokens.pending_requests("counts")
+            )
+        )
         entries = stores.tokens.entries("counts")
         what = {release_segment: "release", split_segment: "split segment"}[operation]
         assert [r.message for r in tokens.receipts] == [f"asked {owner} to {what} Segment[1/1]"]
