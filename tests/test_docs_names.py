@@ -112,3 +112,15 @@ def test_the_docs_table_of_variables_lists_every_variable_ordo_reads() -> None:
     listed = re.findall(r"^\| `(ORDO_[A-Z0-9_]+)` \|", section, flags=re.MULTILINE)
     read = _variables_of_settings() | _variables_of_options(cli) | {SPARK_LOG_VARIABLE}
     assert sorted(listed) == sorted(read)
+
+
+def test_every_test_the_docs_name_exists() -> None:
+    """`tests/...py` and `tests/...py::test_name` in the docs: docs/guarantees.md cites proofs."""
+    cited = re.compile(r"`(tests/[\w/]+\.py)(?:::(\w+))?`")
+    for path in USER_DOCS:
+        for file, name in cited.findall(path.read_text("utf-8")):
+            source = ROOT / file
+            assert source.is_file(), f"{path.name} cites {file}, which does not exist"
+            if name:
+                defined = re.search(rf"^def {name}\(", source.read_text("utf-8"), re.MULTILINE)
+                assert defined, f"{path.name} cites {file}::{name}, which is not defined there"
