@@ -95,7 +95,11 @@ def tag_summary_from_row(row: Sequence[object]) -> TagSummary:
 
 
 def summary_from_row(row: Sequence[object] | None) -> JournalSummary:
-    """A JournalSummary from the columns of SUMMARY_QUERY."""
+    """A JournalSummary from the row of `SqlJournalStore.summary`'s query (None: all empty).
+
+    Its columns: events, persistence ids, then the bucket size, schema version and journal id
+    the metadata table records (each None when not recorded).
+    """
     empty = (0, 0, None, 0, None)
     events, pids, bucket_size, version, journal_id = row if row is not None else empty
     return JournalSummary(
