@@ -42,7 +42,7 @@ def status(
 ) -> None:
     """Show the journal, every processor, CDC captures and materializers.
 
-    Journal: events, persistence ids, tags, time buckets, write rate, live writers.
+    Journal: its id, events, persistence ids, tags, time buckets, write rate, live writers.
     Processors: segments with owners, tokens, claim age, and lag in events and in time.
     CDC: change logs, materializers, and the captures' lag and retained WAL (the journal's
     wal2json slots on PostgreSQL, or the capture --source names).
@@ -57,6 +57,7 @@ def status(
         lease_timeout_ms = OperationsSettings.from_env(os.environ).writer_lease_timeout_ms
         journal = journal_status(
             stores.operations,
+            journal_id=summary.journal_id,
             events=summary.events,
             persistence_ids=summary.persistence_ids,
             tags={s.tag: s.events for s in stores.tag_views.tags()},
@@ -76,6 +77,7 @@ def _print(found: Status) -> None:
     console = Console()
     journal = found.journal
     overview = Table(title="journal", show_header=False)
+    overview.add_row("journal id", journal.journal_id or "-")
     overview.add_row("events", f"{journal.events:,}")
     overview.add_row("persistence ids", f"{journal.persistence_ids:,}")
     overview.add_row("tags", ", ".join(f"{t} ({n:,})" for t, n in journal.tags.items()) or "-")

@@ -29,8 +29,10 @@ RATE_WINDOW_MS = 60_000
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JournalStatus:
-    """Counts over the journal and its tag views."""
+    """The journal's id, and counts over the journal and its tag views."""
 
+    journal_id: str | None
+    """The id the journal recorded (what `ordo info` shows); None for schema 7 or older."""
     events: int
     persistence_ids: int
     tags: dict[str, int]
@@ -126,16 +128,18 @@ class ProcessorStatus:
 def journal_status(
     operations: OperationsStore,
     *,
+    journal_id: str | None,
     events: int,
     persistence_ids: int,
     tags: dict[str, int],
     writers: Sequence[WriterLeaseInfo],
     now_ms: int,
 ) -> JournalStatus:
-    """The journal part: counts given, buckets and the write rate read from `operations`."""
+    """The journal part: id and counts given, buckets and the write rate read from `operations`."""
     since = TimeUUID.min_for_epoch_ns((now_ms - RATE_WINDOW_MS) * 1_000_000)
     recent = operations.count_events_after(since)
     return JournalStatus(
+        journal_id=journal_id,
         events=events,
         persistence_ids=persistence_ids,
         tags=tags,

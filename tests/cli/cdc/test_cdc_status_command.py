@@ -71,6 +71,23 @@ def test_status_shows_the_journal_processors_and_cdc(journal: str, tmp_path: Pat
     assert "persistence ids" in out
 
 
+def test_status_shows_the_journal_id_that_info_shows(journal: str, tmp_path: Path) -> None:
+    """`ordo info` showed it and status did not: which journal a status is of was not said."""
+    assert run_ordo("init", "--journal", journal)[0] == 0
+    journal_id = json.loads(run_ordo("info", "--journal", journal, "--json")[1])["journal_id"]
+    assert journal_id
+    (tmp_path / "log").mkdir()
+    args = ("status", "--journal", journal, "--change-log", str(tmp_path / "log"))
+    code, out, err = run_ordo(*args, "--json")
+    assert code == 0, err
+    assert json.loads(out)["journal"]["journal_id"] == journal_id
+    code, out, err = run_ordo(*args)
+    assert code == 0, err
+    assert any(
+        line.split() == ["│", "journal", "id", "│", journal_id, "│"] for line in out.splitlines()
+    )
+
+
 @pytest.mark.postgres
 def test_status_lists_the_wal2json_slots_of_a_postgres_journal(
     postgres_dsn: str, tmp_path: Path
