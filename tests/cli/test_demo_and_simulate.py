@@ -85,14 +85,14 @@ def test_the_demo_refuses_a_journal_in_a_missing_folder_before_starting_spark(
 
 
 def _demo_whose_spark_does_not_start(url: str, tmp_path: Path) -> None:
-    """Run `ordo demo --master bogus` on `url`, in a process of its own (its first Spark
-    session is this one), and check that it fails as Spark refuses the master."""
+    """Run `ordo demo --master local[0]` on `url`, in a process of its own (its first Spark
+    session is this one), and check that it fails as Spark refuses the master (no threads)."""
     demo = spark_command(
-        "demo", "--journal", url, "--master", "bogus", spark_log=tmp_path / "spark.log"
+        "demo", "--journal", url, "--master", "local[0]", spark_log=tmp_path / "spark.log"
     )
     assert demo.returncode == 1
     assert demo.stderr.splitlines()[-1].startswith(
-        "Error: ConfigurationError: Spark did not start with master 'bogus': "
+        "Error: ConfigurationError: Spark did not start with master 'local[0]': "
     )
 
 

@@ -271,14 +271,14 @@ _ONE_ID = "only with --all; a single persistence id is rebuilt in place"
     ("args", "message"),
     [
         (["p", "--master", "local[1]"], f"--master applies {_ONE_ID}"),
-        (["p", "--truncate", "--master", "x"], f"--truncate, --master apply {_ONE_ID}"),
+        (["p", "--truncate", "--master", "local[2]"], f"--truncate, --master apply {_ONE_ID}"),
         (["--all", "--tag", "a"], "--tag applies to one persistence id; --all rebuilds every tag"),
         (  # --master was ignored: the rebuild ran in this process
-            ["--all", "--local", "--master", "x"],
+            ["--all", "--local", "--master", "local[2]"],
             "--master applies to the Spark job; --local rebuilds in this process",
         ),
         (
-            ["--all", "--local", "--partitions", "8", "--master", "x"],
+            ["--all", "--local", "--partitions", "8", "--master", "local[2]"],
             "--partitions, --master apply to the Spark job; --local rebuilds in this process",
         ),
     ],
@@ -310,15 +310,16 @@ def test_rebuild_all_with_truncate_reports_both_in_its_json(journal_url: str) ->
 
 
 def test_rebuild_all_truncates_only_once_spark_has_started(tmp_path: Path) -> None:
-    """A misspelt --master failed after the truncate: the tag views were left empty."""
+    """A --master Spark refused (local[0]: no threads) failed after the truncate: the tag
+    views were left empty."""
     url = f"sqlite:///{tmp_path}/j.db"
     write_with_writers(url, writers=1, pids=2, appends=2)
     before = tag_view_rows(url)
-    command = ["reconcile", "rebuild", "--all", "--truncate", "--master", "bogus"]
+    command = ["reconcile", "rebuild", "--all", "--truncate", "--master", "local[0]"]
     rebuild = spark_command(*command, "--journal", url, spark_log=tmp_path / "spark.log")
     assert rebuild.returncode == 1
     assert rebuild.stderr.splitlines()[-1].startswith(
-        "Error: ConfigurationError: Spark did not start with master 'bogus': "
+        "Error: ConfigurationError: Spark did not start with master 'local[0]': "
     )
     assert "truncate tag views" not in rebuild.stderr
     assert tag_view_rows(url) == before

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from ordo.arguments import LARGEST_INTEGER
+from ordo.cli.spark_master import SPARK_MASTER
 from ordo.cli.variable_option import VariableOption
 from ordo.errors import ConfigurationError, InvalidIdentifierError
 from ordo.settings import ENV_PREFIX, EventsByTagSettings
@@ -131,10 +132,12 @@ def workload_options(*, persistence_ids: int, seed_help: str) -> Callable[[F], F
     return decorate
 
 
-def master_option(default: str) -> Callable[[F], F]:
-    """--master: the Spark master URL."""
+def master_option(
+    default: str, help_text: str = "Spark master URL (a cluster works)."
+) -> Callable[[F], F]:
+    """--master: the Spark master URL, a usage error unless it has the form of one."""
     return click.option(
-        "--master", default=default, show_default=True, help="Spark master URL (a cluster works)."
+        "--master", default=default, show_default=True, type=SPARK_MASTER, help=help_text
     )
 
 

@@ -17,6 +17,7 @@ from ordo.cli.options import (
     interruptible,
     journal_option,
     json_option,
+    master_option,
     print_json,
     progress,
     read_only_stores,
@@ -101,9 +102,7 @@ def delete(request: OperationRequest, tag: Tag | None, persistence_id: str) -> N
 @click.option("--local", is_flag=True, help="With --all: one Python process instead of Spark.")
 @click.option("--truncate", is_flag=True, help="With --all: truncate the tag views first.")
 @spark_partitions_option("With --all: Spark partitions.")
-@click.option(
-    "--master", default="local[*]", show_default=True, help="With --all: the Spark master."
-)
+@master_option("local[*]", "With --all: the Spark master.")
 @click.argument("persistence_id", required=False)
 def rebuild(
     request: OperationRequest,
@@ -198,9 +197,9 @@ def _rebuild_on_spark(
 ) -> tuple[OperationReceipt, OperationReceipt | None]:
     """Rebuild every tag view on Spark; with `truncate`, truncate them once Spark runs.
 
-    Spark is started first: a Spark that does not start (a misspelt --master) must not leave
-    the tag views truncated with nothing rebuilt. Ctrl-C cancels the rebuild's Spark job
-    (`run_job`) and raises KeyboardInterrupt.
+    Spark is started first: a Spark that does not start (a cluster that cannot be reached) must
+    not leave the tag views truncated with nothing rebuilt. Ctrl-C cancels the rebuild's Spark
+    job (`run_job`) and raises KeyboardInterrupt.
     """
     from ordo.spark.interruption import run_job
     from ordo.spark.job_session import job_session

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ordo.cli.operations_options import OperationRequest, guarded_options, spark_partitions_option
-from ordo.cli.options import ThrottledProgress, interruptible, print_json, progress
+from ordo.cli.options import ThrottledProgress, interruptible, master_option, print_json, progress
 from ordo.storage.open import init_storage, open_existing_stores
 from ordo.tools.reconciliation import Reconciliation
 from ordo.tools.verify_report import VerifyReport
@@ -22,7 +22,7 @@ _AGAIN_INTERRUPTED = "verify interrupted: the repair is done (see above), no ver
 @guarded_options
 @click.option("--repair", is_flag=True, help="Rebuild what differs, then verify again.")
 @spark_partitions_option("Spark read partitions.")
-@click.option("--master", default="local[*]", show_default=True, help="The Spark master.")
+@master_option("local[*]", "The Spark master.")
 @click.pass_context
 def verify(
     ctx: click.Context,

@@ -148,7 +148,6 @@ def test_an_empty_table_or_name_is_refused_naming_the_argument(
 @pytest.mark.parametrize(
     ("master", "spark_log", "problem"),
     [
-        ("bogus://x", "spark.log", "Spark did not start with master 'bogus://x': SparkException: "),
         ("local[0]", "spark.log", "Spark did not start with master 'local[0]': SparkException: "),
         ("local[1]", "file/spark.log", "ORDO_SPARK_LOG: cannot write Spark's output to "),
     ],
