@@ -1,4 +1,4 @@
-"""--master of the commands that run Spark: a malformed URL.
+"""--master of the commands that run Spark: a malformed URL, and a cluster nobody answers at.
 
 Each command runs in a process of its own (`spark_command`): in this one, the first Spark
 session is the tests' shared one, which a command would reuse whatever its --master.
@@ -6,6 +6,7 @@ session is the tests' shared one, which a command would reuse whatever its --mas
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import click
@@ -84,3 +85,31 @@ def test_a_master_spark_would_refuse_for_its_form_is_refused(master: str) -> Non
     """Spark refuses each (spark-submit, or SparkContext's parsing of the URL)."""
     with pytest.raises(click.BadParameter, match="is not a Spark master URL"):
         SPARK_MASTER.convert(master, None, None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme", ["spark://", "k8s://https://"])
+def test_a_cluster_master_that_cannot_be_reached_is_one_line_naming_it(
+    tmp_path: Path, scheme: str
+) -> None:
+    """Spark's words were "IllegalStateException: Cannot call methods on a stopped
+    SparkContext", as a ConfigurationError like a misspelt URL's. A standalone master that does
+    not answer stops the context after Spark's three registration attempts of 20 s each (fixed:
+    no setting shortens them); Kubernetes' client gives up at once."""
+    config = pipeline_file(tmp_path, "")
+    spark_log = tmp_path / "spark.log"
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound and not listening: a connection is refused
+        master = f"{scheme}127.0.0.1:{closed.getsockname()[1]}"
+        run = spark_command("pipeline", "run", str(config), "--master", master, spark_log=spark_log)
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr
+    *_, error = run.stderr.splitlines()
+    assert error.startswith(
+        "Error: SparkMasterUnreachableError: Spark could not reach its master "
+        f"{master} (ConnectException: "
+    )
+    assert error.endswith(
+        "Connection refused): check the host and port in --master, and that the master is "
+        f"running and can be reached from this machine (Spark's output: {spark_log})"
+    )

@@ -6,6 +6,7 @@ OrdoError
 │   ├── CheckpointMismatchError
 │   ├── MaterializerCheckpointError
 │   ├── PartitionCountMismatchError
+│   ├── SparkMasterUnreachableError
 │   └── UnknownUrlSchemeError
 ├── InvalidInputError (ValueError)
 │   ├── InvalidIdentifierError
@@ -89,6 +90,7 @@ from ordo.errors.configuration import (
     ConfigurationError,
     MaterializerCheckpointError,
     PartitionCountMismatchError,
+    SparkMasterUnreachableError,
     UnknownUrlSchemeError,
 )
 from ordo.errors.invalid_input import (
@@ -174,6 +176,7 @@ __all__ = [
     "ReplicationSlotMissingError",
     "SchemaVersionError",
     "SerializationError",
+    "SparkMasterUnreachableError",
     "StorageAccessError",
     "StorageError",
     "StorageIntegrityError",

@@ -134,5 +134,24 @@ class PartitionCountMismatchError(ConfigurationError):
         super().__init__(msg)
 
 
+class SparkMasterUnreachableError(ConfigurationError):
+    """Spark did not start: the cluster manager `--master` names could not be reached.
+
+    A configuration error because the URL is what is usually wrong (a misspelt host or port);
+    a master that is down or behind a firewall is told the same way. `cause` is the network
+    error Spark saw (`UnknownHostException: nohost`), `output` the file of Spark's own output,
+    which holds every attempt.
+    """
+
+    def __init__(self, *, master: str, cause: str, output: str) -> None:
+        self.master, self.cause, self.output = master, cause, output
+        msg = (
+            f"Spark could not reach its master {master} ({cause}): check the host and port in "
+            "--master, and that the master is running and can be reached from this machine "
+            f"(Spark's output: {output})"
+        )
+        super().__init__(msg)
+
+
 class UnknownUrlSchemeError(ConfigurationError):
     """A journal URL names a backend ordo does not have."""

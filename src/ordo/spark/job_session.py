@@ -14,7 +14,7 @@ from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from ordo.errors import ConfigurationError
+from ordo.errors import ConfigurationError, SparkMasterUnreachableError
 from ordo.spark.interruption import run_interruptibly, sigint_flag
 from ordo.spark.register import start_session
 
@@ -63,8 +63,9 @@ def job_session(
     must neither start a second one nor stop the caller's. A new session's JVM writes its
     console output to `spark_output_path(app_name)`, not to the terminal the command prints to;
     `announce` is told so before Spark starts (which takes seconds). A Spark that does not start
-    (a bad master URL, an output file that cannot be written) is a one-line ConfigurationError.
-    Ctrl-C while it starts is a KeyboardInterrupt once it has started and stopped again.
+    (a bad master URL, an output file that cannot be written) is a one-line ConfigurationError,
+    a cluster's master that cannot be reached a SparkMasterUnreachableError. Ctrl-C while it
+    starts is a KeyboardInterrupt once it has started and stopped again.
     """
     is_running = SparkSession.getActiveSession() is not None
     output = spark_output_path(app_name)
@@ -78,6 +79,11 @@ def job_session(
             msg = f"{SPARK_LOG_VARIABLE}: {msg}"
         raise ConfigurationError(msg) from exc
     except (PySparkException, Py4JError) as exc:
+        cause = _unreachable_master(master, output)
+        if cause is not None:
+            raise SparkMasterUnreachableError(
+                master=master, cause=cause, output=str(output)
+            ) from exc
         msg = f"Spark did not start with master {master!r}: {_start_failure(exc, output)}"
         raise ConfigurationError(msg) from exc
     try:
@@ -126,3 +132,31 @@ def _start_failure(exc: Exception, output: Path) -> str:
     found = _JVM_EXCEPTION.search(text)
     reason = found[1] if found else text.strip().splitlines()[0]
     return f"{reason} (Spark's output: {output})"
+
+
+_CLUSTER_MASTERS = ("spark://", "k8s://")
+"""The masters that are reached over the network: a standalone cluster's, Kubernetes' API."""
+_NETWORK_FAILURE = re.compile(
+    r"java\.net\.((?:UnknownHost|Connect|NoRouteToHost|SocketTimeout)Exception: .+)"
+)
+"""A Java exception of a connection that failed, its package dropped."""
+_STANDALONE_GAVE_UP = "All masters are unresponsive! Giving up."
+"""What a standalone cluster's client logs once its registration attempts have all failed."""
+
+
+def _unreachable_master(master: str, output: Path) -> str | None:
+    """Why Spark could not reach a cluster's `master`, from its output; None if it could.
+
+    A standalone master that does not answer stops the context after Spark's registration
+    attempts (3 of 20 s each, fixed in Spark's StandaloneAppClient: no setting shortens them),
+    and PySpark then says only that the context was stopped. The network error in the output
+    names the cause (an unknown host, a refused connection); a master that accepted the
+    connection but never answered has none.
+    """
+    if not master.startswith(_CLUSTER_MASTERS) or not output.is_file():
+        return None
+    text = output.read_text(encoding="utf-8", errors="replace")
+    failures = _NETWORK_FAILURE.findall(text)
+    if failures:
+        return str(failures[-1]).strip()
+    return "no answer to Spark's attempts to register" if _STANDALONE_GAVE_UP in text else None
