@@ -129,7 +129,22 @@ def test_refusals_are_one_line_and_change_nothing(journal_url: str) -> None:
         assert tag_view_rows(journal_url) == before
         code, out, _ = _run("reconcile", "delete", "busy", "--force", "--journal", journal_url)
         assert code == 0
-        assert "forced past live writers of busy" in out
+        leases = f"leases on persistence_id 'busy' (writer {journal.writer_uuid})"
+        assert f"; forced past live writers' {leases}" in out
+
+
+def test_a_forced_result_names_the_writers_it_went_past(journal_url: str) -> None:
+    """docs/cli.md: "the result names the writers it went past"; it named the ids, and `*`.
+
+    A truncate changes every persistence id: its text said "forced past live writers of *".
+    """
+    with open_journal(journal_url, settings=WRITE) as journal:
+        journal.append("busy", [NewEvent.of(1, tags=["a"])])
+        journal.flush()
+        code, out, _ = _run("reconcile", "truncate", "--force", "--journal", journal_url)
+    assert code == 0
+    assert out.endswith(f"; forced past live writers' leases (writer {journal.writer_uuid})\n")
+    assert "*" not in out
 
 
 @pytest.mark.parametrize("ttl", ["0", "-5"])

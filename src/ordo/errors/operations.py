@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ordo.errors.root import OrdoError
+
+
+def describe_leases(writers: Mapping[str, tuple[str, ...]]) -> str:
+    """The live leases `writers` maps (id -> writer uuids), as a refusal or a forced receipt says.
+
+    Both name the writers, so that an operator can tell which processes to stop or check. `*`
+    (every persistence id) is no id: it is shown as the writers alone. At most 5 ids are
+    shown, then how many more.
+    """
+    if set(writers) == {"*"}:
+        return f"leases (writer {', '.join(writers['*'])})"
+    shown = ", ".join(
+        f"{pid!r} (writer {', '.join(owners)})" for pid, owners in list(writers.items())[:5]
+    )
+    more = f" and {len(writers) - 5} more" if len(writers) > 5 else ""
+    return f"leases on persistence_id {shown}{more}"
 
 
 class OperationRefusedError(OrdoError):
@@ -19,14 +37,9 @@ class ActiveWriterError(OperationRefusedError):
 
     def __init__(self, *, operation: str, writers: dict[str, tuple[str, ...]]) -> None:
         self.operation, self.writers = operation, writers
-        if set(writers) == {"*"}:  # "*" is no id: the message said "persistence_id '*'"
-            held = f"leases (writer {', '.join(writers['*'])}) and it changes every persistence id"
-        else:
-            shown = ", ".join(
-                f"{pid!r} (writer {', '.join(owners)})" for pid, owners in list(writers.items())[:5]
-            )
-            more = f" and {len(writers) - 5} more" if len(writers) > 5 else ""
-            held = f"leases on persistence_id {shown}{more}"
+        held = describe_leases(writers)
+        if set(writers) == {"*"}:
+            held += " and it changes every persistence id"
         msg = (
             f"{operation} refused: live writers hold {held}; stop them or pass --force (force=True)"
         )

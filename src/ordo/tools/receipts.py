@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ordo.errors.operations import describe_leases
 from ordo.tools.ports import DeletedCounts
 from ordo.types import PersistenceId, Tag
 
@@ -68,7 +69,7 @@ class OperationReceipt:
         if self.written_rows:
             text += ("; " if parts else "") + f"{write} {self.written_rows} tag_views rows"
         if self.forced_past:
-            text += f" (forced past live writers of {', '.join(sorted(self.forced_past))})"
+            text += f"; forced past live writers' {describe_leases(self.forced_past)}"
         return text + (f" ({self.note})" if self.note else "")
 
     def to_json_dict(self) -> dict[str, Any]:
