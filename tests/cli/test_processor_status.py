@@ -11,9 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from cli_support import run as _run
+from ordo import NewEvent, open_journal
 from ordo.processing import TrackingToken
 from ordo.storage.open import stores_at
 from ordo.time import TimeUUID
+from ordo.tools.status import processor_status
 from ordo.types import PersistenceId
 
 
@@ -275,3 +277,24 @@ def test_status_shows_a_request_its_owner_has_not_taken_yet(
     code, out, _ = _run(runner, "processors", "status", "--journal", url)
 
     assert "requested" not in out
+
+
+def test_a_caught_up_processor_lags_by_nothing_in_time_either(tmp_path: Path) -> None:
+    """It showed the age of the last event it read: `0 events, 25.0 s` for one that was idle."""
+    url = f"sqlite:///{tmp_path}/j.db"
+    with open_journal(url) as journal:
+        (offset,) = journal.append("order-1", [NewEvent.of({"n": 1}, tags=["order"])]).offsets
+    with stores_at(url) as stores:
+        stores.tokens.initialize("counts", segment_count=1)
+        stores.tokens.claim("counts", 0, "w", now_ms=0, claim_timeout_ms=1)
+        with stores.tokens.batch("counts", 0, "w") as batch:
+            batch.store_token(TrackingToken(offset))
+        later = offset.epoch_ms + 25_000
+        caught_up = processor_status(stores.tokens, stores.operations, "counts", now_ms=later)
+    with open_journal(url) as journal:
+        journal.append("order-2", [NewEvent.of({"n": 2}, tags=["order"])])
+    with stores_at(url) as stores:
+        behind = processor_status(stores.tokens, stores.operations, "counts", now_ms=later)
+
+    assert (caught_up.lag_events, caught_up.lag_ms) == (0, 0)
+    assert (behind.lag_events, behind.lag_ms) == (1, 25_000)

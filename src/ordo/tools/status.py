@@ -120,7 +120,8 @@ class ProcessorStatus:
     lag_events: int | None
     """None without tokens: positions say how far each persistence id was applied, not read."""
     lag_ms: int | None
-    """Now minus the slowest token's time; None when a segment has processed nothing."""
+    """Now minus the slowest token's time while events follow it, 0 once none does (the age of
+    what a caught-up processor read last is no lag); None when a segment has processed nothing."""
     positions: int | None = None
     """The positions of a processor without tokens (what `processors reset --sink` clears)."""
 
@@ -158,7 +159,7 @@ def processor_status(
     offsets = [entry.token.offset for entry in entries]
     slowest = None if any(o is None for o in offsets) else min(o for o in offsets if o is not None)
     lag_events = operations.count_events_after(slowest)
-    lag_ms = None if slowest is None else max(0, now_ms - slowest.epoch_ms)
+    lag_ms = None if slowest is None else max(0, now_ms - slowest.epoch_ms) if lag_events else 0
     return ProcessorStatus(
         processor=processor, segments=segments, lag_events=lag_events, lag_ms=lag_ms
     )
