@@ -15,6 +15,7 @@ from ordo.errors import (
     ConfigurationError,
     InvalidIdentifierError,
     UnknownProcessorError,
+    UnknownSegmentError,
 )
 from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.segment import Segment
@@ -145,6 +146,20 @@ def test_every_event_is_applied_once_in_order_while_segments_split_and_merge(
     assert sorted(sql("SELECT pid, n, last FROM counts")) == sorted(
         (f"p{p}", 45, 45) for p in range(20)
     )
+
+
+@pytest.mark.parametrize("action", ["split", "merge", "release"])
+def test_a_request_for_a_segment_the_processor_lacks_is_unknown_segment_error(
+    stores: Stores, action: str
+) -> None:
+    """merge() raised InvalidSegmentOperationError, split() and release() (and the command line)
+    UnknownSegmentError: a caller catching the one missed the other."""
+    processor = counts_processor(stores)
+    with processor:
+        wait_for(lambda: all(entry.owner is not None for entry in processor.status()))
+        with pytest.raises(UnknownSegmentError, match=r"^processor 'counts' has no segment 9$"):
+            getattr(processor, action)(9)
+        assert stores.tokens.pending_requests("counts") == []
 
 
 def test_a_restarted_processor_continues_from_its_tokens(

@@ -50,7 +50,7 @@ def split_segment(
 ) -> ControlReceipt:
     """Split a segment now if nobody holds it, otherwise ask its owner to."""
     check_claim_times(now_ms, claim_timeout_ms)
-    entry = _entry(tokens, processor, segment_id)
+    entry = segment_entry(tokens, processor, segment_id)
     if not _is_free(entry, now_ms, claim_timeout_ms):
         return _ask(
             tokens,
@@ -86,11 +86,11 @@ def merge_segment(
 ) -> ControlReceipt:
     """Merge a segment with its sibling now if nobody holds either, otherwise ask an owner."""
     check_claim_times(now_ms, claim_timeout_ms)
-    entry = _entry(tokens, processor, segment_id)
+    entry = segment_entry(tokens, processor, segment_id)
     if entry.segment.is_root:
         msg = f"processor {processor!r}: the root segment has nothing to merge with"
         raise InvalidSegmentOperationError(msg)
-    sibling = _entry(tokens, processor, entry.segment.mergeable_segment_id())
+    sibling = segment_entry(tokens, processor, entry.segment.mergeable_segment_id())
     if not entry.segment.is_mergeable_with(sibling.segment):
         msg = f"cannot merge {entry.segment} with {sibling.segment}: they are not siblings"
         raise InvalidSegmentOperationError(msg)
@@ -128,7 +128,7 @@ def release_segment(
 ) -> ControlReceipt:
     """Ask the segment's owner to release it; withdraw a request left on it when nobody does."""
     check_claim_times(now_ms, claim_timeout_ms)
-    entry = _entry(tokens, processor, segment_id)
+    entry = segment_entry(tokens, processor, segment_id)
     if _is_free(entry, now_ms, claim_timeout_ms):
         change = tokens.change_unclaimed(
             processor,
@@ -272,8 +272,11 @@ def check_token(token: object) -> None:
         raise InvalidInputError(msg)
 
 
-def _entry(tokens: TokenStore, processor: str, segment_id: int) -> TokenEntry:
-    """The segment's entry; a segment_id that is not an int is refused, not looked for."""
+def segment_entry(tokens: TokenStore, processor: str, segment_id: int) -> TokenEntry:
+    """The segment's entry, UnknownSegmentError without one (as the token store's requests).
+
+    A segment_id that is not an int is refused, not looked for.
+    """
     validation.integer(segment_id, name="segment_id")
     for entry in tokens.entries(processor):
         if entry.segment.segment_id == segment_id:

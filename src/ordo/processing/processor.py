@@ -28,9 +28,9 @@ from ordo.errors import (
     StoresClosedError,
 )
 from ordo.journal import validation
+from ordo.processing.control import segment_entry
 from ordo.processing.handler import EventHandler, HandlerContext, require_handler
 from ordo.processing.ports import TokenEntry, TokenStore
-from ordo.processing.segment import Segment
 from ordo.processing.segment_request import SegmentAction, SegmentRequest
 from ordo.processing.sequencing import (
     FullySequentialPolicy,
@@ -177,7 +177,7 @@ class TrackingProcessor:
 
     def merge(self, segment_id: int) -> None:
         """Ask the segment's owner to merge it with its sibling (whose owner hands it over)."""
-        if self._segment(segment_id).is_root:
+        if segment_entry(self._tokens, self.name, segment_id).segment.is_root:
             msg = f"processor {self.name!r}: the root segment has nothing to merge with"
             raise InvalidSegmentOperationError(msg)
         self._request(segment_id, SegmentAction.MERGE)
@@ -185,13 +185,6 @@ class TrackingProcessor:
     def release(self, segment_id: int) -> None:
         """Ask the segment's owner to release it (another thread or process may take it)."""
         self._request(segment_id, SegmentAction.RELEASE)
-
-    def _segment(self, segment_id: int) -> Segment:
-        for entry in self._tokens.entries(self.name):
-            if entry.segment.segment_id == segment_id:
-                return entry.segment
-        msg = f"processor {self.name!r} has no segment {segment_id}"
-        raise InvalidSegmentOperationError(msg)
 
     def _request(self, segment_id: int, action: SegmentAction) -> None:
         self._tokens.request(
