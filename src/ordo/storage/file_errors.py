@@ -7,12 +7,14 @@ mends it until someone changes the permissions. So is a path whose file is a fol
 whose folder is a file (ENOTDIR, or EEXIST for a folder to be made): a change-log record or a
 lock file that is a folder, a change log under a file. They were outages, which a capture
 retried for its `reconnect_timeout`; no retry mends them until someone moves what is in the
-way.
+way. So is a path that can name no file (`_UNNAMEABLE`): no retry shortens it or breaks its loop.
 """
 
 from __future__ import annotations
 
 import errno
+import os
+from pathlib import Path
 
 from ordo.errors import StorageAccessError, StorageUnavailableError
 
@@ -27,6 +29,12 @@ EEXIST is permanent where ordo's callers see it: they make folders that may exis
 never create a file exclusively without handling the EEXIST themselves (`link_new`'s callers).
 """
 
+_UNNAMEABLE = frozenset({errno.ENAMETOOLONG, errno.ELOOP})
+"""A path that can name no file: a name or the whole path too long, or a symbolic link loop."""
+
+_PERMANENT = _REFUSED | _IN_THE_WAY | _UNNAMEABLE
+"""The errno values no retry mends: the one table of them (`file_system_error`, `unnameable`)."""
+
 
 def file_system_error(doing: str, exc: OSError) -> StorageUnavailableError:
     """`doing` ("cannot write change log /x") failed with `exc`: the error to raise from it.
@@ -34,9 +42,27 @@ def file_system_error(doing: str, exc: OSError) -> StorageUnavailableError:
     The message ends with the OS's reason and the path it was about, which may be deeper than
     the one `doing` names (a partition folder of the change log, a lock file's folder).
     """
+    error = StorageAccessError if exc.errno in _PERMANENT else StorageUnavailableError
+    return error(f"{doing}: {_reason(exc)}")
+
+
+def unnameable(path: Path) -> str | None:
+    """Why `path` can name no file ("File name too long: /x"), or None when it may name one.
+
+    Looked at before pathlib looks at the path: on a name too long its checks (`exists()`,
+    `is_dir()`) raise the bare OSError, and on a symbolic link loop they answer False, so that
+    an SQLite journal there was a missing folder or file, outages retried for ever. Any other
+    failure of the look (no such file, a permission) is left to what the caller does next.
+    """
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno in _UNNAMEABLE:
+            return _reason(exc)
+    return None
+
+
+def _reason(exc: OSError) -> str:
+    """The OS's reason for `exc`, and the path it was about when it says one."""
     reason = exc.strerror or str(exc)
-    if exc.filename is not None:
-        reason = f"{reason}: {exc.filename}"
-    permanent = exc.errno in _REFUSED | _IN_THE_WAY
-    error = StorageAccessError if permanent else StorageUnavailableError
-    return error(f"{doing}: {reason}")
+    return reason if exc.filename is None else f"{reason}: {exc.filename}"

@@ -13,7 +13,7 @@ from ordo.errors import (
     StorageAccessError,
     UnknownUrlSchemeError,
 )
-from ordo.storage.file_errors import file_system_error
+from ordo.storage.file_errors import file_system_error, unnameable
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,18 +123,29 @@ def creatable_location(url: str) -> Location:
     return location
 
 
-def require_folder(path: Path) -> None:
+def require_folder(path: Path, *, what: str = "journal") -> None:
     """MissingFolderError unless the folder of the SQLite file `path` exists; creates nothing.
 
     Every open of an SQLite database (SQLiteDatastore) passes here, so no mode and no caller
     (a `--sink`, a Spark executor's share, the API's `open_stores`) can turn a misspelt folder
     into a tree with a new, empty database in it. As with sqlite3, the file may be new but not
     its folder: only `init_storage` (`ordo init`) creates folders (`create_folders`), as
-    `git init a/b` does.
+    `git init a/b` does. A path that can name no file (`unnameable`) is StorageAccessError:
+    no folder made for it would hold the file. `what` names the database, as
+    `existing_location`'s does.
     """
+    refuse_unnameable(path, what=what)
     if not path.parent.is_dir():
-        refuse_a_file_as_folder(path)
+        refuse_a_file_as_folder(path, what=what)
         raise MissingFolderError(path)
+
+
+def refuse_unnameable(path: Path, *, what: str = "journal") -> None:
+    """StorageAccessError naming `path` when it can name no file: too long, or a link loop."""
+    reason = unnameable(path)
+    if reason is not None:
+        msg = f"no {what} at {path}: {reason}"
+        raise StorageAccessError(msg)
 
 
 def refuse_a_file_as_folder(path: Path, *, what: str = "journal") -> None:
@@ -171,6 +182,7 @@ def create_folders(url: str) -> None:
     """
     location = parse_location(url)
     if isinstance(location, SQLiteLocation):
+        refuse_unnameable(location.path)
         refuse_a_file_as_folder(location.path)
         try:
             location.path.parent.mkdir(parents=True, exist_ok=True)

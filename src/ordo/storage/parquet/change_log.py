@@ -111,8 +111,8 @@ class ParquetChangeLog:
         the directories made here are removed again while they are empty: a refused capture
         leaves no change log behind.
         """
-        missing = [d for d in (self.root, *self.root.parents) if not d.exists()]
-        try:
+        try:  # a name too long fails the look at what exists already
+            missing = [d for d in (self.root, *self.root.parents) if not d.exists()]
             made_directory(self.root)
         except OSError as exc:
             msg = f"cannot create the directory of change log {self.root}"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ordo.errors import StorageAccessError, StorageUnavailableError, StoresClosedError
 from ordo.forking import OpeningProcess
-from ordo.storage.location import refuse_a_file_as_folder, require_folder
+from ordo.storage.file_errors import unnameable
+from ordo.storage.location import refuse_a_file_as_folder, refuse_unnameable, require_folder
 from ordo.storage.migration import (
     METADATA_TABLE,
     SCHEMA_VERSION_KEY,
@@ -98,7 +99,7 @@ class SQLiteDatastore(SchemaReads):
         """Whether the file was opened: the connections opened afterwards never create it."""
         self._is_journal = False
         """Whether the file held ordo's metadata table: a connection found it, or migrate()."""
-        require_folder(path)
+        require_folder(path, what=what)
         refuse_folders_beside(path, what=what)
         self._connect()
         self._is_opened = True
@@ -227,8 +228,15 @@ class SQLiteDatastore(SchemaReads):
         that a tracking processor retried for ever. Every later connection uses `mode=rw`, and
         a file gone since the store opened it is StorageAccessError (`unusable_file_error`).
         So is a file that held ordo's tables when the store opened it (or after it migrated it)
-        and holds none now: another SQLite database was put in its place.
+        and holds none now: another SQLite database was put in its place. So is a path that
+        can name no file any more (`unnameable`: a symbolic link loop in its place, on which
+        `resolve()` raised a RuntimeError that ended the thread).
         """
+        doing = f"cannot open SQLite {self.what} {self.path}"
+        unusable = unnameable(self.path)
+        if unusable is not None:
+            msg = f"{doing}: {unusable}"
+            raise StorageAccessError(msg)
         creates = not (self.read_only or self._is_opened)
         target = self.path if creates else f"{self.path.resolve().as_uri()}?mode=rw"
         conn = None
@@ -247,7 +255,6 @@ class SQLiteDatastore(SchemaReads):
         except sqlite3.Error as exc:
             if conn is not None:
                 conn.close()
-            doing = f"cannot open SQLite {self.what} {self.path}"
             writes, opened = not self.read_only, self._is_opened
             raise unusable_file_error(doing, self.path, exc, writes=writes, opened=opened) from exc
         if self._is_journal and not is_journal:
@@ -276,14 +283,16 @@ def require_journal_file(path: Path, *, what: str = "journal") -> None:
     whose advice to create it with `ordo init` could not be followed.
 
     What no retry makes a journal (`:memory:`, a folder, a file where a folder of the path
-    should be, a file that is no SQLite database) is StorageAccessError. No file, or no ordo
-    tables in it, is StorageUnavailableError: the journal may not be there yet, which `ordo
-    init` or a writer's first open creates (a new journal's file is there a moment before its
-    tables), and a program that starts its readers first may wait for it.
+    should be, a file that is no SQLite database, a path that can name no file) is
+    StorageAccessError. No file, or no ordo tables in it, is StorageUnavailableError: the
+    journal may not be there yet, which `ordo init` or a writer's first open creates (a new
+    journal's file is there a moment before its tables), and a program that starts its
+    readers first may wait for it.
     """
     if str(path) == IN_MEMORY:
         msg = f"cannot open SQLite {what} {path}: {IN_MEMORY_REFUSAL}"
         raise StorageAccessError(msg)
+    refuse_unnameable(path, what=what)
     if path.is_dir():  # `ordo init` would not make one of it either
         msg = f"no {what} at {path}: it is a folder, not an SQLite file"
         raise StorageAccessError(msg)
