@@ -6,7 +6,7 @@ one. They wait FIRST_DELAY before the first attempt and twice as long before eac
 most LONGEST_DELAY: a server that is down is not hammered, and one that is back is reached within
 LONGEST_DELAY. The capture gives up after a while (an operator should hear of a long outage);
 the listener never does, as queries poll meanwhile. Neither retries a server that refuses the
-URL (StorageAccessError): that is no outage, and no attempt mends it.
+URL (StorageAccessError): that is no outage, and no attempt mends it (`is_outage`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,24 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
+from ordo.errors import StorageAccessError, StorageUnavailableError
+
 FIRST_DELAY = timedelta(milliseconds=100)
 LONGEST_DELAY = timedelta(seconds=5)
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether a retry may mend `error`: the one rule of the code that rides out outages.
+
+    An outage is StorageUnavailableError (a lost session, a server or file not reachable now,
+    a transaction conflict, a database locked past the busy timeout), which a tracking
+    processor and a capture retry. Its subclass StorageAccessError is not (a refused URL, a
+    file that can be no journal), nor is any other StorageError: SchemaVersionError,
+    StorageIntegrityError, and a plain StorageError, what the database refuses to do as asked
+    (a table dropped or one this role may not use, corrupt data). A processor retried every
+    StorageError for ever, a WARNING per claim interval, while it handled nothing.
+    """
+    return isinstance(error, StorageUnavailableError) and not isinstance(error, StorageAccessError)
 
 
 class Reconnection:

@@ -265,3 +265,34 @@ def _waits_for_tokens(dsn: str) -> bool:
             "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'tokens'::regclass"
         ).fetchone()
     return row is not None and row[0] > 0
+
+
+def test_a_transaction_the_server_ended_for_idling_is_an_outage(postgres_dsn: str) -> None:
+    """A tracking processor's batch idle past its limit (`TokenStore.batch`'s idle_limit_ms) is
+    ended by the server: the processor gives the claim up and claims again, as after any lost
+    session. Its error was a plain StorageError, which the processor would stop on."""
+    datastore = PostgresDatastore(postgres_dsn)
+    try:
+        with pytest.raises(StorageError) as ended:
+            _idle_until_the_server_ends_it(datastore, postgres_dsn)
+    finally:
+        datastore.close()
+    assert isinstance(ended.value, StorageUnavailableError)
+    assert not isinstance(ended.value, StorageAccessError)
+    assert "idle-in-transaction timeout" in str(ended.value)
+
+
+def _idle_until_the_server_ends_it(datastore: PostgresDatastore, dsn: str) -> None:
+    """A write transaction that idles until its session is gone, then runs a statement."""
+    with datastore.write_transaction() as conn:
+        conn.execute("SELECT set_config('idle_in_transaction_session_timeout', '50', true)")
+        [(pid,)] = conn.execute("SELECT pg_backend_pid()").fetchall()
+        with psycopg.connect(dsn, autocommit=True) as watcher:
+            wait_for(
+                lambda: (
+                    not watcher.execute(
+                        "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)
+                    ).fetchall()
+                )
+            )
+        conn.execute("SELECT 1")

@@ -61,6 +61,17 @@ _READERS = sql.SQL(
 
 def _nologin(server_dsn: str) -> Iterator[Refusal]:
     """A role of its own, with the journal in its schema; refused: NOLOGIN, sessions ended."""
+    yield from _own_role(server_dsn, sql.SQL("ALTER ROLE {role} NOLOGIN"), end_sessions=True)
+
+
+def _revoked(server_dsn: str) -> Iterator[Refusal]:
+    """A role of its own, with the journal in its schema; refused: its tables, to this role."""
+    revoke = sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA {role} FROM {role}")
+    yield from _own_role(server_dsn, revoke, end_sessions=False)
+
+
+def _own_role(server_dsn: str, refusal: sql.SQL, *, end_sessions: bool) -> Iterator[Refusal]:
+    """A role of its own, with the journal in its schema; refused: `refusal` (of `{role}`)."""
     name = f"r_{secrets.token_hex(6)}"
     role = sql.Identifier(name)
     _admin(server_dsn, sql.SQL("CREATE ROLE {} LOGIN").format(role))
@@ -73,8 +84,9 @@ def _nologin(server_dsn: str) -> Iterator[Refusal]:
     ).format(sql.Literal(name))
 
     def refuse() -> None:
-        _admin(server_dsn, sql.SQL("ALTER ROLE {} NOLOGIN").format(role))
-        _admin(server_dsn, ended)
+        _admin(server_dsn, refusal.format(role=role))
+        if end_sessions:
+            _admin(server_dsn, ended)
 
     yield Refusal(
         url=url,
@@ -103,6 +115,11 @@ def _dropped_database(server_dsn: str) -> Iterator[Refusal]:
 @pytest.fixture(params=[_nologin, _dropped_database], ids=["nologin", "dropped-database"])
 def refusal(request: pytest.FixtureRequest, postgres_server_dsn: str) -> Iterator[Refusal]:
     yield from request.param(postgres_server_dsn)
+
+
+@pytest.fixture
+def revoked(postgres_server_dsn: str) -> Iterator[Refusal]:
+    yield from _revoked(postgres_server_dsn)
 
 
 def _journal_with_one_event(url: str) -> None:
@@ -221,6 +238,28 @@ def test_a_processor_stops_once_the_server_refuses_the_url(
             wait_for(lambda: not processor.is_running)
     assert isinstance(processor.failure, StorageAccessError), caplog.text
     assert "refuses the connection" in str(processor.failure)
+
+
+def test_a_processor_stops_once_its_tables_are_refused_to_its_role(
+    revoked: Refusal, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A table the role may no longer use was a plain StorageError, which the processor's
+    threads retried for ever, a WARNING per claim interval: it is StorageAccessError."""
+    _journal_with_one_event(revoked.url)
+    handled: list[EventEnvelope] = []
+    settings = replace(FAST, thread_count=2, initial_segment_count=2)
+    with stores_at(revoked.url) as stores:
+        processor = TrackingProcessor(
+            "p", source(stores), stores.tokens, lambda e, _: handled.append(e), settings=settings
+        )
+        with processor:
+            wait_for(lambda: len(handled) == 1)
+            revoked.refuse()
+            wait_for(lambda: not processor.is_running)
+    assert isinstance(processor.failure, StorageAccessError), caplog.text
+    assert str(processor.failure).startswith(
+        "PostgreSQL refuses access: permission denied for table "
+    )
 
 
 def test_the_tag_listener_gives_up_once_the_server_refuses_the_url(

@@ -30,6 +30,7 @@ from ordo.storage.location import (
 from ordo.storage.migration import load_migrations
 from ordo.storage.open import OpenMode, stores_at
 from ordo.storage.sqlite.datastore import SQLiteDatastore, require_journal_file
+from ordo.storage.sqlite.driver_errors import translate_sqlite_error
 from ordo.storage.sqlite.token_store import SQLiteTokenStore
 
 LATEST = load_migrations("ordo.storage.sqlite")[-1].version
@@ -350,3 +351,21 @@ def test_a_call_running_when_the_stores_close_ends_with_stores_closed_error(
     assert [type(exc) for exc in raised] == [StoresClosedError]
     with stores_at(f"sqlite:///{tmp_path / 'j.db'}", mode="read") as reopened:
         assert len(reopened.tokens.entries("running")) == 2  # its transaction committed
+
+
+def test_a_database_locked_past_the_busy_timeout_is_an_outage(tmp_path: Path) -> None:
+    """Another process's write lock held past the busy timeout (here none) was a plain
+    StorageError, which a tracking processor would stop on: the lock passes."""
+    path = tmp_path / "j.db"
+    init_storage(str(path))
+    with (
+        closing(sqlite3.connect(path, isolation_level=None)) as holder,
+        closing(sqlite3.connect(path, isolation_level=None, timeout=0)) as waiter,
+    ):
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(sqlite3.OperationalError) as locked:
+            waiter.execute("BEGIN IMMEDIATE")
+    error = translate_sqlite_error(locked.value, path)
+    assert isinstance(error, StorageUnavailableError)
+    assert not isinstance(error, StorageAccessError)
+    assert str(error) == f"SQLite database {path} cannot be used now: database is locked"

@@ -90,7 +90,8 @@ def test_a_request_whose_change_fails_stays_pending_until_it_is_made(
     (here a write the database refused; a store briefly unavailable, a lost claim), the request
     was gone, only logged, though the operator had been told that the owner was asked. The
     request goes with the change now, in its transaction: it stays pending while the change
-    fails, and the owner makes it once it can."""
+    fails, and the owner makes it once it can. (A write refused, which no retry mends, stops
+    the processor: it makes the request once it is started again.)"""
     caplog.set_level(logging.INFO)
     settings = replace(FAST, thread_count=1, initial_segment_count=segment_count)
     processor = TrackingProcessor(
@@ -101,10 +102,13 @@ def test_a_request_whose_change_fails_stays_pending_until_it_is_made(
         wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
         with fail_on(event, "tokens", when=when):
             stores.tokens.request("counts", 0, request, now_ms=0)
-            wait_for(lambda: _FAILURE in caplog.text)
+            wait_for(lambda: not processor.is_running)
+            assert isinstance(processor.failure, StorageError)
+            assert _FAILURE in str(processor.failure)
             assert [
                 (p.segment_id, p.request) for p in stores.tokens.pending_requests("counts")
             ] == [(0, request)]
+    with processor:
         wait_for(lambda: stores.tokens.pending_requests("counts") == [])
         made = {
             SegmentAction.SPLIT: lambda: len(stores.tokens.entries("counts")) == 2,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ordo import Journal
-from ordo.errors import EventHandlingError
+from ordo.errors import EventHandlingError, StorageError
 from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.token import TrackingToken
 from ordo.query import EventEnvelope
@@ -162,3 +162,19 @@ def test_stopping_ends_a_retry_wait_and_leaves_the_event_for_the_next_claim(
     assert processor.failure is None
     with counts_processor(stores, settings=processor.settings):
         wait_for(lambda: counted(sql) == 1)
+
+
+def test_a_storage_error_no_retry_mends_stops_the_processor(
+    stores: Stores, journal: Journal, sql: SqlRunner
+) -> None:
+    """Its token table renamed away: a plain StorageError ("no such table"), which the threads
+    retried for ever, a WARNING per claim interval, while they handled nothing."""
+    append_events(journal, 10)
+    with TrackingProcessor(
+        "counts", source(stores), stores.tokens, counting_handler, settings=FAST
+    ) as p:
+        wait_for(lambda: counted(sql) == 10)
+        sql("ALTER TABLE tokens RENAME TO tokens_away")
+        wait_for(lambda: not p.is_running)
+    assert type(p.failure) is StorageError  # no subclass, such as an outage
+    assert "tokens" in str(p.failure)

@@ -14,7 +14,7 @@ import pytest
 from ordo.errors import (
     PendingHandOverError,
     PendingMergeError,
-    StorageError,
+    StorageUnavailableError,
     UnableToClaimTokenError,
 )
 from ordo.processing.control import (
@@ -514,7 +514,7 @@ class _SiblingMergeAskedThenTheMergeFails(_HandedOverThenAsked):
         if self.receipts and not self.has_failed:
             self.has_failed = True
             msg = "connection lost (injected)"
-            raise StorageError(msg)
+            raise StorageUnavailableError(msg)
         return self._tokens.merge(processor, segment_id, owner, **options)
 
 

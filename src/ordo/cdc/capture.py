@@ -24,8 +24,8 @@ from ordo.cdc.ports import ChangeSource, SchemaVersion
 from ordo.cdc.publisher import Publisher, PublishReceipt
 from ordo.cdc.schema_registry import SchemaRegistry
 from ordo.clock import Clock, clock_or_system
-from ordo.errors import StorageAccessError, StorageUnavailableError
-from ordo.reconnection import Reconnection
+from ordo.errors import StorageUnavailableError
+from ordo.reconnection import Reconnection, is_outage
 from ordo.settings.cdc import CaptureSettings
 
 logger = logging.getLogger(__name__)
@@ -206,10 +206,11 @@ class Capture:
         """Warn of a lost session and `wait` out the backoff; raise `exc` once it is exhausted.
 
         `what` names the step that failed in the warning ("capture", "snapshot of 'items'").
-        A server that refuses the URL (StorageAccessError) is raised at once: no retry mends
-        it, and retrying only delayed the error by the whole reconnect timeout.
+        A server that refuses the URL (StorageAccessError, no outage: `is_outage`) is raised at
+        once: no retry mends it, and retrying only delayed the error by the whole reconnect
+        timeout.
         """
-        if isinstance(exc, StorageAccessError):
+        if not is_outage(exc):
             raise exc
         delay = reconnection.failed()
         if reconnection.exhausted:

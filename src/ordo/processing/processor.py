@@ -24,7 +24,7 @@ from ordo.errors import (
     EventHandlingError,
     InvalidSegmentOperationError,
     MissingTaggedEventError,
-    StorageAccessError,
+    StorageError,
     StoresClosedError,
 )
 from ordo.journal import validation
@@ -46,7 +46,7 @@ __all__ = ["EventHandler", "HandlerContext", "TrackingProcessor"]
 
 logger = logging.getLogger(__name__)
 
-_Failure = EventHandlingError | MissingTaggedEventError | StorageAccessError | StoresClosedError
+_Failure = EventHandlingError | MissingTaggedEventError | StorageError | StoresClosedError
 """What stops a processor for good (`TrackingProcessor.failure`)."""
 
 
@@ -54,17 +54,19 @@ class TrackingProcessor:
     """A named processor with `thread_count` threads over the segments of its token store.
 
     Thread-safe. start() returns at once; stop() releases the claims. A handler failure under
-    ErrorMode.FAIL, a gap its source could not fill (MissingTaggedEventError), a server that
-    refuses the URL (StorageAccessError: a password changed, a role that may no longer log
-    in, a dropped database; or an SQLite journal a thread cannot open, such as a folder in its
-    place), or stores closed under it (StoresClosedError) stops the processor
-    and is kept in `failure`; an outage (StorageUnavailableError) is retried until the server
-    is back. The constructor refuses a source, a token store, settings, a policy, a clock or a
-    handler of the wrong kind (ConfigurationError), which the worker threads would otherwise
-    fail on, and a name the token store would refuse (InvalidIdentifierError). split(),
-    merge() and release() of a segment whose owner is to hand it over for a merge are refused
-    (PendingHandOverError): they would replace that hand-over (`ordo.processing.control`'s
-    functions replace it on purpose).
+    ErrorMode.FAIL, a gap its source could not fill (MissingTaggedEventError), a storage
+    error no retry mends (not an outage: `ordo.reconnection.is_outage`), or stores closed
+    under it (StoresClosedError) stops the processor and is kept in `failure`: a server that
+    refuses the URL or a table (StorageAccessError: a password changed, a role that may no
+    longer log in or use the table, a dropped database), an SQLite journal a thread cannot open
+    (a folder in its place) or that was taken away under the stores, a table dropped. An
+    outage (StorageUnavailableError) is retried until the server is back. The constructor
+    refuses a source, a token store, settings, a policy, a clock or a handler of the wrong
+    kind (ConfigurationError), which the worker threads would otherwise fail on, and a name
+    the token store would refuse (InvalidIdentifierError). split(), merge() and release() of
+    a segment whose owner is to hand it over for a merge are refused (PendingHandOverError):
+    they would replace that hand-over (`ordo.processing.control`'s functions replace it on
+    purpose).
     """
 
     def __init__(

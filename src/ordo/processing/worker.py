@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from ordo.errors import (
     EventHandlingError,
     MissingTaggedEventError,
-    StorageAccessError,
     StorageError,
     StoresClosedError,
     UnableToClaimTokenError,
@@ -29,6 +28,7 @@ from ordo.processing.segment_batch import SegmentState, handle_batch
 from ordo.processing.sequencing import sequence_hash
 from ordo.query import EventEnvelope
 from ordo.query.offset import Offset
+from ordo.reconnection import is_outage
 from ordo.stopping import stops_waits_on
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
@@ -66,15 +66,9 @@ class SegmentWorker(threading.Thread):
         while not self.p._stopped.is_set():
             try:
                 entry = self._claim_any()
-            except (StorageAccessError, StoresClosedError) as exc:
-                # The server refuses the URL or a file is no journal (a thread's first connect
-                # finds a folder in its place), or the stores were closed: no retry mends it.
-                self.p._fail(exc)
-                continue  # ends the loop: _fail() sets the stop signal
-            except StorageError as exc:
-                logger.warning("claim failed: processor=%s error=%s", self.p.name, exc)
-                self._sleep(interval)
-                continue
+            except (StorageError, StoresClosedError) as exc:
+                self._ride_out(exc, "claim failed")
+                continue  # after a failure this ends the loop: _fail() sets the stop signal
             if entry is None:
                 self._sleep(interval)
                 continue
@@ -84,22 +78,14 @@ class SegmentWorker(threading.Thread):
                 # Lost the claim, or the segment is gone (merged away while the claim lapsed):
                 # claim again, as a fresh start.
                 logger.info("claim lost: processor=%s error=%s", self.p.name, exc)
-            except (
-                EventHandlingError,
-                MissingTaggedEventError,
-                StorageAccessError,
-                StoresClosedError,
-            ) as exc:
+            except (EventHandlingError, MissingTaggedEventError) as exc:
                 # A handler that failed for good, or a gap that stayed open past gap_timeout:
-                # going on would skip events. A server that refuses the URL (a password changed,
-                # a role that may no longer log in), or stores closed under the processor: no
-                # retry mends it. The processor stops and keeps the failure.
+                # going on would skip events. The processor stops and keeps the failure.
                 self.p._fail(exc)
-            except StorageError as exc:
-                # A transient storage failure (connection lost, database locked): the batch was
-                # rolled back; give the claim up and claim again after a pause, as a fresh start.
-                logger.warning("storage error: processor=%s error=%s", self.p.name, exc)
-                self._sleep(interval)
+            except (StorageError, StoresClosedError) as exc:
+                # The batch was rolled back: after an outage the claim is given up and claimed
+                # again after a pause, as a fresh start.
+                self._ride_out(exc, "storage error")
             finally:
                 try:
                     self._release(entry.segment.segment_id)
@@ -115,6 +101,19 @@ class SegmentWorker(threading.Thread):
                         exc,
                     )
                     self._forget(entry.segment.segment_id)
+
+    def _ride_out(self, exc: StorageError | StoresClosedError, what: str) -> None:
+        """Pause after an outage (`is_outage`), so that the next claim retries; else fail.
+
+        What no retry mends stops the processor, which keeps it in `failure`: a server that
+        refuses the URL, a file that is no journal (a thread's first connect finds a folder in
+        its place), a table dropped or refused to this role, stores closed under it.
+        """
+        if not is_outage(exc):
+            self.p._fail(exc)
+            return
+        logger.warning("%s: processor=%s error=%s", what, self.p.name, exc)
+        self._sleep(self.p.settings.token_claim_interval.total_seconds())
 
     def _claim_any(self) -> TokenEntry | None:
         p, now = self.p, self.p._now_ms()

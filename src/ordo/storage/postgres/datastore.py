@@ -13,6 +13,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from ordo.errors import (
+    StorageAccessError,
     StorageError,
     StorageIntegrityError,
     StorageUnavailableError,
@@ -54,11 +55,27 @@ CLOSE_WAIT_S = 0.25
 _STOP_CHECK_S = 0.1
 """How often a wait for a connection looks at the thread's stop signal (`ordo.stopping`)."""
 
+_ENDED_FOR_NOW = (
+    psycopg.errors.IdleInTransactionSessionTimeout,
+    psycopg.errors.ReadOnlySqlTransaction,
+)
+"""The transaction errors (SQLSTATE class 25, InternalError to psycopg) that a retry mends."""
+
 
 def translate_postgres_error(exc: psycopg.Error | PoolTimeout) -> StorageError:
-    """Map a driver error onto ordo's storage errors (stores may narrow them further)."""
+    """Map a driver error onto ordo's storage errors (stores may narrow them further).
+
+    A table this role may no longer use (a REVOKE) is StorageAccessError, and a transaction
+    ended for idling (a batch's idle limit) or refused by a server in recovery (a failover's
+    standby) is StorageUnavailableError: as a plain StorageError the first was retried for
+    ever by a tracking processor, and the others would end it (`is_outage`).
+    """
     if isinstance(exc, psycopg.IntegrityError):
         return StorageIntegrityError(f"PostgreSQL constraint failed: {exc}")
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return StorageAccessError(f"PostgreSQL refuses access: {exc}")
+    if isinstance(exc, _ENDED_FOR_NOW):
+        return StorageUnavailableError(f"PostgreSQL is unavailable: {exc}")
     if isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure):
         msg = (
             "PostgreSQL rolled the transaction back in a conflict with a concurrent one "

@@ -27,6 +27,13 @@ IN_MEMORY_REFUSAL = "an in-memory database cannot be a journal (it cannot be in 
 _BESIDE = ("-wal", "-shm", "-journal")
 """The suffixes of the files SQLite keeps beside a database: WAL, WAL index, rollback journal."""
 
+_OUTAGES = frozenset(
+    {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_FULL, sqlite3.SQLITE_PROTOCOL}
+)
+"""SQLite's result codes for what passes: another process's write lock held past the busy
+timeout, a lock race of WAL mode, a full disk. A plain StorageError would end a tracking
+processor (`is_outage`), which rides them out."""
+
 
 def translate_sqlite_error(exc: sqlite3.Error, path: Path) -> StorageError:
     """Map a driver error onto ordo's storage errors (stores may narrow them further).
@@ -51,6 +58,9 @@ def translate_sqlite_error(exc: sqlite3.Error, path: Path) -> StorageError:
         if problem is not None:
             return StorageAccessError(f"{msg} ({problem})")
         return StorageUnavailableError(msg)
+    code = getattr(exc, "sqlite_errorcode", None) or 0
+    if code & 0xFF in _OUTAGES:  # the primary result code of an extended one
+        return StorageUnavailableError(f"SQLite database {path} cannot be used now: {text}")
     return StorageError(f"SQLite error: {text}")
 
 
