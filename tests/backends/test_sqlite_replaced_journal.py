@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +26,7 @@ from ordo import StorageAccessError, init_storage
 from ordo.processing.processor import TrackingProcessor
 from ordo.query import EventEnvelope
 from ordo.storage.migration import METADATA_TABLE
-from ordo.storage.open import events_by_tag_at, stores_at
+from ordo.storage.open import Stores, events_by_tag_at, stores_at
 from processing_support import FAST, source, wait_for
 
 _NOT_SQLITE = "not a database\n" * 100
@@ -98,3 +99,41 @@ def test_a_live_query_read_in_a_new_thread_refuses_a_journal_replaced_by_what_is
             asyncio.run(first("t"))
     assert str(refused.value) == f"cannot open SQLite journal {path}{problem}"
     assert path.exists() == (by != "nothing")
+
+
+@pytest.mark.parametrize("by", ["journal", "link loop"])
+def test_a_new_connection_refuses_what_was_put_in_the_place_of_the_journal_opened(
+    tmp_path: Path, by: str
+) -> None:
+    """A new thread's connection opened another journal put in its place: the stores used two
+    files. A symbolic link loop put there ended the thread with a RuntimeError."""
+    path = tmp_path / "j.db"
+    init_storage(str(path))
+    with stores_at(str(path)) as stores:
+        away = tmp_path / "away"
+        away.mkdir()
+        for file in tmp_path.glob("j.db*"):
+            file.rename(away / file.name)
+        if by == "journal":
+            init_storage(str(path))
+            problem = (
+                "it was replaced by another file after it was opened "
+                "(what the store writes would be lost)"
+            )
+        else:
+            path.symlink_to(path.name)
+            problem = f"Too many levels of symbolic links: {path}"
+        failures: list[BaseException] = []
+        reader = threading.Thread(target=lambda: _read_into(stores, failures))
+        reader.start()
+        reader.join()
+    [refused] = failures
+    assert isinstance(refused, StorageAccessError)
+    assert str(refused) == f"cannot open SQLite journal {path}: {problem}"
+
+
+def _read_into(stores: Stores, failures: list[BaseException]) -> None:
+    try:
+        stores.schema_version()
+    except BaseException as exc:  # what ended the thread, for the test to see
+        failures.append(exc)

@@ -30,6 +30,7 @@ from ordo.storage.sqlite.driver_errors import (
     translate_sqlite_error,
     unusable_file_error,
 )
+from ordo.storage.sqlite.file_identity import OpenedFile
 
 logger = logging.getLogger(__name__)
 
@@ -99,10 +100,13 @@ class SQLiteDatastore(SchemaReads):
         """Whether the file was opened: the connections opened afterwards never create it."""
         self._is_journal = False
         """Whether the file held ordo's metadata table: a connection found it, or migrate()."""
+        self._opened: OpenedFile | None = None
+        """The file the first connection opened; every later one checks that it opens it."""
         require_folder(path, what=what)
         refuse_folders_beside(path, what=what)
         self._connect()
         self._is_opened = True
+        self._opened = OpenedFile(path)
 
     @contextmanager
     def write_transaction(self) -> Iterator[sqlite3.Connection]:
@@ -228,7 +232,9 @@ class SQLiteDatastore(SchemaReads):
         that a tracking processor retried for ever. Every later connection uses `mode=rw`, and
         a file gone since the store opened it is StorageAccessError (`unusable_file_error`).
         So is a file that held ordo's tables when the store opened it (or after it migrated it)
-        and holds none now: another SQLite database was put in its place. So is a path that
+        and holds none now: another SQLite database was put in its place; and another file
+        (another journal) in the place of the one the store opened (`OpenedFile`): the store's
+        connections would use two files. So is a path that
         can name no file any more (`unnameable`: a symbolic link loop in its place, on which
         `resolve()` raised a RuntimeError that ended the thread).
         """
@@ -265,6 +271,12 @@ class SQLiteDatastore(SchemaReads):
             )
             raise StorageAccessError(msg)
         self._is_journal = self._is_journal or is_journal
+        if self._opened is not None:
+            try:
+                self._opened.refuse_another(doing="open", what=self.what)
+            except StorageAccessError:
+                conn.close()
+                raise
         return conn
 
     def _refuse_if_closed(self) -> None:
