@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from ordo import StorageAccessError, init_storage
+from ordo import NewEvent, StorageAccessError, init_storage, open_journal
 from ordo.processing.processor import TrackingProcessor
 from ordo.query import EventEnvelope
 from ordo.storage.migration import METADATA_TABLE
 from ordo.storage.open import Stores, events_by_tag_at, stores_at
-from processing_support import FAST, source, wait_for
+from processing_support import FAST, WRITE, source, wait_for
 
 _NOT_SQLITE = "not a database\n" * 100
 _REPLACEMENTS = ["folder", "text", "database", "nothing"]
@@ -60,24 +60,33 @@ def _replace(path: Path, by: str) -> str:
 
 
 @pytest.mark.parametrize("by", _REPLACEMENTS)
-def test_a_processor_stops_when_its_journal_was_replaced_by_what_is_no_journal(
+def test_a_processor_started_after_its_journal_was_replaced_is_refused(
     tmp_path: Path, by: str
 ) -> None:
+    """Its worker threads' first connections met the replacement, and the processor stopped.
+    Before them start() writes its tokens through the stores' connection, opened before the
+    replacement: it wrote them into the file taken away, and now refuses to."""
     path = tmp_path / "j.db"
     init_storage(str(path))
     handled: list[EventEnvelope] = []
     settings = replace(FAST, thread_count=1, initial_segment_count=1)
     with stores_at(str(path)) as stores:
-        problem = _replace(path, by)
+        _replace(path, by)
         processor = TrackingProcessor(
             "p", source(stores), stores.tokens, lambda e, _: handled.append(e), settings=settings
         )
-        with processor:
-            wait_for(lambda: not processor.is_running)
-    assert isinstance(processor.failure, StorageAccessError)
-    assert str(processor.failure) == f"cannot open SQLite journal {path}{problem}"
+        with pytest.raises(StorageAccessError) as refused:
+            processor.start()
+    assert str(refused.value) == f"cannot write SQLite journal {path}: {_taken_away(by)}"
+    assert not processor.is_running
     assert handled == []
     assert path.exists() == (by != "nothing")  # a journal gone is not created again, empty
+
+
+def _taken_away(by: str) -> str:
+    """What the error of a write says became of the journal once `by` took its place."""
+    became = "was removed or moved away" if by == "nothing" else "was replaced by another file"
+    return f"it {became} after it was opened (what the store writes would be lost)"
 
 
 @pytest.mark.parametrize("by", _REPLACEMENTS)
@@ -101,6 +110,35 @@ def test_a_live_query_read_in_a_new_thread_refuses_a_journal_replaced_by_what_is
     assert path.exists() == (by != "nothing")
 
 
+def _take_away(path: Path, by: str) -> None:
+    """Move the journal at `path` away, and put another ordo journal in its place unless `by`
+    is "nothing"."""
+    away = path.parent / "away"
+    away.mkdir()
+    for file in path.parent.glob(f"{path.name}*"):
+        file.rename(away / file.name)
+    if by != "nothing":
+        init_storage(str(path))
+
+
+_TAKEN_AWAY = ["nothing", "journal"]
+
+
+@pytest.mark.parametrize("by", _TAKEN_AWAY)
+def test_an_append_through_a_connection_opened_before_the_journal_was_taken_away_is_refused(
+    tmp_path: Path, by: str
+) -> None:
+    """The connection kept the old file open and wrote into it: the events were lost."""
+    path = tmp_path / "j.db"
+    with open_journal(str(path), settings=WRITE) as journal:
+        journal.append("a", [NewEvent.of({"i": 1}, tags=["t"])])  # this thread's connection
+        journal.flush()
+        _take_away(path, by)
+        with pytest.raises(StorageAccessError) as refused:
+            journal.append("a", [NewEvent.of({"i": 2}, tags=["t"])], expected_sequence_nr=1)
+    assert str(refused.value) == f"cannot write SQLite journal {path}: {_taken_away(by)}"
+
+
 @pytest.mark.parametrize("by", ["journal", "link loop"])
 def test_a_new_connection_refuses_what_was_put_in_the_place_of_the_journal_opened(
     tmp_path: Path, by: str
@@ -110,17 +148,11 @@ def test_a_new_connection_refuses_what_was_put_in_the_place_of_the_journal_opene
     path = tmp_path / "j.db"
     init_storage(str(path))
     with stores_at(str(path)) as stores:
-        away = tmp_path / "away"
-        away.mkdir()
-        for file in tmp_path.glob("j.db*"):
-            file.rename(away / file.name)
         if by == "journal":
-            init_storage(str(path))
-            problem = (
-                "it was replaced by another file after it was opened "
-                "(what the store writes would be lost)"
-            )
+            _take_away(path, by)
+            problem = _taken_away(by)
         else:
+            _take_away(path, "nothing")
             path.symlink_to(path.name)
             problem = f"Too many levels of symbolic links: {path}"
         failures: list[BaseException] = []
@@ -137,3 +169,27 @@ def _read_into(stores: Stores, failures: list[BaseException]) -> None:
         stores.schema_version()
     except BaseException as exc:  # what ended the thread, for the test to see
         failures.append(exc)
+
+
+@pytest.mark.parametrize("by", _TAKEN_AWAY)
+def test_a_processor_stops_when_its_journal_was_taken_away_under_its_connections(
+    tmp_path: Path, by: str
+) -> None:
+    """Its threads' connections kept the old file open: the tokens went on moving in a file no
+    one would read."""
+    path = tmp_path / "j.db"
+    with open_journal(str(path), settings=WRITE) as journal:
+        journal.append("a", [NewEvent.of({"i": 1}, tags=["t"])])
+        journal.flush()
+    handled: list[EventEnvelope] = []
+    settings = replace(FAST, thread_count=1, initial_segment_count=1)
+    with stores_at(str(path)) as stores:
+        processor = TrackingProcessor(
+            "p", source(stores), stores.tokens, lambda e, _: handled.append(e), settings=settings
+        )
+        with processor:
+            wait_for(lambda: len(handled) == 1)  # the worker's connection is open
+            _take_away(path, by)
+            wait_for(lambda: not processor.is_running)  # its next claim renewal writes
+    assert isinstance(processor.failure, StorageAccessError)
+    assert str(processor.failure) == f"cannot write SQLite journal {path}: {_taken_away(by)}"

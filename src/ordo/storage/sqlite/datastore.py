@@ -101,7 +101,7 @@ class SQLiteDatastore(SchemaReads):
         self._is_journal = False
         """Whether the file held ordo's metadata table: a connection found it, or migrate()."""
         self._opened: OpenedFile | None = None
-        """The file the first connection opened; every later one checks that it opens it."""
+        """The file the first connection opened; every later one, and each write, checks it."""
         require_folder(path, what=what)
         refuse_folders_beside(path, what=what)
         self._connect()
@@ -110,10 +110,17 @@ class SQLiteDatastore(SchemaReads):
 
     @contextmanager
     def write_transaction(self) -> Iterator[sqlite3.Connection]:
-        """Run one atomic write; driver errors leave as StorageError subclasses."""
+        """Run one atomic write; driver errors leave as StorageError subclasses.
+
+        A file removed, moved away or replaced since the store opened it is StorageAccessError
+        (`OpenedFile`), looked at once the write lock is held: the connection would write into
+        the file it has open, which no one opens again.
+        """
         with self._lend() as conn:
             try:
                 conn.execute("BEGIN IMMEDIATE")
+                if self._opened is not None:
+                    self._opened.refuse_another(doing="write", what=self.what)
                 yield conn
                 conn.execute("COMMIT")
             except BaseException as exc:

@@ -1,15 +1,12 @@
-"""Which file a store's SQLite connections have open: a new one must open the same file.
+"""Which file a store's SQLite connections have open: a journal taken away under them is refused.
 
-Each thread opens its own connection, by the journal's path. Another journal put in the place
-of the one the store opened (moved or copied there) was opened by the threads that connected
-afterwards, while the others went on with the file they had: one store, two files. A store
-records the file its first connection opened, by device and inode (`OpenedFile`), and each
-later connection looks at the path again (one `os.stat`).
-
-The connections opened before still write into the file they have open, which no one opens
-again once it is removed or replaced: looking at the path before each write transaction too
-would refuse that, and is not done, for its cost (about 2.5 % of an append of one event; see
-docs/operations.md).
+A connection keeps its file open: a journal removed, moved away or replaced (another file
+renamed onto its path) under open stores was still written through the connections opened
+before, into a file no one would open again, and every write was lost without a word; and a
+thread that connected afterwards opened another journal put in its place (one store, two
+files). A store records the file its first connection opened, by device and inode
+(`OpenedFile`), and each write transaction and each new connection look at the path again:
+one `os.stat`, about 2.5 % of an append of one event (see docs/operations.md).
 """
 
 from __future__ import annotations
