@@ -1,4 +1,4 @@
-"""Checks of plain argument values that every layer shares: integers and collections.
+"""Checks of plain argument values that every layer shares: integers, collections, paths, times.
 
 Each public function that takes a count, an id, a position or a collection checks it with
 these before it stores or uses it, and raises its own exception (the caller passes the class,
@@ -8,7 +8,10 @@ messages are the same everywhere, the exception says what was refused.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import os
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
 
 from ordo.errors import OrdoError
 
@@ -65,5 +68,48 @@ def collection(value: object, *, name: str, error: Callable[[str], OrdoError]) -
     """
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
         msg = f"{name} must be a collection, got {value!r:.80}"
+        raise error(msg)
+    return value
+
+
+def mapping(
+    value: object, *, name: str, error: Callable[[str], OrdoError]
+) -> Mapping[object, object]:
+    """`value` when it is a mapping; otherwise `error` naming `name`.
+
+    None or a number failed as a TypeError from `in` or iteration, naming nothing; a text or a
+    list passed for the environment was read as holding no variable at all.
+    """
+    if not isinstance(value, Mapping):
+        msg = f"{name} must be a mapping, got {type(value).__name__}: {value!r:.80}"
+        raise error(msg)
+    return value
+
+
+def path(value: object, *, name: str, error: Callable[[str], OrdoError]) -> Path:
+    """`value` as a Path when it is a text or an `os.PathLike` of one; otherwise `error`.
+
+    Anything else failed inside pathlib as a TypeError naming no argument, or as an
+    AttributeError where a Path's method was called on a text. An empty text would be the
+    current folder, and a NUL no file name holds: both are refused here too.
+    """
+    text = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(text, str) or not text or "\x00" in text:
+        msg = f"{name} must be a file path (a non-empty str or os.PathLike), got {value!r:.80}"
+        raise error(msg)
+    return Path(text)
+
+
+def aware_datetime(value: object, *, name: str, error: Callable[[str], OrdoError]) -> datetime:
+    """`value` when it is a datetime with a zone; otherwise `error` naming `name`.
+
+    A naive datetime's instant would be a guess (the local zone? UTC?), and subtracting an
+    aware one from it was a TypeError; a date or a text failed as an AttributeError.
+    """
+    if not isinstance(value, datetime):
+        msg = f"an aware datetime is needed for {name}, got {type(value).__name__}: {value!r:.80}"
+        raise error(msg)
+    if value.tzinfo is None or value.utcoffset() is None:
+        msg = f"{name} {value.isoformat()} is naive; pass a timezone-aware datetime"
         raise error(msg)
     return value

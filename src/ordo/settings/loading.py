@@ -60,7 +60,11 @@ class LoadableSettings:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object], *, source: str = "settings") -> Self:
-        """Build from a mapping such as a TOML table (durations as `<name>_ms`)."""
+        """Build from a mapping such as a TOML table (durations as `<name>_ms`).
+
+        Anything but a mapping is a ConfigurationError (None was a TypeError from iterating it).
+        """
+        arguments.mapping(values, name="values", error=ConfigurationError)
         keys = _keys(cls)
         reject_unknown_keys(values, sorted(keys), where=source, error=ConfigurationError)
         return cls._build(values, source=source, label=lambda key: f"{source}.{key}")
@@ -89,7 +93,12 @@ class LoadableSettings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Self:
-        """Build from ORDO_-prefixed variables (e.g. ORDO_BUCKET_SIZE, ORDO_FLUSH_INTERVAL_MS)."""
+        """Build from ORDO_-prefixed variables (e.g. ORDO_BUCKET_SIZE, ORDO_FLUSH_INTERVAL_MS).
+
+        `environ` is a mapping such as `os.environ`: a text or a list was taken for an
+        environment without variables (the defaults, whatever was meant), None for a TypeError.
+        """
+        arguments.mapping(environ, name="environ", error=ConfigurationError)
         variables = cls.env_variables()
         values = {key: environ[name] for key, name in variables.items() if name in environ}
         return cls._build(values, source="environment", label=variables.__getitem__)
@@ -115,10 +124,14 @@ class LoadableSettings:
         """Build from one table of a TOML file (the class's own by default).
 
         `path` may be a string as well as a Path, as `open()` takes: a string used to fail
-        with AttributeError inside the reading.
+        with AttributeError inside the reading, and anything else (None, bytes) with pathlib's
+        TypeError. A `table` that is no name (5) was looked up in vain: the defaults, silently.
         """
+        path = arguments.path(path, name="path", error=ConfigurationError)
+        if table is not None and (not isinstance(table, str) or not table):
+            msg = f"table must be a TOML table's name or None, got {table!r:.80}"
+            raise ConfigurationError(msg)
         name = table or cls.TOML_TABLE
-        path = Path(path)
         document = read_toml(path, what="settings file")
         values = document.get(name, {})
         if not isinstance(values, dict):

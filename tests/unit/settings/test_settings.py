@@ -436,3 +436,39 @@ def test_a_journal_with_settings_of_another_kind_is_refused_before_its_file_exis
     with pytest.raises(ConfigurationError, match="settings must be EventsByTagSettings or None"):
         open_journal(f"sqlite:///{path}", settings=QuerySettings())  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("environ", [None, "ORDO_PAGE_SIZE=5", ["ORDO_PAGE_SIZE"], 5])
+def test_from_env_refuses_what_is_no_mapping(environ: object) -> None:
+    """A text or a list gave the defaults, as an environment without variables; None a TypeError."""
+    with pytest.raises(ConfigurationError, match=r"^environ must be a mapping, got "):
+        QuerySettings.from_env(environ)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("values", [None, "page_size", 5])
+def test_from_mapping_refuses_what_is_no_mapping(values: object) -> None:
+    with pytest.raises(ConfigurationError, match=r"^values must be a mapping, got "):
+        QuerySettings.from_mapping(values)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("path", [None, b"ordo.toml", 5, "", "ordo\x00.toml"])
+def test_from_toml_refuses_what_is_no_path(path: object) -> None:
+    """pathlib's TypeError named no argument."""
+    with pytest.raises(ConfigurationError, match=r"^path must be a file path"):
+        QuerySettings.from_toml(path)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("table", [5, b"query", ""])
+def test_from_toml_refuses_a_table_that_is_no_name(tmp_path: Path, table: object) -> None:
+    """A table of 5 was looked for in vain, and the defaults came back without a word."""
+    path = tmp_path / "ordo.toml"
+    path.write_text("[query]\npage_size = 7\n", encoding="utf-8")
+    with pytest.raises(ConfigurationError, match=r"^table must be a TOML table's name or None"):
+        QuerySettings.from_toml(path, table=table)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [None, 1, b"skip"])
+def test_error_mode_parse_refuses_what_is_not_text(value: object) -> None:
+    """An AttributeError or a TypeError before; BucketSize.parse refused them already."""
+    with pytest.raises(ConfigurationError, match=r"^unknown error mode "):
+        ErrorMode.parse(value)  # type: ignore[arg-type]
