@@ -95,6 +95,7 @@ def test_a_processor_refuses_a_name_the_token_store_would_refuse(
         ("query", None, ConfigurationError),
         ("events_by_tag", QuerySettings(), ConfigurationError),
         ("reader", None, ConfigurationError),
+        ("can_select_segments", "no", ConfigurationError),  # selected segments in storage
     ],
 )
 def test_an_event_source_refuses_parts_of_the_wrong_kind(

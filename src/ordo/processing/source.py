@@ -19,6 +19,7 @@ from ordo.processing.token import TrackingToken
 from ordo.query import NO_OFFSET, EventEnvelope, TagQuery, TagViewReader, looking_back
 from ordo.query.offset import Offset
 from ordo.settings import EventsByTagSettings, QuerySettings
+from ordo.settings.loading import flag
 from ordo.types import PersistenceId, Tag, TimeBucket
 
 ALL_EVENTS = Tag("*")
@@ -41,9 +42,10 @@ class EventSource:
 
         A reader or settings given as None failed each thread with AttributeError, leaving a
         processor that ran nothing and reported no failure; a tag given as None or "" read
-        nothing for ever.
+        nothing for ever; can_select_segments="no" selected segments in storage.
         """
         validation.tag(self.tag)
+        flag("can_select_segments", self.can_select_segments)
         parts: tuple[tuple[str, object, type], ...] = (
             ("reader", self.reader, TagViewReader),
             ("query", self.query, QuerySettings),

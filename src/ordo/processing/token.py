@@ -38,15 +38,27 @@ class TrackingToken:
     ahead: tuple[PartAhead, ...] = ()
 
     def __post_init__(self) -> None:
-        """InvalidInputError for an offset that is not a TimeUUID.
+        """InvalidInputError for an offset that is not a TimeUUID, or parts that are no parts.
 
         `TrackingToken("abc")` was accepted, and failed only where the token was stored
-        or compared (an AttributeError in `reset_processor`).
+        or compared (an AttributeError in `reset_processor`); so was `ahead` of anything but
+        a tuple of PartAhead (a list, a text, a part of a segment and a text).
         """
         if self.offset is not None and not isinstance(self.offset, TimeUUID):
             msg = (
                 f"a tracking token's offset must be a TimeUUID (TimeUUID.parse(text)) or None, "
                 f"got {type(self.offset).__name__}: {self.offset!r:.80}"
+            )
+            raise InvalidInputError(msg)
+        if not isinstance(self.ahead, tuple) or not all(
+            isinstance(part, PartAhead)
+            and isinstance(part.segment, Segment)
+            and isinstance(part.offset, TimeUUID)
+            for part in self.ahead
+        ):
+            msg = (
+                "a tracking token's ahead must be a tuple of PartAhead(Segment, TimeUUID), "
+                f"got {self.ahead!r:.80}"
             )
             raise InvalidInputError(msg)
 

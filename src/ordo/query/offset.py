@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ordo.errors import FutureOffsetError, OffsetFormatError
+from ordo.errors import ConfigurationError, FutureOffsetError, OffsetFormatError
 from ordo.settings import QuerySettings
 from ordo.time import TimeUUID
 from ordo.time.duration import nanoseconds
@@ -31,7 +31,18 @@ def looking_back(offset: TimeUUID, settings: QuerySettings) -> TimeUUID:
     which that stream's back-track would have found) is then still delivered after a restart,
     split, merge or release. With a period of "max" it starts at the offset: a stream that
     ran long would otherwise re-read it all.
+
+    Raises:
+        OffsetFormatError: `offset` is no TimeUUID (its text, None: an AttributeError).
+        ConfigurationError: `settings` is no QuerySettings.
+
     """
+    if not isinstance(offset, TimeUUID):
+        msg = f"offset must be a TimeUUID, got {type(offset).__name__}: {offset!r:.80}"
+        raise OffsetFormatError(msg)
+    if not isinstance(settings, QuerySettings):  # None is no default here: the caller's are
+        msg = f"settings must be QuerySettings, got {type(settings).__name__}"
+        raise ConfigurationError(msg)
     if not isinstance(settings.back_track_period, timedelta):
         return offset
     back_ns = offset.epoch_ns - nanoseconds(settings.back_track_period)

@@ -29,10 +29,14 @@ class ErrorMode(StrEnum):
 
     @classmethod
     def parse(cls, text: str) -> ErrorMode:
-        """Read a mode name; ConfigurationError lists the valid ones."""
+        """Read a mode name; ConfigurationError lists the valid ones.
+
+        As `BucketSize.parse`: None, a number or bytes is no name either (an AttributeError or
+        a TypeError before).
+        """
         try:
             return cls(text.strip().lower().replace("-", "_"))
-        except ValueError as exc:
+        except (ValueError, AttributeError, TypeError) as exc:
             valid = ", ".join(m.value for m in cls)
             msg = f"unknown error mode {text!r}; valid: {valid}"
             raise ConfigurationError(msg) from exc

@@ -21,6 +21,14 @@ _UNIX_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 _EARLIEST_FIRST_TIME_BUCKET_MS = -GREGORIAN_OFFSET_100NS // 10_000
 """Exclusive: a query starts just before its first time bucket, which must be a TimeUUID."""
 _LATEST_FIRST_TIME_BUCKET_MS = (TIMESTAMP_MASK - GREGORIAN_OFFSET_100NS) // 10_000
+_DATETIME_MS = tuple(
+    (moment - _UNIX_EPOCH) // _dt.timedelta(milliseconds=1)
+    for moment in (
+        _dt.datetime(1, 1, 1, tzinfo=_dt.UTC),
+        _dt.datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=_dt.UTC),
+    )
+)
+"""The epoch milliseconds a datetime holds (years 1 to 9999): what can be written as a time."""
 
 
 class BucketSize(StrEnum):
@@ -164,7 +172,12 @@ def epoch_ms_of(moment: _dt.datetime) -> int:
 
     `int(moment.timestamp() * 1000)` truncates toward zero, so before 1970 an instant with
     sub-millisecond digits came out up to 1 ms later than itself, and goes through a float.
+
+    Raises:
+        InvalidInputError: `moment` is naive or no datetime (a TypeError from the subtraction).
+
     """
+    arguments.aware_datetime(moment, name="moment", error=InvalidInputError)
     return (moment - _UNIX_EPOCH) // _dt.timedelta(milliseconds=1)
 
 
@@ -174,7 +187,13 @@ def format_epoch_ms(epoch_ms: int) -> str:
     Every instant that a command prints in its JSON (an event's `timestamp`, a time bucket, a
     cleanup's cutoff) is written so, as `datetime.isoformat()` writes the events' timestamps:
     epoch millis in one command and Akka's bucket format in another read as two contracts.
+
+    Raises:
+        InvalidInputError: `epoch_ms` is not an int (a bool is not) of years 1 to 9999: a float
+            or a text was a TypeError from timedelta, a time beyond them an OverflowError.
+
     """
+    _check_writable(epoch_ms)
     return (_UNIX_EPOCH + _dt.timedelta(milliseconds=epoch_ms)).isoformat()
 
 
@@ -182,8 +201,21 @@ def format_first_time_bucket(epoch_ms: int) -> str:
     """Write epoch millis in Akka's ``"yyyyMMdd'T'HH:mm"`` format (UTC), for display and config.
 
     Seconds and milliseconds are dropped (floored to the minute), as the format has none.
+
+    Raises:
+        InvalidInputError: as `format_epoch_ms`.
+
     """
+    _check_writable(epoch_ms)
     moment = _UNIX_EPOCH + _dt.timedelta(milliseconds=epoch_ms)
     return (
         f"{moment.year:04d}{moment.month:02d}{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}"
+    )
+
+
+def _check_writable(epoch_ms: object) -> None:
+    """InvalidInputError unless `epoch_ms` is an int a datetime holds (`_DATETIME_MS`)."""
+    earliest, latest = _DATETIME_MS
+    arguments.integer(
+        epoch_ms, name="epoch_ms", error=InvalidInputError, minimum=earliest, maximum=latest
     )

@@ -12,7 +12,7 @@ from typing import Literal
 from uuid import UUID
 
 from ordo import arguments
-from ordo.clock import Clock
+from ordo.clock import Clock, clock_or_system
 from ordo.errors import ConfigurationError, InvalidInputError, OffsetFormatError
 from ordo.time.duration import nanoseconds
 
@@ -192,12 +192,7 @@ class TimeUUID:
                 error named only `epoch_ns`, no argument of the caller's).
 
         """
-        if not isinstance(dt, _dt.datetime):
-            msg = f"an aware datetime is needed, got {type(dt).__name__}: {dt!r:.80}"
-            raise OffsetFormatError(msg)
-        if dt.tzinfo is None or dt.utcoffset() is None:
-            msg = f"datetime {dt.isoformat()} is naive; pass a timezone-aware datetime"
-            raise OffsetFormatError(msg)
+        arguments.aware_datetime(dt, name="datetime", error=OffsetFormatError)
         epoch_ns = nanoseconds(dt - _UNIX_EPOCH)
         if not _EARLIEST_EPOCH_NS <= epoch_ns <= _LATEST_EPOCH_NS:
             held = " to ".join(
@@ -286,17 +281,24 @@ class TimeUUIDGenerator:
     ``random.SystemRandom()`` (a seeded ``rng``'s copy would repeat the parent's draws), so it
     cannot repeat its parent's ids either; fields that were given stay as they were (with both
     given, the child issues its parent's ids).
+
+    A `clock` of None is the system clock (as a Journal's); one without `now_ns()`, or an `rng`
+    without `getrandbits()`, is a ConfigurationError (an AttributeError, the clock's at the
+    first id).
     """
 
     def __init__(
         self,
-        clock: Clock,
+        clock: Clock | None,
         *,
         node: int | None = None,
         clock_seq: int | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        self._clock = clock
+        self._clock = clock_or_system(clock)
+        if rng is not None and not callable(getattr(rng, "getrandbits", None)):
+            msg = f"rng must be a random.Random (with getrandbits()) or None, got {rng!r:.80}"
+            raise ConfigurationError(msg)
         self._given_node, self._given_clock_seq = node, clock_seq
         self._draw_low_key(rng if rng is not None else random.SystemRandom())
         self._last_100ns = -1
@@ -350,10 +352,14 @@ class TimeUUIDGenerator:
         Raises:
             OffsetFormatError: the clock reads outside the timeuuid range (before 1582).
             InvalidInputError: `count` is not an int >= 0 (a negative one would move the
-                generator back, so that its next ids repeat ones it has issued).
+                generator back, so that its next ids repeat ones it has issued), or `after`
+                is neither a TimeUUID nor None (an AttributeError).
 
         """
         arguments.integer(count, name="count", error=InvalidInputError, minimum=0)
+        if after is not None and not isinstance(after, TimeUUID):
+            msg = f"after must be a TimeUUID or None, got {type(after).__name__}: {after!r:.80}"
+            raise InvalidInputError(msg)
         reading = _timestamp_for(self._clock.now_ns())
         with self._lock:
             first = max(reading, self._last_100ns + 1)

@@ -45,6 +45,16 @@ def test_an_offset_that_is_not_a_timeuuid_is_refused(offset: object) -> None:
         TrackingToken(offset)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    "ahead",
+    [None, [PartAhead(HIGH, T2)], "abc", (HIGH,), (PartAhead(HIGH, str(T2)),), (PartAhead(1, T2),)],  # type: ignore[arg-type]
+)
+def test_parts_ahead_that_are_not_a_tuple_of_parts_are_refused(ahead: object) -> None:
+    """They were accepted, and failed only where the token was stored (AttributeError)."""
+    with pytest.raises(InvalidInputError, match="ahead must be a tuple of PartAhead"):
+        TrackingToken(T1, ahead)  # type: ignore[arg-type]
+
+
 def test_a_merge_resumes_from_the_lower_half_and_keeps_the_higher_as_a_part_ahead() -> None:
     merged = TrackingToken(T1).merged(LOW, TrackingToken(T2), HIGH)
     assert merged == TrackingToken(T1, (PartAhead(HIGH, T2),))

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 
 import pytest
@@ -9,6 +10,7 @@ from ordo.time import (
     DEFAULT_FIRST_TIME_BUCKET,
     BucketSize,
     TimeUUID,
+    epoch_ms_of,
     format_epoch_ms,
     format_first_time_bucket,
     parse_first_time_bucket,
@@ -183,3 +185,35 @@ def test_parse_rejects_what_is_not_text(value: object) -> None:
     """An AttributeError (no strip()) before."""
     with pytest.raises(ConfigurationError, match="unknown bucket size"):
         BucketSize.parse(value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [None, True, 1.5, "0", -(10**15), 10**15])
+@pytest.mark.parametrize("write", [format_epoch_ms, format_first_time_bucket])
+def test_writing_a_time_takes_the_integers_a_datetime_holds(
+    write: Callable[[int], str], value: object
+) -> None:
+    """A float or a text was timedelta's TypeError, a time past the year 9999 an
+    OverflowError, True the first millisecond of 1970."""
+    with pytest.raises(InvalidInputError, match=r"^epoch_ms "):
+        write(value)  # type: ignore[arg-type]
+
+
+def test_writing_a_time_reaches_the_first_and_last_millisecond_a_datetime_holds() -> None:
+    first = dt.datetime.min.replace(tzinfo=dt.UTC)
+    last = dt.datetime.max.replace(tzinfo=dt.UTC)
+    assert format_epoch_ms(epoch_ms_of(first)) == "0001-01-01T00:00:00+00:00"
+    assert format_first_time_bucket(epoch_ms_of(last)) == "99991231T23:59"
+
+
+@pytest.mark.parametrize(
+    ("moment", "problem"),
+    [
+        (dt.datetime(2015, 11, 20), "moment 2015-11-20T00:00:00 is naive"),  # noqa: DTZ001 - the point
+        (dt.date(2015, 11, 20), "an aware datetime is needed for moment, got date"),
+        (NOV_20_2015_MS, "an aware datetime is needed for moment, got int"),
+    ],
+)
+def test_epoch_ms_of_takes_an_aware_datetime_only(moment: object, problem: str) -> None:
+    """A naive datetime or a number was a TypeError from the subtraction."""
+    with pytest.raises(InvalidInputError, match=problem):
+        epoch_ms_of(moment)  # type: ignore[arg-type]

@@ -367,3 +367,26 @@ def test_a_batch_count_that_is_not_a_count_is_refused_and_ids_stay_unique(count:
     with pytest.raises(InvalidInputError, match=r"^count must be "):
         generator.next_batch(count)  # type: ignore[arg-type]
     assert generator.next() > issued[-1]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ({"clock": 5}, "^clock must be a Clock"),
+        ({"clock": "system"}, "^clock must be a Clock"),
+        ({"clock": ManualClock(EPOCH_2015_NS), "rng": 7}, "^rng must be a random.Random"),
+    ],
+)
+def test_a_generator_refuses_a_clock_or_rng_of_the_wrong_kind(
+    arguments: dict[str, object], problem: str
+) -> None:
+    """An AttributeError, the clock's only once the first id was asked for."""
+    with pytest.raises(ConfigurationError, match=problem):
+        TimeUUIDGenerator(**arguments)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("after", ["5f1a2c10-e5f0-11f1-8000-000000000001", 5, b"x" * 16])
+def test_next_batch_refuses_an_after_that_is_no_timeuuid(after: object) -> None:
+    generator = TimeUUIDGenerator(ManualClock(EPOCH_2015_NS))
+    with pytest.raises(InvalidInputError, match=r"^after must be a TimeUUID or None"):
+        generator.next_batch(1, after=after)  # type: ignore[arg-type]
