@@ -44,12 +44,21 @@ def local_checkpoint_path(checkpoint: str) -> Path | None:
     As Hadoop's file system reads it: `..` is taken away by the name alone (`ck/../file/x` is
     in `file` even when `ck` does not exist), and a file: URI's path is used as written, not
     percent-decoded (`%20` and `#` are part of the folder's name). A file: URI with a host or
-    a relative path, and a NUL character, are ValueErrors: Spark refused them once started.
+    a relative path, and a NUL character, are ConfigurationErrors (ValueErrors too): Spark
+    refused them once started. So is a checkpoint that is no text, or an empty one (Spark's
+    IllegalArgumentException; None was a TypeError here).
     """
+    if not isinstance(checkpoint, str) or not checkpoint.strip():
+        msg = f"checkpoint must be a non-empty path or URI, got {checkpoint!r:.80}"
+        raise ConfigurationError(msg)
     if "\0" in checkpoint:
         msg = "a path cannot hold a NUL character"
-        raise ValueError(msg)
-    scheme = urlsplit(checkpoint).scheme.lower()  # a ValueError for an unclosed [ of a host
+        raise ConfigurationError(msg)
+    try:
+        scheme = urlsplit(checkpoint).scheme.lower()
+    except ValueError as exc:  # an unclosed [ of a host
+        msg = f"malformed checkpoint URI {checkpoint!r}: {exc}"
+        raise ConfigurationError(msg) from exc
     if scheme not in ("", "file"):
         return None
     local = checkpoint
@@ -59,11 +68,11 @@ def local_checkpoint_path(checkpoint: str) -> Path | None:
             host, _, rest = local[2:].partition("/")
             if host:
                 msg = f"a file: URI takes no host ({host!r}), as in file:///path"
-                raise ValueError(msg)
+                raise ConfigurationError(msg)
             local = f"/{rest}"
         if not local.startswith("/"):
             msg = "a file: URI needs an absolute path, as in file:///path"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
     return Path(os.path.abspath(local))
 
 

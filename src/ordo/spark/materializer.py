@@ -30,6 +30,7 @@ from ordo.spark.change_processor import (
 from ordo.spark.change_schemas import CHANGE_LOG_DDL, MATERIALIZER_OUTPUT_DDL
 from ordo.spark.change_sink import apply_batch
 from ordo.spark.checkpoint import checkpoint_query_id, local_checkpoint_path
+from ordo.spark.query_arguments import check_query_arguments
 from ordo.spark.register import ROCKSDB_STATE_STORE
 from ordo.storage.open import stores_at
 from ordo.storage.parquet.change_log import checked_table_name
@@ -92,8 +93,15 @@ def materialize(
     "10 seconds") sets the trigger interval of a continuous run. Raises ConfigurationError when
     the session's state store is not RocksDB, UnknownSchemaError as `require_schema` does, and
     MaterializerCheckpointError as `require_checkpoint` does. Creates or upgrades the sink's
-    schema.
+    schema, once the arguments are checked (`check_query_arguments`, and a `spec` that is no
+    MaterializerSpec is a ConfigurationError too).
     """
+    check_query_arguments(
+        spark, checkpoint=checkpoint, available_now=available_now, processing_time=processing_time
+    )
+    if not isinstance(spec, MaterializerSpec):
+        msg = f"spec must be a MaterializerSpec, got {type(spec).__name__}: {spec!r:.80}"
+        raise ConfigurationError(msg)
     provider = spark.conf.get(_PROVIDER_KEY, None)
     if provider != ROCKSDB_STATE_STORE:
         msg = (

@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.functions import col, get_json_object
 from pyspark.sql.streaming.query import StreamingQuery
 
+from ordo import arguments
 from ordo.clock import SystemClock
 from ordo.errors import CheckpointMismatchError, ConfigurationError, ProjectionGapError
 from ordo.journal import validation
@@ -41,6 +42,7 @@ from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions
 from ordo.spark.planner import recorded_journal_id
 from ordo.spark.projection_lease import ProjectionLease, ProjectionQuery
+from ordo.spark.query_arguments import check_query_arguments
 from ordo.storage.location import parse_location, redacted_url
 from ordo.storage.open import OpenMode, stores_at
 from ordo.time import TimeUUID
@@ -118,8 +120,16 @@ def projection(
     runs, the projection holds a lease in its sink (and the journal, with tokens there), so
     that a reset is refused (ProjectionLease); the query returned releases it once it ends.
     A local checkpoint of another tag, processor or journal is refused before the query starts
-    (require_checkpoint_of).
+    (require_checkpoint_of), and so are arguments of the wrong kind (`check_query_arguments`;
+    a `spec` that is no ProjectionSpec, `source_options` that are no mapping).
     """
+    check_query_arguments(
+        spark, checkpoint=checkpoint, available_now=available_now, processing_time=processing_time
+    )
+    if not isinstance(spec, ProjectionSpec):
+        msg = f"spec must be a ProjectionSpec, got {type(spec).__name__}: {spec!r:.80}"
+        raise ConfigurationError(msg)
+    arguments.mapping(source_options, name="source_options", error=ConfigurationError)
     options = dict(source_options)
     given = {key.lower() for key in options}
     if spec.sequencing_property is None and "positionsof" not in given:

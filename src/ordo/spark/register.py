@@ -11,12 +11,18 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
+from ordo import arguments
+from ordo.errors import ConfigurationError
 from ordo.spark.events_by_tag_source import EventsByTagDataSource
+from ordo.spark.query_arguments import require_session
 
 
 def register(spark: SparkSession) -> None:
-    """Make `ordo_events_by_tag` known to `spark` (readStream and read)."""
-    spark.dataSource.register(EventsByTagDataSource)
+    """Make `ordo_events_by_tag` known to `spark` (readStream and read).
+
+    Anything but a SparkSession is a ConfigurationError (an AttributeError before).
+    """
+    require_session(spark).dataSource.register(EventsByTagDataSource)
 
 
 def python_for_workers() -> None:
@@ -46,7 +52,10 @@ _SETTINGS = [
 
 
 def start_session(
-    *, master: str = "local[*]", app_name: str = "ordo", output: Path | None = None
+    *,
+    master: str = "local[*]",
+    app_name: str = "ordo",
+    output: str | os.PathLike[str] | None = None,
 ) -> SparkSession:
     """A SparkSession for ordo's jobs: sources registered, UI and console progress bar off.
 
@@ -61,11 +70,22 @@ def start_session(
     step's worker prints at every call) would otherwise break up a command's own output. Errors
     still reach the caller as exceptions. A running session is reused as it is, and a process
     keeps its first JVM (PySpark's `SparkContext._gateway`) for every later session.
+
+    `master` and `app_name` must be non-empty texts and `output` a path (a str too) or None:
+    anything else is a ConfigurationError before the JVM starts (an AttributeError, or a JVM
+    that failed to start).
     """
+    for name, text in (("master", master), ("app_name", app_name)):
+        if not isinstance(text, str) or not text.strip() or "\x00" in text:
+            msg = f"{name} must be a non-empty text, got {text!r:.80}"
+            raise ConfigurationError(msg)
+    log = (
+        None if output is None else arguments.path(output, name="output", error=ConfigurationError)
+    )
     python_for_workers()
     conf = SparkConf().setMaster(master).setAppName(app_name).setAll(_SETTINGS)
-    if output is not None and SparkContext._gateway is None:
-        _start_jvm(conf, output)
+    if log is not None and SparkContext._gateway is None:
+        _start_jvm(conf, log)
     session = SparkSession.builder.config(conf=conf).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     register(session)
