@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from ordo.errors import InvalidIdentifierError, InvalidInputError
+from ordo.errors import ConfigurationError, InvalidIdentifierError, InvalidInputError
 from ordo.processing.control import (
     ControlReceipt,
     merge_segment,
@@ -76,6 +76,33 @@ def test_operator_actions_refuse_bad_numbers_and_change_nothing(
         action(stores.tokens, "p", segment_id, **call)
     assert _segments(stores) == [(0, 1), (1, 1)]
     assert stores.tokens.pending_requests("p") == []
+
+
+@pytest.mark.parametrize("action", [split_segment, merge_segment, release_segment])
+def test_operator_actions_refuse_a_token_store_of_another_kind(
+    action: Callable[..., ControlReceipt],
+) -> None:
+    """An AttributeError (no entries()) before."""
+    with pytest.raises(ConfigurationError, match=r"^tokens must be a TokenStore, got 'sqlite:"):
+        action("sqlite:///j.db", "p", 0, now_ms=0, claim_timeout_ms=TIMEOUT)
+
+
+def test_reset_refuses_a_sink_of_another_kind_and_changes_nothing(stores: Stores) -> None:
+    """The sink's AttributeError came once the journal's tokens had been checked."""
+    stores.tokens.initialize("p", segment_count=1)
+    with pytest.raises(
+        ConfigurationError,
+        match=r"^sink must be a TokenStore \(with check_reset\(\) and reset\(\)\), got 'sqlite:",
+    ):
+        reset_processor(
+            stores.tokens,
+            "p",
+            TrackingToken(T1),
+            now_ms=0,
+            claim_timeout_ms=TIMEOUT,
+            sink="sqlite:///sink.db",  # type: ignore[arg-type]
+        )
+    assert stores.tokens.entries("p")[0].token == TrackingToken()
 
 
 @pytest.mark.parametrize("token", [None, "5f1a2c10-e5f0-11f1-8000-000000000001", T1])

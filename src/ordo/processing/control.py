@@ -6,9 +6,9 @@ owner would carry it out on the half it then names (TokenStore.change_unclaimed)
 a segment only withdraws that request. The receipt names the requests the change deleted. A segment
 that a running processor holds is changed by its owner, between two batches, through a request in
 the token store, wherever that processor runs. Every action checks its arguments before it reads the
-token store (InvalidInputError; the token store checks the processor name). A request to a segment
-whose owner is to hand it over for a merge is refused (PendingHandOverError) unless
-`replace_hand_over` says to replace the hand-over.
+token store (InvalidInputError; ConfigurationError for a token store of another kind; the token
+store checks the processor name). A request to a segment whose owner is to hand it over for a
+merge is refused (PendingHandOverError) unless `replace_hand_over` says to replace the hand-over.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ordo.errors import (
+    ConfigurationError,
     InvalidInputError,
     InvalidSegmentOperationError,
     OrdoError,
@@ -49,6 +50,7 @@ def split_segment(
     replace_hand_over: bool = False,
 ) -> ControlReceipt:
     """Split a segment now if nobody holds it, otherwise ask its owner to."""
+    check_token_store(tokens)
     check_claim_times(now_ms, claim_timeout_ms)
     entry = segment_entry(tokens, processor, segment_id)
     if not _is_free(entry, now_ms, claim_timeout_ms):
@@ -85,6 +87,7 @@ def merge_segment(
     replace_hand_over: bool = False,
 ) -> ControlReceipt:
     """Merge a segment with its sibling now if nobody holds either, otherwise ask an owner."""
+    check_token_store(tokens)
     check_claim_times(now_ms, claim_timeout_ms)
     entry = segment_entry(tokens, processor, segment_id)
     if entry.segment.is_root:
@@ -127,6 +130,7 @@ def release_segment(
     replace_hand_over: bool = False,
 ) -> ControlReceipt:
     """Ask the segment's owner to release it; withdraw a request left on it when nobody does."""
+    check_token_store(tokens)
     check_claim_times(now_ms, claim_timeout_ms)
     entry = segment_entry(tokens, processor, segment_id)
     if _is_free(entry, now_ms, claim_timeout_ms):
@@ -183,8 +187,14 @@ def reset_processor(
     reached), and the sink's positions go, though the journal holds nothing left to reset
     (_reset_with_sink).
     """
+    check_token_store(tokens)
     check_claim_times(now_ms, claim_timeout_ms)
     check_token(token)
+    if sink is not None and not all(
+        callable(getattr(sink, method, None)) for method in ("check_reset", "reset")
+    ):  # the two it is asked for: a str was an AttributeError once the journal was checked
+        msg = f"sink must be a TokenStore (with check_reset() and reset()), got {sink!r:.80}"
+        raise ConfigurationError(msg)
     if token.offset is not None:
         refuse_future(token.offset, now_ns=now_ms * 1_000_000)
     if sink is not None:
@@ -263,6 +273,16 @@ def check_claim_times(now_ms: object, claim_timeout_ms: object) -> None:
     """
     validation.integer(now_ms, name="now_ms")
     validation.integer(claim_timeout_ms, name="claim_timeout_ms")
+
+
+def check_token_store(tokens: object) -> None:
+    """ConfigurationError unless `tokens` is a TokenStore (every method of the port).
+
+    None or another object failed as an AttributeError from its first read.
+    """
+    if not isinstance(tokens, TokenStore):
+        msg = f"tokens must be a TokenStore, got {tokens!r:.80}"
+        raise ConfigurationError(msg)
 
 
 def check_token(token: object) -> None:
