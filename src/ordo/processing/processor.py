@@ -28,7 +28,7 @@ from ordo.errors import (
     StoresClosedError,
 )
 from ordo.journal import validation
-from ordo.processing.control import segment_entry
+from ordo.processing.control import check_token_store, segment_entry
 from ordo.processing.handler import EventHandler, HandlerContext, require_handler
 from ordo.processing.ports import TokenEntry, TokenStore
 from ordo.processing.segment_request import SegmentAction, SegmentRequest
@@ -216,6 +216,4 @@ def _check_parts(source: object, tokens: object) -> None:
     if not isinstance(source, EventSource):
         msg = f"source must be an EventSource, got {source!r:.80}"
         raise ConfigurationError(msg)
-    if not isinstance(tokens, TokenStore):  # every method of the port (runtime_checkable)
-        msg = f"tokens must be a TokenStore, got {tokens!r:.80}"
-        raise ConfigurationError(msg)
+    check_token_store(tokens)
