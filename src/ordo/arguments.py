@@ -60,6 +60,17 @@ def _bound(limit: int) -> str:
     return str(limit) if power is None else f"{limit} ({power})"
 
 
+def instance(value: object, kind: type, *, name: str, error: Callable[[str], OrdoError]) -> None:
+    """Raise `error` naming `name` unless `value` is a `kind` (a class or a runtime Protocol).
+
+    For a part handed to a constructor (settings, a reader): one of the wrong kind failed only
+    where it was first used, as an AttributeError naming an attribute rather than the argument.
+    """
+    if not isinstance(value, kind):
+        msg = f"{name} must be {kind.__name__}, got {type(value).__name__}: {value!r:.80}"
+        raise error(msg)
+
+
 def collection(value: object, *, name: str, error: Callable[[str], OrdoError]) -> Iterable[object]:
     """`value` when it is an iterable other than a text; otherwise `error` naming `name`.
 

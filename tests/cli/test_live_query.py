@@ -17,8 +17,7 @@ from ordo import NewEvent, open_journal
 from ordo.cli import query as query_command
 from ordo.cli.main import cli
 from ordo.errors import StorageUnavailableError
-from ordo.query import EventEnvelope
-from ordo.query.tag_query import Step, TagQuery
+from ordo.query import EventEnvelope, Step, TagQuery
 from ordo.settings import EventsByTagSettings
 from ordo.time import format_first_time_bucket
 

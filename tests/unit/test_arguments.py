@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import partial
 
 import pytest
@@ -46,6 +47,13 @@ def test_the_error_may_be_a_factory() -> None:
 def test_the_range_is_inclusive() -> None:
     for value in (arguments.INT64_MIN, 0, arguments.INT64_MAX):
         assert arguments.integer(value, name="n", error=InvalidInputError) == value
+
+
+def test_an_instance_is_of_the_kind_named_a_class_or_a_runtime_protocol() -> None:
+    arguments.instance(3, int, name="n", error=ConfigurationError)
+    arguments.instance([], Iterable, name="ids", error=ConfigurationError)
+    with pytest.raises(ConfigurationError, match=r"^reader must be Iterable, got int: 3$"):
+        arguments.instance(3, Iterable, name="reader", error=ConfigurationError)
 
 
 @pytest.mark.parametrize("value", ["ab", b"ab", None, 5])

@@ -6,7 +6,8 @@ from ordo.query.envelope import EventEnvelope, KeyRun
 from ordo.query.events_by_tag import EventsByTag, TagStream
 from ordo.query.offset import NO_OFFSET, NoOffset, Offset, looking_back, to_offset
 from ordo.query.ports import RowKey, RunPage, RunReader, TagViewReader
-from ordo.query.tag_query import Step, TagQuery
+from ordo.query.step import Step
+from ordo.query.tag_query import TagQuery
 
 __all__ = [
     "NO_OFFSET",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ordo import arguments
 from ordo.errors import ConfigurationError, FutureOffsetError, OffsetFormatError
 from ordo.settings import QuerySettings
 from ordo.time import TimeUUID
@@ -40,9 +41,8 @@ def looking_back(offset: TimeUUID, settings: QuerySettings) -> TimeUUID:
     if not isinstance(offset, TimeUUID):
         msg = f"offset must be a TimeUUID, got {type(offset).__name__}: {offset!r:.80}"
         raise OffsetFormatError(msg)
-    if not isinstance(settings, QuerySettings):  # None is no default here: the caller's are
-        msg = f"settings must be QuerySettings, got {type(settings).__name__}"
-        raise ConfigurationError(msg)
+    # None is no default here: the caller's are
+    arguments.instance(settings, QuerySettings, name="settings", error=ConfigurationError)
     if not isinstance(settings.back_track_period, timedelta):
         return offset
     back_ns = offset.epoch_ns - nanoseconds(settings.back_track_period)

@@ -78,6 +78,7 @@ class RunPage:
     row_count: int
 
 
+@runtime_checkable
 class RunReader(Protocol):
     """Reads pages of keys already summarised per persistence id, for the forward scan.
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Generic, cast
 
@@ -28,8 +27,10 @@ from ordo.query.backtracking import BackTrack, BackTrackSchedule
 from ordo.query.envelope import KeyRun
 from ordo.query.offset import NoOffset, Offset, refuse_future
 from ordo.query.ports import R, RunPage, RunReader, TagViewReader
+from ordo.query.query_arguments import check_tag_query_arguments
 from ordo.query.search import MissingSearch, missing_error, search_round
 from ordo.query.start_scan import scan_start
+from ordo.query.step import Step
 from ordo.query.tag_view_pages import key_at, key_ms, read_pages
 from ordo.settings import QuerySettings
 from ordo.time import BucketSize, TimeUUID
@@ -44,17 +45,6 @@ PAGES_PER_POLL = 20
 RUN_PAGE = 50_000
 """Rows per forward page when a RunReader summarises pages: a page costs one query whatever
 its size, and is decided per persistence id, so large pages are cheap."""
-
-
-@dataclass(frozen=True, slots=True)
-class Step(Generic[R]):
-    """What one poll produced: rows to deliver now, in order, and when to poll again."""
-
-    rows: list[R]
-    is_complete: bool
-    """A current query has delivered everything it will."""
-    wait_ns: int
-    """How long to wait before the next poll (0: at once; a notification may cut it short)."""
 
 
 class TagQuery(Generic[R]):
@@ -85,6 +75,18 @@ class TagQuery(Generic[R]):
         persistence ids (a processor's processed positions): the query then expects their
         next events to follow on, so it detects a gap a first encounter would have hidden.
         """
+        check_tag_query_arguments(
+            reader,
+            tag=tag,
+            offset=offset,
+            settings=settings,
+            bucket_size=bucket_size,
+            first_time_bucket_ms=first_time_bucket_ms,
+            now_ns=now_ns,
+            is_live=is_live,
+            runs=runs,
+            known=known,
+        )
         self.tag = tag
         self._reader = reader
         self._runs = runs
