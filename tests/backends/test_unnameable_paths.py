@@ -19,6 +19,7 @@ from ordo.storage.location import existing_location
 from ordo.storage.lock_file import exclusive_lock
 from ordo.storage.open import stores_at
 from ordo.storage.parquet.change_log import ParquetChangeLog
+from ordo.storage.sqlite.change_source import check_capturable, read_status
 
 _LONG_NAME = "n" * 300
 """Longer than any file system's longest name (255 bytes on Linux)."""
@@ -90,3 +91,41 @@ def test_a_change_log_whose_name_is_too_long_is_refused(tmp_path: Path, kind: st
         pass
     assert str(refused.value) == f"cannot create the directory of change log {root}: {reason}"
     assert list(tmp_path.iterdir()) == []
+
+
+_READS: dict[str, Callable[[ParquetChangeLog], object]] = {
+    "tables": ParquetChangeLog.tables,
+    "read": lambda log: list(log.read("t")),
+    "partitions": lambda log: log.partitions("t"),
+    "last position": lambda log: log.last_position("t", "s", 0),
+    "settled partitions": lambda log: log.settled_partitions("t", requested=None, default=1),
+}
+
+
+@pytest.mark.parametrize("reading", _READS)
+@pytest.mark.parametrize("kind", _KINDS)
+def test_reading_a_change_log_at_a_path_that_can_name_no_file_is_refused(
+    tmp_path: Path, kind: str, reading: str
+) -> None:
+    """`ordo status` and `ordo cdc status` ended with the bare OSError of a name too long, and
+    showed a log in a symbolic link loop as holding no table."""
+    root, _ = _unnameable(tmp_path, kind)
+    looked_at = {"tables": root, "last position": root / "t" / "partition=0"}.get(
+        reading, root / "t"
+    )
+    reason = _LOOP if "loop" in kind else _TOO_LONG
+    with pytest.raises(StorageAccessError) as refused:
+        _READS[reading](ParquetChangeLog(root))
+    assert str(refused.value) == f"cannot read change log {root}: {reason}: {looked_at}"
+
+
+@pytest.mark.parametrize("reading", [check_capturable, read_status])
+@pytest.mark.parametrize("kind", _KINDS)
+def test_a_cdc_source_at_a_path_that_can_name_no_file_is_refused(
+    tmp_path: Path, kind: str, reading: Callable[[Path, list[str]], object]
+) -> None:
+    """A name too long raised the bare OSError; a loop was "no SQLite database" to capture."""
+    path, reason = _unnameable(tmp_path, kind)
+    with pytest.raises(StorageAccessError) as refused:
+        reading(path, ["t"])
+    assert str(refused.value) == f"no SQLite database at {path} to capture: {reason}"

@@ -62,6 +62,18 @@ def unnameable(path: Path) -> str | None:
     return None
 
 
+def require_nameable(path: Path, *, doing: str) -> Path:
+    """`path`, or StorageAccessError "`doing`: reason" when it can name no file (`unnameable`).
+
+    For a path about to be looked at or listed (`doing`: "cannot read change log /x").
+    """
+    reason = unnameable(path)
+    if reason is not None:
+        msg = f"{doing}: {reason}"
+        raise StorageAccessError(msg)
+    return path
+
+
 def _reason(exc: OSError) -> str:
     """The OS's reason for `exc`, and the path it was about when it says one."""
     reason = exc.strerror or str(exc)

@@ -13,7 +13,7 @@ from ordo.errors import (
     StorageAccessError,
     UnknownUrlSchemeError,
 )
-from ordo.storage.file_errors import file_system_error, unnameable
+from ordo.storage.file_errors import file_system_error, require_nameable
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,10 +142,7 @@ def require_folder(path: Path, *, what: str = "journal") -> None:
 
 def refuse_unnameable(path: Path, *, what: str = "journal") -> None:
     """StorageAccessError naming `path` when it can name no file: too long, or a link loop."""
-    reason = unnameable(path)
-    if reason is not None:
-        msg = f"no {what} at {path}: {reason}"
-        raise StorageAccessError(msg)
+    require_nameable(path, doing=f"no {what} at {path}")
 
 
 def refuse_a_file_as_folder(path: Path, *, what: str = "journal") -> None:

@@ -46,9 +46,10 @@ from ordo.errors import (
 )
 from ordo.hashing import stable_hash
 from ordo.journal.validation import check_storable
-from ordo.storage.file_errors import file_system_error
+from ordo.storage.file_errors import file_system_error, require_nameable
 from ordo.storage.parquet.durable_files import fsync_directory, made_directory
 from ordo.storage.parquet.file_name import FILE_NAME, segment_name, segment_token
+from ordo.storage.parquet.file_reads import reading
 from ordo.storage.parquet.partition_record import (
     read_partition_record,
     write_partition_record,
@@ -154,7 +155,7 @@ class ParquetChangeLog:
         count puts it, or PartitionCountMismatchError names one that is not. Those files are read
         once per log object (only their keys), and not again once the count is recorded.
         """
-        path = self.table_path(table)
+        path = self._readable(self.table_path(table))
         if path.exists() and not path.is_dir():  # found only when its first file was written
             msg = f"the change log of table {table!r}, {path}, is not a folder"
             raise StorageIntegrityError(msg)
@@ -177,7 +178,7 @@ class ParquetChangeLog:
         Keys are hashed as the publisher routes them (`stable_hash` of their JSON text).
         """
         for partition, file in self._files(table):
-            with _reading(file):
+            with reading(file):
                 keys = pq.read_table(file, columns=["partition_key"]).column(0).to_pylist()
             for key in dict.fromkeys(keys):
                 if stable_hash(key) % partitions != partition:
@@ -289,7 +290,7 @@ class ParquetChangeLog:
         where = (table, segment, partition)
         if where not in self._last:
             token = segment_token(segment)
-            directory = self.table_path(table) / f"partition={partition}"
+            directory = self._readable(self.table_path(table) / f"partition={partition}")
             matches = (FILE_NAME.match(file.name) for file in directory.glob("*.parquet"))
             positions = [int(m["highest"]) for m in matches if m and m["segment"] == token]
             self._last[where] = max(positions, default=None)
@@ -297,7 +298,7 @@ class ParquetChangeLog:
 
     def partitions(self, table: str) -> list[int]:
         """The partitions that hold at least one file."""
-        path = self.table_path(table)
+        path = self._readable(self.table_path(table))
         if not path.is_dir():
             return []
         named = (_PARTITION.fullmatch(child.name) for child in path.iterdir())
@@ -307,13 +308,21 @@ class ParquetChangeLog:
         """The Parquet files of the table's log with their partitions, in name order."""
         return sorted(
             (int(match[1]), file)
-            for file in self.table_path(table).glob("partition=*/*.parquet")
+            for file in self._readable(self.table_path(table)).glob("partition=*/*.parquet")
             if (match := _PARTITION.fullmatch(file.parent.name))
         )
 
+    def _readable(self, path: Path) -> Path:
+        """`path`, or StorageAccessError naming it when it can name no file (`unnameable`).
+
+        pathlib's looks at a name too long raised the bare OSError, and took a symbolic link
+        loop for a log without tables or files: `ordo cdc status` showed none.
+        """
+        return require_nameable(path, doing=f"cannot read change log {self.root}")
+
     def tables(self) -> list[str]:
         """Every table with a change log under the root."""
-        if not self.root.is_dir():
+        if not self._readable(self.root).is_dir():
             return []
         return sorted(child.name for child in self.root.iterdir() if child.is_dir())
 
@@ -333,7 +342,7 @@ class ParquetChangeLog:
             if match is not None:
                 segment = segment_name(match["segment"])
                 last[segment] = max(last.get(segment, 0), int(match["highest"]))
-            with _reading(file):
+            with reading(file):
                 mutations += pq.ParquetFile(file).metadata.num_rows
         return ChangeLogSummary(
             table=table,
@@ -347,27 +356,10 @@ class ParquetChangeLog:
     def read(self, table: str) -> Iterator[Mutation]:
         """Every mutation in the table's log, file by file (for tools and tests, not for volume)."""
         for _, file in self._files(table):
-            with _reading(file):
+            with reading(file):
                 rows = pq.read_table(file, schema=CHANGE_LOG_SCHEMA).to_pylist()
             for row in rows:
                 yield mutation_from_row(row)
-
-
-@contextmanager
-def _reading(file: Path) -> Iterator[None]:
-    """Raise a change log file that cannot be read as one storage error naming the file.
-
-    A file that is not Parquet (a stray or truncated `.parquet`), or one this process may not
-    read, ended `ordo cdc status` with pyarrow's traceback.
-    """
-    try:
-        yield
-    except OSError as exc:
-        msg = f"cannot read change log file {file}"
-        raise file_system_error(msg, exc) from exc
-    except pa.ArrowException as exc:
-        msg = f"change log file {file} cannot be read as one: {exc}"
-        raise StorageIntegrityError(msg) from exc
 
 
 def checked_table_name(table: str) -> str:

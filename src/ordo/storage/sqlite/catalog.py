@@ -13,6 +13,7 @@ from pathlib import Path
 from ordo.cdc.column_type import ColumnType
 from ordo.cdc.schema import Column, TableSchema, require_captured_key, require_scalar_key
 from ordo.errors import CaptureError, UnmappableColumnTypeError
+from ordo.storage.file_errors import require_nameable
 from ordo.storage.sql_materialized_table import quote_identifier
 from ordo.storage.sqlite.datastore import read_only_connection
 from ordo.storage.sqlite.driver_errors import refuse_folders_beside
@@ -56,8 +57,11 @@ def open_read_only(path: Path) -> sqlite3.Connection:
     """A read-only connection to an existing source file (CaptureError when there is none).
 
     A folder beside it where SQLite keeps a file is refused here (`refuse_folders_beside`): a
-    capture checks its source so before it creates its journal or installs anything.
+    capture checks its source so before it creates its journal or installs anything. So is a
+    path that can name no file (StorageAccessError): pathlib's look raised the bare OSError at
+    a name too long, and took a symbolic link loop for no file.
     """
+    require_nameable(path, doing=f"no SQLite database at {path} to capture")
     if not path.is_file():  # connecting would create an empty database
         msg = f"no SQLite database at {path} to capture"
         raise CaptureError(msg)

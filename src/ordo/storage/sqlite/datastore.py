@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ordo.errors import StorageAccessError, StorageUnavailableError, StoresClosedError
 from ordo.forking import OpeningProcess
-from ordo.storage.file_errors import unnameable
+from ordo.storage.file_errors import require_nameable
 from ordo.storage.location import refuse_a_file_as_folder, refuse_unnameable, require_folder
 from ordo.storage.migration import (
     METADATA_TABLE,
@@ -246,10 +246,7 @@ class SQLiteDatastore(SchemaReads):
         `resolve()` raised a RuntimeError that ended the thread).
         """
         doing = f"cannot open SQLite {self.what} {self.path}"
-        unusable = unnameable(self.path)
-        if unusable is not None:
-            msg = f"{doing}: {unusable}"
-            raise StorageAccessError(msg)
+        require_nameable(self.path, doing=doing)
         creates = not (self.read_only or self._is_opened)
         target = self.path if creates else f"{self.path.resolve().as_uri()}?mode=rw"
         conn = None
