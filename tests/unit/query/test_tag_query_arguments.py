@@ -15,7 +15,6 @@ from ordo.errors import (
     ConfigurationError,
     InvalidIdentifierError,
     InvalidInputError,
-    InvalidSequenceNrError,
     OffsetFormatError,
 )
 from ordo.query import NO_OFFSET, TagQuery
@@ -58,9 +57,6 @@ def _start(**overrides: object) -> TagQuery[Any]:
         ("now_ns", float(at(1_000)), InvalidInputError, "now_ns must be an integer, got "),
         ("is_live", "no", ConfigurationError, "is_live must be True or False, got 'no'"),
         ("known", [("a", 1)], InvalidInputError, "known must be a mapping, got list"),
-        ("known", {None: 1}, InvalidIdentifierError, "persistence_id must be a string"),
-        ("known", {"a": "3"}, InvalidSequenceNrError, "known['a'] must be an integer, got '3'"),
-        ("known", {"a": -1}, InvalidSequenceNrError, "known['a'] must be an integer >= 0"),
     ],
 )
 def test_a_wrong_argument_is_refused_naming_it(
