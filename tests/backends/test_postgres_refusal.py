@@ -225,6 +225,23 @@ def test_a_processor_stops_once_the_server_refuses_the_url(
     `failure`, as it does a handler's failure.
     """
     monkeypatch.setattr(datastore, "POOL_TIMEOUT_S", 1.0)
+    failure = _failure_of_a_processor_refused(refusal)
+    assert isinstance(failure, StorageAccessError), caplog.text
+    assert "refuses the connection" in str(failure)
+
+
+def test_a_processor_stops_once_its_tables_are_refused_to_its_role(
+    revoked: Refusal, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A table the role may no longer use was a plain StorageError, which the processor's
+    threads retried for ever, a WARNING per claim interval: it is StorageAccessError."""
+    failure = _failure_of_a_processor_refused(revoked)
+    assert isinstance(failure, StorageAccessError), caplog.text
+    assert str(failure).startswith("PostgreSQL refuses access: permission denied for table ")
+
+
+def _failure_of_a_processor_refused(refusal: Refusal) -> BaseException | None:
+    """The `failure` a two-thread processor stops with once `refusal` refuses it mid-run."""
     _journal_with_one_event(refusal.url)
     handled: list[EventEnvelope] = []
     settings = replace(FAST, thread_count=2, initial_segment_count=2)
@@ -236,30 +253,7 @@ def test_a_processor_stops_once_the_server_refuses_the_url(
             wait_for(lambda: len(handled) == 1)
             refusal.refuse()
             wait_for(lambda: not processor.is_running)
-    assert isinstance(processor.failure, StorageAccessError), caplog.text
-    assert "refuses the connection" in str(processor.failure)
-
-
-def test_a_processor_stops_once_its_tables_are_refused_to_its_role(
-    revoked: Refusal, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A table the role may no longer use was a plain StorageError, which the processor's
-    threads retried for ever, a WARNING per claim interval: it is StorageAccessError."""
-    _journal_with_one_event(revoked.url)
-    handled: list[EventEnvelope] = []
-    settings = replace(FAST, thread_count=2, initial_segment_count=2)
-    with stores_at(revoked.url) as stores:
-        processor = TrackingProcessor(
-            "p", source(stores), stores.tokens, lambda e, _: handled.append(e), settings=settings
-        )
-        with processor:
-            wait_for(lambda: len(handled) == 1)
-            revoked.refuse()
-            wait_for(lambda: not processor.is_running)
-    assert isinstance(processor.failure, StorageAccessError), caplog.text
-    assert str(processor.failure).startswith(
-        "PostgreSQL refuses access: permission denied for table "
-    )
+    return processor.failure
 
 
 def test_the_tag_listener_gives_up_once_the_server_refuses_the_url(
