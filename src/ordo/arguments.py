@@ -67,7 +67,7 @@ def instance(value: object, kind: type, *, name: str, error: Callable[[str], Ord
     where it was first used, as an AttributeError naming an attribute rather than the argument.
     """
     if not isinstance(value, kind):
-        msg = f"{name} must be {kind.__name__}, got {type(value).__name__}: {value!r:.80}"
+        msg = f"{name} must be a {kind.__name__}, got {type(value).__name__}: {value!r:.80}"
         raise error(msg)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ordo import arguments
 from ordo.errors import ConfigurationError
 from ordo.hashing import stable_hash
 from ordo.journal import validation
@@ -52,9 +53,7 @@ class EventSource:
             ("events_by_tag", self.events_by_tag, EventsByTagSettings),
         )
         for name, part, kind in parts:
-            if not isinstance(part, kind):
-                msg = f"{name} must be a {kind.__name__}, got {part!r:.80}"
-                raise ConfigurationError(msg)
+            arguments.instance(part, kind, name=name, error=ConfigurationError)
 
     def open(
         self,

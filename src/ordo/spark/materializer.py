@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import col, lit, pmod, xxhash64
 from pyspark.sql.streaming.query import StreamingQuery
 
+from ordo import arguments
 from ordo.errors import ConfigurationError, UnknownSchemaError
 from ordo.spark.change_processor import (
     BIGINT_COLUMNS,
@@ -99,9 +100,7 @@ def materialize(
     check_query_arguments(
         spark, checkpoint=checkpoint, available_now=available_now, processing_time=processing_time
     )
-    if not isinstance(spec, MaterializerSpec):
-        msg = f"spec must be a MaterializerSpec, got {type(spec).__name__}: {spec!r:.80}"
-        raise ConfigurationError(msg)
+    arguments.instance(spec, MaterializerSpec, name="spec", error=ConfigurationError)
     provider = spark.conf.get(_PROVIDER_KEY, None)
     if provider != ROCKSDB_STATE_STORE:
         msg = (

@@ -126,9 +126,7 @@ def projection(
     check_query_arguments(
         spark, checkpoint=checkpoint, available_now=available_now, processing_time=processing_time
     )
-    if not isinstance(spec, ProjectionSpec):
-        msg = f"spec must be a ProjectionSpec, got {type(spec).__name__}: {spec!r:.80}"
-        raise ConfigurationError(msg)
+    arguments.instance(spec, ProjectionSpec, name="spec", error=ConfigurationError)
     arguments.mapping(source_options, name="source_options", error=ConfigurationError)
     options = dict(source_options)
     given = {key.lower() for key in options}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
+from ordo import arguments
 from ordo.errors import ConfigurationError
 from ordo.settings.loading import flag
 from ordo.spark.checkpoint import local_checkpoint_path
@@ -17,10 +18,8 @@ from ordo.spark.checkpoint import local_checkpoint_path
 
 def require_session(spark: object) -> SparkSession:
     """`spark` when it is a SparkSession; ConfigurationError naming it otherwise."""
-    if not isinstance(spark, SparkSession):
-        msg = f"spark must be a SparkSession, got {type(spark).__name__}: {spark!r:.80}"
-        raise ConfigurationError(msg)
-    return spark
+    arguments.instance(spark, SparkSession, name="spark", error=ConfigurationError)
+    return spark  # type: ignore[return-value]
 
 
 def check_query_arguments(

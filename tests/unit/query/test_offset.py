@@ -28,5 +28,5 @@ def test_looking_back_refuses_an_offset_that_is_no_timeuuid(offset: object) -> N
 
 @pytest.mark.parametrize("settings", [None, {"back_track_period": 0}])
 def test_looking_back_refuses_settings_of_another_kind(settings: object) -> None:
-    with pytest.raises(ConfigurationError, match=r"^settings must be QuerySettings, got "):
+    with pytest.raises(ConfigurationError, match=r"^settings must be a QuerySettings, got "):
         looking_back(OFFSET, settings)  # type: ignore[arg-type]

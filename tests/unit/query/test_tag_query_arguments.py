@@ -44,14 +44,14 @@ def _start(**overrides: object) -> TagQuery[Any]:
 @pytest.mark.parametrize(
     ("argument", "value", "error", "message"),
     [
-        ("reader", None, ConfigurationError, "reader must be TagViewReader, got NoneType"),
-        ("runs", object(), ConfigurationError, "runs must be RunReader, got object"),
+        ("reader", None, ConfigurationError, "reader must be a TagViewReader, got NoneType"),
+        ("runs", object(), ConfigurationError, "runs must be a RunReader, got object"),
         ("tag", None, InvalidIdentifierError, "tag must be a string, got NoneType"),
         ("tag", "", InvalidIdentifierError, "tag must not be empty"),
         ("offset", None, OffsetFormatError, "offset must be NoOffset or a TimeUUID"),
         ("offset", str(offset_at(0)), OffsetFormatError, "offset must be NoOffset or a TimeUUID"),
-        ("settings", None, ConfigurationError, "settings must be QuerySettings, got NoneType"),
-        ("bucket_size", "minute", ConfigurationError, "bucket_size must be BucketSize, got str"),
+        ("settings", None, ConfigurationError, "settings must be a QuerySettings, got NoneType"),
+        ("bucket_size", "minute", ConfigurationError, "bucket_size must be a BucketSize, got str"),
         ("first_time_bucket_ms", 1.5, InvalidInputError, "first_time_bucket_ms must be an integ"),
         ("now_ns", None, InvalidInputError, "now_ns must be an integer, got None"),
         ("now_ns", float(at(1_000)), InvalidInputError, "now_ns must be an integer, got "),
