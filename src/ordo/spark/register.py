@@ -15,6 +15,7 @@ from ordo import arguments
 from ordo.errors import ConfigurationError
 from ordo.spark.events_by_tag_source import EventsByTagDataSource
 from ordo.spark.query_arguments import require_session
+from ordo.spark.worker_python import worker_python
 
 
 def register(spark: SparkSession) -> None:
@@ -25,12 +26,16 @@ def register(spark: SparkSession) -> None:
     require_session(spark).dataSource.register(EventsByTagDataSource)
 
 
-def python_for_workers() -> None:
+def python_for_workers(master: str | None = None) -> None:
     """Let Spark's Python workers run this interpreter (the one with ordo and pyarrow).
 
-    Call before creating the SparkSession; an explicit PYSPARK_PYTHON wins.
+    Call before creating the SparkSession; an explicit PYSPARK_PYTHON wins. Given the session's
+    `master`, a local one's workers import pyspark compiled, not from Spark's zip
+    (`ordo.spark.worker_python`): half a second less at each start of a source's process.
     """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if "PYSPARK_PYTHON" not in os.environ:
+        chosen = sys.executable if master is None else worker_python(master)
+        os.environ["PYSPARK_PYTHON"] = chosen
 
 
 ROCKSDB_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -82,7 +87,7 @@ def start_session(
     log = (
         None if output is None else arguments.path(output, name="output", error=ConfigurationError)
     )
-    python_for_workers()
+    python_for_workers(master)
     conf = SparkConf().setMaster(master).setAppName(app_name).setAll(_SETTINGS)
     if log is not None and SparkContext._gateway is None:
         _start_jvm(conf, log)
