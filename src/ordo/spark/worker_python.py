@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import importlib.metadata
 import os
 import shlex
 import shutil
@@ -68,6 +67,8 @@ def spark_python_path() -> list[str]:
     Empty unless Spark's home is the pyspark package's folder. py4j's zip counts only when the
     installed py4j is the zip's version (pyspark pins it; a py4j installed apart might not be).
     """
+    import importlib.metadata  # here: a source's process imports this module, never calls this
+
     home = Path(pyspark.__file__).parent
     lib = home / "python" / "lib"
     archive = lib / "pyspark.zip"
