@@ -808,7 +808,7 @@ def build_rows(
         Row(
             "ordo stream 2 seg / naive batch 2 part",
             f"{ordo2 / best['naive-2']:.2f}",
-            "x (informative: a stream pays ~1 s to start its source process)",
+            "x (informative: a stream pays ~0.5 s to start its source process)",
         )
     )
     rows.append(
