@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,3 +87,11 @@ def test_workers_elsewhere_run_this_interpreter() -> None:
     """A cluster's workers run on other machines: no launcher written on this one."""
     for master in ("spark://somewhere:7077", "k8s://https://somewhere:6443", "yarn"):
         assert worker_python(master) == sys.executable
+
+
+def test_workers_run_this_interpreter_where_no_launcher_can_be_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A temp folder that cannot hold the launcher costs the speed-up, not the session."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
+    assert worker_python("local[2]") == sys.executable

@@ -20,14 +20,18 @@ from __future__ import annotations
 
 import atexit
 import functools
+import logging
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pyspark
+
+logger = logging.getLogger(__name__)
 
 LAUNCHER_NAME = "python-for-spark-workers"
 """The launcher's file name, in a private folder of this process (removed when it exits)."""
@@ -53,12 +57,14 @@ def worker_python(master: str) -> str:
     """The Python for the workers of a session on `master`: the launcher where it applies.
 
     That is a local master (`local`, `local[N]`, `local-cluster[...]`) on a POSIX system with
-    pyspark installed as a package; anything else gets `sys.executable`.
+    pyspark installed as a package, and a launcher that runs (a temp folder that cannot be
+    written, or is mounted noexec, cannot hold one); anything else gets `sys.executable`.
     """
     dropped = spark_python_path()
     if not master.startswith("local") or os.name != "posix" or not dropped:
         return sys.executable
-    return str(_launcher(sys.executable, tuple(dropped)))
+    launcher = _launcher(sys.executable, tuple(dropped), tempfile.gettempdir())
+    return sys.executable if launcher is None else str(launcher)
 
 
 def spark_python_path() -> list[str]:
@@ -84,12 +90,21 @@ def spark_python_path() -> list[str]:
 
 
 @functools.cache
-def _launcher(python: str, dropped: tuple[str, ...]) -> Path:
-    """Write the launcher once per process, in a folder only this user can write to."""
-    folder = Path(tempfile.mkdtemp(prefix="ordo-spark-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    launcher = folder / LAUNCHER_NAME
-    patterns = "|".join(shlex.quote(entry) for entry in dropped)
-    launcher.write_text(_LAUNCHER.format(dropped=patterns, python=shlex.quote(python)))
-    launcher.chmod(0o700)
+def _launcher(python: str, dropped: tuple[str, ...], temp: str) -> Path | None:
+    """The launcher, written once per process in a folder of `temp` only this user can write to.
+
+    It is run once here: None (logged) if it cannot be written or does not run.
+    """
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="ordo-spark-", dir=temp))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        launcher = folder / LAUNCHER_NAME
+        patterns = "|".join(shlex.quote(entry) for entry in dropped)
+        launcher.write_text(_LAUNCHER.format(dropped=patterns, python=shlex.quote(python)))
+        launcher.chmod(0o700)
+        ran = [str(launcher), "-S", "-c", ""]  # the file just written, in a private folder
+        subprocess.run(ran, check=True, capture_output=True, timeout=60)  # noqa: S603
+    except (OSError, subprocess.SubprocessError) as exc:
+        logger.info("Spark's Python workers run %s: no launcher in %s (%s)", python, temp, exc)
+        return None
     return launcher
