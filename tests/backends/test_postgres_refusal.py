@@ -12,6 +12,7 @@ import secrets
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -21,19 +22,28 @@ from psycopg import sql
 from psycopg.abc import Query
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ordo import NewEvent, open_journal, open_stores
+from ordo import EventsByTagSettings, NewEvent, open_journal, open_stores
 from ordo.cli.main import cli
-from ordo.errors import StorageAccessError, StorageUnavailableError
+from ordo.errors import (
+    StorageAccessError,
+    StorageUnavailableError,
+    TagWriteBacklogError,
+    TagWriteFailedError,
+)
 from ordo.processing import TrackingProcessor
 from ordo.query import EventEnvelope
+from ordo.reconnection import is_outage
 from ordo.storage.open import stores_at
 from ordo.storage.postgres import datastore
 from ordo.storage.postgres.connection import connect
 from ordo.storage.postgres.notification import PostgresTagListener
 from ordo.tagging.notification import TagNotifier
+from ordo.types import Tag
 from processing_support import FAST, WRITE, source, wait_for
 
 pytestmark = pytest.mark.postgres
+
+BATCHED = EventsByTagSettings(flush_interval=timedelta(hours=1))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +54,8 @@ class Refusal:
     refuse: Callable[[], object]
     readers: Callable[[], int]
     """How many of the URL's sessions read tag views last (a query's polls)."""
+    restore: Callable[[], object] = lambda: None
+    """Take the refusal back (a grant given again), where the test needs it."""
 
 
 def _admin(server_dsn: str, statement: Query) -> int:
@@ -70,8 +82,11 @@ def _revoked(server_dsn: str) -> Iterator[Refusal]:
     yield from _own_role(server_dsn, revoke, end_sessions=False)
 
 
-def _own_role(server_dsn: str, refusal: sql.SQL, *, end_sessions: bool) -> Iterator[Refusal]:
-    """A role of its own, with the journal in its schema; refused: `refusal` (of `{role}`)."""
+def _own_role(
+    server_dsn: str, refusal: sql.SQL, *, end_sessions: bool, restoral: sql.SQL | None = None
+) -> Iterator[Refusal]:
+    """A role of its own, with the journal in its schema; refused: `refusal` (of `{role}`),
+    taken back by `restoral`."""
     name = f"r_{secrets.token_hex(6)}"
     role = sql.Identifier(name)
     _admin(server_dsn, sql.SQL("CREATE ROLE {} LOGIN").format(role))
@@ -92,6 +107,7 @@ def _own_role(server_dsn: str, refusal: sql.SQL, *, end_sessions: bool) -> Itera
         url=url,
         refuse=refuse,
         readers=lambda: _admin(server_dsn, _READERS.format(sql.SQL("usename"), sql.Literal(name))),
+        restore=lambda: restoral and _admin(server_dsn, restoral.format(role=role)),
     )
     _admin(server_dsn, ended)
     _admin(server_dsn, sql.SQL("DROP SCHEMA {} CASCADE").format(role))
@@ -120,6 +136,17 @@ def refusal(request: pytest.FixtureRequest, postgres_server_dsn: str) -> Iterato
 @pytest.fixture
 def revoked(postgres_server_dsn: str) -> Iterator[Refusal]:
     yield from _revoked(postgres_server_dsn)
+
+
+@pytest.fixture
+def tag_views_revoked(postgres_server_dsn: str) -> Iterator[Refusal]:
+    """The role's tag_views alone refused to it (appends still work), granted by restore()."""
+    yield from _own_role(
+        postgres_server_dsn,
+        sql.SQL("REVOKE ALL ON {role}.tag_views FROM {role}"),
+        end_sessions=False,
+        restoral=sql.SQL("GRANT ALL ON {role}.tag_views TO {role}"),
+    )
 
 
 def _journal_with_one_event(url: str) -> None:
@@ -271,3 +298,54 @@ def test_the_tag_listener_gives_up_once_the_server_refuses_the_url(
     [gave_up] = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert "tag listener gave up" in gave_up.getMessage()
     assert "refuses the connection" in gave_up.getMessage()
+
+
+def test_a_journal_refused_its_tag_views_refuses_appends_until_opened_again(
+    tag_views_revoked: Refusal, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The tag writers retried the refusal every flush interval for ever, a WARNING each time,
+    while appends went on and their buffer grew."""
+    url = tag_views_revoked.url
+    journal = open_journal(url, settings=BATCHED)
+    journal.append("a", [NewEvent.of(1, tags=["t"])], expected_sequence_nr=0)
+    tag_views_revoked.refuse()
+    with pytest.raises(TagWriteFailedError) as failed:
+        journal.flush()
+    assert isinstance(failed.value.cause, StorageAccessError)
+    with pytest.raises(TagWriteFailedError):
+        journal.append("a", [NewEvent.of(2, tags=["t"])])
+    with pytest.raises(TagWriteFailedError):
+        journal.close()
+    assert [r.levelno for r in caplog.records if r.levelno >= logging.WARNING] == [logging.ERROR]
+
+    tag_views_revoked.restore()
+    with open_journal(url, settings=BATCHED) as reopened:
+        assert reopened.recover("a") == 1
+    with stores_at(url) as stores:
+        assert stores.tag_views.heads(Tag("t")) == {"a": 1}
+
+
+def test_tag_views_locked_past_the_lock_timeout_refuse_appends_over_max_buffer_size(
+    postgres_dsn: str,
+) -> None:
+    """An outage of the tag views alone: appends went on and the buffer grew without bound."""
+    options = conninfo_to_dict(postgres_dsn)["options"]
+    url = make_conninfo(postgres_dsn, options=f"{options} -clock_timeout=200")
+    settings = replace(BATCHED, max_message_batch_size=2, max_buffer_size=3)
+    with open_journal(url, settings=settings) as journal:
+        journal.append("a", [NewEvent.of(0, tags=["t"])], expected_sequence_nr=0)
+        with psycopg.connect(postgres_dsn) as locker:
+            locker.execute("LOCK TABLE tag_views IN ACCESS EXCLUSIVE MODE")
+            journal.append("a", [NewEvent.of(n, tags=["t"]) for n in range(3)])  # appended
+            with pytest.raises(TagWriteBacklogError) as refused:
+                journal.append("a", [NewEvent.of(4, tags=["t"])])
+            error = refused.value
+            assert (error.tag, error.buffered, error.limit) == ("t", 4, 3)
+            assert is_outage(error)
+            assert is_outage(error.cause)
+            assert "lock timeout" in str(error)
+            assert journal.highest_sequence_nr("a") == 4
+            locker.rollback()
+        journal.append("a", [NewEvent.of(4, tags=["t"])])  # writes the backlog first
+    with stores_at(url) as stores:
+        assert stores.tag_views.heads(Tag("t")) == {"a": 5}

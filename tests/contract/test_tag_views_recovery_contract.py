@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from journal_support import BATCHED, IMMEDIATE, JournalFactory, still_clock
 from ordo import BucketSize, Journal, NewEvent
 from ordo.clock import ManualClock
-from ordo.errors import StorageError
+from ordo.errors import StorageError, StorageUnavailableError
 from ordo.storage.open import Stores
 from ordo.tagging import TagProgress, TagViewStore, TagWrite
 from ordo.types import PersistenceId, Tag
@@ -117,7 +117,7 @@ class FailingTagViews:
         if self.failures > 0:
             self.failures -= 1
             msg = "injected: the tag_views write failed"
-            raise StorageError(msg)
+            raise StorageUnavailableError(msg)  # an outage: retried (a StorageError is not)
         self._inner.write_tag_views(writes)
 
     def __getattr__(self, name: str) -> object:

@@ -19,10 +19,13 @@ OrdoError
 │   ├── StorageUnavailableError (ConnectionError)
 │   │   ├── StorageAccessError
 │   │   ├── MissingFolderError
-│   │   └── TransactionConflictError
+│   │   ├── TransactionConflictError
+│   │   └── TagWriteBacklogError
 │   ├── SchemaVersionError
-│   └── StorageIntegrityError
-│       └── ConcurrencyConflictError
+│   ├── StorageIntegrityError
+│   │   └── ConcurrencyConflictError
+│   ├── TagWriteFailedError
+│   └── WriterLeaseLostError
 ├── MissingTaggedEventError
 ├── ProjectionGapError
 ├── TokenStoreError
@@ -102,7 +105,14 @@ from ordo.errors.invalid_input import (
     OffsetFormatError,
     SerializationError,
 )
-from ordo.errors.journal import AppendStoppedError, ConcurrencyConflictError, JournalClosedError
+from ordo.errors.journal import (
+    AppendStoppedError,
+    ConcurrencyConflictError,
+    JournalClosedError,
+    TagWriteBacklogError,
+    TagWriteFailedError,
+    WriterLeaseLostError,
+)
 from ordo.errors.operations import ActiveWriterError, OperationRefusedError, TimeToLiveTooShortError
 from ordo.errors.processing import (
     ElementFailedError,
@@ -182,6 +192,8 @@ __all__ = [
     "StorageIntegrityError",
     "StorageUnavailableError",
     "StoresClosedError",
+    "TagWriteBacklogError",
+    "TagWriteFailedError",
     "TimeToLiveTooShortError",
     "TokenStoreError",
     "TransactionConflictError",
@@ -192,6 +204,7 @@ __all__ = [
     "UnknownSegmentError",
     "UnknownUrlSchemeError",
     "UnmappableColumnTypeError",
+    "WriterLeaseLostError",
 ]
 
 for _name in __all__:

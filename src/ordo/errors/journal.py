@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ordo.errors.root import OrdoError
-from ordo.errors.storage import StorageIntegrityError
+from ordo.errors.storage import StorageError, StorageIntegrityError, StorageUnavailableError
 from ordo.wording import counted
 
 
@@ -55,3 +55,68 @@ class AppendStoppedError(OrdoError):
 
 class JournalClosedError(OrdoError):
     """The journal (or its tag writer) was used after close()."""
+
+
+_RECOVERY = (
+    "the events appended are in the journal: once the store is fixed, open the journal again, "
+    "and recovery writes their tag views as each persistence id is started (its first append "
+    "or recover()); `ordo verify --repair` completes them all"
+)
+
+
+class TagWriteFailedError(StorageError):
+    """A tag write failed with an error no retry mends; the journal refuses appends from then on.
+
+    `cause` is the StorageError that is not an outage (`ordo.reconnection.is_outage`): a
+    tag_views table dropped, write access to it revoked, an integrity error. The tag writers
+    stop retrying (the failure is logged once, at ERROR), and every later append() is refused
+    with this before it writes anything, so that the journal does not run ahead of its tag
+    views without bound. A StorageError that is no outage: code that retries outages stops.
+    """
+
+    def __init__(self, *, tag: str, cause: StorageError) -> None:
+        self.tag, self.cause = tag, cause
+        super().__init__(
+            f"tag={tag!r}: writing its tag views failed, which no retry mends "
+            f"({type(cause).__name__}: {cause}); this journal refuses appends: {_RECOVERY}"
+        )
+
+
+class TagWriteBacklogError(StorageUnavailableError):
+    """A tag's writer holds more events unwritten than `max_buffer_size` and cannot write them.
+
+    The tag views cannot be written now (`cause`, the last storage error: an outage) while the
+    journal could still append: the append is refused before it writes anything, so that
+    memory does not grow without bound; appends work again once the backlog is written (the
+    journal's flusher retries it, and so does each refused append). An outage
+    (StorageUnavailableError): code that retries outages retries the append.
+    """
+
+    def __init__(self, *, tag: str, buffered: int, limit: int, cause: StorageError) -> None:
+        self.tag, self.buffered, self.limit, self.cause = tag, buffered, limit, cause
+        super().__init__(
+            f"tag={tag!r}: {buffered} events wait to be written to its tag views, more than "
+            f"max_buffer_size ({limit}), and the last write failed ({type(cause).__name__}: "
+            f"{cause}); nothing was appended: append again once the store is back"
+        )
+
+
+class WriterLeaseLostError(StorageError):
+    """The journal's writer lease was not renewed in time: the journal refuses appends.
+
+    The operations tools take a lease not renewed within their `writer_lease_timeout` for a
+    crashed writer's, and may change its persistence ids (reconcile, cleanup); a journal
+    appending meanwhile would write under them. So a journal whose lease renewal failed with
+    an error no retry mends, or has not succeeded for WRITER_LEASE_DEADLINE, refuses every
+    later append. `cause` is the last renewal's error (None if none failed: the heartbeat was
+    late). Open the journal again: it reads each persistence id's state anew.
+    """
+
+    def __init__(self, *, writer_uuid: str, reason: str, cause: StorageError | None) -> None:
+        self.writer_uuid, self.cause = writer_uuid, cause
+        failed = "" if cause is None else f" ({type(cause).__name__}: {cause})"
+        super().__init__(
+            f"writer_uuid={writer_uuid}: the writer lease {reason}{failed}, so the operations "
+            "tools may take this writer for a crashed one; this journal refuses appends: open "
+            "it again once the store is fixed"
+        )

@@ -91,6 +91,7 @@ class Journal:
         self._tag_writers = TagWriters(
             tag_store,
             max_message_batch_size=self.settings.max_message_batch_size,
+            max_buffer_size=self.settings.max_buffer_size,
             flush_interval=self.settings.flush_interval,
             on_written=self._announce if self.settings.pubsub_notification else None,
         )
@@ -112,9 +113,12 @@ class Journal:
 
         Raises ConcurrencyConflictError when the persistence id is not at the expected
         sequence nr, and InvalidInputError subclasses for bad input; either way nothing is
-        written. The first append to an id this journal has not seen reads the id's state
-        (recovering its tag views) unless it expects 0, the way to create an id: then the
-        write alone checks that the id is new.
+        written, as when the journal refuses: TagWriteBacklogError while a tag's writer holds
+        more than `max_buffer_size` events it cannot write (an outage: append again later);
+        for good, TagWriteFailedError (a tag write failed as no retry mends) and
+        WriterLeaseLostError (the writer lease may have lapsed). The first append to an id
+        this journal has not seen reads the id's state (recovering its tag views) unless it
+        expects 0, the way to create an id: then the write alone checks that the id is new.
         """
         pid = validation.persistence_id(persistence_id)
         if isinstance(events, NewEvent) or not isinstance(events, Iterable):
@@ -136,6 +140,8 @@ class Journal:
             msg = f"persistence_id={pid!r}: append needs at least one event"
             raise InvalidInputError(msg)
         self._ensure_open()
+        self._lease.check()
+        self._tag_writers.admit()
         self._record_bucket_size()
         with self._lock_for(pid):
             state = self._states.get(pid)
@@ -167,10 +173,12 @@ class Journal:
         """Start a persistence id: complete its tag views after a crash; return its highest nr.
 
         Events whose tag_views rows were lost (buffered in a killed writer, or written without
-        their progress) are written again with their original tag pid sequence nrs.
+        their progress, or refused by a store since fixed) are written again with their
+        original tag pid sequence nrs. Refused for good as appends are.
         """
         pid = validation.persistence_id(persistence_id)
         self._ensure_open()
+        self._lease.check()
         with self._lock_for(pid):
             return self._recover(pid).highest
 
@@ -212,21 +220,27 @@ class Journal:
         pid = validation.persistence_id(persistence_id)
         up_to = validation.sequence_nr(to_sequence_nr, name="to_sequence_nr")
         self._ensure_open()
+        self._lease.check()
         with self._lock_for(pid):
             self._recover(pid)
             self._tag_writers.flush()
             return self._store.delete_events(pid, to_sequence_nr=up_to)
 
     def flush(self) -> None:
-        """Write every buffered tag_views row now (and its progress)."""
+        """Write every buffered tag_views row now (and its progress).
+
+        Raises the StorageError of a failed write (an outage: the rows stay buffered, flush
+        again), and TagWriteFailedError once a tag write failed in a way no retry mends.
+        """
         self._opener.refuse_other()  # a parent's thread may have held the writers' locks
         self._tag_writers.flush()
 
     def close(self) -> None:
         """Flush the tag writers and release the storage. Idempotent.
 
-        In a forked child it does nothing: what it would flush, release and close is the
-        parent's, which closes it.
+        Raises what flush() raises (TagWriteFailedError too: recovery writes those tag views in
+        the journal opened again), after releasing everything. In a forked child it does
+        nothing: what it would flush, release and close is the parent's, which closes it.
         """
         if self._is_closed or not self._opener.is_current:
             return

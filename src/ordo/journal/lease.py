@@ -6,19 +6,27 @@ be used if it is known that the persistence id is not running"). Each Journal th
 a lease: a row with a heartbeat, renewed every WRITER_HEARTBEAT_INTERVAL by a background
 thread, and the persistence ids the journal has started. The append path only adds an id to
 an in-memory set when it is first started (recovered) in this journal; the database is written
-by the heartbeat thread, so appends pay nothing per call.
+by the heartbeat thread, so appends pay nothing per call but a clock read (`check`).
+
+A lease that lapses while its journal goes on appending would let a tool change what the
+journal appends to: a journal whose lease was not renewed for WRITER_LEASE_DEADLINE, or whose
+renewal failed with an error no retry mends, refuses appends for good (WriterLeaseLostError).
+For good: a tool may have run during the lapse, and only a journal opened again reads each
+persistence id's state anew.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import timedelta
 
 from ordo.clock import Clock
-from ordo.errors import StorageError
+from ordo.errors import StorageError, WriterLeaseLostError
 from ordo.journal.ports import JournalStore
-from ordo.settings import WRITER_HEARTBEAT_INTERVAL
+from ordo.reconnection import is_outage
+from ordo.settings import WRITER_HEARTBEAT_INTERVAL, WRITER_LEASE_DEADLINE
 from ordo.types import PersistenceId
 
 logger = logging.getLogger(__name__)
@@ -32,8 +40,11 @@ class WriterLease:
     The journal calls cover() when it starts a persistence id and start() before its first
     write; start() writes the lease at once, so a writer is visible before anything it
     appends, and starts the heartbeat thread. close() stops the thread and deletes the lease.
-    A heartbeat that fails is logged and retried at the next beat; a writer that crashes
-    leaves a lease that stops being renewed and expires.
+    A heartbeat that fails with an outage is logged and retried at the next beat; one that
+    fails otherwise is logged once, at ERROR, and ends the heartbeat. The journal calls check()
+    before each write: it raises WriterLeaseLostError once the lease may have lapsed (the
+    `deadline`, WRITER_LEASE_DEADLINE, passed since the last renewal) or cannot be renewed.
+    A writer that crashes leaves a lease that stops being renewed and expires.
     """
 
     def __init__(
@@ -43,11 +54,16 @@ class WriterLease:
         clock: Clock,
         *,
         interval: timedelta = WRITER_HEARTBEAT_INTERVAL,
+        deadline: timedelta = WRITER_LEASE_DEADLINE,
     ) -> None:
         self.writer_uuid = writer_uuid
         self._store = store
         self._clock = clock
         self._interval_s = interval.total_seconds()
+        self._deadline_s = deadline.total_seconds()
+        self._renewed_at = 0.0  # time.monotonic() when the last renewal that worked began
+        self._error: StorageError | None = None  # of the last renewal, None once one works
+        self._is_lost = False  # lapsed or refused: for good
         self._pending: set[PersistenceId] = set()
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -73,17 +89,30 @@ class WriterLease:
                 return
             self._started_at_ms = self._now_ms()
             pending, self._pending = self._pending, set()
+            began = time.monotonic()
             try:
                 self._write(pending, now_ms=self._started_at_ms)
             except StorageError:
                 self._pending |= pending
                 raise
+            self._renewed_at = began
             self._thread = threading.Thread(
                 target=self._beat, name="ordo-writer-lease", daemon=True
             )
             self._thread.start()
             self._is_started = True
             logger.info("writer lease taken: writer_uuid=%s", self.writer_uuid)
+
+    def check(self) -> None:
+        """Raise WriterLeaseLostError once the lease may have lapsed or cannot be renewed.
+
+        The journal calls it before each write (one clock read); nothing before start().
+        """
+        if self._is_started and (
+            self._is_lost or time.monotonic() - self._renewed_at > self._deadline_s
+        ):
+            self._lose()
+            raise self._lost()
 
     def close(self) -> None:
         """Stop the heartbeat and delete the lease (a failure is logged: it will expire)."""
@@ -104,11 +133,19 @@ class WriterLease:
             )
 
     def _beat(self) -> None:
-        while not self._stopped.wait(self._interval_s):
+        while not self._stopped.wait(self._interval_s) and not self._is_lost:
             self.renew()
 
     def renew(self) -> None:
-        """Renew the lease now with the persistence ids started since the last renewal."""
+        """Renew the lease now with the persistence ids started since the last renewal.
+
+        Not once the lease is lost: past the deadline it may have lapsed already (the lost
+        state is kept, and the heartbeat ends).
+        """
+        began = time.monotonic()
+        if self._is_lost or began - self._renewed_at > self._deadline_s:
+            self._lose()
+            return
         with self._lock:
             pending, self._pending = self._pending, set()
         try:
@@ -116,11 +153,35 @@ class WriterLease:
         except StorageError as exc:
             with self._lock:
                 self._pending |= pending
-            logger.warning(
-                "writer lease heartbeat failed, will retry: writer_uuid=%s error=%s",
-                self.writer_uuid,
-                exc,
-            )
+            self._error = exc
+            if is_outage(exc):
+                logger.warning(
+                    "writer lease heartbeat failed, will retry: writer_uuid=%s error=%s",
+                    self.writer_uuid,
+                    exc,
+                )
+            else:
+                self._lose()
+            return
+        self._renewed_at, self._error = began, None
+
+    def _lose(self) -> None:
+        """Enter the lost state for good; the first time, log it (the heartbeat then ends)."""
+        with self._lock:
+            if self._is_lost:
+                return
+            self._is_lost = True
+        logger.error("%s", self._lost())
+
+    def _lost(self) -> WriterLeaseLostError:
+        error = self._error
+        if error is not None and not is_outage(error):
+            reason = "cannot be renewed"
+        else:
+            reason = f"was not renewed for {self._deadline_s:g} s"
+        lost = WriterLeaseLostError(writer_uuid=self.writer_uuid, reason=reason, cause=error)
+        lost.__cause__ = error
+        return lost
 
     def _write(self, persistence_ids: set[PersistenceId], *, now_ms: int) -> None:
         """Write the lease with its heartbeat at `now_ms` and the ids started since the last."""

@@ -34,6 +34,14 @@ class EventsByTagSettings(LoadableSettings):
     """Where a query without offset starts ("yyyyMMddTHH:mm", UTC): set it to your go-live day."""
     max_message_batch_size: int = 150
     """Rows per tag_views write."""
+    max_buffer_size: int = 100_000
+    """Most events one tag's writer holds unwritten before appends are refused
+    (TagWriteBacklogError) until they are written: Pekko Persistence Cassandra's
+    `max-buffer-size`. A tag writer holds at most a batch being filled and BACKLOG_BATCHES full
+    ones (750 events with the default batches, plus the events of one append) unless writes
+    fail, so only an outage of the tag views that appends outlive reaches this; the default
+    keeps such an outage to some 20 MB per tag (a buffered write is one per append and tag,
+    about 200 bytes) and is far above the bursts of bench/append.py and `ordo demo`."""
     flush_interval: timedelta = timedelta(milliseconds=250)
     """Longest a tagged event waits in the tag writer; 0 writes each event at once."""
     pubsub_notification: bool = False
@@ -50,6 +58,7 @@ class EventsByTagSettings(LoadableSettings):
         except ConfigurationError as exc:
             raise ConfigurationError(str(exc), setting="first_time_bucket") from exc
         integer_in("max_message_batch_size", self.max_message_batch_size, 1)
+        integer_in("max_buffer_size", self.max_buffer_size, 1)
         not_negative("flush_interval", self.flush_interval)
         if self.time_to_live is not None and (
             not isinstance(self.time_to_live, timedelta) or self.time_to_live <= timedelta(0)

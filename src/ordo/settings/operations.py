@@ -10,6 +10,11 @@ from ordo.settings.loading import LoadableSettings, integer_in, longest_duration
 
 WRITER_HEARTBEAT_INTERVAL = timedelta(seconds=5)
 """How often an open Journal renews its writer lease (a background thread, not the appends)."""
+WRITER_LEASE_DEADLINE = 3 * WRITER_HEARTBEAT_INTERVAL
+"""How long a Journal appends after its lease was last renewed: then it refuses appends
+(WriterLeaseLostError). Two missed heartbeats are ridden out; a `writer_lease_timeout` above
+this plus the clock skew between machines (the default 30 s) keeps every tool from taking a
+lease for a crashed writer's while its journal may still append."""
 SPARK_KEY_PARTITIONS = 4
 """The pieces the Spark jobs of `reconcile rebuild --all` and `verify` read keys in."""
 MAX_SPARK_KEY_PARTITIONS = 1024
@@ -23,7 +28,10 @@ class OperationsSettings(LoadableSettings):
 
     A journal renews its lease every WRITER_HEARTBEAT_INTERVAL; a lease not renewed for
     `writer_lease_timeout` belongs to a writer that stopped without closing (a crash), and no
-    longer blocks reconciliation. Every duration is at most LONGEST_DURATION.
+    longer blocks reconciliation. A journal refuses appends once its lease has gone unrenewed
+    for WRITER_LEASE_DEADLINE (15 s), so a timeout above that plus the clock skew between the
+    machines (the default 30 s) never lets a tool change what a live writer appends to. Every
+    duration is at most LONGEST_DURATION.
     """
 
     TOML_TABLE = "operations"

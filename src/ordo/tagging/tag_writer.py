@@ -8,7 +8,13 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
-from ordo.errors import JournalClosedError, StorageError
+from ordo.errors import (
+    JournalClosedError,
+    StorageError,
+    TagWriteBacklogError,
+    TagWriteFailedError,
+)
+from ordo.reconnection import is_outage
 from ordo.tagging.ports import TagViewWriter, TagWrite
 from ordo.types import PersistenceId, Tag
 
@@ -32,7 +38,8 @@ class TagWriter:
     writes apart from the persisting actor), or at once by the appender when there is no
     `on_full` or `BACKLOG_BATCHES` are waiting. Batches of a tag are written one at a time in
     order, each rows first and progress after, so a crash between the two leaves rows that
-    recovery rewrites with the same numbers. Thread-safe.
+    recovery rewrites with the same numbers. A write that fails is kept and retried by the
+    next flush; `on_error` hears of each failure (without it, a WARNING is logged). Thread-safe.
     """
 
     def __init__(
@@ -43,20 +50,23 @@ class TagWriter:
         max_message_batch_size: int,
         on_written: Callable[[Tag], None] | None = None,
         on_full: Callable[[TagWriter], None] | None = None,
+        on_error: Callable[[TagWriter, StorageError], None] | None = None,
     ) -> None:
         self.tag = tag
         self._store = store
         self._max = max_message_batch_size
         self._on_written = on_written
         self._on_full = on_full
+        self._on_error = on_error
         self._open: list[TagWrite] = []
         self._open_events = 0
+        self._buffered = 0  # events in the open and closed batches
         self._closed: list[tuple[list[TagWrite], int]] = []  # (batch, events), oldest first
         self._lock = threading.Lock()  # guards the batches
         self._write_lock = threading.Lock()  # one write of this tag at a time, in order
 
-    def add(self, writes: Sequence[TagWrite], *, is_immediate: bool = False) -> None:
-        """Buffer writes of this tag (in sequence nr order per persistence id).
+    def add(self, writes: Sequence[TagWrite], *, is_immediate: bool = False) -> int:
+        """Buffer writes of this tag (in sequence nr order per persistence id); return `buffered`.
 
         Never raises a storage error: the events are already in the journal, so the appender
         must not see a failure. A failed write stays buffered and is retried by the next flush;
@@ -68,24 +78,27 @@ class TagWriter:
                     self._close_open_locked()
                 self._open.append(write)
                 self._open_events += write.events
+                self._buffered += write.events
                 if self._open_events >= self._max:
                     self._close_open_locked()
             if is_immediate:
                 self._close_open_locked()
             waiting = len(self._closed)
+            buffered = self._buffered
         if not waiting:
-            return
+            return buffered
         if is_immediate or self._on_full is None or waiting >= BACKLOG_BATCHES:
             self.write_full()
-        else:
-            self._on_full(self)
+            return self.buffered
+        self._on_full(self)
+        return buffered
 
     def write_full(self) -> None:
-        """Write the closed batches, logging (not raising) a storage error."""
+        """Write the closed batches, reporting (not raising) a storage error."""
         self._try_write(self._write_closed)
 
     def try_flush(self) -> None:
-        """Flush, logging (not raising) a storage error; the batch stays buffered."""
+        """Flush, reporting (not raising) a storage error; the batch stays buffered."""
         self._try_write(self.flush)
 
     def flush(self) -> None:
@@ -99,7 +112,7 @@ class TagWriter:
     def buffered(self) -> int:
         """How many events wait to be written."""
         with self._lock:
-            return self._open_events + sum(events for _, events in self._closed)
+            return self._buffered
 
     def _close_open_locked(self) -> None:
         if self._open:
@@ -110,7 +123,10 @@ class TagWriter:
         try:
             write()
         except StorageError as exc:
-            logger.warning("tag write failed, will retry: tag=%s error=%s", self.tag, exc)
+            if self._on_error is None:
+                logger.warning("tag write failed, will retry: tag=%s error=%s", self.tag, exc)
+            else:
+                self._on_error(self, exc)
 
     def _write_closed(self) -> None:
         with self._write_lock:
@@ -128,6 +144,8 @@ class TagWriter:
                 with self._lock:
                     self._closed.insert(0, (batch, events))
                 raise
+            with self._lock:
+                self._buffered -= events
             latest: dict[PersistenceId, TagWrite] = {w.persistence_id: w for w in batch}
             self._store.write_progress([write.progress() for write in latest.values()])
             if self._on_written is not None:
@@ -143,6 +161,13 @@ class TagWriters:
     appender (seed 000: "write each individually without delay"). `on_written(tag)` runs after
     each stored batch (pubsub notification). Thread-safe; close() flushes and stops the flusher
     thread.
+
+    Failures: an outage (`is_outage`) is logged as a WARNING and retried by the next flush. A
+    tag that holds more than `max_buffer_size` events unwritten makes admit() write its backlog
+    first, and refuse (TagWriteBacklogError) if that fails. Any other StorageError is one no
+    retry mends: it is logged once at ERROR, nothing is retried from then on, and admit(),
+    flush() and close() raise TagWriteFailedError; the buffered events are in the journal, and
+    recovery writes their tag views in the journal opened again.
     """
 
     def __init__(
@@ -150,15 +175,19 @@ class TagWriters:
         store: TagViewWriter,
         *,
         max_message_batch_size: int = 150,
+        max_buffer_size: int = 100_000,
         flush_interval: timedelta = timedelta(milliseconds=250),
         on_written: Callable[[Tag], None] | None = None,
     ) -> None:
         self._store = store
         self._max = max_message_batch_size
+        self._max_buffer = max_buffer_size
         self._on_written = on_written
         self._interval = flush_interval.total_seconds()
         self._writers: dict[Tag, TagWriter] = {}
         self._full: dict[Tag, TagWriter] = {}  # writers with closed batches, for the flusher
+        self._over: dict[Tag, TagWriter] = {}  # writers that held more than max_buffer_size
+        self._failure: tuple[Tag, StorageError] | None = None  # the first that no retry mends
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._stopped = threading.Event()
@@ -170,21 +199,56 @@ class TagWriters:
             self._flusher.start()
         self._is_background = self._flusher is not None and store.BACKGROUND_WRITES
 
+    def admit(self) -> None:
+        """Refuse an append before it writes anything, while the tag views cannot keep up.
+
+        The journal calls it before each append: unless a tag went over `max_buffer_size` it
+        costs two attribute reads. Raises TagWriteFailedError once a tag write failed for good;
+        a tag over the bound has its backlog written here, by the appender (as an appender
+        writes full batches past BACKLOG_BATCHES), and TagWriteBacklogError is raised if that
+        write fails with an outage.
+        """
+        if (failure := self._failure) is not None:
+            raise _failed(failure)
+        if self._over:
+            self._write_backlogs()
+
     def write(self, writes: Sequence[TagWrite]) -> None:
-        """Hand tag writes to their tags' writers (created on demand)."""
+        """Hand tag writes to their tags' writers (created on demand).
+
+        Once the writers have failed for good the writes are dropped: nothing would write them,
+        and recovery writes them from the journal.
+        """
         if self._stopped.is_set():
             msg = "the tag writers are closed"
             raise JournalClosedError(msg)
+        if self._failure is not None:
+            return
         by_tag: dict[Tag, list[TagWrite]] = {}
         for write in writes:
             by_tag.setdefault(write.tag, []).append(write)
         for tag, tagged in by_tag.items():
-            self._writer(tag).add(tagged, is_immediate=self._interval <= 0)
+            writer = self._writer(tag)
+            if writer.add(tagged, is_immediate=self._interval <= 0) > self._max_buffer:
+                with self._lock:
+                    self._over[tag] = writer
 
     def flush(self) -> None:
-        """Write everything buffered in every tag writer; raises on a storage error."""
+        """Write everything buffered in every tag writer.
+
+        Raises the StorageError of a write that failed with an outage (the rows stay buffered:
+        flush again), and TagWriteFailedError once a write failed for good (this one or an
+        earlier one): nothing is written from then on.
+        """
+        if (failure := self._failure) is not None:
+            raise _failed(failure)
         for writer in self._snapshot():
-            writer.flush()
+            try:
+                writer.flush()
+            except StorageError as exc:
+                if is_outage(exc):
+                    raise
+                raise self._fail(writer, exc) from exc
 
     @property
     def buffered(self) -> int:
@@ -192,7 +256,11 @@ class TagWriters:
         return sum(writer.buffered for writer in self._snapshot())
 
     def close(self) -> None:
-        """Stop the flusher thread and write what is buffered. Idempotent."""
+        """Stop the flusher thread and write what is buffered, raising as flush() does.
+
+        Once the writers have failed for good it writes nothing and raises TagWriteFailedError
+        (as Python's files raise at close() what they could not write).
+        """
         with self._wake:
             self._stopped.set()
             self._wake.notify()
@@ -211,6 +279,7 @@ class TagWriters:
                     max_message_batch_size=self._max,
                     on_written=self._on_written,
                     on_full=self._hand_over if self._is_background else None,
+                    on_error=self._report,
                 )
                 self._writers[tag] = writer
             return writer
@@ -219,6 +288,53 @@ class TagWriters:
         with self._wake:
             self._full[writer.tag] = writer
             self._wake.notify()
+
+    def _report(self, writer: TagWriter, error: StorageError) -> None:
+        """A write of the flusher or an appender failed: retried later if an outage."""
+        if is_outage(error):
+            logger.warning("tag write failed, will retry: tag=%s error=%s", writer.tag, error)
+        else:
+            self._fail(writer, error)  # logged there, raised by the next admit()
+
+    def _fail(self, writer: TagWriter, error: StorageError) -> TagWriteFailedError:
+        """Stop writing for good; the error to raise (of the first such failure, kept).
+
+        The first failure is logged, and ends the flusher thread.
+        """
+        with self._wake:
+            if (failure := self._failure) is not None:
+                return _failed(failure)
+            self._failure = failure = (writer.tag, error)
+            self._wake.notify()
+        logger.error(
+            "tag write failed, no retry mends it; appends are refused until the journal is "
+            "opened again: tag=%s buffered=%d error=%s",
+            writer.tag,
+            writer.buffered,
+            error,
+        )
+        return _failed(failure)
+
+    def _write_backlogs(self) -> None:
+        """Write the backlog of each tag over max_buffer_size, or refuse the append."""
+        with self._lock:
+            over = list(self._over.values())
+        for writer in over:
+            if writer.buffered > self._max_buffer:
+                try:
+                    writer.flush()
+                except StorageError as exc:
+                    if not is_outage(exc):
+                        raise self._fail(writer, exc) from exc
+                    raise TagWriteBacklogError(
+                        tag=writer.tag,
+                        buffered=writer.buffered,
+                        limit=self._max_buffer,
+                        cause=exc,
+                    ) from exc
+            with self._lock:
+                if self._over.get(writer.tag) is writer and writer.buffered <= self._max_buffer:
+                    del self._over[writer.tag]
 
     def _snapshot(self) -> list[TagWriter]:
         with self._lock:
@@ -229,11 +345,11 @@ class TagWriters:
         while True:
             with self._wake:
                 self._wake.wait_for(
-                    lambda: self._full or self._stopped.is_set(),
+                    lambda: self._full or self._stopped.is_set() or self._failure is not None,
                     timeout=max(0.0, next_flush - time.monotonic()),
                 )
-                if self._stopped.is_set():
-                    return
+                if self._stopped.is_set() or self._failure is not None:
+                    return  # failed for good: nothing is retried
                 full, self._full = list(self._full.values()), {}
             for writer in full:
                 writer.write_full()
@@ -241,3 +357,11 @@ class TagWriters:
                 for writer in self._snapshot():
                     writer.try_flush()
                 next_flush = time.monotonic() + self._interval
+
+
+def _failed(failure: tuple[Tag, StorageError]) -> TagWriteFailedError:
+    """A new error for a kept failure (one instance raised in many threads gathers tracebacks)."""
+    tag, cause = failure
+    error = TagWriteFailedError(tag=tag, cause=cause)
+    error.__cause__ = cause
+    return error

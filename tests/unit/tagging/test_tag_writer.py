@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -10,7 +11,13 @@ from typing import ClassVar
 
 import pytest
 
-from ordo.errors import JournalClosedError, StorageError
+from ordo.errors import (
+    JournalClosedError,
+    StorageError,
+    StorageUnavailableError,
+    TagWriteBacklogError,
+    TagWriteFailedError,
+)
 from ordo.tagging import TagProgress, TagWrite, TagWriter, TagWriters
 from ordo.tagging.tag_writer import BACKLOG_BATCHES
 from ordo.time import TimeUUID
@@ -21,7 +28,8 @@ BASE_NS = 1_700_000_000_000_000_000
 
 
 class MemoryTagViews:
-    """Records every write, in order; the next `failures` tag_views writes raise StorageError."""
+    """Records every write, in order; the next `failures` tag_views writes raise `error`, an
+    outage unless a test says otherwise."""
 
     BACKGROUND_WRITES: ClassVar[bool] = True  # TagWriters hand full batches to their flusher
 
@@ -30,6 +38,7 @@ class MemoryTagViews:
         self.batches: list[list[TagWrite]] = []
         self.progress: list[list[TagProgress]] = []
         self.failures = 0
+        self.error: type[StorageError] = StorageUnavailableError
         self._lock = threading.Lock()
 
     def write_tag_views(self, writes: Sequence[TagWrite]) -> None:
@@ -37,7 +46,7 @@ class MemoryTagViews:
             if self.failures > 0:
                 self.failures -= 1
                 msg = "injected failure"
-                raise StorageError(msg)
+                raise self.error(msg)
             self.kinds.append("rows")
             self.batches.append(list(writes))
 
@@ -313,5 +322,64 @@ def test_where_writes_serialize_in_process_the_appender_writes_its_full_batch() 
 
         assert store.batches == [[tagged("a", 1), tagged("a", 2)]]
         assert writers.buffered == 1
+    finally:
+        writers.close()
+
+
+def test_a_write_no_retry_mends_stops_the_writers_for_good(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A tag_views table dropped or refused was retried every flush interval, a WARNING each
+    time, for ever, while the buffer grew: it is logged once and nothing is tried again."""
+    store = MemoryTagViews()
+    store.failures, store.error = 1_000, StorageError  # a plain StorageError: no outage
+    before = set(threading.enumerate())
+    writers = TagWriters(
+        store, max_message_batch_size=100, flush_interval=timedelta(milliseconds=5)
+    )
+    flushers = set(threading.enumerate()) - before
+    writers.write([tagged("a", 1)])
+
+    wait_for(lambda: not any(t.is_alive() for t in flushers))
+    assert not any(t.is_alive() for t in flushers), "the flusher went on retrying"
+    with pytest.raises(TagWriteFailedError) as refused:
+        writers.admit()
+    assert (refused.value.tag, str(refused.value.cause)) == ("t", "injected failure")
+    assert "no retry mends" in str(refused.value)
+    writers.write([tagged("a", 2)])  # an append that raced the failure: recovery's to write
+    with pytest.raises(TagWriteFailedError):
+        writers.flush()
+    with pytest.raises(TagWriteFailedError):
+        writers.close()
+    assert (store.failures, writers.buffered, store.rows()) == (999, 1, [])
+    errors = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.levelno for r in errors] == [logging.ERROR]
+    assert "tag=t" in errors[0].getMessage()
+
+
+def test_a_tag_over_max_buffer_size_is_refused_until_its_backlog_is_written() -> None:
+    """An outage of the tag views that appends outlive grew the buffer without bound."""
+    store = MemoryTagViews()
+    store.failures = 1_000_000
+    writers = TagWriters(
+        store, max_message_batch_size=2, max_buffer_size=3, flush_interval=timedelta(hours=1)
+    )
+    try:
+        writers.write([tagged("a", 1, 2)])  # a full batch: the flusher fails to write it
+        writers.admit()  # 2 buffered: under the bound
+        writers.write([tagged("a", 3, 4)])
+
+        with pytest.raises(TagWriteBacklogError) as refused:
+            writers.admit()  # the appender tried to write the backlog itself
+        error = refused.value
+        assert (error.tag, error.buffered, error.limit) == ("t", 4, 3)
+        assert isinstance(error.cause, StorageUnavailableError)
+        assert "4 events wait" in str(error)
+        assert "injected failure" in str(error)
+
+        store.failures = 0  # the outage ends
+        writers.admit()
+        assert writers.buffered == 0
+        assert store.rows() == [tagged("a", 1, 2), tagged("a", 3, 4)]
     finally:
         writers.close()
