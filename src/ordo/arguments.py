@@ -65,9 +65,11 @@ def instance(value: object, kind: type, *, name: str, error: Callable[[str], Ord
 
     For a part handed to a constructor (settings, a reader): one of the wrong kind failed only
     where it was first used, as an AttributeError naming an attribute rather than the argument.
+    The article follows the kind's first letter: "must be a EventSource" read as a slip.
     """
     if not isinstance(value, kind):
-        msg = f"{name} must be a {kind.__name__}, got {type(value).__name__}: {value!r:.80}"
+        article = "an" if kind.__name__[:1] in "AEIOU" else "a"
+        msg = f"{name} must be {article} {kind.__name__}, got {type(value).__name__}: {value!r:.80}"
         raise error(msg)
 
 

@@ -64,7 +64,7 @@ def test_a_processor_refuses_a_policy_or_handler_of_the_wrong_kind(
 @pytest.mark.parametrize(
     ("part", "problem"),
     [
-        ("source", r"^source must be an EventSource, got None"),
+        ("source", r"^source must be an EventSource, got NoneType: None$"),
         ("tokens", r"^tokens must be a TokenStore, got None"),
     ],
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from functools import partial
 
 import pytest
@@ -52,8 +52,10 @@ def test_the_range_is_inclusive() -> None:
 def test_an_instance_is_of_the_kind_named_a_class_or_a_runtime_protocol() -> None:
     arguments.instance(3, int, name="n", error=ConfigurationError)
     arguments.instance([], Iterable, name="ids", error=ConfigurationError)
-    with pytest.raises(ConfigurationError, match=r"^reader must be a Iterable, got int: 3$"):
+    with pytest.raises(ConfigurationError, match=r"^reader must be an Iterable, got int: 3$"):
         arguments.instance(3, Iterable, name="reader", error=ConfigurationError)
+    with pytest.raises(ConfigurationError, match=r"^n must be a Sized, got int: 3$"):
+        arguments.instance(3, Sized, name="n", error=ConfigurationError)
 
 
 @pytest.mark.parametrize("value", ["ab", b"ab", None, 5])

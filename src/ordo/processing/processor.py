@@ -17,6 +17,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 
+from ordo import arguments
 from ordo.clock import Clock, clock_or_system
 from ordo.errors import (
     AlreadyRunningError,
@@ -213,7 +214,5 @@ def _check_parts(source: object, tokens: object) -> None:
     None or another object failed later: the token store with AttributeError in start(), the
     source in every worker thread, which ended without a word (`failure` stayed None).
     """
-    if not isinstance(source, EventSource):
-        msg = f"source must be an EventSource, got {source!r:.80}"
-        raise ConfigurationError(msg)
+    arguments.instance(source, EventSource, name="source", error=ConfigurationError)
     check_token_store(tokens)
