@@ -20,6 +20,7 @@ from ordo.cli.options import (
 from ordo.cli.streaming import start_query, streaming_job, wait_for
 from ordo.errors import ConfigurationError
 from ordo.storage.open import stores_at
+from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.parquet.batch_files import BatchListing
 from ordo.wording import counted
 
@@ -141,11 +142,16 @@ def _require_change_log(change_log: Path, table: str, *, follow: bool) -> None:
     """Refuse a change log that is not there (a misspelt --change-log would materialize nothing).
 
     With --follow only the root must exist: the table's directory comes with its first publish.
+    A folder of the log this process may not list is StorageAccessError here, before Spark
+    starts, rather than the query's failure once it has (or the bare PermissionError).
     """
+    log = ParquetChangeLog(change_log)
+    tables = log.tables()
+    log.files(table)  # lists the table's partition folders
     if follow and not change_log.is_dir():
         msg = f"no change log directory {change_log}: check --change-log"
         raise ConfigurationError(msg)
-    if not follow and not (change_log / table).is_dir():
+    if not follow and table not in tables:
         msg = (
             f"no change log of table {table!r} in {change_log}: check --change-log, or capture "
             "or ingest the table first"

@@ -16,6 +16,7 @@ from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.variable_option import VariableOption
 from ordo.errors import ConfigurationError
 from ordo.storage.change_sources import DEFAULT_SLOT
+from ordo.storage.file_errors import file_system_error
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_CHANGE_LOG = ".ordo/changelog"
@@ -46,7 +47,12 @@ def require_named_change_log(change_log: Path) -> None:
     source = click.get_current_context().get_parameter_source("change_log")
     if source in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP):
         return
-    if not change_log.is_dir():
+    try:
+        is_folder = change_log.is_dir()
+    except OSError as exc:  # a folder above it this process may not look in: not a missing log
+        msg = f"cannot read change log {change_log}"
+        raise file_system_error(msg, exc) from exc
+    if not is_folder:
         named = "ORDO_CDC_CHANGE_LOG" if source is ParameterSource.ENVIRONMENT else "--change-log"
         msg = f"no change log directory {change_log}: check {named}"
         raise ConfigurationError(msg)

@@ -14,6 +14,7 @@ import pytest
 
 from cdc_cli_support import log_files, one_line_error, readings, registered, run_ordo
 from ordo.storage.parquet.partition_record import PARTITIONS_RECORD
+from permission_support import as_unprivileged
 
 
 def test_ingest_refuses_a_change_log_under_a_file(tmp_path: Path, journal: str) -> None:
@@ -144,3 +145,71 @@ def test_a_capture_stops_at_a_partition_folder_that_is_a_file_without_retrying_i
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     with sqlite3.connect(source) as conn:  # nothing published, so nothing forgotten
         assert conn.execute("SELECT count(*) FROM ordo_cdc_changes").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("command", [("cdc", "status"), ("status",)])
+def test_status_refuses_a_partition_folder_it_cannot_list(
+    tmp_path: Path, journal: str, command: tuple[str, ...]
+) -> None:
+    """It showed "0 mutations in 0 files": pathlib's glob skipped the folder without a word.
+
+    `as_unprivileged` (tests/permission_support.py): a folder's mode stops root there.
+    """
+    ingest = registered(tmp_path, journal)
+    assert run_ordo(*ingest, stdin=readings())[0] == 0
+    log = tmp_path / "log"
+    partition = next((log / "readings").glob("partition=*"))
+    args = (*command, "--journal", journal, "--change-log", str(log))
+    partition.chmod(0)
+    try:
+        code, _, err = as_unprivileged(lambda: run_ordo(*args))
+    finally:
+        partition.chmod(0o755)
+    one_line_error(
+        code,
+        err,
+        f"StorageAccessError: cannot read change log {log}: Permission denied: {partition}",
+    )
+
+
+def test_status_refuses_a_change_log_in_a_folder_it_may_not_look_in(
+    tmp_path: Path, journal: str
+) -> None:
+    """The bare PermissionError of the look at whether the named --change-log is a folder."""
+    ingest = registered(tmp_path, journal)
+    locked = tmp_path / "locked"
+    log = locked / "log"
+    assert run_ordo(*ingest[:-1], str(log), stdin=readings())[0] == 0
+    status = ("cdc", "status", "--journal", journal, "--change-log", str(log))
+    locked.chmod(0)
+    try:
+        code, _, err = as_unprivileged(lambda: run_ordo(*status))
+    finally:
+        locked.chmod(0o755)
+    one_line_error(
+        code, err, f"StorageAccessError: cannot read change log {log}: Permission denied: {log}"
+    )
+
+
+def test_materialize_refuses_a_table_folder_it_cannot_list_before_spark_starts(
+    tmp_path: Path, journal: str
+) -> None:
+    """Spark started, and its query failed on the folder (AccessDeniedException)."""
+    ingest = registered(tmp_path, journal)
+    assert run_ordo(*ingest, stdin=readings())[0] == 0
+    log, checkpoint = tmp_path / "log", tmp_path / "checkpoint"
+    materialize = (
+        *("cdc", "materialize", "readings", "--journal", journal, "--master", "local[1]"),
+        *("--change-log", str(log), "--checkpoint", str(checkpoint)),
+    )
+    (log / "readings").chmod(0)
+    try:
+        code, _, err = as_unprivileged(lambda: run_ordo(*materialize))
+    finally:
+        (log / "readings").chmod(0o755)
+    one_line_error(
+        code,
+        err,
+        f"StorageAccessError: cannot read change log {log}: Permission denied: {log / 'readings'}",
+    )
+    assert not checkpoint.exists()

@@ -49,7 +49,7 @@ from ordo.journal.validation import check_storable
 from ordo.storage.file_errors import file_system_error, require_nameable
 from ordo.storage.parquet.durable_files import fsync_directory, made_directory
 from ordo.storage.parquet.file_name import FILE_NAME, segment_name, segment_token
-from ordo.storage.parquet.file_reads import reading
+from ordo.storage.parquet.file_reads import listed, reading
 from ordo.storage.parquet.partition_record import (
     read_partition_record,
     write_partition_record,
@@ -177,7 +177,7 @@ class ParquetChangeLog:
 
         Keys are hashed as the publisher routes them (`stable_hash` of their JSON text).
         """
-        for partition, file in self._files(table):
+        for partition, file in self.files(table):
             with reading(file):
                 keys = pq.read_table(file, columns=["partition_key"]).column(0).to_pylist()
             for key in dict.fromkeys(keys):
@@ -290,26 +290,26 @@ class ParquetChangeLog:
         where = (table, segment, partition)
         if where not in self._last:
             token = segment_token(segment)
-            directory = self._readable(self.table_path(table) / f"partition={partition}")
-            matches = (FILE_NAME.match(file.name) for file in directory.glob("*.parquet"))
+            names = self._listed(self.table_path(table) / f"partition={partition}")
+            matches = (FILE_NAME.match(name) for name in names if name.endswith(".parquet"))
             positions = [int(m["highest"]) for m in matches if m and m["segment"] == token]
             self._last[where] = max(positions, default=None)
         return self._last[where]
 
     def partitions(self, table: str) -> list[int]:
         """The partitions that hold at least one file."""
-        path = self._readable(self.table_path(table))
-        if not path.is_dir():
-            return []
-        named = (_PARTITION.fullmatch(child.name) for child in path.iterdir())
+        named = (_PARTITION.fullmatch(name) for name in self._listed(self.table_path(table)))
         return sorted(int(match[1]) for match in named if match)
 
-    def _files(self, table: str) -> list[tuple[int, Path]]:
+    def files(self, table: str) -> list[tuple[int, Path]]:
         """The Parquet files of the table's log with their partitions, in name order."""
+        table_path = self.table_path(table)
         return sorted(
-            (int(match[1]), file)
-            for file in self._readable(self.table_path(table)).glob("partition=*/*.parquet")
-            if (match := _PARTITION.fullmatch(file.parent.name))
+            (int(match[1]), table_path / folder / name)
+            for folder in self._listed(table_path)
+            if (match := _PARTITION.fullmatch(folder))
+            for name in self._listed(table_path / folder)
+            if name.endswith(".parquet")
         )
 
     def _readable(self, path: Path) -> Path:
@@ -318,13 +318,19 @@ class ParquetChangeLog:
         pathlib's looks at a name too long raised the bare OSError, and took a symbolic link
         loop for a log without tables or files: `ordo cdc status` showed none.
         """
-        return require_nameable(path, doing=f"cannot read change log {self.root}")
+        return require_nameable(path, doing=self._cannot_read)
+
+    def _listed(self, folder: Path) -> dict[str, bool]:
+        """The entries of one of the log's folders (`listed`), or a storage error naming the log."""
+        return listed(folder, doing=self._cannot_read)
+
+    @property
+    def _cannot_read(self) -> str:
+        return f"cannot read change log {self.root}"
 
     def tables(self) -> list[str]:
         """Every table with a change log under the root."""
-        if not self._readable(self.root).is_dir():
-            return []
-        return sorted(child.name for child in self.root.iterdir() if child.is_dir())
+        return sorted(name for name, is_folder in self._listed(self.root).items() if is_folder)
 
     def summary(self, table: str) -> ChangeLogSummary:
         """Partitions, files and mutations of a table's log, and the last position per segment.
@@ -334,7 +340,7 @@ class ParquetChangeLog:
         no file yet, and counting directories would tell an operator the wrong `--partitions`.
         """
         recorded = self.partition_count(table)
-        files = [file for _, file in self._files(table)]
+        files = [file for _, file in self.files(table)]
         last: dict[str, int] = {}
         mutations = 0
         for file in files:
@@ -355,7 +361,7 @@ class ParquetChangeLog:
 
     def read(self, table: str) -> Iterator[Mutation]:
         """Every mutation in the table's log, file by file (for tools and tests, not for volume)."""
-        for _, file in self._files(table):
+        for _, file in self.files(table):
             with reading(file):
                 rows = pq.read_table(file, schema=CHANGE_LOG_SCHEMA).to_pylist()
             for row in rows:

@@ -1,7 +1,8 @@
-"""Reading a change log's files: what pyarrow and the file system refuse, as storage errors."""
+"""Listing and reading a change log: what pyarrow and the file system refuse, as storage errors."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,3 +28,21 @@ def reading(file: Path) -> Iterator[None]:
     except pa.ArrowException as exc:
         msg = f"change log file {file} cannot be read as one: {exc}"
         raise StorageIntegrityError(msg) from exc
+
+
+def listed(folder: Path, *, doing: str) -> dict[str, bool]:
+    """Each entry of `folder` by name, True for a folder; none for a missing folder or a file.
+
+    A folder of the log this process may not list ended `ordo cdc status` with the bare
+    PermissionError (the root's or a table's), or was skipped without a word by pathlib's
+    `glob`: a partition's files went uncounted and unread, and a publish found no position
+    there and wrote positions the log held again. Such a folder is `doing`'s storage error
+    (StorageAccessError) naming it.
+    """
+    try:
+        with os.scandir(folder) as entries:
+            return {entry.name: entry.is_dir() for entry in entries}
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    except OSError as exc:
+        raise file_system_error(doing, exc) from exc
