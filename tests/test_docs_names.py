@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +125,34 @@ def test_every_test_the_docs_name_exists() -> None:
             if name:
                 defined = re.search(rf"^def {name}\(", source.read_text("utf-8"), re.MULTILINE)
                 assert defined, f"{path.name} cites {file}::{name}, which is not defined there"
+
+
+def test_the_pipeline_example_names_what_its_files_read_and_hold() -> None:
+    """examples/spark_pipelines/README.md, followed as written, must match its files.
+
+    Its variables table is what transformations/orders.py reads, each variable setting a
+    source option that exists; the options it points to exist; the files it lists are there;
+    the storage it says the spec has is the spec's; and the `spark` extra brings the
+    `spark-pipelines` command it runs (it told users to install that separately).
+    """
+    example = ROOT / "examples" / "spark_pipelines"
+    readme = (example / "README.md").read_text("utf-8")
+    orders = (example / "transformations" / "orders.py").read_text("utf-8")
+    section = readme.split("\n## Options, from the environment\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(ORDO_\w+)` \| `(\w+)` \|", section, flags=re.MULTILINE)
+    read = set(re.findall(r'os\.environ(?:\.get\(|\[)"(ORDO_\w+)"', orders))
+    assert {variable for variable, _ in rows} == read
+    for _, option in rows:
+        assert option in VALID_OPTIONS
+        assert f'"{option}"' in orders, f"orders.py sets no option {option}"
+    pointed_to = re.findall(r"Other options \(([^)]*)\)", section)[0]
+    assert set(re.findall(r"`(\w+)`", pointed_to)) <= set(VALID_OPTIONS)
+    listed = re.findall(r"^\| `(\w[\w-]*(?:[./][\w-]+)+)` \|", readme, flags=re.MULTILINE)
+    assert listed, "the README's table of files"
+    for name in listed:
+        assert (example / name).is_file(), f"README lists {name}, which is not in the example"
+    spec = (example / "spark-pipeline.yaml").read_text("utf-8")
+    (storage,) = re.findall(r"^storage: (\S+)$", spec, flags=re.MULTILINE)
+    assert f"The spec's storage is {storage};" in readme
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    assert any(r.startswith("pyspark[pipelines]") for r in extras["optional-dependencies"]["spark"])
