@@ -296,6 +296,11 @@ _ONE_ID = "only with --all; a single persistence id is rebuilt in place"
             ["--all", "--local", "--partitions", "8", "--master", "local[2]"],
             "--partitions, --master apply to the Spark job; --local rebuilds in this process",
         ),
+        (["p", "--executor-timeout-ms", "5000"], f"--executor-timeout-ms applies {_ONE_ID}"),
+        (
+            ["--all", "--local", "--executor-timeout-ms", "5000"],
+            "--executor-timeout-ms applies to the Spark job; --local rebuilds in this process",
+        ),
     ],
 )
 def test_options_of_the_other_rebuild_are_usage_errors(
@@ -306,6 +311,20 @@ def test_options_of_the_other_rebuild_are_usage_errors(
     assert _run("init", "--journal", url)[0] == 0
     code, _, err = _run("reconcile", "rebuild", *args, "--journal", url)
     assert (code, err) == (2, f"Error: {message}; see 'ordo reconcile rebuild --help'\n")
+
+
+def test_a_spark_variable_set_for_every_command_is_no_option_of_the_other_rebuild(
+    journal_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ORDO_EXECUTOR_TIMEOUT_MS, exported for the commands that run Spark, is not a
+    --executor-timeout-ms given to the rebuild of one persistence id or to --all --local."""
+    write_with_writers(journal_url, writers=1, pids=1, appends=2)
+    before = tag_view_rows(journal_url)
+    monkeypatch.setenv("ORDO_EXECUTOR_TIMEOUT_MS", "5000")
+    j = ("--journal", journal_url)
+    assert _run("reconcile", "rebuild", "w0-p0", *j)[0] == 0
+    assert _run("reconcile", "rebuild", "--all", "--local", *j)[0] == 0
+    assert tag_view_rows(journal_url) == before
 
 
 def test_rebuild_all_with_truncate_reports_both_in_its_json(journal_url: str) -> None:

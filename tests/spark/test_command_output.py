@@ -350,7 +350,7 @@ def test_a_log_file_that_cannot_be_written_blames_ordo_spark_log_only_when_it_is
         "import sys, tempfile\n"
         "tempfile.tempdir = sys.argv[1]\n"
         "from ordo.spark.job_session import job_session\n"
-        "with job_session(master='local[1]', app_name='ordo-x'):\n"
+        "with job_session(master='local[1]', app_name='ordo-x', executor_timeout_ms=1):\n"
         "    pass\n"
     )
     env = {key: value for key, value in os.environ.items() if key != "ORDO_SPARK_LOG"}

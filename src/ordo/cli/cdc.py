@@ -32,7 +32,7 @@ from ordo.cli.options import (
     interruptible,
     journal_option,
     json_option,
-    master_option,
+    master_options,
     print_fields,
     print_json,
     progress,
@@ -108,13 +108,19 @@ def status(
 
 @cdc.command()
 @json_option
-@master_option("local[2]")
+@master_options("local[2]")
 @int_option("--replicas", 3, "Replicas delivering each write.", maximum=16)
 @int_option("--keys", 1_000, "Partition keys written.")
 @int_option("--mutations", 20_000, "Client writes.")
 @click.option("--seed", type=NUMBER, default=1, show_default=True, help="Makes the run repeatable.")
 def simulate(
-    as_json: bool, master: str, replicas: int, keys: int, mutations: int, seed: int
+    as_json: bool,
+    master: str,
+    executor_timeout_ms: int,
+    replicas: int,
+    keys: int,
+    mutations: int,
+    seed: int,
 ) -> None:
     """Check G6 with N replicas delivering a workload's writes duplicated, reordered, partial.
 
@@ -133,7 +139,12 @@ def simulate(
     with (
         interruptible("cdc simulate interrupted: the materializer stopped, no verdict"),
         query_failures("cdc simulate"),
-        job_session(master=master, app_name="ordo-cdc-simulate", announce=progress) as spark,
+        job_session(
+            master=master,
+            app_name="ordo-cdc-simulate",
+            executor_timeout_ms=executor_timeout_ms,
+            announce=progress,
+        ) as spark,
         tempfile.TemporaryDirectory(prefix="ordo-cdc-simulate-") as work_dir,
     ):
         result = run_job(

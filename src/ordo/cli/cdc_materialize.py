@@ -13,7 +13,7 @@ from ordo.cli.cdc_options import change_log_option
 from ordo.cli.options import (
     existing_journal,
     journal_option,
-    master_option,
+    master_options,
     non_empty,
     progress,
 )
@@ -28,7 +28,7 @@ from ordo.wording import counted
 @click.command()
 @journal_option
 @change_log_option
-@master_option("local[2]")
+@master_options("local[2]")
 @click.argument("table", callback=non_empty)
 @click.option(
     "--checkpoint",
@@ -57,6 +57,7 @@ def materialize(
     journal_url: str | None,
     change_log: Path,
     master: str,
+    executor_timeout_ms: int,
     table: str,
     checkpoint: Path,
     name: str | None,
@@ -95,7 +96,12 @@ def materialize(
     with (
         streaming_job(label),
         checkpoint_lock(str(checkpoint), label),  # a second copy: refused before Spark starts
-        job_session(master=master, app_name=app_name, announce=progress) as spark,
+        job_session(
+            master=master,
+            app_name=app_name,
+            executor_timeout_ms=executor_timeout_ms,
+            announce=progress,
+        ) as spark,
     ):
         query = start_query(
             spark,

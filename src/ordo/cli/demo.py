@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from ordo.cli.options import interruptible, master_option, print_fields, workload_options
+from ordo.cli.options import interruptible, master_options, print_fields, workload_options
 from ordo.simulation.workload import Workload
 from ordo.storage.location import (
     SQLiteLocation,
@@ -38,7 +38,7 @@ _APP = "ordo-demo"
     help="Where to write; the default file is recreated on every run.",
 )
 @workload_options(persistence_ids=3_000, seed_help="Makes the workload repeatable.")
-@master_option("local[*]")
+@master_options("local[*]")
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object (the verdict).")
 def demo(
     journal_url: str,
@@ -47,6 +47,7 @@ def demo(
     persistence_ids: int,
     seed: int,
     master: str,
+    executor_timeout_ms: int,
     as_json: bool,
 ) -> None:
     """Run the main job: writers append a shop's events while Spark projects them, then check.
@@ -72,7 +73,12 @@ def demo(
             "holds what was written"
         ),
         query_failures("demo"),
-        job_session(master=master, app_name=_APP, announce=console.print) as spark,
+        job_session(
+            master=master,
+            app_name=_APP,
+            executor_timeout_ms=executor_timeout_ms,
+            announce=console.print,
+        ) as spark,
         tempfile.TemporaryDirectory(prefix="ordo-demo-", ignore_cleanup_errors=True) as work_dir,
         _live_display(console, transient=as_json) as live,
     ):

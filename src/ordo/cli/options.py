@@ -132,13 +132,41 @@ def workload_options(*, persistence_ids: int, seed_help: str) -> Callable[[F], F
     return decorate
 
 
-def master_option(
-    default: str, help_text: str = "Spark master URL (a cluster works)."
+EXECUTOR_TIMEOUT_MS = 60_000
+"""How long a cluster's master may take to start a job's first executor: a healthy standalone
+cluster starts one within seconds, and a minute leaves room for a YARN or Kubernetes cluster
+that starts a container or pulls an image first; as long as Spark tries to reach a master that
+does not answer. Without a bound, a master with no free workers left the command waiting for
+ever without a word."""
+
+
+def master_options(
+    default: str, help_text: str = "Spark master URL (a cluster works).", *, prefix: str = ""
 ) -> Callable[[F], F]:
-    """--master: the Spark master URL, a usage error unless it has the form of one."""
-    return click.option(
-        "--master", default=default, show_default=True, type=SPARK_MASTER, help=help_text
+    """--master and --executor-timeout-ms, the options of a command that runs Spark.
+
+    --master is a usage error unless it has the form of a Spark master URL; --executor-timeout-ms
+    (also from ORDO_EXECUTOR_TIMEOUT_MS) is the time `job_session` gives a cluster's master to
+    start the job's first executor. `prefix` starts the latter's help (when it applies).
+    """
+    timeout_help = (
+        f"{prefix}Fail if a cluster's master has started no executor for the job within this "
+        "many ms (a local master is not waited for)."
     )
+
+    def decorate(func: F) -> F:
+        func = int_option(
+            "--executor-timeout-ms",
+            EXECUTOR_TIMEOUT_MS,
+            timeout_help,
+            maximum=LONGEST_MS,
+            envvar="ORDO_EXECUTOR_TIMEOUT_MS",
+        )(func)
+        return click.option(
+            "--master", default=default, show_default=True, type=SPARK_MASTER, help=help_text
+        )(func)
+
+    return decorate
 
 
 def json_option(func: F) -> F:

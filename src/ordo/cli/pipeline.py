@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ordo.cli.command_group import CommandGroup
-from ordo.cli.options import master_option, progress
+from ordo.cli.options import master_options, progress
 from ordo.cli.streaming import start_query, streaming_job, wait_for
 
 
@@ -20,8 +20,8 @@ def pipeline() -> None:
 
 @pipeline.command()
 @click.argument("config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@master_option("local[*]")
-def run(config_file: Path, master: str) -> None:
+@master_options("local[*]")
+def run(config_file: Path, master: str, executor_timeout_ms: int) -> None:
     """Run the projection described by CONFIG_FILE.
 
     With the available_now trigger it stops once it has caught up; with a processing-time
@@ -38,7 +38,12 @@ def run(config_file: Path, master: str) -> None:
     with (
         streaming_job(label),
         checkpoint_lock(config.checkpoint, label),  # a second copy: refused before Spark starts
-        job_session(master=master, app_name=app_name, announce=progress) as spark,
+        job_session(
+            master=master,
+            app_name=app_name,
+            executor_timeout_ms=executor_timeout_ms,
+            announce=progress,
+        ) as spark,
     ):
         query = start_query(spark, label, lambda: start_pipeline(spark, config))
         wait_for(query, label)

@@ -17,7 +17,7 @@ from ordo.cli.options import (
     interruptible,
     journal_option,
     json_option,
-    master_option,
+    master_options,
     print_json,
     progress,
     read_only_stores,
@@ -102,7 +102,7 @@ def delete(request: OperationRequest, tag: Tag | None, persistence_id: str) -> N
 @click.option("--local", is_flag=True, help="With --all: one Python process instead of Spark.")
 @click.option("--truncate", is_flag=True, help="With --all: truncate the tag views first.")
 @spark_partitions_option("With --all: Spark partitions.")
-@master_option("local[*]", "With --all: the Spark master.")
+@master_options("local[*]", "With --all: the Spark master.", prefix="With --all: ")
 @click.argument("persistence_id", required=False)
 def rebuild(
     request: OperationRequest,
@@ -112,6 +112,7 @@ def rebuild(
     truncate: bool,
     partitions: int,
     master: str,
+    executor_timeout_ms: int,
     persistence_id: str | None,
 ) -> None:
     """Rebuild the tag views of PERSISTENCE_ID from the journal, or of all (--all).
@@ -127,15 +128,15 @@ def rebuild(
     if every and tag is not None:
         msg = "--tag applies to one persistence id; --all rebuilds every tag"
         raise click.UsageError(msg, ctx=ctx)
-    given = [
+    given = [  # on the command line: ORDO_EXECUTOR_TIMEOUT_MS may be set for every command
         name
-        for name in ("local", "truncate", "partitions", "master")
-        if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT
+        for name in ("local", "truncate", "partitions", "master", "executor_timeout_ms")
+        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
     ]
     if not every and given:
         msg = f"{_options(given)} only with --all; a single persistence id is rebuilt in place"
         raise click.UsageError(msg, ctx=ctx)
-    on_spark = [name for name in given if name in ("partitions", "master")]
+    on_spark = [n for n in given if n in ("partitions", "master", "executor_timeout_ms")]
     if local and on_spark:  # they were ignored: the rebuild ran in this process
         msg = f"{_options(on_spark)} to the Spark job; --local rebuilds in this process"
         raise click.UsageError(msg, ctx=ctx)
@@ -162,14 +163,20 @@ def rebuild(
     else:
         request.check_journal()
         with interruptible(_REBUILD_INTERRUPTED):
-            receipt, truncated = _rebuild_on_spark(request, master, partitions, truncate=truncate)
+            receipt, truncated = _rebuild_on_spark(
+                request,
+                master,
+                partitions,
+                executor_timeout_ms=executor_timeout_ms,
+                truncate=truncate,
+            )
     request.render(receipt if truncated is None else receipt.after(truncated))
 
 
 def _options(names: list[str]) -> str:
     """`--a, --b apply` (or `--a applies`): the start of a message about options given."""
     verb = "applies" if len(names) == 1 else "apply"
-    return f"{', '.join(f'--{name}' for name in names)} {verb}"
+    return f"{', '.join('--' + name.replace('_', '-') for name in names)} {verb}"
 
 
 def _truncate(reconciliation: Reconciliation, request: OperationRequest) -> OperationReceipt:
@@ -193,20 +200,31 @@ def truncate(request: OperationRequest) -> None:
 
 
 def _rebuild_on_spark(
-    request: OperationRequest, master: str, partitions: int, *, truncate: bool
+    request: OperationRequest,
+    master: str,
+    partitions: int,
+    *,
+    executor_timeout_ms: int,
+    truncate: bool,
 ) -> tuple[OperationReceipt, OperationReceipt | None]:
     """Rebuild every tag view on Spark; with `truncate`, truncate them once Spark runs.
 
-    Spark is started first: a Spark that does not start (a cluster that cannot be reached) must
-    not leave the tag views truncated with nothing rebuilt. Ctrl-C cancels the rebuild's Spark
-    job (`run_job`) and raises KeyboardInterrupt.
+    Spark is started first: a Spark that does not start (a cluster that cannot be reached, or
+    that starts no executor within `executor_timeout_ms`) must not leave the tag views truncated
+    with nothing rebuilt. Ctrl-C cancels the rebuild's Spark job (`run_job`) and raises
+    KeyboardInterrupt.
     """
     from ordo.spark.interruption import run_job
     from ordo.spark.job_session import job_session
     from ordo.spark.rebuild import rebuild_all
 
     progress("rebuilding every tag view on Spark ...")
-    with job_session(master=master, app_name="ordo-rebuild", announce=progress) as spark:
+    with job_session(
+        master=master,
+        app_name="ordo-rebuild",
+        executor_timeout_ms=executor_timeout_ms,
+        announce=progress,
+    ) as spark:
         truncated: OperationReceipt | None = None
         if truncate:
             with request.tool(Reconciliation) as reconciliation:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ordo.cli.operations_options import OperationRequest, guarded_options, spark_partitions_option
-from ordo.cli.options import ThrottledProgress, interruptible, master_option, print_json, progress
+from ordo.cli.options import ThrottledProgress, interruptible, master_options, print_json, progress
 from ordo.storage.open import init_storage, open_existing_stores
 from ordo.tools.reconciliation import Reconciliation
 from ordo.tools.verify_report import VerifyReport
@@ -22,7 +22,7 @@ _AGAIN_INTERRUPTED = "verify interrupted: the repair is done (see above), no ver
 @guarded_options
 @click.option("--repair", is_flag=True, help="Rebuild what differs, then verify again.")
 @spark_partitions_option("Spark read partitions.")
-@master_option("local[*]", "The Spark master.")
+@master_options("local[*]", "The Spark master.")
 @click.pass_context
 def verify(
     ctx: click.Context,
@@ -30,6 +30,7 @@ def verify(
     repair: bool,
     partitions: int,
     master: str,
+    executor_timeout_ms: int,
 ) -> None:
     """Check that the tag views hold every tagged event exactly once, numbered right.
 
@@ -49,7 +50,12 @@ def verify(
     progress("verifying tag views on Spark ...")
     with (
         interruptible(_INTERRUPTED),
-        job_session(master=master, app_name="ordo-verify", announce=progress) as spark,
+        job_session(
+            master=master,
+            app_name="ordo-verify",
+            executor_timeout_ms=executor_timeout_ms,
+            announce=progress,
+        ) as spark,
     ):
         report = run_job(spark, lambda: verify_tag_views(spark, url, partitions=partitions))
         document: dict[str, object] = {"report": report.to_json_dict()}

@@ -5,6 +5,7 @@ OrdoError
 │   ├── BucketSizeMismatchError
 │   ├── CheckpointMismatchError
 │   ├── MaterializerCheckpointError
+│   ├── NoSparkExecutorError
 │   ├── PartitionCountMismatchError
 │   ├── SparkMasterUnreachableError
 │   └── UnknownUrlSchemeError
@@ -92,6 +93,7 @@ from ordo.errors.configuration import (
     CheckpointMismatchError,
     ConfigurationError,
     MaterializerCheckpointError,
+    NoSparkExecutorError,
     PartitionCountMismatchError,
     SparkMasterUnreachableError,
     UnknownUrlSchemeError,
@@ -172,6 +174,7 @@ __all__ = [
     "MissingFolderError",
     "MissingTaggedEventError",
     "NoPrimaryKeyError",
+    "NoSparkExecutorError",
     "OffsetFormatError",
     "OldKeyMessageError",
     "OperationRefusedError",

@@ -153,5 +153,28 @@ class SparkMasterUnreachableError(ConfigurationError):
         super().__init__(msg)
 
 
+class NoSparkExecutorError(ConfigurationError):
+    """Spark started on a cluster, but its master gave the job no executor within a bound.
+
+    A standalone master with no workers, or none with the free cores and memory the job asks
+    for, accepts the job and leaves it waiting for ever without a word: Spark's warning ("Initial
+    job has not accepted any resources") is below the level ordo's sessions log at. A
+    configuration error because what is wrong is the cluster or what the job asks of it, as for
+    SparkMasterUnreachableError.
+    `timeout_ms` is the bound (--executor-timeout-ms), `output` the file of Spark's own output.
+    """
+
+    def __init__(self, *, master: str, timeout_ms: int, output: str) -> None:
+        self.master, self.timeout_ms, self.output = master, timeout_ms, output
+        msg = (
+            f"Spark's master {master} started no executor for the job within "
+            f"{timeout_ms / 1000:g} s: check that the cluster has workers registered (a "
+            "standalone master's web UI lists them) with the free cores and memory the job asks "
+            "for (spark.executor.cores, spark.executor.memory), or allow longer with "
+            f"--executor-timeout-ms (Spark's output: {output})"
+        )
+        super().__init__(msg)
+
+
 class UnknownUrlSchemeError(ConfigurationError):
     """A journal URL names a backend ordo does not have."""

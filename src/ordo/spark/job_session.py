@@ -6,6 +6,7 @@ import hashlib
 import os
 import re
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,7 +15,7 @@ from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from ordo.errors import ConfigurationError, SparkMasterUnreachableError
+from ordo.errors import ConfigurationError, NoSparkExecutorError, SparkMasterUnreachableError
 from ordo.spark.interruption import run_interruptibly, sigint_flag
 from ordo.spark.register import start_session
 
@@ -55,7 +56,11 @@ def spark_output_path(app_name: str) -> Path:
 
 @contextmanager
 def job_session(
-    *, master: str, app_name: str, announce: Callable[[str], object] | None = None
+    *,
+    master: str,
+    app_name: str,
+    executor_timeout_ms: int,
+    announce: Callable[[str], object] | None = None,
 ) -> Iterator[SparkSession]:
     """The active session if there is one (left running), else a new one stopped at the end.
 
@@ -64,8 +69,9 @@ def job_session(
     console output to `spark_output_path(app_name)`, not to the terminal the command prints to;
     `announce` is told so before Spark starts (which takes seconds). A Spark that does not start
     (a bad master URL, an output file that cannot be written) is a one-line ConfigurationError,
-    a cluster's master that cannot be reached a SparkMasterUnreachableError. Ctrl-C while it
-    starts is a KeyboardInterrupt once it has started and stopped again.
+    a cluster's master that cannot be reached a SparkMasterUnreachableError, one that starts no
+    executor for the job within `executor_timeout_ms` a NoSparkExecutorError (`_wait_for_executor`).
+    Ctrl-C while it starts is a KeyboardInterrupt once it has started and stopped again.
     """
     is_running = SparkSession.getActiveSession() is not None
     output = spark_output_path(app_name)
@@ -87,6 +93,8 @@ def job_session(
         msg = f"Spark did not start with master {master!r}: {_start_failure(exc, output)}"
         raise ConfigurationError(msg) from exc
     try:
+        if not is_running:
+            _wait_for_executor(spark, master=master, timeout_ms=executor_timeout_ms, output=output)
         yield spark
     finally:
         if not is_running:
@@ -160,3 +168,47 @@ def _unreachable_master(master: str, output: Path) -> str | None:
     if failures:
         return str(failures[-1]).strip()
     return "no answer to Spark's attempts to register" if _STANDALONE_GAVE_UP in text else None
+
+
+EXECUTOR_POLL_S = 0.2
+"""How often the wait for a cluster's first executor asks the driver whether one has come."""
+_DYNAMIC_ALLOCATION = "spark.dynamicAllocation.enabled"
+"""The setting with which Spark asks for executors only once tasks wait for them."""
+
+
+def _wait_for_executor(spark: SparkSession, *, master: str, timeout_ms: int, output: Path) -> None:
+    """Return once the cluster's `master` has started an executor for the job.
+
+    A standalone master with no workers, or none with the free cores and memory the job asks
+    for, accepts the job and leaves every Spark job of it waiting for ever, without a word even
+    in Spark's output file (its warning is below the ERROR level of `start_session`'s sessions):
+    after `timeout_ms` without an executor, NoSparkExecutorError. Not
+    checked: a local master (the driver runs the tasks; local-cluster's workers start with it),
+    and a job with dynamic allocation, which has no executor until its first tasks wait. Ctrl-C
+    while waiting is a KeyboardInterrupt (the caller stops the session); meanwhile SIGINT only
+    sets a flag, so that it never breaks into a Py4J call.
+    """
+    dynamic = spark.sparkContext.getConf().get(_DYNAMIC_ALLOCATION, "false") or "false"
+    if master.startswith("local") or dynamic.strip().lower() == "true":  # Spark's parsing
+        return
+    deadline = time.monotonic() + timeout_ms / 1000
+    with sigint_flag() as interrupted:
+        while not _has_executor(spark):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise NoSparkExecutorError(master=master, timeout_ms=timeout_ms, output=str(output))
+            if interrupted.wait(min(EXECUTOR_POLL_S, left)):
+                raise KeyboardInterrupt
+
+
+def _has_executor(spark: SparkSession) -> bool:
+    """Whether an executor of the job has registered with the driver.
+
+    Asks the JVM's SparkStatusTracker.getExecutorInfos (public API; PySpark's StatusTracker does
+    not offer it): one entry per block manager registered with the driver, the driver's own
+    included. An executor's block manager registers once the driver's scheduler has accepted
+    the executor and it has started, ready for tasks. (SparkContext.getExecutorMemoryStatus reads
+    the same registry; the scheduler's executor ids are only reached through a private method.)
+    """
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    return len(tracker.getExecutorInfos()) > 1

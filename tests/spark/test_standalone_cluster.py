@@ -1,0 +1,144 @@
+"""A standalone Spark cluster (the pyspark wheel's master and worker) that gives a job no executor.
+
+Such a master accepts the job and leaves every Spark job of it waiting for ever: the command hung
+without a word, even in Spark's output file (its sessions log errors only). The commands run in
+processes of their own: this one's first Spark session is the tests' shared local one, which a
+command would reuse whatever its --master.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from cli_support import pipeline_file, spark_command
+from ordo import NewEvent, open_journal
+
+SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
+"""The wheel's launcher of Spark's JVM programs (the master's and the worker's)."""
+START_WAIT_S = 120.0
+"""How long a master or worker may take to start before the fixture gives up (it takes seconds)."""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _started(args: list[str], log: Path, ready: str) -> subprocess.Popen[bytes]:
+    """`spark-class *args` in a process group of its own, once its `log` says `ready`."""
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(SPARK_CLASS), *args], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    deadline = time.monotonic() + START_WAIT_S
+    while ready not in log.read_text(encoding="utf-8", errors="replace"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            _stop(process)
+            pytest.fail(f"spark-class {args[0]} did not start: {log.read_text(errors='replace')}")
+        time.sleep(0.1)
+    return process
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """End the JVM and whatever it started (a worker's executors): its whole process group."""
+    with contextlib.suppress(ProcessLookupError):  # already gone
+        os.killpg(process.pid, signal.SIGTERM)
+    process.wait(timeout=60)
+
+
+@pytest.fixture
+def master(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A standalone master with no worker: its URL and its log.
+
+    Its REST submission server is off (it takes a fixed port, 6066) and its web UI on any free
+    port, so that runs at the same time keep apart.
+    """
+    properties = tmp_path / "master.properties"
+    properties.write_text("spark.master.rest.enabled false\n", encoding="utf-8")
+    port = _free_port()
+    log = tmp_path / "master.log"
+    args = ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port)]
+    args += ["--webui-port", "0", "--properties-file", str(properties)]
+    process = _started(args, log, "I have been elected leader")
+    try:
+        yield f"spark://127.0.0.1:{port}", log
+    finally:
+        _stop(process)
+
+
+@pytest.fixture
+def worker(master: tuple[str, Path], tmp_path: Path) -> Iterator[None]:
+    """A worker of one core registered with `master`, its executors' files under tmp_path."""
+    url, _ = master
+    args = ["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "1"]
+    args += ["--memory", "1g", "--webui-port", "0", "--work-dir", str(tmp_path / "work")]
+    process = _started(args, tmp_path / "worker.log", "Successfully registered with master")
+    try:
+        yield
+    finally:
+        _stop(process)
+
+
+@pytest.mark.slow
+def test_a_cluster_that_starts_no_executor_ends_the_command_with_one_line(
+    tmp_path: Path, master: tuple[str, Path]
+) -> None:
+    """A pipeline with an event to project waited for ever; now it ends after
+    --executor-timeout-ms, naming the master, what to check and Spark's output, and its
+    application is gone from the master."""
+    url, master_log = master
+    config = pipeline_file(tmp_path, "")
+    with open_journal(f"sqlite:///{tmp_path / 'shop.db'}") as journal:
+        journal.append("order-1", [NewEvent.of(1, tags=["order"])])
+    spark_log = tmp_path / "spark.log"
+    args = ("pipeline", "run", str(config), "--master", url, "--executor-timeout-ms", "1000")
+    run = spark_command(*args, spark_log=spark_log)
+    assert (run.returncode, run.stdout) == (1, "")
+    assert "Traceback" not in run.stderr
+    *_, error = run.stderr.splitlines()
+    assert error == (
+        f"Error: NoSparkExecutorError: Spark's master {url} started no executor for the job "
+        "within 1 s: check that the cluster has workers registered (a standalone master's web "
+        "UI lists them) with the free cores and memory the job asks for (spark.executor.cores, "
+        f"spark.executor.memory), or allow longer with --executor-timeout-ms (Spark's output: "
+        f"{spark_log})"
+    )
+    assert "Registering app ordo-totals" in master_log.read_text(encoding="utf-8")
+    assert "Removing app" in master_log.read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("worker")
+def test_a_cluster_that_starts_an_executor_runs_the_job(
+    tmp_path: Path, master: tuple[str, Path]
+) -> None:
+    """The executor is seen once it has registered: the default wait lets the job run on it."""
+    url, _ = master
+    script = (
+        "import sys\n"
+        "from ordo.spark.job_session import job_session\n"
+        "url = sys.argv[1]\n"
+        "with job_session(master=url, app_name='ordo-x', executor_timeout_ms=60_000) as spark:\n"
+        "    print(spark.range(5).count())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, url],
+        env={**os.environ, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "5\n"), done.stderr
