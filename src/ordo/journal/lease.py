@@ -31,6 +31,23 @@ from ordo.types import PersistenceId
 
 logger = logging.getLogger(__name__)
 
+
+_BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
+"""Linux's clock that counts the time the machine is suspended; None elsewhere."""
+
+
+def _elapsed() -> float:
+    """Seconds on a clock that goes on while the machine sleeps (Linux's CLOCK_BOOTTIME).
+
+    The lease's deadline is about the time the tools see pass: a journal whose machine slept
+    past it must find its lease lapsed on waking, which CLOCK_MONOTONIC (time.monotonic) would
+    not show, since it stands still during a suspend. Elsewhere: time.monotonic.
+    """
+    if _BOOTTIME is None:
+        return time.monotonic()
+    return time.clock_gettime(_BOOTTIME)
+
+
 _NS_PER_MS = 1_000_000
 
 
@@ -61,7 +78,7 @@ class WriterLease:
         self._clock = clock
         self._interval_s = interval.total_seconds()
         self._deadline_s = deadline.total_seconds()
-        self._renewed_at = 0.0  # time.monotonic() when the last renewal that worked began
+        self._renewed_at = 0.0  # _elapsed() when the last renewal that worked began
         self._error: StorageError | None = None  # of the last renewal, None once one works
         self._is_lost = False  # lapsed or refused: for good
         self._pending: set[PersistenceId] = set()
@@ -89,7 +106,7 @@ class WriterLease:
                 return
             self._started_at_ms = self._now_ms()
             pending, self._pending = self._pending, set()
-            began = time.monotonic()
+            began = _elapsed()
             try:
                 self._write(pending, now_ms=self._started_at_ms)
             except StorageError:
@@ -108,9 +125,7 @@ class WriterLease:
 
         The journal calls it before each write (one clock read); nothing before start().
         """
-        if self._is_started and (
-            self._is_lost or time.monotonic() - self._renewed_at > self._deadline_s
-        ):
+        if self._is_started and (self._is_lost or _elapsed() - self._renewed_at > self._deadline_s):
             self._lose()
             raise self._lost()
 
@@ -142,7 +157,7 @@ class WriterLease:
         Not once the lease is lost: past the deadline it may have lapsed already (the lost
         state is kept, and the heartbeat ends).
         """
-        began = time.monotonic()
+        began = _elapsed()
         if self._is_lost or began - self._renewed_at > self._deadline_s:
             self._lose()
             return
