@@ -20,6 +20,7 @@ from ordo.storage.lock_file import exclusive_lock
 from ordo.storage.open import stores_at
 from ordo.storage.parquet.change_log import ParquetChangeLog
 from ordo.storage.sqlite.change_source import check_capturable, read_status
+from permission_support import as_unprivileged
 
 _LONG_NAME = "n" * 300
 """Longer than any file system's longest name (255 bytes on Linux)."""
@@ -64,6 +65,25 @@ def test_a_journal_at_a_path_that_can_name_no_file_is_refused(
     with pytest.raises(StorageAccessError) as refused:
         _OPENINGS[opening](f"sqlite:///{path}")
     assert str(refused.value) == f"no journal at {path}: {reason}"
+
+
+@pytest.mark.parametrize("opening", _OPENINGS)
+def test_a_journal_in_a_folder_this_process_may_not_search_is_refused(
+    tmp_path: Path, opening: str
+) -> None:
+    """pathlib's look at the path raised the bare PermissionError."""
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    url = f"sqlite:///{folder / 'j.db'}"
+    init_storage(url)
+    folder.chmod(0)
+    try:
+        with pytest.raises(StorageAccessError) as refused:
+            as_unprivileged(lambda: _OPENINGS[opening](url))
+    finally:
+        folder.chmod(0o755)
+    path = folder / "j.db"
+    assert str(refused.value) == f"no journal at {path}: Permission denied: {path}"
 
 
 @pytest.mark.parametrize("kind", ["link loop", "name too long", "folder name too long"])

@@ -51,13 +51,15 @@ def unnameable(path: Path) -> str | None:
 
     Looked at before pathlib looks at the path: on a name too long its checks (`exists()`,
     `is_dir()`) raise the bare OSError, and on a symbolic link loop they answer False, so that
-    an SQLite journal there was a missing folder or file, outages retried for ever. Any other
-    failure of the look (no such file, a permission) is left to what the caller does next.
+    an SQLite journal there was a missing folder or file, outages retried for ever. A folder on
+    the way that this process may not search (EACCES) names no file it can reach either, and
+    pathlib's checks raised the bare PermissionError. Any other failure of the look (no such
+    file) is left to what the caller does next.
     """
     try:
         os.stat(path)
     except OSError as exc:
-        if exc.errno in _UNNAMEABLE:
+        if exc.errno in _UNNAMEABLE or exc.errno == errno.EACCES:
             return _reason(exc)
     return None
 
