@@ -13,6 +13,7 @@ import ctypes
 import ctypes.util
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -70,3 +71,16 @@ def as_unprivileged(function: Callable[[], T]) -> T:
     if failure:
         raise failure[0]
     return outcome[0]
+
+
+def locked_out(folder: Path, function: Callable[[], T]) -> T:
+    """`function()` run where file permissions stop it, while `folder` has no permission bits.
+
+    The folder's mode comes back afterwards, so that pytest can remove it.
+    """
+    mode = folder.stat().st_mode & 0o7777
+    folder.chmod(0)
+    try:
+        return as_unprivileged(function)
+    finally:
+        folder.chmod(mode)

@@ -20,7 +20,7 @@ from ordo.storage.lock_file import exclusive_lock
 from ordo.storage.open import stores_at
 from ordo.storage.parquet.change_log import ParquetChangeLog
 from ordo.storage.sqlite.change_source import check_capturable, read_status
-from permission_support import as_unprivileged
+from permission_support import locked_out
 
 _LONG_NAME = "n" * 300
 """Longer than any file system's longest name (255 bytes on Linux)."""
@@ -76,12 +76,8 @@ def test_a_journal_in_a_folder_this_process_may_not_search_is_refused(
     folder.mkdir()
     url = f"sqlite:///{folder / 'j.db'}"
     init_storage(url)
-    folder.chmod(0)
-    try:
-        with pytest.raises(StorageAccessError) as refused:
-            as_unprivileged(lambda: _OPENINGS[opening](url))
-    finally:
-        folder.chmod(0o755)
+    with pytest.raises(StorageAccessError) as refused:
+        locked_out(folder, lambda: _OPENINGS[opening](url))
     path = folder / "j.db"
     assert str(refused.value) == f"no journal at {path}: Permission denied: {path}"
 

@@ -17,7 +17,7 @@ from ordo.cli.options import (
     non_empty,
     progress,
 )
-from ordo.cli.streaming import start_query, streaming_job, wait_for
+from ordo.cli.streaming import start_query, streaming_session, wait_for
 from ordo.errors import ConfigurationError
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
@@ -74,8 +74,6 @@ def materialize(
     Changes that do not fit their schema, or cannot be read, go to CHECKPOINT/dead_letters:
     a warning on stderr says how many this run sent there.
     """
-    from ordo.spark.checkpoint import checkpoint_lock
-    from ordo.spark.job_session import job_session
     from ordo.spark.materializer import MaterializerSpec, require_checkpoint, require_schema
     from ordo.spark.materializer import materialize as start_materializer
 
@@ -93,16 +91,13 @@ def materialize(
     dead_letters = BatchListing.of(spec.dead_letters_at(str(checkpoint)))
     app_name = f"ordo-materializer-{spec.name}"
     label = f"materializer {spec.name!r}"
-    with (
-        streaming_job(label),
-        checkpoint_lock(str(checkpoint), label),  # a second copy: refused before Spark starts
-        job_session(
-            master=master,
-            app_name=app_name,
-            executor_timeout_ms=executor_timeout_ms,
-            announce=progress,
-        ) as spark,
-    ):
+    with streaming_session(
+        label,
+        str(checkpoint),
+        master=master,
+        app_name=app_name,
+        executor_timeout_ms=executor_timeout_ms,
+    ) as spark:
         query = start_query(
             spark,
             label,

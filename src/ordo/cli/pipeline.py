@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from ordo.cli.command_group import CommandGroup
-from ordo.cli.options import master_options, progress
-from ordo.cli.streaming import start_query, streaming_job, wait_for
+from ordo.cli.options import master_options
+from ordo.cli.streaming import start_query, streaming_session, wait_for
 
 
 @click.group(cls=CommandGroup)
@@ -27,24 +27,19 @@ def run(config_file: Path, master: str, executor_timeout_ms: int) -> None:
     With the available_now trigger it stops once it has caught up; with a processing-time
     trigger it runs until interrupted.
     """
-    from ordo.spark.checkpoint import checkpoint_lock
-    from ordo.spark.job_session import job_session
     from ordo.spark.pipeline import PipelineConfig, start_pipeline
 
     _import_from_working_directory()
     config = PipelineConfig.from_toml(config_file)  # every check, the journal's too, before Spark
     app_name = f"ordo-{config.processor}"
     label = f"pipeline {config.processor!r}"
-    with (
-        streaming_job(label),
-        checkpoint_lock(config.checkpoint, label),  # a second copy: refused before Spark starts
-        job_session(
-            master=master,
-            app_name=app_name,
-            executor_timeout_ms=executor_timeout_ms,
-            announce=progress,
-        ) as spark,
-    ):
+    with streaming_session(
+        label,
+        config.checkpoint,
+        master=master,
+        app_name=app_name,
+        executor_timeout_ms=executor_timeout_ms,
+    ) as spark:
         query = start_query(spark, label, lambda: start_pipeline(spark, config))
         wait_for(query, label)
     click.echo(f"pipeline {config.processor!r} stopped; checkpoint at {config.checkpoint}")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import click
@@ -19,6 +19,32 @@ POLL_SECONDS = 2.0
 def streaming_job(label: str) -> AbstractContextManager[None]:
     """Ctrl-C while the job `label` starts Spark or its query ends it as during `wait_for`."""
     return interruptible(_interrupted(label))
+
+
+@contextmanager
+def streaming_session(
+    label: str, checkpoint: str, *, master: str, app_name: str, executor_timeout_ms: int
+) -> Iterator[Any]:
+    """The Spark session of the streaming job `label`, which checkpoints at `checkpoint`.
+
+    Ctrl-C is handled as by `streaming_job`; a second copy of the job (its checkpoint locked)
+    is refused before Spark starts. The session is a SparkSession (typed loosely: the CLI
+    imports Spark lazily).
+    """
+    from ordo.spark.checkpoint import checkpoint_lock
+    from ordo.spark.job_session import job_session
+
+    with (
+        streaming_job(label),
+        checkpoint_lock(checkpoint, label),
+        job_session(
+            master=master,
+            app_name=app_name,
+            executor_timeout_ms=executor_timeout_ms,
+            announce=progress,
+        ) as spark,
+    ):
+        yield spark
 
 
 def start_query(spark: Any, label: str, start: Callable[[], Any]) -> Any:

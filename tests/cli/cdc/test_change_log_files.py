@@ -14,7 +14,7 @@ import pytest
 
 from cdc_cli_support import log_files, one_line_error, readings, registered, run_ordo
 from ordo.storage.parquet.partition_record import PARTITIONS_RECORD
-from permission_support import as_unprivileged
+from permission_support import locked_out
 
 
 def test_ingest_refuses_a_change_log_under_a_file(tmp_path: Path, journal: str) -> None:
@@ -153,18 +153,14 @@ def test_status_refuses_a_partition_folder_it_cannot_list(
 ) -> None:
     """It showed "0 mutations in 0 files": pathlib's glob skipped the folder without a word.
 
-    `as_unprivileged` (tests/permission_support.py): a folder's mode stops root there.
+    `locked_out` (tests/permission_support.py): a folder's mode stops root there.
     """
     ingest = registered(tmp_path, journal)
     assert run_ordo(*ingest, stdin=readings())[0] == 0
     log = tmp_path / "log"
     partition = next((log / "readings").glob("partition=*"))
     args = (*command, "--journal", journal, "--change-log", str(log))
-    partition.chmod(0)
-    try:
-        code, _, err = as_unprivileged(lambda: run_ordo(*args))
-    finally:
-        partition.chmod(0o755)
+    code, _, err = locked_out(partition, lambda: run_ordo(*args))
     one_line_error(
         code,
         err,
@@ -181,11 +177,7 @@ def test_status_refuses_a_change_log_in_a_folder_it_may_not_look_in(
     log = locked / "log"
     assert run_ordo(*ingest[:-1], str(log), stdin=readings())[0] == 0
     status = ("cdc", "status", "--journal", journal, "--change-log", str(log))
-    locked.chmod(0)
-    try:
-        code, _, err = as_unprivileged(lambda: run_ordo(*status))
-    finally:
-        locked.chmod(0o755)
+    code, _, err = locked_out(locked, lambda: run_ordo(*status))
     one_line_error(
         code, err, f"StorageAccessError: cannot read change log {log}: Permission denied: {log}"
     )
@@ -202,11 +194,7 @@ def test_materialize_refuses_a_table_folder_it_cannot_list_before_spark_starts(
         *("cdc", "materialize", "readings", "--journal", journal, "--master", "local[1]"),
         *("--change-log", str(log), "--checkpoint", str(checkpoint)),
     )
-    (log / "readings").chmod(0)
-    try:
-        code, _, err = as_unprivileged(lambda: run_ordo(*materialize))
-    finally:
-        (log / "readings").chmod(0o755)
+    code, _, err = locked_out(log / "readings", lambda: run_ordo(*materialize))
     one_line_error(
         code,
         err,
