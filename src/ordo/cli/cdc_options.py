@@ -16,7 +16,7 @@ from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.variable_option import VariableOption
 from ordo.errors import ConfigurationError
 from ordo.storage.change_sources import DEFAULT_SLOT
-from ordo.storage.file_errors import file_system_error
+from ordo.storage.file_errors import require_nameable
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_CHANGE_LOG = ".ordo/changelog"
@@ -47,12 +47,9 @@ def require_named_change_log(change_log: Path) -> None:
     source = click.get_current_context().get_parameter_source("change_log")
     if source in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP):
         return
-    try:
-        is_folder = change_log.is_dir()
-    except OSError as exc:  # a folder above it this process may not look in: not a missing log
-        msg = f"cannot read change log {change_log}"
-        raise file_system_error(msg, exc) from exc
-    if not is_folder:
+    # a folder above it this process may not search, a link loop: not a missing log
+    require_nameable(change_log, doing=f"cannot read change log {change_log}")
+    if not change_log.is_dir():
         named = "ORDO_CDC_CHANGE_LOG" if source is ParameterSource.ENVIRONMENT else "--change-log"
         msg = f"no change log directory {change_log}: check {named}"
         raise ConfigurationError(msg)

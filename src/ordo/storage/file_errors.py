@@ -7,7 +7,8 @@ mends it until someone changes the permissions. So is a path whose file is a fol
 whose folder is a file (ENOTDIR, or EEXIST for a folder to be made): a change-log record or a
 lock file that is a folder, a change log under a file. They were outages, which a capture
 retried for its `reconnect_timeout`; no retry mends them until someone moves what is in the
-way. So is a path that can name no file (`_UNNAMEABLE`): no retry shortens it or breaks its loop.
+way. So is a path that can name no file (`_UNNAMEABLE`): no retry shortens it or breaks its loop;
+and one behind a folder this process may not search (`unnameable`).
 """
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ def require_folder(path: Path, *, what: str = "journal") -> None:
 
 
 def refuse_unnameable(path: Path, *, what: str = "journal") -> None:
-    """StorageAccessError naming `path` when it can name no file: too long, or a link loop."""
+    """StorageAccessError naming `path` when it can name no file it can reach (`unnameable`)."""
     require_nameable(path, doing=f"no {what} at {path}")
 
 
