@@ -90,5 +90,10 @@ class RunReader(Protocol):
     def read_runs(
         self, tag: Tag, time_bucket: TimeBucket, *, after: bytes, up_to: bytes, limit: int
     ) -> RunPage:
-        """The page `read_tag_view(tag, time_bucket, after=, up_to=, limit=)` would return."""
+        """The page `read_tag_view(tag, time_bucket, after=, up_to=, limit=)` would return.
+
+        Or a longer one: every row after `after` up to its greatest offset, in more than
+        `limit` rows (a reader that had read further ahead); fewer than `limit` only when they
+        are all there are up to `up_to`.
+        """
         ...

@@ -189,7 +189,7 @@ class TagQuery(Generic[R]):
                         return False
                     self._position = row.offset_key
                 count = len(rows)
-            if count == self._forward_page:
+            if count >= self._forward_page:  # a page of runs may hold more (RunReader)
                 continue
             bucket_end = key_at((self._bucket + self._sizes.millis) * 1_000_000 - 100)
             if bound <= bucket_end:

@@ -19,7 +19,10 @@ from ordo.query import NO_OFFSET, KeyRun, Offset, TagQuery, looking_back
 from ordo.spark.key_runs import KeyRunReader
 from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions, check_source_bucket_size
+from ordo.spark.read_ahead import ReadAheadPages
 from ordo.storage.open import Stores, existing_stores_at, open_existing_stores, stores_at
+from ordo.storage.packed_reads import PackedPageReader
+from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
 
@@ -40,7 +43,8 @@ class EventsByTagPlanner:
         before the offset from late ones, which were then applied a second time.
 
         Pages are summarised per persistence id (KeyRunReader) unless `maxEventsPerTrigger`
-        is set: a batch is then cut after a number of rows, which needs them one by one. The
+        is set: a batch is then cut after a number of rows, which needs them one by one. On
+        SQLite a second process reads some of them ahead (ReadAheadPages). The
         journal is read, not upgraded: an older schema is SchemaVersionError (`ordo init`). It
         is opened read-only unless a `processor` option's first tokens are to be written. Its
         id goes into every offset planned, so that a checkpoint is not resumed on another one.
@@ -62,6 +66,9 @@ class EventsByTagPlanner:
         except BaseException:
             self._stores.close()
             raise
+        pages = self._stores.packed_pages
+        self._read_ahead = ReadAheadPages(pages) if isinstance(pages, SQLiteTagViewStore) else None
+        self._pages: PackedPageReader = pages if self._read_ahead is None else self._read_ahead
         self._query = TagQuery(
             self._stores.tag_view_key_reader,
             tag=options.tag,
@@ -71,9 +78,7 @@ class EventsByTagPlanner:
             first_time_bucket_ms=options.events_by_tag.first_time_bucket_ms,
             now_ns=now_ns,
             is_live=True,
-            runs=None
-            if options.max_events_per_trigger is not None
-            else KeyRunReader(self._stores.packed_pages),
+            runs=None if options.max_events_per_trigger is not None else KeyRunReader(self._pages),
             known=known,
         )
         self._backlog: deque[KeyRun] = deque()
@@ -146,7 +151,9 @@ class EventsByTagPlanner:
         return [entry.segment for entry in entries]
 
     def close(self) -> None:
-        """Release the driver's connections."""
+        """Release the driver's connections, and its second reader (ReadAheadPages)."""
+        if self._read_ahead is not None:
+            self._read_ahead.close()
         self._stores.close()
 
 

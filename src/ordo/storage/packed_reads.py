@@ -170,3 +170,26 @@ def unpack(row: Sequence[Any], columns: Sequence[tuple[str, Packing]]) -> Packed
             if packing is Packing.NULLABLE_TEXT:
                 packed.nulls[name] = next(values) or ""
     return packed
+
+
+def joined(
+    first: PackedRows, second: PackedRows, columns: Sequence[tuple[str, Packing]]
+) -> PackedRows:
+    """The rows of `first`, then those of `second`, packed as one page."""
+    if not first.count or not second.count:
+        return second if not first.count else first
+    packed = PackedRows(first.count + second.count)
+    separator = bytes([TEXT_SEPARATOR])
+    for name, packing in columns:
+        if packing is Packing.KEY:
+            packed.keys[name] = first.keys[name] + second.keys[name]
+        elif packing is Packing.INT:
+            packed.ints[name] = f"{first.ints[name]},{second.ints[name]}"
+        elif packing is Packing.BLOB:
+            (data, lengths), (more, more_lengths) = first.blobs[name], second.blobs[name]
+            packed.blobs[name] = (data + more, f"{lengths},{more_lengths}")
+        else:
+            packed.texts[name] = first.texts[name] + separator + second.texts[name]
+            if packing is Packing.NULLABLE_TEXT:
+                packed.nulls[name] = first.nulls[name] + second.nulls[name]
+    return packed

@@ -34,6 +34,10 @@ _KEY_RUN_COLUMNS = "timeuuid, tag_pid_sequence_nr, timeuuid, persistence_id, tag
 """A row as a KeyRun of one (first and last are the row), in KeyRun's field order."""
 
 
+AFTER_PARAMETER = 2
+"""Where a page query's `after` is among its parameters (`packed_page_query`)."""
+
+
 class SqlTagViewStore(SqlStore):
     """TagViewStore methods that are plain SQL; subclasses add the bulk writes."""
 
@@ -134,11 +138,44 @@ class SqlTagViewStore(SqlStore):
         hash_mask: tuple[int, int] | None = None,
     ) -> PackedRows:
         """The page `read_tag_view` reads (same bounds and order), packed column by column."""
+        query, params = self.packed_page_query(
+            tag,
+            time_bucket,
+            after=after,
+            up_to=up_to,
+            limit=limit,
+            columns=columns,
+            hash_mask=hash_mask,
+        )
+        with self._db.connection() as conn:
+            return unpack(conn.execute(query, params).fetchone(), columns)
+
+    def packed_page_query(
+        self,
+        tag: Tag,
+        time_bucket: TimeBucket,
+        *,
+        after: bytes,
+        up_to: bytes,
+        limit: int,
+        columns: Sequence[tuple[str, Packing]],
+        hash_mask: tuple[int, int] | None = None,
+    ) -> tuple[str, tuple[object, ...]]:
+        """The SQL of `read_packed` and its parameters, `after` the third (AFTER_PARAMETER)."""
         names = ", ".join(name for name, _ in columns)
         inner, params = self._tag_view_page(
             names, tag, time_bucket, after, up_to, limit, None, hash_mask
         )
-        return unpack(self._fetchone(packing_query(self.PACKING, inner, columns), params), columns)
+        return self._sql(packing_query(self.PACKING, inner, columns)), params
+
+    def last_key(self, tag: Tag, time_bucket: TimeBucket, *, up_to: bytes) -> bytes | None:
+        """The greatest offset key of the (tag, bucket) up to `up_to`, None if it has none."""
+        row = self._fetchone(
+            "SELECT max(timeuuid) FROM tag_views WHERE tag = {p} AND timebucket = {p} "
+            "AND timeuuid <= {p}",
+            (tag, time_bucket, up_to),
+        )
+        return None if row is None or row[0] is None else bytes(row[0])
 
     def heads(self, tag: Tag) -> Mapping[PersistenceId, int]:
         """The highest tag pid sequence nr of every persistence id of the tag (a scan)."""

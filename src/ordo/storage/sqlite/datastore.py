@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from ordo.errors import StorageAccessError, StorageUnavailableError, StoresClosedError
 from ordo.forking import OpeningProcess
@@ -59,6 +60,16 @@ def _use_wal(conn: sqlite3.Connection) -> None:
             continue
         if kept == "memory":
             raise sqlite3.OperationalError(IN_MEMORY_REFUSAL)
+
+
+class SharedFile(NamedTuple):
+    """A SQLite file as another process opens it to read it."""
+
+    uri: str
+    path: str
+    identity: tuple[int, int] | None
+    """The file's (device, inode) when the store opened it."""
+    busy_timeout_s: float
 
 
 class SQLiteDatastore(SchemaReads):
@@ -156,6 +167,17 @@ class SQLiteDatastore(SchemaReads):
                 )
         self._is_journal = True
         return done
+
+    def for_another_process(self) -> SharedFile:
+        """How another process opens this file to read it (ordo.spark.read_ahead).
+
+        The URI never creates the file, as this store's connections after the first do not;
+        the identity is the file's when this store opened it, for the other process to check
+        that the path still names that file.
+        """
+        identity = None if self._opened is None else self._opened.identity
+        uri = f"{self.path.resolve().as_uri()}?mode=rw"
+        return SharedFile(uri, str(self.path), identity, BUSY_TIMEOUT_S)
 
     def close(self) -> None:
         """Close every connection this datastore opened, in any thread; later calls are refused.

@@ -28,6 +28,11 @@ class OpenedFile:
         self._name = os.fspath(path)  # os.stat of a str: no Path to convert on every write
         self._identity = self._now()
 
+    @property
+    def identity(self) -> tuple[int, int] | None:
+        """The device and inode of the file opened; None when there was none to see."""
+        return self._identity
+
     def refuse_another(self, *, doing: str, what: str) -> None:
         """StorageAccessError unless `path` still names the file opened.
 

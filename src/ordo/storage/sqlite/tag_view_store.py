@@ -66,6 +66,11 @@ class SQLiteTagViewStore(SqlTagViewStore):
         with self._sqlite.connection() as conn:
             conn.execute(_INSERT_TAG_VIEWS, (keys,))
 
+    @property
+    def datastore(self) -> SQLiteDatastore:
+        """The file's connections (ordo.spark.read_ahead opens it in another process too)."""
+        return self._sqlite
+
     def announce(self, tag: Tag) -> None:
         """SQLite has no cross-process notification; the journal notifies its own process."""
 
