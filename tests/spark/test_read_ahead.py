@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -198,4 +199,20 @@ def test_a_plan_over_pages_read_ahead_delivers_every_event(tmp_path: Path) -> No
     finally:
         planner.close()
     assert end.pids == {f"order-{k}": [1, 5_000] for k in range(ids)}
+    assert _children() == set()
+
+
+def test_pages_are_read_alone_when_the_other_process_cannot_start(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An interpreter that is not there (an embedded Python without one, a removed venv)."""
+    assert isinstance(stores.packed_pages, SQLiteTagViewStore)
+    bucket = _buckets(stores)[0]
+    expected = _walk(stores.packed_pages, bucket)
+    monkeypatch.setattr(sys, "executable", str(Path(__file__).with_name("no-such-python")))
+    pages = _read_ahead(stores)
+    try:
+        assert _walk(pages, bucket) == expected
+    finally:
+        pages.close()
     assert _children() == set()

@@ -79,6 +79,8 @@ class ReadAheadPages:
         self._store = store
         self._reader: _Reader | None = None
         self._split: _Split | None = None
+        self._can_start = True
+        """False once the other process could not start: it is not tried again."""
 
     def read_packed(
         self,
@@ -172,8 +174,11 @@ class ReadAheadPages:
             return  # less than a page or so after this one: not worth a second reader
         reader = self._reader
         if reader is None:
+            if not self._can_start:
+                return
             reader = self._reader = _Reader.started()
             if reader is None:
+                self._can_start = False
                 return
         query, params = self._store.packed_page_query(
             tag, bucket, after=start, up_to=up_to, limit=limit, columns=columns
