@@ -7,6 +7,7 @@ lock held by another connection past the busy timeout an outage.
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ordo import EventsByTagSettings, NewEvent, open_journal
+from ordo import EventsByTagSettings, Journal, NewEvent, open_journal
 from ordo.clock import SystemClock
 from ordo.errors import (
     StorageError,
@@ -29,6 +30,7 @@ from ordo.journal.lease import WriterLease
 from ordo.reconnection import is_outage
 from ordo.storage.open import stores_at
 from ordo.storage.sqlite import datastore
+from ordo.tagging import outage_log
 from ordo.types import PersistenceId, Tag
 from processing_support import wait_for
 from sqlite_support import run_sql
@@ -218,3 +220,89 @@ def test_a_journal_whose_lease_cannot_be_renewed_refuses_appends(tmp_path: Path)
         with pytest.raises(WriterLeaseLostError):
             journal.delete_to("a", 1)
         assert (journal.highest_sequence_nr("a"), journal.highest_sequence_nr("b")) == (1, 0)
+
+
+TAG_WRITER = "ordo.tagging.tag_writer"
+RETRIED = EventsByTagSettings(flush_interval=timedelta(milliseconds=10), max_message_batch_size=100)
+
+
+def _tag_rows(path: Path) -> int:
+    """Rows in tag_views, read as another process would (WAL: while a writer holds the lock)."""
+    with closing(sqlite3.connect(path)) as conn:
+        return int(conn.execute("SELECT count(*) FROM tag_views").fetchone()[0])
+
+
+@contextmanager
+def _tag_writes_locked_out(journal: Journal, path: Path) -> Iterator[None]:
+    """Hold the write lock while an event of tag t waits for its tag write.
+
+    The flusher may write an appended event before the lock is taken: then append another.
+    """
+    while True:
+        journal.append("a", _events(1))
+        appended = journal.highest_sequence_nr("a")
+        with _write_lock(path):
+            if _tag_rows(path) < appended:
+                yield
+                return
+
+
+def _logged(caplog: pytest.LogCaptureFixture, *levels: int) -> list[str]:
+    """The tag writer's messages at `levels`, in order."""
+    return [r.getMessage() for r in caplog.records if r.name == TAG_WRITER and r.levelno in levels]
+
+
+def test_a_tag_write_outage_logs_one_warning_and_one_info_not_one_per_retry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The flusher retries at every flush_interval, and logged a WARNING at each retry: about
+    1,200 identical lines per tag in a 5-minute outage. Now the retries are DEBUG lines between
+    one WARNING and one INFO when the writes resume."""
+    monkeypatch.setattr(datastore, "BUSY_TIMEOUT_S", 0.05)
+    caplog.set_level(logging.DEBUG, logger=TAG_WRITER)
+    path = tmp_path / "j.db"
+    url = f"sqlite:///{path}"
+    with open_journal(url, settings=RETRIED) as journal:
+        with _tag_writes_locked_out(journal, path):
+            wait_for(lambda: len(_logged(caplog, logging.WARNING, logging.DEBUG)) >= 4)
+        journal.flush()  # the flusher's retry, or this flush, writes them
+        appended = journal.highest_sequence_nr("a")
+
+    assert _tag_rows(path) == appended
+    assert _heads(url) == {"a": appended}
+    (warning,) = _logged(caplog, logging.WARNING)
+    assert warning.startswith("tag write failed, will retry: tag=t error=")
+    retries = _logged(caplog, logging.DEBUG)
+    assert all(r.startswith("tag write failed again, will retry: tag=t") for r in retries)
+    (resumed,) = _logged(caplog, logging.INFO)
+    match = re.fullmatch(
+        r"tag writes resumed after [0-9.]+ s \((\d+) failed attempts\): tag=t", resumed
+    )
+    assert match is not None
+    assert int(match.group(1)) == 1 + len(retries)
+
+
+def test_a_long_tag_write_outage_is_recalled_by_warnings_that_say_what_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reminder at most every OUTAGE_REMINDER (a minute; 0 here, so at every retry)."""
+    monkeypatch.setattr(datastore, "BUSY_TIMEOUT_S", 0.05)
+    monkeypatch.setattr(outage_log, "OUTAGE_REMINDER", timedelta(0))
+    caplog.set_level(logging.DEBUG, logger=TAG_WRITER)
+    path = tmp_path / "j.db"
+    with open_journal(f"sqlite:///{path}", settings=RETRIED) as journal:
+        with _tag_writes_locked_out(journal, path):
+            wait_for(lambda: len(_logged(caplog, logging.WARNING)) >= 3)
+            buffered = journal.highest_sequence_nr("a") - _tag_rows(path)
+        journal.flush()  # the flusher's retry, or this flush, writes them
+
+    first, *reminders = _logged(caplog, logging.WARNING)
+    assert first.startswith("tag write failed, will retry: tag=t error=")
+    assert reminders
+    for reminder in reminders:
+        assert re.match(
+            rf"tag writes still failing after [0-9]+ s, will retry: tag=t failed_attempts=\d+ "
+            rf"buffered={buffered} error=",
+            reminder,
+        )
+    assert _logged(caplog, logging.DEBUG) == []

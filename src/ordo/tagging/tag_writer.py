@@ -15,6 +15,7 @@ from ordo.errors import (
     TagWriteFailedError,
 )
 from ordo.reconnection import is_outage
+from ordo.tagging.outage_log import OutageLog
 from ordo.tagging.ports import TagViewWriter, TagWrite
 from ordo.types import PersistenceId, Tag
 
@@ -39,7 +40,9 @@ class TagWriter:
     `on_full` or `BACKLOG_BATCHES` are waiting. Batches of a tag are written one at a time in
     order, each rows first and progress after, so a crash between the two leaves rows that
     recovery rewrites with the same numbers. A write that fails is kept and retried by the
-    next flush; `on_error` hears of each failure (without it, a WARNING is logged). Thread-safe.
+    next flush, its outage logged by an OutageLog (one WARNING, not one per retry), unless it
+    failed as no retry mends (not `is_outage`) and there is an `on_failure` to hear of it.
+    Thread-safe.
     """
 
     def __init__(
@@ -50,14 +53,15 @@ class TagWriter:
         max_message_batch_size: int,
         on_written: Callable[[Tag], None] | None = None,
         on_full: Callable[[TagWriter], None] | None = None,
-        on_error: Callable[[TagWriter, StorageError], None] | None = None,
+        on_failure: Callable[[TagWriter, StorageError], None] | None = None,
     ) -> None:
         self.tag = tag
         self._store = store
         self._max = max_message_batch_size
         self._on_written = on_written
         self._on_full = on_full
-        self._on_error = on_error
+        self._on_failure = on_failure
+        self._outage = OutageLog(tag, logger)  # used under _write_lock
         self._open: list[TagWrite] = []
         self._open_events = 0
         self._buffered = 0  # events in the open and closed batches
@@ -95,18 +99,16 @@ class TagWriter:
 
     def write_full(self) -> None:
         """Write the closed batches, reporting (not raising) a storage error."""
-        self._try_write(self._write_closed)
+        self._try_write(self._write_closed_locked)
 
     def try_flush(self) -> None:
         """Flush, reporting (not raising) a storage error; the batch stays buffered."""
-        self._try_write(self.flush)
+        self._try_write(self._flush_locked)
 
     def flush(self) -> None:
         """Write whatever is buffered now; on a storage error the batch stays buffered."""
         with self._write_lock:
-            with self._lock:
-                self._close_open_locked()
-            self._write_closed_locked()
+            self._flush_locked()
 
     @property
     def buffered(self) -> int:
@@ -120,17 +122,20 @@ class TagWriter:
             self._open, self._open_events = [], 0
 
     def _try_write(self, write: Callable[[], None]) -> None:
-        try:
-            write()
-        except StorageError as exc:
-            if self._on_error is None:
-                logger.warning("tag write failed, will retry: tag=%s error=%s", self.tag, exc)
-            else:
-                self._on_error(self, exc)
-
-    def _write_closed(self) -> None:
+        """Run `write` and report its failure, under the write lock (as the OutageLog needs)."""
         with self._write_lock:
-            self._write_closed_locked()
+            try:
+                write()
+            except StorageError as exc:
+                if self._on_failure is not None and not is_outage(exc):
+                    self._on_failure(self, exc)
+                else:
+                    self._outage.failed(exc, buffered=self.buffered)
+
+    def _flush_locked(self) -> None:
+        with self._lock:
+            self._close_open_locked()
+        self._write_closed_locked()
 
     def _write_closed_locked(self) -> None:
         while True:
@@ -148,6 +153,7 @@ class TagWriter:
                 self._buffered -= events
             latest: dict[PersistenceId, TagWrite] = {w.persistence_id: w for w in batch}
             self._store.write_progress([write.progress() for write in latest.values()])
+            self._outage.succeeded()
             if self._on_written is not None:
                 self._on_written(self.tag)
 
@@ -162,7 +168,8 @@ class TagWriters:
     each stored batch (pubsub notification). Thread-safe; close() flushes and stops the flusher
     thread.
 
-    Failures: an outage (`is_outage`) is logged as a WARNING and retried by the next flush. A
+    Failures: an outage (`is_outage`) is retried by the next flush, logged as a WARNING when it
+    starts (and once a minute while it lasts) and at INFO when the tag's writes resume. A
     tag that holds more than `max_buffer_size` events unwritten makes admit() write its backlog
     first, and refuse (TagWriteBacklogError) if that fails. Any other StorageError is one no
     retry mends: it is logged once at ERROR, nothing is retried from then on, and admit(),
@@ -279,7 +286,7 @@ class TagWriters:
                     max_message_batch_size=self._max,
                     on_written=self._on_written,
                     on_full=self._hand_over if self._is_background else None,
-                    on_error=self._report,
+                    on_failure=self._stop,
                 )
                 self._writers[tag] = writer
             return writer
@@ -289,12 +296,9 @@ class TagWriters:
             self._full[writer.tag] = writer
             self._wake.notify()
 
-    def _report(self, writer: TagWriter, error: StorageError) -> None:
-        """A write of the flusher or an appender failed: retried later if an outage."""
-        if is_outage(error):
-            logger.warning("tag write failed, will retry: tag=%s error=%s", writer.tag, error)
-        else:
-            self._fail(writer, error)  # logged there, raised by the next admit()
+    def _stop(self, writer: TagWriter, error: StorageError) -> None:
+        """A write of the flusher or an appender failed as no retry mends."""
+        self._fail(writer, error)  # logged there, raised by the next admit()
 
     def _fail(self, writer: TagWriter, error: StorageError) -> TagWriteFailedError:
         """Stop writing for good; the error to raise (of the first such failure, kept).
