@@ -18,7 +18,7 @@ from ordo.spark.options import EventsByTagOptions
 from ordo.spark.planner import EventsByTagPlanner
 from ordo.spark.read_ahead import ReadAheadPages
 from ordo.storage.open import Stores, open_stores
-from ordo.storage.packed_reads import TAG_VIEW_KEY_PACKING, PackedRows
+from ordo.storage.packed_reads import TAG_VIEW_KEY_PACKING, TAG_VIEW_PACKING, PackedRows, joined
 from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
 from ordo.time import format_first_time_bucket
 from ordo.types import Tag, TimeBucket
@@ -216,3 +216,18 @@ def test_pages_are_read_alone_when_the_other_process_cannot_start(
     finally:
         pages.close()
     assert _children() == set()
+
+
+def test_two_joined_pages_are_the_page_of_both(stores: Stores) -> None:
+    """Every packing (whole rows too): what one read of both pages' rows packs."""
+    bucket = _buckets(stores)[0]
+
+    def page(after: bytes, limit: int) -> PackedRows:
+        return stores.packed_pages.read_packed(
+            TAG, bucket, after=after, up_to=LAST_KEY, limit=limit, columns=TAG_VIEW_PACKING
+        )
+
+    first = page(b"", 300)
+    second = page(max(row[0] for row in _rows(first)), 200)
+    assert joined(first, second, TAG_VIEW_PACKING) == page(b"", 500)
+    assert joined(first, page(LAST_KEY, 10), TAG_VIEW_PACKING) == first

@@ -26,6 +26,7 @@ from ordo.errors import ConfigurationError
 from ordo.settings.operations import MAX_SPARK_KEY_PARTITIONS, SPARK_KEY_PARTITIONS
 from ordo.storage.open import stores_at
 from ordo.time import GREGORIAN_OFFSET_100NS
+from ordo.time.timeuuid import TIMESTAMP_MASK
 from ordo.types import PersistenceId, Tag, TimeBucket
 
 JOURNAL_KEYS_DDL = (
@@ -39,7 +40,6 @@ TAG_VIEW_KEYS_DDL = (
 )
 """The key of one tag_views row, with the sequence nr of the event it names."""
 PAGE = 10_000
-_TIMESTAMP_MASK = np.uint64((1 << 60) - 1)
 _OPTIONS = ("journal", "partitions")
 
 
@@ -229,5 +229,5 @@ class TagViewKeysReader(DataSourceReader):
 def _epoch_ms(uuids: Sequence[bytes]) -> np.ndarray:
     """Epoch milliseconds of stored TimeUUIDs, for a whole page at once (floored, as buckets)."""
     keys = np.frombuffer(b"".join(uuids), dtype=">u8").reshape(-1, 2)
-    timestamps = (keys[:, 0] & _TIMESTAMP_MASK).astype(np.int64)
+    timestamps = (keys[:, 0] & np.uint64(TIMESTAMP_MASK)).astype(np.int64)
     return (timestamps - GREGORIAN_OFFSET_100NS) // 10_000

@@ -66,9 +66,10 @@ class EventsByTagPlanner:
         except BaseException:
             self._stores.close()
             raise
-        pages = self._stores.packed_pages
+        pages: PackedPageReader = self._stores.packed_pages
         self._read_ahead = ReadAheadPages(pages) if isinstance(pages, SQLiteTagViewStore) else None
-        self._pages: PackedPageReader = pages if self._read_ahead is None else self._read_ahead
+        if self._read_ahead is not None:
+            pages = self._read_ahead
         self._query = TagQuery(
             self._stores.tag_view_key_reader,
             tag=options.tag,
@@ -78,7 +79,7 @@ class EventsByTagPlanner:
             first_time_bucket_ms=options.events_by_tag.first_time_bucket_ms,
             now_ns=now_ns,
             is_live=True,
-            runs=None if options.max_events_per_trigger is not None else KeyRunReader(self._pages),
+            runs=None if options.max_events_per_trigger is not None else KeyRunReader(pages),
             known=known,
         )
         self._backlog: deque[KeyRun] = deque()

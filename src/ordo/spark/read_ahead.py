@@ -40,6 +40,7 @@ from ordo.storage.sql_tag_view_store import AFTER_PARAMETER
 from ordo.storage.sqlite.datastore import BUSY_TIMEOUT_S
 from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
 from ordo.time import GREGORIAN_OFFSET_100NS, TimeUUID
+from ordo.time.timeuuid import TIMESTAMP_MASK
 from ordo.types import Tag, TimeBucket
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,6 @@ logger = logging.getLogger(__name__)
 PAGES_AHEAD = 4
 """Pages the planner reads itself before the other process's share, and the size of that share.
 More would leave more read for nothing when a plan stops before it reaches them."""
-_TIMESTAMP_MASK = (1 << 60) - 1
 _PROCESS = Path(__file__).with_name("read_ahead_process.py")
 _FRAME_GRACE_S = 30.0
 """How much longer than SQLite's busy timeout a page of the other process may take."""
@@ -163,14 +163,14 @@ class ReadAheadPages:
     ) -> None:
         """Have the other process read the pages from a few pages after the full `page`."""
         last = self._store.last_key(tag, bucket, up_to=up_to)
-        first_ns, greatest_ns = _time_span(page.keys["timeuuid"])
         if last is None:
             return
+        first_ns, greatest_ns = _time_span(page.keys["timeuuid"])
         last_ns = TimeUUID.from_bytes(last).epoch_ns
         span = max(greatest_ns - first_ns, 100)
         start_ns = min(greatest_ns + PAGES_AHEAD * span, (greatest_ns + last_ns) // 2)
         start = TimeUUID.max_for_epoch_ns(start_ns).to_bytes()
-        if start <= greatest_key(page.keys["timeuuid"]) or start >= last:
+        if start_ns <= greatest_ns or start >= last:
             return  # less than a page or so after this one: not worth a second reader
         reader = self._reader
         if reader is None:
@@ -270,6 +270,6 @@ class _Reader:
 
 def _time_span(keys: bytes) -> tuple[int, int]:
     """The earliest and latest instants (epoch ns) of packed 16-byte keys."""
-    stamps = np.frombuffer(keys, dtype=">u8")[0::2] & np.uint64(_TIMESTAMP_MASK)
+    stamps = np.frombuffer(keys, dtype=">u8")[0::2] & np.uint64(TIMESTAMP_MASK)
     low, high = (int(x) - GREGORIAN_OFFSET_100NS for x in (stamps.min(), stamps.max()))
     return low * 100, high * 100

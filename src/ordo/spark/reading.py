@@ -19,13 +19,13 @@ from ordo.spark.packed_arrow import greatest_key, packed_table
 from ordo.storage.open import stores_at
 from ordo.storage.packed_reads import TAG_VIEW_PACKING
 from ordo.time import GREGORIAN_OFFSET_100NS, BucketSize, TimeUUID
+from ordo.time.timeuuid import TIMESTAMP_MASK
 from ordo.types import Tag, TimeBucket
 
 if TYPE_CHECKING:
     from ordo.spark.events_by_tag_source import SegmentPartition
 
 PAGE = 5_000
-_TIMESTAMP_MASK = (1 << 60) - 1
 _SIGN_FLIP = 0x8080808080808080
 SCHEMA = pa.schema(
     [
@@ -173,7 +173,9 @@ def _keys(timeuuids: pa.ChunkedArray) -> np.ndarray:
 def _batch(rows: pa.Table, segment: str) -> pa.RecordBatch:
     """One page of ordered rows in SCHEMA: offset text, timestamp and segment derived."""
     keys = _keys(rows["timeuuid"])
-    timestamps = keys[:, 0] & _TIMESTAMP_MASK  # 100 ns units since 1582, the sortable key's top
+    timestamps = keys[:, 0] & np.uint64(
+        TIMESTAMP_MASK
+    )  # 100 ns units since 1582, the sortable key's top
     epoch_us = (timestamps.astype(np.int64) - GREGORIAN_OFFSET_100NS) // 10
     columns = {
         "offset": _uuid_texts(timestamps, keys[:, 1]),
