@@ -1,6 +1,15 @@
-"""ordo: ordered, resumable event pipelines — events by tag, segments, contiguous acks, CDC."""
+"""ordo: ordered, resumable event pipelines — events by tag, segments, contiguous acks, CDC.
+
+The names below the errors are imported on first use: every module of ordo imports this
+package first, and Spark starts fresh Python processes that import one module of ordo each
+(a streaming source, a stateful step's planning), which need neither the journal nor its
+stores; loading them there cost about 0.1 s per process.
+"""
 
 from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from ordo.errors import (
     BucketSizeMismatchError,
@@ -19,11 +28,24 @@ from ordo.errors import (
     StorageUnavailableError,
     TransactionConflictError,
 )
-from ordo.journal import AppendReceipt, Journal, NewEvent, PersistedEvent
-from ordo.query import NO_OFFSET, EventEnvelope, EventsByTag
-from ordo.settings import EventsByTagSettings, QuerySettings
-from ordo.storage.open import events_by_tag_at, init_storage, open_journal, open_stores
-from ordo.time import BucketSize, TimeUUID
+
+if TYPE_CHECKING:
+    from ordo.journal import AppendReceipt, Journal, NewEvent, PersistedEvent
+    from ordo.query import NO_OFFSET, EventEnvelope, EventsByTag
+    from ordo.settings import EventsByTagSettings, QuerySettings
+    from ordo.storage.open import events_by_tag_at, init_storage, open_journal, open_stores
+    from ordo.time import BucketSize, TimeUUID
+
+_MODULES = {
+    **dict.fromkeys(("AppendReceipt", "Journal", "NewEvent", "PersistedEvent"), "ordo.journal"),
+    **dict.fromkeys(("NO_OFFSET", "EventEnvelope", "EventsByTag"), "ordo.query"),
+    **dict.fromkeys(("EventsByTagSettings", "QuerySettings"), "ordo.settings"),
+    **dict.fromkeys(
+        ("events_by_tag_at", "init_storage", "open_journal", "open_stores"), "ordo.storage.open"
+    ),
+    **dict.fromkeys(("BucketSize", "TimeUUID"), "ordo.time"),
+}
+"""Where each public name other than the errors lives."""
 
 __all__ = [
     "NO_OFFSET",
@@ -57,3 +79,12 @@ __all__ = [
     "open_journal",
     "open_stores",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module when first asked for."""
+    module = _MODULES.get(name)
+    if module is None:
+        msg = f"module 'ordo' has no attribute {name!r}"
+        raise AttributeError(msg)
+    return getattr(import_module(module), name)

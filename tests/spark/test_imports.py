@@ -65,6 +65,38 @@ def test_planning_a_batch_loads_neither_pandas_nor_cdc_nor_asyncio(tmp_path: Pat
     assert planned.split() == ["3"]  # the 3 ids planned, and none of the unused modules
 
 
+_PLANNING_LOADS = (
+    "import sys, ordo.spark.change_processor; "
+    "print(*(m for m in ('pandas', 'pyarrow', 'numpy', 'ordo.storage.open', 'ordo.query') "
+    "if m in sys.modules))"
+)
+
+
+def test_the_materializer_stateful_step_loads_neither_pandas_nor_pyarrow_nor_the_stores() -> None:
+    """Spark plans each run of the materializer in a fresh Python process that imports the
+    step's module to call its `init`: pandas, pyarrow and the journal's stores cost ~0.5 s there."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", _PLANNING_LOADS], capture_output=True, text=True, check=True
+    ).stdout
+    assert loaded.split() == []
+
+
+def test_the_package_names_resolve_on_first_use() -> None:
+    import ordo
+    from ordo.spark.projection import projection
+    from ordo.spark.register import register, start_session
+    from ordo.storage.open import open_journal
+
+    # importing the submodules above did not make the functions named like them modules
+    assert ordo.spark.projection is projection
+    assert ordo.spark.register is register
+    assert ordo.spark.start_session is start_session
+    assert ordo.open_journal is open_journal
+    assert set(ordo.__all__) <= set(dir(ordo)) | set(ordo._MODULES)
+    with pytest.raises(AttributeError, match="module 'ordo' has no attribute 'nothing'"):
+        ordo.nothing  # noqa: B018 - the attribute access is the test
+
+
 def test_the_materializer_names_resolve_on_first_use() -> None:
     from ordo.spark.materializer import MaterializerSpec, materialize
 

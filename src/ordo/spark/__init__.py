@@ -1,20 +1,34 @@
-"""ordo on Spark: the events-by-tag streaming source (`ordo_events_by_tag`).
+"""ordo on Spark: the events-by-tag source, projections and the CDC materializer.
 
-Importing this package needs the `spark` extra (pyspark, pyarrow). The CDC materializer's names
-are imported on first use: Spark starts a fresh Python process for each streaming query's
-source, and that process imports `ordo.spark.events_by_tag_source`, hence this package; loading
-the materializer (and pandas) there too cost about half a second per query.
+Importing this package needs the `spark` extra (pyspark, pyarrow). Its names are imported on
+first use: Spark starts a fresh Python process for each streaming query's source (which imports
+`ordo.spark.events_by_tag_source`) and for each stateful query's planning (which imports the
+materializer's `change_processor`), and each of them imports this package first; loading every
+module of it (with pandas) there cost about half a second per query.
 """
 
 from __future__ import annotations
 
+import sys
+from importlib import import_module
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
-
-from ordo.spark.projection import ProjectionSpec, projection
-from ordo.spark.register import python_for_workers, register, start_session
 
 if TYPE_CHECKING:
     from ordo.spark.materializer import MaterializerSpec, materialize
+    from ordo.spark.projection import ProjectionSpec, projection
+    from ordo.spark.register import python_for_workers, register, start_session
+
+_MODULES = {
+    "MaterializerSpec": "ordo.spark.materializer",
+    "materialize": "ordo.spark.materializer",
+    "ProjectionSpec": "ordo.spark.projection",
+    "projection": "ordo.spark.projection",
+    "python_for_workers": "ordo.spark.register",
+    "register": "ordo.spark.register",
+    "start_session": "ordo.spark.register",
+}
+"""Where each public name lives."""
 
 __all__ = [
     "MaterializerSpec",
@@ -28,10 +42,31 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """`MaterializerSpec` and `materialize`, imported when first asked for."""
-    if name in ("MaterializerSpec", "materialize"):
-        from ordo.spark import materializer
+    """A public name, imported from its module when first asked for."""
+    module = _MODULES.get(name)
+    if module is None:
+        msg = f"module 'ordo.spark' has no attribute {name!r}"
+        raise AttributeError(msg)
+    return getattr(import_module(module), name)
 
-        return getattr(materializer, name)
-    msg = f"module 'ordo.spark' has no attribute {name!r}"
-    raise AttributeError(msg)
+
+_NAMED_LIKE_MODULE = frozenset(n for n, module in _MODULES.items() if module.endswith(f".{n}"))
+"""Functions whose module has their name (`projection`, `register`)."""
+
+
+class _Package(ModuleType):
+    """The package, whose functions `projection` and `register` stay functions.
+
+    Importing a submodule sets the package's attribute of its name to the submodule, after
+    the submodule ran: `import ordo.spark.projection` would make `ordo.spark.projection` (and
+    so `from ordo.spark import projection`) the module instead of the function. Eager imports
+    of the functions used to come after and win.
+    """
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _NAMED_LIKE_MODULE and isinstance(value, ModuleType):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -1,8 +1,9 @@
-"""Change messages and dead letters as rows of `MATERIALIZER_OUTPUT_DDL`, and back.
+"""Change messages and dead letters as rows of `MATERIALIZER_OUTPUT_DDL`.
 
 The stateful step (executors) turns its results into rows with `message_row` and
-`dead_letter_row`; the sink (driver) reads them with `message_rows_from_arrow`. Rows are plain
-tuples in `OUTPUT_COLUMNS` order; JSON is compact, rows keep the schema's column order.
+`dead_letter_row`; the sink (driver, `change_sink`) reads them back. Rows are plain tuples in
+`OUTPUT_COLUMNS` order; JSON is compact, rows keep the schema's column order. No pyarrow here:
+Spark imports this module in the process that plans each stateful query.
 """
 
 from __future__ import annotations
@@ -10,12 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import pyarrow as pa
-
 from ordo.cdc.change import ChangeMessage
 from ordo.cdc.json_text import compact_json
 from ordo.cdc.materializer import RejectedMutation
-from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, MessageRows, message_values
+from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, message_values
 from ordo.cdc.mutation_json import mutation_to_json
 
 OUTPUT_COLUMNS = (
@@ -79,11 +78,3 @@ def unreadable_row(partition_key: str, row: Mapping[str, object], reason: str) -
         reason,
         compact_json(dict(row)),
     )
-
-
-def message_rows_from_arrow(rows: pa.Table) -> MessageRows:
-    """The messages of `message_row` rows that Spark collected to the driver, in row order.
-
-    Their JSON texts stay texts: the sink stores them as they are.
-    """
-    return MessageRows({name: rows.column(name).to_pylist() for name in MESSAGE_ROW_COLUMNS})

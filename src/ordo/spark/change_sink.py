@@ -22,9 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
+from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, MessageRows
 from ordo.cdc.schema_registry import SchemaRegistry
 from ordo.errors import CdcError
-from ordo.spark.change_rows import MESSAGE_COLUMNS, OUTPUT_COLUMNS, message_rows_from_arrow
+from ordo.spark.change_rows import MESSAGE_COLUMNS, OUTPUT_COLUMNS
 from ordo.storage.open import stores_at
 from ordo.storage.parquet.batch_files import replace_batch
 
@@ -87,3 +88,11 @@ def apply_batch(
         len(changes),
         rejected.num_rows,
     )
+
+
+def message_rows_from_arrow(rows: pa.Table) -> MessageRows:
+    """The messages of `message_row` rows that Spark collected to the driver, in row order.
+
+    Their JSON texts stay texts: the sink stores them as they are.
+    """
+    return MessageRows({name: rows.column(name).to_pylist() for name in MESSAGE_ROW_COLUMNS})
