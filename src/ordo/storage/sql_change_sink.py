@@ -320,30 +320,32 @@ class SqlChangeSink(SqlMaterializedTable):
     ) -> None:
         """Delete and upsert the rows `changes` name, values in `schema`'s types."""
         name, p = self._identifier, self.PARAM
-        columns, key, key_names = schema.by_name, schema.primary_key, schema.key_names
-        deletes = [
-            [self._key_value(columns[k], v) for k, v in zip(key, json.loads(key_json), strict=True)]
-            for key_json, change in changes.items()
-            if change.is_deleted
+        columns, key = schema.by_name, schema.primary_key
+        deletes: list[list[object]] = [
+            json.loads(key_json) for key_json, change in changes.items() if change.is_deleted
         ]
         if deletes:
+            self._convert_rows(deletes, key, schema)
             where = " AND ".join(f"{name(k)} = {p}" for k in key)
             self._executemany(conn, f"DELETE FROM {name(table)} WHERE {where}", deletes)
+        shapes: dict[tuple[str, ...], tuple[str, ...]] = {}  # a row's columns -> the schema's
         by_columns: dict[tuple[str, ...], list[list[object]]] = {}
         for key_json, change in changes.items():
-            if change.values is not None:
-                if former_types:  # a message of an older version may carry a former type
-                    retyped_row(change.values, schema, former_types, key=json.loads(key_json))
-                names = tuple(n for n in change.values if n in columns)
-                by_columns.setdefault(names, []).append(
-                    [
-                        (self._key_value if n in key_names else self._sql_value)(
-                            columns[n], change.values[n]
-                        )
-                        for n in names
-                    ]
-                )
+            values = change.values
+            if values is None:
+                continue
+            if former_types:  # a message of an older version may carry a former type
+                retyped_row(values, schema, former_types, key=json.loads(key_json))
+            shape = tuple(values)
+            names = shapes.get(shape)
+            if names is None:
+                names = shapes[shape] = tuple(n for n in shape if n in columns)
+            by_columns.setdefault(names, []).append(
+                # names is shape when as long: the values are in its order
+                list(values.values()) if len(names) == len(shape) else [values[n] for n in names]
+            )
         for names, rows in by_columns.items():
+            self._convert_rows(rows, names, schema)
             assignments = [f"{name(n)} = excluded.{name(n)}" for n in names if n not in key]
             update = "DO UPDATE SET " + ", ".join(assignments) if assignments else "DO NOTHING"
             sql = (
@@ -352,3 +354,28 @@ class SqlChangeSink(SqlMaterializedTable):
                 f"ON CONFLICT ({', '.join(map(name, key))}) {update}"
             )
             self._executemany(conn, sql, rows)
+
+    def _convert_rows(
+        self, rows: Sequence[list[object]], names: Sequence[str], schema: TableSchema
+    ) -> None:
+        """The rows' message values of the columns `names` (in place) as the driver takes them.
+
+        The conversion is chosen once per column (`_key_converter`, `_value_converter`), and
+        only the columns that need one are visited.
+        """
+        key_names, columns = schema.key_names, schema.by_name
+        converters = [
+            (index, convert)
+            for index, n in enumerate(names)
+            if (
+                convert := (self._key_converter if n in key_names else self._value_converter)(
+                    columns[n]
+                )
+            )
+            is not None
+        ]
+        for row in rows:
+            for index, convert in converters:
+                value = row[index]
+                if value is not None:
+                    row[index] = convert(value)

@@ -13,7 +13,7 @@ cannot, rebuilds it).
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, ClassVar, cast
@@ -62,6 +62,25 @@ def _json_value(column: Column, value: Any) -> JsonValue:
             return value if isinstance(value, str) else str(value)
         case _:
             return cast(JsonValue, value)
+
+
+ValueConverter = Callable[[Any], object]
+"""A function from a non-null message value to what a backend's driver takes."""
+
+
+def _converted_value(convert: ValueConverter | None, value: JsonValue) -> object:
+    """`value` through `convert` (None: as it is); null stays null."""
+    return value if convert is None or value is None else convert(value)
+
+
+def _bytes_value(value: JsonValue) -> bytes:
+    r"""A bytes column's message value (hex, possibly with PostgreSQL's `\x`) as bytes."""
+    return bytes.fromhex(str(value).removeprefix("\\x"))
+
+
+def _double_value(value: JsonValue) -> object:
+    """A double column's long value as the double it reads as (SQLite binds no int past 64 bits)."""
+    return float(value) if isinstance(value, int) else value
 
 
 def _key_retype(column: str, old: ColumnType, new: ColumnType) -> str:
@@ -331,22 +350,30 @@ class SqlMaterializedTable(SqlStore):
 
     def _key_value(self, column: Column, value: JsonValue) -> object:
         """A key column's message value as the driver takes it: as text where `_sql_type` is."""
-        if column.type in TEXT_KEY_TYPES and value is not None:
-            return str(value)
-        return self._sql_value(column, value)
+        return _converted_value(self._key_converter(column), value)
 
     def _sql_value(self, column: Column, value: JsonValue) -> object:
         """A message value as this backend's driver takes it for the column's SQL type."""
-        if value is None:
-            return None
+        return _converted_value(self._value_converter(column), value)
+
+    def _key_converter(self, column: Column) -> ValueConverter | None:
+        """`_value_converter` for a key column: text where `_sql_type` is."""
+        return str if column.type in TEXT_KEY_TYPES else self._value_converter(column)
+
+    def _value_converter(self, column: Column) -> ValueConverter | None:
+        """How this backend's driver takes the column's non-null message values; None: as they are.
+
+        Chosen once per column, so a batch's rows call a function only for the values that need
+        one.
+        """
         match column.type:
             case ColumnType.JSON:
-                return compact_json(value)
+                return compact_json
             case ColumnType.BYTES:
-                return bytes.fromhex(str(value).removeprefix("\\x"))
+                return _bytes_value
             case ColumnType.DECIMAL:
-                return str(value)
-            case ColumnType.DOUBLE if isinstance(value, int):
-                return float(value)  # the double it reads as: SQLite binds no int beyond 64 bits
+                return str
+            case ColumnType.DOUBLE:
+                return _double_value
             case _:
-                return value
+                return None

@@ -13,9 +13,18 @@ from ordo.cdc.mutation import JsonValue
 from ordo.cdc.schema import Column, TableSchema
 from ordo.processing.connection import SqlConnection
 from ordo.storage.sql_change_sink import SqlChangeSink
+from ordo.storage.sql_materialized_table import ValueConverter
 
 _TABLE = "to_regclass(quote_ident(current_schema()) || '.' || quote_ident({p}))"
 """The oid of the table named by the parameter, in the current schema (null if absent)."""
+
+
+def _timestamp_value(value: JsonValue) -> object:
+    """A timestamp's text as a datetime with a zone (UTC when the text names none)."""
+    if not isinstance(value, str):
+        return value
+    moment = dt.datetime.fromisoformat(value)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
 
 
 class PostgresChangeSink(SqlChangeSink):
@@ -84,11 +93,10 @@ class PostgresChangeSink(SqlChangeSink):
             actions.append(f"ADD PRIMARY KEY ({', '.join(map(name, schema.primary_key))})")
         conn.execute(f"ALTER TABLE {name(table)} {', '.join(actions)}", ())
 
-    def _sql_value(self, column: Column, value: JsonValue) -> object:
-        if column.type is ColumnType.TIMESTAMP and isinstance(value, str):
-            moment = dt.datetime.fromisoformat(value)
-            return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
-        return super()._sql_value(column, value)
+    def _value_converter(self, column: Column) -> ValueConverter | None:
+        if column.type is ColumnType.TIMESTAMP:
+            return _timestamp_value
+        return super()._value_converter(column)
 
     def _executemany(self, conn: SqlConnection, sql: str, rows: Sequence[Sequence[object]]) -> None:
         with cast(psycopg.Connection[Any], conn).cursor() as cursor:
