@@ -218,6 +218,28 @@ def _key(text: str) -> Key:
     return tuple(parse_json(text))
 
 
+_OPTIONAL_COLUMNS = frozenset({"cell_values", "cell_values_time"})
+"""Columns that rows of change logs written before `cell_values` existed do not have."""
+(
+    _TABLE,
+    _PARTITION_KEY,
+    _CLUSTERING_KEY,
+    _CELLS,
+    _CELL_VALUES,
+    _CELL_VALUES_TIME,
+    _LIVENESS_TIME,
+    _LIVENESS_TTL_S,
+    _ROW_DELETED_AT,
+    _PARTITION_DELETED_AT,
+    _SCHEMA_ID,
+    _SOURCE,
+    _REPLICA,
+    _SEGMENT,
+    _POSITION,
+    _CAPTURED_AT_US,
+) = range(len(CHANGE_ROW_COLUMNS))
+
+
 def mutation_from_row(row: Mapping[str, object]) -> Mutation:
     """A change row (a change log row, or one that Spark read from it) as a Mutation.
 
@@ -225,39 +247,52 @@ def mutation_from_row(row: Mapping[str, object]) -> Mutation:
     MalformedMutationError (a field that does not fit); rows of change logs written before
     `cell_values` existed have no such column.
     """
-    cells_text, values_text = row["cells"], row.get("cell_values")
+    return mutation_from_values(
+        tuple(
+            row.get(name) if name in _OPTIONAL_COLUMNS else row[name] for name in CHANGE_ROW_COLUMNS
+        )
+    )
+
+
+def mutation_from_values(values: Sequence[object]) -> Mutation:
+    """`mutation_from_row` of a row given as its values in CHANGE_ROW_COLUMNS order.
+
+    The materializer's stateful step reads rows as tuples: building a dict per row only to
+    read it back cost about a tenth of the step's time.
+    """
+    cells_text, values_text = values[_CELLS], values[_CELL_VALUES]
     cells = {} if cells_text is None else cells_from_json(parse_json(str(cells_text)))
     if values_text is not None:
-        values_time = int(str(row["cell_values_time"]))
-        values = parse_json(str(values_text))
-        if not isinstance(values, dict):
+        values_time = int(str(values[_CELL_VALUES_TIME]))
+        cell_values = parse_json(str(values_text))
+        if not isinstance(cell_values, dict):
             msg = f"cell_values must be a JSON object, got {values_text!r}"
             raise ValueError(msg)
         cells.update(
             (str(column), Cell(value=value, write_time=values_time))
-            for column, value in values.items()
+            for column, value in cell_values.items()
         )
-    liveness_time = row["liveness_time"]
+    liveness_time = values[_LIVENESS_TIME]
     return Mutation(
-        table=str(row["table"]),
-        partition_key=_key(str(row["partition_key"])),
-        clustering_key=_key(str(row["clustering_key"])),
+        table=str(values[_TABLE]),
+        partition_key=_key(str(values[_PARTITION_KEY])),
+        clustering_key=_key(str(values[_CLUSTERING_KEY])),
         cells=cells,
         liveness=None
         if liveness_time is None
         else Cell(
             value=True,
             write_time=int(str(liveness_time)),
-            ttl_s=_optional_int(row["liveness_ttl_s"]),
+            ttl_s=_optional_int(values[_LIVENESS_TTL_S]),
         ),
-        row_deleted_at=_optional_int(row["row_deleted_at"]),
-        partition_deleted_at=_optional_int(row["partition_deleted_at"]),
-        schema_id=_optional_int(row["schema_id"]),
+        row_deleted_at=_optional_int(values[_ROW_DELETED_AT]),
+        partition_deleted_at=_optional_int(values[_PARTITION_DELETED_AT]),
+        schema_id=_optional_int(values[_SCHEMA_ID]),
         audit=Audit(
-            source=str(row["source"]),
-            replica=str(row["replica"]),
-            segment=str(row["segment"]),
-            position=int(str(row["position"])),
-            captured_at_us=int(str(row["captured_at_us"])),
+            source=str(values[_SOURCE]),
+            replica=str(values[_REPLICA]),
+            segment=str(values[_SEGMENT]),
+            position=int(str(values[_POSITION])),
+            captured_at_us=int(str(values[_CAPTURED_AT_US])),
         ),
     )

@@ -29,7 +29,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from ordo.cdc.change_rows import (
     CHANGE_ROW_COLUMNS,
     CHANGE_ROW_TEXT_COLUMNS,
-    mutation_from_row,
+    mutation_from_values,
 )
 from ordo.cdc.materializer import materialize_partition
 from ordo.cdc.mutation import SNAPSHOT_MARK, Mutation
@@ -162,10 +162,10 @@ class ChangeFoldProcessor(StatefulProcessor):
         """Fold one key's records, appending its output rows; returns its encoded new state."""
         mutations: list[Mutation] = []
         for record in records:
-            row = dict(zip(INPUT_COLUMNS, record, strict=True))
             try:
-                mutations.append(mutation_from_row(row))
+                mutations.append(mutation_from_values(record))
             except (ValueError, TypeError) as exc:  # bad JSON or fields: a dead letter
+                row = dict(zip(INPUT_COLUMNS, record, strict=True))
                 output.append(unreadable_row(partition_key, row, f"unreadable mutation: {exc}"))
         state = PartitionState() if held is None else decode_state(held)
         folded = materialize_partition(state, mutations, self._catalog.resolve)
