@@ -146,7 +146,8 @@ def fold(
     UnconvertibleValueError (the state keeps what was written, so the fold stays
     order-independent).
     """
-    merged = state.merged(cells.stored(mutation))
+    write_time = mutation.write_time
+    merged = state.merged(cells.stored(mutation), write_time=write_time)
     if mutation.partition_deleted_at is not None:
         touched = sorted(merged.rows, key=repr)
     else:
@@ -179,7 +180,7 @@ def fold(
                 before=before,
                 after=after,
                 schema_id=mutation.schema_id,
-                write_time=mutation.write_time,
+                write_time=write_time,
                 audit=mutation.audit,
             )
         )

@@ -111,8 +111,12 @@ class PartitionState:
     deleted_at: int = NEVER
     now: int = NEVER
 
-    def merged(self, mutation: Mutation) -> PartitionState:
-        """The partition with `mutation` folded in (a partition delete touches every row)."""
+    def merged(self, mutation: Mutation, *, write_time: int | None = None) -> PartitionState:
+        """The partition with `mutation` folded in (a partition delete touches every row).
+
+        `write_time` is `mutation.write_time` when the caller has it already (the fold, which
+        needs it for its messages too: it is a max over the cells).
+        """
         deleted_at = max(self.deleted_at, mutation.partition_deleted_at or NEVER)
         rows = dict(self.rows)
         if mutation.partition_deleted_at is None:
@@ -129,9 +133,9 @@ class PartitionState:
                         else None
                     ),
                 )
-        return PartitionState(
-            rows=rows, deleted_at=deleted_at, now=max(self.now, mutation.write_time)
-        )
+        if write_time is None:
+            write_time = mutation.write_time
+        return PartitionState(rows=rows, deleted_at=deleted_at, now=max(self.now, write_time))
 
     def visible(self, clustering_key: Key) -> dict[str, JsonValue] | None:
         """The live values of one row now, or None when it does not exist."""
