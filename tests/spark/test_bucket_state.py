@@ -3,46 +3,9 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
-from typing import Any
 
+from bucket_state_doubles import FakeMapState, FakeValueState
 from ordo.spark.bucket_state import SLOT_KEYS, BucketState, depth_for
-
-
-class FakeMapState:
-    """The MapState calls BucketState makes, in memory, counting round trips."""
-
-    def __init__(self) -> None:
-        self.entries: dict[int, str] = {}
-        self.calls = 0
-
-    def getValue(self, key: tuple[int]) -> tuple[str] | None:
-        self.calls += 1
-        value = self.entries.get(key[0])
-        return None if value is None else (value,)
-
-    def updateValue(self, key: tuple[int], value: tuple[str]) -> None:
-        self.calls += 1
-        self.entries[key[0]] = value[0]
-
-    def iterator(self) -> Iterator[tuple[tuple[int], tuple[str]]]:
-        self.calls += 1
-        return iter([((k,), (v,)) for k, v in self.entries.items()])
-
-    def clear(self) -> None:
-        self.calls += 1
-        self.entries.clear()
-
-
-class FakeValueState:
-    def __init__(self) -> None:
-        self.value: tuple[Any, ...] | None = None
-
-    def get(self) -> tuple[Any, ...] | None:
-        return self.value
-
-    def update(self, value: tuple[Any, ...]) -> None:
-        self.value = value
 
 
 def test_states_survive_batches_and_slot_splits() -> None:
