@@ -42,7 +42,7 @@ from ordo.spark.change_rows import (
     OUTPUT_COLUMNS,
     OutputRow,
     dead_letter_row,
-    message_row,
+    message_rows,
     unreadable_row,
 )
 from ordo.spark.change_schemas import (
@@ -169,10 +169,7 @@ class ChangeFoldProcessor(StatefulProcessor):
                 output.append(unreadable_row(partition_key, row, f"unreadable mutation: {exc}"))
         state = PartitionState() if held is None else decode_state(held)
         folded = materialize_partition(state, mutations, self._catalog.resolve)
-        output.extend(
-            message_row(partition_key, ordinal, message)
-            for ordinal, message in enumerate(folded.messages)
-        )
+        output.extend(message_rows(partition_key, folded.messages))
         output.extend(dead_letter_row(partition_key, rejected) for rejected in folded.rejected)
         return encode_state(folded.state)
 

@@ -1,6 +1,6 @@
 """Change messages and dead letters as rows of `MATERIALIZER_OUTPUT_DDL`.
 
-The stateful step (executors) turns its results into rows with `message_row` and
+The stateful step (executors) turns its results into rows with `message_rows` and
 `dead_letter_row`; the sink (driver, `change_sink`) reads them back. Rows are plain tuples in
 `OUTPUT_COLUMNS` order; JSON is compact, rows keep the schema's column order. No pyarrow here:
 Spark imports this module in the process that plans each stateful query.
@@ -8,13 +8,13 @@ Spark imports this module in the process that plans each stateful query.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ordo.cdc.change import ChangeMessage
 from ordo.cdc.json_text import compact_json
 from ordo.cdc.materializer import RejectedMutation
-from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, message_values
+from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, fold_message_values
 from ordo.cdc.mutation_json import mutation_to_json
 
 OUTPUT_COLUMNS = (
@@ -33,16 +33,14 @@ MESSAGE_COLUMNS = OUTPUT_COLUMNS[1:14]
 OutputRow = tuple[Any, ...]
 
 
-def message_row(partition_key: str, ordinal: int, message: ChangeMessage) -> OutputRow:
-    """One message; `ordinal` is its place among its partition key's messages in the batch."""
-    return (
-        partition_key,
-        ordinal,
-        *message_values(message),
-        message.audit.captured_at_us,
-        None,
-        None,
-    )
+def message_rows(partition_key: str, messages: Sequence[ChangeMessage]) -> list[OutputRow]:
+    """One partition key's messages of a batch, in fold order; `ordinal` numbers them."""
+    return [
+        (partition_key, ordinal, *values, message.audit.captured_at_us, None, None)
+        for ordinal, (message, values) in enumerate(
+            zip(messages, fold_message_values(messages), strict=True)
+        )
+    ]
 
 
 def dead_letter_row(partition_key: str, rejected: RejectedMutation) -> OutputRow:

@@ -91,7 +91,7 @@ def apply_batch(
 
 
 def message_rows_from_arrow(rows: pa.Table) -> MessageRows:
-    """The messages of `message_row` rows that Spark collected to the driver, in row order.
+    """The messages of `message_rows` rows that Spark collected to the driver, in row order.
 
     Their JSON texts stay texts: the sink stores them as they are.
     """

@@ -5,9 +5,42 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from ordo.cdc import Audit, ChangeMessage, ChangeOp, JsonValue
-from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, MessageRows
+from cdc_support import COLUMNS, accepted_catalog, mutations
+from ordo.cdc import (
+    Audit,
+    ChangeMessage,
+    ChangeOp,
+    Column,
+    ColumnType,
+    JsonValue,
+    Mutation,
+    PartitionState,
+    TableSchema,
+)
+from ordo.cdc.materializer import materialize_partition
+from ordo.cdc.message_rows import (
+    MESSAGE_ROW_COLUMNS,
+    MessageRows,
+    fold_message_values,
+    message_values,
+)
+
+ROWS = accepted_catalog(
+    TableSchema(
+        table="t",
+        columns=(
+            Column(name="p", type=ColumnType.LONG, nullable=False),
+            Column(name="k", type=ColumnType.LONG, nullable=False),
+            *(Column(name=name, type=ColumnType.JSON) for name in COLUMNS),
+        ),
+        partition_key=("p",),
+        clustering_key=("k",),
+    )
+)
+"""Table `t` of `cdc_support.mutations`, with one clustering column."""
 
 
 def test_messages_become_compact_json_rows_in_order() -> None:
@@ -47,3 +80,12 @@ def test_rows_must_have_every_column_of_one_length() -> None:
     with pytest.raises(ValueError, match="columns"):
         MessageRows({name: [] for name in MESSAGE_ROW_COLUMNS[1:]})
     assert len(MessageRows.from_messages([])) == 0
+
+
+@given(st.lists(mutations(), max_size=12))
+def test_a_folds_messages_have_the_texts_of_each_message_alone(batch: list[Mutation]) -> None:
+    """Rows updated, deleted and written again, a partition deleted: reused texts or not."""
+    batch = [m for m in batch if len(m.clustering_key) == 1 or m.partition_deleted_at is not None]
+    messages = materialize_partition(PartitionState(), batch, ROWS.resolve).messages
+
+    assert list(fold_message_values(messages)) == [message_values(m) for m in messages]
