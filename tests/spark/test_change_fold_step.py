@@ -8,6 +8,7 @@ message alone gives, also where the previous `after` and the `before` differ in 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,18 @@ def _delete(key: int, time: int, schema_id: int) -> Mutation:
     )
 
 
+def _output(sink: str, rows: ChangeRows) -> pd.DataFrame:
+    """The step's output frame of one batch of `rows`."""
+    columns = {name: list(rows.column(name)) for name in INPUT_COLUMNS}
+    for name in BIGINT_COLUMNS:  # as the materializer hands them over: pandas would round them
+        columns[name] = [None if value is None else str(value) for value in columns[name]]
+    processor = ChangeFoldProcessor(sink=sink, table="users")
+    processor.init(FakeHandle())  # type: ignore[arg-type]
+    frame = pd.DataFrame(columns, dtype=object)
+    (output,) = processor.handleInputRows((0,), iter([frame]), None)  # type: ignore[arg-type]
+    return output
+
+
 def _step(sink: str, mutations: list[Mutation]) -> list[tuple[Any, ...]]:
     """One batch of `mutations`, and another replica's copy of each, through the step.
 
@@ -74,14 +87,7 @@ def _step(sink: str, mutations: list[Mutation]) -> list[tuple[Any, ...]]:
         dataclasses.replace(m, audit=dataclasses.replace(m.audit, replica="10.0.0.2"))
         for m in mutations
     ]
-    rows = ChangeRows.from_mutations([*mutations, *copies])
-    columns = {name: list(rows.column(name)) for name in INPUT_COLUMNS}
-    for name in BIGINT_COLUMNS:  # as the materializer hands them over: pandas would round them
-        columns[name] = [None if value is None else str(value) for value in columns[name]]
-    processor = ChangeFoldProcessor(sink=sink, table="users")
-    processor.init(FakeHandle())  # type: ignore[arg-type]
-    frame = pd.DataFrame(columns, dtype=object)
-    (output,) = processor.handleInputRows((0,), iter([frame]), None)  # type: ignore[arg-type]
+    output = _output(sink, ChangeRows.from_mutations([*mutations, *copies]))
     assert output["dead_letter_reason"].isna().all()
     names = ["partition_key", "op", "key_json", "before_json", "after_json", "schema_id"]
     return [tuple(row) for row in output[names].itertuples(index=False)]
@@ -153,3 +159,16 @@ def test_a_before_equal_to_the_previous_after_in_another_type_has_its_own_text(
         ('{"id":1,"name":"Bo","age":37.0}', '{"id":1,"name":"Cy","age":37.0}'),
     ]
     assert [schema_id for *_, schema_id in messages] == [v1, v2, v1]
+
+
+def test_an_unreadable_row_is_a_dead_letter_holding_the_row_as_read(sink: str) -> None:
+    with stores_at(sink) as stores:
+        v1 = SchemaRegistry(stores.schemas).register(USERS).schema_id
+    rows = ChangeRows.from_mutations([_write(1, 10, v1, insert=True, name="Ada")])
+    output = _output(sink, rows.replaced("cell_values", ['{"name": NaN}']))
+
+    (letter,) = output.itertuples(index=False)
+    assert letter.dead_letter_reason.startswith("unreadable mutation: NaN is not a JSON number")
+    read = json.loads(letter.mutation_json)
+    assert read["cell_values"] == '{"name": NaN}'
+    assert (read["position"], read["segment"]) == ("10", "CommitLog-1")
