@@ -8,8 +8,7 @@ stores; loading them there cost about 0.1 s per process.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ordo.errors import (
     BucketSizeMismatchError,
@@ -28,6 +27,7 @@ from ordo.errors import (
     StorageUnavailableError,
     TransactionConflictError,
 )
+from ordo.lazy_names import lazy_names as _lazy_names
 
 if TYPE_CHECKING:
     from ordo.journal import AppendReceipt, Journal, NewEvent, PersistedEvent
@@ -81,10 +81,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """A public name, imported from its module when first asked for."""
-    module = _MODULES.get(name)
-    if module is None:
-        msg = f"module 'ordo' has no attribute {name!r}"
-        raise AttributeError(msg)
-    return getattr(import_module(module), name)
+__getattr__ = _lazy_names(__name__, _MODULES)

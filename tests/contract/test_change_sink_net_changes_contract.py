@@ -39,28 +39,25 @@ def _upsert(schema_id: int | None, key: int, n: int, *, columns: str = "") -> Ch
     shown = columns or {OLD: "ab", NEW: "ac", None: "abc"}[schema_id]
     after: dict[str, JsonValue] = {"id": key}
     after.update(dict.fromkeys(shown, n))
+    return _message(ChangeOp.UPDATE, key, after, schema_id, n)
+
+
+def _delete(key: int, schema_id: int = NEW) -> ChangeMessage:
+    return _message(ChangeOp.DELETE, key, None, schema_id, 0)
+
+
+def _message(
+    op: ChangeOp, key: int, after: dict[str, JsonValue] | None, schema_id: int | None, n: int
+) -> ChangeMessage:
     return ChangeMessage(
         table="t",
-        op=ChangeOp.UPDATE,
+        op=op,
         key=(key,),
         before=None,
         after=after,
         schema_id=schema_id,
         write_time=n,
         audit=Audit(source="test", position=n),
-    )
-
-
-def _delete(key: int, schema_id: int = NEW) -> ChangeMessage:
-    return ChangeMessage(
-        table="t",
-        op=ChangeOp.DELETE,
-        key=(key,),
-        before=None,
-        after=None,
-        schema_id=schema_id,
-        write_time=0,
-        audit=Audit(source="test", position=0),
     )
 
 

@@ -10,9 +10,10 @@ module of it (with pandas) there cost about half a second per query.
 from __future__ import annotations
 
 import sys
-from importlib import import_module
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ordo.lazy_names import lazy_names as _lazy_names
 
 if TYPE_CHECKING:
     from ordo.spark.materializer import MaterializerSpec, materialize
@@ -41,13 +42,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """A public name, imported from its module when first asked for."""
-    module = _MODULES.get(name)
-    if module is None:
-        msg = f"module 'ordo.spark' has no attribute {name!r}"
-        raise AttributeError(msg)
-    return getattr(import_module(module), name)
+__getattr__ = _lazy_names(__name__, _MODULES)
 
 
 _NAMED_LIKE_MODULE = frozenset(n for n, module in _MODULES.items() if module.endswith(f".{n}"))
