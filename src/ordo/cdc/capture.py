@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ordo.cdc.change import mutation_problems
-from ordo.cdc.change_rows import ChangeRows, mutation_from_row
+from ordo.cdc.change_rows import ChangeRows, mutation_from_values
 from ordo.cdc.ports import ChangeSource, SchemaVersion
 from ordo.cdc.publisher import Publisher, PublishReceipt
 from ordo.cdc.schema_registry import SchemaRegistry
@@ -120,7 +120,7 @@ class Capture:
             elif len(versions) == 1:
                 ids.append(versions[0].schema_id)
             else:
-                mutation = mutation_from_row(rows.row(index))
+                mutation = mutation_from_values(rows.values(index))
                 fitting = (v for v in versions if not mutation_problems(mutation, v.schema))
                 ids.append(next(fitting, versions[0]).schema_id)
         return rows.replaced("schema_id", ids)

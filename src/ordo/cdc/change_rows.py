@@ -178,18 +178,19 @@ class ChangeRows(ColumnRows):
         """The same rows with column `name` replaced by `values`."""
         return ChangeRows({**self.columns, name: values})
 
-    def row(self, index: int) -> dict[str, Any]:
-        """One row as a dict of column name -> value."""
-        return {name: self.columns[name][index] for name in CHANGE_ROW_COLUMNS}
-
     def rows(self) -> Iterator[dict[str, Any]]:
         """Row by row, as dicts of column name -> value."""
         for values in zip(*(self.columns[name] for name in CHANGE_ROW_COLUMNS), strict=True):
             yield dict(zip(CHANGE_ROW_COLUMNS, values, strict=True))
 
+    def values(self, index: int) -> tuple[Any, ...]:
+        """One row's values in CHANGE_ROW_COLUMNS order (what `mutation_from_values` reads)."""
+        return tuple(self.columns[name][index] for name in CHANGE_ROW_COLUMNS)
+
     def mutations(self) -> list[Mutation]:
         """The rows as Mutations (for tools and tests; the hot paths stay in columns)."""
-        return [mutation_from_row(row) for row in self.rows()]
+        columns = (self.columns[name] for name in CHANGE_ROW_COLUMNS)
+        return [mutation_from_values(values) for values in zip(*columns, strict=True)]
 
 
 def _require_storable_audits(rows: ChangeRows) -> None:
