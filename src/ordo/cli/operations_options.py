@@ -29,7 +29,7 @@ from ordo.settings import OperationsSettings
 from ordo.settings.operations import (
     MAX_SPARK_KEY_PARTITIONS,
     SPARK_KEY_PARTITIONS,
-    WRITER_HEARTBEAT_INTERVAL,
+    WRITER_LEASE_DEADLINE,
 )
 from ordo.storage.open import Stores, existing_stores_at, stores_at
 from ordo.tools.cleanup import ExpiryReceipt
@@ -39,7 +39,7 @@ from ordo.types import Tag
 
 F = TypeVar("F", bound=Callable[..., Any])
 ToolT = TypeVar("ToolT", bound=OperationsTool)
-_HEARTBEAT_MS = WRITER_HEARTBEAT_INTERVAL // timedelta(milliseconds=1)
+_LEASE_DEADLINE_MS = WRITER_LEASE_DEADLINE // timedelta(milliseconds=1)
 
 
 def dry_run_option(func: F) -> F:
@@ -60,14 +60,14 @@ def lease_timeout_option(func: F) -> F:
         "--writer-lease-timeout-ms",
         "lease_timeout_ms",
         cls=VariableOption,
-        # Not longer than the heartbeat: a usage error naming the bound (exit 2), as other
-        # numbers out of range are, rather than the settings' ConfigurationError (exit 1).
-        type=click.IntRange(min=_HEARTBEAT_MS, min_open=True, max=LONGEST_MS),
+        # Not longer than a journal's lease deadline: a usage error naming the bound (exit 2),
+        # as other numbers out of range are, rather than the settings' ConfigurationError.
+        type=click.IntRange(min=_LEASE_DEADLINE_MS, min_open=True, max=LONGEST_MS),
         envvar="ORDO_WRITER_LEASE_TIMEOUT_MS",
         show_envvar=True,
         help=(
             "A writer whose lease is older than this is gone (default 30000; more than the "
-            f"{_HEARTBEAT_MS} ms heartbeat)."
+            f"{_LEASE_DEADLINE_MS} ms a journal appends after its last renewal)."
         ),
     )(func)
 
@@ -174,8 +174,8 @@ def _to_tag(_ctx: click.Context, _param: click.Parameter, value: str | None) -> 
 def operations_settings(lease_timeout_ms: int | None) -> OperationsSettings:
     """Settings from ORDO_* variables, with --writer-lease-timeout-ms on top.
 
-    The option's range is the settings' own (longer than the heartbeat, below timedelta's
-    limit), so the replaced settings are valid.
+    The option's range is the settings' own (longer than a journal's lease deadline, below
+    timedelta's limit), so the replaced settings are valid.
     """
     settings = OperationsSettings.from_env(os.environ)
     if lease_timeout_ms is None:

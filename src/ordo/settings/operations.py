@@ -12,9 +12,9 @@ WRITER_HEARTBEAT_INTERVAL = timedelta(seconds=5)
 """How often an open Journal renews its writer lease (a background thread, not the appends)."""
 WRITER_LEASE_DEADLINE = 3 * WRITER_HEARTBEAT_INTERVAL
 """How long a Journal appends after its lease was last renewed: then it refuses appends
-(WriterLeaseLostError). Two missed heartbeats are ridden out; a `writer_lease_timeout` above
-this plus the clock skew between machines (the default 30 s) keeps every tool from taking a
-lease for a crashed writer's while its journal may still append."""
+(WriterLeaseLostError). Two missed heartbeats are ridden out. `writer_lease_timeout` must be
+longer, and longer by the clock skew between machines (the default 30 s is): then no tool takes
+a lease for a crashed writer's while its journal may still append."""
 SPARK_KEY_PARTITIONS = 4
 """The pieces the Spark jobs of `reconcile rebuild --all` and `verify` read keys in."""
 MAX_SPARK_KEY_PARTITIONS = 1024
@@ -30,8 +30,9 @@ class OperationsSettings(LoadableSettings):
     `writer_lease_timeout` belongs to a writer that stopped without closing (a crash), and no
     longer blocks reconciliation. A journal refuses appends once its lease has gone unrenewed
     for WRITER_LEASE_DEADLINE (15 s), so a timeout above that plus the clock skew between the
-    machines (the default 30 s) never lets a tool change what a live writer appends to. Every
-    duration is at most LONGEST_DURATION.
+    machines (the default 30 s) never lets a tool change what a live writer appends to; a
+    timeout not above WRITER_LEASE_DEADLINE is refused. Every duration is at most
+    LONGEST_DURATION.
     """
 
     TOML_TABLE = "operations"
@@ -45,12 +46,12 @@ class OperationsSettings(LoadableSettings):
         integer_in("rows_per_batch", self.rows_per_batch, 1)
         if (
             not isinstance(self.writer_lease_timeout, timedelta)
-            or self.writer_lease_timeout <= WRITER_HEARTBEAT_INTERVAL
+            or self.writer_lease_timeout <= WRITER_LEASE_DEADLINE
         ):
-            heartbeat = WRITER_HEARTBEAT_INTERVAL.total_seconds()
+            deadline = WRITER_LEASE_DEADLINE.total_seconds()
             msg = (
-                f"writer_lease_timeout must be longer than the heartbeat interval "
-                f"({heartbeat:g}s), got {shown(self.writer_lease_timeout)}"
+                f"writer_lease_timeout must be longer than {deadline:g}s (a journal appends "
+                f"until its lease is {deadline:g}s old), got {shown(self.writer_lease_timeout)}"
             )
             raise ConfigurationError(msg, setting="writer_lease_timeout")
         longest_durations(self)

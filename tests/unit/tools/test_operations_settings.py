@@ -8,6 +8,7 @@ import pytest
 
 from ordo.errors import ConfigurationError
 from ordo.settings import EventsByTagSettings, OperationsSettings
+from ordo.settings.operations import WRITER_LEASE_DEADLINE
 
 
 def test_time_to_live_is_off_by_default_and_read_in_milliseconds() -> None:
@@ -29,7 +30,10 @@ def test_operations_settings_validate_themselves() -> None:
         {"ORDO_WRITER_LEASE_TIMEOUT_MS": "60000", "ORDO_ROWS_PER_BATCH": "10"}
     )
     assert (settings.writer_lease_timeout_ms, settings.rows_per_batch) == (60_000, 10)
-    with pytest.raises(ConfigurationError, match="writer_lease_timeout"):
-        OperationsSettings(writer_lease_timeout=timedelta(seconds=5))
+    for too_short in (timedelta(seconds=5), WRITER_LEASE_DEADLINE):
+        with pytest.raises(ConfigurationError, match="writer_lease_timeout must be longer than"):
+            OperationsSettings(writer_lease_timeout=too_short)
+    just_above = OperationsSettings(writer_lease_timeout=timedelta(seconds=16))
+    assert just_above.writer_lease_timeout_ms == 16_000
     with pytest.raises(ConfigurationError, match="rows_per_batch"):
         OperationsSettings(rows_per_batch=0)
