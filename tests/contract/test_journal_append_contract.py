@@ -62,6 +62,13 @@ def test_bytes_like_payloads_come_back_as_bytes(journal: Journal) -> None:
     assert payloads(journal, "p") == [b"ab", b"cd"]
 
 
+def test_json_payloads_come_back_as_json_reads_what_it_wrote(journal: Journal) -> None:
+    """As README says: tuples as lists, non-text object keys as text (not refused)."""
+    journal.append("p", [NewEvent.of({"t": (1, 2), 2: "a", True: None, None: 2.5})])
+
+    assert payloads(journal, "p") == [{"t": [1, 2], "2": "a", "true": None, "null": 2.5}]
+
+
 def test_events_survive_closing_and_reopening(journal_factory: JournalFactory) -> None:
     first = journal_factory(settings=IMMEDIATE)
     first.append("p", [NewEvent.of({"n": 1}, tags=["t"]), NewEvent.of(b"two", manifest="m")])

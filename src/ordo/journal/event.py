@@ -21,7 +21,9 @@ class NewEvent:
     """One event to append: a payload (bytes or a JSON value), optional metadata and tags.
 
     `manifest` names the event type for the application's own deserialization; ordo stores it
-    and hands it back untouched.
+    and hands it back untouched. A JSON payload comes back as `json` reads what it wrote:
+    tuples as lists, non-text object keys as text (keys are not walked per event to refuse
+    them: the append path stays one C encoder call).
     """
 
     payload: object
