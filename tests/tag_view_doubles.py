@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import NamedTuple
 
 from ordo.hashing import stable_hash
-from ordo.query import NO_OFFSET, KeyRun, Offset, RowKey, TagQuery
+from ordo.query import NO_OFFSET, KeyRun, Offset, RowKey, TagQuery, TagViewPage
 from ordo.settings import QuerySettings
 from ordo.time import BucketSize, TimeUUID
 from ordo.types import PersistenceId, Tag, TagPidSequenceNr, TimeBucket
@@ -51,28 +51,18 @@ class InMemoryTagView:
     def add(self, *rows: Row) -> None:
         self.rows.extend(rows)
 
-    def read_tag_view(
-        self,
-        tag: Tag,
-        time_bucket: TimeBucket,
-        *,
-        after: bytes,
-        up_to: bytes,
-        limit: int,
-        persistence_id: PersistenceId | None = None,
-        hash_mask: tuple[int, int] | None = None,
-    ) -> Sequence[Row]:
+    def read_tag_view(self, page: TagViewPage) -> Sequence[Row]:
         self.reads += 1
-        assert tag == TAG
-        assert hash_mask is None
+        assert page.tag == TAG
+        assert page.hash_mask is None
         selected = sorted(
             r
             for r in self.rows
-            if after < r.offset_key <= up_to
-            and BUCKET_SIZE.key(TimeUUID.from_bytes(r.offset_key).epoch_ms) == time_bucket
-            and (persistence_id is None or r.persistence_id == persistence_id)
+            if page.after < r.offset_key <= page.up_to
+            and BUCKET_SIZE.key(TimeUUID.from_bytes(r.offset_key).epoch_ms) == page.time_bucket
+            and (page.persistence_id is None or r.persistence_id == page.persistence_id)
         )
-        return selected[:limit]
+        return selected[: page.limit]
 
     def next_bucket(self, tag: Tag, *, after: TimeBucket, up_to: TimeBucket) -> TimeBucket | None:
         buckets = [BUCKET_SIZE.key(TimeUUID.from_bytes(r.offset_key).epoch_ms) for r in self.rows]

@@ -6,16 +6,18 @@ Run once per backend through `journal_url`; the rows read by `read_tag_view` are
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.clock import ManualClock
+from ordo.query import TagViewPage
 from ordo.storage.open import Stores
 from ordo.storage.packed_reads import TAG_VIEW_PACKING, TEXT_SEPARATOR, PackedRows, Packing
 from ordo.time import BucketSize, format_first_time_bucket
-from ordo.types import Tag, TimeBucket
+from ordo.types import PersistenceId, Tag, TimeBucket
 
 FIRST_MS = time.time_ns() // 1_000_000 - 3_600_000
 WRITE = EventsByTagSettings(
@@ -55,34 +57,29 @@ def _as_envelopes(packed: PackedRows) -> list[tuple[object, ...]]:
     return list(zip(*columns.values(), strict=True))
 
 
-def _pages_match(stores: Stores, *, limit: int, hash_mask: tuple[int, int] | None) -> int:
-    bucket = TimeBucket(BucketSize.HOUR.key(WRITTEN_AT_MS))
-    after, pages = b"", 0
+def _pages_match(stores: Stores, page: TagViewPage) -> int:
+    """Walk the pages from `page` on, packed and as rows; returns how many held rows."""
+    pages = 0
     while True:
-        rows = list(
-            stores.tag_view_reader.read_tag_view(
-                TAG, bucket, after=after, up_to=LAST_KEY, limit=limit, hash_mask=hash_mask
-            )
-        )
-        packed = stores.packed_pages.read_packed(
-            TAG,
-            bucket,
-            after=after,
-            up_to=LAST_KEY,
-            limit=limit,
-            columns=COLUMNS,
-            hash_mask=hash_mask,
-        )
+        rows = list(stores.tag_view_reader.read_tag_view(page))
+        packed = stores.packed_pages.read_packed(page, COLUMNS)
         assert _as_envelopes(packed) == [tuple(row) for row in rows]
         if not rows:
             return pages
         pages += 1
-        after = rows[-1].offset_key
+        page = replace(page, after=rows[-1].offset_key)
 
 
-@pytest.mark.parametrize(("limit", "hash_mask"), [(4, None), (1000, None), (1000, (1, 1))])
+@pytest.mark.parametrize(
+    ("limit", "persistence_id", "hash_mask"),
+    [(4, None, None), (1000, None, None), (1000, None, (1, 1)), (3, PersistenceId("pid-1"), None)],
+)
 def test_packed_pages_hold_the_rows(
-    journal_url: str, stores: Stores, limit: int, hash_mask: tuple[int, int] | None
+    journal_url: str,
+    stores: Stores,
+    limit: int,
+    persistence_id: PersistenceId | None,
+    hash_mask: tuple[int, int] | None,
 ) -> None:
     clock = ManualClock(WRITTEN_AT_MS * 1_000_000)
     with open_journal(journal_url, settings=WRITE, clock=clock) as journal:
@@ -99,12 +96,22 @@ def test_packed_pages_hold_the_rows(
         for nr, manifest in enumerate(manifests, start=2):
             event = NewEvent.of(nr, tags=[TAG], manifest=manifest, metadata={"\xff": ""})
             journal.append("\xff\xfe", [event])
-    assert _pages_match(stores, limit=limit, hash_mask=hash_mask) > 0
+    first = TagViewPage(
+        tag=TAG,
+        time_bucket=TimeBucket(BucketSize.HOUR.key(WRITTEN_AT_MS)),
+        after=b"",
+        up_to=LAST_KEY,
+        limit=limit,
+        persistence_id=persistence_id,
+        hash_mask=hash_mask,
+    )
+    assert _pages_match(stores, first) > 0
 
 
 def test_an_empty_page_packs_to_nothing(stores: Stores) -> None:
     packed = stores.packed_pages.read_packed(
-        TAG, TimeBucket(0), after=b"", up_to=LAST_KEY, limit=10, columns=COLUMNS
+        TagViewPage(tag=TAG, time_bucket=TimeBucket(0), after=b"", up_to=LAST_KEY, limit=10),
+        COLUMNS,
     )
     assert packed.count == 0
     assert _as_envelopes(packed) == []

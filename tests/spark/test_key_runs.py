@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from operations_support import execute
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.clock import ManualClock
+from ordo.query import TagViewPage
 from ordo.spark.key_runs import KeyRunReader
 from ordo.storage.open import Stores
 from ordo.time import BucketSize, format_first_time_bucket
@@ -30,15 +32,12 @@ LAST_KEY = b"\xff" * 16
 def _pages_agree(stores: Stores, url: str, bucket: TimeBucket, limit: int) -> int:
     """Walk the bucket in pages; every summary must match the rows (the key reader's runs of
     one). Returns whole pages."""
-    whole, after = 0, b""
+    whole = 0
+    request = TagViewPage(tag=TAG, time_bucket=bucket, after=b"", up_to=LAST_KEY, limit=limit)
     reader = KeyRunReader(stores.packed_pages)
     while True:
-        rows = list(
-            stores.tag_view_key_reader.read_tag_view(
-                TAG, bucket, after=after, up_to=LAST_KEY, limit=limit
-            )
-        )
-        page = reader.read_runs(TAG, bucket, after=after, up_to=LAST_KEY, limit=limit)
+        rows = list(stores.tag_view_key_reader.read_tag_view(request))
+        page = reader.read_runs(request)
         assert page.row_count == len(rows)
         if not rows:
             return whole
@@ -49,7 +48,7 @@ def _pages_agree(stores: Stores, url: str, bucket: TimeBucket, limit: int) -> in
             assert page.runs is not None
             assert sorted(page.runs) == sorted(expected)
             whole += 1
-        after = rows[-1].offset_key
+        request = replace(request, after=rows[-1].offset_key)
 
 
 @pytest.mark.parametrize("limit", [7, 50, 1000])

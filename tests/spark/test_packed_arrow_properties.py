@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from ordo import BucketSize, EventsByTagSettings, NewEvent, open_journal
 from ordo.clock import ManualClock
+from ordo.query import TagViewPage
 from ordo.spark.packed_arrow import int_values, packed_table
 from ordo.storage.open import stores_at
 from ordo.storage.packed_reads import TAG_VIEW_PACKING
@@ -62,12 +63,11 @@ def test_a_packed_page_as_arrow_is_the_page_of_rows(
                 journal.append(pid, [event])
                 clock.advance(1_000)
         with stores_at(url, mode="read") as stores:
-            rows = stores.tag_view_reader.read_tag_view(
-                TAG, BUCKET, after=b"", up_to=LAST_KEY, limit=limit
+            request = TagViewPage(
+                tag=TAG, time_bucket=BUCKET, after=b"", up_to=LAST_KEY, limit=limit
             )
-            page = stores.packed_pages.read_packed(
-                TAG, BUCKET, after=b"", up_to=LAST_KEY, limit=limit, columns=TAG_VIEW_PACKING
-            )
+            rows = stores.tag_view_reader.read_tag_view(request)
+            page = stores.packed_pages.read_packed(request, TAG_VIEW_PACKING)
     table = packed_table(page, TAG_VIEW_PACKING)
     assert len(rows) == min(limit, len(events))
     assert [tuple(row.values()) for row in table.to_pylist()] == [tuple(row) for row in rows]

@@ -7,12 +7,14 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
+from ordo.query import TagViewPage
 from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions
 from ordo.spark.planner import EventsByTagPlanner
@@ -21,7 +23,7 @@ from ordo.storage.open import Stores, open_stores
 from ordo.storage.packed_reads import TAG_VIEW_KEY_PACKING, TAG_VIEW_PACKING, PackedRows, joined
 from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
 from ordo.time import format_first_time_bucket
-from ordo.types import Tag, TimeBucket
+from ordo.types import PersistenceId, Tag, TimeBucket
 
 TAG = Tag("order")
 LAST_KEY = b"\xff" * 16
@@ -83,13 +85,18 @@ def _buckets(stores: Stores) -> list[TimeBucket]:
     return buckets
 
 
+def _request(
+    bucket: TimeBucket, after: bytes, *, up_to: bytes = LAST_KEY, limit: int = LIMIT
+) -> TagViewPage:
+    """A page of the bucket as the planner asks for it (all persistence ids, no segment)."""
+    return TagViewPage(tag=TAG, time_bucket=bucket, after=after, up_to=up_to, limit=limit)
+
+
 def _walk(reader: ReadAheadPages | SQLiteTagViewStore, bucket: TimeBucket) -> list[list[Row]]:
     """A bucket's pages as the state machine reads them: on after a page of at least LIMIT."""
     pages, after = [], b""
     while True:
-        page = reader.read_packed(
-            TAG, bucket, after=after, up_to=LAST_KEY, limit=LIMIT, columns=TAG_VIEW_KEY_PACKING
-        )
+        page = reader.read_packed(_request(bucket, after), TAG_VIEW_KEY_PACKING)
         pages.append(_rows(page))
         if page.count < LIMIT:
             return pages
@@ -138,19 +145,16 @@ def test_a_read_that_does_not_continue_the_pages_read_ahead_is_read_directly(
     bucket = _buckets(stores)[0]
     pages = _read_ahead(stores)
     try:
-        first = _rows(
-            pages.read_packed(
-                TAG, bucket, after=b"", up_to=LAST_KEY, limit=LIMIT, columns=TAG_VIEW_KEY_PACKING
-            )
-        )
+        first = _rows(pages.read_packed(_request(bucket, b""), TAG_VIEW_KEY_PACKING))
         assert _children()  # the other process started on the full page
-        for after, up_to in ((first[10][0], LAST_KEY), (first[-1][0], first[-1][0][:15] + b"\xff")):
-            expected = stores.packed_pages.read_packed(
-                TAG, bucket, after=after, up_to=up_to, limit=LIMIT, columns=TAG_VIEW_KEY_PACKING
-            )
-            got = pages.read_packed(
-                TAG, bucket, after=after, up_to=up_to, limit=LIMIT, columns=TAG_VIEW_KEY_PACKING
-            )
+        next_page = _request(bucket, first[-1][0])
+        for request in (
+            replace(next_page, persistence_id=PersistenceId(first[0][1].decode())),
+            _request(bucket, first[10][0]),
+            replace(next_page, up_to=first[-1][0][:15] + b"\xff"),
+        ):
+            expected = stores.packed_pages.read_packed(request, TAG_VIEW_KEY_PACKING)
+            got = pages.read_packed(request, TAG_VIEW_KEY_PACKING)
             assert _rows(got) == _rows(expected)
     finally:
         pages.close()
@@ -164,9 +168,7 @@ def test_pages_are_all_there_when_the_other_process_dies(stores: Stores) -> None
     try:
         got, after = [], b""
         while True:
-            page = pages.read_packed(
-                TAG, bucket, after=after, up_to=LAST_KEY, limit=LIMIT, columns=TAG_VIEW_KEY_PACKING
-            )
+            page = pages.read_packed(_request(bucket, after), TAG_VIEW_KEY_PACKING)
             for child in _children():
                 os.kill(child, signal.SIGKILL)
             got.extend(_rows(page))
@@ -224,7 +226,7 @@ def test_two_joined_pages_are_the_page_of_both(stores: Stores) -> None:
 
     def page(after: bytes, limit: int) -> PackedRows:
         return stores.packed_pages.read_packed(
-            TAG, bucket, after=after, up_to=LAST_KEY, limit=limit, columns=TAG_VIEW_PACKING
+            _request(bucket, after, limit=limit), TAG_VIEW_PACKING
         )
 
     first = page(b"", 300)

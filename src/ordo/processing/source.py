@@ -9,7 +9,7 @@ otherwise the processor filters rows by the policy's hash itself.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ordo import arguments
 from ordo.errors import ConfigurationError
@@ -17,7 +17,14 @@ from ordo.hashing import stable_hash
 from ordo.journal import validation
 from ordo.processing.segment import Segment
 from ordo.processing.token import TrackingToken
-from ordo.query import NO_OFFSET, EventEnvelope, TagQuery, TagViewReader, looking_back
+from ordo.query import (
+    NO_OFFSET,
+    EventEnvelope,
+    TagQuery,
+    TagViewPage,
+    TagViewReader,
+    looking_back,
+)
 from ordo.query.offset import Offset
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.settings.loading import flag
@@ -102,27 +109,9 @@ class _SegmentReader:
         self._reader = reader
         self._hash_mask = (segment.segment_id, segment.mask)
 
-    def read_tag_view(
-        self,
-        tag: Tag,
-        time_bucket: TimeBucket,
-        *,
-        after: bytes,
-        up_to: bytes,
-        limit: int,
-        persistence_id: PersistenceId | None = None,
-        hash_mask: tuple[int, int] | None = None,
-    ) -> Sequence[EventEnvelope]:
-        """The segment's rows of the bucket (hash_mask from the caller is ignored)."""
-        return self._reader.read_tag_view(
-            tag,
-            time_bucket,
-            after=after,
-            up_to=up_to,
-            limit=limit,
-            persistence_id=persistence_id,
-            hash_mask=self._hash_mask,
-        )
+    def read_tag_view(self, page: TagViewPage) -> Sequence[EventEnvelope]:
+        """The segment's rows of the page (a hash_mask from the caller is replaced)."""
+        return self._reader.read_tag_view(replace(page, hash_mask=self._hash_mask))
 
     def next_bucket(self, tag: Tag, *, after: TimeBucket, up_to: TimeBucket) -> TimeBucket | None:
         """The next bucket with rows of the tag (it may hold none of the segment's)."""

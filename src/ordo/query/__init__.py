@@ -5,7 +5,7 @@ from __future__ import annotations
 from ordo.query.envelope import EventEnvelope, KeyRun
 from ordo.query.events_by_tag import EventsByTag, TagStream
 from ordo.query.offset import NO_OFFSET, NoOffset, Offset, looking_back, to_offset
-from ordo.query.ports import RowKey, RunPage, RunReader, TagViewReader
+from ordo.query.ports import RowKey, RunPage, RunReader, TagViewPage, TagViewReader
 from ordo.query.step import Step
 from ordo.query.tag_query import TagQuery
 
@@ -22,6 +22,7 @@ __all__ = [
     "Step",
     "TagQuery",
     "TagStream",
+    "TagViewPage",
     "TagViewReader",
     "looking_back",
     "to_offset",

@@ -34,28 +34,34 @@ R = TypeVar("R", bound=RowKey)
 """The row type a query works on: envelopes in the library, keys in Spark's planner."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TagViewPage:
+    """One page of a (tag, bucket) to read: rows with after < offset <= up_to, ascending.
+
+    The bounds are offsets as sortable 16-byte keys; the page holds at most `limit` rows, in
+    (offset, persistence id, tag pid sequence nr) order. Only rows of `persistence_id` when it
+    is given, and only those whose persistence id hash matches the segment `(segment_id,
+    mask)` in `hash_mask` when that is given. Callers page on with `after` = the last row's
+    offset: offsets are unique within a tag (TimeUUIDGenerator), so no row of the next page
+    shares it. One object per page read, so every reader and its wrappers (a segment's, the
+    packed reads) take the same request instead of restating seven parameters.
+    """
+
+    tag: Tag
+    time_bucket: TimeBucket
+    after: bytes
+    up_to: bytes
+    limit: int
+    persistence_id: PersistenceId | None = None
+    hash_mask: tuple[int, int] | None = None
+
+
 @runtime_checkable
 class TagViewReader(Protocol[R_co]):
     """Reads tag_views rows; the library query reads envelopes, Spark's planner only keys."""
 
-    def read_tag_view(
-        self,
-        tag: Tag,
-        time_bucket: TimeBucket,
-        *,
-        after: bytes,
-        up_to: bytes,
-        limit: int,
-        persistence_id: PersistenceId | None = None,
-        hash_mask: tuple[int, int] | None = None,
-    ) -> Sequence[R_co]:
-        """Rows of one (tag, bucket) with after < offset <= up_to (sortable keys), ascending.
-
-        At most `limit` rows; only those of `persistence_id` when it is given, and only those
-        whose persistence id hash matches the segment `(segment_id, mask)` when that is given.
-        Callers page on with `after` = the last row's offset: offsets are unique within a tag
-        (TimeUUIDGenerator), so no row of the next page shares it.
-        """
+    def read_tag_view(self, page: TagViewPage) -> Sequence[R_co]:
+        """The rows of the page (TagViewPage says which, and in which order)."""
         ...
 
     def next_bucket(self, tag: Tag, *, after: TimeBucket, up_to: TimeBucket) -> TimeBucket | None:
@@ -87,10 +93,8 @@ class RunReader(Protocol):
     row otherwise.
     """
 
-    def read_runs(
-        self, tag: Tag, time_bucket: TimeBucket, *, after: bytes, up_to: bytes, limit: int
-    ) -> RunPage:
-        """The page `read_tag_view(tag, time_bucket, after=, up_to=, limit=)` would return.
+    def read_runs(self, page: TagViewPage) -> RunPage:
+        """The page `read_tag_view(page)` would return.
 
         Or a longer one: every row after `after` up to its greatest offset, in more than
         `limit` rows (a reader that had read further ahead); fewer than `limit` only when they

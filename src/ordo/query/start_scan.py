@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from ordo.query.ports import R, TagViewReader
+from ordo.query.ports import R, TagViewPage, TagViewReader
 from ordo.query.tag_view_pages import key_at, key_ms
 from ordo.types import PersistenceId, Tag, TimeBucket
 
@@ -37,7 +37,9 @@ def scan_start(
     lowest: dict[PersistenceId, int] = {}
     cursor = key_at((key_ms(start) - scanning_period // timedelta(milliseconds=1)) * 1_000_000)
     while cursor < up_to:
-        rows = reader.read_tag_view(tag, bucket, after=cursor, up_to=up_to, limit=page)
+        rows = reader.read_tag_view(
+            TagViewPage(tag=tag, time_bucket=bucket, after=cursor, up_to=up_to, limit=page)
+        )
         for row in rows:
             pid, nr = row.persistence_id, row.tag_pid_sequence_nr
             if row.offset_key <= start:

@@ -26,7 +26,7 @@ from typing import Generic, cast
 from ordo.query.backtracking import BackTrack, BackTrackSchedule
 from ordo.query.envelope import KeyRun
 from ordo.query.offset import NoOffset, Offset, refuse_future
-from ordo.query.ports import R, RunPage, RunReader, TagViewReader
+from ordo.query.ports import R, RunPage, RunReader, TagViewPage, TagViewReader
 from ordo.query.query_arguments import check_tag_query_arguments
 from ordo.query.search import MissingSearch, missing_error, search_round
 from ordo.query.start_scan import scan_start
@@ -175,15 +175,16 @@ class TagQuery(Generic[R]):
         for _ in range(PAGES_PER_POLL):
             if self._position >= bound:
                 return False
-            count = None if self._runs is None else self._forward_runs(self._runs, bound, out)
+            page = TagViewPage(
+                tag=self.tag,
+                time_bucket=self._bucket,
+                after=self._position,
+                up_to=bound,
+                limit=self._forward_page,
+            )
+            count = None if self._runs is None else self._forward_runs(self._runs, page, out)
             if count is None:
-                rows = self._reader.read_tag_view(
-                    self.tag,
-                    self._bucket,
-                    after=self._position,
-                    up_to=bound,
-                    limit=self._forward_page,
-                )
+                rows = self._reader.read_tag_view(page)
                 for row in rows:
                     if not self._offer(row, out):
                         return False
@@ -200,7 +201,7 @@ class TagQuery(Generic[R]):
             self._position = max(self._position, key_at(self._bucket * 1_000_000 - 100))
         return True
 
-    def _forward_runs(self, runs: RunReader, bound: bytes, out: list[R]) -> int | None:
+    def _forward_runs(self, runs: RunReader, page: TagViewPage, out: list[R]) -> int | None:
         """Deliver the next page as whole runs; None when it must be read row by row.
 
         A page is taken at once only when every persistence id's run would be accepted row by
@@ -209,16 +210,14 @@ class TagQuery(Generic[R]):
         returns no runs then). Ids are independent of each other, so the result is the one
         the rows give; anything else falls back to the rows, which decide as always.
         """
-        page: RunPage = runs.read_runs(
-            self.tag, self._bucket, after=self._position, up_to=bound, limit=self._forward_page
-        )
-        if page.runs is None or not all(map(self._takes_whole, page.runs)):
+        summarised: RunPage = runs.read_runs(page)
+        if summarised.runs is None or not all(map(self._takes_whole, summarised.runs)):
             return None
-        for run in page.runs:
+        for run in summarised.runs:
             self._pids[run.persistence_id] = (run.tag_pid_sequence_nr, run.offset_key)
             self._position = max(self._position, run.offset_key)  # the page's last row
-        out.extend(cast("list[R]", page.runs))  # R is KeyRun when a RunReader is given
-        return page.row_count
+        out.extend(cast("list[R]", summarised.runs))  # R is KeyRun when a RunReader is given
+        return summarised.row_count
 
     def _takes_whole(self, run: KeyRun) -> bool:
         """Whether `_offer` would accept the run's first row at once (the rest then follow)."""

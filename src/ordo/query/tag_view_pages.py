@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from ordo.query.ports import R, TagViewReader
+from ordo.query.ports import R, TagViewPage, TagViewReader
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, Tag, TimeBucket
 
@@ -42,7 +42,14 @@ def read_pages(
     """
     while True:
         rows = reader.read_tag_view(
-            tag, bucket, after=after, up_to=up_to, limit=page, persistence_id=persistence_id
+            TagViewPage(
+                tag=tag,
+                time_bucket=bucket,
+                after=after,
+                up_to=up_to,
+                limit=page,
+                persistence_id=persistence_id,
+            )
         )
         yield rows
         if len(rows) < page:

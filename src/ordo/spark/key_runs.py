@@ -12,10 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
-from ordo.query import KeyRun, RunPage
+from ordo.query import KeyRun, RunPage, TagViewPage
 from ordo.spark.packed_arrow import int_values, packed_table
 from ordo.storage.packed_reads import TAG_VIEW_KEY_PACKING, PackedPageReader, PackedRows
-from ordo.types import Tag, TimeBucket
 
 
 class KeyRunReader:
@@ -24,14 +23,10 @@ class KeyRunReader:
     def __init__(self, pages: PackedPageReader) -> None:
         self._pages = pages
 
-    def read_runs(
-        self, tag: Tag, time_bucket: TimeBucket, *, after: bytes, up_to: bytes, limit: int
-    ) -> RunPage:
+    def read_runs(self, page: TagViewPage) -> RunPage:
         """The page of keys, one run per persistence id (None if an id's rows are not one)."""
-        page = self._pages.read_packed(
-            tag, time_bucket, after=after, up_to=up_to, limit=limit, columns=TAG_VIEW_KEY_PACKING
-        )
-        return RunPage(runs=_runs(page) if page.count else [], row_count=page.count)
+        rows = self._pages.read_packed(page, TAG_VIEW_KEY_PACKING)
+        return RunPage(runs=_runs(rows) if rows.count else [], row_count=rows.count)
 
 
 def _runs(page: PackedRows) -> list[KeyRun] | None:

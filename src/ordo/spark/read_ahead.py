@@ -28,12 +28,13 @@ import subprocess
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
+from ordo.query import TagViewPage
 from ordo.spark.packed_arrow import greatest_key
 from ordo.storage.packed_reads import PackedRows, Packing, joined, unpack
 from ordo.storage.sql_tag_view_store import AFTER_PARAMETER
@@ -41,7 +42,6 @@ from ordo.storage.sqlite.datastore import BUSY_TIMEOUT_S
 from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
 from ordo.time import GREGORIAN_OFFSET_100NS, TimeUUID
 from ordo.time.timeuuid import TIMESTAMP_MASK
-from ordo.types import Tag, TimeBucket
 
 logger = logging.getLogger(__name__)
 
@@ -57,19 +57,21 @@ _FRAME_GRACE_S = 30.0
 class _Split:
     """Pages of a (tag, bucket) up to `up_to`: the other process reads those after `start`."""
 
-    tag: Tag
-    bucket: TimeBucket
-    up_to: bytes
-    limit: int
+    theirs: TagViewPage
+    """The other process's first page: after `start` (its `after`), up to the split's end."""
     columns: Sequence[tuple[str, Packing]]
-    start: bytes
     reader: _Reader
     cursor: bytes | None = None
     """The greatest key of the other process's last page served; None before its first."""
 
-    def is_for(self, tag: Tag, bucket: TimeBucket, up_to: bytes, limit: int) -> bool:
-        """Whether a read of these pages is one of the split's."""
-        return (tag, bucket, up_to, limit) == (self.tag, self.bucket, self.up_to, self.limit)
+    @property
+    def start(self) -> bytes:
+        """Where the other process's pages begin (its first page's `after`)."""
+        return self.theirs.after
+
+    def is_for(self, page: TagViewPage, columns: Sequence[tuple[str, Packing]]) -> bool:
+        """Whether a read of this page is one of the split's: the same but for its `after`."""
+        return columns == self.columns and replace(page, after=self.start) == self.theirs
 
 
 class ReadAheadPages:
@@ -82,34 +84,28 @@ class ReadAheadPages:
         self._can_start = True
         """False once the other process could not start: it is not tried again."""
 
-    def read_packed(
-        self,
-        tag: Tag,
-        time_bucket: TimeBucket,
-        *,
-        after: bytes,
-        up_to: bytes,
-        limit: int,
-        columns: Sequence[tuple[str, Packing]],
-        hash_mask: tuple[int, int] | None = None,
-    ) -> PackedRows:
-        """At least the page `read_packed` of the store returns, as the module says."""
-        if hash_mask is not None or columns[0] != ("timeuuid", Packing.KEY):
-            return self._direct(tag, time_bucket, after, up_to, limit, columns)
-        split = self._split
+    def read_packed(self, page: TagViewPage, columns: Sequence[tuple[str, Packing]]) -> PackedRows:
+        """At least the page `read_packed` of the store returns, as the module says.
+
+        A page of one persistence id or one segment is read directly (the planner reads
+        neither).
+        """
         if (
-            split is not None
-            and split.columns == columns
-            and split.is_for(tag, time_bucket, up_to, limit)
+            page.persistence_id is not None
+            or page.hash_mask is not None
+            or columns[0] != ("timeuuid", Packing.KEY)
         ):
-            page = self._continued(split, after)
-            if page is not None:
-                return page
+            return self._store.read_packed(page, columns)
+        split = self._split
+        if split is not None and split.is_for(page, columns):
+            rows = self._continued(split, page.after)
+            if rows is not None:
+                return rows
         self._drop()
-        page = self._direct(tag, time_bucket, after, up_to, limit, columns)
-        if page.count >= limit:
-            self._begin(tag, time_bucket, up_to, limit, columns, page)
-        return page
+        rows = self._store.read_packed(page, columns)
+        if rows.count >= page.limit:
+            self._begin(page, columns, rows)
+        return rows
 
     def close(self) -> None:
         """Stop the other process, if one was started."""
@@ -121,10 +117,9 @@ class ReadAheadPages:
     def _continued(self, split: _Split, after: bytes) -> PackedRows | None:
         """The page after `after` within the split; None when the split cannot give it."""
         if split.cursor is None and after < split.start:
-            own = self._direct(
-                split.tag, split.bucket, after, split.start, split.limit, split.columns
-            )
-            if own.count >= split.limit:
+            mine = replace(split.theirs, after=after, up_to=split.start)
+            own = self._store.read_packed(mine, split.columns)
+            if own.count >= mine.limit:
                 return own
             theirs = self._next_page(split)
             return None if theirs is None else joined(own, theirs, split.columns)
@@ -148,21 +143,19 @@ class ReadAheadPages:
             split.cursor = greatest_key(page.keys["timeuuid"])
         if is_last:
             self._split = None
-            if page.count >= split.limit:
-                self._begin(split.tag, split.bucket, split.up_to, split.limit, split.columns, page)
+            if page.count >= split.theirs.limit:
+                self._begin(split.theirs, split.columns, page)
         return page
 
     def _begin(
-        self,
-        tag: Tag,
-        bucket: TimeBucket,
-        up_to: bytes,
-        limit: int,
-        columns: Sequence[tuple[str, Packing]],
-        page: PackedRows,
+        self, request: TagViewPage, columns: Sequence[tuple[str, Packing]], page: PackedRows
     ) -> None:
-        """Have the other process read the pages from a few pages after the full `page`."""
-        last = self._store.last_key(tag, bucket, up_to=up_to)
+        """Have the other process read the pages from a few pages after the full `page`.
+
+        `page` holds the rows of `request` (or of its split): the other process's pages are
+        of the same (tag, bucket), up to the same bound, of the same size.
+        """
+        last = self._store.last_key(request.tag, request.time_bucket, up_to=request.up_to)
         if last is None:
             return
         first_ns, greatest_ns = _time_span(page.keys["timeuuid"])
@@ -180,12 +173,11 @@ class ReadAheadPages:
             if reader is None:
                 self._can_start = False
                 return
-        query, params = self._store.packed_page_query(
-            tag, bucket, after=start, up_to=up_to, limit=limit, columns=columns
-        )
+        theirs = replace(request, after=start)
+        query, params = self._store.packed_page_query(theirs, columns)
         shared = tuple(self._store.datastore.for_another_process())
-        reader.request((shared, query, params, AFTER_PARAMETER, limit, PAGES_AHEAD))
-        self._split = _Split(tag, bucket, up_to, limit, columns, start, reader)
+        reader.request((shared, query, params, AFTER_PARAMETER, theirs.limit, PAGES_AHEAD))
+        self._split = _Split(theirs, columns, reader)
 
     def _drop(self, *, failed: bool = False) -> None:
         """Forget the split; stop the other process if it may still be reading for it."""
@@ -195,19 +187,6 @@ class ReadAheadPages:
         if self._reader is not None:
             self._reader.stop()
             self._reader = None
-
-    def _direct(
-        self,
-        tag: Tag,
-        bucket: TimeBucket,
-        after: bytes,
-        up_to: bytes,
-        limit: int,
-        columns: Sequence[tuple[str, Packing]],
-    ) -> PackedRows:
-        return self._store.read_packed(
-            tag, bucket, after=after, up_to=up_to, limit=limit, columns=columns
-        )
 
 
 class _Reader:

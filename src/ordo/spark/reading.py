@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ordo.query import TagViewPage
 from ordo.spark.packed_arrow import greatest_key, packed_table
 from ordo.storage.open import stores_at
 from ordo.storage.packed_reads import TAG_VIEW_PACKING
@@ -71,15 +72,15 @@ def read_partition(partition: SegmentPartition) -> Iterator[pa.RecordBatch]:
         while bucket <= last:
             after = (int.from_bytes(lo, "big") - 1).to_bytes(16, "big")
             while True:
-                page = stores.packed_pages.read_packed(
-                    Tag(partition.tag),
-                    TimeBucket(bucket),
+                request = TagViewPage(
+                    tag=Tag(partition.tag),
+                    time_bucket=TimeBucket(bucket),
                     after=after,
                     up_to=hi,
                     limit=READ_PAGE,
-                    columns=TAG_VIEW_PACKING,
                     hash_mask=partition.segment,
                 )
+                page = stores.packed_pages.read_packed(request, TAG_VIEW_PACKING)
                 if page.count:
                     tables.append(_named_rows(packed_table(page, TAG_VIEW_PACKING), named))
                     after = greatest_key(page.keys["timeuuid"])  # offsets are unique per tag

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
-from ordo.types import Tag, TimeBucket
+from ordo.query.ports import TagViewPage
 
 
 class Packing(Enum):
@@ -116,18 +116,8 @@ class PackedRows:
 class PackedPageReader(Protocol):
     """Reads a page of a (tag, bucket) packed; both SQL tag view stores are one."""
 
-    def read_packed(
-        self,
-        tag: Tag,
-        time_bucket: TimeBucket,
-        *,
-        after: bytes,
-        up_to: bytes,
-        limit: int,
-        columns: Sequence[tuple[str, Packing]],
-        hash_mask: tuple[int, int] | None = None,
-    ) -> PackedRows:
-        """Rows with after < offset <= up_to in offset order (at most `limit`), packed."""
+    def read_packed(self, page: TagViewPage, columns: Sequence[tuple[str, Packing]]) -> PackedRows:
+        """The page's rows (all of TagViewPage, persistence_id and hash_mask too), packed."""
         ...
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import ClassVar
 
 from ordo.query.envelope import EventEnvelope, KeyRun
+from ordo.query.ports import TagViewPage
 from ordo.storage.packed_reads import PackDialect, PackedRows, Packing, packing_query, unpack
 from ordo.storage.rows import (
     PROGRESS_COLUMNS,
@@ -70,23 +71,9 @@ class SqlTagViewStore(SqlStore):
                 (persistence_id, sequence_nr),
             )
 
-    def read_tag_view(
-        self,
-        tag: Tag,
-        time_bucket: TimeBucket,
-        *,
-        after: bytes,
-        up_to: bytes,
-        limit: int,
-        persistence_id: PersistenceId | None = None,
-        hash_mask: tuple[int, int] | None = None,
-    ) -> Sequence[EventEnvelope]:
+    def read_tag_view(self, page: TagViewPage) -> Sequence[EventEnvelope]:
         """Envelopes of one (tag, bucket) with after < offset <= up_to, in offset order."""
-        rows = self._fetchall(
-            *self._tag_view_page(
-                ENVELOPE_COLUMNS, tag, time_bucket, after, up_to, limit, persistence_id, hash_mask
-            )
-        )
+        rows = self._fetchall(*self._tag_view_page(ENVELOPE_COLUMNS, page))
         envelope = tuple.__new__  # EventEnvelope._make without its per-row call and checks
         return [envelope(EventEnvelope, row) for row in rows]
 
@@ -99,73 +86,35 @@ class SqlTagViewStore(SqlStore):
         )
         return None if row is None else TimeBucket(int(row[0]))
 
-    def _tag_view_page(
-        self,
-        columns: str,
-        tag: Tag,
-        time_bucket: TimeBucket,
-        after: bytes,
-        up_to: bytes,
-        limit: int,
-        persistence_id: PersistenceId | None,
-        hash_mask: tuple[int, int] | None,
-    ) -> tuple[str, tuple[object, ...]]:
+    def _tag_view_page(self, columns: str, page: TagViewPage) -> tuple[str, tuple[object, ...]]:
         """The SELECT of one page of a (tag, bucket) in offset order, and its parameters."""
         where = ""
-        params: tuple[object, ...] = (tag, time_bucket, after, up_to)
-        if persistence_id is not None:
+        params: tuple[object, ...] = (page.tag, page.time_bucket, page.after, page.up_to)
+        if page.persistence_id is not None:
             where += "AND persistence_id = {p} "
-            params += (persistence_id,)
-        if hash_mask is not None:
+            params += (page.persistence_id,)
+        if page.hash_mask is not None:
             where += "AND (persistence_id_hash & {p}) = {p} "
-            params += (hash_mask[1], hash_mask[0])
+            params += (page.hash_mask[1], page.hash_mask[0])
         query = (
             f"SELECT {columns} FROM tag_views WHERE tag = {{p}} AND timebucket = {{p}} "
             f"AND timeuuid > {{p}} AND timeuuid <= {{p}} {where}"
             "ORDER BY timeuuid, persistence_id, tag_pid_sequence_nr LIMIT {p}"
         )
-        return query, (*params, limit)
+        return query, (*params, page.limit)
 
-    def read_packed(
-        self,
-        tag: Tag,
-        time_bucket: TimeBucket,
-        *,
-        after: bytes,
-        up_to: bytes,
-        limit: int,
-        columns: Sequence[tuple[str, Packing]],
-        hash_mask: tuple[int, int] | None = None,
-    ) -> PackedRows:
-        """The page `read_tag_view` reads (same bounds and order), packed column by column."""
-        query, params = self.packed_page_query(
-            tag,
-            time_bucket,
-            after=after,
-            up_to=up_to,
-            limit=limit,
-            columns=columns,
-            hash_mask=hash_mask,
-        )
+    def read_packed(self, page: TagViewPage, columns: Sequence[tuple[str, Packing]]) -> PackedRows:
+        """The rows `read_tag_view(page)` reads (the same page), packed column by column."""
+        query, params = self.packed_page_query(page, columns)
         with self._db.connection() as conn:
             return unpack(conn.execute(query, params).fetchone(), columns)
 
     def packed_page_query(
-        self,
-        tag: Tag,
-        time_bucket: TimeBucket,
-        *,
-        after: bytes,
-        up_to: bytes,
-        limit: int,
-        columns: Sequence[tuple[str, Packing]],
-        hash_mask: tuple[int, int] | None = None,
+        self, page: TagViewPage, columns: Sequence[tuple[str, Packing]]
     ) -> tuple[str, tuple[object, ...]]:
         """The SQL of `read_packed` and its parameters, `after` the third (AFTER_PARAMETER)."""
         names = ", ".join(name for name, _ in columns)
-        inner, params = self._tag_view_page(
-            names, tag, time_bucket, after, up_to, limit, None, hash_mask
-        )
+        inner, params = self._tag_view_page(names, page)
         return self._sql(packing_query(self.PACKING, inner, columns)), params
 
     def last_key(self, tag: Tag, time_bucket: TimeBucket, *, up_to: bytes) -> bytes | None:
@@ -228,31 +177,24 @@ class SqlAllEventsReader(SqlStore):
             return None
         return self._bucket_size.key_of(TimeUUID.from_bytes(bytes(row[0])))
 
-    def read_tag_view(
-        self,
-        tag: Tag,
-        time_bucket: TimeBucket,
-        *,
-        after: bytes,
-        up_to: bytes,
-        limit: int,
-        persistence_id: PersistenceId | None = None,
-        hash_mask: tuple[int, int] | None = None,
-    ) -> Sequence[EventEnvelope]:
-        """Journal events of the bucket with after < offset <= up_to, in offset order."""
-        first = TimeUUID.min_for_epoch_ns(time_bucket * 1_000_000).to_bytes()
+    def read_tag_view(self, page: TagViewPage) -> Sequence[EventEnvelope]:
+        """Journal events of the bucket with after < offset <= up_to, in offset order.
+
+        The page's hash_mask is not applied (see the class).
+        """
+        first = TimeUUID.min_for_epoch_ns(page.time_bucket * 1_000_000).to_bytes()
         last = TimeUUID.max_for_epoch_ns(
-            (time_bucket + self._bucket_size.millis) * 1_000_000 - 100
+            (page.time_bucket + self._bucket_size.millis) * 1_000_000 - 100
         ).to_bytes()
-        where = "AND persistence_id = {p} " if persistence_id is not None else ""
-        params: tuple[object, ...] = (max(after, first), min(up_to, last))
-        if persistence_id is not None:
-            params += (persistence_id,)
+        where = "AND persistence_id = {p} " if page.persistence_id is not None else ""
+        params: tuple[object, ...] = (max(page.after, first), min(page.up_to, last))
+        if page.persistence_id is not None:
+            params += (page.persistence_id,)
         rows = self._fetchall(
             "SELECT timeuuid, persistence_id, sequence_nr, sequence_nr, serializer, manifest, "
             "payload, metadata, tags FROM messages WHERE timeuuid > {p} AND timeuuid <= {p} "
             f"{where}ORDER BY timeuuid, persistence_id, sequence_nr LIMIT {{p}}",
-            (*params, limit),
+            (*params, page.limit),
         )
         envelope = tuple.__new__
         return [envelope(EventEnvelope, row) for row in rows]
@@ -267,23 +209,9 @@ class TagViewKeyReader:
     def __init__(self, store: SqlTagViewStore) -> None:
         self._store = store
 
-    def read_tag_view(
-        self,
-        tag: Tag,
-        time_bucket: TimeBucket,
-        *,
-        after: bytes,
-        up_to: bytes,
-        limit: int,
-        persistence_id: PersistenceId | None = None,
-        hash_mask: tuple[int, int] | None = None,
-    ) -> Sequence[KeyRun]:
+    def read_tag_view(self, page: TagViewPage) -> Sequence[KeyRun]:
         """Keys of one (tag, bucket) with after < offset <= up_to, in offset order."""
-        rows = self._store._fetchall(
-            *self._store._tag_view_page(
-                _KEY_RUN_COLUMNS, tag, time_bucket, after, up_to, limit, persistence_id, hash_mask
-            )
-        )
+        rows = self._store._fetchall(*self._store._tag_view_page(_KEY_RUN_COLUMNS, page))
         run = tuple.__new__  # KeyRun._make without its per-row call and checks
         return [run(KeyRun, row) for row in rows]
 

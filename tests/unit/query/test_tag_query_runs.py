@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ordo.errors import MissingTaggedEventError
-from ordo.query import NO_OFFSET, KeyRun, Offset, RunPage, TagQuery, tag_query
-from ordo.types import PersistenceId, Tag, TimeBucket
+from ordo.query import NO_OFFSET, KeyRun, Offset, RunPage, TagQuery, TagViewPage, tag_query
+from ordo.types import Tag, TimeBucket
 from tag_view_doubles import (
     BUCKET_SIZE,
     EPOCH_MS,
@@ -39,35 +39,15 @@ class InMemoryRuns:
         self.view = view
         self.whole_pages = 0
 
-    def read_tag_view(
-        self,
-        tag: Tag,
-        time_bucket: TimeBucket,
-        *,
-        after: bytes,
-        up_to: bytes,
-        limit: int,
-        persistence_id: PersistenceId | None = None,
-        hash_mask: tuple[int, int] | None = None,
-    ) -> Sequence[KeyRun]:
-        rows = self.view.read_tag_view(
-            tag,
-            time_bucket,
-            after=after,
-            up_to=up_to,
-            limit=limit,
-            persistence_id=persistence_id,
-            hash_mask=hash_mask,
-        )
+    def read_tag_view(self, page: TagViewPage) -> Sequence[KeyRun]:
+        rows = self.view.read_tag_view(page)
         return [KeyRun(r.offset_key, r.tag_pid_sequence_nr, *r) for r in rows]
 
     def next_bucket(self, tag: Tag, *, after: TimeBucket, up_to: TimeBucket) -> TimeBucket | None:
         return self.view.next_bucket(tag, after=after, up_to=up_to)
 
-    def read_runs(
-        self, tag: Tag, time_bucket: TimeBucket, *, after: bytes, up_to: bytes, limit: int
-    ) -> RunPage:
-        rows = self.view.read_tag_view(tag, time_bucket, after=after, up_to=up_to, limit=limit)
+    def read_runs(self, page: TagViewPage) -> RunPage:
+        rows = self.view.read_tag_view(page)
         runs = reference_runs(rows)
         self.whole_pages += runs is not None and bool(rows)
         return RunPage(runs=runs, row_count=len(rows))
