@@ -27,7 +27,12 @@ from ordo.errors import (
 )
 from ordo.journal import validation
 from ordo.processing.ports import TokenEntry, TokenStore
-from ordo.processing.segment_request import PendingRequest, SegmentAction, SegmentRequest
+from ordo.processing.segment_request import (
+    PendingRequest,
+    SegmentAction,
+    SegmentRequest,
+    UnclaimedChange,
+)
 from ordo.processing.token import TrackingToken
 from ordo.query.offset import refuse_future
 
@@ -50,26 +55,11 @@ def split_segment(
     replace_hand_over: bool = False,
 ) -> ControlReceipt:
     """Split a segment now if nobody holds it, otherwise ask its owner to."""
-    check_token_store(tokens)
-    check_claim_times(now_ms, claim_timeout_ms)
-    entry = segment_entry(tokens, processor, segment_id)
-    if not _is_free(entry, now_ms, claim_timeout_ms):
-        return _ask(
-            tokens,
-            processor,
-            entry,
-            SegmentRequest(action=SegmentAction.SPLIT),
-            f"split segment {entry.segment}",
-            now_ms=now_ms,
-            replace_hand_over=replace_hand_over,
-        )
-    change = tokens.change_unclaimed(
-        processor,
-        segment_id,
-        SegmentAction.SPLIT,
-        now_ms=now_ms,
-        claim_timeout_ms=claim_timeout_ms,
-    )
+    steering = _Steering.checked(tokens, processor, now_ms, claim_timeout_ms, replace_hand_over)
+    entry = steering.entry(segment_id)
+    if not steering.is_free(entry):
+        return steering.ask(entry, SegmentAction.SPLIT, f"split segment {entry.segment}")
+    change = steering.change(segment_id, SegmentAction.SPLIT)
     low, high = change.segments
     replaced = _replaced(change.replaced, [entry])
     return ControlReceipt(
@@ -87,37 +77,22 @@ def merge_segment(
     replace_hand_over: bool = False,
 ) -> ControlReceipt:
     """Merge a segment with its sibling now if nobody holds either, otherwise ask an owner."""
-    check_token_store(tokens)
-    check_claim_times(now_ms, claim_timeout_ms)
-    entry = segment_entry(tokens, processor, segment_id)
+    steering = _Steering.checked(tokens, processor, now_ms, claim_timeout_ms, replace_hand_over)
+    entry = steering.entry(segment_id)
     if entry.segment.is_root:
         msg = f"processor {processor!r}: the root segment has nothing to merge with"
         raise InvalidSegmentOperationError(msg)
-    sibling = segment_entry(tokens, processor, entry.segment.mergeable_segment_id())
+    sibling = steering.entry(entry.segment.mergeable_segment_id())
     if not entry.segment.is_mergeable_with(sibling.segment):
         msg = f"cannot merge {entry.segment} with {sibling.segment}: they are not siblings"
         raise InvalidSegmentOperationError(msg)
-    free = [e for e in (entry, sibling) if _is_free(e, now_ms, claim_timeout_ms)]
+    free = [e for e in (entry, sibling) if steering.is_free(e)]
     if len(free) == 2:
-        change = tokens.change_unclaimed(
-            processor,
-            segment_id,
-            SegmentAction.MERGE,
-            now_ms=now_ms,
-            claim_timeout_ms=claim_timeout_ms,
-        )
+        change = steering.change(segment_id, SegmentAction.MERGE)
         replaced = _replaced(change.replaced, sorted(free, key=lambda e: e.segment.segment_id))
         return ControlReceipt(is_done=True, message=f"merged into {change.segments[0]}{replaced}")
     held = entry if entry not in free else sibling
-    return _ask(
-        tokens,
-        processor,
-        held,
-        SegmentRequest(action=SegmentAction.MERGE),
-        f"merge {held.segment} with its sibling",
-        now_ms=now_ms,
-        replace_hand_over=replace_hand_over,
-    )
+    return steering.ask(held, SegmentAction.MERGE, f"merge {held.segment} with its sibling")
 
 
 def release_segment(
@@ -130,30 +105,76 @@ def release_segment(
     replace_hand_over: bool = False,
 ) -> ControlReceipt:
     """Ask the segment's owner to release it; withdraw a request left on it when nobody does."""
-    check_token_store(tokens)
-    check_claim_times(now_ms, claim_timeout_ms)
-    entry = segment_entry(tokens, processor, segment_id)
-    if _is_free(entry, now_ms, claim_timeout_ms):
-        change = tokens.change_unclaimed(
-            processor,
+    steering = _Steering.checked(tokens, processor, now_ms, claim_timeout_ms, replace_hand_over)
+    entry = steering.entry(segment_id)
+    if not steering.is_free(entry):
+        return steering.ask(entry, SegmentAction.RELEASE, f"release {entry.segment}")
+    change = steering.change(segment_id, SegmentAction.RELEASE)
+    withdrawn = _replaced(change.replaced, [entry], verb="withdrew")
+    message = f"segment {entry.segment} is not claimed{withdrawn}"
+    return ControlReceipt(is_done=True, message=message)
+
+
+@dataclass(frozen=True, slots=True)
+class _Steering:
+    """The checked arguments of a split, merge or release, and the steps the three share."""
+
+    tokens: TokenStore
+    processor: str
+    now_ms: int
+    claim_timeout_ms: int
+    replace_hand_over: bool
+
+    @classmethod
+    def checked(
+        cls,
+        tokens: TokenStore,
+        processor: str,
+        now_ms: int,
+        claim_timeout_ms: int,
+        replace_hand_over: bool,
+    ) -> _Steering:
+        """The arguments, once checked (before the token store is read)."""
+        check_token_store(tokens)
+        check_claim_times(now_ms, claim_timeout_ms)
+        return cls(tokens, processor, now_ms, claim_timeout_ms, replace_hand_over)
+
+    def entry(self, segment_id: int) -> TokenEntry:
+        """The segment's entry (`segment_entry`)."""
+        return segment_entry(self.tokens, self.processor, segment_id)
+
+    def is_free(self, entry: TokenEntry) -> bool:
+        """Whether nobody holds the segment (no claim, or an expired one)."""
+        return not entry.is_held(now_ms=self.now_ms, claim_timeout_ms=self.claim_timeout_ms)
+
+    def change(self, segment_id: int, action: SegmentAction) -> UnclaimedChange:
+        """Do `action` now on segments nobody holds (TokenStore.change_unclaimed)."""
+        return self.tokens.change_unclaimed(
+            self.processor,
             segment_id,
-            SegmentAction.RELEASE,
-            now_ms=now_ms,
-            claim_timeout_ms=claim_timeout_ms,
+            action,
+            now_ms=self.now_ms,
+            claim_timeout_ms=self.claim_timeout_ms,
         )
-        withdrawn = _replaced(change.replaced, [entry], verb="withdrew")
-        return ControlReceipt(
-            is_done=True, message=f"segment {entry.segment} is not claimed{withdrawn}"
+
+    def ask(self, entry: TokenEntry, action: SegmentAction, what: str) -> ControlReceipt:
+        """Leave a request of `action` for the segment's owner, saying what it replaces.
+
+        A segment holds one request and the latest wins, so the message says which one a later
+        request drops (a split its owner has not taken yet, say). A pending hand-over is
+        replaced only with `replace_hand_over` (see TokenStore.request). The store says what it
+        replaced, read in the transaction that replaces it, so that the receipt neither names a
+        request the owner obeyed meanwhile nor misses one stored meanwhile.
+        """
+        replaced = self.tokens.request(
+            self.processor,
+            entry.segment.segment_id,
+            SegmentRequest(action=action),
+            now_ms=self.now_ms,
+            replace_hand_over=self.replace_hand_over,
         )
-    return _ask(
-        tokens,
-        processor,
-        entry,
-        SegmentRequest(action=SegmentAction.RELEASE),
-        f"release {entry.segment}",
-        now_ms=now_ms,
-        replace_hand_over=replace_hand_over,
-    )
+        note = _replaced([] if replaced is None else [replaced], [entry])
+        return ControlReceipt(is_done=False, message=f"asked {entry.owner} to {what}{note}")
 
 
 def reset_processor(
@@ -305,35 +326,6 @@ def segment_entry(tokens: TokenStore, processor: str, segment_id: int) -> TokenE
     raise UnknownSegmentError(msg)
 
 
-def _ask(
-    tokens: TokenStore,
-    processor: str,
-    entry: TokenEntry,
-    request: SegmentRequest,
-    what: str,
-    *,
-    now_ms: int,
-    replace_hand_over: bool,
-) -> ControlReceipt:
-    """Leave `request` for the segment's owner; the message names a pending one it replaces.
-
-    A segment holds one request and the latest wins, so the message says which one a later
-    request drops (a split its owner has not taken yet, say). A pending hand-over is replaced
-    only with `replace_hand_over` (see TokenStore.request). The store says what it replaced,
-    read in the transaction that replaces it, so that the receipt neither names a request the
-    owner obeyed meanwhile nor misses one stored meanwhile.
-    """
-    replaced = tokens.request(
-        processor,
-        entry.segment.segment_id,
-        request,
-        now_ms=now_ms,
-        replace_hand_over=replace_hand_over,
-    )
-    note = _replaced([] if replaced is None else [replaced], [entry])
-    return ControlReceipt(is_done=False, message=f"asked {entry.owner} to {what}{note}")
-
-
 def _replaced(
     requests: Sequence[PendingRequest],
     entries: Sequence[TokenEntry],
@@ -352,7 +344,3 @@ def _replaced(
         if (request := pending.get(e.segment.segment_id)) is not None
     ]
     return f" ({verb} {' and '.join(replaced)})" if replaced else ""
-
-
-def _is_free(entry: TokenEntry, now_ms: int, claim_timeout_ms: int) -> bool:
-    return not entry.is_held(now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
