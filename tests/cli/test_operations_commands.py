@@ -173,7 +173,15 @@ def test_cleanup_expire_and_before(journal_url: str) -> None:
     assert out.startswith("nothing to do")
     code, _, err = _run("cleanup", "before", "2026-01-01T00:00:00", *j)
     assert code == 1
-    assert "has no zone" in err
+    assert err.strip() == (
+        "Error: InvalidInputError: TIME '2026-01-01T00:00:00' has no zone; add one (e.g. +00:00)"
+    )
+    code, _, err = _run("cleanup", "before", "yesterday", *j)
+    assert code == 1
+    assert err.strip() == (  # a bad argument, not a bad setting (it was a ConfigurationError)
+        "Error: InvalidInputError: TIME 'yesterday' is not an ISO-8601 time "
+        "(e.g. 2026-01-31T00:00:00+00:00)"
+    )
     code, _, err = _run("cleanup", "before", "2999-01-01T00:00:00+00:00", "--force", *j)
     assert code == 1
     assert err.strip() == (

@@ -14,7 +14,7 @@ from ordo.cli.operations_options import (
     tag_option,
 )
 from ordo.cli.options import LONGEST_MS, ThrottledProgress, interruptible, settings_from_env
-from ordo.errors import ConfigurationError
+from ordo.errors import InvalidInputError
 from ordo.settings import EventsByTagSettings
 from ordo.time import epoch_ms_of
 from ordo.tools.cleanup import Cleanup
@@ -64,10 +64,10 @@ def before(request: OperationRequest, tag: Tag | None, time: str) -> None:
         moment = datetime.fromisoformat(time)
     except ValueError as exc:
         msg = f"TIME {time!r} is not an ISO-8601 time (e.g. 2026-01-31T00:00:00+00:00)"
-        raise ConfigurationError(msg) from exc
+        raise InvalidInputError(msg) from exc
     if moment.tzinfo is None:
         msg = f"TIME {time!r} has no zone; add one (e.g. +00:00)"
-        raise ConfigurationError(msg)
+        raise InvalidInputError(msg)
     cutoff_ms = epoch_ms_of(moment)  # floored: never a row at or after TIME
     with interruptible(_INTERRUPTED), request.tool(Cleanup) as tool, ThrottledProgress() as show:
         receipt = tool.delete_tag_views_before(
