@@ -23,6 +23,7 @@ from ordo.cdc import (
     SchemaVersion,
     TableSchema,
 )
+from ordo.cdc.change import Row
 from ordo.cdc.materializer import SchemaResolver, materialize_partition
 from ordo.cdc.message_rows import MessageRows
 from ordo.cdc.mutation import JsonValue
@@ -219,6 +220,30 @@ def apply_as_m(
         target_table=target_table,
         messages=MessageRows.from_messages(messages),
         history=history,
+    )
+
+
+def keyed_message(
+    table: str,
+    op: ChangeOp,
+    key: int,
+    before: Row | None,
+    after: Row | None,
+    *,
+    schema_id: int | None,
+    at: int,
+) -> ChangeMessage:
+    """A message of the row of `table` whose one key column is `key`, written at `at` (its
+    audit position too)."""
+    return ChangeMessage(
+        table=table,
+        op=op,
+        key=(key,),
+        before=before,
+        after=after,
+        schema_id=schema_id,
+        write_time=at,
+        audit=Audit(source="test", position=at),
     )
 
 

@@ -1,11 +1,14 @@
 """What the journal contract tests share: settings that flush at once or batch, a clock that
-does not move, and reads of what a journal holds (all that a rejected call must keep).
+does not move, and reads of what a journal holds (all that a rejected call must keep, and the
+numbers concurrent appends must leave).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from ordo import EventsByTagSettings, Journal, PersistedEvent
 from ordo.clock import ManualClock
@@ -55,3 +58,37 @@ def snapshot(journal: Journal, stores: Stores) -> object:
         tag_view_keys(stores),
         {pid: dict(stores.tag_views.read_progress(pid)) for pid in pids},
     )
+
+
+def numbered_payloads(
+    journal: Journal, stores: Stores, tags: Iterable[str]
+) -> list[tuple[dict[str, Any], str, frozenset[str]]]:
+    """Each event's payload (a dict), persistence id and tags, once asserted numbered right.
+
+    Each persistence id's events are numbered 1..n, and its events of each tag 1..n in sequence
+    nr order, without gaps; the tag write progress and the tag views of `tags` hold exactly
+    those numbers.
+    """
+    found: list[tuple[dict[str, Any], str, frozenset[str]]] = []
+    expected_rows: Counter[tuple[object, ...]] = Counter()
+    for pid in journal.persistence_ids():
+        events = list(journal.replay(pid))
+        assert [e.sequence_nr for e in events] == list(range(1, len(events) + 1))
+        counters: Counter[Tag] = Counter()
+        for event in events:
+            payload = event.payload
+            assert isinstance(payload, dict)
+            found.append((payload, pid, frozenset(event.tags)))
+            for tag in sorted(event.tags):
+                counters[tag] += 1
+                assert event.tags[tag] == counters[tag]
+                expected_rows[(tag, pid, event.sequence_nr, counters[tag], event.timeuuid)] += 1
+        progress = stores.tag_views.read_progress(pid)
+        assert {tag: p.tag_pid_sequence_nr for tag, p in progress.items()} == dict(counters)
+    rows: Counter[tuple[object, ...]] = Counter(
+        (e.tag, e.persistence_id, e.sequence_nr, e.tag_pid_sequence_nr, e.timeuuid)
+        for tag in tags
+        for e in stores.tag_views.tag_view_entries(Tag(tag))
+    )
+    assert rows == expected_rows
+    return found

@@ -1,11 +1,14 @@
 """Helpers of the tracking processor tests: fast settings, a counting handler and the
-"counts" processor that runs it, appending events and counting what was applied, waiting.
+"counts" processor that runs it, appending events and counting what was applied, waiting
+(for the processor to claim its segment 0 too).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from datetime import timedelta
 
 from ordo import EventsByTagSettings, Journal, NewEvent, QuerySettings
@@ -127,3 +130,22 @@ def wait_for(predicate: Callable[[], bool], *, timeout: float = 30.0) -> None:
             msg = "timed out waiting"
             raise AssertionError(msg)
         time.sleep(0.05)
+
+
+def owner_of_segment_0(stores: Stores) -> str:
+    """The owner of segment 0 of "counts", once the processor has claimed it."""
+    wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
+    owner = stores.tokens.entries("counts")[0].owner
+    assert owner is not None
+    return owner
+
+
+@contextmanager
+def holding_segment_0(
+    stores: Stores, tokens: TokenStoreDouble
+) -> Iterator[tuple[TrackingProcessor, str]]:
+    """A running one-thread "counts" processor over one segment through `tokens` (the store
+    behind a race double), once it has claimed the segment, and the owner it claimed it as."""
+    settings = replace(FAST, thread_count=1, initial_segment_count=1)
+    with counts_processor(stores, settings=settings, tokens=tokens) as processor:
+        yield processor, owner_of_segment_0(stores)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ordo.processing.segment_request import SegmentAction, SegmentRequest
+from ordo.processing.token import TrackingToken
 from ordo.storage.open import Stores
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
@@ -37,6 +38,14 @@ def holding_0_and_1(stores: Stores) -> None:
     stores.tokens.initialize("p", segment_count=2)
     for segment_id, owner in ((0, "a"), (1, "b")):
         stores.tokens.claim("p", segment_id, owner, now_ms=0, claim_timeout_ms=TIMEOUT)
+
+
+def claimed_with_token(stores: Stores, segment_id: int, owner: str, offset: TimeUUID) -> None:
+    """Segment `segment_id` of processor "p" claimed by `owner`, whose batch stored its token
+    at `offset`."""
+    stores.tokens.claim("p", segment_id, owner, now_ms=0, claim_timeout_ms=TIMEOUT)
+    with stores.tokens.batch("p", segment_id, owner) as batch:
+        batch.store_token(TrackingToken(offset))
 
 
 def merging_0_while_b_holds_1(stores: Stores) -> None:

@@ -164,6 +164,20 @@ def _schema_of(dsn: str) -> str:
     return str(row[0])
 
 
+def _opening_refused(dsn: str, url: str, *, made: str, dropped: str) -> StorageUnavailableError:
+    """What opening the existing stores at `url` raises while what the statement `made` creates
+    in `dsn`'s database exists (`dropped` drops it after)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(made)
+    try:
+        with pytest.raises(StorageUnavailableError) as raised, existing_stores_at(url):
+            pass
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(dropped)
+    return raised.value
+
+
 def test_a_schema_without_a_journal_is_named_with_the_schemas_that_hold_one(
     postgres_dsn: str,
 ) -> None:
@@ -171,19 +185,14 @@ def test_a_schema_without_a_journal_is_named_with_the_schemas_that_hold_one(
     init_storage(postgres_dsn)
     journal_schema = _schema_of(postgres_dsn)
     empty = f"{journal_schema}_empty"
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {empty}")
-    try:
-        with (
-            pytest.raises(StorageUnavailableError) as raised,
-            existing_stores_at(postgres_dsn.replace(journal_schema, empty)),
-        ):
-            pass
-    finally:
-        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {empty}")
-    assert not isinstance(raised.value, StorageAccessError)  # `ordo init` or a writer makes one
-    message = str(raised.value)
+    refused = _opening_refused(
+        postgres_dsn,
+        postgres_dsn.replace(journal_schema, empty),
+        made=f"CREATE SCHEMA {empty}",
+        dropped=f"DROP SCHEMA {empty}",
+    )
+    assert not isinstance(refused, StorageAccessError)  # `ordo init` or a writer makes one
+    message = str(refused)
     assert message.startswith("no ordo journal in PostgreSQL at 127.0.0.1:")
     assert f"in schema '{empty}': create it with `ordo init`; this database holds one in" in message
     assert f"'{journal_schema}'" in message
@@ -213,19 +222,15 @@ def test_a_schema_the_user_may_not_use_is_named_with_the_grant_it_needs(
     init_storage(postgres_dsn)
     schema = _schema_of(postgres_dsn)
     role = f"ordo_reader_{secrets.token_hex(4)}"
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE ROLE {role} LOGIN")
-    try:
-        with (
-            pytest.raises(StorageAccessError) as raised,
-            existing_stores_at(make_conninfo(postgres_dsn, user=role)),
-        ):
-            pass
-    finally:
-        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-            conn.execute(f"DROP ROLE {role}")
-    assert f"user '{role}' may not use schema '{schema}' of the search_path" in str(raised.value)
-    assert f"(GRANT USAGE ON SCHEMA {schema} TO {role})" in str(raised.value)
+    refused = _opening_refused(
+        postgres_dsn,
+        make_conninfo(postgres_dsn, user=role),
+        made=f"CREATE ROLE {role} LOGIN",
+        dropped=f"DROP ROLE {role}",
+    )
+    assert isinstance(refused, StorageAccessError)
+    assert f"user '{role}' may not use schema '{schema}' of the search_path" in str(refused)
+    assert f"(GRANT USAGE ON SCHEMA {schema} TO {role})" in str(refused)
 
 
 def test_a_call_running_when_the_stores_close_ends_with_stores_closed_error(

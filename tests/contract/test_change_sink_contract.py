@@ -9,9 +9,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from cdc_support import apply_as_m, history_of
+from cdc_support import apply_as_m, history_of, keyed_message
 from operations_support import execute, wait_for_a_lock_wait
-from ordo.cdc import Audit, ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
+from ordo.cdc import ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
 from ordo.errors import MaterializerCheckpointError
 from ordo.storage.migration import load_migrations
 from ordo.storage.open import Stores, stores_at
@@ -55,16 +55,8 @@ def _row(key: int, text: str, **more: Any) -> dict[str, Any]:
 def _message(
     op: ChangeOp, key: int, before: dict[str, Any] | None, after: dict[str, Any] | None, sid: int
 ) -> ChangeMessage:
-    return ChangeMessage(
-        table="odd table",
-        op=op,
-        key=(key,),
-        before=before,
-        after=after,
-        schema_id=sid,
-        write_time=key,
-        audit=Audit(source="test", position=key),
-    )
+    """A message of the row `key` of the odd table, written at time `key`."""
+    return keyed_message("odd table", op, key, before, after, schema_id=sid, at=key)
 
 
 def _apply_with(

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from cdc_support import history_of
-from ordo.cdc import Audit, ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
+from cdc_support import history_of, keyed_message
+from ordo.cdc import ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
 from ordo.cdc.message_rows import MessageRows
 from ordo.cdc.mutation import JsonValue, Key
 from ordo.storage.open import Stores
@@ -39,26 +39,11 @@ def _upsert(schema_id: int | None, key: int, n: int, *, columns: str = "") -> Ch
     shown = columns or {OLD: "ab", NEW: "ac", None: "abc"}[schema_id]
     after: dict[str, JsonValue] = {"id": key}
     after.update(dict.fromkeys(shown, n))
-    return _message(ChangeOp.UPDATE, key, after, schema_id, n)
+    return keyed_message("t", ChangeOp.UPDATE, key, None, after, schema_id=schema_id, at=n)
 
 
 def _delete(key: int, schema_id: int = NEW) -> ChangeMessage:
-    return _message(ChangeOp.DELETE, key, None, schema_id, 0)
-
-
-def _message(
-    op: ChangeOp, key: int, after: dict[str, JsonValue] | None, schema_id: int | None, n: int
-) -> ChangeMessage:
-    return ChangeMessage(
-        table="t",
-        op=op,
-        key=(key,),
-        before=None,
-        after=after,
-        schema_id=schema_id,
-        write_time=n,
-        audit=Audit(source="test", position=n),
-    )
+    return keyed_message("t", ChangeOp.DELETE, key, None, None, schema_id=schema_id, at=0)
 
 
 def _apply(sink: SqlChangeSink, materializer: str, batch_id: int, *messages: ChangeMessage) -> None:

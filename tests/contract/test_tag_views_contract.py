@@ -11,12 +11,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from journal_support import BATCHED, IMMEDIATE, JournalFactory, still_clock, tag_names
-from ordo import BucketSize, EventsByTagSettings, Journal, NewEvent
+from ordo import BucketSize, EventsByTagSettings, Journal, NewEvent, PersistedEvent
 from ordo.clock import ManualClock
 from ordo.query import RowKey, TagViewReader
 from ordo.storage.open import Stores
 from ordo.tagging import TagProgress
-from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr, TimeBucket
+from ordo.types import PersistenceId, Tag, TagPidSequenceNr, TimeBucket
 from tag_views_support import MINUTE_NS, MINUTE_START_NS, all_events, entries, expected_entries
 
 
@@ -146,6 +146,18 @@ def test_next_bucket_names_the_first_bucket_holding_rows_up_to_a_limit(
     )
 
 
+def _progress_to(event: PersistedEvent, tag: Tag, tag_pid_sequence_nr: int) -> TagProgress:
+    """The progress of `tag` written up to `event`, the tag's `tag_pid_sequence_nr`th of its
+    persistence id."""
+    return TagProgress(
+        persistence_id=event.persistence_id,
+        tag=tag,
+        sequence_nr=event.sequence_nr,
+        tag_pid_sequence_nr=TagPidSequenceNr(tag_pid_sequence_nr),
+        timeuuid=event.timeuuid,
+    )
+
+
 def test_progress_after_flush_is_the_last_written_event(
     journal_factory: JournalFactory, stores: Stores
 ) -> None:
@@ -157,31 +169,13 @@ def test_progress_after_flush_is_the_last_written_event(
 
     a_events = list(journal.replay("a"))
     b_events = list(journal.replay("b"))
-    a, b, t, u = PersistenceId("a"), PersistenceId("b"), Tag("t"), Tag("u")
-    assert stores.tag_views.read_progress(a) == {
-        t: TagProgress(
-            persistence_id=a,
-            tag=t,
-            sequence_nr=SequenceNr(5),
-            tag_pid_sequence_nr=TagPidSequenceNr(5),
-            timeuuid=a_events[4].timeuuid,
-        ),
-        u: TagProgress(
-            persistence_id=a,
-            tag=u,
-            sequence_nr=SequenceNr(6),
-            tag_pid_sequence_nr=TagPidSequenceNr(1),
-            timeuuid=a_events[5].timeuuid,
-        ),
+    t, u = Tag("t"), Tag("u")
+    assert stores.tag_views.read_progress(PersistenceId("a")) == {
+        t: _progress_to(a_events[4], t, 5),
+        u: _progress_to(a_events[5], u, 1),
     }
-    assert stores.tag_views.read_progress(b) == {
-        u: TagProgress(
-            persistence_id=b,
-            tag=u,
-            sequence_nr=SequenceNr(1),
-            tag_pid_sequence_nr=TagPidSequenceNr(1),
-            timeuuid=b_events[0].timeuuid,
-        ),
+    assert stores.tag_views.read_progress(PersistenceId("b")) == {
+        u: _progress_to(b_events[0], u, 1)
     }
     assert stores.tag_views.read_progress(PersistenceId("nobody")) == {}
 

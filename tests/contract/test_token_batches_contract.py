@@ -14,7 +14,7 @@ from ordo.processing.token import PartAhead, TrackingToken
 from ordo.storage.open import Stores
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
-from token_support import T1, T2, TIMEOUT
+from token_support import T1, T2, TIMEOUT, claimed_with_token
 
 
 def test_a_batch_stores_the_token_positions_and_dead_letters_together(stores: Stores) -> None:
@@ -144,9 +144,7 @@ def test_a_reader_without_claims_keeps_the_merged_parts_ahead_it_has_not_reached
     stores: Stores,
 ) -> None:
     stores.tokens.initialize("p", segment_count=2)
-    stores.tokens.claim("p", 1, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
-    with stores.tokens.batch("p", 1, "a") as batch:
-        batch.store_token(TrackingToken(T2))
+    claimed_with_token(stores, 1, "a", T2)
     stores.tokens.release("p", 1, "a")
     merge_segment(stores.tokens, "p", 0, now_ms=0, claim_timeout_ms=TIMEOUT)
     stores.tokens.advance_unclaimed("p", T1, now_ms=0, claim_timeout_ms=TIMEOUT)

@@ -8,7 +8,7 @@ from ordo.errors import InvalidSegmentOperationError, UnableToClaimTokenError, U
 from ordo.processing.segment import Segment
 from ordo.processing.token import PartAhead, TrackingToken
 from ordo.storage.open import Stores
-from token_support import T1, T2, TIMEOUT
+from token_support import T1, T2, TIMEOUT, claimed_with_token
 
 
 def test_initialize_creates_the_initial_segments_once(stores: Stores) -> None:
@@ -53,9 +53,7 @@ def test_split_copies_the_token_and_merge_keeps_the_lower_one_and_the_half_ahead
     stores: Stores,
 ) -> None:
     stores.tokens.initialize("p", segment_count=1)
-    stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
-    with stores.tokens.batch("p", 0, "a") as batch:
-        batch.store_token(TrackingToken(T1))
+    claimed_with_token(stores, 0, "a", T1)
     low, high = stores.tokens.split("p", 0, "a")
     assert (low, high) == (Segment(0, 1), Segment(1, 1))
     entries = stores.tokens.entries("p")
@@ -63,9 +61,7 @@ def test_split_copies_the_token_and_merge_keeps_the_lower_one_and_the_half_ahead
         (Segment(0, 1), TrackingToken(T1), "a"),
         (Segment(1, 1), TrackingToken(T1), None),
     ]
-    stores.tokens.claim("p", 1, "b", now_ms=0, claim_timeout_ms=TIMEOUT)
-    with stores.tokens.batch("p", 1, "b") as batch:
-        batch.store_token(TrackingToken(T2))
+    claimed_with_token(stores, 1, "b", T2)
     with pytest.raises(UnableToClaimTokenError, match="claimed by 'b'"):
         stores.tokens.merge("p", 0, "a", now_ms=1, claim_timeout_ms=TIMEOUT)
     stores.tokens.release("p", 1, "b")

@@ -15,7 +15,7 @@ from ordo.processing.token import TrackingToken
 from ordo.storage.open import Stores
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
-from token_support import T1, T2, TIMEOUT
+from token_support import T1, T2, TIMEOUT, claimed_with_token
 from token_support import applied as _applied
 
 
@@ -43,9 +43,7 @@ def test_reset_replays_up_to_the_furthest_offset_a_merged_part_ahead_reached(
     """The merged token resumes at T1, but the half ahead handled up to T2: replays too."""
     stores.tokens.initialize("p", segment_count=2)
     for segment_id, offset in ((0, T1), (1, T2)):
-        stores.tokens.claim("p", segment_id, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
-        with stores.tokens.batch("p", segment_id, "a") as batch:
-            batch.store_token(TrackingToken(offset))
+        claimed_with_token(stores, segment_id, "a", offset)
     stores.tokens.release("p", 1, "a")
     stores.tokens.merge("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
     stores.tokens.release("p", 0, "a")

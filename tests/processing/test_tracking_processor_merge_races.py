@@ -28,7 +28,14 @@ from ordo.processing.processor import TrackingProcessor
 from ordo.processing.segment import Segment
 from ordo.processing.segment_request import PendingRequest, SegmentAction, SegmentRequest
 from ordo.storage.open import Stores
-from processing_support import FAST, TokenStoreDouble, counts_processor, now_ms, wait_for
+from processing_support import (
+    FAST,
+    TokenStoreDouble,
+    counts_processor,
+    now_ms,
+    owner_of_segment_0,
+    wait_for,
+)
 
 
 def _beside_other_s_segment_1(
@@ -43,14 +50,6 @@ def _beside_other_s_segment_1(
     stores.tokens.initialize("counts", segment_count=2)
     stores.tokens.claim("counts", held, "other", now_ms=now_ms(), claim_timeout_ms=30_000)
     return counts_processor(stores, settings=settings, tokens=tokens)
-
-
-def _owner_of_segment_0(stores: Stores) -> str:
-    """The owner of segment 0 of "counts", once the processor has claimed it."""
-    wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
-    owner = stores.tokens.entries("counts")[0].owner
-    assert owner is not None
-    return owner
 
 
 class _HandOverAskedMeanwhile(TokenStoreDouble):
@@ -113,7 +112,7 @@ def test_an_owner_asked_to_hand_its_segment_to_itself_keeps_it(stores: Stores) -
     tokens = _Releases(stores.tokens)
     processor = _beside_other_s_segment_1(stores, tokens)
     with processor:
-        owner = _owner_of_segment_0(stores)
+        owner = owner_of_segment_0(stores)
         hand_over = SegmentRequest(action=SegmentAction.HAND_OVER, target_owner=owner)
         stores.tokens.request("counts", 0, hand_over, now_ms=0)
         wait_for(lambda: tokens.read_after_hand_over > 0)
@@ -154,7 +153,7 @@ def test_an_operator_s_release_made_while_the_owner_merges_is_not_replaced(
     tokens = _ReleaseAskedMeanwhile(stores.tokens)
     processor = _beside_other_s_segment_1(stores, tokens)
     with processor:
-        owner = _owner_of_segment_0(stores)
+        owner = owner_of_segment_0(stores)
         processor.merge(0)
         wait_for(lambda: tokens.merges_tried == 2)
         wait_for(lambda: stores.tokens.entries("counts")[0].owner is None)
@@ -210,7 +209,7 @@ def test_an_operator_s_release_right_after_the_owner_asks_its_merge_again_ends_t
     tokens = _ReleaseAskedOnceTheMergeFailed(stores.tokens)
     processor = _beside_other_s_segment_1(stores, tokens)
     with processor:
-        owner = _owner_of_segment_0(stores)
+        owner = owner_of_segment_0(stores)
         processor.merge(0)
         wait_for(lambda: stores.tokens.entries("counts")[0].owner is None)
         assert [r.message for r in tokens.receipts] == [
@@ -257,7 +256,7 @@ def test_when_both_owners_of_a_pair_merge_it_at_once_the_lower_segment_s_owner_m
     tokens = _SiblingMergingAtOnce(stores.tokens, sibling_owner="other")
     processor = _beside_other_s_segment_1(stores, tokens)
     with processor:
-        owner = _owner_of_segment_0(stores)
+        owner = owner_of_segment_0(stores)
         merge_segment(stores.tokens, "counts", 0, now_ms=now_ms(), claim_timeout_ms=30_000)
         wait_for(lambda: tokens.asked == 1)
         # The owner of segment 1 takes the hand-over asked of it, as its worker does.
@@ -345,7 +344,7 @@ def test_a_release_or_split_of_the_sibling_handed_over_for_a_merge_is_done_and_e
     tokens = _HandedOverThenAsked(stores.tokens, operation=operation, segment_id=1)
     processor = _beside_other_s_segment_1(stores, tokens)
     with processor:
-        owner = _owner_of_segment_0(stores)
+        owner = owner_of_segment_0(stores)
         processor.merge(0)
         # The owner releases the sibling, then drops its merge: wait for both.
         wait_for(
@@ -376,7 +375,7 @@ def test_a_merge_ended_after_the_hand_over_releases_the_sibling_with_the_segment
     tokens = _HandedOverThenAsked(stores.tokens, operation=operation, segment_id=0)
     processor = _beside_other_s_segment_1(stores, tokens)
     with processor:
-        _owner_of_segment_0(stores)
+        owner_of_segment_0(stores)
         processor.merge(0)
         wait_for(lambda: ("release", 0) in tokens.calls and tokens.calls[-1][0] == "claim")
         replacing = "(replacing the pending merge request)"
@@ -399,7 +398,7 @@ def test_a_release_or_split_left_pending_on_a_free_sibling_is_done_and_ends_the_
     it, and keeps processing segment 0."""
     processor = _beside_other_s_segment_1(stores, TokenStoreDouble(stores.tokens))
     with processor:
-        owner = _owner_of_segment_0(stores)
+        owner = owner_of_segment_0(stores)
         receipt = operation(stores.tokens, "counts", 1, now_ms=now_ms(), claim_timeout_ms=30_000)
         assert receipt.message.startswith("asked other to ")
         stores.tokens.release("counts", 1, "other")
@@ -470,7 +469,7 @@ def test_a_request_made_on_the_sibling_after_the_merging_owner_read_one_there_is
     tokens = _AskedAgainOfTheSibling(stores.tokens, operation=then)
     processor = _beside_other_s_segment_1(stores, tokens)
     with processor:
-        owner = _owner_of_segment_0(stores)
+        owner = owner_of_segment_0(stores)
         first(stores.tokens, "counts", 1, now_ms=now_ms(), claim_timeout_ms=30_000)
         stores.tokens.release("counts", 1, "other")
         processor.merge(0)
@@ -528,7 +527,7 @@ def test_an_operator_s_merge_of_the_sibling_handed_over_stays_pending_when_the_m
     tokens = _SiblingMergeAskedThenTheMergeFails(stores.tokens)
     processor = _beside_other_s_segment_1(stores, tokens)
     with processor:
-        owner = _owner_of_segment_0(stores)
+        owner = owner_of_segment_0(stores)
         processor.merge(0)
         wait_for(lambda: len(stores.tokens.entries("counts")) == 1)
         assert tokens.has_failed

@@ -5,7 +5,6 @@ segment it was asked of, by the owner."""
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 import pytest
 
@@ -13,7 +12,7 @@ from ordo.processing.control import ControlReceipt, release_segment, split_segme
 from ordo.processing.ports import TokenStore
 from ordo.processing.segment import Segment
 from ordo.storage.open import Stores
-from processing_support import FAST, TokenStoreDouble, counts_processor, now_ms, wait_for
+from processing_support import TokenStoreDouble, holding_segment_0, now_ms, wait_for
 
 
 class _ReleaseAskedAtTheSplit(TokenStoreDouble):
@@ -42,11 +41,7 @@ def test_a_release_asked_after_the_owner_read_its_split_releases_the_whole_segme
     now: the owner keeps processing the segment and releases it, whole, at its next check."""
     caplog.set_level(logging.INFO)
     tokens = _ReleaseAskedAtTheSplit(stores.tokens)
-    settings = replace(FAST, thread_count=1, initial_segment_count=1)
-    processor = counts_processor(stores, settings=settings, tokens=tokens)
-    with processor:
-        wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
-        owner = stores.tokens.entries("counts")[0].owner
+    with holding_segment_0(stores, tokens) as (processor, owner):
         processor.split(0)
         wait_for(lambda: "released on request" in caplog.text)
         assert [e.segment for e in stores.tokens.entries("counts")] == [Segment(0, 0)]
@@ -92,11 +87,7 @@ def test_a_split_asked_after_the_owner_read_its_release_is_made_by_the_owner(
     refused now: the owner keeps the segment and splits it at its next check."""
     caplog.set_level(logging.INFO)
     tokens = _SplitAskedAtTheRelease(stores.tokens)
-    settings = replace(FAST, thread_count=1, initial_segment_count=1)
-    processor = counts_processor(stores, settings=settings, tokens=tokens)
-    with processor:
-        wait_for(lambda: stores.tokens.entries("counts")[0].owner is not None)
-        owner = stores.tokens.entries("counts")[0].owner
+    with holding_segment_0(stores, tokens) as (processor, owner):
         processor.release(0)
         wait_for(lambda: len(stores.tokens.entries("counts")) == 2)
         assert [e.segment for e in stores.tokens.entries("counts")] == [

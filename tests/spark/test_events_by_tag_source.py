@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from order_stream_support import OPTIONS, WRITE, append_orders
 from ordo import NewEvent, open_journal
@@ -21,6 +22,26 @@ pytestmark = pytest.mark.spark
 
 def _journal(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'journal.db'}"
+
+
+def _into_memory(spark: SparkSession, options: dict[str, str], name: str) -> DataStreamWriter:
+    """A stream of `options` into the memory table `name`, to be given its trigger and started."""
+    stream = spark.readStream.format("ordo_events_by_tag").options(**options).load()
+    return stream.writeStream.format("memory").queryName(name)
+
+
+def _run_to_parquet(
+    spark: SparkSession, options: dict[str, str], *, output: Path, checkpoint: Path
+) -> None:
+    """Define the stream (`load()`), run it into Parquet files until it caught up
+    (availableNow) and wait for it (120 s at most).
+
+    Parquet, as the memory sink cannot resume from a checkpoint.
+    """
+    stream = spark.readStream.format("ordo_events_by_tag").options(**options).load()
+    writer = stream.writeStream.format("parquet").option("path", str(output))
+    query = writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    query.awaitTermination(120)
 
 
 def _gapped_journal(tmp_path: Path) -> str:
@@ -62,22 +83,13 @@ def test_a_checkpoint_of_another_tag_is_refused_instead_of_skipping_its_events(
     with open_journal(url, settings=WRITE) as journal:
         journal.append("invoice-1", [NewEvent.of(i, tags=["invoice"]) for i in range(3)])
     append_orders(url, 0, 7)
-    checkpoint = str(tmp_path / "checkpoint")
+    checkpoint = tmp_path / "checkpoint"
 
     def run(tag: str) -> str:
-        output = str(tmp_path / tag)
-        query = (
-            spark.readStream.format("ordo_events_by_tag")
-            .options(**{**OPTIONS, "tag": tag}, journal=url)
-            .load()
-            .writeStream.format("parquet")  # the memory sink cannot resume from a checkpoint
-            .option("path", output)
-            .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination(120)
-        return output
+        output = tmp_path / tag
+        options = {**OPTIONS, "tag": tag, "journal": url}
+        _run_to_parquet(spark, options, output=output, checkpoint=checkpoint)
+        return str(output)
 
     assert spark.read.parquet(run("order")).count() == 7
     with pytest.raises(StreamingQueryException, match="CheckpointMismatchError") as caught:
@@ -89,27 +101,18 @@ def test_a_stream_resumed_from_its_checkpoint_delivers_everything_once(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     url = _journal(tmp_path)
-    checkpoint, output = str(tmp_path / "checkpoint"), str(tmp_path / "output")
+    checkpoint, output = tmp_path / "checkpoint", tmp_path / "output"
 
     def run_once() -> None:
-        query = (
-            spark.readStream.format("ordo_events_by_tag")
-            .options(**OPTIONS, journal=url, segments="2", maxEventsPerTrigger="25")
-            .load()
-            .writeStream.format("parquet")
-            .option("path", output)
-            .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination(120)
+        options = {**OPTIONS, "journal": url, "segments": "2", "maxEventsPerTrigger": "25"}
+        _run_to_parquet(spark, options, output=output, checkpoint=checkpoint)
 
     append_orders(url, 0, 60)
     run_once()
     append_orders(url, 60, 40)
     run_once()
     delivered = [
-        (r.persistence_id, r.tag_pid_sequence_nr) for r in spark.read.parquet(output).collect()
+        (r.persistence_id, r.tag_pid_sequence_nr) for r in spark.read.parquet(str(output)).collect()
     ]
     assert sorted(delivered) == sorted((f"order-{i % 7}", i // 7 + 1) for i in range(100))
 
@@ -128,15 +131,7 @@ def test_reads_from_a_first_time_bucket_long_ago_walk_every_empty_bucket(
     append_orders(url, 0, 14)
     options = {**OPTIONS, "journal": url, "firstTimeBucket": YEAR_AGO}
     assert spark.read.format("ordo_events_by_tag").options(**options).load().count() == 14
-    query = (
-        spark.readStream.format("ordo_events_by_tag")
-        .options(**options)
-        .load()
-        .writeStream.format("memory")
-        .queryName("year_ago")
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = _into_memory(spark, options, "year_ago").trigger(availableNow=True).start()
     query.awaitTermination(120)
     assert spark.table("year_ago").count() == 14
 
@@ -187,15 +182,9 @@ def test_a_gap_that_cannot_be_filled_stops_the_stream_with_the_error(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     url = _gapped_journal(tmp_path)
-    query = (
-        spark.readStream.format("ordo_events_by_tag")
-        .options(**OPTIONS, journal=url, gapTimeoutMs="300")
-        .load()
-        .writeStream.format("memory")
-        .queryName("gapped")
-        .trigger(processingTime="200 milliseconds")
-        .start()
-    )
+    options = {**OPTIONS, "journal": url, "gapTimeoutMs": "300"}
+    writer = _into_memory(spark, options, "gapped")
+    query = writer.trigger(processingTime="200 milliseconds").start()
     try:
         with pytest.raises(StreamingQueryException, match="missing tagged events") as caught:
             query.awaitTermination(60)
@@ -257,12 +246,3 @@ def test_a_stream_with_a_bad_option_fails_at_load_before_a_checkpoint_is_made(
         _run_to_parquet(spark, given, output=tmp_path / "out", checkpoint=checkpoint)
     assert "UnboundLocalError" not in str(caught.value)
     assert not checkpoint.exists()
-
-
-def _run_to_parquet(
-    spark: SparkSession, options: dict[str, str], *, output: Path, checkpoint: Path
-) -> None:
-    """Define the stream (`load()`), start it into Parquet files and wait for it (60 s at most)."""
-    stream = spark.readStream.format("ordo_events_by_tag").options(**options).load()
-    writer = stream.writeStream.format("parquet").option("path", str(output))
-    writer.option("checkpointLocation", str(checkpoint)).start().awaitTermination(60)

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import Row, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
 
 from checkpoint_support import journal_id_of, without_journal_ids
 from operations_support import duplicate_tag_view, execute
@@ -84,6 +85,26 @@ def _totals(path: Path) -> dict[str, int]:
     return {pid: events for pid, events, _, _ in rows}
 
 
+def _start(
+    spark: SparkSession,
+    spec: ProjectionSpec,
+    options: dict[str, str],
+    checkpoint: Path,
+    *,
+    every: str | None = None,
+) -> StreamingQuery:
+    """Start `spec`'s projection of the source `options`: to run until it caught up
+    (availableNow), or with `every`, a processing time, until it is stopped."""
+    return projection(
+        spark,
+        spec,
+        source_options=options,
+        checkpoint=str(checkpoint),
+        available_now=every is None,
+        processing_time=every,
+    )
+
+
 def _run(
     spark: SparkSession,
     url: str,
@@ -96,13 +117,8 @@ def _run(
     """Run the projection until it caught up; `named`: its source names it as its processor."""
     spec = ProjectionSpec(processor=processor, sink=url, handler=count_order_events)
     more = {"processor": processor} if named else {}
-    query = projection(
-        spark,
-        spec,
-        source_options=_source(url, segments, maxEventsPerTrigger="40", **more),
-        checkpoint=str(checkpoint),
-        available_now=True,
-    )
+    options = _source(url, segments, maxEventsPerTrigger="40", **more)
+    query = _start(spark, spec, options, checkpoint)
     query.awaitTermination(180)
     assert query.exception() is None
 
@@ -313,13 +329,8 @@ def test_a_projection_restarted_after_a_gap_stopped_it_stops_again_instead_of_sk
     )
 
     def run() -> StreamingQueryException:
-        query = projection(
-            spark,
-            ProjectionSpec(processor="gapped", sink=url, handler=count_order_events),
-            source_options=_source(url, "1", gapTimeoutMs="300"),
-            checkpoint=str(tmp_path / "checkpoint"),
-            available_now=True,
-        )
+        spec = ProjectionSpec(processor="gapped", sink=url, handler=count_order_events)
+        query = _start(spark, spec, _source(url, "1", gapTimeoutMs="300"), tmp_path / "checkpoint")
         with pytest.raises(StreamingQueryException) as raised:
             query.awaitTermination(180)
         return raised.value
@@ -356,13 +367,9 @@ def test_a_reset_with_its_own_sink_lets_a_projection_go_on_past_a_gap(
     )
 
     def run() -> StreamingQueryException | None:
-        query = projection(
-            spark,
-            ProjectionSpec(processor="totals", sink=sink, handler=count_order_events),
-            source_options=_source(url, "2", gapTimeoutMs="300", processor="totals"),
-            checkpoint=str(tmp_path / "checkpoint"),
-            available_now=True,
-        )
+        spec = ProjectionSpec(processor="totals", sink=sink, handler=count_order_events)
+        options = _source(url, "2", gapTimeoutMs="300", processor="totals")
+        query = _start(spark, spec, options, tmp_path / "checkpoint")
         try:
             query.awaitTermination(180)
         except StreamingQueryException as failed:
@@ -455,13 +462,8 @@ def test_segments_split_and_merge_while_the_stream_runs(
     path, url = _totals_journal(tmp_path)
     _append(url, 0, 45)
     spec = ProjectionSpec(processor="live-totals", sink=url, handler=count_order_events)
-    query = projection(
-        spark,
-        spec,
-        source_options=_source(url, "4", "100", processor="live-totals"),
-        checkpoint=str(tmp_path / "checkpoint"),
-        processing_time="200 milliseconds",
-    )
+    options = _source(url, "4", "100", processor="live-totals")
+    query = _start(spark, spec, options, tmp_path / "checkpoint", every="200 milliseconds")
     try:
         _wait_for(lambda: sum(_totals(path).values()) == 45)
         with stores_at(url) as stores:
@@ -490,13 +492,9 @@ def test_a_running_projection_is_not_reset_until_it_is_stopped(
     with closing(sqlite3.connect(sink_path)) as conn, conn:
         conn.execute(ORDER_TOTALS_TABLE)
     _append(url, 0, 18)
-    query = projection(
-        spark,
-        ProjectionSpec(processor="totals", sink=sink, handler=count_order_events),
-        source_options=_source(url, "2", processor="totals"),
-        checkpoint=str(tmp_path / "checkpoint"),
-        processing_time="200 milliseconds",
-    )
+    spec = ProjectionSpec(processor="totals", sink=sink, handler=count_order_events)
+    options = _source(url, "2", processor="totals")
+    query = _start(spark, spec, options, tmp_path / "checkpoint", every="200 milliseconds")
     monkeypatch.setenv("ORDO_CLAIM_TIMEOUT_MS", "1500")
     try:
         _wait_for(lambda: sum(_totals(sink_path).values()) == 18)
@@ -563,13 +561,7 @@ def test_a_poison_event_goes_to_the_dead_letters_and_the_rest_is_applied(
     path, url = _totals_journal(tmp_path)
     _append(url, 0, 45)
     spec = ProjectionSpec(processor="dl", sink=url, handler=_flaky_count, dead_letters=True)
-    query = projection(
-        spark,
-        spec,
-        source_options=_source(url, "2"),
-        checkpoint=str(tmp_path / "checkpoint"),
-        available_now=True,
-    )
+    query = _start(spark, spec, _source(url, "2"), tmp_path / "checkpoint")
     query.awaitTermination(180)
     with stores_at(url) as stores:
         letters = stores.tokens.dead_letters("dl")
@@ -585,13 +577,7 @@ def test_a_failing_handler_stops_the_projection_and_commits_nothing_of_its_segme
     path, url = _totals_journal(tmp_path)
     _append(url, 0, 45)
     spec = ProjectionSpec(processor="stop", sink=url, handler=_flaky_count)
-    query = projection(
-        spark,
-        spec,
-        source_options=_source(url, "1"),
-        checkpoint=str(tmp_path / "checkpoint"),
-        available_now=True,
-    )
+    query = _start(spark, spec, _source(url, "1"), tmp_path / "checkpoint")
     with pytest.raises(StreamingQueryException, match="poison"):
         query.awaitTermination(180)
     with closing(sqlite3.connect(path)) as conn:
@@ -606,13 +592,8 @@ def test_a_projection_into_postgresql_applies_every_event_once(
         conn.execute(ORDER_TOTALS_TABLE)
     _append(postgres_dsn, 0, 90)
     for checkpoint in ("checkpoint", "fresh-checkpoint"):  # the second replays every batch
-        query = projection(
-            spark,
-            ProjectionSpec(processor="pg", sink=postgres_dsn, handler=count_order_events),
-            source_options=_source(postgres_dsn, "3"),
-            checkpoint=str(tmp_path / checkpoint),
-            available_now=True,
-        )
+        spec = ProjectionSpec(processor="pg", sink=postgres_dsn, handler=count_order_events)
+        query = _start(spark, spec, _source(postgres_dsn, "3"), tmp_path / checkpoint)
         query.awaitTermination(180)
     with psycopg.connect(postgres_dsn) as conn:
         rows = conn.execute("SELECT pid, events, misordered FROM order_totals").fetchall()
@@ -654,13 +635,7 @@ def test_a_property_policy_sequences_by_the_property_value(
     spec = ProjectionSpec(
         processor="by-customer", sink=url, handler=_by_customer, sequencing_property="customer"
     )
-    query = projection(
-        spark,
-        spec,
-        source_options=_source(url, "3", processor="by-customer"),
-        checkpoint=str(tmp_path / "checkpoint"),
-        available_now=True,
-    )
+    query = _start(spark, spec, _source(url, "3", processor="by-customer"), tmp_path / "checkpoint")
     query.awaitTermination(180)
     assert query.exception() is None
     with closing(sqlite3.connect(path)) as conn:

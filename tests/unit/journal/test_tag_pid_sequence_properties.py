@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import tempfile
 import threading
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -18,9 +17,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from journal_support import numbered_payloads
 from ordo import ConcurrencyConflictError, EventsByTagSettings, Journal, NewEvent, open_journal
 from ordo.storage.open import open_stores
-from ordo.types import Tag
 
 PIDS = ["a", "b", "ü🙂"]
 TAGS = ["x", "y", "z z"]
@@ -121,29 +120,8 @@ def check(journal: Journal, url: str, plan: list[tuple[int, int, list[frozenset[
     }
     stores = open_stores(url)
     try:
-        found: dict[tuple[int, int], tuple[str, frozenset[str]]] = {}
-        journal_rows: Counter[tuple[object, ...]] = Counter()
-        for pid in journal.persistence_ids():
-            events = list(journal.replay(pid))
-            assert [e.sequence_nr for e in events] == list(range(1, len(events) + 1))
-            counters: Counter[str] = Counter()
-            for event in events:
-                payload = event.payload
-                assert isinstance(payload, dict)
-                found[(payload["append"], payload["event"])] = (pid, frozenset(event.tags))
-                for tag in sorted(event.tags):
-                    counters[tag] += 1
-                    assert event.tags[tag] == counters[tag]
-                    journal_rows[(tag, pid, event.sequence_nr, counters[tag])] += 1
-            progress = stores.tag_views.read_progress(pid)
-            assert {tag: p.tag_pid_sequence_nr for tag, p in progress.items()} == dict(counters)
-        assert found == drawn
-
-        view_rows: Counter[tuple[object, ...]] = Counter(
-            (e.tag, e.persistence_id, e.sequence_nr, e.tag_pid_sequence_nr)
-            for tag in TAGS
-            for e in stores.tag_views.tag_view_entries(Tag(tag))
-        )
-        assert view_rows == journal_rows
+        numbered = numbered_payloads(journal, stores, TAGS)
     finally:
         stores.close()
+    found = {(payload["append"], payload["event"]): (pid, tags) for payload, pid, tags in numbered}
+    assert found == drawn
