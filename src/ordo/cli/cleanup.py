@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import click
 
@@ -13,8 +13,13 @@ from ordo.cli.operations_options import (
     guarded_options,
     tag_option,
 )
-from ordo.cli.options import LONGEST_MS, ThrottledProgress, interruptible, settings_from_env
-from ordo.errors import InvalidInputError
+from ordo.cli.options import (
+    LONGEST_MS,
+    ThrottledProgress,
+    aware_time,
+    interruptible,
+    settings_from_env,
+)
 from ordo.settings import EventsByTagSettings
 from ordo.time import epoch_ms_of
 from ordo.tools.cleanup import Cleanup
@@ -60,14 +65,9 @@ def before(request: OperationRequest, tag: Tag | None, time: str) -> None:
     Refused when a tracking processor has not read the newest row it would delete, unless
     --force.
     """
-    try:
-        moment = datetime.fromisoformat(time)
-    except ValueError as exc:
-        msg = f"TIME {time!r} is not an ISO-8601 time (e.g. 2026-01-31T00:00:00+00:00)"
-        raise InvalidInputError(msg) from exc
-    if moment.tzinfo is None:
-        msg = f"TIME {time!r} has no zone; add one (e.g. +00:00)"
-        raise InvalidInputError(msg)
+    moment = aware_time(
+        time, name="TIME", unreadable="is not an ISO-8601 time (e.g. 2026-01-31T00:00:00+00:00)"
+    )
     cutoff_ms = epoch_ms_of(moment)  # floored: never a row at or after TIME
     with interruptible(_INTERRUPTED), request.tool(Cleanup) as tool, ThrottledProgress() as show:
         receipt = tool.delete_tag_views_before(

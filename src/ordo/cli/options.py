@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -17,7 +17,7 @@ import click
 from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.spark_master import SPARK_MASTER
 from ordo.cli.variable_option import VariableOption
-from ordo.errors import ConfigurationError, InvalidIdentifierError
+from ordo.errors import ConfigurationError, InvalidIdentifierError, InvalidInputError
 from ordo.settings import ENV_PREFIX, EventsByTagSettings
 from ordo.settings.loading import LONGEST_DURATION
 from ordo.storage.location import creatable_location, existing_location
@@ -347,3 +347,23 @@ class ThrottledProgress:
         if self._held is not None:
             progress(self._held)
             self._held = None
+
+
+def aware_time(
+    text: str, *, name: str, unreadable: str, error: type[InvalidInputError] = InvalidInputError
+) -> datetime:
+    """An argument's ISO-8601 time with a zone; `error` naming `name` otherwise.
+
+    `unreadable` ends the message of a text that is no time ("is not an ISO-8601 time ...").
+    A time without a zone is refused rather than read in the machine's zone, which would move
+    it by hours from one machine to another.
+    """
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as exc:
+        msg = f"{name} {text!r} {unreadable}"
+        raise error(msg) from exc
+    if moment.utcoffset() is None:
+        msg = f"{name} {text!r} has no zone; add one (e.g. +00:00)"
+        raise error(msg)
+    return moment

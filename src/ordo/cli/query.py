@@ -7,7 +7,6 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from datetime import datetime
 from itertools import islice
 from uuid import UUID
 
@@ -16,6 +15,7 @@ import click
 from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.options import (
     INTERRUPTED_STATUS,
+    aware_time,
     journal_option,
     progress,
     require_journal,
@@ -162,12 +162,11 @@ def _offset(text: str | None) -> Offset:
         pass
     else:
         return to_offset(text)
-    try:
-        instant = datetime.fromisoformat(text)
-    except ValueError as exc:
-        msg = f"--offset {text!r} is neither a TimeUUID nor an ISO-8601 time"
-        raise OffsetFormatError(msg) from exc
-    if instant.utcoffset() is None:
-        msg = f"--offset {text!r} has no zone; add one (e.g. +00:00)"
-        raise OffsetFormatError(msg)
-    return to_offset(instant)
+    return to_offset(
+        aware_time(
+            text,
+            name="--offset",
+            unreadable="is neither a TimeUUID nor an ISO-8601 time",
+            error=OffsetFormatError,
+        )
+    )
