@@ -79,9 +79,10 @@ from ordo.spark.change_processor import ChangeFoldProcessor
 from ordo.spark.change_schemas import CHANGE_LOG_DDL
 from ordo.spark.materializer import bucketed, materialize, materialize_available
 from ordo.spark.register import LISTING_ON_DRIVER
-from ordo.storage.open import Stores, stores_at
+from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.sqlite.change_source import SQLiteChangeSource
+from ordo.storage.stores import Stores
 
 PARTITIONS = 8
 MATERIALIZER_TARGET = 50_000.0

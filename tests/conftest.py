@@ -24,8 +24,9 @@ from psycopg.conninfo import make_conninfo
 from ordo.clock import Clock
 from ordo.journal import Journal
 from ordo.settings import EventsByTagSettings
-from ordo.storage.open import Stores, open_journal, open_stores
+from ordo.storage.open import open_journal, open_stores
 from ordo.storage.postgres.throwaway import ThrowawayPostgres
+from ordo.storage.stores import Stores
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -12,7 +12,7 @@ from typing import Any
 
 from ordo import EventsByTagSettings, Journal, PersistedEvent
 from ordo.clock import ManualClock
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from ordo.types import Tag
 
 JournalFactory = Callable[..., Journal]

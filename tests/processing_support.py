@@ -19,7 +19,7 @@ from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.source import EventSource
 from ordo.query import EventEnvelope
 from ordo.settings import ProcessorSettings
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from ordo.time import format_first_time_bucket
 
 SqlRunner = Callable[..., list[tuple[object, ...]]]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from ordo import BucketSize, EventsByTagSettings, Journal, PersistedEvent
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from ordo.tagging import TaggedEvent, TagProgress
 from ordo.types import PersistenceId, Tag
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ordo.processing.segment_request import SegmentAction, SegmentRequest
 from ordo.processing.token import TrackingToken
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
 

@@ -13,7 +13,8 @@ from connection_loss_support import Sessions
 from ordo import NO_OFFSET, NewEvent, events_by_tag_at, open_journal, open_stores
 from ordo.processing import HandlerContext, TrackingProcessor
 from ordo.query import EventEnvelope
-from ordo.storage.open import Stores, stores_at
+from ordo.storage.open import stores_at
+from ordo.storage.stores import Stores
 from ordo.tools.verification import check_tag_views
 from processing_support import FAST, READ, WRITE, counting_handler, source, wait_for
 

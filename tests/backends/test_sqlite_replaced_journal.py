@@ -26,7 +26,8 @@ from ordo import NewEvent, StorageAccessError, init_storage, open_journal
 from ordo.processing.processor import TrackingProcessor
 from ordo.query import EventEnvelope
 from ordo.storage.migration import METADATA_TABLE
-from ordo.storage.open import Stores, events_by_tag_at, stores_at
+from ordo.storage.open import events_by_tag_at, stores_at
+from ordo.storage.stores import Stores
 from processing_support import FAST, WRITE, source, wait_for
 
 _NOT_SQLITE = "not a database\n" * 100

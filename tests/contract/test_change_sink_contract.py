@@ -14,8 +14,9 @@ from operations_support import execute, wait_for_a_lock_wait
 from ordo.cdc import ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
 from ordo.errors import MaterializerCheckpointError
 from ordo.storage.migration import load_migrations
-from ordo.storage.open import Stores, stores_at
+from ordo.storage.open import stores_at
 from ordo.storage.sql_change_sink import ChangeBatchReceipt, SqlChangeSink
+from ordo.storage.stores import Stores
 
 ID = Column(name="id", type=ColumnType.LONG, nullable=False)
 V1 = TableSchema(

@@ -16,8 +16,8 @@ from cdc_support import history_of, keyed_message
 from ordo.cdc import ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
 from ordo.cdc.message_rows import MessageRows
 from ordo.cdc.mutation import JsonValue, Key
-from ordo.storage.open import Stores
 from ordo.storage.sql_change_sink import SqlChangeSink
+from ordo.storage.stores import Stores
 
 CURRENT = TableSchema(
     table="t",

@@ -18,8 +18,8 @@ from ordo.errors import (
     OldKeyMessageError,
     UnconvertibleValueError,
 )
-from ordo.storage.open import Stores
 from ordo.storage.sql_change_sink import ChangeBatchReceipt, SqlChangeSink
+from ordo.storage.stores import Stores
 
 
 def _items(n: ColumnType, m: ColumnType) -> TableSchema:

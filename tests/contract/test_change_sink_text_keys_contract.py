@@ -16,8 +16,9 @@ import pytest
 from cdc_support import apply_in_schema, row_message
 from ordo.cdc import ChangeOp, Column, ColumnType, TableSchema
 from ordo.errors import MaterializedKeyChangeError
-from ordo.storage.open import Stores, stores_at
+from ordo.storage.open import stores_at
 from ordo.storage.sql_change_sink import SqlChangeSink
+from ordo.storage.stores import Stores
 
 TARGET = "things"
 QUERY = "3f5e0d1c-0000-4000-8000-000000000003"

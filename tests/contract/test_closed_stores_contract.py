@@ -12,7 +12,8 @@ import pytest
 
 from ordo.errors import AlreadyRunningError, StoresClosedError
 from ordo.processing.processor import TrackingProcessor
-from ordo.storage.open import Stores, events_by_tag_at, open_stores, stores_at
+from ordo.storage.open import events_by_tag_at, open_stores, stores_at
+from ordo.storage.stores import Stores
 from ordo.types import PersistenceId
 from processing_support import FAST, source, wait_for
 

@@ -17,7 +17,7 @@ import pytest
 from journal_support import IMMEDIATE, JournalFactory, numbered_payloads
 from ordo import ConcurrencyConflictError, EventsByTagSettings, Journal, NewEvent
 from ordo.clock import SkewedClock, SystemClock
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 
 TAGS = ["red", "blue", "green"]
 SHARED_PIDS = ["shared-0", "shared-1", "shared-ü🙂"]

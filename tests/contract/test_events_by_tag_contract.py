@@ -18,7 +18,8 @@ from ordo.clock import ManualClock, SkewedClock, SystemClock
 from ordo.errors import FutureOffsetError, InvalidIdentifierError, OffsetFormatError
 from ordo.query import EventEnvelope, EventsByTag
 from ordo.settings import QuerySettings
-from ordo.storage.open import Stores, events_by_tag_at, init_storage
+from ordo.storage.open import events_by_tag_at, init_storage
+from ordo.storage.stores import Stores
 from ordo.time import format_first_time_bucket
 from ordo.types import Tag
 

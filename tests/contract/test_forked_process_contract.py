@@ -15,7 +15,8 @@ from fork_support import ChildOutcome, assert_refused, in_forked_child
 from journal_support import BATCHED, JournalFactory, payloads
 from ordo import NewEvent
 from ordo.processing.processor import TrackingProcessor
-from ordo.storage.open import Stores, events_by_tag_at, stores_at
+from ordo.storage.open import events_by_tag_at, stores_at
+from ordo.storage.stores import Stores
 from ordo.types import PersistenceId
 from processing_support import FAST, source
 

@@ -31,8 +31,8 @@ from ordo.cdc.ingest import ingest, parse_mutation_lines
 from ordo.cdc.materializer import materialize_partition
 from ordo.cdc.schema_catalog import SchemaCatalog
 from ordo.errors import IncompatibleSchemaError
-from ordo.storage.open import Stores
 from ordo.storage.parquet import ParquetChangeLog
+from ordo.storage.stores import Stores
 
 QUERY = "3f5e0d1c-0000-4000-8000-000000000004"
 

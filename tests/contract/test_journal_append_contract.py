@@ -12,7 +12,7 @@ import pytest
 
 from journal_support import IMMEDIATE, JournalFactory, events_of, payloads, tag_names
 from ordo import Journal, NewEvent
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from ordo.types import Tag
 
 

@@ -23,7 +23,8 @@ from ordo import (
     SerializationError,
 )
 from ordo.errors import StorageUnavailableError
-from ordo.storage.open import Stores, events_by_tag_at
+from ordo.storage.open import events_by_tag_at
+from ordo.storage.stores import Stores
 from ordo.types import Tag
 
 LONG = "x" * 256

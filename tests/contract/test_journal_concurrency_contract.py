@@ -8,7 +8,7 @@ import pytest
 
 from journal_support import IMMEDIATE, JournalFactory, events_of, payloads, snapshot
 from ordo import ConcurrencyConflictError, Journal, NewEvent
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 
 
 def test_expected_sequence_nr_that_matches_is_accepted(journal: Journal) -> None:

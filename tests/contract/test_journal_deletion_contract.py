@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from journal_support import BATCHED, IMMEDIATE, JournalFactory, events_of, payloads, still_clock
 from ordo import Journal, NewEvent
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from ordo.types import Tag
 
 

@@ -20,7 +20,8 @@ from ordo import (
     QuerySettings,
 )
 from ordo.errors import JournalClosedError
-from ordo.storage.open import Stores, events_by_tag_at
+from ordo.storage.open import events_by_tag_at
+from ordo.storage.stores import Stores
 
 
 def test_bucket_size_is_recorded_by_the_first_write(

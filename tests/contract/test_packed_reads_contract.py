@@ -14,8 +14,8 @@ import pytest
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.clock import ManualClock
 from ordo.query import TagViewPage
-from ordo.storage.open import Stores
 from ordo.storage.packed_reads import TAG_VIEW_PACKING, TEXT_SEPARATOR, PackedRows, Packing
+from ordo.storage.stores import Stores
 from ordo.time import BucketSize, format_first_time_bucket
 from ordo.types import PersistenceId, Tag, TimeBucket
 

@@ -6,7 +6,7 @@ import pytest
 
 from ordo.cdc import Column, ColumnType, SchemaRegistry, TableSchema
 from ordo.errors import IncompatibleSchemaError, UnknownSchemaError
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 
 ID = Column(name="id", type=ColumnType.LONG, nullable=False)
 NAME = Column(name="name", type=ColumnType.STRING)

@@ -15,7 +15,7 @@ from ordo.errors import (
 )
 from ordo.processing.control import ControlReceipt, merge_segment, release_segment, split_segment
 from ordo.processing.segment_request import PendingRequest, SegmentAction, SegmentRequest
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from token_support import TIMEOUT
 from token_support import hand_over_to as _hand_over_to
 from token_support import holding_0_and_1 as _holding_0_and_1

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from ordo import BucketSize, PersistedEvent
 from ordo.clock import SystemClock
 from ordo.journal.recovery import tag_writes
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from ordo.tagging import TagProgress
 from ordo.time import TimeUUID, TimeUUIDGenerator
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr

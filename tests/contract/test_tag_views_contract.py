@@ -14,7 +14,7 @@ from journal_support import BATCHED, IMMEDIATE, JournalFactory, still_clock, tag
 from ordo import BucketSize, EventsByTagSettings, Journal, NewEvent, PersistedEvent
 from ordo.clock import ManualClock
 from ordo.query import RowKey, TagViewReader
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from ordo.tagging import TagProgress
 from ordo.types import PersistenceId, Tag, TagPidSequenceNr, TimeBucket
 from tag_views_support import MINUTE_NS, MINUTE_START_NS, all_events, entries, expected_entries

@@ -11,7 +11,7 @@ from datetime import timedelta
 from journal_support import BATCHED, IMMEDIATE, JournalFactory, still_clock, tag_names
 from ordo import BucketSize, EventsByTagSettings, NewEvent
 from ordo.clock import ManualClock
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from ordo.types import PersistenceId, Tag
 from tag_views_support import MINUTE_BUCKETS, MINUTE_NS, MINUTE_START_NS, entries, progress_of
 

@@ -10,7 +10,7 @@ from journal_support import BATCHED, IMMEDIATE, JournalFactory, still_clock
 from ordo import BucketSize, Journal, NewEvent
 from ordo.clock import ManualClock
 from ordo.errors import StorageError, StorageUnavailableError
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from ordo.tagging import TagProgress, TagViewStore, TagWrite
 from ordo.types import PersistenceId, Tag
 from tag_views_support import (

@@ -16,7 +16,7 @@ from ordo.processing.control import (
 )
 from ordo.processing.segment_request import SegmentAction, SegmentRequest
 from ordo.processing.token import TrackingToken
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from token_support import T1, TIMEOUT
 from token_support import segments as _segments
 

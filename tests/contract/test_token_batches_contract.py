@@ -11,7 +11,7 @@ from ordo.processing.control import merge_segment
 from ordo.processing.ports import DeadLetter
 from ordo.processing.segment import Segment
 from ordo.processing.token import PartAhead, TrackingToken
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
 from token_support import T1, T2, TIMEOUT, claimed_with_token

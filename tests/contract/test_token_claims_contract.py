@@ -7,7 +7,7 @@ import pytest
 from ordo.errors import InvalidSegmentOperationError, UnableToClaimTokenError, UnknownProcessorError
 from ordo.processing.segment import Segment
 from ordo.processing.token import PartAhead, TrackingToken
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from token_support import T1, T2, TIMEOUT, claimed_with_token
 
 

@@ -12,7 +12,7 @@ from ordo.errors import PartialResetError, UnableToClaimTokenError, UnknownProce
 from ordo.processing.control import ControlReceipt, reset_processor
 from ordo.processing.ports import PROJECTION_LEASE_TIMEOUT, TokenStore
 from ordo.processing.token import TrackingToken
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
 from token_support import T1, T2, TIMEOUT, claimed_with_token

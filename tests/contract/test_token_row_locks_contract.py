@@ -14,7 +14,8 @@ from ordo.processing.control import ControlReceipt, release_segment
 from ordo.processing.segment import Segment
 from ordo.processing.segment_request import PendingRequest, SegmentAction, SegmentRequest
 from ordo.processing.token import TrackingToken
-from ordo.storage.open import Stores, stores_at
+from ordo.storage.open import stores_at
+from ordo.storage.stores import Stores
 from ordo.types import PersistenceId
 from token_support import T1, T2, TIMEOUT
 from token_support import applied as _applied

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ordo import BucketSize, EventsByTagSettings, Journal, NewEvent
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from ordo.time import TimeUUID
 
 pytestmark = pytest.mark.slow

@@ -24,7 +24,7 @@ from ordo.processing.sequencing import SequencingPolicy, policy_from_name
 from ordo.processing.source import EventSource
 from ordo.processing.token import TrackingToken
 from ordo.query import EventEnvelope
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from ordo.time import TimeUUID
 from ordo.types import Tag
 from processing_support import FAST, READ, WRITE, in_half, source, wait_for

@@ -15,7 +15,8 @@ import pytest
 
 from ordo import NewEvent, open_journal
 from ordo.processing.control import merge_segment, split_segment
-from ordo.storage.open import Stores, open_stores
+from ordo.storage.open import open_stores
+from ordo.storage.stores import Stores
 from processing_support import FAST, WRITE, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]

@@ -26,7 +26,7 @@ from ordo.processing.ports import TokenEntry, TokenStore
 from ordo.processing.processor import TrackingProcessor
 from ordo.processing.segment_request import SegmentAction, SegmentRequest
 from ordo.storage.location import SQLiteLocation, parse_location
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from processing_support import FAST, SqlRunner, counting_handler, source, wait_for
 from token_support import TIMEOUT
 

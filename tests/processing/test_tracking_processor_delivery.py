@@ -22,7 +22,7 @@ from ordo.processing.segment import Segment
 from ordo.processing.sequencing import FullySequentialPolicy
 from ordo.processing.source import ALL_EVENTS, EventSource
 from ordo.query import EventEnvelope
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from processing_support import (
     FAST,
     READ,

@@ -17,7 +17,7 @@ from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.token import TrackingToken
 from ordo.query import EventEnvelope
 from ordo.settings import ErrorMode
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from processing_support import (
     FAST,
     SqlRunner,

@@ -15,7 +15,7 @@ from ordo.errors import PendingHandOverError
 from ordo.processing.control import merge_segment, release_segment, split_segment
 from ordo.processing.processor import TrackingProcessor
 from ordo.processing.segment_request import SegmentAction
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from processing_support import (
     FAST,
     SqlRunner,

@@ -27,7 +27,7 @@ from ordo.processing.ports import TokenEntry, TokenStore
 from ordo.processing.processor import TrackingProcessor
 from ordo.processing.segment import Segment
 from ordo.processing.segment_request import PendingRequest, SegmentAction, SegmentRequest
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from processing_support import (
     FAST,
     TokenStoreDouble,

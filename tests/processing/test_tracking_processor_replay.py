@@ -8,7 +8,7 @@ from ordo import Journal, NewEvent
 from ordo.processing.control import merge_segment
 from ordo.processing.segment import Segment
 from ordo.processing.token import PartAhead, TrackingToken
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from processing_support import (
     FAST,
     SqlRunner,

@@ -11,7 +11,7 @@ import pytest
 from ordo.processing.control import ControlReceipt, release_segment, split_segment
 from ordo.processing.ports import TokenStore
 from ordo.processing.segment import Segment
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from processing_support import TokenStoreDouble, holding_segment_0, now_ms, wait_for
 
 

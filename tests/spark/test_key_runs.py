@@ -13,7 +13,7 @@ from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.clock import ManualClock
 from ordo.query import TagViewPage
 from ordo.spark.key_runs import KeyRunReader
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from ordo.time import BucketSize, format_first_time_bucket
 from ordo.types import Tag, TimeBucket
 from tag_view_doubles import reference_runs

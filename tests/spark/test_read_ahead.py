@@ -19,9 +19,10 @@ from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions
 from ordo.spark.planner import EventsByTagPlanner
 from ordo.spark.read_ahead import ReadAheadPages
-from ordo.storage.open import Stores, open_stores
+from ordo.storage.open import open_stores
 from ordo.storage.packed_reads import TAG_VIEW_KEY_PACKING, TAG_VIEW_PACKING, PackedRows, joined
 from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
+from ordo.storage.stores import Stores
 from ordo.time import format_first_time_bucket
 from ordo.types import PersistenceId, Tag, TimeBucket
 

@@ -19,7 +19,8 @@ from ordo.errors import (
 )
 from ordo.processing.token import TrackingToken
 from ordo.settings import EventsByTagSettings, OperationsSettings
-from ordo.storage.open import Stores, stores_at
+from ordo.storage.open import stores_at
+from ordo.storage.stores import Stores
 from ordo.time import TimeUUID
 from ordo.tools.cleanup import Cleanup
 from ordo.tools.reconciliation import Reconciliation

@@ -19,7 +19,8 @@ from operations_support import (
 )
 from ordo import NewEvent, QuerySettings, open_journal
 from ordo.errors import ActiveWriterError, InvalidIdentifierError
-from ordo.storage.open import Stores, events_by_tag_at, stores_at
+from ordo.storage.open import events_by_tag_at, stores_at
+from ordo.storage.stores import Stores
 from ordo.tools.receipts import OperationReceipt
 from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId, Tag

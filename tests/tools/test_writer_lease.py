@@ -13,7 +13,8 @@ from ordo.clock import ManualClock
 from ordo.journal.lease import WriterLease
 from ordo.journal.ports import JournalStore
 from ordo.settings import OperationsSettings
-from ordo.storage.open import Stores, stores_at
+from ordo.storage.open import stores_at
+from ordo.storage.stores import Stores
 from ordo.tools.guard import WriterGuard
 from ordo.types import PersistenceId
 from processing_support import wait_for

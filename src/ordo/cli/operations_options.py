@@ -31,7 +31,8 @@ from ordo.settings.operations import (
     SPARK_KEY_PARTITIONS,
     WRITER_LEASE_DEADLINE,
 )
-from ordo.storage.open import Stores, existing_stores_at, stores_at
+from ordo.storage.open import existing_stores_at, stores_at
+from ordo.storage.stores import Stores
 from ordo.tools.cleanup import ExpiryReceipt
 from ordo.tools.operations_tool import OperationsTool
 from ordo.tools.receipts import OperationReceipt

@@ -21,7 +21,8 @@ from ordo.errors import ConfigurationError, InvalidIdentifierError, InvalidInput
 from ordo.settings import ENV_PREFIX, EventsByTagSettings
 from ordo.settings.loading import LONGEST_DURATION
 from ordo.storage.location import creatable_location, existing_location
-from ordo.storage.open import Stores, existing_stores_at
+from ordo.storage.open import existing_stores_at
+from ordo.storage.stores import Stores
 from ordo.time import BucketSize
 from ordo.tools.status import SegmentStatus
 from ordo.wording import counted

@@ -29,7 +29,8 @@ from ordo.simulation.writers import WriteReport, WriterPlan, run_writers
 from ordo.spark.cdc_demo import CdcDemoReport, run_cdc_part, start_capture
 from ordo.spark.projection import ProjectionSpec, projection
 from ordo.storage.location import SQLiteLocation, parse_location
-from ordo.storage.open import Stores, stores_at
+from ordo.storage.open import stores_at
+from ordo.storage.stores import Stores
 from ordo.time import format_first_time_bucket
 from ordo.tools.verification import check_tag_views
 from ordo.types import Tag

@@ -20,9 +20,10 @@ from ordo.spark.key_runs import KeyRunReader
 from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions, check_source_bucket_size
 from ordo.spark.read_ahead import ReadAheadPages
-from ordo.storage.open import Stores, existing_stores_at, open_existing_stores, stores_at
+from ordo.storage.open import existing_stores_at, open_existing_stores, stores_at
 from ordo.storage.packed_reads import PackedPageReader
 from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
+from ordo.storage.stores import Stores
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
 

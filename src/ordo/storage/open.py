@@ -1,25 +1,22 @@
-"""Opening storage from a URL: the stores of one backend, and a ready Journal."""
+"""Opening storage from a URL: the stores of one backend (`ordo.storage.stores`), a Journal."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass
-from functools import cached_property, partial
-from typing import TYPE_CHECKING, Literal, Protocol
+from functools import partial
+from typing import Literal
 
 from ordo.clock import Clock, clock_or_system
 from ordo.errors import ConfigurationError
 from ordo.journal import Journal, check_bucket_size
-from ordo.journal.ports import JournalStore
-from ordo.processing.ports import TokenStore
-from ordo.query import EventEnvelope, EventsByTag, KeyRun, TagViewReader
+from ordo.query import EventsByTag
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.settings.loading import enum_value
 from ordo.storage.block import OneBlockAtATime
-from ordo.storage.cdc_stores import CdcStores, postgres_cdc_stores, sqlite_cdc_stores
+from ordo.storage.cdc_stores import postgres_cdc_stores, sqlite_cdc_stores
 from ordo.storage.location import (
-    Location,
     PostgresLocation,
     SQLiteLocation,
     create_folders,
@@ -28,73 +25,9 @@ from ordo.storage.location import (
     redacted_url,
 )
 from ordo.storage.migration import MigrationReceipt
-from ordo.storage.packed_reads import PackedPageReader
-from ordo.storage.sql_tag_view_store import TagViewKeyReader
-from ordo.tagging import TagViewStore
+from ordo.storage.stores import Stores, assembled
 from ordo.tagging.notification import IN_PROCESS
 from ordo.time import BucketSize
-from ordo.tools.ports import OperationsStore
-
-if TYPE_CHECKING:
-    from ordo.cdc.ports import SchemaStore
-    from ordo.storage.sql_change_sink import SqlChangeSink
-
-
-class SchemaCheck(Protocol):
-    """A datastore's `check_schema` (see `ordo.storage.migration.require_latest`)."""
-
-    def __call__(self, *, upgradable: bool = False) -> None:
-        """SchemaVersionError for a newer schema, and for an older one unless `upgradable`."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Stores:
-    """The stores of one database, sharing its connections; close() releases them.
-
-    The CDC stores (`schemas`, `change_sink`) are built on first use (see cdc_stores.py); they
-    hold no state but the datastore, so two threads racing to build them build equal ones.
-    """
-
-    backend: str
-    location: Location
-    journal: JournalStore
-    tag_views: TagViewStore
-    tag_view_reader: TagViewReader[EventEnvelope]
-    """The same tag view store, as the query's port."""
-    tag_view_key_reader: TagViewReader[KeyRun]
-    """Its keys-only reads, each row a KeyRun of one, for Spark's planner."""
-    packed_pages: PackedPageReader
-    """Its pages packed column by column, for Spark's bulk reads (driver and executors)."""
-    tokens: TokenStore
-    cdc: Callable[[], CdcStores]
-    """What builds `schemas` and `change_sink`: they call it once, on the first use of either."""
-    operations: OperationsStore
-    """Reconciliation, cleanup and expiry (ordo.tools), and the Spark operations jobs' reads."""
-    all_events: Callable[[BucketSize], TagViewReader[EventEnvelope]]
-    """Every journal event as a TagViewReader (for processors over the whole journal)."""
-    migrate: Callable[[], MigrationReceipt]
-    check_schema: SchemaCheck
-    """SchemaVersionError unless the schema is the latest (what `existing_stores_at` checks)."""
-    schema_version: Callable[[], int]
-    """The schema version found, 0 before any: read without creating or upgrading anything."""
-    table_names: Callable[[], Sequence[str]]
-    """The database's tables and views, ordo's or not (in the schema ordo writes to)."""
-    close: Callable[[], None]
-
-    @cached_property
-    def _cdc_stores(self) -> CdcStores:
-        return self.cdc()
-
-    @property
-    def schemas(self) -> SchemaStore:
-        """The CDC schema registry's versions."""
-        return self._cdc_stores.schemas
-
-    @property
-    def change_sink(self) -> SqlChangeSink:
-        """Where CDC materializers apply their micro-batches (messages, tables, progress)."""
-        return self._cdc_stores.change_sink
-
 
 OpenMode = Literal["migrate", "write", "read"]
 """How `open_stores` opens a journal.
@@ -130,24 +63,15 @@ def open_stores(url: str, *, mode: OpenMode = "migrate") -> Stores:
         from ordo.storage.sqlite.token_store import SQLiteAllEventsReader, SQLiteTokenStore
 
         sqlite = SQLiteDatastore(location.path, read_only=mode == "read")
-        tag_views = SQLiteTagViewStore(sqlite)
-        stores = Stores(
-            backend="sqlite",
-            location=location,
-            journal=SQLiteJournalStore(sqlite),
-            tag_views=tag_views,
-            tag_view_reader=tag_views,
-            tag_view_key_reader=TagViewKeyReader(tag_views),
-            packed_pages=tag_views,
-            tokens=SQLiteTokenStore(sqlite),
-            cdc=partial(sqlite_cdc_stores, sqlite),
-            operations=SQLiteOperationsStore(sqlite),
-            all_events=partial(SQLiteAllEventsReader, sqlite),
-            migrate=sqlite.migrate,
-            check_schema=sqlite.check_schema,
-            schema_version=sqlite.schema_version,
-            table_names=sqlite.table_names,
-            close=sqlite.close,
+        stores = assembled(
+            location,
+            sqlite,
+            journal=SQLiteJournalStore,
+            tag_views=SQLiteTagViewStore,
+            tokens=SQLiteTokenStore,
+            operations=SQLiteOperationsStore,
+            all_events=SQLiteAllEventsReader,
+            cdc=sqlite_cdc_stores,
         )
     else:
         stores = _open_postgres(location)
@@ -372,23 +296,13 @@ def _open_postgres(location: PostgresLocation) -> Stores:
     from ordo.storage.postgres.tag_view_store import PostgresTagViewStore
     from ordo.storage.postgres.token_store import PostgresAllEventsReader, PostgresTokenStore
 
-    postgres = PostgresDatastore(location.dsn)
-    tag_views = PostgresTagViewStore(postgres)
-    return Stores(
-        backend="postgres",
-        location=location,
-        journal=PostgresJournalStore(postgres),
-        tag_views=tag_views,
-        tag_view_reader=tag_views,
-        tag_view_key_reader=TagViewKeyReader(tag_views),
-        packed_pages=tag_views,
-        tokens=PostgresTokenStore(postgres),
-        cdc=partial(postgres_cdc_stores, postgres),
-        operations=PostgresOperationsStore(postgres),
-        all_events=partial(PostgresAllEventsReader, postgres),
-        migrate=postgres.migrate,
-        check_schema=postgres.check_schema,
-        schema_version=postgres.schema_version,
-        table_names=postgres.table_names,
-        close=postgres.close,
+    return assembled(
+        location,
+        PostgresDatastore(location.dsn),
+        journal=PostgresJournalStore,
+        tag_views=PostgresTagViewStore,
+        tokens=PostgresTokenStore,
+        operations=PostgresOperationsStore,
+        all_events=PostgresAllEventsReader,
+        cdc=postgres_cdc_stores,
     )

@@ -7,6 +7,7 @@ journal read as a tag view (`SqlAllEventsReader`) and the keys-only reads for Sp
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import ClassVar
 
@@ -22,7 +23,7 @@ from ordo.storage.rows import (
     tag_view_key_from_row,
 )
 from ordo.storage.sql_store import SqlDatastore, SqlStore
-from ordo.tagging import TaggedEvent, TagProgress, TagSummary
+from ordo.tagging import TaggedEvent, TagProgress, TagSummary, TagWrite
 from ordo.time import BucketSize, TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TimeBucket
 
@@ -39,10 +40,27 @@ AFTER_PARAMETER = 2
 """Where a page query's `after` is among its parameters (`packed_page_query`)."""
 
 
-class SqlTagViewStore(SqlStore):
-    """TagViewStore methods that are plain SQL; subclasses add the bulk writes."""
+class SqlTagViewStore(SqlStore, ABC):
+    """TagViewStore methods that are plain SQL; subclasses add the bulk writes.
+
+    The writes are declared here, abstract, so that a `SqlTagViewStore` is a whole TagViewStore
+    (`ordo.storage.stores.assembled` takes either backend's as one).
+    """
 
     PACKING: ClassVar[PackDialect]
+    BACKGROUND_WRITES: ClassVar[bool]
+
+    @abstractmethod
+    def write_tag_views(self, writes: Sequence[TagWrite]) -> None:
+        """Upsert the rows of the writes in one transaction (`TagViewWriter`)."""
+
+    @abstractmethod
+    def write_progress(self, progress: Sequence[TagProgress]) -> None:
+        """Record progress, only ever forward (`TagViewWriter`)."""
+
+    @abstractmethod
+    def announce(self, tag: Tag) -> None:
+        """Tell queries in other processes that `tag` was written (`TagViewStore`)."""
 
     def read_progress(self, persistence_id: PersistenceId) -> Mapping[Tag, TagProgress]:
         """Progress per tag of the persistence id."""

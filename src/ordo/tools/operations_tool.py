@@ -17,7 +17,7 @@ from ordo.tools.ports import DeletedCounts, OperationsStore
 from ordo.types import PersistenceId, SequenceNr, Tag
 
 if TYPE_CHECKING:  # a runtime import would be circular: storage imports tools.ports
-    from ordo.storage.open import Stores
+    from ordo.storage.stores import Stores
 
 
 class OperationsTool:
