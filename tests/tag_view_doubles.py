@@ -2,16 +2,18 @@
 
 It implements the TagViewReader port over a list of rows, so tests can make rows appear late,
 out of offset order or never, and drive the TagQuery with explicit clock readings.
+`OutageAtReads` makes chosen reads of any reader (this one or a real store's) fail.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
+from ordo.errors import StorageUnavailableError
 from ordo.hashing import stable_hash
-from ordo.query import NO_OFFSET, KeyRun, Offset, RowKey, TagQuery, TagViewPage
+from ordo.query import NO_OFFSET, KeyRun, Offset, RowKey, TagQuery, TagViewPage, TagViewReader
 from ordo.settings import QuerySettings
 from ordo.time import BucketSize, TimeUUID
 from ordo.types import PersistenceId, Tag, TagPidSequenceNr, TimeBucket
@@ -69,6 +71,33 @@ class InMemoryTagView:
         return min((b for b in buckets if after < b <= up_to), default=None)
 
 
+K = TypeVar("K", bound=RowKey)
+
+
+class OutageAtReads(Generic[K]):
+    """Another reader's reads, but the page reads numbered in `failing` (from 1) fail.
+
+    They raise StorageUnavailableError, as a read does whose session the server ends while it
+    runs (or a SQLite lock held past the busy timeout): the one failure no check before the
+    read can save, timed here at a chosen page of a poll.
+    """
+
+    def __init__(self, reader: TagViewReader[K], *, failing: set[int]) -> None:
+        self._reader = reader
+        self._failing = failing
+        self.reads = 0
+
+    def read_tag_view(self, page: TagViewPage) -> Sequence[K]:
+        self.reads += 1
+        if self.reads in self._failing:
+            msg = f"the journal is down (read {self.reads})"
+            raise StorageUnavailableError(msg)
+        return self._reader.read_tag_view(page)
+
+    def next_bucket(self, tag: Tag, *, after: TimeBucket, up_to: TimeBucket) -> TimeBucket | None:
+        return self._reader.next_bucket(tag, after=after, up_to=up_to)
+
+
 def settings(**overrides: object) -> QuerySettings:
     values: dict[str, object] = {
         "eventual_consistency_delay": timedelta(0),
@@ -84,7 +113,7 @@ def settings(**overrides: object) -> QuerySettings:
 
 
 def tag_query(
-    view: InMemoryTagView,
+    view: TagViewReader[Row],
     *,
     now_ms: float,
     offset: Offset = NO_OFFSET,

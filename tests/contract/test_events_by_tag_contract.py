@@ -15,13 +15,19 @@ import pytest
 
 from ordo import EventsByTagSettings, Journal, NewEvent
 from ordo.clock import ManualClock, SkewedClock, SystemClock
-from ordo.errors import FutureOffsetError, InvalidIdentifierError, OffsetFormatError
-from ordo.query import EventEnvelope, EventsByTag
+from ordo.errors import (
+    FutureOffsetError,
+    InvalidIdentifierError,
+    OffsetFormatError,
+    StorageUnavailableError,
+)
+from ordo.query import EventEnvelope, EventsByTag, TagQuery
 from ordo.settings import QuerySettings
 from ordo.storage.open import events_by_tag_at, init_storage
 from ordo.storage.stores import Stores
-from ordo.time import format_first_time_bucket
+from ordo.time import TimeUUID, format_first_time_bucket
 from ordo.types import Tag
+from tag_view_doubles import OutageAtReads
 
 # Start a few buckets back, not at the default 2015: a NoOffset query reads every bucket.
 RECENTLY = format_first_time_bucket(time.time_ns() // 1_000_000 - 3 * 3_600_000)
@@ -279,3 +285,72 @@ def test_async_iterators_deliver_the_same_events(
 
     assert asyncio.run(collect()) == list(queries.current("t"))
     assert asyncio.run(first_live()).tag_pid_sequence_nr == 1
+
+
+def test_next_after_a_read_failed_mid_poll_delivers_the_pages_read_before_it(
+    journal_factory: Callable[..., Journal], stores: Stores
+) -> None:
+    """A stream "reads on from where it was" after StorageUnavailableError (docs/operations.md).
+
+    The poll had already passed the rows of the pages read before the failing one: called
+    again, next() went on after them, and they were never delivered (a current stream here,
+    the same TagStream and TagQuery as a live one).
+    """
+    journal = journal_factory(settings=WRITE)
+    for i in range(7):
+        journal.append(f"p{i}", [NewEvent.of(i, tags=["t"])])
+    _settled()
+    # Read 1 is the first time bucket's (empty), read 2 the first page with rows.
+    reader = OutageAtReads(stores.tag_view_reader, failing={3})
+    queries = EventsByTag(reader, settings=replace(FAST, page_size=2), events_by_tag=WRITE)
+    with queries.current("t") as stream:
+        with pytest.raises(StorageUnavailableError, match="read 3"):
+            next(stream)
+        delivered = list(stream)
+    assert [e.payload for e in delivered] == list(range(7))
+
+
+SECOND_NS = 10**9
+
+
+@pytest.mark.parametrize("reach", ["back-track", "first-encounter look-back"])
+def test_an_id_the_query_forgot_is_not_given_its_delivered_events_again(
+    journal_factory: Callable[..., Journal], stores: Stores, reach: str
+) -> None:
+    """cleanup_old_persistence_ids forgets an id not seen for 30 s; reads that reach further
+    back took its delivered event for a new one and delivered it again (seed 000: back tracks
+    longer than the cleanup redeliver): a back-track of 60 s, or the look-back for earlier
+    events of an id seen again after it was forgotten (new_persistence_id_scan_timeout).
+    """
+    hour_ns = 3_600 * SECOND_NS
+    start_ns = (time.time_ns() // hour_ns - 1) * hour_ns + 60 * SECOND_NS  # one hour bucket
+    clock = ManualClock(start_ns)
+    journal = journal_factory(settings=WRITE, clock=clock)
+    clock.advance(SECOND_NS)
+    journal.append("quiet", [NewEvent.of(0, tags=["t"])])
+    for i in range(1, 6):
+        clock.advance(10 * SECOND_NS)
+        journal.append("busy", [NewEvent.of(i, tags=["t"])])
+    if reach == "first-encounter look-back":
+        journal.append("quiet", [NewEvent.of(6, tags=["t"])])
+    settings = replace(FAST, cleanup_old_persistence_ids=timedelta(seconds=30))
+    if reach == "back-track":
+        settings = replace(settings, back_track_period=timedelta(seconds=60))
+    else:
+        settings = replace(settings, new_persistence_id_scan_timeout=timedelta(seconds=1))
+    query = TagQuery(
+        stores.tag_view_reader,
+        tag=Tag("t"),
+        offset=TimeUUID.min_for_epoch_ns(start_ns),
+        settings=settings,
+        bucket_size=WRITE.bucket_size,
+        first_time_bucket_ms=WRITE.first_time_bucket_ms,
+        now_ns=start_ns,
+        is_live=True,
+    )
+    delivered = [
+        envelope.payload
+        for now_ns in range(start_ns, start_ns + 70 * SECOND_NS, SECOND_NS // 4)
+        for envelope in query.poll(now_ns).rows
+    ]
+    assert delivered == list(range(6 if reach == "back-track" else 7))

@@ -23,7 +23,7 @@ class BackTrackSchedule:
     A back-track re-reads the tag from `reach(...)` up to the query's position and delivers
     events that arrived after the query passed their offset; it never reaches before the
     query's own start (seed 000: back tracking only goes back to the offset the query is
-    started from).
+    started from), nor before the ids the query forgot (`Forgetting.floor`).
     """
 
     def __init__(
@@ -50,14 +50,20 @@ class BackTrackSchedule:
             if self._periods[kind] != "off"
         }
 
-    def due(self, now_ns: int) -> list[BackTrack]:
-        """The back-tracks to run now (the long one first); each is rescheduled."""
-        kinds = [kind for kind in (BackTrack.LONG, BackTrack.SHORT) if self._is_due(kind, now_ns)]
-        for kind in kinds:
-            self._next_ns[kind] = now_ns + self._intervals_ns[kind]
-        if BackTrack.LONG in kinds and BackTrack.SHORT in kinds:
-            kinds.remove(BackTrack.SHORT)  # the long one covers the short one's range
-        return kinds
+    def due(self, now_ns: int) -> BackTrack | None:
+        """The back-track to run now, the long one first; None when neither is due.
+
+        It stays due until `ran` says it ran: one whose read failed (an outage) runs at the
+        next poll, not an interval later, when the position may have moved past its reach.
+        """
+        kinds = (BackTrack.LONG, BackTrack.SHORT)
+        return next((kind for kind in kinds if self._is_due(kind, now_ns)), None)
+
+    def ran(self, kind: BackTrack, now_ns: int) -> None:
+        """Reschedule `kind`, and the short one if it was due too: the long one covers it."""
+        short_too = kind is BackTrack.LONG and self._is_due(BackTrack.SHORT, now_ns)
+        for ran in (kind, BackTrack.SHORT) if short_too else (kind,):
+            self._next_ns[ran] = now_ns + self._intervals_ns[ran]
 
     def next_due_ns(self) -> int | None:
         """When the next back-track is due, or None when both are off."""

@@ -25,6 +25,7 @@ from typing import Generic, cast
 
 from ordo.query.backtracking import BackTrack, BackTrackSchedule
 from ordo.query.envelope import KeyRun
+from ordo.query.forgetting import Forgetting
 from ordo.query.offset import NoOffset, Offset, refuse_future
 from ordo.query.ports import R, RunPage, RunReader, TagViewPage, TagViewReader
 from ordo.query.query_arguments import check_tag_query_arguments
@@ -99,7 +100,6 @@ class TagQuery(Generic[R]):
         cleanup = settings.cleanup_old_persistence_ids or timedelta(
             milliseconds=2 * bucket_size.millis
         )
-        self._cleanup_ms = cleanup // timedelta(milliseconds=1)
         self._schedule = BackTrackSchedule(settings, bucket_size, cleanup=cleanup, now_ns=now_ns)
         if isinstance(offset, NoOffset):
             self._position = key_at(first_time_bucket_ms * 1_000_000 - 100)
@@ -110,7 +110,7 @@ class TagQuery(Generic[R]):
             self._bucket = bucket_size.key_of(offset)
         self._start = self._position
         self._expects_first_nr_one = isinstance(offset, NoOffset)
-        self._has_forgotten = False
+        self._forgetting = Forgetting(cleanup, position=self._position)
         self._end = None if is_live else key_at(now_ns - self._delay_ns)
         self._pids: dict[PersistenceId, tuple[int, bytes]] = {
             pid: (nr, self._start) for pid, nr in (known or {}).items()
@@ -120,8 +120,9 @@ class TagQuery(Generic[R]):
         self._needs_start_scan = not self._expects_first_nr_one and self._bucket == (
             bucket_size.key(now_ns // 1_000_000)
         )
-        self._cleaned_at_ms = key_ms(self._position)
         self._now_ns = now_ns
+        self._accepted: list[R] = []
+        """Rows a poll that raised had accepted: the next poll returns them first."""
         self.duplicates = 0
         """Rows dropped because their event was delivered already (for tests and metrics)."""
 
@@ -146,20 +147,31 @@ class TagQuery(Generic[R]):
     def poll(self, now_ns: int) -> Step[R]:
         """Read what can be delivered now.
 
-        Raises MissingTaggedEventError when a gap search reaches gap_timeout.
+        Raises MissingTaggedEventError when a gap search reaches gap_timeout. A read that
+        fails (StorageUnavailableError) loses nothing: the rows this poll accepted before it,
+        which the query's positions count as delivered, come first from the next poll.
         """
         self._now_ns = now_ns
-        out: list[R] = []
+        out, self._accepted = self._accepted, []
+        try:
+            return self._poll(out)
+        except BaseException:
+            self._accepted = out
+            raise
+
+    def _poll(self, out: list[R]) -> Step[R]:
         if self._needs_start_scan:
             self._scan_start()
         if self._search is not None and not self._continue_search(out):
             return Step(out, False, self._search_wait_ns())
-        if self._is_live:
-            for kind in self._schedule.due(now_ns):
-                if not self._back_track(kind, out):
-                    return Step(out, False, 0)  # the first search round runs at once
+        kind = self._schedule.due(self._now_ns) if self._is_live else None
+        if kind is not None:
+            is_through = self._back_track(kind, out)
+            self._schedule.ran(kind, self._now_ns)
+            if not is_through:
+                return Step(out, False, 0)  # the first search round runs at once
         has_more = self._forward(out)
-        self._forget_old_persistence_ids()
+        self._forgetting.clean(self._pids, position=self._position)
         if self._search is not None or has_more:
             return Step(out, False, 0)
         return Step(out, not self._is_live, self._idle_wait_ns())
@@ -224,7 +236,7 @@ class TagQuery(Generic[R]):
         known = self._pids.get(run.persistence_id)
         if known is not None:
             return run.first_nr == known[0] + 1
-        if self._expects_first_nr_one and not self._has_forgotten:
+        if self._expects_first_nr_one and not self._forgetting.has_forgotten:
             return run.first_nr == 1
         return self._takes_first_at_once(run.first_nr, self._sizes.key(key_ms(run.first_key)))
 
@@ -258,7 +270,7 @@ class TagQuery(Generic[R]):
                 nr,
             )
             return self._begin_search(row, first_missing=known[0] + 1, after=known[1], is_gap=True)
-        if self._expects_first_nr_one and not self._has_forgotten:
+        if self._expects_first_nr_one and not self._forgetting.has_forgotten:
             if nr == 1:
                 return self._accept_first(row, out)
             return self._begin_search(row, first_missing=1, after=self._start, is_gap=True)
@@ -266,9 +278,8 @@ class TagQuery(Generic[R]):
         if self._takes_first_at_once(nr, row_bucket):
             return self._accept_first(row, out)
         previous_start = key_at(self._sizes.previous(row_bucket) * 1_000_000 - 100)
-        return self._begin_search(
-            row, first_missing=1, after=max(self._start, previous_start), is_gap=False
-        )
+        after = max(self._start, previous_start, self._forgetting.floor)
+        return self._begin_search(row, first_missing=1, after=after, is_gap=False)
 
     def _accept_first(self, row: R, out: list[R]) -> bool:
         out.append(row)
@@ -331,7 +342,7 @@ class TagQuery(Generic[R]):
     def _back_track(self, kind: BackTrack, out: list[R]) -> bool:
         """Re-read from the back-track's reach to the position; False if a search started."""
         reach_ms = self._schedule.reach_ms(kind, position_ms=key_ms(self._position))
-        after = max(self._start, key_at(reach_ms * 1_000_000 - 100))
+        after = max(self._start, key_at(reach_ms * 1_000_000 - 100), self._forgetting.floor)
         bucket = self._sizes.key(key_ms(after))
         while bucket <= self._bucket:
             for rows in read_pages(
@@ -362,7 +373,6 @@ class TagQuery(Generic[R]):
         Events from `offset_scanning_period` before the offset up to it count as delivered;
         for ids seen only after the offset, the lowest tag pid sequence nr is the first.
         """
-        self._needs_start_scan = False
         before, lowest = scan_start(
             self._reader,
             self.tag,
@@ -372,6 +382,7 @@ class TagQuery(Generic[R]):
             up_to=self._bound(),
             page=self._page,
         )
+        self._needs_start_scan = False  # not before: a scan whose read failed runs again
         for pid, last in before.items():
             # A known position is what the caller processed: an event after it that lies
             # before the offset is late and not delivered yet, whatever the scan finds.
@@ -379,16 +390,6 @@ class TagQuery(Generic[R]):
                 self._pids[pid] = last
         for pid, first in lowest.items():
             self._pids.setdefault(pid, (first - 1, self._start))
-
-    def _forget_old_persistence_ids(self) -> None:
-        position_ms = key_ms(self._position)
-        if position_ms - self._cleaned_at_ms < self._cleanup_ms // 2:
-            return
-        self._cleaned_at_ms = position_ms
-        horizon = key_at((position_ms - self._cleanup_ms) * 1_000_000)
-        for pid in [pid for pid, (_, key) in self._pids.items() if key < horizon]:
-            del self._pids[pid]
-            self._has_forgotten = True
 
     def _idle_wait_ns(self) -> int:
         wait = nanoseconds(self._settings.refresh_interval)

@@ -22,8 +22,9 @@ class QuerySettings(LoadableSettings):
     """How an events-by-tag query reads (seeds 000 and 001; Akka's defaults).
 
     Back-track periods are a duration, "max" (back to the start of the previous bucket, or the
-    cleanup window if shorter) or, for the long one, "off". Every duration is at most
-    LONGEST_DURATION.
+    cleanup window if shorter) or, for the long one, "off". Whatever its period, no back-track
+    reaches back to the events of ids the query forgot (`cleanup_old_persistence_ids`): they
+    would be delivered again (seed 000). Every duration is at most LONGEST_DURATION.
     """
 
     TOML_TABLE = "query"

@@ -6,9 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from ordo.errors import FutureOffsetError, MissingTaggedEventError
+from ordo.errors import FutureOffsetError, MissingTaggedEventError, StorageUnavailableError
 from ordo.types import PersistenceId
-from tag_view_doubles import InMemoryTagView, at, drain, offset_at, row, tag_query
+from tag_view_doubles import InMemoryTagView, OutageAtReads, at, drain, offset_at, row, tag_query
 
 
 def test_a_live_query_stays_the_consistency_delay_behind_now() -> None:
@@ -45,6 +45,30 @@ def test_a_delayed_event_is_found_by_back_tracking_when_its_id_writes_no_more() 
     view.add(row("a", 2, 2_000))  # behind the query's position: only a back-track sees it
     assert drain(query, now_ms=3_500) == []
     assert drain(query, now_ms=4_001) == [("a", 2)]
+
+
+def test_a_back_track_whose_read_failed_runs_again_at_the_next_poll() -> None:
+    """A back-track was rescheduled when it fell due: after its read failed it waited a whole
+    interval, and by then the long one no longer reached a late event (its position had moved
+    a bucket on, and "max" reaches back to the previous bucket only): a#2 was lost."""
+    view = InMemoryTagView()
+    view.add(row("a", 1, 50_000), *(row("b", n, n * 10_000) for n in range(1, 17)))
+    failing: set[int] = set()
+    reader = OutageAtReads(view, failing=failing)
+    query = tag_query(reader, now_ms=0)  # the long back-track is due every 30 s
+    delivered: list[tuple[str, int]] = []
+    for now_ms in range(0, 160_000, 500):
+        if now_ms == 95_000:
+            view.add(row("a", 2, 55_000))  # late, behind the short back-track's 5 s
+        if now_ms == 120_000:
+            failing.add(reader.reads + 1)  # the long back-track's first read
+        try:
+            delivered += [
+                (r.persistence_id, r.tag_pid_sequence_nr) for r in query.poll(at(now_ms)).rows
+            ]
+        except StorageUnavailableError:
+            assert now_ms == 120_000
+    assert [(pid, nr) for pid, nr in delivered if pid == "a"] == [("a", 1), ("a", 2)]
 
 
 def test_a_gap_never_filled_fails_and_a_restart_from_its_last_known_offset_finds_it() -> None:
@@ -102,6 +126,24 @@ def test_the_start_scan_counts_events_just_before_the_offset_as_delivered() -> N
     view = InMemoryTagView()
     view.add(row("b", 3, 950), row("b", 5, 1_500))  # b#4 is missing after the offset
     query = tag_query(view, now_ms=2_000, offset=offset_at(1_000), gap_timeout=timedelta(0))
+    with pytest.raises(MissingTaggedEventError) as caught:
+        drain(query, now_ms=2_000)
+    assert caught.value.missing == (4,)
+
+
+def test_a_start_scan_whose_read_failed_is_run_again_by_the_next_poll() -> None:
+    """The scan was marked done before its read: after an outage the query went on without
+    it, took b#5 for b's first event and would drop b#4 as a duplicate when it showed up."""
+    view = InMemoryTagView()
+    view.add(row("b", 3, 950), row("b", 5, 1_500))  # b#4 is missing after the offset
+    query = tag_query(
+        OutageAtReads(view, failing={1}),
+        now_ms=2_000,
+        offset=offset_at(1_000),
+        gap_timeout=timedelta(0),
+    )
+    with pytest.raises(StorageUnavailableError):
+        query.poll(at(2_000))
     with pytest.raises(MissingTaggedEventError) as caught:
         drain(query, now_ms=2_000)
     assert caught.value.missing == (4,)
