@@ -44,7 +44,10 @@ class QuerySettings(LoadableSettings):
     max_missing_to_search: int = 5000
     """A gap wider than this fails at once instead of being searched."""
     cleanup_old_persistence_ids: timedelta | None = None
-    """Forget persistence ids not seen for this long; None means twice the bucket size."""
+    """Forget persistence ids not seen for this long; None means twice the bucket size.
+
+    Zero is refused: it would forget every id at once, so that each event of a known id looked
+    like a first one (it used to mean the default, silently)."""
     back_track_interval: timedelta = timedelta(seconds=1)
     back_track_period: BackTrackPeriod = timedelta(seconds=5)
     back_track_long_interval: timedelta = timedelta(seconds=120)
@@ -65,7 +68,7 @@ class QuerySettings(LoadableSettings):
         integer_in("page_size", self.page_size, 1)
         integer_in("max_missing_to_search", self.max_missing_to_search, 1)
         if self.cleanup_old_persistence_ids is not None:
-            not_negative("cleanup_old_persistence_ids", self.cleanup_old_persistence_ids)
+            positive("cleanup_old_persistence_ids", self.cleanup_old_persistence_ids)
         if self.back_track_period == "off":
             msg = "back_track_period cannot be off (only back_track_long_period can)"
             raise ConfigurationError(msg, setting="back_track_period")

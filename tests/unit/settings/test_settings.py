@@ -172,6 +172,7 @@ def test_back_track_periods_accept_max_off_and_milliseconds() -> None:
             "back_track_long_period .* must not be shorter than back_track_period",
         ),
         ({"cleanup_old_persistence_ids_ms": -5}, "cleanup_old_persistence_ids"),
+        ({"cleanup_old_persistence_ids_ms": 0}, "cleanup_old_persistence_ids must be .* > 0"),
     ],
 )
 def test_bad_query_settings_name_the_setting(values: dict[str, object], needle: str) -> None:
