@@ -109,17 +109,17 @@ def test_deletes_and_a_new_nullable_column_apply_in_order(stores: Stores) -> Non
     sink = stores.change_sink
     a, b = _row(1, "a"), _row(2, "b")
     created = [_message(ChangeOp.CREATE, 1, None, a, 1), _message(ChangeOp.CREATE, 2, None, b, 1)]
-    _apply_with(sink, 3, created, V1)
+    _apply_with(sink, 0, created, V1)
     a_v2 = {**a, "note": "n"}
     changed = [
         _message(ChangeOp.DELETE, 2, b, None, 1),
         _message(ChangeOp.CREATE, 2, None, _row(2, "again"), 1),  # back with old columns
         _message(ChangeOp.UPDATE, 1, {**a, "note": None}, a_v2, 2),
     ]
-    _apply_with(sink, 4, changed, V2)
+    _apply_with(sink, 1, changed, V2)
     rows = _table(stores)
     assert [(row[0], row[1], row[-1]) for row in rows] == [(1, "a", "n"), (2, "again", None)]
-    assert sink.last_batch_id("m") == 4
+    assert sink.last_batch_id("m") == 1
 
 
 def test_a_double_columns_integer_is_written_as_the_double_it_reads_as(stores: Stores) -> None:
@@ -226,6 +226,30 @@ def test_a_batch_of_another_query_is_refused_and_writes_nothing(stores: Stores) 
     assert not _apply(sink, QUERY, 0, 1).is_applied  # its own query's replay: skipped
     assert _apply(sink, QUERY, 1, 2).is_applied
     assert _stored(sink) == ([("m", 1, 2, QUERY)], [1, 2])
+
+
+def test_a_first_batch_after_batch_0_is_refused_and_writes_nothing(stores: Stores) -> None:
+    """A query's batches are numbered from 0 and each is applied: a sink without progress of
+    the materializer that is handed batch 3 never got batches 0 to 2 (the checkpoint was run
+    under another name or into another sink, or the progress was deleted and the checkpoint
+    kept). Its fold state holds their changes: applied, the table would lack every row they
+    made and the messages would start with updates whose `before` was never emitted."""
+    sink = stores.change_sink
+    with pytest.raises(MaterializerCheckpointError) as refused:
+        _apply(sink, QUERY, 3, 1)
+
+    assert str(refused.value) == (
+        "materializer 'm' has no progress in the sink, but its checkpoint (query "
+        f"{QUERY}) is at batch 3: the fold state holds the changes of its batches 0 to 2, "
+        "which this sink never got; nothing was written. Run it with the --name and the sink "
+        "it was run with, or start over with a new checkpoint (and, for this name, the "
+        "materialized table and --messages emptied), which materializes the change log from "
+        "its beginning"
+    )
+    assert (refused.value.batch_id, refused.value.requested) == (None, QUERY)
+    assert _stored(sink) == ([], [])
+    assert _apply(sink, QUERY, 0, 1).is_applied  # a query's first batch goes on
+    assert _apply(sink, QUERY, 1, 2).is_applied
 
 
 def test_a_checkpoint_is_checked_against_the_progress_before_its_query_starts(

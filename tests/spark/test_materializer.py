@@ -341,6 +341,36 @@ def test_a_new_checkpoint_of_a_materializer_is_refused_before_its_query_starts(
         require_checkpoint(spec, str(tmp_path / "ck"))
 
 
+def test_a_kept_checkpoint_is_refused_by_a_sink_without_its_progress(
+    spark: SparkSession, tmp_path: Path, url: str
+) -> None:
+    """Starting over under the old name (its messages, progress and table deleted, docs/cdc.md)
+    but with the old checkpoint: its fold state holds every row, so its next batch would bring
+    only the rows changed since, as updates of messages the sink no longer has."""
+    log = ParquetChangeLog(tmp_path / "log")
+    log.append("users", [(0, _write(1, 10, insert=True, name="A"))])
+    log.append("users", [(1, _write(2, 11, insert=True, name="B"))])
+    spec = MaterializerSpec(name="users", table="users", change_log=str(tmp_path / "log"), sink=url)
+    _run(spark, spec, tmp_path / "ck")
+    for statement in (
+        "DELETE FROM cdc_messages WHERE materializer = 'users'",
+        "DELETE FROM cdc_materializer_progress WHERE materializer = 'users'",
+        "DROP TABLE users_materialized",
+    ):
+        execute(url, statement)
+    log.append("users", [(0, _write(1, 20, name="C"))])
+
+    with pytest.raises(
+        MaterializerCheckpointError,
+        match=r"^materializer 'users' has no progress in the sink, but its checkpoint \(query "
+        r".+\) is at batch 1: the fold state holds the changes of its batches 0 to 0,",
+    ):
+        materialize(spark, spec, checkpoint=str(tmp_path / "ck"))
+    assert _messages(url) == []
+    _run(spark, spec, tmp_path / "new")  # a new checkpoint starts from the log's beginning
+    assert _table(url, "users_materialized") == {1: (1, "C", None), 2: (2, "B", None)}
+
+
 def test_an_accepted_retype_retypes_the_materialized_table_with_the_next_batch(
     spark: SparkSession, tmp_path: Path, url: str
 ) -> None:

@@ -76,13 +76,38 @@ class MaterializerCheckpointError(ConfigurationError):
     replays, and the later ones would repeat messages (a CREATE for a row that has messages).
     `recorded` is the progress's query id (None: written before ordo recorded it), `requested`
     the checkpoint's (None: no query has run from it yet).
+
+    The other way round, `batch_id` is None: the sink has no progress of the materializer, but
+    the checkpoint's query is at batch `checkpoint_batch` > 0 (it was run under another name or
+    into another sink, or the progress was deleted and the checkpoint kept). Its fold state
+    holds the changes of the batches before, which the sink never got: the table would lack
+    the rows they made, and the messages start with updates of rows never created.
     """
 
     def __init__(
-        self, *, materializer: str, batch_id: int, recorded: str | None, requested: str | None
+        self,
+        *,
+        materializer: str,
+        batch_id: int | None,
+        recorded: str | None,
+        requested: str | None,
+        checkpoint_batch: int = 0,
     ) -> None:
         self.materializer, self.batch_id = materializer, batch_id
         self.recorded, self.requested = recorded, requested
+        self.checkpoint_batch = checkpoint_batch
+        if batch_id is None:
+            msg = (
+                f"materializer {materializer!r} has no progress in the sink, but its checkpoint "
+                f"(query {requested}) is at batch {checkpoint_batch}: the fold state holds the "
+                f"changes of its batches 0 to {checkpoint_batch - 1}, which this sink never "
+                "got; nothing was written. Run it with the --name and the sink it was run "
+                "with, or start over with a new checkpoint (and, for this name, the "
+                "materialized table and --messages emptied), which materializes the change "
+                "log from its beginning"
+            )
+            super().__init__(msg)
+            return
         made = "before ordo recorded its query" if recorded is None else f"by query {recorded}"
         this = "is new" if requested is None else f"is query {requested}'s"
         msg = (

@@ -9,8 +9,8 @@ second copy of a job before its Spark starts.
 
 A checkpoint belongs to one streaming query: Spark writes the query's id to
 `<checkpoint>/metadata` when the query first starts and keeps it across restarts;
-`checkpoint_query_id` reads it before Spark starts, and `last_planned_offset` where the query's
-source stands.
+`checkpoint_query_id` reads it before Spark starts, `next_batch` the batch it runs next, and
+`last_planned_offset` where the query's source stands.
 """
 
 from __future__ import annotations
@@ -95,6 +95,20 @@ def checkpoint_query_id(local: Path) -> str | None:
         msg = f"{metadata} holds no query id: it is not a streaming query's checkpoint metadata"
         raise ConfigurationError(msg)
     return query_id
+
+
+def next_batch(local: Path) -> int:
+    """The first batch the query of the local checkpoint `local` runs: one after its last commit.
+
+    Spark writes `<local>/commits/<batch id>` once a batch's sink returned, and numbers a new
+    query's batches from 0; a batch planned and not committed (`offsets/` only) runs again.
+    """
+    try:
+        commits = (local / "commits").iterdir()
+        committed = [int(entry.name) for entry in commits if entry.name.isdigit()]
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    return max(committed, default=-1) + 1
 
 
 def last_planned_offset(local: Path) -> dict[str, object] | None:

@@ -30,7 +30,7 @@ from ordo.spark.change_processor import (
 )
 from ordo.spark.change_schemas import CHANGE_LOG_DDL, MATERIALIZER_OUTPUT_DDL
 from ordo.spark.change_sink import apply_batch
-from ordo.spark.checkpoint import checkpoint_query_id, local_checkpoint_path
+from ordo.spark.checkpoint import checkpoint_query_id, local_checkpoint_path, next_batch
 from ordo.spark.query_arguments import check_query_arguments
 from ordo.spark.register import ROCKSDB_STATE_STORE
 from ordo.storage.open import stores_at
@@ -155,7 +155,9 @@ def require_checkpoint(spec: MaterializerSpec, checkpoint: str) -> None:
     """MaterializerCheckpointError when the sink's progress of `spec.name` is another checkpoint's.
 
     The progress records the streaming query that applied the batches, and `checkpoint`'s
-    query id is in its `metadata` file (a new checkpoint has none and gets a new id). Only a
+    query id is in its `metadata` file (a new checkpoint has none and gets a new id). A sink
+    without progress of the name is refused too when the checkpoint committed batches (its
+    `commits`): their changes are in its fold state and not in the sink. Only a
     local checkpoint is read here. The sink checks the query of every batch it applies anyway;
     this spares starting a query that would fail at its first batch. `ordo cdc materialize`
     asks before it starts Spark.
@@ -165,7 +167,7 @@ def require_checkpoint(spec: MaterializerSpec, checkpoint: str) -> None:
         return
     query_id = checkpoint_query_id(local)
     with stores_at(spec.sink) as stores:
-        stores.change_sink.require_checkpoint(spec.name, query_id)
+        stores.change_sink.require_checkpoint(spec.name, query_id, next_batch=next_batch(local))
 
 
 def bucketed(change_log: DataFrame) -> DataFrame:

@@ -110,14 +110,24 @@ def _net_changes(messages: MessageRows) -> dict[str, _NetChange]:
 
 
 def _require_query(
-    materializer: str, progress: tuple[int, str | None] | None, query_id: str | None
+    materializer: str, progress: tuple[int, str | None] | None, query_id: str | None, at_batch: int
 ) -> None:
     """MaterializerCheckpointError unless the query `query_id` may go on from `progress`.
 
     `progress` is the materializer's last batch id and the id of the query that applied it, as
-    `SqlChangeSink.require_checkpoint` takes them.
+    `SqlChangeSink.require_checkpoint` takes them; `at_batch` the batch the query applies next.
+    Without progress only batch 0 may: a query numbers its batches from 0 and has each
+    applied, so one at a later batch had its earlier ones applied elsewhere (see the error).
     """
     if progress is None:
+        if at_batch > 0:
+            raise MaterializerCheckpointError(
+                materializer=materializer,
+                batch_id=None,
+                recorded=None,
+                requested=query_id,
+                checkpoint_batch=at_batch,
+            )
         return
     batch_id, recorded = progress
     if query_id is None or recorded not in (None, query_id):
@@ -177,16 +187,21 @@ class SqlChangeSink(SqlMaterializedTable):
             for name, batch, count, query in rows
         ]
 
-    def require_checkpoint(self, materializer: str, query_id: str | None) -> None:
+    def require_checkpoint(
+        self, materializer: str, query_id: str | None, *, next_batch: int = 0
+    ) -> None:
         """MaterializerCheckpointError unless query `query_id` may apply `materializer`'s batches.
 
         `query_id` is the id of the streaming query of the checkpoint the materializer is to
-        run from (None: no query has run from it, it is new). A query may when the materializer
-        has no progress, when the progress is the query's own, and when the progress records no
-        query (written before ordo recorded it): its first batch applied records it.
+        run from (None: no query has run from it, it is new), `next_batch` the first batch it
+        will apply (one after the checkpoint's last committed batch). A query may when the
+        materializer has no progress and the query is at batch 0, when the progress is the
+        query's own, and when the progress records no query (written before ordo recorded
+        it): its first batch applied records it.
         """
         with self._db.connection() as conn:
-            _require_query(materializer, self._progress_row(conn, materializer), query_id)
+            progress = self._progress_row(conn, materializer)
+            _require_query(materializer, progress, query_id, next_batch)
 
     def read_messages(self, materializer: str) -> Iterator[ChangeMessage]:
         """Every message the materializer stored, in the order it emitted them (for checks)."""
@@ -226,10 +241,11 @@ class SqlChangeSink(SqlMaterializedTable):
         """Store and apply one micro-batch's `messages` (in order) in one transaction.
 
         `query_id` is the id of the streaming query whose batch it is: a batch of another query
-        than the progress records is MaterializerCheckpointError, and nothing is written (see
-        `require_checkpoint`). `history` is the table's schema history as the sink's registry
-        has it (`SchemaRegistry.history`), one object so that the schema, the retired columns,
-        the former types and the old keys always come from the same versions. Its current
+        than the progress records, or one after batch 0 with no progress, is
+        MaterializerCheckpointError, and nothing is written (see `require_checkpoint`).
+        `history` is the table's schema history as the sink's registry has it
+        (`SchemaRegistry.history`), one object so that the schema, the retired columns, the
+        former types and the old keys always come from the same versions. Its current
         schema is the table's current accepted one, which no message is newer than: the target
         table is created from it on first use, and follows it, in the transaction that applies
         the batch, by adding the columns it adds and dropping those it no longer has (an
@@ -248,6 +264,8 @@ class SqlChangeSink(SqlMaterializedTable):
         """
         schema, former_types = history.current.schema, history.former_types
         with self._db.write_transaction() as conn:
+            if batch_id > 0 and self._progress_row(conn, materializer) is None:
+                _require_query(materializer, None, query_id, batch_id)
             claimed = conn.execute(
                 self._sql(
                     "INSERT INTO cdc_materializer_progress "
@@ -261,7 +279,8 @@ class SqlChangeSink(SqlMaterializedTable):
                 (materializer, batch_id, time.time_ns() // 1_000_000, query_id),
             ).rowcount
             if not claimed:  # the row stays as it was (locked): a replay, or another query's
-                _require_query(materializer, self._progress_row(conn, materializer), query_id)
+                progress = self._progress_row(conn, materializer)
+                _require_query(materializer, progress, query_id, batch_id)
                 return ChangeBatchReceipt(is_applied=False, messages=0)
             _require_current_key(target_table, messages, schema, history.old_key_ids)
             self._insert_messages(conn, materializer, batch_id, messages)
