@@ -13,7 +13,7 @@ from cdc_support import run_with_file_size_limit
 from change_log_support import misrouted_files, mutation_of
 from ordo.cdc import Cell, Mutation, Publisher, partition_of
 from ordo.cdc.change_rows import ChangeRows
-from ordo.errors import InvalidInputError
+from ordo.errors import InvalidInputError, StorageError
 from ordo.storage.parquet import ParquetChangeLog
 
 
@@ -87,6 +87,29 @@ def test_a_publish_becomes_visible_after_every_file_is_written(tmp_path: Path) -
     assert list((tmp_path / "users").glob("partition=*/.*")) == []  # nor left behind
     log.append("users", [(0, good)])
     assert [m.audit.position for m in log.read("users")] == [1]
+
+
+def test_a_publish_whose_rename_failed_is_not_published_again_by_a_smaller_retry(
+    tmp_path: Path,
+) -> None:
+    """The log kept the positions it held before the publish, so a retry in the same process
+    published the files renamed before the failure again (a capture retries a smaller window
+    after a failed publish)."""
+    log = ParquetChangeLog(tmp_path)
+    Publisher(log, partitions=1).publish([mutation_of(key=0, position=1)])
+    window = [mutation_of(key=k, position=k) for k in (2, 3)]
+    first = ChangeRows.from_mutations(window[:1])
+    second = ChangeRows.from_mutations([mutation_of(key=3, position=3, segment="other")])
+    squatter = tmp_path / "users" / "partition=1" / "other-3-3.parquet"
+    squatter.mkdir(parents=True)  # the second file's rename fails: a directory holds its name
+    with pytest.raises(StorageError):
+        log.append("users", [(0, first), (1, second)])
+    squatter.rmdir()
+    assert sorted(m.audit.position for m in log.read("users")) == [1, 2]  # the first is in place
+    receipt = Publisher(log, partitions=1).publish(window[:1])
+    assert (receipt.published, receipt.skipped) == ({}, 1)
+    assert sorted(m.audit.position for m in log.read("users")) == [1, 2]
+    assert list((tmp_path / "users").glob("partition=*/.*")) == []  # no hidden part is left
 
 
 def test_segments_are_deduplicated_separately(tmp_path: Path) -> None:
