@@ -14,6 +14,7 @@ import pytest
 from ordo import Journal
 from ordo.errors import EventHandlingError, StorageError
 from ordo.processing.processor import HandlerContext, TrackingProcessor
+from ordo.processing.sequencing import CallableSequencingPolicy, SequencedEvent
 from ordo.processing.token import TrackingToken
 from ordo.query import EventEnvelope
 from ordo.settings import ErrorMode
@@ -178,3 +179,37 @@ def test_a_storage_error_no_retry_mends_stops_the_processor(
         wait_for(lambda: not p.is_running)
     assert type(p.failure) is StorageError  # no subclass, such as an outage
     assert "tokens" in str(p.failure)
+
+
+def test_a_sequencing_policy_that_fails_on_an_event_stops_the_processor(
+    stores: Stores, journal: Journal, sql: SqlRunner
+) -> None:
+    """An application's policy that raises on an event (a payload without its property, say):
+    the processor's threads died of it one after another, each once it read the event, and the
+    processor stopped processing with no failure. The event belongs to no segment, whatever the
+    error mode: the processor stops and keeps the failure, naming the event."""
+    append_events(journal, 20)
+
+    def by_aggregate_but_p3_s_first(event: SequencedEvent) -> str | None:
+        if (event.persistence_id, event.sequence_nr) == ("p3", 1):
+            key = "customer"  # a payload without the property the policy reads
+            raise KeyError(key)
+        return event.persistence_id
+
+    processor = TrackingProcessor(
+        "counts",
+        source(stores),
+        stores.tokens,
+        counting_handler,
+        settings=replace(FAST, thread_count=2, initial_segment_count=2, error_mode=ErrorMode.SKIP),
+        policy=CallableSequencingPolicy(by_aggregate_but_p3_s_first),
+    )
+    processor.start()
+    wait_for(lambda: processor.failure is not None or not processor.is_running)
+    processor.stop()
+    failure = processor.failure
+    assert isinstance(failure, EventHandlingError), failure
+    assert (failure.persistence_id, failure.sequence_nr) == ("p3", 1)
+    assert isinstance(failure.cause, KeyError)
+    assert [e.owner for e in stores.tokens.entries("counts")] == [None, None]
+    assert stores.tokens.dead_letters("counts") == []

@@ -164,8 +164,9 @@ class ElementTimeoutError(ElementFailedError, TimeoutError):
 class EventHandlingError(OrdoError):
     """A tracking processor's handler kept failing on an event and the error mode is `fail`.
 
-    The batch holding the event was rolled back, so nothing of it was applied; the processor
-    stopped and its segments were released.
+    Also raised, whatever the error mode, when the processor's sequencing policy raised on the
+    event (`cause`): the event belongs to no segment. The batch holding the event was rolled
+    back, so nothing of it was applied; the processor stopped and its segments were released.
     """
 
     def __init__(

@@ -61,11 +61,13 @@ class TrackingProcessor:
     refuses the URL or a table (StorageAccessError: a password changed, a role that may no
     longer log in or use the table, a dropped database), an SQLite journal a thread cannot open
     (a folder in its place) or that was taken away under the stores, a table dropped. An
-    outage (StorageUnavailableError) is retried until the server is back. The constructor
-    refuses a source, a token store, settings, a policy, a clock or a handler of the wrong
-    kind (ConfigurationError), which the worker threads would otherwise fail on, and a name
-    the token store would refuse (InvalidIdentifierError). split(), merge() and release() of
-    a segment whose owner is to hand it over for a merge are refused (PendingHandOverError):
+    outage (StorageUnavailableError) is retried until the server is back. A sequencing policy
+    that raises on an event stops it too, under any error mode, with an EventHandlingError
+    naming the event: the event belongs to no segment. The constructor refuses a source, a
+    token store, settings, a policy, a clock or a handler of the wrong kind
+    (ConfigurationError), which the worker threads would otherwise fail on, and a name the
+    token store would refuse (InvalidIdentifierError). split(), merge() and release() of a
+    segment whose owner is to hand it over for a merge are refused (PendingHandOverError):
     they would replace that hand-over (`ordo.processing.control`'s functions replace it on
     purpose).
     """

@@ -187,7 +187,24 @@ class SegmentWorker(threading.Thread):
                 self._sleep(min(step.wait_ns / 1e9, max(0, next_check - p._now_ms()) / 1000))
 
     def _matches(self, segment: Segment, row: EventEnvelope) -> bool:
-        return segment.matches(sequence_hash(self.p.policy, row))
+        """Whether the segment owns the event under the processor's sequencing policy.
+
+        A policy that raises on the event (the application's, on a payload it did not expect)
+        places it in no segment: EventHandlingError, which stops the processor and names the
+        event, whatever the error mode (every segment's thread meets the event: none of them
+        may skip or dead-letter it for the others). Raised as it was, it ended each thread that
+        read the event, and the processor stopped processing with no failure.
+        """
+        try:
+            value_hash = sequence_hash(self.p.policy, row)
+        except Exception as exc:  # the application's policy
+            raise EventHandlingError(
+                processor=self.p.name,
+                persistence_id=row.persistence_id,
+                sequence_nr=row.sequence_nr,
+                cause=exc,
+            ) from exc
+        return segment.matches(value_hash)
 
     def _control(self, state: SegmentState) -> bool:
         """Extend the claim and obey a pending request; True when the claim should end."""
