@@ -20,6 +20,7 @@ from ordo.errors import (
     StoresClosedError,
     UnableToClaimTokenError,
     UnknownProcessorError,
+    UnknownSegmentError,
 )
 from ordo.processing.ports import TokenEntry
 from ordo.processing.request_obeyer import RequestObeyer
@@ -116,6 +117,13 @@ class SegmentWorker(threading.Thread):
         self._sleep(self.p.settings.token_claim_interval.total_seconds())
 
     def _claim_any(self) -> TokenEntry | None:
+        """Claim the first segment this worker may take, or None when there is none.
+
+        A segment read free may be gone by the claim: merged into its sibling meanwhile (by
+        the sibling's owner, or an operator), UnknownSegmentError. It is passed over as one
+        taken meanwhile is; raised, it ended the thread, and a processor of one thread
+        processed nothing any more, with no failure. The merged segment is claimed as any is.
+        """
         p, now = self.p, self.p._now_ms()
         timeout = p.settings.claim_timeout // timedelta(milliseconds=1)
         for entry in p._tokens.entries(p.name):
@@ -132,7 +140,7 @@ class SegmentWorker(threading.Thread):
                 claimed = p._tokens.claim(
                     p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout
                 )
-            except UnableToClaimTokenError:
+            except (UnableToClaimTokenError, UnknownSegmentError):
                 self._forget(segment_id)
                 continue
             logger.info("claimed: processor=%s segment=%s", p.name, claimed.segment)
