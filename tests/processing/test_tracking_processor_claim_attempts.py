@@ -1,9 +1,12 @@
 """Threads of a tracking processor that hold no segment, looking for one to claim: what they
-do when a segment goes away under the attempt."""
+do when a segment goes away under the attempt, and how often they look."""
 
 from __future__ import annotations
 
 import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 
@@ -45,4 +48,45 @@ def test_a_segment_merged_away_as_a_thread_claims_it_is_passed_over(stores: Stor
         stores.tokens.release("counts", 0, "other")
         wait_for(lambda: stores.tokens.entries("counts")[0].owner not in (None, "other"))
         assert processor.is_running
+    assert processor.failure is None
+
+
+class _CountedLooks(TokenStoreDouble):
+    """The token store, counting the reads of the segments that each of the processor's
+    threads makes (one per look for a segment to claim)."""
+
+    def __init__(self, tokens: TokenStore) -> None:
+        super().__init__(tokens)
+        self.looks: Counter[str] = Counter()
+
+    def entries(self, processor: str) -> Sequence[TokenEntry]:
+        self.looks[threading.current_thread().name] += 1
+        return self._tokens.entries(processor)
+
+
+def test_threads_woken_by_a_request_look_for_a_segment_once_and_wait_again(
+    stores: Stores,
+) -> None:
+    """A request wakes every thread, so that the segment's owner obeys it at once. A thread
+    with no segment to claim kept that wake-up: it looked for a segment again and again with no
+    pause, thousands of reads of the token store a second, until it claimed one (and with more
+    threads than segments, for ever). It looks once now, and waits its claim interval again."""
+    stores.tokens.initialize("counts", segment_count=1)
+    stores.tokens.claim("counts", 0, "other", now_ms=now_ms(), claim_timeout_ms=3_600_000)
+    tokens = _CountedLooks(stores.tokens)
+    settings = replace(
+        FAST,
+        thread_count=2,
+        initial_segment_count=1,
+        claim_timeout=timedelta(hours=1),
+        token_claim_interval=timedelta(hours=1),
+    )
+    with counts_processor(stores, settings=settings, tokens=tokens) as processor:
+        wait_for(lambda: len(tokens.looks) == 2)  # each thread looked, found nothing, waits
+        tokens.looks.clear()
+        processor.split(0)  # asks "other", in no hurry; wakes both threads
+        wait_for(lambda: len(tokens.looks) == 2)  # each thread looked again
+        time.sleep(0.5)  # a thread looking without a pause has looked thousands of times now
+        # A look under way when the request came may be followed by one more.
+        assert max(tokens.looks.values()) <= 2, tokens.looks
     assert processor.failure is None

@@ -119,11 +119,19 @@ class SegmentWorker(threading.Thread):
     def _claim_any(self) -> TokenEntry | None:
         """Claim the first segment this worker may take, or None when there is none.
 
+        This look answers a wake-up, which it consumes first (one that comes during the look
+        then ends the wait after it). A request wakes every thread, so that the segment's owner
+        obeys it at once; left set, it ended each wait of a thread that found no segment at
+        once: the thread looked again and again without a pause, thousands of reads of the
+        token store a second, until it claimed a segment (with more threads than segments, for
+        ever). A wake-up while processing is for the segment's next check (`_process_segment`).
+
         A segment read free may be gone by the claim: merged into its sibling meanwhile (by
         the sibling's owner, or an operator), UnknownSegmentError. It is passed over as one
         taken meanwhile is; raised, it ended the thread, and a processor of one thread
         processed nothing any more, with no failure. The merged segment is claimed as any is.
         """
+        self.wake.clear()
         p, now = self.p, self.p._now_ms()
         timeout = p.settings.claim_timeout // timedelta(milliseconds=1)
         for entry in p._tokens.entries(p.name):
