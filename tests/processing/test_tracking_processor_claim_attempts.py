@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from ordo.processing.ports import TokenEntry, TokenStore
 from ordo.processing.segment import Segment
-from ordo.storage.open import Stores
+from ordo.storage.stores import Stores
 from processing_support import FAST, TokenStoreDouble, counts_processor, now_ms, wait_for
 
 

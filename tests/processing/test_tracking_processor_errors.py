@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from ordo import Journal
-from ordo.errors import EventHandlingError, StorageError
+from ordo.clock import SkewedClock, SystemClock
+from ordo.errors import EventHandlingError, FutureOffsetError, StorageError
 from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.sequencing import CallableSequencingPolicy, SequencedEvent
 from ordo.processing.token import TrackingToken
@@ -213,3 +214,19 @@ def test_a_sequencing_policy_that_fails_on_an_event_stops_the_processor(
     assert isinstance(failure.cause, KeyError)
     assert [e.owner for e in stores.tokens.entries("counts")] == [None, None]
     assert stores.tokens.dead_letters("counts") == []
+
+
+def test_a_token_ahead_of_the_processor_s_clock_stops_it_with_the_failure(
+    stores: Stores, journal: Journal, sql: SqlRunner
+) -> None:
+    """A token stored by a process whose clock is an hour ahead: the stream refuses to start at
+    an offset in its future (FutureOffsetError), which ended every worker thread silently, and
+    the processor stopped processing with no failure."""
+    append_events(journal, 10)
+    with counts_processor(stores):
+        wait_for(lambda: counted(sql) == 10)
+    behind = SkewedClock(SystemClock(), skew_ns=-3_600 * 10**9)
+    with counts_processor(stores, clock=behind) as processor:
+        wait_for(lambda: not processor.is_running)
+    assert isinstance(processor.failure, FutureOffsetError), processor.failure
+    assert {e.owner for e in stores.tokens.entries("counts")} == {None}  # released

@@ -22,11 +22,7 @@ from ordo.clock import Clock, clock_or_system
 from ordo.errors import (
     AlreadyRunningError,
     ConfigurationError,
-    EventHandlingError,
     InvalidSegmentOperationError,
-    MissingTaggedEventError,
-    StorageError,
-    StoresClosedError,
 )
 from ordo.journal import validation
 from ordo.processing.control import check_token_store, segment_entry
@@ -47,8 +43,10 @@ __all__ = ["EventHandler", "HandlerContext", "TrackingProcessor"]
 
 logger = logging.getLogger(__name__)
 
-_Failure = EventHandlingError | MissingTaggedEventError | StorageError | StoresClosedError
-"""What stops a processor for good (`TrackingProcessor.failure`)."""
+_Failure = Exception
+"""What stops a processor for good (`TrackingProcessor.failure`): EventHandlingError,
+MissingTaggedEventError, a StorageError no retry mends, StoresClosedError, or an error no part
+of the worker expects (a worker thread never ends silently)."""
 
 
 class TrackingProcessor:
@@ -63,8 +61,9 @@ class TrackingProcessor:
     (a folder in its place) or that was taken away under the stores, a table dropped. An
     outage (StorageUnavailableError) is retried until the server is back. A sequencing policy
     that raises on an event stops it too, under any error mode, with an EventHandlingError
-    naming the event: the event belongs to no segment. The constructor refuses a source, a
-    token store, settings, a policy, a clock or a handler of the wrong kind
+    naming the event: the event belongs to no segment. So does any error a worker thread does
+    not expect (kept in `failure`: no thread ends silently). The constructor refuses a source,
+    a token store, settings, a policy, a clock or a handler of the wrong kind
     (ConfigurationError), which the worker threads would otherwise fail on, and a name the
     token store would refuse (InvalidIdentifierError). split(), merge() and release() of a
     segment whose owner is to hand it over for a merge are refused (PendingHandOverError):

@@ -57,10 +57,16 @@ class SegmentWorker(threading.Thread):
 
         The processor's stop signal ends this thread's waits for storage (`stops_waits_on`):
         during an outage the call in flight and the release after it each waited out the
-        pool's timeout, and stop() took about a minute.
+        pool's timeout, and stop() took about a minute. An error no branch expects stops the
+        processor, which keeps it in `failure` (a token ahead of this process's clock, whose
+        stream refuses to start, FutureOffsetError): a thread it ended silently left the
+        processor stopped with no failure, and each other thread that met the same ended too.
         """
         with stops_waits_on(self.p._stopped):
-            self._run()
+            try:
+                self._run()
+            except Exception as exc:  # what no branch of _run expects: never end silently
+                self.p._fail(exc)
 
     def _run(self) -> None:
         interval = self.p.settings.token_claim_interval.total_seconds()

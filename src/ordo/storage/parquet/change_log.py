@@ -212,8 +212,8 @@ class ParquetChangeLog:
         all, in the usual case (a crash between renames leaves a prefix, which the next
         publish completes). The file name carries the segment and the position range. Files
         are written and synced by a few threads at once (Parquet encoding and fsync release
-        the GIL). When a rename fails, the files renamed before it stay (their rows are
-        published; a retry skips them by their names) and the others' hidden parts are removed.
+        the GIL). A rename that fails keeps the files renamed before it (a retry skips them,
+        the positions read again from the names) and removes the others' hidden parts.
         """
         work = [(partition, rows) for partition, rows in files if len(rows)]
         workers = max(1, min(len(work), _WRITERS))
@@ -222,18 +222,15 @@ class ParquetChangeLog:
             wait(futures)
             failed = [error for f in futures if (error := f.exception()) is not None]
             staged = [f.result() for f in futures if f.exception() is None]
-            if failed:
-                for temporary, *_ in staged:
-                    temporary.unlink(missing_ok=True)
-                raise failed[0]
             try:
+                if failed:
+                    raise failed[0]
                 for temporary, final, *_ in staged:
                     os.replace(temporary, final)
                 list(pool.map(fsync_directory, {final.parent for _, final, *_ in staged}))
             except BaseException:
                 for temporary, _, segment, partition, _ in staged:
                     temporary.unlink(missing_ok=True)
-                    # Some files may be in place: the next publish reads positions from names.
                     self._last.pop((table, segment, partition), None)
                 raise
         for _, _, segment, partition, last in staged:
