@@ -619,16 +619,20 @@ def _by_customer(event: EventEnvelope, context: HandlerContext) -> None:
     )
 
 
+@pytest.mark.parametrize("frozen", [False, True], ids=["clock", "frozen-clock"])
 def test_a_property_policy_sequences_by_the_property_value(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, *, frozen: bool
 ) -> None:
+    """Frozen, the clock puts ten events in each microsecond (TimeUUIDs step by 100 ns): the
+    events of a customer were sorted by microsecond, then persistence id, not by offset."""
     path = tmp_path / "journal.db"
     url = f"sqlite:///{path}"
     with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute(
             "CREATE TABLE customers (customer TEXT PRIMARY KEY, n INTEGER, last_i INTEGER)"
         )
-    with open_journal(url, settings=WRITE) as journal:
+    clock = ManualClock(time.time_ns() // 1_000 * 1_000 - 60 * 10**9) if frozen else None
+    with open_journal(url, settings=WRITE, clock=clock) as journal:
         for i in range(80):
             payload = {"customer": f"c{i % 4}", "i": i}
             journal.append(f"order-{i % 9}", [NewEvent.of(payload, tags=["order"])])

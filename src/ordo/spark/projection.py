@@ -201,9 +201,7 @@ def _apply_batch(
     if spec.sequencing_property is not None:
         value = get_json_object(col("payload").cast("string"), f"$.{spec.sequencing_property}")
         partitions = max(1, batch.rdd.getNumPartitions())
-        batch = batch.repartition(partitions, value).sortWithinPartitions(
-            value, "timestamp", "persistence_id", "tag_pid_sequence_nr"
-        )
+        batch = batch.repartition(partitions, value)  # apply_partition orders by offset
     applied = batch.rdd.mapPartitions(partial(_applied_in, spec)).collect()
     if tokens_at is not None and applied:
         advance_tokens(
@@ -259,6 +257,11 @@ def apply_partition(spec: ProjectionSpec, rows: Iterator[Row]) -> bytes | None:
     if not events:
         return None
     by_id = spec.sequencing_property is None
+    if not by_id:
+        # By offset, its sortable key: Spark's sort by the `timestamp` column (microseconds;
+        # TimeUUIDs step by 100 ns) put a value's events of one microsecond in persistence id
+        # order. The source's order per persistence id is kept when by_id.
+        events.sort(key=lambda pair: pair[0].offset_key)
     segment = Segment(*map(int, events[0][1].split("/"))) if by_id else Segment.root()
     with (
         stores_at(spec.sink) as stores,
