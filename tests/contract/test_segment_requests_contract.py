@@ -13,6 +13,7 @@ from ordo.errors import (
     UnableToClaimTokenError,
     UnknownProcessorError,
 )
+from ordo.hashing import HASH_BITS
 from ordo.processing.control import ControlReceipt, merge_segment, release_segment, split_segment
 from ordo.processing.segment_request import PendingRequest, SegmentAction, SegmentRequest
 from ordo.storage.stores import Stores
@@ -43,6 +44,19 @@ def test_requests_reach_the_owner_once(stores: Stores) -> None:
     assert stores.tokens.pending_requests("p") == []
     with pytest.raises(UnknownProcessorError):
         stores.tokens.request("p", 7, split, now_ms=0)
+
+
+def test_a_split_request_for_a_segment_that_cannot_split_is_refused(stores: Stores) -> None:
+    """A segment whose mask uses every hash bit: the request was stored, and its owner's split
+    failed (InvalidSegmentOperationError), which stopped the processor; left pending, it did
+    so again for the next owner. Refused when asked, nothing is stored."""
+    stores.tokens.initialize("p", segment_count=1)
+    stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    for _ in range(HASH_BITS):
+        stores.tokens.split("p", 0, "a")
+    with pytest.raises(InvalidSegmentOperationError, match="all 32 hash bits"):
+        stores.tokens.request("p", 0, SegmentRequest(action=SegmentAction.SPLIT), now_ms=1)
+    assert stores.tokens.pending_requests("p") == []
 
 
 def test_a_request_returns_the_request_it_replaced(stores: Stores) -> None:

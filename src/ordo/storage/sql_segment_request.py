@@ -55,7 +55,9 @@ class SqlSegmentRequests(SqlTokenRows):
         the other. The checks and the writes are one transaction, under the segment's token row lock
         (PostgreSQL), which every request takes first.
 
-        A hand-over must name the owner to hand over to: its owner would ignore one that names
+        A split of a segment whose mask uses every hash bit is refused
+        (InvalidSegmentOperationError): its owner could not obey it. A hand-over must name the
+        owner to hand over to: its owner would ignore one that names
         none. `now_ms` must be an int: SQLite would store "x", and every later
         `pending_requests` (the status of the processor) would fail reading it back.
 
@@ -69,6 +71,8 @@ class SqlSegmentRequests(SqlTokenRows):
         validation.integer(now_ms, name="now_ms")
         with self._write() as conn:
             segment = self._entry(conn, processor, segment_id).segment
+            if request.action is SegmentAction.SPLIT:
+                segment.split()  # InvalidSegmentOperationError now, not in its owner's thread
             return self._ask(
                 conn,
                 processor,
