@@ -7,15 +7,19 @@ import time
 from collections.abc import Collection
 from datetime import timedelta
 
+import pytest
+
 from operations_support import WRITE
 from ordo import Journal, NewEvent, open_journal
 from ordo.clock import ManualClock
+from ordo.errors import ActiveWriterError
 from ordo.journal.lease import WriterLease
 from ordo.journal.ports import JournalStore
 from ordo.settings import OperationsSettings
 from ordo.storage.open import stores_at
 from ordo.storage.stores import Stores
 from ordo.tools.guard import WriterGuard
+from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId
 from processing_support import wait_for
 
@@ -109,3 +113,21 @@ def test_a_lease_not_renewed_within_the_timeout_no_longer_guards(journal_url: st
             ops.operations, settings=OperationsSettings(writer_lease_timeout=timedelta(minutes=2))
         )
         assert longer.check("test", [PersistenceId("p")], force=True) == {"p": ("crashed",)}
+
+
+def test_an_id_recovered_after_the_lease_was_taken_is_guarded_at_once(journal_url: str) -> None:
+    """recover() of an id with events lists it in the lease before it reads the id's state.
+
+    It was listed by the next heartbeat, up to 5 s later: a `reconcile delete` in between was
+    not refused, and the journal, which had read the id's numbering, appended on. Its new
+    progress then covered the deleted rows' numbers, so no recovery wrote them again: the
+    id's tag views had a gap for good (MissingTaggedEventError).
+    """
+    with open_journal(journal_url, settings=WRITE) as earlier:
+        earlier.append("p", [NewEvent.of(1, tags=["t"]), NewEvent.of(2, tags=["t"])])
+    with open_journal(journal_url, settings=WRITE) as journal:
+        journal.append("other", [NewEvent.of(0, tags=["t"])])  # the lease is taken here
+        journal.recover("p")
+        with stores_at(journal_url) as stores, pytest.raises(ActiveWriterError) as refused:
+            Reconciliation.of(stores).delete_tag_views(PersistenceId("p"))
+        assert journal.writer_uuid in str(refused.value)

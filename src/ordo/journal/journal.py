@@ -355,7 +355,7 @@ class Journal:
         self._lease.cover(pid)
         self._lease.start()  # before recovery writes: the lease covers every write
         state = recover_persistence_id(
-            pid, self._store, self._tag_store, self._tag_writers, self.settings
+            pid, self._store, self._tag_store, self._tag_writers, self.settings, self._lease.publish
         )
         return self._remember(pid, state)
 

@@ -5,8 +5,9 @@ Reconciliation and cleanup must not change a persistence id while a writer uses 
 be used if it is known that the persistence id is not running"). Each Journal therefore holds
 a lease: a row with a heartbeat, renewed every WRITER_HEARTBEAT_INTERVAL by a background
 thread, and the persistence ids the journal has started. The append path only adds an id to
-an in-memory set when it is first started (recovered) in this journal; the database is written
-by the heartbeat thread, so appends pay nothing per call but a clock read (`check`).
+an in-memory set when it is first started in this journal, and the heartbeat thread writes it,
+so appends pay nothing per call but a clock read (`check`); only an id with events is written
+at once, when its recovery starts (`publish`), since a tool may change its state from then on.
 
 A lease that lapses while its journal goes on appending would let a tool change what the
 journal appends to: a journal whose lease was not renewed for WRITER_LEASE_DEADLINE, or whose
@@ -54,9 +55,10 @@ _NS_PER_MS = 1_000_000
 class WriterLease:
     """The lease of one Journal (one writer uuid). Thread-safe.
 
-    The journal calls cover() when it starts a persistence id and start() before its first
-    write; start() writes the lease at once, so a writer is visible before anything it
-    appends, and starts the heartbeat thread. close() stops the thread and deletes the lease.
+    The journal calls cover() when it starts a persistence id (and publish() when that id has
+    events) and start() before its first write; start() writes the lease at once, so a writer
+    is visible before anything it appends, and starts the heartbeat thread. close() stops the
+    thread and deletes the lease.
     A heartbeat that fails with an outage is logged and retried at the next beat; one that
     fails otherwise is logged once, at ERROR, and ends the heartbeat. The journal calls check()
     before each write: it raises WriterLeaseLostError once the lease may have lapsed (the
@@ -92,6 +94,30 @@ class WriterLease:
         """Note a persistence id this writer started; it is written with the next heartbeat."""
         with self._lock:
             self._pending.add(persistence_id)
+
+    def publish(self, persistence_id: PersistenceId) -> None:
+        """Write the id to the started lease at once, not with the next heartbeat.
+
+        For an id with events whose state the journal is about to read (recovery): a tool must
+        see it in use from then on. Listed by the heartbeat alone, up to `interval` later, a
+        `reconcile delete` in between was not refused, and the journal's next appends numbered
+        on from the state it had read: their progress hid the deleted rows from every later
+        recovery, a gap for good. An id without events needs no such write: nothing of it can
+        be changed, and its first event names this writer, which the guard reads too. A failed
+        write leaves the id to the heartbeat and fails as a renewal does: an outage raises its
+        StorageError (try again), any other error loses the lease (WriterLeaseLostError).
+        """
+        with self._lock:
+            self._pending.discard(persistence_id)
+        try:
+            self._write({persistence_id}, now_ms=self._now_ms())
+        except StorageError as exc:
+            self.cover(persistence_id)
+            if is_outage(exc):
+                raise
+            self._error = exc
+            self._lose()
+            raise self._lost() from exc
 
     def start(self) -> None:
         """Write the lease now and start the heartbeat (once; later calls return at once).

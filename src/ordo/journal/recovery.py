@@ -11,7 +11,7 @@ the next recovery reads only the events after it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ordo.journal.event import PersistedEvent
@@ -105,11 +105,18 @@ def recover_persistence_id(
     tag_store: TagViewStore,
     tag_writers: TagWriters,
     settings: EventsByTagSettings,
+    before_reading: Callable[[PersistenceId], None],
 ) -> PidState:
-    """Complete the tag views of a persistence id and return its state (caller holds its lock)."""
+    """Complete the tag views of a persistence id and return its state (caller holds its lock).
+
+    `before_reading(persistence_id)` runs once the id is known to have events, before anything
+    else of it is read: the journal lists the id in its writer lease there, so that no tool
+    changes what the state read next depends on.
+    """
     highest = store.highest_sequence_nr(persistence_id)
     if highest == 0:
         return PidState(highest=highest)  # a new persistence id: nothing to recover
+    before_reading(persistence_id)
     # tag_scanning first: whoever wrote it had written the progress of every event up to it,
     # so a progress read after it covers those events. Read the other way round, another
     # recovery could complete in between, and the events below its tag_scanning would be
