@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from journal_support import BATCHED, IMMEDIATE, JournalFactory, still_clock
+from journal_support import BATCHED, IMMEDIATE, JournalFactory, events_of, still_clock
 from ordo import BucketSize, Journal, NewEvent
-from ordo.clock import ManualClock
+from ordo.clock import ManualClock, SkewedClock, SystemClock
 from ordo.errors import StorageError, StorageUnavailableError
 from ordo.storage.stores import Stores
 from ordo.tagging import TagProgress, TagViewStore, TagWrite
@@ -22,6 +22,8 @@ from tag_views_support import (
     expected_entries,
     progress_of,
 )
+
+HOUR_NS = 3_600 * 10**9
 
 # --- recovery -----------------------------------------------------------------------------------
 
@@ -122,6 +124,25 @@ class FailingTagViews:
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._inner, name)
+
+
+def test_a_writer_whose_clock_is_behind_appends_after_an_untagged_newest_event(
+    journal_factory: JournalFactory,
+) -> None:
+    """An id every event of which a recovery scanned (tag_scanning at its highest), whose newest
+    event has no tag: the next journal's offsets followed the newest tagged event only, so a
+    writer whose clock is behind gave the next event an offset before the untagged one (and a
+    processor over the whole journal, in offset order, read the id out of order)."""
+    first = journal_factory(settings=IMMEDIATE)
+    first.append("p", [NewEvent.of(1, tags=["t"]), NewEvent.of(2)])
+    first.close()
+    scanning = journal_factory(settings=IMMEDIATE)
+    assert scanning.recover("p") == 2  # scans both: tag_scanning is now 2
+    scanning.close()
+    behind = journal_factory(settings=IMMEDIATE, clock=SkewedClock(SystemClock(), skew_ns=-HOUR_NS))
+    behind.append("p", [NewEvent.of(3)], expected_sequence_nr=2)
+    offsets = [event.timeuuid for event in events_of(behind, "p")]
+    assert offsets == sorted(offsets)
 
 
 def test_a_failed_tag_write_is_retried_and_an_append_that_raises_wrote_nothing(

@@ -5,7 +5,7 @@ so after a crash it may lag. Events past the progress are sent to the tag writer
 tag pid sequence nrs they were given at append time (stored with the event), and upserted.
 Events that were only buffered in a killed writer are found the same way: their progress was
 never written. `tag_scanning` records up to where all tagged events are known to be written, so
-the next recovery reads only the events after it.
+the next recovery reads only the events after it (and the newest, which the next offset follows).
 """
 
 from __future__ import annotations
@@ -126,25 +126,24 @@ def recover_persistence_id(
     counters = {tag: p.tag_pid_sequence_nr for tag, p in progress.items()}
     last_offset = max((p.timeuuid for p in progress.values()), default=None)
     missing: list[TaggedEntry] = []
+    # The newest event at least, scanned or not: the next offset must follow it, and progress
+    # knows only tagged events (a writer whose clock is behind went before an untagged one).
+    first = SequenceNr(min(scanned + 1, highest))
+    for event in store.read_events(persistence_id, from_sequence_nr=first, to_sequence_nr=highest):
+        last_offset = event.timeuuid if last_offset is None else max(last_offset, event.timeuuid)
+        for tag, number in event.tags.items():
+            counters[tag] = max(counters.get(tag, TagPidSequenceNr(0)), number)
+            written = progress.get(tag)
+            if written is None or number > written.tag_pid_sequence_nr:
+                missing.append((event, tag, number))
+    if missing:
+        logger.info(
+            "recovery rewrites tag views: persistence_id=%s events=%d",
+            persistence_id,
+            len(missing),
+        )
+        tag_writers.write(tag_writes(missing, settings.bucket_size))
+        tag_writers.flush()
     if scanned < highest:
-        for event in store.read_events(
-            persistence_id, from_sequence_nr=SequenceNr(scanned + 1), to_sequence_nr=highest
-        ):
-            last_offset = (
-                event.timeuuid if last_offset is None else max(last_offset, event.timeuuid)
-            )
-            for tag, number in event.tags.items():
-                counters[tag] = max(counters.get(tag, TagPidSequenceNr(0)), number)
-                written = progress.get(tag)
-                if written is None or number > written.tag_pid_sequence_nr:
-                    missing.append((event, tag, number))
-        if missing:
-            logger.info(
-                "recovery rewrites tag views: persistence_id=%s events=%d",
-                persistence_id,
-                len(missing),
-            )
-            tag_writers.write(tag_writes(missing, settings.bucket_size))
-            tag_writers.flush()
         tag_store.write_tag_scanning(persistence_id, highest)
     return PidState(highest=highest, tag_pid_sequence_nrs=counters, last_offset=last_offset)
