@@ -20,7 +20,8 @@ class TagViewReport:
     tagged_events: int
     tag_view_rows: int
     missing: tuple[TagViewKey, ...]
-    """Tagged journal events without a tag_views row."""
+    """Tagged journal events without a tag_views row of their own; a number the journal gave
+    to two events of one persistence id is one (its one row cannot be both events')."""
     unexpected: tuple[TagViewKey, ...]
     """tag_views rows that no journal event explains (or that disagree with it)."""
     duplicated: tuple[TagViewKey, ...]
@@ -42,6 +43,8 @@ def check_tag_views(
     unexpected: run this on journals without deletes.
     """
     expected: dict[TagViewKey, tuple[int, bytes, int]] = {}
+    numbered_alike: set[TagViewKey] = set()
+    events = 0
     for pid in journal.persistence_ids():
         highest = journal.highest_sequence_nr(pid)
         for event in journal.read_events(
@@ -49,11 +52,12 @@ def check_tag_views(
         ):
             bucket = bucket_size.key_of(event.timeuuid)
             for tag, number in event.tags.items():
-                expected[(tag, pid, number)] = (
-                    event.sequence_nr,
-                    event.timeuuid.to_bytes(),
-                    bucket,
-                )
+                events += 1
+                key = (tag, pid, number)
+                if key in expected:
+                    numbered_alike.add(key)  # a later event replacing it hid a missing row
+                    continue
+                expected[key] = (event.sequence_nr, event.timeuuid.to_bytes(), bucket)
     seen: Counter[TagViewKey] = Counter()
     unexpected: list[TagViewKey] = []
     for summary in tag_views.tags():
@@ -64,9 +68,9 @@ def check_tag_views(
             if expected.get(key) != wanted:
                 unexpected.append(key)
     return TagViewReport(
-        tagged_events=len(expected),
+        tagged_events=events,
         tag_view_rows=sum(seen.values()),
-        missing=tuple(sorted(key for key in expected if key not in seen)),
+        missing=tuple(sorted(key for key in expected if key not in seen or key in numbered_alike)),
         unexpected=tuple(sorted(unexpected)),
         duplicated=tuple(sorted(key for key, count in seen.items() if count > 1)),
     )
