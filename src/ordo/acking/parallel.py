@@ -84,9 +84,12 @@ def process_in_parallel(
     ones are logged at WARNING). A handler still running after `element_timeout` is cancelled
     and fails with `ElementTimeoutError`. With `element_timeout=None` a hung handler hangs the
     run. An error raised by the source itself is re-raised as is, after in-flight work ends
-    and the last committable offset is yielded. After a failure, restart from the committed
-    offset: elements after it that were handled are handled again, so handlers must be
-    idempotent.
+    and the last committable offset is yielded; so is a CancelledError the source raises on
+    its own (taken for the source's end, it passed a cut-short run for a complete one). Of an
+    element failure and a source error, the earlier is raised and the later logged at WARNING
+    (a source error before an in-flight element failed was lost). After a failure, restart
+    from the committed offset: elements after it that were handled are handled again, so
+    handlers must be idempotent.
 
     Arguments are validated when this function is called, before the first `__anext__`
     (it is a plain function returning an async generator, so a bad argument fails where it
@@ -164,7 +167,7 @@ class _Run(Generic[T]):
         self._stop_after: int | None = None
         """Lowest failed offset: queued elements after it are dropped instead of handled."""
         self._failure: tuple[int, BaseException, bool] | None = None
-        self._source_error: Exception | None = None
+        self._source_error: BaseException | None = None
         self._crash: BaseException | None = None
         self._wake_at = start_offset - 1 + commit_every
         self._wake_on_any = False
@@ -245,11 +248,22 @@ class _Run(Generic[T]):
                     return
                 if not self._admit(element):
                     return
+        except asyncio.CancelledError as exc:
+            if self._reader.cancelling():
+                raise  # the run cancelled the pull: an element failed, or the run is closing
+            self._source_failed(exc)  # the source cancelled itself: that is no end of it
         except Exception as exc:  # the source's own error: re-raised once in-flight work ends
-            self._source_error = exc
+            self._source_failed(exc)
         finally:
             self._is_reading = False
             self._progress.set()
+
+    def _source_failed(self, error: BaseException) -> None:
+        """Keep the source's error to raise, unless an element failed first: then log it."""
+        if self._failure is None:
+            self._source_error = error
+        else:
+            logger.warning("the source failed while stopping: %r", error)
 
     def _admit(self, element: T) -> bool:
         """Give `element` the next offset and queue it behind its key's earlier elements."""
@@ -316,8 +330,12 @@ class _Run(Generic[T]):
                 self._progress.set()
 
     def _fail(self, offset: int, cause: BaseException, *, is_timeout: bool) -> None:
-        """Record a failed element and stop reading; the first failure is the one raised."""
-        if self._failure is None:
+        """Record a failed element and stop reading; the first failure is the one raised.
+
+        After a source error (which stopped reading already) an element failure is a later
+        one, logged: raised instead, it hid the source's error, which nothing logged.
+        """
+        if self._failure is None and self._source_error is None:
             self._failure = (offset, cause, is_timeout)
             logger.info("element failed, stopping: offset=%d cause=%r", offset, cause)
             if self._reader is not asyncio.current_task():
@@ -330,7 +348,7 @@ class _Run(Generic[T]):
             self._stop_after = offset
 
     def _raise_failure(self, committed: int) -> None:
-        """Raise the first element failure, else the source's error, else nothing."""
+        """Raise the first failure, an element's or the source's (only one is kept), if any."""
         if self._failure is not None:
             offset, cause, is_timeout = self._failure
             error = ElementTimeoutError if is_timeout else ElementFailedError

@@ -205,6 +205,89 @@ def test_a_source_error_is_reraised_after_the_in_flight_work() -> None:
     assert yielded[-1] == 11
 
 
+def test_a_source_that_cancels_itself_is_reraised_not_taken_for_its_end() -> None:
+    """A pull that raised CancelledError on its own ended the run as if the source were done.
+
+    Nothing was raised: a consumer of a finite stream took the truncated run for a complete
+    one. The run is not being cancelled here, so it is the source's error.
+    """
+
+    async def source() -> AsyncIterator[Element]:
+        for element in _elements(4):
+            yield element
+        pending = asyncio.get_running_loop().create_future()
+        pending.cancel()  # e.g. a read that the connection's own shutdown cancelled
+        await pending
+
+    yielded: list[int] = []
+
+    async def drain() -> None:
+        async for offset in process_in_parallel(source(), _noop, key=_key):
+            yielded.append(offset)
+
+    async def main() -> None:
+        with pytest.raises(asyncio.CancelledError):
+            await drain()
+        assert asyncio.all_tasks() == {asyncio.current_task()}
+
+    asyncio.run(main())
+    assert yielded == [3]
+
+
+def test_a_source_error_before_an_element_failure_is_the_one_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The source's error, the first failure, was neither raised nor logged: the later
+    element failure was raised in its place.
+    """
+    source_failed = asyncio.Event()
+
+    async def source() -> AsyncIterator[Element]:
+        yield ("a", 0)
+        yield ("b", 1)
+        source_failed.set()
+        raise OSError(12)
+
+    async def handler(element: Element) -> None:
+        if element[1] == 1:
+            await source_failed.wait()
+            raise RuntimeError(element)
+
+    yielded, error = asyncio.run(
+        _collect_until_error(process_in_parallel(source(), handler, key=_key))
+    )
+    assert isinstance(error, OSError)
+    assert error.args == (12,)
+    assert yielded == [0]
+    assert [r.levelname for r in caplog.records if "offset=1" in r.getMessage()] == ["WARNING"]
+
+
+def test_a_source_error_after_an_element_failure_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The later of the two failures: the element's is raised, the source's is not lost."""
+    pulling = asyncio.Event()
+
+    async def source() -> AsyncIterator[Element]:
+        yield ("a", 0)
+        pulling.set()
+        try:
+            await asyncio.Event().wait()  # the pull that the element failure cancels
+        except asyncio.CancelledError:
+            raise OSError(12) from None
+
+    async def handler(element: Element) -> None:
+        await pulling.wait()
+        raise RuntimeError(element)
+
+    _, error = asyncio.run(_collect_until_error(process_in_parallel(source(), handler, key=_key)))
+    assert type(error) is ElementFailedError
+    assert (error.offset, error.committed) == (0, -1)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "the source failed while stopping: OSError(12)"
+    ]
+
+
 def test_backpressure_stops_pulling_at_max_in_flight() -> None:
     pulled = 0
     finished = 0
