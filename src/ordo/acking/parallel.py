@@ -101,8 +101,9 @@ def process_in_parallel(
         ConfigurationError: `parallelism`, `max_in_flight` or `commit_every` is not an int of
             at least 1, `commit_interval` or `element_timeout` is not a positive timedelta, or
             `handler` or `key` is not callable (the message names it).
-        InvalidInputError: `start_offset` is not an int (a bool is not) in -2**63..2**63-1:
-            it is an offset, as the acker's `committed` is; or `source` is neither an async
+        InvalidInputError: `start_offset` is not an int (a bool is not) in -2**63+1..2**63-1:
+            it is an offset, and the one before it is the acker's `committed`, a 64-bit offset
+            too (-2**63 failed there, naming `committed`); or `source` is neither an async
             iterable nor a collection (None, a number, a text).
 
     """
@@ -115,7 +116,9 @@ def process_in_parallel(
     positive("commit_interval", commit_interval)
     if element_timeout is not None:
         positive("element_timeout", element_timeout)
-    arguments.integer(start_offset, name="start_offset", error=InvalidInputError)
+    arguments.integer(
+        start_offset, name="start_offset", error=InvalidInputError, minimum=arguments.INT64_MIN + 1
+    )
     for name, function in (("handler", handler), ("key", key)):
         if not callable(function):  # each element failed, as if the handler had failed on it
             msg = f"{name} must be callable, got {function!r:.80}"

@@ -425,6 +425,13 @@ def test_a_source_that_is_no_collection_fails_when_called(source: object) -> Non
         process_in_parallel(source, _noop, key=_key)  # type: ignore[arg-type]
 
 
+def test_a_start_offset_whose_committed_offset_no_store_holds_is_refused_by_its_name() -> None:
+    """-2**63: the offset before it, the acker's committed, is below 64 bits, and the error
+    named `committed`, which the caller never passed."""
+    with pytest.raises(InvalidInputError, match=r"^start_offset must be an integer >= -\d+"):
+        process_in_parallel([], _noop, key=_key, start_offset=-(2**63))
+
+
 @pytest.mark.parametrize("start_offset", ["3", 1.5, True, None])
 def test_a_start_offset_is_refused_as_an_acked_offset_is(start_offset: object) -> None:
     """An offset, not a setting: InvalidInputError, as the acker's `committed` and acks."""
