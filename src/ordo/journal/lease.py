@@ -112,11 +112,8 @@ class WriterLease:
         try:
             self._write({persistence_id}, now_ms=self._now_ms())
         except StorageError as exc:
-            self.cover(persistence_id)
-            if is_outage(exc):
+            if self._failed({persistence_id}, exc):
                 raise
-            self._error = exc
-            self._lose()
             raise self._lost() from exc
 
     def start(self) -> None:
@@ -192,19 +189,27 @@ class WriterLease:
         try:
             self._write(pending, now_ms=self._now_ms())
         except StorageError as exc:
-            with self._lock:
-                self._pending |= pending
-            self._error = exc
-            if is_outage(exc):
+            if self._failed(pending, exc):
                 logger.warning(
                     "writer lease heartbeat failed, will retry: writer_uuid=%s error=%s",
                     self.writer_uuid,
                     exc,
                 )
-            else:
-                self._lose()
             return
         self._renewed_at, self._error = began, None
+
+    def _failed(self, pending: set[PersistenceId], error: StorageError) -> bool:
+        """A lease write failed: its ids wait for the next heartbeat; True for an outage.
+
+        Anything else no retry mends: the lease is lost for good (`_lose`).
+        """
+        with self._lock:
+            self._pending |= pending
+        self._error = error
+        if is_outage(error):
+            return True
+        self._lose()
+        return False
 
     def _lose(self) -> None:
         """Enter the lost state for good; the first time, log it (the heartbeat then ends)."""

@@ -43,11 +43,6 @@ __all__ = ["EventHandler", "HandlerContext", "TrackingProcessor"]
 
 logger = logging.getLogger(__name__)
 
-_Failure = Exception
-"""What stops a processor for good (`TrackingProcessor.failure`): EventHandlingError,
-MissingTaggedEventError, a StorageError no retry mends, StoresClosedError, or an error no part
-of the worker expects (a worker thread never ends silently)."""
-
 
 class TrackingProcessor:
     """A named processor with `thread_count` threads over the segments of its token store.
@@ -88,7 +83,8 @@ class TrackingProcessor:
         check_policy(self.policy)
         _check_parts(source, tokens)
         require_handler(handler)  # it failed per event, in the worker threads
-        self.failure: _Failure | None = None
+        self.failure: Exception | None = None
+        """What stopped the processor for good (see the class docstring), None while none did."""
         self._source, self._tokens, self._handler = source, tokens, handler
         self._clock = clock_or_system(clock)
         self._instance = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -200,7 +196,7 @@ class TrackingProcessor:
     def _now_ms(self) -> int:
         return self._clock.now_ns() // 1_000_000
 
-    def _fail(self, error: _Failure) -> None:
+    def _fail(self, error: Exception) -> None:
         logger.error("processor failed: name=%s error=%s", self.name, error)
         if self.failure is None:
             self.failure = error
