@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from ordo.journal.bucket_size import check_bucket_size
 from ordo.journal.event import NewEvent, PersistedEvent
-from ordo.journal.journal import AppendReceipt, Journal, check_bucket_size
+from ordo.journal.journal import AppendReceipt, Journal
 from ordo.journal.ports import JournalStore
 from ordo.journal.serialization import Serializer
 

@@ -10,13 +10,14 @@ from dataclasses import dataclass
 
 from ordo.clock import Clock, clock_or_system
 from ordo.errors import (
-    BucketSizeMismatchError,
     ConcurrencyConflictError,
     InvalidInputError,
     JournalClosedError,
+    StorageUnavailableError,
 )
 from ordo.forking import OpeningProcess
 from ordo.journal import validation
+from ordo.journal.bucket_size import check_bucket_size
 from ordo.journal.event import NewEvent, PersistedEvent, persisted_event
 from ordo.journal.lease import WriterLease
 from ordo.journal.ports import JournalStore
@@ -119,6 +120,9 @@ class Journal:
         WriterLeaseLostError (the writer lease may have lapsed). The first append to an id
         this journal has not seen reads the id's state (recovering its tag views) unless it
         expects 0, the way to create an id: then the write alone checks that the id is new.
+        A StorageUnavailableError may leave the append written (a session lost while the server
+        committed it): give `expected_sequence_nr` to append once, as appending again then fails
+        with ConcurrencyConflictError if it was.
         """
         pid = validation.persistence_id(persistence_id)
         if isinstance(events, NewEvent) or not isinstance(events, Iterable):
@@ -155,6 +159,11 @@ class Journal:
                 )
             try:
                 persisted = self._write(pid, state, prepared)
+            except StorageUnavailableError:
+                # A session lost while the server committed fails an append that is written:
+                # the next one reads the id again (numbering after it, recovering its tag views).
+                self._states.pop(pid, None)
+                raise
             except ConcurrencyConflictError as exc:
                 self._states.pop(pid, None)
                 if expected is not None:
@@ -386,14 +395,3 @@ class Journal:
             recorded = self._store.record_bucket_size(self.settings.bucket_size)
             check_bucket_size(recorded, self.settings.bucket_size)
             self._is_bucket_size_recorded = True
-
-
-def check_bucket_size(recorded: str | None, requested: str) -> None:
-    """Refuse a bucket size other than the one the journal records (None: none yet).
-
-    Seed 001: it cannot change once data is written. Writers would split a tag across two
-    layouts, and a reader with another size walks buckets that hold nothing (a wrong, empty
-    answer, or minutes spent scanning minute buckets of an hourly journal).
-    """
-    if recorded is not None and recorded != requested:
-        raise BucketSizeMismatchError(recorded=recorded, requested=requested)
