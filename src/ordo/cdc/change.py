@@ -19,7 +19,13 @@ from ordo.cdc.json_text import NumberOutOfRangeError, parse_application_json
 from ordo.cdc.mutation import Audit, JsonValue, Key, Mutation
 from ordo.cdc.retype import retyped_row
 from ordo.cdc.row_state import PartitionState
-from ordo.cdc.schema import INFINITIES, TableSchema, full_row, not_json_column
+from ordo.cdc.schema import (
+    INFINITIES,
+    TableSchema,
+    full_row,
+    is_not_utf8_text,
+    not_json_column,
+)
 
 Row = dict[str, JsonValue]
 
@@ -78,15 +84,22 @@ def _unknown_cell_problem(name: str, value: JsonValue, schema: TableSchema) -> s
 
     A value the capture set aside (see `not_json_cell`) is reported for the column that held it
     and why it was set aside: what the value is tells (text, `x'<hex>'` for a BLOB, "Infinity"
-    or "-Infinity" for an infinite REAL).
+    or "-Infinity" for an infinite REAL, `not_utf8_text` for text that is not UTF-8).
     """
     column = not_json_column(name, schema)
     if column is None:
         return f"unknown column {name!r}"
-    if column.type is ColumnType.JSON:
+    is_not_utf8 = is_not_utf8_text(value)
+    if column.type is ColumnType.JSON and not is_not_utf8:
         return f"column {column.name!r}: {value!r} {_not_carried_json(value)}"
     kind = column.type.value
-    what = "an infinite REAL" if value in INFINITIES else "a BLOB"
+    what = (
+        "text that is not UTF-8"
+        if is_not_utf8
+        else "an infinite REAL"
+        if value in INFINITIES
+        else "a BLOB"
+    )
     return f"column {column.name!r}: {value!r} is {what}, which a {kind} column cannot hold"
 
 

@@ -21,6 +21,7 @@ from ordo.errors import InvalidSchemaError, JsonKeyColumnError, NoPrimaryKeyErro
 from ordo.journal.validation import check_storable
 
 _NOT_JSON = " (not JSON)"
+_NOT_UTF8 = ("CAST(x'", "' AS TEXT)")
 INFINITIES = ("Infinity", "-Infinity")
 """The strings a capture records an infinite REAL as (JSON has no infinities): valid JSON that
 no numeric column accepts; in a string column, where they would fit, under `not_json_cell`."""
@@ -31,7 +32,8 @@ def not_json_cell(column: str) -> str:
 
     Who calls it: the SQLite capture's triggers, for text an application wrote to a JSON column
     that does not parse, for a BLOB in a column of any type but bytes (SQLite lets any column
-    hold one; json_object() refuses it) and for an infinite REAL in a string column; both
+    hold one; json_object() refuses it), for an infinite REAL in a string column and for text
+    that is not UTF-8 (`not_utf8_text`, set aside by `ordo.storage.sqlite.change_text`); both
     captures for JSON holding a number beyond a double's range (`1e999`, which Python reads as
     an infinity and no reader after the change log can read). The change must still be
     captured (a trigger that failed would fail the application's write; a capture that refused
@@ -46,6 +48,34 @@ def not_json_cell(column: str) -> str:
 def not_json_column(cell: str, schema: TableSchema) -> Column | None:
     """The column of `schema` whose `not_json_cell` is `cell`; None for any other name."""
     return schema.by_name.get(cell.removesuffix(_NOT_JSON)) if cell.endswith(_NOT_JSON) else None
+
+
+def is_not_json_cell(cell: str) -> bool:
+    """Whether `cell` is a name `not_json_cell` gives: its value was set aside already."""
+    return cell.endswith(_NOT_JSON)
+
+
+def not_utf8_text(data: bytes) -> str:
+    """How a capture records text that is not UTF-8 (SQLite stores any bytes as text).
+
+    Under `not_json_cell`, as SQL that makes those very bytes: no string can hold them, and a
+    BLOB's `x'<hex>'` would name another value.
+    """
+    return f"{_NOT_UTF8[0]}{data.hex()}{_NOT_UTF8[1]}"
+
+
+def is_not_utf8_text(value: JsonValue) -> bool:
+    """Whether `value` is `not_utf8_text` of bytes that are not UTF-8 (not merely text like it)."""
+    opening, closing = _NOT_UTF8
+    if not (isinstance(value, str) and value.startswith(opening) and value.endswith(closing)):
+        return False
+    try:
+        bytes.fromhex(value.removeprefix(opening).removesuffix(closing)).decode()
+    except UnicodeDecodeError:
+        return True
+    except ValueError:  # not hex: text that only looks like it
+        return False
+    return False
 
 
 _KEYED = "CDC keys its change log and rows by it"

@@ -27,6 +27,7 @@ from ordo.errors import CaptureError
 from ordo.storage.sql_materialized_table import quote_identifier
 from ordo.storage.sqlite.catalog import open_read_only, read_schema
 from ordo.storage.sqlite.change_columns import ChangeColumns
+from ordo.storage.sqlite.change_text import fetch_change_rows
 from ordo.storage.sqlite.change_triggers import (
     CHANGES,
     snapshot_sql,
@@ -92,12 +93,13 @@ class SQLiteChangeSource:
         cell written at the change's position.
         """
         with self._db.connection() as conn:
-            rows = conn.execute(
+            rows = fetch_change_rows(  # text that is not UTF-8 set aside
+                conn,
                 "SELECT position, table_name, op, key_json, old_key_json, row_json, "
                 f"captured_at_us FROM {CHANGES} WHERE {_of_tables(self.tables)} "
                 "ORDER BY position LIMIT ?",
                 (*self.tables, max_changes),
-            ).fetchall()
+            )
         window = ChangeColumns(source=SOURCE, segment=self.name)
         for row in rows:
             window.add(*row)
@@ -136,7 +138,7 @@ class SQLiteChangeSource:
             head = conn.execute(
                 "SELECT seq FROM sqlite_sequence WHERE name = ?", (CHANGES,)
             ).fetchone()
-            rows = conn.execute(snapshot_sql(schema)).fetchall()
+            rows = fetch_change_rows(conn, snapshot_sql(schema))
         write_time = head[0] if head else 0
         captured_at_us = time.time_ns() // 1000
         segment = snapshot_segment(self.name, captured_at_us)
