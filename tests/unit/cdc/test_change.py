@@ -69,3 +69,32 @@ def test_problems_name_unknown_columns_bad_values_and_keys() -> None:
     assert any("zip" in p for p in problems)
     assert any("age" in p for p in problems)
     assert mutation_problems(_mutation(1, name="ok"), SCHEMA) == []
+
+
+def test_text_set_aside_is_called_not_utf8_only_when_its_bytes_are_not() -> None:
+    """`CAST(x'<hex>' AS TEXT)` is how the SQLite capture records text that is not UTF-8; a value
+    that only looks like it (valid UTF-8, or no hex) is what else it is: a BLOB's place here."""
+    reasons = {
+        aside: mutation_problems(
+            Mutation(
+                table="users",
+                partition_key=(1,),
+                cells={"name (not JSON)": Cell(value=aside, write_time=1)},
+                audit=Audit(source="test"),
+            ),
+            SCHEMA,
+        )
+        for aside in ("CAST(x'ff41' AS TEXT)", "CAST(x'41' AS TEXT)", "CAST(x'zz' AS TEXT)")
+    }
+    assert reasons == {
+        "CAST(x'ff41' AS TEXT)": [
+            "column 'name': \"CAST(x'ff41' AS TEXT)\" is text that is not UTF-8, "
+            "which a string column cannot hold"
+        ],
+        "CAST(x'41' AS TEXT)": [
+            "column 'name': \"CAST(x'41' AS TEXT)\" is a BLOB, which a string column cannot hold"
+        ],
+        "CAST(x'zz' AS TEXT)": [
+            "column 'name': \"CAST(x'zz' AS TEXT)\" is a BLOB, which a string column cannot hold"
+        ],
+    }
