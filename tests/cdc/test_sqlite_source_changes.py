@@ -7,6 +7,7 @@ cannot in test_sqlite_source_values (the `database` and `source` fixtures are in
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,35 @@ def test_a_capture_takes_and_forgets_only_the_changes_of_its_tables(
     assert [m.table for m in window.mutations] == ["orders"]
     assert [m.table for m in source.peek(max_changes=10).mutations] == ["users"]
     assert source.status().retained_changes == 1
+
+
+def test_a_renamed_tables_old_triggers_are_dropped_by_the_next_install(
+    source: SQLiteChangeSource, database: Path
+) -> None:
+    """SQLite moves a table's triggers with it on RENAME, but their change rows still name the
+    old table: every write of the renamed table was logged twice, once under a name no capture
+    of it publishes (the change table grew for good), or published to a new table of the old
+    name."""
+    run_sql(database, "ALTER TABLE orders RENAME TO lines")
+    renamed = SQLiteChangeSource(database, ["lines"])
+    try:
+        renamed.install()
+        run_sql(database, "INSERT INTO lines VALUES ('o', 1, 2)")
+        window = renamed.peek(max_changes=10)
+        with sqlite3.connect(database) as conn:
+            logged = conn.execute("SELECT table_name FROM ordo_cdc_changes").fetchall()
+            triggers = conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'lines'"
+            ).fetchall()
+    finally:
+        renamed.close()
+    assert [m.table for m in window.mutations] == ["lines"]
+    assert logged == [("lines",)]
+    assert sorted(name for (name,) in triggers) == [
+        "ordo_cdc_lines_delete",
+        "ordo_cdc_lines_insert",
+        "ordo_cdc_lines_update",
+    ]
 
 
 def test_snapshot_reads_existing_rows_at_the_head(

@@ -30,6 +30,7 @@ from ordo.storage.sqlite.change_columns import ChangeColumns
 from ordo.storage.sqlite.change_text import fetch_change_rows
 from ordo.storage.sqlite.change_triggers import (
     CHANGES,
+    EVENTS,
     snapshot_sql,
     trigger_name,
     trigger_sql,
@@ -57,8 +58,15 @@ class SQLiteChangeSource:
         return _source_name(self.path)
 
     def install(self) -> None:
-        """Create the change table and (re)create the triggers of every captured table."""
+        """Create the change table and (re)create the triggers of every captured table.
+
+        Also drops the triggers a table took along when it was renamed (SQLite moves them with
+        it): their change rows name the old table, so each write of the renamed table was
+        logged twice, once for no capture of it, or for a new table of the old name. Writes
+        between the RENAME and this moment are logged under the old name only.
+        """
         with self._db.write_transaction() as conn:
+            _drop_moved_triggers(conn)
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {CHANGES} ("
                 "position INTEGER PRIMARY KEY AUTOINCREMENT, table_name TEXT NOT NULL, "
@@ -80,7 +88,8 @@ class SQLiteChangeSource:
                 )
             }
         if any(
-            trigger_sql(s, "insert") != installed.get(trigger_name(s, "insert")) for s in schemas
+            trigger_sql(s, "insert") != installed.get(trigger_name(s.table, "insert"))
+            for s in schemas
         ):
             self.install()
         return schemas
@@ -164,8 +173,9 @@ class SQLiteChangeSource:
         self._db.close()
 
     def _create_triggers(self, conn: sqlite3.Connection, schema: TableSchema) -> None:
-        for event in ("insert", "update", "delete"):
-            conn.execute(f"DROP TRIGGER IF EXISTS {quote_identifier(trigger_name(schema, event))}")
+        for event in EVENTS:
+            name = trigger_name(schema.table, event)
+            conn.execute(f"DROP TRIGGER IF EXISTS {quote_identifier(name)}")
             conn.execute(trigger_sql(schema, event))
 
     def _confirmed(self) -> int:
@@ -208,6 +218,15 @@ def read_status(path: Path, tables: Sequence[str]) -> SourceStatus:
                 msg = f"table {table!r} is not captured in {path} (captured: {', '.join(captured)})"
                 raise CaptureError(msg)
         return _status(conn, path, tables)
+
+
+def _drop_moved_triggers(conn: sqlite3.Connection) -> None:
+    """Drop the capture's triggers that sit on another table than the one their name names."""
+    for name, table in conn.execute(
+        "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'ordo_cdc_%'"
+    ).fetchall():
+        if name not in {trigger_name(table, event) for event in EVENTS}:
+            conn.execute(f"DROP TRIGGER {quote_identifier(name)}")
 
 
 def _source_name(path: Path) -> str:

@@ -18,9 +18,13 @@ CHANGES = "ordo_cdc_changes"
 _NOW_US = "CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
 
 
-def trigger_name(schema: TableSchema, event: str) -> str:
-    """The capture's trigger on `schema`'s table for `event` (insert, update or delete)."""
-    return f"ordo_cdc_{schema.table}_{event}"
+EVENTS = ("insert", "update", "delete")
+"""The writes a captured table has a trigger for."""
+
+
+def trigger_name(table: str, event: str) -> str:
+    """The capture's trigger on `table` for `event` (one of EVENTS)."""
+    return f"ordo_cdc_{table}_{event}"
 
 
 def trigger_sql(schema: TableSchema, event: str) -> str:
@@ -38,7 +42,7 @@ def trigger_sql(schema: TableSchema, event: str) -> str:
     checks = _json_checks(schema, "NEW.")
     checked = f" FROM (SELECT {checks})" if checks and event != "delete" else ""
     trigger, table = (
-        quote_identifier(trigger_name(schema, event)),
+        quote_identifier(trigger_name(schema.table, event)),
         quote_identifier(schema.table),
     )
     return (
