@@ -78,7 +78,8 @@ class Audit:
     """Where a mutation came from, carried unchanged into the change log and the messages.
 
     `position` orders mutations of one `segment` (a commit-log file, a replication slot, a
-    change table); positions of different segments or replicas are not comparable.
+    change table); positions of different segments or replicas are not comparable, and the
+    publisher skips a position its log holds for the segment, so replicas must not share one.
     """
 
     source: str

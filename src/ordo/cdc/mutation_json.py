@@ -6,8 +6,9 @@ One JSON object per mutation (one per line in a JSON lines file)::
      "cells": {"name": {"value": "Ada", "write_time": 1700000000000000, "ttl_s": null}},
      "liveness": {"write_time": 1700000000000000, "ttl_s": null},
      "row_deleted_at": null, "partition_deleted_at": null, "schema_id": null,
-     "audit": {"source": "cassandra", "replica": "10.0.0.1", "segment": "CommitLog-7-1.log",
-               "position": 4096, "captured_at_us": 1700000000100000}}
+     "audit": {"source": "cassandra", "replica": "10.0.0.1",
+               "segment": "10.0.0.1/CommitLog-7-1.log", "position": 4096,
+               "captured_at_us": 1700000000100000}}
 
 Only `table`, `partition_key`, `audit.source` and the `write_time` of each cell and of `liveness`
 are required; absent fields mean "none". Anything
