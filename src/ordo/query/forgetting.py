@@ -15,10 +15,21 @@ from __future__ import annotations
 from datetime import timedelta
 
 from ordo.query.tag_view_pages import key_at, key_ms
+from ordo.settings import QuerySettings
+from ordo.time import BucketSize
 from ordo.types import PersistenceId
 
 Positions = dict[PersistenceId, tuple[int, bytes]]
 """Per persistence id: the last delivered tag pid sequence nr and its offset key."""
+
+
+def cleanup_window(settings: QuerySettings, bucket_size: BucketSize) -> timedelta:
+    """How far behind its position a query forgets ids: the setting, or twice the bucket size.
+
+    The simulation's checker needs it too: a query from the first time bucket takes a first
+    event above tag pid sequence nr 1 as the first only once it may have forgotten ids.
+    """
+    return settings.cleanup_old_persistence_ids or timedelta(milliseconds=2 * bucket_size.millis)
 
 
 class Forgetting:

@@ -25,7 +25,7 @@ from typing import Generic, cast
 
 from ordo.query.backtracking import BackTrack, BackTrackSchedule
 from ordo.query.envelope import KeyRun
-from ordo.query.forgetting import Forgetting
+from ordo.query.forgetting import Forgetting, cleanup_window
 from ordo.query.offset import NoOffset, Offset, refuse_future
 from ordo.query.ports import R, RunPage, RunReader, TagViewPage, TagViewReader
 from ordo.query.query_arguments import check_tag_query_arguments
@@ -97,9 +97,7 @@ class TagQuery(Generic[R]):
         self._page = settings.page_size
         self._forward_page = settings.page_size if runs is None else RUN_PAGE
         self._delay_ns = nanoseconds(settings.eventual_consistency_delay)
-        cleanup = settings.cleanup_old_persistence_ids or timedelta(
-            milliseconds=2 * bucket_size.millis
-        )
+        cleanup = cleanup_window(settings, bucket_size)
         self._schedule = BackTrackSchedule(settings, bucket_size, cleanup=cleanup, now_ns=now_ns)
         if isinstance(offset, NoOffset):
             self._position = key_at(first_time_bucket_ms * 1_000_000 - 100)

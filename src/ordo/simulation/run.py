@@ -102,6 +102,7 @@ class SimulationReport:
             "lost_as_the_seeds_allow": dict(v.excused),
             "duplicated": v.duplicated,
             "misordered": v.misordered,
+            "not_in_journal": v.not_in_journal,
             "failed_queries": v.failed_queries,
             "violations": v.violations,
             "latency_ms": dict(v.latency_ms),
@@ -194,6 +195,7 @@ def _simulate(config: SimulationConfig, logs: Path, *, on_progress: Progress) ->
             chains,
             visibility=logged.visible,
             settings=config.query,
+            bucket_size=config.bucket_size,
         ),
         restarts=sum(max(0, len(chain.starts) - 1) for chain in chains),
     )
