@@ -21,7 +21,8 @@ class MissingSearch(Generic[R]):
     """A held-back event and the lower tag pid sequence nrs looked for before delivering it.
 
     `is_gap` tells a real gap (numbers after a delivered one are missing: fail at the deadline)
-    from a look-back for a persistence id seen for the first time (accept at the deadline).
+    from a look-back for a persistence id seen for the first time (at the deadline, the
+    lowest event found is the first: `accept_first_found`).
     The search range `after < offset <= up_to` ends at the held event's offset; it only covers
     that event's bucket and the previous one. Not thread-safe.
     """
@@ -56,17 +57,25 @@ class MissingSearch(Generic[R]):
             self.found.setdefault(nr, row)
 
     def deliverable(self) -> list[R]:
-        """The events to deliver, in order.
+        """The events to deliver once the search is complete, in order: found, then held."""
+        return [*(self.found[nr] for nr in sorted(self.found)), self.held]
 
-        All of them when the search is complete; otherwise the contiguous run that ends at the
-        held event (for a first encounter whose look-back timed out).
+    def accept_first_found(self, *, deadline_ns: int) -> list[R]:
+        """End a first encounter's look-back at its timeout: the lowest event found is the first.
+
+        Returns the found events from that one on that follow each other (none when nothing was
+        found: the held event is the first). The search then goes on as a gap search, until
+        `deadline_ns`, for the next number after them: a found event is never dropped, and the
+        held one never delivered past a missing one without MissingTaggedEventError (G1).
         """
-        rows = [self.held]
-        nr = self.held.tag_pid_sequence_nr - 1
+        nr = min(self.found, default=self.held.tag_pid_sequence_nr)
+        rows = []
         while nr in self.found:
-            rows.append(self.found[nr])
-            nr -= 1
-        rows.reverse()
+            rows.append(self.found.pop(nr))
+            nr += 1
+        self.first_missing, self.deadline_ns, self.is_gap = nr, deadline_ns, True
+        if rows:
+            self.after = rows[-1].offset_key
         return rows
 
 

@@ -8,6 +8,7 @@ pid sequence nr each id starts at.
 
 from __future__ import annotations
 
+from collections.abc import Set
 from datetime import timedelta
 
 from ordo.query.ports import R, TagViewPage, TagViewReader
@@ -23,18 +24,29 @@ def scan_start(
     tag: Tag,
     bucket: TimeBucket,
     *,
+    positions: Delivered,
+    known: Set[PersistenceId],
     start: bytes,
     scanning_period: timedelta,
     up_to: bytes,
     page: int,
-) -> tuple[Delivered, dict[PersistenceId, int]]:
-    """Read the bucket from `scanning_period` before `start` to `up_to` (inclusive), by pages.
+) -> None:
+    """Read the bucket from `scanning_period` before `start`, and record where ids stand.
 
-    Returns, per persistence id, the last event at or before `start` (the query's offset: it
-    counts as delivered) and the lowest tag pid sequence nr of its events after `start`.
+    An id's last event at or before `start` (the query's offset) counts as delivered, unless
+    the id is in `known` (its position is what the caller processed: an event after it that
+    lies before the offset is late and not delivered yet); for ids seen only after `start`,
+    the lowest tag pid sequence nr is the first. `positions` changes only once every page was
+    read, so a scan whose read failed can run again.
+
+    The read goes to `up_to` (inclusive), by pages, and at least to `start` even when the
+    query's bound `up_to` lies before it (an offset younger than the eventual-consistency
+    delay): an id whose events just before the offset were not read would be met after it
+    as a new one, its next event taken for its first although one before it is missing.
     """
     before: Delivered = {}
     lowest: dict[PersistenceId, int] = {}
+    up_to = max(up_to, start)
     cursor = key_at((key_ms(start) - scanning_period // timedelta(milliseconds=1)) * 1_000_000)
     while cursor < up_to:
         rows = reader.read_tag_view(
@@ -50,4 +62,8 @@ def scan_start(
         if len(rows) < page:
             break
         cursor = rows[-1].offset_key  # unique within the tag: the next page misses no row
-    return before, lowest
+    for pid, last in before.items():
+        if pid not in known and last[0] > positions.get(pid, (0, b""))[0]:
+            positions[pid] = last
+    for pid, first in lowest.items():
+        positions.setdefault(pid, (first - 1, start))

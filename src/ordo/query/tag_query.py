@@ -11,7 +11,9 @@ First encounters: a query from NoOffset expects every persistence id to start at
 sequence nr 1, and a first event above 1 is a gap (until the query has forgotten ids, after
 which it cannot tell a returning id from a new one and looks back instead, as Akka does). A
 query from an offset takes the first event seen as the first when it is in a past bucket or
-`new_persistence_id_scan_timeout` is 0; otherwise it looks back that long for earlier ones.
+`new_persistence_id_scan_timeout` is 0; otherwise it looks back that long for earlier ones,
+and then takes the lowest one found (or the event itself) as the first: one missing after it
+is a gap.
 An id whose last tag pid sequence nr the caller knows (`known`, a tracking processor's
 processed positions) is no first encounter: its next event must follow on.
 """
@@ -313,6 +315,13 @@ class TagQuery(Generic[R]):
             return False
         if not search.is_complete and search.is_gap:
             raise missing_error(search, tag=self.tag)
+        if not search.is_complete:  # a first encounter's look-back timed out
+            gap_deadline_ns = self._now_ns + nanoseconds(self._settings.gap_timeout)
+            out.extend(search.accept_first_found(deadline_ns=gap_deadline_ns))
+            if len(search.missing) > self._settings.max_missing_to_search:
+                raise missing_error(search, tag=self.tag)
+            if not search.is_complete:
+                return False
         rows = search.deliverable()
         if len(rows) > 1:
             logger.warning(
@@ -366,28 +375,19 @@ class TagQuery(Generic[R]):
         return True
 
     def _scan_start(self) -> None:
-        """Starting inside the current bucket: learn each persistence id's position first.
-
-        Events from `offset_scanning_period` before the offset up to it count as delivered;
-        for ids seen only after the offset, the lowest tag pid sequence nr is the first.
-        """
-        before, lowest = scan_start(
+        """Starting inside the current bucket: learn where each persistence id stands first."""
+        scan_start(
             self._reader,
             self.tag,
             self._bucket,
+            positions=self._pids,
+            known=self._known,
             start=self._start,
             scanning_period=self._settings.offset_scanning_period,
             up_to=self._bound(),
             page=self._page,
         )
         self._needs_start_scan = False  # not before: a scan whose read failed runs again
-        for pid, last in before.items():
-            # A known position is what the caller processed: an event after it that lies
-            # before the offset is late and not delivered yet, whatever the scan finds.
-            if pid not in self._known and last[0] > self._pids.get(pid, (0, b""))[0]:
-                self._pids[pid] = last
-        for pid, first in lowest.items():
-            self._pids.setdefault(pid, (first - 1, self._start))
 
     def _idle_wait_ns(self) -> int:
         wait = nanoseconds(self._settings.refresh_interval)
