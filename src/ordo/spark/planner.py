@@ -116,21 +116,17 @@ class EventsByTagPlanner:
                 time.sleep(step.wait_ns / 1e9)
                 now_ns = time.time_ns()
         count = len(self._backlog) if max_rows is None else min(max_rows, len(self._backlog))
-        taken = [self._backlog.popleft() for _ in range(count)]
+        taken, position = self._take(count, after=start.position)
         if not taken:
             return start
         pids: dict[str, list[int]] = {}
         for run in taken:
             span = pids.setdefault(run.persistence_id, [run.first_nr, run.tag_pid_sequence_nr])
             span[1] = run.tag_pid_sequence_nr
-        keys = [run.offset_key for run in taken]
-        untaken = min((run.first_key for run in self._backlog), default=None)
-        resumable = [k for k in keys if untaken is None or k < untaken]
-        position = max([*resumable, bytes.fromhex(start.position)] if start.position else resumable)
         end = EventsByTagOffset(
-            position=position.hex() if position else start.position,
+            position=position,
             lo=min(run.first_key for run in taken).hex(),
-            hi=max(keys).hex(),
+            hi=max(run.offset_key for run in taken).hex(),
             pids=pids,
             segments=[[s.segment_id, s.mask] for s in self.segments()],
             tag=self.options.tag,
@@ -139,6 +135,29 @@ class EventsByTagPlanner:
         )
         self.latest_end = end.position
         return end
+
+    def _take(self, count: int, *, after: str) -> tuple[list[KeyRun], str]:
+        """The next `count` runs of the backlog, and any it holds behind them; the position.
+
+        The position (hex) is the newest key taken, or `after` (the batch's start) if newer:
+        a query restarted from the batch's end resumes after it, so every run taken must lie
+        at or before it and every run left in the backlog after it. The backlog is in the
+        order the state machine delivered, which is not the keys' order when a gap search or
+        a back-track found events late: those lie behind rows delivered before them. Such a
+        run left for the next batch lay behind the position (a restart never delivered it),
+        and a position kept before it left the newer runs taken after it (a restart delivered
+        them again). So the runs up to the last one behind the position join the batch (a
+        capped batch may hold more than `maxEventsPerTrigger`: the late events of one poll,
+        which come before its forward rows), until none is left behind it.
+        """
+        backlog = self._backlog
+        taken = [backlog.popleft() for _ in range(count)]
+        position = max([bytes.fromhex(after), *(run.offset_key for run in taken)])
+        while behind := [i for i, run in enumerate(backlog) if run.first_key <= position]:
+            joining = [backlog.popleft() for _ in range(behind[-1] + 1)]
+            taken += joining
+            position = max([position, *(run.offset_key for run in joining)])
+        return taken, position.hex()
 
     def cap_at(self, now_ns: int) -> None:
         """Plan nothing newer than what is settled at `now_ns` (availableNow's target)."""
