@@ -271,6 +271,9 @@ _CAPTURE = ["cdc", "capture", "source.db", "--table", "t", "--change-log", "log"
         # An OffsetFormatError deep in each query, and a run that waited for ever.
         ["simulate", "--consistency-delay-ms", "9007199254740991"],
         ["simulate", "--gap-timeout-ms", "9007199254740991"],
+        # A delayed tag write's wait overflowed its thread (a traceback) and the verdict
+        # counted every delayed event as lost.
+        ["simulate", "--events", "20", "--max-delay-ms", "9007199254740991"],
         # Durations beyond a hundred years (LONGEST_DURATION), as in the settings: expire went
         # back to 1582 ("nothing to do"), a capture's lease or flush interval to the same.
         ["cleanup", "expire", "--time-to-live-ms", "9007199254740991"],

@@ -50,7 +50,11 @@ _INTERRUPTED = "simulation interrupted: writers and queries stopped, no verdict"
     minimum=0,
     maximum=MAX_SKEW_MS,
 )
-@int_option("--max-delay-ms", 2_000, "Longest delay of a tag_views write.", minimum=0)
+# Bounded as every duration is: a delayed write's wait past threading's limit ended the thread
+# that applies them, with a traceback, and each delayed event counted as lost.
+@int_option(
+    "--max-delay-ms", 2_000, "Longest delay of a tag_views write.", minimum=0, maximum=LONGEST_MS
+)
 @share_option("--delay-probability", 0.05, "Share of tag_views writes that are delayed.")
 @share_option(
     "--handovers",
