@@ -84,6 +84,19 @@ def test_the_demo_refuses_a_journal_in_a_missing_folder_before_starting_spark(
     assert not (tmp_path / "nodir").exists()
 
 
+@pytest.mark.parametrize("url", [":memory:", "sqlite:///:memory:"])
+def test_the_demo_refuses_an_in_memory_journal_before_starting_spark(
+    runner: CliRunner, url: str
+) -> None:
+    """Its check took `:memory:` for a new file: opening it failed once Spark had started."""
+    code, out, err = _run(runner, "demo", "--events", "10", "--journal", url)
+    assert (code, out) == (1, "")
+    assert err == (
+        "Error: StorageAccessError: cannot open SQLite journal :memory:: an in-memory "
+        "database cannot be a journal (it cannot be in WAL mode)\n"
+    )
+
+
 def _demo_whose_spark_does_not_start(url: str, tmp_path: Path) -> None:
     """Run `ordo demo --master local[0]` on `url`, in a process of its own (its first Spark
     session is this one), and check that it fails as Spark refuses the master (no threads)."""

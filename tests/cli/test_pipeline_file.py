@@ -123,6 +123,22 @@ def test_a_bad_pipeline_value_is_one_error_line_before_spark_starts(
     assert not (tmp_path / "checkpoint").exists()
 
 
+@pytest.mark.parametrize("sink", [":memory:", "sqlite:///:memory:"])
+def test_an_in_memory_sink_is_refused_before_spark_starts(
+    runner: CliRunner, tmp_path: Path, sink: str
+) -> None:
+    """Its check took `:memory:` for a new file in the working directory: Spark started, and
+    the query failed on opening it, leaving the checkpoint folder behind."""
+    config = _pipeline_file(tmp_path, f'sink = "{sink}"\n')
+    code, out, err = _run(runner, "pipeline", "run", str(config))
+    assert (code, out) == (1, "")
+    assert err == (
+        f"Error: StorageAccessError: {config}: [pipeline] sink: cannot open SQLite sink "
+        ":memory:: an in-memory database cannot be a journal (it cannot be in WAL mode)\n"
+    )
+    assert not (tmp_path / "checkpoint").exists()
+
+
 @pytest.mark.parametrize("sink", ["notes/sink.db", "notes/deeper/sink.db"])
 def test_a_sink_under_a_file_names_the_file_before_spark_starts(
     runner: CliRunner, tmp_path: Path, sink: str

@@ -14,6 +14,7 @@ from ordo.errors import (
     UnknownUrlSchemeError,
 )
 from ordo.storage.file_errors import file_system_error, require_nameable
+from ordo.storage.sqlite.driver_errors import IN_MEMORY, IN_MEMORY_REFUSAL
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,8 +120,22 @@ def creatable_location(url: str) -> Location:
     """
     location = parse_location(url)
     if isinstance(location, SQLiteLocation):
+        refuse_in_memory(location.path)
         require_folder(location.path)
     return location
+
+
+def refuse_in_memory(path: Path, *, what: str = "journal") -> None:
+    """StorageAccessError for `:memory:`, which sqlite3 opens as a new in-memory database.
+
+    No ordo database can be one: SQLite keeps it out of WAL mode. Opening it refuses it, but
+    the commands that look before they open (`creatable_location`, `pipeline run`'s sink) took
+    it for a new file in the working directory: the demo and `pipeline run` started Spark, for
+    seconds, before the refusal. `what` names the database, as `require_folder`'s does.
+    """
+    if str(path) == IN_MEMORY:
+        msg = f"cannot open SQLite {what} {path}: {IN_MEMORY_REFUSAL}"
+        raise StorageAccessError(msg)
 
 
 def require_folder(path: Path, *, what: str = "journal") -> None:

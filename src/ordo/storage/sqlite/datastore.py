@@ -14,7 +14,12 @@ from typing import NamedTuple
 from ordo.errors import StorageAccessError, StorageUnavailableError, StoresClosedError
 from ordo.forking import OpeningProcess
 from ordo.storage.file_errors import require_nameable
-from ordo.storage.location import refuse_a_file_as_folder, refuse_unnameable, require_folder
+from ordo.storage.location import (
+    refuse_a_file_as_folder,
+    refuse_in_memory,
+    refuse_unnameable,
+    require_folder,
+)
 from ordo.storage.migration import (
     METADATA_TABLE,
     SCHEMA_VERSION_KEY,
@@ -25,7 +30,6 @@ from ordo.storage.migration import (
 )
 from ordo.storage.schema_reads import SchemaReads
 from ordo.storage.sqlite.driver_errors import (
-    IN_MEMORY,
     IN_MEMORY_REFUSAL,
     refuse_folders_beside,
     translate_sqlite_error,
@@ -327,9 +331,7 @@ def require_journal_file(path: Path, *, what: str = "journal") -> None:
     journal's file is there a moment before its tables), and a program that starts its
     readers first may wait for it.
     """
-    if str(path) == IN_MEMORY:
-        msg = f"cannot open SQLite {what} {path}: {IN_MEMORY_REFUSAL}"
-        raise StorageAccessError(msg)
+    refuse_in_memory(path, what=what)
     refuse_unnameable(path, what=what)
     if path.is_dir():  # `ordo init` would not make one of it either
         msg = f"no {what} at {path}: it is a folder, not an SQLite file"
