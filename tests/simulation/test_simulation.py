@@ -134,6 +134,13 @@ def test_delays_beyond_the_bounds_fail_loudly(journal_url: str) -> None:
     assert result["violations"] >= 1
 
 
+def test_a_delay_beyond_the_longest_duration_is_refused() -> None:
+    """The delayed writes' wait past threading's limit ended the thread that applies them (a
+    traceback), and every delayed event counted as lost."""
+    with pytest.raises(ConfigurationError, match="max_delay_ms must be at most"):
+        SimulationConfig(journal="sqlite:///unused.db", max_delay_ms=2**53)
+
+
 def test_a_journal_with_events_is_refused_and_left_alone(journal_url: str) -> None:
     """The checker compares every event of the journal with the deliveries: others would be lost."""
     with open_journal(
