@@ -9,12 +9,14 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from ordo import (
+    NewEvent,
     SchemaVersionError,
     StorageAccessError,
     StorageError,
     StorageUnavailableError,
     TransactionConflictError,
     init_storage,
+    open_journal,
     open_stores,
 )
 from ordo.errors import StoresClosedError
@@ -211,6 +213,31 @@ def test_a_search_path_without_an_existing_schema_is_named(postgres_dsn: str) ->
         init_storage(misspelt)
     with pytest.raises(StorageAccessError, match=expected), existing_stores_at(misspelt):
         pass
+
+
+def test_a_journal_is_created_in_the_first_schema_of_the_search_path(postgres_dsn: str) -> None:
+    """A search_path of `tenant, public` with a journal in public only: `ordo init` found
+    public's metadata table (to_regclass looks along the whole search_path), created nothing in
+    the tenant's schema, and every write of the tenant went into public's journal."""
+    init_storage(postgres_dsn)
+    shared = _schema_of(postgres_dsn)
+    tenant = f"{shared}_tenant"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {tenant}")
+    try:
+        tenant_url = postgres_dsn.replace(shared, f"{tenant},{shared}")
+        receipt = init_storage(tenant_url)
+        assert (receipt.previous_version, receipt.version) == (0, LATEST)
+        with open_journal(tenant_url) as journal:
+            journal.append("p", [NewEvent.of(1, tags=["t"])])
+        with stores_at(postgres_dsn, mode="read") as stores:
+            assert list(stores.journal.persistence_ids()) == []
+        with stores_at(tenant_url, mode="read") as stores:
+            assert "ordo_metadata" in stores.table_names()  # those of the tenant's schema
+            assert list(stores.journal.persistence_ids()) == ["p"]
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {tenant} CASCADE")
 
 
 def test_a_schema_the_user_may_not_use_is_named_with_the_grant_it_needs(

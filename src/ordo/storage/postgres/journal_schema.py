@@ -81,6 +81,14 @@ def current_schema(conn: psycopg.Connection[tuple[object, ...]], dsn: str) -> st
 
 
 def has_metadata(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
-    """Whether the search_path holds ordo's metadata table (every journal does)."""
-    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (METADATA_TABLE,)).fetchone()
+    """Whether the schema ordo writes to (`current_schema`) holds ordo's metadata table.
+
+    Only that schema: the table alone (to_regclass of its bare name) was looked up along the
+    whole search_path, so with `tenant, public` and a journal in public only, `ordo init` found
+    public's, created nothing in the tenant's schema, and the tenant wrote into public's journal.
+    """
+    row = conn.execute(
+        "SELECT to_regclass(quote_ident(current_schema()) || '.' || quote_ident(%s)) IS NOT NULL",
+        (METADATA_TABLE,),
+    ).fetchone()
     return row is not None and bool(row[0])
