@@ -11,6 +11,7 @@ import pytest
 
 import ordo
 from journal_support import IMMEDIATE, JournalFactory, payloads, tag_view_keys
+from operations_support import execute
 from ordo import (
     BucketSize,
     BucketSizeMismatchError,
@@ -18,9 +19,10 @@ from ordo import (
     EventsByTagSettings,
     NewEvent,
     QuerySettings,
+    StorageAccessError,
 )
 from ordo.errors import JournalClosedError
-from ordo.storage.open import events_by_tag_at
+from ordo.storage.open import events_by_tag_at, stores_at
 from ordo.storage.stores import Stores
 
 
@@ -117,6 +119,18 @@ def test_init_storage_refuses_an_unknown_bucket_size_and_records_nothing(
     with ordo.open_journal(journal_url) as journal:
         journal.append("p", [NewEvent.of(1)])
     assert ordo.init_storage(journal_url, bucket_size="HOUR").bucket_size == "hour"  # type: ignore[arg-type]
+
+
+def test_init_storage_refuses_a_table_of_ordos_names_that_is_not_ordos(journal_url: str) -> None:
+    """An application's `tokens` table (its users' tokens) was taken for ordo's: init made the
+    other tables around it and recorded the latest schema, and processors failed later on
+    "no such column"."""
+    execute(journal_url, "CREATE TABLE tokens (id INTEGER PRIMARY KEY, secret TEXT)")
+
+    with pytest.raises(StorageAccessError, match="holds a table tokens that is not ordo's"):
+        ordo.init_storage(journal_url)
+    with stores_at(journal_url, mode="read") as stores:
+        assert (stores.schema_version(), stores.table_names()) == (0, ["tokens"])
 
 
 def test_a_closed_journal_rejects_writes_and_reads(journal_factory: JournalFactory) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
@@ -15,6 +17,10 @@ BUCKET_SIZE_KEY = "bucket_size"
 JOURNAL_ID_KEY = "journal_id"
 """A random UUID recorded by migration 8 (see its SQL): which journal a Spark offset is of."""
 
+_CREATED_TABLE = re.compile(
+    r"^\s*CREATE TABLE (?:IF NOT EXISTS )?(\w+)", re.IGNORECASE | re.MULTILINE
+)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Migration:
@@ -23,6 +29,11 @@ class Migration:
     version: int
     name: str
     statements: tuple[str, ...]
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The tables its statements create (the SQL comments before a statement aside)."""
+        return tuple(m.group(1) for s in self.statements for m in _CREATED_TABLE.finditer(s))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,16 +115,51 @@ def finished(package: str, current: int) -> MigrationReceipt | None:
     return MigrationReceipt(previous_version=current, version=current)
 
 
+def refuse_foreign_tables(
+    todo: tuple[Migration, ...], existing: Collection[str], *, where: str
+) -> None:
+    """StorageAccessError when a table `todo` creates is in `existing`: another program's.
+
+    The migrations create their tables IF NOT EXISTS, so an application's `tokens` (its users'
+    tokens) or `tag_views` was kept in place of ordo's: `ordo init` recorded the latest schema
+    around it, and writers and processors failed later with "no such column", or wrote into
+    the application's table where its columns happened to fit. No retry mends it until someone
+    renames the table or gives ordo a database (or a PostgreSQL schema) of its own.
+    """
+    found = sorted({table for migration in todo for table in migration.tables} & set(existing))
+    if found:
+        names = ", ".join(found)
+        held = f"tables {names} that are" if found[1:] else f"a table {names} that is"
+        msg = (
+            f"cannot create ordo's tables in {where}: it holds {held} not ordo's; rename it, "
+            "or give ordo a database (or a PostgreSQL schema) of its own"
+        )
+        raise StorageAccessError(msg)
+
+
 class _Connection(Protocol):
     def execute(self, sql: Any, params: Any = ..., /) -> Any: ...
 
 
-def migrate(conn: _Connection, *, package: str, current: int, param: str) -> MigrationReceipt:
+def migrate(
+    conn: _Connection,
+    *,
+    package: str,
+    current: int,
+    param: str,
+    existing: Collection[str],
+    where: str,
+) -> MigrationReceipt:
     """Run the pending migrations of `package` on `conn` (inside the caller's transaction).
 
-    `current` is the version found; `param` is the driver's placeholder (`?` or `%s`).
+    `current` is the version found; `param` is the driver's placeholder (`?` or `%s`);
+    `existing` the tables and views there (`TABLE_NAMES`), named as the migrations name theirs;
+    `where` names the database in errors. A table the migrations would create that is there
+    already is not ordo's (ordo's are created with the version that records them): refused,
+    before anything is run (`refuse_foreign_tables`).
     """
     todo = pending(load_migrations(package), current)
+    refuse_foreign_tables(todo, existing, where=where)
     for migration in todo:
         for statement in migration.statements:
             conn.execute(statement)

@@ -48,5 +48,13 @@ class SchemaReads:
     def table_names(self: _Datastore) -> list[str]:
         """The tables and views `TABLE_NAMES` lists, ordo's or not, by name."""
         with self.connection() as conn:
-            rows = conn.execute(self.TABLE_NAMES).fetchall()
-        return [str(name) for (name,) in rows]
+            return listed_tables(conn, self.TABLE_NAMES)
+
+
+def listed_tables(conn: Any, query: str) -> list[str]:
+    """The names `query` (a datastore's `TABLE_NAMES`) lists on `conn`, in its transaction.
+
+    A migration asks it in its own transaction (`migration.refuse_foreign_tables`), a
+    `table_names()` on a connection of its own.
+    """
+    return [str(name) for (name,) in conn.execute(query).fetchall()]

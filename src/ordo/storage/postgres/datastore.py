@@ -38,7 +38,7 @@ from ordo.storage.postgres.connection import (
     session_conninfo,
 )
 from ordo.storage.postgres.journal_schema import current_schema, has_metadata
-from ordo.storage.schema_reads import SchemaReads
+from ordo.storage.schema_reads import SchemaReads, listed_tables
 
 logger = logging.getLogger(__name__)
 
@@ -245,12 +245,17 @@ class PostgresDatastore(SchemaReads):
             done = finished(_PACKAGE, self._schema_version(conn))
             if done is not None:
                 return done
-            current_schema(conn, self.dsn)  # one to create the tables in, or a clear error
+            schema = current_schema(conn, self.dsn)  # one to create the tables in, or an error
             conn.execute("SELECT pg_advisory_lock(hashtext('ordo.migrate'))")
             try:
                 with conn.transaction():
                     return migrate(
-                        conn, package=_PACKAGE, current=self._schema_version(conn), param="%s"
+                        conn,
+                        package=_PACKAGE,
+                        current=self._schema_version(conn),
+                        param="%s",
+                        existing=listed_tables(conn, self.TABLE_NAMES),
+                        where=f"PostgreSQL at {redacted_dsn(self.dsn)} in schema {schema!r}",
                     )
             finally:
                 conn.execute("SELECT pg_advisory_unlock(hashtext('ordo.migrate'))")

@@ -28,7 +28,7 @@ from ordo.storage.migration import (
     migrate,
     stored_version,
 )
-from ordo.storage.schema_reads import SchemaReads
+from ordo.storage.schema_reads import SchemaReads, listed_tables
 from ordo.storage.sqlite.driver_errors import (
     IN_MEMORY_REFUSAL,
     refuse_folders_beside,
@@ -163,11 +163,15 @@ class SQLiteDatastore(SchemaReads):
             done = finished(_PACKAGE, self._schema_version(conn))
         if done is None:
             with self.write_transaction() as conn:
+                # SQLite's names ignore case: an application's TOKENS is in tokens' place.
+                tables = [name.lower() for name in listed_tables(conn, self.TABLE_NAMES)]
                 done = migrate(
                     conn,
                     package=_PACKAGE,
                     current=self._schema_version(conn),
                     param="?",
+                    existing=tables,
+                    where=f"SQLite {self.what} {self.path}",
                 )
         self._is_journal = True
         return done
