@@ -221,6 +221,15 @@ def test_malformed_urls_are_configuration_errors(url: str) -> None:
         parse_location(url)
 
 
+def test_an_sqlite_url_with_a_query_string_is_refused_creating_nothing(tmp_path: Path) -> None:
+    """`?timeout=30`, as SQLAlchemy's URLs take it, was read as part of the file name: init and
+    the first append made a new, empty journal `j.db?timeout=30` beside the one meant."""
+    with pytest.raises(ConfigurationError, match=r"no query string \('\?timeout=30'\)"):
+        init_storage(f"sqlite:///{tmp_path}/j.db?timeout=30")
+    assert list(tmp_path.iterdir()) == []
+    assert parse_location(f"{tmp_path}/j.db?x") == SQLiteLocation(path=tmp_path / "j.db?x")
+
+
 def test_a_file_as_folder_is_the_nearest_existing_part_of_a_path_when_it_is_a_file(
     tmp_path: Path,
 ) -> None:

@@ -70,12 +70,29 @@ def parse_location(url: str, *, what: str = "journal") -> Location:
         if not rest.startswith("/") or len(rest) < 2:
             msg = f"SQLite URL {url!r} must look like sqlite:///relative.db or sqlite:////abs.db"
             raise ConfigurationError(msg)
+        _refuse_a_query_string(url, rest)
         return SQLiteLocation(path=Path(rest[1:]))
     if scheme in ("postgresql", "postgres"):
         return PostgresLocation(dsn=url)
     shown = _without_password(url)
     msg = f"unknown {what} URL scheme {scheme!r} in {shown!r}; use one of: {', '.join(_SCHEMES)}"
     raise UnknownUrlSchemeError(msg)
+
+
+def _refuse_a_query_string(url: str, rest: str) -> None:
+    """ConfigurationError for an SQLite URL with a query string (`sqlite:///j.db?timeout=30`).
+
+    ordo takes none (it sets SQLite's options itself), and the path is read as given, so the
+    query became part of the file name: a new, empty journal `j.db?timeout=30` beside the one
+    meant. A file whose name holds a `?` is given as a plain path.
+    """
+    path, mark, query = rest.partition("?")
+    if mark:
+        msg = (
+            f"SQLite URL {url!r} takes no query string ('?{query}'): name the file alone "
+            f"(sqlite://{path}), or give a file whose name holds '?' as a plain path"
+        )
+        raise ConfigurationError(msg)
 
 
 def _without_password(url: str) -> str:
