@@ -33,6 +33,7 @@ from ordo.spark.change_sink import apply_batch
 from ordo.spark.checkpoint import checkpoint_query_id, local_checkpoint_path, next_batch
 from ordo.spark.query_arguments import check_query_arguments
 from ordo.spark.register import ROCKSDB_STATE_STORE
+from ordo.storage.migration import ordo_table_names
 from ordo.storage.open import stores_at
 from ordo.storage.parquet.change_log import checked_table_name
 
@@ -69,6 +70,14 @@ class MaterializerSpec:
         checked_table_name(self.table)
         if not self.target_table:
             object.__setattr__(self, "target_table", f"{self.table}_materialized")
+        if self.target_table.lower() in ordo_table_names():
+            # The sink adopts a target table that exists (adds the schema's columns, upserts
+            # its rows): one of ordo's own would be altered under the journal.
+            msg = (
+                f"target table {self.target_table!r} is one of ordo's own tables in the sink; "
+                f"name another (the default is {self.table}_materialized)"
+            )
+            raise ConfigurationError(msg)
 
     def dead_letters_at(self, checkpoint: str) -> str:
         """Where the dead letters go: `dead_letters_path`, else `<checkpoint>/dead_letters`."""

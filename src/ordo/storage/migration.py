@@ -115,6 +115,16 @@ def finished(package: str, current: int) -> MigrationReceipt | None:
     return MigrationReceipt(previous_version=current, version=current)
 
 
+@functools.cache
+def ordo_table_names() -> frozenset[str]:
+    """The tables ordo's migrations create (the same names on both backends), lower case."""
+    return frozenset(
+        table.lower()
+        for migration in load_migrations("ordo.storage.sqlite")
+        for table in migration.tables
+    )
+
+
 def refuse_foreign_tables(
     todo: tuple[Migration, ...], existing: Collection[str], *, where: str
 ) -> None:

@@ -120,6 +120,25 @@ def test_materialize_refuses_a_table_or_change_log_it_cannot_find_before_spark_s
     assert not checkpoint.exists()
 
 
+@pytest.mark.parametrize("target", ["tokens", "TAG_VIEWS"])
+def test_materialize_refuses_one_of_ordos_own_tables_as_its_target(
+    tmp_path: Path, journal: str, target: str
+) -> None:
+    """The sink adopts a target table that exists, adding the schema's columns to it and
+    upserting rows into it: given `tokens`, it altered the token store of the journal."""
+    registered(tmp_path, journal)
+    (tmp_path / "log").mkdir()
+    checkpoint = tmp_path / "checkpoint"
+    code, _, err = run_ordo(
+        "cdc", "materialize", "readings", "--journal", journal, "--change-log",
+        str(tmp_path / "log"), "--checkpoint", str(checkpoint), "--target-table", target,
+    )  # fmt: skip
+    one_line_error(
+        code, err, f"ConfigurationError: target table {target!r} is one of ordo's own tables"
+    )
+    assert not checkpoint.exists()
+
+
 @pytest.mark.parametrize(
     ("args", "given"),
     [
