@@ -38,7 +38,7 @@ from ordo.cli.options import (
     progress,
     require_journal,
 )
-from ordo.storage.open import stores_at
+from ordo.storage.open import existing_stores_at
 from ordo.storage.parquet import ParquetChangeLog
 
 
@@ -70,7 +70,7 @@ def ingest(
         parse_mutation_lines("stdin", sys.stdin.buffer.read())
     ]
     publisher = Publisher(ParquetChangeLog(change_log), partitions=partitions)
-    with stores_at(url) as stores:
+    with existing_stores_at(url) as stores:  # only read: an older journal is not upgraded
         receipts = publish_mutations(inputs, publisher, SchemaRegistry(stores.schemas))
     for lines, receipt in zip(inputs, receipts, strict=True):
         published = sum(receipt.published.values())

@@ -12,6 +12,7 @@ import pytest
 from cdc_cli_support import log_files, one_line_error, readings, registered, run_ordo
 from ordo.cdc import mutation_to_json, partition_of
 from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload, replica_mutations
+from sqlite_support import LATEST, older_journal, stored_version
 
 
 def test_ingest_needs_a_schema_and_rejects_a_malformed_line_whole(
@@ -190,3 +191,19 @@ def test_ingest_refuses_another_partition_count_and_follows_the_log_without_one(
     assert [p.parent.name for p in sorted((other / "readings").glob("*/*.parquet"))] == [
         f"partition={partition_of((1,), 3)}"
     ] * 2
+
+
+def test_ingest_leaves_an_older_journal_as_it_is(tmp_path: Path) -> None:
+    """It only reads the schemas there: it upgraded the journal, altering tables under the
+    writers of the older ordo, which only `ordo init` may do."""
+    older = tmp_path / "older.db"
+    older_journal(older)
+    mutation = tmp_path / "one.jsonl"
+    mutation.write_text(readings(), encoding="utf-8")
+    code, _, err = run_ordo(
+        "cdc", "ingest", "--journal", str(older), "--change-log", str(tmp_path / "log"),
+        str(mutation),
+    )  # fmt: skip
+    one_line_error(code, err, f"SchemaVersionError: journal schema version {LATEST - 1} is older")
+    assert stored_version(older) == LATEST - 1
+    assert not (tmp_path / "log").exists()
