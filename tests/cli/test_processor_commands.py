@@ -17,6 +17,7 @@ from ordo.processing.segment_request import SegmentAction, SegmentRequest
 from ordo.storage.open import stores_at
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
+from sqlite_support import fingerprint, older_journal, stored_version
 
 
 def test_processors_can_be_inspected_and_steered_offline(runner: CliRunner, tmp_path: Path) -> None:
@@ -259,3 +260,28 @@ def test_processor_commands_refuse_bad_input(
     assert needle in err
     with stores_at(url) as stores:
         assert stores.tokens.entries("counts") == before
+
+
+
+def test_a_reset_to_a_future_offset_leaves_the_journal_and_the_sink_as_they_were(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The offset was refused once the sink and the journal were open for writing: an older
+    journal was upgraded and a sink in rollback mode switched to WAL by a command that then
+    changed nothing, though the offset alone says it is refused."""
+    journal, sink = tmp_path / "older.db", tmp_path / "sink.db"
+    older_journal(journal)
+    with stores_at(f"sqlite:///{sink}"):
+        pass
+    with closing(sqlite3.connect(sink)) as conn:
+        conn.execute("PRAGMA journal_mode=DELETE")
+    before = [(fingerprint(path), stored_version(path)) for path in (journal, sink)]
+    future = TimeUUID.min_for_epoch_ns(time.time_ns() + 365 * 24 * 3600 * 10**9)
+    code, out, err = _run(
+        runner,
+        *("processors", "reset", "counts", "--to", str(future)),
+        *("--journal", str(journal), "--sink", f"sqlite:///{sink}"),
+    )
+    assert (code, out) == (1, "")
+    assert err.startswith(f"Error: FutureOffsetError: offset {future} (")
+    assert [(fingerprint(path), stored_version(path)) for path in (journal, sink)] == before

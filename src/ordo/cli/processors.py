@@ -34,6 +34,7 @@ from ordo.processing.control import (
 )
 from ordo.processing.token import TrackingToken
 from ordo.query import to_offset
+from ordo.query.offset import refuse_future
 from ordo.settings import ProcessorSettings
 from ordo.storage.open import open_existing_stores, stores_at
 from ordo.time import TimeUUID
@@ -56,6 +57,20 @@ def _timeout_ms() -> int:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _reset_token(offset: str | None) -> TrackingToken:
+    """The token `reset --to OFFSET` moves to, refused before the sink or journal is opened.
+
+    An offset in the future (FutureOffsetError) was refused by reset_processor only once both
+    were open for writing: an older journal was upgraded, and a file in rollback mode switched
+    to WAL, by a command that then changed nothing.
+    """
+    start = to_offset(offset)
+    if not isinstance(start, TimeUUID):
+        return TrackingToken(None)
+    refuse_future(start, now_ns=time.time_ns())
+    return TrackingToken(start)
 
 
 @processors.command()
@@ -216,8 +231,7 @@ def reset(
     The sink must exist with ordo's current schema (a misspelt one is refused, not created);
     it is opened before the journal, and the sink named as the journal is the journal.
     """
-    start = to_offset(offset)
-    token = TrackingToken(start if isinstance(start, TimeUUID) else None)
+    token = _reset_token(offset)
     claim_timeout_ms = _timeout_ms()
     journal_url = existing_journal(journal_url)
     with ExitStack() as opened:
