@@ -262,7 +262,6 @@ def test_processor_commands_refuse_bad_input(
         assert stores.tokens.entries("counts") == before
 
 
-
 def test_a_reset_to_a_future_offset_leaves_the_journal_and_the_sink_as_they_were(
     runner: CliRunner, tmp_path: Path
 ) -> None:

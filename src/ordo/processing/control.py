@@ -27,6 +27,7 @@ from ordo.errors import (
 )
 from ordo.journal import validation
 from ordo.processing.ports import TokenEntry, TokenStore
+from ordo.processing.segment import Segment
 from ordo.processing.segment_request import (
     PendingRequest,
     SegmentAction,
@@ -61,10 +62,9 @@ def split_segment(
         return steering.ask(entry, SegmentAction.SPLIT, f"split segment {entry.segment}")
     change = steering.change(segment_id, SegmentAction.SPLIT)
     low, high = change.segments
-    replaced = _replaced(change.replaced, [entry])
-    return ControlReceipt(
-        is_done=True, message=f"split {entry.segment} into {low} and {high}{replaced}"
-    )
+    split = low.merge(high)  # what was split: the entry read may have been split since
+    replaced = _replaced(change.replaced, [split])
+    return ControlReceipt(is_done=True, message=f"split {split} into {low} and {high}{replaced}")
 
 
 def merge_segment(
@@ -89,8 +89,9 @@ def merge_segment(
     free = [e for e in (entry, sibling) if steering.is_free(e)]
     if len(free) == 2:
         change = steering.change(segment_id, SegmentAction.MERGE)
-        replaced = _replaced(change.replaced, sorted(free, key=lambda e: e.segment.segment_id))
-        return ControlReceipt(is_done=True, message=f"merged into {change.segments[0]}{replaced}")
+        merged = change.segments[0]
+        replaced = _replaced(change.replaced, merged.split())  # the halves merged, as they were
+        return ControlReceipt(is_done=True, message=f"merged into {merged}{replaced}")
     held = entry if entry not in free else sibling
     return steering.ask(held, SegmentAction.MERGE, f"merge {held.segment} with its sibling")
 
@@ -110,8 +111,8 @@ def release_segment(
     if not steering.is_free(entry):
         return steering.ask(entry, SegmentAction.RELEASE, f"release {entry.segment}")
     change = steering.change(segment_id, SegmentAction.RELEASE)
-    withdrawn = _replaced(change.replaced, [entry], verb="withdrew")
-    message = f"segment {entry.segment} is not claimed{withdrawn}"
+    withdrawn = _replaced(change.replaced, change.segments, verb="withdrew")
+    message = f"segment {change.segments[0]} is not claimed{withdrawn}"
     return ControlReceipt(is_done=True, message=message)
 
 
@@ -173,7 +174,7 @@ class _Steering:
             now_ms=self.now_ms,
             replace_hand_over=self.replace_hand_over,
         )
-        note = _replaced([] if replaced is None else [replaced], [entry])
+        note = _replaced([] if replaced is None else [replaced], [entry.segment])
         return ControlReceipt(is_done=False, message=f"asked {entry.owner} to {what}{note}")
 
 
@@ -328,19 +329,21 @@ def segment_entry(tokens: TokenStore, processor: str, segment_id: int) -> TokenE
 
 def _replaced(
     requests: Sequence[PendingRequest],
-    entries: Sequence[TokenEntry],
+    segments: Sequence[Segment],
     *,
     verb: str = "replacing",
 ) -> str:
-    """The receipt's note of the `requests` on `entries` that the action replaced.
+    """The receipt's note of the `requests` on `segments` that the action replaced.
 
-    Each is named with its segment when the action has two.
+    Each is named with its segment when the action has two. A change of free segments names
+    them as the change found them (UnclaimedChange), not as the command read them before:
+    split meanwhile by another operator, they were named by a mask they no longer had, and a
+    request deleted on a half the split made was left out of the receipt.
     """
     pending = {p.segment_id: p.request for p in requests}
     replaced = [
-        f"the pending {request.describe()} request"
-        + (f" of {e.segment}" if len(entries) > 1 else "")
-        for e in entries
-        if (request := pending.get(e.segment.segment_id)) is not None
+        f"the pending {request.describe()} request" + (f" of {s}" if len(segments) > 1 else "")
+        for s in segments
+        if (request := pending.get(s.segment_id)) is not None
     ]
     return f" ({verb} {' and '.join(replaced)})" if replaced else ""
