@@ -90,6 +90,32 @@ def test_max_changes_never_splits_a_transaction(run: Callable[..., None], captur
     assert [m.partition_key for m in second.mutations] == [(10,)]
 
 
+def test_a_full_window_of_logical_messages_alone_is_moved_past(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    """Messages emitted outside a transaction (`pg_logical_emit_message(false, ...)`, a
+    heartbeat) have no commit: a window the slot's limit filled with them alone ended where it
+    began, so advancing it moved nothing and every later peek returned the same messages. The
+    capture read on at once for ever (the window was full), and published nothing after them.
+    """
+    run("CREATE TABLE users (id int PRIMARY KEY)")
+    source = capture("users")
+    for beat in range(25):
+        run(f"SELECT pg_logical_emit_message(false, 'heartbeat', '{beat}')")
+    run("INSERT INTO users VALUES (1)")
+
+    captured = []
+    for _ in range(10):  # three full windows of messages, then the insert
+        window = source.peek(max_changes=10)
+        captured.extend(window.mutations)
+        source.advance(up_to=window.up_to)
+        if not window.has_more:
+            break
+
+    assert [m.partition_key for m in captured] == [(1,)]
+    assert not window.has_more
+
+
 def _next_changes(source: PostgresChangeSource, *, max_changes: int) -> CapturedWindow:
     """The next window holding captured changes, advancing past windows without any.
 

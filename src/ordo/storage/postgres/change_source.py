@@ -198,7 +198,8 @@ class PostgresChangeSource:
         begin and commit rows count too, other tables' transactions too), so a window may hold
         more changes or far fewer; `has_more` says whether it stopped there. `up_to` is the
         commit end LSN of its last transaction (filtered-out ones included), or the confirmed
-        position when nothing committed since. Consumes nothing.
+        position when nothing committed since (past the last message of a full window of
+        logical messages alone: `decode_window`). Consumes nothing.
         """
         if max_changes < 1:
             msg = f"max_changes must be at least 1, got {max_changes}"

@@ -169,6 +169,14 @@ def decode_window(
     `confirmed` is the slot's confirmed LSN: the window's `up_to` when `rows` hold no commit.
     `has_more` is the slot's: whether it stopped at the peek's row limit.
 
+    A logical message emitted outside a transaction (`pg_logical_emit_message(false, ...)`, a
+    heartbeat) has no commit, and wal2json sends it at its own LSN (its record's end). A full
+    window of such messages alone ends after the last of them: ending at `confirmed`, advancing
+    it moved nothing, so every later peek returned the same messages and the capture, reading
+    on at once after a full window, never got past them. Only such a window moves past
+    messages: elsewhere a window ends at a commit, which the positions of the next window's
+    first transaction are checked against.
+
     Numbers are kept as the text wal2json wrote, which `to_logical` reads as the column's type:
     a numeric keeps PostgreSQL's digits, as a snapshot reads them (a Decimal wrote 0.0000001
     as `1E-7`), however many (Python refuses to convert an integer of more than 4300 digits,
@@ -176,11 +184,15 @@ def decode_window(
     """
     mutations: list[Mutation] = []
     up_to = confirmed
+    committed = False
+    messages_end: int | None = None
     pending: list[RowChange] | None = None
     for row in rows:
         change: dict[str, Any] = json.loads(row, parse_float=str, parse_int=str)
         action = change.get("action")
         if action == "M":  # pg_logical_emit_message(), possibly outside any transaction
+            if pending is None and change.get("lsn") is not None:
+                messages_end = parse_lsn(str(change["lsn"]))
             continue
         if action == "B":
             pending = []
@@ -209,7 +221,9 @@ def decode_window(
                 rc.mutation(write_time=p, audit=audit(p, captured_at_us))
                 for p, rc in enumerate(pending, start=first)
             )
-            up_to, pending = end, None
+            up_to, pending, committed = end, None, True
+    if has_more and not committed and messages_end is not None:
+        up_to = max(up_to, messages_end)
     return CapturedWindow.of(mutations, up_to=up_to, has_more=has_more)
 
 
