@@ -1,6 +1,6 @@
 """A PostgreSQL change source's replication slot: created only for tables it can capture,
 reused but never taken from another plugin, and refused when every slot is taken, the role
-cannot replicate or the server has no logical decoding.
+cannot replicate or the server has no logical decoding; a slot the server invalidated.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from psycopg.conninfo import make_conninfo
 from ordo.errors import CaptureError
 from ordo.storage.postgres.change_source import PostgresChangeSource
 from ordo.storage.postgres.throwaway import ThrowawayPostgres
+from ordo.tools.status import retention
 from postgres_source_support import Capture, fresh_slot, slot_count
 
 pytestmark = pytest.mark.postgres
@@ -104,4 +105,34 @@ def test_a_capture_on_a_server_without_logical_decoding_is_refused() -> None:
             with pytest.raises(CaptureError, match="wal_level is 'replica'"):
                 source.check()
         finally:
+            source.close()
+
+
+def test_a_slot_the_server_invalidated_stops_the_capture_at_once_and_its_status_says_so() -> None:
+    """A slot that fell further behind than `max_slot_wal_keep_size` loses its WAL: the server
+    invalidates it, and no capture of it can go on (the changes in the lost WAL are gone).
+    Peeking it failed as an outage (StorageUnavailableError), which the capture retried for the
+    whole reconnect timeout before it said "PostgreSQL is unavailable", and its status showed
+    "0 changes waiting", as if it were a drained SQLite change table.
+    """
+    with ThrowawayPostgres(settings=("max_slot_wal_keep_size=1MB",)) as server:
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE users (id int PRIMARY KEY)")
+        source = PostgresChangeSource(server.dsn, slot="ordo_test", tables=("users",))
+        try:
+            source.create()
+            with psycopg.connect(server.dsn, autocommit=True) as conn:
+                for i in range(3):  # each in a WAL segment of its own, past what is kept
+                    conn.execute("INSERT INTO users VALUES (%s)", (i,))
+                    conn.execute("SELECT pg_switch_wal()")
+                conn.execute("CHECKPOINT")  # removes the segments: the slot is invalidated
+
+            with pytest.raises(CaptureError, match="invalidated") as refused:
+                source.peek(max_changes=10)
+            assert "--snapshot" in str(refused.value)
+            status = source.status()
+            assert "invalidated" in retention(status)
+            assert status.invalidated
+        finally:
+            source.drop()
             source.close()

@@ -56,6 +56,9 @@ class SourceStatus:
     """PostgreSQL: bytes of WAL kept for the slot."""
     retained_changes: int | None = None
     """SQLite: change rows waiting to be published."""
+    invalidated: bool = False
+    """PostgreSQL: the server invalidated the slot (it removed WAL the slot still needed, past
+    `max_slot_wal_keep_size`): its changes are lost and no capture of it can go on."""
 
 
 class ChangeSource(Protocol):

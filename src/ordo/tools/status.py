@@ -216,7 +216,13 @@ class CdcStatus:
 
 
 def retention(source: SourceStatus) -> str:
-    """What a source keeps for its capture, in words (WAL bytes, or change rows waiting)."""
+    """What a source keeps for its capture, in words (WAL bytes, or change rows waiting).
+
+    An invalidated slot keeps nothing (its restart_lsn is NULL): it read "0 changes waiting",
+    as a drained SQLite change table does, when its changes were lost.
+    """
+    if source.invalidated:
+        return "invalidated: WAL it needed was removed, its changes are lost"
     if source.retained_bytes is not None:
         return f"{source.retained_bytes:,} bytes of WAL retained"
     waiting = source.retained_changes or 0

@@ -16,7 +16,10 @@ from ordo.storage.postgres.datastore import translate_postgres_error
 from ordo.storage.postgres.wal2json import parse_lsn
 
 PLUGIN = "wal2json"
-_SLOT = "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s"
+_SLOT = (
+    "SELECT confirmed_flush_lsn::text, wal_status = 'lost' "
+    "FROM pg_replication_slots WHERE slot_name = %s"
+)
 _CAN_CREATE_SLOT = (
     "SELECT current_setting('wal_level'), "
     "current_setting('max_replication_slots')::int > (SELECT count(*) FROM pg_replication_slots), "
@@ -82,18 +85,41 @@ def _slot_refusal(conn: Connection) -> str | None:
 
 
 def confirmed_position(conn: Connection, slot: str) -> int:
-    """The slot's confirmed position (confirmed_flush_lsn, inclusive): what was last advanced to."""
+    """The slot's confirmed position (confirmed_flush_lsn, inclusive): what was last advanced to.
+
+    Every peek, advance and snapshot reads it first, so a slot the server invalidated is
+    refused there (`_invalidated`) rather than failing the peek as an outage.
+    """
     row = conn.execute(_SLOT, (slot,)).fetchone()
     if row is None or row[0] is None:
         raise slot_missing(slot)
+    if row[1]:
+        raise _invalidated(slot)
     return parse_lsn(str(row[0]))
+
+
+def _invalidated(slot: str) -> CaptureError:
+    """The error of a slot whose WAL the server removed (wal_status 'lost'): no retry mends it.
+
+    PostgreSQL invalidates a slot that holds more WAL than `max_slot_wal_keep_size`; the
+    changes in the removed WAL are gone. Its peek fails with SQLSTATE 55000, which reads as an
+    outage (StorageUnavailableError): the capture retried it for the whole reconnect timeout,
+    warning that PostgreSQL was unavailable, and then said so.
+    """
+    msg = (
+        f"replication slot {slot!r} was invalidated: the server removed WAL it still needed "
+        "(max_slot_wal_keep_size), so the changes in it are lost and nothing was advanced; "
+        "drop the slot and capture the tables afresh with --snapshot"
+    )
+    return CaptureError(msg)
 
 
 _POSITIONS = (
     "confirmed_flush_lsn::text, pg_current_wal_lsn()::text, "
-    "pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint"
+    "pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint, wal_status = 'lost'"
 )
-"""Where a slot stands, as `_status` reads it: confirmed position, WAL head, WAL kept for it."""
+"""Where a slot stands, as `_status` reads it: confirmed position, WAL head, WAL kept for it,
+and whether the server invalidated it (its WAL is lost)."""
 _STATUS = f"SELECT {_POSITIONS} FROM pg_replication_slots WHERE slot_name = %s"
 _SLOTS = (
     f"SELECT slot_name, {_POSITIONS} FROM pg_replication_slots "
@@ -120,7 +146,12 @@ def capture_slots(dsn: str) -> list[SourceStatus]:
 
 
 def _status(
-    slot: str, tables: tuple[str, ...], confirmed: object, head: object, retained: object
+    slot: str,
+    tables: tuple[str, ...],
+    confirmed: object,
+    head: object,
+    retained: object,
+    lost: object,
 ) -> SourceStatus:
     """A slot's status from its `_POSITIONS` columns; a NULL position or size stays None."""
     return SourceStatus(
@@ -129,4 +160,5 @@ def _status(
         confirmed_position=None if confirmed is None else parse_lsn(str(confirmed)),
         head_position=parse_lsn(str(head)),
         retained_bytes=None if retained is None else int(str(retained)),
+        invalidated=lost is True,
     )
