@@ -198,6 +198,27 @@ def test_a_query_changes_nothing_stored(
     assert (stores.journal.summary(), list(stores.tag_views.tag_view_entries(Tag("t")))) == before
 
 
+def test_a_closed_stream_delivers_nothing_it_had_read_ahead(
+    journal_factory: Callable[..., Journal], queries: EventsByTag
+) -> None:
+    """close() ends the stream, from any thread: next() then ends at once.
+
+    A poll reads up to PAGES_PER_POLL pages ahead (10,000 events by default), and next()
+    after close() went on delivering them: a consumer stopped from another thread (a shutdown,
+    the simulator's restarts) handled them all first.
+    """
+    journal = journal_factory(settings=WRITE)
+    journal.append("p", [NewEvent.of(i, tags=["t"]) for i in range(5)])
+    _settled()
+    stream = queries.live("t")
+    assert next(stream).payload == 0  # the poll read all five
+
+    stream.close()
+
+    assert next(stream, None) is None
+    assert stream.next_batch() == []
+
+
 def test_concurrent_appenders_race_a_tailing_live_query(
     journal_factory: Callable[..., Journal], queries: EventsByTag
 ) -> None:

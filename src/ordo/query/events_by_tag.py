@@ -122,7 +122,13 @@ class TagStream(Iterator[EventEnvelope]):
         return self._unavailable_since
 
     def __next__(self) -> EventEnvelope:
-        while not self._buffer:
+        """The next event; StopIteration once the stream is closed, though events wait.
+
+        A poll reads up to PAGES_PER_POLL pages ahead: delivering them after close() made a
+        consumer stopped from another thread handle thousands of events first. A stream
+        started again from the last delivered offset reads them again.
+        """
+        while not self._buffer or self._is_closed:
             if self._is_closed or self._is_complete:
                 self.close()
                 raise StopIteration
@@ -139,7 +145,7 @@ class TagStream(Iterator[EventEnvelope]):
         return batch
 
     def close(self) -> None:
-        """Stop the stream; a blocked __next__ returns StopIteration. Idempotent."""
+        """Stop the stream; next() then raises StopIteration, a blocked one too. Idempotent."""
         self._is_closed = True
         self._wake.set()
         if self._unsubscribe is not None:
