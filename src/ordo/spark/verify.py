@@ -83,7 +83,7 @@ def verify_tag_views(
             classified.where(~F.col("kind").isin("ok", "retained"))
             .select(*_PROBLEM_COLUMNS)
             .unionByName(_missing(expected, actual))
-            .unionByName(_gaps(classified))
+            .unionByName(_gaps(classified, expected))
             .cache()
         )
         report = _report(classified, problems, sample_limit)
@@ -135,8 +135,14 @@ def _missing(expected: DataFrame, actual: DataFrame) -> DataFrame:
     )
 
 
-def _gaps(classified: DataFrame) -> DataFrame:
-    """Runs of numbers absent from the kept rows of each (tag, persistence id)."""
+def _gaps(classified: DataFrame, expected: DataFrame) -> DataFrame:
+    """Runs of numbers absent from the kept rows of each (tag, persistence id).
+
+    Only numbers from the first one of an event still in the journal: those before it are
+    deleted events', whose rows a delete, a truncate or an expiry lose for good (no repair
+    can write them again). A pair left with no event has no gap.
+    """
+    first = expected.groupBy("tag", "persistence_id").agg(F.min("expected_nr").alias("first"))
     numbers = (
         classified.where(F.col("kind").isin(*_KEPT))
         .select("tag", "persistence_id", "tag_pid_sequence_nr")
@@ -144,19 +150,22 @@ def _gaps(classified: DataFrame) -> DataFrame:
     )
     ordered = Window.partitionBy("tag", "persistence_id").orderBy("tag_pid_sequence_nr")
     previous = F.coalesce(F.lag("tag_pid_sequence_nr").over(ordered), F.lit(0))
+    start = F.greatest(F.col("previous") + 1, F.col("first"))
     return (
         numbers.withColumn("previous", previous)
-        .where(F.col("tag_pid_sequence_nr") - F.col("previous") > 1)
+        .join(first, on=["tag", "persistence_id"])
+        .withColumn("start", start)
+        .where(F.col("tag_pid_sequence_nr") > F.col("start"))
         .select(
             F.lit(ProblemKind.GAP.value).alias("kind"),
             "tag",
             "persistence_id",
             F.lit(None).cast("bigint").alias("sequence_nr"),
-            (F.col("previous") + 1).alias("tag_pid_sequence_nr"),
+            F.col("start").alias("tag_pid_sequence_nr"),
             F.lit(None).cast("bigint").alias("expected_nr"),
             F.lit(None).cast("bigint").alias("timebucket"),
             F.lit(None).cast("bigint").alias("expected_bucket"),
-            (F.col("tag_pid_sequence_nr") - F.col("previous") - 1).alias("count"),
+            (F.col("tag_pid_sequence_nr") - F.col("start")).alias("count"),
         )
     )
 

@@ -9,7 +9,7 @@ tag's rows. That is the price of keeping the tag writer's path free of a second 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ordo.hashing import stable_hash
 from ordo.processing.connection import SqlConnection
@@ -25,6 +25,14 @@ UPSERT_INTO = (
     "sequence_nr, persistence_id_hash, writer_uuid, serializer, manifest, payload, metadata, tags) "
 )
 """The columns a backend's `_upsert_rows` fills: its SELECT joins the row keys to `messages`."""
+_RAISE_PROGRESS = (
+    " ON CONFLICT (persistence_id, tag) DO UPDATE SET sequence_nr = excluded.sequence_nr, "
+    "tag_pid_sequence_nr = excluded.tag_pid_sequence_nr, timeuuid = excluded.timeuuid "
+    "WHERE excluded.tag_pid_sequence_nr > tag_write_progress.tag_pid_sequence_nr"
+)
+"""Move a progress row forward only, as the tag writer does."""
+_PROGRESS_CHUNK = 500
+"""Progress rows per INSERT (within every driver's parameter limit)."""
 _NAMES_NO_DELETED_EVENT = (
     "NOT EXISTS (SELECT 1 FROM all_persistence_ids AS a "
     "WHERE a.persistence_id = tag_write_progress.persistence_id "
@@ -154,16 +162,35 @@ class SqlOperationsStore(SqlOperationsReads):
     def delete_tag_views_before(
         self, tag: Tag, *, up_to_bucket: TimeBucket, before: bytes, limit: int
     ) -> int:
-        """Delete at most `limit` rows of the tag with timeuuid < before (one transaction)."""
+        """Delete at most `limit` rows of the tag with timeuuid < before (one transaction).
+
+        The progress of each id moves up to its newest deleted row, in the same transaction:
+        a writer killed between its rows and its progress (seed 000) left it behind them, and
+        recovery wrote the expired events again.
+        """
         with self._db.write_transaction() as conn:
-            return conn.execute(
+            deleted = conn.execute(
                 self._sql(
                     f"DELETE FROM tag_views WHERE ({_TAG_VIEW_KEY}) IN (SELECT {_TAG_VIEW_KEY} "
                     "FROM tag_views WHERE tag = {p} AND timebucket <= {p} AND timeuuid < {p} "
-                    "LIMIT {p})"
+                    f"LIMIT {{p}}) RETURNING {PROGRESS_COLUMNS}"
                 ),
                 (tag, up_to_bucket, before, limit),
-            ).rowcount
+            ).fetchall()
+            newest: dict[str, tuple[Any, ...]] = {}
+            for row in deleted:
+                if row[0] not in newest or newest[row[0]][3] < row[3]:
+                    newest[row[0]] = tuple(row)
+            rows = sorted(newest.values())  # in key order, as the tag writer's upserts
+            for start in range(0, len(rows), _PROGRESS_CHUNK):
+                chunk = rows[start : start + _PROGRESS_CHUNK]
+                values = ", ".join(["({p}, {p}, {p}, {p}, {p})"] * len(chunk))
+                conn.execute(
+                    self._sql(f"INSERT INTO tag_write_progress ({PROGRESS_COLUMNS}) ")
+                    + self._sql(f"VALUES {values}{_RAISE_PROGRESS}"),
+                    [value for row in chunk for value in row],
+                )
+            return len(deleted)
 
     def upsert_tag_view_rows(self, rows: Sequence[TagViewRow]) -> None:
         """Insert or overwrite the rows in one transaction."""

@@ -3,7 +3,8 @@
 By default tag_views keep tagged events forever. `events_by_tag.time_to_live` bounds that:
 the expiry job deletes rows whose TimeUUID is older than now - TTL, tag by tag, in bounded
 batches (one short transaction each), so it can run next to live writers and readers. Rows are
-deleted, their progress is not: recovery must not write expired events again.
+deleted, their progress is not (it is moved up to the newest row deleted, where a crash left it
+behind them): recovery must not write expired events again.
 
 "The TTL must be greater than any expected delay in using the tagged events": a tracking
 processor whose token is older than the newest row the job would delete has not read events

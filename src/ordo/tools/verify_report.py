@@ -11,7 +11,9 @@ The Spark job (ordo.spark.verify) fills it; the CLI renders it and `--repair` re
 - wrong_bucket: the row is not in its TimeUUID's time bucket.
 
 Then, from the journal's side, `missing`: a tagged event without any row; and from the
-numbers of the kept rows of each (tag, persistence id), `gap`: numbers absent from 1..highest.
+numbers of the kept rows of each (tag, persistence id), `gap`: numbers absent from the first
+number of an event still in the journal to the highest (the numbers of deleted events whose rows
+were deleted too are lost for good, and no repair can fill them).
 """
 
 from __future__ import annotations
