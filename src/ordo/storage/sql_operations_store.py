@@ -275,11 +275,7 @@ class SqlOperationsStore(SqlOperationsReads):
                 f"INSERT INTO tag_write_progress ({PROGRESS_COLUMNS}) "
                 f"SELECT {PROGRESS_COLUMNS} FROM tag_views WHERE tag = {{p}} "
                 "AND persistence_id = {p} AND sequence_nr <= {p} "
-                "ORDER BY tag_pid_sequence_nr DESC LIMIT 1 "
-                "ON CONFLICT (persistence_id, tag) DO UPDATE SET "
-                "sequence_nr = excluded.sequence_nr, "
-                "tag_pid_sequence_nr = excluded.tag_pid_sequence_nr, timeuuid = excluded.timeuuid "
-                "WHERE excluded.tag_pid_sequence_nr > tag_write_progress.tag_pid_sequence_nr"
+                "ORDER BY tag_pid_sequence_nr DESC LIMIT 1" + _RAISE_PROGRESS
             ),
             (tag, persistence_id, keep_up_to),
         )
