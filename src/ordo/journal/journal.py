@@ -25,7 +25,7 @@ from ordo.journal.recovery import PidState, recover_persistence_id, shared_bucke
 from ordo.journal.serialization import serialize_metadata, serialize_payload
 from ordo.settings import EventsByTagSettings
 from ordo.tagging import TagViewStore, TagWriters
-from ordo.tagging.notification import IN_PROCESS
+from ordo.tagging.notification import Announcer
 from ordo.time import TimeUUID, TimeUUIDGenerator
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
 
@@ -94,7 +94,7 @@ class Journal:
             max_message_batch_size=self.settings.max_message_batch_size,
             max_buffer_size=self.settings.max_buffer_size,
             flush_interval=self.settings.flush_interval,
-            on_written=self._announce if self.settings.pubsub_notification else None,
+            on_written=Announcer(tag_store) if self.settings.pubsub_notification else None,
         )
         self._on_close = on_close
         self._states: dict[PersistenceId, PidState] = {}
@@ -292,11 +292,6 @@ class Journal:
             if len(self._tag_sets) < MAX_CACHED_TAG_SETS:
                 self._tag_sets[key] = tags
         return serializer, data, manifest, metadata, tags
-
-    def _announce(self, tag: Tag) -> None:
-        """Pubsub: wake the live queries of `tag`, here and (where supported) elsewhere."""
-        IN_PROCESS.publish([tag])
-        self._tag_store.announce(tag)
 
     def _write(
         self,

@@ -148,9 +148,10 @@ class TagStream(Iterator[EventEnvelope]):
         """Stop the stream; next() then raises StopIteration, a blocked one too. Idempotent."""
         self._is_closed = True
         self._wake.set()
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        # Taken in one step: the consumer's next() and another thread may close at once.
+        unsubscribe, self._unsubscribe = self._unsubscribe, None
+        if unsubscribe is not None:
+            unsubscribe()
 
     def __enter__(self) -> TagStream:
         return self

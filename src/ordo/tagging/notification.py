@@ -6,6 +6,8 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 
+from ordo.errors import StorageError
+from ordo.tagging.ports import TagViewStore
 from ordo.types import Tag
 
 logger = logging.getLogger(__name__)
@@ -65,3 +67,39 @@ class TagNotifier:
 
 IN_PROCESS = TagNotifier()
 """The notifier shared by every journal and query of this process."""
+
+
+class Announcer:
+    """A journal's pubsub: wakes the live queries of a tag once its batch is written.
+
+    Here through IN_PROCESS, and elsewhere through the store (PostgreSQL's NOTIFY). A
+    notification is a hint, as queries poll every `refresh_interval` anyway, so a store that
+    fails to send one (an outage, a role that may not run pg_notify()) is logged, once per run
+    of failures, and never raised: it runs in the tag writer's write loop, after the rows and
+    progress are stored, where it passed for a failed write of rows already written (flush()
+    and close() raised, or, for an error no retry mends, every tag writer stopped for good).
+    Thread-safe enough: two tags' writers failing at once may both log their WARNING.
+    """
+
+    def __init__(self, store: TagViewStore) -> None:
+        self._store = store
+        self._is_failing = False
+
+    def __call__(self, tag: Tag) -> None:
+        """Announce a write to `tag`."""
+        IN_PROCESS.publish([tag])
+        try:
+            self._store.announce(tag)
+        except StorageError as exc:
+            if not self._is_failing:
+                self._is_failing = True
+                logger.warning(
+                    "tag notification failed; live queries elsewhere read the tag's events at "
+                    "their next refresh: tag=%s error=%s",
+                    tag,
+                    exc,
+                )
+            return
+        if self._is_failing:
+            self._is_failing = False
+            logger.info("tag notifications sent again: tag=%s", tag)
