@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -20,12 +21,15 @@ from operations_support import (
 )
 from ordo import NewEvent, open_journal
 from ordo.cli.main import cli
+from ordo.clock import ManualClock
 from ordo.errors import ActiveWriterError, SchemaVersionError
 from ordo.spark.rebuild import rebuild_all
 from ordo.spark.verify import verify_tag_views
 from ordo.storage.open import stores_at
+from ordo.tools.cleanup import Cleanup
 from ordo.tools.reconciliation import Reconciliation
 from ordo.tools.verify_report import ProblemKind, VerifyReport
+from ordo.types import Tag
 from sqlite_support import LATEST, older_journal, stored_version
 
 pytestmark = pytest.mark.spark
@@ -219,3 +223,39 @@ def test_verify_is_clean_once_the_rows_of_deleted_events_are_truncated_and_rebui
     assert _found(report, ProblemKind.MISSING) == {("t", "p", 3)}
     assert _found(report, ProblemKind.GAP) == {("t", "p", 3)}
     assert [p.count for p in report.of_kind(ProblemKind.GAP)] == [1]
+
+
+def test_verify_and_the_spark_rebuild_respect_what_an_expiry_deleted(
+    spark: SparkSession, journal_url: str
+) -> None:
+    """The expiry deletes old rows on purpose: verify reported each as missing (so a journal
+    with a TTL was never clean, and `--repair` wrote them all back) and a rebuild wrote them
+    again. A row deleted by hand after the horizon is still missing; numbers stay the writer's.
+    """
+    now_ms = time.time_ns() // 10**6
+    clock = ManualClock((now_ms - 3 * 3_600_000) * 10**6)
+    with open_journal(journal_url, settings=WRITE, clock=clock) as journal:
+        journal.append("p", [NewEvent.of(n, tags=["t", "u"]) for n in range(3)])
+        clock.advance(3 * 3_600 * 10**9)
+        journal.append("p", [NewEvent.of(n, tags=["t", "u"]) for n in range(3, 5)])
+    with stores_at(journal_url) as stores:
+        cleanup = Cleanup.of(stores)
+        assert cleanup.expire(timedelta(hours=1), tag=Tag("t")).deleted == 3
+        assert cleanup.delete_tag_views_before(now_ms - 5 * 3_600_000).deleted == 0  # every tag
+    expired, progress = tag_view_rows(journal_url), progress_rows(journal_url)
+    assert {(r[0], r[4]) for r in expired} == {("t", 4), ("t", 5)} | {("u", n) for n in range(1, 6)}
+
+    assert verify_tag_views(spark, journal_url, partitions=2).is_clean
+
+    execute(journal_url, "DELETE FROM tag_views WHERE persistence_id = 'p' AND sequence_nr = 5")
+    report = verify_tag_views(spark, journal_url, partitions=2)
+    assert report.counts == {ProblemKind.MISSING: 2}
+    assert _found(report, ProblemKind.MISSING) == {("t", "p", 5), ("u", "p", 5)}
+    with stores_at(journal_url) as stores:
+        Reconciliation.of(stores).rebuild_pairs(report.affected)
+        assert tag_view_rows(journal_url) == expired
+        Reconciliation.of(stores).truncate()
+
+    assert rebuild_all(spark, journal_url, dry_run=True, partitions=2).written_rows == 7
+    assert rebuild_all(spark, journal_url, partitions=2).written_rows == 7
+    assert (tag_view_rows(journal_url), progress_rows(journal_url)) == (expired, progress)

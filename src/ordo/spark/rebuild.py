@@ -6,7 +6,9 @@ tag) ordered by sequence_nr; time buckets come from the TimeUUID's time. The exe
 the rows through the operations store in Arrow-batch-sized transactions, the payloads copied
 from `messages` inside the database, then set each (persistence id, tag)'s progress and each
 id's tag_scanning. All rows of one (persistence id, tag) are in one task (the window's
-partitioning), so progress is written after all of its rows, as the tag writer does.
+partitioning), so progress is written after all of its rows, as the tag writer does. Events
+before their tag's expiry horizon (ordo.tools.ports.ExpiryHorizons) are numbered and set the
+progress but get no row: the expiry deleted it on purpose.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ordo.tagging import TagProgress
 from ordo.time import BucketSize, TimeUUID
 from ordo.tools.guard import WriterGuard
 from ordo.tools.operations_tool import recorded_bucket_size
-from ordo.tools.ports import TagViewRow
+from ordo.tools.ports import ExpiryHorizons, TagViewRow
 from ordo.tools.receipts import OperationReceipt
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr, TimeBucket
 
@@ -48,13 +50,19 @@ def journal_bucket_size(journal: str) -> BucketSize:
 
 
 def expected_rows(
-    spark: SparkSession, journal: str, *, bucket_size: BucketSize, partitions: int
+    spark: SparkSession,
+    journal: str,
+    *,
+    bucket_size: BucketSize,
+    horizons: ExpiryHorizons,
+    partitions: int,
 ) -> DataFrame:
     """What a fresh tag write of every journal event gives: one row per (event, tag).
 
     Columns: tag, persistence_id, sequence_nr, timeuuid, epoch_ms, tag_pid_sequence_nr,
-    timebucket. Numbers count on from the first event still in the journal (its stored
-    number: 1 unless earlier events were deleted), as ordo.tools.tag_view_rows does.
+    timebucket, expired. Numbers count on from the first event still in the journal (its stored
+    number: 1 unless earlier events were deleted), as ordo.tools.tag_view_rows does; `expired`
+    says the event is before its tag's horizon (no row should be written for it).
     """
     register_operations_sources(spark)
     keys = (
@@ -73,7 +81,12 @@ def expected_rows(
     per_tag = Window.partitionBy("persistence_id", "tag").orderBy("sequence_nr")
     number: Column = F.row_number().over(per_tag) + F.first("stored_nr").over(per_tag) - 1
     bucket: Column = F.col("epoch_ms") - F.pmod(F.col("epoch_ms"), F.lit(bucket_size.millis))
-    return tagged.select(
+    per_tag_horizons = spark.createDataFrame(
+        list(horizons.per_tag_ms.items()), "tag STRING, tag_horizon BIGINT"
+    )
+    # greatest() skips nulls: the later of the tag's own horizon and every tag's, if any.
+    horizon = F.greatest("tag_horizon", F.lit(horizons.every_tag_ms).cast("bigint"))
+    return tagged.join(F.broadcast(per_tag_horizons), on="tag", how="left").select(
         "tag",
         "persistence_id",
         "sequence_nr",
@@ -81,6 +94,7 @@ def expected_rows(
         "epoch_ms",
         number.cast("bigint").alias("tag_pid_sequence_nr"),
         bucket.cast("bigint").alias("timebucket"),
+        F.coalesce(F.col("epoch_ms") < horizon, F.lit(False)).alias("expired"),
     )
 
 
@@ -105,12 +119,18 @@ def rebuild_all(
     with existing_stores_at(journal) if dry_run else stores_at(journal) as stores:
         guard = WriterGuard(stores.operations, settings=settings, clock=clock)
         forced = guard.check(operation, None, force=force)
+        horizons = stores.operations.expiry_horizons()
     frame = expected_rows(
-        spark, journal, bucket_size=journal_bucket_size(journal), partitions=partitions
+        spark,
+        journal,
+        bucket_size=journal_bucket_size(journal),
+        horizons=horizons,
+        partitions=partitions,
     )
     if dry_run:
+        written_rows = frame.where(~F.col("expired")).count()
         return OperationReceipt(
-            operation=operation, written_rows=frame.count(), is_dry_run=True, forced_past=forced
+            operation=operation, written_rows=written_rows, is_dry_run=True, forced_past=forced
         )
     written = (
         frame.mapInArrow(partial(_write_partition, journal=journal), "rows BIGINT")
@@ -123,14 +143,18 @@ def rebuild_all(
 def _write_partition(
     batches: Iterator[pa.RecordBatch], *, journal: str
 ) -> Iterator[pa.RecordBatch]:
-    """Executor side: upsert each batch's rows, then the partition's progress and scanning."""
+    """Executor side: upsert each batch's rows, then the partition's progress and scanning.
+
+    Expired events write no row, but their numbers count for the progress and the scanning:
+    recovery goes on from them and must not write them again.
+    """
     last: dict[tuple[str, str], tuple[int, int, bytes]] = {}
     highest: dict[PersistenceId, SequenceNr] = {}
     written = 0
     with stores_at(journal, mode="write") as stores:
         for batch in batches:
             columns = batch.to_pydict()
-            rows = [
+            every = [
                 TagViewRow(
                     tag=Tag(tag),
                     time_bucket=TimeBucket(bucket),
@@ -147,9 +171,10 @@ def _write_partition(
                     strict=True,
                 )
             ]
+            rows = [r for r, expired in zip(every, columns["expired"], strict=True) if not expired]
             stores.operations.upsert_tag_view_rows(rows)
             written += len(rows)
-            for row, uuid in zip(rows, columns["timeuuid"], strict=True):
+            for row, uuid in zip(every, columns["timeuuid"], strict=True):
                 key = (row.persistence_id, row.tag)
                 if key not in last or last[key][0] < row.sequence_nr:
                     last[key] = (row.sequence_nr, row.tag_pid_sequence_nr, uuid)

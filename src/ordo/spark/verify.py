@@ -5,6 +5,10 @@ actual rows are read by key (`ordo_tag_view_keys`). A row is matched to its even
 persistence_id, sequence_nr, timeuuid) and classified as ordo.tools.verify_report describes.
 Problems are few in a healthy journal, so they are collected on the driver (up to
 `sample_limit` per kind, plus every affected (tag, persistence id) pair for a repair).
+
+Events before their tag's expiry horizon (ordo.tools.ports.ExpiryHorizons) had their rows
+deleted on purpose: they are not looked for (not missing, and their numbers are no gap). A row
+of one that is still there (an expiry that stopped half way) is still matched to its event.
 """
 
 from __future__ import annotations
@@ -61,11 +65,15 @@ def verify_tag_views(
     with existing_stores_at(journal) as stores:
         bucket_size = recorded_bucket_size(stores.journal)
         deleted = stores.operations.deleted_persistence_ids()
+        horizons = stores.operations.expiry_horizons()
     register_operations_sources(spark)
-    expected = expected_rows(spark, journal, bucket_size=bucket_size, partitions=partitions).select(
+    expected = expected_rows(
+        spark, journal, bucket_size=bucket_size, horizons=horizons, partitions=partitions
+    ).select(
         *_EVENT,
         F.col("tag_pid_sequence_nr").alias("expected_nr"),
         F.col("timebucket").alias("expected_bucket"),
+        "expired",
     )
     actual = (
         spark.read.format("ordo_tag_view_keys")
@@ -79,11 +87,12 @@ def verify_tag_views(
     expected, actual = expected.cache(), actual.cache()  # each source is read once
     try:
         classified = _classify(actual, expected, deleted_to).cache()
+        wanted = expected.where(~F.col("expired"))
         problems = (
             classified.where(~F.col("kind").isin("ok", "retained"))
             .select(*_PROBLEM_COLUMNS)
-            .unionByName(_missing(expected, actual))
-            .unionByName(_gaps(classified, expected))
+            .unionByName(_missing(wanted, actual))
+            .unionByName(_gaps(classified, wanted))
             .cache()
         )
         report = _report(classified, problems, sample_limit)
@@ -121,7 +130,7 @@ def _classify(actual: DataFrame, expected: DataFrame, deleted_to: DataFrame) -> 
 
 
 def _missing(expected: DataFrame, actual: DataFrame) -> DataFrame:
-    """Tagged events without any row."""
+    """Tagged events without any row (of `expected`: those not expired)."""
     return expected.join(actual.select(*_EVENT), on=_EVENT, how="left_anti").select(
         F.lit(ProblemKind.MISSING.value).alias("kind"),
         "tag",
@@ -138,9 +147,10 @@ def _missing(expected: DataFrame, actual: DataFrame) -> DataFrame:
 def _gaps(classified: DataFrame, expected: DataFrame) -> DataFrame:
     """Runs of numbers absent from the kept rows of each (tag, persistence id).
 
-    Only numbers from the first one of an event still in the journal: those before it are
-    deleted events', whose rows a delete, a truncate or an expiry lose for good (no repair
-    can write them again). A pair left with no event has no gap.
+    Only numbers from the first one of an event of `expected` (still in the journal, not
+    expired): those before it are deleted or expired events', whose rows a delete, a truncate
+    or an expiry lose for good (no repair can write them again). A pair left with no such event
+    has no gap.
     """
     first = expected.groupBy("tag", "persistence_id").agg(F.min("expected_nr").alias("first"))
     numbers = (

@@ -16,6 +16,10 @@ SCHEMA_VERSION_KEY = "schema_version"
 BUCKET_SIZE_KEY = "bucket_size"
 JOURNAL_ID_KEY = "journal_id"
 """A random UUID recorded by migration 8 (see its SQL): which journal a Spark offset is of."""
+EXPIRED_BEFORE_KEY = "tag_views_expired_before"
+"""The expiry horizon of every tag (epoch ms); `<key>:<tag>` holds one tag's (ordo.tools.ports
+ExpiryHorizons). Key-value rows rather than a table: a horizon is a handful of numbers that only
+the operations tools read, and older ordo versions ignore keys they do not know."""
 
 _CREATED_TABLE = re.compile(
     r"^\s*CREATE TABLE (?:IF NOT EXISTS )?(\w+)", re.IGNORECASE | re.MULTILINE

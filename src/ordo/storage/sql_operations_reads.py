@@ -11,9 +11,10 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from ordo.storage.migration import EXPIRED_BEFORE_KEY, METADATA_TABLE
 from ordo.storage.sql_key_reads import SqlKeyReads
 from ordo.time import TimeUUID
-from ordo.tools.ports import DeletedCounts, WriterLeaseInfo
+from ordo.tools.ports import DeletedCounts, ExpiryHorizons, WriterLeaseInfo
 from ordo.types import PersistenceId, SequenceNr, Tag, TimeBucket
 
 _IN_CHUNK = 500
@@ -169,6 +170,20 @@ class SqlOperationsReads(SqlKeyReads):
             if row is not None:
                 return bytes(row[0])
         return None
+
+    def expiry_horizons(self) -> ExpiryHorizons:
+        """The horizons in ordo_metadata: `EXPIRED_BEFORE_KEY`, and one key per tag after it."""
+        prefix = f"{EXPIRED_BEFORE_KEY}:"
+        rows = self._fetchall(
+            f"SELECT key, value FROM {METADATA_TABLE} WHERE key = {{p}} "
+            "OR substr(key, 1, {p}) = {p}",
+            (EXPIRED_BEFORE_KEY, len(prefix), prefix),
+        )
+        found = {str(key): int(str(value)) for key, value in rows}
+        return ExpiryHorizons(
+            every_tag_ms=found.pop(EXPIRED_BEFORE_KEY, None),
+            per_tag_ms={Tag(key.removeprefix(prefix)): ms for key, ms in found.items()},
+        )
 
 
 def sequence_nr_of(row: Any) -> SequenceNr:

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from ordo.hashing import stable_hash
 from ordo.processing.connection import SqlConnection
+from ordo.storage.migration import EXPIRED_BEFORE_KEY, METADATA_TABLE
 from ordo.storage.rows import PROGRESS_COLUMNS
 from ordo.storage.sql_operations_reads import DELETED_TO, SqlOperationsReads, sequence_nr_of
 from ordo.tagging import TagProgress
@@ -191,6 +192,22 @@ class SqlOperationsStore(SqlOperationsReads):
                     [value for row in chunk for value in row],
                 )
             return len(deleted)
+
+    def record_expiry(self, cutoff_ms: int, tag: Tag | None) -> None:
+        """Move the tag's horizon (every tag's when None) up to `cutoff_ms` in one upsert.
+
+        Compared as numbers in the statement, so two deletions at once keep the later cutoff.
+        """
+        key = EXPIRED_BEFORE_KEY if tag is None else f"{EXPIRED_BEFORE_KEY}:{tag}"
+        with self._db.write_transaction() as conn:
+            conn.execute(
+                self._sql(
+                    f"INSERT INTO {METADATA_TABLE} (key, value) VALUES ({{p}}, {{p}}) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE "
+                    f"CAST(excluded.value AS BIGINT) > CAST({METADATA_TABLE}.value AS BIGINT)"
+                ),
+                (key, str(cutoff_ms)),
+            )
 
     def upsert_tag_view_rows(self, rows: Sequence[TagViewRow]) -> None:
         """Insert or overwrite the rows in one transaction."""

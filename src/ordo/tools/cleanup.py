@@ -4,7 +4,9 @@ By default tag_views keep tagged events forever. `events_by_tag.time_to_live` bo
 the expiry job deletes rows whose TimeUUID is older than now - TTL, tag by tag, in bounded
 batches (one short transaction each), so it can run next to live writers and readers. Rows are
 deleted, their progress is not (it is moved up to the newest row deleted, where a crash left it
-behind them): recovery must not write expired events again.
+behind them): recovery must not write expired events again. Nor must a rebuild or
+`verify --repair`, and verify must not call them missing: each deletion records its cutoff as the
+tag's horizon first (ordo.tools.ports.ExpiryHorizons).
 
 "The TTL must be greater than any expected delay in using the tagged events": a tracking
 processor whose token is older than the newest row the job would delete has not read events
@@ -174,7 +176,8 @@ class Cleanup(OperationsTool):
         rows_per_batch, telling `on_progress` after each one (the caller throttles it). A cutoff
         before the first TimeUUID (a TIME of year 1, a TTL of 2**53 - 1 ms) deletes nothing:
         it is taken as that first instant, before which no row is (it was an OffsetFormatError
-        about `epoch_ns`).
+        about `epoch_ns`). Unless a dry run, the cutoff becomes the horizon of `tag` (or of every
+        tag), which verify and the rebuilds respect: see ordo.tools.ports.ExpiryHorizons.
         """
         check_flags(force=force, dry_run=dry_run)
         if tag is not None:
@@ -205,6 +208,10 @@ class Cleanup(OperationsTool):
                 cutoff_ms,
                 ",".join(sorted(lagging)),
             )
+        if not dry_run:
+            # Before the first batch: once rows are going, they are gone on purpose, and verify
+            # and the rebuilds must know, even if this run stops half way (ExpiryHorizons).
+            self._operations.record_expiry(cutoff_ms, tag)
         per_tag: dict[Tag, int] = {}
         for t in tags:
             if dry_run:

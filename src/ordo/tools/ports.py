@@ -8,7 +8,7 @@ writes) are written once for every backend.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ordo.tagging import TagProgress
@@ -71,6 +71,31 @@ class TagRange:
     first_bucket: TimeBucket
     last_bucket: TimeBucket
     rows: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExpiryHorizons:
+    """Before which instant (epoch ms) tag_views rows were deleted on purpose, tag by tag.
+
+    The expiry and `cleanup before` record their cutoff (of every tag, or of the one they were
+    given) before deleting, so that verify does not report those events' rows as missing and no
+    rebuild or repair writes them again: an event is expired when its TimeUUID's millisecond is
+    before its tag's horizon, exactly the rows those deletions take. A horizon only moves
+    forward: a later cutoff that is earlier deletes nothing and does not bring rows back.
+    """
+
+    every_tag_ms: int | None = None
+    per_tag_ms: Mapping[Tag, int] = field(default_factory=dict)
+
+    def of(self, tag: Tag) -> int | None:
+        """The tag's horizon: the later of its own and every tag's (None: nothing expired)."""
+        found = [ms for ms in (self.every_tag_ms, self.per_tag_ms.get(tag)) if ms is not None]
+        return max(found, default=None)
+
+    def is_expired(self, tag: Tag, timeuuid: TimeUUID) -> bool:
+        """Whether the tag's row of the event at `timeuuid` was deleted on purpose."""
+        horizon = self.of(tag)
+        return horizon is not None and timeuuid.epoch_ms < horizon
 
 
 MessageKey = tuple[str, int, bytes, str]
@@ -194,6 +219,14 @@ class OperationsStore(Protocol):
         The newest event delete_tag_views_before would delete: a processor whose token has
         reached it has read every row the deletion takes.
         """
+        ...
+
+    def record_expiry(self, cutoff_ms: int, tag: Tag | None) -> None:
+        """Move the horizon of `tag` (every tag when None) up to `cutoff_ms`, never down."""
+        ...
+
+    def expiry_horizons(self) -> ExpiryHorizons:
+        """Every horizon `record_expiry` recorded."""
         ...
 
     def upsert_tag_view_rows(self, rows: Sequence[TagViewRow]) -> None:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from ordo.journal import validation
 from ordo.tagging import TagProgress, TagSummary
 from ordo.tools.operations_tool import OperationsTool, check_flags
-from ordo.tools.ports import DeletedCounts, TagViewRow
+from ordo.tools.ports import DeletedCounts, ExpiryHorizons, TagViewRow
 from ordo.tools.receipts import OperationReceipt
 from ordo.tools.tag_view_rows import RebuiltTagViews, rebuild_tag_views
 from ordo.types import PersistenceId, SequenceNr, Tag
@@ -87,8 +87,9 @@ class Reconciliation(OperationsTool):
 
         Same tag pid sequence nrs, time buckets and TimeUUIDs as the tag writer; the rows of
         each tag are replaced in one transaction with their progress. Rows of events deleted
-        from the journal are kept. Raises ActiveWriterError when a live writer uses the id,
-        unless `force`.
+        from the journal are kept; events the expiry took the rows of (before their tag's
+        horizon, ordo.tools.ports.ExpiryHorizons) get none, but keep their numbers. Raises
+        ActiveWriterError when a live writer uses the id, unless `force`.
         """
         check_flags(force=force, dry_run=dry_run)
         return self._on_tags(
@@ -98,7 +99,11 @@ class Reconciliation(OperationsTool):
             force=force,
             dry_run=dry_run,
             change=lambda tags: self._rebuild(
-                persistence_id, tags, is_every_tag=tag is None, dry_run=dry_run
+                persistence_id,
+                tags,
+                self._operations.expiry_horizons(),
+                is_every_tag=tag is None,
+                dry_run=dry_run,
             ),
         )
 
@@ -124,8 +129,11 @@ class Reconciliation(OperationsTool):
             return OperationReceipt(operation=operation, is_dry_run=dry_run)
         forced = self._guard.check(operation, sorted(by_pid), force=force)
         deleted, written = DeletedCounts(), 0
+        horizons = self._operations.expiry_horizons()
         for done, (pid, tags) in enumerate(sorted(by_pid.items()), 1):
-            replaced, rows = self._rebuild(pid, sorted(tags), is_every_tag=False, dry_run=dry_run)
+            replaced, rows = self._rebuild(
+                pid, sorted(tags), horizons, is_every_tag=False, dry_run=dry_run
+            )
             deleted, written = deleted + replaced, written + rows
             if on_progress is not None and done % 100 == 0:
                 on_progress(f"{done:,}/{counted(len(by_pid), 'persistence id')} rebuilt")
@@ -169,7 +177,8 @@ class Reconciliation(OperationsTool):
         The single-process form of `ordo reconcile rebuild --all`: for small journals and as
         the baseline of bench/rebuild.py. Rows are upserted in batches of the settings'
         rows_per_batch; progress is set exactly and tag_scanning moved to each id's highest.
-        Existing rows are not deleted: truncate first for a clean rebuild.
+        Expired events get no row (see `rebuild_tag_views`). Existing rows are not deleted:
+        truncate first for a clean rebuild.
         """
         check_flags(force=force, dry_run=dry_run)
         operation = "rebuild all tag views"
@@ -178,8 +187,9 @@ class Reconciliation(OperationsTool):
         progress: list[TagProgress] = []
         scanned: dict[PersistenceId, SequenceNr] = {}
         written = ids = 0
+        horizons = self._operations.expiry_horizons()
         for pid in self._journal.persistence_ids():
-            _, highest, built = self._rebuilt(pid, None)
+            _, highest, built = self._rebuilt(pid, None, horizons)
             rows = built.all_rows()
             written, ids = written + len(rows), ids + 1
             if not dry_run:
@@ -255,11 +265,12 @@ class Reconciliation(OperationsTool):
         return deleted
 
     def _rebuilt(
-        self, persistence_id: PersistenceId, tags: Sequence[Tag] | None
+        self, persistence_id: PersistenceId, tags: Sequence[Tag] | None, horizons: ExpiryHorizons
     ) -> tuple[SequenceNr, SequenceNr, RebuiltTagViews]:
         """(deleted_to, highest sequence nr, the rows of `tags` or all) from the id's events.
 
         Events up to deleted_to (inclusive) were deleted from the journal: their rows are kept.
+        Events before their tag's horizon get no row: the expiry deleted it on purpose.
         """
         keep_up_to = self._operations.deleted_to(persistence_id)
         highest = self._journal.highest_sequence_nr(persistence_id)
@@ -268,22 +279,24 @@ class Reconciliation(OperationsTool):
             from_sequence_nr=SequenceNr(keep_up_to + 1),
             to_sequence_nr=highest,
         )
-        return keep_up_to, highest, rebuild_tag_views(events, self._bucket_size, tags=tags)
+        built = rebuild_tag_views(events, self._bucket_size, horizons=horizons, tags=tags)
+        return keep_up_to, highest, built
 
     def _rebuild(
         self,
         persistence_id: PersistenceId,
         tags: Sequence[Tag],
+        horizons: ExpiryHorizons,
         *,
         is_every_tag: bool,
         dry_run: bool,
     ) -> tuple[DeletedCounts, int]:
         """Replace the rows of each tag (one transaction per tag); (rows deleted, rows written).
 
-        Rows of events deleted from the journal are kept; tag_scanning is set to the highest
-        sequence nr only when every tag of the id was rebuilt.
+        Rows of events deleted from the journal are kept, expired events get none; tag_scanning
+        is set to the highest sequence nr only when every tag of the id was rebuilt.
         """
-        keep_up_to, highest, built = self._rebuilt(persistence_id, tags)
+        keep_up_to, highest, built = self._rebuilt(persistence_id, tags, horizons)
         replaced = 0
         for t in tags:
             if dry_run:

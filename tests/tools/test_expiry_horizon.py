@@ -1,0 +1,93 @@
+"""Rows deleted on purpose (expiry, `cleanup before`) stay deleted: rebuilds skip their events.
+
+The expiry records before which time each tag's rows were deleted (its horizon); a rebuild of
+one id, of every id, or of the pairs `verify --repair` names leaves those events without rows
+and numbers the others as the tag writer did (G7). Both backends.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from operations_support import WRITE, execute, progress_rows, tag_view_rows
+from ordo import NewEvent, open_journal
+from ordo.clock import ManualClock
+from ordo.storage.open import stores_at
+from ordo.tools.cleanup import Cleanup
+from ordo.tools.reconciliation import Reconciliation
+from ordo.types import PersistenceId, Tag
+
+NOW_NS = time.time_ns()
+HOUR_MS = 3_600_000
+HOUR_NS = HOUR_MS * 10**6
+
+
+def _write_old_and_new(url: str) -> None:
+    """Events of tags `t` and `u` three hours ago, then more of both now, across two ids."""
+    clock = ManualClock(NOW_NS - 3 * HOUR_NS)
+    with open_journal(url, settings=WRITE, clock=clock) as journal:
+        for n in range(5):
+            journal.append(f"p{n % 2}", [NewEvent.of(n, tags=["t", "u"])])
+        clock.advance(3 * HOUR_NS)
+        for n in range(3):
+            journal.append(f"p{n % 2}", [NewEvent.of(n, tags=["t", "u"])])
+
+
+def _old(rows: set[tuple[object, ...]], tag: str) -> set[tuple[object, ...]]:
+    """The rows of `tag` in buckets before an hour ago: the old events'."""
+    return {r for r in rows if r[0] == tag and int(str(r[1])) < NOW_NS // 10**6 - HOUR_MS}
+
+
+def test_rebuilds_after_an_expiry_write_no_expired_event_and_keep_the_numbers(
+    journal_url: str,
+) -> None:
+    _write_old_and_new(journal_url)
+    with stores_at(journal_url) as stores:
+        assert Cleanup.of(stores).expire(timedelta(hours=1)).deleted == 10
+        expired, progress = tag_view_rows(journal_url), progress_rows(journal_url)
+        assert len(expired) == 6
+        assert {r[4] for r in expired if r[3] == "p0"} == {4, 5}  # the writer's numbers
+        reconciliation = Reconciliation.of(stores)
+
+        one = reconciliation.rebuild_tag_views(PersistenceId("p0"))
+        assert one.written_rows == 4
+        assert (tag_view_rows(journal_url), progress_rows(journal_url)) == (expired, progress)
+
+        execute(journal_url, "DELETE FROM tag_views WHERE persistence_id = 'p1'")
+        pairs = [(Tag("t"), PersistenceId("p1")), (Tag("u"), PersistenceId("p1"))]
+        assert reconciliation.rebuild_pairs(pairs).written_rows == 2  # what verify --repair runs
+        assert (tag_view_rows(journal_url), progress_rows(journal_url)) == (expired, progress)
+
+        reconciliation.truncate()
+        dry = reconciliation.rebuild_all_locally(dry_run=True)
+        assert (dry.written_rows, tag_view_rows(journal_url)) == (6, set())
+        assert reconciliation.rebuild_all_locally().written_rows == 6
+    assert (tag_view_rows(journal_url), progress_rows(journal_url)) == (expired, progress)
+
+
+def test_cleanup_before_a_time_of_one_tag_holds_back_only_that_tag(journal_url: str) -> None:
+    _write_old_and_new(journal_url)
+    written = tag_view_rows(journal_url)
+    with stores_at(journal_url) as stores:
+        cleanup, reconciliation = Cleanup.of(stores), Reconciliation.of(stores)
+        cleanup.delete_tag_views_before(NOW_NS // 10**6 - HOUR_MS, tag=Tag("t"))
+        kept = tag_view_rows(journal_url)
+        assert kept == written - _old(written, "t")
+        # Earlier than the horizon: it deletes nothing and leaves the horizon where it was.
+        earlier = cleanup.delete_tag_views_before(NOW_NS // 10**6 - 5 * HOUR_MS, tag=Tag("t"))
+        assert earlier.deleted == 0
+
+        reconciliation.truncate()
+        reconciliation.rebuild_all_locally()
+    assert tag_view_rows(journal_url) == kept
+
+
+def test_a_dry_run_sets_no_horizon(journal_url: str) -> None:
+    _write_old_and_new(journal_url)
+    written = tag_view_rows(journal_url)
+    with stores_at(journal_url) as stores:
+        Cleanup.of(stores).expire(timedelta(hours=1), dry_run=True)
+        execute(journal_url, "DELETE FROM tag_views WHERE tag = 't'")
+        Reconciliation.of(stores).rebuild_all_locally()
+    assert tag_view_rows(journal_url) == written
