@@ -89,17 +89,13 @@ def _unknown_cell_problem(name: str, value: JsonValue, schema: TableSchema) -> s
     column = not_json_column(name, schema)
     if column is None:
         return f"unknown column {name!r}"
-    is_not_utf8 = is_not_utf8_text(value)
-    if column.type is ColumnType.JSON and not is_not_utf8:
+    if is_not_utf8_text(value):
+        what = "text that is not UTF-8"
+    elif column.type is ColumnType.JSON:
         return f"column {column.name!r}: {value!r} {_not_carried_json(value)}"
+    else:
+        what = "an infinite REAL" if value in INFINITIES else "a BLOB"
     kind = column.type.value
-    what = (
-        "text that is not UTF-8"
-        if is_not_utf8
-        else "an infinite REAL"
-        if value in INFINITIES
-        else "a BLOB"
-    )
     return f"column {column.name!r}: {value!r} is {what}, which a {kind} column cannot hold"
 
 

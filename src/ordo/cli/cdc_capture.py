@@ -11,7 +11,6 @@ from ordo.cdc import Publisher, SchemaRegistry
 from ordo.cdc.capture import Capture, CaptureTotals
 from ordo.cli.cdc_options import change_log_option, partitions_option
 from ordo.cli.options import (
-    LONGEST_MS,
     ThrottledProgress,
     int_option,
     interruptible,
@@ -21,6 +20,7 @@ from ordo.cli.options import (
 )
 from ordo.cli.variable_option import VariableOption
 from ordo.settings import CaptureSettings
+from ordo.settings.loading import LONGEST_MS
 from ordo.storage.change_sources import (
     DEFAULT_SLOT,
     check_change_source,

@@ -14,13 +14,13 @@ from ordo.cli.operations_options import (
     tag_option,
 )
 from ordo.cli.options import (
-    LONGEST_MS,
     ThrottledProgress,
     aware_time,
     interruptible,
     settings_from_env,
 )
 from ordo.settings import EventsByTagSettings
+from ordo.settings.loading import LONGEST_MS
 from ordo.time import epoch_ms_of
 from ordo.tools.cleanup import Cleanup
 from ordo.types import PersistenceId, Tag

@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 import click
 
 from ordo.cli.options import (
-    LONGEST_MS,
     existing_journal,
     int_option,
     journal_option,
@@ -26,6 +25,7 @@ from ordo.cli.options import (
 )
 from ordo.cli.variable_option import VariableOption
 from ordo.settings import OperationsSettings
+from ordo.settings.loading import LONGEST_MS
 from ordo.settings.operations import (
     MAX_SPARK_KEY_PARTITIONS,
     SPARK_KEY_PARTITIONS,

@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -19,7 +19,7 @@ from ordo.cli.spark_master import SPARK_MASTER
 from ordo.cli.variable_option import VariableOption
 from ordo.errors import ConfigurationError, InvalidIdentifierError, InvalidInputError
 from ordo.settings import ENV_PREFIX, EventsByTagSettings
-from ordo.settings.loading import LONGEST_DURATION
+from ordo.settings.loading import LONGEST_MS
 from ordo.storage.location import creatable_location, existing_location
 from ordo.storage.open import existing_stores_at
 from ordo.storage.stores import Stores
@@ -37,9 +37,6 @@ error (exit 2) rather than the journal's InvalidSequenceNrError."""
 SEGMENT_ID = click.IntRange(min=0, max=LARGEST_INTEGER)
 """A segment id argument: a larger one is the usage error (exit 2) of every other number out of
 range rather than the token store's InvalidInputError (exit 1)."""
-LONGEST_MS = LONGEST_DURATION // timedelta(milliseconds=1)
-"""The largest duration option, in ms: every duration setting's bound, so that a larger one is
-a usage error naming the option (exit 2) rather than the settings' ConfigurationError."""
 
 
 def non_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

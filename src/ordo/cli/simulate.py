@@ -14,7 +14,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from ordo.cli.options import (
     INTERRUPTED_STATUS,
-    LONGEST_MS,
     NumberRange,
     int_option,
     print_fields,
@@ -22,6 +21,7 @@ from ordo.cli.options import (
     workload_options,
 )
 from ordo.errors import BucketSizeMismatchError
+from ordo.settings.loading import LONGEST_MS
 from ordo.simulation.run import (
     MAX_SKEW_MS,
     SIMULATION_QUERY_SETTINGS,

@@ -45,6 +45,9 @@ hold only from 1582 and up to year 9999. 2**53 - 1 ms, all an integer setting co
 past both, and failed far from the setting: an OffsetFormatError in a query's first read, an
 OverflowError that ended a journal's flusher thread or a processor's threads.
 """
+LONGEST_MS = LONGEST_DURATION // timedelta(milliseconds=1)
+"""LONGEST_DURATION in ms: the bound of every duration given as a number of milliseconds (the
+command line's options, `SimulationConfig.max_delay_ms`)."""
 
 BackTrackPeriod = timedelta | Literal["max", "off"]
 """How far a back-track reaches: a duration, `max` (start of the previous bucket) or `off`."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from ordo.errors import ConfigurationError
 from ordo.journal import check_bucket_size
 from ordo.settings import EventsByTagSettings, QuerySettings
-from ordo.settings.loading import LONGEST_DURATION
+from ordo.settings.loading import LONGEST_MS
 from ordo.simulation.checker import EventKey, Expected, Verdict, check, expected_events
 from ordo.simulation.readers import QueryChain, QueryChainThread
 from ordo.simulation.workload import TAGS, Workload
@@ -72,9 +72,8 @@ class SimulationConfig:
         if self.skew_ms > MAX_SKEW_MS:
             msg = f"skew_ms must be at most {MAX_SKEW_MS} (an hour), got {self.skew_ms}"
             raise ConfigurationError(msg)
-        longest_ms = LONGEST_DURATION // timedelta(milliseconds=1)
-        if self.max_delay_ms > longest_ms:  # the delayed writes' wait would overflow
-            msg = f"max_delay_ms must be at most {longest_ms} (100 years), got {self.max_delay_ms}"
+        if self.max_delay_ms > LONGEST_MS:  # the delayed writes' wait would overflow
+            msg = f"max_delay_ms must be at most {LONGEST_MS} (100 years), got {self.max_delay_ms}"
             raise ConfigurationError(msg)
         for name in ("delay_probability", "handovers"):
             if not 0 <= getattr(self, name) <= 1:

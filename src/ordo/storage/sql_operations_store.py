@@ -9,12 +9,12 @@ tag's rows. That is the price of keeping the tag writer's path free of a second 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ordo.hashing import stable_hash
 from ordo.processing.connection import SqlConnection
 from ordo.storage.migration import EXPIRED_BEFORE_KEY, METADATA_TABLE
-from ordo.storage.rows import PROGRESS_COLUMNS
+from ordo.storage.rows import PROGRESS_COLUMNS, latest_progress, progress_from_row
 from ordo.storage.sql_operations_reads import DELETED_TO, SqlOperationsReads, sequence_nr_of
 from ordo.tagging import TagProgress
 from ordo.tools.ports import DeletedCounts, TagViewRow
@@ -178,18 +178,14 @@ class SqlOperationsStore(SqlOperationsReads):
                 ),
                 (tag, up_to_bucket, before, limit),
             ).fetchall()
-            newest: dict[str, tuple[Any, ...]] = {}
-            for row in deleted:
-                if row[0] not in newest or newest[row[0]][3] < row[3]:
-                    newest[row[0]] = tuple(row)
-            rows = sorted(newest.values())  # in key order, as the tag writer's upserts
-            for start in range(0, len(rows), _PROGRESS_CHUNK):
-                chunk = rows[start : start + _PROGRESS_CHUNK]
+            newest = latest_progress([progress_from_row(row) for row in deleted])
+            for start in range(0, len(newest), _PROGRESS_CHUNK):
+                chunk = newest[start : start + _PROGRESS_CHUNK]
                 values = ", ".join(["({p}, {p}, {p}, {p}, {p})"] * len(chunk))
                 conn.execute(
                     self._sql(f"INSERT INTO tag_write_progress ({PROGRESS_COLUMNS}) ")
                     + self._sql(f"VALUES {values}{_RAISE_PROGRESS}"),
-                    [value for row in chunk for value in row],
+                    [value for progress in chunk for value in _progress_values(progress)],
                 )
             return len(deleted)
 
@@ -254,13 +250,7 @@ class SqlOperationsStore(SqlOperationsReads):
                 f"INSERT INTO tag_write_progress ({PROGRESS_COLUMNS}) "
                 "VALUES ({p}, {p}, {p}, {p}, {p})"
             ),
-            (
-                progress.persistence_id,
-                progress.tag,
-                progress.sequence_nr,
-                progress.tag_pid_sequence_nr,
-                progress.timeuuid.to_bytes(),
-            ),
+            _progress_values(progress),
         )
 
     def _keep_numbering(
@@ -318,6 +308,17 @@ class SqlOperationsStore(SqlOperationsReads):
             self._sql("DELETE FROM tag_scanning WHERE persistence_id = {p}"), (persistence_id,)
         ).rowcount
         return DeletedCounts(tag_view_rows=rows, progress_rows=progress, scanning_rows=scanning)
+
+
+def _progress_values(progress: TagProgress) -> tuple[object, ...]:
+    """A progress row's values in PROGRESS_COLUMNS order."""
+    return (
+        progress.persistence_id,
+        progress.tag,
+        progress.sequence_nr,
+        progress.tag_pid_sequence_nr,
+        progress.timeuuid.to_bytes(),
+    )
 
 
 def persistence_id_hashes(rows: Sequence[TagViewRow]) -> list[int]:
