@@ -85,6 +85,7 @@ def test_processors_status_lists_a_projection_that_has_only_positions_in_its_sin
                 "token": None,
                 "ahead": [],
                 "claim_age_ms": None,
+                "claim_expired": None,
                 "replay_until": None,
                 "request": None,
                 "request_age_ms": None,
@@ -170,6 +171,7 @@ def test_status_json_carries_plain_offsets_and_the_merged_parts_ahead(
         "token": str(behind),
         "ahead": [{"segment": "Segment[1/1]", "offset": str(ahead)}],
         "claim_age_ms": None,
+        "claim_expired": False,
         "replay_until": None,
         "request": None,
         "request_age_ms": None,
@@ -290,11 +292,51 @@ def test_a_caught_up_processor_lags_by_nothing_in_time_either(tmp_path: Path) ->
         with stores.tokens.batch("counts", 0, "w") as batch:
             batch.store_token(TrackingToken(offset))
         later = offset.epoch_ms + 25_000
-        caught_up = processor_status(stores.tokens, stores.operations, "counts", now_ms=later)
+        caught_up = processor_status(
+            stores.tokens, stores.operations, "counts", now_ms=later, claim_timeout_ms=10_000
+        )
     with open_journal(url) as journal:
         journal.append("order-2", [NewEvent.of({"n": 2}, tags=["order"])])
     with stores_at(url) as stores:
-        behind = processor_status(stores.tokens, stores.operations, "counts", now_ms=later)
+        behind = processor_status(
+            stores.tokens, stores.operations, "counts", now_ms=later, claim_timeout_ms=10_000
+        )
 
     assert (caught_up.lag_events, caught_up.lag_ms) == (0, 0)
     assert (behind.lag_events, behind.lag_ms) == (1, 25_000)
+
+
+def test_status_tells_a_claim_older_than_the_claim_timeout_has_expired(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An owner that stopped renewing its claim was shown as owning the segment for good.
+
+    Any worker may take a segment whose claim expired (Axon's rule), so an operator reading
+    `owner=w1` of a crashed worker looked for the wrong cause of a stalled segment.
+    """
+    url = f"sqlite:///{tmp_path}/p.db"
+    now_ms = time.time_ns() // 1_000_000
+    with stores_at(url) as stores:
+        stores.tokens.initialize("counts", segment_count=2)
+        stores.tokens.claim("counts", 0, "gone", now_ms=now_ms - 60_000, claim_timeout_ms=1)
+        stores.tokens.claim("counts", 1, "live", now_ms=now_ms, claim_timeout_ms=1)
+    monkeypatch.setenv("ORDO_CLAIM_TIMEOUT_MS", "30000")
+
+    code, out, _ = _run(runner, "processors", "status", "--journal", url)
+
+    assert code == 0
+    gone, live = out.splitlines()
+    assert re.search(r"owner=gone  claimed \d+ ms ago, expired  token=start$", gone), gone
+    assert re.search(r"owner=live  claimed \d+ ms ago  token=start$", live), live
+    code, out, _ = _run(runner, "processors", "status", "--journal", url, "--json")
+    assert [(row["owner"], row["claim_expired"]) for row in json.loads(out)] == [
+        ("gone", True),
+        ("live", False),
+    ]
+    monkeypatch.setenv("COLUMNS", "200")  # the table's rows on one line each
+    log = tmp_path / "log"
+    log.mkdir()
+    code, out, _ = _run(runner, "status", "--journal", url, "--change-log", str(log))
+    assert code == 0
+    rows = [line for line in out.splitlines() if "counts" in line]
+    assert [row.split("│")[5].strip().endswith("s, expired") for row in rows] == [True, False]

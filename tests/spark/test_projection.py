@@ -187,7 +187,9 @@ def test_a_projection_stores_how_far_it_applied_as_its_tokens(
 
     def status() -> tuple[list[str | None], list[str | None], int | None]:
         with stores_at(url) as stores:
-            found = processor_status(stores.tokens, stores.operations, "totals", now_ms=0)
+            found = processor_status(
+                stores.tokens, stores.operations, "totals", now_ms=0, claim_timeout_ms=10_000
+            )
         segments = found.segments
         return [s.token for s in segments], [s.owner for s in segments], found.lag_events
 

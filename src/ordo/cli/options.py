@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -18,7 +18,7 @@ from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.spark_master import SPARK_MASTER
 from ordo.cli.variable_option import VariableOption
 from ordo.errors import ConfigurationError, InvalidIdentifierError, InvalidInputError
-from ordo.settings import ENV_PREFIX, EventsByTagSettings
+from ordo.settings import ENV_PREFIX, EventsByTagSettings, ProcessorSettings
 from ordo.settings.loading import LONGEST_MS
 from ordo.storage.location import creatable_location, existing_location
 from ordo.storage.open import existing_stores_at
@@ -213,6 +213,15 @@ def settings_from_env() -> EventsByTagSettings:
     return EventsByTagSettings.from_env(os.environ)
 
 
+def claim_timeout_ms() -> int:
+    """ORDO_CLAIM_TIMEOUT_MS (or its default) in ms; read before the journal is opened.
+
+    Opening a journal may change it (an older schema upgraded, an SQLite file switched to WAL):
+    a bad value read after that left a changed journal behind its one-line error.
+    """
+    return ProcessorSettings.from_env(os.environ).claim_timeout // timedelta(milliseconds=1)
+
+
 def chosen_bucket_size() -> BucketSize | None:
     """ORDO_BUCKET_SIZE when it is set, else None: the bucket size a user chose.
 
@@ -249,6 +258,11 @@ def shown_token(segment: SegmentStatus) -> str:
     segment read as unknown in one view and as not started in the other.
     """
     return segment.token or "start"
+
+
+def claim_age(segment: SegmentStatus, age: str) -> str:
+    """The claim's `age` as shown, marked when the claim has expired (the owner is gone)."""
+    return f"{age}, expired" if segment.claim_expired else age
 
 
 def beyond_token(segment: SegmentStatus) -> list[str]:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
 from contextlib import ExitStack, closing
 from dataclasses import asdict, fields
-from datetime import timedelta
 
 import click
 
@@ -16,6 +14,8 @@ from ordo.cli.number_arguments import NumberArgumentsCommand
 from ordo.cli.options import (
     SEGMENT_ID,
     beyond_token,
+    claim_age,
+    claim_timeout_ms,
     existing_journal,
     journal_option,
     json_option,
@@ -35,7 +35,6 @@ from ordo.processing.control import (
 from ordo.processing.token import TrackingToken
 from ordo.query import to_offset
 from ordo.query.offset import refuse_future
-from ordo.settings import ProcessorSettings
 from ordo.storage.open import open_existing_stores, stores_at
 from ordo.time import TimeUUID
 from ordo.tools.status import SegmentStatus
@@ -44,15 +43,6 @@ from ordo.tools.status import SegmentStatus
 @click.group(cls=CommandGroup)
 def processors() -> None:
     """Inspect and steer tracking processors through their token store."""
-
-
-def _timeout_ms() -> int:
-    """ORDO_CLAIM_TIMEOUT_MS (or its default) in ms; read before the journal is opened.
-
-    Opening a journal may change it (an older schema upgraded, an SQLite file switched to WAL):
-    a bad value read after that left a changed journal behind its one-line error.
-    """
-    return ProcessorSettings.from_env(os.environ).claim_timeout // timedelta(milliseconds=1)
 
 
 def _now_ms() -> int:
@@ -83,6 +73,7 @@ def status(journal_url: str | None, as_json: bool, processor: str | None) -> Non
     A processor with positions but no tokens (a Spark projection's own sink) is listed with
     how many positions it has: what `reset --sink` clears there.
     """
+    timeout_ms = claim_timeout_ms()
     with read_only_stores(journal_url) as stores:
         untracked = stores.tokens.processors_without_tokens()
         names = (  # "" names a processor, which the token store refuses: it listed them all
@@ -92,7 +83,10 @@ def status(journal_url: str | None, as_json: bool, processor: str | None) -> Non
         )
         found = {
             name: SegmentStatus.every(
-                stores.tokens.entries(name), stores.tokens.pending_requests(name), now_ms=_now_ms()
+                stores.tokens.entries(name),
+                stores.tokens.pending_requests(name),
+                now_ms=_now_ms(),
+                claim_timeout_ms=timeout_ms,
             )
             for name in names
             if name not in untracked
@@ -108,7 +102,7 @@ def status(journal_url: str | None, as_json: bool, processor: str | None) -> Non
             claim = (
                 "not claimed"
                 if segment.claim_age_ms is None
-                else f"claimed {segment.claim_age_ms} ms ago"
+                else claim_age(segment, f"claimed {segment.claim_age_ms} ms ago")
             )
             click.echo(
                 "  ".join(
@@ -148,14 +142,14 @@ def _steer(
     replace_hand_over: bool,
 ) -> None:
     operations = {"split": split_segment, "merge": merge_segment, "release": release_segment}
-    claim_timeout_ms = _timeout_ms()
+    timeout_ms = claim_timeout_ms()
     with stores_at(existing_journal(journal_url)) as stores:
         receipt: ControlReceipt = operations[action](
             stores.tokens,
             processor,
             segment_id,
             now_ms=_now_ms(),
-            claim_timeout_ms=claim_timeout_ms,
+            claim_timeout_ms=timeout_ms,
             replace_hand_over=replace_hand_over,
         )
     click.echo(receipt.message)
@@ -232,7 +226,7 @@ def reset(
     it is opened before the journal, and the sink named as the journal is the journal.
     """
     token = _reset_token(offset)
-    claim_timeout_ms = _timeout_ms()
+    timeout_ms = claim_timeout_ms()
     journal_url = existing_journal(journal_url)
     with ExitStack() as opened:
         sink = None
@@ -246,7 +240,7 @@ def reset(
             processor,
             token,
             now_ms=_now_ms(),
-            claim_timeout_ms=claim_timeout_ms,
+            claim_timeout_ms=timeout_ms,
             sink=None if sink is None else sink.tokens,
         )
     click.echo(receipt.message)

@@ -14,6 +14,8 @@ from ordo.cli.cdc_options import change_log_option, require_named_change_log, so
 from ordo.cli.cdc_status import cdc_table
 from ordo.cli.options import (
     beyond_token,
+    claim_age,
+    claim_timeout_ms,
     journal_option,
     json_option,
     pending_request,
@@ -52,6 +54,7 @@ def status(
     url = require_journal(journal_url)
     require_named_change_log(change_log)
     now_ms = time.time_ns() // 1_000_000
+    timeout_ms = claim_timeout_ms()
     with existing_stores_at(url) as stores:
         summary = stores.journal.summary()
         lease_timeout_ms = OperationsSettings.from_env(os.environ).writer_lease_timeout_ms
@@ -64,7 +67,9 @@ def status(
             writers=stores.operations.live_writers(since_ms=now_ms - lease_timeout_ms),
             now_ms=now_ms,
         )
-        processors = every_processor_status(stores.tokens, stores.operations, now_ms=now_ms)
+        processors = every_processor_status(
+            stores.tokens, stores.operations, now_ms=now_ms, claim_timeout_ms=timeout_ms
+        )
     cdc = cdc_status(url, change_log, source_url=source_url, tables=tables, slot=slot)
     found = Status(journal=journal, processors=processors, cdc=cdc)
     if as_json:
@@ -98,7 +103,11 @@ def _print(found: Status) -> None:
         if processor.lag_ms is not None:
             lag += f", {processor.lag_ms / 1000:,.1f} s"
         for segment in processor.segments:
-            age = "-" if segment.claim_age_ms is None else f"{segment.claim_age_ms / 1000:.1f} s"
+            age = (
+                "-"
+                if segment.claim_age_ms is None
+                else claim_age(segment, f"{segment.claim_age_ms / 1000:.1f} s")
+            )
             processors.add_row(
                 processor.processor,
                 segment.segment,

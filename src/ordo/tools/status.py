@@ -59,6 +59,9 @@ class SegmentStatus:
     ahead: list[dict[str, str]]
     """The parts of a merge that processed further: `segment` and its `offset` each."""
     claim_age_ms: int | None
+    claim_expired: bool
+    """The owner has not renewed its claim within the claim timeout: any worker may take the
+    segment (Axon's rule), so the owner named is most likely gone, not stuck."""
     replay_until: str | None
     """After a reset, the offset up to which events are replays, until the token reaches it.
 
@@ -71,7 +74,12 @@ class SegmentStatus:
 
     @classmethod
     def of(
-        cls, entry: TokenEntry, *, now_ms: int, pending: PendingRequest | None = None
+        cls,
+        entry: TokenEntry,
+        *,
+        now_ms: int,
+        claim_timeout_ms: int,
+        pending: PendingRequest | None = None,
     ) -> SegmentStatus:
         """The status of a stored segment at `now_ms`, with the request pending for it."""
         replay = None if entry.replay_until is None else entry.replay_until.reached
@@ -88,6 +96,8 @@ class SegmentStatus:
             claim_age_ms=None
             if entry.claimed_at_ms is None
             else max(0, now_ms - entry.claimed_at_ms),
+            claim_expired=entry.owner is not None
+            and not entry.is_held(now_ms=now_ms, claim_timeout_ms=claim_timeout_ms),
             replay_until=None if replay is None else str(replay),
             request=None if pending is None else pending.request.describe(),
             request_age_ms=None if pending is None else max(0, now_ms - pending.requested_at_ms),
@@ -95,12 +105,22 @@ class SegmentStatus:
 
     @classmethod
     def every(
-        cls, entries: Sequence[TokenEntry], pending: Sequence[PendingRequest], *, now_ms: int
+        cls,
+        entries: Sequence[TokenEntry],
+        pending: Sequence[PendingRequest],
+        *,
+        now_ms: int,
+        claim_timeout_ms: int,
     ) -> list[SegmentStatus]:
         """The status of each of a processor's `entries` with its request among `pending`."""
         by_segment = {p.segment_id: p for p in pending}
         return [
-            cls.of(entry, now_ms=now_ms, pending=by_segment.get(entry.segment.segment_id))
+            cls.of(
+                entry,
+                now_ms=now_ms,
+                claim_timeout_ms=claim_timeout_ms,
+                pending=by_segment.get(entry.segment.segment_id),
+            )
             for entry in entries
         ]
 
@@ -151,11 +171,21 @@ def journal_status(
 
 
 def processor_status(
-    tokens: TokenStore, operations: OperationsStore, processor: str, *, now_ms: int
+    tokens: TokenStore,
+    operations: OperationsStore,
+    processor: str,
+    *,
+    now_ms: int,
+    claim_timeout_ms: int,
 ) -> ProcessorStatus:
     """One processor's segments and its lag behind the journal."""
     entries = tokens.entries(processor)
-    segments = SegmentStatus.every(entries, tokens.pending_requests(processor), now_ms=now_ms)
+    segments = SegmentStatus.every(
+        entries,
+        tokens.pending_requests(processor),
+        now_ms=now_ms,
+        claim_timeout_ms=claim_timeout_ms,
+    )
     offsets = [entry.token.offset for entry in entries]
     slowest = None if any(o is None for o in offsets) else min(o for o in offsets if o is not None)
     lag_events = operations.count_events_after(slowest)
@@ -166,7 +196,7 @@ def processor_status(
 
 
 def every_processor_status(
-    tokens: TokenStore, operations: OperationsStore, *, now_ms: int
+    tokens: TokenStore, operations: OperationsStore, *, now_ms: int, claim_timeout_ms: int
 ) -> list[ProcessorStatus]:
     """Every processor by name: those with tokens, and those with only positions.
 
@@ -179,7 +209,9 @@ def every_processor_status(
             processor=name, segments=[], lag_events=None, lag_ms=None, positions=untracked[name]
         )
         if name in untracked
-        else processor_status(tokens, operations, name, now_ms=now_ms)
+        else processor_status(
+            tokens, operations, name, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+        )
         for name in sorted({*tokens.processors(), *untracked})
     ]
 
