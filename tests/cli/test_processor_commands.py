@@ -284,3 +284,40 @@ def test_a_reset_to_a_future_offset_leaves_the_journal_and_the_sink_as_they_were
     assert (code, out) == (1, "")
     assert err.startswith(f"Error: FutureOffsetError: offset {future} (")
     assert [(fingerprint(path), stored_version(path)) for path in (journal, sink)] == before
+
+
+def test_a_reset_refused_while_the_processor_runs_leaves_the_journal_and_the_sink_as_they_were(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The running processor was found only once both were open for writing: a journal and a
+    sink in rollback mode were switched to WAL by a command that then changed nothing."""
+    journal, sink = tmp_path / "journal.db", tmp_path / "sink.db"
+    with stores_at(f"sqlite:///{journal}") as stores:
+        stores.tokens.initialize("counts", segment_count=1)
+        stores.tokens.claim(
+            "counts", 0, "w", now_ms=time.time_ns() // 1_000_000, claim_timeout_ms=60_000
+        )
+    with stores_at(f"sqlite:///{sink}"):
+        pass
+    for path in (journal, sink):
+        with closing(sqlite3.connect(path)) as conn:
+            conn.execute("PRAGMA journal_mode=DELETE")
+    before = [fingerprint(path) for path in (journal, sink)]
+    monkeypatch.setenv("ORDO_CLAIM_TIMEOUT_MS", "60000")
+
+    code, out, err = _run(
+        runner,
+        *(
+            "processors",
+            "reset",
+            "counts",
+            "--journal",
+            str(journal),
+            "--sink",
+            f"sqlite:///{sink}",
+        ),
+    )
+
+    assert (code, out) == (1, "")
+    assert "is running" in err or "claimed" in err, err
+    assert [fingerprint(path) for path in (journal, sink)] == before

@@ -25,8 +25,10 @@ from ordo.cli.options import (
     shown_token,
     without_tokens,
 )
+from ordo.errors import SchemaVersionError
 from ordo.processing.control import (
     ControlReceipt,
+    check_reset_processor,
     merge_segment,
     release_segment,
     reset_processor,
@@ -35,7 +37,7 @@ from ordo.processing.control import (
 from ordo.processing.token import TrackingToken
 from ordo.query import to_offset
 from ordo.query.offset import refuse_future
-from ordo.storage.open import open_existing_stores, stores_at
+from ordo.storage.open import existing_stores_at, open_existing_stores, stores_at
 from ordo.time import TimeUUID
 from ordo.tools.status import SegmentStatus
 
@@ -228,6 +230,7 @@ def reset(
     token = _reset_token(offset)
     timeout_ms = claim_timeout_ms()
     journal_url = existing_journal(journal_url)
+    _check_reset(journal_url, sink_url, processor, token, timeout_ms=timeout_ms)
     with ExitStack() as opened:
         sink = None
         if sink_url not in (None, journal_url):
@@ -244,3 +247,35 @@ def reset(
             sink=None if sink is None else sink.tokens,
         )
     click.echo(receipt.message)
+
+
+def _check_reset(
+    journal_url: str, sink_url: str | None, processor: str, token: TrackingToken, *, timeout_ms: int
+) -> None:
+    """Refuse what the reset would refuse on the stores opened only to read.
+
+    Opening them to write may change them (an SQLite file switched to WAL): a reset refused
+    there, of a running processor say, left both changed. A journal of an older schema cannot
+    be read before its upgrade; the reset checks it once upgraded, as it checks every store
+    again in case a processor started in between.
+    """
+    with ExitStack() as opened:
+        try:
+            journal = opened.enter_context(existing_stores_at(journal_url))
+        except SchemaVersionError as exc:
+            if exc.found > exc.supported:
+                raise
+            return
+        sink = None
+        if sink_url not in (None, journal_url):
+            sink = opened.enter_context(
+                closing(open_existing_stores(sink_url, what="sink database"))
+            )
+        check_reset_processor(
+            journal.tokens,
+            processor,
+            token,
+            now_ms=_now_ms(),
+            claim_timeout_ms=timeout_ms,
+            sink=None if sink is None else sink.tokens,
+        )

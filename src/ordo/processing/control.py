@@ -209,6 +209,39 @@ def reset_processor(
     reached), and the sink's positions go, though the journal holds nothing left to reset
     (_reset_with_sink).
     """
+    journal_holds_it = check_reset_processor(
+        tokens, processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms, sink=sink
+    )
+    if sink is not None:
+        return _reset_with_sink(
+            tokens,
+            sink,
+            processor,
+            token,
+            journal_holds_it=journal_holds_it,
+            now_ms=now_ms,
+            claim_timeout_ms=claim_timeout_ms,
+        )
+    tokens.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+    return _reset_receipt(f"reset {processor!r} to {token}")
+
+
+def check_reset_processor(
+    tokens: TokenStore,
+    processor: str,
+    token: TrackingToken,
+    *,
+    now_ms: int,
+    claim_timeout_ms: int,
+    sink: TokenStore | None = None,
+) -> bool:
+    """Raise what reset_processor would refuse, changing nothing; whether `tokens` holds any.
+
+    So that a command can check on stores opened only to read before it opens them to write:
+    opening to write may change a database (an older schema upgraded, an SQLite file switched
+    to WAL) that a refused reset, of a running processor say, must leave as it was.
+    The journal may hold nothing when a sink is given: see _reset_with_sink.
+    """
     check_token_store(tokens)
     check_claim_times(now_ms, claim_timeout_ms)
     check_token(token)
@@ -219,13 +252,18 @@ def reset_processor(
         raise ConfigurationError(msg)
     if token.offset is not None:
         refuse_future(token.offset, now_ns=now_ms * 1_000_000)
-    if sink is not None:
-        return _reset_with_sink(
-            tokens, sink, processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
-        )
-    tokens.check_reset(processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
-    tokens.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
-    return _reset_receipt(f"reset {processor!r} to {token}")
+    if sink is None:
+        tokens.check_reset(processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+        return True
+    journal_holds_it = _holds_something_to_reset(
+        tokens, processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
+    )
+    try:
+        sink.check_reset(processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
+    except UnknownProcessorError as exc:
+        msg = f"{'the sink' if journal_holds_it else 'the journal and the sink'}: {exc}"
+        raise UnknownProcessorError(msg) from exc
+    return journal_holds_it
 
 
 def _reset_with_sink(
@@ -234,6 +272,7 @@ def _reset_with_sink(
     processor: str,
     token: TrackingToken,
     *,
+    journal_holds_it: bool,
     now_ms: int,
     claim_timeout_ms: int,
 ) -> ControlReceipt:
@@ -244,16 +283,8 @@ def _reset_with_sink(
     the error says, though the journal's part left nothing there; a projection whose source
     does not name it as its processor has nothing in the journal either. A sink that holds
     nothing is refused (UnknownProcessorError), as a sink named by mistake: `--sink` is there
-    to clear positions.
+    to clear positions. `journal_holds_it` is what check_reset_processor found.
     """
-    journal_holds_it = _holds_something_to_reset(
-        tokens, processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms
-    )
-    try:
-        sink.check_reset(processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
-    except UnknownProcessorError as exc:
-        msg = f"{'the sink' if journal_holds_it else 'the journal and the sink'}: {exc}"
-        raise UnknownProcessorError(msg) from exc
     try:
         tokens.reset(processor, token, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
     except UnknownProcessorError:
