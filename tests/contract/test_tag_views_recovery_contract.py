@@ -4,7 +4,9 @@ rows a writer left unwritten, and a failed tag_views write is retried.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 
 from journal_support import BATCHED, IMMEDIATE, JournalFactory, events_of, still_clock
 from ordo import BucketSize, Journal, NewEvent
@@ -109,18 +111,27 @@ def test_a_recovery_racing_another_continues_the_tag_pid_sequence_nrs(
 
 
 class FailingTagViews:
-    """A TagViewStore whose next `failures` tag_views writes fail like a lost connection."""
+    """A TagViewStore whose next `failures` tag_views writes (or, with `progress`, progress
+    writes) fail like a lost connection."""
 
-    def __init__(self, inner: TagViewStore, failures: int) -> None:
+    def __init__(self, inner: TagViewStore, failures: int, *, progress: bool = False) -> None:
         self._inner = inner
         self.failures = failures
+        self._is_progress = progress
 
     def write_tag_views(self, writes: Sequence[TagWrite]) -> None:
-        if self.failures > 0:
-            self.failures -= 1
-            msg = "injected: the tag_views write failed"
-            raise StorageUnavailableError(msg)  # an outage: retried (a StorageError is not)
+        self._fail_if(is_progress=False)
         self._inner.write_tag_views(writes)
+
+    def write_progress(self, progress: Sequence[TagProgress]) -> None:
+        self._fail_if(is_progress=True)
+        self._inner.write_progress(progress)
+
+    def _fail_if(self, *, is_progress: bool) -> None:
+        if self.failures > 0 and is_progress == self._is_progress:
+            self.failures -= 1
+            msg = "injected: the write failed"
+            raise StorageUnavailableError(msg)  # an outage: retried (a StorageError is not)
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._inner, name)
@@ -166,3 +177,33 @@ def test_a_failed_tag_write_is_retried_and_an_append_that_raises_wrote_nothing(
 
     assert [r.sequence_nr for r in entries(stores, "t")] == [1]
     assert progress_of(stores, "p", "t").sequence_nr == 1
+
+
+def test_a_recovery_whose_progress_write_failed_leaves_the_next_one_the_numbers(
+    journal_factory: JournalFactory, stores: Stores
+) -> None:
+    """Recovery records tag_scanning once its tag writes are flushed, and the next recovery
+    takes the numbers of the events below it from their progress. A batch whose rows were
+    written but whose progress write failed was counted as written: the flush that followed
+    found nothing to write, tag_scanning passed the events without progress, and the next
+    journal numbered the tag from 1 again (an untagged newest event, which recovery reads
+    anyway, hid nothing)."""
+    killed = journal_factory(settings=MINUTE_BUCKETS, clock=still_clock())
+    killed.append("p", [NewEvent.of(n, tags=["t"]) for n in range(3)] + [NewEvent.of(3)])
+    # `killed` never writes its buffered rows; a journal whose first progress write fails
+    # recovers the id (its tag writes go out at once, as the appender's do).
+    failing = FailingTagViews(stores.tag_views, failures=1, progress=True)
+    immediate = dataclasses.replace(MINUTE_BUCKETS, flush_interval=timedelta(0))
+    recovering = Journal(stores.journal, failing, settings=immediate)  # type: ignore[arg-type]
+    try:
+        recovering.recover("p")
+    finally:
+        recovering.close()
+    assert failing.failures == 0
+
+    journal_factory(settings=immediate).append(
+        "p", [NewEvent.of(4, tags=["t"])], expected_sequence_nr=4
+    )
+
+    assert [e.tags for e in killed.replay("p")] == [{"t": 1}, {"t": 2}, {"t": 3}, {}, {"t": 4}]
+    assert [r.tag_pid_sequence_nr for r in entries(stores, "t")] == [1, 2, 3, 4]

@@ -39,10 +39,10 @@ class TagWriter:
     writes apart from the persisting actor), or at once by the appender when there is no
     `on_full` or `BACKLOG_BATCHES` are waiting. Batches of a tag are written one at a time in
     order, each rows first and progress after, so a crash between the two leaves rows that
-    recovery rewrites with the same numbers. A write that fails is kept and retried by the
-    next flush, its outage logged by an OutageLog (one WARNING, not one per retry), unless it
-    failed as no retry mends (not `is_outage`) and there is an `on_failure` to hear of it.
-    Thread-safe.
+    recovery rewrites with the same numbers. A batch is buffered until its progress is written:
+    a write of either that fails keeps it for the next flush to retry, its outage logged by an
+    OutageLog (one WARNING, not one per retry), unless it failed as no retry mends (not
+    `is_outage`) and there is an `on_failure` to hear of it. Thread-safe.
     """
 
     def __init__(
@@ -138,21 +138,30 @@ class TagWriter:
         self._write_closed_locked()
 
     def _write_closed_locked(self) -> None:
+        """Write the closed batches in order, each rows first and progress after.
+
+        A batch stays buffered until its progress is written too, so a retry writes its rows
+        again (an upsert) and then the progress. Dropped once its rows were in, a batch whose
+        progress write failed left a flush that found nothing to write and succeeded, and the
+        recovery that flushed recorded tag_scanning past events without progress: the next
+        journal's recovery, which takes their numbers from progress, numbered the tag again
+        from an older tag pid sequence nr.
+        """
         while True:
             with self._lock:
                 if not self._closed:
                     return
                 batch, events = self._closed.pop(0)
+            latest: dict[PersistenceId, TagWrite] = {w.persistence_id: w for w in batch}
             try:
                 self._store.write_tag_views(batch)
+                self._store.write_progress([write.progress() for write in latest.values()])
             except BaseException:
                 with self._lock:
                     self._closed.insert(0, (batch, events))
                 raise
             with self._lock:
                 self._buffered -= events
-            latest: dict[PersistenceId, TagWrite] = {w.persistence_id: w for w in batch}
-            self._store.write_progress([write.progress() for write in latest.values()])
             self._outage.succeeded()
             if self._on_written is not None:
                 self._on_written(self.tag)
