@@ -1,5 +1,6 @@
 """What the tag views contract tests share: settings and a clock reading of minute buckets,
-the rows a tag holds, the rows the journal's events call for, and an id's progress in a tag.
+the rows a tag holds, the rows the journal's events call for, an id's progress in a tag, and a
+store whose writes fail.
 
 The settings that flush at once or batch, the still clock and the tag names are the journal
 contract tests', in journal_support. Its still clock reads 12:30:00 where these tests' own read
@@ -12,8 +13,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from ordo import BucketSize, EventsByTagSettings, Journal, PersistedEvent
+from ordo.errors import StorageUnavailableError
 from ordo.storage.stores import Stores
-from ordo.tagging import TaggedEvent, TagProgress
+from ordo.tagging import TaggedEvent, TagProgress, TagViewStore, TagWrite
 from ordo.types import PersistenceId, Tag
 
 MINUTE_BUCKETS = EventsByTagSettings(
@@ -54,3 +56,30 @@ def expected_entries(
 
 def all_events(journal: Journal) -> list[PersistedEvent]:
     return [e for pid in journal.persistence_ids() for e in journal.replay(pid)]
+
+
+class FailingTagViews:
+    """A TagViewStore whose next `failures` tag_views writes (or, with `progress`, progress
+    writes) fail like a lost connection."""
+
+    def __init__(self, inner: TagViewStore, failures: int, *, progress: bool = False) -> None:
+        self._inner = inner
+        self.failures = failures
+        self._is_progress = progress
+
+    def write_tag_views(self, writes: Sequence[TagWrite]) -> None:
+        self._fail_if(is_progress=False)
+        self._inner.write_tag_views(writes)
+
+    def write_progress(self, progress: Sequence[TagProgress]) -> None:
+        self._fail_if(is_progress=True)
+        self._inner.write_progress(progress)
+
+    def _fail_if(self, *, is_progress: bool) -> None:
+        if self.failures > 0 and is_progress == self._is_progress:
+            self.failures -= 1
+            msg = "injected: the write failed"
+            raise StorageUnavailableError(msg)  # an outage: retried (a StorageError is not)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)

@@ -1,6 +1,6 @@
 """The tag views' contract, run once per backend through `journal_url`: when the tag writer
 writes tag_views and tag_write_progress: after flush(), at a full batch, at a new time bucket, at
-once with flush_interval 0, periodically, and on close.
+once with flush_interval 0 (and again after a failure), periodically, and on close.
 """
 
 from __future__ import annotations
@@ -9,11 +9,18 @@ import time
 from datetime import timedelta
 
 from journal_support import BATCHED, IMMEDIATE, JournalFactory, still_clock, tag_names
-from ordo import BucketSize, EventsByTagSettings, NewEvent
+from ordo import BucketSize, EventsByTagSettings, Journal, NewEvent
 from ordo.clock import ManualClock
 from ordo.storage.stores import Stores
 from ordo.types import PersistenceId, Tag
-from tag_views_support import MINUTE_BUCKETS, MINUTE_NS, MINUTE_START_NS, entries, progress_of
+from tag_views_support import (
+    MINUTE_BUCKETS,
+    MINUTE_NS,
+    MINUTE_START_NS,
+    FailingTagViews,
+    entries,
+    progress_of,
+)
 
 
 def wait_for_progress(stores: Stores, persistence_id: str, tag: str, sequence_nr: int) -> None:
@@ -88,6 +95,26 @@ def test_with_flush_interval_0_every_append_is_visible_at_once(
 
         assert [r.tag_pid_sequence_nr for r in entries(stores, "t")] == list(range(1, n + 1))
         assert progress_of(stores, "p", "t").tag_pid_sequence_nr == n
+
+
+def test_with_flush_interval_0_a_failed_write_is_retried_without_another_append(
+    stores: Stores,
+) -> None:
+    """With flush_interval 0 the appender writes at once and there is no periodic flush: a
+    write that failed in an outage waited for the tag's next append (or close), so after a
+    quiet spell its events stayed invisible to queries for as long as nothing else came."""
+    tag_views = FailingTagViews(stores.tag_views, failures=1)
+    journal = Journal(stores.journal, tag_views, settings=IMMEDIATE)  # type: ignore[arg-type]
+    try:
+        journal.append("p", [NewEvent.of(1, tags=["t"])])
+        assert tag_views.failures == 0
+
+        wait_for_progress(stores, "p", "t", 1)
+
+        assert [r.sequence_nr for r in entries(stores, "t")] == [1]
+        assert progress_of(stores, "p", "t").sequence_nr == 1
+    finally:
+        journal.close()
 
 
 def test_an_event_in_a_new_time_bucket_writes_the_previous_buckets_batch(

@@ -5,20 +5,21 @@ rows a writer left unwritten, and a failed tag_views write is retried.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 
 from journal_support import BATCHED, IMMEDIATE, JournalFactory, events_of, still_clock
 from ordo import BucketSize, Journal, NewEvent
 from ordo.clock import ManualClock, SkewedClock, SystemClock
-from ordo.errors import StorageError, StorageUnavailableError
+from ordo.errors import StorageError
 from ordo.storage.stores import Stores
-from ordo.tagging import TagProgress, TagViewStore, TagWrite
+from ordo.tagging import TagProgress, TagViewStore
 from ordo.types import PersistenceId, Tag
 from tag_views_support import (
     MINUTE_BUCKETS,
     MINUTE_NS,
     MINUTE_START_NS,
+    FailingTagViews,
     all_events,
     entries,
     expected_entries,
@@ -108,33 +109,6 @@ def test_a_recovery_racing_another_continues_the_tag_pid_sequence_nrs(
 
 
 # --- failures -----------------------------------------------------------------------------------
-
-
-class FailingTagViews:
-    """A TagViewStore whose next `failures` tag_views writes (or, with `progress`, progress
-    writes) fail like a lost connection."""
-
-    def __init__(self, inner: TagViewStore, failures: int, *, progress: bool = False) -> None:
-        self._inner = inner
-        self.failures = failures
-        self._is_progress = progress
-
-    def write_tag_views(self, writes: Sequence[TagWrite]) -> None:
-        self._fail_if(is_progress=False)
-        self._inner.write_tag_views(writes)
-
-    def write_progress(self, progress: Sequence[TagProgress]) -> None:
-        self._fail_if(is_progress=True)
-        self._inner.write_progress(progress)
-
-    def _fail_if(self, *, is_progress: bool) -> None:
-        if self.failures > 0 and is_progress == self._is_progress:
-            self.failures -= 1
-            msg = "injected: the write failed"
-            raise StorageUnavailableError(msg)  # an outage: retried (a StorageError is not)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._inner, name)
 
 
 def test_a_writer_whose_clock_is_behind_appends_after_an_untagged_newest_event(

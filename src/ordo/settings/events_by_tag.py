@@ -43,7 +43,8 @@ class EventsByTagSettings(LoadableSettings):
     keeps such an outage to some 20 MB per tag (a buffered write is one per append and tag,
     about 200 bytes) and is far above the bursts of bench/append.py and `ordo demo`."""
     flush_interval: timedelta = timedelta(milliseconds=250)
-    """Longest a tagged event waits in the tag writer; 0 writes each event at once."""
+    """Longest a tagged event waits in the tag writer; 0 writes each event at once (and retries
+    a write that failed every `ordo.tagging.tag_writer.RETRY_INTERVAL`)."""
     pubsub_notification: bool = False
     """Notify queries of tag writes so they read at once instead of at the next refresh."""
     time_to_live: timedelta | None = None

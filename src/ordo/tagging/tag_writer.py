@@ -28,6 +28,13 @@ This is the back-pressure: appenders run ahead of a slow store by at most this m
 per tag, then write (and wait) themselves.
 """
 
+RETRY_INTERVAL = timedelta(milliseconds=250)
+"""How often the flusher retries failed writes where flush_interval is 0.
+
+Appenders write at once then, so no periodic flush would retry a write that failed: its events
+waited for the tag's next append, for as long as none came.
+"""
+
 
 class TagWriter:
     """Batches the events of one tag (seed 000: one TagWriter per tag, created on demand).
@@ -173,9 +180,9 @@ class TagWriters:
     Where the store asks for it (`BACKGROUND_WRITES`), the same thread also writes each full
     batch as soon as it closes, so appends do not wait for tag writes; otherwise the appender
     that fills a batch writes it. With flush_interval 0 every write is flushed at once by the
-    appender (seed 000: "write each individually without delay"). `on_written(tag)` runs after
-    each stored batch (pubsub notification). Thread-safe; close() flushes and stops the flusher
-    thread.
+    appender (seed 000: "write each individually without delay"), and the thread only retries
+    what failed, every RETRY_INTERVAL. `on_written(tag)` runs after each stored batch (pubsub
+    notification). Thread-safe; close() flushes and stops the flusher thread.
 
     Failures: an outage (`is_outage`) is retried by the next flush, logged as a WARNING when it
     starts (and once a minute while it lasts) and at INFO when the tag's writes resume. A
@@ -199,7 +206,8 @@ class TagWriters:
         self._max = max_message_batch_size
         self._max_buffer = max_buffer_size
         self._on_written = on_written
-        self._interval = flush_interval.total_seconds()
+        self._is_immediate = flush_interval <= timedelta(0)
+        self._interval = (RETRY_INTERVAL if self._is_immediate else flush_interval).total_seconds()
         self._writers: dict[Tag, TagWriter] = {}
         self._full: dict[Tag, TagWriter] = {}  # writers with closed batches, for the flusher
         self._over: dict[Tag, TagWriter] = {}  # writers that held more than max_buffer_size
@@ -207,13 +215,11 @@ class TagWriters:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._stopped = threading.Event()
-        self._flusher: threading.Thread | None = None
-        if self._interval > 0:
-            self._flusher = threading.Thread(
-                target=self._flush_periodically, name="ordo-tag-flusher", daemon=True
-            )
-            self._flusher.start()
-        self._is_background = self._flusher is not None and store.BACKGROUND_WRITES
+        self._flusher: threading.Thread | None = threading.Thread(
+            target=self._flush_periodically, name="ordo-tag-flusher", daemon=True
+        )
+        self._flusher.start()
+        self._is_background = not self._is_immediate and store.BACKGROUND_WRITES
 
     def admit(self) -> None:
         """Refuse an append before it writes anything, while the tag views cannot keep up.
@@ -245,7 +251,7 @@ class TagWriters:
             by_tag.setdefault(write.tag, []).append(write)
         for tag, tagged in by_tag.items():
             writer = self._writer(tag)
-            if writer.add(tagged, is_immediate=self._interval <= 0) > self._max_buffer:
+            if writer.add(tagged, is_immediate=self._is_immediate) > self._max_buffer:
                 with self._lock:
                     self._over[tag] = writer
 
