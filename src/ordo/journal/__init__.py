@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ordo.journal.bucket_size import check_bucket_size
-from ordo.journal.event import NewEvent, PersistedEvent
-from ordo.journal.journal import AppendReceipt, Journal
+from ordo.journal.event import AppendReceipt, NewEvent, PersistedEvent
+from ordo.journal.journal import Journal
 from ordo.journal.ports import JournalStore
 from ordo.journal.serialization import Serializer
 

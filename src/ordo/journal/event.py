@@ -151,3 +151,13 @@ def decode_tags(text: str) -> dict[Tag, TagPidSequenceNr]:
     """Invert encode_tags()."""
     decoded: dict[Tag, TagPidSequenceNr] = json.loads(text)
     return decoded
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppendReceipt:
+    """What one append wrote: sequence nrs `first..last` (inclusive) and their offsets."""
+
+    persistence_id: PersistenceId
+    first_sequence_nr: SequenceNr
+    last_sequence_nr: SequenceNr
+    offsets: tuple[TimeUUID, ...]

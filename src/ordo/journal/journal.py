@@ -6,7 +6,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from contextlib import ExitStack
 
 from ordo.clock import Clock, clock_or_system
 from ordo.errors import (
@@ -18,7 +18,7 @@ from ordo.errors import (
 from ordo.forking import OpeningProcess
 from ordo.journal import validation
 from ordo.journal.bucket_size import check_bucket_size
-from ordo.journal.event import NewEvent, PersistedEvent, persisted_event
+from ordo.journal.event import AppendReceipt, NewEvent, PersistedEvent, persisted_event
 from ordo.journal.lease import WriterLease
 from ordo.journal.ports import JournalStore
 from ordo.journal.recovery import PidState, recover_persistence_id, shared_bucket, tag_writes
@@ -26,7 +26,7 @@ from ordo.journal.serialization import serialize_metadata, serialize_payload
 from ordo.settings import EventsByTagSettings
 from ordo.tagging import TagViewStore, TagWriters
 from ordo.tagging.notification import Announcer
-from ordo.time import TimeUUID, TimeUUIDGenerator
+from ordo.time import TimeUUIDGenerator
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
 
 logger = logging.getLogger(__name__)
@@ -36,16 +36,6 @@ MAX_CACHED_TAG_SETS = 10_000
 """Distinct tag sets whose validation is remembered (applications use a handful)."""
 MAX_CACHED_PERSISTENCE_IDS = 100_000
 """Per-id state kept in memory; an evicted id is recovered again on its next append."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AppendReceipt:
-    """What one append wrote: sequence nrs `first..last` (inclusive) and their offsets."""
-
-    persistence_id: PersistenceId
-    first_sequence_nr: SequenceNr
-    last_sequence_nr: SequenceNr
-    offsets: tuple[TimeUUID, ...]
 
 
 class Journal:
@@ -148,6 +138,7 @@ class Journal:
         self._tag_writers.admit()
         self._record_bucket_size()
         with self._lock_for(pid):
+            self._ensure_open()
             state = self._states.get(pid)
             if state is None:
                 state = self._assume_new(pid) if expected == 0 else self._recover(pid)
@@ -247,6 +238,10 @@ class Journal:
     def close(self) -> None:
         """Flush the tag writers and release the storage. Idempotent.
 
+        Appends in flight end first, and their tag views are flushed: an append that waited
+        for the database's lock was written once it came free, then refused its tag writes
+        (JournalClosedError), so its caller, told it failed, appended the events again. An
+        append that takes its lock after close() began is refused, having written nothing.
         Raises what flush() raises (TagWriteFailedError too: recovery writes those tag views in
         the journal opened again), after releasing everything. In a forked child it does
         nothing: what it would flush, release and close is the parent's, which closes it.
@@ -256,7 +251,10 @@ class Journal:
         self._is_closed = True
         try:
             try:
-                self._tag_writers.close()
+                with ExitStack() as held:
+                    for lock in self._locks:
+                        held.enter_context(lock)
+                    self._tag_writers.close()
             finally:
                 self._lease.close()
         finally:
