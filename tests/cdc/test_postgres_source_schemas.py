@@ -5,15 +5,17 @@ no such table), and columns that change while it captures.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from ordo.cdc.capture import Capture as CaptureRunner
+from ordo.cdc.capture import CaptureTotals
 from ordo.cdc.change import mutation_problems
 from ordo.cdc.column_type import ColumnType
+from ordo.cdc.ports import SchemaVersion
 from ordo.cdc.publisher import Publisher
 from ordo.cdc.schema import Column
 from ordo.cdc.schema_registry import SchemaRegistry
@@ -26,6 +28,7 @@ from ordo.errors import (
 )
 from ordo.storage.open import stores_at
 from ordo.storage.parquet.change_log import ParquetChangeLog
+from ordo.storage.postgres.change_source import PostgresChangeSource
 from postgres_source_support import Capture, slot_count, summary
 
 pytestmark = pytest.mark.postgres
@@ -196,6 +199,34 @@ def test_a_column_added_while_capturing_is_captured(
     assert insert.cells["email"].value == "a@b.c"
 
 
+def _captured_across_incompatible_change(
+    run: Callable[..., None],
+    capture: Capture,
+    postgres_dsn: str,
+    log: ParquetChangeLog,
+    columns: str,
+    *transactions: Sequence[str],
+    accept: int,
+) -> tuple[CaptureTotals, Sequence[SchemaVersion], PostgresChangeSource]:
+    """Capture a new `items (columns)`, run `transactions`, see the capture stop at the
+    incompatible version they make, accept version `accept` and capture again.
+
+    Returns the last run's totals, the table's versions and the source.
+    """
+    run(f"CREATE TABLE items ({columns})")
+    source = capture("items")
+    with stores_at(postgres_dsn) as stores:
+        registry = SchemaRegistry(stores.schemas)
+        runner = CaptureRunner(source, Publisher(log), registry)
+        runner.run(until_idle=True)
+        for statements in transactions:
+            run(*statements)
+        with pytest.raises(IncompatibleSchemaError):
+            runner.run(until_idle=True)
+        registry.accept("items", accept)
+        return runner.run(until_idle=True), registry.versions("items"), source
+
+
 @pytest.mark.parametrize(
     "alter",
     ["ALTER TABLE items DROP COLUMN note", "ALTER TABLE items ALTER COLUMN note TYPE int USING 0"],
@@ -205,20 +236,17 @@ def test_changes_made_before_an_accepted_incompatible_change_are_read_as_written
 ) -> None:
     """The slot still holds them after the ALTER: read with the catalog's new types, the
     capture failed on every run and the slot kept its WAL for good."""
-    run("CREATE TABLE items (id int PRIMARY KEY, note text, qty int)")
-    source = capture("items")
     log = ParquetChangeLog(tmp_path / "log")
-    with stores_at(postgres_dsn) as stores:
-        registry = SchemaRegistry(stores.schemas)
-        runner = CaptureRunner(source, Publisher(log), registry)
-        runner.run(until_idle=True)
-        run("INSERT INTO items VALUES (1, 'cup', 2)", alter)
-        run("INSERT INTO items (id, qty) VALUES (2, 3)")
-        with pytest.raises(IncompatibleSchemaError):
-            runner.run(until_idle=True)
-        registry.accept("items", 2)
-        totals = runner.run(until_idle=True)
-        first, second = registry.versions("items")
+    totals, (first, second), source = _captured_across_incompatible_change(
+        run,
+        capture,
+        postgres_dsn,
+        log,
+        "id int PRIMARY KEY, note text, qty int",
+        ["INSERT INTO items VALUES (1, 'cup', 2)", alter],
+        ["INSERT INTO items (id, qty) VALUES (2, 3)"],
+        accept=2,
+    )
 
     assert totals.published == {"items": 2}
     logged = {m.partition_key: m for m in log.read("items")}
@@ -227,3 +255,34 @@ def test_changes_made_before_an_accepted_incompatible_change_are_read_as_written
     for version, key in ((first, (1,)), (second, (2,))):
         assert mutation_problems(logged[key], version.schema) == []
     assert source.peek(max_changes=10).mutations == []
+
+
+def test_a_change_of_a_column_added_and_dropped_between_windows_names_a_version_it_fits(
+    run: Callable[..., None], capture: Capture, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """The catalog never showed the column to a capture: named with the version before the add,
+    the change was dead-lettered for an unknown column, though wal2json gave its type. The
+    drop stops the capture for an operator, as it does when a capture saw the column."""
+    log = ParquetChangeLog(tmp_path / "log")
+    _, versions, _ = _captured_across_incompatible_change(
+        run,
+        capture,
+        postgres_dsn,
+        log,
+        "id int PRIMARY KEY, note text",
+        [
+            "ALTER TABLE items ADD COLUMN extra bigint",
+            "INSERT INTO items VALUES (1, 'cup', 7)",
+            "ALTER TABLE items DROP COLUMN extra",
+        ],
+        accept=3,
+    )
+
+    [logged] = log.read("items")
+    [written] = [v for v in versions if v.schema_id == logged.schema_id]
+    assert logged.cells["extra"].value == 7
+    assert mutation_problems(logged, written.schema) == []
+    assert (written, written.schema.by_name["extra"]) == (
+        versions[1],
+        Column(name="extra", type=ColumnType.LONG),
+    )

@@ -22,6 +22,7 @@ from ordo.cdc.change import mutation_problems
 from ordo.cdc.change_rows import ChangeRows, mutation_from_values
 from ordo.cdc.ports import ChangeSource, SchemaVersion
 from ordo.cdc.publisher import Publisher, PublishReceipt
+from ordo.cdc.schema import TableSchema
 from ordo.cdc.schema_registry import SchemaRegistry
 from ordo.clock import Clock, clock_or_system
 from ordo.errors import StorageUnavailableError
@@ -67,11 +68,17 @@ class Capture:
         self._clock = clock_or_system(clock)
         self._last_publish_ns = self._clock.now_ns()
 
-    def register_schemas(self) -> dict[str, Sequence[SchemaVersion]]:
+    def register_schemas(
+        self, written: Sequence[TableSchema] = ()
+    ) -> dict[str, Sequence[SchemaVersion]]:
         """Register the source's current schemas; raises IncompatibleSchemaError when blocked.
 
+        The `written` ones of a window (`CapturedWindow.written`) go first, oldest first, as
+        they came before the catalog's current ones (`SchemaRegistry.register_written`).
         Returns each table's accepted versions, oldest first, the current one last.
         """
+        for schema in written:
+            self.registry.register_written(schema)
         return {
             schema.table: self.registry.register_accepted(schema)
             for schema in self.source.schemas()
@@ -137,7 +144,8 @@ class Capture:
         size = len(window.rows)
         if not (window.has_more or flush or is_due):
             return None
-        versions = self.register_schemas()  # per publish, not per poll: it reads the catalog
+        # per publish, not per poll: it reads the catalog
+        versions = self.register_schemas(window.written)
         rows = self._named(window.rows, versions)
         receipt = self.publisher.publish_rows(rows)
         self.source.advance(up_to=window.up_to)

@@ -3,7 +3,10 @@
 This is how a Cassandra CDC agent or the replica simulation feeds the pipeline: mutations in the
 documented JSON format (`ordo.cdc.mutation_json`) are checked whole, then published. Every input
 (every file of one `ordo cdc ingest`) is checked before any is published, so a bad line or a table
-without a schema anywhere leaves the change log as it was.
+without a schema anywhere leaves the change log as it was. Then each input is published on its
+own, in order: the change log is files, with no transaction across them. What fails part-way
+(storage) leaves the inputs before it published, and running the same ingest again is safe: the
+publisher skips the positions the log holds.
 """
 
 from __future__ import annotations
@@ -80,14 +83,25 @@ def _current_versions(
 def ingest(
     inputs: Sequence[MutationLines], publisher: Publisher, registry: SchemaRegistry
 ) -> list[PublishReceipt]:
-    """Name each mutation's schema (the table's current one unless it names its own) and publish.
+    """`prepare_ingest` the inputs, then publish each in turn; receipts in the order of `inputs`.
+
+    An error publishing one leaves the inputs before it published (the change log has no
+    transaction across inputs); publishing the same inputs again skips what the log holds.
+    """
+    return [publisher.publish_rows(rows) for rows in prepare_ingest(inputs, publisher, registry)]
+
+
+def prepare_ingest(
+    inputs: Sequence[MutationLines], publisher: Publisher, registry: SchemaRegistry
+) -> list[ChangeRows]:
+    """Each input's change log rows, each mutation naming its schema; publishes nothing.
 
     Every table needs a registered schema, and all of them are looked up before anything of any
     input is published; so are their partition counts (PartitionCountMismatchError when the
     publisher's is not a table's), and every input is encoded as change log rows, each key in
     the form its schema's key columns give it (`keyed_in_form`; a mutation naming a schema id
-    the registry does not have keeps its key, and the materializer dead-letters it). The
-    receipts are in the order of `inputs`.
+    the registry does not have keeps its key, and the materializer dead-letters it). Apart
+    from `ingest`, so that a caller publishing the inputs one by one can say which went in.
     """
     current = _current_versions(inputs, registry)
     publisher.settle(current)
@@ -107,8 +121,7 @@ def ingest(
         version = named(mutation.schema_id)
         return version if version is not None and version.table == mutation.table else None
 
-    prepared = [_change_rows(lines, schema_of) for lines in inputs]
-    return [publisher.publish_rows(rows) for rows in prepared]
+    return [_change_rows(lines, schema_of) for lines in inputs]
 
 
 def _in_form(mutation: Mutation, version: SchemaVersion | None) -> Mutation:

@@ -28,13 +28,28 @@ class CapturedWindow:
     rows says nothing: a PostgreSQL slot's limit counts every row it decodes (transactions'
     begin and commit rows, other tables' transactions), so a full window can hold few
     changes."""
+    written: tuple[TableSchema, ...] = ()
+    """Schemas some of the window's changes were written under that the source's catalog no
+    longer has (PostgreSQL: a column added and dropped again since, `written_schema`), oldest
+    first: the capture registers them before the current ones, so each change names a version
+    it fits."""
 
     @classmethod
     def of(
-        cls, mutations: Sequence[Mutation], *, up_to: int, has_more: bool = False
+        cls,
+        mutations: Sequence[Mutation],
+        *,
+        up_to: int,
+        has_more: bool = False,
+        written: tuple[TableSchema, ...] = (),
     ) -> CapturedWindow:
         """A window of mutations decoded one by one (wal2json, tests)."""
-        return cls(rows=ChangeRows.from_mutations(mutations), up_to=up_to, has_more=has_more)
+        return cls(
+            rows=ChangeRows.from_mutations(mutations),
+            up_to=up_to,
+            has_more=has_more,
+            written=written,
+        )
 
     @property
     def mutations(self) -> list[Mutation]:

@@ -83,6 +83,27 @@ class SchemaRegistry:
         logger.info("compatible schema change table=%s version=%d", schema.table, version.version)
         return [*accepted, version]
 
+    def register_written(self, schema: TableSchema) -> None:
+        """Register `schema`, one a captured change was written under, unless a version reads it.
+
+        The source's catalog no longer has it (a column added and dropped again between two
+        capture windows), so registering the catalog never did. A version that reads it is an
+        accepted one keyed alike with each of its columns, typed alike: the change fits that
+        one, and registering it again added a version on every capture of the window. Else it
+        is registered as a new version (`register`, raising as it does), as if a capture had
+        run while the table had it, and the catalog's schema registered after it is then the
+        change that dropped the column, waiting for an operator as such a change does.
+        """
+        for version in self.store.versions(schema.table):
+            held = version.schema.by_name
+            if (
+                version.is_accepted
+                and version.schema.is_keyed_as(schema)
+                and all(c.name in held and held[c.name].type is c.type for c in schema.columns)
+            ):
+                return
+        self.register(schema)
+
     def current(self, table: str) -> SchemaVersion:
         """The table's newest accepted version; UnknownSchemaError when none is registered."""
         return _newest_accepted(table, self.store.versions(table))

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
 from ordo.cdc import Publisher, SchemaRegistry
-from ordo.cdc.ingest import ingest as publish_mutations
-from ordo.cdc.ingest import parse_mutation_lines
+from ordo.cdc.ingest import MutationLines, parse_mutation_lines, prepare_ingest
 from ordo.cli.cdc_capture import capture
 from ordo.cli.cdc_materialize import materialize
 from ordo.cli.cdc_options import (
@@ -63,7 +63,9 @@ def ingest(
 
     Every line of every input is checked first, and every table's schema looked up: a malformed
     line, or a table with no registered schema (`ordo cdc schemas register`), is reported with
-    its file and line number and nothing of any input is published.
+    its file and line number and nothing of any input is published. Then each input is
+    published in turn and reported once it is in; when storage fails, the inputs reported stay
+    published, and running the command again publishes what the change log lacks.
     """
     url = existing_journal(journal_url)
     inputs = [parse_mutation_lines(str(f), f.read_bytes()) for f in files] or [
@@ -71,10 +73,32 @@ def ingest(
     ]
     publisher = Publisher(ParquetChangeLog(change_log), partitions=partitions)
     with existing_stores_at(url) as stores:  # only read: an older journal is not upgraded
-        receipts = publish_mutations(inputs, publisher, SchemaRegistry(stores.schemas))
-    for lines, receipt in zip(inputs, receipts, strict=True):
-        published = sum(receipt.published.values())
-        click.echo(f"{lines.source}: published {published}, skipped {receipt.skipped}")
+        prepared = prepare_ingest(inputs, publisher, SchemaRegistry(stores.schemas))
+    for index, (lines, rows) in enumerate(zip(inputs, prepared, strict=True)):
+        try:
+            receipt = publisher.publish_rows(rows)
+        except BaseException:  # a storage error, Ctrl-C: say what did not go in
+            if len(inputs) > 1:
+                _say_what_is_left(inputs[index:])
+            raise
+        count = sum(receipt.published.values())
+        click.echo(f"{lines.source}: published {count}, skipped {receipt.skipped}")
+
+
+def _say_what_is_left(left: Sequence[MutationLines]) -> None:
+    """Name, on stderr, the input whose publish failed and those after it, not published.
+
+    The inputs before it were each reported as published and stay so: the change log has no
+    transaction across them. The failed one may be in part (its tables are appended one by
+    one), which a re-run completes, skipping the positions the log holds.
+    """
+    failed, *rest = left
+    after = f"; not published: {', '.join(lines.source for lines in rest)}" if rest else ""
+    click.echo(
+        f"{failed.source}: not published, or in part{after}; running the command again "
+        "publishes what the change log lacks",
+        err=True,
+    )
 
 
 @cdc.command()

@@ -207,3 +207,37 @@ def test_ingest_leaves_an_older_journal_as_it_is(tmp_path: Path) -> None:
     one_line_error(code, err, f"SchemaVersionError: journal schema version {LATEST - 1} is older")
     assert stored_version(older) == LATEST - 1
     assert not (tmp_path / "log").exists()
+
+
+def test_ingest_says_which_files_went_in_when_a_later_one_fails_to_publish(
+    tmp_path: Path, journal: str
+) -> None:
+    """The change log has no transaction across files: each goes in as its own publish. A
+    failure left the files before it published and said nothing of them (their lines came
+    only after the last file), so an operator could not tell what a re-run would repeat."""
+    ingest = registered(tmp_path, journal)
+    other = next(k for k in range(2, 99) if partition_of((k,), 8) != partition_of((1,), 8))
+    first, second, third = (tmp_path / f"{name}.jsonl" for name in ("first", "second", "third"))
+    first.write_text(readings() + "\n")
+    moved = readings(position=2).replace('"partition_key": [1]', f'"partition_key": [{other}]')
+    second.write_text(moved + "\n")
+    third.write_text(readings(position=3) + "\n")
+    blocker = tmp_path / "log" / "readings" / f"partition={partition_of((other,), 8)}"
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("not a folder")
+    code, out, err = run_ordo(*ingest, str(first), str(second), str(third))
+    assert (code, out) == (1, f"{first}: published 1, skipped 0\n")
+    notice, error = err.splitlines()
+    assert notice == (
+        f"{second}: not published, or in part; not published: {third}; running the command "
+        "again publishes what the change log lacks"
+    )
+    assert error.startswith("Error: StorageAccessError: cannot write change log ")
+
+    blocker.unlink()
+    code, out, err = run_ordo(*ingest, str(first), str(second), str(third))
+    assert (code, out) == (
+        0,
+        f"{first}: published 0, skipped 1\n{second}: published 1, skipped 0\n"
+        f"{third}: published 1, skipped 0\n",
+    ), err

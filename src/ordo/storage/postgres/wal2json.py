@@ -18,6 +18,7 @@ reaches 8 PiB.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -32,7 +33,7 @@ from ordo.cdc.json_text import NumberOutOfRangeError
 from ordo.cdc.key_form import key_value_form
 from ordo.cdc.mutation import Audit, Cell, JsonValue, Key, Mutation, Scalar
 from ordo.cdc.ports import CapturedWindow
-from ordo.cdc.schema import TableSchema, not_json_cell
+from ordo.cdc.schema import Column, TableSchema, not_json_cell
 from ordo.errors import CaptureError, InvalidInputError
 from ordo.storage.postgres.catalog import to_logical
 
@@ -77,6 +78,9 @@ class RowChange:
     table: str
     key: Key
     values: Mapping[str, JsonValue] | None
+    written: TableSchema | None = None
+    """The table's schema as the change shows it was written, when the catalog no longer has
+    it (`written_schema`); None when the change fits the catalog's schema."""
 
     def mutation(self, *, write_time: int, audit: Audit) -> Mutation:
         """The mutation: a row deletion, or a row marker plus a cell per value given."""
@@ -183,6 +187,7 @@ def decode_window(
     and wal2json writes 1e5000 out in full).
     """
     mutations: list[Mutation] = []
+    written: dict[str, TableSchema] = {}
     up_to = confirmed
     committed = False
     messages_end: int | None = None
@@ -221,10 +226,13 @@ def decode_window(
                 rc.mutation(write_time=p, audit=audit(p, captured_at_us))
                 for p, rc in enumerate(pending, start=first)
             )
+            written.update((rc.written.fingerprint, rc.written) for rc in pending if rc.written)
             up_to, pending, committed = end, None, True
     if has_more and not committed and messages_end is not None:
         up_to = max(up_to, messages_end)
-    return CapturedWindow.of(mutations, up_to=up_to, has_more=has_more)
+    return CapturedWindow.of(
+        mutations, up_to=up_to, has_more=has_more, written=tuple(written.values())
+    )
 
 
 def _row_changes(
@@ -239,7 +247,8 @@ def _row_changes(
     capture for good.
     """
     schema = schema_of(str(change["schema"]), str(change["table"]))
-    new = row_values(schema, _typed(change.get("columns", ()), type_of))
+    columns = list(_typed(change.get("columns", ()), type_of))
+    new = row_values(schema, columns)
     old = row_values(schema, _typed(change.get("identity", ()), type_of))
     if change["action"] == "D":
         return [RowChange(table=schema.table, key=row_key(schema, old), values=None)]
@@ -248,8 +257,9 @@ def _row_changes(
     )
     key = row_key(schema, new)
     cells = value_cells(schema, new)
+    written = written_schema(schema, columns)
     if not all(name in old for name in schema.partition_key) or row_key(schema, old) == key:
-        return [RowChange(table=schema.table, key=key, values=cells)]
+        return [RowChange(table=schema.table, key=key, values=cells, written=written)]
     # The key changed: the old row goes, the new one arrives whole. wal2json leaves unchanged
     # TOASTed columns out of the new row; REPLICA IDENTITY FULL has them in the old one.
     absent = [c.name for c in schema.value_columns if c.name not in cells]
@@ -264,8 +274,40 @@ def _row_changes(
         )
     return [
         RowChange(table=schema.table, key=row_key(schema, old), values=None),
-        RowChange(table=schema.table, key=key, values=cells),
+        RowChange(table=schema.table, key=key, values=cells, written=written),
     ]
+
+
+def written_schema(
+    schema: TableSchema, columns: Sequence[tuple[str, object, ColumnType | None]]
+) -> TableSchema | None:
+    """The schema a new row's `columns` (`_typed`) were written under; None if it is `schema`'s.
+
+    wal2json gives a change with the columns and types its row had when it was written. A
+    column the catalog no longer has (added and dropped again between two capture windows), or
+    types otherwise, fits no version the capture registered from the catalog: named with one,
+    the change was dead-lettered. Its schema is the row's columns in their order, typed as
+    written (nullable unless the catalog says otherwise: a dropped column's constraint went with
+    it), then the catalog's columns the row lacks (an UPDATE leaves out unchanged TOASTed
+    values; an INSERT lacks columns added since), keyed as `schema`.
+    """
+    by_name = schema.by_name
+    if all(
+        name in by_name and (typed is None or typed is by_name[name].type)
+        for name, _, typed in columns
+    ):
+        return None
+    shown = [
+        Column(
+            name=name,
+            type=typed or by_name[name].type,
+            nullable=name not in by_name or by_name[name].nullable,
+        )
+        for name, _, typed in columns
+    ]
+    names = {column.name for column in shown}
+    rest = [column for column in schema.columns if column.name not in names]
+    return dataclasses.replace(schema, columns=(*shown, *rest))
 
 
 def _typed(
