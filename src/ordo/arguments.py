@@ -9,6 +9,7 @@ messages are the same everywhere, the exception says what was refused.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +25,26 @@ PostgreSQL's 64-bit integers, `timedelta` milliseconds, JSON readers), so a huge
 refused where it is given rather than overflowing deep inside."""
 
 _POWERS_OF_TWO = {INT64_MIN: "-2**63", INT64_MAX: "2**63 - 1", LARGEST_INTEGER: "2**53 - 1"}
+
+_INTEGER_TEXT = re.compile(r"-?[0-9]+")
+
+INTEGER_FORM = "plain digits 0-9, with a leading - for a negative number"
+"""The one way an integer is written in an ORDO_* variable or on the command line, in words."""
+
+
+def integer_text(text: str) -> int:
+    """The integer `text` writes in plain ASCII digits, after an optional minus; else ValueError.
+
+    The one form of every integer setting given as text (ORDO_* variables) and every integer
+    option: int() also takes `1_000`, `+5`, ` 5 ` and other scripts' digits (Arabic-Indic and
+    fullwidth fives, U+0665 and U+FF15), which a shell, a TOML reader or a person reads as
+    something else or as no number, so one value had several meanings. Ranges are the caller's:
+    a negative number is read here and refused there, as out of range, where it is meaningless.
+    """
+    if not _INTEGER_TEXT.fullmatch(text):
+        msg = f"{text!r} is not an integer ({INTEGER_FORM})"
+        raise ValueError(msg)
+    return int(text)
 
 
 def integer(

@@ -10,6 +10,7 @@ import click
 from ordo.cdc import Publisher, SchemaRegistry
 from ordo.cdc.capture import Capture, CaptureTotals
 from ordo.cli.cdc_options import change_log_option, partitions_option
+from ordo.cli.integer_range import IntegerRange
 from ordo.cli.options import (
     ThrottledProgress,
     int_option,
@@ -63,7 +64,7 @@ from ordo.wording import counted
 @click.option(
     "--reconnect-timeout-ms",
     cls=VariableOption,
-    type=click.IntRange(min=0, max=LONGEST_MS),
+    type=IntegerRange(min=0, max=LONGEST_MS),
     default=60_000,
     show_default=True,
     envvar="ORDO_RECONNECT_TIMEOUT_MS",

@@ -13,6 +13,7 @@ import click
 from click.core import ParameterSource
 
 from ordo.arguments import LARGEST_INTEGER
+from ordo.cli.integer_range import IntegerRange
 from ordo.cli.variable_option import VariableOption
 from ordo.errors import ConfigurationError
 from ordo.storage.change_sources import DEFAULT_SLOT
@@ -57,7 +58,7 @@ def require_named_change_log(change_log: Path) -> None:
 
 partitions_option = click.option(
     "--partitions",
-    type=click.IntRange(min=1, max=LARGEST_INTEGER),
+    type=IntegerRange(min=1, max=LARGEST_INTEGER),
     default=None,
     help=(
         "Partitions of each table's change log, fixed by its first publish (another count is "

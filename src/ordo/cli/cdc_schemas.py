@@ -11,6 +11,7 @@ import click
 from ordo.arguments import LARGEST_INTEGER
 from ordo.cdc import SchemaRegistry, SchemaVersion, TableSchema
 from ordo.cli.command_group import CommandGroup
+from ordo.cli.integer_range import IntegerRange
 from ordo.cli.number_arguments import NumberArgumentsCommand
 from ordo.cli.options import (
     existing_journal,
@@ -103,7 +104,7 @@ def register(journal_url: str | None, schema_file: Path) -> None:
 @schemas.command(cls=NumberArgumentsCommand)
 @journal_option
 @click.argument("table", callback=non_empty)
-@click.argument("version", type=click.IntRange(min=1, max=LARGEST_INTEGER))
+@click.argument("version", type=IntegerRange(min=1, max=LARGEST_INTEGER))
 def accept(journal_url: str | None, table: str, version: int) -> None:
     """Accept VERSION of TABLE's schema after reviewing an incompatible change."""
     with stores_at(existing_journal(journal_url)) as stores:

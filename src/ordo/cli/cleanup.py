@@ -7,6 +7,7 @@ from datetime import timedelta
 import click
 
 from ordo.cli.command_group import CommandGroup
+from ordo.cli.integer_range import IntegerRange
 from ordo.cli.operations_options import (
     OperationRequest,
     change_options,
@@ -81,7 +82,7 @@ def before(request: OperationRequest, tag: Tag | None, time: str) -> None:
 @tag_option(_ANY_TAG)
 @click.option(
     "--time-to-live-ms",
-    type=click.IntRange(min=1, max=LONGEST_MS),  # 0 or less: a usage error naming it
+    type=IntegerRange(min=1, max=LONGEST_MS),  # 0 or less: a usage error naming it
     help="events_by_tag.time_to_live in ms (default: ORDO_TIME_TO_LIVE_MS).",
 )
 def expire(request: OperationRequest, tag: Tag | None, time_to_live_ms: int | None) -> None:

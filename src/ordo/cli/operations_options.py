@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ordo.cli.integer_range import IntegerRange
 from ordo.cli.options import (
     existing_journal,
     int_option,
@@ -63,7 +64,7 @@ def lease_timeout_option(func: F) -> F:
         cls=VariableOption,
         # Not longer than a journal's lease deadline: a usage error naming the bound (exit 2),
         # as other numbers out of range are, rather than the settings' ConfigurationError.
-        type=click.IntRange(min=_LEASE_DEADLINE_MS, min_open=True, max=LONGEST_MS),
+        type=IntegerRange(min=_LEASE_DEADLINE_MS, min_open=True, max=LONGEST_MS),
         envvar="ORDO_WRITER_LEASE_TIMEOUT_MS",
         show_envvar=True,
         help=(

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from ordo.arguments import LARGEST_INTEGER
+from ordo.cli.integer_range import IntegerRange
 from ordo.cli.spark_master import SPARK_MASTER
 from ordo.cli.variable_option import VariableOption
 from ordo.errors import ConfigurationError, InvalidIdentifierError, InvalidInputError
@@ -29,12 +30,12 @@ from ordo.wording import counted
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-NUMBER = click.IntRange(max=LARGEST_INTEGER)
+NUMBER = IntegerRange(max=LARGEST_INTEGER)
 """An integer option with no range of its own."""
-SEQUENCE_NR = click.IntRange(min=1, max=LARGEST_INTEGER)
+SEQUENCE_NR = IntegerRange(min=1, max=LARGEST_INTEGER)
 """A sequence nr option: a persistence id's events are numbered from 1, so 0 or less is a usage
 error (exit 2) rather than the journal's InvalidSequenceNrError."""
-SEGMENT_ID = click.IntRange(min=0, max=LARGEST_INTEGER)
+SEGMENT_ID = IntegerRange(min=0, max=LARGEST_INTEGER)
 """A segment id argument: a larger one is the usage error (exit 2) of every other number out of
 range rather than the token store's InvalidInputError (exit 1)."""
 
@@ -78,7 +79,7 @@ def int_option(
     return click.option(
         name,
         cls=VariableOption,
-        type=click.IntRange(min=minimum, max=maximum),
+        type=IntegerRange(min=minimum, max=maximum),
         default=default,
         show_default=True,
         envvar=envvar,

@@ -13,6 +13,7 @@ from uuid import UUID
 import click
 
 from ordo.arguments import LARGEST_INTEGER
+from ordo.cli.integer_range import IntegerRange
 from ordo.cli.options import (
     INTERRUPTED_STATUS,
     aware_time,
@@ -49,7 +50,7 @@ logger = logging.getLogger(__name__)
 @click.option("--live", is_flag=True, help="Keep following new events (Ctrl-C to stop).")
 @click.option(
     "--limit",
-    type=click.IntRange(min=1, max=LARGEST_INTEGER),
+    type=IntegerRange(min=1, max=LARGEST_INTEGER),
     default=None,
     help="Stop after N events.",
 )

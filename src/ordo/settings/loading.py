@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeVar, get_type_hints
 
 from ordo import arguments
-from ordo.arguments import LARGEST_INTEGER
+from ordo.arguments import INTEGER_FORM, LARGEST_INTEGER, integer_text
 from ordo.documents import USER_TEXT_ENCODING, reject_unknown_keys
 from ordo.errors import ConfigurationError
 
@@ -285,18 +285,18 @@ def _keys(cls: type) -> dict[str, tuple[str, Any]]:
 def _convert(key: str, kind: Any, raw: object) -> object:
     try:
         if _is_duration(kind):
-            text = str(raw).strip().lower()
-            if type(None) in typing.get_args(kind) and text in _NO_DURATION:
+            word = str(raw).strip().lower()
+            if type(None) in typing.get_args(kind) and word in _NO_DURATION:
                 return None
-            if kind is not timedelta and text in typing.get_args(typing.get_args(kind)[1]):
-                return text
-            return _milliseconds(text)
+            if kind is not timedelta and word in typing.get_args(typing.get_args(kind)[1]):
+                return word
+            return _milliseconds(str(raw))
         if kind is bool:
             return _boolean(raw)
         if kind is int:
             if isinstance(raw, bool):
                 raise TypeError(raw)
-            return int(str(raw))
+            return integer_text(str(raw))
         if isinstance(kind, type) and issubclass(kind, Enum):
             parse = getattr(kind, "parse", kind)
             return parse(str(raw))
@@ -316,7 +316,7 @@ def _milliseconds(text: str) -> timedelta:
     more usable elsewhere: the bound is the one every integer option has. A number beyond it
     is too large, not "not a number" (OverflowError used to be reported as that).
     """
-    milliseconds = int(text)
+    milliseconds = integer_text(text)
     if abs(milliseconds) > LARGEST_INTEGER:
         msg = f"{text!r} is too large: a duration is at most {LARGEST_INTEGER} ms (2**53 - 1)"
         raise ConfigurationError(msg)
@@ -324,7 +324,11 @@ def _milliseconds(text: str) -> timedelta:
 
 
 def _expected(kind: Any) -> str:
-    """What a value of a settings field's type is, in words (for errors)."""
+    """What a value of a settings field's type is, in words (for errors).
+
+    A number's says how it is written (INTEGER_FORM): `'1_000' is not an integer` alone would
+    leave the reader guessing what is.
+    """
     if _is_duration(kind):
         words = ["a whole number of milliseconds"]
         for alternative in typing.get_args(kind):
@@ -332,11 +336,11 @@ def _expected(kind: Any) -> str:
                 words.append("none")
             elif typing.get_origin(alternative) is Literal:
                 words.extend(typing.get_args(alternative))
-        return " or ".join(words)
+        return f"{' or '.join(words)} ({INTEGER_FORM})"
     if kind is bool:
         return "true or false"
     if kind is int:
-        return "an integer"
+        return f"an integer ({INTEGER_FORM})"
     if isinstance(kind, type) and issubclass(kind, Enum):
         return f"one of {', '.join(str(member.value) for member in kind)}"
     return "usable here"

@@ -473,3 +473,27 @@ def test_error_mode_parse_refuses_what_is_not_text(value: object) -> None:
     """An AttributeError or a TypeError before; BucketSize.parse refused them already."""
     with pytest.raises(ConfigurationError, match=r"^unknown error mode "):
         ErrorMode.parse(value)  # type: ignore[arg-type]
+
+
+NOT_PLAIN_INTEGERS = ["1_000", "+5", " 5", "5 ", "5\n", "\u0665", "\uff15", "0x10", "5.0", "-"]
+"""Texts int() reads as numbers but no one writes as one (Arabic-Indic five, a fullwidth five,
+digit groups, a sign, surrounding space), and texts it refuses: each is "not an integer"."""
+
+INTEGER_VARIABLES = [
+    pytest.param(settings, variable, id=variable)
+    for settings in EVERY_SETTINGS
+    for key, variable in settings.env_variables().items()
+    if key.endswith("_ms") or key in _integer_fields(settings)
+]
+
+
+@pytest.mark.parametrize("text", NOT_PLAIN_INTEGERS)
+@pytest.mark.parametrize(("settings", "variable"), INTEGER_VARIABLES)
+def test_an_integer_variable_takes_only_plain_ascii_digits(
+    settings: type[LoadableSettings], variable: str, text: str
+) -> None:
+    """int() took `1_000`, `+5`, ` 5 ` and other scripts' digits for numbers, while a shell, a
+    TOML reader or a person reads them as something else or nothing: one variable, several
+    meanings."""
+    with pytest.raises(ConfigurationError, match=f"^{variable}: {re.escape(repr(text))} is not "):
+        settings.from_env({variable: text})
