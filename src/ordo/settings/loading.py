@@ -6,7 +6,9 @@ LONGEST_DURATION, with `_ms` added to the key (`flush_interval_ms = 250`,
 class names another (`ENV_VARIABLES`): every variable means one setting of one class.
 Integer settings take at most 2**53 - 1, unless they have a smaller maximum of their own.
 Back-track periods also accept `max` and `off`; optional durations (`time_to_live_ms`) accept
-`none` and `off`. Unknown keys and bad values raise ConfigurationError naming the key.
+`none` and `off`. Unknown keys and bad values raise ConfigurationError naming the key, and so
+does a TOML value of another type than its setting's (`page_size = "7"`). Integers given as
+text (ORDO_*) are plain ASCII digits with an optional minus (`ordo.arguments.integer_text`).
 """
 
 from __future__ import annotations
@@ -65,11 +67,14 @@ class LoadableSettings:
     def from_mapping(cls, values: Mapping[str, object], *, source: str = "settings") -> Self:
         """Build from a mapping such as a TOML table (durations as `<name>_ms`).
 
-        Anything but a mapping is a ConfigurationError (None was a TypeError from iterating it).
+        Anything but a mapping is a ConfigurationError (None was a TypeError from iterating it),
+        and so is a value of another TOML type than its setting's (`_toml_typed`).
         """
         arguments.mapping(values, name="values", error=ConfigurationError)
         keys = _keys(cls)
         reject_unknown_keys(values, sorted(keys), where=source, error=ConfigurationError)
+        for key, raw in values.items():
+            _toml_typed(f"{source}.{key}", keys[key][1], raw)
         return cls._build(values, source=source, label=lambda key: f"{source}.{key}")
 
     @classmethod
@@ -265,8 +270,19 @@ def shown(value: object) -> str:
     return repr(value)
 
 
-_NO_DURATION = frozenset({"", "none", "off"})
+_NO_DURATION = ("none", "off", "")
 """What an optional duration (`time_to_live`) accepts for "no duration"."""
+
+
+def _words(kind: Any) -> tuple[str, ...]:
+    """The texts a duration setting of type `kind` takes besides milliseconds (none, max...)."""
+    words: list[str] = []
+    for alternative in typing.get_args(kind):
+        if alternative is type(None):
+            words += _NO_DURATION
+        elif typing.get_origin(alternative) is Literal:
+            words += typing.get_args(alternative)
+    return tuple(words)
 
 
 def _is_duration(kind: Any) -> bool:
@@ -286,10 +302,8 @@ def _convert(key: str, kind: Any, raw: object) -> object:
     try:
         if _is_duration(kind):
             word = str(raw).strip().lower()
-            if type(None) in typing.get_args(kind) and word in _NO_DURATION:
-                return None
-            if kind is not timedelta and word in typing.get_args(typing.get_args(kind)[1]):
-                return word
+            if word in _words(kind):
+                return None if type(None) in typing.get_args(kind) else word
             return _milliseconds(str(raw))
         if kind is bool:
             return _boolean(raw)
@@ -307,6 +321,32 @@ def _convert(key: str, kind: Any, raw: object) -> object:
     except (TypeError, ValueError) as exc:
         msg = f"{key}: {raw!r} is not {_expected(kind)}"
         raise ConfigurationError(msg) from exc
+
+
+def _toml_typed(label: str, kind: Any, raw: object) -> None:
+    """Raise ConfigurationError naming `label` unless `raw` has the TOML type of `kind`.
+
+    A mapping's values are a TOML table's, which are typed: reading them as a variable's text
+    took `page_size = "7"` and `pubsub_notification = 1` or `"yes"`, which the settings' own
+    constructors refuse and every other reader of the file (the pipeline file's too) reads as a
+    string or a number. A duration is an integer of milliseconds, or one of its words.
+    """
+    integer = isinstance(raw, int) and not isinstance(raw, bool)  # a TOML boolean is no number
+    if _is_duration(kind):
+        words = _words(kind)
+        fits = integer or (isinstance(raw, str) and raw.strip().lower() in words)
+        what = "a TOML integer of milliseconds"
+        if words:
+            what += f" or one of the strings {', '.join(map(repr, words))}"
+    elif kind is bool:
+        fits, what = isinstance(raw, bool), "a TOML boolean"
+    elif kind is int:
+        fits, what = integer, "a TOML integer"
+    else:
+        fits, what = isinstance(raw, str), "a TOML string"
+    if not fits:
+        msg = f"{label} must be {what}, got {raw!r:.80}"
+        raise ConfigurationError(msg)
 
 
 def _milliseconds(text: str) -> timedelta:
@@ -330,13 +370,8 @@ def _expected(kind: Any) -> str:
     leave the reader guessing what is.
     """
     if _is_duration(kind):
-        words = ["a whole number of milliseconds"]
-        for alternative in typing.get_args(kind):
-            if alternative is type(None):
-                words.append("none")
-            elif typing.get_origin(alternative) is Literal:
-                words.extend(typing.get_args(alternative))
-        return f"{' or '.join(words)} ({INTEGER_FORM})"
+        words = ["none"] if type(None) in typing.get_args(kind) else list(_words(kind))
+        return f"{' or '.join(['a whole number of milliseconds', *words])} ({INTEGER_FORM})"
     if kind is bool:
         return "true or false"
     if kind is int:

@@ -497,3 +497,46 @@ def test_an_integer_variable_takes_only_plain_ascii_digits(
     meanings."""
     with pytest.raises(ConfigurationError, match=f"^{variable}: {re.escape(repr(text))} is not "):
         settings.from_env({variable: text})
+
+
+@pytest.mark.parametrize(
+    ("table", "line", "problem"),
+    [
+        ("query", 'page_size = "7"', "page_size must be a TOML integer, got '7'"),
+        ("query", "page_size = true", "page_size must be a TOML integer, got True"),
+        (
+            "query",
+            'gap_timeout_ms = "250"',
+            "gap_timeout_ms must be a TOML integer of milliseconds, got '250'",
+        ),
+        (
+            "events_by_tag",
+            'time_to_live_ms = "86400000"',
+            "time_to_live_ms must be a TOML integer of milliseconds or one of the strings "
+            "'none', 'off', '', got '86400000'",
+        ),
+        (
+            "events_by_tag",
+            "pubsub_notification = 1",
+            "pubsub_notification must be a TOML boolean, got 1",
+        ),
+        (
+            "events_by_tag",
+            'pubsub_notification = "yes"',
+            "pubsub_notification must be a TOML boolean, got 'yes'",
+        ),
+        ("processor", "error_mode = 1", "error_mode must be a TOML string, got 1"),
+    ],
+)
+def test_a_toml_value_of_another_type_than_its_settings_is_refused(
+    tmp_path: Path, table: str, line: str, problem: str
+) -> None:
+    """A TOML file is typed, and the settings' constructors refuse "7" for a page size: a file
+    took it, and 1 or "yes" for a boolean, where every other reader of the file (the pipeline
+    file's, a TOML schema) sees a string or a number, not the setting's type."""
+    settings = {s.TOML_TABLE: s for s in EVERY_SETTINGS}[table]
+    path = tmp_path / "ordo.toml"
+    path.write_text(f"[{table}]\n{line}\n", encoding="utf-8")
+    with pytest.raises(ConfigurationError) as raised:
+        settings.from_toml(path)
+    assert str(raised.value) == f"{path}:[{table}].{problem}"
