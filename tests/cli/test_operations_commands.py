@@ -199,6 +199,30 @@ def test_cleanup_expire_and_before(journal_url: str) -> None:
     assert tag_view_rows(journal_url) == set()
 
 
+@pytest.mark.parametrize(
+    ("time", "bound"),
+    [
+        ("9999-12-31T23:00:00-05:00", "after 9999-12-31T23:59:59.999999+00:00, the latest"),
+        ("0001-01-01T01:00:00+05:00", "before 0001-01-01T00:00:00+00:00, the earliest"),
+    ],
+)
+def test_a_time_beyond_the_years_of_utc_is_refused_naming_it(
+    journal_url: str, time: str, bound: str
+) -> None:
+    """9999-12-31T23:00-05:00 is in year 10000 in UTC: the error spoke of an `epoch_ms` the user
+    never gave (`at most 253402300799999`); year 1 at +05:00 is in year 0 and was taken."""
+    write_with_writers(journal_url, writers=1, pids=1, appends=1)
+    before = tag_view_rows(journal_url)
+
+    code, out, err = _run("cleanup", "before", time, "--journal", journal_url)
+
+    assert (code, out) == (1, "")
+    assert err.strip() == (
+        f"Error: InvalidInputError: TIME {time!r} is {bound} time ordo reads (in UTC)"
+    )
+    assert tag_view_rows(journal_url) == before
+
+
 def test_cleanup_json_gives_its_cutoff_in_iso_8601_utc(journal_url: str) -> None:
     """It gave `cutoff_ms` (epoch millis); the other JSON outputs write instants in ISO-8601."""
     write_with_writers(journal_url, writers=1, pids=1, appends=1)

@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from datetime import datetime, timedelta
+from datetime import MAXYEAR, UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -369,7 +369,8 @@ def aware_time(
 
     `unreadable` ends the message of a text that is no time ("is not an ISO-8601 time ...").
     A time without a zone is refused rather than read in the machine's zone, which would move
-    it by hours from one machine to another.
+    it by hours from one machine to another. So is one whose zone puts it outside years 1 to
+    9999 in UTC, where every time is compared: the error spoke of an `epoch_ms` never given.
     """
     try:
         moment = datetime.fromisoformat(text)
@@ -379,4 +380,14 @@ def aware_time(
     if moment.utcoffset() is None:
         msg = f"{name} {text!r} has no zone; add one (e.g. +00:00)"
         raise error(msg)
+    try:
+        moment.astimezone(UTC)
+    except OverflowError as exc:  # its zone moved it out of years 1 to 9999
+        bound = (
+            f"after {datetime.max.replace(tzinfo=UTC).isoformat()}, the latest"
+            if moment.year == MAXYEAR
+            else f"before {datetime.min.replace(tzinfo=UTC).isoformat()}, the earliest"
+        )
+        msg = f"{name} {text!r} is {bound} time ordo reads (in UTC)"
+        raise error(msg) from exc
     return moment
