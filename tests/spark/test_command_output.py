@@ -14,6 +14,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
@@ -105,9 +106,10 @@ def _pipeline_command(
     return [str(ORDO), "pipeline", "run", str(config), "--master", "local[1]"]
 
 
-def test_ctrl_c_stops_a_running_pipeline_with_one_line_and_status_130(tmp_path: Path) -> None:
-    """SIGINT goes to the process group, as a terminal's Ctrl-C: Spark's Python workers get it
-    too (its JVM ignores it). The query is stopped; no Py4J traceback is printed."""
+def _stopped_pipeline(
+    tmp_path: Path, stop: Callable[[subprocess.Popen[str]], None]
+) -> tuple[int, str, str]:
+    """Run `_pipeline_command`, `stop` it once it ran its first batch: status, stdout, stderr."""
     env = {**os.environ, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")}
     pipeline = subprocess.Popen(
         _pipeline_command(tmp_path),
@@ -123,16 +125,42 @@ def test_ctrl_c_stops_a_running_pipeline_with_one_line_and_status_130(tmp_path: 
         assert pipeline.stderr is not None
         started, batch = pipeline.stderr.readline(), pipeline.stderr.readline()
         assert batch.startswith("pipeline 'totals': batch 0, 1 row in "), started + batch
-        os.killpg(pipeline.pid, signal.SIGINT)
+        stop(pipeline)
         out, err = pipeline.communicate(timeout=120)
     finally:
         watchdog.cancel()
         if pipeline.poll() is None:
             os.killpg(pipeline.pid, signal.SIGKILL)
             pipeline.wait()
+    return pipeline.returncode, out, err
 
-    assert (pipeline.returncode, out) == (130, "")
+
+def test_ctrl_c_stops_a_running_pipeline_with_one_line_and_status_130(tmp_path: Path) -> None:
+    """SIGINT goes to the process group, as a terminal's Ctrl-C: Spark's Python workers get it
+    too (its JVM ignores it). The query is stopped; no Py4J traceback is printed."""
+    code, out, err = _stopped_pipeline(
+        tmp_path, lambda pipeline: os.killpg(pipeline.pid, signal.SIGINT)
+    )
+
+    assert (code, out) == (130, "")
     assert err == "pipeline 'totals' interrupted: stopped, it resumes from its checkpoint\n"
+
+
+def test_sigterm_stops_a_running_pipeline_as_ctrl_c_does_with_status_143(tmp_path: Path) -> None:
+    """What a service manager (`kill`, `docker stop`) sends, to the process alone.
+
+    It ended the command at once, without a word: the query was never stopped, so its lease
+    stayed, and `ordo processors reset` right after was refused as of a running projection.
+    """
+    code, out, err = _stopped_pipeline(
+        tmp_path, lambda pipeline: pipeline.send_signal(signal.SIGTERM)
+    )
+
+    assert (code, out) == (128 + signal.SIGTERM, "")
+    assert err == "pipeline 'totals' interrupted: stopped, it resumes from its checkpoint\n"
+    reset = ["processors", "reset", "totals", "--journal", f"sqlite:///{tmp_path}/shop.db"]
+    result = CliRunner().invoke(cli, reset)
+    assert result.exit_code == 0, result.stderr
 
 
 def test_a_handler_module_in_the_working_directory_is_imported_by_spark_too(

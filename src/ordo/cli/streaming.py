@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import click
 
-from ordo.cli.options import INTERRUPTED_STATUS, interruptible, progress
+from ordo.cli.options import interruptible, progress
 from ordo.errors import QueryFailedError
 from ordo.wording import counted
 
@@ -65,15 +66,19 @@ def start_query(spark: Any, label: str, start: Callable[[], Any]) -> Any:
 def wait_for(query: Any, label: str) -> None:
     """Wait for `query`, reporting each micro-batch that read rows on stderr.
 
-    Ctrl-C stops the query cleanly and exits with INTERRUPTED_STATUS after one line; a failure
-    becomes a one-line QueryFailedError. `query` is a pyspark StreamingQuery (typed loosely: the
-    CLI imports Spark lazily).
+    Ctrl-C stops the query cleanly and exits with INTERRUPTED_STATUS (130) after one line; a
+    failure becomes a one-line QueryFailedError. SIGTERM, what a service manager stops a job
+    with, does the same with status 143 (128 + SIGTERM, as for a process it ends): its default
+    action ended the process at once, the query unstopped, so its projection's lease stayed and
+    a reset right after was refused as of a running projection. `query` is a pyspark
+    StreamingQuery (typed loosely: the CLI imports Spark lazily).
     """
-    from ordo.spark.interruption import sigint_flag
+    from ordo.spark.interruption import signal_flag
     from ordo.spark.query_failure import query_failures
 
     reported = -1
-    with sigint_flag() as interrupted:  # awaitTermination is a Py4J call: see interruption
+    # awaitTermination is a Py4J call: see interruption
+    with signal_flag(signal.SIGINT, signal.SIGTERM) as interrupted:
         try:
             with query_failures(label):
                 while not query.awaitTermination(POLL_SECONDS) and not interrupted.is_set():
@@ -84,13 +89,13 @@ def wait_for(query: Any, label: str) -> None:
                 raise
             # Ctrl-C reaches Spark's Python workers too: a batch they ran failed of it.
     _report(query, label, reported)
-    if interrupted.is_set():
+    if interrupted.received is not None:
         progress(_interrupted(label))
-        raise click.exceptions.Exit(INTERRUPTED_STATUS)
+        raise click.exceptions.Exit(128 + interrupted.received)
 
 
 def _interrupted(label: str) -> str:
-    """The line of a streaming job ended by Ctrl-C."""
+    """The line of a streaming job ended by Ctrl-C (or, once its query runs, SIGTERM)."""
     return f"{label} interrupted: stopped, it resumes from its checkpoint"
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TypeVar
 
 from pyspark.sql import SparkSession
@@ -31,21 +31,44 @@ it raises KeyboardInterrupt all the same; the work's thread is a daemon and goes
 process."""
 
 
-@contextmanager
-def sigint_flag() -> Iterator[threading.Event]:
-    """An event that SIGINT sets, in place of the handler before (PySpark's), within the block.
+class SignalFlag(threading.Event):
+    """An event that a signal sets; `received` is the first signal's number (None before)."""
 
-    Signals can be handled only on the main thread: elsewhere the event stays unset.
+    def __init__(self) -> None:
+        super().__init__()
+        self.received: int | None = None
+
+    def receive(self, number: int) -> None:
+        """Set the event, keeping the first signal's number."""
+        if self.received is None:
+            self.received = number
+        self.set()
+
+
+@contextmanager
+def signal_flag(*numbers: signal.Signals) -> Iterator[SignalFlag]:
+    """A flag that the signals `numbers` set, in place of their handlers before, in the block.
+
+    Signals can be handled only on the main thread: elsewhere the flag stays unset.
     """
-    interrupted = threading.Event()
+    flag = SignalFlag()
     if threading.current_thread() is not threading.main_thread():
-        yield interrupted
+        yield flag
         return
-    previous = signal.signal(signal.SIGINT, lambda _signal, _frame: interrupted.set())
+    previous = {
+        number: signal.signal(number, lambda received, _frame: flag.receive(received))
+        for number in numbers
+    }
     try:
-        yield interrupted
+        yield flag
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def sigint_flag() -> AbstractContextManager[SignalFlag]:
+    """A flag that SIGINT sets, in place of the handler before (PySpark's), within the block."""
+    return signal_flag(signal.SIGINT)
 
 
 def run_job(spark: SparkSession, work: Callable[[], T]) -> T:
