@@ -1,5 +1,6 @@
-"""What the Parquet change log tests share: mutations of one numbered column, and a check that
-each file of a table's log holds only keys routed to its partition."""
+"""What the Parquet change log tests share: mutations of one numbered column, a check that
+each file of a table's log holds only keys routed to its partition, and the window a publisher
+killed mid-publish (cdc/dying_publisher.py) publishes."""
 
 from __future__ import annotations
 
@@ -22,6 +23,17 @@ def mutation_of(
         cells={"n": Cell(value=position, write_time=position)},
         audit=Audit(source="test", segment=segment, position=position),
     )
+
+
+KILLED_PARTITIONS = 4
+"""The partition count of the killed publisher's log."""
+
+
+def killed_window() -> list[Mutation]:
+    """The killed publisher's window: captured changes at positions 1..40 of segment "slot",
+    and ingested ones without a position of segment "agent"."""
+    captured = [mutation_of(key=k, position=k) for k in range(1, 41)]
+    return captured + [mutation_of(key=k, position=0, segment="agent") for k in range(1, 9)]
 
 
 def misrouted_files(table: Path, partitions: int) -> list[Path]:

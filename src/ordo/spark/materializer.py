@@ -35,7 +35,7 @@ from ordo.spark.query_arguments import check_query_arguments
 from ordo.spark.register import ROCKSDB_STATE_STORE
 from ordo.storage.migration import ordo_table_names
 from ordo.storage.open import stores_at
-from ordo.storage.parquet.change_log import checked_table_name
+from ordo.storage.parquet.file_name import checked_table_name
 
 _PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 

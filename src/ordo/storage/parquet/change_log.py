@@ -45,15 +45,20 @@ from ordo.errors import (
     StorageIntegrityError,
 )
 from ordo.hashing import stable_hash
-from ordo.journal.validation import check_storable
 from ordo.storage.file_errors import file_system_error, require_nameable
 from ordo.storage.parquet.durable_files import fsync_directory, made_directory
-from ordo.storage.parquet.file_name import FILE_NAME, segment_name, segment_token
+from ordo.storage.parquet.file_name import (
+    FILE_NAME,
+    checked_table_name,
+    segment_name,
+    segment_token,
+)
 from ordo.storage.parquet.file_reads import listed, reading
 from ordo.storage.parquet.partition_record import (
     read_partition_record,
     write_partition_record,
 )
+from ordo.storage.parquet.staged_parts import remove_left_parts, write_part
 
 CHANGE_LOG_SCHEMA = pa.schema(
     (name, pa.string() if name in CHANGE_ROW_TEXT_COLUMNS else pa.int64())
@@ -101,6 +106,8 @@ class ParquetChangeLog:
         """Each table's recorded partition count, once read (it never changes)."""
         self._fitting: dict[str, int] = {}
         """A count the files of a log without a record were found to fit."""
+        self._cleared: set[tuple[str, str, int]] = set()
+        """The (table, segment, partition)s whose left parts were removed (`append`)."""
 
     @contextmanager
     def root_made(self) -> Iterator[None]:
@@ -213,11 +220,13 @@ class ParquetChangeLog:
         publish completes). The file name carries the segment and the position range. Files
         are written and synced by a few threads at once (Parquet encoding and fsync release
         the GIL). A rename that fails keeps the files renamed before it (a retry skips them,
-        the positions read again from the names) and removes the others' hidden parts.
+        the positions read again from the names) and removes the others' hidden parts; those a
+        killed publisher left go with the segment's next publish there (`remove_left_parts`).
         """
         work = [(partition, rows) for partition, rows in files if len(rows)]
         workers = max(1, min(len(work), _WRITERS))
         with self._writing(), ThreadPoolExecutor(max_workers=workers) as pool:
+            self._remove_left_parts(table, work)
             futures = [pool.submit(self._stage, table, p, rows) for p, rows in work]
             wait(futures)
             failed = [error for f in futures if (error := f.exception()) is not None]
@@ -238,6 +247,19 @@ class ParquetChangeLog:
                 continue
             held = self.last_position(table, segment, partition)
             self._last[(table, segment, partition)] = last if held is None else max(held, last)
+
+    def _remove_left_parts(self, table: str, work: Sequence[tuple[int, ChangeRows]]) -> None:
+        """Remove the hidden parts a dead publisher of these segments left where they go.
+
+        Once per segment and partition (`remove_left_parts`), and before any file is staged: a
+        publish may stage two files of one segment in one partition (with and without positions).
+        """
+        for partition, rows in work:
+            directory = self.table_path(table) / f"partition={partition}"
+            for segment in set(rows.column("segment")):
+                if (table, segment, partition) not in self._cleared:
+                    remove_left_parts(directory, self._listed(directory), segment_token(segment))
+                    self._cleared.add((table, segment, partition))
 
     def _stage(
         self, table: str, partition: int, rows: ChangeRows
@@ -266,16 +288,8 @@ class ParquetChangeLog:
         else:
             last = max(positions)
             name = f"{token}-{min(positions)}-{last}.parquet"
-        temporary = directory / f".{name}.{uuid.uuid4().hex}.tmp"
-        try:
-            with temporary.open("wb") as file:
-                pq.write_table(_table(rows), file)
-                file.flush()
-                os.fsync(file.fileno())  # durable before the source may forget these changes
-        except BaseException:
-            temporary.unlink(missing_ok=True)  # a full disk, say: leave no hidden part behind
-            raise
-        return temporary, directory / name, segment, partition, last
+        final = directory / name
+        return write_part(final, _table(rows)), final, segment, partition, last
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
@@ -371,21 +385,6 @@ class ParquetChangeLog:
                 rows = pq.read_table(file, schema=CHANGE_LOG_SCHEMA).to_pylist()
             for row in rows:
                 yield mutation_from_row(row)
-
-
-def checked_table_name(table: str) -> str:
-    """`table` when it can name a change log directory; InvalidInputError otherwise.
-
-    A table name is one directory under the log's root: "..", a separator or an absolute path
-    would put a table's changes anywhere on the disk. It must be UTF-8 text too: a lone
-    surrogate (which a command line holding bytes that are not UTF-8 decodes to) was a raw
-    UnicodeEncodeError from the file system.
-    """
-    if not isinstance(table, str) or table in {"", ".", ".."} or any(c in table for c in "/\\\0"):
-        msg = f"table name {table!r} cannot name a change log directory (one plain name is needed)"
-        raise InvalidInputError(msg)
-    check_storable("table name", table, InvalidInputError)
-    return table
 
 
 def _table(rows: ChangeRows) -> pa.Table:

@@ -3,7 +3,8 @@
 `<segment>-<lowest>-<highest>.parquet`, or `<segment>-unpositioned-<uuid>.parquet` for mutations
 without a position. The change log writes these names and reads them back to learn, without
 opening a file, what each segment has published: the segment part is a token that is never
-empty or hidden from Spark's listing, and that maps back to exactly one segment.
+empty or hidden from Spark's listing, and that maps back to exactly one segment. A table's name
+names its folder, so it must be one plain folder name (`checked_table_name`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,13 @@ from __future__ import annotations
 import re
 import string
 
+from ordo.errors import InvalidInputError
+from ordo.journal.validation import check_storable
+
 FILE_NAME = re.compile(r"^(?P<segment>.+)-(?P<lowest>\d+)-(?P<highest>\d+)\.parquet$")
 """A positioned file's name: its segment token and the lowest and highest position it holds."""
+_UNPOSITIONED = re.compile(r"^(?P<segment>.+)-unpositioned-[0-9a-f]{32}\.parquet$")
+"""A file of mutations without a position: its segment token and a uuid."""
 _KEPT = frozenset(string.ascii_letters + string.digits + "_.")
 _HIDING = ("_", ".")
 """Spark's and Hadoop's file listings skip names starting with these: a file so named is lost."""
@@ -38,6 +44,15 @@ def segment_token(segment: str) -> str:
     )
 
 
+def token_of(name: str) -> str | None:
+    """The segment token of a change log file's `name`, positioned or not; None for another name.
+
+    A token holds `-` only before two hex digits, so neither ending can be read into it.
+    """
+    match = FILE_NAME.match(name) or _UNPOSITIONED.match(name)
+    return None if match is None else match["segment"]
+
+
 def segment_name(token: str) -> str:
     """The segment a file name's token stands for (the inverse of `segment_token`)."""
     if token == _EMPTY_SEGMENT:
@@ -45,3 +60,18 @@ def segment_name(token: str) -> str:
     return _ESCAPED.sub(
         lambda run: bytes.fromhex(run[0].replace("-", "")).decode("utf-8", "replace"), token
     )
+
+
+def checked_table_name(table: str) -> str:
+    """`table` when it can name a change log directory; InvalidInputError otherwise.
+
+    A table name is one directory under the log's root: "..", a separator or an absolute path
+    would put a table's changes anywhere on the disk. It must be UTF-8 text too: a lone
+    surrogate (which a command line holding bytes that are not UTF-8 decodes to) was a raw
+    UnicodeEncodeError from the file system.
+    """
+    if not isinstance(table, str) or table in {"", ".", ".."} or any(c in table for c in "/\\\0"):
+        msg = f"table name {table!r} cannot name a change log directory (one plain name is needed)"
+        raise InvalidInputError(msg)
+    check_storable("table name", table, InvalidInputError)
+    return table

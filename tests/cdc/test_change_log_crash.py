@@ -1,0 +1,66 @@
+"""A publisher killed mid-publish (SIGKILL, in a child process) and the publish after it.
+
+The child dies at its first rename (dying_publisher.py): every file of its publish was written
+and synced under a hidden name, and none renamed into place.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from change_log_support import KILLED_PARTITIONS, killed_window
+from ordo.cdc import Publisher
+from ordo.storage.parquet import ParquetChangeLog
+
+pytestmark = pytest.mark.slow
+
+CHILD = Path(__file__).with_name("dying_publisher.py")
+
+
+def kill_a_publisher(root: Path) -> None:
+    """Run dying_publisher.py on `root` until it kills itself; fail if it ended otherwise."""
+    result = subprocess.run(
+        [sys.executable, str(CHILD), str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == -signal.SIGKILL, (
+        f"publisher exited with {result.returncode}\nstdout:\n{result.stdout}\n"
+        f"stderr:\n{result.stderr}"
+    )
+
+
+def hidden_parts(table: Path) -> list[str]:
+    return sorted(part.name for part in table.glob("partition=*/.*"))
+
+
+def test_the_publish_after_a_killed_one_removes_the_hidden_parts_it_left(tmp_path: Path) -> None:
+    """Nothing removed them: every publisher killed mid-publish left its files' worth of disk
+    behind for good, hidden from every listing (a snapshot's, gigabytes)."""
+    kill_a_publisher(tmp_path)
+    log = ParquetChangeLog(tmp_path)
+    assert list(log.read("users")) == []  # the killed publish is not in the log
+    assert len(hidden_parts(tmp_path / "users")) > KILLED_PARTITIONS  # both segments left parts
+    receipt = Publisher(log, partitions=KILLED_PARTITIONS).publish(killed_window())
+    assert (receipt.published, receipt.skipped) == ({"users": 48}, 0)
+    assert hidden_parts(tmp_path / "users") == []
+    positions = sorted(m.audit.position for m in log.read("users"))
+    assert positions == [0] * 8 + list(range(1, 41))
+
+
+def test_a_publish_removes_only_its_own_segments_parts(tmp_path: Path) -> None:
+    """Another segment's parts may be those of another publisher, being written (a capture
+    and an ingest of other segments into one log)."""
+    kill_a_publisher(tmp_path)
+    captured = [m for m in killed_window() if m.audit.segment == "slot"]
+    Publisher(ParquetChangeLog(tmp_path), partitions=KILLED_PARTITIONS).publish(captured)
+    left = hidden_parts(tmp_path / "users")
+    assert left
+    assert all(name.startswith(".agent-unpositioned-") for name in left)
