@@ -6,14 +6,12 @@ and synced under a hidden name, and none renamed into place.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from change_log_support import KILLED_PARTITIONS, killed_window
+from kill_support import run_until_killed
 from ordo.cdc import Publisher
 from ordo.storage.parquet import ParquetChangeLog
 
@@ -24,17 +22,7 @@ CHILD = Path(__file__).with_name("dying_publisher.py")
 
 def kill_a_publisher(root: Path) -> None:
     """Run dying_publisher.py on `root` until it kills itself; fail if it ended otherwise."""
-    result = subprocess.run(
-        [sys.executable, str(CHILD), str(root)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == -signal.SIGKILL, (
-        f"publisher exited with {result.returncode}\nstdout:\n{result.stdout}\n"
-        f"stderr:\n{result.stderr}"
-    )
+    assert run_until_killed(CHILD, str(root)) == ["publishing"]
 
 
 def hidden_parts(table: Path) -> list[str]:

@@ -9,9 +9,6 @@ progress at the last one. Runs once per backend.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
@@ -19,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from kill_support import run_until_killed
 from ordo import BucketSize, EventsByTagSettings, Journal, NewEvent
 from ordo.storage.stores import Stores
 from ordo.time import TimeUUID
@@ -37,18 +35,7 @@ BUCKET_SIZE = BucketSize.HOUR  # crashing_writer.py's, the default
 
 def crash_writer(url: str, scenario: str) -> None:
     """Run the writer until it kills itself; fail if it died any other way."""
-    result = subprocess.run(
-        [sys.executable, str(WRITER), url, scenario],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == -signal.SIGKILL, (
-        f"writer exited with {result.returncode}\nstdout:\n{result.stdout}\n"
-        f"stderr:\n{result.stderr}"
-    )
-    assert result.stdout.splitlines() == ["appended"]
+    assert run_until_killed(WRITER, url, scenario) == ["appended"]
 
 
 def journal_rows(journal: Journal) -> Rows:
