@@ -12,7 +12,7 @@ import pytest
 from cdc_support import apply_as_m, history_of, keyed_message
 from operations_support import execute, wait_for_a_lock_wait
 from ordo.cdc import ChangeMessage, ChangeOp, Column, ColumnType, TableSchema
-from ordo.errors import MaterializerCheckpointError
+from ordo.errors import MaterializedTableMissingError, MaterializerCheckpointError
 from ordo.storage.migration import load_migrations
 from ordo.storage.open import stores_at
 from ordo.storage.sql_change_sink import ChangeBatchReceipt, SqlChangeSink
@@ -250,6 +250,73 @@ def test_a_first_batch_after_batch_0_is_refused_and_writes_nothing(stores: Store
     assert _stored(sink) == ([], [])
     assert _apply(sink, QUERY, 0, 1).is_applied  # a query's first batch goes on
     assert _apply(sink, QUERY, 1, 2).is_applied
+
+
+def test_a_batch_past_the_one_after_the_progress_is_refused_and_writes_nothing(
+    stores: Stores,
+) -> None:
+    """A sink restored from a backup older than the checkpoint: its progress is at batch 0,
+    while the checkpoint's query had batches 1 and 2 applied (to the sink as it was then) and
+    its fold state holds their changes. Applied here, batch 3 would leave the table without the
+    rows they made and update rows this sink has no message of; a query applies each batch."""
+    sink = stores.change_sink
+    assert _apply(sink, QUERY, 0, 1).is_applied
+
+    with pytest.raises(MaterializerCheckpointError) as refused:
+        _apply(sink, QUERY, 3, 2)
+    with pytest.raises(MaterializerCheckpointError) as before_start:
+        sink.require_checkpoint("m", QUERY, next_batch=3)
+
+    assert (
+        str(refused.value)
+        == str(before_start.value)
+        == (
+            "materializer 'm' has progress in the sink up to batch 0, but its checkpoint (query "
+            f"{QUERY}) is at batch 3: the fold state holds the changes of its batches 1 to 2, "
+            "which this sink does not have (was it restored from an older copy?); nothing was "
+            "written. Run it with the sink as that query left it, or start over under another "
+            "--name and another --target-table with a new checkpoint, which materializes the "
+            "change log from its beginning"
+        )
+    )
+    assert (refused.value.batch_id, refused.value.checkpoint_batch) == (0, 3)
+    assert _stored(sink) == ([("m", 0, 1, QUERY)], [1])
+    sink.require_checkpoint("m", QUERY, next_batch=1)  # the batch after the progress goes on
+    assert _apply(sink, QUERY, 1, 2).is_applied
+    assert _stored(sink) == ([("m", 1, 2, QUERY)], [1, 2])
+
+
+def test_a_batch_that_would_create_the_table_again_is_refused_and_writes_nothing(
+    stores: Stores,
+) -> None:
+    """The materialized table dropped (or renamed, or the materializer pointed at another
+    target) after batches stored messages into it: created again, it would hold only the rows
+    of the batches from then on, not the fold of the materializer's messages."""
+    sink = stores.change_sink
+    assert _apply(sink, QUERY, 0, 1).is_applied
+    assert _apply(sink, QUERY, 1).is_applied  # no messages: the table is not needed
+    with sink._db.write_transaction() as conn:
+        conn.execute('DROP TABLE "odd ""table""_materialized"', ())
+
+    with pytest.raises(MaterializedTableMissingError) as refused:
+        _apply(sink, QUERY, 2, 2)
+
+    assert str(refused.value) == (
+        f"materialized table {TARGET!r} does not exist, but materializer 'm' stored messages "
+        "for it up to batch 0: the table was dropped or renamed, or the materializer was "
+        "pointed at another --target-table (target_table=); created now, it would hold only "
+        "the rows of the batches from here on; nothing was applied. Restore the table, run "
+        "the materializer with the --target-table it was run with, or start over under "
+        "another --name and another --target-table with a new checkpoint, which materializes "
+        "the change log from its beginning"
+    )
+    assert (refused.value.table, refused.value.materializer, refused.value.batch_id) == (
+        TARGET,
+        "m",
+        0,
+    )
+    assert _stored(sink) == ([("m", 1, 1, QUERY)], [])
+    assert _apply(sink, QUERY, 2).is_applied  # a batch without messages goes on
 
 
 def test_a_checkpoint_is_checked_against_the_progress_before_its_query_starts(

@@ -371,6 +371,38 @@ def test_a_kept_checkpoint_is_refused_by_a_sink_without_its_progress(
     assert _table(url, "users_materialized") == {1: (1, "C", None), 2: (2, "B", None)}
 
 
+def test_a_sink_restored_from_a_copy_behind_the_checkpoint_is_refused(
+    spark: SparkSession, tmp_path: Path, url: str
+) -> None:
+    """The SQLite sink copied back from before the checkpoint's batch 1: the fold state holds
+    users 2 and 3, whom the sink has no message of. Applied, batch 2 went on from there: user
+    2's change was stored as an UPDATE of a row the messages never created, and user 3,
+    untouched since, was missing from the table for good."""
+    log = ParquetChangeLog(tmp_path / "log")
+    spec = MaterializerSpec(name="users", table="users", change_log=str(tmp_path / "log"), sink=url)
+    log.append("users", [(0, _write(1, 10, insert=True, name="A"))])
+    _run(spark, spec, tmp_path / "ck")
+    sink_file = Path(url.removeprefix("sqlite:///"))
+    copy = sink_file.read_bytes()
+    log.append(
+        "users",
+        [(0, _write(2, 11, insert=True, name="B")), (1, _write(3, 11, insert=True, name="C"))],
+    )
+    _run(spark, spec, tmp_path / "ck")
+    sink_file.write_bytes(copy)
+    log.append("users", [(0, _write(2, 20, name="B2"))])
+
+    with pytest.raises(
+        MaterializerCheckpointError,
+        match=r"^materializer 'users' has progress in the sink up to batch 0, but its "
+        r"checkpoint \(query .+\) is at batch 2: the fold state holds the changes of its "
+        r"batches 1 to 1, which this sink does not have",
+    ):
+        materialize(spark, spec, checkpoint=str(tmp_path / "ck"))
+    assert [m["key_json"] for m in _messages(url)] == ["[1]"]
+    assert _table(url, "users_materialized") == {1: (1, "A", None)}
+
+
 def test_an_accepted_retype_retypes_the_materialized_table_with_the_next_batch(
     spark: SparkSession, tmp_path: Path, url: str
 ) -> None:

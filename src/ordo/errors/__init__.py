@@ -56,6 +56,7 @@ OrdoError
 │   ├── UnknownSchemaError (LookupError)
 │   ├── MaterializedRetypeError
 │   ├── MaterializedKeyChangeError
+│   ├── MaterializedTableMissingError
 │   ├── OldKeyMessageError
 │   ├── UnconvertibleValueError
 │   └── CaptureError
@@ -81,6 +82,7 @@ from ordo.errors.cdc import (
     MalformedMutationError,
     MaterializedKeyChangeError,
     MaterializedRetypeError,
+    MaterializedTableMissingError,
     NoPrimaryKeyError,
     OldKeyMessageError,
     ReplicationSlotMissingError,
@@ -170,6 +172,7 @@ __all__ = [
     "MalformedMutationError",
     "MaterializedKeyChangeError",
     "MaterializedRetypeError",
+    "MaterializedTableMissingError",
     "MaterializerCheckpointError",
     "MissingFolderError",
     "MissingTaggedEventError",

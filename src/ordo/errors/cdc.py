@@ -96,6 +96,31 @@ class MaterializedKeyChangeError(CdcError):
         super().__init__(msg)
 
 
+class MaterializedTableMissingError(CdcError):
+    """A materializer's target table is gone, though earlier batches stored messages for it.
+
+    The sink creates the table with a materializer's first messages, so it exists once any
+    batch stored one: a table that does not has been dropped or renamed, or the materializer
+    was pointed at another target table. Created again, it would hold only the rows of the
+    batches from then on, so it would not be the fold of the materializer's messages (G6). Raised
+    by the sink before it applies anything of the batch. `batch_id` is the last batch that
+    stored messages.
+    """
+
+    def __init__(self, *, table: str, materializer: str, batch_id: int) -> None:
+        self.table, self.materializer, self.batch_id = table, materializer, batch_id
+        msg = (
+            f"materialized table {table!r} does not exist, but materializer {materializer!r} "
+            f"stored messages for it up to batch {batch_id}: the table was dropped or renamed, "
+            "or the materializer was pointed at another --target-table (target_table=); "
+            "created now, it would hold only the rows of the batches from here on; nothing "
+            "was applied. Restore the table, run the materializer with the --target-table it "
+            "was run with, or start over under another --name and another --target-table "
+            "with a new checkpoint, which materializes the change log from its beginning"
+        )
+        super().__init__(msg)
+
+
 class OldKeyMessageError(CdcError):
     """A sink batch holds a message keyed otherwise than the table's current schema.
 

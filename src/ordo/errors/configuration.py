@@ -77,11 +77,13 @@ class MaterializerCheckpointError(ConfigurationError):
     `recorded` is the progress's query id (None: written before ordo recorded it), `requested`
     the checkpoint's (None: no query has run from it yet).
 
-    The other way round, `batch_id` is None: the sink has no progress of the materializer, but
-    the checkpoint's query is at batch `checkpoint_batch` > 0 (it was run under another name or
-    into another sink, or the progress was deleted and the checkpoint kept). Its fold state
-    holds the changes of the batches before, which the sink never got: the table would lack
-    the rows they made, and the messages start with updates of rows never created.
+    The other way round, the checkpoint's query is at batch `checkpoint_batch`, past the one
+    after the progress: `batch_id` is None when the sink has no progress of the materializer
+    (the checkpoint was run under another name or into another sink, or the progress was
+    deleted and the checkpoint kept), else the progress's batch, behind the checkpoint's (the
+    sink was restored from an older copy). The query's fold state holds the changes of the
+    batches in between, which the sink does not have: the table would lack the rows they made,
+    and the messages go on with updates of rows the sink has no message of.
     """
 
     def __init__(
@@ -105,6 +107,19 @@ class MaterializerCheckpointError(ConfigurationError):
                 "with, or start over with a new checkpoint (and, for this name, the "
                 "materialized table and --messages emptied), which materializes the change "
                 "log from its beginning"
+            )
+            super().__init__(msg)
+            return
+        if checkpoint_batch > batch_id + 1:
+            msg = (
+                f"materializer {materializer!r} has progress in the sink up to batch "
+                f"{batch_id}, but its checkpoint (query {requested}) is at batch "
+                f"{checkpoint_batch}: the fold state holds the changes of its batches "
+                f"{batch_id + 1} to {checkpoint_batch - 1}, which this sink does not have (was "
+                "it restored from an older copy?); nothing was written. Run it with the sink as "
+                "that query left it, or start over under another --name and another "
+                "--target-table with a new checkpoint, which materializes the change log from "
+                "its beginning"
             )
             super().__init__(msg)
             return

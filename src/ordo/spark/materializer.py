@@ -166,7 +166,8 @@ def require_checkpoint(spec: MaterializerSpec, checkpoint: str) -> None:
     The progress records the streaming query that applied the batches, and `checkpoint`'s
     query id is in its `metadata` file (a new checkpoint has none and gets a new id). A sink
     without progress of the name is refused too when the checkpoint committed batches (its
-    `commits`): their changes are in its fold state and not in the sink. Only a
+    `commits`): their changes are in its fold state and not in the sink; so is a sink whose
+    progress is behind the checkpoint's last commit (restored from an older copy). Only a
     local checkpoint is read here. The sink checks the query of every batch it applies anyway;
     this spares starting a query that would fail at its first batch. `ordo cdc materialize`
     asks before it starts Spark.

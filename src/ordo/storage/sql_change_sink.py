@@ -5,7 +5,9 @@ One micro-batch of a materializer is applied in one transaction: its messages go
 `cdc_materializer_progress`, with the id of the Spark streaming query that applied it. A batch
 whose id the progress already covers (a replay after a restart or a retried batch) changes
 nothing; a batch of another query (one run from another checkpoint, which numbers its batches
-from 0 again) is refused. The materialized table follows the table's current accepted schema in
+from 0 again), or one past the batch after the progress, is refused (`change_sink_checks`), and
+so is a batch that finds the table gone after earlier batches stored messages. The materialized
+table follows the table's current accepted schema in
 that transaction (`SqlMaterializedTable`). The SQL is the same on SQLite and PostgreSQL, written
 with `{p}` placeholders; the backends add how they run one statement for many rows.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
@@ -26,8 +28,9 @@ from ordo.cdc.mutation import Audit, JsonValue
 from ordo.cdc.retype import retyped_row
 from ordo.cdc.schema import TableSchema
 from ordo.cdc.schema_registry import SchemaHistory
-from ordo.errors import MaterializerCheckpointError, OldKeyMessageError
+from ordo.errors import MaterializedTableMissingError
 from ordo.processing.connection import SqlConnection
+from ordo.storage.change_sink_checks import require_current_key, require_query
 from ordo.storage.sql_materialized_table import SqlMaterializedTable
 
 _MESSAGE_COLUMNS = ", ".join(
@@ -109,58 +112,6 @@ def _net_changes(messages: MessageRows) -> dict[str, _NetChange]:
     return changes
 
 
-def _require_query(
-    materializer: str, progress: tuple[int, str | None] | None, query_id: str | None, at_batch: int
-) -> None:
-    """MaterializerCheckpointError unless the query `query_id` may go on from `progress`.
-
-    `progress` is the materializer's last batch id and the id of the query that applied it, as
-    `SqlChangeSink.require_checkpoint` takes them; `at_batch` the batch the query applies next.
-    Without progress only batch 0 may: a query numbers its batches from 0 and has each
-    applied, so one at a later batch had its earlier ones applied elsewhere (see the error).
-    """
-    if progress is None:
-        if at_batch > 0:
-            raise MaterializerCheckpointError(
-                materializer=materializer,
-                batch_id=None,
-                recorded=None,
-                requested=query_id,
-                checkpoint_batch=at_batch,
-            )
-        return
-    batch_id, recorded = progress
-    if query_id is None or recorded not in (None, query_id):
-        raise MaterializerCheckpointError(
-            materializer=materializer, batch_id=batch_id, recorded=recorded, requested=query_id
-        )
-
-
-def _require_current_key(
-    table: str, messages: MessageRows, schema: TableSchema, old_key_ids: Collection[int]
-) -> None:
-    """OldKeyMessageError for a message naming one of `old_key_ids`, versions keyed otherwise.
-
-    A message written before an accepted key change (of a mutation naming an older version)
-    names a row that the table, keyed by `schema`'s key, does not have: its key's values may
-    even fit the new key's columns (`(id)` -> `(email)`), so the schema id decides, not the
-    key's shape. Only the batch's distinct schema ids are compared; the key of the first
-    message naming an old key's version is decoded for the error. No other schema id is
-    refused: the materializer's messages name versions it resolved in the sink's registry
-    before the batch's history was read, so the current one or an older accepted one.
-    """
-    schema_ids = messages.column("schema_id")
-    if not old_key_ids or set(schema_ids).isdisjoint(old_key_ids):
-        return
-    ordinal = next(i for i, schema_id in enumerate(schema_ids) if schema_id in old_key_ids)
-    raise OldKeyMessageError(
-        table=table,
-        key=tuple(json.loads(messages.column("key_json")[ordinal])),
-        new_key=schema.primary_key,
-        schema_id=schema_ids[ordinal],
-    )
-
-
 class SqlChangeSink(SqlMaterializedTable):
     """Applies a materializer's micro-batches exactly once (thread-safe as its datastore is)."""
 
@@ -195,13 +146,14 @@ class SqlChangeSink(SqlMaterializedTable):
         `query_id` is the id of the streaming query of the checkpoint the materializer is to
         run from (None: no query has run from it, it is new), `next_batch` the first batch it
         will apply (one after the checkpoint's last committed batch). A query may when the
-        materializer has no progress and the query is at batch 0, when the progress is the
-        query's own, and when the progress records no query (written before ordo recorded
-        it): its first batch applied records it.
+        materializer has no progress and the query is at batch 0, and when the progress is
+        the query's own or records no query (written before ordo recorded it: its first batch
+        applied records it) and the query is at most at the batch after it
+        (`change_sink_checks.require_query`).
         """
         with self._db.connection() as conn:
             progress = self._progress_row(conn, materializer)
-            _require_query(materializer, progress, query_id, next_batch)
+            require_query(materializer, progress, query_id, next_batch)
 
     def read_messages(self, materializer: str) -> Iterator[ChangeMessage]:
         """Every message the materializer stored, in the order it emitted them (for checks)."""
@@ -241,8 +193,11 @@ class SqlChangeSink(SqlMaterializedTable):
         """Store and apply one micro-batch's `messages` (in order) in one transaction.
 
         `query_id` is the id of the streaming query whose batch it is: a batch of another query
-        than the progress records, or one after batch 0 with no progress, is
-        MaterializerCheckpointError, and nothing is written (see `require_checkpoint`).
+        than the progress records, or one past the batch after the progress (after batch 0
+        with no progress), is MaterializerCheckpointError, and nothing is written (see
+        `require_checkpoint`). A batch with messages that finds `target_table` gone, though
+        earlier batches stored messages, is MaterializedTableMissingError
+        (`_require_no_earlier_messages`).
         `history` is the table's schema history as the sink's registry has it
         (`SchemaRegistry.history`), one object so that the schema, the retired columns, the
         former types and the old keys always come from the same versions. Its current
@@ -264,8 +219,10 @@ class SqlChangeSink(SqlMaterializedTable):
         """
         schema, former_types = history.current.schema, history.former_types
         with self._db.write_transaction() as conn:
-            if batch_id > 0 and self._progress_row(conn, materializer) is None:
-                _require_query(materializer, None, query_id, batch_id)
+            if batch_id > 0:  # at most the batch after the progress (batch 0: none)
+                require_query(
+                    materializer, self._progress_row(conn, materializer), query_id, batch_id
+                )
             claimed = conn.execute(
                 self._sql(
                     "INSERT INTO cdc_materializer_progress "
@@ -280,14 +237,35 @@ class SqlChangeSink(SqlMaterializedTable):
             ).rowcount
             if not claimed:  # the row stays as it was (locked): a replay, or another query's
                 progress = self._progress_row(conn, materializer)
-                _require_query(materializer, progress, query_id, batch_id)
+                require_query(materializer, progress, query_id, batch_id)
                 return ChangeBatchReceipt(is_applied=False, messages=0)
-            _require_current_key(target_table, messages, schema, history.old_key_ids)
+            require_current_key(target_table, messages, schema, history.old_key_ids)
             self._insert_messages(conn, materializer, batch_id, messages)
             if len(messages):
-                self._ensure_table(conn, target_table, schema, history.retired, former_types)
+                if self._ensure_table(conn, target_table, schema, history.retired, former_types):
+                    self._require_no_earlier_messages(conn, materializer, batch_id, target_table)
                 self._apply(conn, target_table, _net_changes(messages), schema, former_types)
         return ChangeBatchReceipt(is_applied=True, messages=len(messages))
+
+    def _require_no_earlier_messages(
+        self, conn: SqlConnection, materializer: str, batch_id: int, table: str
+    ) -> None:
+        """MaterializedTableMissingError when batches before `batch_id` stored messages.
+
+        Called when the batch just created `table`: the first batch with messages creates it,
+        so a later one finds it gone (dropped, renamed, another target), and a table created
+        again would hold only the rows of the batches from here on (the transaction undoes it).
+        """
+        row = conn.execute(
+            self._sql(
+                "SELECT max(batch_id) FROM cdc_messages WHERE materializer = {p} AND batch_id < {p}"
+            ),
+            (materializer, batch_id),
+        ).fetchone()
+        if row is not None and row[0] is not None:
+            raise MaterializedTableMissingError(
+                table=table, materializer=materializer, batch_id=int(row[0])
+            )
 
     def _progress_row(
         self, conn: SqlConnection, materializer: str

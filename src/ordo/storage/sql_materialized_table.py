@@ -154,8 +154,11 @@ class SqlMaterializedTable(SqlStore):
         schema: TableSchema,
         retired: Collection[str],
         former_types: Mapping[str, Sequence[ColumnType]],
-    ) -> None:
+    ) -> bool:
         """Create the table from `schema`, or make it follow `schema` (one read of its columns).
+
+        Returns whether it created the table, which the sink refuses where earlier batches
+        stored messages for it (see `SqlChangeSink.apply_batch`).
 
         Only columns ordo made from a version change: a retired column is dropped, and a column
         is retyped when the table holds it in the SQL type of one of its `former_types` (newest
@@ -171,7 +174,7 @@ class SqlMaterializedTable(SqlStore):
         ]
         if not found:
             self._create(conn, table, schema)
-            return
+            return True
         existing = {c.name for c in found}
         name = self._identifier
         for column in schema.columns:  # first: a new key may name a column the version adds
@@ -190,6 +193,7 @@ class SqlMaterializedTable(SqlStore):
             self._retype(conn, table, schema, retyped)
         for dropped in sorted(existing.intersection(retired) - set(schema.names)):
             conn.execute(f"ALTER TABLE {name(table)} DROP COLUMN {name(dropped)}", ())
+        return False
 
     def _create(self, conn: SqlConnection, table: str, schema: TableSchema) -> None:
         name = self._identifier
