@@ -31,18 +31,16 @@ def require_query(
     its fold state holds their changes, which the sink's table and messages lack (see the
     error).
     """
-    if progress is not None:
-        batch_id, recorded = progress
-        if query_id is None or recorded not in (None, query_id):
-            raise MaterializerCheckpointError(
-                materializer=materializer, batch_id=batch_id, recorded=recorded, requested=query_id
-            )
-    last = None if progress is None else progress[0]
-    if at_batch > (-1 if last is None else last) + 1:
+    last, recorded = (-1, None) if progress is None else progress
+    if progress is not None and (query_id is None or recorded not in (None, query_id)):
+        raise MaterializerCheckpointError(
+            materializer=materializer, batch_id=last, recorded=recorded, requested=query_id
+        )
+    if at_batch > last + 1:
         raise MaterializerCheckpointError(
             materializer=materializer,
-            batch_id=last,
-            recorded=None if progress is None else progress[1],
+            batch_id=None if progress is None else last,
+            recorded=recorded,
             requested=query_id,
             checkpoint_batch=at_batch,
         )
