@@ -41,7 +41,7 @@ from ordo.spark.materializer import require_checkpoint
 from ordo.spark.query_failure import query_failures
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
-from ordo.storage.parquet.change_log import CHANGE_LOG_SCHEMA
+from ordo.storage.parquet.log_schema import CHANGE_LOG_SCHEMA
 
 pytestmark = pytest.mark.spark
 

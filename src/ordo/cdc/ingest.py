@@ -98,7 +98,8 @@ def prepare_ingest(
 
     Every table needs a registered schema, and all of them are looked up before anything of any
     input is published; so are their partition counts (PartitionCountMismatchError when the
-    publisher's is not a table's), and every input is encoded as change log rows, each key in
+    publisher's is not a table's) and the log's check of every segment (`Publisher.check`:
+    one too long to name a file), and every input is encoded as change log rows, each key in
     the form its schema's key columns give it (`keyed_in_form`; a mutation naming a schema id
     the registry does not have keeps its key, and the materializer dead-letters it). Apart
     from `ingest`, so that a caller publishing the inputs one by one can say which went in.
@@ -121,7 +122,10 @@ def prepare_ingest(
         version = named(mutation.schema_id)
         return version if version is not None and version.table == mutation.table else None
 
-    return [_change_rows(lines, schema_of) for lines in inputs]
+    prepared = [_change_rows(lines, schema_of) for lines in inputs]
+    for rows in prepared:
+        publisher.check(rows)
+    return prepared
 
 
 def _in_form(mutation: Mutation, version: SchemaVersion | None) -> Mutation:

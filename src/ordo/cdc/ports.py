@@ -123,6 +123,14 @@ class ChangeLogWriter(Protocol):
         """Durably add one file per (partition, rows) of `table` (one segment each)."""
         ...
 
+    def check_segment(self, segment: str) -> None:
+        """InvalidInputError when the log cannot hold `segment`'s changes (a name too long).
+
+        Asked of every segment before anything is published: the file system refused such a
+        file name only while a publish wrote, after other inputs were in.
+        """
+        ...
+
     def last_position(self, table: str, segment: str, partition: int) -> int | None:
         """The highest position of `segment` in one partition of the table's log, or None.
 

@@ -91,6 +91,15 @@ class Publisher:
             for table in dict.fromkeys(tables)
         }
 
+    def check(self, rows: ChangeRows) -> dict[str, int]:
+        """`settle` the tables of `rows`, and have the log check their segments; writes nothing.
+
+        For a command that checks every input before it publishes any (`cdc ingest`).
+        """
+        for segment in set(rows.column("segment")):
+            self.log.check_segment(segment)
+        return self.settle(rows.column("table"))
+
     def publish(self, mutations: Sequence[Mutation]) -> PublishReceipt:
         """Append `mutations` (commit order) to their partitions, keeping that order per key."""
         return self.publish_rows(ChangeRows.from_mutations(mutations))
@@ -101,10 +110,10 @@ class Publisher:
         One file per (table, partition, segment), and another for the segment's mutations
         without a position: a file name states the positions of one segment, which is what
         deduplication reads back. A table's files are written in one `append`, so they become
-        visible together. Every table's partition count is settled before anything is written,
-        and recorded before its files are.
+        visible together. Every table's partition count is settled, and every segment checked
+        (`check`), before anything is written; a count is recorded before its table's files are.
         """
-        counts = self.settle(rows.column("table"))
+        counts = self.check(rows)
         routed: dict[tuple[str, int, str, bool], list[int]] = defaultdict(list)
         positions = rows.column("position")
         for index, (table, key, segment) in enumerate(

@@ -17,7 +17,7 @@ CHANGE_LOG_DDL = ", ".join(
     ]
 )
 """A table's Parquet change log as Spark's file stream source reads it: the columns of
-`ordo.storage.parquet.change_log.CHANGE_LOG_SCHEMA` (see `ordo.cdc.change_rows`) plus
+`ordo.storage.parquet.log_schema.CHANGE_LOG_SCHEMA` (see `ordo.cdc.change_rows`) plus
 `partition`, which comes from the `partition=<n>` directory names."""
 
 MATERIALIZER_BUCKET_DDL = "keys BIGINT, depth INT"

@@ -241,3 +241,22 @@ def test_ingest_says_which_files_went_in_when_a_later_one_fails_to_publish(
         f"{first}: published 0, skipped 1\n{second}: published 1, skipped 0\n"
         f"{third}: published 1, skipped 0\n",
     ), err
+
+
+def test_a_segment_too_long_for_a_file_name_is_refused_before_any_file_is_published(
+    tmp_path: Path, journal: str
+) -> None:
+    """Its file name was refused by the file system only while publishing: the inputs before it
+    were in the change log, though every input is checked before any is published."""
+    ingest = registered(tmp_path, journal)
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text(readings() + "\n")
+    segment = "10.0.0.1:/var/lib/cassandra/cdc_raw/" + "x" * 200 + "/CommitLog-7-1.log"
+    second.write_text(readings(segment=segment, position=2) + "\n")
+
+    code, out, err = run_ordo(*ingest, str(first), str(second))
+
+    assert out == ""
+    one_line_error(code, err, "InvalidInputError: ")
+    assert "is too long to name a change log file" in err
+    assert log_files(tmp_path / "log") == {}

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -28,15 +27,9 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ordo.cdc.change_rows import (
-    CHANGE_ROW_COLUMNS,
-    CHANGE_ROW_TEXT_COLUMNS,
-    ChangeRows,
-    mutation_from_row,
-)
+from ordo.cdc.change_rows import ChangeRows, mutation_from_row
 from ordo.cdc.mutation import Mutation
 from ordo.errors import (
     InvalidInputError,
@@ -49,26 +42,19 @@ from ordo.storage.file_errors import file_system_error, require_nameable
 from ordo.storage.parquet.durable_files import fsync_directory, made_directory
 from ordo.storage.parquet.file_name import (
     FILE_NAME,
+    checked_segment_token,
     checked_table_name,
     segment_name,
     segment_token,
 )
 from ordo.storage.parquet.file_reads import listed, reading
+from ordo.storage.parquet.log_schema import CHANGE_LOG_SCHEMA, log_table
 from ordo.storage.parquet.partition_record import (
     read_partition_record,
     write_partition_record,
 )
 from ordo.storage.parquet.staged_parts import remove_left_parts, write_part
 
-CHANGE_LOG_SCHEMA = pa.schema(
-    (name, pa.string() if name in CHANGE_ROW_TEXT_COLUMNS else pa.int64())
-    for name in (*CHANGE_ROW_COLUMNS, "published_at_us")
-)
-"""One row per single-row mutation (`ordo.cdc.change_rows`): keys and cells are JSON text, so one
-layout serves every table; the `partition` column comes from the directory name. Files written
-before `cell_values` existed lack its two columns; readers take them as null."""
-
-CHANGE_LOG_COLUMNS = tuple(CHANGE_LOG_SCHEMA.names)
 _WRITERS = 4
 """Threads that write a publish's files."""
 _PARTITION = re.compile(r"partition=(\d+)")
@@ -289,7 +275,7 @@ class ParquetChangeLog:
             last = max(positions)
             name = f"{token}-{min(positions)}-{last}.parquet"
         final = directory / name
-        return write_part(final, _table(rows)), final, segment, partition, last
+        return write_part(final, log_table(rows)), final, segment, partition, last
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
@@ -303,6 +289,10 @@ class ParquetChangeLog:
         except OSError as exc:
             msg = f"cannot write change log {self.root}"
             raise file_system_error(msg, exc) from exc
+
+    def check_segment(self, segment: str) -> None:
+        """InvalidInputError when `segment` cannot name this log's files (too long)."""
+        checked_segment_token(segment)
 
     def last_position(self, table: str, segment: str, partition: int) -> int | None:
         """The highest position of `segment` in one partition's files (read from their names)."""
@@ -385,14 +375,3 @@ class ParquetChangeLog:
                 rows = pq.read_table(file, schema=CHANGE_LOG_SCHEMA).to_pylist()
             for row in rows:
                 yield mutation_from_row(row)
-
-
-def _table(rows: ChangeRows) -> pa.Table:
-    """The rows as a CHANGE_LOG_SCHEMA table, stamped with the time of publishing."""
-    published_at_us = time.time_ns() // 1000
-    arrays = [
-        pa.array(rows.column(name), CHANGE_LOG_SCHEMA.field(name).type)
-        for name in CHANGE_ROW_COLUMNS
-    ]
-    arrays.append(pa.array([published_at_us] * len(rows), pa.int64()))
-    return pa.Table.from_arrays(arrays, schema=CHANGE_LOG_SCHEMA)

@@ -44,6 +44,28 @@ def segment_token(segment: str) -> str:
     )
 
 
+LONGEST_TOKEN = 255 - len(f".-unpositioned-{'0' * 32}.parquet.{'0' * 32}.tmp")
+"""The longest segment token a file name holds: file systems name files in at most 255 bytes,
+and the longest name is the hidden part of a file of mutations without a position."""
+
+
+def checked_segment_token(segment: str) -> str:
+    """`segment_token(segment)`; InvalidInputError when it is too long to name a file.
+
+    The file system refused such a name only while a publish wrote its files, so a command
+    that checks every input before it publishes any (`cdc ingest`) had published those before.
+    """
+    token = segment_token(segment)
+    if len(token) > LONGEST_TOKEN:
+        msg = (
+            f"segment {segment[:60]!r}... is too long to name a change log file: "
+            f"{len(token)} characters as a file name part, at most {LONGEST_TOKEN} (characters "
+            "other than letters, digits, `_` and `.` take 3 each)"
+        )
+        raise InvalidInputError(msg)
+    return token
+
+
 def token_of(name: str) -> str | None:
     """The segment token of a change log file's `name`, positioned or not; None for another name.
 
