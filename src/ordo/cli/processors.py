@@ -6,6 +6,7 @@ import time
 from collections.abc import Mapping
 from contextlib import ExitStack, closing
 from dataclasses import asdict, fields
+from typing import Literal
 
 import click
 
@@ -34,6 +35,7 @@ from ordo.processing.control import (
     reset_processor,
     split_segment,
 )
+from ordo.processing.ports import TokenStore
 from ordo.processing.token import TrackingToken
 from ordo.query import to_offset
 from ordo.query.offset import refuse_future
@@ -232,11 +234,7 @@ def reset(
     journal_url = existing_journal(journal_url)
     _check_reset(journal_url, sink_url, processor, token, timeout_ms=timeout_ms)
     with ExitStack() as opened:
-        sink = None
-        if sink_url not in (None, journal_url):
-            sink = opened.enter_context(
-                closing(open_existing_stores(sink_url, mode="write", what="sink database"))
-            )
+        sink = _sink_tokens(opened, journal_url, sink_url, mode="write")
         stores = opened.enter_context(stores_at(journal_url))
         receipt = reset_processor(
             stores.tokens,
@@ -244,7 +242,7 @@ def reset(
             token,
             now_ms=_now_ms(),
             claim_timeout_ms=timeout_ms,
-            sink=None if sink is None else sink.tokens,
+            sink=sink,
         )
     click.echo(receipt.message)
 
@@ -266,16 +264,25 @@ def _check_reset(
             if exc.found > exc.supported:
                 raise
             return
-        sink = None
-        if sink_url not in (None, journal_url):
-            sink = opened.enter_context(
-                closing(open_existing_stores(sink_url, what="sink database"))
-            )
+        sink = _sink_tokens(opened, journal_url, sink_url, mode="read")
         check_reset_processor(
             journal.tokens,
             processor,
             token,
             now_ms=_now_ms(),
             claim_timeout_ms=timeout_ms,
-            sink=None if sink is None else sink.tokens,
+            sink=sink,
         )
+
+
+def _sink_tokens(
+    opened: ExitStack, journal_url: str, sink_url: str | None, *, mode: Literal["write", "read"]
+) -> TokenStore | None:
+    """The token store of `--sink`, open in `opened`; None unless it names another database.
+
+    The sink must exist with ordo's current schema: a misspelt one is refused, not created.
+    """
+    if sink_url in (None, journal_url):
+        return None
+    stores = open_existing_stores(sink_url, mode=mode, what="sink database")
+    return opened.enter_context(closing(stores)).tokens
