@@ -181,3 +181,16 @@ def test_a_reader_without_claims_moves_a_segment_whose_claim_expired(stores: Sto
     ):
         batch.store_token(TrackingToken(T1))
     assert _tokens(stores) == [TrackingToken(T1), TrackingToken()]
+
+
+def test_positions_of_more_ids_than_a_statement_takes_parameters_are_read(stores: Stores) -> None:
+    """positions() put every id into one IN list: a segment's micro-batch of a projection with
+    more persistence ids than the driver takes parameters (PostgreSQL: 65,535) failed."""
+    ids = [PersistenceId(f"id-{n}") for n in range(70_000)]
+    with stores.tokens.batch("p", 0, "spark") as batch:
+        for number, pid in enumerate(ids[::7_000], start=1):
+            batch.record(pid, number)
+    with stores.tokens.batch("p", 0, "spark") as batch:
+        found = batch.positions(ids)
+
+    assert found == {pid: number for number, pid in enumerate(ids[::7_000], start=1)}

@@ -14,7 +14,8 @@ from ordo.storage.sql_store import SqlStore
 from ordo.types import PersistenceId
 
 _POSITIONS_PER_STATEMENT = 1_000
-"""Rows of one positions upsert: 3,000 parameters, within SQLite's and PostgreSQL's limits."""
+"""Rows of one positions upsert (3,000 parameters) or ids of one read, within SQLite's and
+PostgreSQL's limits."""
 
 
 class SqlBatch:
@@ -40,19 +41,25 @@ class SqlBatch:
         return self._store.PARAM
 
     def positions(self, persistence_ids: Iterable[PersistenceId]) -> Mapping[PersistenceId, int]:
-        """Last processed positions, including those recorded in this batch."""
+        """Last processed positions, including those recorded in this batch.
+
+        Read in statements of _POSITIONS_PER_STATEMENT ids: one IN list of every id failed a
+        projection's segment with more persistence ids in a micro-batch than the driver takes
+        parameters (PostgreSQL 65,535), as an outage that every retry met again.
+        """
         wanted = sorted(set(persistence_ids) - set(self._positions))
         found: dict[PersistenceId, int] = {}
-        if wanted:
-            marks = ", ".join(["{p}"] * len(wanted))
+        for start in range(0, len(wanted), _POSITIONS_PER_STATEMENT):
+            chunk = wanted[start : start + _POSITIONS_PER_STATEMENT]
+            marks = ", ".join(["{p}"] * len(chunk))
             rows = self._conn.execute(
                 self._store._sql(
                     "SELECT persistence_id, position FROM processed_positions "
                     f"WHERE processor = {{p}} AND persistence_id IN ({marks})"
                 ),
-                (self._processor, *wanted),
+                (self._processor, *chunk),
             ).fetchall()
-            found = {PersistenceId(str(r[0])): int(r[1]) for r in rows}
+            found.update((PersistenceId(str(r[0])), int(r[1])) for r in rows)
         found.update(self._positions)
         return found
 
