@@ -8,7 +8,8 @@ what was published, so the rows waiting in the change table are what the source 
 captured table's columns change, `schemas()` (which every capture window calls) re-creates its
 triggers with the new columns; SQLite triggers cannot name columns dynamically, so writes made
 between an ALTER TABLE and that moment lack the new column (run `ordo cdc capture` once right
-after altering a captured table).
+after altering a captured table). The segment of every audit is recorded in the file when the
+capture is installed (`ordo.storage.sqlite.change_segment`), unique to the file.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ordo.errors import CaptureError
 from ordo.storage.sql_materialized_table import quote_identifier
 from ordo.storage.sqlite.catalog import open_read_only, read_schema
 from ordo.storage.sqlite.change_columns import ChangeColumns
+from ordo.storage.sqlite.change_segment import legacy_segment, record_segment, recorded_segment
 from ordo.storage.sqlite.change_text import fetch_change_rows
 from ordo.storage.sqlite.change_triggers import (
     CHANGES,
@@ -41,7 +43,7 @@ SOURCE = "sqlite"
 
 
 class SQLiteChangeSource:
-    """ChangeSource over an SQLite file; `name` (the segment of every audit) is "sqlite:<file>"."""
+    """ChangeSource over an SQLite file; `name` is the segment of every audit, recorded in it."""
 
     def __init__(self, path: str | Path, tables: Sequence[str]) -> None:
         if not tables:
@@ -51,11 +53,19 @@ class SQLiteChangeSource:
         self.tables = tuple(tables)
         check_capturable(self.path, self.tables)  # a bad table leaves the file as it was
         self._db = SQLiteDatastore(self.path, what="source database")
+        self._name: str | None = None
+        """The segment recorded in the file, once read or recorded (it never changes)."""
 
     @property
     def name(self) -> str:
-        """The segment name that every captured mutation's audit carries."""
-        return _source_name(self.path)
+        """The segment name that every captured mutation's audit carries.
+
+        The one recorded in the file; before `install` records one, `sqlite:<file name>`.
+        """
+        if self._name is None:
+            with self._db.connection() as conn:
+                self._name = recorded_segment(conn)
+        return legacy_segment(self.path) if self._name is None else self._name
 
     def install(self) -> None:
         """Create the change table and (re)create the triggers of every captured table.
@@ -67,6 +77,7 @@ class SQLiteChangeSource:
         """
         with self._db.write_transaction() as conn:
             _drop_moved_triggers(conn)
+            self._name = record_segment(conn, self.path)  # before the change table is made
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {CHANGES} ("
                 "position INTEGER PRIMARY KEY AUTOINCREMENT, table_name TEXT NOT NULL, "
@@ -133,7 +144,7 @@ class SQLiteChangeSource:
     def status(self) -> SourceStatus:
         """Confirmed position = one before the oldest waiting row; retained = rows waiting."""
         with self._db.connection() as conn:
-            return _status(conn, self.path, self.tables)
+            return _status(conn, self.name, self.tables)
 
     def snapshot(self, table: str) -> Iterator[Mutation]:
         """The table's current rows as INSERT-like mutations, written at the change table's head.
@@ -217,7 +228,7 @@ def read_status(path: Path, tables: Sequence[str]) -> SourceStatus:
             if table not in captured:
                 msg = f"table {table!r} is not captured in {path} (captured: {', '.join(captured)})"
                 raise CaptureError(msg)
-        return _status(conn, path, tables)
+        return _status(conn, recorded_segment(conn) or legacy_segment(path), tables)
 
 
 def _drop_moved_triggers(conn: sqlite3.Connection) -> None:
@@ -229,10 +240,6 @@ def _drop_moved_triggers(conn: sqlite3.Connection) -> None:
             conn.execute(f"DROP TRIGGER {quote_identifier(name)}")
 
 
-def _source_name(path: Path) -> str:
-    return f"sqlite:{path.name}"
-
-
 def _of_tables(tables: Sequence[str]) -> str:
     """The condition on the change table's rows of `tables` (one parameter per table).
 
@@ -242,14 +249,14 @@ def _of_tables(tables: Sequence[str]) -> str:
     return f"table_name IN ({', '.join('?' * len(tables))})"
 
 
-def _status(conn: sqlite3.Connection, path: Path, tables: Sequence[str]) -> SourceStatus:
+def _status(conn: sqlite3.Connection, name: str, tables: Sequence[str]) -> SourceStatus:
     oldest, newest, waiting = conn.execute(
         f"SELECT MIN(position), MAX(position), COUNT(*) FROM {CHANGES} WHERE {_of_tables(tables)}",
         tuple(tables),
     ).fetchone()
     head = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (CHANGES,)).fetchone()
     return SourceStatus(
-        name=_source_name(path),
+        name=name,
         tables=tuple(tables),
         confirmed_position=(oldest - 1) if oldest is not None else (head[0] if head else None),
         head_position=newest if newest is not None else (head[0] if head else None),
