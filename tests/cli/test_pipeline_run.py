@@ -349,7 +349,11 @@ def test_a_pipeline_takes_its_claim_timeout_from_the_environment(
     ("value", "needle"),
     [
         ("0", "ORDO_CLAIM_TIMEOUT_MS: claim_timeout must be a duration > 0, got 0 ms"),
-        ("soon", "ORDO_CLAIM_TIMEOUT_MS: 'soon' is not a whole number of milliseconds"),
+        (
+            "soon",
+            "ORDO_CLAIM_TIMEOUT_MS: 'soon' is not a whole number of milliseconds "
+            "(plain digits 0-9, with a leading - for a negative number)",
+        ),
     ],
 )
 def test_a_bad_claim_timeout_variable_is_one_error_line_before_spark_starts(
