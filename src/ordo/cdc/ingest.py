@@ -105,7 +105,6 @@ def prepare_ingest(
     from `ingest`, so that a caller publishing the inputs one by one can say which went in.
     """
     current = _current_versions(inputs, registry)
-    publisher.settle(current)
 
     @cache
     def named(schema_id: int) -> SchemaVersion | None:

@@ -23,6 +23,7 @@ import sqlite3
 from pathlib import Path
 
 from ordo.storage.sqlite.change_triggers import CHANGES
+from ordo.storage.sqlite.datastore import has_table
 
 SEGMENT = "ordo_cdc_segment"
 """The one-row table in the source file that holds the segment of its capture."""
@@ -43,7 +44,7 @@ def legacy_segment(path: Path) -> str:
 
 def recorded_segment(conn: sqlite3.Connection) -> str | None:
     """The segment recorded in the source file; None when no capture recorded one yet."""
-    if not _exists(conn, SEGMENT):
+    if not has_table(conn, SEGMENT):
         return None
     row = conn.execute(f"SELECT segment FROM {SEGMENT}").fetchone()
     return None if row is None else str(row[0])
@@ -58,7 +59,7 @@ def record_segment(conn: sqlite3.Connection, path: Path) -> str:
     recorded = recorded_segment(conn)
     if recorded is not None:
         return recorded
-    if _exists(conn, CHANGES):
+    if has_table(conn, CHANGES):
         segment = legacy_segment(path)
     else:  # bytes of the name that are not UTF-8 (surrogate escapes) are left out
         kept = path.name.encode("utf-8", "surrogateescape")[:_NAME_BYTES]
@@ -66,12 +67,3 @@ def record_segment(conn: sqlite3.Connection, path: Path) -> str:
     conn.execute(f"CREATE TABLE IF NOT EXISTS {SEGMENT} (segment TEXT NOT NULL)")
     conn.execute(f"INSERT INTO {SEGMENT} (segment) VALUES (?)", (segment,))
     return segment
-
-
-def _exists(conn: sqlite3.Connection, table: str) -> bool:
-    return (
-        conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-        ).fetchone()
-        is not None
-    )

@@ -37,7 +37,7 @@ from ordo.storage.sqlite.change_triggers import (
     trigger_name,
     trigger_sql,
 )
-from ordo.storage.sqlite.datastore import SQLiteDatastore
+from ordo.storage.sqlite.datastore import SQLiteDatastore, has_table
 
 SOURCE = "sqlite"
 
@@ -211,10 +211,7 @@ def read_status(path: Path, tables: Sequence[str]) -> SourceStatus:
     without the capture's triggers is a CaptureError naming the captured ones.
     """
     with closing(open_read_only(path)) as conn:
-        has_changes = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (CHANGES,)
-        ).fetchone()
-        if has_changes is None:
+        if not has_table(conn, CHANGES):
             msg = f"no capture is installed in {path}: start one with `ordo cdc capture`"
             raise CaptureError(msg)
         captured = sorted(

@@ -209,7 +209,7 @@ class SQLiteDatastore(SchemaReads):
         self._local = threading.local()
 
     def _schema_version(self, conn: sqlite3.Connection) -> int:
-        if not _has_metadata(conn):
+        if not has_table(conn, METADATA_TABLE):
             return 0
         row = conn.execute(
             f"SELECT value FROM {METADATA_TABLE} WHERE key = ?", (SCHEMA_VERSION_KEY,)
@@ -291,7 +291,7 @@ class SQLiteDatastore(SchemaReads):
             if not self.read_only:
                 _use_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
-            is_journal = _has_metadata(conn)
+            is_journal = has_table(conn, METADATA_TABLE)
         except sqlite3.Error as exc:
             if conn is not None:
                 conn.close()
@@ -352,7 +352,7 @@ def require_journal_file(path: Path, *, what: str = "journal") -> None:
     refuse_folders_beside(path, what=what)
     try:
         with closing(read_only_connection(path)) as conn:
-            is_journal = _has_metadata(conn)
+            is_journal = has_table(conn, METADATA_TABLE)
     except sqlite3.Error as exc:
         doing = f"cannot read {path} as an SQLite {what}"
         raise unusable_file_error(doing, path, exc, writes=False) from exc
@@ -366,9 +366,9 @@ def read_only_connection(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 
-def _has_metadata(conn: sqlite3.Connection) -> bool:
-    """Whether the database holds ordo's metadata table (every journal does)."""
+def has_table(conn: sqlite3.Connection, table: str) -> bool:
+    """Whether the database holds `table` (ordo's metadata table: it is a journal)."""
     found = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (METADATA_TABLE,)
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
     ).fetchone()
     return found is not None
