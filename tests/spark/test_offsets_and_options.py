@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from pathlib import Path
 
@@ -173,6 +174,14 @@ def test_options_are_case_insensitive_and_typed(tmp_path: Path) -> None:
             ConfigurationError,
             "option pageSize must be an integer, got 'many'",
         ),
+        *(
+            (
+                {"journal": "x.db", "tag": "t", "pageSize": written},
+                ConfigurationError,
+                f"option pageSize must be an integer, got {re.escape(repr(written))}",
+            )
+            for written in ("1_000", "+5", " 5", "\u0665", "\uff15")
+        ),
         (
             {"journal": "x.db", "tag": "t", "pageSize": "0"},
             ConfigurationError,
@@ -218,7 +227,7 @@ def test_bad_options_are_refused_with_the_reason(
                 "ordo_journal_keys: option partitions must be an integer in 1..1024, "
                 f"got {given!r}",
             )
-            for given in ("0", "-2", "1025", "four", "")
+            for given in ("0", "-2", "1025", "four", "", "1_0", "+4", "\u0664")
         ),
     ],
 )

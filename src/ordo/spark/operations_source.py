@@ -21,6 +21,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from ordo.arguments import integer_text
 from ordo.documents import unknown_names_message
 from ordo.errors import ConfigurationError
 from ordo.settings.operations import MAX_SPARK_KEY_PARTITIONS, SPARK_KEY_PARTITIONS
@@ -69,7 +70,7 @@ class KeysOptions:
             raise ConfigurationError(msg)
         text = given.get("partitions", str(SPARK_KEY_PARTITIONS))
         try:
-            partitions = int(text)
+            partitions = integer_text(text)
         except ValueError:
             partitions = 0
         if not 1 <= partitions <= MAX_SPARK_KEY_PARTITIONS:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from ordo.arguments import LARGEST_INTEGER
+from ordo.arguments import LARGEST_INTEGER, integer_text
 from ordo.documents import unknown_names_message
 from ordo.errors import (
     BucketSizeMismatchError,
@@ -258,13 +258,17 @@ def _int(
     minimum: int = 0,
     maximum: int = LARGEST_INTEGER,
 ) -> int:
-    """The integer option `key` (lower-cased, as Spark hands it); errors say its camelCase name."""
+    """The integer option `key` (lower-cased, as Spark hands it); errors say its camelCase name.
+
+    Written as every integer setting is (`integer_text`): int() took `1_000`, `+5` and other
+    scripts' digits here alone.
+    """
     if key not in given:
         return default
     name = _CAMEL_CASE[key]
     try:
-        value = int(given[key])
-    except (TypeError, ValueError) as exc:
+        value = integer_text(given[key])
+    except ValueError as exc:
         msg = f"option {name} must be an integer, got {given[key]!r}"
         raise ConfigurationError(msg) from exc
     if not minimum <= value <= maximum:
