@@ -319,6 +319,43 @@ def test_a_batch_that_would_create_the_table_again_is_refused_and_writes_nothing
     assert _apply(sink, QUERY, 2).is_applied  # a batch without messages goes on
 
 
+def test_a_batch_that_finds_the_table_emptied_is_refused_and_writes_nothing(
+    stores: Stores,
+) -> None:
+    """The materialized table dropped and created again by hand (same columns), or emptied: it
+    exists, but the next batches would fill in only the rows they touch, and the rows the
+    earlier messages left there (their "before" rows) would be missing for good. A table the
+    messages themselves emptied goes on."""
+    sink = stores.change_sink
+    assert _apply(sink, QUERY, 0, 1, 2).is_applied
+    with sink._db.write_transaction() as conn:
+        conn.execute('DROP TABLE "odd ""table""_materialized"', ())
+        sink._create(conn, TARGET, V1)  # as the sink creates it: the same columns and key
+
+    a, a2 = _row(1, "v1"), _row(1, "a2")
+    with pytest.raises(MaterializedTableMissingError) as refused:
+        _apply_with(sink, 1, [_message(ChangeOp.UPDATE, 1, a, a2, 1)], V1)
+
+    assert str(refused.value) == (
+        f"materialized table {TARGET!r} holds no row, but the messages materializer 'm' stored "
+        "for it up to batch 0 leave 2 rows in it: the table was emptied, or dropped and "
+        "created again, or the materializer was pointed at another --target-table "
+        "(target_table=); applied now, it would hold only the rows of the batches from here "
+        "on; nothing was applied. Restore the table, run the materializer with the "
+        "--target-table it was run with, or start over under another --name and another "
+        "--target-table with a new checkpoint, which materializes the change log from its "
+        "beginning"
+    )
+    assert (refused.value.batch_id, refused.value.rows) == (0, 2)
+    assert _stored(sink) == ([("m", 0, 2, QUERY)], [])
+    deleted = [_message(ChangeOp.DELETE, key, _row(key, f"v{key}"), None, 1) for key in (1, 2)]
+    with sink._db.write_transaction() as conn:  # the rows back: the messages empty the table
+        conn.execute('INSERT INTO "odd ""table""_materialized" ("id") VALUES (1), (2)', ())
+    assert _apply_with(sink, 1, deleted, V1).is_applied
+    assert _apply(sink, QUERY, 2, 3).is_applied
+    assert _stored(sink) == ([("m", 2, 5, QUERY)], [3])
+
+
 def test_a_checkpoint_is_checked_against_the_progress_before_its_query_starts(
     stores: Stores,
 ) -> None:

@@ -97,26 +97,44 @@ class MaterializedKeyChangeError(CdcError):
 
 
 class MaterializedTableMissingError(CdcError):
-    """A materializer's target table is gone, though earlier batches stored messages for it.
+    """A materializer's target table is gone or empty, though earlier batches' messages left rows.
 
     The sink creates the table with a materializer's first messages, so it exists once any
     batch stored one: a table that does not has been dropped or renamed, or the materializer
-    was pointed at another target table. Created again, it would hold only the rows of the
-    batches from then on, so it would not be the fold of the materializer's messages (G6). Raised
-    by the sink before it applies anything of the batch. `batch_id` is the last batch that
-    stored messages.
+    was pointed at another target table. One that exists but holds no row, where the earlier
+    messages leave `rows` rows (None: the table is gone), was emptied, or dropped and created
+    again by hand, or is another target table. Created again, or applied to as it is, it would
+    hold only the rows of the batches from then on, so it would not be the fold of the
+    materializer's messages (G6). Raised by the sink before it applies anything of the batch.
+    `batch_id` is the last batch that stored messages.
     """
 
-    def __init__(self, *, table: str, materializer: str, batch_id: int) -> None:
+    def __init__(
+        self, *, table: str, materializer: str, batch_id: int, rows: int | None = None
+    ) -> None:
         self.table, self.materializer, self.batch_id = table, materializer, batch_id
+        self.rows = rows
+        if rows is None:
+            found = (
+                f"materialized table {table!r} does not exist, but materializer "
+                f"{materializer!r} stored messages for it up to batch {batch_id}: the table "
+                "was dropped or renamed"
+            )
+            now = "created now"
+        else:
+            found = (
+                f"materialized table {table!r} holds no row, but the messages materializer "
+                f"{materializer!r} stored for it up to batch {batch_id} leave {rows} rows in "
+                "it: the table was emptied, or dropped and created again"
+            )
+            now = "applied now"
         msg = (
-            f"materialized table {table!r} does not exist, but materializer {materializer!r} "
-            f"stored messages for it up to batch {batch_id}: the table was dropped or renamed, "
-            "or the materializer was pointed at another --target-table (target_table=); "
-            "created now, it would hold only the rows of the batches from here on; nothing "
-            "was applied. Restore the table, run the materializer with the --target-table it "
-            "was run with, or start over under another --name and another --target-table "
-            "with a new checkpoint, which materializes the change log from its beginning"
+            f"{found}, or the materializer was pointed at another --target-table "
+            f"(target_table=); {now}, it would hold only the rows of the batches from here on; "
+            "nothing was applied. Restore the table, run the materializer with the "
+            "--target-table it was run with, or start over under another --name and another "
+            "--target-table with a new checkpoint, which materializes the change log from its "
+            "beginning"
         )
         super().__init__(msg)
 

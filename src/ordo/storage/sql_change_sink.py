@@ -6,7 +6,8 @@ One micro-batch of a materializer is applied in one transaction: its messages go
 whose id the progress already covers (a replay after a restart or a retried batch) changes
 nothing; a batch of another query (one run from another checkpoint, which numbers its batches
 from 0 again), or one past the batch after the progress, is refused (`change_sink_checks`), and
-so is a batch that finds the table gone after earlier batches stored messages. The materialized
+so is a batch that finds the table gone after earlier batches stored messages, or without a row
+where their messages leave rows (emptied, or created again by hand). The materialized
 table follows the table's current accepted schema in
 that transaction (`SqlMaterializedTable`). The SQL is the same on SQLite and PostgreSQL, written
 with `{p}` placeholders; the backends add how they run one statement for many rows.
@@ -19,18 +20,18 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from operator import itemgetter
 
 from ordo.cdc.change import ChangeMessage, ChangeOp
 from ordo.cdc.column_type import ColumnType
 from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, MessageRows
-from ordo.cdc.mutation import Audit, JsonValue
+from ordo.cdc.mutation import Audit
 from ordo.cdc.retype import retyped_row
 from ordo.cdc.schema import TableSchema
 from ordo.cdc.schema_registry import SchemaHistory
 from ordo.errors import MaterializedTableMissingError
 from ordo.processing.connection import SqlConnection
 from ordo.storage.change_sink_checks import require_current_key, require_query
+from ordo.storage.net_changes import NetChange, net_changes
 from ordo.storage.sql_materialized_table import SqlMaterializedTable
 
 _MESSAGE_COLUMNS = ", ".join(
@@ -38,6 +39,8 @@ _MESSAGE_COLUMNS = ", ".join(
     + ["table_name" if name == "table" else name for name in MESSAGE_ROW_COLUMNS]
 )
 """The stored columns: the batch's place, then MESSAGE_ROW_COLUMNS in their order."""
+_CREATE, _READ, _DELETE = ChangeOp.CREATE.value, ChangeOp.READ.value, ChangeOp.DELETE.value
+"""The ops that bring a row into the table and take it out (`_require_earlier_rows`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,58 +61,6 @@ class MaterializerProgress:
     query_id: str | None
     """The streaming query (so the checkpoint) that applied the batches; None for progress
     written before ordo recorded it, until the next batch is applied."""
-
-
-@dataclass(slots=True)
-class _NetChange:
-    """The net effect of one key's messages in a batch: delete first?, then upsert these values."""
-
-    is_deleted: bool = False
-    values: dict[str, JsonValue] | None = None
-
-
-_decode_row = json.JSONDecoder().raw_decode
-"""Decodes an `after` text, which is ordo's compact JSON (`message_values`, the stateful step):
-about half the cost of json.loads, which looks for whitespace around it too."""
-
-
-def _net_changes(messages: MessageRows) -> dict[str, _NetChange]:
-    """Per key (its JSON text), what applying the messages one by one does, as one delete+upsert.
-
-    An upsert writes the columns of its `after` row and leaves the others as they are, so the
-    columns of consecutive upserts merge, a later one's winning; a delete wipes what came
-    before. Every `after` is a full row of its message's schema version (`full_row`), so of a
-    key's upserts since its last delete, one that a later upsert of the same schema id follows
-    writes nothing the later one does not overwrite. Only the last upsert of each schema id
-    is decoded, and they merge in their order: one `after` per key, unless the table's schema
-    changed within the batch. A message naming no schema id counts alone.
-    """
-    keys, afters = messages.column("key_json"), messages.column("after_json")
-    schema_ids: Sequence[object] = messages.column("schema_id")
-    if None in schema_ids:
-        schema_ids = [object() if schema_id is None else schema_id for schema_id in schema_ids]
-    delete = ChangeOp.DELETE.value
-    last_delete = {
-        key: ordinal
-        for ordinal, (key, op, after) in enumerate(
-            zip(keys, messages.column("op"), afters, strict=True)
-        )
-        if op == delete or after is None
-    }
-    changes = {key: _NetChange(is_deleted=True) for key in last_delete}
-    # per key and schema id, its last message: a delete's precedes the key's last delete or is it
-    last_messages = dict(zip(zip(keys, schema_ids, strict=True), range(len(keys)), strict=True))
-    for (key, _), ordinal in sorted(last_messages.items(), key=itemgetter(1)):
-        if ordinal > last_delete.get(key, -1):
-            values = _decode_row(afters[ordinal])[0]
-            change = changes.get(key)
-            if change is None:
-                changes[key] = _NetChange(values=values)
-            elif change.values is None:
-                change.values = values
-            else:
-                change.values.update(values)
-    return changes
 
 
 class SqlChangeSink(SqlMaterializedTable):
@@ -196,8 +147,8 @@ class SqlChangeSink(SqlMaterializedTable):
         than the progress records, or one past the batch after the progress (after batch 0
         with no progress), is MaterializerCheckpointError, and nothing is written (see
         `require_checkpoint`). A batch with messages that finds `target_table` gone, though
-        earlier batches stored messages, is MaterializedTableMissingError
-        (`_require_no_earlier_messages`).
+        earlier batches stored messages, or without a row, though their messages leave rows, is
+        MaterializedTableMissingError (`_require_earlier_rows`).
         `history` is the table's schema history as the sink's registry has it
         (`SchemaRegistry.history`), one object so that the schema, the retired columns, the
         former types and the old keys always come from the same versions. Its current
@@ -242,29 +193,48 @@ class SqlChangeSink(SqlMaterializedTable):
             require_current_key(target_table, messages, schema, history.old_key_ids)
             self._insert_messages(conn, materializer, batch_id, messages)
             if len(messages):
-                if self._ensure_table(conn, target_table, schema, history.retired, former_types):
-                    self._require_no_earlier_messages(conn, materializer, batch_id, target_table)
-                self._apply(conn, target_table, _net_changes(messages), schema, former_types)
+                created = self._ensure_table(
+                    conn, target_table, schema, history.retired, former_types
+                )
+                self._require_earlier_rows(
+                    conn, materializer, batch_id, target_table, created=created
+                )
+                self._apply(conn, target_table, net_changes(messages), schema, former_types)
         return ChangeBatchReceipt(is_applied=True, messages=len(messages))
 
-    def _require_no_earlier_messages(
-        self, conn: SqlConnection, materializer: str, batch_id: int, table: str
+    def _require_earlier_rows(
+        self, conn: SqlConnection, materializer: str, batch_id: int, table: str, *, created: bool
     ) -> None:
-        """MaterializedTableMissingError when batches before `batch_id` stored messages.
+        """MaterializedTableMissingError when `table` lacks what batches before `batch_id` made.
 
-        Called when the batch just created `table`: the first batch with messages creates it,
-        so a later one finds it gone (dropped, renamed, another target), and a table created
-        again would hold only the rows of the batches from here on (the transaction undoes it).
+        The first batch with messages creates the table, so one that `created` it later finds
+        it gone (dropped, renamed, another target) after batches that stored messages. A table
+        that exists but holds no row, where the earlier messages leave rows (creates and reads
+        less deletes: each key's messages alternate between its row existing and not), was
+        emptied or dropped and created again by hand (or is another target). Either way the
+        batches from here on would fill in only the rows they touch, and the others, and the
+        rows their messages' `before` names, would be missing for good (the transaction undoes
+        the batch). The messages are counted only when the table is empty, so a batch pays
+        one look at a row otherwise.
         """
+        name = self._identifier
+        if not created and conn.execute(f"SELECT 1 FROM {name(table)} LIMIT 1", ()).fetchone():
+            return
         row = conn.execute(
             self._sql(
-                "SELECT max(batch_id) FROM cdc_messages WHERE materializer = {p} AND batch_id < {p}"
+                "SELECT max(batch_id), coalesce(sum(CASE WHEN op = {p} THEN -1 "
+                "WHEN op IN ({p}, {p}) THEN 1 ELSE 0 END), 0) "
+                "FROM cdc_messages WHERE materializer = {p} AND batch_id < {p}"
             ),
-            (materializer, batch_id),
+            (_DELETE, _CREATE, _READ, materializer, batch_id),
         ).fetchone()
-        if row is not None and row[0] is not None:
+        last, rows = (None, 0) if row is None else (row[0], int(row[1]))
+        if last is not None and (created or rows > 0):
             raise MaterializedTableMissingError(
-                table=table, materializer=materializer, batch_id=int(row[0])
+                table=table,
+                materializer=materializer,
+                batch_id=int(last),
+                rows=None if created else rows,
             )
 
     def _progress_row(
@@ -311,7 +281,7 @@ class SqlChangeSink(SqlMaterializedTable):
         self,
         conn: SqlConnection,
         table: str,
-        changes: Mapping[str, _NetChange],
+        changes: Mapping[str, NetChange],
         schema: TableSchema,
         former_types: Mapping[str, Sequence[ColumnType]],
     ) -> None:
