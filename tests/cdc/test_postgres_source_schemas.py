@@ -91,7 +91,7 @@ def test_a_table_keyed_by_jsonb_is_refused_before_its_slot_is_created(
         "key, and an object or array is no scalar); key the table by columns of other types to "
         "capture it"
     )
-    assert slot_count(postgres_dsn, source.name) == 0
+    assert slot_count(postgres_dsn, source.slot) == 0
 
 
 @pytest.mark.parametrize(
@@ -129,7 +129,7 @@ def test_a_table_whose_changes_are_not_decoded_whole_is_refused_before_its_slot_
     with pytest.raises(CaptureError) as refused:
         source.create()
     assert str(refused.value) == f"table 'items' {refusal.format(schema=_schema(postgres_dsn))}"
-    assert slot_count(postgres_dsn, source.name) == 0
+    assert slot_count(postgres_dsn, source.slot) == 0
 
 
 def test_a_replica_identity_index_holding_the_key_is_captured(

@@ -26,7 +26,7 @@ def test_a_refused_table_creates_no_slot(postgres_dsn: str, capture: Capture) ->
     source = capture("nowhere", create=False)
     with pytest.raises(CaptureError, match="'nowhere'"):
         source.create()
-    assert slot_count(postgres_dsn, source.name) == 0
+    assert slot_count(postgres_dsn, source.slot) == 0
 
 
 def test_create_reuses_its_slot_and_refuses_a_foreign_one(
@@ -38,7 +38,7 @@ def test_create_reuses_its_slot_and_refuses_a_foreign_one(
     foreign = capture("users", create=False)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(
-            "SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (foreign.name,)
+            "SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (foreign.slot,)
         )
     with pytest.raises(CaptureError, match="not a wal2json slot"):
         foreign.create()
@@ -68,7 +68,7 @@ def test_a_capture_is_refused_when_every_slot_is_taken(
         finally:
             for name in fillers:
                 conn.execute("SELECT pg_drop_replication_slot(%s)", (name,))
-    assert slot_count(postgres_dsn, source.name) == 0
+    assert slot_count(postgres_dsn, source.slot) == 0
 
 
 def test_a_capture_by_a_role_that_cannot_replicate_is_refused(
@@ -93,7 +93,7 @@ def test_a_capture_by_a_role_that_cannot_replicate_is_refused(
     finally:
         source.close()
         run(f"DROP OWNED BY {role}", f"DROP ROLE {role}")
-    assert slot_count(postgres_dsn, source.name) == 0
+    assert slot_count(postgres_dsn, source.slot) == 0
 
 
 def test_a_capture_on_a_server_without_logical_decoding_is_refused() -> None:

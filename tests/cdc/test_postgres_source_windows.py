@@ -197,7 +197,7 @@ def test_status_shows_retained_wal(run: Callable[..., None], capture: Capture) -
 
     status = source.status()
 
-    assert (status.name, status.tables) == (source.name, ("users",))
+    assert (status.name, status.tables) == (source.slot, ("users",))
     assert status.retained_bytes is not None
     assert status.retained_bytes > 0
     assert status.confirmed_position is not None
@@ -213,15 +213,15 @@ def test_a_dropped_slot_is_reported_and_nothing_is_advanced(
     run("INSERT INTO users VALUES (1)")
     window = source.peek(max_changes=100)
     with psycopg.connect(postgres_server_dsn, autocommit=True) as admin:
-        admin.execute("SELECT pg_drop_replication_slot(%s)", (source.name,))
+        admin.execute("SELECT pg_drop_replication_slot(%s)", (source.slot,))
 
-    with pytest.raises(ReplicationSlotMissingError, match=source.name):
+    with pytest.raises(ReplicationSlotMissingError, match=source.slot):
         source.peek(max_changes=100)
     with pytest.raises(ReplicationSlotMissingError):
         source.advance(up_to=window.up_to)
     with pytest.raises(ReplicationSlotMissingError):
         source.status()
-    assert slot_count(postgres_server_dsn, source.name) == 0
+    assert slot_count(postgres_server_dsn, source.slot) == 0
 
 
 def test_a_source_the_server_refuses_is_an_access_error_the_capture_does_not_retry(

@@ -109,7 +109,7 @@ def capture(
     # that waits for an operator leaves the source as it was.
     schemas = check_change_source(source_url, tables, slot=slot)
     with (
-        held_change_source(source_url, tables, slot=slot) as prepare,
+        held_change_source(source_url, tables, slot=slot, log=log) as prepare,
         log.root_made(),
         stores_at(journal) as stores,
     ):

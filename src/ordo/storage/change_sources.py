@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, closing, contextmanager
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ordo.cdc.ports import ChangeSource, SourceStatus
 from ordo.cdc.schema import TableSchema
@@ -12,12 +14,19 @@ from ordo.errors import ConfigurationError
 from ordo.storage.location import Location, SQLiteLocation, parse_location
 from ordo.storage.lock_file import exclusive_lock
 
+if TYPE_CHECKING:
+    from ordo.storage.parquet import ParquetChangeLog
+
 DEFAULT_SLOT = "ordo_cdc"
 
 
 @contextmanager
 def change_source_at(
-    url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT
+    url: str,
+    tables: Sequence[str],
+    *,
+    slot: str = DEFAULT_SLOT,
+    log: ParquetChangeLog | None = None,
 ) -> Iterator[ChangeSource]:
     """The source database at `url`, held and prepared to capture `tables` (`held_change_source`).
 
@@ -25,13 +34,17 @@ def change_source_at(
     gets the logical replication slot `slot` created unless it exists (PostgreSQL keeps WAL for
     it from then on, until the capture advances it or the slot is dropped).
     """
-    with held_change_source(url, tables, slot=slot) as prepare:
+    with held_change_source(url, tables, slot=slot, log=log) as prepare:
         yield prepare()
 
 
 @contextmanager
 def held_change_source(
-    url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT
+    url: str,
+    tables: Sequence[str],
+    *,
+    slot: str = DEFAULT_SLOT,
+    log: ParquetChangeLog | None = None,
 ) -> Iterator[Callable[[], ChangeSource]]:
     """Hold the source at `url` for a capture of `tables`, and how to prepare it when ready.
 
@@ -43,6 +56,10 @@ def held_change_source(
     returned callable is called (once), so `ordo cdc capture` holds the source before it opens
     its journal and registers schemas, which a refused capture then leaves as they were, and
     prepares it after. The source is closed when the block ends.
+
+    `log` is the change log the capture publishes into: a PostgreSQL capture whose log holds
+    files an earlier ordo published from the server under the slot's name goes on under it
+    (`ordo.storage.postgres.change_segment`); without one it publishes under a new segment.
     """
     location = _capture_location(url, tables, slot)
     if isinstance(location, SQLiteLocation):
@@ -61,9 +78,14 @@ def held_change_source(
 
             yield install
         return
+    from ordo.storage.parquet.segment_replica import segment_replica
+    from ordo.storage.postgres.change_segment import no_change_log
     from ordo.storage.postgres.change_source import PostgresChangeSource
 
-    with PostgresChangeSource(location.dsn, slot=slot, tables=tables, exclusive=True) as postgres:
+    published_by = no_change_log if log is None else partial(segment_replica, log, tables)
+    with PostgresChangeSource(
+        location.dsn, slot=slot, tables=tables, exclusive=True, published_by=published_by
+    ) as postgres:
         postgres.open()  # its session takes the lock, before anything else is done
 
         def create() -> ChangeSource:

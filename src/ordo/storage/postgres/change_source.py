@@ -3,13 +3,13 @@
 The capture loop peeks a window of committed transactions, publishes it, and only then advances
 the slot (`ChangeSource`). Peeking does not consume, so a crash in between replays the window,
 and the publisher drops what the change log already holds. How positions are numbered, and why
-they follow commits rather than each change's LSN, is explained in `wal2json.py`.
+they follow commits rather than each change's LSN, is explained in `wal2json.py`. The segment of
+every audit is `<slot>.<system identifier>`, unique to the server (`change_segment`).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -38,10 +38,12 @@ from ordo.storage.postgres.catalog import (
     read_schema,
     resolve_tables,
 )
+from ordo.storage.postgres.change_segment import SegmentReplica, capture_segment, no_change_log
 from ordo.storage.postgres.connection import redacted_dsn
 from ordo.storage.postgres.replication_slot import (
     PLUGIN,
     check_slot,
+    check_slot_name,
     confirmed_position,
     create_slot,
     drop_slot,
@@ -61,7 +63,6 @@ from ordo.storage.postgres.wal2json import (
 logger = logging.getLogger(__name__)
 
 SOURCE = "postgresql"
-_SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
 _SNAPSHOT_BATCH = 1000
 _PEEK = (
     "SELECT data FROM pg_logical_slot_peek_changes(%s, NULL, %s, 'format-version', '2', "
@@ -92,14 +93,19 @@ class PostgresChangeSource:
     (the materializer keeps their values); an UPDATE of the primary key becomes a delete of the
     old key and an insert of the new one, which lacks those columns too unless the table has
     REPLICA IDENTITY FULL (a WARNING names them).
+    `published_by` tells the server a segment of the capture's change log came from (`name`).
     """
 
     def __init__(
-        self, dsn: str, *, slot: str, tables: Sequence[str], exclusive: bool = False
+        self,
+        dsn: str,
+        *,
+        slot: str,
+        tables: Sequence[str],
+        exclusive: bool = False,
+        published_by: SegmentReplica = no_change_log,
     ) -> None:
-        if not _SLOT_NAME.fullmatch(slot):
-            msg = f"slot must be 1-63 lower-case letters, digits or underscores, got {slot!r}"
-            raise ConfigurationError(msg)
+        check_slot_name(slot)
         if isinstance(tables, str) or not tables or len(set(tables)) != len(tables):
             msg = f"tables must be a non-empty sequence of distinct names, got {tables!r}"
             raise ConfigurationError(msg)
@@ -115,10 +121,25 @@ class PostgresChangeSource:
         self._schemas: dict[tuple[str, str], TableSchema] = {}
         self._types: dict[int, ColumnType | None] = {}
         self._replica = ""
+        self._published_by = published_by
+        self._segment: str | None = None
+        """The audit segment, settled in the first session (it never changes)."""
 
     @property
     def name(self) -> str:
-        """The replication slot's name: the audit segment of every captured change."""
+        """The audit segment of every captured change (`change_segment`), settled once.
+
+        By the first session (opened here if none was): a lost session's warning names it.
+        """
+        if self._segment is None:
+            with self._session():
+                pass
+        assert self._segment is not None  # noqa: S101 - every session settles it
+        return self._segment
+
+    @property
+    def slot(self) -> str:
+        """The replication slot's name."""
         return self._slot
 
     def check(self) -> list[TableSchema]:
@@ -178,7 +199,7 @@ class PostgresChangeSource:
         the snapshot and come from the slot again, later in position: replaying them ends in
         the same rows (a row changed twice in that gap shows its older value in between, until
         the newer change arrives). Each call is its own audit segment
-        (`<slot>.snapshot.<start µs>`, positions = row ordinals), so a repeated snapshot is
+        (`<segment>.snapshot.<start µs>`, positions = row ordinals), so a repeated snapshot is
         published in full. Rows are read on a second connection while iterating.
         """
         with self._session() as conn:
@@ -292,11 +313,13 @@ class PostgresChangeSource:
             row = conn.execute(
                 "SELECT system_identifier::text, pg_backend_pid() FROM pg_control_system()"
             ).fetchone()
+            self._replica = "" if row is None else str(row[0])
+            self._backend_pid = None if row is None else int(str(row[1]))
+            if self._segment is None:
+                self._segment = capture_segment(self._slot, self._replica, self._published_by)
         except BaseException:
             conn.close()
             raise
-        self._replica = "" if row is None else str(row[0])
-        self._backend_pid = None if row is None else int(str(row[1]))
         return conn
 
     def _read_schemas(self, conn: Connection) -> list[TableSchema]:
@@ -323,7 +346,7 @@ class PostgresChangeSource:
         return Audit(
             source=SOURCE,
             replica=self._replica,
-            segment=self._slot,
+            segment=self.name,
             position=position,
             captured_at_us=captured_at_us,
         )
@@ -338,7 +361,7 @@ class PostgresChangeSource:
             sql.SQL(", ").join(sql.Identifier(k) for k in schema.partition_key),
         )
         started_us = time.time_ns() // 1000
-        segment = snapshot_segment(self._slot, started_us)
+        segment = snapshot_segment(self.name, started_us)
         names = [column.name for column in schema.columns]
         as_read: list[ColumnType | None] = [None] * len(names)  # the catalog's types
         self._opener.refuse_other()

@@ -6,16 +6,19 @@ know the slot only by name and hold no capture state; `ordo status` lists every 
 
 from __future__ import annotations
 
+import re
+
 import psycopg
 
 from ordo.cdc.ports import SourceStatus
-from ordo.errors import CaptureError
+from ordo.errors import CaptureError, ConfigurationError
 from ordo.storage.postgres.capture_session import connect_capture, slot_missing
 from ordo.storage.postgres.catalog import Connection
 from ordo.storage.postgres.datastore import translate_postgres_error
 from ordo.storage.postgres.wal2json import parse_lsn
 
 PLUGIN = "wal2json"
+_SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
 _SLOT = (
     "SELECT confirmed_flush_lsn::text, wal_status = 'lost' "
     "FROM pg_replication_slots WHERE slot_name = %s"
@@ -25,6 +28,17 @@ _CAN_CREATE_SLOT = (
     "current_setting('max_replication_slots')::int > (SELECT count(*) FROM pg_replication_slots), "
     "(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user)"
 )
+
+
+def check_slot_name(slot: str) -> None:
+    """ConfigurationError for a name PostgreSQL refuses for a slot, before anything is opened.
+
+    At most 63 characters also keep the capture's segments short enough to name change log
+    files (`ordo.storage.postgres.change_segment`).
+    """
+    if not _SLOT_NAME.fullmatch(slot):
+        msg = f"slot must be 1-63 lower-case letters, digits or underscores, got {slot!r}"
+        raise ConfigurationError(msg)
 
 
 def check_slot(conn: Connection, slot: str) -> bool:
