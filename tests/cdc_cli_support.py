@@ -1,10 +1,12 @@
 """What the `ordo cdc` command tests share: the command run in-process, the simulated
-`readings` schema registered and lines of it, one-line errors, a change log's files.
+`readings` schema registered and lines of it, one-line errors, a change log's files, a capture
+of a table `orders` and its log's segments.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -12,6 +14,7 @@ from click.testing import CliRunner
 from ordo.cdc import Audit, Cell, JsonValue, Mutation, mutation_to_json
 from ordo.cli.main import cli
 from ordo.simulation.cdc import SIMULATED_SCHEMA
+from ordo.storage.parquet import ParquetChangeLog
 
 
 def run_ordo(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
@@ -56,3 +59,24 @@ def one_line_error(code: int, err: str, problem: str) -> None:
 def log_files(log: Path) -> dict[str, bytes]:
     """Every file of a change log with its content: what a refused command leaves as it was."""
     return {str(f.relative_to(log)): f.read_bytes() for f in log.rglob("*") if f.is_file()}
+
+
+def capture_orders(log: Path, journal: str, *source: str) -> str:
+    """`ordo cdc capture` of the table orders of `source` (its URL and options) into `log`.
+
+    Its summary line; the command must succeed.
+    """
+    code, out, err = run_ordo(
+        "cdc", "capture", *source, "--table", "orders", "--change-log", str(log),
+        "--journal", journal,
+    )  # fmt: skip
+    assert code == 0, err
+    return out.strip()
+
+
+def orders_by_segment(log: Path, of: Callable[[Mutation], int]) -> dict[str, list[int]]:
+    """Each segment of the orders log with `of` each of its mutations (position, key), in order."""
+    segments: dict[str, list[int]] = {}
+    for mutation in ParquetChangeLog(log).read("orders"):
+        segments.setdefault(mutation.audit.segment, []).append(of(mutation))
+    return {segment: sorted(values) for segment, values in segments.items()}

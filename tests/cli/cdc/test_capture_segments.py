@@ -15,8 +15,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from cdc_cli_support import run_ordo
-from ordo.storage.parquet import ParquetChangeLog
+from cdc_cli_support import capture_orders, orders_by_segment, run_ordo
 from ordo.storage.sqlite.change_source import SQLiteChangeSource
 
 
@@ -31,21 +30,12 @@ def _orders(path: Path, ids: range) -> Path:
 
 
 def _capture(source: Path, log: Path, journal: str) -> str:
-    """`ordo cdc capture` of `source`'s orders into `log`: its summary line."""
-    code, out, err = run_ordo(
-        "cdc", "capture", str(source), "--table", "orders", "--change-log", str(log),
-        "--journal", journal,
-    )  # fmt: skip
-    assert code == 0, err
-    return out.strip()
+    return capture_orders(log, journal, str(source))
 
 
 def _segments(log: Path) -> dict[str, list[int]]:
     """Each segment of the orders log with the positions it holds, in order."""
-    segments: dict[str, list[int]] = {}
-    for mutation in ParquetChangeLog(log).read("orders"):
-        segments.setdefault(mutation.audit.segment, []).append(mutation.audit.position)
-    return {segment: sorted(positions) for segment, positions in segments.items()}
+    return orders_by_segment(log, lambda mutation: mutation.audit.position)
 
 
 def test_two_sources_of_one_file_name_publish_every_change(tmp_path: Path, journal: str) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from cdc_cli_support import run_ordo
+from cdc_cli_support import capture_orders, orders_by_segment
 from ordo.cdc import Publisher
 from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.postgres.change_source import PostgresChangeSource
@@ -79,22 +79,12 @@ def _insert_ahead(dsn: str, behind: str, ids: range) -> None:
 
 
 def _capture(dsn: str, slot: str, log: Path, journal: str) -> str:
-    """`ordo cdc capture` of `dsn`'s orders on `slot` into `log`: its summary line."""
-    code, out, err = run_ordo(
-        "cdc", "capture", dsn, "--slot", slot, "--table", "orders", "--change-log", str(log),
-        "--journal", journal,
-    )  # fmt: skip
-    assert code == 0, err
-    return out.strip()
+    return capture_orders(log, journal, dsn, "--slot", slot)
 
 
 def _segments(log: Path) -> dict[str, list[int]]:
     """Each segment of the orders log with the ids of its changes, in order."""
-    segments: dict[str, list[int]] = {}
-    for mutation in ParquetChangeLog(log).read("orders"):
-        (key,) = mutation.partition_key
-        segments.setdefault(mutation.audit.segment, []).append(int(str(key)))
-    return {segment: sorted(ids) for segment, ids in segments.items()}
+    return orders_by_segment(log, lambda mutation: int(str(mutation.partition_key[0])))
 
 
 def test_two_servers_with_one_slot_name_publish_every_change(
