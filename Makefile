@@ -17,7 +17,7 @@ demo: bootstrap
 
 lint: bootstrap
 	$(BIN)/ruff check $(CHECKED)
-	$(BIN)/ruff format --check $(CHECKED)
+	$(BIN)/ruff format --check . # the docs' Python blocks too
 	$(BIN)/mypy $(CHECKED)
 
 # CI runs more Hypothesis examples than the `dev` default; override with HYPOTHESIS_PROFILE=dev.
