@@ -37,6 +37,7 @@ def test_a_batch_stores_the_token_positions_and_dead_letters_together(stores: St
     assert [d.error for d in stores.tokens.dead_letters("p")] == ["ValueError: bad"]
     with stores.tokens.batch("p", 0, "a") as batch:
         assert batch.positions([PersistenceId("x"), PersistenceId("z")]) == {"x": 3}
+    assert stores.tokens.positions("p") == {"x": 3}  # z was read, not recorded: no row
 
 
 def test_a_batch_stores_positions_of_many_ids_and_never_moves_one_back(stores: Stores) -> None:

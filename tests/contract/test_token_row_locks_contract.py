@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from operations_support import wait_for_a_lock_wait
-from ordo.errors import OrdoError, UnableToClaimTokenError
+from ordo.errors import OrdoError, TransactionConflictError, UnableToClaimTokenError
 from ordo.processing.control import ControlReceipt, release_segment
 from ordo.processing.segment import Segment
 from ordo.processing.segment_request import PendingRequest, SegmentAction, SegmentRequest
@@ -345,3 +345,106 @@ def test_a_projection_starting_while_a_reset_runs_waits_for_it_and_keeps_its_lea
         assert stores.tokens.positions("p") == {}
         with pytest.raises(UnableToClaimTokenError, match="driver 'driver-1' renewed its lease"):
             stores.tokens.check_reset("p", now_ms=1, claim_timeout_ms=TIMEOUT)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("stored", [True, False], ids=["stored-id", "new-id"])
+def test_two_attempts_at_an_event_at_once_apply_it_once(postgres_dsn: str, stored: bool) -> None:
+    """Two attempts at one event at the same time (a projection run twice, a speculative
+    task) both read the positions before either committed (under READ COMMITTED nothing made
+    the later read wait), so both applied the event: the second commit's position write did
+    nothing, its handler's write stood. Here the first attempt has read its positions and
+    waits while the second runs; the second waits for the first's commit now, and then skips
+    the event: of an id with a stored position (its row is locked) and of a new one (its row
+    inserted at the read)."""
+    pid, position = PersistenceId("x"), 2 if stored else 1
+    read, go = threading.Event(), threading.Event()
+
+    def attempt(stores: Stores, *, pause: bool = False) -> None:
+        with stores.tokens.batch("p", 0, "spark") as batch:
+            applied = batch.positions([pid]).get(pid, 0)
+            if pause:
+                read.set()
+                go.wait(timeout=30)
+            if applied < position:  # a handler's write, as a projection's to its sink
+                batch.connection.execute("INSERT INTO applied VALUES (%s)", (position,))
+                batch.record(pid, position)
+
+    with stores_at(postgres_dsn) as stores:
+        if stored:
+            _applied(stores, {pid: 1})
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE applied (position BIGINT NOT NULL)")
+        first = threading.Thread(target=lambda: attempt(stores, pause=True))
+        first.start()
+        assert read.wait(timeout=30)
+        second = threading.Thread(target=lambda: attempt(stores))
+        second.start()
+        wait_for_a_lock_wait(postgres_dsn, "processed_positions", unless_ended=second)
+        go.set()
+        for thread in (first, second):
+            thread.join(timeout=30)
+        with psycopg.connect(postgres_dsn) as conn:
+            rows = conn.execute("SELECT position FROM applied").fetchall()
+        assert rows == [(position,)]
+        assert stores.tokens.positions("p") == {pid: position}
+
+
+@pytest.mark.postgres
+def test_a_reset_while_a_batch_under_an_expired_claim_holds_its_positions_ends_one_of_them(
+    postgres_dsn: str,
+) -> None:
+    """A batch locks its positions when it reads them and its token row at commit; a reset
+    locks the token rows and then the positions. Made while the batch (its claim expired, its
+    worker slow) is between the two, the reset waits for a position, the batch's commit for
+    the token row: PostgreSQL rolls one back as a deadlock, TransactionConflictError, and the
+    other commits. Either way what is stored is one of them whole, never a mix."""
+    outcomes: dict[str, object] = {}
+    read, go = threading.Event(), threading.Event()
+
+    def run(name: str, call: Callable[[], object]) -> None:
+        try:
+            outcomes[name] = call()
+        except OrdoError as exc:
+            outcomes[name] = exc
+
+    def slow_batch(stores: Stores) -> None:
+        with stores.tokens.batch("p", 0, "a") as batch:
+            batch.positions([PersistenceId("x")])
+            read.set()
+            go.wait(timeout=30)
+            batch.record(PersistenceId("x"), 4)
+            batch.store_token(TrackingToken(T2))
+
+    with stores_at(postgres_dsn) as stores:
+        stores.tokens.initialize("p", segment_count=1)
+        stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+        with stores.tokens.batch("p", 0, "a") as batch:
+            batch.record(PersistenceId("x"), 3)
+        batching = threading.Thread(target=run, args=("batch", lambda: slow_batch(stores)))
+        batching.start()
+        assert read.wait(timeout=30)
+        resetting = threading.Thread(
+            target=run,
+            args=(
+                "reset",
+                lambda: stores.tokens.reset(
+                    "p", TrackingToken(), now_ms=TIMEOUT + 1, claim_timeout_ms=TIMEOUT
+                ),
+            ),
+        )
+        resetting.start()
+        wait_for_a_lock_wait(postgres_dsn, "processed_positions", unless_ended=resetting)
+        go.set()
+        for thread in (batching, resetting):
+            thread.join(timeout=30)
+        (entry,) = stores.tokens.entries("p")
+        ended = [name for name, outcome in outcomes.items() if outcome is not None]
+        assert ended in (["batch"], ["reset"])
+        assert isinstance(outcomes[ended[0]], TransactionConflictError)
+        if ended == ["reset"]:
+            assert (entry.token, entry.owner) == (TrackingToken(T2), "a")
+            assert stores.tokens.positions("p") == {"x": 4}
+        else:
+            assert (entry.token, entry.owner) == (TrackingToken(), None)
+            assert stores.tokens.positions("p") == {}

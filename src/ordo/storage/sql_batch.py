@@ -3,30 +3,35 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from ordo.errors import StorageUnavailableError, UnableToClaimTokenError
 from ordo.processing.connection import SqlConnection
 from ordo.processing.ports import DeadLetter
 from ordo.processing.token import TrackingToken
-from ordo.storage.sql_store import SqlStore
+from ordo.storage.sql_token_rows import SqlTokenRows
 from ordo.types import PersistenceId
 
 _POSITIONS_PER_STATEMENT = 1_000
 """Rows of one positions upsert (3,000 parameters) or ids of one read, within SQLite's and
 PostgreSQL's limits."""
+_RESERVED = 0
+"""The position of a row a batch reserved when it read an id with none (SqlBatch._reserve):
+never committed (the batch writes the id's position over it, or deletes it), so no other
+transaction reads it."""
 
 
 class SqlBatch:
     """The BatchTransaction of SqlTokenStore; lives inside one write transaction."""
 
     def __init__(
-        self, store: SqlStore, conn: SqlConnection, processor: str, segment_id: int
+        self, store: SqlTokenRows, conn: SqlConnection, processor: str, segment_id: int
     ) -> None:
         self._store, self._conn = store, conn
         self._processor, self._segment_id = processor, segment_id
         self._positions: dict[PersistenceId, int] = {}
+        self._reserved: set[PersistenceId] = set()
         self._handled: list[tuple[PersistenceId, int, bytes]] = []
         self._token: TrackingToken | None = None
 
@@ -43,25 +48,69 @@ class SqlBatch:
     def positions(self, persistence_ids: Iterable[PersistenceId]) -> Mapping[PersistenceId, int]:
         """Last processed positions, including those recorded in this batch.
 
+        On PostgreSQL the ids' rows stay locked until the batch ends, so that two batches at
+        the same ids at once (a Spark projection's attempts: one run twice, a speculative task;
+        no claim keeps them apart) take turns: under READ COMMITTED both read the positions
+        before either committed, and both applied the events (the later position write did
+        nothing, its handler's writes stood). A stored row is read FOR UPDATE; an id without
+        one gets a row reserved first (_reserve), which the other batch's insert waits for.
+        The waiting batch then reads what the first committed and skips it. Locked in
+        persistence id order, reserved rows first, as the reset locks them: batches wait for
+        each other, never in a cycle, while each reads its positions once. A tracking
+        processor's batch then writes its token row at commit, after its positions, while a
+        reset locks token rows first: a reset while a batch whose claim lapsed was running can
+        deadlock with it, and PostgreSQL rolls one back (TransactionConflictError, nothing of
+        it written): a reset may be retried; a batch is rolled back as if its claim was lost,
+        and its events are handled again from the reset's token. SQLite's writers take turns
+        (the batch's transaction began IMMEDIATE): nothing to lock.
+
         Read in statements of _POSITIONS_PER_STATEMENT ids: one IN list of every id failed a
         projection's segment with more persistence ids in a micro-batch than the driver takes
         parameters (PostgreSQL 65,535), as an outage that every retry met again.
         """
-        wanted = sorted(set(persistence_ids) - set(self._positions))
+        wanted = sorted(set(persistence_ids) - self._positions.keys() - self._reserved)
+        lock = self._store.LOCK_ROWS
         found: dict[PersistenceId, int] = {}
         for start in range(0, len(wanted), _POSITIONS_PER_STATEMENT):
             chunk = wanted[start : start + _POSITIONS_PER_STATEMENT]
+            if lock:
+                reserved = self._reserve(chunk)
+                chunk = [pid for pid in chunk if pid not in reserved]
+            if not chunk:
+                continue
             marks = ", ".join(["{p}"] * len(chunk))
             rows = self._conn.execute(
                 self._store._sql(
                     "SELECT persistence_id, position FROM processed_positions "
-                    f"WHERE processor = {{p}} AND persistence_id IN ({marks})"
+                    f"WHERE processor = {{p}} AND persistence_id IN ({marks}) "
+                    f"ORDER BY persistence_id{lock}"
                 ),
                 (self._processor, *chunk),
             ).fetchall()
             found.update((PersistenceId(str(r[0])), int(r[1])) for r in rows)
         found.update(self._positions)
         return found
+
+    def _reserve(self, persistence_ids: Sequence[PersistenceId]) -> set[PersistenceId]:
+        """Insert a reserved row for each of the ids without a stored position; those ids.
+
+        A row that does not exist cannot be locked: this one, uncommitted, makes another
+        batch's insert of the id wait until this batch has ended (and then do nothing, the id
+        having its position). Stored ids are left as they are: their rows are locked by the
+        read that follows, which the reserved ones need not (they are this batch's own).
+        """
+        marks = ", ".join([f"({{p}}, {{p}}, {_RESERVED})"] * len(persistence_ids))
+        inserted = self._conn.execute(
+            self._store._sql(
+                "INSERT INTO processed_positions (processor, persistence_id, position) "
+                f"VALUES {marks} ON CONFLICT (processor, persistence_id) DO NOTHING "
+                "RETURNING persistence_id"
+            ),
+            [value for pid in persistence_ids for value in (self._processor, pid)],
+        ).fetchall()
+        reserved = {PersistenceId(str(row[0])) for row in inserted}
+        self._reserved |= reserved
+        return reserved
 
     def record(self, persistence_id: PersistenceId, position: int) -> None:
         """Mark a position processed (stored at commit)."""
@@ -130,13 +179,17 @@ class SqlBatch:
         token row goes first: a reset locks the processor's token rows before it deletes the
         positions and handled batches, so a batch that wrote its positions first and then
         waited for its token row (the reset of a processor whose claim had expired mid-batch)
-        held a position the reset waited for, a deadlock PostgreSQL ended one of them for.
+        held a position the reset waited for, a deadlock PostgreSQL ended one of them for
+        (the positions a batch read are locked before, at the read: `positions` says what
+        comes of a reset then).
         Positions go in as few statements as the drivers' parameter limits allow (a round trip
         per persistence id cost PostgreSQL most of a batch), in persistence id order, so that
         two batches touching the same rows lock them in one order; handled events as one row.
+        Rows reserved for ids read but not recorded (events a tracking processor skipped) go.
         """
         self._store_token(owner, mask)
         sql = self._store._sql
+        self._drop_unrecorded_reservations()
         ordered = sorted(self._positions.items())
         for start in range(0, len(ordered), _POSITIONS_PER_STATEMENT):
             chunk = ordered[start : start + _POSITIONS_PER_STATEMENT]
@@ -163,6 +216,19 @@ class SqlBatch:
                     min(offsets),
                     json.dumps([[pid, position] for pid, position, _ in self._handled]),
                 ),
+            )
+
+    def _drop_unrecorded_reservations(self) -> None:
+        """Delete the rows reserved for ids read but not recorded: none may be committed."""
+        unrecorded = sorted(self._reserved - self._positions.keys())
+        for start in range(0, len(unrecorded), _POSITIONS_PER_STATEMENT):
+            ids = unrecorded[start : start + _POSITIONS_PER_STATEMENT]
+            self._conn.execute(
+                self._store._sql(
+                    "DELETE FROM processed_positions WHERE processor = {p} AND persistence_id "
+                    f"IN ({', '.join(['{p}'] * len(ids))})"
+                ),
+                (self._processor, *ids),
             )
 
     def _store_token(self, owner: str, mask: int | None) -> None:

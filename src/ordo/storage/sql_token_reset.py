@@ -39,16 +39,21 @@ class SqlTokenReset(SqlTokenRows):
 
         On PostgreSQL it locks in the order the batches that write these rows do, so that a
         batch committing meanwhile (its claim or lease lapsed, its worker still running) waits
-        for the reset or the reset for it, never both: token rows (by segment id), the lease,
-        then positions (by persistence id, _lock_positions), then handled batches. A
-        tracking processor's batch locks its token row, then its positions by persistence id,
-        then inserts its handled batch (SqlBatch.commit); a projection's locks only positions,
-        by persistence id. A batch holding its token row makes the reset wait until it has
-        committed, and the reset clears what it wrote; one that comes later finds its claim
-        gone and is rolled back. The lease is locked with the check, before the positions: a
-        projection starting meanwhile waits for the whole reset, never reading positions it
-        is about to clear; and no other transaction holds the lease row with another lock
-        (a driver writes or deletes it alone), so its place in the order cannot deadlock.
+        for the reset or the reset for it: token rows (by segment id), the lease, then
+        positions (by persistence id, _lock_positions), then handled batches. A batch locks
+        the positions it reads by persistence id (SqlBatch.positions); at commit a tracking
+        processor's locks its token row, then the other positions it writes by persistence
+        id, then inserts its handled batch (SqlBatch.commit); a projection's locks only
+        positions. A batch holding its token row makes the reset wait until it has committed,
+        and the reset clears what it wrote; one that comes later finds its claim gone and is
+        rolled back. One that read its positions before the reset and commits after the reset
+        took the token rows waits for the reset as the reset waits for it: PostgreSQL rolls
+        one back (TransactionConflictError, nothing of it written), a reset to be retried or a
+        batch handled again from the reset's token. The lease is locked with the check, before
+        the positions: a projection starting meanwhile waits for the whole reset, never
+        reading positions it is about to clear; and no other transaction holds the lease row
+        with another lock (a driver writes or deletes it alone), so its place in the order
+        cannot deadlock.
         """
         check_token(token)
         check = _ResetCheck(processor=processor, now_ms=now_ms, claim_timeout_ms=claim_timeout_ms)
