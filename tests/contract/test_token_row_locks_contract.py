@@ -246,6 +246,14 @@ def test_a_merge_committed_while_a_reset_waits_for_its_rows_refuses_the_reset(
         assert (entry.segment, entry.owner, entry.claimed_at_ms) == (Segment(0, 1), "a", 1)
 
 
+def _x_at_3_claimed_by_a(stores: Stores) -> None:
+    """Processor "p" of one segment, claimed by "a" at 0, whose batch stored x's position 3."""
+    stores.tokens.initialize("p", segment_count=1)
+    stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    with stores.tokens.batch("p", 0, "a") as batch:
+        batch.record(PersistenceId("x"), 3)
+
+
 @pytest.mark.postgres
 def test_a_reset_and_a_batch_committing_under_an_expired_claim_do_not_deadlock(
     postgres_dsn: str,
@@ -265,10 +273,7 @@ def test_a_reset_and_a_batch_committing_under_an_expired_claim_do_not_deadlock(
             batch.store_token(TrackingToken(T2))
 
     with stores_at(postgres_dsn) as stores:
-        stores.tokens.initialize("p", segment_count=1)
-        stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
-        with stores.tokens.batch("p", 0, "a") as batch:
-            batch.record(PersistenceId("x"), 3)
+        _x_at_3_claimed_by_a(stores)
         outcomes = _behind_a_held_lock(
             postgres_dsn,
             stores,
@@ -417,10 +422,7 @@ def test_a_reset_while_a_batch_under_an_expired_claim_holds_its_positions_ends_o
             batch.store_token(TrackingToken(T2))
 
     with stores_at(postgres_dsn) as stores:
-        stores.tokens.initialize("p", segment_count=1)
-        stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
-        with stores.tokens.batch("p", 0, "a") as batch:
-            batch.record(PersistenceId("x"), 3)
+        _x_at_3_claimed_by_a(stores)
         batching = threading.Thread(target=run, args=("batch", lambda: slow_batch(stores)))
         batching.start()
         assert read.wait(timeout=30)
