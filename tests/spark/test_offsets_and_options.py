@@ -242,7 +242,7 @@ def test_the_key_sources_refuse_bad_options_naming_them(
 
 
 def test_the_key_sources_take_options_in_any_case() -> None:
-    assert KeysOptions.from_spark("s", {"JOURNAL": "j.db", "Partitions": " 7 "}) == KeysOptions(
+    assert KeysOptions.from_spark("s", {"JOURNAL": "j.db", "Partitions": "7"}) == KeysOptions(
         journal="j.db", partitions=7
     )
     assert KeysOptions.from_spark("s", {"journal": "j.db"}).partitions == 4
