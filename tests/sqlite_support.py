@@ -12,16 +12,20 @@ from pathlib import Path
 from ordo.storage.migration import load_migrations
 
 LATEST = load_migrations("ordo.storage.sqlite")[-1].version
+JOURNAL_ID_VERSION = next(
+    m.version for m in load_migrations("ordo.storage.sqlite") if m.name == "journal_id"
+)
+"""The schema version that records the journal's id (the same number on both backends)."""
 
 
-def older_journal(path: Path) -> None:
-    """A journal as the ordo before the latest migration left it."""
+def older_journal(path: Path, *, version: int = LATEST - 1) -> None:
+    """A journal as the ordo of schema `version` left it (by default the one before the latest)."""
     with closing(sqlite3.connect(path)) as conn, conn:
-        for migration in load_migrations("ordo.storage.sqlite")[:-1]:
+        for migration in load_migrations("ordo.storage.sqlite")[:version]:
             for statement in migration.statements:
                 conn.execute(statement)
         conn.execute(
-            "INSERT INTO ordo_metadata (key, value) VALUES ('schema_version', ?)", (LATEST - 1,)
+            "INSERT INTO ordo_metadata (key, value) VALUES ('schema_version', ?)", (version,)
         )
 
 

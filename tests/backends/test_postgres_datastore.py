@@ -24,6 +24,7 @@ from ordo.storage.migration import load_migrations
 from ordo.storage.open import OpenMode, existing_stores_at, stores_at
 from ordo.storage.postgres.datastore import PostgresDatastore
 from processing_support import wait_for
+from sqlite_support import JOURNAL_ID_VERSION  # the same number on both backends
 
 LATEST = load_migrations("ordo.storage.postgres")[-1].version
 
@@ -125,7 +126,8 @@ def test_a_journal_keeps_the_random_id_it_got_when_created_or_upgraded(postgres_
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:  # as an ordo before the id
         conn.execute("DELETE FROM ordo_metadata WHERE key = 'journal_id'")
         conn.execute(
-            f"UPDATE ordo_metadata SET value = '{LATEST - 1}' WHERE key = 'schema_version'"
+            f"UPDATE ordo_metadata SET value = '{JOURNAL_ID_VERSION - 1}' "
+            "WHERE key = 'schema_version'"
         )
     assert journal_id(postgres_dsn) is None  # read without the check: no id, nothing written
     upgraded = journal_id(postgres_dsn, "migrate")  # a writer's open upgrades the schema

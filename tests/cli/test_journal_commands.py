@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from cli_support import journal_with_one_event as _journal_with_one_event
 from cli_support import run as _run
 from ordo.cli.main import cli
-from sqlite_support import LATEST, older_journal, stored_version
+from sqlite_support import JOURNAL_ID_VERSION, LATEST, older_journal, stored_version
 
 
 def test_python_dash_m_ordo_runs_the_command_line(tmp_path: Path) -> None:
@@ -386,7 +386,7 @@ def test_a_journal_keeps_the_random_id_it_got_when_created_or_upgraded(
     written = f"sqlite:///{tmp_path}/w.db"  # made by a writer's first open, not by init
     assert _run(runner, "append", "--journal", written, stdin=line)[0] == 0
     older = tmp_path / "older.db"
-    older_journal(older)  # an ordo before the id: its journals have none
+    older_journal(older, version=JOURNAL_ID_VERSION - 1)  # an ordo before the id: none
     assert _run(runner, "init", "--journal", str(older))[0] == 0
     ids = {created, journal_id(written), journal_id(str(older))}
     assert len(ids) == 3

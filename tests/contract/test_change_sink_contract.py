@@ -407,6 +407,7 @@ def test_progress_without_a_query_is_upgraded_and_taken_by_the_next_batch_applie
         with pytest.raises(MaterializerCheckpointError, match=f"by query {QUERY}"):
             _apply(sink, "replayed", 6, 2)
         assert _stored(sink) == ([("m", 5, 1, QUERY)], [1])
+        assert _kept_rows(sink) == 1  # counted (no earlier message) by the batch applied
     assert execute(journal_url, "SELECT value FROM ordo_metadata WHERE key = 'schema_version'") == [
         (str(load_migrations("ordo.storage.sqlite")[-1].version),)
     ]
@@ -437,3 +438,80 @@ def test_a_batch_racing_another_querys_first_batch_is_refused(postgres_dsn: str)
         assert [(e.recorded, e.requested) for e in refused] == [("first", QUERY)]
         assert stores.change_sink.progress()[0].query_id == "first"
         assert not stores.change_sink.has_table(TARGET)
+
+
+def _kept_rows(sink: SqlChangeSink) -> object:
+    """The rows the progress says the materializer's messages leave in the table."""
+    with sink._db.connection() as conn:
+        return conn.execute(
+            "SELECT table_rows FROM cdc_materializer_progress WHERE materializer = 'm'", ()
+        ).fetchone()[0]
+
+
+def _run(sink: SqlChangeSink, *statements: str) -> None:
+    """`statements` by hand, in one transaction: what an operator or an older ordo did."""
+    with sink._db.write_transaction() as conn:
+        for statement in statements:
+            conn.execute(statement, ())
+
+
+def _deleted(sink: SqlChangeSink, batch_id: int, *keys: int) -> ChangeBatchReceipt:
+    """Batch `batch_id` deleting the rows `keys` that `_apply` created."""
+    deletes = [_message(ChangeOp.DELETE, key, _row(key, f"v{key}"), None, 1) for key in keys]
+    return _apply_with(sink, batch_id, deletes, V1)
+
+
+def _update_of_an_emptied_table_is_refused(sink: SqlChangeSink, key: int) -> None:
+    """Empties the table by hand; batch 4, updating the row `key`, is refused: the messages up
+    to batch 3 leave one row."""
+    _run(sink, 'DELETE FROM "odd ""table""_materialized"')
+    before, after = _row(key, f"v{key}"), _row(key, "again")
+    with pytest.raises(MaterializedTableMissingError) as refused:
+        _apply_with(sink, 4, [_message(ChangeOp.UPDATE, key, before, after, 1)], V1)
+    assert (refused.value.batch_id, refused.value.rows) == (3, 1)
+
+
+def test_the_rows_the_messages_leave_are_kept_with_the_progress(stores: Stores) -> None:
+    """The sink keeps the count with each batch instead of counting every earlier message when
+    it finds the table empty (a table the messages empty often, an outbox, paid a scan of the
+    whole message log per batch). The earlier messages are not counted again: with those of
+    batch 0 deleted, a count of them would leave -1 rows and let the emptied table be filled."""
+    sink = stores.change_sink
+    assert _apply(sink, QUERY, 0, 1, 2).is_applied
+    assert _kept_rows(sink) == 2
+    created = _message(ChangeOp.CREATE, 3, None, _row(3, "v3"), 1)
+    deleted = _message(ChangeOp.DELETE, 1, _row(1, "v1"), None, 1)
+    assert _apply_with(sink, 1, [deleted, created], V1).is_applied
+    assert not _apply_with(sink, 1, [deleted, created], V1).is_applied  # a replay adds nothing
+    assert _kept_rows(sink) == 2
+    assert _deleted(sink, 2, 2, 3).is_applied  # the messages empty the table
+    assert _kept_rows(sink) == 0
+    assert _apply(sink, QUERY, 3, 4).is_applied  # and the next batch goes on
+    assert (_kept_rows(sink), _stored(sink)[1]) == (1, [4])
+
+    _run(sink, "DELETE FROM cdc_messages WHERE materializer = 'm' AND batch_id = 0")
+    _update_of_an_emptied_table_is_refused(sink, 4)
+    assert _kept_rows(sink) == 1  # the refused batch changed nothing
+
+    assert _apply(sink, QUERY, 4).is_applied  # without messages: the table is not looked at
+    _run(sink, "DELETE FROM cdc_messages WHERE materializer = 'm'")
+    with pytest.raises(MaterializedTableMissingError) as refused:
+        _apply(sink, QUERY, 5, 5)
+    assert (refused.value.batch_id, refused.value.rows) == (4, 1)  # no message: the last batch
+
+
+def test_progress_without_the_rows_has_them_counted_once_by_the_next_batch(
+    stores: Stores,
+) -> None:
+    """Progress an earlier ordo wrote holds no count (migration 9 adds the column as NULL): the
+    next batch applied counts the earlier messages, once, and stores the sum with its own."""
+    sink = stores.change_sink
+    assert _apply(sink, QUERY, 0, 1, 2).is_applied
+    assert _deleted(sink, 1, 1).is_applied
+    _run(sink, "UPDATE cdc_materializer_progress SET table_rows = NULL")
+
+    assert _apply(sink, QUERY, 2, 3).is_applied
+    assert _kept_rows(sink) == 2
+    assert _deleted(sink, 3, 2).is_applied  # rows 2 and 3 less 2
+    _run(sink, "DELETE FROM cdc_messages WHERE materializer = 'm' AND batch_id = 0")
+    _update_of_an_emptied_table_is_refused(sink, 3)  # counted again: -1 + 1 - 1 rows

@@ -2,7 +2,8 @@
 
 One micro-batch of a materializer is applied in one transaction: its messages go to
 `cdc_messages`, their net effect to the materialized table, and the batch id to
-`cdc_materializer_progress`, with the id of the Spark streaming query that applied it. A batch
+`cdc_materializer_progress`, with the id of the Spark streaming query that applied it and the
+rows the messages leave in the table (`table_rows`, see `_require_earlier_rows`). A batch
 whose id the progress already covers (a replay after a restart or a retried batch) changes
 nothing; a batch of another query (one run from another checkpoint, which numbers its batches
 from 0 again), or one past the batch after the progress, is refused (`change_sink_checks`), and
@@ -41,6 +42,12 @@ _MESSAGE_COLUMNS = ", ".join(
 """The stored columns: the batch's place, then MESSAGE_ROW_COLUMNS in their order."""
 _CREATE, _READ, _DELETE = ChangeOp.CREATE.value, ChangeOp.READ.value, ChangeOp.DELETE.value
 """The ops that bring a row into the table and take it out (`_require_earlier_rows`)."""
+
+
+def _rows_added(messages: MessageRows) -> int:
+    """The rows `messages` add to the table: their creates and reads less their deletes."""
+    ops = messages.column("op")
+    return ops.count(_CREATE) + ops.count(_READ) - ops.count(_DELETE)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,6 +176,7 @@ class SqlChangeSink(SqlMaterializedTable):
         OldKeyMessageError. Either way nothing is written.
         """
         schema, former_types = history.current.schema, history.former_types
+        added = _rows_added(messages)
         with self._db.write_transaction() as conn:
             if batch_id > 0:  # at most the batch after the progress (batch 0: none)
                 require_query(
@@ -177,65 +185,109 @@ class SqlChangeSink(SqlMaterializedTable):
             claimed = conn.execute(
                 self._sql(
                     "INSERT INTO cdc_materializer_progress "
-                    "(materializer, batch_id, updated_at, query_id) VALUES ({p}, {p}, {p}, {p}) "
+                    "(materializer, batch_id, updated_at, query_id, table_rows) "
+                    "VALUES ({p}, {p}, {p}, {p}, {p}) "
                     "ON CONFLICT (materializer) DO UPDATE SET batch_id = excluded.batch_id, "
-                    "updated_at = excluded.updated_at, query_id = excluded.query_id "
+                    "updated_at = excluded.updated_at, query_id = excluded.query_id, "
+                    "table_rows = cdc_materializer_progress.table_rows + excluded.table_rows "
                     "WHERE cdc_materializer_progress.batch_id < excluded.batch_id AND "
                     "(cdc_materializer_progress.query_id IS NULL "
-                    "OR cdc_materializer_progress.query_id = excluded.query_id)"
+                    "OR cdc_materializer_progress.query_id = excluded.query_id) "
+                    "RETURNING table_rows"
                 ),
-                (materializer, batch_id, time.time_ns() // 1_000_000, query_id),
-            ).rowcount
-            if not claimed:  # the row stays as it was (locked): a replay, or another query's
+                (materializer, batch_id, time.time_ns() // 1_000_000, query_id, added),
+            ).fetchone()
+            if claimed is None:  # the row stays as it was (locked): a replay, or another query's
                 progress = self._progress_row(conn, materializer)
                 require_query(materializer, progress, query_id, batch_id)
                 return ChangeBatchReceipt(is_applied=False, messages=0)
             require_current_key(target_table, messages, schema, history.old_key_ids)
             self._insert_messages(conn, materializer, batch_id, messages)
+            rows = self._rows_before(conn, materializer, batch_id, claimed[0], added)
             if len(messages):
                 created = self._ensure_table(
                     conn, target_table, schema, history.retired, former_types
                 )
                 self._require_earlier_rows(
-                    conn, materializer, batch_id, target_table, created=created
+                    conn, materializer, batch_id, target_table, created=created, rows=rows
                 )
                 self._apply(conn, target_table, net_changes(messages), schema, former_types)
         return ChangeBatchReceipt(is_applied=True, messages=len(messages))
 
+    def _rows_before(
+        self, conn: SqlConnection, materializer: str, batch_id: int, kept: int | None, added: int
+    ) -> int:
+        """The rows the messages of the batches before `batch_id` leave in the table.
+
+        `kept` is the progress's `table_rows` as the claim of the batch left it, the batch's
+        `added` rows included; NULL in progress an earlier ordo wrote (stays NULL in the
+        claim), which has the earlier messages counted here once and the sum stored, so that
+        no later batch counts them. The first batch's claim inserts the progress with its own
+        rows: there are no earlier ones.
+        """
+        if kept is not None:
+            return int(kept) - added
+        counted = conn.execute(
+            self._sql(
+                "SELECT coalesce(sum(CASE WHEN op = {p} THEN -1 "
+                "WHEN op IN ({p}, {p}) THEN 1 ELSE 0 END), 0) "
+                "FROM cdc_messages WHERE materializer = {p} AND batch_id < {p}"
+            ),
+            (_DELETE, _CREATE, _READ, materializer, batch_id),
+        ).fetchone()  # an aggregate: one row
+        rows = int(counted[0])
+        conn.execute(
+            self._sql(
+                "UPDATE cdc_materializer_progress SET table_rows = {p} WHERE materializer = {p}"
+            ),
+            (rows + added, materializer),
+        )
+        return rows
+
     def _require_earlier_rows(
-        self, conn: SqlConnection, materializer: str, batch_id: int, table: str, *, created: bool
+        self,
+        conn: SqlConnection,
+        materializer: str,
+        batch_id: int,
+        table: str,
+        *,
+        created: bool,
+        rows: int,
     ) -> None:
         """MaterializedTableMissingError when `table` lacks what batches before `batch_id` made.
 
         The first batch with messages creates the table, so one that `created` it later finds
         it gone (dropped, renamed, another target) after batches that stored messages. A table
-        that exists but holds no row, where the earlier messages leave rows (creates and reads
-        less deletes: each key's messages alternate between its row existing and not), was
-        emptied or dropped and created again by hand (or is another target). Either way the
-        batches from here on would fill in only the rows they touch, and the others, and the
-        rows their messages' `before` names, would be missing for good (the transaction undoes
-        the batch). The messages are counted only when the table is empty, so a batch pays
-        one look at a row otherwise.
+        that exists but holds no row, where the earlier messages leave `rows` rows (creates
+        and reads less deletes: each key's messages alternate between its row existing and
+        not, see `ordo.cdc.change.fold`), was emptied or dropped and created again by hand (or
+        is another target). Either way the batches from here on would fill in only the rows
+        they touch, and the others, and the rows their messages' `before` names, would be
+        missing for good (the transaction undoes the batch). `rows` is kept with the progress
+        (`_rows_before`), so a batch pays at most one look at a row, and one at the last
+        earlier batch with messages (an index seek) when it refuses or created the table.
         """
         name = self._identifier
-        if not created and conn.execute(f"SELECT 1 FROM {name(table)} LIMIT 1", ()).fetchone():
+        if not created and (
+            rows <= 0 or conn.execute(f"SELECT 1 FROM {name(table)} LIMIT 1", ()).fetchone()
+        ):
             return
         row = conn.execute(
             self._sql(
-                "SELECT max(batch_id), coalesce(sum(CASE WHEN op = {p} THEN -1 "
-                "WHEN op IN ({p}, {p}) THEN 1 ELSE 0 END), 0) "
-                "FROM cdc_messages WHERE materializer = {p} AND batch_id < {p}"
+                "SELECT batch_id FROM cdc_messages WHERE materializer = {p} AND batch_id < {p} "
+                "ORDER BY batch_id DESC LIMIT 1"
             ),
-            (_DELETE, _CREATE, _READ, materializer, batch_id),
+            (materializer, batch_id),
         ).fetchone()
-        last, rows = (None, 0) if row is None else (row[0], int(row[1]))
-        if last is not None and (created or rows > 0):
-            raise MaterializedTableMissingError(
-                table=table,
-                materializer=materializer,
-                batch_id=int(last),
-                rows=None if created else rows,
-            )
+        if row is None and created:
+            return
+        raise MaterializedTableMissingError(
+            table=table,
+            materializer=materializer,
+            # the earlier messages deleted by hand: the last batch applied is the last known
+            batch_id=batch_id - 1 if row is None else int(row[0]),
+            rows=None if created else rows,
+        )
 
     def _progress_row(
         self, conn: SqlConnection, materializer: str
