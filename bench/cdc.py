@@ -92,6 +92,9 @@ BULK_TARGET = 20.0
 CHANGED_SHARE = 0.01
 ROUNDS = 3
 """Rounds of the CDC vs bulk comparison (each changes another 1%); each figure keeps its best."""
+DEFAULT_SIZES = {"writes": 100_000, "keys": 20_000, "rows": 1_000_000}
+QUICK_SIZES = {"writes": 10_000, "keys": 2_000, "rows": 50_000}
+"""--quick's sizes; --writes, --keys and --rows win over either (they were ignored with --quick)."""
 
 
 def log(message: str) -> None:
@@ -547,16 +550,16 @@ def bench_bulk(spark: SparkSession, rows: int, work: Path) -> list[Row]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--writes", type=int, default=100_000, help="client writes")
-    parser.add_argument("--keys", type=int, default=20_000, help="partition keys")
-    parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the bulk table")
+    parser.add_argument("--writes", type=int, default=None, help="client writes")
+    parser.add_argument("--keys", type=int, default=None, help="partition keys")
+    parser.add_argument("--rows", type=int, default=None, help="rows of the bulk table")
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
     parser.add_argument(
         "--repeat", type=int, default=1, help="materializer runs; the best is reported"
     )
     args = parser.parse_args(argv)
-    if args.quick:
-        args.writes, args.keys, args.rows = 10_000, 2_000, 50_000
+    sizes = QUICK_SIZES if args.quick else DEFAULT_SIZES
+    writes, keys, rows = (getattr(args, name) or sizes[name] for name in ("writes", "keys", "rows"))
     started = time.perf_counter()
     print("\n".join(machine_lines(libraries=("ordo", "pyspark", "pyarrow"))))
     print(flush=True)
@@ -564,12 +567,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="ordo-bench-cdc-") as tmp:
             work = Path(tmp)
-            rows = bench_materializer(spark, args.writes, args.keys, work, repeat=args.repeat)
-            rows += bench_bulk(spark, args.rows, work)
-            rows += bench_document_triggers(work)
+            figures = bench_materializer(spark, writes, keys, work, repeat=args.repeat)
+            figures += bench_bulk(spark, rows, work)
+            figures += bench_document_triggers(work)
     finally:
         spark.stop()
-    print_table(rows, unit_rule=40)
+    print_table(figures, unit_rule=40)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
     return 0
 

@@ -1,6 +1,6 @@
-"""A Spark driver running the demo's projection, for the kill-and-restart test.
+"""A Spark driver running the demo's projection every 100 ms, for the kill-and-restart test.
 
-python projection_driver.py JOURNAL_URL FIRST_TIME_BUCKET CHECKPOINT processing-time|available-now
+python projection_driver.py JOURNAL_URL FIRST_TIME_BUCKET CHECKPOINT
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from ordo.spark.demo import count_order_events
 
 
 def main() -> None:
-    url, first, checkpoint, mode = sys.argv[1:5]
+    url, first, checkpoint = sys.argv[1:4]
     spark = start_session(master="local[2]", app_name="ordo-test-driver")
     query = projection(
         spark,
@@ -26,8 +26,7 @@ def main() -> None:
             "maxEventsPerTrigger": "20",
         },
         checkpoint=checkpoint,
-        available_now=mode == "available-now",
-        processing_time="100 milliseconds" if mode == "processing-time" else None,
+        processing_time="100 milliseconds",
     )
     query.awaitTermination()
     spark.stop()

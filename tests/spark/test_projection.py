@@ -526,11 +526,15 @@ def test_a_running_projection_is_not_reset_until_it_is_stopped(
 DRIVER = Path(__file__).with_name("projection_driver.py")
 
 
-def test_a_driver_killed_mid_run_resumes_to_the_same_projection(tmp_path: Path) -> None:
+def test_a_driver_killed_mid_run_resumes_to_the_same_projection(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The killed driver is a process of its own; the test's session, another driver, resumes."""
     path, url = _totals_journal(tmp_path)
     _append(url, 0, 90)
-    args = [sys.executable, str(DRIVER), url, FIRST, str(tmp_path / "checkpoint")]
-    driver = subprocess.Popen([*args, "processing-time"])
+    driver = subprocess.Popen(
+        [sys.executable, str(DRIVER), url, FIRST, str(tmp_path / "checkpoint")]
+    )
     try:
         _wait_for(lambda: sum(_totals(path).values()) > 0)
         _append(url, 90, 90)
@@ -545,7 +549,7 @@ def test_a_driver_killed_mid_run_resumes_to_the_same_projection(tmp_path: Path) 
         with pytest.raises(UnableToClaimTokenError, match="'killed' is running"):
             stores.tokens.check_reset("killed", now_ms=now, claim_timeout_ms=10_000)
         stores.tokens.check_reset("killed", now_ms=now + 10_001, claim_timeout_ms=10_000)
-    subprocess.run([*args, "available-now"], check=True, timeout=300)
+    _run(spark, url, tmp_path / "checkpoint", processor="killed")
     assert _totals(path) == {f"order-{p}": 20 for p in range(9)}
 
 
