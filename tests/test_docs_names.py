@@ -12,14 +12,12 @@ import builtins
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
 
 import click
 
 from ordo import errors
+from ordo.cli.environment import variables_read
 from ordo.cli.main import cli
-from ordo.settings import LoadableSettings
-from ordo.spark.job_session import SPARK_LOG_VARIABLE
 from ordo.spark.options import VALID_OPTIONS
 
 ROOT = Path(__file__).parents[1]
@@ -30,33 +28,9 @@ OTHER_TOOLS_OPTIONS = {"--strict"}
 """Options the docs give other tools (README: `mypy --strict`)."""
 
 
-def _settings_classes(base: type[Any] = LoadableSettings) -> set[type[Any]]:
-    """Every settings dataclass (a frozen slots dataclass is a subclass of its declaration)."""
-    found: set[type[Any]] = set()
-    for cls in base.__subclasses__():
-        found |= {cls, *_settings_classes(cls)}
-    return found
-
-
-def _variables_of_settings() -> set[str]:
-    """The variables from_env() reads (ORDO_ + each key, unless a class names another)."""
-    return {name for cls in _settings_classes() for name in cls.env_variables().values()}
-
-
-def _variables_of_options(command: click.Command) -> set[str]:
-    """The variables of the options of `command` (the root's too) and of its subcommands."""
-    names: set[str] = set()
-    for param in command.params:
-        names.update([param.envvar] if isinstance(param.envvar, str) else param.envvar or [])
-    if isinstance(command, click.Group):
-        for sub in command.commands.values():
-            names |= _variables_of_options(sub)
-    return names
-
-
 def test_every_variable_the_docs_name_is_read() -> None:
     """`ORDO_*` in README.md and docs/*.md: a settings key, an option's variable, or the log's."""
-    read = _variables_of_settings() | _variables_of_options(cli) | {SPARK_LOG_VARIABLE}
+    read = variables_read(cli)
     for path in USER_DOCS:
         for name in set(re.findall(r"\bORDO_[A-Z0-9_]*[A-Z0-9]\b", path.read_text("utf-8"))):
             if name not in read:
@@ -111,7 +85,7 @@ def test_the_docs_table_of_variables_lists_every_variable_ordo_reads() -> None:
     text = (ROOT / "docs" / "cli.md").read_text("utf-8")
     section = text.split("\n## Environment variables\n", 1)[1].split("\n## ", 1)[0]
     listed = re.findall(r"^\| `(ORDO_[A-Z0-9_]+)` \|", section, flags=re.MULTILINE)
-    read = _variables_of_settings() | _variables_of_options(cli) | {SPARK_LOG_VARIABLE}
+    read = variables_read(cli)
     assert sorted(listed) == sorted(read)
 
 

@@ -4,13 +4,19 @@ one-line error naming it, given before the command changes anything.
 
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from cli_support import run
+from ordo.cli.environment import variables_read, warn_of_unread_variables
+from ordo.cli.main import cli
 from sqlite_support import fingerprint, older_journal, stored_version
 
 
@@ -168,3 +174,31 @@ def test_a_bad_claim_timeout_leaves_an_older_journal_as_it_was(
     assert err.startswith("Error: ConfigurationError: ORDO_CLAIM_TIMEOUT_MS: ")
     assert err.count("\n") == 1
     assert (fingerprint(journal), stored_version(journal)) == before
+
+
+def test_a_misspelt_variable_is_named_in_a_warning_with_the_one_meant(tmp_path: Path) -> None:
+    """ORDO_FLUSH_INTERVAL (for ORDO_FLUSH_INTERVAL_MS) was read by nobody, without a word."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ordo.cli.main", "init", "--journal", str(tmp_path / "j.db")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ORDO_FLUSH_INTERVAL": "0"},
+        check=False,
+    )
+    assert done.returncode == 0
+    assert done.stderr == (
+        "WARNING ordo.cli.environment: ORDO_FLUSH_INTERVAL is not a variable ordo reads;"
+        " it is ignored (did you mean ORDO_FLUSH_INTERVAL_MS?)\n"
+    )
+
+
+def test_only_variables_nothing_reads_are_warned_of(caplog: pytest.LogCaptureFixture) -> None:
+    """Every variable ordo reads, the test suite's and other programs' pass without a word; an
+    ORDO_* name like none of them is named without a guess."""
+    caplog.set_level(logging.WARNING, logger="ordo")
+    read = {name: "1" for name in variables_read(cli)}
+    others = {"ORDO_TEST_POSTGRES_DSN": "postgresql://", "PATH": "/bin", "ORDOX": "1"}
+    warn_of_unread_variables(cli, {**read, **others, "ORDO_COLOUR": "red"})
+    assert [r.getMessage() for r in caplog.records] == [
+        "ORDO_COLOUR is not a variable ordo reads; it is ignored"
+    ]

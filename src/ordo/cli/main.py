@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Any
 
@@ -12,6 +13,7 @@ from ordo.cli.cdc import cdc
 from ordo.cli.cleanup import cleanup
 from ordo.cli.command_group import CommandGroup, as_typed
 from ordo.cli.demo import demo
+from ordo.cli.environment import warn_of_unread_variables
 from ordo.cli.journal import append, events, info, init, tags
 from ordo.cli.pipeline import pipeline
 from ordo.cli.processors import processors
@@ -115,6 +117,7 @@ def cli(log_level: str, debug: bool) -> None:
         # psycopg's pool warns of each failed connection attempt while PostgreSQL is down; the
         # command says it once (a processor's or live query's WARNING) or fails in one line.
         logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    warn_of_unread_variables(cli, os.environ)
 
 
 for command in (init, append, events, tags, info, query, processors, pipeline, cdc, demo):

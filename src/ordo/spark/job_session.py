@@ -16,12 +16,9 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from ordo.errors import ConfigurationError, NoSparkExecutorError, SparkMasterUnreachableError
+from ordo.settings.variables import SPARK_LOG_VARIABLE
 from ordo.spark.interruption import run_interruptibly, sigint_flag
 from ordo.spark.register import start_session
-
-SPARK_LOG_VARIABLE = "ORDO_SPARK_LOG"
-"""Environment variable naming the file a command's Spark writes its console output to."""
-
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 """What a log file's name does not keep of a job's name (a processor's, which may hold any
