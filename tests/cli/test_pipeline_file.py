@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from cli_support import pipeline_file as _pipeline_file
 from cli_support import run as _run
 from ordo import init_storage
+from permission_support import locked_out
 
 
 @pytest.mark.parametrize(
@@ -301,3 +302,21 @@ def test_a_pipeline_files_defaults_and_source_options(
         "processor": "totals",
         "segments": "1",
     }
+
+
+def test_a_checkpoint_whose_offsets_cannot_be_listed_is_one_error_line_before_spark_starts(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The check of the checkpoint's newest offset ended with the bare PermissionError.
+
+    `locked_out` (tests/permission_support.py): a folder's mode stops root there.
+    """
+    offsets = tmp_path / "checkpoint" / "offsets"
+    offsets.mkdir(parents=True)
+    config = _pipeline_file(tmp_path, "")
+    code, _, err = locked_out(offsets, lambda: _run(runner, "pipeline", "run", str(config)))
+    assert (code, err) == (
+        1,
+        f"Error: ConfigurationError: cannot list the offsets of checkpoint {offsets.parent}: "
+        f"Permission denied: {offsets}\n",
+    )

@@ -88,7 +88,11 @@ class SchemaVersionError(StorageError):
 
 
 class StorageIntegrityError(StorageError):
-    """A write violated a constraint of the stored data."""
+    """A write violated a constraint of the stored data, or what is stored is damaged.
+
+    Damaged: not what ordo wrote (an event's JSON changed by hand, a change log file that is not
+    Parquet). No retry mends either.
+    """
 
 
 class StoresClosedError(OrdoError):

@@ -8,7 +8,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ordo.journal import validation
-from ordo.journal.serialization import deserialize_metadata, deserialize_payload
+from ordo.journal.serialization import (
+    EventKey,
+    deserialize_metadata,
+    deserialize_payload,
+    stored_json,
+)
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
 
@@ -70,12 +75,13 @@ class PersistedEvent:
     @property
     def payload(self) -> object:
         """The payload as the application gave it (bytes, or the decoded JSON value)."""
-        return deserialize_payload(self.serializer, self.payload_bytes)
+        of = (self.persistence_id, self.sequence_nr)
+        return deserialize_payload(self.serializer, self.payload_bytes, of=of)
 
     @property
     def metadata(self) -> dict[str, object] | None:
         """The decoded metadata object, or None when the event had none."""
-        return deserialize_metadata(self.metadata_json)
+        return deserialize_metadata(self.metadata_json, of=(self.persistence_id, self.sequence_nr))
 
     @property
     def timestamp(self) -> datetime:
@@ -147,9 +153,9 @@ def encode_tags(tags: Mapping[Tag, TagPidSequenceNr]) -> str:
     return "{" + ",".join(parts) + "}"
 
 
-def decode_tags(text: str) -> dict[Tag, TagPidSequenceNr]:
-    """Invert encode_tags()."""
-    decoded: dict[Tag, TagPidSequenceNr] = json.loads(text)
+def decode_tags(text: str, *, of: EventKey) -> dict[Tag, TagPidSequenceNr]:
+    """Invert encode_tags() for the tags of event `of`."""
+    decoded: dict[Tag, TagPidSequenceNr] = stored_json(text, what="tags", of=of)
     return decoded
 
 

@@ -7,8 +7,9 @@ import sys
 from collections.abc import Callable
 from enum import StrEnum
 from json.encoder import encode_basestring
+from typing import Any
 
-from ordo.errors import SerializationError
+from ordo.errors import SerializationError, StorageIntegrityError
 
 # One encoder instance: json.dumps() with options builds a new encoder on every call. Without
 # the circular check: it kept a dict of every list and dict being encoded, a third of the cost
@@ -68,11 +69,15 @@ def serialize_payload(payload: object) -> tuple[Serializer, bytes]:
     return Serializer.JSON, _dumps(payload, what="payload")
 
 
-def deserialize_payload(serializer: str, data: bytes) -> object:
-    """Invert serialize_payload(); called lazily when an envelope's payload is read."""
+EventKey = tuple[str, int]
+"""A stored event's persistence id and sequence nr: what names it when its JSON is damaged."""
+
+
+def deserialize_payload(serializer: str, data: bytes, *, of: EventKey) -> object:
+    """Invert serialize_payload(); called lazily when the payload of event `of` is read."""
     if serializer == Serializer.BYTES:
         return data
-    return json.loads(data)
+    return stored_json(data, what="payload", of=of)
 
 
 def serialize_metadata(metadata: object) -> str | None:
@@ -85,12 +90,31 @@ def serialize_metadata(metadata: object) -> str | None:
     return _dumps(metadata, what="metadata").decode("utf-8")
 
 
-def deserialize_metadata(text: str | None) -> dict[str, object] | None:
-    """Invert serialize_metadata()."""
+def deserialize_metadata(text: str | None, *, of: EventKey) -> dict[str, object] | None:
+    """Invert serialize_metadata() for the metadata of event `of`."""
     if text is None:
         return None
-    decoded: dict[str, object] = json.loads(text)
+    decoded: dict[str, object] = stored_json(text, what="metadata", of=of)
     return decoded
+
+
+def stored_json(text: str | bytes, *, what: str, of: EventKey) -> Any:
+    """The JSON value stored as `what` of event `of`; StorageIntegrityError when it is none.
+
+    A stored row changed by hand or by another program (an event's payload, metadata or tags
+    that are no JSON any more) ended `ordo events` and `ordo query` with json's traceback, and
+    gave a library caller a bare ValueError that did not say which event. No retry mends it;
+    json's error stays the cause. The event is named only then: reads decode every event.
+    """
+    try:
+        return json.loads(text)
+    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+        persistence_id, sequence_nr = of
+        msg = (
+            f"the stored {what} of event {sequence_nr} of persistence id {persistence_id!r} "
+            f"is not JSON: {exc}"
+        )
+        raise StorageIntegrityError(msg) from exc
 
 
 def _dumps(value: object, *, what: str) -> bytes:

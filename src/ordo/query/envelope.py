@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import NamedTuple
 
+from ordo.journal.event import decode_tags
 from ordo.journal.serialization import deserialize_metadata, deserialize_payload
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
@@ -60,18 +60,18 @@ class EventEnvelope(NamedTuple):
     @property
     def payload(self) -> object:
         """The payload as the application gave it (bytes, or the decoded JSON value)."""
-        return deserialize_payload(self.serializer, self.payload_bytes)
+        of = (self.persistence_id, self.sequence_nr)
+        return deserialize_payload(self.serializer, self.payload_bytes, of=of)
 
     @property
     def metadata(self) -> dict[str, object] | None:
         """The decoded metadata object, or None."""
-        return deserialize_metadata(self.metadata_json)
+        return deserialize_metadata(self.metadata_json, of=(self.persistence_id, self.sequence_nr))
 
     @property
     def tags(self) -> dict[Tag, TagPidSequenceNr]:
         """Every tag of the event with its tag pid sequence nr."""
-        decoded: dict[Tag, TagPidSequenceNr] = json.loads(self.tags_json)
-        return decoded
+        return decode_tags(self.tags_json, of=(self.persistence_id, self.sequence_nr))
 
     def to_json_dict(self) -> dict[str, object]:
         """A JSON-ready view, used by `ordo query --json`."""

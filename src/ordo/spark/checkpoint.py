@@ -103,12 +103,8 @@ def next_batch(local: Path) -> int:
     Spark writes `<local>/commits/<batch id>` once a batch's sink returned, and numbers a new
     query's batches from 0; a batch planned and not committed (`offsets/` only) runs again.
     """
-    try:
-        commits = (local / "commits").iterdir()
-        committed = [int(entry.name) for entry in commits if entry.name.isdigit()]
-    except (FileNotFoundError, NotADirectoryError):
-        return 0
-    return max(committed, default=-1) + 1
+    committed = _batch_ids(local, "commits")
+    return max(committed or (), default=-1) + 1
 
 
 def last_planned_offset(local: Path) -> dict[str, object] | None:
@@ -119,14 +115,10 @@ def last_planned_offset(local: Path) -> dict[str, object] | None:
     per line (the last is that of a query with one source). ConfigurationError when the file
     cannot be read as such: Spark refuses to start a query from it too.
     """
-    offsets = local / "offsets"
-    try:
-        batches = [int(entry.name) for entry in offsets.iterdir() if entry.name.isdigit()]
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+    batches = _batch_ids(local, "offsets")
     if not batches:
         return None
-    newest = offsets / str(max(batches))
+    newest = local / "offsets" / str(max(batches))
     try:
         found = json.loads(newest.read_text(encoding="utf-8").splitlines()[-1])
     except (OSError, ValueError, IndexError) as exc:
@@ -136,3 +128,20 @@ def last_planned_offset(local: Path) -> dict[str, object] | None:
         msg = f"{newest} ends with no source offset: it is not a streaming query's offset log"
         raise ConfigurationError(msg)
     return found
+
+
+def _batch_ids(local: Path, log: str) -> list[int] | None:
+    """The batch ids of the files in the log `log` (commits, offsets) of the checkpoint `local`.
+
+    None when the log is not there (a query that never got so far). A log this process may not
+    list (a checkpoint another user's Spark wrote) is ConfigurationError naming it: it was the
+    bare PermissionError of the check before Spark starts, and Spark cannot list it either.
+    """
+    folder = local / log
+    try:
+        return [int(entry.name) for entry in folder.iterdir() if entry.name.isdigit()]
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        msg = f"cannot list the {log} of checkpoint {local}: {exc.strerror}: {exc.filename}"
+        raise ConfigurationError(msg) from exc

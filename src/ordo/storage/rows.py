@@ -43,16 +43,17 @@ def message_row(event: PersistedEvent) -> MessageRow:
 def event_from_row(row: Sequence[object]) -> PersistedEvent:
     """Invert message_row() (drivers hand back bytes, memoryview or str)."""
     pid, seq, uuid_bytes, writer, serializer, manifest, payload, metadata, tags = row
+    persistence_id, sequence_nr = PersistenceId(str(pid)), SequenceNr(int(str(seq)))
     return PersistedEvent(
-        persistence_id=PersistenceId(str(pid)),
-        sequence_nr=SequenceNr(int(str(seq))),
+        persistence_id=persistence_id,
+        sequence_nr=sequence_nr,
         timeuuid=TimeUUID.from_bytes(_bytes(uuid_bytes)),
         writer_uuid=str(writer),
         serializer=str(serializer),
         manifest=str(manifest),
         payload_bytes=_bytes(payload),
         metadata_json=None if metadata is None else str(metadata),
-        tags=decode_tags(str(tags)),
+        tags=decode_tags(str(tags), of=(persistence_id, sequence_nr)),
     )
 
 

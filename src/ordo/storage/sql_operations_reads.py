@@ -7,10 +7,10 @@ before a cutoff. Written once in plain SQL for both backends.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from ordo.journal.event import decode_tags
 from ordo.storage.migration import EXPIRED_BEFORE_KEY, METADATA_TABLE
 from ordo.storage.sql_key_reads import SqlKeyReads
 from ordo.time import TimeUUID
@@ -88,12 +88,16 @@ class SqlOperationsReads(SqlKeyReads):
         return sequence_nr_of(self._fetchone(DELETED_TO, (persistence_id,)))
 
     def tags_of(self, persistence_id: PersistenceId) -> Sequence[Tag]:
-        """Tags of the id's events (each distinct tag set decoded once) and of its progress."""
+        """Tags of the id's events (each distinct tag set decoded once) and of its progress.
+
+        A tag set is read with the first event that has it, which names it if it is damaged.
+        """
         tags: set[Tag] = set()
-        for (text,) in self._fetchall(
-            "SELECT DISTINCT tags FROM messages WHERE persistence_id = {p}", (persistence_id,)
+        for text, sequence_nr in self._fetchall(
+            "SELECT tags, min(sequence_nr) FROM messages WHERE persistence_id = {p} GROUP BY tags",
+            (persistence_id,),
         ):
-            tags.update(json.loads(str(text)))
+            tags.update(decode_tags(str(text), of=(persistence_id, int(str(sequence_nr)))))
         for (tag,) in self._fetchall(
             "SELECT tag FROM tag_write_progress WHERE persistence_id = {p}", (persistence_id,)
         ):

@@ -12,6 +12,7 @@ import pytest
 from cdc_cli_support import one_line_error, registered, run_ordo
 from cli_support import spark_command
 from ordo.simulation.cdc import SIMULATED_SCHEMA
+from permission_support import locked_out
 
 _READINGS = json.loads(SIMULATED_SCHEMA.to_json())
 _EXTRA = {"name": "extra", "type": "string"}
@@ -183,3 +184,26 @@ def test_materialize_says_in_one_line_why_spark_did_not_start(
     assert materialize.returncode == 1
     assert "Traceback" not in materialize.stderr
     assert materialize.stderr.splitlines()[-1].startswith(f"Error: ConfigurationError: {problem}")
+
+
+def test_materialize_names_a_checkpoint_whose_commits_cannot_be_listed_before_spark_starts(
+    tmp_path: Path, journal: str
+) -> None:
+    """The check of the checkpoint against the sink's progress ended with the bare
+    PermissionError. `locked_out` (tests/permission_support.py): a folder's mode stops root."""
+    registered(tmp_path, journal)
+    (tmp_path / "log" / "readings").mkdir(parents=True)
+    checkpoint = tmp_path / "checkpoint"
+    (checkpoint / "commits").mkdir(parents=True)
+    (checkpoint / "metadata").write_text('{"id":"5b3c7c0e-0000-4000-8000-000000000000"}\n')
+    materialize = (
+        *("cdc", "materialize", "readings", "--journal", journal),
+        *("--change-log", str(tmp_path / "log"), "--checkpoint", str(checkpoint)),
+    )
+    code, _, err = locked_out(checkpoint / "commits", lambda: run_ordo(*materialize))
+    one_line_error(
+        code,
+        err,
+        f"ConfigurationError: cannot list the commits of checkpoint {checkpoint}: "
+        f"Permission denied: {checkpoint / 'commits'}",
+    )

@@ -42,7 +42,7 @@ def test_a_json_payload_is_stored_as_compact_utf8_json(value: object) -> None:
 
     assert serializer is Serializer.JSON
     assert data == _compact(value).encode("utf-8")
-    assert deserialize_payload(serializer, data) == value
+    assert deserialize_payload(serializer, data, of=("p", 1)) == value
 
 
 @given(st.dictionaries(_text, json_values, max_size=4))
@@ -50,4 +50,4 @@ def test_metadata_is_stored_as_compact_json(metadata: dict[str, object]) -> None
     stored = serialize_metadata(metadata)
 
     assert stored == _compact(metadata)
-    assert deserialize_metadata(stored) == metadata
+    assert deserialize_metadata(stored, of=("p", 1)) == metadata
