@@ -281,8 +281,11 @@ def test_status_shows_a_request_its_owner_has_not_taken_yet(
     assert "requested" not in out
 
 
-def test_a_caught_up_processor_lags_by_nothing_in_time_either(tmp_path: Path) -> None:
-    """It showed the age of the last event it read: `0 events, 25.0 s` for one that was idle."""
+def test_a_caught_up_processor_lags_by_nothing_in_time_either(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """It showed the age of the last event it read: `0 events, 25.0 s` for one that was idle;
+    and a lag of one event as `1 events`."""
     url = f"sqlite:///{tmp_path}/j.db"
     with open_journal(url) as journal:
         (offset,) = journal.append("order-1", [NewEvent.of({"n": 1}, tags=["order"])]).offsets
@@ -304,6 +307,8 @@ def test_a_caught_up_processor_lags_by_nothing_in_time_either(tmp_path: Path) ->
 
     assert (caught_up.lag_events, caught_up.lag_ms) == (0, 0)
     assert (behind.lag_events, behind.lag_ms) == (1, 25_000)
+    code, out, _ = _run(runner, "status", "--journal", url)
+    assert (code, "1 events" in out, "1 event," in out) == (0, False, True)
 
 
 def test_status_tells_a_claim_older_than_the_claim_timeout_has_expired(

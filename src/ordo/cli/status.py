@@ -27,6 +27,7 @@ from ordo.cli.options import (
 from ordo.settings import OperationsSettings
 from ordo.storage.open import existing_stores_at
 from ordo.tools.status import Status, cdc_status, every_processor_status, journal_status
+from ordo.wording import counted
 
 
 @click.command()
@@ -99,7 +100,8 @@ def _print(found: Status) -> None:
                 processor.processor, "-", "-", without_tokens(processor.positions), "-", "-"
             )
             continue
-        lag = f"{processor.lag_events:,} events"
+        assert processor.lag_events is not None  # noqa: S101 - a processor with tokens has one
+        lag = counted(processor.lag_events, "event")
         if processor.lag_ms is not None:
             lag += f", {processor.lag_ms / 1000:,.1f} s"
         for segment in processor.segments:
