@@ -98,22 +98,25 @@ def deserialize_metadata(text: str | None, *, of: EventKey) -> dict[str, object]
     return decoded
 
 
-def stored_json(text: str | bytes, *, what: str, of: EventKey) -> Any:
-    """The JSON value stored as `what` of event `of`; StorageIntegrityError when it is none.
+def stored_json(text: str | bytes, *, what: str, of: EventKey | str) -> Any:
+    """The JSON value stored as `what` of `of`; StorageIntegrityError when it is none.
 
-    A stored row changed by hand or by another program (an event's payload, metadata or tags
-    that are no JSON any more) ended `ordo events` and `ordo query` with json's traceback, and
-    gave a library caller a bare ValueError that did not say which event. No retry mends it;
-    json's error stays the cause. The event is named only then: reads decode every event.
+    `of` is an event's key, or what names another stored row ("message 0 of batch 3 of
+    materializer 'm'"). A stored row changed by hand or by another program (an event's
+    payload, metadata or tags, a CDC message's key or row, that are no JSON any more) ended
+    `ordo events` and `ordo query` with json's traceback, and gave a library caller a bare
+    ValueError that did not say which row. No retry mends it; json's error stays the cause. An
+    event is named only then: reads decode every event.
     """
     try:
         return json.loads(text)
     except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
-        persistence_id, sequence_nr = of
-        msg = (
-            f"the stored {what} of event {sequence_nr} of persistence id {persistence_id!r} "
-            f"is not JSON: {exc}"
-        )
+        if isinstance(of, str):
+            row = of
+        else:
+            persistence_id, sequence_nr = of
+            row = f"event {sequence_nr} of persistence id {persistence_id!r}"
+        msg = f"the stored {what} of {row} is not JSON: {exc}"
         raise StorageIntegrityError(msg) from exc
 
 

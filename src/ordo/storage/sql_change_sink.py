@@ -25,7 +25,6 @@ from itertools import repeat
 from ordo.cdc.change import ChangeMessage, ChangeOp
 from ordo.cdc.column_type import ColumnType
 from ordo.cdc.message_rows import MESSAGE_ROW_COLUMNS, MessageRows
-from ordo.cdc.mutation import Audit
 from ordo.cdc.retype import retyped_row
 from ordo.cdc.schema import TableSchema
 from ordo.cdc.schema_registry import SchemaHistory
@@ -34,12 +33,8 @@ from ordo.processing.connection import SqlConnection
 from ordo.storage.change_sink_checks import require_current_key, require_query
 from ordo.storage.net_changes import NetChange, net_changes
 from ordo.storage.sql_materialized_table import SqlMaterializedTable
+from ordo.storage.stored_message import MESSAGE_COLUMNS, stored_message
 
-_MESSAGE_COLUMNS = ", ".join(
-    ["materializer", "batch_id", "ordinal"]
-    + ["table_name" if name == "table" else name for name in MESSAGE_ROW_COLUMNS]
-)
-"""The stored columns: the batch's place, then MESSAGE_ROW_COLUMNS in their order."""
 _CREATE, _READ, _DELETE = ChangeOp.CREATE.value, ChangeOp.READ.value, ChangeOp.DELETE.value
 """The ops that bring a row into the table and take it out (`_require_earlier_rows`)."""
 
@@ -114,29 +109,16 @@ class SqlChangeSink(SqlMaterializedTable):
             require_query(materializer, progress, query_id, next_batch)
 
     def read_messages(self, materializer: str) -> Iterator[ChangeMessage]:
-        """Every message the materializer stored, in the order it emitted them (for checks)."""
+        """Every message the materializer stored, in the order it emitted them (for checks).
+
+        A stored message whose JSON was damaged is StorageIntegrityError (`stored_message`).
+        """
         rows = self._fetchall(
-            f"SELECT {_MESSAGE_COLUMNS} FROM cdc_messages WHERE materializer = {{p}} "
+            f"SELECT {MESSAGE_COLUMNS} FROM cdc_messages WHERE materializer = {{p}} "
             "ORDER BY batch_id, ordinal",
             (materializer,),
         )
-        for row in rows:
-            before, after = row[6], row[7]
-            yield ChangeMessage(
-                table=str(row[3]),
-                op=ChangeOp(row[4]),
-                key=tuple(json.loads(row[5])),
-                before=None if before is None else json.loads(before),
-                after=None if after is None else json.loads(after),
-                schema_id=None if row[8] is None else int(row[8]),
-                write_time=int(row[9]),
-                audit=Audit(
-                    source=str(row[10]),
-                    replica=str(row[11]),
-                    segment=str(row[12]),
-                    position=int(row[13]),
-                ),
-            )
+        yield from map(stored_message, rows)
 
     def apply_batch(
         self,
@@ -325,7 +307,7 @@ class SqlChangeSink(SqlMaterializedTable):
         placeholders = ", ".join(["{p}"] * (3 + len(MESSAGE_ROW_COLUMNS)))
         self._executemany(
             conn,
-            self._sql(f"INSERT INTO cdc_messages ({_MESSAGE_COLUMNS}) VALUES ({placeholders})"),
+            self._sql(f"INSERT INTO cdc_messages ({MESSAGE_COLUMNS}) VALUES ({placeholders})"),
             rows,
         )
 
