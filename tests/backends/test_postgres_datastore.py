@@ -6,7 +6,7 @@ import uuid
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ordo import (
     NewEvent,
@@ -19,7 +19,8 @@ from ordo import (
     open_journal,
     open_stores,
 )
-from ordo.errors import StoresClosedError
+from ordo.errors import StatementCanceledError, StoresClosedError
+from ordo.reconnection import is_outage
 from ordo.storage.migration import load_migrations
 from ordo.storage.open import OpenMode, existing_stores_at, stores_at
 from ordo.storage.postgres.datastore import PostgresDatastore
@@ -330,3 +331,45 @@ def _idle_until_the_server_ends_it(datastore: PostgresDatastore, dsn: str) -> No
                 )
             )
         conn.execute("SELECT 1")
+
+
+@pytest.mark.parametrize(
+    ("setting", "error", "message"),
+    [
+        (
+            "lock_timeout",
+            TransactionConflictError,
+            "PostgreSQL gave up waiting for a lock a concurrent transaction holds, after the "
+            "session's lock_timeout (nothing of the transaction was written; it may be retried): "
+            "canceling statement due to lock timeout",
+        ),
+        (
+            "statement_timeout",
+            StatementCanceledError,
+            "PostgreSQL canceled the statement (the server is up: the session's "
+            "statement_timeout ran out, or a cancel request ended it; nothing of the transaction "
+            "was written, it may be retried): canceling statement due to statement timeout",
+        ),
+    ],
+)
+def test_a_timeout_the_url_sets_is_named_not_an_outage_of_the_server(
+    postgres_dsn: str, setting: str, error: type[StorageUnavailableError], message: str
+) -> None:
+    """An append waiting on a lock another session holds, past a timeout the URL's options set.
+
+    It said "PostgreSQL is unavailable", as if the server were down. Still a
+    StorageUnavailableError, so what rides out outages retries it: the lock passes.
+    """
+    options = conninfo_to_dict(postgres_dsn)["options"]
+    url = make_conninfo(postgres_dsn, options=f"{options} -c{setting}=300")
+    with open_journal(url) as journal:
+        journal.append("a", [NewEvent.of(0)], expected_sequence_nr=0)
+        with psycopg.connect(postgres_dsn) as locker:
+            locker.execute("LOCK TABLE messages IN ACCESS EXCLUSIVE MODE")
+            with pytest.raises(StorageError) as caught:
+                journal.append("a", [NewEvent.of(1)])
+            locker.rollback()
+        assert type(caught.value) is error
+        assert str(caught.value).startswith(message)
+        assert is_outage(caught.value)
+        assert journal.highest_sequence_nr("a") == 1

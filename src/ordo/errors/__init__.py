@@ -21,6 +21,7 @@ OrdoError
 │   │   ├── StorageAccessError
 │   │   ├── MissingFolderError
 │   │   ├── TransactionConflictError
+│   │   ├── StatementCanceledError
 │   │   └── TagWriteBacklogError
 │   ├── SchemaVersionError
 │   ├── StorageIntegrityError
@@ -138,6 +139,7 @@ from ordo.errors.storage import (
     ForkedProcessError,
     MissingFolderError,
     SchemaVersionError,
+    StatementCanceledError,
     StorageAccessError,
     StorageError,
     StorageIntegrityError,
@@ -193,6 +195,7 @@ __all__ = [
     "SchemaVersionError",
     "SerializationError",
     "SparkMasterUnreachableError",
+    "StatementCanceledError",
     "StorageAccessError",
     "StorageError",
     "StorageIntegrityError",

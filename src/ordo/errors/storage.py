@@ -44,10 +44,24 @@ class StorageAccessError(StorageUnavailableError):
 class TransactionConflictError(StorageUnavailableError):
     """The server ended a transaction in a conflict with a concurrent one; retrying may succeed.
 
-    PostgreSQL breaks a deadlock by rolling one of the transactions back (SQLSTATE 40P01) and
-    refuses a serialization failure (40001): nothing of the transaction was written and the
-    server is up, which "PostgreSQL is unavailable" told otherwise. A subclass of
-    StorageUnavailableError, so that code retrying outages retries this too.
+    PostgreSQL breaks a deadlock by rolling one of the transactions back (SQLSTATE 40P01),
+    refuses a serialization failure (40001) and gives up waiting for a lock another transaction
+    holds after the session's lock_timeout (55P03): nothing of the transaction was written and
+    the server is up, which "PostgreSQL is unavailable" told otherwise. A subclass of
+    StorageUnavailableError, so that code retrying outages retries this too: the other
+    transaction ends.
+    """
+
+
+class StatementCanceledError(StorageUnavailableError):
+    """PostgreSQL canceled a statement: its statement_timeout ran out, or a cancel request.
+
+    SQLSTATE 57014: the session's statement_timeout (the URL's or the role's options), or
+    pg_cancel_backend. Nothing of its transaction was written and the server is up, which
+    "PostgreSQL is unavailable" told otherwise: the message names the setting. A subclass of
+    StorageUnavailableError, so that code retrying outages (a tracking processor, `ordo query
+    --live`) retries this too: a statement waits longest behind a lock or under a load, which
+    pass.
     """
 
 

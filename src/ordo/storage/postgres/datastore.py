@@ -13,6 +13,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from ordo.errors import (
+    StatementCanceledError,
     StorageAccessError,
     StorageError,
     StorageIntegrityError,
@@ -61,6 +62,32 @@ _ENDED_FOR_NOW = (
 )
 """The transaction errors (SQLSTATE class 25, InternalError to psycopg) that a retry mends."""
 
+_SERVER_UP: tuple[
+    tuple[tuple[type[psycopg.Error], ...], type[StorageUnavailableError], str], ...
+] = (
+    (
+        (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure),
+        TransactionConflictError,
+        "PostgreSQL rolled the transaction back in a conflict with a concurrent one "
+        "(nothing of it was written; it may be retried)",
+    ),
+    (
+        (psycopg.errors.LockNotAvailable,),
+        TransactionConflictError,
+        "PostgreSQL gave up waiting for a lock a concurrent transaction holds, after the "
+        "session's lock_timeout (nothing of the transaction was written; it may be retried)",
+    ),
+    (
+        (psycopg.errors.QueryCanceled,),
+        StatementCanceledError,
+        "PostgreSQL canceled the statement (the server is up: the session's statement_timeout "
+        "ran out, or a cancel request ended it; nothing of the transaction was written, it may "
+        "be retried)",
+    ),
+)
+"""The driver errors of a server that is up, which retrying may mend, as the outages' subclasses
+that say so (each message then the driver's); several are OperationalErrors to psycopg."""
+
 
 def translate_postgres_error(exc: psycopg.Error | PoolTimeout) -> StorageError:
     """Map a driver error onto ordo's storage errors (stores may narrow them further).
@@ -68,7 +95,10 @@ def translate_postgres_error(exc: psycopg.Error | PoolTimeout) -> StorageError:
     A table this role may no longer use (a REVOKE) is StorageAccessError, and a transaction
     ended for idling (a batch's idle limit) or refused by a server in recovery (a failover's
     standby) is StorageUnavailableError: as a plain StorageError the first was retried for
-    ever by a tracking processor, and the others would end it (`is_outage`).
+    ever by a tracking processor, and the others would end it (`is_outage`). A statement
+    canceled at the session's lock_timeout or statement_timeout (OperationalErrors to psycopg)
+    is retried as before, but said "PostgreSQL is unavailable" of a server that is up: it is
+    TransactionConflictError or StatementCanceledError, whose message names the setting.
     """
     if isinstance(exc, psycopg.IntegrityError):
         return StorageIntegrityError(f"PostgreSQL constraint failed: {exc}")
@@ -76,12 +106,9 @@ def translate_postgres_error(exc: psycopg.Error | PoolTimeout) -> StorageError:
         return StorageAccessError(f"PostgreSQL refuses access: {exc}")
     if isinstance(exc, _ENDED_FOR_NOW):
         return StorageUnavailableError(f"PostgreSQL is unavailable: {exc}")
-    if isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure):
-        msg = (
-            "PostgreSQL rolled the transaction back in a conflict with a concurrent one "
-            f"(nothing of it was written; it may be retried): {exc}"
-        )
-        return TransactionConflictError(msg)
+    for driver_errors, error, says in _SERVER_UP:
+        if isinstance(exc, driver_errors):
+            return error(f"{says}: {exc}")
     if isinstance(exc, psycopg.OperationalError | PoolTimeout):
         return StorageUnavailableError(f"PostgreSQL is unavailable: {exc}")
     return StorageError(f"PostgreSQL error: {exc}")
