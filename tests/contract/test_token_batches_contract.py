@@ -6,7 +6,13 @@ from functools import partial
 
 import pytest
 
-from ordo.errors import InvalidIdentifierError, InvalidInputError, UnableToClaimTokenError
+from operations_support import execute
+from ordo.errors import (
+    InvalidIdentifierError,
+    InvalidInputError,
+    StorageIntegrityError,
+    UnableToClaimTokenError,
+)
 from ordo.processing.control import merge_segment
 from ordo.processing.ports import DeadLetter
 from ordo.processing.segment import Segment
@@ -83,6 +89,22 @@ def test_handled_events_are_found_by_their_batches_offsets_and_forgotten_below_a
     assert stores.tokens.handled("other", after=b"", up_to=t[5].to_bytes()) == set()
     stores.tokens.forget_handled("p", before=t[2].to_bytes())  # the first batch ends before
     assert handled(0, 5) == {(x, 2), (y, 2), (x, 3)}
+
+
+def test_a_handled_batch_that_is_not_json_is_named(stores: Stores, journal_url: str) -> None:
+    """A record damaged by hand was json's bare JSONDecodeError in the processor's claim."""
+    stores.tokens.initialize("p", segment_count=1)
+    stores.tokens.claim("p", 0, "a", now_ms=0, claim_timeout_ms=TIMEOUT)
+    with stores.tokens.batch("p", 0, "a") as batch:
+        batch.record_handled(PersistenceId("x"), 1, T1.to_bytes())
+    execute(journal_url, "UPDATE handled_batches SET events = '[[' WHERE processor = 'p'")
+
+    with pytest.raises(StorageIntegrityError) as caught:
+        stores.tokens.handled("p", after=b"", up_to=T2.to_bytes())
+
+    assert str(caught.value).startswith(
+        "the stored event list of a handled batch of processor 'p' is not JSON: "
+    )
 
 
 def test_a_batch_of_a_lost_claim_is_rolled_back_whole(stores: Stores) -> None:

@@ -6,13 +6,13 @@ and the reads of what it wrote.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 
 from ordo.errors import InvalidInputError
 from ordo.journal import validation
+from ordo.journal.serialization import stored_json
 from ordo.processing.ports import DeadLetter
 from ordo.storage.sql_batch import SqlBatch
 from ordo.storage.sql_token_rows import SqlTokenRows, check_segment
@@ -107,10 +107,11 @@ class SqlProcessedProgress(SqlTokenRows):
             "AND first_offset <= {p}",
             (processor, after, up_to),
         )
+        of = f"a handled batch of processor {processor!r}"  # a damaged one ended a claim
         return {
             (PersistenceId(pid), int(position))
             for (events,) in rows
-            for pid, position in json.loads(str(events))
+            for pid, position in stored_json(str(events), what="event list", of=of)
         }
 
     def forget_handled(self, processor: str, *, before: bytes) -> None:
