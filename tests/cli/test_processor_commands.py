@@ -6,17 +6,22 @@ import json
 import sqlite3
 import time
 from contextlib import closing
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from cli_support import run as _run
+from ordo import NewEvent, open_journal
+from ordo.clock import ManualClock
 from ordo.processing import TrackingToken
 from ordo.processing.segment_request import SegmentAction, SegmentRequest
 from ordo.storage.open import stores_at
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId
+from processing_support import FAST, WRITE, counts_processor, wait_for
 from sqlite_support import fingerprint, older_journal, stored_version
 
 
@@ -241,10 +246,22 @@ def test_a_request_that_would_replace_a_hand_over_is_refused_unless_told_to(
         (["processors", "status", "nobody"], "UnknownProcessorError"),
         (["processors", "merge", "counts", "0"], "InvalidSegmentOperationError"),
         (["processors", "split", "counts", "9"], "UnknownSegmentError: processor 'counts' has no"),
-        (["processors", "reset", "counts", "--to", "bad"], "OffsetFormatError"),
+        (
+            ["processors", "reset", "counts", "--to", "bad"],
+            "OffsetFormatError: --to 'bad' is neither a TimeUUID nor an ISO-8601 time",
+        ),
         (
             ["processors", "reset", "counts", "--to", "12345678-1234-1234-1234-123456789012"],
             "FutureOffsetError: offset 12345678-1234-1234-1234-123456789012 (2085-11-29",
+        ),
+        (
+            ["processors", "reset", "counts", "--to", "2024-05-01T10:00:00"],
+            "OffsetFormatError: --to '2024-05-01T10:00:00' has no zone; add one (e.g. +00:00)",
+        ),
+        (
+            ["processors", "reset", "counts", "--to", "2085-11-29T10:00:00+02:00"],
+            f"FutureOffsetError: offset {TimeUUID.min_for_epoch_ns(3_657_859_200 * 10**9)} "
+            "(2085-11-29T08:00:00+00:00) is in the future",
         ),
     ],
 )
@@ -321,3 +338,68 @@ def test_a_reset_refused_while_the_processor_runs_leaves_the_journal_and_the_sin
     assert (code, out) == (1, "")
     assert "is running" in err or "claimed" in err, err
     assert [fingerprint(path) for path in (journal, sink)] == before
+
+
+@pytest.mark.parametrize("before_ns", [0, 1_000], ids=["at-the-later-event", "between-the-two"])
+@pytest.mark.parametrize("ran", [True, False], ids=["processed-both", "never-ran"])
+def test_a_reset_to_a_time_handles_the_events_from_that_instant_on(
+    runner: CliRunner, tmp_path: Path, before_ns: int, ran: bool
+) -> None:
+    """`--to` took only a TimeUUID, though `query --offset` takes a time too (Axon's
+    resetTokens(tokenAt(instant))): a user had to compute one for "10:00 this morning".
+
+    The time's token is the smallest TimeUUID at that instant, below the event written then:
+    of two events 2 us apart, a reset to the later one's instant or to the microsecond between
+    them hands on the later one only, as a replay if the processor had handled it. The
+    earlier one lies within back_track_period (2 s here) before the token, where the
+    segment's stream started: the reset had cleared its position (or the processor never had
+    one), and it was handled again.
+    """
+    url = f"sqlite:///{tmp_path}/j.db"
+    later_ns = (time.time_ns() - 60 * 10**9) // 1_000 * 1_000  # settled, on a microsecond
+    clock = ManualClock(later_ns - 2_000)
+    with open_journal(url, settings=WRITE, clock=clock) as journal:
+        journal.append("earlier", [NewEvent.of(1, tags=["t"])])
+        clock.advance(2_000)
+        journal.append("later", [NewEvent.of(2, tags=["t"])])
+
+    def sql(statement: str) -> list[tuple[object, ...]]:
+        with closing(sqlite3.connect(tmp_path / "j.db")) as conn, conn:
+            return conn.execute(statement).fetchall()
+
+    def counts() -> list[tuple[object, ...]]:
+        """(pid, events handled, last tag pid sequence nr, replays) of each persistence id."""
+        return sorted(sql("SELECT pid, n, last, replays FROM counts"))
+
+    def run_until_the_later_event_is_handled() -> None:
+        # One segment reads the events in offset order: the earlier one, if delivered, first.
+        with (
+            stores_at(url) as stores,
+            counts_processor(stores, settings=replace(FAST, initial_segment_count=1)),
+        ):
+            wait_for(lambda: "later" in {row[0] for row in counts()})
+
+    sql(
+        "CREATE TABLE counts (pid TEXT PRIMARY KEY, n BIGINT NOT NULL, last BIGINT NOT NULL, "
+        "replays BIGINT NOT NULL)"
+    )
+    if ran:
+        run_until_the_later_event_is_handled()
+        assert counts() == [("earlier", 1, 1, 0), ("later", 1, 1, 0)]
+        sql("DELETE FROM counts")
+    else:
+        with stores_at(url) as stores:
+            stores.tokens.initialize("counts", segment_count=1)
+    instant = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(
+        microseconds=(later_ns - before_ns) // 1_000
+    )
+
+    code, out, err = _run(
+        runner, "processors", "reset", "counts", "--to", instant.isoformat(), "--journal", url
+    )
+
+    assert (code, err) == (0, "")
+    token = TimeUUID.from_datetime(instant)
+    assert out == f"reset 'counts' to {token}; events processed before are replays\n"
+    run_until_the_later_event_is_handled()
+    assert counts() == [("later", 1, 1, int(ran))]

@@ -12,6 +12,7 @@ import click
 
 from ordo.cli.command_group import CommandGroup
 from ordo.cli.number_arguments import NumberArgumentsCommand
+from ordo.cli.offset_argument import OFFSET_FORMS, offset_argument
 from ordo.cli.options import (
     SEGMENT_ID,
     beyond_token,
@@ -37,7 +38,6 @@ from ordo.processing.control import (
 )
 from ordo.processing.ports import TokenStore
 from ordo.processing.token import TrackingToken
-from ordo.query import to_offset
 from ordo.query.offset import refuse_future
 from ordo.storage.open import existing_stores_at, open_existing_stores, stores_at
 from ordo.time import TimeUUID
@@ -56,11 +56,14 @@ def _now_ms() -> int:
 def _reset_token(offset: str | None) -> TrackingToken:
     """The token `reset --to OFFSET` moves to, refused before the sink or journal is opened.
 
-    An offset in the future (FutureOffsetError) was refused by reset_processor only once both
-    were open for writing: an older journal was upgraded, and a file in rollback mode switched
-    to WAL, by a command that then changed nothing.
+    OFFSET takes what `query --offset` takes. A token is the last offset processed
+    (inclusive), and a time's offset is the smallest TimeUUID at that instant: the events
+    written from then on are replayed, one written at that very instant included. An offset
+    in the future (FutureOffsetError) was refused by reset_processor only once both were open
+    for writing: an older journal was upgraded, and a file in rollback mode switched to WAL, by
+    a command that then changed nothing.
     """
-    start = to_offset(offset)
+    start = offset_argument(offset, name="--to")
     if not isinstance(start, TimeUUID):
         return TrackingToken(None)
     refuse_future(start, now_ns=time.time_ns())
@@ -212,7 +215,7 @@ def release(
     "--to",
     "offset",
     default=None,
-    help="Replay after this offset (a TimeUUID); default: from the beginning.",
+    help=f"Replay after this offset or from this time ({OFFSET_FORMS}); default: from the start.",
 )
 @click.option(
     "--sink",

@@ -8,23 +8,21 @@ import os
 import time
 from collections.abc import Iterator
 from itertools import islice
-from uuid import UUID
 
 import click
 
 from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.integer_range import IntegerRange
+from ordo.cli.offset_argument import OFFSET_FORMS, offset_argument
 from ordo.cli.options import (
     INTERRUPTED_STATUS,
-    aware_time,
     journal_option,
     progress,
     require_journal,
     settings_from_env,
 )
-from ordo.errors import OffsetFormatError, StorageAccessError, StorageUnavailableError
+from ordo.errors import StorageAccessError, StorageUnavailableError
 from ordo.query import EventEnvelope, TagStream
-from ordo.query.offset import Offset, to_offset
 from ordo.reconnection import Reconnection
 from ordo.settings import QuerySettings
 from ordo.storage.open import events_by_tag_at
@@ -45,7 +43,7 @@ logger = logging.getLogger(__name__)
 @click.option(
     "--offset",
     default=None,
-    help="Resume after this offset (a TimeUUID) or from this ISO-8601 time with a zone.",
+    help=f"Resume after this offset or from this time ({OFFSET_FORMS}).",
 )
 @click.option("--live", is_flag=True, help="Keep following new events (Ctrl-C to stop).")
 @click.option(
@@ -68,7 +66,8 @@ def query(
     ORDO_REFRESH_INTERVAL_MS, ...). A query reads only; it never changes the journal. With
     --live it rides out the journal's outages (a server restart) and reads on once it is back.
     """
-    start = _offset(offset)  # input and settings are checked before the journal is opened
+    # input and settings are checked before the journal is opened
+    start = offset_argument(offset, name="--offset")
     query_settings, write_settings = QuerySettings.from_env(os.environ), settings_from_env()
     with events_by_tag_at(
         require_journal(journal_url), settings=query_settings, events_by_tag=write_settings
@@ -145,29 +144,3 @@ def _nothing_settled(tag: str, offset: str | None, settings: QuerySettings) -> s
     if offset is not None:
         return f"no events of tag {tag!r} after --offset {offset} are settled: {younger}"
     return f"no events of tag {tag!r} are settled: a tag without events reads empty, and {younger}"
-
-
-def _offset(text: str | None) -> Offset:
-    """--offset as a query offset, checked before the journal is opened.
-
-    A UUID must be a TimeUUID (to_offset says so); anything else is read as an ISO-8601 time
-    with a zone. A text that is neither is refused here, naming the option and what it takes,
-    rather than as "not a UUID", or a time without a zone with the library's advice to pass an
-    aware datetime.
-    """
-    if text is None:
-        return to_offset(None)
-    try:
-        UUID(text)
-    except ValueError:
-        pass
-    else:
-        return to_offset(text)
-    return to_offset(
-        aware_time(
-            text,
-            name="--offset",
-            unreadable="is neither a TimeUUID nor an ISO-8601 time",
-            error=OffsetFormatError,
-        )
-    )

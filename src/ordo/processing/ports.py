@@ -296,6 +296,10 @@ class TokenStore(Protocol):
     ) -> None:
         """Move every segment to `token`, marking what was processed before as replay.
 
+        The replay boundary (`replay_until`) is the furthest offset processed, or `token`
+        when that is further: the segments' streams do not look back before it, so the events
+        up to `token` stay processed though their positions are cleared.
+
         Clears the processor's positions and handled batches too, so that the replayed
         events are handled again (where it has positions but no tokens, a Spark projection's
         sink, only those). Refused (UnableToClaimTokenError) while any

@@ -15,8 +15,8 @@ from ordo import arguments
 from ordo.errors import ConfigurationError
 from ordo.hashing import stable_hash
 from ordo.journal import validation
+from ordo.processing.ports import TokenEntry
 from ordo.processing.segment import Segment
-from ordo.processing.token import TrackingToken
 from ordo.query import (
     NO_OFFSET,
     EventEnvelope,
@@ -64,13 +64,13 @@ class EventSource:
 
     def open(
         self,
-        token: TrackingToken,
+        entry: TokenEntry,
         *,
         segment: Segment | None,
         now_ns: int,
         known: Mapping[PersistenceId, int] | None = None,
     ) -> TagQuery[EventEnvelope]:
-        """A live query from `start(token)`, reading only `segment`'s rows when given.
+        """A live query from `start(entry)`, reading only `segment`'s rows when given.
 
         `known`: the last processed tag pid sequence nr of persistence ids, so that the query
         holds back an event whose predecessor is not visible yet (TagQuery's `known`); only
@@ -82,7 +82,7 @@ class EventSource:
         return TagQuery(
             reader,
             tag=self.tag,
-            offset=self.start(token),
+            offset=self.start(entry),
             settings=self.query,
             bucket_size=self.events_by_tag.bucket_size,
             first_time_bucket_ms=self.events_by_tag.first_time_bucket_ms,
@@ -91,15 +91,22 @@ class EventSource:
             known=known,
         )
 
-    def start(self, token: TrackingToken) -> Offset:
-        """Where a segment's stream resumes: `back_track_period` before the token.
+    def start(self, entry: TokenEntry) -> Offset:
+        """Where a segment's stream resumes: `back_track_period` before its token.
 
         It starts there (`looking_back`) because the processor skips what it handled before
         (positions or handled records): an event that showed up behind the token since the
         segment's last stream passed there is then delivered. The stream never reads before
         this point, so records of handled events below it are not needed (`forget_handled`).
+        After a reset it does not look back before the replay boundary (the offset reset to,
+        or how far the processor had got): the reset cleared those positions and records, and
+        the events just before the offset reset to were handled again.
         """
-        return NO_OFFSET if token.offset is None else looking_back(token.offset, self.query)
+        offset = entry.token.offset
+        if offset is None:
+            return NO_OFFSET
+        replayed = None if entry.replay_until is None else entry.replay_until.reached
+        return looking_back(offset, self.query, replayed=replayed)
 
 
 class _SegmentReader:

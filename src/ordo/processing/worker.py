@@ -185,7 +185,7 @@ class SegmentWorker(threading.Thread):
         p, segment = self.p, entry.segment
         selects = p._selects_by_id and p._source.can_select_segments
         stream = p._source.open(
-            entry.token,
+            entry,
             segment=segment if selects else None,
             now_ns=p._clock.now_ns(),
             known=p._tokens.positions(p.name) if p._is_per_id else None,
@@ -258,11 +258,10 @@ class SegmentWorker(threading.Thread):
         The stream starts at `EventSource.start`, and nothing after the furthest offset known
         at the claim (the token, or a merged half's) was handled by anyone.
         """
-        token = entry.token
-        reached = token.reached
+        reached = entry.token.reached
         if reached is None:
             return frozenset()
-        after = _key(self.p._source.start(token))
+        after = _key(self.p._source.start(entry))
         return self.p._tokens.handled(self.p.name, after=after, up_to=reached.key)
 
     def _forget_handled(self) -> None:
@@ -272,7 +271,7 @@ class SegmentWorker(threading.Thread):
         the beginning, and then nothing is dropped.
         """
         p = self.p
-        lowest = min(_key(p._source.start(e.token)) for e in p._tokens.entries(p.name))
+        lowest = min(_key(p._source.start(e)) for e in p._tokens.entries(p.name))
         if lowest:
             p._tokens.forget_handled(p.name, before=lowest)
 

@@ -23,7 +23,9 @@ Offset = NoOffset | TimeUUID
 """A TimeUUID offset is the last delivered event (inclusive): the query resumes after it."""
 
 
-def looking_back(offset: TimeUUID, settings: QuerySettings) -> TimeUUID:
+def looking_back(
+    offset: TimeUUID, settings: QuerySettings, *, replayed: TimeUUID | None = None
+) -> TimeUUID:
     """Where a reader that knows what it processed resumes: back_track_period earlier.
 
     Processed positions or records of handled events dedupe exactly, so such a reader (a
@@ -32,6 +34,11 @@ def looking_back(offset: TimeUUID, settings: QuerySettings) -> TimeUUID:
     which that stream's back-track would have found) is then still delivered after a restart,
     split, merge or release. With a period of "max" it starts at the offset: a stream that
     ran long would otherwise re-read it all.
+
+    `replayed` is a reset reader's replay boundary (how far it had got, or the offset it was
+    reset to if further): the reset cleared the positions and records of what it handled, so
+    they cannot tell the events before the offset from late ones, and looking back would
+    handle them again. It then starts no earlier than there, nor than the offset.
 
     Raises:
         OffsetFormatError: `offset` is no TimeUUID (its text, None: an AttributeError).
@@ -46,7 +53,8 @@ def looking_back(offset: TimeUUID, settings: QuerySettings) -> TimeUUID:
     if not isinstance(settings.back_track_period, timedelta):
         return offset
     back_ns = offset.epoch_ns - nanoseconds(settings.back_track_period)
-    return TimeUUID.min_for_epoch_ns(max(back_ns, 0))
+    back = TimeUUID.min_for_epoch_ns(max(back_ns, 0))
+    return back if replayed is None else max(back, min(replayed, offset))
 
 
 def to_offset(value: object) -> Offset:

@@ -63,7 +63,8 @@ class EventsByTagPlanner:
             if resume_after:
                 start = TimeUUID.from_bytes(bytes.fromhex(resume_after))
                 if known:
-                    start = _looking_back_to(start, options, _replayed_up_to(options, self._stores))
+                    replayed = _replayed_up_to(options, self._stores)
+                    start = looking_back(start, options.query, replayed=replayed)
         except BaseException:
             self._stores.close()
             raise
@@ -194,14 +195,6 @@ def _known_positions(
         return journal.tokens.positions(options.positions_of)
     with stores_at(options.positions_at) as sink:
         return sink.tokens.positions(options.positions_of)
-
-
-def _looking_back_to(
-    offset: TimeUUID, options: EventsByTagOptions, replayed: TimeUUID | None
-) -> TimeUUID:
-    """back_track_period before `offset`, but not before `replayed` (up to `offset`)."""
-    back = looking_back(offset, options.query)
-    return back if replayed is None else max(back, min(replayed, offset))
 
 
 def _replayed_up_to(options: EventsByTagOptions, journal: Stores) -> TimeUUID | None:

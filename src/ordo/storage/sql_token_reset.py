@@ -30,10 +30,12 @@ class SqlTokenReset(SqlTokenRows):
         """Move every segment to `token`; what was processed before becomes replay.
 
         Replay runs up to the furthest offset any segment reached, a merged part ahead
-        included (_replay_point): the events that part handled are not new either. The
-        positions and handled batches go too, so the replayed events are handled again. A
-        database with positions but no tokens of the processor (the sink of a Spark
-        projection) has only those cleared. Checked as `check_reset`, in the transaction, on
+        included (replay_point): the events that part handled are not new either; or up to
+        `token` when that is further, so that the segments' streams do not look back before
+        it (EventSource.start), a boundary that flags nothing more: no event up to the token is
+        handled again. The positions and handled batches go too, so the replayed events are
+        handled again. A database with positions but no tokens of the processor (the sink of a
+        Spark projection) has only those cleared. Checked as `check_reset`, in the transaction, on
         the rows it then changes, locked (_locked_entries, _lease): a claim taken or a
         projection started between the check and the update was wiped while it ran.
 
@@ -60,7 +62,8 @@ class SqlTokenReset(SqlTokenRows):
         with self._write() as conn:
             entries = self._resettable(conn, check, lock=True)
             self._lock_positions(conn, processor)
-            replay = replay_point([t for e in entries for t in (e.token, e.replay_until)])
+            reached = (t for e in entries for t in (e.token, e.replay_until))
+            replay = replay_point([token, *reached])
             conn.execute(
                 self._sql(
                     "UPDATE tokens SET token = {p}, replay_until = {p}, owner = NULL, "
