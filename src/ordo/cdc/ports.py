@@ -62,6 +62,12 @@ class SourceStatus:
     """A capture source's health: how far it is confirmed, and what the source retains for it."""
 
     name: str
+    """An SQLite source's segment; a PostgreSQL capture's slot."""
+    segment: str
+    """The segment the capture publishes under (`ChangeSource.name`), which a change log's last
+    positions are keyed by: an SQLite source's `name`; a PostgreSQL capture's `<slot>.<system
+    identifier>`, or `<slot>` where the change log looked at holds files of it published from
+    the server (`ordo.storage.postgres.change_segment`)."""
     tables: tuple[str, ...]
     confirmed_position: int | None
     """The last position (inclusive) the source was advanced to."""
@@ -74,6 +80,8 @@ class SourceStatus:
     invalidated: bool = False
     """PostgreSQL: the server invalidated the slot (it removed WAL the slot still needed, past
     `max_slot_wal_keep_size`): its changes are lost and no capture of it can go on."""
+    slot: str | None = None
+    """PostgreSQL: the replication slot (`name` too, kept for what read it before)."""
 
 
 class ChangeSource(Protocol):

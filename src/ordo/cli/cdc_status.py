@@ -30,10 +30,11 @@ def cdc_table(status: CdcStatus) -> Table:
         query = progress.query_id or "not recorded yet"
         state = f"batch {progress.batch_id}, {counted(progress.messages, 'message')}; query {query}"
         table.add_row("materializer", progress.materializer, state)
-    for source in status.sources:
+    for source in status.sources:  # named by segment, as the change logs' last positions are
+        slot = "" if source.slot is None else f"slot {source.slot}, "
         state = (
-            f"confirmed {source.confirmed_position}, head {source.head_position}, "
+            f"{slot}confirmed {source.confirmed_position}, head {source.head_position}, "
             f"lag {source_lag(source)}; {retention(source)}"
         )
-        table.add_row("capture", source.name, state)
+        table.add_row("capture", source.segment, state)
     return table

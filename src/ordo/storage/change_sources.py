@@ -16,6 +16,7 @@ from ordo.storage.lock_file import exclusive_lock
 
 if TYPE_CHECKING:
     from ordo.storage.parquet import ParquetChangeLog
+    from ordo.storage.postgres.change_segment import SegmentReplica
 
 DEFAULT_SLOT = "ordo_cdc"
 
@@ -78,13 +79,14 @@ def held_change_source(
 
             yield install
         return
-    from ordo.storage.parquet.segment_replica import segment_replica
-    from ordo.storage.postgres.change_segment import no_change_log
     from ordo.storage.postgres.change_source import PostgresChangeSource
 
-    published_by = no_change_log if log is None else partial(segment_replica, log, tables)
     with PostgresChangeSource(
-        location.dsn, slot=slot, tables=tables, exclusive=True, published_by=published_by
+        location.dsn,
+        slot=slot,
+        tables=tables,
+        exclusive=True,
+        published_by=_published_by(log, tables),
     ) as postgres:
         postgres.open()  # its session takes the lock, before anything else is done
 
@@ -116,11 +118,18 @@ def check_change_source(
         return postgres.check()
 
 
-def source_status_at(url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLOT) -> SourceStatus:
+def source_status_at(
+    url: str,
+    tables: Sequence[str],
+    *,
+    slot: str = DEFAULT_SLOT,
+    log: ParquetChangeLog | None = None,
+) -> SourceStatus:
     """The capture's progress in the source at `url`, read only.
 
     Unlike `change_source_at` it prepares nothing: a status must not install triggers in an
-    SQLite file, nor create a slot (which makes PostgreSQL keep WAL from then on).
+    SQLite file, nor create a slot (which makes PostgreSQL keep WAL from then on). Its
+    `segment` is the one a capture into `log` publishes under, as `held_change_source` says.
     """
     location = _source_location(url, slot)
     if isinstance(location, SQLiteLocation):
@@ -129,21 +138,37 @@ def source_status_at(url: str, tables: Sequence[str], *, slot: str = DEFAULT_SLO
         return read_status(location.path, tables)
     from ordo.storage.postgres.change_source import PostgresChangeSource
 
-    with PostgresChangeSource(location.dsn, slot=slot, tables=tables) as postgres:
+    with PostgresChangeSource(
+        location.dsn, slot=slot, tables=tables, published_by=_published_by(log, tables)
+    ) as postgres:
         return postgres.status()
 
 
-def capture_slots_at(url: str) -> list[SourceStatus]:
+def capture_slots_at(url: str, *, log: ParquetChangeLog | None = None) -> list[SourceStatus]:
     """The captures a database knows of: its wal2json slots on PostgreSQL.
 
     None on SQLite, whose change tables live in each source file (name one with `--source`).
+    A slot does not know its tables: the segment of each is the one a capture of it into `log`
+    publishes under, looked up in every table of `log`.
     """
     location = parse_location(url)
     if isinstance(location, SQLiteLocation):
         return []
     from ordo.storage.postgres.replication_slot import capture_slots
 
-    return capture_slots(location.dsn)
+    tables = [] if log is None else log.tables()
+    return capture_slots(location.dsn, _published_by(log, tables))
+
+
+def _published_by(log: ParquetChangeLog | None, tables: Sequence[str]) -> SegmentReplica:
+    """Which server published a segment into the logs of `tables` in `log` (none without one).
+
+    What settles a PostgreSQL capture's segment (`ordo.storage.postgres.change_segment`).
+    """
+    from ordo.storage.parquet.segment_replica import segment_replica
+    from ordo.storage.postgres.change_segment import no_change_log
+
+    return no_change_log if log is None else partial(segment_replica, log, tables)
 
 
 def _capture_location(url: str, tables: Sequence[str], slot: str) -> Location:

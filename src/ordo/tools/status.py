@@ -293,9 +293,9 @@ def cdc_status(
         schemas = [v for table in stores.schemas.tables() for v in stores.schemas.versions(table)]
         materializers = list(stores.change_sink.progress())
     if source_url is None:
-        sources = capture_slots_at(journal_url)
+        sources = capture_slots_at(journal_url, log=log)
     else:
-        sources = [source_status_at(source_url, tables, slot=slot)]
+        sources = [source_status_at(source_url, tables, slot=slot, log=log)]
     return CdcStatus(
         change_logs=[log.summary(table) for table in log.tables()],
         schemas=schemas,

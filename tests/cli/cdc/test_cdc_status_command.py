@@ -11,10 +11,12 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from cdc_cli_support import one_line_error, readings, registered, run_ordo
+from cdc_cli_support import capture_orders, one_line_error, readings, registered, run_ordo
+from ordo.cdc import Publisher
 from ordo.cli.main import cli
 from ordo.storage.change_sources import change_source_at
 from ordo.storage.open import stores_at
+from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.postgres.change_source import PostgresChangeSource
 from postgres_source_support import fresh_slot
 
@@ -136,6 +138,55 @@ def test_status_shows_a_change_logs_recorded_partition_count(tmp_path: Path, jou
     (log,) = json.loads(out)["change_logs"]
     assert (log["partitions"], log["has_partition_record"]) == (1, False)
     assert "1 partition with files (no count recorded); last" in _wide(*status)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("earlier", [False, True], ids=["new-log", "log-of-an-earlier-ordo"])
+def test_a_postgres_capture_is_shown_under_the_segment_of_its_change_log_positions(
+    postgres_dsn: str, tmp_path: Path, earlier: bool
+) -> None:
+    """A capture publishes under `<slot>.<system identifier>`, or under `<slot>` into a log an
+    earlier ordo published into from the server, and the change log's last positions are keyed
+    by that segment: the status named the capture by its slot alone, which matched none of
+    them. The slot is still `name` in the JSON, and named in the row's state."""
+    slot, log = fresh_slot(), tmp_path / "log"
+    assert run_ordo("init", "--journal", postgres_dsn)[0] == 0
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE orders (id BIGINT PRIMARY KEY, qty BIGINT)")
+        row = conn.execute("SELECT system_identifier FROM pg_control_system()").fetchone()
+    assert row is not None
+    identifier = str(row[0])
+    try:
+        with PostgresChangeSource(postgres_dsn, slot=slot, tables=["orders"]) as source:
+            source.create()
+            with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+                conn.execute("SET synchronous_commit = on")  # decoding sees it at once
+                conn.execute("INSERT INTO orders VALUES (1, 2)")
+            if earlier:  # as an earlier ordo published, under the slot's name
+                rows = source.peek(max_changes=10).rows
+                rows = rows.replaced("segment", [slot] * len(rows.column("segment")))
+                assert Publisher(ParquetChangeLog(log)).publish_rows(rows).published == {
+                    "orders": 1
+                }
+        if not earlier:
+            capture_orders(log, postgres_dsn, postgres_dsn, "--slot", slot)
+        segment = slot if earlier else f"{slot}.{identifier}"
+        listed = ("cdc", "status", "--journal", postgres_dsn, "--change-log", str(log))
+        named = (*listed, "--source", postgres_dsn, "--table", "orders", "--slot", slot)
+        for status in (listed, named):
+            code, out, err = run_ordo(*status, "--json")
+
+            assert code == 0, err
+            document = json.loads(out)
+            (positions,) = [logged["last_positions"] for logged in document["change_logs"]]
+            (found,) = [s for s in document["sources"] if s["name"] == slot]
+            assert (found["segment"], found["slot"], list(positions)) == (segment, slot, [segment])
+            (shown,) = [line for line in _wide(*status).splitlines() if "capture" in line]
+            assert shown.split()[1:5] == ["capture", "│", segment, "│"]
+            assert f"slot {slot}, confirmed" in shown
+    finally:
+        with PostgresChangeSource(postgres_dsn, slot=slot, tables=["orders"]) as source:
+            source.drop()
 
 
 def _wide(*args: str) -> str:

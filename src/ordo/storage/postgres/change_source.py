@@ -266,7 +266,7 @@ class PostgresChangeSource:
         table the capture could take (CaptureError, NoPrimaryKeyError... otherwise).
         """
         with self._session() as conn:
-            status = slot_status(conn, self._slot, self._tables)
+            status = slot_status(conn, self._slot, self._tables, segment=self.name)
             self._read_schemas(conn)
         return status
 

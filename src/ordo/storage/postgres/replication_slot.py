@@ -14,6 +14,7 @@ from ordo.cdc.ports import SourceStatus
 from ordo.errors import CaptureError, ConfigurationError
 from ordo.storage.postgres.capture_session import connect_capture, slot_missing
 from ordo.storage.postgres.catalog import Connection
+from ordo.storage.postgres.change_segment import SegmentReplica, capture_segment
 from ordo.storage.postgres.datastore import translate_postgres_error
 from ordo.storage.postgres.wal2json import parse_lsn
 
@@ -136,31 +137,45 @@ _POSITIONS = (
 and whether the server invalidated it (its WAL is lost)."""
 _STATUS = f"SELECT {_POSITIONS} FROM pg_replication_slots WHERE slot_name = %s"
 _SLOTS = (
-    f"SELECT slot_name, {_POSITIONS} FROM pg_replication_slots "
-    "WHERE plugin = %s AND database = current_database() ORDER BY slot_name"
+    f"SELECT slot_name, {_POSITIONS}, (SELECT system_identifier::text FROM pg_control_system()) "
+    "FROM pg_replication_slots WHERE plugin = %s AND database = current_database() "
+    "ORDER BY slot_name"
 )
 
 
-def slot_status(conn: Connection, slot: str, tables: tuple[str, ...]) -> SourceStatus:
-    """Where the slot stands, for a capture of `tables`; ReplicationSlotMissingError if gone."""
+def slot_status(
+    conn: Connection, slot: str, tables: tuple[str, ...], *, segment: str
+) -> SourceStatus:
+    """Where the slot stands, for a capture of `tables`; ReplicationSlotMissingError if gone.
+
+    `segment` is what the capture publishes under (`PostgresChangeSource.name`).
+    """
     row = conn.execute(_STATUS, (slot,)).fetchone()
     if row is None:
         raise slot_missing(slot)
-    return _status(slot, tables, *row)
+    return _status(slot, segment, tables, *row)
 
 
-def capture_slots(dsn: str) -> list[SourceStatus]:
-    """Every wal2json slot of the database at `dsn`: what `ordo status` shows of captures."""
+def capture_slots(dsn: str, published_by: SegmentReplica) -> list[SourceStatus]:
+    """Every wal2json slot of the database at `dsn`: what `ordo status` shows of captures.
+
+    Each with the segment a capture of it publishes under into the change log `published_by`
+    looks at (the server's system identifier is read with the slots).
+    """
     try:
         with connect_capture(dsn, autocommit=True) as conn:
             rows = conn.execute(_SLOTS, (PLUGIN,)).fetchall()
     except psycopg.Error as exc:
         raise translate_postgres_error(exc) from exc
-    return [_status(str(name), (), *positions) for name, *positions in rows]
+    return [
+        _status(str(name), capture_segment(str(name), str(replica), published_by), (), *positions)
+        for name, *positions, replica in rows
+    ]
 
 
 def _status(
     slot: str,
+    segment: str,
     tables: tuple[str, ...],
     confirmed: object,
     head: object,
@@ -170,6 +185,8 @@ def _status(
     """A slot's status from its `_POSITIONS` columns; a NULL position or size stays None."""
     return SourceStatus(
         name=slot,
+        slot=slot,
+        segment=segment,
         tables=tables,
         confirmed_position=None if confirmed is None else parse_lsn(str(confirmed)),
         head_position=parse_lsn(str(head)),

@@ -254,6 +254,7 @@ def _status(conn: sqlite3.Connection, name: str, tables: Sequence[str]) -> Sourc
     head = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (CHANGES,)).fetchone()
     return SourceStatus(
         name=name,
+        segment=name,
         tables=tuple(tables),
         confirmed_position=(oldest - 1) if oldest is not None else (head[0] if head else None),
         head_position=newest if newest is not None else (head[0] if head else None),
