@@ -103,8 +103,7 @@ def next_batch(local: Path) -> int:
     Spark writes `<local>/commits/<batch id>` once a batch's sink returned, and numbers a new
     query's batches from 0; a batch planned and not committed (`offsets/` only) runs again.
     """
-    committed = _batch_ids(local, "commits")
-    return max(committed or (), default=-1) + 1
+    return max(_batch_ids(local, "commits"), default=-1) + 1
 
 
 def last_planned_offset(local: Path) -> dict[str, object] | None:
@@ -130,10 +129,10 @@ def last_planned_offset(local: Path) -> dict[str, object] | None:
     return found
 
 
-def _batch_ids(local: Path, log: str) -> list[int] | None:
+def _batch_ids(local: Path, log: str) -> list[int]:
     """The batch ids of the files in the log `log` (commits, offsets) of the checkpoint `local`.
 
-    None when the log is not there (a query that never got so far). A log this process may not
+    Empty when the log is not there (a query that never got so far). A log this process may not
     list (a checkpoint another user's Spark wrote) is ConfigurationError naming it: it was the
     bare PermissionError of the check before Spark starts, and Spark cannot list it either.
     """
@@ -141,7 +140,7 @@ def _batch_ids(local: Path, log: str) -> list[int] | None:
     try:
         return [int(entry.name) for entry in folder.iterdir() if entry.name.isdigit()]
     except (FileNotFoundError, NotADirectoryError):
-        return None
+        return []
     except OSError as exc:
         msg = f"cannot list the {log} of checkpoint {local}: {exc.strerror}: {exc.filename}"
         raise ConfigurationError(msg) from exc

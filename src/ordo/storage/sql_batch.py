@@ -10,6 +10,7 @@ from ordo.errors import StorageUnavailableError, UnableToClaimTokenError
 from ordo.processing.connection import SqlConnection
 from ordo.processing.ports import DeadLetter
 from ordo.processing.token import TrackingToken
+from ordo.storage.chunks import chunks
 from ordo.storage.sql_token_rows import SqlTokenRows
 from ordo.types import PersistenceId
 
@@ -71,8 +72,7 @@ class SqlBatch:
         wanted = sorted(set(persistence_ids) - self._positions.keys() - self._reserved)
         lock = self._store.LOCK_ROWS
         found: dict[PersistenceId, int] = {}
-        for start in range(0, len(wanted), _POSITIONS_PER_STATEMENT):
-            chunk = wanted[start : start + _POSITIONS_PER_STATEMENT]
+        for chunk in chunks(wanted, _POSITIONS_PER_STATEMENT):
             if lock:
                 reserved = self._reserve(chunk)
                 chunk = [pid for pid in chunk if pid not in reserved]
@@ -191,8 +191,7 @@ class SqlBatch:
         sql = self._store._sql
         self._drop_unrecorded_reservations()
         ordered = sorted(self._positions.items())
-        for start in range(0, len(ordered), _POSITIONS_PER_STATEMENT):
-            chunk = ordered[start : start + _POSITIONS_PER_STATEMENT]
+        for chunk in chunks(ordered, _POSITIONS_PER_STATEMENT):
             self._conn.execute(
                 sql(
                     "INSERT INTO processed_positions (processor, persistence_id, position) "
@@ -221,8 +220,7 @@ class SqlBatch:
     def _drop_unrecorded_reservations(self) -> None:
         """Delete the rows reserved for ids read but not recorded: none may be committed."""
         unrecorded = sorted(self._reserved - self._positions.keys())
-        for start in range(0, len(unrecorded), _POSITIONS_PER_STATEMENT):
-            ids = unrecorded[start : start + _POSITIONS_PER_STATEMENT]
+        for ids in chunks(unrecorded, _POSITIONS_PER_STATEMENT):
             self._conn.execute(
                 self._store._sql(
                     "DELETE FROM processed_positions WHERE processor = {p} AND persistence_id "

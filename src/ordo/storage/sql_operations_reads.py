@@ -7,10 +7,11 @@ before a cutoff. Written once in plain SQL for both backends.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ordo.journal.event import decode_tags
+from ordo.storage.chunks import chunks
 from ordo.storage.migration import EXPIRED_BEFORE_KEY, METADATA_TABLE
 from ordo.storage.sql_key_reads import SqlKeyReads
 from ordo.time import TimeUUID
@@ -66,7 +67,7 @@ class SqlOperationsReads(SqlKeyReads):
     ) -> Mapping[PersistenceId, tuple[str, ...]]:
         """Ids a live lease lists, or whose events a live writer appended."""
         found: dict[PersistenceId, set[str]] = {}
-        for chunk in _chunks(sorted(set(persistence_ids))):
+        for chunk in chunks(sorted(set(persistence_ids)), _IN_CHUNK):
             marks = ", ".join(["{p}"] * len(chunk))
             rows = self._fetchall(
                 "SELECT l.persistence_id, l.writer_uuid FROM writer_lease_pids AS l "
@@ -193,8 +194,3 @@ class SqlOperationsReads(SqlKeyReads):
 def sequence_nr_of(row: Any) -> SequenceNr:
     """The sequence nr a fetched one-column row holds; 0 without a row."""
     return SequenceNr(0 if row is None else int(row[0]))
-
-
-def _chunks(values: Sequence[PersistenceId]) -> Iterator[Sequence[PersistenceId]]:
-    for start in range(0, len(values), _IN_CHUNK):
-        yield values[start : start + _IN_CHUNK]

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from ordo.hashing import stable_hash
 from ordo.processing.connection import SqlConnection
+from ordo.storage.chunks import chunks
 from ordo.storage.migration import EXPIRED_BEFORE_KEY, METADATA_TABLE
 from ordo.storage.rows import PROGRESS_COLUMNS, latest_progress, progress_from_row
 from ordo.storage.sql_operations_reads import DELETED_TO, SqlOperationsReads, sequence_nr_of
@@ -179,8 +180,7 @@ class SqlOperationsStore(SqlOperationsReads):
                 (tag, up_to_bucket, before, limit),
             ).fetchall()
             newest = latest_progress([progress_from_row(row) for row in deleted])
-            for start in range(0, len(newest), _PROGRESS_CHUNK):
-                chunk = newest[start : start + _PROGRESS_CHUNK]
+            for chunk in chunks(newest, _PROGRESS_CHUNK):
                 values = ", ".join(["({p}, {p}, {p}, {p}, {p})"] * len(chunk))
                 conn.execute(
                     self._sql(f"INSERT INTO tag_write_progress ({PROGRESS_COLUMNS}) ")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING, ClassVar
 
+from ordo.storage.chunks import chunks
 from ordo.types import PersistenceId
 
 if TYPE_CHECKING:  # sql_store imports this module
@@ -43,8 +44,7 @@ class SqlWriterLeases:
                 ),
                 (writer_uuid, started_at_ms, now_ms),
             )
-            for start in range(0, len(pids), LEASE_CHUNK):
-                chunk = pids[start : start + LEASE_CHUNK]
+            for chunk in chunks(pids, LEASE_CHUNK):
                 values = ", ".join(["({p}, {p})"] * len(chunk))
                 conn.execute(
                     self._lease_sql(
