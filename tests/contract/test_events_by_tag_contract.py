@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -21,7 +22,7 @@ from ordo.errors import (
     OffsetFormatError,
     StorageUnavailableError,
 )
-from ordo.query import EventEnvelope, EventsByTag, TagQuery
+from ordo.query import EventEnvelope, EventsByTag, TagQuery, TagViewPage
 from ordo.settings import QuerySettings
 from ordo.storage.open import events_by_tag_at, init_storage
 from ordo.storage.stores import Stores
@@ -329,6 +330,32 @@ def test_next_after_a_read_failed_mid_poll_delivers_the_pages_read_before_it(
             next(stream)
         delivered = list(stream)
     assert [e.payload for e in delivered] == list(range(7))
+
+
+def test_the_outage_logged_lasts_until_the_read_that_succeeded_ended(
+    journal_factory: Callable[..., Journal], stores: Stores, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The first read after an outage may wait for the server itself (up to the pool's 30 s):
+    a 50 s outage was logged as "after 30.1 s", counted to that read's start.
+    """
+    journal = journal_factory(settings=WRITE)
+    journal.append("p", [NewEvent.of(1, tags=["t"])])
+    clock = ManualClock(time.time_ns() + SECOND_NS)  # past the eventual-consistency delay
+
+    class WaitingForTheServer(OutageAtReads[EventEnvelope]):
+        def read_tag_view(self, page: TagViewPage) -> Sequence[EventEnvelope]:
+            if self.reads == 1:  # the read after the failed one waits 30 s, then succeeds
+                clock.advance(30 * SECOND_NS)
+            return super().read_tag_view(page)
+
+    reader = WaitingForTheServer(stores.tag_view_reader, failing={1})
+    queries = EventsByTag(reader, settings=FAST, events_by_tag=WRITE, clock=clock)
+    caplog.set_level(logging.INFO, logger="ordo")
+    with queries.current("t") as stream:
+        with pytest.raises(StorageUnavailableError):
+            next(stream)
+        assert [e.payload for e in stream] == [1]
+    assert "tag query reads the journal again after 30.0 s" in caplog.text
 
 
 SECOND_NS = 10**9

@@ -168,9 +168,10 @@ class TagStream(Iterator[EventEnvelope]):
                 self._unavailable_since = polled_at
             raise
         if self._unavailable_since is not None:
+            # Counted to now, not to polled_at: this poll may itself have waited for the server.
             logger.info(
                 "tag query reads the journal again after %.1f s: tag=%s",
-                (polled_at - self._unavailable_since) / 1e9,
+                (self._clock.now_ns() - self._unavailable_since) / 1e9,
                 self.tag,
             )
             self._unavailable_since = None
