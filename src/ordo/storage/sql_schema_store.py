@@ -9,6 +9,7 @@ from typing import Any
 
 from ordo.cdc.ports import SchemaVersion
 from ordo.cdc.schema import TableSchema
+from ordo.errors import InvalidSchemaError, StorageIntegrityError
 from ordo.storage.sql_store import SqlStore
 
 _COLUMNS = "schema_id, table_name, version, schema_json, is_accepted, registered_at"
@@ -20,10 +21,27 @@ def _version(row: Any) -> SchemaVersion:
         schema_id=int(schema_id),
         table=str(table),
         version=int(version),
-        schema=TableSchema.from_json(schema_json),
+        schema=_stored_schema(
+            schema_json, of=f"schema id {schema_id} (version {version} of table {table!r})"
+        ),
         is_accepted=bool(is_accepted),
         registered_at=dt.datetime.fromtimestamp(registered_at / 1000, tz=dt.UTC),
     )
+
+
+def _stored_schema(text: str, *, of: str) -> TableSchema:
+    """The schema a `cdc_schemas` row stores; StorageIntegrityError naming the row when damaged.
+
+    Only `to_json`'s documents are stored, so text that is no schema document any more (a row
+    changed by hand or by another program) is damaged storage: it was from_json's
+    InvalidSchemaError, which reads as a bad document the user gave and named neither the
+    table nor the version. No retry mends it; from_json's error stays the cause.
+    """
+    try:
+        return TableSchema.from_json(text)
+    except InvalidSchemaError as exc:
+        msg = f"the stored schema_json of {of} is no schema document: {exc}"
+        raise StorageIntegrityError(msg) from exc
 
 
 class SqlSchemaStore(SqlStore):

@@ -1,5 +1,6 @@
-"""`ordo cdc schemas register` refusing bad documents, and `ordo cdc materialize` refusing
-what it cannot find or a Spark that does not start, in one line each.
+"""`ordo cdc schemas register` refusing bad documents, `ordo cdc schemas list` naming a damaged
+stored version, and `ordo cdc materialize` refusing what it cannot find or a Spark that does
+not start, in one line each.
 """
 
 from __future__ import annotations
@@ -11,7 +12,11 @@ import pytest
 
 from cdc_cli_support import one_line_error, registered, run_ordo
 from cli_support import spark_command
+from operations_support import execute
+from ordo.cdc import SchemaRegistry
+from ordo.errors import StorageIntegrityError
 from ordo.simulation.cdc import SIMULATED_SCHEMA
+from ordo.storage.open import stores_at
 from permission_support import locked_out
 
 _READINGS = json.loads(SIMULATED_SCHEMA.to_json())
@@ -94,6 +99,32 @@ def test_schemas_register_skips_a_byte_order_mark(tmp_path: Path, journal: str) 
     schema_file.write_text(f"\ufeff{SIMULATED_SCHEMA.to_json()}", encoding="utf-8")
     code, out, err = run_ordo("cdc", "schemas", "register", str(schema_file), "--journal", journal)
     assert (code, out.split(" ")[:2]) == (0, ["readings", "v1"]), err
+
+
+@pytest.mark.parametrize(
+    ("stored", "problem"),
+    [
+        ("{oops", "not a JSON document: Expecting property name enclosed in double quotes"),
+        ("[]", "the schema document must be a JSON object, got []"),
+    ],
+)
+def test_a_damaged_stored_schema_is_named_as_damaged_storage(
+    tmp_path: Path, journal_url: str, stored: str, problem: str
+) -> None:
+    """A `cdc_schemas` row changed by hand: it was InvalidSchemaError, as if the user had given
+    a bad document, and named neither the table nor the version."""
+    registered(tmp_path, journal_url)
+    execute(journal_url, "UPDATE cdc_schemas SET schema_json = ?", (stored,))
+    code, _, err = run_ordo("cdc", "schemas", "list", "--journal", journal_url)
+    one_line_error(
+        code,
+        err,
+        "StorageIntegrityError: the stored schema_json of schema id 1 (version 1 of table "
+        f"'readings') is no schema document: {problem}",
+    )
+    with stores_at(journal_url) as stores, pytest.raises(StorageIntegrityError) as caught:
+        SchemaRegistry(stores.schemas).by_id(1)
+    assert isinstance(caught.value.__cause__, ValueError)
 
 
 def test_materialize_refuses_a_table_or_change_log_it_cannot_find_before_spark_starts(
