@@ -12,7 +12,6 @@ cannot, rebuilds it).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -24,6 +23,7 @@ from ordo.cdc.mutation import JsonValue, Key, Scalar
 from ordo.cdc.retype import retyped_value
 from ordo.cdc.schema import Column, TableSchema
 from ordo.errors import CdcError, MaterializedKeyChangeError, MaterializedRetypeError
+from ordo.journal.serialization import stored_json
 from ordo.processing.connection import SqlConnection
 from ordo.storage.sql_store import SqlStore
 
@@ -47,8 +47,17 @@ any of them would empty: the table would no longer be the fold of the messages (
 one text form (`YYYY-MM-DD`), so a DATE key keeps its type; so do value columns of every type."""
 
 
-def _json_value(column: Column, value: Any) -> JsonValue:
-    """A value read from a materialized table back in its message (JSON) form."""
+def _row_name(table: str, key: Sequence[Any]) -> str:
+    """How a damaged value names its row: by its key as the table holds it."""
+    return f"the row keyed {tuple(key)!r} of table {table!r}"
+
+
+def _json_value(column: Column, value: Any, *, of: str) -> JsonValue:
+    """A value read from row `of` (`_row_name`) of a materialized table in its JSON form.
+
+    SQLite holds a JSON column as text, which a hand edit can leave no JSON: StorageIntegrityError
+    naming the row and column (`stored_json`), where json's bare error named neither.
+    """
     if value is None:
         return None
     match column.type:
@@ -57,7 +66,11 @@ def _json_value(column: Column, value: Any) -> JsonValue:
         case ColumnType.BYTES:
             return bytes(value).hex()
         case ColumnType.JSON:
-            return cast(JsonValue, json.loads(value) if isinstance(value, str) else value)
+            if isinstance(value, str):
+                return cast(
+                    JsonValue, stored_json(value, what=f"value of column {column.name!r}", of=of)
+                )
+            return cast(JsonValue, value)
         case ColumnType.DECIMAL | ColumnType.TIMESTAMP | ColumnType.DATE:
             return value if isinstance(value, str) else str(value)
         case _:
@@ -143,7 +156,9 @@ class SqlMaterializedTable(SqlStore):
         rows = self._fetchall(f"SELECT {', '.join(map(name, schema.names))} FROM {name(table)}", ())
         found: dict[Key, dict[str, JsonValue]] = {}
         for row in rows:
-            values = {c.name: _json_value(c, v) for c, v in zip(schema.columns, row, strict=True)}
+            held = dict(zip(schema.names, row, strict=True))
+            of = _row_name(table, [held[k] for k in schema.primary_key])
+            values = {c.name: _json_value(c, held[c.name], of=of) for c in schema.columns}
             found[tuple(cast(Scalar, values[k]) for k in schema.primary_key)] = values
         return found
 
@@ -315,13 +330,14 @@ class SqlMaterializedTable(SqlStore):
     ) -> list[object]:
         """An UPDATE's parameters for a row `_retype` read: the converted values, then the key."""
         width = len(schema.primary_key)
+        of = _row_name(table, row[:width])
         key = [
-            _json_value(schema.by_name[k], v)
+            _json_value(schema.by_name[k], v, of=of)
             for k, v in zip(schema.primary_key, row[:width], strict=True)
         ]
         values: list[object] = []
         for (column, old), held in zip(retyped.items(), row[width:], strict=True):
-            new, value = schema.by_name[column], _json_value(old, held)
+            new, value = schema.by_name[column], _json_value(old, held, of=of)
             try:
                 converted = retyped_value(value, new.type)
             except ValueError as exc:
