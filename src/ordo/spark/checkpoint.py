@@ -135,10 +135,16 @@ def _batch_ids(local: Path, log: str) -> list[int]:
     Empty when the log is not there (a query that never got so far). A log this process may not
     list (a checkpoint another user's Spark wrote) is ConfigurationError naming it: it was the
     bare PermissionError of the check before Spark starts, and Spark cannot list it either.
+    Only names of ASCII digits are batches, as Spark writes them: str.isdigit() alone took a
+    file named `²` too, which int() refuses, so the check ended in a ValueError traceback.
     """
     folder = local / log
     try:
-        return [int(entry.name) for entry in folder.iterdir() if entry.name.isdigit()]
+        return [
+            int(entry.name)
+            for entry in folder.iterdir()
+            if entry.name.isascii() and entry.name.isdigit()
+        ]
     except (FileNotFoundError, NotADirectoryError):
         return []
     except OSError as exc:

@@ -238,3 +238,28 @@ def test_materialize_names_a_checkpoint_whose_commits_cannot_be_listed_before_sp
         f"ConfigurationError: cannot list the commits of checkpoint {checkpoint}: "
         f"Permission denied: {checkpoint / 'commits'}",
     )
+
+
+def test_materialize_counts_only_the_ascii_digit_names_of_a_checkpoints_commits(
+    tmp_path: Path, journal: str
+) -> None:
+    """A file named `²` (str.isdigit() says it is a digit; int() refuses it) ended the check of
+    the checkpoint before Spark starts with a ValueError traceback. Spark names commits by
+    ASCII digits; commit 0 is what the check refuses here: the sink has no progress of it."""
+    registered(tmp_path, journal)
+    (tmp_path / "log" / "readings").mkdir(parents=True)
+    checkpoint = tmp_path / "checkpoint"
+    (checkpoint / "commits").mkdir(parents=True)
+    (checkpoint / "metadata").write_text('{"id":"5b3c7c0e-0000-4000-8000-000000000000"}\n')
+    for name in ("0", "\N{SUPERSCRIPT TWO}"):
+        (checkpoint / "commits" / name).write_text("v1\n{}\n")
+    code, _, err = run_ordo(
+        *("cdc", "materialize", "readings", "--journal", journal),
+        *("--change-log", str(tmp_path / "log"), "--checkpoint", str(checkpoint)),
+    )
+    one_line_error(
+        code,
+        err,
+        "MaterializerCheckpointError: materializer 'readings' has no progress in the sink, but "
+        "its checkpoint (query 5b3c7c0e-0000-4000-8000-000000000000) is at batch 1: ",
+    )
