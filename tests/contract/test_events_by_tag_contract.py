@@ -26,7 +26,7 @@ from ordo.query import EventEnvelope, EventsByTag, TagQuery, TagViewPage
 from ordo.settings import QuerySettings
 from ordo.storage.open import events_by_tag_at, init_storage
 from ordo.storage.stores import Stores
-from ordo.time import TimeUUID, format_first_time_bucket
+from ordo.time import BucketSize, TimeUUID, format_first_time_bucket
 from ordo.types import Tag
 from tag_view_doubles import OutageAtReads
 
@@ -402,3 +402,29 @@ def test_an_id_the_query_forgot_is_not_given_its_delivered_events_again(
         for envelope in query.poll(now_ns).rows
     ]
     assert delivered == list(range(6 if reach == "back-track" else 7))
+
+
+@pytest.mark.parametrize("bucket_size", [BucketSize.HOUR, BucketSize.DAY])
+def test_a_query_from_no_offset_reads_the_whole_bucket_of_its_first_time_bucket(
+    journal_url: str, journal_factory: Callable[..., Journal], bucket_size: BucketSize
+) -> None:
+    """A first time bucket inside a bucket (10:30 of an hour bucket) starts at that bucket.
+
+    It is a bucket, as in Akka (TimeBucket rounds it down): the query started at 10:30 itself,
+    so a#1 at 10:10 was never read and a#2 at 10:40, whose predecessor it searched for from
+    10:30 on, failed with MissingTaggedEventError.
+    """
+    bucket_ms = bucket_size.key(time.time_ns() // 1_000_000) - 2 * bucket_size.millis
+    clock = ManualClock((bucket_ms + 10 * 60_000) * 1_000_000)
+    journal = journal_factory(settings=replace(WRITE, bucket_size=bucket_size), clock=clock)
+    journal.append("a", [NewEvent.of(1, tags=["t"])])
+    clock.advance(30 * 60 * 1_000_000_000)
+    journal.append("a", [NewEvent.of(2, tags=["t"])])
+    read = replace(
+        WRITE,
+        bucket_size=bucket_size,
+        first_time_bucket=format_first_time_bucket(bucket_ms + 1_800_000),
+    )
+    settings = replace(FAST, gap_timeout=timedelta(0))
+    with events_by_tag_at(journal_url, settings=settings, events_by_tag=read) as queries:
+        assert [envelope.payload for envelope in queries.current("t")] == [1, 2]

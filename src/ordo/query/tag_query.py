@@ -73,6 +73,9 @@ class TagQuery(Generic[R]):
     ) -> None:
         """Start at `offset`; `runs`, when given, summarises forward pages.
 
+        NoOffset starts where the bucket holding `first_time_bucket_ms` does (Akka rounds it
+        down): started at the instant itself, it skipped that bucket's earlier events.
+
         With `runs` the query's rows are KeyRuns (its reader returns single-row ones), see
         `_forward_runs`. `known` gives the last tag pid sequence nr the caller has of some
         persistence ids (a processor's processed positions): the query then expects their
@@ -102,8 +105,8 @@ class TagQuery(Generic[R]):
         cleanup = cleanup_window(settings, bucket_size)
         self._schedule = BackTrackSchedule(settings, bucket_size, cleanup=cleanup, now_ns=now_ns)
         if isinstance(offset, NoOffset):
-            self._position = key_at(first_time_bucket_ms * 1_000_000 - 100)
             self._bucket = bucket_size.key(first_time_bucket_ms)
+            self._position = key_at(self._bucket * 1_000_000 - 100)
         else:
             refuse_future(offset, now_ns=now_ns)
             self._position = offset.to_bytes()

@@ -31,7 +31,8 @@ class EventsByTagSettings(LoadableSettings):
     bucket_size: BucketSize = BucketSize.HOUR
     """minute / hour / day; fixed once a journal has data."""
     first_time_bucket: str = DEFAULT_FIRST_TIME_BUCKET
-    """Where a query without offset starts ("yyyyMMddTHH:mm", UTC): set it to your go-live day."""
+    """Where a query without offset starts ("yyyyMMddTHH:mm", UTC), from the start of the bucket
+    holding it as in Akka: set it to your go-live day."""
     max_message_batch_size: int = 150
     """Rows per tag_views write."""
     max_buffer_size: int = 100_000

@@ -18,8 +18,9 @@ DEFAULT_FIRST_TIME_BUCKET = "20151120T00:00"
 _FIRST_TIME_BUCKET_PATTERN = re.compile(r"([0-9]{4})([0-9]{2})([0-9]{2})T([0-9]{2}):([0-9]{2})")
 _FIRST_TIME_BUCKET_FORMAT = "yyyyMMdd'T'HH:mm"
 _UNIX_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
-_EARLIEST_FIRST_TIME_BUCKET_MS = -GREGORIAN_OFFSET_100NS // 10_000
-"""Exclusive: a query starts just before its first time bucket, which must be a TimeUUID."""
+_EARLIEST_FIRST_TIME_BUCKET_MS = -GREGORIAN_OFFSET_100NS // 10_000 + 86_400_000
+"""15821016T00:00: a query starts just before the bucket holding its first time bucket, which
+must be a TimeUUID for every bucket size (a day the widest): the day of 1582-10-15 starts there."""
 _LATEST_FIRST_TIME_BUCKET_MS = (TIMESTAMP_MASK - GREGORIAN_OFFSET_100NS) // 10_000
 _DATETIME_MS = tuple(
     (moment - _UNIX_EPOCH) // _dt.timedelta(milliseconds=1)
@@ -140,8 +141,9 @@ def parse_first_time_bucket(text: str) -> int:
 
     Raises:
         ConfigurationError: the text is not a string, does not match the format, is not a real
-            date, or is outside the TimeUUID range (1582-10-15 to 5236-03-31): a query starting
-            there failed with an OffsetFormatError that did not name the setting.
+            date, or is outside 15821016T00:00 to 52360331T21:21 (a query starts before the
+            bucket holding it, which the TimeUUID range, 1582-10-15 to 5236-03-31, must hold): a
+            query starting there failed with an OffsetFormatError that did not name the setting.
 
     """
     if not isinstance(text, str):
@@ -158,10 +160,10 @@ def parse_first_time_bucket(text: str) -> int:
         msg = f"first time bucket {text!r} is not a valid UTC date and time: {exc}"
         raise ConfigurationError(msg) from exc
     epoch_ms = epoch_ms_of(moment)
-    if not _EARLIEST_FIRST_TIME_BUCKET_MS < epoch_ms <= _LATEST_FIRST_TIME_BUCKET_MS:
+    if not _EARLIEST_FIRST_TIME_BUCKET_MS <= epoch_ms <= _LATEST_FIRST_TIME_BUCKET_MS:
         msg = (
             f"first time bucket {text!r} is outside the range of TimeUUID offsets: it must be "
-            "after 15821015T00:00 and at most 52360331T21:21"
+            "from 15821016T00:00 to 52360331T21:21"
         )
         raise ConfigurationError(msg)
     return epoch_ms

@@ -108,7 +108,7 @@ def test_default_first_time_bucket() -> None:
         ("19700101T00:00", 0),
         ("19691231T23:59", -60_000),
         ("20240229T13:45", 1_709_214_300_000),
-        ("15821015T00:01", -12_219_292_740_000),
+        ("15821016T00:00", -12_219_206_400_000),
         ("52360331T21:21", 103_072_857_660_000),
     ],
 )
@@ -123,10 +123,18 @@ def test_format_pads_the_year() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["09990101T00:00", "15000101T00:00", "15821015T00:00", "52360331T21:22", "99991231T23:59"],
+    [
+        "09990101T00:00",
+        "15000101T00:00",
+        "15821015T00:00",
+        "15821015T23:59",
+        "52360331T21:22",
+        "99991231T23:59",
+    ],
 )
 def test_parse_first_time_bucket_rejects_instants_no_timeuuid_holds(text: str) -> None:
-    """A query starts just before its first time bucket: it failed there, not naming the setting."""
+    """A query starts just before the bucket holding its first time bucket, a day one too: it
+    failed there (15821015T00:01 with hour or day buckets), not naming the setting."""
     with pytest.raises(ConfigurationError, match="outside the range of TimeUUID offsets"):
         parse_first_time_bucket(text)
 
