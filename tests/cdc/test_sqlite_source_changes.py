@@ -176,6 +176,17 @@ def test_bad_tables_are_rejected(database: Path) -> None:
     assert not (database.parent / "typo.db").exists()
 
 
+def test_two_names_of_one_table_are_refused_before_anything_is_installed(database: Path) -> None:
+    """SQLite names a table without regard to ASCII case: `orders` and `ORDERS` were captured
+    as two tables, each row snapshotted into the change log of each name, but its changes
+    published under the name whose triggers were installed last only (as on PostgreSQL)."""
+    before = fingerprint(database)
+    with pytest.raises(CaptureError) as refused:
+        SQLiteChangeSource(database, ["orders", "users", "ORDERS"])
+    assert str(refused.value) == "tables 'orders' and 'ORDERS' are one table: name it once"
+    assert fingerprint(database) == before
+
+
 def test_a_table_without_a_key_or_types_is_refused_for_its_key_naming_the_columns_to_type(
     database: Path,
 ) -> None:

@@ -8,6 +8,8 @@ or one keyed by a JSON column before anything is installed in the file.
 from __future__ import annotations
 
 import sqlite3
+import string
+from collections.abc import Sequence
 from pathlib import Path
 
 from ordo.cdc.column_type import ColumnType
@@ -36,6 +38,8 @@ _AFFINITY: tuple[tuple[str, ColumnType], ...] = (
     ("DATE", ColumnType.DATE),
     ("JSON", ColumnType.JSON),
 )
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+"""How SQLite folds a name it looks up: ASCII letters only (`É` and `é` are two tables)."""
 
 
 def _logical_type(declared: str) -> ColumnType | None:
@@ -107,3 +111,19 @@ def read_schema(conn: sqlite3.Connection, path: Path, table: str) -> TableSchema
         "again and copy its rows over)",
     )
     return schema
+
+
+def refuse_one_table_twice(tables: Sequence[str]) -> None:
+    """Refuse two of `tables` that are one table: SQLite ignores the ASCII case of its names.
+
+    `orders` and `ORDERS` were captured as two tables: each row snapshotted into the change log
+    of each name, its changes published under the name whose triggers were installed last only
+    (the triggers' names are one too). The PostgreSQL capture refuses them alike.
+    """
+    seen: dict[str, str] = {}
+    for table in tables:
+        folded = table.translate(_ASCII_LOWER)
+        if folded in seen:
+            msg = f"tables {seen[folded]!r} and {table!r} are one table: name it once"
+            raise CaptureError(msg)
+        seen[folded] = table

@@ -26,7 +26,7 @@ from ordo.cdc.ports import CapturedWindow, SourceStatus
 from ordo.cdc.schema import TableSchema
 from ordo.errors import CaptureError
 from ordo.storage.sql_materialized_table import quote_identifier
-from ordo.storage.sqlite.catalog import open_read_only, read_schema
+from ordo.storage.sqlite.catalog import open_read_only, read_schema, refuse_one_table_twice
 from ordo.storage.sqlite.change_columns import ChangeColumns
 from ordo.storage.sqlite.change_segment import legacy_segment, record_segment, recorded_segment
 from ordo.storage.sqlite.change_text import fetch_change_rows
@@ -199,6 +199,7 @@ def check_capturable(path: Path, tables: Sequence[str]) -> list[TableSchema]:
 
     CaptureError (or the schema's own error) names the problem; the file is left as it was.
     """
+    refuse_one_table_twice(tables)
     with closing(open_read_only(path)) as conn:
         return [read_schema(conn, path, table) for table in tables]
 
