@@ -11,12 +11,15 @@ import psycopg
 from ordo.cdc.column_type import ColumnType
 from ordo.cdc.mutation import JsonValue
 from ordo.cdc.schema import Column, TableSchema
+from ordo.errors import CdcError
 from ordo.processing.connection import SqlConnection
 from ordo.storage.sql_change_sink import SqlChangeSink
 from ordo.storage.sql_materialized_table import ValueConverter
 
 _TABLE = "to_regclass(quote_ident(current_schema()) || '.' || quote_ident({p}))"
 """The oid of the table named by the parameter, in the current schema (null if absent)."""
+_NAME_BYTES = 63
+"""The longest name PostgreSQL keeps (NAMEDATALEN - 1 bytes); it cuts a longer one short."""
 
 
 def _timestamp_value(value: JsonValue) -> object:
@@ -56,7 +59,20 @@ class PostgresChangeSink(SqlChangeSink):
     )
 
     def _identifier(self, name: str) -> str:
-        # psycopg reads % as the start of a placeholder in statements that carry parameters.
+        """`name` quoted; CdcError when PostgreSQL would cut it short (`_NAME_BYTES`).
+
+        Cut, it named a column other than the schema's: the table was created with it, and the
+        next batch's ADD COLUMN of the one it lacked failed, for good; two names that begin
+        alike were one table or column. psycopg reads % as the start of a placeholder in
+        statements that carry parameters, so it is doubled.
+        """
+        size = len(name.encode("utf-8", "surrogatepass"))
+        if size > _NAME_BYTES:
+            msg = (
+                f"name {name!r} is {size} bytes long: PostgreSQL would cut it to {_NAME_BYTES} "
+                "(a table or column name of the materialized table must be shorter)"
+            )
+            raise CdcError(msg)
         return super()._identifier(name).replace("%", "%%")
 
     def _retable(
