@@ -151,6 +151,26 @@ def test_a_renamed_tables_old_triggers_are_dropped_by_the_next_install(
     ]
 
 
+def test_an_install_keeps_the_applications_own_triggers(database: Path) -> None:
+    """The capture found its triggers by LIKE 'ordo_cdc_%', where `_` is any character and case
+    is ignored: an install dropped the application's `ORDO-CDC-audit` as a moved one of its own.
+    """
+    run_sql(
+        database,
+        "CREATE TABLE audit (at TEXT)",
+        'CREATE TRIGGER "ORDO-CDC-audit" AFTER INSERT ON users '
+        "BEGIN INSERT INTO audit VALUES ('x'); END",
+    )
+    source = SQLiteChangeSource(database, ["users"])
+    try:
+        source.install()
+    finally:
+        source.close()
+    run_sql(database, "INSERT INTO users (id, name) VALUES (1, 'ada')")
+    with sqlite3.connect(database) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM audit").fetchone() == (1,)
+
+
 def test_snapshot_reads_existing_rows_at_the_head(
     source: SQLiteChangeSource, database: Path
 ) -> None:

@@ -31,6 +31,7 @@ from ordo.storage.sqlite.change_columns import ChangeColumns
 from ordo.storage.sqlite.change_segment import legacy_segment, record_segment, recorded_segment
 from ordo.storage.sqlite.change_text import fetch_change_rows
 from ordo.storage.sqlite.change_triggers import (
+    CAPTURE_TRIGGERS,
     CHANGES,
     EVENTS,
     snapshot_sql,
@@ -94,8 +95,8 @@ class SQLiteChangeSource:
             installed = {
                 row[0]: row[1]
                 for row in conn.execute(
-                    "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
-                    "AND name LIKE 'ordo_cdc_%_insert'"
+                    f"SELECT name, sql FROM sqlite_master WHERE {CAPTURE_TRIGGERS} "
+                    "AND name GLOB '*_insert'"
                 )
             }
         if any(
@@ -218,8 +219,7 @@ def read_status(path: Path, tables: Sequence[str]) -> SourceStatus:
         captured = sorted(
             str(row[0]).removeprefix("ordo_cdc_").removesuffix("_insert")
             for row in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'trigger' "
-                "AND name LIKE 'ordo_cdc_%_insert'"
+                f"SELECT name FROM sqlite_master WHERE {CAPTURE_TRIGGERS} AND name GLOB '*_insert'"
             )
         )
         for table in tables:
@@ -232,7 +232,7 @@ def read_status(path: Path, tables: Sequence[str]) -> SourceStatus:
 def _drop_moved_triggers(conn: sqlite3.Connection) -> None:
     """Drop the capture's triggers that sit on another table than the one their name names."""
     for name, table in conn.execute(
-        "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'ordo_cdc_%'"
+        f"SELECT name, tbl_name FROM sqlite_master WHERE {CAPTURE_TRIGGERS}"
     ).fetchall():
         if name not in {trigger_name(table, event) for event in EVENTS}:
             conn.execute(f"DROP TRIGGER {quote_identifier(name)}")

@@ -22,6 +22,12 @@ EVENTS = ("insert", "update", "delete")
 """The writes a captured table has a trigger for."""
 
 
+CAPTURE_TRIGGERS = "type = 'trigger' AND name GLOB 'ordo_cdc_*'"
+"""The condition on sqlite_master's rows of the capture's triggers: GLOB, whose `_` is itself
+and which minds case, where LIKE took the application's `ORDO-CDC-audit` for one of them (and an
+install dropped it as a moved trigger)."""
+
+
 def trigger_name(table: str, event: str) -> str:
     """The capture's trigger on `table` for `event` (one of EVENTS)."""
     return f"ordo_cdc_{table}_{event}"
