@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 from contextlib import closing
 from datetime import datetime
@@ -16,6 +18,7 @@ from click.testing import CliRunner
 
 from cli_support import journal_with_one_event as _journal_with_one_event
 from cli_support import run as _run
+from operations_support import execute
 from ordo.cli.main import cli
 from sqlite_support import JOURNAL_ID_VERSION, LATEST, older_journal, stored_version
 
@@ -390,3 +393,38 @@ def test_a_journal_keeps_the_random_id_it_got_when_created_or_upgraded(
     assert _run(runner, "init", "--journal", str(older))[0] == 0
     ids = {created, journal_id(written), journal_id(str(older))}
     assert len(ids) == 3
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_append_says_so_in_one_line_and_releases_its_writer_lease(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    """SIGTERM (a service manager's stop) ended the append at once: its writer lease stayed, so a
+    `reconcile rebuild` of an appended id right after was refused as of a live writer, for the
+    lease timeout (30 s). Ctrl-C printed click's "Aborted!" and exited 1."""
+    url = f"sqlite:///{tmp_path}/j.db"
+    lines = tmp_path / "events.jsonl"
+    lines.write_text(
+        "".join(
+            json.dumps({"persistence_id": f"p-{n % 100}", "payload": n, "tags": ["t"]}) + "\n"
+            for n in range(50_000)
+        ),
+        encoding="utf-8",
+    )
+    assert _run(CliRunner(), "init", "--journal", url)[0] == 0
+    command = [sys.executable, "-m", "ordo", "append", "--journal", url, str(lines)]
+    append = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while execute(url, "SELECT count(*) FROM messages") == [(0,)]:  # until it appends
+        assert time.monotonic() < deadline, "the append wrote nothing in 60 s"
+        time.sleep(0.01)
+    append.send_signal(stop)
+    out, err = append.communicate(timeout=60)
+
+    assert (append.returncode, out) == (128 + stop, "")
+    assert err == (
+        "append interrupted: the lines appended so far stay, each persistence id's run whole\n"
+    )
+    assert execute(url, "SELECT count(*) FROM writer_leases") == [(0,)]
+    code, _, refused = _run(CliRunner(), "reconcile", "rebuild", "p-0", "--journal", url)
+    assert code == 0, refused

@@ -10,7 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from contextlib import closing
+from contextlib import closing, suppress
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -231,6 +231,36 @@ def test_ctrl_c_stops_the_writers_quietly_with_one_line(tmp_path: Path) -> None:
     written = _row_count(f"sqlite:///{journal}", "messages")
     time.sleep(1)
     assert _row_count(f"sqlite:///{journal}", "messages") == written  # no writer writes on
+
+
+def test_sigterm_stops_the_writers_too_with_one_line_and_status_143(tmp_path: Path) -> None:
+    """A service manager's SIGTERM, to the command's process alone, ended it at once: its writer
+    processes appended on to the journal for the rest of their share, their leases held."""
+    url = f"sqlite:///{tmp_path / 'sim.db'}"
+    command = [sys.executable, "-m", "ordo.cli.main", "simulate", "--events", "1000000"]
+    simulation = subprocess.Popen(
+        [*command, "--rate", "2000", "--journal", url, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # the writers' group, to end them should they outlive it
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while _row_count(url, "messages") < 200:
+            assert time.monotonic() < deadline, "the writers did not write"
+            time.sleep(0.2)
+        simulation.send_signal(signal.SIGTERM)
+        code = simulation.wait(timeout=60)
+        assert _row_count(url, "writer_leases") == 0  # every writer closed its journal
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(simulation.pid, signal.SIGKILL)
+    out, err = simulation.communicate(timeout=60)
+    lines = [line for line in err.splitlines() if line and not line.startswith("WARNING ")]
+    assert (code, out) == (143, "")
+    assert "Traceback" not in err
+    assert lines == ["simulation interrupted: writers and queries stopped, no verdict"]
 
 
 def _row_count(url: str, table: str) -> int:

@@ -17,6 +17,7 @@ import click
 from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.integer_range import IntegerRange
 from ordo.cli.spark_master import SPARK_MASTER
+from ordo.cli.termination import interrupted_status
 from ordo.cli.variable_option import VariableOption
 from ordo.errors import ConfigurationError, InvalidIdentifierError, InvalidInputError
 from ordo.settings import ENV_PREFIX, EventsByTagSettings, ProcessorSettings
@@ -299,11 +300,6 @@ def without_tokens(positions: int) -> str:
     )
 
 
-INTERRUPTED_STATUS = 130
-"""The exit status of a command ended by Ctrl-C, as shells report it (128 + SIGINT): how a
-live query, a followed capture or a streaming job is stopped, so not click's "Aborted!" and 1."""
-
-
 def progress(message: str) -> None:
     """Progress of long work goes to stderr, so stdout stays one result."""
     click.echo(message, err=True)
@@ -313,13 +309,14 @@ def progress(message: str) -> None:
 def interruptible(left: str) -> Iterator[None]:
     """Ctrl-C ends the block with one line and exit status 130 (not click's "Aborted!" and 1).
 
-    The line, on stderr, is `left`: what the interrupted work leaves behind.
+    The line, on stderr, is `left`: what the interrupted work leaves behind. SIGTERM within
+    `terminable()` ends it so too, with status 143.
     """
     try:
         yield
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         progress(left)
-        raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
+        raise click.exceptions.Exit(interrupted_status(interrupt)) from None
 
 
 class ThrottledProgress:

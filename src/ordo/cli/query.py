@@ -14,13 +14,8 @@ import click
 from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.integer_range import IntegerRange
 from ordo.cli.offset_argument import OFFSET_FORMS, offset_argument
-from ordo.cli.options import (
-    INTERRUPTED_STATUS,
-    journal_option,
-    progress,
-    require_journal,
-    settings_from_env,
-)
+from ordo.cli.options import journal_option, progress, require_journal, settings_from_env
+from ordo.cli.termination import INTERRUPTED_STATUS
 from ordo.errors import StorageAccessError, StorageUnavailableError
 from ordo.query import EventEnvelope, TagStream
 from ordo.reconnection import Reconnection

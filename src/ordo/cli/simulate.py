@@ -13,13 +13,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
 from ordo.cli.options import (
-    INTERRUPTED_STATUS,
     NumberRange,
     int_option,
     print_fields,
     share_option,
     workload_options,
 )
+from ordo.cli.termination import interrupted_status, terminable
 from ordo.errors import BucketSizeMismatchError
 from ordo.settings.loading import LONGEST_MS
 from ordo.simulation.run import (
@@ -158,11 +158,12 @@ def simulate_command(
             progress.update(tasks[phase], completed=done, total=total)
 
         try:
-            report = simulate(config, on_progress=show)
-        except KeyboardInterrupt:  # the writer processes and query threads have stopped
+            with terminable():  # a service manager's stop stops the writers too
+                report = simulate(config, on_progress=show)
+        except KeyboardInterrupt as interrupt:  # the writer processes and query threads stopped
             _stop(progress)
             click.echo(_INTERRUPTED, err=True)
-            raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
+            raise click.exceptions.Exit(interrupted_status(interrupt)) from None
         except BucketSizeMismatchError as exc:  # the bucket size is this command's flag
             advice = f"run with --bucket-size {exc.recorded}"
             raise exc.advised(advice) from exc

@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import random
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
+from types import FrameType
 
 from ordo.clock import SkewedClock, SystemClock
 from ordo.errors import ConcurrencyConflictError, OrdoError
@@ -107,20 +109,44 @@ def _append(
     return journal.append(pid, events), started_ns
 
 
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+"""What stops a writer process: Ctrl-C to its group, SIGTERM from its parent (`_stop`)."""
+
+
 def _write(
     plan: WriterPlan, writer: int, counter: Synchronized[int], conflicts: Synchronized[int]
 ) -> None:
-    """A writer process: its share of the workload; Ctrl-C stops it quietly.
+    """A writer process: its share of the workload; Ctrl-C or SIGTERM stops it quietly.
 
-    Ctrl-C reaches the whole process group. run_writers starts this process with SIGINT
-    blocked, so that one arriving while the interpreter starts is held until here; a writer
-    then stops without a traceback of its own, and the process that started it reports it.
+    Ctrl-C reaches the whole process group; SIGTERM comes from the process that started it
+    (`_stop`). run_writers starts this process with both blocked, so that one arriving while
+    the interpreter starts is held until here; a writer then stops without a traceback of its
+    own, its journal closed (its writer lease deleted), and the process that started it reports
+    it. Only the first of them interrupts: the closing that follows is not broken off.
     """
     try:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        for number in _STOP_SIGNALS:
+            signal.signal(number, _stop_writing)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         _write_share(plan, writer, counter, conflicts)
     except KeyboardInterrupt:
         return
+
+
+_STOPPING = threading.Event()
+"""Set in a writer process once a stop signal interrupted it."""
+
+
+def _stop_writing(_number: int, _frame: FrameType | None) -> None:
+    """A writer's handler of its stop signals: KeyboardInterrupt at the first, then nothing.
+
+    Not SIG_IGN for the next ones: CPython reports a signal that arrived while the handler was
+    being replaced so with an "ignored due to race condition" traceback.
+    """
+    if _STOPPING.is_set():
+        return
+    _STOPPING.set()
+    raise KeyboardInterrupt
 
 
 def _write_share(
@@ -172,18 +198,26 @@ def _write_share(
 
 
 _STOP_WAIT_S = 5.0
-"""How long an interrupted run waits for its writers to close their journals before ending them."""
+"""How long an interrupted run waits for its writers to close their journals before killing them."""
 
 
 def _stop(processes: Sequence[BaseProcess]) -> None:
-    """Wait for the started writers to end, then terminate any still running, and reap them."""
+    """Stop the started writers (SIGTERM), wait for them to end, kill any still running, reap.
+
+    Ctrl-C reached the writers already, but a SIGTERM to this process alone (a service manager,
+    `kill`) did not: they wrote on after it had ended, their leases held. A writer takes only
+    its first stop signal, so the SIGTERM does not break off the close that Ctrl-C began.
+    """
     deadline = time.monotonic() + _STOP_WAIT_S
     started = [p for p in processes if p.pid is not None]
+    for process in started:
+        if process.is_alive():
+            process.terminate()
     for process in started:
         process.join(max(0.0, deadline - time.monotonic()))
     for process in started:
         if process.is_alive():
-            process.terminate()
+            process.kill()
         process.join()
 
 
@@ -207,7 +241,7 @@ def run_writers(plan: WriterPlan, *, on_progress: Callable[[int], None]) -> Writ
     ]
     started = time.perf_counter()
     try:
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # inherited by each
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)  # inherited by each
         try:
             for process in processes:
                 process.start()

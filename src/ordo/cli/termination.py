@@ -1,0 +1,59 @@
+"""SIGTERM, what a service manager (systemd, Kubernetes, `kill`) stops a command with.
+
+Its default action ends the process at once, so nothing the command holds is given back: an
+`ordo append` left its journal's writer lease, which refused a `reconcile rebuild` of the ids it
+appended to for the lease timeout (30 s), and an `ordo simulate` left its writer processes
+appending to the journal after it had ended. Within `terminable()` SIGTERM raises `Terminated`
+instead, a KeyboardInterrupt, so that it takes the way Ctrl-C takes: every `with` block closes
+what it opened, and the command ends with its one line and status 143 (128 + SIGTERM, the status
+a shell reports for a process that SIGTERM ended) where Ctrl-C's is 130.
+
+Only where the command's Ctrl-C path is known to stop its work: a Spark command stops its
+query or jobs by a flag it polls (`ordo.cli.streaming`), not by an exception raised into a Py4J
+call.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import NoReturn
+
+INTERRUPTED_STATUS = 130
+"""The exit status of a command ended by Ctrl-C, as shells report it (128 + SIGINT): how a
+live query, a followed capture or a streaming job is stopped, so not click's "Aborted!" and 1."""
+
+TERMINATED_STATUS = 128 + signal.SIGTERM
+"""The exit status of a command that SIGTERM stopped within `terminable()` (143)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM within `terminable()`: a KeyboardInterrupt, so every Ctrl-C path handles it."""
+
+
+def _terminate(_number: int, _frame: FrameType | None) -> NoReturn:
+    raise Terminated
+
+
+@contextmanager
+def terminable() -> Iterator[None]:
+    """Within the block, SIGTERM raises Terminated on the main thread (see the module).
+
+    Signals can be handled only on the main thread: elsewhere SIGTERM keeps its handler.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted_status(interrupt: KeyboardInterrupt) -> int:
+    """The exit status of a command that `interrupt` stopped: 143 for SIGTERM, else 130."""
+    return TERMINATED_STATUS if isinstance(interrupt, Terminated) else INTERRUPTED_STATUS
