@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from _args import positive_count
 from _report import Row, machine_lines, print_table, ratio_row
 from ordo.acking import ContiguousAcker
 
@@ -208,13 +209,13 @@ def verdict_rows(label: str, results: dict[str, Result]) -> list[Row]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
-    parser.add_argument("--repeat", type=int, default=None, help="timed runs; the best counts")
-    parser.add_argument("--window", type=int, default=WINDOW, help="completion window")
+    parser.add_argument(
+        "--repeat", type=positive_count, default=None, help="timed runs; the best counts"
+    )
+    parser.add_argument("--window", type=positive_count, default=WINDOW, help="completion window")
     args = parser.parse_args(argv)
     sizes = QUICK_SIZES if args.quick else DEFAULT_SIZES
     repeat = args.repeat or (1 if args.quick else 3)
-    if repeat < 1 or args.window < 1:
-        parser.error("--repeat and --window must be at least 1")
     started = time.perf_counter()
     print("\n".join(machine_lines()))
     print(

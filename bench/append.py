@@ -41,6 +41,7 @@ from typing import Protocol
 
 import psycopg
 
+from _args import positive_count
 from _eventsourcing import LIBRARIES, Order, events_table, eventsourcing_app, stored_event_batches
 from _places import Place, PostgresBackend, PostgresPlace, SQLiteBackend, SQLitePlace
 from _postgres import bench_postgres
@@ -363,10 +364,16 @@ def profile_ordo(backend: Backend, *, events: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
-    parser.add_argument("--events", type=int, default=None, help=f"events per batch-{BATCH} figure")
-    parser.add_argument("--single-events", type=int, default=None, help="per batch-1 figure")
+    parser.add_argument(
+        "--events", type=positive_count, default=None, help=f"events per batch-{BATCH} figure"
+    )
+    parser.add_argument(
+        "--single-events", type=positive_count, default=None, help="per batch-1 figure"
+    )
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per figure; the best counts")
+    parser.add_argument(
+        "--repeat", type=positive_count, default=1, help="runs per figure; the best counts"
+    )
     parser.add_argument(
         "--profile", action="store_true", help=f"only cProfile ordo (batch {BATCH}, 1 tag)"
     )
@@ -375,8 +382,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     single_events = args.single_events or (
         QUICK_SINGLE_EVENTS if args.quick else DEFAULT_SINGLE_EVENTS
     )
-    if args.repeat < 1:
-        parser.error("--repeat must be at least 1")
     if events < BATCH:
         parser.error(f"--events must be at least {BATCH}")
     rows: list[Row] = []

@@ -66,6 +66,7 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
+from _args import positive_count
 from _report import Row, machine_lines, print_table, ratio_row
 from ordo.cdc import PartitionState, Publisher, SchemaRegistry, fold
 from ordo.cdc.capture import Capture
@@ -550,12 +551,12 @@ def bench_bulk(spark: SparkSession, rows: int, work: Path) -> list[Row]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--writes", type=int, default=None, help="client writes")
-    parser.add_argument("--keys", type=int, default=None, help="partition keys")
-    parser.add_argument("--rows", type=int, default=None, help="rows of the bulk table")
+    parser.add_argument("--writes", type=positive_count, default=None, help="client writes")
+    parser.add_argument("--keys", type=positive_count, default=None, help="partition keys")
+    parser.add_argument("--rows", type=positive_count, default=None, help="rows of the bulk table")
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
     parser.add_argument(
-        "--repeat", type=int, default=1, help="materializer runs; the best is reported"
+        "--repeat", type=positive_count, default=1, help="materializer runs; the best is reported"
     )
     args = parser.parse_args(argv)
     sizes = QUICK_SIZES if args.quick else DEFAULT_SIZES

@@ -26,9 +26,11 @@ from pathlib import Path
 
 import psycopg
 
+from _args import positive_count
 from _postgres import bench_postgres
 from _report import Row, machine_lines, print_table
 from ordo import EventsByTagSettings, NewEvent, QuerySettings, open_journal
+from ordo.errors import ConfigurationError
 from ordo.processing import (
     EventSource,
     HandlerContext,
@@ -43,6 +45,9 @@ from ordo.time import format_first_time_bucket
 from ordo.types import Tag
 
 THREADS = (1, 2, 4)
+APPEND_BATCH = 50
+DEFAULT_EVENTS = 50_000
+QUICK_EVENTS = 5_000
 WRITE = EventsByTagSettings(
     first_time_bucket=format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000),
     max_message_batch_size=1_000,
@@ -56,10 +61,19 @@ READ = QuerySettings(
 
 
 def populate(url: str, events: int) -> None:
+    """Exactly `events` events, in appends of APPEND_BATCH (the last one shorter when need be).
+
+    Every figure waits until its processor has handled `events` events: whole batches only
+    (`events // 50` appends) left a count that is not a multiple of the batch short, and each
+    figure waited its full timeout for events never written, then printed a rate.
+    """
     with open_journal(url, settings=WRITE) as journal:
-        batch = [NewEvent.of({"amount": i, "currency": "EUR"}, tags=["order"]) for i in range(50)]
-        for k in range(events // 50):
-            journal.append(f"order-{k % 400}", batch)
+        batch = [
+            NewEvent.of({"amount": i, "currency": "EUR"}, tags=["order"])
+            for i in range(APPEND_BATCH)
+        ]
+        for k, start in enumerate(range(0, events, APPEND_BATCH)):
+            journal.append(f"order-{k % 400}", batch[: events - start])
 
 
 def projection(event: EventEnvelope, context: HandlerContext) -> None:
@@ -134,12 +148,15 @@ def bench(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
-    parser.add_argument("--events", type=int, default=50_000)
+    parser.add_argument("--events", type=positive_count, default=None)
     parser.add_argument("--policy", default="per_aggregate", help="the sequencing policy")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    policy = policy_from_name(args.policy)
-    events = 5_000 if args.quick else args.events
+    try:
+        policy = policy_from_name(args.policy)
+    except ConfigurationError as exc:  # a usage error like argparse's, not a traceback
+        parser.error(f"argument --policy: {exc}")
+    events = args.events or (QUICK_EVENTS if args.quick else DEFAULT_EVENTS)
     print("\n".join(machine_lines(libraries=("ordo", "psycopg"))))
     print(
         f"workload:   {events} events of one tag over 400 persistence ids; segments = threads; "

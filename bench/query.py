@@ -51,6 +51,7 @@ from typing import Protocol
 
 import psycopg
 
+from _args import positive_count
 from _eventsourcing import LIBRARIES, events_table, eventsourcing_app, stored_event_batches
 from _places import Place, PostgresBackend, PostgresPlace, SQLiteBackend, SQLitePlace
 from _postgres import bench_postgres
@@ -602,12 +603,18 @@ def profile_ordo(backend: Backend, *, events: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
-    parser.add_argument("--events", type=int, default=None, help="events read per figure")
-    parser.add_argument("--live-events", type=int, default=None, help="events per live run")
-    parser.add_argument("--quick", action="store_true", help="a small smoke run")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per figure; the best counts")
     parser.add_argument(
-        "--threads", type=int, default=1, help="appending threads while populating ordo"
+        "--events", type=positive_count, default=None, help="events read per figure"
+    )
+    parser.add_argument(
+        "--live-events", type=positive_count, default=None, help="events per live run"
+    )
+    parser.add_argument("--quick", action="store_true", help="a small smoke run")
+    parser.add_argument(
+        "--repeat", type=positive_count, default=1, help="runs per figure; the best counts"
+    )
+    parser.add_argument(
+        "--threads", type=positive_count, default=1, help="appending threads while populating ordo"
     )
     parser.add_argument(
         "--profile", action="store_true", help="only cProfile ordo's current() on SQLite"
@@ -615,10 +622,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     events = args.events or (QUICK_EVENTS if args.quick else DEFAULT_EVENTS)
     live_events = args.live_events or (QUICK_LIVE_EVENTS if args.quick else DEFAULT_LIVE_EVENTS)
-    if args.repeat < 1 or args.threads < 1:
-        parser.error("--repeat and --threads must be at least 1")
-    if events < 1 or live_events < 1:
-        parser.error("--events and --live-events must be at least 1")
     rows: list[Row] = []
     postgres_version = "not run"
     started = time.perf_counter()

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from contextlib import closing
 from pathlib import Path
 
+from _args import positive_count
 from _report import Row, machine_lines, print_table
 from _workload import PERSISTENCE_IDS, payload, payload_bytes, persistence_id
 from ordo import EventsByTagSettings, NewEvent, open_journal
@@ -118,12 +119,14 @@ def timed(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=DEFAULT_EVENTS, help="journal size")
-    parser.add_argument("--partitions", type=int, default=2, help="Spark read partitions")
+    parser.add_argument(
+        "--events", type=positive_count, default=DEFAULT_EVENTS, help="journal size"
+    )
+    parser.add_argument(
+        "--partitions", type=positive_count, default=2, help="Spark read partitions"
+    )
     parser.add_argument("--verify", action="store_true", help="also time `ordo verify`")
     args = parser.parse_args(argv)
-    if args.events < 1 or args.partitions < 1:
-        parser.error("--events and --partitions must be at least 1")
     events = args.events
     print("\n".join(machine_lines(libraries=("ordo", "pyspark", "pyarrow"))))
     print(

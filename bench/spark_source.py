@@ -80,6 +80,7 @@ from pyspark.sql.streaming.datasource import ReadLimit
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
+from _args import positive_count
 from _report import Row, machine_lines, print_table, ratio_row
 from _workload import PERSISTENCE_IDS, payload, payload_bytes, persistence_id
 from ordo import EventsByTagSettings, NewEvent, open_journal
@@ -829,11 +830,18 @@ def build_rows(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=None, help="events per read figure")
-    parser.add_argument("--quick", action="store_true", help="a small smoke run")
-    parser.add_argument("--repeat", type=int, default=1, help="rounds; each figure keeps its best")
     parser.add_argument(
-        "--latency-events", type=int, default=None, help="events appended in the latency run"
+        "--events", type=positive_count, default=None, help="events per read figure"
+    )
+    parser.add_argument("--quick", action="store_true", help="a small smoke run")
+    parser.add_argument(
+        "--repeat", type=positive_count, default=1, help="rounds; each figure keeps its best"
+    )
+    parser.add_argument(
+        "--latency-events",
+        type=positive_count,
+        default=None,
+        help="events appended in the latency run",
     )
     parser.add_argument(
         "--profile", action="store_true", help="add an instrumented 2-segment stream"
@@ -843,8 +851,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     latency_events = args.latency_events or (
         QUICK_LATENCY_EVENTS if args.quick else DEFAULT_LATENCY_EVENTS
     )
-    if args.repeat < 1 or events < 1 or latency_events < 1:
-        parser.error("--repeat, --events and --latency-events must be at least 1")
     started = time.perf_counter()
     print("\n".join(machine_lines(libraries=("ordo", "pyspark", "pyarrow"))))
     print(
