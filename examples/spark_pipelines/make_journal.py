@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
+from ordo.errors import OrdoError
 from ordo.time import format_first_time_bucket
 
 ORDERS = 3
@@ -35,18 +36,34 @@ def make_journal(path: Path, events: int, first_time_bucket: str) -> str:
     return url
 
 
+def _count(text: str) -> int:
+    """How many events: 0 or more (a negative count wrote nothing and said nothing)."""
+    count = int(text)
+    if count < 0:
+        msg = f"{count} is not a count: it must be at least 0"
+        raise argparse.ArgumentTypeError(msg)
+    return count
+
+
 def main() -> None:
-    """Parse the arguments, write the events, print the environment for the pipeline."""
+    """Parse the arguments, write the events, print the environment for the pipeline.
+
+    A path or first time bucket ordo refuses is a one-line usage error, as on `ordo`'s own
+    command line, not the traceback of its OrdoError.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", type=Path, help="the SQLite file (created if missing)")
-    parser.add_argument("--events", type=int, default=30, help="how many events to append")
+    parser.add_argument("--events", type=_count, default=30, help="how many events to append")
     parser.add_argument(
         "--first-time-bucket",
         default=format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000),
         help="the journal's first time bucket (default: an hour ago; keep it when extending)",
     )
     args = parser.parse_args()
-    url = make_journal(args.path, args.events, args.first_time_bucket)
+    try:
+        url = make_journal(args.path, args.events, args.first_time_bucket)
+    except OrdoError as exc:
+        parser.error(str(exc))
     print(f"export ORDO_JOURNAL='{url}'")
     print(f"export ORDO_FIRST_TIME_BUCKET='{args.first_time_bucket}'")
 
