@@ -24,9 +24,9 @@ What is timed (one figure = one full read of all N events into Spark's no-op sin
   spark.read.parquet(...).write.format("noop"): what the JVM does without Python.
 - library current(): EventsByTag.current("order") with eventual_consistency_delay=0, consumed
   in this process (no Spark).
-Before timing, every figure runs once, untimed, on a small journal (JVM and Python workers
-warm). With --repeat N, N rounds each run every figure once, back to back; each figure keeps
-its best.
+Before timing, every figure runs once, untimed, on a small journal of min(5,000, N) events
+(JVM and Python workers warm; a small --events run stays quick). With --repeat N, N rounds
+each run every figure once, back to back; each figure keeps its best.
 
 Then, on the same Spark session:
 - empty micro-batch: a stream from startingOffsets "latest" on the populated journal, trigger
@@ -873,17 +873,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_parquet(db, scratch / "parquet", events=events)
         warm(db)
         warm_db = scratch / "warm-up.db"
-        populate(f"sqlite:///{warm_db}", events=WARM_UP_EVENTS)
-        write_parquet(warm_db, scratch / "warm-up-parquet", events=WARM_UP_EVENTS)
+        warm_events = min(WARM_UP_EVENTS, events)
+        populate(f"sqlite:///{warm_db}", events=warm_events)
+        write_parquet(warm_db, scratch / "warm-up-parquet", events=warm_events)
         log("starting spark ...")
         spark = start_session(master="local[2]", app_name="ordo-bench")
         try:
             spark.dataSource.register(NaiveTagSource)
             spark.dataSource.register(TimedEventsByTagSource)
-            log(f"warm-up: every figure once on {WARM_UP_EVENTS:,} events (untimed) ...")
+            log(f"warm-up: every figure once on {warm_events:,} events (untimed) ...")
             warm_url = f"sqlite:///{warm_db}"
             warm_parquet = scratch / "warm-up-parquet"
-            throughput(Setup(spark, warm_url, warm_db, warm_parquet, scratch, WARM_UP_EVENTS))
+            throughput(Setup(spark, warm_url, warm_db, warm_parquet, scratch, warm_events))
             setup = Setup(spark, url, db, scratch / "parquet", scratch, events)
             best, streams = throughput(setup, repeat=args.repeat)
             unit = "events/s" if args.repeat == 1 else f"events/s, best of {args.repeat}"

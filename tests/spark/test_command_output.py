@@ -12,10 +12,9 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -62,25 +61,6 @@ def _materialize_command(tmp_path: Path) -> list[str]:
     return [*command, "--change-log", str(tmp_path / "log"), "--checkpoint", str(tmp_path / "ck")]
 
 
-def test_a_new_spark_writes_its_console_output_to_the_log_file(tmp_path: Path) -> None:
-    command = _materialize_command(tmp_path)
-    log = tmp_path / "spark.log"
-    env = {**os.environ, "ORDO_SPARK_LOG": str(log)}
-
-    done = subprocess.run(
-        command, env=env, capture_output=True, text=True, timeout=300, check=False
-    )
-
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "materializer 'users': 1 message stored; table users_materialized\n"
-    started, *batches = done.stderr.splitlines()
-    assert started == f"starting Spark (its own output goes to {log}) ..."
-    batch = re.compile(r"materializer 'users': batch \d+, 1 row in [\d.]+ s")
-    assert batches
-    assert all(batch.fullmatch(line) for line in batches)
-    assert "TransformWithStateInPandas Python worker" in log.read_text(encoding="utf-8")
-
-
 def _pipeline_command(
     tmp_path: Path,
     *,
@@ -106,44 +86,47 @@ def _pipeline_command(
     return [str(ORDO), "pipeline", "run", str(config), "--master", "local[1]"]
 
 
-def _stopped_pipeline(
-    tmp_path: Path, stop: Callable[[subprocess.Popen[str]], None]
-) -> tuple[int, str, str]:
-    """Run `_pipeline_command`, `stop` it once it ran its first batch: status, stdout, stderr."""
+@contextmanager
+def _running(command: list[str], tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    """`command` started as a terminal would start it (Spark's output to tmp_path/spark.log),
+    stopped at the end (`_stopped`) if it still runs."""
     env = {**os.environ, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")}
-    pipeline = subprocess.Popen(
-        _pipeline_command(tmp_path),
+    job = subprocess.Popen(
+        command,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
-    watchdog = threading.Timer(240, os.killpg, (pipeline.pid, signal.SIGKILL))
-    watchdog.start()
     try:
-        assert pipeline.stderr is not None
-        started, batch = pipeline.stderr.readline(), pipeline.stderr.readline()
-        assert batch.startswith("pipeline 'totals': batch 0, 1 row in "), started + batch
-        stop(pipeline)
-        out, err = pipeline.communicate(timeout=120)
+        yield job
     finally:
-        watchdog.cancel()
-        if pipeline.poll() is None:
-            os.killpg(pipeline.pid, signal.SIGKILL)
-            pipeline.wait()
-    return pipeline.returncode, out, err
+        _stopped(job)
 
 
-def test_ctrl_c_stops_a_running_pipeline_with_one_line_and_status_130(tmp_path: Path) -> None:
-    """SIGINT goes to the process group, as a terminal's Ctrl-C: Spark's Python workers get it
-    too (its JVM ignores it). The query is stopped; no Py4J traceback is printed."""
-    code, out, err = _stopped_pipeline(
-        tmp_path, lambda pipeline: os.killpg(pipeline.pid, signal.SIGINT)
-    )
+def _stopped(job: subprocess.Popen[str]) -> None:
+    """Ctrl-C for a job that still runs, and a kill when that does not end it."""
+    if job.poll() is not None:
+        return
+    os.killpg(job.pid, signal.SIGINT)
+    try:
+        job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
 
-    assert (code, out) == (130, "")
-    assert err == "pipeline 'totals' interrupted: stopped, it resumes from its checkpoint\n"
+
+def _read_first_batch(job: subprocess.Popen[str], label: str, tmp_path: Path) -> None:
+    """Read `job`'s stderr up to its first batch: the line naming Spark's log file (`_running`),
+    then the job `label`'s batch 0 of one row, and nothing between (Spark's output is not there)."""
+    assert job.stderr is not None
+    started, batch = job.stderr.readline(), job.stderr.readline()
+    log = tmp_path / "spark.log"
+    assert started == f"starting Spark (its own output goes to {log}) ...\n", started + batch
+    first_batch = rf"{re.escape(label)}: batch 0, 1 row in [\d.]+ s\n"
+    assert re.fullmatch(first_batch, batch), started + batch
 
 
 def test_sigterm_stops_a_running_pipeline_as_ctrl_c_does_with_status_143(tmp_path: Path) -> None:
@@ -152,11 +135,12 @@ def test_sigterm_stops_a_running_pipeline_as_ctrl_c_does_with_status_143(tmp_pat
     It ended the command at once, without a word: the query was never stopped, so its lease
     stayed, and `ordo processors reset` right after was refused as of a running projection.
     """
-    code, out, err = _stopped_pipeline(
-        tmp_path, lambda pipeline: pipeline.send_signal(signal.SIGTERM)
-    )
+    with _running(_pipeline_command(tmp_path), tmp_path) as pipeline:
+        _read_first_batch(pipeline, "pipeline 'totals'", tmp_path)
+        pipeline.send_signal(signal.SIGTERM)
+        out, err = pipeline.communicate(timeout=120)
 
-    assert (code, out) == (128 + signal.SIGTERM, "")
+    assert (pipeline.returncode, out) == (128 + signal.SIGTERM, "")
     assert err == "pipeline 'totals' interrupted: stopped, it resumes from its checkpoint\n"
     reset = ["processors", "reset", "totals", "--journal", f"sqlite:///{tmp_path}/shop.db"]
     result = CliRunner().invoke(cli, reset)
@@ -397,39 +381,6 @@ def test_a_log_file_that_cannot_be_written_blames_ordo_spark_log_only_when_it_is
     )
 
 
-def _running(command: list[str], tmp_path: Path, first_line: str) -> subprocess.Popen[str]:
-    """`command` started as a terminal would start it, once its stderr said `first_line` after
-    Spark's start (nothing more when `first_line` is empty)."""
-    env = {**os.environ, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")}
-    job = subprocess.Popen(
-        command,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    if first_line:
-        assert job.stderr is not None
-        job.stderr.readline()  # starting Spark ...
-        line = job.stderr.readline()
-        assert line.startswith(first_line), line
-    return job
-
-
-def _stopped(job: subprocess.Popen[str]) -> None:
-    """Ctrl-C for a job that still runs, and a kill when that does not end it."""
-    if job.poll() is not None:
-        return
-    os.killpg(job.pid, signal.SIGINT)
-    try:
-        job.communicate(timeout=120)
-    finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait()
-
-
 @pytest.mark.parametrize("job", ["pipeline", "materializer"])
 def test_a_second_copy_of_a_running_streaming_job_is_refused_before_its_spark_starts(
     tmp_path: Path, job: str
@@ -438,29 +389,40 @@ def test_a_second_copy_of_a_running_streaming_job_is_refused_before_its_spark_st
     Spark's terms (`SparkConcurrentModificationException: Multiple streaming queries are
     concurrently using metadata`, `[CONCURRENT_STREAM_LOG_UPDATE] Concurrent update to the
     log. Multiple streaming jobs detected for 0`), or ran idle beside the first, after
-    replacing the first's Spark log."""
+    replacing the first's Spark log.
+
+    The first copy, a Spark command of its own (each test here that starts one costs a JVM),
+    shows besides what every such command does. Spark's console output (its JVM's, and its
+    Python workers') goes to the log file the command names, not among the command's lines.
+    Ctrl-C stops it with one line and status 130: SIGINT goes to the process group, as a
+    terminal's Ctrl-C, so Spark's Python workers get it too (its JVM ignores it); the query is
+    stopped, and no Py4J traceback is printed."""
     if job == "pipeline":
         command, checkpoint = _pipeline_command(tmp_path), tmp_path / "checkpoint"
-        label = "pipeline 'totals'"
+        label, spark_says = "pipeline 'totals'", 'Setting default log level to "WARN".'
     else:
         command = [*_materialize_command(tmp_path), "--follow", "--master", "local[1]"]
         checkpoint, label = tmp_path / "ck", "materializer 'users'"
-    first = _running(command, tmp_path, f"{label}: batch 0, 1 row")
-    second = _running(command, tmp_path, "")
-    try:
-        _, err = second.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        pytest.fail("the second copy was not refused: it ran beside the first")
-    finally:
-        _stopped(second)
-        _stopped(first)
+        spark_says = "TransformWithStateInPandas Python worker"  # its Python workers' output
+    with _running(command, tmp_path) as first:
+        _read_first_batch(first, label, tmp_path)
+        with _running(command, tmp_path) as second:
+            try:
+                _, refused = second.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                pytest.fail("the second copy was not refused: it ran beside the first")
+        os.killpg(first.pid, signal.SIGINT)  # a terminal's Ctrl-C
+        out, err = first.communicate(timeout=120)
 
     assert second.returncode == 1
-    assert err == (
+    assert refused == (
         f"Error: AlreadyRunningError: {label} is already running on checkpoint {checkpoint} "
         f"(pid {first.pid} on {socket.gethostname()}); stop it first, or wait for it to end "
         f"(lock file {checkpoint}/.ordo.lock)\n"
     )
+    assert (first.returncode, out) == (130, "")
+    assert err == f"{label} interrupted: stopped, it resumes from its checkpoint\n"
+    assert spark_says in (tmp_path / "spark.log").read_text(encoding="utf-8")
 
 
 def test_ctrl_c_cancels_verifys_spark_job_with_one_line_and_status_130(tmp_path: Path) -> None:
@@ -470,13 +432,11 @@ def test_ctrl_c_cancels_verifys_spark_job_with_one_line_and_status_130(tmp_path:
     with open_journal(url) as journal:
         for n in range(1_000):
             journal.append(f"p{n}", [NewEvent.of(k, tags=["a", "b"]) for k in range(100)])
-    verify = _running([str(ORDO), "verify", "--journal", url, "--master", "local[2]"], tmp_path, "")
-    try:
+    command = [str(ORDO), "verify", "--journal", url, "--master", "local[2]"]
+    with _running(command, tmp_path) as verify:
         _wait_for_python_workers(verify)  # Spark has started, and runs the job's tasks
         os.killpg(verify.pid, signal.SIGINT)
         out, err = verify.communicate(timeout=60)
-    finally:
-        _stopped(verify)
 
     assert (verify.returncode, out) == (130, "")
     assert err.splitlines()[2:] == ["verify interrupted: Spark's jobs cancelled, no verdict"]
@@ -485,14 +445,11 @@ def test_ctrl_c_cancels_verifys_spark_job_with_one_line_and_status_130(tmp_path:
 def test_ctrl_c_while_spark_starts_ends_a_streaming_job_with_its_line(tmp_path: Path) -> None:
     """Ctrl-C before the JVM was up ended with "Aborted!" (or Py4J's tracebacks) and status 1."""
     command = [*_materialize_command(tmp_path), "--follow", "--master", "local[1]"]
-    materializer = _running(command, tmp_path, "")
-    try:
+    with _running(command, tmp_path) as materializer:
         assert materializer.stderr is not None
         assert materializer.stderr.readline().startswith("starting Spark ")
         os.killpg(materializer.pid, signal.SIGINT)
         out, err = materializer.communicate(timeout=120)
-    finally:
-        _stopped(materializer)
 
     assert (materializer.returncode, out) == (130, "")
     assert err == "materializer 'users' interrupted: stopped, it resumes from its checkpoint\n"
