@@ -21,29 +21,36 @@ from ordo.errors import MissingTaggedEventError
 from ordo.query import EventEnvelope, TagQuery
 from ordo.settings import QuerySettings
 from ordo.storage.stores import Stores
-from ordo.time import TimeUUID
+from ordo.time import BucketSize, TimeUUID
 from ordo.types import Tag
 
 WRITE = EventsByTagSettings(flush_interval=timedelta(0))
+MINUTES = EventsByTagSettings(flush_interval=timedelta(0), bucket_size=BucketSize.MINUTE)
 SECOND_NS = 10**9
 HOUR_NS = 3_600 * SECOND_NS
 
 
 class _Rows:
-    """Appends one id's events a second apart, hides some rows and shows them again."""
+    """Appends one id's events at chosen seconds, hides some rows and shows them again.
 
-    def __init__(self, journal_url: str, journal_factory: Callable[..., Journal]) -> None:
+    start_ns is a minute into the last hour: the start of a bucket with `minutes`.
+    """
+
+    def __init__(
+        self, journal_url: str, journal_factory: Callable[..., Journal], *, minutes: bool = False
+    ) -> None:
         self.start_ns = (time.time_ns() // HOUR_NS - 1) * HOUR_NS + 60 * SECOND_NS
         self._url = journal_url
         self._clock = ManualClock(self.start_ns)
-        self._journal = journal_factory(settings=WRITE, clock=self._clock)
+        self._journal = journal_factory(settings=MINUTES if minutes else WRITE, clock=self._clock)
         execute(journal_url, "CREATE TABLE late AS SELECT * FROM tag_views WHERE 1 = 0")
 
-    def append(self, pid: str, *seconds: int) -> list[TimeUUID]:
+    def append(self, pid: str, *seconds: float) -> list[TimeUUID]:
         """Append one event of `pid` tagged `t` at each of `seconds` after start_ns."""
         offsets: list[TimeUUID] = []
         for second in seconds:
-            self._clock.advance(self.start_ns + second * SECOND_NS - self._clock.now_ns())
+            at_ns = self.start_ns + round(second * SECOND_NS)
+            self._clock.advance(at_ns - self._clock.now_ns())
             offsets += self._journal.append(pid, [NewEvent.of(second, tags=["t"])]).offsets
         return offsets
 
@@ -65,14 +72,19 @@ def rows(journal_url: str, journal_factory: Callable[..., Journal]) -> _Rows:
 
 
 def _query(
-    stores: Stores, *, offset: TimeUUID, now_ns: int, settings: QuerySettings
+    stores: Stores,
+    *,
+    offset: TimeUUID,
+    now_ns: int,
+    settings: QuerySettings,
+    bucket_size: BucketSize = WRITE.bucket_size,
 ) -> TagQuery[EventEnvelope]:
     return TagQuery(
         stores.tag_view_reader,
         tag=Tag("t"),
         offset=offset,
         settings=settings,
-        bucket_size=WRITE.bucket_size,
+        bucket_size=bucket_size,
         first_time_bucket_ms=WRITE.first_time_bucket_ms,
         now_ns=now_ns,
         is_live=True,
@@ -130,3 +142,25 @@ def test_a_start_scan_from_an_offset_younger_than_the_delay_learns_the_ids_befor
     assert _nrs(query, start + 9 * SECOND_NS) == []  # b#5 is held: b#4 is missing
     rows.show("b", 4)
     assert _nrs(query, start + 10 * SECOND_NS) == [4, 5]
+
+
+def test_a_start_scan_just_after_a_bucket_starts_learns_the_ids_of_the_bucket_before(
+    journal_url: str, journal_factory: Callable[..., Journal], stores: Stores
+) -> None:
+    """A query from 50 ms into a minute bucket scans 200 ms back, into the minute before.
+
+    The scan read the offset's bucket only: it missed b#3, 100 ms before the minute, took b#5
+    for b's first event while b#4 was late, and then dropped b#4 as a duplicate: lost.
+    """
+    rows = _Rows(journal_url, journal_factory, minutes=True)
+    rows.append("b", 50, 55, 59.9, 60.5, 61)
+    rows.hide("b", 4)
+    settings = QuerySettings(eventual_consistency_delay=timedelta(seconds=1))
+    now = rows.start_ns + 63 * SECOND_NS
+    offset = TimeUUID.min_for_epoch_ns(rows.start_ns + 60_050_000_000)
+    query = _query(
+        stores, offset=offset, now_ns=now, settings=settings, bucket_size=BucketSize.MINUTE
+    )
+    assert _nrs(query, now) == []  # b#5 is held: b#4 is missing
+    rows.show("b", 4)
+    assert _nrs(query, now + SECOND_NS) == [4, 5]

@@ -382,7 +382,7 @@ class TagQuery(Generic[R]):
         scan_start(
             self._reader,
             self.tag,
-            self._bucket,
+            bucket_size=self._sizes,
             positions=self._pids,
             known=self._known,
             start=self._start,
