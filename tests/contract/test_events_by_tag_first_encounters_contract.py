@@ -164,3 +164,24 @@ def test_a_start_scan_just_after_a_bucket_starts_learns_the_ids_of_the_bucket_be
     assert _nrs(query, now) == []  # b#5 is held: b#4 is missing
     rows.show("b", 4)
     assert _nrs(query, now + SECOND_NS) == [4, 5]
+
+
+def test_a_query_from_a_young_offset_of_the_bucket_before_scans_before_it(
+    journal_url: str, journal_factory: Callable[..., Journal], stores: Stores
+) -> None:
+    """A 3.5 s old offset lies in the minute before now's: a bucket change, not an old offset.
+
+    Only an offset of the current bucket was scanned: the query did not know b#3, the offset
+    itself, took b#5 for b's first event while b#4 was late, and dropped b#4 as a duplicate.
+    """
+    rows = _Rows(journal_url, journal_factory, minutes=True)
+    offsets = rows.append("b", 50, 55, 57, 58, 59)
+    rows.hide("b", 4)
+    settings = QuerySettings(eventual_consistency_delay=timedelta(seconds=1))
+    now = rows.start_ns + 60_500_000_000
+    query = _query(
+        stores, offset=offsets[2], now_ns=now, settings=settings, bucket_size=BucketSize.MINUTE
+    )
+    assert _nrs(query, now) == []  # b#5 is held: b#4 is missing
+    rows.show("b", 4)
+    assert _nrs(query, now + SECOND_NS) == [4, 5]

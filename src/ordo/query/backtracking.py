@@ -34,7 +34,8 @@ class BackTrackSchedule:
         cleanup: timedelta,
         now_ns: int,
     ) -> None:
-        self._bucket_size = bucket_size
+        self.bucket_size = bucket_size
+        """The journal's: the reaches of "max" periods are bucket starts."""
         self._cleanup_ms = cleanup // timedelta(milliseconds=1)
         self._periods: dict[BackTrack, BackTrackPeriod] = {
             BackTrack.SHORT: settings.back_track_period,
@@ -72,7 +73,7 @@ class BackTrackSchedule:
     def reach_ms(self, kind: BackTrack, *, position_ms: int) -> int:
         """Where a back-track starting from `position_ms` reaches back to (epoch ms)."""
         period = self._periods[kind]
-        previous_start = self._bucket_size.previous(self._bucket_size.key(position_ms))
+        previous_start = self.bucket_size.previous(self.bucket_size.key(position_ms))
         if isinstance(period, timedelta):
             return position_ms - period // timedelta(milliseconds=1)
         if kind is BackTrack.LONG:

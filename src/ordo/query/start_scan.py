@@ -1,9 +1,9 @@
-"""What a query that starts inside the current bucket learns first: where each id stands.
+"""What a query that starts from a recent offset learns first: where each id stands.
 
-A query from an offset in the current bucket cannot tell a persistence id's first event from
-one whose earlier events it has not seen yet. Before its forward scan, `TagQuery` reads the
-bucket around its offset once, so that it knows which events count as delivered and which tag
-pid sequence nr each id starts at.
+A query from an offset in the current bucket, or one a back-track still reaches, cannot tell a
+persistence id's first event from one whose earlier events it has not seen yet. Before its
+forward scan, `TagQuery` reads around its offset once, so that it knows which events count as
+delivered and which tag pid sequence nr each id starts at.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Set
 from datetime import timedelta
 
+from ordo.query.backtracking import BackTrack, BackTrackSchedule
 from ordo.query.ports import R, TagViewReader
 from ordo.query.tag_view_pages import key_at, key_ms, read_pages
 from ordo.time import BucketSize
@@ -18,6 +19,26 @@ from ordo.types import PersistenceId, Tag
 
 Delivered = dict[PersistenceId, tuple[int, bytes]]
 """Per persistence id: the last tag pid sequence nr at or before the start, and its key."""
+
+
+def needs_start_scan(
+    start: bytes, schedule: BackTrackSchedule, *, now_ns: int, bound_ns: int
+) -> bool:
+    """Whether a query from the offset `start` scans around it first (`scan_start`).
+
+    It does from the current bucket, as Akka does, and from an offset that a short
+    back-track from the query's bound (`bound_ns`, now less the eventual-consistency delay)
+    reaches: rows around it may still show up late. Such a young offset lies in the bucket
+    before right after a bucket change (with minute buckets, a restart from a 5 s old offset
+    one time in 12); not scanned, an id's event after it was taken for its first while an
+    earlier one was late, which was then dropped as a duplicate: lost. An older offset of a
+    past bucket is not scanned: its ids' first events are taken as they come, as Akka does
+    (a projection reset goes on past a gap so).
+    """
+    sizes, start_ms = schedule.bucket_size, key_ms(start)
+    if sizes.key(start_ms) == sizes.key(now_ns // 1_000_000):
+        return True
+    return start_ms >= schedule.reach_ms(BackTrack.SHORT, position_ms=bound_ns // 1_000_000)
 
 
 def scan_start(

@@ -32,7 +32,7 @@ from ordo.query.offset import NoOffset, Offset, refuse_future
 from ordo.query.ports import R, RunPage, RunReader, TagViewPage, TagViewReader
 from ordo.query.query_arguments import check_tag_query_arguments
 from ordo.query.search import MissingSearch, missing_error, search_round
-from ordo.query.start_scan import scan_start
+from ordo.query.start_scan import needs_start_scan, scan_start
 from ordo.query.step import Step
 from ordo.query.tag_view_pages import key_at, key_ms, read_pages
 from ordo.settings import QuerySettings
@@ -120,8 +120,8 @@ class TagQuery(Generic[R]):
         }
         self._known = frozenset(known or ())
         self._search: MissingSearch[R] | None = None
-        self._needs_start_scan = not self._expects_first_nr_one and self._bucket == (
-            bucket_size.key(now_ns // 1_000_000)
+        self._needs_start_scan = not self._expects_first_nr_one and needs_start_scan(
+            self._start, self._schedule, now_ns=now_ns, bound_ns=now_ns - self._delay_ns
         )
         self._now_ns = now_ns
         self._accepted: list[R] = []
@@ -378,7 +378,7 @@ class TagQuery(Generic[R]):
         return True
 
     def _scan_start(self) -> None:
-        """Starting inside the current bucket: learn where each persistence id stands first."""
+        """Starting from a recent offset: learn where each persistence id stands first."""
         scan_start(
             self._reader,
             self.tag,
