@@ -12,6 +12,7 @@ import pytest
 from ordo import Journal, NewEvent, QuerySettings
 from ordo.errors import (
     AlreadyRunningError,
+    BucketSizeMismatchError,
     ConfigurationError,
     InvalidIdentifierError,
     UnknownProcessorError,
@@ -23,6 +24,8 @@ from ordo.processing.sequencing import FullySequentialPolicy
 from ordo.processing.source import ALL_EVENTS, EventSource
 from ordo.query import EventEnvelope
 from ordo.storage.stores import Stores
+from ordo.time import BucketSize
+from ordo.types import Tag
 from processing_support import (
     FAST,
     READ,
@@ -76,6 +79,28 @@ def test_a_processor_refuses_a_source_or_token_store_of_the_wrong_kind(
     parts: dict[str, object] = {"source": source(stores), "tokens": stores.tokens, part: None}
     with pytest.raises(ConfigurationError, match=problem):
         TrackingProcessor("counts", parts["source"], parts["tokens"], counting_handler)  # type: ignore[arg-type]
+
+
+def test_a_processor_refuses_a_source_of_another_bucket_size_than_its_journals(
+    stores: Stores,
+) -> None:
+    """Its query walked the journal's minute buckets as hours: a live processor's scan sat in
+    the minute it reached until the hour ended, so later events waited up to an hour.
+    events_by_tag_at, the Spark source and a journal refuse such settings; the processor did not.
+    """
+    recorded = stores.journal.record_bucket_size(BucketSize.HOUR.value)
+    other = BucketSize.MINUTE if recorded == BucketSize.HOUR.value else BucketSize.HOUR
+    mismatched = EventSource(
+        reader=stores.tag_view_reader,
+        tag=Tag("t"),
+        query=QuerySettings(),
+        events_by_tag=replace(WRITE, bucket_size=other),
+    )
+    processor = TrackingProcessor("counts", mismatched, stores.tokens, counting_handler)
+    with pytest.raises(BucketSizeMismatchError, match=recorded):
+        processor.start()
+    with pytest.raises(UnknownProcessorError):
+        stores.tokens.entries("counts")  # nothing was initialized
 
 
 @pytest.mark.parametrize("name", [None, "", "a\x00b"])

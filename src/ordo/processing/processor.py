@@ -121,6 +121,7 @@ class TrackingProcessor:
             self._stopped.clear()
             self._held.clear()
             self.failure = None
+        self._source.check_bucket_size()
         entries = self._tokens.initialize(
             self.name, segment_count=self.settings.initial_segment_count
         )

@@ -15,6 +15,7 @@ from ordo import arguments
 from ordo.errors import ConfigurationError
 from ordo.hashing import stable_hash
 from ordo.journal import validation
+from ordo.journal.bucket_size import check_bucket_size
 from ordo.processing.ports import TokenEntry
 from ordo.processing.segment import Segment
 from ordo.query import (
@@ -26,6 +27,7 @@ from ordo.query import (
     looking_back,
 )
 from ordo.query.offset import Offset
+from ordo.query.ports import RecordsBucketSize
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.settings.loading import flag
 from ordo.types import PersistenceId, Tag, TimeBucket
@@ -61,6 +63,16 @@ class EventSource:
         )
         for name, part, kind in parts:
             arguments.instance(part, kind, name=name, error=ConfigurationError)
+
+    def check_bucket_size(self) -> None:
+        """BucketSizeMismatchError when the tag views read record another bucket size.
+
+        A query walking a minute journal's buckets as hours sat in the minute bucket it had
+        reached until the hour ended: a live processor's later events waited up to an hour.
+        The whole journal (ALL_EVENTS) is read by time ranges of any size, so it is not checked.
+        """
+        if self.tag != ALL_EVENTS and isinstance(self.reader, RecordsBucketSize):
+            check_bucket_size(self.reader.recorded_bucket_size(), self.events_by_tag.bucket_size)
 
     def open(
         self,

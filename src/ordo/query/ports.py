@@ -74,6 +74,15 @@ class TagViewReader(Protocol[R_co]):
         ...
 
 
+@runtime_checkable
+class RecordsBucketSize(Protocol):
+    """A reader of a journal that records its bucket size (the SQL tag views do)."""
+
+    def recorded_bucket_size(self) -> str | None:
+        """The bucket size the journal recorded at its first write; None before any."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class RunPage:
     """A page of keys summarised per persistence id, the page itself as `read_tag_view` reads it."""

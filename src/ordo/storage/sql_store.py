@@ -61,7 +61,23 @@ class SqlStore:
             return conn.execute(self._sql(template), params).fetchone()
 
 
-class SqlJournalStore(SqlStore, SqlWriterLeases):
+class SqlMetadataReads(SqlStore):
+    """Reads of the journal's metadata table, for the stores that must agree with it."""
+
+    def recorded_bucket_size(self) -> str | None:
+        """The bucket size `init_storage` or the first write recorded, or None.
+
+        The journal refuses writes of another size, and the tag views (RecordsBucketSize)
+        a processor's source of another size, whose query would walk the wrong buckets.
+        """
+        return self._metadata(BUCKET_SIZE_KEY)
+
+    def _metadata(self, key: str) -> str | None:
+        row = self._fetchone(f"SELECT value FROM {METADATA_TABLE} WHERE key = {{p}}", (key,))
+        return None if row is None else str(row[0])
+
+
+class SqlJournalStore(SqlMetadataReads, SqlWriterLeases):
     """JournalStore methods that are plain SQL; subclasses add write_events()."""
 
     _HIGHEST = (
@@ -138,10 +154,6 @@ class SqlJournalStore(SqlStore, SqlWriterLeases):
         recorded = self.recorded_bucket_size()
         return bucket_size if recorded is None else recorded
 
-    def recorded_bucket_size(self) -> str | None:
-        """The bucket size `init_storage` or the first write recorded, or None."""
-        return self._metadata(BUCKET_SIZE_KEY)
-
     def journal_id(self) -> str | None:
         """The id the schema's migration recorded, or None (a journal of schema 7 or older)."""
         return self._metadata(JOURNAL_ID_KEY)
@@ -156,10 +168,6 @@ class SqlJournalStore(SqlStore, SqlWriterLeases):
             (BUCKET_SIZE_KEY, SCHEMA_VERSION_KEY, JOURNAL_ID_KEY),
         )
         return summary_from_row(row)
-
-    def _metadata(self, key: str) -> str | None:
-        row = self._fetchone(f"SELECT value FROM {METADATA_TABLE} WHERE key = {{p}}", (key,))
-        return None if row is None else str(row[0])
 
     def _highest(self, conn: SqlConnection, persistence_id: PersistenceId) -> SequenceNr:
         written, deleted = conn.execute(

@@ -22,7 +22,7 @@ from ordo.storage.rows import (
     tag_summary_from_row,
     tag_view_key_from_row,
 )
-from ordo.storage.sql_store import SqlDatastore, SqlStore
+from ordo.storage.sql_store import SqlDatastore, SqlMetadataReads, SqlStore
 from ordo.tagging import TaggedEvent, TagProgress, TagSummary, TagWrite
 from ordo.time import BucketSize, TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TimeBucket
@@ -40,7 +40,7 @@ AFTER_PARAMETER = 2
 """Where a page query's `after` is among its parameters (`packed_page_query`)."""
 
 
-class SqlTagViewStore(SqlStore, ABC):
+class SqlTagViewStore(SqlMetadataReads, ABC):
     """TagViewStore methods that are plain SQL; subclasses add the bulk writes.
 
     The writes are declared here, abstract, so that a `SqlTagViewStore` is a whole TagViewStore
