@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -307,6 +308,47 @@ def test_async_iterators_deliver_the_same_events(
 
     assert asyncio.run(collect()) == list(queries.current("t"))
     assert asyncio.run(first_live()).tag_pid_sequence_nr == 1
+
+
+def test_quiet_live_async_streams_leave_the_loops_default_executor_free(
+    journal_factory: Callable[..., Journal], queries: EventsByTag
+) -> None:
+    """A live stream on a quiet tag waits in its thread until an event comes.
+
+    Run in the loop's default executor, as many quiet live_async streams as it has threads
+    (min(32, cpus + 4) unless the application sets its own) held every one of them: a later
+    stream, on a tag with events, delivered nothing, and the application's own
+    asyncio.to_thread calls waited for ever. The wait_for timeouts end such a hang.
+    """
+    journal = journal_factory(settings=WRITE)
+    journal.append("p", [NewEvent.of(1, tags=["busy"])])
+    _settled()
+    executor_threads = 2
+
+    async def quiet() -> None:
+        async for _ in queries.live_async("quiet"):
+            raise AssertionError
+
+    async def first_busy() -> EventEnvelope:
+        async for envelope in queries.live_async("busy"):
+            return envelope
+        raise AssertionError
+
+    async def main() -> tuple[EventEnvelope, str]:
+        executor = ThreadPoolExecutor(max_workers=executor_threads)
+        asyncio.get_running_loop().set_default_executor(executor)
+        waiting = [asyncio.create_task(quiet()) for _ in range(executor_threads)]
+        await asyncio.sleep(0)  # each quiet stream starts its first wait
+        try:
+            envelope = await asyncio.wait_for(first_busy(), timeout=30)
+            return envelope, await asyncio.wait_for(asyncio.to_thread(str, 7), timeout=30)
+        finally:
+            for task in waiting:
+                task.cancel()
+            await asyncio.gather(*waiting, return_exceptions=True)
+
+    envelope, text = asyncio.run(main())
+    assert (envelope.persistence_id, text) == ("p", "7")
 
 
 def test_next_after_a_read_failed_mid_poll_delivers_the_pages_read_before_it(

@@ -199,17 +199,32 @@ class TagStream(Iterator[EventEnvelope]):
 
 
 async def _drain(stream: TagStream) -> AsyncIterator[EventEnvelope]:
-    """Run a stream's blocking polls in a worker thread, one batch at a time.
+    """Run a stream's blocking polls in a thread of its own, one batch at a time.
+
+    Not in the loop's default executor: a live stream waits in its thread until an event
+    comes, so as many quiet live streams as that executor has threads (min(32, cpus + 4))
+    held all of them, and every later stream, and whatever else the application ran there
+    (asyncio.to_thread, getaddrinfo), waited for ever. The thread ends with the stream:
+    close() ends its wait. The context is copied into each call, as asyncio.to_thread does.
 
     asyncio is imported here, its one use, where an event loop runs and has loaded it: a
     process that only reads synchronously (Spark's source process, started afresh for every
     streaming query) does not load it for `import ordo`.
     """
     import asyncio
+    import contextvars
+    from concurrent.futures import ThreadPoolExecutor
 
+    loop = asyncio.get_running_loop()
+    thread = ThreadPoolExecutor(
+        max_workers=1, thread_name_prefix=f"ordo-events-by-tag-{stream.tag}"
+    )
     try:
-        while batch := await asyncio.to_thread(stream.next_batch):
+        while batch := await loop.run_in_executor(
+            thread, contextvars.copy_context().run, stream.next_batch
+        ):
             for envelope in batch:
                 yield envelope
     finally:
         stream.close()
+        thread.shutdown(wait=False)
