@@ -155,6 +155,37 @@ def test_a_stopped_processor_starts_again(stores: Stores, journal: Journal, sql:
     assert processor.failure is None
 
 
+def test_a_handler_that_stops_its_processor_has_its_batch_applied(
+    stores: Stores, journal: Journal, sql: SqlRunner
+) -> None:
+    """stop() from the handler joined the handler's own thread: RuntimeError ("cannot join
+    current thread") in the handler, its batch rolled back, and the processor stopped having
+    applied nothing (and so again at every start: the handler stops it on the same event).
+    """
+    append_events(journal, 10, pids=1)
+    errors: list[Exception] = []
+
+    def handle(event: EventEnvelope, context: HandlerContext) -> None:
+        counting_handler(event, context)
+        if event.tag_pid_sequence_nr == 10:
+            try:
+                processor.stop()
+            except Exception as exc:
+                errors.append(exc)
+                raise
+
+    settings = replace(FAST, thread_count=2, initial_segment_count=2)
+    processor = TrackingProcessor(
+        "counts", source(stores), stores.tokens, handle, settings=settings
+    )
+    processor.start()
+    wait_for(lambda: not processor.is_running)
+    processor.stop(timeout=30)
+    assert not [t for t in threading.enumerate() if t.name.startswith("ordo-counts-")]
+    assert (errors, processor.failure) == ([], None)
+    assert sql("SELECT n, last FROM counts WHERE pid = ?", "p0") == [(10, 10)]
+
+
 def test_every_event_is_applied_once_in_order_while_segments_split_and_merge(
     stores: Stores, journal: Journal, sql: SqlRunner
 ) -> None:

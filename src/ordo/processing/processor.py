@@ -148,10 +148,19 @@ class TrackingProcessor:
         left to expire after `claim_timeout`, as a crashed process's claims do (waiting out the
         outage would hold up the caller for the pool's timeout, twice). Nothing handled is
         lost: a batch that was not committed is handled again by the segment's next owner.
+
+        Called by a handler (in one of the processor's threads) it only tells the threads to
+        stop, and returns: the handler's batch commits, and each thread ends after its batch.
+        Joining the threads there raised RuntimeError (a thread cannot join itself) into the
+        handler, whose batch rolled back (the processor stopped on the same event at every
+        start), after waiting for the other threads, whose releases, on SQLite, waited for the
+        handler's transaction: a deadlock until the busy timeout.
         """
         self._stopped.set()
         for worker in self._workers:
             worker.wake.set()
+        if threading.current_thread() in self._workers:
+            return
         for worker in self._workers:
             worker.join(timeout)
         logger.info("processor stopped: name=%s", self.name)
