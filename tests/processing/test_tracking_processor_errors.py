@@ -104,6 +104,36 @@ def test_a_failure_in_fail_mode_stops_the_processor_and_applies_nothing_of_its_b
     assert (entry.token, entry.owner) == (TrackingToken(), None)
 
 
+@pytest.mark.parametrize("exit_error", [SystemExit, KeyboardInterrupt, GeneratorExit])
+def test_a_handler_raising_an_exit_stops_the_processor_with_the_event_named(
+    stores: Stores, journal: Journal, sql: SqlRunner, exit_error: type[BaseException]
+) -> None:
+    """A BaseException that is no Exception ended the thread that handled the event, with no
+    failure kept (threading drops SystemExit without a word) while the other threads went on
+    with their segments: the processor stopped processing the event's segment for ever.
+    """
+    append_events(journal, 100)
+
+    def handle(event: EventEnvelope, context: HandlerContext) -> None:
+        if (event.persistence_id, event.tag_pid_sequence_nr) == ("p3", 5):
+            raise exit_error
+        counting_handler(event, context)
+
+    processor = TrackingProcessor("counts", source(stores), stores.tokens, handle, settings=FAST)
+    processor.start()
+    try:
+        wait_for(lambda: processor.failure is not None)
+    finally:
+        processor.stop(timeout=30)
+    failure = processor.failure
+    assert isinstance(failure, EventHandlingError)
+    assert (failure.persistence_id, failure.sequence_nr) == ("p3", 5)
+    assert type(failure.cause) is exit_error
+    assert not [t for t in threading.enumerate() if t.name.startswith("ordo-counts-")]
+    ((last_applied,),) = sql("SELECT coalesce(max(last), 0) FROM counts WHERE pid = ?", "p3")
+    assert int(str(last_applied)) < 5
+
+
 def _failing_every_event(stores: Stores, **changes: Any) -> tuple[TrackingProcessor, list[str]]:
     """A one-thread processor (FAST with `changes`) whose handler fails every event, and the
     attempts it made ("pid#n" each), in the order made."""

@@ -165,7 +165,9 @@ class EventHandlingError(OrdoError):
     """A tracking processor's handler kept failing on an event and the error mode is `fail`.
 
     Also raised, whatever the error mode, when the processor's sequencing policy raised on the
-    event (`cause`): the event belongs to no segment. The batch holding the event was rolled
+    event (`cause`): the event belongs to no segment; and when the handler raised a
+    BaseException that is no Exception (SystemExit, KeyboardInterrupt, GeneratorExit): it asks
+    to end, not to retry or skip the event. The batch holding the event was rolled
     back, so nothing of it was applied; the processor stopped and its segments were released.
     """
 

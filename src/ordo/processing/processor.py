@@ -56,8 +56,10 @@ class TrackingProcessor:
     (a folder in its place) or that was taken away under the stores, a table dropped. An
     outage (StorageUnavailableError) is retried until the server is back. A sequencing policy
     that raises on an event stops it too, under any error mode, with an EventHandlingError
-    naming the event: the event belongs to no segment. So does any error a worker thread does
-    not expect (kept in `failure`: no thread ends silently). The constructor refuses a source,
+    naming the event: the event belongs to no segment. So does a handler that raises
+    SystemExit, KeyboardInterrupt or GeneratorExit (an EventHandlingError naming the event,
+    whatever the error mode), and any error a worker thread does not expect (kept in
+    `failure`: no thread ends silently). The constructor refuses a source,
     a token store, settings, a policy, a clock or a handler of the wrong kind
     (ConfigurationError), which the worker threads would otherwise fail on, and a name the
     token store would refuse (InvalidIdentifierError). split(), merge() and release() of a

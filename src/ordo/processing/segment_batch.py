@@ -91,6 +91,8 @@ def _batch(
                     p._handler(row, event_context)
                 except Exception as exc:  # user code: rerun the batch carefully
                     raise _HandlerFailedError from exc
+                except BaseException as exc:
+                    raise _handling_error(p, row, exc) from exc
             if p._is_per_id:
                 batch.record(row.persistence_id, row.tag_pid_sequence_nr)
             else:
@@ -115,6 +117,8 @@ def _handle(
             error = exc
             if attempt < settings.max_retries and p._stopped.wait(_retry_wait(p, attempt)):
                 raise _StoppedRetryingError from exc
+        except BaseException as exc:
+            raise _handling_error(p, row, exc) from exc
     if settings.error_mode is ErrorMode.SKIP:
         logger.warning(
             "skipped an event: processor=%s persistence_id=%s sequence_nr=%d error=%r",
@@ -126,12 +130,26 @@ def _handle(
     elif settings.error_mode is ErrorMode.DEAD_LETTER:
         batch.dead_letter(DeadLetter.of(row, error))
     else:
-        raise EventHandlingError(
-            processor=p.name,
-            persistence_id=row.persistence_id,
-            sequence_nr=row.sequence_nr,
-            cause=error,
-        )
+        raise _handling_error(p, row, error)
+
+
+def _handling_error(
+    p: TrackingProcessor, row: EventEnvelope, cause: BaseException
+) -> EventHandlingError:
+    """The error that stops the processor on `row`: its handler failed for good, or exited.
+
+    A handler's BaseException that is no Exception (SystemExit, KeyboardInterrupt,
+    GeneratorExit) stops the processor at once, whatever the error mode: it asks to end, not
+    to retry or pass over the event. Let through, it ended the thread that met the event
+    (threading drops SystemExit without a word) with no `failure` kept, while the other
+    threads went on with their segments: the event's segment was processed no more.
+    """
+    return EventHandlingError(
+        processor=p.name,
+        persistence_id=row.persistence_id,
+        sequence_nr=row.sequence_nr,
+        cause=cause,
+    )
 
 
 def _retry_wait(p: TrackingProcessor, attempt: int) -> float:
