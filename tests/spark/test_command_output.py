@@ -472,3 +472,53 @@ def _wait_for_python_workers(job: subprocess.Popen[str], *, timeout_s: float = 1
                 return
         time.sleep(0.2)
     pytest.fail("no Python worker of Spark started")
+
+
+def test_sigterm_stops_cdc_simulate_as_ctrl_c_does_leaving_no_work_dir_or_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM, sent to the command alone as a service manager sends it, ended it at once
+    without a word, and left the folder of the launcher of Spark's Python workers in the
+    temporary folder, as well as the simulation's work folder when it came during the run."""
+    work = tmp_path / "tmp"
+    work.mkdir()
+    monkeypatch.setenv("TMPDIR", str(work))
+    command = [str(ORDO), "cdc", "simulate", "--master", "local[1]"]
+    simulate = _running(command, tmp_path, "")
+    try:
+        deadline = time.monotonic() + 120
+        while not any(work.glob("ordo-cdc-simulate-*/log/readings")):  # the run has begun
+            assert simulate.poll() is None, "the command ended before its run began"
+            assert time.monotonic() < deadline, "no delivery was published in 120 s"
+            time.sleep(0.05)
+        simulate.send_signal(signal.SIGTERM)
+        out, err = simulate.communicate(timeout=120)
+    finally:
+        _stopped(simulate)
+
+    assert (simulate.returncode, out) == (128 + signal.SIGTERM, "")
+    assert err.splitlines()[1:] == [
+        "cdc simulate interrupted: the materializer stopped, no verdict"
+    ]
+    assert list(work.iterdir()) == []
+    _wait_for_no_process(simulate)
+
+
+def _wait_for_no_process(job: subprocess.Popen[str], *, timeout_s: float = 60) -> None:
+    """Wait until no process of `job`'s session is left (Spark's JVM, its Python workers)."""
+    deadline = time.monotonic() + timeout_s
+    while left := [
+        (proc / "cmdline").read_bytes()[:80]
+        for proc in Path("/proc").iterdir()
+        if proc.name.isdigit() and _in_session(int(proc.name), job.pid)
+    ]:
+        if time.monotonic() > deadline:
+            pytest.fail(f"processes of the job are left: {left}")
+        time.sleep(0.2)
+
+
+def _in_session(pid: int, session: int) -> bool:
+    try:
+        return os.getsid(pid) == session
+    except OSError:  # it ended
+        return False

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from ordo.cdc import Publisher, SchemaRegistry
+from ordo.cdc.change_rows import ChangeRows
 from ordo.cdc.ingest import MutationLines, parse_mutation_lines, prepare_ingest
 from ordo.cli.cdc_capture import capture
 from ordo.cli.cdc_materialize import materialize
@@ -29,7 +30,6 @@ from ordo.cli.options import (
     NUMBER,
     existing_journal,
     int_option,
-    interruptible,
     journal_option,
     json_option,
     master_options,
@@ -38,6 +38,7 @@ from ordo.cli.options import (
     progress,
     require_journal,
 )
+from ordo.cli.termination import interrupted_status, interruptible, terminable
 from ordo.storage.open import existing_stores_at
 from ordo.storage.parquet import ParquetChangeLog
 
@@ -65,28 +66,47 @@ def ingest(
     line, or a table with no registered schema (`ordo cdc schemas register`), is reported with
     its file and line number and nothing of any input is published. Then each input is
     published in turn and reported once it is in; when storage fails, the inputs reported stay
-    published, and running the command again publishes what the change log lacks.
+    published, and running the command again publishes what the change log lacks. Ctrl-C, or
+    SIGTERM, ends it with one line saying so too (status 130, or 143).
     """
     url = existing_journal(journal_url)
-    inputs = [parse_mutation_lines(str(f), f.read_bytes()) for f in files] or [
-        parse_mutation_lines("stdin", sys.stdin.buffer.read())
-    ]
-    publisher = Publisher(ParquetChangeLog(change_log), partitions=partitions)
-    with existing_stores_at(url) as stores:  # only read: an older journal is not upgraded
-        prepared = prepare_ingest(inputs, publisher, SchemaRegistry(stores.schemas))
-    for index, (lines, rows) in enumerate(zip(inputs, prepared, strict=True)):
-        try:
+    with interruptible("cdc ingest interrupted: nothing published"), terminable():
+        inputs = [parse_mutation_lines(str(f), f.read_bytes()) for f in files] or [
+            parse_mutation_lines("stdin", sys.stdin.buffer.read())
+        ]
+        publisher = Publisher(ParquetChangeLog(change_log), partitions=partitions)
+        with existing_stores_at(url) as stores:  # only read: an older journal is not upgraded
+            prepared = prepare_ingest(inputs, publisher, SchemaRegistry(stores.schemas))
+        _publish(inputs, prepared, publisher)
+
+
+def _publish(
+    inputs: Sequence[MutationLines], prepared: Sequence[ChangeRows], publisher: Publisher
+) -> None:
+    """Publish each input's `prepared` rows in turn, reporting each input once it is in.
+
+    A storage error, or a stop (Ctrl-C; SIGTERM within `terminable()`), names on stderr what is
+    left (`_what_is_left`): the stop in the one line of an interrupted command, which SIGTERM's
+    default action did not print, leaving the publish in flight's staged files behind.
+    """
+    done = 0
+    try:
+        for lines, rows in zip(inputs, prepared, strict=True):
             receipt = publisher.publish_rows(rows)
-        except BaseException:  # a storage error, Ctrl-C: say what did not go in
-            if len(inputs) > 1:
-                _say_what_is_left(inputs[index:])
-            raise
-        count = sum(receipt.published.values())
-        click.echo(f"{lines.source}: published {count}, skipped {receipt.skipped}")
+            count = sum(receipt.published.values())
+            click.echo(f"{lines.source}: published {count}, skipped {receipt.skipped}")
+            done += 1
+    except KeyboardInterrupt as interrupt:
+        progress(f"cdc ingest interrupted: {_what_is_left(inputs[done:])}")
+        raise click.exceptions.Exit(interrupted_status(interrupt)) from None
+    except Exception:
+        if len(inputs) > 1:
+            progress(_what_is_left(inputs[done:]))
+        raise
 
 
-def _say_what_is_left(left: Sequence[MutationLines]) -> None:
-    """Name, on stderr, the input whose publish failed and those after it, not published.
+def _what_is_left(left: Sequence[MutationLines]) -> str:
+    """The input whose publish failed (or was stopped) and those after it, not published.
 
     The inputs before it were each reported as published and stay so: the change log has no
     transaction across them. The failed one may be in part (its tables are appended one by
@@ -94,10 +114,9 @@ def _say_what_is_left(left: Sequence[MutationLines]) -> None:
     """
     failed, *rest = left
     after = f"; not published: {', '.join(lines.source for lines in rest)}" if rest else ""
-    click.echo(
+    return (
         f"{failed.source}: not published, or in part{after}; running the command again "
-        "publishes what the change log lacks",
-        err=True,
+        "publishes what the change log lacks"
     )
 
 

@@ -14,11 +14,11 @@ from ordo.cli.integer_range import IntegerRange
 from ordo.cli.options import (
     ThrottledProgress,
     int_option,
-    interruptible,
     journal_option,
     journal_to_write,
     progress,
 )
+from ordo.cli.termination import stoppable
 from ordo.cli.variable_option import VariableOption
 from ordo.settings import CaptureSettings
 from ordo.settings.loading import LONGEST_MS
@@ -124,11 +124,13 @@ def _capture(runner: Capture, tables: tuple[str, ...], *, snapshot: bool, follow
     """Publish the snapshot when asked, then capture until idle (or interrupted with `follow`).
 
     The summary counts the snapshot's rows too: they are published, so it must not say "no
-    changes". Ctrl-C during the snapshot ends the command as during the capture.
+    changes". Ctrl-C during the snapshot ends the command as during the capture. SIGTERM ends it
+    so too (`stoppable`): its default action left the source's lock file behind, and the
+    operator without the line.
     """
     snapshots: dict[str, int] = {}
     skipped = 0
-    with interruptible("capture interrupted; everything published is durable"):
+    with stoppable("capture interrupted; everything published is durable"):
         if snapshot:
             for table in tables:
                 receipt = runner.publish_snapshot(table)

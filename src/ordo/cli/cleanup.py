@@ -17,9 +17,9 @@ from ordo.cli.operations_options import (
 from ordo.cli.options import (
     ThrottledProgress,
     aware_time,
-    interruptible,
     settings_from_env,
 )
+from ordo.cli.termination import interruptible
 from ordo.settings import EventsByTagSettings
 from ordo.settings.loading import LONGEST_MS
 from ordo.time import epoch_ms_of

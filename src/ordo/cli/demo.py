@@ -14,7 +14,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from ordo.cli.options import interruptible, master_options, print_fields, workload_options
+from ordo.cli.options import master_options, print_fields, workload_options
+from ordo.cli.termination import interruptible
 from ordo.simulation.workload import Workload
 from ordo.storage.location import (
     SQLiteLocation,

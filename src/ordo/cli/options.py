@@ -6,8 +6,8 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from datetime import MAXYEAR, UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
@@ -17,7 +17,6 @@ import click
 from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.integer_range import IntegerRange
 from ordo.cli.spark_master import SPARK_MASTER
-from ordo.cli.termination import interrupted_status
 from ordo.cli.variable_option import VariableOption
 from ordo.errors import ConfigurationError, InvalidIdentifierError, InvalidInputError
 from ordo.settings import ENV_PREFIX, EventsByTagSettings, ProcessorSettings
@@ -303,20 +302,6 @@ def without_tokens(positions: int) -> str:
 def progress(message: str) -> None:
     """Progress of long work goes to stderr, so stdout stays one result."""
     click.echo(message, err=True)
-
-
-@contextmanager
-def interruptible(left: str) -> Iterator[None]:
-    """Ctrl-C ends the block with one line and exit status 130 (not click's "Aborted!" and 1).
-
-    The line, on stderr, is `left`: what the interrupted work leaves behind. SIGTERM within
-    `terminable()` ends it so too, with status 143.
-    """
-    try:
-        yield
-    except KeyboardInterrupt as interrupt:
-        progress(left)
-        raise click.exceptions.Exit(interrupted_status(interrupt)) from None
 
 
 class ThrottledProgress:

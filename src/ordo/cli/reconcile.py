@@ -14,7 +14,6 @@ from ordo.cli.operations_options import (
 )
 from ordo.cli.options import (
     ThrottledProgress,
-    interruptible,
     journal_option,
     json_option,
     master_options,
@@ -22,6 +21,7 @@ from ordo.cli.options import (
     progress,
     read_only_stores,
 )
+from ordo.cli.termination import interruptible
 from ordo.tools.receipts import OperationReceipt
 from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId, Tag

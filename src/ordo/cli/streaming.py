@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from ordo.cli.options import interruptible, progress
+from ordo.cli.options import progress
+from ordo.cli.termination import interruptible
 from ordo.errors import QueryFailedError
 from ordo.wording import counted
 

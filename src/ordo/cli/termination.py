@@ -9,8 +9,9 @@ what it opened, and the command ends with its one line and status 143 (128 + SIG
 a shell reports for a process that SIGTERM ended) where Ctrl-C's is 130.
 
 Only where the command's Ctrl-C path is known to stop its work: a Spark command stops its
-query or jobs by a flag it polls (`ordo.cli.streaming`), not by an exception raised into a Py4J
-call.
+query or jobs by a flag it polls (`ordo.cli.streaming`, `ordo.spark.interruption`), not by an
+exception raised into a Py4J call. `stoppable()` is the pair of the commands that are not
+Spark's: `terminable()` within `interruptible()`.
 """
 
 from __future__ import annotations
@@ -22,16 +23,17 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import NoReturn
 
+import click
+
+from ordo.cli.options import progress
+from ordo.terminated import Terminated
+
 INTERRUPTED_STATUS = 130
 """The exit status of a command ended by Ctrl-C, as shells report it (128 + SIGINT): how a
 live query, a followed capture or a streaming job is stopped, so not click's "Aborted!" and 1."""
 
 TERMINATED_STATUS = 128 + signal.SIGTERM
 """The exit status of a command that SIGTERM stopped within `terminable()` (143)."""
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM within `terminable()`: a KeyboardInterrupt, so every Ctrl-C path handles it."""
 
 
 def _terminate(_number: int, _frame: FrameType | None) -> NoReturn:
@@ -57,3 +59,27 @@ def terminable() -> Iterator[None]:
 def interrupted_status(interrupt: KeyboardInterrupt) -> int:
     """The exit status of a command that `interrupt` stopped: 143 for SIGTERM, else 130."""
     return TERMINATED_STATUS if isinstance(interrupt, Terminated) else INTERRUPTED_STATUS
+
+
+@contextmanager
+def interruptible(left: str) -> Iterator[None]:
+    """Ctrl-C ends the block with one line and exit status 130 (not click's "Aborted!" and 1).
+
+    The line, on stderr, is `left`: what the interrupted work leaves behind. SIGTERM within
+    `terminable()`, or during a Spark command's `run_job`, ends it so too, with status 143.
+    """
+    try:
+        yield
+    except KeyboardInterrupt as interrupt:
+        progress(left)
+        raise click.exceptions.Exit(interrupted_status(interrupt)) from None
+
+
+@contextmanager
+def stoppable(left: str) -> Iterator[None]:
+    """`interruptible(left)` that SIGTERM ends too (`terminable()`): for work that is no Spark's.
+
+    SIGTERM's handler is given back before the line is printed.
+    """
+    with interruptible(left), terminable():
+        yield

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from ordo.cli.operations_options import OperationRequest, guarded_options, spark_partitions_option
-from ordo.cli.options import ThrottledProgress, interruptible, master_options, print_json, progress
+from ordo.cli.options import ThrottledProgress, master_options, print_json, progress
+from ordo.cli.termination import interruptible
 from ordo.storage.open import init_storage, open_existing_stores
 from ordo.tools.reconciliation import Reconciliation
 from ordo.tools.verify_report import VerifyReport

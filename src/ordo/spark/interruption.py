@@ -8,6 +8,10 @@ call reentered the connection the interrupted call was reading ("reentrant call 
 click's "Aborted!". Here SIGINT only sets a flag while the Spark calls block another thread, and
 the main thread, in no Py4J call of its own, cancels. `job_session` starts the session with
 `run_interruptibly` as well: started off the main thread, a SparkContext installs no handler.
+SIGTERM, what a service manager stops a command with, is handled so too and raised as
+`Terminated` (status 143): its default action ended the command without its line, and left the
+folder of the Python workers' launcher (`ordo.spark.worker_python`) and the command's own
+temporary folders behind.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TypeVar
 
 from pyspark.sql import SparkSession
+
+from ordo.terminated import Terminated
 
 T = TypeVar("T")
 
@@ -83,12 +89,12 @@ def run_job(spark: SparkSession, work: Callable[[], T]) -> T:
 
 
 def run_interruptibly(work: Callable[[], T], *, cancel: Callable[[], object] = lambda: None) -> T:
-    """`work()` on a thread of its own while this one waits, SIGINT setting a flag meanwhile.
+    """`work()` on a thread of its own while this one waits, SIGINT or SIGTERM setting a flag.
 
     What `work` returns is returned and what it raises is raised here. On Ctrl-C this thread
     calls `cancel()`, again every CANCEL_INTERVAL_S until `work` has ended (WORK_END_WAIT_S at
-    most), then raises KeyboardInterrupt; what `work` returned or raised (a cancelled job's
-    error) is dropped. Off the main thread `work` simply runs.
+    most), then raises KeyboardInterrupt (Terminated for SIGTERM); what `work` returned or
+    raised (a cancelled job's error) is dropped. Off the main thread `work` simply runs.
     """
     if threading.current_thread() is not threading.main_thread():
         return work()
@@ -102,7 +108,7 @@ def run_interruptibly(work: Callable[[], T], *, cancel: Callable[[], object] = l
             failure.append(exc)
 
     worker = threading.Thread(target=run, name="ordo-spark-call", daemon=True)
-    with sigint_flag() as interrupted:
+    with signal_flag(signal.SIGINT, signal.SIGTERM) as interrupted:
         worker.start()
         while worker.is_alive() and not interrupted.wait(CANCEL_INTERVAL_S):
             pass
@@ -112,7 +118,7 @@ def run_interruptibly(work: Callable[[], T], *, cancel: Callable[[], object] = l
                 worker.join(CANCEL_INTERVAL_S)
                 if not worker.is_alive():
                     break
-            raise KeyboardInterrupt
+            raise Terminated if interrupted.received == signal.SIGTERM else KeyboardInterrupt
     if failure:
         raise failure[0]
     return outcome[0]

@@ -5,6 +5,10 @@ mutations without a position, and the change log's partition count.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -260,3 +264,43 @@ def test_a_segment_too_long_for_a_file_name_is_refused_before_any_file_is_publis
     one_line_error(code, err, "InvalidInputError: ")
     assert "is too long to name a change log file" in err
     assert log_files(tmp_path / "log") == {}
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_ingest_says_what_is_left_in_one_line_and_leaves_no_staged_file(
+    tmp_path: Path, journal: str, stop: signal.Signals
+) -> None:
+    """Ctrl-C printed click's "Aborted!" and exited 1; SIGTERM (a service manager's stop) ended
+    the ingest at once, without a word, leaving the publish in flight's hidden staged files in
+    the change log."""
+    ingest = registered(tmp_path, journal)
+    inputs = [tmp_path / f"{n}.jsonl" for n in range(20)]
+    for n, path in enumerate(inputs):
+        path.write_text(
+            "".join(
+                readings(position=n * 2_000 + k).replace(
+                    '"partition_key": [1]', f'"partition_key": [{k}]'
+                )
+                + "\n"
+                for k in range(2_000)
+            ),
+            encoding="utf-8",
+        )
+    command = [sys.executable, "-m", "ordo", *ingest, *map(str, inputs)]
+    running = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "log" / "readings"
+    deadline = time.monotonic() + 60
+    while not any(log.rglob("*.parquet")):  # until the first input goes in
+        assert time.monotonic() < deadline, "the ingest published nothing in 60 s"
+        time.sleep(0.01)
+    running.send_signal(stop)
+    out, err = running.communicate(timeout=60)
+
+    published = len(out.splitlines())  # a line for each input published
+    left, *rest = inputs[published:]
+    after = f"; not published: {', '.join(map(str, rest))}" if rest else ""
+    assert (running.returncode, err) == (
+        128 + stop,
+        f"cdc ingest interrupted: {left}: not published, or in part{after}; running the command "
+        "again publishes what the change log lacks\n",
+    )
