@@ -48,19 +48,12 @@ def test_ctrl_c_ends_a_followed_capture_with_one_line_and_status_130(
 
 
 def test_sigterm_ends_a_followed_capture_as_ctrl_c_does_with_status_143(
-    tmp_path: Path, journal: str
+    request: pytest.FixtureRequest, tmp_path: Path, journal: str
 ) -> None:
     """What a service manager stops a capture with. It ended the capture at once, without a
     word, and left the source's lock file `<source>-ordo-capture.lock` behind."""
-    source = tmp_path / "shop.db"
-    with closing(sqlite3.connect(source)) as conn, conn:
-        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY)")
-
-    def insert(key: int) -> None:
-        with closing(sqlite3.connect(source)) as conn, conn:
-            conn.execute("INSERT INTO items VALUES (?)", (key,))
-
-    args = ["cdc", "capture", str(source), "--table", "items", "--journal", journal]
+    source, insert, _ = _capture_source(request, tmp_path, "sqlite")
+    args = ["cdc", "capture", *source, "--table", "items", "--journal", journal]
     args += ["--change-log", str(tmp_path / "log")]
     assert run_ordo(*args)[0] == 0  # installs the triggers: the next change is captured
     with _following(args, insert) as capture:
