@@ -484,8 +484,7 @@ def test_sigterm_stops_cdc_simulate_as_ctrl_c_does_leaving_no_work_dir_or_proces
     work.mkdir()
     monkeypatch.setenv("TMPDIR", str(work))
     command = [str(ORDO), "cdc", "simulate", "--master", "local[1]"]
-    simulate = _running(command, tmp_path, "")
-    try:
+    with _running(command, tmp_path) as simulate:
         deadline = time.monotonic() + 120
         while not any(work.glob("ordo-cdc-simulate-*/log/readings")):  # the run has begun
             assert simulate.poll() is None, "the command ended before its run began"
@@ -493,8 +492,6 @@ def test_sigterm_stops_cdc_simulate_as_ctrl_c_does_leaving_no_work_dir_or_proces
             time.sleep(0.05)
         simulate.send_signal(signal.SIGTERM)
         out, err = simulate.communicate(timeout=120)
-    finally:
-        _stopped(simulate)
 
     assert (simulate.returncode, out) == (128 + signal.SIGTERM, "")
     assert err.splitlines()[1:] == [

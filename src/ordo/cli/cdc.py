@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from ordo.cli.options import (
     require_journal,
 )
 from ordo.cli.termination import interrupted_status, interruptible, terminable
+from ordo.interrupts import run_interruptibly
 from ordo.storage.open import existing_stores_at
 from ordo.storage.parquet import ParquetChangeLog
 
@@ -85,23 +87,35 @@ def _publish(
 ) -> None:
     """Publish each input's `prepared` rows in turn, reporting each input once it is in.
 
-    A storage error, or a stop (Ctrl-C; SIGTERM within `terminable()`), names on stderr what is
-    left (`_what_is_left`): the stop in the one line of an interrupted command, which SIGTERM's
-    default action did not print, leaving the publish in flight's staged files behind.
+    A storage error, or a stop (Ctrl-C or SIGTERM), names on stderr what is left
+    (`_what_is_left`): the stop in the one line of an interrupted command, which SIGTERM's
+    default action did not print, leaving the publish in flight's staged files behind. The
+    inputs are published on a thread of their own (`run_interruptibly`), which a stop lets
+    finish the input in flight: raised into the publish's wait for its file writers, the
+    KeyboardInterrupt broke a lock of the thread pool now and then, and the command ended
+    with "cannot release un-acquired lock" and status 1.
     """
-    done = 0
-    try:
+    stop = threading.Event()
+    done: list[MutationLines] = []
+
+    def publish_each() -> None:
         for lines, rows in zip(inputs, prepared, strict=True):
+            if stop.is_set():
+                return
             receipt = publisher.publish_rows(rows)
             count = sum(receipt.published.values())
             click.echo(f"{lines.source}: published {count}, skipped {receipt.skipped}")
-            done += 1
+            done.append(lines)
+
+    try:
+        run_interruptibly(publish_each, cancel=stop.set)
     except KeyboardInterrupt as interrupt:
-        progress(f"cdc ingest interrupted: {_what_is_left(inputs[done:])}")
+        left = inputs[len(done) :]
+        progress(f"cdc ingest interrupted: {_what_is_left(left) if left else 'all published'}")
         raise click.exceptions.Exit(interrupted_status(interrupt)) from None
     except Exception:
         if len(inputs) > 1:
-            progress(_what_is_left(inputs[done:]))
+            progress(_what_is_left(inputs[len(done) :]))
         raise
 
 

@@ -74,7 +74,7 @@ def wait_for(query: Any, label: str) -> None:
     a reset right after was refused as of a running projection. `query` is a pyspark
     StreamingQuery (typed loosely: the CLI imports Spark lazily).
     """
-    from ordo.spark.interruption import signal_flag
+    from ordo.interrupts import signal_flag
     from ordo.spark.query_failure import query_failures
 
     reported = -1

@@ -26,7 +26,7 @@ from typing import NoReturn
 import click
 
 from ordo.cli.options import progress
-from ordo.terminated import Terminated
+from ordo.interrupts import Terminated
 
 INTERRUPTED_STATUS = 130
 """The exit status of a command ended by Ctrl-C, as shells report it (128 + SIGINT): how a

@@ -16,8 +16,9 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from ordo.errors import ConfigurationError, NoSparkExecutorError, SparkMasterUnreachableError
+from ordo.interrupts import run_interruptibly
 from ordo.settings.variables import SPARK_LOG_VARIABLE
-from ordo.spark.interruption import run_interruptibly, sigint_flag
+from ordo.spark.interruption import sigint_flag
 from ordo.spark.register import start_session
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")

@@ -1,0 +1,102 @@
+"""A command's work on a thread of its own, which Ctrl-C or SIGTERM stop between its steps.
+
+Ctrl-C raises KeyboardInterrupt wherever the main thread is: inside a Py4J call (Spark's, see
+`ordo.spark.interruption`), or inside a lock of a thread pool that a publish waits on, where
+it left "cannot release un-acquired lock" (an `ordo cdc ingest` ended with that error, status 1,
+now and then). Here a signal only sets a flag while the work runs on another thread; the main
+thread, waiting in no call of its own, then raises KeyboardInterrupt, or `Terminated` for
+SIGTERM (what a service manager stops a command with; exit status 143 where Ctrl-C's is 130).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+T = TypeVar("T")
+
+CANCEL_INTERVAL_S = 0.2
+"""How often an interrupted run cancels its work again until it has ended: a Spark job the
+work starts after a cancel (the next of verify's jobs) is cancelled too."""
+WORK_END_WAIT_S = 60.0
+"""How long an interrupted run waits for its work to end (Spark answering the cancels, a publish
+writing its last file) before it raises KeyboardInterrupt all the same; the work's thread is a
+daemon and goes with the process."""
+
+
+class Terminated(KeyboardInterrupt):
+    """A stop by SIGTERM: a KeyboardInterrupt, so every Ctrl-C path handles it (status 143)."""
+
+
+class SignalFlag(threading.Event):
+    """An event that a signal sets; `received` is the first signal's number (None before)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received: int | None = None
+
+    def receive(self, number: int) -> None:
+        """Set the event, keeping the first signal's number."""
+        if self.received is None:
+            self.received = number
+        self.set()
+
+
+@contextmanager
+def signal_flag(*numbers: signal.Signals) -> Iterator[SignalFlag]:
+    """A flag that the signals `numbers` set, in place of their handlers before, in the block.
+
+    Signals can be handled only on the main thread: elsewhere the flag stays unset.
+    """
+    flag = SignalFlag()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = {
+        number: signal.signal(number, lambda received, _frame: flag.receive(received))
+        for number in numbers
+    }
+    try:
+        yield flag
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def run_interruptibly(work: Callable[[], T], *, cancel: Callable[[], object] = lambda: None) -> T:
+    """`work()` on a thread of its own while this one waits, SIGINT or SIGTERM setting a flag.
+
+    What `work` returns is returned and what it raises is raised here. On Ctrl-C this thread
+    calls `cancel()`, again every CANCEL_INTERVAL_S until `work` has ended (WORK_END_WAIT_S at
+    most), then raises KeyboardInterrupt (Terminated for SIGTERM); what `work` returned or
+    raised (a cancelled job's error) is dropped. Off the main thread `work` simply runs.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return work()
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(work())
+        except BaseException as exc:  # raised again on the waiting thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, name="ordo-command-work", daemon=True)
+    with signal_flag(signal.SIGINT, signal.SIGTERM) as interrupted:
+        worker.start()
+        while worker.is_alive() and not interrupted.wait(CANCEL_INTERVAL_S):
+            pass
+        if interrupted.is_set():
+            for _ in range(int(WORK_END_WAIT_S / CANCEL_INTERVAL_S)):
+                cancel()
+                worker.join(CANCEL_INTERVAL_S)
+                if not worker.is_alive():
+                    break
+            raise Terminated if interrupted.received == signal.SIGTERM else KeyboardInterrupt
+    if failure:
+        raise failure[0]
+    return outcome[0]
