@@ -14,9 +14,13 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import TypeVar
 
 T = TypeVar("T")
+
+Handler = Callable[[int, FrameType | None], object]
+"""A signal handler, as `signal.signal` takes one."""
 
 CANCEL_INTERVAL_S = 0.2
 """How often an interrupted run cancels its work again until it has ended: a Spark job the
@@ -46,24 +50,31 @@ class SignalFlag(threading.Event):
 
 
 @contextmanager
+def handling(handler: Handler, *numbers: signal.Signals) -> Iterator[None]:
+    """Within the block, `handler` handles the signals `numbers`; their handlers before after.
+
+    Signals can be handled only on the main thread: elsewhere they keep their handlers.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.signal(number, handler) for number in numbers}
+    try:
+        yield
+    finally:
+        for number, before in previous.items():
+            signal.signal(number, before)
+
+
+@contextmanager
 def signal_flag(*numbers: signal.Signals) -> Iterator[SignalFlag]:
     """A flag that the signals `numbers` set, in place of their handlers before, in the block.
 
     Signals can be handled only on the main thread: elsewhere the flag stays unset.
     """
     flag = SignalFlag()
-    if threading.current_thread() is not threading.main_thread():
+    with handling(lambda received, _frame: flag.receive(received), *numbers):
         yield flag
-        return
-    previous = {
-        number: signal.signal(number, lambda received, _frame: flag.receive(received))
-        for number in numbers
-    }
-    try:
-        yield flag
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
 
 
 def run_interruptibly(work: Callable[[], T], *, cancel: Callable[[], object] = lambda: None) -> T:

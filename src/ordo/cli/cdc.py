@@ -39,7 +39,7 @@ from ordo.cli.options import (
     progress,
     require_journal,
 )
-from ordo.cli.termination import interrupted_status, interruptible, terminable
+from ordo.cli.termination import interrupted_status, interruptible, stoppable
 from ordo.interrupts import run_interruptibly
 from ordo.storage.open import existing_stores_at
 from ordo.storage.parquet import ParquetChangeLog
@@ -72,7 +72,7 @@ def ingest(
     SIGTERM, ends it with one line saying so too (status 130, or 143).
     """
     url = existing_journal(journal_url)
-    with interruptible("cdc ingest interrupted: nothing published"), terminable():
+    with stoppable("cdc ingest interrupted: nothing published"):
         inputs = [parse_mutation_lines(str(f), f.read_bytes()) for f in files] or [
             parse_mutation_lines("stdin", sys.stdin.buffer.read())
         ]

@@ -14,12 +14,11 @@ from ordo.cli.options import (
     json_option,
     print_fields,
     print_json,
-    progress,
     read_only_stores,
     require_journal,
     settings_from_env,
 )
-from ordo.cli.termination import interrupted_status, terminable
+from ordo.cli.termination import stoppable
 from ordo.errors import AppendStoppedError, OrdoError
 from ordo.journal import AppendReceipt, Journal
 from ordo.journal.event_lines import parse_event_lines
@@ -78,25 +77,22 @@ def append(journal_url: str | None, as_json: bool, source: TextIO) -> None:
     )
     receipts: list[AppendReceipt] = []
     # A service manager's SIGTERM takes Ctrl-C's way: the journal closes, releasing its writer
-    # lease, which a kill left to refuse reconciling the ids appended to until it expired.
-    try:
-        with terminable(), open_journal(url, settings=settings_from_env()) as journal:
-            for request in requests:
-                try:
-                    receipts.append(
-                        journal.append(
-                            request.persistence_id,
-                            request.events,
-                            expected_sequence_nr=request.expected_sequence_nr,
-                        )
+    # lease, which a kill left to refuse reconciling the ids appended to until it expired. The
+    # line gives no count: the run in flight may have committed.
+    with stoppable(_APPEND_INTERRUPTED), open_journal(url, settings=settings_from_env()) as journal:
+        for request in requests:
+            try:
+                receipts.append(
+                    journal.append(
+                        request.persistence_id,
+                        request.events,
+                        expected_sequence_nr=request.expected_sequence_nr,
                     )
-                except OrdoError as exc:
-                    raise AppendStoppedError(
-                        line=request.line, appended_events=_events(receipts), cause=exc
-                    ) from exc
-    except KeyboardInterrupt as interrupt:  # no count: the run in flight may have committed
-        progress(_APPEND_INTERRUPTED)
-        raise click.exceptions.Exit(interrupted_status(interrupt)) from None
+                )
+            except OrdoError as exc:
+                raise AppendStoppedError(
+                    line=request.line, appended_events=_events(receipts), cause=exc
+                ) from exc
     count = _events(receipts)
     if as_json:
         print_json(

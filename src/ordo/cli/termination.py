@@ -17,16 +17,15 @@ Spark's: `terminable()` within `interruptible()`.
 from __future__ import annotations
 
 import signal
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from types import FrameType
 from typing import NoReturn
 
 import click
 
 from ordo.cli.options import progress
-from ordo.interrupts import Terminated
+from ordo.interrupts import Terminated, handling
 
 INTERRUPTED_STATUS = 130
 """The exit status of a command ended by Ctrl-C, as shells report it (128 + SIGINT): how a
@@ -40,20 +39,12 @@ def _terminate(_number: int, _frame: FrameType | None) -> NoReturn:
     raise Terminated
 
 
-@contextmanager
-def terminable() -> Iterator[None]:
+def terminable() -> AbstractContextManager[None]:
     """Within the block, SIGTERM raises Terminated on the main thread (see the module).
 
     Signals can be handled only on the main thread: elsewhere SIGTERM keeps its handler.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    return handling(_terminate, signal.SIGTERM)
 
 
 def interrupted_status(interrupt: KeyboardInterrupt) -> int:

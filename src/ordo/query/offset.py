@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from ordo import arguments
 from ordo.errors import ConfigurationError, FutureOffsetError, OffsetFormatError
 from ordo.settings import QuerySettings
-from ordo.time import GREGORIAN_OFFSET_100NS, TimeUUID
+from ordo.time import EARLIEST_EPOCH_NS, TimeUUID
 from ordo.time.duration import nanoseconds
 
 
@@ -18,10 +18,6 @@ class NoOffset:
 
 
 NO_OFFSET = NoOffset()
-
-_EARLIEST_EPOCH_NS = -GREGORIAN_OFFSET_100NS * 100
-"""1582-10-15, where TimeUUIDs start: a look back stops there (at 1970 it started after an
-offset before then, and the events between the two were never delivered)."""
 
 Offset = NoOffset | TimeUUID
 """A TimeUUID offset is the last delivered event (inclusive): the query resumes after it."""
@@ -57,7 +53,9 @@ def looking_back(
     if not isinstance(settings.back_track_period, timedelta):
         return offset
     back_ns = offset.epoch_ns - nanoseconds(settings.back_track_period)
-    back = TimeUUID.min_for_epoch_ns(max(back_ns, _EARLIEST_EPOCH_NS))
+    # Not before 1582-10-15, where TimeUUIDs start (at 1970 it began after an offset before
+    # then, and the events between the two were never delivered).
+    back = TimeUUID.min_for_epoch_ns(max(back_ns, EARLIEST_EPOCH_NS))
     return back if replayed is None else max(back, min(replayed, offset))
 
 

@@ -10,10 +10,16 @@ from ordo.time.bucket import (
     format_first_time_bucket,
     parse_first_time_bucket,
 )
-from ordo.time.timeuuid import GREGORIAN_OFFSET_100NS, TimeUUID, TimeUUIDGenerator
+from ordo.time.timeuuid import (
+    EARLIEST_EPOCH_NS,
+    GREGORIAN_OFFSET_100NS,
+    TimeUUID,
+    TimeUUIDGenerator,
+)
 
 __all__ = [
     "DEFAULT_FIRST_TIME_BUCKET",
+    "EARLIEST_EPOCH_NS",
     "GREGORIAN_OFFSET_100NS",
     "BucketSize",
     "TimeUUID",

@@ -28,7 +28,8 @@ _MAX_LOW = 0x7F7F7F7F7F7F7F7F  # every low byte +127: Cassandra driver's endOf()
 _VARIANT_RFC_4122 = 0b10
 _MULTICAST_BIT = 1 << 40
 _UNIX_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
-_EARLIEST_EPOCH_NS = -GREGORIAN_OFFSET_100NS * 100
+EARLIEST_EPOCH_NS = -GREGORIAN_OFFSET_100NS * 100
+"""The earliest epoch nanoseconds a TimeUUID holds (1582-10-15): where a look back stops."""
 _LATEST_EPOCH_NS = (TIMESTAMP_MASK - GREGORIAN_OFFSET_100NS) * 100 + 99
 """The epoch nanoseconds a TimeUUID holds (floored to 100 ns): 1582-10-15 to 5236-03-31."""
 
@@ -194,10 +195,10 @@ class TimeUUID:
         """
         arguments.aware_datetime(dt, name="datetime", error=OffsetFormatError)
         epoch_ns = nanoseconds(dt - _UNIX_EPOCH)
-        if not _EARLIEST_EPOCH_NS <= epoch_ns <= _LATEST_EPOCH_NS:
+        if not EARLIEST_EPOCH_NS <= epoch_ns <= _LATEST_EPOCH_NS:
             held = " to ".join(
                 (_UNIX_EPOCH + _dt.timedelta(microseconds=ns // 1000)).isoformat()
-                for ns in (_EARLIEST_EPOCH_NS, _LATEST_EPOCH_NS)
+                for ns in (EARLIEST_EPOCH_NS, _LATEST_EPOCH_NS)
             )
             msg = f"datetime {dt.isoformat()} is outside the times a TimeUUID holds ({held})"
             raise OffsetFormatError(msg)
@@ -252,7 +253,7 @@ def _checked_timestamp(epoch_ns: object) -> int:
         epoch_ns,
         name="epoch_ns",
         error=OffsetFormatError,
-        minimum=_EARLIEST_EPOCH_NS,
+        minimum=EARLIEST_EPOCH_NS,
         maximum=_LATEST_EPOCH_NS,
     )
     return _timestamp_for(checked)
