@@ -6,6 +6,8 @@ and synced under a hidden name, and none renamed into place.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from ordo.storage.parquet import ParquetChangeLog
 pytestmark = pytest.mark.slow
 
 CHILD = Path(__file__).with_name("dying_publisher.py")
+INTERRUPTED = Path(__file__).with_name("interrupted_publisher.py")
 
 
 def kill_a_publisher(root: Path) -> None:
@@ -52,3 +55,24 @@ def test_a_publish_removes_only_its_own_segments_parts(tmp_path: Path) -> None:
     left = hidden_parts(tmp_path / "users")
     assert left
     assert all(name.startswith(".agent-unpositioned-") for name in left)
+
+
+def test_a_publish_that_ctrl_c_interrupts_leaves_no_hidden_part(tmp_path: Path) -> None:
+    """Ctrl-C while the files were staged (the publish's main thread waiting for its writers)
+    left every staged file as a hidden part: the writers finished them and nothing removed them,
+    nor did the next publishes of the same change log (it clears a segment's leftovers once), so
+    a program that went on after each interrupt kept a publish's worth of disk per interrupt."""
+    done = subprocess.run(
+        [sys.executable, str(INTERRUPTED), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "[]"]
+    receipt = Publisher(ParquetChangeLog(tmp_path), partitions=KILLED_PARTITIONS).publish(
+        killed_window()
+    )
+    assert receipt.published == {"users": 8}  # the positioned changes were all in already

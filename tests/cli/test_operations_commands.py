@@ -391,20 +391,47 @@ def test_rebuild_all_truncates_only_once_spark_has_started(tmp_path: Path) -> No
     assert tag_view_rows(url) == before
 
 
-def test_ctrl_c_ends_a_cleanup_with_one_line_and_status_130(tmp_path: Path) -> None:
-    """Ctrl-C printed click's "Aborted!" and exited 1, not saying what was left.
+_STOPPED_COMMANDS = {
+    "cleanup before": (["cleanup", "before", "NOW"], "cleanup interrupted: the batches deleted "),
+    "cleanup expire": (
+        ["cleanup", "expire", "--time-to-live-ms", "1"],
+        "cleanup interrupted: the batches deleted ",
+    ),
+    "rebuild --all --local": (
+        ["reconcile", "rebuild", "--all", "--local"],
+        "rebuild interrupted: the rows written so far stay",
+    ),
+}
+"""A long command on the tag views that stops between batches: its arguments, its stop line."""
 
-    The cleanup's stderr is a full pipe, so its first progress line holds it mid-deletion until
-    the test reads: a slow test (a loaded machine) once sent Ctrl-C after it had finished.
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("command", sorted(_STOPPED_COMMANDS))
+def test_a_stopped_cleanup_or_local_rebuild_says_so_in_one_line(
+    tmp_path: Path, command: str, stop: signal.Signals
+) -> None:
+    """Ctrl-C printed click's "Aborted!" and exited 1, not saying what was left. SIGTERM (a
+    service manager's stop, `kill`) ended the command at once, without that line (nor the newest
+    progress line held back, which says how far it got) and without an exit status of its own.
+
+    The command's stderr is a full pipe, so its first progress line holds it mid-work until the
+    test reads: a slow test (a loaded machine) once sent Ctrl-C after it had finished. The
+    rebuild starts from truncated tag views and prints its first line after 1,000 ids.
     """
     url = f"sqlite:///{tmp_path}/j.db"
+    ids = 1_010 if command.startswith("rebuild") else 100
     with open_journal(url, settings=WRITE) as journal:
-        for n in range(100):
-            journal.append(f"p{n}", [NewEvent.of(k, tags=["a", "b"]) for k in range(100)])
+        for n in range(ids):
+            journal.append(f"p{n}", [NewEvent.of(k, tags=["a", "b"]) for k in range(20)])
+    if command.startswith("rebuild"):
+        assert _run("reconcile", "truncate", "--journal", url)[0] == 0
+    rows = execute(url, "SELECT count(*) FROM tag_views")
+    arguments, stopped = _STOPPED_COMMANDS[command]
     now = datetime.now(UTC).isoformat()
+    given = [now if argument == "NOW" else argument for argument in arguments]
     filler, stderr = _full_pipe()
-    cleanup = subprocess.Popen(
-        [sys.executable, "-m", "ordo.cli.main", "cleanup", "before", now, "--journal", url],
+    running = subprocess.Popen(
+        [sys.executable, "-m", "ordo.cli.main", *given, "--journal", url],
         stdout=subprocess.PIPE,
         stderr=stderr,
         text=True,
@@ -413,15 +440,15 @@ def test_ctrl_c_ends_a_cleanup_with_one_line_and_status_130(tmp_path: Path) -> N
     os.close(stderr)
     with open(filler, encoding="utf-8") as err_pipe:
         deadline = time.monotonic() + 60
-        while execute(url, "SELECT count(*) FROM tag_views") == [(20_000,)]:  # until it deletes
-            assert time.monotonic() < deadline, "the cleanup deleted nothing in 60 s"
+        while execute(url, "SELECT count(*) FROM tag_views") == rows:  # until it works
+            assert time.monotonic() < deadline, "the command changed nothing in 60 s"
             time.sleep(0.01)
-        cleanup.send_signal(signal.SIGINT)
-        err = err_pipe.read()  # until the cleanup ends
-    out, _ = cleanup.communicate(timeout=30)
-    assert (cleanup.returncode, out) == (130, "")
-    assert err.splitlines()[-1].startswith("cleanup interrupted: the batches deleted so far ")
-    assert 0 < len(tag_view_rows(url)) < 20_000
+        running.send_signal(stop)
+        err = err_pipe.read()  # until the command ends
+    out, _ = running.communicate(timeout=30)
+    assert (running.returncode, out) == (128 + stop, "")
+    assert err.splitlines()[-1].startswith(stopped)
+    assert execute(url, "SELECT count(*) FROM tag_views") != rows
 
 
 def _full_pipe() -> tuple[int, int]:

@@ -19,7 +19,7 @@ from ordo.cli.options import (
     aware_time,
     settings_from_env,
 )
-from ordo.cli.termination import interruptible
+from ordo.cli.termination import stoppable
 from ordo.settings import EventsByTagSettings
 from ordo.settings.loading import LONGEST_MS
 from ordo.time import epoch_ms_of
@@ -31,6 +31,8 @@ _FORCE_PAST_LAGGING = (
     "Go on although tracking processors have not read the newest row it deletes (logged as a "
     "warning)."
 )
+# Ctrl-C, or SIGTERM (`stoppable`: its default action ended the run without saying how far it
+# got or what is left), stops the deletion between two batches' transactions.
 _INTERRUPTED = (
     "cleanup interrupted: the batches deleted so far stay deleted (see above), the other rows "
     "stay; run it again to delete them"
@@ -70,7 +72,7 @@ def before(request: OperationRequest, tag: Tag | None, time: str) -> None:
         time, name="TIME", unreadable="is not an ISO-8601 time (e.g. 2026-01-31T00:00:00+00:00)"
     )
     cutoff_ms = epoch_ms_of(moment)  # floored: never a row at or after TIME
-    with interruptible(_INTERRUPTED), request.tool(Cleanup) as tool, ThrottledProgress() as show:
+    with stoppable(_INTERRUPTED), request.tool(Cleanup) as tool, ThrottledProgress() as show:
         receipt = tool.delete_tag_views_before(
             cutoff_ms, tag=tag, force=request.force, dry_run=request.dry_run, on_progress=show
         )
@@ -97,7 +99,7 @@ def expire(request: OperationRequest, tag: Tag | None, time_to_live_ms: int | No
         ).time_to_live
     else:
         time_to_live = settings_from_env().time_to_live
-    with interruptible(_INTERRUPTED), request.tool(Cleanup) as tool, ThrottledProgress() as show:
+    with stoppable(_INTERRUPTED), request.tool(Cleanup) as tool, ThrottledProgress() as show:
         receipt = tool.expire(
             time_to_live, tag=tag, force=request.force, dry_run=request.dry_run, on_progress=show
         )

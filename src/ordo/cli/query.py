@@ -15,7 +15,7 @@ from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.integer_range import IntegerRange
 from ordo.cli.offset_argument import OFFSET_FORMS, offset_argument
 from ordo.cli.options import journal_option, progress, require_journal, settings_from_env
-from ordo.cli.termination import INTERRUPTED_STATUS
+from ordo.cli.termination import interrupted_status, terminable
 from ordo.errors import StorageAccessError, StorageUnavailableError
 from ordo.query import EventEnvelope, TagStream
 from ordo.reconnection import Reconnection
@@ -69,7 +69,9 @@ def query(
     ) as queries:
         stream = queries.live(tag, start) if live else queries.current(tag, start)
         delivered = 0
-        with stream:
+        # SIGTERM (a service manager's stop) ends it as Ctrl-C does, with status 143: by its
+        # default action the process died of the signal, unlike every other command it stops.
+        with stream, terminable():
             try:
                 for envelope in islice(_through_outages(stream) if live else stream, limit):
                     delivered += 1
@@ -80,8 +82,8 @@ def query(
                             f"{envelope.offset}  {envelope.persistence_id}#"
                             f"{envelope.tag_pid_sequence_nr}  {envelope.payload!r}"
                         )
-            except KeyboardInterrupt:
-                raise click.exceptions.Exit(INTERRUPTED_STATUS) from None
+            except KeyboardInterrupt as interrupt:
+                raise click.exceptions.Exit(interrupted_status(interrupt)) from None
     if not delivered:
         progress(_nothing_settled(tag, offset, query_settings))
 

@@ -21,7 +21,7 @@ from ordo.cli.options import (
     progress,
     read_only_stores,
 )
-from ordo.cli.termination import interruptible
+from ordo.cli.termination import interruptible, stoppable
 from ordo.tools.receipts import OperationReceipt
 from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId, Tag
@@ -150,8 +150,8 @@ def rebuild(
         return
     truncated: OperationReceipt | None = None
     if local:
-        with (
-            interruptible(_REBUILD_INTERRUPTED),
+        with (  # SIGTERM too: its default action ended the rebuild without its line
+            stoppable(_REBUILD_INTERRUPTED),
             request.tool(Reconciliation) as reconciliation,
             ThrottledProgress() as show,
         ):

@@ -35,6 +35,7 @@ from ordo.errors import (
     InvalidInputError,
     PartitionCountMismatchError,
     StorageAccessError,
+    StorageError,
     StorageIntegrityError,
 )
 from ordo.hashing import stable_hash
@@ -205,34 +206,42 @@ class ParquetChangeLog:
         all, in the usual case (a crash between renames leaves a prefix, which the next
         publish completes). The file name carries the segment and the position range. Files
         are written and synced by a few threads at once (Parquet encoding and fsync release
-        the GIL). A rename that fails keeps the files renamed before it (a retry skips them,
-        the positions read again from the names) and removes the others' hidden parts; those a
-        killed publisher left go with the segment's next publish there (`remove_left_parts`).
+        the GIL). A publish that fails, or that Ctrl-C interrupts, keeps the files renamed
+        before it stopped (a retry skips them, the positions read again from the names) and
+        removes the others' hidden parts (`_unstage`); those a killed publisher left go with
+        the segment's next publish there (`remove_left_parts`).
         """
         work = [(partition, rows) for partition, rows in files if len(rows)]
         workers = max(1, min(len(work), _WRITERS))
-        with self._writing(), ThreadPoolExecutor(max_workers=workers) as pool:
-            self._remove_left_parts(table, work)
-            futures = [pool.submit(self._stage, table, p, rows) for p, rows in work]
-            wait(futures)
-            failed = [error for f in futures if (error := f.exception()) is not None]
-            staged = [f.result() for f in futures if f.exception() is None]
-            try:
+        try:
+            with self._writing(), ThreadPoolExecutor(max_workers=workers) as pool:
+                self._remove_left_parts(table, work)
+                futures = [pool.submit(self._stage, table, p, rows) for p, rows in work]
+                wait(futures)
+                failed = [error for f in futures if (error := f.exception()) is not None]
                 if failed:
                     raise failed[0]
+                staged = [f.result() for f in futures]
                 for temporary, final, *_ in staged:
                     os.replace(temporary, final)
                 list(pool.map(fsync_directory, {final.parent for _, final, *_ in staged}))
-            except BaseException:
-                for temporary, _, segment, partition, _ in staged:
-                    temporary.unlink(missing_ok=True)
-                    self._last.pop((table, segment, partition), None)
-                raise
+        except BaseException:
+            self._unstage(table, work)
+            raise
         for _, _, segment, partition, last in staged:
             if last is None:
                 continue
             held = self.last_position(table, segment, partition)
             self._last[(table, segment, partition)] = last if held is None else max(held, last)
+
+    def _places(
+        self, table: str, work: Sequence[tuple[int, ChangeRows]]
+    ) -> Iterator[tuple[Path, str, int]]:
+        """Each (partition folder, segment, partition) that a publish of `work` writes to."""
+        for partition, rows in work:
+            directory = self.table_path(table) / f"partition={partition}"
+            for segment in set(rows.column("segment")):
+                yield directory, segment, partition
 
     def _remove_left_parts(self, table: str, work: Sequence[tuple[int, ChangeRows]]) -> None:
         """Remove the hidden parts a dead publisher of these segments left where they go.
@@ -240,12 +249,24 @@ class ParquetChangeLog:
         Once per segment and partition (`remove_left_parts`), and before any file is staged: a
         publish may stage two files of one segment in one partition (with and without positions).
         """
-        for partition, rows in work:
-            directory = self.table_path(table) / f"partition={partition}"
-            for segment in set(rows.column("segment")):
-                if (table, segment, partition) not in self._cleared:
-                    remove_left_parts(directory, self._listed(directory), segment_token(segment))
-                    self._cleared.add((table, segment, partition))
+        for directory, segment, partition in self._places(table, work):
+            if (table, segment, partition) not in self._cleared:
+                remove_left_parts(directory, self._listed(directory), segment_token(segment))
+                self._cleared.add((table, segment, partition))
+
+    def _unstage(self, table: str, work: Sequence[tuple[int, ChangeRows]]) -> None:
+        """Remove the hidden parts of a publish of `work` that stopped, once its writers ended.
+
+        Ctrl-C on the main thread, as it starts or waits for the writers, left the files they
+        finished all the same, which no later publish of this log removed (it clears a
+        segment's leftovers once): a program going on after each interrupt kept a publish's
+        disk for each. A segment has one writer, so its hidden parts are this publish's. Last
+        positions are read again; what cannot be removed is left to the next publisher.
+        """
+        for directory, segment, partition in self._places(table, work):
+            self._last.pop((table, segment, partition), None)
+            with suppress(OSError, StorageError):
+                remove_left_parts(directory, self._listed(directory), segment_token(segment))
 
     def _stage(
         self, table: str, partition: int, rows: ChangeRows

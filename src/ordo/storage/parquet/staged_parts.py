@@ -4,7 +4,8 @@ Each file of a publish is written and synced as `.<name>.<uuid>.tmp` (hidden fro
 pyarrow's listings) and renamed to `<name>` once every file of the publish is. A publisher killed
 in between (kill -9, a power cut) leaves its parts behind: nothing reads them, and nothing
 removed them either, so every such crash kept a publish's worth of disk (a snapshot's, all of
-it) for good. A publisher removes its own segment's leftovers before it first writes there.
+it) for good. A publisher removes its own segment's leftovers before it first writes there,
+and those of a publish of its own that failed or that Ctrl-C interrupted.
 """
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ def write_part(final: Path, table: pa.Table) -> Path:
 def remove_left_parts(directory: Path, names: Iterable[str], token: str) -> None:
     """Remove the hidden parts of segment `token`'s files among `names`, entries of `directory`.
 
-    For a publisher about to write the segment's first file there: a segment has one writer, so
-    a part of its own found then is one a publisher of the segment left when it died. Other
-    segments' parts may be another publisher's, being written: they are left alone.
+    For a publisher about to write the segment's first file there, or whose publish there
+    stopped: a segment has one writer, so a part of its own found then is one a publisher of the
+    segment left when it died, or this one's. Other segments' parts may be another publisher's,
+    being written: they are left alone.
     """
     for name in names:
         part = _PART.match(name)
