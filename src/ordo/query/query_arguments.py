@@ -31,11 +31,13 @@ def check_tag_query_arguments(
     is_live: object,
     runs: object,
     known: object,
+    after_reset: object,
 ) -> None:
     """Raise the error of the first argument that is of no use, naming it.
 
-    Parts (the readers, settings, bucket size) and `is_live` raise ConfigurationError; the tag
-    InvalidIdentifierError; an offset other than NoOffset or a TimeUUID OffsetFormatError
+    Parts (the readers, settings, bucket size), `is_live` and `after_reset` raise
+    ConfigurationError; the tag InvalidIdentifierError; an offset other than NoOffset or a
+    TimeUUID OffsetFormatError
     (`to_offset` reads texts and datetimes); the clock readings InvalidInputError; `known`
     InvalidInputError unless it is a mapping.
     """
@@ -54,5 +56,6 @@ def check_tag_query_arguments(
     arguments.integer(first_time_bucket_ms, name="first_time_bucket_ms", error=InvalidInputError)
     arguments.integer(now_ns, name="now_ns", error=InvalidInputError)
     flag("is_live", is_live)  # type: ignore[arg-type] # checking it is the point
+    flag("after_reset", after_reset)  # type: ignore[arg-type]
     if known is not None:  # its entries are not looked at: a processor's may be millions
         arguments.mapping(known, name="known", error=InvalidInputError)

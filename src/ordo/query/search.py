@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Generic
 
@@ -14,6 +15,8 @@ from ordo.query.ports import R, TagViewReader
 from ordo.query.tag_view_pages import key_ms, read_pages
 from ordo.time import BucketSize, TimeUUID
 from ordo.types import PersistenceId, Tag, TimeBucket
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -107,6 +110,20 @@ def search_round(
             for row in rows:
                 search.offer(row)
         bucket = bucket_size.next(bucket)
+
+
+def found_rows(search: MissingSearch[R], *, tag: Tag) -> list[R]:
+    """A complete search's rows to deliver (`deliverable`), logging the missing ones it found."""
+    rows = search.deliverable()
+    if len(rows) > 1:
+        logger.warning(
+            "found missing events: tag=%s persistence_id=%s tag_pid_sequence_nrs=%d..%d",
+            tag,
+            search.persistence_id,
+            rows[0].tag_pid_sequence_nr,
+            rows[-2].tag_pid_sequence_nr,
+        )
+    return rows
 
 
 def missing_error(search: MissingSearch[R], *, tag: Tag) -> MissingTaggedEventError:

@@ -48,6 +48,7 @@ def scan_start(
     bucket_size: BucketSize,
     positions: Delivered,
     known: Set[PersistenceId],
+    after_reset: bool,
     start: bytes,
     scanning_period: timedelta,
     up_to: bytes,
@@ -58,7 +59,11 @@ def scan_start(
     An id's last event at or before `start` (the query's offset) counts as delivered, unless
     the id is in `known` (its position is what the caller processed: an event after it that
     lies before the offset is late and not delivered yet); for ids seen only after `start`,
-    the lowest tag pid sequence nr is the first. `positions` changes only once every page was
+    the lowest tag pid sequence nr is the first. After a reset of the caller (`after_reset`)
+    that holds for every id it does not know, as in Akka's start scan: the reset cleared what
+    it handled, so that each id goes on with its next event after the offset (past a gap that
+    stopped it); counted as delivered, the event just before the offset made the restart
+    stop at the same gap again. `positions` changes only once every page was
     read, so a scan whose read failed can run again.
 
     The read goes to `up_to` (inclusive), by pages, and at least to `start` even when the
@@ -86,7 +91,7 @@ def scan_start(
                 before[pid] = (nr, row.offset_key)
         elif nr < lowest.get(pid, nr + 1):
             lowest[pid] = nr
-    for pid, last in before.items():
+    for pid, last in () if after_reset else before.items():
         if pid not in known and last[0] > positions.get(pid, (0, b""))[0]:
             positions[pid] = last
     for pid, first in lowest.items():

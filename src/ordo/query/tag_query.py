@@ -31,7 +31,7 @@ from ordo.query.forgetting import Forgetting, cleanup_window
 from ordo.query.offset import NoOffset, Offset, refuse_future
 from ordo.query.ports import R, RunPage, RunReader, TagViewPage, TagViewReader
 from ordo.query.query_arguments import check_tag_query_arguments
-from ordo.query.search import MissingSearch, missing_error, search_round
+from ordo.query.search import MissingSearch, found_rows, missing_error, search_round
 from ordo.query.start_scan import needs_start_scan, scan_start
 from ordo.query.step import Step
 from ordo.query.tag_view_pages import key_at, key_ms, read_pages
@@ -70,6 +70,7 @@ class TagQuery(Generic[R]):
         is_live: bool,
         runs: RunReader | None = None,
         known: Mapping[PersistenceId, int] | None = None,
+        after_reset: bool = False,
     ) -> None:
         """Start at `offset`; `runs`, when given, summarises forward pages.
 
@@ -80,6 +81,8 @@ class TagQuery(Generic[R]):
         `_forward_runs`. `known` gives the last tag pid sequence nr the caller has of some
         persistence ids (a processor's processed positions): the query then expects their
         next events to follow on, so it detects a gap a first encounter would have hidden.
+        `after_reset`: the caller was reset (`known` lacks what it handled before): an id it
+        does not know takes its next event after the offset as its first (`scan_start`).
         """
         check_tag_query_arguments(
             reader,
@@ -92,6 +95,7 @@ class TagQuery(Generic[R]):
             is_live=is_live,
             runs=runs,
             known=known,
+            after_reset=after_reset,
         )
         self.tag = tag
         self._reader = reader
@@ -119,6 +123,7 @@ class TagQuery(Generic[R]):
             pid: (nr, self._start) for pid, nr in (known or {}).items()
         }
         self._known = frozenset(known or ())
+        self._after_reset = after_reset
         self._search: MissingSearch[R] | None = None
         self._needs_start_scan = not self._expects_first_nr_one and needs_start_scan(
             self._start, self._schedule, now_ns=now_ns, bound_ns=now_ns - self._delay_ns
@@ -325,16 +330,7 @@ class TagQuery(Generic[R]):
                 raise missing_error(search, tag=self.tag)
             if not search.is_complete:
                 return False
-        rows = search.deliverable()
-        if len(rows) > 1:
-            logger.warning(
-                "found missing events: tag=%s persistence_id=%s tag_pid_sequence_nrs=%d..%d",
-                self.tag,
-                search.persistence_id,
-                rows[0].tag_pid_sequence_nr,
-                rows[-2].tag_pid_sequence_nr,
-            )
-        out.extend(rows)
+        out.extend(found_rows(search, tag=self.tag))
         self._pids[search.persistence_id] = (search.held.tag_pid_sequence_nr, search.up_to)
         self._position = max(self._position, search.up_to)
         self._search = None
@@ -385,6 +381,7 @@ class TagQuery(Generic[R]):
             bucket_size=self._sizes,
             positions=self._pids,
             known=self._known,
+            after_reset=self._after_reset,
             start=self._start,
             scanning_period=self._settings.offset_scanning_period,
             up_to=self._bound(),

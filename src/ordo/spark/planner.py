@@ -41,7 +41,9 @@ class EventsByTagPlanner:
         (`looking_back`), to hand on an event that showed up behind the offset since, but
         not before a reset of the projection (`_replayed_up_to`), and not at all when there
         are no positions: a reset cleared them, so they cannot tell the events applied just
-        before the offset from late ones, which were then applied a second time.
+        before the offset from late ones, which were then applied a second time. Until its
+        replays are over, a reset projection takes each id's next event after the offset as
+        its first (TagQuery's `after_reset`): it goes on past a gap that stopped it.
 
         Pages are summarised per persistence id (KeyRunReader) unless `maxEventsPerTrigger`
         is set: a batch is then cut after a number of rows, which needs them one by one. On
@@ -59,11 +61,11 @@ class EventsByTagPlanner:
             check_source_bucket_size(recorded, options)
             self.journal_id = self._stores.journal.journal_id()
             known = _known_positions(options, self._stores)
+            replayed = _replayed_up_to(options, self._stores)
             start: Offset = NO_OFFSET
             if resume_after:
                 start = TimeUUID.from_bytes(bytes.fromhex(resume_after))
                 if known:
-                    replayed = _replayed_up_to(options, self._stores)
                     start = looking_back(start, options.query, replayed=replayed)
         except BaseException:
             self._stores.close()
@@ -83,6 +85,7 @@ class EventsByTagPlanner:
             is_live=True,
             runs=None if options.max_events_per_trigger is not None else KeyRunReader(pages),
             known=known,
+            after_reset=replayed is not None,
         )
         self._backlog: deque[KeyRun] = deque()
         self.latest_end = resume_after
