@@ -29,18 +29,24 @@ def _version(row: Any) -> SchemaVersion:
     )
 
 
-def _stored_schema(text: str, *, of: str) -> TableSchema:
+def _stored_schema(text: str | bytes, *, of: str) -> TableSchema:
     """The schema a `cdc_schemas` row stores; StorageIntegrityError naming the row when damaged.
 
     Only `to_json`'s documents are stored, so text that is no schema document any more (a row
     changed by hand or by another program) is damaged storage: it was from_json's
     InvalidSchemaError, which reads as a bad document the user gave and named neither the
-    table nor the version. No retry mends it; from_json's error stays the cause.
+    table nor the version. No retry mends it; from_json's error stays the cause. SQLite keeps a
+    BLOB a hand edit stores in the TEXT column (the sqlite3 shell's `readfile()` gives one):
+    only text is a stored document, the BLOB was the JSON decoder's TypeError.
     """
+    damaged = f"the stored schema_json of {of} is no schema document"
+    if isinstance(text, bytes):
+        msg = f"{damaged}: a BLOB, not text"
+        raise StorageIntegrityError(msg)
     try:
         return TableSchema.from_json(text)
     except InvalidSchemaError as exc:
-        msg = f"the stored schema_json of {of} is no schema document: {exc}"
+        msg = f"{damaged}: {exc}"
         raise StorageIntegrityError(msg) from exc
 
 

@@ -127,6 +127,26 @@ def test_a_damaged_stored_schema_is_named_as_damaged_storage(
     assert isinstance(caught.value.__cause__, ValueError)
 
 
+def test_a_stored_schema_that_is_a_blob_is_named_as_damaged_storage(
+    tmp_path: Path, journal: str
+) -> None:
+    """SQLite keeps the BLOB a hand edit stores (`readfile()` of the sqlite3 shell returns one)
+    in the TEXT column: it was the decoder's TypeError, a traceback of `ordo cdc schemas list`."""
+    registered(tmp_path, journal)
+    execute(
+        journal, "UPDATE cdc_schemas SET schema_json = ?", (SIMULATED_SCHEMA.to_json().encode(),)
+    )
+    code, _, err = run_ordo("cdc", "schemas", "list", "--journal", journal)
+    one_line_error(
+        code,
+        err,
+        "StorageIntegrityError: the stored schema_json of schema id 1 (version 1 of table "
+        "'readings') is no schema document: a BLOB, not text",
+    )
+    with stores_at(journal) as stores, pytest.raises(StorageIntegrityError):
+        SchemaRegistry(stores.schemas).by_id(1)
+
+
 def test_materialize_refuses_a_table_or_change_log_it_cannot_find_before_spark_starts(
     tmp_path: Path, journal: str
 ) -> None:
