@@ -1,4 +1,4 @@
-"""How counts read in messages, notes and progress lines, from the errors to the command line."""
+"""How counts and names read in messages, notes and progress lines, from errors to command lines."""
 
 from __future__ import annotations
 
@@ -10,3 +10,15 @@ def counted(count: int, noun: str) -> str:
     says it this way.
     """
     return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
+def shown_name(name: str) -> str:
+    r"""`name` (a tag, persistence id, processor, owner or table) as a line of text shows it.
+
+    Names may hold any character but NUL. Printed raw, a tag with a tab read as two columns of
+    `ordo tags` and one with a newline as two tags. A name with a character that is not
+    printable (str.isprintable: tabs, line breaks, other control characters) is shown as its
+    Python repr, the quoting messages give a name (`tag 'a\tb'`); so is one that starts with a
+    quote, which would otherwise read as such a repr. Any other name is shown as it is.
+    """
+    return repr(name) if not name.isprintable() or name.startswith(("'", '"')) else name

@@ -25,6 +25,7 @@ from ordo.cli.options import (
 from ordo.documents import USER_TEXT_ENCODING
 from ordo.errors import InvalidSchemaError
 from ordo.storage.open import stores_at
+from ordo.wording import shown_name
 
 
 def _document(version: SchemaVersion) -> dict[str, object]:
@@ -41,10 +42,11 @@ def _document(version: SchemaVersion) -> dict[str, object]:
 def _line(version: SchemaVersion) -> str:
     state = "accepted" if version.is_accepted else "PENDING (run `ordo cdc schemas accept`)"
     columns = ", ".join(
-        f"{c.name} {c.type.value}{'' if c.nullable else ' not null'}"
+        f"{shown_name(c.name)} {c.type.value}{'' if c.nullable else ' not null'}"
         for c in version.schema.columns
     )
-    return f"{version.table} v{version.version} id={version.schema_id} {state}: {columns}"
+    table = shown_name(version.table)
+    return f"{table} v{version.version} id={version.schema_id} {state}: {columns}"
 
 
 @click.group(cls=CommandGroup)

@@ -24,7 +24,7 @@ from ordo.journal import AppendReceipt, Journal
 from ordo.journal.event_lines import parse_event_lines
 from ordo.storage.open import init_storage, open_journal
 from ordo.time import format_epoch_ms
-from ordo.wording import counted
+from ordo.wording import counted, shown_name
 
 
 @click.command()
@@ -159,7 +159,7 @@ def events(
         print_json([e.to_json_dict() for e in replayed])
         return
     for e in replayed:
-        tagged = ",".join(f"{tag}#{nr}" for tag, nr in sorted(e.tags.items()))
+        tagged = ",".join(f"{shown_name(tag)}#{nr}" for tag, nr in sorted(e.tags.items()))
         click.echo(f"{e.sequence_nr:>6}  {e.timestamp.isoformat()}  [{tagged}]  {e.payload!r}")
     if not replayed:
         click.echo(f"no events for persistence id {persistence_id!r}", err=True)
@@ -193,7 +193,7 @@ def tags(journal_url: str | None, as_json: bool) -> None:
             counted(s.persistence_ids, "persistence id"),
             counted(s.buckets, "bucket"),
         )
-        click.echo("\t".join((s.tag, *counts)))
+        click.echo("\t".join((shown_name(s.tag), *counts)))
     if not summaries:
         click.echo("no tagged events", err=True)
 

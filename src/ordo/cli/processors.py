@@ -42,6 +42,7 @@ from ordo.query.offset import refuse_future
 from ordo.storage.open import existing_stores_at, open_existing_stores, stores_at
 from ordo.time import TimeUUID
 from ordo.tools.status import SegmentStatus
+from ordo.wording import shown_name
 
 
 @click.group(cls=CommandGroup)
@@ -103,7 +104,7 @@ def status(journal_url: str | None, as_json: bool, processor: str | None) -> Non
         return
     for name in names:
         if name in untracked:
-            click.echo(f"{name}  {without_tokens(untracked[name])}")
+            click.echo(f"{shown_name(name)}  {without_tokens(untracked[name])}")
             continue
         for segment in found[name]:
             claim = (
@@ -114,7 +115,8 @@ def status(journal_url: str | None, as_json: bool, processor: str | None) -> Non
             click.echo(
                 "  ".join(
                     (
-                        f"{name}  {segment.segment:<16} owner={segment.owner or '-'}",
+                        f"{shown_name(name)}  {segment.segment:<16} "
+                        f"owner={shown_name(segment.owner) if segment.owner else '-'}",
                         claim,
                         f"token={shown_token(segment)}",
                         *beyond_token(segment),

@@ -21,6 +21,7 @@ from ordo.query import EventEnvelope, TagStream
 from ordo.reconnection import Reconnection
 from ordo.settings import QuerySettings
 from ordo.storage.open import events_by_tag_at
+from ordo.wording import shown_name
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def query(
                         click.echo(json.dumps(envelope.to_json_dict(), ensure_ascii=False))
                     else:
                         click.echo(
-                            f"{envelope.offset}  {envelope.persistence_id}#"
+                            f"{envelope.offset}  {shown_name(envelope.persistence_id)}#"
                             f"{envelope.tag_pid_sequence_nr}  {envelope.payload!r}"
                         )
             except KeyboardInterrupt as interrupt:

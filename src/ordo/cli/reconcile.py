@@ -25,7 +25,7 @@ from ordo.cli.termination import interruptible, stoppable
 from ordo.tools.receipts import OperationReceipt
 from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId, Tag
-from ordo.wording import counted
+from ordo.wording import counted, shown_name
 
 _ONE_ID_TAG = "Only this tag (default: every tag of the persistence id)."
 _REBUILD_INTERRUPTED = (
@@ -66,13 +66,13 @@ def tags(journal_url: str | None, as_json: bool, persistence_id: str | None) -> 
                 )
             for s in () if as_json else summaries:
                 ids = counted(s.persistence_ids, "persistence id")
-                click.echo(f"{s.tag}  {counted(s.events, 'event')}  {ids}")
+                click.echo(f"{shown_name(s.tag)}  {counted(s.events, 'event')}  {ids}")
             return
         found = reconciliation.tags_of(PersistenceId(persistence_id))
     if as_json:
         print_json({"persistence_id": persistence_id, "tags": list(found)})
     elif found:
-        click.echo("\n".join(found))
+        click.echo("\n".join(map(shown_name, found)))
     else:
         click.echo(f"persistence_id={persistence_id!r} has no tags: nothing to do")
 
