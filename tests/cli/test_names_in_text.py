@@ -32,6 +32,14 @@ def _journal(runner: CliRunner, tmp_path: Path) -> str:
     return url
 
 
+def _one_line(runner: CliRunner, *args: str) -> str:
+    """The one line `ordo *args` prints, which succeeds."""
+    code, out, err = run(runner, *args)
+    assert code == 0, err
+    (line,) = out.splitlines()
+    return line
+
+
 def test_tags_shows_each_tag_on_one_line_of_its_columns(runner: CliRunner, tmp_path: Path) -> None:
     code, out, _ = run(runner, "tags", "--journal", _journal(runner, tmp_path))
     assert code == 0
@@ -56,14 +64,9 @@ def test_events_and_query_quote_the_names_in_an_events_line(
 ) -> None:
     monkeypatch.setenv("ORDO_EVENTUAL_CONSISTENCY_DELAY_MS", "0")
     url = _journal(runner, tmp_path)
-    code, out, _ = run(runner, "events", "p\tq", "--journal", url)
-    assert code == 0
-    (line,) = out.splitlines()
-    assert line.endswith(f"  [{','.join(f'{shown}#1' for shown in _SHOWN)}]  0")
-    code, out, _ = run(runner, "query", "c\nd", "--journal", url)
-    assert code == 0
-    (line,) = out.splitlines()
-    assert line.endswith("  'p\\tq'#1  0")
+    tags = ",".join(f"{shown}#1" for shown in _SHOWN)
+    assert _one_line(runner, "events", "p\tq", "--journal", url).endswith(f"  [{tags}]  0")
+    assert _one_line(runner, "query", "c\nd", "--journal", url).endswith("  'p\\tq'#1  0")
 
 
 def test_processors_status_quotes_a_processor_and_owner(runner: CliRunner, tmp_path: Path) -> None:
@@ -71,9 +74,7 @@ def test_processors_status_quotes_a_processor_and_owner(runner: CliRunner, tmp_p
     with stores_at(url) as stores:
         stores.tokens.initialize("p\nq", segment_count=1)
         stores.tokens.claim("p\nq", 0, "w\tx", now_ms=0, claim_timeout_ms=1)
-    code, out, _ = run(runner, "processors", "status", "--journal", url)
-    assert code == 0
-    (line,) = out.splitlines()
+    line = _one_line(runner, "processors", "status", "--journal", url)
     assert line.startswith("'p\\nq'  Segment[0/0]     owner='w\\tx'  claimed ")
 
 
