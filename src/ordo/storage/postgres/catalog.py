@@ -21,6 +21,7 @@ from ordo.cdc.json_text import parse_application_json
 from ordo.cdc.mutation import JsonValue
 from ordo.cdc.schema import Column, TableSchema, require_captured_key, require_scalar_key
 from ordo.errors import CaptureError, UnmappableColumnTypeError
+from ordo.storage.captured_tables import refuse_names_of_one_table
 from ordo.storage.postgres.table_name import join_table_name
 
 Connection = psycopg.Connection[tuple[object, ...]]
@@ -114,7 +115,7 @@ def resolve_tables(
     """
     row = conn.execute("SELECT current_schema()").fetchone()
     default = None if row is None or row[0] is None else str(row[0])
-    refs: dict[tuple[str, str], TableRef] = {}
+    refs: list[TableRef] = []
     for given, (schema, name) in names.items():
         if schema is None:
             if default is None:
@@ -124,11 +125,9 @@ def resolve_tables(
                 )
                 raise CaptureError(msg)
             schema = default
-        if (other := refs.get((schema, name))) is not None:
-            msg = f"tables {other.given!r} and {given!r} are one table: name it once"
-            raise CaptureError(msg)
-        refs[(schema, name)] = TableRef(given=given, schema=schema, name=name)
-    return tuple(refs.values())
+        refs.append(TableRef(given=given, schema=schema, name=name))
+    refuse_names_of_one_table((ref.given, (ref.schema, ref.name)) for ref in refs)
+    return tuple(refs)
 
 
 def read_schema(conn: Connection, ref: TableRef) -> TableSchema:

@@ -15,6 +15,7 @@ from pathlib import Path
 from ordo.cdc.column_type import ColumnType
 from ordo.cdc.schema import Column, TableSchema, require_captured_key, require_scalar_key
 from ordo.errors import CaptureError, UnmappableColumnTypeError
+from ordo.storage.captured_tables import refuse_names_of_one_table
 from ordo.storage.file_errors import require_nameable
 from ordo.storage.sql_materialized_table import quote_identifier
 from ordo.storage.sqlite.datastore import read_only_connection
@@ -118,12 +119,7 @@ def refuse_one_table_twice(tables: Sequence[str]) -> None:
 
     `orders` and `ORDERS` were captured as two tables: each row snapshotted into the change log
     of each name, its changes published under the name whose triggers were installed last only
-    (the triggers' names are one too). The PostgreSQL capture refuses them alike.
+    (the triggers' names are one too). The PostgreSQL capture refuses them alike
+    (`refuse_names_of_one_table` of both).
     """
-    seen: dict[str, str] = {}
-    for table in tables:
-        folded = table.translate(_ASCII_LOWER)
-        if folded in seen:
-            msg = f"tables {seen[folded]!r} and {table!r} are one table: name it once"
-            raise CaptureError(msg)
-        seen[folded] = table
+    refuse_names_of_one_table((table, table.translate(_ASCII_LOWER)) for table in tables)
