@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
 
@@ -45,6 +46,7 @@ from ordo.time import format_first_time_bucket
 from ordo.types import Tag
 
 THREADS = (1, 2, 4)
+LIBRARIES = ("ordo", "psycopg")
 APPEND_BATCH = 50
 DEFAULT_EVENTS = 50_000
 QUICK_EVENTS = 5_000
@@ -157,15 +159,22 @@ def main() -> None:
     except ConfigurationError as exc:  # a usage error like argparse's, not a traceback
         parser.error(f"argument --policy: {exc}")
     events = args.events or (QUICK_EVENTS if args.quick else DEFAULT_EVENTS)
-    print("\n".join(machine_lines(libraries=("ordo", "psycopg"))))
-    print(
-        f"workload:   {events} events of one tag over 400 persistence ids; segments = threads; "
-        f"policy {args.policy}\n"
-    )
     rows: list[Row] = []
     ddl = "CREATE TABLE IF NOT EXISTS totals (pid TEXT PRIMARY KEY, n BIGINT NOT NULL)"
-    if args.backend in ("sqlite", "both"):
-        with tempfile.TemporaryDirectory() as directory:
+    with ExitStack() as stack:
+        # The server starts before the header, which names its version as the other benches'
+        # do: the PostgreSQL figures named no server.
+        server = (
+            stack.enter_context(bench_postgres()) if args.backend in ("postgres", "both") else None
+        )
+        postgres_version = "not run" if server is None else server.version
+        print("\n".join(machine_lines(postgres_version=postgres_version, libraries=LIBRARIES)))
+        print(
+            f"workload:   {events} events of one tag over 400 persistence ids; "
+            f"segments = threads; policy {args.policy}\n"
+        )
+        if args.backend in ("sqlite", "both"):
+            directory = stack.enter_context(tempfile.TemporaryDirectory())
 
             def prepare_sqlite(url: str) -> None:
                 with sqlite3.connect(url) as conn:
@@ -173,8 +182,7 @@ def main() -> None:
 
             url = str(Path(directory) / "bench.db")
             bench("sqlite", url, events, rows, prepare_sqlite, policy)
-    if args.backend in ("postgres", "both"):
-        with bench_postgres() as server:
+        if server is not None:
             database = server.fresh_database("processor")
 
             def prepare_postgres(url: str) -> None:

@@ -4,8 +4,10 @@ The benchmarks are part of what each issue delivers, and only mypy read them: tw
 (`bench/cdc.py`, `bench/query.py`) failed before printing anything for several sessions, after
 opening an SQLite database stopped creating its folder and a query stopped creating its
 journal. This runs each at a small size, all at once (they wait on Spark, PostgreSQL and
-sleeps more than on the CPU), and asserts that it exits 0 having printed its table; the
-figures themselves are not checked (speed is the benchmarks' business, not the tests').
+sleeps more than on the CPU), and asserts that it exits 0 having printed its table, under a
+header that names the PostgreSQL version when the script runs on PostgreSQL (`bench/processor.py`
+named none); the figures themselves are not checked (speed is the benchmarks' business, not
+the tests').
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ BENCHES = {
 TABLE_HEADER = re.compile(r"^figure +value +unit$", re.MULTILINE)
 TABLE_ROW = re.compile(r"^-+ +-+ +-+\n\S", re.MULTILINE)
 """The rule under the header, then a first figure."""
+POSTGRES_HEADER = re.compile(r"^postgresql: \d", re.MULTILINE)
+"""The header line naming the server's version (`machine_lines`), as `SHOW server_version`."""
+
+
+def _runs_postgres(name: str) -> bool:
+    """Whether the bench script starts the benchmarks' PostgreSQL (it does at their defaults)."""
+    return "bench_postgres" in (ROOT / "bench" / name).read_text()
 
 
 def test_every_bench_script_is_run_here() -> None:
@@ -56,4 +65,6 @@ def test_every_bench_prints_its_table(tmp_path: Path) -> None:
         text = (tmp_path / f"{name}.log").read_text()
         if code != 0 or not TABLE_HEADER.search(text) or not TABLE_ROW.search(text):
             failed.append(f"{name} exited {code}; its output ends:\n{text[-3000:]}")
+        elif _runs_postgres(name) and not POSTGRES_HEADER.search(text):
+            failed.append(f"{name}'s header names no PostgreSQL version:\n{text[:1000]}")
     assert not failed, "\n\n".join(failed)
