@@ -13,13 +13,11 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 import pytest
 from hypothesis import settings
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from ordo.clock import Clock
 from ordo.journal import Journal
@@ -27,6 +25,7 @@ from ordo.settings import EventsByTagSettings
 from ordo.storage.open import open_journal, open_stores
 from ordo.storage.postgres.throwaway import ThrowawayPostgres
 from ordo.storage.stores import Stores
+from postgres_source_support import with_server_option
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -63,22 +62,9 @@ def _fresh_schema(server_dsn: str) -> Iterator[str]:
     schema = f"t_{secrets.token_hex(6)}"
     with psycopg.connect(server_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-    yield _with_search_path(server_dsn, schema)
+    yield with_server_option(server_dsn, f"-csearch_path={schema}")
     with psycopg.connect(server_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-
-
-def _with_search_path(dsn: str, schema: str) -> str:
-    """Add `options=-csearch_path=<schema>` to a URL DSN (or to a key=value conninfo)."""
-    option = f"-csearch_path={schema}"
-    if not dsn.startswith(("postgresql://", "postgres://")):
-        return make_conninfo(dsn, options=option)
-    parts = urlsplit(dsn)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    existing = [value for key, value in query if key == "options"]
-    query = [(key, value) for key, value in query if key != "options"]
-    query.append(("options", " ".join([*existing, option])))
-    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

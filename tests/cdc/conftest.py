@@ -40,9 +40,12 @@ def capture(postgres_dsn: str) -> Iterator[Capture]:
     """Creates sources on slots unique to the test (slots are cluster-wide); drops them after."""
     opened: list[PostgresChangeSource] = []
 
-    def factory(*tables: str, slot: str | None = None, create: bool = True) -> PostgresChangeSource:
+    def factory(
+        *tables: str, slot: str | None = None, create: bool = True, dsn: str | None = None
+    ) -> PostgresChangeSource:
+        """A source of `tables` on `slot` (a fresh one by default), over `dsn` if given."""
         name = slot or fresh_slot()
-        source = PostgresChangeSource(postgres_dsn, slot=name, tables=tables)
+        source = PostgresChangeSource(dsn or postgres_dsn, slot=name, tables=tables)
         opened.append(source)
         if create:
             source.create()

@@ -21,7 +21,7 @@ from ordo.cdc.row_state import PartitionState
 from ordo.cdc.schema_catalog import ResolvedSchema
 from ordo.errors import CaptureError
 from ordo.storage.postgres.wal2json import POSITIONS_PER_LSN, format_lsn, parse_lsn
-from postgres_source_support import Capture, summary
+from postgres_source_support import Capture, summary, with_server_option
 
 pytestmark = pytest.mark.postgres
 
@@ -97,6 +97,27 @@ def test_values_have_their_logical_types_in_changes_and_snapshots(
     [snapshot] = source.snapshot("kinds")
 
     assert captured.partition_key == snapshot.partition_key == (7,)
+    assert {name: cell.value for name, cell in captured.cells.items()} == expected
+    assert {name: cell.value for name, cell in snapshot.cells.items()} == expected
+
+
+def test_doubles_keep_every_digit_whatever_float_output_the_database_sets(
+    run: Callable[..., None], capture: Capture, postgres_dsn: str
+) -> None:
+    """The capture reads doubles from their output text, which `extra_float_digits` shapes: a
+    database or role that sets it to 0 or less (`ALTER DATABASE ... SET extra_float_digits =
+    0`, as older clients wanted) has float8 written with 15 significant digits, so
+    0.30000000000000004 was captured as 0.3, in changes and snapshots alike, and materialized
+    as a value the source does not hold. The capture's sessions set it as they set TimeZone
+    and DateStyle."""
+    run("CREATE TABLE ratios (id int PRIMARY KEY, f float8, r real)")
+    source = capture("ratios", dsn=with_server_option(postgres_dsn, "-cextra_float_digits=0"))
+    run("INSERT INTO ratios VALUES (1, 0.1::float8 + 0.2::float8, 16777217::real)")
+    expected = {"f": 0.1 + 0.2, "r": 16777216.0}
+
+    [captured] = source.peek(max_changes=10).mutations
+    [snapshot] = source.snapshot("ratios")
+
     assert {name: cell.value for name, cell in captured.cells.items()} == expected
     assert {name: cell.value for name, cell in snapshot.cells.items()} == expected
 

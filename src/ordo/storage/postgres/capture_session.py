@@ -27,15 +27,19 @@ from ordo.storage.postgres.catalog import Connection
 from ordo.storage.postgres.connection import connect
 from ordo.storage.postgres.datastore import translate_postgres_error
 
-# Text output the values are parsed from: ISO dates, UTC offsets, hex bytea.
+# Text output the values are parsed from: ISO dates, UTC offsets, hex bytea, exact doubles.
+# extra_float_digits above 0 writes each float8 and real in the fewest digits that read back
+# as it; a database or role may set 0 or less (older clients did), which wrote 15 (real: 6)
+# significant digits, so 0.30000000000000004 was captured as 0.3.
 _SESSION = (
     "SELECT set_config('TimeZone', 'UTC', false), set_config('DateStyle', 'ISO, YMD', false), "
-    "set_config('bytea_output', 'hex', false)"
+    "set_config('bytea_output', 'hex', false), set_config('extra_float_digits', '1', false)"
 )
 
 
 def connect_capture(dsn: str, *, autocommit: bool) -> Connection:
-    """A session that reads values as the decoder parses them (UTC, ISO dates, hex bytea).
+    """A session that reads values as the decoder parses them (UTC, ISO dates, hex bytea, every
+    digit of a double), whatever the database's or role's defaults.
 
     Opened by `connect`, so a server that refuses the URL (a password changed, a role that may
     no longer log in, a dropped database) is StorageAccessError, which the capture does not
