@@ -240,6 +240,31 @@ def test_a_blob_in_a_column_of_another_type_is_captured_and_dead_lettered(
     assert mutation_problems(blob_key, schema) == ["key column 'k': None is not a string"]
 
 
+def test_text_and_json_holding_a_nul_character_are_dead_lettered_naming_the_column(
+    tmp_path: Path,
+) -> None:
+    """SQLite keeps a NUL in text (`char(0)`) and JSON's `\\u0000`, and the capture carries
+    both as written; no sink stores the character (PostgreSQL's text and jsonb refuse it), so
+    such a change failed a PostgreSQL sink's whole batch. Its change is dead-lettered instead,
+    key or not; a NUL-free string of any other character fits."""
+    changes, schema = _captured(
+        tmp_path / "notes.db",
+        "notes",
+        "CREATE TABLE notes (k TEXT PRIMARY KEY, title TEXT, doc JSON)",
+        "INSERT INTO notes VALUES ('a', 'x' || char(0) || 'y', NULL)",
+        """INSERT INTO notes VALUES ('b', 'ok', '{"list": [1, "\\u0000"]}')""",
+        "INSERT INTO notes VALUES ('c' || char(0), 'ok', NULL)",
+        "INSERT INTO notes VALUES ('d', char(1, 128512) || '', '[]')",
+    )
+    assert [mutation_problems(m, schema) for m in changes] == [
+        ["column 'title': 'x\\x00y' holds a NUL character, which no sink stores"],
+        ["column 'doc': {'list': [1, '\\x00']} holds a NUL character, which no sink stores"],
+        ["key column 'k': 'c\\x00' holds a NUL character, which no sink stores"],
+        [],
+    ]
+    assert changes[3].cells["title"].value == "\x01\U0001f600"
+
+
 def test_an_infinite_real_in_a_string_column_is_carried_as_the_application_reads_it_back(
     tmp_path: Path,
 ) -> None:

@@ -646,6 +646,36 @@ def test_postgres_numbers_json_cannot_carry_are_dead_letters_and_numerics_keep_e
 
 
 @pytest.mark.postgres
+def test_json_holding_a_nul_character_is_dead_lettered_not_a_failed_batch(
+    spark: SparkSession, postgres_dsn: str, slot: str, tmp_path: Path
+) -> None:
+    """PostgreSQL's json keeps `\\u0000` as written, and no sink stores the character it stands
+    for (PostgreSQL's jsonb and text refuse it): the PostgreSQL sink failed the whole batch, at
+    every restart, so nothing after the change was ever materialized. It is dead-lettered now,
+    naming the column, and the other rows of the batch are materialized."""
+    _run(postgres_dsn, "CREATE TABLE docs (id int PRIMARY KEY, body json)")
+    with change_source_at(postgres_dsn, ["docs"], slot=slot):
+        pass  # the slot exists from here on
+    _run(
+        postgres_dsn,
+        """INSERT INTO docs VALUES (1, '{"a": "x\\u0000y"}'), (2, '{"\\u0000": 1}')""",
+        """INSERT INTO docs VALUES (3, '["ok", {"b": "\\u0001"}]')""",
+    )
+    log, checkpoint = tmp_path / "log", tmp_path / "checkpoint"
+    _capture(postgres_dsn, log, journal=postgres_dsn, tables=["docs"], slot=slot)
+    spec = MaterializerSpec(name="docs", table="docs", change_log=str(log), sink=postgres_dsn)
+    _materialize(spark, spec, checkpoint)
+
+    _, table = _materialized_table(postgres_dsn, spec)
+    assert table == {(3,): {"id": 3, "body": ["ok", {"b": "\x01"}]}}
+    dead = pq.read_table(checkpoint / "dead_letters").to_pylist()
+    assert sorted((d["key_json"], d["dead_letter_reason"].partition(": ")[2]) for d in dead) == [
+        ("[1]", "column 'body': {'a': 'x\\x00y'} holds a NUL character, which no sink stores"),
+        ("[2]", "column 'body': {'\\x00': 1} holds a NUL character, which no sink stores"),
+    ]
+
+
+@pytest.mark.postgres
 def test_a_postgres_double_key_moved_between_minus_zero_and_zero_is_one_row_to_the_fold(
     spark: SparkSession, postgres_dsn: str, slot: str, tmp_path: Path
 ) -> None:

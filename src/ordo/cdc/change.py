@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ordo.cdc.cell_names import SAME_NAMES, CellNames
-from ordo.cdc.column_type import ColumnType, fits
+from ordo.cdc.column_type import ColumnType, misfit
 from ordo.cdc.json_text import NumberOutOfRangeError, parse_application_json
 from ordo.cdc.mutation import Audit, JsonValue, Key, Mutation
 from ordo.cdc.retype import retyped_row
@@ -66,16 +66,18 @@ def mutation_problems(mutation: Mutation, schema: TableSchema) -> list[str]:
         problems.append(f"clustering key has {len(mutation.clustering_key)} values")
     key_columns = zip(schema.primary_key, mutation.primary_key, strict=False)
     for name, value in key_columns:
-        if value is None or not fits(by_name[name].type, value):
-            problems.append(f"key column {name!r}: {value!r} is not a {by_name[name].type.value}")
+        key_type = by_name[name].type
+        why = f"is not a {key_type.value}" if value is None else misfit(key_type, value)
+        if why is not None:
+            problems.append(f"key column {name!r}: {value!r} {why}")
     for name, cell in mutation.cells.items():
         column = by_name.get(name)
         if column is None:
             problems.append(_unknown_cell_problem(name, cell.value, schema))
         elif name in schema.key_names:
             problems.append(f"key column {name!r} written as a cell")
-        elif cell.value is not None and not fits(column.type, cell.value):
-            problems.append(f"column {name!r}: {cell.value!r} is not a {column.type.value}")
+        elif cell.value is not None and (why := misfit(column.type, cell.value)) is not None:
+            problems.append(f"column {name!r}: {cell.value!r} {why}")
     return problems
 
 

@@ -1,7 +1,8 @@
 """The logical column types of table schemas, and which JSON values fit each.
 
 A change message's values are JSON; a column's type says how to read them and which values a
-sink can write: `fits` is what the schema's `problems` and a retype's conversions check.
+sink can write: `fits` is what a retype's conversions check, and `misfit` (`fits`, and no NUL
+character, which no sink stores) what the schema's `problems` and the materializer check.
 """
 
 from __future__ import annotations
@@ -153,3 +154,36 @@ def fits(column_type: ColumnType, value: JsonValue) -> bool:
             return _is_hex(value)
         case ColumnType.JSON:
             return True
+
+
+def holds_nul(value: JsonValue) -> bool:
+    """Whether `value` is a string holding a NUL character, or JSON with such a string or key."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            if any("\x00" in name for name in item):
+                return True
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
+def misfit(column_type: ColumnType, value: JsonValue) -> str | None:
+    r"""Why a non-null `value` cannot be a value of `column_type` in a message; None if it can.
+
+    Either it does not `fits` the type, or it holds a NUL character (`holds_nul`), which no
+    sink stores: PostgreSQL's text and jsonb refuse it (as does ordo's journal on both
+    backends). SQLite stores text with one, PostgreSQL's json keeps `\u0000` as written and
+    an ingested line may hold one; materialized into PostgreSQL it failed the whole batch, at
+    every restart, so the materializer dead-letters its change instead.
+    """
+    if not fits(column_type, value):
+        return f"is not a {column_type.value}"
+    if holds_nul(value):
+        return "holds a NUL character, which no sink stores"
+    return None

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from hashlib import blake2b
 
-from ordo.cdc.column_type import ColumnType, fits
+from ordo.cdc.column_type import ColumnType, misfit
 from ordo.cdc.mutation import JsonValue
 from ordo.documents import decode_json, reject_unknown_keys
 from ordo.errors import InvalidSchemaError, JsonKeyColumnError, NoPrimaryKeyError
@@ -219,8 +219,8 @@ class TableSchema:
             if value is None:
                 if not column.nullable or column.name in self.primary_key:
                     found.append(f"column {column.name!r} is null")
-            elif not fits(column.type, value):
-                found.append(f"column {column.name!r}: {value!r} is not a {column.type.value}")
+            elif (why := misfit(column.type, value)) is not None:
+                found.append(f"column {column.name!r}: {value!r} {why}")
         return found
 
     def incompatibilities(self, newer: TableSchema) -> list[str]:

@@ -38,8 +38,10 @@ _SESSION = (
 
 
 def connect_capture(dsn: str, *, autocommit: bool) -> Connection:
-    """A session that reads values as the decoder parses them (UTC, ISO dates, hex bytea, every
-    digit of a double), whatever the database's or role's defaults.
+    """A session that reads values as the decoder parses them, whatever the database's defaults.
+
+    UTC, ISO dates, hex bytea and every digit of a double (`_SESSION`), however the database or
+    the role sets them.
 
     Opened by `connect`, so a server that refuses the URL (a password changed, a role that may
     no longer log in, a dropped database) is StorageAccessError, which the capture does not
