@@ -122,6 +122,45 @@ def test_doubles_keep_every_digit_whatever_float_output_the_database_sets(
     assert {name: cell.value for name, cell in snapshot.cells.items()} == expected
 
 
+def test_dates_and_timestamps_beyond_iso_8601_are_dead_lettered_naming_the_column(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    """PostgreSQL's `infinity`, BC dates and years past 9999 have no `YYYY-MM-DD` form: they
+    are captured as PostgreSQL writes them, in changes and snapshots alike, and their changes
+    are dead-lettered naming the column, never shifted to a date a sink would store."""
+    run("CREATE TABLE spans (id int PRIMARY KEY, d date, ts timestamp, tz timestamptz)")
+    source = capture("spans")
+    run(
+        "INSERT INTO spans VALUES (1, 'infinity', '-infinity', 'infinity'), "
+        "(2, '0044-03-15 BC', '0044-03-15 BC', '10000-01-01 00:00+00'), "
+        "(3, '0001-01-01', '1899-12-31 23:59:59.999999', '1800-01-01 00:00 Europe/Amsterdam')"
+    )
+
+    changes = source.peek(max_changes=10).mutations
+    snapshot = list(source.snapshot("spans"))
+    (schema,) = source.schemas()
+
+    for captured in (changes, snapshot):
+        assert [mutation_problems(m, schema) for m in captured] == [
+            [
+                "column 'd': 'infinity' is not a date",
+                "column 'ts': '-infinity' is not a timestamp",
+                "column 'tz': 'infinity' is not a timestamp",
+            ],
+            [
+                "column 'd': '0044-03-15 BC' is not a date",
+                "column 'ts': '0044-03-15 00:00:00 BC' is not a timestamp",
+                "column 'tz': '10000-01-01 00:00:00+00' is not a timestamp",
+            ],
+            [],
+        ]
+        assert {n: c.value for n, c in captured[2].cells.items()} == {
+            "d": "0001-01-01",
+            "ts": "1899-12-31T23:59:59.999999",
+            "tz": "1799-12-31T23:40:28+00:00",
+        }
+
+
 def test_json_a_double_cannot_hold_is_dead_lettered_and_numerics_keep_their_digits(
     run: Callable[..., None], capture: Capture
 ) -> None:
