@@ -41,13 +41,14 @@ StartChild = Callable[..., subprocess.Popen[str]]
 def start_child(applied_table: str) -> Iterator[StartChild]:
     children: list[subprocess.Popen[str]] = []
 
-    def start(threads: int, segments: int, *stall_at: str) -> subprocess.Popen[str]:
+    def start(threads: int, segments: int, *options: str) -> subprocess.Popen[str]:
+        """A child with `options`: STALL_AT and HANDLE_MS (processor_child.py)."""
         env = {
             **os.environ,
             "PYTHONPATH": f"{CHILD.parent.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
         }
         child = subprocess.Popen(
-            [sys.executable, str(CHILD), applied_table, str(threads), str(segments), *stall_at],
+            [sys.executable, str(CHILD), applied_table, str(threads), str(segments), *options],
             stdout=subprocess.PIPE,
             text=True,
             env=env,
@@ -72,6 +73,12 @@ def stores(applied_table: str) -> Iterator[Stores]:
     opened = open_stores(applied_table)
     yield opened
     opened.close()
+
+
+def _appliers(dsn: str) -> set[str]:
+    """The process ids of the children that applied events."""
+    with psycopg.connect(dsn) as conn:
+        return {str(row[0]) for row in conn.execute("SELECT DISTINCT owner FROM applied")}
 
 
 def _applied(dsn: str) -> list[tuple[str, int]]:
@@ -153,4 +160,19 @@ def test_a_process_stopped_mid_batch_does_not_hold_up_the_others(
     stalled.send_signal(signal.SIGCONT)  # its batch fails at its next statement: rolled back
     _append(applied_table, 200, 200)
     wait_for(lambda: len(_applied(applied_table)) == 400, timeout=60)
+    assert sorted(_applied(applied_table)) == _expected(400)
+
+
+def test_a_busy_process_keeps_its_segment_through_a_poll_longer_than_the_claim_timeout(
+    applied_table: str, start_child: StartChild, stores: Stores
+) -> None:
+    # One poll reads all 400 events; handled 50 to a batch at 10 ms each, its batches take
+    # 4 s, twice the claim timeout, each one 0.5 s. The busy process extends its claim
+    # between batches, so the idle one never finds it expired and takes nothing over.
+    _append(applied_table, 0, 400)
+    busy = start_child(1, 1, "-", "10")
+    wait_for(lambda: f":{busy.pid}:" in str(stores.tokens.entries("applier")[0].owner))
+    start_child(1, 1)
+    wait_for(lambda: len(_applied(applied_table)) == 400, timeout=60)
+    assert _appliers(applied_table) == {str(busy.pid)}
     assert sorted(_applied(applied_table)) == _expected(400)

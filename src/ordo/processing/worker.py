@@ -51,6 +51,9 @@ class SegmentWorker(threading.Thread):
         self.wake = threading.Event()
         self._resting: dict[int, int] = {}  # segment id -> until when (ms) not to claim it
         self._obeyer = RequestObeyer(processor, self.owner, self._resting)
+        self._interval_ms = processor.settings.token_claim_interval // timedelta(milliseconds=1)
+        self._next_check = 0
+        """When the claimed segment's next check is due (ms): `_check_if_due`."""
 
     def run(self) -> None:
         """Claim, process, release, until the processor stops.
@@ -181,7 +184,14 @@ class SegmentWorker(threading.Thread):
             self.p._held.pop(segment_id, None)
 
     def _process_segment(self, entry: TokenEntry) -> None:
-        """Read and handle the segment's events until stopped or a request ends the claim."""
+        """Read and handle the segment's events until stopped or a request ends the claim.
+
+        The claim is extended (and requests obeyed) after any batch once a check is due, not
+        only after the whole poll: a poll reads up to PAGES_PER_POLL pages, many batches, and
+        when a slow handler made them outlast the claim timeout the claim expired under a
+        busy owner, another process took the segment over and the batch in flight was
+        rolled back, its work done again there.
+        """
         p, segment = self.p, entry.segment
         selects = p._selects_by_id and p._source.can_select_segments
         stream = p._source.open(
@@ -191,8 +201,7 @@ class SegmentWorker(threading.Thread):
             known=p._tokens.positions(p.name) if p._is_per_id else None,
         )
         state = SegmentState(entry, handled=frozenset() if p._is_per_id else self._handled(entry))
-        interval_ms = p.settings.token_claim_interval // timedelta(milliseconds=1)
-        next_check = p._now_ms() + interval_ms
+        self._next_check = p._now_ms() + self._interval_ms
         while not p._stopped.is_set():
             step = stream.poll(p._clock.now_ns())
             rows = step.rows if selects else [r for r in step.rows if self._matches(segment, r)]
@@ -200,13 +209,23 @@ class SegmentWorker(threading.Thread):
                 batch = rows[start : start + p.settings.batch_size]
                 if p._stopped.is_set() or not handle_batch(p, self.owner, state, batch):
                     return
-            if self.wake.is_set() or p._now_ms() >= next_check:
-                self.wake.clear()
-                if self._control(state):
+                if self._check_if_due(state):
                     return
-                next_check = p._now_ms() + interval_ms
+            if self._check_if_due(state):  # after a poll with no rows too: an idle claim is kept
+                return
             if not step.rows and step.wait_ns > 0:
-                self._sleep(min(step.wait_ns / 1e9, max(0, next_check - p._now_ms()) / 1000))
+                wait_ms = max(0, self._next_check - p._now_ms())
+                self._sleep(min(step.wait_ns / 1e9, wait_ms / 1000))
+
+    def _check_if_due(self, state: SegmentState) -> bool:
+        """`_control` when a check is due (or a request woke the thread); True to end the claim."""
+        if not self.wake.is_set() and self.p._now_ms() < self._next_check:
+            return False
+        self.wake.clear()
+        if self._control(state):
+            return True
+        self._next_check = self.p._now_ms() + self._interval_ms
+        return False
 
     def _matches(self, segment: Segment, row: EventEnvelope) -> bool:
         """Whether the segment owns the event under the processor's sequencing policy.
