@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -95,3 +97,40 @@ def test_all_offsets_but_one_leave_at_most_one_gap(
     assert acker.committed == missing - 1
     assert acker.pending_intervals == (1 if missing < 199 else 0)
     assert acker.ack(missing) == 199
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(min_value=-3, max_value=10**6),
+    st.integers(min_value=1500, max_value=12_000),
+    st.integers(min_value=0, max_value=2**32),
+    st.sampled_from([2048, 4096, 8192]),
+)
+def test_a_ring_that_grows_keeps_every_completion(
+    start: int, length: int, seed: int, max_span: int
+) -> None:
+    """Completions spread further than the first ring's 1024 slots, in any order.
+
+    The other properties never widen the ring (their spans are at most 16 slots, or their
+    offsets lie within the first ring): here the ring doubles with completions in it, the
+    offsets beyond `max_span` go to the far intervals, and they come back into the ring. The
+    order is drawn from a seed: thousands of draws from Hypothesis exceed its input size.
+    """
+    rnd = random.Random(seed)
+    offsets = range(start + 1, start + 1 + length)
+    missing = set(rnd.sample(offsets, k=rnd.randint(1, 5)))
+    order = [offset for offset in offsets if offset not in missing]
+    rnd.shuffle(order)
+    acker = ContiguousAcker(committed=start, max_span=max_span)
+    done: set[int] = set()
+    expected = start
+    for offset in order:
+        done.add(offset)
+        expected = _longest_prefix_end(done, expected)
+        assert acker.ack(offset) == expected
+    assert acker.pending_intervals == _runs_above(done, expected)
+    for offset in sorted(missing, key=lambda _: rnd.random()):
+        done.add(offset)
+        assert acker.ack(offset) == _longest_prefix_end(done, start)
+    assert acker.committed == start + length
+    assert acker.pending_intervals == 0
