@@ -97,6 +97,26 @@ def test_the_demo_refuses_an_in_memory_journal_before_starting_spark(
     )
 
 
+@pytest.mark.parametrize("bucket_size", [BucketSize.MINUTE, BucketSize.DAY])
+def test_the_demo_refuses_a_journal_of_another_bucket_size_before_starting_spark(
+    runner: CliRunner, tmp_path: Path, bucket_size: BucketSize
+) -> None:
+    """An empty journal `ORDO_BUCKET_SIZE=day ordo init` made passed the check: once Spark had
+    started (a minute), the demo added its tables, tokens and change triggers, and then its
+    source failed, advising ORDO_BUCKET_SIZE, which the demo does not read."""
+    path = tmp_path / "j.db"
+    init_storage(str(path), bucket_size=bucket_size)
+    before = fingerprint(path)
+    code, out, err = _run(runner, "demo", "--events", "10", "--journal", f"sqlite:///{path}")
+    assert (code, out) == (1, "")
+    assert err == (
+        f"Error: BucketSizeMismatchError: journal records bucket_size={bucket_size}, cannot "
+        "open it with bucket_size=hour (the bucket size recorded by `ordo init` or the first "
+        "write never changes); the demo writes hour buckets: name a new journal\n"
+    )
+    assert fingerprint(path) == before
+
+
 def _demo_whose_spark_does_not_start(url: str, tmp_path: Path) -> None:
     """Run `ordo demo --master local[0]` on `url`, in a process of its own (its first Spark
     session is this one), and check that it fails as Spark refuses the master (no threads)."""

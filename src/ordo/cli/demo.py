@@ -16,6 +16,7 @@ from rich.table import Table
 
 from ordo.cli.options import master_options, print_fields, workload_options
 from ordo.cli.termination import interruptible
+from ordo.settings import EventsByTagSettings
 from ordo.simulation.workload import Workload
 from ordo.storage.location import (
     SQLiteLocation,
@@ -163,7 +164,9 @@ def _check_journal(url: str) -> None:
     """
     if url != DEFAULT_DEMO_JOURNAL:
         creatable_location(url)
-    require_empty_journal(url, run="the demo")  # a newer schema failed once Spark had started
+    # A newer schema failed once Spark had started; so did another bucket size than run_demo's
+    # (its settings' default), which no option or variable of the demo changes.
+    require_empty_journal(url, run="the demo", bucket_size=EventsByTagSettings().bucket_size)
 
 
 def _remove_sqlite_files(url: str) -> None:

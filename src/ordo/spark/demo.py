@@ -129,7 +129,7 @@ def run_demo(
     on_progress: Callable[[Progress], None],
 ) -> DemoReport:
     """Write, project, split a segment half-way, wait for the projection, and check."""
-    settings = EventsByTagSettings(
+    settings = EventsByTagSettings(  # the default bucket size, which `ordo demo` checks
         first_time_bucket=format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000),
         flush_interval=timedelta(milliseconds=50),
     )

@@ -9,7 +9,7 @@ from functools import partial
 from typing import Literal
 
 from ordo.clock import Clock, clock_or_system
-from ordo.errors import ConfigurationError
+from ordo.errors import BucketSizeMismatchError, ConfigurationError
 from ordo.journal import Journal, check_bucket_size
 from ordo.query import EventsByTag
 from ordo.settings import EventsByTagSettings, QuerySettings
@@ -117,13 +117,16 @@ def existing_stores_at(url: str) -> AbstractContextManager[Stores]:
     return closing(open_existing_stores(url))
 
 
-def require_empty_journal(url: str, *, run: str) -> None:
+def require_empty_journal(url: str, *, run: str, bucket_size: BucketSize | None = None) -> None:
     """Refuse a journal `run` cannot fill and check, creating and changing nothing.
 
     A journal that holds events: `run` checks what it wrote against all of them. A database
     that is no ordo journal but holds tables (an application's): `run` would add ordo's
     tables, thousands of events and, in the demo, change triggers to it. A newer schema is
     refused too (`check_schema`). A missing SQLite file is a new journal, empty by definition.
+    With `bucket_size`, the one `run` writes and cannot be told another, an empty journal that
+    records another (`ordo init` with ORDO_BUCKET_SIZE) is BucketSizeMismatchError: the demo's
+    writers and source failed on it only once Spark had started and its tables were added.
     """
     location = parse_location(url)
     if isinstance(location, SQLiteLocation) and not location.path.exists():
@@ -145,6 +148,12 @@ def require_empty_journal(url: str, *, run: str) -> None:
                 "compares every event of the journal with what was delivered): name a new one"
             )
             raise ConfigurationError(msg)
+        elif bucket_size is not None:
+            try:
+                check_bucket_size(stores.journal.recorded_bucket_size(), bucket_size)
+            except BucketSizeMismatchError as exc:
+                advice = f"{run} writes {bucket_size} buckets: name a new journal"
+                raise exc.advised(advice) from exc
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
