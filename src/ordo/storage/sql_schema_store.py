@@ -17,16 +17,34 @@ _COLUMNS = "schema_id, table_name, version, schema_json, is_accepted, registered
 
 def _version(row: Any) -> SchemaVersion:
     schema_id, table, version, schema_json, is_accepted, registered_at = row
+    of = f"schema id {schema_id} (version {version} of table {table!r})"
     return SchemaVersion(
         schema_id=int(schema_id),
         table=str(table),
         version=int(version),
-        schema=_stored_schema(
-            schema_json, of=f"schema id {schema_id} (version {version} of table {table!r})"
-        ),
+        schema=_stored_schema(schema_json, of=of),
         is_accepted=bool(is_accepted),
-        registered_at=dt.datetime.fromtimestamp(registered_at / 1000, tz=dt.UTC),
+        registered_at=_stored_time(registered_at, of=of),
     )
+
+
+def _stored_time(epoch_ms: object, *, of: str) -> dt.datetime:
+    """The registration time a `cdc_schemas` row stores; StorageIntegrityError when damaged.
+
+    Only add_version's epoch milliseconds are stored, so anything else is a row changed by hand
+    or by another program, as a damaged schema_json is (_stored_schema): SQLite keeps text in
+    the INTEGER column (the division's TypeError), and a number past datetime's years was its
+    ValueError or OverflowError, each a traceback of `ordo cdc schemas list`.
+    """
+    damaged = f"the stored registered_at of {of} is no time"
+    if not isinstance(epoch_ms, int | float):
+        msg = f"{damaged}: {epoch_ms!r} is not a number of milliseconds"
+        raise StorageIntegrityError(msg)
+    try:
+        return dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.UTC)
+    except (ValueError, OverflowError, OSError) as exc:
+        msg = f"{damaged}: {epoch_ms} ms is out of range: {exc}"
+        raise StorageIntegrityError(msg) from exc
 
 
 def _stored_schema(text: str | bytes, *, of: str) -> TableSchema:

@@ -147,6 +147,38 @@ def test_a_stored_schema_that_is_a_blob_is_named_as_damaged_storage(
         SchemaRegistry(stores.schemas).by_id(1)
 
 
+def _registration_time_is_damaged(journal: str, problem: str) -> None:
+    """`ordo cdc schemas list` and the registry name the damaged `registered_at` of version 1."""
+    code, _, err = run_ordo("cdc", "schemas", "list", "--journal", journal)
+    one_line_error(
+        code,
+        err,
+        "StorageIntegrityError: the stored registered_at of schema id 1 (version 1 of table "
+        f"'readings') is no time: {problem}",
+    )
+    with stores_at(journal) as stores, pytest.raises(StorageIntegrityError):
+        SchemaRegistry(stores.schemas).by_id(1)
+
+
+def test_a_registration_time_that_is_text_is_named_as_damaged_storage(
+    tmp_path: Path, journal: str
+) -> None:
+    """SQLite keeps text a hand edit stores in the INTEGER column: it was a TypeError, a
+    traceback of `ordo cdc schemas list`."""
+    registered(tmp_path, journal)
+    execute(journal, "UPDATE cdc_schemas SET registered_at = 'x'")
+    _registration_time_is_damaged(journal, "'x' is not a number of milliseconds")
+
+
+def test_a_registration_time_past_the_years_of_a_time_is_named_as_damaged_storage(
+    tmp_path: Path, journal_url: str
+) -> None:
+    """A number of milliseconds that is no datetime was its ValueError, on either backend."""
+    registered(tmp_path, journal_url)
+    execute(journal_url, f"UPDATE cdc_schemas SET registered_at = {2**63 - 1}")
+    _registration_time_is_damaged(journal_url, f"{2**63 - 1} ms is out of range: year ")
+
+
 def test_materialize_refuses_a_table_or_change_log_it_cannot_find_before_spark_starts(
     tmp_path: Path, journal: str
 ) -> None:
