@@ -136,6 +136,20 @@ def test_a_demo_whose_spark_does_not_start_leaves_no_journal_behind(tmp_path: Pa
     assert sorted(path.name for path in tmp_path.iterdir()) == ["spark.log"]
 
 
+def test_the_demo_announces_sparks_output_file_as_it_is_named(tmp_path: Path) -> None:
+    """The announcement went through rich's console markup: an ORDO_SPARK_LOG of `[/x].log`
+    ended the demo with rich's MarkupError, before Spark said the file could not be written."""
+    (tmp_path / "file").write_text("a file where ORDO_SPARK_LOG wants a directory")
+    spark_log = tmp_path / "file" / "[/x]:smile:.log"
+    demo = spark_command("demo", "--journal", f"sqlite:///{tmp_path}/new.db", spark_log=spark_log)
+    assert demo.returncode == 1
+    announcement, error = demo.stderr.splitlines()
+    assert announcement == f"starting Spark (its own output goes to {spark_log}) ..."
+    assert error.startswith(
+        f"Error: ConfigurationError: ORDO_SPARK_LOG: cannot write Spark's output to {spark_log}: "
+    )
+
+
 @pytest.mark.postgres
 def test_the_demo_refusing_a_postgres_database_does_not_show_its_password(
     runner: CliRunner, postgres_dsn: str

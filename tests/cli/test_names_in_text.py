@@ -8,6 +8,7 @@ now quotes such a name as messages do (`tag 'a\\tb'`), and a plain name stays as
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,19 @@ def test_events_and_query_quote_the_names_in_an_events_line(
     assert _one_line(runner, "query", "c\nd", "--journal", url).endswith("  'p\\tq'#1  0")
 
 
+def test_events_quotes_a_tag_holding_the_punctuation_of_its_tag_list(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """`[a#1,b#1]` was one tag `a#1,b` or two tags `a` and `b`: a tag with `,`, `#`, `[` or `]`
+    is quoted in the list, as one that starts with a quote is."""
+    url = f"sqlite:///{tmp_path / 'j.db'}"
+    tags = ["a#1,b", "c]", "[d", "e"]
+    event = json.dumps({"persistence_id": "p", "payload": 0, "tags": tags})
+    assert run(runner, "append", "--journal", url, stdin=event)[0] == 0
+    line = _one_line(runner, "events", "p", "--journal", url)
+    assert line.endswith("  ['[d'#1,'a#1,b'#1,'c]'#1,e#1]  0")
+
+
 def test_processors_status_quotes_a_processor_and_owner(runner: CliRunner, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'p.db'}"
     with stores_at(url) as stores:
@@ -95,3 +109,29 @@ def test_cdc_schemas_list_quotes_a_table_and_column(runner: CliRunner, tmp_path:
         ["readings", "v1"],
     ]
     assert out.splitlines()[0].endswith(", 'x\\ny' string")
+
+
+def test_status_shows_names_as_they_are_not_as_console_markup(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """Rich read console markup and emoji codes in the tables' strings: a processor `[red]p`
+    showed as a red `p`, a tag `:smile:` as an emoji, `[/x]` ended the command with rich's
+    MarkupError, and a tag with a line break broke the journal table's row in two. The list of
+    tags quotes one with a comma, as `events` does."""
+    url = f"sqlite:///{tmp_path / 'j.db'}"
+    tags = ["[/x]", ":smile:", "a\nb", "c,d"]
+    event = json.dumps({"persistence_id": "p", "payload": 0, "tags": tags})
+    assert run(runner, "append", "--journal", url, stdin=event)[0] == 0
+    with stores_at(url) as stores:
+        stores.tokens.initialize("[red]p", segment_count=1)
+        now_ms = time.time_ns() // 1_000_000
+        stores.tokens.claim("[red]p", 0, "w\tx", now_ms=now_ms, claim_timeout_ms=60_000)
+    schema = tmp_path / "odd.json"
+    schema.write_text(json.dumps({**json.loads(SIMULATED_SCHEMA.to_json()), "table": "[i]t"}))
+    assert run(runner, "cdc", "schemas", "register", str(schema), "--journal", url)[0] == 0
+    code, out, err = run(runner, "status", "--journal", url)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "│ tags            │ :smile: (1), [/x] (1), 'a\\nb' (1), 'c,d' (1) │" in lines
+    assert "│ [red]p    │ Segment[0/0] │ 'w\\tx' │" in out
+    assert "│ schema │ [i]t │ v1 id=1 accepted │" in lines

@@ -148,9 +148,8 @@ def status(
     slot: str,
 ) -> None:
     """Show change logs (partitions, last positions), schemas, materializers and capture lag."""
-    from rich.console import Console
-
     from ordo.cli.cdc_status import cdc_table
+    from ordo.cli.tables import print_tables
     from ordo.tools.status import cdc_status
 
     require_named_change_log(change_log)
@@ -160,7 +159,7 @@ def status(
     if as_json:
         print_json(found.to_json())
     else:
-        Console().print(cdc_table(found))
+        print_tables(cdc_table(found))
 
 
 @cdc.command()

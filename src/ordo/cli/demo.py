@@ -79,7 +79,7 @@ def demo(
             master=master,
             app_name=_APP,
             executor_timeout_ms=executor_timeout_ms,
-            announce=console.print,
+            announce=console.out,  # not print, which read markup in ORDO_SPARK_LOG's path
         ) as spark,
         tempfile.TemporaryDirectory(prefix="ordo-demo-", ignore_cleanup_errors=True) as work_dir,
         _live_display(console, transient=as_json) as live,

@@ -26,6 +26,9 @@ from ordo.storage.open import init_storage, open_journal
 from ordo.time import format_epoch_ms
 from ordo.wording import counted, shown_name
 
+_TAG_LIST = ",#[]"
+"""The punctuation of `events`' tag list `[a#1,b#2]`: a tag holding one is quoted (shown_name)."""
+
 
 @click.command()
 @journal_option
@@ -159,7 +162,9 @@ def events(
         print_json([e.to_json_dict() for e in replayed])
         return
     for e in replayed:
-        tagged = ",".join(f"{shown_name(tag)}#{nr}" for tag, nr in sorted(e.tags.items()))
+        tagged = ",".join(
+            f"{shown_name(tag, separators=_TAG_LIST)}#{nr}" for tag, nr in sorted(e.tags.items())
+        )
         click.echo(f"{e.sequence_nr:>6}  {e.timestamp.isoformat()}  [{tagged}]  {e.payload!r}")
     if not replayed:
         click.echo(f"no events for persistence id {persistence_id!r}", err=True)

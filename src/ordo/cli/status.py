@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from ordo.cli.cdc_options import change_log_option, require_named_change_log, source_status_options
@@ -24,10 +23,11 @@ from ordo.cli.options import (
     shown_token,
     without_tokens,
 )
+from ordo.cli.tables import print_tables
 from ordo.settings import OperationsSettings
 from ordo.storage.open import existing_stores_at
 from ordo.tools.status import Status, cdc_status, every_processor_status, journal_status
-from ordo.wording import counted
+from ordo.wording import counted, shown_name
 
 
 @click.command()
@@ -80,25 +80,23 @@ def status(
 
 
 def _print(found: Status) -> None:
-    console = Console()
     journal = found.journal
     overview = Table(title="journal", show_header=False)
     overview.add_row("journal id", journal.journal_id or "-")
     overview.add_row("events", f"{journal.events:,}")
     overview.add_row("persistence ids", f"{journal.persistence_ids:,}")
-    overview.add_row("tags", ", ".join(f"{t} ({n:,})" for t, n in journal.tags.items()) or "-")
+    tags = (f"{shown_name(t, separators=',')} ({n:,})" for t, n in journal.tags.items())
+    overview.add_row("tags", ", ".join(tags) or "-")
     overview.add_row("time buckets", f"{journal.time_buckets:,}")
     overview.add_row("write rate", f"{journal.events_per_s:,} events/s (last minute)")
     overview.add_row("live writers", str(journal.live_writers))
-    console.print(overview)
     processors = Table(title="processors")
     for column in ("processor", "segment", "owner", "token", "claim age", "lag"):
         processors.add_column(column)
     for processor in found.processors:
+        name = shown_name(processor.processor)
         if processor.positions is not None:
-            processors.add_row(
-                processor.processor, "-", "-", without_tokens(processor.positions), "-", "-"
-            )
+            processors.add_row(name, "-", "-", without_tokens(processor.positions), "-", "-")
             continue
         assert processor.lag_events is not None  # noqa: S101 - a processor with tokens has one
         lag = counted(processor.lag_events, "event")
@@ -111,14 +109,13 @@ def _print(found: Status) -> None:
                 else claim_age(segment, f"{segment.claim_age_ms / 1000:.1f} s")
             )
             processors.add_row(
-                processor.processor,
+                name,
                 segment.segment,
-                segment.owner or "-",
+                shown_name(segment.owner) if segment.owner else "-",
                 "\n".join(
                     (shown_token(segment), *beyond_token(segment), *pending_request(segment))
                 ),
                 age,
                 lag,
             )
-    console.print(processors)
-    console.print(cdc_table(found.cdc))
+    print_tables(overview, processors, cdc_table(found.cdc))
