@@ -89,3 +89,29 @@ def test_a_folds_messages_have_the_texts_of_each_message_alone(batch: list[Mutat
     messages = materialize_partition(PartitionState(), batch, ROWS.resolve).messages
 
     assert list(fold_message_values(messages)) == [message_values(m) for m in messages]
+
+
+def test_a_before_equal_to_the_previous_after_in_other_types_keeps_its_own_text() -> None:
+    """x 1.0 equals the previous after's x 1 but is written "1.0": texts are reused only for
+    the very same objects (a retyped column or another schema version makes such a before)."""
+    audit = Audit(source="s")
+    created: dict[str, JsonValue] = {"id": 1, "x": 1}
+    before: dict[str, JsonValue] = {"id": 1, "x": 1.0}
+    updated: dict[str, JsonValue] = {"id": 1, "x": 2.5}
+    messages = [
+        ChangeMessage(
+            table="t",
+            op=op,
+            key=(1,),
+            before=before,
+            after=after,
+            schema_id=schema_id,
+            write_time=schema_id,
+            audit=audit,
+        )
+        for op, before, after, schema_id in (
+            (ChangeOp.CREATE, None, created, 1),
+            (ChangeOp.UPDATE, before, updated, 2),
+        )
+    ]
+    assert list(fold_message_values(messages)) == [message_values(m) for m in messages]

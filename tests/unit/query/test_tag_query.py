@@ -7,8 +7,18 @@ from datetime import timedelta
 import pytest
 
 from ordo.errors import FutureOffsetError, MissingTaggedEventError, StorageUnavailableError
+from ordo.query import TagQuery
 from ordo.types import PersistenceId
-from tag_view_doubles import InMemoryTagView, OutageAtReads, at, drain, offset_at, row, tag_query
+from tag_view_doubles import (
+    InMemoryTagView,
+    OutageAtReads,
+    Row,
+    at,
+    drain,
+    offset_at,
+    row,
+    tag_query,
+)
 
 
 def test_a_live_query_stays_the_consistency_delay_behind_now() -> None:
@@ -159,17 +169,21 @@ def test_known_positions_make_a_first_encounter_after_the_offset_a_gap() -> None
     assert drain(query, now_ms=2_100) == [("b", 5), ("b", 6)]
 
 
+def _holding(view: InMemoryTagView, held: Row, *, look_back: timedelta) -> TagQuery[Row]:
+    """A query from an offset at 1 s that met `held` after it as a first encounter at 1.4 s,
+    and holds it while it looks back for earlier events (new_persistence_id_scan_timeout)."""
+    query = tag_query(
+        view, now_ms=1_000, offset=offset_at(1_000), new_persistence_id_scan_timeout=look_back
+    )
+    assert drain(query, now_ms=1_200) == []  # the start scan finds nothing of its id
+    view.add(held)
+    assert drain(query, now_ms=1_400) == []  # held while earlier events are sought
+    return query
+
+
 def test_new_persistence_id_scan_timeout_looks_back_for_earlier_events() -> None:
     view = InMemoryTagView()
-    query = tag_query(
-        view,
-        now_ms=1_000,
-        offset=offset_at(1_000),
-        new_persistence_id_scan_timeout=timedelta(seconds=1),
-    )
-    assert drain(query, now_ms=1_200) == []  # the start scan finds nothing of c
-    view.add(row("c", 3, 1_300))
-    assert drain(query, now_ms=1_400) == []  # c#3 is held while earlier events are sought
+    query = _holding(view, row("c", 3, 1_300), look_back=timedelta(seconds=1))
     view.add(row("c", 2, 1_100))
     assert drain(query, now_ms=1_500) == []  # c#1 might still come: look until the timeout
     assert drain(query, now_ms=2_401) == [("c", 2), ("c", 3)]
@@ -177,16 +191,19 @@ def test_new_persistence_id_scan_timeout_looks_back_for_earlier_events() -> None
 
 def test_a_look_back_that_times_out_accepts_the_first_event_seen() -> None:
     view = InMemoryTagView()
-    query = tag_query(
-        view,
-        now_ms=1_000,
-        offset=offset_at(1_000),
-        new_persistence_id_scan_timeout=timedelta(milliseconds=200),
-    )
-    assert drain(query, now_ms=1_200) == []
-    view.add(row("c", 3, 1_300))
-    assert drain(query, now_ms=1_400) == []
+    query = _holding(view, row("c", 3, 1_300), look_back=timedelta(milliseconds=200))
     assert drain(query, now_ms=1_700) == [("c", 3)]
+
+
+def test_a_look_back_that_times_out_takes_the_lowest_found_and_seeks_what_follows_it() -> None:
+    """c#2 and c#4 are found, c#3 never: c#2 is the first, then a gap; c#2 is not dropped."""
+    view = InMemoryTagView()
+    query = _holding(view, row("c", 5, 1_300), look_back=timedelta(milliseconds=200))
+    view.add(row("c", 2, 1_100), row("c", 4, 1_150))
+    assert drain(query, now_ms=1_700) == [("c", 2)]
+    with pytest.raises(MissingTaggedEventError) as caught:
+        drain(query, now_ms=3_701)  # gap_timeout (2 s) after the look-back ended
+    assert caught.value.missing == (3,)
 
 
 def test_minute_buckets_are_walked_across_their_boundaries() -> None:
@@ -218,10 +235,14 @@ def test_an_offset_in_the_future_is_refused() -> None:
 
 
 def test_forgotten_persistence_ids_are_taken_as_new_when_seen_again() -> None:
+    """Read in two polls, so that `a` is forgotten before a#2 comes: in one poll it never was,
+    and a query that took a returning id's event above 1 for a gap from NoOffset passed."""
     view = InMemoryTagView()
-    view.add(row("a", 1, 1_000), row("b", 1, 200_000), row("a", 2, 400_000))
+    view.add(row("a", 1, 1_000), row("b", 1, 200_000))
     query = tag_query(view, now_ms=0, cleanup_old_persistence_ids=timedelta(seconds=60))
-    assert drain(query, now_ms=500_000, polls=50) == [("a", 1), ("b", 1), ("a", 2)]
+    assert drain(query, now_ms=300_000, polls=50) == [("a", 1), ("b", 1)]
+    view.add(row("a", 2, 400_000))
+    assert drain(query, now_ms=500_000, polls=50) == [("a", 2)]
 
 
 def test_the_forward_scan_jumps_over_empty_buckets() -> None:
@@ -234,3 +255,67 @@ def test_the_forward_scan_jumps_over_empty_buckets() -> None:
 
     assert drain(query, now_ms=days_ms + 700_000) == [("a", 1), ("a", 2), ("b", 1)]
     assert view.reads < 20
+
+
+def test_a_query_from_no_offset_delivers_an_event_at_the_first_bucket_start() -> None:
+    """NoOffset starts just before its first bucket, not at its first instant."""
+    view = InMemoryTagView()
+    view.add(row("a", 1, 0))
+    query = tag_query(view, now_ms=1_000, is_live=False)
+    assert drain(query, now_ms=1_000) == [("a", 1)]
+
+
+def test_a_zero_new_persistence_id_scan_timeout_takes_a_first_encounter_at_once() -> None:
+    """With the default 0, the poll that reads c#7 delivers it: no look back, not a poll later."""
+    view = InMemoryTagView()
+    query = tag_query(view, now_ms=2_000, offset=offset_at(1_000))
+    assert drain(query, now_ms=2_000) == []  # the start scan finds nothing of c
+    view.add(row("c", 7, 2_050))
+    rows = query.poll(at(2_100)).rows
+    assert [(r.persistence_id, r.tag_pid_sequence_nr) for r in rows] == [("c", 7)]
+
+
+def test_a_back_track_does_not_reach_before_the_offset_the_query_started_from() -> None:
+    """b#1 lies before the offset (delivered before the restart): a back-track whose period
+    reaches back past the offset must not deliver it again as a first encounter."""
+    view = InMemoryTagView()
+    view.add(row("b", 1, 5_000))
+    query = tag_query(
+        view, now_ms=50_000, offset=offset_at(50_000), back_track_period=timedelta(seconds=60)
+    )
+    assert drain(query, now_ms=50_000) == []
+    assert drain(query, now_ms=51_100) == []  # the short back-track ran
+
+
+def test_a_known_position_is_kept_over_an_event_just_before_the_offset() -> None:
+    """The caller processed b up to #4; b#5, just before the offset, is one it has not seen:
+    it is not taken as delivered, and b#6 after the offset is a gap, never a silent skip."""
+    view = InMemoryTagView()
+    view.add(row("b", 5, 950), row("b", 6, 1_500))
+    known = {PersistenceId("b"): 4}
+    query = tag_query(
+        view, now_ms=2_000, offset=offset_at(1_000), known=known, gap_timeout=timedelta(0)
+    )
+    with pytest.raises(MissingTaggedEventError) as caught:
+        drain(query, now_ms=2_000)
+    assert caught.value.missing == (5,)
+
+
+def test_a_gap_search_looks_into_the_bucket_before_the_held_event() -> None:
+    view = InMemoryTagView()
+    view.add(row("a", 1, 58_000), row("a", 3, 61_000))
+    query = tag_query(view, now_ms=0)
+    assert drain(query, now_ms=62_000) == [("a", 1)]
+    view.add(row("a", 2, 59_000))  # late, in the bucket before a#3's
+    assert drain(query, now_ms=62_500) == [("a", 2), ("a", 3)]
+
+
+def test_an_offset_a_short_back_track_just_reaches_is_scanned_around_first() -> None:
+    """The offset lies exactly the back-track period (5 s) before now, in the past bucket: b#3
+    at it was delivered, so b#5 waits for the late b#4 instead of being taken as b's first."""
+    view = InMemoryTagView()
+    view.add(row("b", 3, 56_900), row("b", 5, 58_000))
+    query = tag_query(view, now_ms=62_000, offset=offset_at(57_000))
+    assert drain(query, now_ms=62_000) == []
+    view.add(row("b", 4, 57_500))
+    assert drain(query, now_ms=62_100) == [("b", 4), ("b", 5)]

@@ -142,3 +142,11 @@ def test_a_page_with_a_gap_falls_back_to_rows_and_still_fails() -> None:
     rows = [row("a", 1, 100), row("a", 3, 200), row("b", 1, 150)]
     delivered, failure, whole_pages = _outcome(rows, offset=NO_OFFSET, use_runs=True, now_ms=5_000)
     assert (delivered, failure, whole_pages) == ({"a": [1], "b": [1]}, "missing a", 0)
+
+
+def test_a_run_that_does_not_follow_on_from_the_previous_page_falls_back_and_fails() -> None:
+    """a#2 is missing between two buckets' pages: each page is clean, but a#3 does not follow
+    the a#1 already delivered, so its run is not taken whole."""
+    rows = [row("a", 1, 100), row("b", 1, 200), row("a", 3, 60_100)]
+    delivered, failure, _ = _outcome(rows, offset=NO_OFFSET, use_runs=True, now_ms=65_000)
+    assert (delivered, failure) == ({"a": [1], "b": [1]}, "missing a")
