@@ -202,6 +202,44 @@ def test_json_a_double_cannot_hold_is_dead_lettered_and_numerics_keep_their_digi
     ]
 
 
+def test_json_numbers_a_double_would_round_are_dead_lettered_naming_the_column(
+    run: Callable[..., None], capture: Capture
+) -> None:
+    """json and jsonb keep a number's digits; read as a double, `0.10000000000000000001` was
+    captured as 0.1, `1e-400` as 0.0 and `12345678901234567890.5` as 1.2345678901234567e+19,
+    and every message and sink held a value the application never wrote, without a word.
+    Numbers a double holds as written (`1E+2`, `1.50`, `0.1`) are carried."""
+    run("CREATE TABLE docs (id int PRIMARY KEY, body json, tags jsonb)")
+    source = capture("docs")
+    run(
+        """INSERT INTO docs VALUES (1, '{"b": 0.10000000000000000001}', '[1E+2, 1.50, 0.1]')""",
+        """INSERT INTO docs VALUES (2, '[1e-400]', '[12345678901234567890.5]')""",
+    )
+    expected = [
+        {"body (not JSON)": '{"b": 0.10000000000000000001}', "tags": [100, 1.5, 0.1]},
+        {"body (not JSON)": "[1e-400]", "tags (not JSON)": "[12345678901234567890.5]"},
+    ]
+
+    changes = source.peek(max_changes=10).mutations
+    snapshot = list(source.snapshot("docs"))
+
+    assert [{n: c.value for n, c in m.cells.items()} for m in changes] == expected
+    assert [{n: c.value for n, c in m.cells.items()} for m in snapshot] == expected
+    (schema,) = source.schemas()
+    assert [mutation_problems(m, schema) for m in changes] == [
+        [
+            "column 'body': '{\"b\": 0.10000000000000000001}' is JSON that cannot be carried: "
+            "number 0.10000000000000000001 is rounded to 0.1 as a double"
+        ],
+        [
+            "column 'body': '[1e-400]' is JSON that cannot be carried: number 1e-400 is rounded "
+            "to 0.0 as a double",
+            "column 'tags': '[12345678901234567890.5]' is JSON that cannot be carried: number "
+            "12345678901234567890.5 is rounded to 1.2345678901234567e+19 as a double",
+        ],
+    ]
+
+
 def test_an_update_leaves_out_an_unchanged_toasted_column(
     run: Callable[..., None], capture: Capture
 ) -> None:

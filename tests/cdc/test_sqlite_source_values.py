@@ -199,6 +199,43 @@ def test_json_holding_a_number_beyond_a_double_is_captured_and_dead_lettered(
     }
 
 
+def test_json_numbers_a_double_would_round_are_captured_and_dead_lettered(
+    documents: SQLiteChangeSource,
+) -> None:
+    """SQLite's JSON keeps a number's digits, which the change log held as written: the
+    materializer read `0.10000000000000000001` as 0.1 and `1e-400` as 0.0, so messages and
+    sinks held values the application never wrote, without a word. Such a document is set
+    aside as one beyond a double's range is; one a double holds as written is carried, and so
+    is a REAL the column stores (SQLite rounded it itself: the application reads that double)."""
+    run_sql(
+        documents.path,
+        """INSERT INTO docs VALUES (1, '{"b": 0.10000000000000000001}', '[0.1, 1E+2, 1.50]')""",
+        """INSERT INTO docs VALUES (2, 0.1 + 0.2, '{"c": [1e-400]}')""",
+    )
+    rounded, tiny = documents.peek(max_changes=10).rows.mutations()
+    assert {n: c.value for n, c in rounded.cells.items()} == {
+        "body (not JSON)": '{"b":0.10000000000000000001}',
+        "tags": [0.1, 100.0, 1.5],
+    }
+    assert {n: c.value for n, c in tiny.cells.items()} == {
+        "body": 0.30000000000000004,
+        "tags (not JSON)": '{"c":[1e-400]}',
+    }
+    (schema,) = documents.schemas()
+    folded = materialize_partition(
+        PartitionState(), [rounded, tiny], lambda _: ResolvedSchema(schema_id=7, schema=schema)
+    )
+    assert [r.reason for r in folded.rejected] == [
+        "does not fit schema id 7: column 'body': '{\"b\":0.10000000000000000001}' is JSON "
+        "that cannot be carried: number 0.10000000000000000001 is rounded to 0.1 "
+        "as a double",
+        "does not fit schema id 7: column 'tags': '{\"c\":[1e-400]}' is JSON that cannot be "
+        "carried: number 1e-400 is rounded to 0.0 as a double",
+    ]
+    snapshot = [{n: c.value for n, c in m.cells.items()} for m in documents.snapshot("docs")]
+    assert snapshot == [{n: c.value for n, c in m.cells.items()} for m in (rounded, tiny)]
+
+
 def _captured(path: Path, table: str, ddl: str, *writes: str) -> tuple[list[Mutation], TableSchema]:
     """Create `table`, capture it, run the application's `writes`: their changes and schema."""
     run_sql(path, ddl)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from decimal import Decimal
 from typing import Any
 
 from ordo.documents import document_decoder
@@ -56,8 +57,10 @@ def _no_constant(name: str) -> Any:
 class NumberOutOfRangeError(ValueError):
     """JSON text holding a number ordo cannot carry: beyond a double's range (`1e999`).
 
-    Unlike NaN or a malformed document it is valid JSON, which an application may have stored
-    in a JSON column: captures tell the two apart to say why such a value was set aside.
+    In JSON an application stored, a number a double would round (`0.10000000000000000001`)
+    too, and an integer longer than Python converts. Unlike NaN or a malformed document it is
+    valid JSON, which an application may have stored in a JSON column: captures tell the two
+    apart to say why such a value was set aside.
     """
 
 
@@ -97,8 +100,27 @@ def _integer(text: str) -> int:
         raise NumberOutOfRangeError(msg) from exc
 
 
+def _exact(text: str) -> float:
+    """`_finite`, refused too when the double is another number than `text` says.
+
+    ordo reads JSON as doubles, and every reader after the change log (messages, sinks, Spark)
+    gets the double's shortest text: `0.10000000000000000001` arrived as 0.1 and `1e-400` as
+    0.0, a value the application never wrote, without a word. Refused, the capture sets the
+    document aside and the materializer dead-letters its change naming the column (Debezium
+    carries such text as it is; a user expects no silent change). Another spelling of the same
+    number (`1E+2`, `1.50`) is carried. The shortest text equals `text` for most numbers, so
+    only the others are compared as decimals.
+    """
+    number = _finite(text)
+    shortest = repr(number)
+    if shortest != text and Decimal(shortest) != Decimal(text):
+        msg = f"number {text} is rounded to {shortest} as a double"
+        raise NumberOutOfRangeError(msg)
+    return number
+
+
 _APPLICATION_DECODER = json.JSONDecoder(
-    parse_constant=_no_constant, parse_float=_finite, parse_int=_integer
+    parse_constant=_no_constant, parse_float=_exact, parse_int=_integer
 )
 
 
@@ -107,6 +129,7 @@ def parse_application_json(text: str) -> Any:
 
     An integer longer than Python converts raises NumberOutOfRangeError too (`parse_json`
     raises a plain ValueError: its hot path leaves integers to the json module, and only
-    captures read such text).
+    captures read such text), and so does a number a double would round (`_exact`: the change
+    log holds doubles, which `parse_json` reads as they were written).
     """
     return _APPLICATION_DECODER.decode(text)

@@ -35,7 +35,8 @@ def not_json_cell(column: str) -> str:
     hold one; json_object() refuses it), for an infinite REAL in a string column and for text
     that is not UTF-8 (`not_utf8_text`, set aside by `ordo.storage.sqlite.change_text`); both
     captures for JSON holding a number beyond a double's range (`1e999`, which Python reads as
-    an infinity and no reader after the change log can read). The change must still be
+    an infinity and no reader after the change log can read) or one a double would round
+    (`0.10000000000000000001`, read as 0.1). The change must still be
     captured (a trigger that failed would fail the application's write; a capture that refused
     it would stop) and must not be folded, but no value under the column's own name could say
     so: a JSON column accepts every JSON value, a text column every string. Under this name,

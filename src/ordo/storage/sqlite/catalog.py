@@ -58,6 +58,22 @@ def column_type(table: str, column: str, declared: str) -> ColumnType:
     raise UnmappableColumnTypeError(msg)
 
 
+def json_columns(conn: sqlite3.Connection, tables: Sequence[str]) -> dict[str, frozenset[str]]:
+    """Each table's JSON columns, by the catalog (a table dropped since has none).
+
+    The capture checks their documents' numbers (`ordo.storage.sqlite.change_numbers`); unlike
+    `read_schema` it refuses nothing: changes of a table dropped since are still published.
+    """
+    return {
+        table: frozenset(
+            row[1]
+            for row in conn.execute(f"PRAGMA table_info({quote_identifier(table)})")
+            if _logical_type(row[2]) is ColumnType.JSON
+        )
+        for table in tables
+    }
+
+
 def open_read_only(path: Path) -> sqlite3.Connection:
     """A read-only connection to an existing source file (CaptureError when there is none).
 

@@ -8,10 +8,12 @@ window costs little more than reading it.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Mapping
 
 from ordo.cdc.change_rows import ChangeRows, key_text
 from ordo.cdc.json_text import parse_json
 from ordo.errors import CaptureError
+from ordo.storage.sqlite.change_numbers import set_aside_rounded
 from ordo.storage.sqlite.change_triggers import CHANGES
 
 _PLAIN_KEY = re.compile(r'\[(?:-?[0-9]+|"[ !#-\[\]-~]*")(?:,(?:-?[0-9]+|"[ !#-\[\]-~]*"))*\]')
@@ -35,11 +37,16 @@ class ChangeColumns:
     """Collects a window of change table rows as the columns of `ChangeRows`.
 
     Only eight columns vary between the changes of one source; the others are filled at the end.
+    `json_columns` names each table's JSON columns, whose documents a double would round are
+    set aside (`set_aside_rounded`).
     """
 
-    def __init__(self, *, source: str, segment: str) -> None:
+    def __init__(
+        self, *, source: str, segment: str, json_columns: Mapping[str, Collection[str]]
+    ) -> None:
         self._source = source
         self._segment = segment
+        self._json_columns = json_columns
         self._tables: list[str] = []
         self._keys: list[str] = []
         self._values: list[str | None] = []
@@ -80,7 +87,10 @@ class ChangeColumns:
             return
         if old_key is not None:
             self._append(table, old_key, position, captured_at_us, None)
-        self._append(table, key, position, captured_at_us, row_json or "{}")
+        values = (
+            set_aside_rounded(row_json, self._json_columns.get(table, ())) if row_json else "{}"
+        )
+        self._append(table, key, position, captured_at_us, values)
 
     def _append(
         self, table: str, key: str, position: int, captured_at_us: int, values: str | None

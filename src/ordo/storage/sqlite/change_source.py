@@ -20,14 +20,21 @@ from collections.abc import Iterator, Sequence
 from contextlib import closing
 from pathlib import Path
 
+from ordo.cdc.column_type import ColumnType
 from ordo.cdc.json_text import parse_json
 from ordo.cdc.mutation import Audit, Cell, Mutation, snapshot_segment
 from ordo.cdc.ports import CapturedWindow, SourceStatus
 from ordo.cdc.schema import TableSchema
 from ordo.errors import CaptureError
 from ordo.storage.sql_materialized_table import quote_identifier
-from ordo.storage.sqlite.catalog import open_read_only, read_schema, refuse_one_table_twice
+from ordo.storage.sqlite.catalog import (
+    json_columns,
+    open_read_only,
+    read_schema,
+    refuse_one_table_twice,
+)
 from ordo.storage.sqlite.change_columns import ChangeColumns
+from ordo.storage.sqlite.change_numbers import set_aside_rounded
 from ordo.storage.sqlite.change_segment import legacy_segment, record_segment, recorded_segment
 from ordo.storage.sqlite.change_text import fetch_change_rows
 from ordo.storage.sqlite.change_triggers import (
@@ -111,7 +118,8 @@ class SQLiteChangeSource:
 
         Built column by column from the change table's JSON texts, with no object per change
         (see `ordo.cdc.change_rows`): the row JSON is already the `cell_values` column, every
-        cell written at the change's position.
+        cell written at the change's position. JSON documents a double would round are set
+        aside (`ordo.storage.sqlite.change_numbers`).
         """
         with self._db.connection() as conn:
             rows = fetch_change_rows(  # text that is not UTF-8 set aside
@@ -121,7 +129,8 @@ class SQLiteChangeSource:
                 "ORDER BY position LIMIT ?",
                 (*self.tables, max_changes),
             )
-        window = ChangeColumns(source=SOURCE, segment=self.name)
+            documents = json_columns(conn, self.tables)
+        window = ChangeColumns(source=SOURCE, segment=self.name, json_columns=documents)
         for row in rows:
             window.add(*row)
         return CapturedWindow(
@@ -152,7 +161,8 @@ class SQLiteChangeSource:
 
         Read in one transaction with the head position, so every later change has a higher
         position and wins over the snapshot; the materializer emits them as READ messages. The
-        audit segment is `snapshot_segment(name, now)` with row ordinals as positions.
+        audit segment is `snapshot_segment(name, now)` with row ordinals as positions. JSON
+        documents a double would round are set aside as `peek` sets them aside.
         """
         schema = next(s for s in self.schemas() if s.table == table)
         with self._db.write_transaction() as conn:  # one consistent read of rows and head
@@ -163,13 +173,14 @@ class SQLiteChangeSource:
         write_time = head[0] if head else 0
         captured_at_us = time.time_ns() // 1000
         segment = snapshot_segment(self.name, captured_at_us)
+        documents = {c.name for c in schema.value_columns if c.type is ColumnType.JSON}
         for ordinal, (key_json, row_json) in enumerate(rows, start=1):
             yield Mutation(
                 table=table,
                 partition_key=tuple(parse_json(key_json)),
                 cells={
                     column: Cell(value=value, write_time=write_time)
-                    for column, value in parse_json(row_json).items()
+                    for column, value in parse_json(set_aside_rounded(row_json, documents)).items()
                 },
                 liveness=Cell(value=True, write_time=write_time),
                 audit=Audit(

@@ -1,0 +1,78 @@
+"""JSON columns' documents holding a number a double would round, set aside in a change row.
+
+SQLite's JSON functions keep a number's digits, so the triggers copy `0.10000000000000000001`
+into the change row as written, and the change log held it so: the materializer read it as the
+double 0.1 (`1e-400` as 0.0), and messages and sinks held a value the application never wrote.
+SQL cannot tell whether a number's text is a double's, so the capture looks in Python, and sets
+such a document aside as the triggers set aside one beyond a double's range: under
+`ordo.cdc.schema.not_json_cell` of its column, as its text, so the materializer dead-letters
+the change naming the column (`parse_application_json` says why).
+
+A number of at most 15 significant digits and an exponent of at most two is a double's, so only
+a row with a run of 16 digits or points, or a three-digit exponent, is read member by member;
+any other row costs a translation of its bytes and three substring searches (about 13 µs for
+8 kB on a loaded machine where parsing it costs 170 µs), a row of a table without JSON columns
+nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+
+from ordo.cdc.json_text import NumberOutOfRangeError, compact_json, parse_application_json
+from ordo.cdc.schema import not_json_cell
+
+_SHAPES = bytes(
+    ord("0") if byte in b"0123456789." else ord("e") if byte in b"eE" else ord(" ")
+    for byte in range(256)
+)
+"""A row's bytes mapped to the shape of its numbers: digits and points as "0", "e" as "e"."""
+_MAY_ROUND = (b"0" * 16, b"e000", b"e 000")
+"""Shapes of numbers a double may round: every such number has 16 digits or points (leading
+and trailing zeros count: `0.000000000000001`) or a three-digit exponent (beyond 1e99 or
+1e-99). A search for them in the shape (bytes.translate, then a substring search) costs a few
+times less than one regular expression for them, which scans in Python's matcher."""
+
+
+def _may_round(text: str) -> bool:
+    """Whether `text` may hold a number a double rounds (other text too: strings with digits)."""
+    shape = text.encode("utf-8", "surrogatepass").translate(_SHAPES)
+    return any(part in shape for part in _MAY_ROUND)
+
+
+_SPANS = json.JSONDecoder()
+"""Reads a member's name and finds where its value ends (`raw_decode`); the value is read
+again if it is a JSON column's."""
+
+
+def set_aside_rounded(row_json: str, json_columns: Collection[str]) -> str:
+    """`row_json` (json_object() text), or with each JSON column a double would round aside.
+
+    `json_columns` are the table's JSON columns. A document that is a bare number is the REAL
+    SQLite stored (a JSON column has NUMERIC affinity: it rounded the text itself, and the
+    application reads that double back), carried as the double it is; others are checked.
+    """
+    if not json_columns or not _may_round(row_json):
+        return row_json
+    members: list[str] = []
+    start = 1  # the first name's quote: json_object() writes no white space
+    while start < len(row_json) - 1:
+        name, colon = _SPANS.raw_decode(row_json, start)
+        end = _SPANS.raw_decode(row_json, colon + 1)[1]
+        value = row_json[colon + 1 : end]
+        if name in json_columns and value[:1] in ("[", "{") and _rounds(value):
+            members.append(f"{compact_json(not_json_cell(name))}:{compact_json(value)}")
+        else:
+            members.append(row_json[start:end])
+        start = end + 1  # past the "," (or the closing "}")
+    return "{" + ",".join(members) + "}"
+
+
+def _rounds(document: str) -> bool:
+    """Whether the JSON `document` holds a number a double would round (or cannot hold)."""
+    try:
+        parse_application_json(document)
+    except NumberOutOfRangeError:
+        return True
+    return False
