@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -36,6 +37,20 @@ def spark_command(
         cwd=cwd,
         check=False,
     )
+
+
+def fill_pipe(write_end: int) -> None:
+    """Fill the pipe of `write_end` with newlines: a command's next write to it waits for a read.
+
+    A command whose stderr it is then holds still at its next line, in the middle of its work,
+    until the test reads: a stop sent then comes during that work however slow the test is.
+    """
+    os.set_blocking(write_end, False)
+    for chunk in (b"\n" * 4096, b"\n"):  # pages, then the bytes left
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                os.write(write_end, chunk)
+    os.set_blocking(write_end, True)  # the command's writes wait rather than fail
 
 
 def journal_with_one_event(runner: CliRunner, tmp_path: Path) -> str:

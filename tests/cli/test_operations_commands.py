@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli_support import spark_command
+from cli_support import fill_pipe, spark_command
 from operations_support import WRITE, execute, tag_view_rows, write_with_writers
 from ordo import NewEvent, open_journal
 from ordo.cli.main import cli
@@ -429,7 +428,8 @@ def test_a_stopped_cleanup_or_local_rebuild_says_so_in_one_line(
     arguments, stopped = _STOPPED_COMMANDS[command]
     now = datetime.now(UTC).isoformat()
     given = [now if argument == "NOW" else argument for argument in arguments]
-    filler, stderr = _full_pipe()
+    filler, stderr = os.pipe()
+    fill_pipe(stderr)
     running = subprocess.Popen(
         [sys.executable, "-m", "ordo.cli.main", *given, "--journal", url],
         stdout=subprocess.PIPE,
@@ -449,18 +449,6 @@ def test_a_stopped_cleanup_or_local_rebuild_says_so_in_one_line(
     assert (running.returncode, out) == (128 + stop, "")
     assert err.splitlines()[-1].startswith(stopped)
     assert execute(url, "SELECT count(*) FROM tag_views") != rows
-
-
-def _full_pipe() -> tuple[int, int]:
-    """A pipe (read end, write end) filled with newlines: a write to it waits for a read."""
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)
-    for chunk in (b"\n" * 4096, b"\n"):  # pages, then the bytes left
-        with contextlib.suppress(BlockingIOError):
-            while True:
-                os.write(write_end, chunk)
-    os.set_blocking(write_end, True)  # the cleanup's writes wait rather than fail
-    return read_end, write_end
 
 
 def test_cleanup_prints_its_progress_every_few_seconds_not_per_batch(tmp_path: Path) -> None:

@@ -13,16 +13,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from cdc_support import USERS
+from cli_support import fill_pipe
+from operations_support import execute
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.cdc import Audit, Cell, Mutation, SchemaRegistry
 from ordo.cdc.change_rows import ChangeRows
@@ -87,15 +90,18 @@ def _pipeline_command(
 
 
 @contextmanager
-def _running(command: list[str], tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+def _running(
+    command: list[str], tmp_path: Path, *, stderr: int = subprocess.PIPE
+) -> Iterator[subprocess.Popen[str]]:
     """`command` started as a terminal would start it (Spark's output to tmp_path/spark.log),
-    stopped at the end (`_stopped`) if it still runs."""
+    stopped at the end (`_stopped`) if it still runs. Its stderr is a pipe, or the file
+    descriptor `stderr`."""
     env = {**os.environ, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")}
     job = subprocess.Popen(
         command,
         env=env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
         text=True,
         start_new_session=True,
     )
@@ -440,6 +446,106 @@ def test_ctrl_c_cancels_verifys_spark_job_with_one_line_and_status_130(tmp_path:
 
     assert (verify.returncode, out) == (130, "")
     assert err.splitlines()[2:] == ["verify interrupted: Spark's jobs cancelled, no verdict"]
+
+
+def test_sigterm_during_verifys_repair_ends_it_with_its_line_and_status_143(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The repair runs in this process between verify's Spark jobs, where SIGTERM kept its
+    default action: it ended the command at once, without the repair's line (status -15), and
+    left the folder of the launcher of Spark's Python workers in the temporary folder.
+
+    Every tag views row is deleted, so the repair rebuilds each id. Once Spark is starting, the
+    test fills the command's stderr pipe (`fill_pipe`): its first progress line, after 100 ids,
+    then holds it in the repair until the test reads.
+    """
+    work = tmp_path / "tmp"
+    work.mkdir()
+    monkeypatch.setenv("TMPDIR", str(work))
+    url, ids = f"sqlite:///{tmp_path}/j.db", 150
+    with open_journal(url) as journal:
+        for n in range(ids):
+            journal.append(f"p{n}", [NewEvent.of(n, tags=["a"])])
+    execute(url, "DELETE FROM tag_views")
+    command = [str(ORDO), "verify", "--repair", "--journal", url, "--master", "local[1]"]
+    first = "verifying tag views on Spark ..."
+    with _held_once_spark_starts(command, tmp_path, first) as (verify, err_pipe):
+        _wait_for_tag_view_rows(url, verify, lambda rows: rows > 0)  # the repair has begun
+        err = _terminated(verify, err_pipe)
+
+    assert verify.returncode == 128 + signal.SIGTERM
+    assert err.splitlines()[-1] == (
+        "verify interrupted during the repair: the persistence ids rebuilt so far stay rebuilt, "
+        "the others are as they were; run `ordo verify --repair` again"
+    )
+    assert 0 < execute(url, "SELECT count(*) FROM tag_views")[0][0] < ids
+    assert list(work.iterdir()) == []
+
+
+def test_sigterm_during_the_truncate_of_a_spark_rebuild_ends_it_with_its_line_and_status_143(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`reconcile rebuild --all --truncate` truncates in this process once Spark has started,
+    where SIGTERM kept its default action (as in verify's repair, see above). The truncate's
+    line on stderr, which the test holds back (`_held_once_spark_starts`), keeps it there."""
+    work = tmp_path / "tmp"
+    work.mkdir()
+    monkeypatch.setenv("TMPDIR", str(work))
+    url = f"sqlite:///{tmp_path}/j.db"
+    with open_journal(url) as journal:
+        journal.append("p", [NewEvent.of(0, tags=["a"])])
+    command = [str(ORDO), "reconcile", "rebuild", "--all", "--truncate", "--journal", url]
+    first = "rebuilding every tag view on Spark ..."
+    command = [*command, "--master", "local[1]"]
+    with _held_once_spark_starts(command, tmp_path, first) as (rebuild, err_pipe):
+        _wait_for_tag_view_rows(url, rebuild, lambda rows: rows == 0)  # truncated
+        err = _terminated(rebuild, err_pipe)
+
+    assert rebuild.returncode == 128 + signal.SIGTERM
+    assert err.splitlines()[-1] == (
+        "rebuild interrupted: the rows written so far stay, the others are missing; run "
+        "`ordo reconcile rebuild --all` again to write them (it upserts)"
+    )
+    assert execute(url, "SELECT count(*) FROM tag_views") == [(0,)]
+    assert list(work.iterdir()) == []
+
+
+@contextmanager
+def _held_once_spark_starts(
+    command: list[str], tmp_path: Path, first: str
+) -> Iterator[tuple[subprocess.Popen[str], TextIO]]:
+    """`command` (`_running`) and the read end of its stderr pipe, which the test fills
+    (`fill_pipe`) once the command has said `first` and that Spark starts: the command's next
+    line holds it where it prints it, in the middle of its work, until the test reads."""
+    read_end, write_end = os.pipe()
+    with (
+        _running(command, tmp_path, stderr=write_end) as job,
+        open(read_end, encoding="utf-8") as err_pipe,
+    ):
+        assert err_pipe.readline() == f"{first}\n"
+        assert err_pipe.readline().startswith("starting Spark ")
+        fill_pipe(write_end)
+        os.close(write_end)
+        yield job, err_pipe
+
+
+def _wait_for_tag_view_rows(
+    url: str, job: subprocess.Popen[str], until: Callable[[int], bool]
+) -> None:
+    """Wait until the number of tag_views rows is one that `until` takes: `job` got there."""
+    deadline = time.monotonic() + 120
+    while not until(execute(url, "SELECT count(*) FROM tag_views")[0][0]):
+        assert job.poll() is None, "the command ended before it got there"
+        assert time.monotonic() < deadline, "the command did not get there in 120 s"
+        time.sleep(0.05)
+
+
+def _terminated(job: subprocess.Popen[str], err_pipe: TextIO) -> str:
+    """SIGTERM to `job` alone, as a service manager sends it: its stderr after the filler."""
+    job.send_signal(signal.SIGTERM)
+    err = err_pipe.read()  # until the command ends
+    job.communicate(timeout=120)  # its stdout
+    return "\n".join(line for line in err.splitlines() if line)
 
 
 def test_ctrl_c_while_spark_starts_ends_a_streaming_job_with_its_line(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import click
 
 from ordo.cli.operations_options import OperationRequest, guarded_options, spark_partitions_option
 from ordo.cli.options import ThrottledProgress, master_options, print_json, progress
-from ordo.cli.termination import interruptible
+from ordo.cli.termination import interruptible, stoppable
 from ordo.storage.open import init_storage, open_existing_stores
 from ordo.tools.reconciliation import Reconciliation
 from ordo.tools.verify_report import VerifyReport
@@ -62,8 +62,8 @@ def verify(
         document: dict[str, object] = {"report": report.to_json_dict()}
         _show(report, as_json=as_json)
         if repair and not report.is_clean:
-            with (
-                interruptible(_REPAIR_INTERRUPTED),
+            with (  # no Spark's: SIGTERM's default action ended it without its line
+                stoppable(_REPAIR_INTERRUPTED),
                 request.tool(Reconciliation) as reconciliation,
                 ThrottledProgress() as show,
             ):
