@@ -86,7 +86,11 @@ class EventSource:
 
         `known`: the last processed tag pid sequence nr of persistence ids, so that the query
         holds back an event whose predecessor is not visible yet (TagQuery's `known`); only
-        those of `segment`'s ids are kept when the reader selects the segment.
+        those of `segment`'s ids are kept when the reader selects the segment. Until a reset
+        segment's replays are over (`replay_until`), the query takes the next event after the
+        offset of each id it does not know for the id's first (TagQuery's `after_reset`): the
+        reset cleared the positions, and the event just before the offset, counted as
+        delivered, made a processor reset to an offset before a gap stop at it again.
         """
         reader = self.reader if segment is None else _SegmentReader(self.reader, segment)
         if segment is not None and known:
@@ -101,6 +105,7 @@ class EventSource:
             now_ns=now_ns,
             is_live=True,
             known=known,
+            after_reset=entry.replay_until is not None,
         )
 
     def start(self, entry: TokenEntry) -> Offset:
