@@ -26,6 +26,7 @@ from ordo.processing.token import TrackingToken
 from ordo.query import EventEnvelope
 from ordo.storage.stores import Stores
 from ordo.time import TimeUUID
+from ordo.tools.cleanup import Cleanup
 from ordo.types import Tag
 from processing_support import FAST, READ, WRITE, in_half, source, wait_for
 
@@ -316,6 +317,26 @@ def test_a_reset_to_an_offset_before_a_gap_goes_on_past_it(
         wait_for(lambda: _has_passed(stores, last) or running.failure is not None)
     assert running.failure is None
     assert _handled(sql) == _once("x#1", "x#3", "x#4")
+
+
+def test_a_processor_from_the_start_reads_on_from_the_expiry_horizon(
+    stores: Stores, journal_factory: Callable[..., Journal], sql: Sql
+) -> None:
+    """x's first two events expired (`cleanup expire`): a new processor used to take x#3 for a
+    gap and stop with MissingTaggedEventError; it starts at the horizon instead."""
+    clock = ManualClock(time.time_ns() - 3_600 * 10**9)
+    journal = journal_factory(settings=WRITE, clock=clock)
+    for i in range(2):
+        _append(journal, "x", i)
+    clock.advance(3_600 * 10**9)
+    _append(journal, "x", 2)
+    last = _append(journal, "y", 0)
+    Cleanup.of(stores).expire(timedelta(minutes=30))
+    record = _recorder(sql)
+    with _processor(stores, record, segments=1) as running:
+        wait_for(lambda: _has_passed(stores, last) or running.failure is not None)
+    assert running.failure is None
+    assert _handled(sql) == _once("x#3", "y#1")
 
 
 def _half(policy: str, pid: str, nr: int, *, g: int) -> int:

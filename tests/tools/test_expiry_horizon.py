@@ -2,7 +2,8 @@
 
 The expiry records before which time each tag's rows were deleted (its horizon); a rebuild of
 one id, of every id, or of the pairs `verify --repair` names leaves those events without rows
-and numbers the others as the tag writer did (G7). Both backends.
+and numbers the others as the tag writer did (G7), and a query from the start reads on from the
+horizon. Both backends.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import time
 from datetime import timedelta
 
 from operations_support import WRITE, execute, progress_rows, tag_view_rows
-from ordo import NewEvent, open_journal
+from ordo import EventsByTag, NewEvent, QuerySettings, open_journal
 from ordo.clock import ManualClock
 from ordo.storage.open import stores_at
 from ordo.tools.cleanup import Cleanup
@@ -91,3 +92,24 @@ def test_a_dry_run_sets_no_horizon(journal_url: str) -> None:
         execute(journal_url, "DELETE FROM tag_views WHERE tag = 't'")
         Reconciliation.of(stores).rebuild_all_locally()
     assert tag_view_rows(journal_url) == written
+
+
+def test_a_query_from_the_start_reads_on_from_the_horizon(journal_url: str) -> None:
+    """A query from no offset expects each id's tag pid sequence nr 1, which an expiry deleted.
+
+    p0's events 1-3 and p1's 1-2 are expired: the query took p0#4 for a gap and failed with
+    MissingTaggedEventError after gap_timeout (restarting from its last_known_offset could not
+    bring deleted rows back). It now starts at the horizon, as a query from that offset.
+    """
+    _write_old_and_new(journal_url)
+    quick = QuerySettings(eventual_consistency_delay=timedelta(0), gap_timeout=timedelta(0))
+    with stores_at(journal_url) as stores:
+        Cleanup.of(stores).expire(timedelta(hours=1))
+        query = EventsByTag(
+            stores.tag_view_reader,
+            settings=quick,
+            events_by_tag=WRITE,
+        )
+        with query.current("t") as events:
+            delivered = [(e.persistence_id, e.tag_pid_sequence_nr) for e in events]
+    assert delivered == [("p0", 4), ("p1", 3), ("p0", 5)]

@@ -26,7 +26,7 @@ from ordo.query import (
     TagViewReader,
     looking_back,
 )
-from ordo.query.offset import Offset
+from ordo.query.offset import Offset, past_expiry
 from ordo.query.ports import RecordsBucketSize
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.settings.loading import flag
@@ -117,11 +117,12 @@ class EventSource:
         this point, so records of handled events below it are not needed (`forget_handled`).
         After a reset it does not look back before the replay boundary (the offset reset to,
         or how far the processor had got): the reset cleared those positions and records, and
-        the events just before the offset reset to were handled again.
+        the events just before the offset reset to were handled again. Without a token it
+        starts at the tag's expiry horizon, if any (`past_expiry`).
         """
         offset = entry.token.offset
         if offset is None:
-            return NO_OFFSET
+            return past_expiry(NO_OFFSET, self.reader, self.tag)
         replayed = None if entry.replay_until is None else entry.replay_until.reached
         return looking_back(offset, self.query, replayed=replayed)
 

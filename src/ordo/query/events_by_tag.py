@@ -11,7 +11,7 @@ from ordo.clock import Clock, clock_or_system
 from ordo.errors import StorageUnavailableError
 from ordo.journal import validation
 from ordo.query.envelope import EventEnvelope
-from ordo.query.offset import Offset, to_offset
+from ordo.query.offset import Offset, past_expiry, to_offset
 from ordo.query.ports import TagViewReader
 from ordo.query.tag_query import TagQuery
 from ordo.settings import EventsByTagSettings, QuerySettings
@@ -65,10 +65,11 @@ class EventsByTag:
             yield envelope
 
     def _query(self, tag: str, offset: object, *, is_live: bool) -> TagQuery[EventEnvelope]:
-        start: Offset = to_offset(offset)
+        checked = validation.tag(tag)
+        start: Offset = past_expiry(to_offset(offset), self._reader, checked)
         return TagQuery(
             self._reader,
-            tag=validation.tag(tag),
+            tag=checked,
             offset=start,
             settings=self.settings,
             bucket_size=self.events_by_tag.bucket_size,

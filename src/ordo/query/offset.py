@@ -7,9 +7,11 @@ from datetime import datetime, timedelta
 
 from ordo import arguments
 from ordo.errors import ConfigurationError, FutureOffsetError, OffsetFormatError
+from ordo.query.ports import RecordsExpiryHorizon
 from ordo.settings import QuerySettings
 from ordo.time import EARLIEST_EPOCH_NS, TimeUUID
 from ordo.time.duration import nanoseconds
+from ordo.types import Tag
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,24 @@ def to_offset(value: object) -> Offset:
         return TimeUUID.from_datetime(value, bound="min")
     msg = f"an offset is a TimeUUID, its string or an aware datetime, not {value!r}"
     raise OffsetFormatError(msg)
+
+
+def past_expiry(offset: Offset, reader: object, tag: Tag) -> Offset:
+    """Where a query of `tag` from `offset` starts: NoOffset moves to the tag's expiry horizon.
+
+    A query from NoOffset expects every persistence id to start at tag pid sequence nr 1, but
+    `ordo cleanup expire|before` deleted the rows before the horizon on purpose (the reader
+    says where: RecordsExpiryHorizon): an id whose first events were deleted was a gap to it,
+    and it failed with MissingTaggedEventError. From the horizon, as a query from that offset,
+    it takes an id's first event there as the first (Akka's query does so from NoOffset too,
+    once its look-back for earlier ones times out). Every row it skips there was to be deleted.
+    """
+    if not isinstance(offset, NoOffset) or not isinstance(reader, RecordsExpiryHorizon):
+        return offset
+    horizon_ms = reader.expiry_horizon_ms(tag)
+    if horizon_ms is None:
+        return offset
+    return TimeUUID.max_for_epoch_ns(max(horizon_ms * 1_000_000 - 100, EARLIEST_EPOCH_NS))
 
 
 def refuse_future(offset: TimeUUID, *, now_ns: int) -> None:

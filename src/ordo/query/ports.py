@@ -75,6 +75,15 @@ class TagViewReader(Protocol[R_co]):
 
 
 @runtime_checkable
+class RecordsExpiryHorizon(Protocol):
+    """A reader of tag views that records where rows were deleted on purpose (the SQL ones do)."""
+
+    def expiry_horizon_ms(self, tag: Tag) -> int | None:
+        """The epoch ms before which `tag`'s rows were deleted on purpose; None: none were."""
+        ...
+
+
+@runtime_checkable
 class RecordsBucketSize(Protocol):
     """A reader of a journal that records its bucket size (the SQL tag views do)."""
 

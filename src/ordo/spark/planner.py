@@ -16,6 +16,7 @@ from ordo.errors import UnknownProcessorError
 from ordo.hashing import stable_hash
 from ordo.processing import Segment, initial_segments
 from ordo.query import NO_OFFSET, KeyRun, Offset, TagQuery, looking_back
+from ordo.query.offset import past_expiry
 from ordo.spark.key_runs import KeyRunReader
 from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions, check_source_bucket_size
@@ -43,7 +44,8 @@ class EventsByTagPlanner:
         are no positions: a reset cleared them, so they cannot tell the events applied just
         before the offset from late ones, which were then applied a second time. Until its
         replays are over, a reset projection takes each id's next event after the offset as
-        its first (TagQuery's `after_reset`): it goes on past a gap that stopped it.
+        its first (TagQuery's `after_reset`): it goes on past a gap that stopped it. From the
+        start, it begins at the tag's expiry horizon, if any (`past_expiry`).
 
         Pages are summarised per persistence id (KeyRunReader) unless `maxEventsPerTrigger`
         is set: a batch is then cut after a number of rows, which needs them one by one. On
@@ -62,7 +64,7 @@ class EventsByTagPlanner:
             self.journal_id = self._stores.journal.journal_id()
             known = _known_positions(options, self._stores)
             replayed = _replayed_up_to(options, self._stores)
-            start: Offset = NO_OFFSET
+            start: Offset = past_expiry(NO_OFFSET, self._stores.tag_view_reader, options.tag)
             if resume_after:
                 start = TimeUUID.from_bytes(bytes.fromhex(resume_after))
                 if known:

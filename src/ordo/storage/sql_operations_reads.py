@@ -12,10 +12,10 @@ from typing import Any
 
 from ordo.journal.event import decode_tags
 from ordo.storage.chunks import chunks
-from ordo.storage.migration import EXPIRED_BEFORE_KEY, METADATA_TABLE
 from ordo.storage.sql_key_reads import SqlKeyReads
+from ordo.storage.sql_store import SqlMetadataReads
 from ordo.time import TimeUUID
-from ordo.tools.ports import DeletedCounts, ExpiryHorizons, WriterLeaseInfo
+from ordo.tools.ports import DeletedCounts, WriterLeaseInfo
 from ordo.types import PersistenceId, SequenceNr, Tag, TimeBucket
 
 _IN_CHUNK = 500
@@ -24,7 +24,7 @@ DELETED_TO = "SELECT deleted_to FROM all_persistence_ids WHERE persistence_id = 
 """Up to which sequence nr an id's events were deleted from the journal (no row: none)."""
 
 
-class SqlOperationsReads(SqlKeyReads):
+class SqlOperationsReads(SqlKeyReads, SqlMetadataReads):
     """The reads of OperationsStore in plain SQL. Thread-safe."""
 
     # --- status ---------------------------------------------------------------------------
@@ -175,20 +175,6 @@ class SqlOperationsReads(SqlKeyReads):
             if row is not None:
                 return bytes(row[0])
         return None
-
-    def expiry_horizons(self) -> ExpiryHorizons:
-        """The horizons in ordo_metadata: `EXPIRED_BEFORE_KEY`, and one key per tag after it."""
-        prefix = f"{EXPIRED_BEFORE_KEY}:"
-        rows = self._fetchall(
-            f"SELECT key, value FROM {METADATA_TABLE} WHERE key = {{p}} "
-            "OR substr(key, 1, {p}) = {p}",
-            (EXPIRED_BEFORE_KEY, len(prefix), prefix),
-        )
-        found = {str(key): int(str(value)) for key, value in rows}
-        return ExpiryHorizons(
-            every_tag_ms=found.pop(EXPIRED_BEFORE_KEY, None),
-            per_tag_ms={Tag(key.removeprefix(prefix)): ms for key, ms in found.items()},
-        )
 
 
 def sequence_nr_of(row: Any) -> SequenceNr:

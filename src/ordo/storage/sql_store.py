@@ -17,13 +17,15 @@ from ordo.journal.ports import JournalSummary
 from ordo.processing.connection import SqlConnection
 from ordo.storage.migration import (
     BUCKET_SIZE_KEY,
+    EXPIRED_BEFORE_KEY,
     JOURNAL_ID_KEY,
     METADATA_TABLE,
     SCHEMA_VERSION_KEY,
 )
 from ordo.storage.rows import MESSAGE_COLUMNS, event_from_row, summary_from_row
 from ordo.storage.sql_writer_lease import SqlWriterLeases
-from ordo.types import PersistenceId, SequenceNr
+from ordo.tools.ports import ExpiryHorizons
+from ordo.types import PersistenceId, SequenceNr, Tag
 
 PAGE_SIZE = 500
 """Rows per read of the paged scans (events of an id, persistence ids)."""
@@ -71,6 +73,20 @@ class SqlMetadataReads(SqlStore):
         a processor's source of another size, whose query would walk the wrong buckets.
         """
         return self._metadata(BUCKET_SIZE_KEY)
+
+    def expiry_horizons(self) -> ExpiryHorizons:
+        """The horizons in ordo_metadata: `EXPIRED_BEFORE_KEY`, and one key per tag after it."""
+        prefix = f"{EXPIRED_BEFORE_KEY}:"
+        rows = self._fetchall(
+            f"SELECT key, value FROM {METADATA_TABLE} WHERE key = {{p}} "
+            "OR substr(key, 1, {p}) = {p}",
+            (EXPIRED_BEFORE_KEY, len(prefix), prefix),
+        )
+        found = {str(key): int(str(value)) for key, value in rows}
+        return ExpiryHorizons(
+            every_tag_ms=found.pop(EXPIRED_BEFORE_KEY, None),
+            per_tag_ms={Tag(key.removeprefix(prefix)): ms for key, ms in found.items()},
+        )
 
     def _metadata(self, key: str) -> str | None:
         row = self._fetchone(f"SELECT value FROM {METADATA_TABLE} WHERE key = {{p}}", (key,))

@@ -89,6 +89,10 @@ class SqlTagViewStore(SqlMetadataReads, ABC):
                 (persistence_id, sequence_nr),
             )
 
+    def expiry_horizon_ms(self, tag: Tag) -> int | None:
+        """The tag's expiry horizon (RecordsExpiryHorizon): a query from the start begins there."""
+        return self.expiry_horizons().of(tag)
+
     def read_tag_view(self, page: TagViewPage) -> Sequence[EventEnvelope]:
         """Envelopes of one (tag, bucket) with after < offset <= up_to, in offset order."""
         rows = self._fetchall(*self._tag_view_page(ENVELOPE_COLUMNS, page))
