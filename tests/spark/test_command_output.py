@@ -21,6 +21,7 @@ from typing import TextIO
 
 import pytest
 from click.testing import CliRunner
+from psycopg.conninfo import make_conninfo
 from pyspark.sql import SparkSession
 
 from cdc_support import USERS
@@ -35,6 +36,7 @@ from ordo.spark.job_session import spark_output_path
 from ordo.spark.query_failure import failure_line
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
+from ordo.storage.postgres.connection import redacted_dsn
 from ordo.time import format_first_time_bucket
 
 pytestmark = pytest.mark.spark
@@ -559,6 +561,26 @@ def test_ctrl_c_while_spark_starts_ends_a_streaming_job_with_its_line(tmp_path: 
 
     assert (materializer.returncode, out) == (130, "")
     assert err == "materializer 'users' interrupted: stopped, it resumes from its checkpoint\n"
+
+
+@pytest.mark.postgres
+def test_ctrl_c_of_a_demo_on_postgres_names_the_journal_without_its_password(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    """The line of what the interrupted demo left held the URL as given, password included."""
+    url = make_conninfo(postgres_dsn, password="s3cret")  # noqa: S106 - the test server trusts any
+    command = [str(ORDO), "demo", "--journal", url, "--events", "10", "--master", "local[1]"]
+    with _running(command, tmp_path) as demo:
+        assert demo.stderr is not None
+        assert demo.stderr.readline().startswith("starting Spark ")
+        os.killpg(demo.pid, signal.SIGINT)
+        out, err = demo.communicate(timeout=120)
+
+    assert (demo.returncode, out) == (130, "")
+    assert err == (
+        "demo interrupted: writers and projection stopped, no verdict; PostgreSQL at "
+        f"{redacted_dsn(url)} holds what was written\n"
+    )
 
 
 def _wait_for_python_workers(job: subprocess.Popen[str], *, timeout_s: float = 120) -> None:

@@ -23,6 +23,7 @@ from ordo.storage.location import (
     creatable_location,
     create_folders,
     parse_location,
+    redacted_url,
 )
 from ordo.storage.open import require_empty_journal
 
@@ -71,7 +72,8 @@ def demo(
     _check_journal(journal_url)  # before Spark, which takes seconds to start (or to fail)
     with (
         interruptible(
-            f"demo interrupted: writers and projection stopped, no verdict; {journal_url} "
+            "demo interrupted: writers and projection stopped, no verdict; "
+            f"{redacted_url(journal_url)} "  # a URL's password is no message's
             "holds what was written"
         ),
         query_failures("demo"),

@@ -33,6 +33,7 @@ from ordo.spark.change_sink import apply_batch
 from ordo.spark.checkpoint import checkpoint_query_id, local_checkpoint_path, next_batch
 from ordo.spark.query_arguments import check_query_arguments
 from ordo.spark.register import ROCKSDB_STATE_STORE
+from ordo.storage.location import redacted_url
 from ordo.storage.migration import ordo_table_names
 from ordo.storage.open import stores_at
 from ordo.storage.parquet.file_name import checked_table_name
@@ -148,13 +149,14 @@ def require_schema(spec: MaterializerSpec) -> None:
 
     A misspelt table, or one neither captured nor declared yet: every change would be rejected.
     `ordo cdc materialize` asks before it starts Spark. Creates or upgrades the sink's schema.
+    The sink is named without a PostgreSQL URL's password (`redacted_url`).
     """
     with stores_at(spec.sink) as stores:
         if not stores.schemas.versions(spec.table):
             msg = (  # ingestion needs the schema too: it cannot come first
-                f"no schema is registered for table {spec.table!r} in {spec.sink}: capture the "
-                "table (`ordo cdc capture` registers its schema), or declare its schema "
-                "(`ordo cdc schemas register`) and ingest its changes (`ordo cdc ingest`); "
+                f"no schema is registered for table {spec.table!r} in {redacted_url(spec.sink)}: "
+                "capture the table (`ordo cdc capture` registers its schema), or declare its "
+                "schema (`ordo cdc schemas register`) and ingest its changes (`ordo cdc ingest`); "
                 "or check the table's name"
             )
             raise UnknownSchemaError(msg)

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from cdc_cli_support import one_line_error, registered, run_ordo
 from cli_support import spark_command
@@ -16,7 +17,8 @@ from operations_support import execute
 from ordo.cdc import SchemaRegistry
 from ordo.errors import StorageIntegrityError
 from ordo.simulation.cdc import SIMULATED_SCHEMA
-from ordo.storage.open import stores_at
+from ordo.storage.open import init_storage, stores_at
+from ordo.storage.postgres.connection import redacted_dsn
 from permission_support import locked_out
 
 _READINGS = json.loads(SIMULATED_SCHEMA.to_json())
@@ -177,6 +179,26 @@ def test_a_registration_time_past_the_years_of_a_time_is_named_as_damaged_storag
     registered(tmp_path, journal_url)
     execute(journal_url, f"UPDATE cdc_schemas SET registered_at = {2**63 - 1}")
     _registration_time_is_damaged(journal_url, f"{2**63 - 1} ms is out of range: year ")
+
+
+@pytest.mark.postgres
+def test_materialize_names_a_postgres_sink_without_its_password(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    """The sink's URL was shown as given, password included, when it held no table's schema."""
+    init_storage(postgres_dsn)
+    sink = make_conninfo(postgres_dsn, password="s3cret")  # noqa: S106 - the test server trusts any
+    code, _, err = run_ordo(
+        *("cdc", "materialize", "nosuch", "--journal", sink, "--change-log", str(tmp_path)),
+        *("--checkpoint", str(tmp_path / "checkpoint")),
+    )
+    one_line_error(
+        code,
+        err,
+        "UnknownSchemaError: no schema is registered for table 'nosuch' in PostgreSQL at "
+        f"{redacted_dsn(sink)}: capture the table",
+    )
+    assert "s3cret" not in err
 
 
 def test_materialize_refuses_a_table_or_change_log_it_cannot_find_before_spark_starts(
