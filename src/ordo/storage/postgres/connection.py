@@ -43,6 +43,24 @@ OUT_OF_SLOTS = ("too many clients", "too many connections", "connection slots ar
 a server out of connection slots, for everyone, the role or the database."""
 
 
+_READ_COMMITTED = "SELECT set_config('default_transaction_isolation', 'read committed', false)"
+
+
+def read_committed(conn: Connection) -> None:
+    """Make `conn`'s transactions read committed, whatever the role or database default.
+
+    ordo's statements are written for PostgreSQL's default isolation: a write that waits for a
+    row another session inserts or updates goes on with that row (an append racing another
+    writer's registration of its persistence id, an upsert of a tag view or a token). Where a
+    DBA made serializable the default (`ALTER DATABASE ... SET default_transaction_isolation`),
+    such a write was rolled back as a serialization failure (TransactionConflictError on an
+    append whose expected sequence nr was right), as were now and then appends to different
+    persistence ids that only read the same index pages. A session setting (not local): it
+    outlives each transaction. The stores' pool runs it on each new connection (`configure`).
+    """
+    conn.execute(_READ_COMMITTED)
+
+
 def connect(dsn: str) -> Connection:
     """A plain autocommit session, or why there is none (StorageAccessError or -Unavailable).
 

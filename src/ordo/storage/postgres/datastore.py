@@ -35,6 +35,7 @@ from ordo.storage.postgres.connection import (
     connect,
     connect_timeout_s,
     explain_unconnectable,
+    read_committed,
     redacted_dsn,
     session_conninfo,
 )
@@ -153,6 +154,7 @@ class PostgresDatastore(SchemaReads):
             max_size=max_size,
             timeout=POOL_TIMEOUT_S,
             kwargs={"autocommit": True},
+            configure=read_committed,
             open=False,
         )
         with _quiet_abandoned_threads():  # a timed-out wait closes the pool

@@ -1,0 +1,86 @@
+"""A role or database whose session defaults differ from PostgreSQL's: ordo's stores still work.
+
+DBAs set defaults with `ALTER ROLE ... SET` or `ALTER DATABASE ... SET`; the stores' sessions
+run ordo's statements as written for them (read committed), whatever those defaults say.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from ordo import NewEvent, open_journal
+from ordo.journal import Journal
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def serializable_role_url(postgres_server_dsn: str) -> Iterator[str]:
+    """The URL of a role of its own whose transactions default to serializable, in its schema."""
+    name = f"r_{secrets.token_hex(6)}"
+    role = sql.Identifier(name)
+    with psycopg.connect(postgres_server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(role))
+        admin.execute(sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(role, role))
+        admin.execute(
+            sql.SQL("ALTER ROLE {} SET default_transaction_isolation = 'serializable'").format(role)
+        )
+        admin.execute(sql.SQL("ALTER ROLE {} SET search_path = {}").format(role, role))
+    parts = urlsplit(postgres_server_dsn)
+    yield urlunsplit(parts._replace(netloc=f"{name}@{parts.hostname}:{parts.port}"))
+    with psycopg.connect(postgres_server_dsn, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL(
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = {}"
+            ).format(sql.Literal(name))
+        )
+        admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(role))
+        admin.execute(sql.SQL("DROP ROLE {}").format(role))
+
+
+def test_an_append_racing_a_registration_succeeds_where_transactions_default_to_serializable(
+    serializable_role_url: str,
+) -> None:
+    """An append that waited for another session registering its persistence id (another
+    writer's append, or a deletion) was rolled back as a serialization failure: a
+    TransactionConflictError for an append whose expected sequence nr was right, which a
+    read committed session (PostgreSQL's default) does not raise. Appends to different
+    persistence ids failed so too now and then, in rw-dependency conflicts."""
+    url = serializable_role_url
+    with open_journal(url) as journal, psycopg.connect(url) as other:
+        other.execute("INSERT INTO all_persistence_ids (persistence_id) VALUES ('a')")
+        outcome: list[BaseException | None] = []
+        appending = threading.Thread(target=lambda: outcome.append(_append(journal)))
+        appending.start()
+        while not _waits_for_a_lock(other):  # the append waits for the registration
+            time.sleep(0.01)
+        other.commit()
+        appending.join()
+        assert outcome == [None]
+        assert journal.highest_sequence_nr("a") == 1
+
+
+def _append(journal: Journal) -> BaseException | None:
+    """Append event 1 to persistence id `a`, which holds none yet; the error, if any."""
+    try:
+        journal.append("a", [NewEvent.of(1)], expected_sequence_nr=0)
+    except BaseException as exc:  # reported to the test's thread
+        return exc
+    return None
+
+
+def _waits_for_a_lock(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    """Whether a session of the database other than `conn`'s waits for a lock."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND pid <> pg_backend_pid()"
+    ).fetchone()
+    return row is not None and int(str(row[0])) > 0
