@@ -553,14 +553,21 @@ def _terminated(job: subprocess.Popen[str], err_pipe: TextIO) -> str:
 def test_ctrl_c_while_spark_starts_ends_a_streaming_job_with_its_line(tmp_path: Path) -> None:
     """Ctrl-C before the JVM was up ended with "Aborted!" (or Py4J's tracebacks) and status 1."""
     command = [*_materialize_command(tmp_path), "--follow", "--master", "local[1]"]
-    with _running(command, tmp_path) as materializer:
-        assert materializer.stderr is not None
-        assert materializer.stderr.readline().startswith("starting Spark ")
-        os.killpg(materializer.pid, signal.SIGINT)
-        out, err = materializer.communicate(timeout=120)
-
-    assert (materializer.returncode, out) == (130, "")
+    err = _ctrl_c_while_spark_starts(command, tmp_path)
     assert err == "materializer 'users' interrupted: stopped, it resumes from its checkpoint\n"
+
+
+def _ctrl_c_while_spark_starts(command: list[str], tmp_path: Path) -> str:
+    """What `command` writes to stderr after its first line, once Ctrl-C ended it while Spark
+    started: nothing to stdout, and exit status 130."""
+    with _running(command, tmp_path) as job:
+        assert job.stderr is not None
+        assert job.stderr.readline().startswith("starting Spark ")
+        os.killpg(job.pid, signal.SIGINT)
+        out, err = job.communicate(timeout=120)
+
+    assert (job.returncode, out) == (130, "")
+    return err
 
 
 @pytest.mark.postgres
@@ -570,14 +577,7 @@ def test_ctrl_c_of_a_demo_on_postgres_names_the_journal_without_its_password(
     """The line of what the interrupted demo left held the URL as given, password included."""
     url = make_conninfo(postgres_dsn, password="s3cret")  # noqa: S106 - the test server trusts any
     command = [str(ORDO), "demo", "--journal", url, "--events", "10", "--master", "local[1]"]
-    with _running(command, tmp_path) as demo:
-        assert demo.stderr is not None
-        assert demo.stderr.readline().startswith("starting Spark ")
-        os.killpg(demo.pid, signal.SIGINT)
-        out, err = demo.communicate(timeout=120)
-
-    assert (demo.returncode, out) == (130, "")
-    assert err == (
+    assert _ctrl_c_while_spark_starts(command, tmp_path) == (
         "demo interrupted: writers and projection stopped, no verdict; PostgreSQL at "
         f"{redacted_dsn(url)} holds what was written\n"
     )
