@@ -17,7 +17,7 @@ from psycopg import sql
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.storage.open import stores_at
-from ordo.tools.verification import check_tag_views
+from tag_views_support import tag_views_report
 
 pytestmark = pytest.mark.postgres
 
@@ -52,6 +52,6 @@ def test_a_refused_notification_fails_no_tag_write(refusing_notify: str) -> None
         journal.append("a", [NewEvent.of(2, tags=["t"])])
         journal.flush()
     with stores_at(refusing_notify) as stores:
-        report = check_tag_views(stores.journal, stores.tag_views, settings.bucket_size)
+        report = tag_views_report(stores, settings.bucket_size)
     assert report.is_clean, report
     assert (report.tagged_events, report.tag_view_rows) == (2, 2)

@@ -312,7 +312,12 @@ def _verdict(
     cdc: CdcDemoReport | None,
 ) -> DemoReport:
     with stores_at(journal) as stores:
-        tag_views = check_tag_views(stores.journal, stores.tag_views, settings.bucket_size)
+        tag_views = check_tag_views(
+            stores.journal,
+            stores.tag_views,
+            settings.bucket_size,
+            horizons=stores.operations.expiry_horizons(),
+        )
         heads = stores.tag_views.heads(Tag(TAG))
         model = {
             pid: (events, last, misordered) for pid, events, last, misordered in _read_model(stores)
