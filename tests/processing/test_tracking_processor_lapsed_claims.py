@@ -3,26 +3,32 @@ segments under them: nothing is lost or applied twice, and the changes they wait
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
-from ordo import Journal
+from ordo import Journal, NewEvent, open_journal
 from ordo.errors import PendingHandOverError
 from ordo.processing.control import merge_segment, release_segment, split_segment
-from ordo.processing.processor import TrackingProcessor
+from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.segment_request import SegmentAction
+from ordo.query import EventEnvelope
+from ordo.storage.open import stores_at
 from ordo.storage.stores import Stores
 from processing_support import (
     FAST,
+    WRITE,
     SqlRunner,
     append_events,
     counted,
     counts_processor,
     now_ms,
+    source,
     wait_for,
 )
 
@@ -200,3 +206,32 @@ def test_an_operator_request_does_not_replace_the_hand_over_a_merge_waits_for(
             wait_for(lambda: len(owners()) == 1)
             _then_200_more_are_applied_once(journal, sql, merging)
             assert holding.failure is None
+
+
+def test_a_batch_that_outlasts_the_claim_timeout_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A batch's claim is extended only between batches: one whose handling takes longer than
+    the claim timeout lost its claim in the middle (another owner may take the segment, and on
+    PostgreSQL the server ends the idle transaction), and nothing said so. One WARNING names the
+    processor, the segment, how long the batch took and the claim timeout."""
+    url = f"sqlite:///{tmp_path / 'journal.db'}"
+    settings = replace(
+        FAST, thread_count=1, initial_segment_count=1, claim_timeout=timedelta(milliseconds=100)
+    )
+
+    def slow(event: EventEnvelope, context: HandlerContext) -> None:
+        time.sleep(1)  # ten times the claim timeout
+
+    caplog.set_level(logging.WARNING, logger="ordo.processing")
+    with open_journal(url, settings=WRITE) as journal, stores_at(url) as stores:
+        journal.append("p", [NewEvent.of(1, tags=["t"])])
+        processor = TrackingProcessor(
+            "slow", source(stores), stores.tokens, slow, settings=settings
+        )
+        with processor:
+            wait_for(lambda: "longer than the claim timeout" in caplog.text)
+    warning = next(r for r in caplog.records if "longer than the claim timeout" in r.message)
+    assert warning.levelno == logging.WARNING
+    assert "processor=slow segment=0" in warning.message
+    assert "claim_timeout=0.1 s" in warning.message

@@ -62,6 +62,11 @@ def process_in_parallel(
     all work has finished, the final committable offset is yielded (unless it was the last
     yield already, or nothing was processed).
 
+    Yielded offsets are positions counted from `start_offset` in input order, not the source's
+    own offsets: a source with gaps in its offsets (a compacted topic) must map a yielded
+    position back to its element's offset (keep the handled elements' offsets), and restarting
+    with `start_offset` assumes dense offsets (the next position is the stored one plus one).
+
     Routing: per-key FIFO queues served by `parallelism` workers. A key with queued elements
     waits in one "ready" queue; a worker takes it, handles its oldest element, and puts the
     key back at the end if more are queued, so a key is never held by two workers and keys

@@ -9,6 +9,7 @@ and the processor's error mode.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from datetime import timedelta
@@ -45,7 +46,14 @@ def handle_batch(
     the processor stopped during a retry's wait: the batch was rolled back, and its events are
     handled again by the segment's next claim (the retries were not used up, so the error mode
     does not apply to an event only because the processor stopped).
+
+    The claim is extended between batches only (extending it inside would need the batch's
+    transaction), so a batch handled for longer than the claim timeout outlives it: another
+    owner may take the segment, and on PostgreSQL the server ends the transaction once it sits
+    idle that long. That is logged at WARNING, whatever the batch's outcome, so that
+    batch_size or claim_timeout can be fitted to the handler.
     """
+    started = time.monotonic()
     try:
         try:
             _batch(p, owner, state, rows, careful=False)
@@ -53,7 +61,24 @@ def handle_batch(
             _batch(p, owner, state, rows, careful=True)
     except _StoppedRetryingError:
         return False
+    finally:
+        _warn_if_past_the_claim(p, state, time.monotonic() - started)
     return True
+
+
+def _warn_if_past_the_claim(p: TrackingProcessor, state: SegmentState, seconds: float) -> None:
+    """The WARNING of a batch that outlasted the claim timeout (see `handle_batch`)."""
+    timeout = p.settings.claim_timeout.total_seconds()
+    if seconds > timeout:
+        logger.warning(
+            "a batch was handled for longer than the claim timeout, so its claim may have "
+            "lapsed under it: processor=%s segment=%d batch=%.3f s claim_timeout=%g s (lower "
+            "batch_size or raise claim_timeout)",
+            p.name,
+            state.entry.segment.segment_id,
+            seconds,
+            timeout,
+        )
 
 
 def _batch(

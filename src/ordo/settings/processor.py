@@ -68,9 +68,13 @@ class ProcessorSettings(LoadableSettings):
     initial_segment_count: int = 1
     """Segments created the first time the processor starts (at most MAX_THREADS)."""
     batch_size: int = 100
-    """Events handled per transaction; the token is stored after each batch."""
+    """Events handled per transaction; the token is stored after each batch. Keep batch_size
+    times the handler's time per event well under claim_timeout (see there)."""
     claim_timeout: timedelta = timedelta(seconds=10)
-    """A claim not extended for this long may be taken by another owner."""
+    """A claim not extended for this long may be taken by another owner. Claims are extended
+    between batches, not inside one: a batch handled for longer than this outlives its claim
+    (another owner may take the segment; on PostgreSQL the server ends the batch's idle
+    transaction), which the worker logs at WARNING."""
     token_claim_interval: timedelta = timedelta(seconds=5)
     """How often an idle thread looks for an unclaimed segment (and claims are extended)."""
     error_mode: ErrorMode = ErrorMode.FAIL
