@@ -6,7 +6,8 @@ given key order.
 
 JSON has no NaN and no infinities, but Python's json module reads `NaN`, `Infinity` and
 `-Infinity` (and turns `1e999` into an infinity) and writes them back. `parse_json` refuses all
-of them, so mutations read from users or from the change log carry finite numbers only, and
+of them, so mutations read from users or from the change log carry finite numbers only (from
+users, and JSON documents captured, only numbers a double holds exactly: `_exact`), and
 `strict_json` refuses to write them, so nothing non-standard reaches the change log: every
 reader downstream (Spark, a sink database, a message consumer) can parse what ordo wrote.
 """
@@ -58,9 +59,9 @@ class NumberOutOfRangeError(ValueError):
     """JSON text holding a number ordo cannot carry: beyond a double's range (`1e999`).
 
     In JSON an application stored, a number a double would round (`0.10000000000000000001`)
-    too, and an integer longer than Python converts. Unlike NaN or a malformed document it is
-    valid JSON, which an application may have stored in a JSON column: captures tell the two
-    apart to say why such a value was set aside.
+    too (in a mutation line as well), and an integer longer than Python converts. Unlike NaN or
+    a malformed document it is valid JSON, which an application may have stored in a JSON
+    column: captures tell the two apart to say why such a value was set aside.
     """
 
 
@@ -75,10 +76,6 @@ def _finite(text: str) -> float:
 
 _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
 """One decoder for every call: json.loads with arguments builds a new one each time."""
-
-USER_JSON_DECODER = document_decoder(parse_constant=_no_constant, parse_float=_finite)
-"""`parse_json`'s numbers for JSON a user wrote (mutation lines), read with `decode_json`:
-duplicate keys and integers longer than Python converts are refused too."""
 
 
 def parse_json(text: str) -> Any:
@@ -100,24 +97,42 @@ def _integer(text: str) -> int:
         raise NumberOutOfRangeError(msg) from exc
 
 
+_ALWAYS_EXACT = 16
+"""The longest JSON fraction without an exponent `_exact` need not check: 15 digits and a dot."""
+
+
 def _exact(text: str) -> float:
     """`_finite`, refused too when the double is another number than `text` says.
 
     ordo reads JSON as doubles, and every reader after the change log (messages, sinks, Spark)
     gets the double's shortest text: `0.10000000000000000001` arrived as 0.1 and `1e-400` as
-    0.0, a value the application never wrote, without a word. Refused, the capture sets the
-    document aside and the materializer dead-letters its change naming the column (Debezium
-    carries such text as it is; a user expects no silent change). Another spelling of the same
-    number (`1E+2`, `1.50`) is carried. The shortest text equals `text` for most numbers, so
-    only the others are compared as decimals.
+    0.0, a value the application or producer never wrote, without a word. Refused, the capture
+    sets the document aside and the materializer dead-letters its change naming the column
+    (Debezium carries such text as it is; a user expects no silent change), and `ordo cdc
+    ingest` refuses the line (`USER_JSON_DECODER`). Another spelling of the same number
+    (`1E+2`, `1.50`) is carried.
+
+    Every line of an ingest reads its numbers here, so the common ones are let through on the
+    cheapest check that proves them exact (a repr cost more than the float it checks): a text
+    of at most `_ALWAYS_EXACT` characters without an exponent has at most 15 significant digits
+    (it holds a dot) and lies within a double's normal range, and every such number is the
+    double's shortest text (a double tells 15 digits apart). Of the others, the shortest text
+    equals `text` for most, so only the rest are compared as decimals.
     """
     number = _finite(text)
+    if len(text) <= _ALWAYS_EXACT and "e" not in text and "E" not in text:
+        return number
     shortest = repr(number)
     if shortest != text and Decimal(shortest) != Decimal(text):
         msg = f"number {text} is rounded to {shortest} as a double"
         raise NumberOutOfRangeError(msg)
     return number
 
+
+USER_JSON_DECODER = document_decoder(parse_constant=_no_constant, parse_float=_exact)
+"""`parse_json`'s numbers for JSON a user wrote (mutation lines), read with `decode_json`:
+duplicate keys, integers longer than Python converts and numbers a double would round
+(`_exact`, as captures refuse them) are refused too."""
 
 _APPLICATION_DECODER = json.JSONDecoder(
     parse_constant=_no_constant, parse_float=_exact, parse_int=_integer

@@ -79,6 +79,14 @@ def test_ingest_needs_a_schema_and_rejects_a_malformed_line_whole(
             "line 2 of {file}: -Infinity is not a JSON number",
         ),
         (readings().replace('"ok"', "1e999"), "line 2 of {file}: number 1e999 is out of the"),
+        (  # was published as 0.1 without a word, as the captures did before they set it aside
+            readings().replace('"ok"', "0.10000000000000000001"),
+            "line 2 of {file}: number 0.10000000000000000001 is rounded to 0.1 as a double",
+        ),
+        (
+            readings().replace('"partition_key": [1]', '"partition_key": [1e-400]'),
+            "line 2 of {file}: number 1e-400 is rounded to 0.0 as a double",
+        ),
         (
             readings().replace('"readings"', '"unregistered"'),
             "UnknownSchemaError: line 2 of {file}: no schema is registered for table "

@@ -159,10 +159,17 @@ def test_only_a_json_object_is_a_mutation() -> None:
         ("-Infinity", "-Infinity is not a JSON number"),
         ("1e999", "number 1e999 is out of the range of a double"),
         ("-1.5e400", "number -1.5e400 is out of the range of a double"),
+        # read as a double, each was published as another number than the line says
+        ("0.10000000000000000001", "number 0.10000000000000000001 is rounded to 0.1 as a double"),
+        ("1e-400", "number 1e-400 is rounded to 0.0 as a double"),
+        (
+            "-2.00000000000000000000001e10",
+            "number -2.00000000000000000000001e10 is rounded to -20000000000.0 as a double",
+        ),
     ],
 )
 @pytest.mark.parametrize("where", ["cell", "key"])
-def test_nan_infinities_and_numbers_beyond_a_double_are_not_json(
+def test_nan_infinities_and_numbers_a_double_cannot_hold_are_refused(
     value: str, problem: str, where: str
 ) -> None:
     key, cell = (value, "1") if where == "key" else ("1.5", value)
@@ -172,3 +179,22 @@ def test_nan_infinities_and_numbers_beyond_a_double_are_not_json(
     )
     with pytest.raises(MalformedMutationError, match=rf"^line 1 of m\.jsonl: {problem}"):
         parse_mutation_line(line, line_nr=1, source="m.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        ("1.50", 1.5),
+        ("1E+2", 100.0),
+        ("100000000000000000000.0", 1e20),
+        ("1767225600.123456", 1767225600.123456),
+        ("0.30000000000000004", 0.1 + 0.2),
+        ("5e-324", 5e-324),
+    ],
+)
+def test_another_spelling_of_a_double_is_read_as_that_double(text: str, number: float) -> None:
+    line = (
+        f'{{"table": "t", "partition_key": [{text}], "liveness": {{"write_time": 5}}, '
+        '"audit": {"source": "s"}}'
+    )
+    assert parse_mutation_line(line).partition_key == (number,)
