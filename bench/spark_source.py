@@ -39,6 +39,12 @@ Then, on the same Spark session:
   append(). One warm-up event is appended and received first; the mean durationMs of the
   micro-batches that carried the timed events is reported with it.
 
+- quiet month: a minute journal (its own SQLite file) with one event 30 days ago and one now,
+  read with spark.read.format("ordo_events_by_tag"), 1 segment, count(): seconds for the 2 rows.
+  The batch's offsets span 43,200 empty minute buckets, which planner and executors jump over:
+  the same read of a journal whose 2 events are a minute apart (run just before) is shown with
+  it, and the quiet month should cost no more.
+
 --profile adds a plain 2-segment stream and one through an instrumented copy of the source (a
 subclass registered under another name), reporting time in the driver's latestOffset (the
 planner), in the executors' read_partition (split into SQL + envelopes, Arrow building and
@@ -83,7 +89,8 @@ from pyspark.sql.types import StructType
 from _args import positive_count
 from _report import Row, machine_lines, print_table, ratio_row
 from _workload import PERSISTENCE_IDS, payload, payload_bytes, persistence_id
-from ordo import EventsByTagSettings, NewEvent, open_journal
+from ordo import BucketSize, EventsByTagSettings, NewEvent, open_journal
+from ordo.clock import ManualClock
 from ordo.settings import QuerySettings
 from ordo.spark import start_session
 from ordo.spark.events_by_tag_source import EventsByTagDataSource, EventsByTagStreamReader
@@ -619,6 +626,50 @@ class Latency:
     batches: int
 
 
+QUIET_DAYS = 30
+
+
+def quiet_month(spark: SparkSession, scratch: Path) -> Row:
+    """spark.read of a minute journal's two events QUIET_DAYS apart, against a minute apart.
+
+    Its one batch spans QUIET_DAYS of empty minute buckets: a read that queried each of them
+    (as the executors did) took seconds to minutes for 2 rows. The same read of two events a
+    minute apart, run first, is what the quiet period should add nothing to.
+    """
+    adjacent_s = _two_events_read_s(spark, scratch / "adjacent.db", apart_ns=60 * 10**9)
+    quiet_s = _two_events_read_s(spark, scratch / "quiet.db", apart_ns=QUIET_DAYS * 86_400 * 10**9)
+    return Row(
+        f"minute journal, 2 events {QUIET_DAYS} days apart: read seconds",
+        f"{quiet_s:,.2f}",
+        f"s spark.read count(), 1 seg (2 events a minute apart: {adjacent_s:,.2f} s)",
+    )
+
+
+def _two_events_read_s(spark: SparkSession, db: Path, *, apart_ns: int) -> float:
+    """Seconds of spark.read...count() of a new minute journal's 2 events `apart_ns` apart."""
+    url = f"sqlite:///{db}"
+    clock = ManualClock(time.time_ns() - 10**9 - apart_ns)
+    first = format_first_time_bucket(clock.now_ns() // 1_000_000 - 60_000)
+    settings = EventsByTagSettings(bucket_size=BucketSize.MINUTE, first_time_bucket=first)
+    with open_journal(url, settings=settings, clock=clock) as journal:
+        journal.append("quiet", [NewEvent.of(payload(0), tags=(TAG,))])
+        clock.advance(apart_ns)
+        journal.append("quiet", [NewEvent.of(payload(1), tags=(TAG,))])
+    options = {
+        "journal": url,
+        "tag": TAG,
+        "bucketSize": BucketSize.MINUTE.value,
+        "firstTimeBucket": first,
+        "eventualConsistencyDelayMs": "0",
+        "segments": "1",
+    }
+    began = time.perf_counter()
+    found = spark.read.format("ordo_events_by_tag").options(**options).load().count()
+    elapsed = time.perf_counter() - began
+    _check(found, 2, f"2 events {apart_ns // 10**9} s apart, spark.read")
+    return elapsed
+
+
 def append_to_sink_latency(setup: Setup, *, events: int) -> Latency:
     spark = setup.spark
     url = f"sqlite:///{setup.scratch / 'live.db'}"
@@ -898,6 +949,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"ms mean of {EMPTY_PROGRESS} idle triggers (max {max_ms:,} ms)",
                 )
             )
+            log("quiet month: a minute journal's 2 events 30 days apart ...")
+            rows.append(quiet_month(spark, scratch))
             log(f"append-to-sink latency, {latency_events} events ...")
             latency = append_to_sink_latency(setup, events=latency_events)
             lost = latency.appended - latency.received

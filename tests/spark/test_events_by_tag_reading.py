@@ -6,20 +6,34 @@ and compared with what the journal says it appended.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import cast
 
 import pyarrow as pa
 import pytest
 
 from operations_support import duplicate_tag_view
-from ordo import BucketSize, EventsByTagSettings, Journal, NewEvent, PersistedEvent
+from ordo import (
+    BucketSize,
+    EventsByTagSettings,
+    Journal,
+    NewEvent,
+    PersistedEvent,
+    open_journal,
+)
 from ordo.clock import ManualClock
 from ordo.hashing import stable_hash
 from ordo.journal.event import encode_tags
 from ordo.spark import reading
 from ordo.spark.events_by_tag_source import SegmentPartition
 from ordo.spark.reading import PAGE, SCHEMA, read_partition
+from ordo.storage.open import OpenMode, stores_at
+from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
+from ordo.storage.stores import Stores
 from ordo.types import Tag
 
 pytestmark = pytest.mark.spark
@@ -198,3 +212,39 @@ def test_an_event_whose_tag_views_row_is_there_twice_is_read_once(
 
     assert read.column("tag_pid_sequence_nr").to_pylist() == [1, 2, 3, 4]
     assert read.column("offset").to_pylist() == [str(e.timeuuid) for e in events]
+
+
+def test_a_batch_spanning_a_quiet_month_reads_only_the_buckets_that_hold_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two events 30 days apart in minute buckets: a handful of queries, not one per minute.
+
+    The planner jumps over empty buckets (TagQuery asks the store for the next one holding
+    rows); the executor reading the batch they end up in must too, or it queries 43,200
+    empty minutes. Its statements are counted on the real SQLite connection it reads with.
+    """
+    url = f"sqlite:///{tmp_path / 'journal.db'}"
+    clock = ManualClock(START_NS)
+    with open_journal(url, settings=SETTINGS, clock=clock) as journal:
+        journal.append("one", [NewEvent.of(1, tags=["order"])])
+        clock.advance(30 * 24 * 3600 * 10**9)
+        journal.append("one", [NewEvent.of(2, tags=["order"])])
+        events = list(journal.replay("one"))
+    lo, hi = events[0].timeuuid.to_bytes(), events[-1].timeuuid.to_bytes()
+    statements: list[str] = []
+
+    @contextmanager
+    def traced(location: str, *, mode: OpenMode = "migrate") -> Iterator[Stores]:
+        """The executor's own stores, with its connection's statements recorded."""
+        with stores_at(location, mode=mode) as stores:
+            with cast(SQLiteTagViewStore, stores.tag_views)._db.connection() as conn:
+                cast(sqlite3.Connection, conn).set_trace_callback(statements.append)
+            yield stores
+
+    monkeypatch.setattr(reading, "stores_at", traced)
+    segment = (stable_hash("one") & 1, 1)
+    read = _read(_partition(url, segment, lo, hi, {"one": [1, 2]}))
+
+    assert read.column("offset").to_pylist() == [str(e.timeuuid) for e in events]
+    tag_view_reads = [s for s in statements if "tag_views" in s]
+    assert len(tag_view_reads) == 3, len(tag_view_reads)  # a bucket, the next one, a bucket

@@ -57,7 +57,10 @@ def read_partition(partition: SegmentPartition) -> Iterator[pa.RecordBatch]:
 
     Rows are gathered bucket by bucket in offset order, then stably sorted by (persistence id,
     tag pid sequence nr): rows that tie (a tag_views row written twice) keep their offset order,
-    and only the first of them is read.
+    and only the first of them is read. From one bucket the read goes on to the next that holds
+    rows of the tag (the store's `next_bucket`, as the planner's TagQuery walks): a batch whose
+    lo..hi spans a quiet month of minute buckets would otherwise query each of its 43,200 empty
+    minutes.
     """
     if not partition.pids:
         return
@@ -66,15 +69,16 @@ def read_partition(partition: SegmentPartition) -> Iterator[pa.RecordBatch]:
     sizes = BucketSize(partition.bucket_size)
     named = _spans(partition.pids)
     tables: list[pa.Table] = []
+    tag = Tag(partition.tag)
     with stores_at(partition.journal, mode="read") as stores:
-        bucket = sizes.key_of(TimeUUID.from_bytes(lo))
+        bucket: TimeBucket | None = sizes.key_of(TimeUUID.from_bytes(lo))
         last = sizes.key_of(TimeUUID.from_bytes(hi))
-        while bucket <= last:
+        while bucket is not None:
             after = (int.from_bytes(lo, "big") - 1).to_bytes(16, "big")
             while True:
                 request = TagViewPage(
-                    tag=Tag(partition.tag),
-                    time_bucket=TimeBucket(bucket),
+                    tag=tag,
+                    time_bucket=bucket,
                     after=after,
                     up_to=hi,
                     limit=READ_PAGE,
@@ -86,7 +90,10 @@ def read_partition(partition: SegmentPartition) -> Iterator[pa.RecordBatch]:
                     after = greatest_key(page.keys["timeuuid"])  # offsets are unique per tag
                 if page.count < READ_PAGE:
                     break
-            bucket = sizes.next(bucket)
+            if bucket < last:
+                bucket = stores.tag_view_reader.next_bucket(tag, after=bucket, up_to=last)
+            else:
+                bucket = None
     if not tables:
         return
     rows = pa.concat_tables(tables).combine_chunks()  # one take per page, not one per chunk
