@@ -1,7 +1,9 @@
-"""A role or database whose session defaults differ from PostgreSQL's: ordo's stores still work.
+"""A role or database whose session defaults differ from PostgreSQL's: ordo's stores still work,
+or say why they cannot.
 
 DBAs set defaults with `ALTER ROLE ... SET` or `ALTER DATABASE ... SET`; the stores' sessions
-run ordo's statements as written for them (read committed), whatever those defaults say.
+run ordo's statements as written for them (read committed), whatever those defaults say. A
+read-only default is the DBA's to lift: writes fail with StorageAccessError naming it.
 """
 
 from __future__ import annotations
@@ -17,22 +19,30 @@ import pytest
 from psycopg import sql
 
 from ordo import NewEvent, open_journal
+from ordo.errors import StorageAccessError
 from ordo.journal import Journal
+from ordo.reconnection import is_outage
 
 pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def serializable_role_url(postgres_server_dsn: str) -> Iterator[str]:
+def serializable_role_url(role_url: str, postgres_server_dsn: str) -> str:
     """The URL of a role of its own whose transactions default to serializable, in its schema."""
+    _set_role_default(
+        postgres_server_dsn, role_url, "default_transaction_isolation", "serializable"
+    )
+    return role_url
+
+
+@pytest.fixture
+def role_url(postgres_server_dsn: str) -> Iterator[str]:
+    """The URL of a role of its own, whose search_path is a schema of its own."""
     name = f"r_{secrets.token_hex(6)}"
     role = sql.Identifier(name)
     with psycopg.connect(postgres_server_dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(role))
         admin.execute(sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(role, role))
-        admin.execute(
-            sql.SQL("ALTER ROLE {} SET default_transaction_isolation = 'serializable'").format(role)
-        )
         admin.execute(sql.SQL("ALTER ROLE {} SET search_path = {}").format(role, role))
     parts = urlsplit(postgres_server_dsn)
     yield urlunsplit(parts._replace(netloc=f"{name}@{parts.hostname}:{parts.port}"))
@@ -66,6 +76,43 @@ def test_an_append_racing_a_registration_succeeds_where_transactions_default_to_
         appending.join()
         assert outcome == [None]
         assert journal.highest_sequence_nr("a") == 1
+
+
+def test_a_journal_whose_role_was_made_read_only_refuses_appends_as_an_access_error(
+    role_url: str, postgres_server_dsn: str
+) -> None:
+    """A primary that runs the role's transactions read-only (`ALTER ROLE ... SET
+    default_transaction_read_only = on`) refuses writes with SQLSTATE 25006, as a hot standby
+    does during a failover. It was taken for an outage ("PostgreSQL is unavailable"), which a
+    tracking processor or the tag writer retried for ever; no retry mends it."""
+    with open_journal(role_url):  # the journal's tables, created before the setting
+        pass
+    _set_role_default(postgres_server_dsn, role_url, "default_transaction_read_only", "on")
+    with open_journal(role_url) as journal:
+        with pytest.raises(StorageAccessError, match="default_transaction_read_only") as refused:
+            journal.append("a", [NewEvent.of(1)], expected_sequence_nr=0)
+        assert not is_outage(refused.value)
+        assert "ALTER ROLE" in str(refused.value)
+
+
+def test_creating_a_journal_where_the_role_is_read_only_is_an_access_error(
+    role_url: str, postgres_server_dsn: str
+) -> None:
+    """`ordo init` on such a role said "PostgreSQL is unavailable: cannot execute CREATE TABLE
+    in a read-only transaction", as of a server that is down."""
+    _set_role_default(postgres_server_dsn, role_url, "default_transaction_read_only", "on")
+    with pytest.raises(StorageAccessError, match="default_transaction_read_only"):
+        open_journal(role_url)
+
+
+def _set_role_default(server_dsn: str, role_url: str, setting: str, value: str) -> None:
+    """`ALTER ROLE ... SET setting = value` for the role `role_url` logs in as."""
+    role = sql.Identifier(str(urlsplit(role_url).username))
+    statement = sql.SQL("ALTER ROLE {} SET {} = {}").format(
+        role, sql.Identifier(setting), sql.Literal(value)
+    )
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(statement)
 
 
 def _append(journal: Journal) -> BaseException | None:

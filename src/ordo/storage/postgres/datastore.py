@@ -40,6 +40,7 @@ from ordo.storage.postgres.connection import (
     session_conninfo,
 )
 from ordo.storage.postgres.journal_schema import current_schema, has_metadata
+from ordo.storage.postgres.read_only import read_only_default_refused
 from ordo.storage.schema_reads import SchemaReads, listed_tables
 
 logger = logging.getLogger(__name__)
@@ -96,7 +97,9 @@ def translate_postgres_error(exc: psycopg.Error | PoolTimeout) -> StorageError:
     A table this role may no longer use (a REVOKE) is StorageAccessError, and a transaction
     ended for idling (a batch's idle limit) or refused by a server in recovery (a failover's
     standby) is StorageUnavailableError: as a plain StorageError the first was retried for
-    ever by a tracking processor, and the others would end it (`is_outage`). A statement
+    ever by a tracking processor, and the others would end it (`is_outage`). A primary's
+    read-only refusal looks the same here; the datastore, which can ask the session, makes it
+    StorageAccessError first (`read_only_default_refused`). A statement
     canceled at the session's lock_timeout or statement_timeout (OperationalErrors to psycopg)
     is retried as before, but said "PostgreSQL is unavailable" of a server that is up: it is
     TransactionConflictError or StatementCanceledError, whose message names the setting.
@@ -166,9 +169,17 @@ class PostgresDatastore(SchemaReads):
 
     @contextmanager
     def write_transaction(self) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
-        """Run one atomic write; driver errors leave as StorageError subclasses."""
+        """Run one atomic write; driver errors leave as StorageError subclasses.
+
+        A write refused by a primary whose session default is read-only is StorageAccessError
+        (`read_only_default_refused`); a standby's refusal stays an outage.
+        """
         try:
-            with self._live_connection() as conn, conn.transaction():
+            with (
+                self._live_connection() as conn,
+                read_only_default_refused(conn, self.dsn),
+                conn.transaction(),
+            ):
                 yield conn
         except (psycopg.Error, PoolTimeout) as exc:
             raise translate_postgres_error(exc) from exc
@@ -178,10 +189,10 @@ class PostgresDatastore(SchemaReads):
         """Lend an autocommit connection: each statement is its own transaction.
 
         For single statements (reads, or a write that is atomic on its own); no BEGIN/COMMIT
-        round trips.
+        round trips. A write refused as read-only is told apart as in `write_transaction`.
         """
         try:
-            with self._live_connection() as conn:
+            with self._live_connection() as conn, read_only_default_refused(conn, self.dsn):
                 yield conn
         except (psycopg.Error, PoolTimeout) as exc:
             raise translate_postgres_error(exc) from exc

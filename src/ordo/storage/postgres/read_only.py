@@ -1,0 +1,68 @@
+"""Why PostgreSQL refused a write as read-only: a standby (an outage) or a read-only default.
+
+Two servers refuse a write with SQLSTATE 25006 (read_only_sql_transaction), and they ask
+different things of ordo. A hot standby does during a failover, until it is promoted or the URL
+reaches the new primary: an outage, which a retry mends. A primary does where a DBA made
+read-only the default of the role, the database or the server (`ALTER ROLE ... SET
+default_transaction_read_only = on`): no retry mends that. Taken for an outage too, it had a
+tracking processor and the journal's tag writer retry for ever, and `ordo init` call the server
+"unavailable".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+
+from ordo.errors import StorageAccessError
+from ordo.storage.postgres.connection import Connection, redacted_dsn
+
+_SETTING = "default_transaction_read_only"
+_READ_ONLY_DEFAULT = "SELECT pg_is_in_recovery(), setting, source FROM pg_settings WHERE name = %s"
+_SET_BY = {
+    "user": "for the role (ALTER ROLE ... SET)",
+    "database": "for the database (ALTER DATABASE ... SET)",
+    "database user": "for the role in this database (ALTER ROLE ... IN DATABASE ... SET)",
+    "configuration file": "in the server's configuration (postgresql.conf, ALTER SYSTEM)",
+    "client": "by the URL's options",
+}
+"""Where the setting came from (pg_settings.source), as a message names it."""
+
+
+@contextmanager
+def read_only_default_refused(conn: Connection, dsn: str) -> Iterator[None]:
+    """Within the block, a write a primary refuses as read-only is StorageAccessError.
+
+    The server is asked on `conn`, the session that refused, once the refused transaction is
+    rolled back: `pg_is_in_recovery()` tells a standby, and the session's
+    default_transaction_read_only (with where it was set) a read-only default. Only a primary
+    whose session default is on is a refusal; a standby, a server promoted since the write
+    (its default off), and a question that fails (the session is lost) leave the driver's
+    error as it was, an outage to `translate_postgres_error`.
+    """
+    try:
+        yield
+    except psycopg.errors.ReadOnlySqlTransaction as exc:
+        set_by = _read_only_default(conn)
+        if set_by is None:
+            raise
+        msg = (
+            f"PostgreSQL at {redacted_dsn(dsn)} is no standby but runs ordo's transactions "
+            f"read-only: {_SETTING} is on, set {set_by}; ordo writes nothing there until it "
+            f"is off: {exc}"
+        )
+        raise StorageAccessError(msg) from exc
+
+
+def _read_only_default(conn: Connection) -> str | None:
+    """Where the read-only default of a primary's session was set; None for anything else."""
+    try:
+        row = conn.execute(_READ_ONLY_DEFAULT, (_SETTING,)).fetchone()
+    except psycopg.Error:
+        return None
+    if row is None or row[0] or row[1] != "on":
+        return None
+    source = str(row[2])
+    return _SET_BY.get(source, f"by {source}")
