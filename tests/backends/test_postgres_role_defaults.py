@@ -19,9 +19,11 @@ import pytest
 from psycopg import sql
 
 from ordo import NewEvent, open_journal
-from ordo.errors import StorageAccessError
+from ordo.errors import StorageAccessError, StorageUnavailableError
 from ordo.journal import Journal
 from ordo.reconnection import is_outage
+from ordo.storage.postgres.throwaway import ThrowawayPostgres
+from postgres_source_support import with_server_option
 
 pytestmark = pytest.mark.postgres
 
@@ -103,6 +105,35 @@ def test_creating_a_journal_where_the_role_is_read_only_is_an_access_error(
     _set_role_default(postgres_server_dsn, role_url, "default_transaction_read_only", "on")
     with pytest.raises(StorageAccessError, match="default_transaction_read_only"):
         open_journal(role_url)
+
+
+def test_a_read_only_default_of_the_servers_configuration_stays_an_outage() -> None:
+    """Hosted services turn a server's default read-only for a while (a disk nearly full) and
+    off again: a retry rides that out, so it is no refusal. The server's own server: its
+    default is on for every session; the journal's tables are made by a session whose URL
+    turns it off."""
+    with ThrowawayPostgres(settings=("default_transaction_read_only=on",)) as server:
+        with open_journal(with_server_option(server.dsn, "-cdefault_transaction_read_only=off")):
+            pass
+        with open_journal(server.dsn) as journal:
+            with pytest.raises(StorageUnavailableError, match="read-only transaction") as lost:
+                journal.append("a", [NewEvent.of(1)], expected_sequence_nr=0)
+            assert is_outage(lost.value)
+
+
+def test_a_read_only_default_the_urls_options_ask_for_is_an_access_error(
+    role_url: str,
+) -> None:
+    """The URL's own options (`-cdefault_transaction_read_only=on`) are as deliberate as a
+    role's default; the message says where the setting comes from."""
+    with open_journal(role_url):
+        pass
+    read_only = with_server_option(role_url, "-cdefault_transaction_read_only=on")
+    with (
+        open_journal(read_only) as journal,
+        pytest.raises(StorageAccessError, match="by the URL's options"),
+    ):
+        journal.append("a", [NewEvent.of(1)], expected_sequence_nr=0)
 
 
 def _set_role_default(server_dsn: str, role_url: str, setting: str, value: str) -> None:

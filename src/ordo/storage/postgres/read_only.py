@@ -3,10 +3,12 @@
 Two servers refuse a write with SQLSTATE 25006 (read_only_sql_transaction), and they ask
 different things of ordo. A hot standby does during a failover, until it is promoted or the URL
 reaches the new primary: an outage, which a retry mends. A primary does where a DBA made
-read-only the default of the role, the database or the server (`ALTER ROLE ... SET
-default_transaction_read_only = on`): no retry mends that. Taken for an outage too, it had a
-tracking processor and the journal's tag writer retry for ever, and `ordo init` call the server
-"unavailable".
+read-only the default of the role or the database (`ALTER ROLE ... SET
+default_transaction_read_only = on`), or the URL's options ask for it: no retry mends that.
+Taken for an outage too, it had a tracking processor and the journal's tag writer retry for
+ever, and `ordo init` call the server "unavailable". A default of the whole server's
+configuration stays an outage: that is what hosted services switch on for a while (a disk
+nearly full) and off again, which a retry rides out.
 """
 
 from __future__ import annotations
@@ -25,10 +27,10 @@ _SET_BY = {
     "user": "for the role (ALTER ROLE ... SET)",
     "database": "for the database (ALTER DATABASE ... SET)",
     "database user": "for the role in this database (ALTER ROLE ... IN DATABASE ... SET)",
-    "configuration file": "in the server's configuration (postgresql.conf, ALTER SYSTEM)",
     "client": "by the URL's options",
 }
-"""Where the setting came from (pg_settings.source), as a message names it."""
+"""The sources (pg_settings.source) of a deliberate read-only default, as a message names
+them; a default from anywhere else (the server's configuration) is taken for an outage."""
 
 
 @contextmanager
@@ -38,9 +40,10 @@ def read_only_default_refused(conn: Connection, dsn: str) -> Iterator[None]:
     The server is asked on `conn`, the session that refused, once the refused transaction is
     rolled back: `pg_is_in_recovery()` tells a standby, and the session's
     default_transaction_read_only (with where it was set) a read-only default. Only a primary
-    whose session default is on is a refusal; a standby, a server promoted since the write
-    (its default off), and a question that fails (the session is lost) leave the driver's
-    error as it was, an outage to `translate_postgres_error`.
+    whose session default is on, set for the role, the database or by the URL, is a refusal; a
+    standby, a server promoted since the write (its default off), a default of the server's
+    configuration (see the module), and a question that fails (the session is lost) leave the
+    driver's error as it was, an outage to `translate_postgres_error`.
     """
     try:
         yield
@@ -64,5 +67,4 @@ def _read_only_default(conn: Connection) -> str | None:
         return None
     if row is None or row[0] or row[1] != "on":
         return None
-    source = str(row[2])
-    return _SET_BY.get(source, f"by {source}")
+    return _SET_BY.get(str(row[2]))
