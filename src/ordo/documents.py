@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from decimal import Decimal
 from typing import Any
 
 from ordo.errors import OrdoError
@@ -115,6 +117,75 @@ def document_decoder(
 
 
 _DOCUMENT_DECODER = document_decoder()
+
+
+def not_a_json_number(name: str) -> Any:
+    """The `parse_constant` of standard JSON: `NaN`, `Infinity` and `-Infinity` are not JSON.
+
+    Python's json module reads them (and writes them back), so a reader that passes no
+    `parse_constant` lets them into what it stores, where no other reader can parse them.
+    """
+    msg = f"{name} is not a JSON number (JSON has no NaN or infinities)"
+    raise ValueError(msg)
+
+
+class NumberOutOfRangeError(ValueError):
+    """JSON text holding a number ordo cannot carry: beyond a double's range (`1e999`).
+
+    In JSON an application stored, a number a double would round (`0.10000000000000000001`)
+    too (in a mutation or event line as well), and an integer longer than Python converts.
+    Unlike NaN or a malformed document it is valid JSON, which an application may have stored
+    in a JSON column: captures tell the two apart to say why such a value was set aside, and
+    `ordo append` to say what is wrong with a line that is JSON.
+    """
+
+
+def finite_double(text: str) -> float:
+    """A JSON number with a fraction or exponent, refused when a double cannot hold it."""
+    number = float(text)
+    if math.isinf(number):
+        msg = f"number {text} is out of the range of a double"
+        raise NumberOutOfRangeError(msg)
+    return number
+
+
+_ALWAYS_EXACT = 16
+"""The longest JSON fraction without an exponent `exact_double` need not check: 15 digits and a
+dot."""
+
+
+def exact_double(text: str) -> float:
+    """`finite_double`, refused too when the double is another number than `text` says.
+
+    ordo reads JSON as doubles, and every reader after it (an event's payload, the change log's
+    messages, sinks, Spark) gets the double's shortest text: `0.10000000000000000001` arrived as
+    0.1 and `1e-400` as 0.0, a value the application, producer or user never wrote, without a
+    word. Refused, the capture sets the document aside and the materializer dead-letters its
+    change naming the column (Debezium carries such text as it is; a user expects no silent
+    change), and `ordo cdc ingest` and `ordo append` refuse the line (`USER_JSON_DECODER`).
+    Another spelling of the same number (`1E+2`, `1.50`) is carried.
+
+    Every line of an ingest reads its numbers here, so the common ones are let through on the
+    cheapest check that proves them exact (a repr cost more than the float it checks): a text
+    of at most `_ALWAYS_EXACT` characters without an exponent has at most 15 significant digits
+    (it holds a dot) and lies within a double's normal range, and every such number is the
+    double's shortest text (a double tells 15 digits apart). Of the others, the shortest text
+    equals `text` for most, so only the rest are compared as decimals.
+    """
+    number = finite_double(text)
+    if len(text) <= _ALWAYS_EXACT and "e" not in text and "E" not in text:
+        return number
+    shortest = repr(number)
+    if shortest != text and Decimal(shortest) != Decimal(text):
+        msg = f"number {text} is rounded to {shortest} as a double"
+        raise NumberOutOfRangeError(msg)
+    return number
+
+
+USER_JSON_DECODER = document_decoder(parse_constant=not_a_json_number, parse_float=exact_double)
+"""Standard JSON a user wrote whose numbers are stored as doubles (mutation and event lines),
+read with `decode_json`: NaN, infinities and numbers a double cannot hold or would round
+(`exact_double`, as captures refuse them) are refused too."""
 
 
 def decode_json(text: str, decoder: json.JSONDecoder = _DOCUMENT_DECODER) -> Any:

@@ -229,8 +229,8 @@ def test_tags_json_gives_the_buckets_in_iso_8601_utc(
             '{"persistence_id": "p", "payload": 1, "expected_sequence_nr": -1}',
             "expected_sequence_nr must be an integer >= 0, got -1",
         ),
-        ('{"persistence_id": "q", "payload": NaN}', "line 2: payload is neither bytes nor JSON"),
-        ('{"persistence_id": "q", "payload": [1e999]}', "line 2: payload is neither bytes"),
+        ('{"persistence_id": "q", "payload": NaN}', "line 2: not valid JSON: NaN is not a JSON"),
+        ('{"persistence_id": "q", "payload": [1e999]}', "line 2: number 1e999 is out of the range"),
         ('{"persistence_id": "q", "payload": "\\ud800"}', "line 2: payload is neither bytes"),
         ('{"persistence_id": "q", "payload": 1, "manifest": "\\ud800"}', "line 2: manifest"),
         ('{"persistence_id": "q", "payload": 1, "manifest": "a\\u0000b"}', "line 2: manifest"),
@@ -260,6 +260,37 @@ def test_a_bad_line_is_one_error_line_and_nothing_is_written(
     assert needle in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "j.db").exists()  # validated before the journal is even opened
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        (
+            '{"persistence_id": "q", "payload": {"x": 0.10000000000000000001}}',
+            "number 0.10000000000000000001 is rounded to 0.1 as a double",
+        ),
+        (
+            '{"persistence_id": "q", "payload": 1, "metadata": {"y": 1e-400}}',
+            "number 1e-400 is rounded to 0.0 as a double",
+        ),
+    ],
+)
+def test_a_number_a_double_would_round_is_refused_as_cdc_ingest_refuses_it(
+    runner: CliRunner, tmp_path: Path, line: str, problem: str
+) -> None:
+    """It was appended as 0.1 (0.0), a number the line does not say, without a word.
+
+    Another spelling of a double's number (`1E+2`, `1.50`) is appended as that double.
+    """
+    url = f"sqlite:///{tmp_path}/j.db"
+    exact = '{"persistence_id": "q", "payload": {"x": 1E+2}, "metadata": {"y": 1.50}}'
+    assert _run(runner, "append", "--journal", url, stdin=exact)[0] == 0
+
+    code, _, err = _run(runner, "append", "--journal", url, stdin=line)
+
+    _, out, _ = _run(runner, "events", "q", "--journal", url, "--json")
+    assert [(e["payload"], e["metadata"]) for e in json.loads(out)] == [({"x": 100.0}, {"y": 1.5})]
+    assert (code, err) == (1, f"Error: InvalidInputError: line 1: {problem}\n")
 
 
 def test_a_conflict_stops_the_appends_at_its_line_and_says_what_was_written(

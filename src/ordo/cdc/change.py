@@ -15,7 +15,7 @@ from enum import StrEnum
 
 from ordo.cdc.cell_names import SAME_NAMES, CellNames
 from ordo.cdc.column_type import ColumnType, misfit
-from ordo.cdc.json_text import NumberOutOfRangeError, parse_application_json
+from ordo.cdc.json_text import parse_application_json
 from ordo.cdc.mutation import Audit, JsonValue, Key, Mutation
 from ordo.cdc.retype import retyped_row
 from ordo.cdc.row_state import PartitionState
@@ -26,6 +26,7 @@ from ordo.cdc.schema import (
     is_not_utf8_text,
     not_json_column,
 )
+from ordo.documents import NumberOutOfRangeError
 
 Row = dict[str, JsonValue]
 

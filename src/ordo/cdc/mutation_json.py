@@ -23,9 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ordo.cdc.json_text import USER_JSON_DECODER
 from ordo.cdc.mutation import BIGINT_MIN, Audit, Cell, JsonValue, Key, Mutation, check_bigint
-from ordo.documents import decode_json, reject_unknown_keys
+from ordo.documents import USER_JSON_DECODER, decode_json, reject_unknown_keys
 from ordo.errors import MalformedMutationError
 
 _SCALARS = (type(None), bool, int, float, str)

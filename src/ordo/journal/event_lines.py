@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
-from ordo.documents import BYTE_ORDER_MARK, decode_json, reject_unknown_keys
+from ordo.documents import (
+    BYTE_ORDER_MARK,
+    USER_JSON_DECODER,
+    NumberOutOfRangeError,
+    decode_json,
+    reject_unknown_keys,
+)
 from ordo.errors import InvalidInputError, OrdoError
 from ordo.journal import validation
 from ordo.journal.event import NewEvent
@@ -72,9 +78,17 @@ def _text_lines(lines: Iterable[str], source: str) -> Iterator[str]:
 
 
 def _parse_line(line: str) -> tuple[PersistenceId, NewEvent, int | None]:
+    """One line's event; InvalidInputError when it is not one ordo stores as the line says.
+
+    Its numbers are read as `ordo cdc ingest` reads them (`USER_JSON_DECODER`): a number a
+    double would round (`0.10000000000000000001`, `1e-400`) was appended as another (0.1, 0.0)
+    without a word. Such a number is valid JSON, so its error is not called invalid JSON.
+    """
     try:
-        document = decode_json(line)
-    except ValueError as exc:  # an integer longer than Python reads too
+        document = decode_json(line, USER_JSON_DECODER)
+    except NumberOutOfRangeError as exc:
+        raise InvalidInputError(str(exc)) from exc
+    except ValueError as exc:  # NaN, and an integer longer than Python reads too
         msg = f"not valid JSON: {exc}"
         raise InvalidInputError(msg) from exc
     if not isinstance(document, dict):
@@ -96,6 +110,6 @@ def _parse_line(line: str) -> tuple[PersistenceId, NewEvent, int | None]:
     expected = document.get("expected_sequence_nr")
     if expected is not None:
         expected = validation.sequence_nr(expected, name="expected_sequence_nr", minimum=0)
-    serialize_payload(document["payload"])  # JSON's NaN, 1e999 or a lone surrogate: refused here
+    serialize_payload(document["payload"])  # a lone surrogate: refused here
     event = NewEvent.of(document["payload"], tags=tags, manifest=manifest, metadata=metadata)
     return pid, event, expected

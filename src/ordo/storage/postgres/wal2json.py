@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ordo.cdc.column_type import ColumnType
-from ordo.cdc.json_text import NumberOutOfRangeError
 from ordo.cdc.key_form import key_value_form
 from ordo.cdc.mutation import Audit, Cell, JsonValue, Key, Mutation, Scalar
 from ordo.cdc.ports import CapturedWindow
 from ordo.cdc.schema import Column, TableSchema, not_json_cell
+from ordo.documents import NumberOutOfRangeError
 from ordo.errors import CaptureError, InvalidInputError
 from ordo.storage.postgres.catalog import to_logical
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 from collections.abc import Collection
 
-from ordo.cdc.json_text import NumberOutOfRangeError, compact_json, parse_application_json
+from ordo.cdc.json_text import compact_json, parse_application_json
 from ordo.cdc.schema import not_json_cell
+from ordo.documents import NumberOutOfRangeError
 
 _SHAPES = bytes(
     ord("0") if byte in b"0123456789." else ord("e") if byte in b"eE" else ord(" ")
