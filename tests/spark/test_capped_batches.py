@@ -1,20 +1,18 @@
 """`maxEventsPerTrigger` batches resumed from their offsets, as a restarted query resumes them.
 
-The planner runs on a real SQLite journal; a restart is a new planner resuming after the
+The planner runs on a real journal of each backend; a restart is a new planner resuming after the
 offset of the last batch, which is what Spark hands the source from its checkpoint.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from contextlib import closing
 from dataclasses import replace
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
+from operations_support import execute
 from order_stream_support import OPTIONS, WRITE
 from ordo import NewEvent, open_journal
 from ordo.spark.offsets import EventsByTagOffset
@@ -36,23 +34,20 @@ def _plan(planner: EventsByTagPlanner, start: EventsByTagOffset) -> EventsByTagO
     return planner.plan(start, now_ns=time.time_ns(), max_rows=3)
 
 
-def _journal(path: Path) -> list[tuple[object, ...]]:
+def _journal(url: str) -> list[tuple[object, ...]]:
     """order-a 1, 2, 3, order-b 1 .. 4, order-a 4, in this order; the tag views rows of a 2 and
     a 3, which are taken out (written late), are returned."""
-    with open_journal(f"sqlite:///{path}", settings=WRITE) as journal:
+    with open_journal(url, settings=WRITE) as journal:
         for pid in "aaabbbba":
             journal.append(f"order-{pid}", [NewEvent.of({}, tags=["order"])])
-    with closing(sqlite3.connect(path)) as conn, conn:
-        late: list[tuple[object, ...]] = conn.execute(
-            f"SELECT * FROM tag_views WHERE {LATE}"
-        ).fetchall()
-        conn.execute(f"DELETE FROM tag_views WHERE {LATE}")
+    late = execute(url, f"SELECT * FROM tag_views WHERE {LATE}")
+    execute(url, f"DELETE FROM tag_views WHERE {LATE}")
     return late
 
 
 @pytest.mark.parametrize("projection", [False, True])
 def test_a_batch_cut_behind_events_found_late_resumes_after_exactly_what_it_delivered(
-    tmp_path: Path, projection: bool
+    journal_url: str, projection: bool
 ) -> None:
     """A gap search finds order-a's 2 and 3 while order-b's 3 and 4, written after them,
     wait in the planner: the batch of three takes b 3, b 4 and a 2, and a 3 waits for the
@@ -62,9 +57,8 @@ def test_a_batch_cut_behind_events_found_late_resumes_after_exactly_what_it_deli
 
     Back-tracking is off (a 3 may be older than the period a projection's source looks back).
     """
-    path = tmp_path / "journal.db"
-    url = f"sqlite:///{path}"
-    late = _journal(path)
+    url = journal_url
+    late = _journal(url)
     given = {**OPTIONS, "journal": url, "gapTimeoutMs": "600000", "backTrackIntervalMs": "600000"}
     if projection:
         given |= {"positionsOf": "totals", "backTrackPeriodMs": "0"}
@@ -72,10 +66,8 @@ def test_a_batch_cut_behind_events_found_late_resumes_after_exactly_what_it_deli
     planner = EventsByTagPlanner(options, resume_after="", now_ns=time.time_ns())
     try:
         first = _plan(planner, EventsByTagOffset(tag="order"))  # a 1, b 1, b 2; a 4 held
-        with closing(sqlite3.connect(path)) as conn, conn:  # a 2 and a 3 show up
-            conn.executemany(
-                f"INSERT INTO tag_views VALUES ({', '.join('?' * len(late[0]))})", late
-            )
+        for row in late:  # a 2 and a 3 show up
+            execute(url, f"INSERT INTO tag_views VALUES ({', '.join('?' * len(row))})", row)
         second = _plan(planner, first)
     finally:
         planner.close()

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,7 @@ from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
+from operations_support import execute
 from order_stream_support import OPTIONS, WRITE, append_orders
 from ordo import NewEvent, open_journal
 from ordo.hashing import stable_hash
@@ -44,14 +43,12 @@ def _run_to_parquet(
     query.awaitTermination(120)
 
 
-def _gapped_journal(tmp_path: Path) -> str:
-    """A journal whose tag views lost order-1's tag pid sequence nr 2 of 3 for good."""
-    path = tmp_path / "journal.db"
-    url = f"sqlite:///{path}"
+def _gapped_journal(url: str) -> str:
+    """The journal at `url` (either backend), whose tag views lost order-1's tag pid sequence
+    nr 2 of 3 for good; `url`."""
     with open_journal(url, settings=WRITE) as journal:
         journal.append("order-1", [NewEvent.of(i, tags=["order"]) for i in range(3)])
-    with closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute("DELETE FROM tag_views WHERE tag_pid_sequence_nr = 2")
+    execute(url, "DELETE FROM tag_views WHERE tag_pid_sequence_nr = 2")
     return url
 
 
@@ -98,9 +95,9 @@ def test_a_checkpoint_of_another_tag_is_refused_instead_of_skipping_its_events(
 
 
 def test_a_stream_resumed_from_its_checkpoint_delivers_everything_once(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, journal_url: str, tmp_path: Path
 ) -> None:
-    url = _journal(tmp_path)
+    url = journal_url
     checkpoint, output = tmp_path / "checkpoint", tmp_path / "output"
 
     def run_once() -> None:
@@ -140,7 +137,7 @@ def test_a_batch_read_with_a_gap_that_cannot_be_filled_fails_with_the_error(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     """As the library's current(): never a silent skip of the events after the gap."""
-    url = _gapped_journal(tmp_path)
+    url = _gapped_journal(_journal(tmp_path))
     frame = (
         spark.read.format("ordo_events_by_tag")
         .options(**OPTIONS, journal=url, gapTimeoutMs="300")
@@ -179,9 +176,9 @@ def test_a_misspelt_option_is_named_lower_cased_with_the_valid_one_in_camel_case
 
 
 def test_a_gap_that_cannot_be_filled_stops_the_stream_with_the_error(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, journal_url: str
 ) -> None:
-    url = _gapped_journal(tmp_path)
+    url = _gapped_journal(journal_url)
     options = {**OPTIONS, "journal": url, "gapTimeoutMs": "300"}
     writer = _into_memory(spark, options, "gapped")
     query = writer.trigger(processingTime="200 milliseconds").start()
