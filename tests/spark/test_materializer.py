@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
 from itertools import pairwise
 from pathlib import Path
@@ -16,6 +21,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from cdc_support import USERS
+from kill_support import run_until_killed
 from operations_support import execute
 from ordo.cdc import (
     Audit,
@@ -426,3 +432,185 @@ def test_an_accepted_retype_retypes_the_materialized_table_with_the_next_batch(
     _run(spark, spec, tmp_path / "ck")
 
     assert _table(url, "users_materialized") == {1: (1, "Ada", "37"), 2: (2, "Bo", "007")}
+
+
+DRIVER = Path(__file__).with_name("materializer_driver.py")
+USERS_RETYPED = TableSchema(  # incompatible: age long -> string; and an email
+    table="users",
+    columns=(*USERS.columns[:2], Column(name="age", type=ColumnType.STRING), USERS_V2.columns[-1]),
+    partition_key=("id",),
+)
+
+
+def _changes(
+    rng: random.Random, *, chunks: int, per_chunk: int, start: int, schema_id: int
+) -> list[list[Mutation]]:
+    """`chunks` publishes of `per_chunk` writes over 300 users, positions after `start`.
+
+    Inserts, partial updates, row deletes and writes of a column no version has (dead letters),
+    a fifth delivered by two replicas; ages are strings unless under `schema_id` 1.
+    """
+    published: list[list[Mutation]] = []
+    position = start
+    for _ in range(chunks):
+        mutations: list[Mutation] = []
+        for _ in range(per_chunk):
+            position += 1
+            key, kind = rng.randrange(300), rng.random()
+            age = rng.randrange(100)
+            cells: dict[str, JsonValue] = {}
+            if kind < 0.65:
+                cells["age"] = age if schema_id == 1 else str(age)
+            if kind < 0.3:
+                cells["name"] = f"user-{key}-{position}"
+            if kind >= 0.9:
+                cells["nickname"] = "x"
+            elif kind >= 0.75:
+                cells["name" if schema_id == 1 else "email"] = f"{key}@{position}"
+            mutations.extend(
+                Mutation(
+                    table="users",
+                    partition_key=(key,),
+                    cells={n: Cell(value=v, write_time=position) for n, v in cells.items()},
+                    liveness=Cell(value=True, write_time=position) if kind < 0.3 else None,
+                    row_deleted_at=position if 0.65 <= kind < 0.75 else None,
+                    schema_id=schema_id,
+                    audit=Audit(
+                        source="cassandra", replica=replica, segment="log", position=position
+                    ),
+                )
+                for replica in (("a", "b") if rng.random() < 0.2 else ("a",))
+            )
+        published.append(mutations)
+    return published
+
+
+def _publish(log: ParquetChangeLog, mutations: Sequence[Mutation]) -> None:
+    """One publish into four partitions by key (every write of a key in one, in order)."""
+    by_partition: dict[int, list[Mutation]] = {}
+    for mutation in mutations:
+        by_partition.setdefault(int(str(mutation.partition_key[0])) % 4, []).append(mutation)
+    log.append("users", [(p, ChangeRows.from_mutations(m)) for p, m in by_partition.items()])
+
+
+def _batch_ids(folder: Path) -> set[int]:
+    """The batch ids of a checkpoint's `offsets` or `commits` log."""
+    return {int(f.name) for f in folder.glob("*") if f.name.isdigit()}
+
+
+def _wait_until(driver: subprocess.Popen[bytes], condition: Callable[[], bool]) -> None:
+    """Wait (polling) until `condition` holds; fails if the driver ended first."""
+    deadline = time.monotonic() + 300  # a guard against a hung driver, not an assertion
+    while not condition():
+        assert driver.poll() is None, f"the driver ended with {driver.returncode}"
+        assert time.monotonic() < deadline, "the driver made no progress"
+        time.sleep(0.02)
+
+
+def _stored_messages(url: str, materializer: str) -> list[tuple[Any, ...]]:
+    """The materializer's messages as the sink stores them, in order, JSON texts parsed."""
+    rows = execute(
+        url,
+        "SELECT batch_id, ordinal, key_json, op, before_json, after_json, schema_id, replica, "
+        "position FROM cdc_messages WHERE materializer = ? ORDER BY batch_id, ordinal",
+        (materializer,),
+    )
+    return [(*row[:4], *(_parsed(text) for text in row[4:6]), *row[6:]) for row in rows]
+
+
+def _parsed(text: Any) -> Any:
+    """A JSON text SQLite returns as text (PostgreSQL's driver parses its jsonb)."""
+    return json.loads(text) if isinstance(text, str) else text
+
+
+def _dead_letters(checkpoint: Path) -> list[tuple[Any, ...]]:
+    columns = ["partition_key", "replica", "position", "dead_letter_reason", "mutation_json"]
+    found = pq.read_table(checkpoint / "dead_letters", columns=columns).to_pylist()
+    return sorted(tuple(row[c] for c in columns) for row in found)
+
+
+@pytest.mark.timeout(900)  # three drivers, each starting Spark
+def test_a_materializer_killed_mid_run_resumes_to_what_an_uninterrupted_run_makes(
+    spark: SparkSession, sink_url: str, tmp_path: Path
+) -> None:
+    """SIGKILLed three times, the test's session finishing the run: from outside in the middle
+    of a batch; by itself once the sink committed a batch, before the batch's Parquet files and
+    Spark's commit of it; and by itself inside the sink's transaction that retypes the table
+    for an accepted version. An uninterrupted run of the same change log (another name,
+    table and checkpoint in the same sink) is what it must come to: the same messages of each
+    key, the same table and the same dead letters, and its Parquet messages the sink's."""
+    with stores_at(sink_url) as stores:
+        v1 = SchemaRegistry(stores.schemas).register(USERS).schema_id
+    rng = random.Random(226)
+    publishes = _changes(rng, chunks=6, per_chunk=400, start=0, schema_id=v1)
+    log = ParquetChangeLog(tmp_path / "log")
+    checkpoint, messages = tmp_path / "ck", tmp_path / "messages"
+    arguments = [sink_url, str(tmp_path / "log"), str(checkpoint), str(messages)]
+    _publish(log, publishes[0])
+    driver = subprocess.Popen([sys.executable, str(DRIVER), *arguments])
+    try:
+        _wait_until(driver, lambda: bool(_batch_ids(checkpoint / "commits")))
+        _publish(log, publishes[1])
+        _wait_until(
+            driver,
+            lambda: (
+                max(_batch_ids(checkpoint / "offsets")) > max(_batch_ids(checkpoint / "commits"))
+            ),
+        )
+        driver.send_signal(signal.SIGKILL)  # a batch planned and not committed: mid-batch
+        assert driver.wait() == -signal.SIGKILL
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    _publish(log, publishes[2])
+    run_until_killed(DRIVER, *arguments, "applied")
+    with stores_at(sink_url) as stores:
+        registry = SchemaRegistry(stores.schemas)
+        with pytest.raises(IncompatibleSchemaError):
+            registry.register(USERS_RETYPED)
+        v2 = registry.accept("users", 2).schema_id
+    later = _changes(rng, chunks=2, per_chunk=300, start=2400, schema_id=v2)
+    _publish(log, [m for publish in (*publishes[3:], later[0]) for m in publish])
+    run_until_killed(DRIVER, *arguments, "table")
+    _publish(log, later[1])
+    killed = MaterializerSpec(
+        name="killed",
+        table="users",
+        change_log=str(tmp_path / "log"),
+        sink=sink_url,
+        messages_path=str(messages),
+    )
+    _run(spark, killed, checkpoint)
+    whole = MaterializerSpec(
+        name="whole",
+        table="users",
+        change_log=str(tmp_path / "log"),
+        sink=sink_url,
+        target_table="users_whole",
+    )
+    _run(spark, whole, tmp_path / "ck-whole")
+
+    stored, expected = _stored_messages(sink_url, "killed"), _stored_messages(sink_url, "whole")
+    by_key = _by_key_rows(stored)
+    assert by_key == _by_key_rows(expected)
+    assert len(stored) == len(expected) > 2000
+    files = pq.read_table(messages).to_pylist()
+    assert sorted((f["batch_id"], f["ordinal"], f["key_json"], f["op"]) for f in files) == [
+        row[:4] for row in stored
+    ]
+    columns = "id, name, age, email"
+    assert execute(sink_url, f"SELECT {columns} FROM users_materialized ORDER BY id") == execute(
+        sink_url, f"SELECT {columns} FROM users_whole ORDER BY id"
+    )
+    dead = _dead_letters(checkpoint)
+    assert dead == _dead_letters(tmp_path / "ck-whole")
+    assert len(dead) > 200
+
+
+def _by_key_rows(rows: Sequence[tuple[Any, ...]]) -> dict[str, list[tuple[Any, ...]]]:
+    """Each key's messages in order, without the batch and ordinal, which batching sets."""
+    grouped: dict[str, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        grouped.setdefault(row[2], []).append(row[3:])
+    return grouped
