@@ -5,9 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from cdc_support import run_with_file_size_limit
+from kill_support import run_until_killed
 from ordo.storage.parquet.batch_files import BatchListing, replace_batch
+
+DYING_WRITER = Path(__file__).with_name("dying_batch_writer.py")
 
 
 def _rows(count: int) -> pa.Table:
@@ -47,3 +51,19 @@ def test_a_batch_that_cannot_be_written_leaves_nothing_behind(tmp_path: Path) ->
     )
     assert failed.stdout.strip() == "refused", failed.stderr
     assert sorted(p.name for p in root.iterdir()) == ["batch_id=0"]
+
+
+def test_the_next_write_of_a_batch_removes_what_a_killed_writer_of_it_left(
+    tmp_path: Path,
+) -> None:
+    """A driver killed between moving the old directory aside and the new one in left both,
+    hidden, for good: readers skip them and the replayed batch writes its own (disk leaked)."""
+    root = tmp_path / "messages"
+    replace_batch(root, 0, _rows(2))
+    assert run_until_killed(DYING_WRITER, str(root)) == ["replacing"]
+    left = sorted(p.name[-4:] for p in root.iterdir())
+    assert left == [".old", ".tmp"]  # no batch_id=0 until the replay writes it again
+
+    replace_batch(root, 0, _rows(10))  # the replayed batch
+    assert sorted(p.name for p in root.iterdir()) == ["batch_id=0"]
+    assert pq.read_table(root / "batch_id=0").num_rows == 10
