@@ -319,6 +319,38 @@ def test_a_reset_to_an_offset_before_a_gap_goes_on_past_it(
     assert _handled(sql) == _once("x#1", "x#3", "x#4")
 
 
+def test_a_reset_long_over_does_not_cost_a_restart_its_late_events(
+    stores: Stores, journal: Journal, sql: Sql, late: _LateRows
+) -> None:
+    """Once a reset's replays are over, a restart waits for a late event again.
+
+    After a reset the start scan takes each unknown id's next event after the offset for its
+    first (`after_reset`), which is right only while the stream starts within the replays:
+    the reset's boundary stays recorded, and every later restart took x#3 for x's first,
+    handed it on, and dropped x#2 when it showed up behind it (under a policy without per-id
+    positions every id is unknown to a restart).
+    """
+    record = _recorder(sql)
+    concurrent = policy_from_name("concurrent")
+    with _processor(stores, record, segments=1, policy=concurrent):
+        first = _append(journal, "x", 1)
+        wait_for(lambda: _has_passed(stores, first))
+    stores.tokens.reset("p", TrackingToken(first), now_ms=0, claim_timeout_ms=0)
+    with _processor(stores, record, segments=1, policy=concurrent):
+        past = _append(journal, "z", 1)
+        wait_for(lambda: _has_passed(stores, past))  # the replays are over
+    late.hide("x", 2)
+    _append(journal, "x", 2)
+    last = _append(journal, "x", 3)
+    with _processor(stores, record, segments=1, policy=concurrent) as running:
+        time.sleep(1.0)  # its stream starts with x#2 out of sight
+        late.show()
+        wait_for(lambda: _has_passed(stores, last) or running.failure is not None)
+        wait_for(lambda: {"x#2", "x#3"} <= {str(e) for e, _ in _handled(sql)})
+    assert running.failure is None
+    assert [event for event in _handled(sql) if event[0] in ("x#2", "x#3")] == _once("x#2", "x#3")
+
+
 def test_a_processor_from_the_start_reads_on_from_the_expiry_horizon(
     stores: Stores, journal_factory: Callable[..., Journal], sql: Sql
 ) -> None:

@@ -26,7 +26,7 @@ from ordo.query import (
     TagViewReader,
     looking_back,
 )
-from ordo.query.offset import Offset, past_expiry
+from ordo.query.offset import Offset, past_expiry, resumes_in_replay
 from ordo.query.ports import RecordsBucketSize
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.settings.loading import flag
@@ -86,11 +86,12 @@ class EventSource:
 
         `known`: the last processed tag pid sequence nr of persistence ids, so that the query
         holds back an event whose predecessor is not visible yet (TagQuery's `known`); only
-        those of `segment`'s ids are kept when the reader selects the segment. Until a reset
-        segment's replays are over (`replay_until`), the query takes the next event after the
-        offset of each id it does not know for the id's first (TagQuery's `after_reset`): the
-        reset cleared the positions, and the event just before the offset, counted as
-        delivered, made a processor reset to an offset before a gap stop at it again.
+        those of `segment`'s ids are kept when the reader selects the segment. While a reset
+        segment's token lies within its replays (`replay_until`, `resumes_in_replay`), the
+        query takes the next event after the offset of each id it does not know for the id's
+        first (TagQuery's `after_reset`): the reset cleared the positions, and the event just
+        before the offset, counted as delivered, made a processor reset to an offset before a
+        gap stop at it again.
         """
         reader = self.reader if segment is None else _SegmentReader(self.reader, segment)
         if segment is not None and known:
@@ -105,7 +106,10 @@ class EventSource:
             now_ns=now_ns,
             is_live=True,
             known=known,
-            after_reset=entry.replay_until is not None,
+            after_reset=resumes_in_replay(
+                entry.token.offset,
+                None if entry.replay_until is None else entry.replay_until.reached,
+            ),
         )
 
     def start(self, entry: TokenEntry) -> Offset:

@@ -97,6 +97,17 @@ def past_expiry(offset: Offset, reader: object, tag: Tag) -> Offset:
     return TimeUUID.max_for_epoch_ns(max(horizon_ms * 1_000_000 - 100, EARLIEST_EPOCH_NS))
 
 
+def resumes_in_replay(resume: TimeUUID | None, replayed: TimeUUID | None) -> bool:
+    """Whether a stream resumed after `resume` starts within a reset's replays (to `replayed`).
+
+    Only then is each unknown id's next event after the offset its first (TagQuery's
+    `after_reset`): the reset cleared what was handled there. The reset's boundary stays
+    recorded once the replays are over; taken for a reset then, every later restart took an
+    id's next visible event for its first and dropped a late one before it.
+    """
+    return resume is not None and replayed is not None and resume <= replayed
+
+
 def refuse_future(offset: TimeUUID, *, now_ns: int) -> None:
     """Raise FutureOffsetError when `offset` is after `now_ns`.
 

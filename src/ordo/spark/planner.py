@@ -16,7 +16,7 @@ from ordo.errors import UnknownProcessorError
 from ordo.hashing import stable_hash
 from ordo.processing import Segment, initial_segments
 from ordo.query import NO_OFFSET, KeyRun, Offset, TagQuery, looking_back
-from ordo.query.offset import past_expiry
+from ordo.query.offset import past_expiry, resumes_in_replay
 from ordo.spark.key_runs import KeyRunReader
 from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions, check_source_bucket_size
@@ -42,9 +42,10 @@ class EventsByTagPlanner:
         (`looking_back`), to hand on an event that showed up behind the offset since, but
         not before a reset of the projection (`_replayed_up_to`), and not at all when there
         are no positions: a reset cleared them, so they cannot tell the events applied just
-        before the offset from late ones, which were then applied a second time. Until its
-        replays are over, a reset projection takes each id's next event after the offset as
-        its first (TagQuery's `after_reset`): it goes on past a gap that stopped it. From the
+        before the offset from late ones, which were then applied a second time. While its
+        checkpoint lies within its replays (`resumes_in_replay`), a reset projection takes
+        each id's next event after the offset as its first (TagQuery's `after_reset`): it goes
+        on past a gap that stopped it. From the
         start, it begins at the tag's expiry horizon, if any (`past_expiry`).
 
         Pages are summarised per persistence id (KeyRunReader) unless `maxEventsPerTrigger`
@@ -64,11 +65,12 @@ class EventsByTagPlanner:
             self.journal_id = self._stores.journal.journal_id()
             known = _known_positions(options, self._stores)
             replayed = _replayed_up_to(options, self._stores)
-            start: Offset = past_expiry(NO_OFFSET, self._stores.tag_view_reader, options.tag)
-            if resume_after:
-                start = TimeUUID.from_bytes(bytes.fromhex(resume_after))
-                if known:
-                    start = looking_back(start, options.query, replayed=replayed)
+            resume = TimeUUID.from_bytes(bytes.fromhex(resume_after)) if resume_after else None
+            start: Offset
+            if resume is None:
+                start = past_expiry(NO_OFFSET, self._stores.tag_view_reader, options.tag)
+            else:
+                start = looking_back(resume, options.query, replayed=replayed) if known else resume
         except BaseException:
             self._stores.close()
             raise
@@ -87,7 +89,7 @@ class EventsByTagPlanner:
             is_live=True,
             runs=None if options.max_events_per_trigger is not None else KeyRunReader(pages),
             known=known,
-            after_reset=replayed is not None,
+            after_reset=resumes_in_replay(resume, replayed),
         )
         self._backlog: deque[KeyRun] = deque()
         self.latest_end = resume_after
