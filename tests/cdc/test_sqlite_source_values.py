@@ -211,8 +211,13 @@ def test_json_numbers_a_double_would_round_are_captured_and_dead_lettered(
         documents.path,
         """INSERT INTO docs VALUES (1, '{"b": 0.10000000000000000001}', '[0.1, 1E+2, 1.50]')""",
         """INSERT INTO docs VALUES (2, 0.1 + 0.2, '{"c": [1e-400]}')""",
+        f"INSERT INTO docs VALUES (3, NULL, '[{'1' * 5000}]')",
     )
-    rounded, tiny = documents.peek(max_changes=10).rows.mutations()
+    rounded, tiny, long = documents.peek(max_changes=10).rows.mutations()
+    assert {n: c.value for n, c in long.cells.items()} == {
+        "body": None,
+        "tags (not JSON)": f"[{'1' * 5000}]",
+    }
     assert {n: c.value for n, c in rounded.cells.items()} == {
         "body (not JSON)": '{"b":0.10000000000000000001}',
         "tags": [0.1, 100.0, 1.5],
@@ -233,7 +238,7 @@ def test_json_numbers_a_double_would_round_are_captured_and_dead_lettered(
         "carried: number 1e-400 is rounded to 0.0 as a double",
     ]
     snapshot = [{n: c.value for n, c in m.cells.items()} for m in documents.snapshot("docs")]
-    assert snapshot == [{n: c.value for n, c in m.cells.items()} for m in (rounded, tiny)]
+    assert snapshot == [{n: c.value for n, c in m.cells.items()} for m in (rounded, tiny, long)]
 
 
 def _captured(path: Path, table: str, ddl: str, *writes: str) -> tuple[list[Mutation], TableSchema]:

@@ -184,6 +184,11 @@ def misfit(column_type: ColumnType, value: JsonValue) -> str | None:
     """
     if not fits(column_type, value):
         return f"is not a {column_type.value}"
-    if holds_nul(value):
+    if column_type in _FREE_TEXT and holds_nul(value):
         return "holds a NUL character, which no sink stores"
     return None
+
+
+_FREE_TEXT = frozenset({ColumnType.STRING, ColumnType.JSON})
+"""The types whose values may hold any character: `fits` pins every other type's text to a
+form without NUL (digits, an ISO date, hex), so `misfit` walks no number or date for one."""
