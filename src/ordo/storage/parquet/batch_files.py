@@ -4,7 +4,8 @@ A streaming sink that writes files outside its transaction is exactly-once when 
 rewrites the same directory instead of adding to it. The new files are written to a hidden
 directory (Spark and pyarrow readers skip names starting with "."), then renamed into place, so a
 reader sees the old batch or the new one, never half of one. A writer killed meanwhile (kill -9,
-a power cut) leaves those hidden directories: the batch's next write, its replay, removes them.
+a power cut) leaves those hidden directories (kept for good, a batch's worth of disk each, until
+the batch's next write, its replay, removed them).
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ordo.storage.parquet.staged_parts import hidden_beside, stands_for
-
 
 def batch_directory(root: str | os.PathLike[str], batch_id: int) -> Path:
     """Where the files of `batch_id` live under `root` (a Hive-style partition directory)."""
@@ -29,12 +28,15 @@ def replace_batch(root: str | os.PathLike[str], batch_id: int, table: pa.Table) 
     """Write `table` as the batch's only file, replacing what an earlier attempt wrote.
 
     Called from the driver of a streaming query, once per micro-batch; not safe for two writers
-    of the same batch at once (a streaming query has one).
+    of the same batch at once (a streaming query has one). The hidden directories have fixed
+    names (`.batch_id=<n>.tmp`, `.old`), so that those a killed writer left are removed by
+    their names, without listing the folder, whose batches only grow in number.
     """
     final = batch_directory(root, batch_id)
     final.parent.mkdir(parents=True, exist_ok=True)
-    _remove_left_directories(final)
-    staged = hidden_beside(final, "tmp")
+    staged, retired = (final.with_name(f".{final.name}.{suffix}") for suffix in ("tmp", "old"))
+    for left in (staged, retired):  # a killed writer's (see the module)
+        shutil.rmtree(left, ignore_errors=True)
     staged.mkdir()
     try:
         pq.write_table(table, staged / "part-00000.parquet")
@@ -42,26 +44,12 @@ def replace_batch(root: str | os.PathLike[str], batch_id: int, table: pa.Table) 
         shutil.rmtree(staged)  # a full disk, say: leave no hidden part behind
         raise
     if final.exists():
-        retired = hidden_beside(final, "old")
         final.rename(retired)
         staged.rename(final)
         shutil.rmtree(retired)
     else:
         staged.rename(final)
     return final
-
-
-def _remove_left_directories(final: Path) -> None:
-    """Remove the hidden directories a killed writer of `final`'s batch left beside it.
-
-    A writer killed while it wrote the batch's file, or between moving the old directory aside
-    and the new one in, left them for good: readers skip hidden names and the replayed batch
-    stages its own, so each such crash kept a batch's worth of disk. A batch has one writer, so
-    those found before it stages are a dead writer's; other batches' are left alone.
-    """
-    for entry in list(final.parent.iterdir()):
-        if stands_for(entry.name) == final.name:
-            shutil.rmtree(entry)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,10 +6,6 @@ in between (kill -9, a power cut) leaves its parts behind: nothing reads them, a
 removed them either, so every such crash kept a publish's worth of disk (a snapshot's, all of
 it) for good. A publisher removes its own segment's leftovers before it first writes there,
 and those of a publish of its own that failed or that Ctrl-C interrupted.
-
-A hidden part is named `.<name>.<uuid>.tmp` for what becomes `<name>` (`.old` for what a writer
-moved aside, as a batch directory's writer does, `batch_files`), so a writer can tell the
-leftovers of an entry of its own from anything else (`stands_for`).
 """
 
 from __future__ import annotations
@@ -25,19 +21,8 @@ import pyarrow.parquet as pq
 
 from ordo.storage.parquet.file_name import token_of
 
-_PART = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{32}\.(?:tmp|old)$")
-"""A hidden part `hidden_beside` names: the name of the entry it stands for, and a uuid."""
-
-
-def hidden_beside(final: Path, suffix: str) -> Path:
-    """A new hidden name beside `final` for what becomes it (`tmp`) or what it was (`old`)."""
-    return final.with_name(f".{final.name}.{uuid.uuid4().hex}.{suffix}")
-
-
-def stands_for(name: str) -> str | None:
-    """The entry a hidden part named `name` becomes or was; None for another name."""
-    part = _PART.match(name)
-    return None if part is None else part["name"]
+_PART = re.compile(r"^\.(?P<name>.+\.parquet)\.[0-9a-f]{32}\.tmp$")
+"""A hidden part `write_part` makes: the name of the file it becomes, and a uuid."""
 
 
 def write_part(final: Path, table: pa.Table) -> Path:
@@ -46,7 +31,7 @@ def write_part(final: Path, table: pa.Table) -> Path:
     Synced so that the file is durable once renamed, before the source may forget its changes.
     A write that fails (a full disk, say) leaves no part behind.
     """
-    part = hidden_beside(final, "tmp")
+    part = final.with_name(f".{final.name}.{uuid.uuid4().hex}.tmp")
     try:
         with part.open("wb") as file:
             pq.write_table(table, file)
@@ -67,6 +52,6 @@ def remove_left_parts(directory: Path, names: Iterable[str], token: str) -> None
     being written: they are left alone.
     """
     for name in names:
-        final = stands_for(name)
-        if final is not None and token_of(final) == token:
+        part = _PART.match(name)
+        if part is not None and token_of(part["name"]) == token:
             (directory / name).unlink(missing_ok=True)
