@@ -48,6 +48,10 @@ class SignalFlag(threading.Event):
             self.received = number
         self.set()
 
+    def interrupt(self) -> KeyboardInterrupt:
+        """What the stop the flag took raises: Terminated for SIGTERM, else KeyboardInterrupt."""
+        return Terminated() if self.received == signal.SIGTERM else KeyboardInterrupt()
+
 
 @contextmanager
 def handling(handler: Handler, *numbers: signal.Signals) -> Iterator[None]:
@@ -67,13 +71,13 @@ def handling(handler: Handler, *numbers: signal.Signals) -> Iterator[None]:
 
 
 @contextmanager
-def signal_flag(*numbers: signal.Signals) -> Iterator[SignalFlag]:
-    """A flag that the signals `numbers` set, in place of their handlers before, in the block.
+def stop_flag() -> Iterator[SignalFlag]:
+    """A flag that Ctrl-C (SIGINT) or SIGTERM sets, in place of their handlers, in the block.
 
     Signals can be handled only on the main thread: elsewhere the flag stays unset.
     """
     flag = SignalFlag()
-    with handling(lambda received, _frame: flag.receive(received), *numbers):
+    with handling(lambda received, _frame: flag.receive(received), signal.SIGINT, signal.SIGTERM):
         yield flag
 
 
@@ -97,7 +101,7 @@ def run_interruptibly(work: Callable[[], T], *, cancel: Callable[[], object] = l
             failure.append(exc)
 
     worker = threading.Thread(target=run, name="ordo-command-work", daemon=True)
-    with signal_flag(signal.SIGINT, signal.SIGTERM) as interrupted:
+    with stop_flag() as interrupted:
         worker.start()
         while worker.is_alive() and not interrupted.wait(CANCEL_INTERVAL_S):
             pass
@@ -107,7 +111,7 @@ def run_interruptibly(work: Callable[[], T], *, cancel: Callable[[], object] = l
                 worker.join(CANCEL_INTERVAL_S)
                 if not worker.is_alive():
                     break
-            raise Terminated if interrupted.received == signal.SIGTERM else KeyboardInterrupt
+            raise interrupted.interrupt()
     if failure:
         raise failure[0]
     return outcome[0]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -74,12 +73,12 @@ def wait_for(query: Any, label: str) -> None:
     a reset right after was refused as of a running projection. `query` is a pyspark
     StreamingQuery (typed loosely: the CLI imports Spark lazily).
     """
-    from ordo.interrupts import signal_flag
+    from ordo.interrupts import stop_flag
     from ordo.spark.query_failure import query_failures
 
     reported = -1
     # awaitTermination is a Py4J call: see interruption
-    with signal_flag(signal.SIGINT, signal.SIGTERM) as interrupted:
+    with stop_flag() as interrupted:
         try:
             with query_failures(label):
                 while not query.awaitTermination(POLL_SECONDS) and not interrupted.is_set():

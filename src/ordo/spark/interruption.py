@@ -16,21 +16,14 @@ temporary folders behind.
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import TypeVar
 
 from pyspark.sql import SparkSession
 
-from ordo.interrupts import SignalFlag, run_interruptibly, signal_flag
+from ordo.interrupts import run_interruptibly
 
 T = TypeVar("T")
-
-
-def sigint_flag() -> AbstractContextManager[SignalFlag]:
-    """A flag that SIGINT sets, in place of the handler before (PySpark's), within the block."""
-    return signal_flag(signal.SIGINT)
 
 
 def run_job(spark: SparkSession, work: Callable[[], T]) -> T:

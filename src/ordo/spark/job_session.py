@@ -16,9 +16,8 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from ordo.errors import ConfigurationError, NoSparkExecutorError, SparkMasterUnreachableError
-from ordo.interrupts import run_interruptibly
+from ordo.interrupts import run_interruptibly, stop_flag
 from ordo.settings.variables import SPARK_LOG_VARIABLE
-from ordo.spark.interruption import sigint_flag
 from ordo.spark.register import start_session
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -96,7 +95,7 @@ def job_session(
         yield spark
     finally:
         if not is_running:
-            with sigint_flag():  # a Ctrl-C in Py4J's call would log its tracebacks
+            with stop_flag():  # a Ctrl-C in Py4J's call would log its tracebacks
                 spark.stop()
 
 
@@ -116,7 +115,7 @@ def _started(*, master: str, app_name: str, output: Path) -> SparkSession:
         return run_interruptibly(start)
     except KeyboardInterrupt:
         for spark in started:
-            with sigint_flag():
+            with stop_flag():
                 spark.stop()
         raise
 
@@ -183,20 +182,20 @@ def _wait_for_executor(spark: SparkSession, *, master: str, timeout_ms: int, out
     after `timeout_ms` without an executor, NoSparkExecutorError. Not
     checked: a local master (the driver runs the tasks; local-cluster's workers start with it),
     and a job with dynamic allocation, which has no executor until its first tasks wait. Ctrl-C
-    while waiting is a KeyboardInterrupt (the caller stops the session); meanwhile SIGINT only
-    sets a flag, so that it never breaks into a Py4J call.
+    while waiting is a KeyboardInterrupt, SIGTERM Terminated (the caller stops the session);
+    meanwhile either only sets a flag, so that it never breaks into a Py4J call.
     """
     dynamic = spark.sparkContext.getConf().get(_DYNAMIC_ALLOCATION, "false") or "false"
     if master.startswith("local") or dynamic.strip().lower() == "true":  # Spark's parsing
         return
     deadline = time.monotonic() + timeout_ms / 1000
-    with sigint_flag() as interrupted:
+    with stop_flag() as interrupted:
         while not _has_executor(spark):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise NoSparkExecutorError(master=master, timeout_ms=timeout_ms, output=str(output))
             if interrupted.wait(min(EXECUTOR_POLL_S, left)):
-                raise KeyboardInterrupt
+                raise interrupted.interrupt()
 
 
 def _has_executor(spark: SparkSession) -> bool:
