@@ -583,21 +583,43 @@ def test_ctrl_c_of_a_demo_on_postgres_names_the_journal_without_its_password(
     )
 
 
+def test_sigterm_stops_the_demos_writers_as_ctrl_c_does(tmp_path: Path) -> None:
+    """SIGTERM, sent to the demo alone as a service manager sends it, stopped its projection but
+    not its writer processes: the demo said they had stopped and then waited for them to
+    write their whole share (more events than they write in minutes), its command still
+    running."""
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    command = [str(ORDO), "demo", "--journal", url, "--events", "5000000", "--master", "local[1]"]
+    with _running(command, tmp_path) as demo:
+        deadline = time.monotonic() + 180
+        while not _written(tmp_path / "demo.db"):  # the writers write
+            assert demo.poll() is None, "the demo ended before its writers wrote"
+            assert time.monotonic() < deadline, "the demo's writers wrote nothing in 180 s"
+            time.sleep(0.1)
+        demo.send_signal(signal.SIGTERM)
+        err = demo.communicate(timeout=120)[1]
+
+    assert demo.returncode == 128 + signal.SIGTERM
+    assert err.splitlines()[-1].startswith("demo interrupted: writers and projection stopped")
+    _wait_for_no_process(demo)
+
+
+def _written(journal: Path) -> bool:
+    """Whether the journal at `journal` holds an event (False before the demo made it)."""
+    try:
+        with closing(sqlite3.connect(journal)) as conn:
+            return bool(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+    except sqlite3.OperationalError:  # no file or no table yet
+        return False
+
+
 def _wait_for_python_workers(job: subprocess.Popen[str], *, timeout_s: float = 120) -> None:
     """Wait until a Python worker of Spark runs in `job`'s session (Spark runs tasks)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert job.poll() is None, "the job ended before Spark ran its tasks"
-        for proc in Path("/proc").iterdir():
-            try:
-                is_worker = (
-                    os.getsid(int(proc.name)) == job.pid
-                    and b"pyspark.daemon" in (proc / "cmdline").read_bytes()
-                )
-            except (ValueError, OSError):  # not a process, or one that ended
-                continue
-            if is_worker:
-                return
+        if any(b"pyspark.daemon" in cmdline for cmdline in _session_cmdlines(job)):
+            return
         time.sleep(0.2)
     pytest.fail("no Python worker of Spark started")
 
@@ -632,18 +654,19 @@ def test_sigterm_stops_cdc_simulate_as_ctrl_c_does_leaving_no_work_dir_or_proces
 def _wait_for_no_process(job: subprocess.Popen[str], *, timeout_s: float = 60) -> None:
     """Wait until no process of `job`'s session is left (Spark's JVM, its Python workers)."""
     deadline = time.monotonic() + timeout_s
-    while left := [
-        (proc / "cmdline").read_bytes()[:80]
-        for proc in Path("/proc").iterdir()
-        if proc.name.isdigit() and _in_session(int(proc.name), job.pid)
-    ]:
+    while left := [cmdline[:80] for cmdline in _session_cmdlines(job)]:
         if time.monotonic() > deadline:
             pytest.fail(f"processes of the job are left: {left}")
         time.sleep(0.2)
 
 
-def _in_session(pid: int, session: int) -> bool:
-    try:
-        return os.getsid(pid) == session
-    except OSError:  # it ended
-        return False
+def _session_cmdlines(job: subprocess.Popen[str]) -> list[bytes]:
+    """The command lines of the processes of `job`'s session now (it started one of its own)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if os.getsid(int(proc.name)) == job.pid:
+                found.append((proc / "cmdline").read_bytes())
+        except (ValueError, OSError):  # not a process, or one that ended meanwhile
+            continue
+    return found

@@ -221,15 +221,26 @@ def _stop(processes: Sequence[BaseProcess]) -> None:
         process.join()
 
 
-def run_writers(plan: WriterPlan, *, on_progress: Callable[[int], None]) -> WriteReport:
+class WritersStopped(Exception):
+    """The writers were stopped because `run_writers`' caller set its `stop` event."""
+
+
+def run_writers(
+    plan: WriterPlan,
+    *,
+    on_progress: Callable[[int], None],
+    stop: threading.Event | None = None,
+) -> WriteReport:
     """Start one process per writer, report progress every 100 ms, wait for all of them.
 
     Processes are spawned (not forked) so that no thread or connection of this process leaks
-    into them. When this process is interrupted (Ctrl-C, which stops the writers too) or fails
-    while they run, it waits for them, a few seconds at most, before raising: a writer must not
-    write on to a journal its caller is about to delete (the simulator's temporary one). An
+    into them. When the run is interrupted or fails while they run (an exception here, or the
+    caller's `stop` set from another thread: WritersStopped), it stops them (`_stop`: SIGTERM,
+    a kill after a few seconds) before raising: a writer must not write on to a journal its
+    caller is about to delete (the simulator's temporary one), nor after its command ended. An
     SQLite journal's folder must exist (MissingFolderError): writers create none.
     """
+    stopping = stop or threading.Event()  # an event nobody sets: they run to their end
     open_stores(plan.url).close()  # the schema once, before the writers race to create it
     context = multiprocessing.get_context("spawn")
     counter: Synchronized[int] = context.Value("q", 0)
@@ -249,7 +260,8 @@ def run_writers(plan: WriterPlan, *, on_progress: Callable[[int], None]) -> Writ
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         while any(p.is_alive() for p in processes):
             on_progress(counter.value)
-            time.sleep(0.1)
+            if stopping.wait(0.1):
+                raise WritersStopped
     except BaseException:
         _stop(processes)
         raise

@@ -9,6 +9,7 @@ default the read model's changes are also captured and materialized (`cdc_demo`)
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from ordo.processing import HandlerContext, split_segment
 from ordo.query import EventEnvelope
 from ordo.settings import EventsByTagSettings
 from ordo.simulation.workload import Workload
-from ordo.simulation.writers import WriteReport, WriterPlan, run_writers
+from ordo.simulation.writers import WriteReport, WriterPlan, WritersStopped, run_writers
 from ordo.spark.cdc_demo import CdcDemoReport, run_cdc_part, start_capture
 from ordo.spark.projection import ProjectionSpec, projection
 from ordo.storage.location import SQLiteLocation, parse_location
@@ -142,15 +143,19 @@ def run_demo(
         start_capture(journal)
     progress = Progress()
     written: list[WriteReport] = []
-    writers = threading.Thread(
-        target=lambda: written.append(
-            run_writers(
-                WriterPlan(url=journal, workload=workload, settings=settings),
-                on_progress=lambda n: setattr(progress, "written", n),
+    stop_writing = threading.Event()
+
+    def write() -> None:
+        with contextlib.suppress(WritersStopped):  # the run failed or was interrupted
+            written.append(
+                run_writers(
+                    WriterPlan(url=journal, workload=workload, settings=settings),
+                    on_progress=lambda n: setattr(progress, "written", n),
+                    stop=stop_writing,
+                )
             )
-        ),
-        name="ordo-demo-writers",
-    )
+
+    writers = threading.Thread(target=write, name="ordo-demo-writers")
     on_progress(progress)
     _start_python_workers(spark)
     query = projection(
@@ -174,6 +179,9 @@ def run_demo(
         progress.writing_since = time.monotonic()
         writers.start()
         _watch(journal, query, progress, writers, on_progress, split_at=workload.events // 2)
+    except BaseException:  # SIGTERM reached this process alone, not its writers: stop them
+        stop_writing.set()
+        raise
     finally:
         query.stop()
         if writers.ident is not None:
