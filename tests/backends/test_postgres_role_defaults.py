@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import secrets
 import threading
-import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
@@ -18,6 +17,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from operations_support import wait_for_a_lock_wait
 from ordo import NewEvent, open_journal
 from ordo.errors import StorageAccessError, StorageUnavailableError
 from ordo.journal import Journal
@@ -72,8 +72,8 @@ def test_an_append_racing_a_registration_succeeds_where_transactions_default_to_
         outcome: list[BaseException | None] = []
         appending = threading.Thread(target=lambda: outcome.append(_append(journal)))
         appending.start()
-        while not _waits_for_a_lock(other):  # the append waits for the registration
-            time.sleep(0.01)
+        # the append waits for the registration
+        wait_for_a_lock_wait(serializable_role_url, "all_persistence_ids", unless_ended=appending)
         other.commit()
         appending.join()
         assert outcome == [None]
@@ -153,12 +153,3 @@ def _append(journal: Journal) -> BaseException | None:
     except BaseException as exc:  # reported to the test's thread
         return exc
     return None
-
-
-def _waits_for_a_lock(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
-    """Whether a session of the database other than `conn`'s waits for a lock."""
-    row = conn.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND pid <> pg_backend_pid()"
-    ).fetchone()
-    return row is not None and int(str(row[0])) > 0
