@@ -14,7 +14,10 @@ from datetime import timedelta
 from operations_support import WRITE, execute, progress_rows, tag_view_rows
 from ordo import EventsByTag, NewEvent, QuerySettings, open_journal
 from ordo.clock import ManualClock
+from ordo.query import NO_OFFSET
+from ordo.query.offset import past_expiry
 from ordo.storage.open import stores_at
+from ordo.time import TimeUUID
 from ordo.tools.cleanup import Cleanup
 from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId, Tag
@@ -113,3 +116,22 @@ def test_a_query_from_the_start_reads_on_from_the_horizon(journal_url: str) -> N
         with query.current("t") as events:
             delivered = [(e.persistence_id, e.tag_pid_sequence_nr) for e in events]
     assert delivered == [("p0", 4), ("p1", 3), ("p0", 5)]
+
+
+def test_a_horizon_before_the_first_time_bucket_leaves_a_query_from_the_start_as_it_was(
+    journal_url: str,
+) -> None:
+    """An expiry records its horizon whether it deletes anything or not. One before the first
+    time bucket deleted nothing a query from the start reads, yet moved its start there: back,
+    before its first time bucket, and with no check of each id's tag pid sequence nr 1."""
+    _write_old_and_new(journal_url)
+    first_ms = NOW_NS // 10**6 - 4 * HOUR_MS
+    with stores_at(journal_url) as stores:
+        Cleanup.of(stores).expire(timedelta(hours=5))  # nothing is that old
+        reader = stores.tag_view_reader
+        kept = past_expiry(NO_OFFSET, reader, Tag("t"), first_time_bucket_ms=first_ms)
+        earlier_ms = first_ms - 2 * HOUR_MS
+        moved = past_expiry(NO_OFFSET, reader, Tag("t"), first_time_bucket_ms=earlier_ms)
+    assert kept is NO_OFFSET
+    assert isinstance(moved, TimeUUID)  # the horizon, about 5 hours ago
+    assert earlier_ms < moved.epoch_ns // 10**6 < first_ms

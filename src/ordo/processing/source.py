@@ -126,7 +126,12 @@ class EventSource:
         """
         offset = entry.token.offset
         if offset is None:
-            return past_expiry(NO_OFFSET, self.reader, self.tag)
+            return past_expiry(
+                NO_OFFSET,
+                self.reader,
+                self.tag,
+                first_time_bucket_ms=self.events_by_tag.first_time_bucket_ms,
+            )
         replayed = None if entry.replay_until is None else entry.replay_until.reached
         return looking_back(offset, self.query, replayed=replayed)
 

@@ -66,7 +66,12 @@ class EventsByTag:
 
     def _query(self, tag: str, offset: object, *, is_live: bool) -> TagQuery[EventEnvelope]:
         checked = validation.tag(tag)
-        start: Offset = past_expiry(to_offset(offset), self._reader, checked)
+        start: Offset = past_expiry(
+            to_offset(offset),
+            self._reader,
+            checked,
+            first_time_bucket_ms=self.events_by_tag.first_time_bucket_ms,
+        )
         return TagQuery(
             self._reader,
             tag=checked,

@@ -79,7 +79,7 @@ def to_offset(value: object) -> Offset:
     raise OffsetFormatError(msg)
 
 
-def past_expiry(offset: Offset, reader: object, tag: Tag) -> Offset:
+def past_expiry(offset: Offset, reader: object, tag: Tag, *, first_time_bucket_ms: int) -> Offset:
     """Where a query of `tag` from `offset` starts: NoOffset moves to the tag's expiry horizon.
 
     A query from NoOffset expects every persistence id to start at tag pid sequence nr 1, but
@@ -88,13 +88,16 @@ def past_expiry(offset: Offset, reader: object, tag: Tag) -> Offset:
     and it failed with MissingTaggedEventError. From the horizon, as a query from that offset,
     it takes an id's first event there as the first (Akka's query does so from NoOffset too,
     once its look-back for earlier ones times out). Every row it skips there was to be deleted.
+    A horizon before `first_time_bucket_ms` leaves NoOffset as it is: nothing the query reads
+    was deleted (an expiry records its horizon whether it deletes or not), and moved there the
+    query lost its check of each id's nr 1 and read before its first time bucket.
     """
     if not isinstance(offset, NoOffset) or not isinstance(reader, RecordsExpiryHorizon):
         return offset
     horizon_ms = reader.expiry_horizon_ms(tag)
-    if horizon_ms is None:
+    if horizon_ms is None or horizon_ms <= first_time_bucket_ms:
         return offset
-    return TimeUUID.max_for_epoch_ns(max(horizon_ms * 1_000_000 - 100, EARLIEST_EPOCH_NS))
+    return TimeUUID.max_for_epoch_ns(horizon_ms * 1_000_000 - 100)
 
 
 def resumes_in_replay(resume: TimeUUID | None, replayed: TimeUUID | None) -> bool:

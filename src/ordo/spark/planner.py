@@ -68,7 +68,12 @@ class EventsByTagPlanner:
             resume = TimeUUID.from_bytes(bytes.fromhex(resume_after)) if resume_after else None
             start: Offset
             if resume is None:
-                start = past_expiry(NO_OFFSET, self._stores.tag_view_reader, options.tag)
+                start = past_expiry(
+                    NO_OFFSET,
+                    self._stores.tag_view_reader,
+                    options.tag,
+                    first_time_bucket_ms=options.events_by_tag.first_time_bucket_ms,
+                )
             else:
                 start = looking_back(resume, options.query, replayed=replayed) if known else resume
         except BaseException:
