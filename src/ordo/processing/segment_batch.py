@@ -73,7 +73,7 @@ def _warn_if_past_the_claim(p: TrackingProcessor, state: SegmentState, seconds: 
         logger.warning(
             "a batch was handled for longer than the claim timeout, so its claim may have "
             "lapsed under it: processor=%s segment=%d batch=%.3f s claim_timeout=%g s (lower "
-            "batch_size or raise claim_timeout)",
+            "batch_size or the handler's retries, or raise claim_timeout)",
             p.name,
             state.entry.segment.segment_id,
             seconds,

@@ -40,8 +40,8 @@ class QuerySettings(LoadableSettings):
     new_persistence_id_scan_timeout: timedelta = timedelta(0)
     """How long to look for earlier events of a persistence id first seen in the current bucket."""
     offset_scanning_period: timedelta = timedelta(milliseconds=200)
-    """A query from an offset in the current bucket, or one a back-track still reaches (see
-    TagQuery), scans this far before it first."""
+    """A query from an offset in the current bucket, or one a back-track still reaches
+    (`ordo.query.start_scan.needs_start_scan`), scans this far before it first."""
     max_missing_to_search: int = 5000
     """A gap wider than this fails at once instead of being searched."""
     cleanup_old_persistence_ids: timedelta | None = None
