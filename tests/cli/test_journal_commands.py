@@ -452,9 +452,10 @@ def test_a_stopped_append_says_so_in_one_line_and_releases_its_writer_lease(
     append.send_signal(stop)
     out, err = append.communicate(timeout=60)
 
-    assert (append.returncode, out) == (128 + stop, "")
-    assert err == (
-        "append interrupted: the lines appended so far stay, each persistence id's run whole\n"
+    assert (append.returncode, out, err) == (
+        128 + stop,
+        "",
+        "append interrupted: the lines appended so far stay, each persistence id's run whole\n",
     )
     assert execute(url, "SELECT count(*) FROM writer_leases") == [(0,)]
     code, _, refused = _run(CliRunner(), "reconcile", "rebuild", "p-0", "--journal", url)

@@ -18,8 +18,9 @@ from ordo.cli.options import (
     require_journal,
     settings_from_env,
 )
-from ordo.cli.termination import stoppable
+from ordo.cli.termination import interruptible
 from ordo.errors import AppendStoppedError, OrdoError
+from ordo.interrupts import stop_flag
 from ordo.journal import AppendReceipt, Journal
 from ordo.journal.event_lines import parse_event_lines
 from ordo.storage.open import init_storage, open_journal
@@ -75,27 +76,31 @@ def append(journal_url: str | None, as_json: bool, source: TextIO) -> None:
     stops the run there, naming the line and what was already appended.
     """
     url = journal_to_write(journal_url)
-    requests = parse_event_lines(
-        source, source="stdin" if source.name == "<stdin>" else source.name
-    )
     receipts: list[AppendReceipt] = []
-    # A service manager's SIGTERM takes Ctrl-C's way: the journal closes, releasing its writer
-    # lease, which a kill left to refuse reconciling the ids appended to until it expired. The
-    # line gives no count: the run in flight may have committed.
-    with stoppable(_APPEND_INTERRUPTED), open_journal(url, settings=settings_from_env()) as journal:
-        for request in requests:
-            try:
-                receipts.append(
-                    journal.append(
-                        request.persistence_id,
-                        request.events,
-                        expected_sequence_nr=request.expected_sequence_nr,
+    with interruptible(_APPEND_INTERRUPTED):
+        requests = parse_event_lines(
+            source, source="stdin" if source.name == "<stdin>" else source.name
+        )
+        # Ctrl-C and a service manager's SIGTERM only set the flag, looked at between appends:
+        # no interrupt lands inside a write, and the journal closes as after any run, releasing
+        # its writer lease (a kill left it to refuse reconciling the ids appended to until it
+        # expired). A Ctrl-C while the lines are read ends the command as one there does.
+        with stop_flag() as stop, open_journal(url, settings=settings_from_env()) as journal:
+            for request in requests:
+                if stop.is_set():
+                    raise stop.interrupt()
+                try:
+                    receipts.append(
+                        journal.append(
+                            request.persistence_id,
+                            request.events,
+                            expected_sequence_nr=request.expected_sequence_nr,
+                        )
                     )
-                )
-            except OrdoError as exc:
-                raise AppendStoppedError(
-                    line=request.line, appended_events=_events(receipts), cause=exc
-                ) from exc
+                except OrdoError as exc:
+                    raise AppendStoppedError(
+                        line=request.line, appended_events=_events(receipts), cause=exc
+                    ) from exc
     count = _events(receipts)
     if as_json:
         print_json(

@@ -36,6 +36,7 @@ from ordo.storage.sqlite.driver_errors import (
     unusable_file_error,
 )
 from ordo.storage.sqlite.file_identity import OpenedFile
+from ordo.storage.sqlite.write_transaction import WriteTransaction
 
 logger = logging.getLogger(__name__)
 
@@ -123,36 +124,34 @@ class SQLiteDatastore(SchemaReads):
         self._is_opened = True
         self._opened = OpenedFile(path)
 
-    @contextmanager
-    def write_transaction(self) -> Iterator[sqlite3.Connection]:
+    def write_transaction(self) -> WriteTransaction:
         """Run one atomic write; driver errors leave as StorageError subclasses.
 
         A file removed, moved away or replaced since the store opened it is StorageAccessError
-        (`OpenedFile`), looked at once the write lock is held: the connection would write into
-        the file it has open, which no one opens again.
+        (`refuse_replaced_file`), looked at once the write lock is held. A class, not a
+        generator: see `ordo.storage.sqlite.write_transaction` for the interrupt it survives.
         """
-        with self._lend() as conn:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                if self._opened is not None:
-                    self._opened.refuse_another(doing="write", what=self.what)
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise translate_sqlite_error(exc, self.path) from exc
-                raise
+        return WriteTransaction(self)
 
     @contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:
         """Lend this thread's connection for single statements (each its own transaction)."""
-        with self._lend() as conn:
-            try:
-                yield conn
-            except sqlite3.Error as exc:
-                raise translate_sqlite_error(exc, self.path) from exc
+        conn = self.lend()
+        try:
+            yield conn
+        except sqlite3.Error as exc:
+            raise translate_sqlite_error(exc, self.path) from exc
+        finally:
+            self.give_back(conn)
+
+    def refuse_replaced_file(self) -> None:
+        """StorageAccessError if the path names another file than the one the store opened.
+
+        Looked at once a write holds the lock: the connection would write into the file it has
+        open, which no one opens again (`OpenedFile`).
+        """
+        if self._opened is not None:
+            self._opened.refuse_another(doing="write", what=self.what)
 
     def migrate(self) -> MigrationReceipt:
         """Create or upgrade the schema (idempotent; concurrent callers serialize).
@@ -191,7 +190,7 @@ class SQLiteDatastore(SchemaReads):
         """Close every connection this datastore opened, in any thread; later calls are refused.
 
         A connection a call is using (in another thread) closes when that call's lend ends
-        (`_lend`), as PostgreSQL's pool closes a lent connection when it comes back: the
+        (`give_back`), as PostgreSQL's pool closes a lent connection when it comes back: the
         running statement or transaction ends as it would have, and the call's next use of the
         stores is StoresClosedError. Closing it under the running statement would fail the call
         with a generic StorageError, a MemoryError or a crash of the interpreter, and close()
@@ -216,9 +215,8 @@ class SQLiteDatastore(SchemaReads):
         ).fetchone()
         return 0 if row is None else stored_version(row[0])
 
-    @contextmanager
-    def _lend(self) -> Iterator[sqlite3.Connection]:
-        """Lend this thread's connection to one call; close() leaves it open until the call ends.
+    def lend(self) -> sqlite3.Connection:
+        """The calling thread's connection, lent until `give_back`; close() leaves it to that.
 
         StoresClosedError when close() came first, even between `_connect` and the lend's
         record (close() then closed the connection). ForkedProcessError in a forked child,
@@ -230,16 +228,17 @@ class SQLiteDatastore(SchemaReads):
         with self._lock:
             self._refuse_if_closed()
             self._lent[conn] = self._lent.get(conn, 0) + 1
-        try:
-            yield conn
-        finally:
-            with self._lock:
-                lends = self._lent.pop(conn) - 1
-                if lends:
-                    self._lent[conn] = lends
-                elif self._is_closed:  # close() left it to this call
-                    conn.close()
-                    self._connections.remove(conn)
+        return conn
+
+    def give_back(self, conn: sqlite3.Connection) -> None:
+        """End one lend of `conn`; the last after close() closes it."""
+        with self._lock:
+            lends = self._lent.pop(conn) - 1
+            if lends:
+                self._lent[conn] = lends
+            elif self._is_closed:  # close() left it to this call
+                conn.close()
+                self._connections.remove(conn)
 
     def _connect(self) -> sqlite3.Connection:
         """The calling thread's connection, opened on its first call; refused after close().
