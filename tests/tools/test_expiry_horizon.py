@@ -9,6 +9,7 @@ horizon. Both backends.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import timedelta
 
 from operations_support import WRITE, execute, progress_rows, tag_view_rows
@@ -17,7 +18,7 @@ from ordo.clock import ManualClock
 from ordo.query import NO_OFFSET
 from ordo.query.offset import past_expiry
 from ordo.storage.open import stores_at
-from ordo.time import TimeUUID
+from ordo.time import TimeUUID, format_first_time_bucket
 from ordo.tools.cleanup import Cleanup
 from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId, Tag
@@ -128,10 +129,38 @@ def test_a_horizon_before_the_first_time_bucket_leaves_a_query_from_the_start_as
     first_ms = NOW_NS // 10**6 - 4 * HOUR_MS
     with stores_at(journal_url) as stores:
         Cleanup.of(stores).expire(timedelta(hours=5))  # nothing is that old
-        reader = stores.tag_view_reader
-        kept = past_expiry(NO_OFFSET, reader, Tag("t"), first_time_bucket_ms=first_ms)
+        reader, hours = stores.tag_view_reader, WRITE.bucket_size
+        kept = past_expiry(
+            NO_OFFSET, reader, Tag("t"), first_time_bucket_ms=first_ms, bucket_size=hours
+        )
         earlier_ms = first_ms - 2 * HOUR_MS
-        moved = past_expiry(NO_OFFSET, reader, Tag("t"), first_time_bucket_ms=earlier_ms)
+        moved = past_expiry(
+            NO_OFFSET, reader, Tag("t"), first_time_bucket_ms=earlier_ms, bucket_size=hours
+        )
     assert kept is NO_OFFSET
     assert isinstance(moved, TimeUUID)  # the horizon, about 5 hours ago
     assert earlier_ms < moved.epoch_ns // 10**6 < first_ms
+
+
+def test_a_horizon_in_the_first_time_buckets_bucket_moves_a_query_from_the_start(
+    journal_url: str,
+) -> None:
+    """A query from no offset reads the first time bucket's bucket from its start (Akka rounds
+    first-time-bucket down). A horizon between that start and first-time-bucket was taken for
+    one before the query: it read from the bucket's start, found p0's nr 1 expired and failed
+    with MissingTaggedEventError instead of reading on from the horizon."""
+    hour_ms = (NOW_NS // 10**6 // HOUR_MS - 3) * HOUR_MS  # an hour bucket three hours ago
+    minute_ns = 60_000 * 10**6
+    clock = ManualClock(hour_ms * 10**6 + 5 * minute_ns)
+    with open_journal(journal_url, settings=WRITE, clock=clock) as journal:
+        journal.append("p0", [NewEvent.of(1, tags=["t"])])  # at :05, expired below
+        clock.advance(15 * minute_ns)
+        journal.append("p0", [NewEvent.of(2, tags=["t"])])  # at :20, kept
+    quick = QuerySettings(eventual_consistency_delay=timedelta(0), gap_timeout=timedelta(0))
+    first = replace(WRITE, first_time_bucket=format_first_time_bucket(hour_ms + 30 * 60_000))
+    with stores_at(journal_url) as stores:
+        assert Cleanup.of(stores).delete_tag_views_before(hour_ms + 15 * 60_000).deleted == 1
+        query = EventsByTag(stores.tag_view_reader, settings=quick, events_by_tag=first)
+        with query.current("t") as events:
+            delivered = [(e.persistence_id, e.tag_pid_sequence_nr, e.payload) for e in events]
+    assert delivered == [("p0", 2, 2)]

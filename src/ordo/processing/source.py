@@ -131,6 +131,7 @@ class EventSource:
                 self.reader,
                 self.tag,
                 first_time_bucket_ms=self.events_by_tag.first_time_bucket_ms,
+                bucket_size=self.events_by_tag.bucket_size,
             )
         replayed = None if entry.replay_until is None else entry.replay_until.reached
         return looking_back(offset, self.query, replayed=replayed)

@@ -71,6 +71,7 @@ class EventsByTag:
             self._reader,
             checked,
             first_time_bucket_ms=self.events_by_tag.first_time_bucket_ms,
+            bucket_size=self.events_by_tag.bucket_size,
         )
         return TagQuery(
             self._reader,

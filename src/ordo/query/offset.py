@@ -9,7 +9,7 @@ from ordo import arguments
 from ordo.errors import ConfigurationError, FutureOffsetError, OffsetFormatError
 from ordo.query.ports import RecordsExpiryHorizon
 from ordo.settings import QuerySettings
-from ordo.time import EARLIEST_EPOCH_NS, TimeUUID
+from ordo.time import EARLIEST_EPOCH_NS, BucketSize, TimeUUID
 from ordo.time.duration import nanoseconds
 from ordo.types import Tag
 
@@ -79,7 +79,9 @@ def to_offset(value: object) -> Offset:
     raise OffsetFormatError(msg)
 
 
-def past_expiry(offset: Offset, reader: object, tag: Tag, *, first_time_bucket_ms: int) -> Offset:
+def past_expiry(
+    offset: Offset, reader: object, tag: Tag, *, first_time_bucket_ms: int, bucket_size: BucketSize
+) -> Offset:
     """Where a query of `tag` from `offset` starts: NoOffset moves to the tag's expiry horizon.
 
     A query from NoOffset expects every persistence id to start at tag pid sequence nr 1, but
@@ -88,14 +90,17 @@ def past_expiry(offset: Offset, reader: object, tag: Tag, *, first_time_bucket_m
     and it failed with MissingTaggedEventError. From the horizon, as a query from that offset,
     it takes an id's first event there as the first (Akka's query does so from NoOffset too,
     once its look-back for earlier ones times out). Every row it skips there was to be deleted.
-    A horizon before `first_time_bucket_ms` leaves NoOffset as it is: nothing the query reads
-    was deleted (an expiry records its horizon whether it deletes or not), and moved there the
-    query lost its check of each id's nr 1 and read before its first time bucket.
+    A horizon before the start of the `bucket_size` bucket holding `first_time_bucket_ms`
+    leaves NoOffset as it is: nothing the query reads was deleted (an expiry records its
+    horizon whether it deletes or not), and moved there the query lost its check of each id's
+    nr 1 and read before its first time bucket. The query reads that bucket from its start
+    (TagQuery rounds down, as Akka does): a horizon inside it, before `first_time_bucket_ms`,
+    was taken for one before the query, which then failed on the rows it deleted.
     """
     if not isinstance(offset, NoOffset) or not isinstance(reader, RecordsExpiryHorizon):
         return offset
     horizon_ms = reader.expiry_horizon_ms(tag)
-    if horizon_ms is None or horizon_ms <= first_time_bucket_ms:
+    if horizon_ms is None or horizon_ms <= bucket_size.key(first_time_bucket_ms):
         return offset
     return TimeUUID.max_for_epoch_ns(horizon_ms * 1_000_000 - 100)
 

@@ -73,6 +73,7 @@ class EventsByTagPlanner:
                     self._stores.tag_view_reader,
                     options.tag,
                     first_time_bucket_ms=options.events_by_tag.first_time_bucket_ms,
+                    bucket_size=options.events_by_tag.bucket_size,
                 )
             else:
                 start = looking_back(resume, options.query, replayed=replayed) if known else resume
