@@ -19,6 +19,7 @@ from typing import Generic, TypeVar
 
 from ordo import arguments
 from ordo.acking.contiguous_acker import ContiguousAcker
+from ordo.acking.sync_elements import SyncElements
 from ordo.errors import (
     ConfigurationError,
     ElementFailedError,
@@ -99,8 +100,10 @@ def process_in_parallel(
     Arguments are validated when this function is called, before the first `__anext__`
     (it is a plain function returning an async generator, so a bad argument fails where it
     is written). No task starts until the first `__anext__`; closing the generator (or
-    leaving an `async for` early and calling `aclose()`) cancels running handlers. Time is the
-    event loop's clock. Not thread-safe: iterate from one event loop.
+    leaving an `async for` early and calling `aclose()`) cancels running handlers. A run that
+    ends closes the source's iterator (`aclose()`, a generator's `close()`), so a generator
+    source's `finally` has run by the time a failure is raised or the close returns. Time is
+    the event loop's clock. Not thread-safe: iterate from one event loop.
 
     Raises:
         ConfigurationError: `parallelism`, `max_in_flight` or `commit_every` is not an int of
@@ -185,6 +188,8 @@ class _Run(Generic[T]):
         self._progress = asyncio.Event()
         """Set by workers when the consumer should look again (see `_wake_at`), and at the end."""
         self._reader: asyncio.Task[None]
+        self._elements: AsyncIterator[T] | None = None
+        """The source's iterator once reading began: closed as the run ends (`_close_source`)."""
 
     async def committable_offsets(self) -> AsyncGenerator[int, None]:
         """The async generator process_in_parallel returns; starts the tasks on first use."""
@@ -232,6 +237,7 @@ class _Run(Generic[T]):
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await self._close_source()
 
     def _on_task_done(self, task: asyncio.Task[None]) -> None:
         """Wake the consumer if a task died of an error no handler contract covers.
@@ -246,7 +252,8 @@ class _Run(Generic[T]):
     async def _read(self) -> None:
         """Pull elements (one free slot each), index them and queue them by key."""
         source = self._source
-        elements = aiter(source) if isinstance(source, AsyncIterable) else _SyncElements(source)
+        elements = aiter(source) if isinstance(source, AsyncIterable) else SyncElements(source)
+        self._elements = elements
         try:
             while self._stop_after is None:
                 await self._slots.acquire()
@@ -265,6 +272,21 @@ class _Run(Generic[T]):
         finally:
             self._is_reading = False
             self._progress.set()
+
+    async def _close_source(self) -> None:
+        """Close the source's iterator: a run that stopped early left a generator suspended.
+
+        Its `finally` (a connection's close, a slot's release) ran only once the caller dropped
+        it or the event loop shut down, so a run restarted from the committed offset found what
+        the stopped source held still held. A source that ended or raised is closed already. An
+        error of the close is logged: it must not hide how the run ended.
+        """
+        close = getattr(self._elements, "aclose", None)
+        if close is not None:
+            try:
+                await close()
+            except Exception as exc:  # the source's own cleanup failed
+                logger.warning("the source failed while closing: %r", exc)
 
     def _source_failed(self, error: BaseException) -> None:
         """Keep the source's error to raise, unless an element failed first: then log it."""
@@ -363,16 +385,3 @@ class _Run(Generic[T]):
             raise error(offset=offset, committed=committed, cause=cause) from cause
         if self._source_error is not None:
             raise self._source_error
-
-
-class _SyncElements(AsyncIterator[T]):
-    """A sync iterable as an async iterator: one `next()` per `__anext__`, on the event loop."""
-
-    def __init__(self, elements: Iterable[T]) -> None:
-        self._iterator = iter(elements)
-
-    async def __anext__(self) -> T:
-        try:
-            return next(self._iterator)
-        except StopIteration:
-            raise StopAsyncIteration from None

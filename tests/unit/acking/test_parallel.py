@@ -533,3 +533,41 @@ def test_closing_ends_a_worker_whose_handler_swallows_the_cancel() -> None:
 
     asyncio.run(main())
     assert handled == [0]
+
+
+@pytest.mark.parametrize("stop", ["element-failure", "aclose"])
+@pytest.mark.parametrize("kind", ["async", "sync"])
+def test_a_generator_source_is_closed_when_the_run_stops_early(stop: str, kind: str) -> None:
+    """The source was left suspended: its `finally` (a connection's close, a slot's release)
+    ran only once the caller dropped it or the loop shut down, so a run restarted from the
+    committed offset found what the stopped source held still held."""
+    closed: list[bool] = []
+
+    async def async_source() -> AsyncIterator[Element]:
+        for element in sync_source():
+            yield element
+
+    def sync_source() -> Iterator[Element]:
+        try:
+            for n in itertools.count():
+                yield ("a", n)
+        finally:
+            closed.append(True)
+
+    async def handler(element: Element) -> None:
+        await asyncio.sleep(0)
+        if stop == "element-failure" and element[1] == 2:
+            raise ValueError(element)
+
+    async def main() -> list[bool]:
+        elements = async_source() if kind == "async" else sync_source()  # held, as by a caller
+        offsets = process_in_parallel(elements, handler, key=_key, max_in_flight=1, commit_every=1)
+        if stop == "element-failure":
+            yielded, error = await _collect_until_error(offsets)
+            assert (yielded, type(error)) == ([0, 1], ElementFailedError)
+        else:
+            assert await anext(offsets) == 0
+            await offsets.aclose()
+        return list(closed)
+
+    assert asyncio.run(main()) == [True]
