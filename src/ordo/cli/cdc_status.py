@@ -17,7 +17,7 @@ def cdc_table(status: CdcStatus) -> Table:
     for column in ("part", "name", "state"):
         table.add_column(column)
     for log in status.change_logs:
-        positions = ", ".join(f"{shown_name(s)}@{p}" for s, p in log.last_positions.items()) or "-"
+        positions = ", ".join(f"{_segment(s)}@{p}" for s, p in log.last_positions.items()) or "-"
         unrecorded = "" if log.has_partition_record else " with files (no count recorded)"
         state = (
             f"{counted(log.mutations, 'mutation')} in {counted(log.files, 'file')}, "
@@ -43,3 +43,12 @@ def cdc_table(status: CdcStatus) -> Table:
         )
         table.add_row("capture", shown_name(source.segment), state)
     return table
+
+
+def _segment(segment: str) -> str:
+    """A segment in a change log's list of last positions, quoted if it holds `@` or `,`.
+
+    Audit segments are any text: shown raw, `last a@1, b@2` was segment `a@1, b` at 2, or
+    segments `a` at 1 and `b` at 2.
+    """
+    return shown_name(segment, separators="@,")

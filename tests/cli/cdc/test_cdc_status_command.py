@@ -140,6 +140,21 @@ def test_status_shows_a_change_logs_recorded_partition_count(tmp_path: Path, jou
     assert "1 partition with files (no count recorded); last" in _wide(*status)
 
 
+def test_status_quotes_a_segment_holding_the_punctuation_of_its_positions(
+    tmp_path: Path, journal: str
+) -> None:
+    """`last a@1, b@2` was segment `a@1, b` at 2, or segments `a` at 1 and `b` at 2: a segment
+    with `@` or `,` is quoted there, as `events` quotes a tag holding its tag list's `#` or
+    `,`; one holding a space only is not."""
+    ingest = registered(tmp_path, journal)
+    given = tmp_path / "readings.jsonl"
+    lines = [readings(segment="a@1, b", position=2), readings(segment="c d", position=3)]
+    given.write_text("\n".join(lines) + "\n")
+    assert run_ordo(*ingest, str(given))[0] == 0
+    status = ("cdc", "status", "--journal", journal, "--change-log", str(tmp_path / "log"))
+    assert "; last 'a@1, b'@2, c d@3 " in _wide(*status)
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("earlier", [False, True], ids=["new-log", "log-of-an-earlier-ordo"])
 def test_a_postgres_capture_is_shown_under_the_segment_of_its_change_log_positions(
