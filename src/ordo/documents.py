@@ -82,18 +82,19 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return document
 
 
-def _integer(text: str) -> int:
-    """A JSON integer, refused in the reader's words when it is longer than Python converts.
+def json_integer(text: str, error: type[ValueError] = ValueError) -> int:
+    """A JSON integer, refused with `error` in the reader's words when longer than Python converts.
 
     The json module's own error advised `sys.set_int_max_str_digits()`, which no user of the
-    command line can call.
+    command line can call. A user's line is refused as invalid JSON (ValueError); JSON an
+    application stored raises NumberOutOfRangeError, which captures set aside (ordo.cdc.json_text).
     """
     try:
         return int(text)
     except ValueError as exc:
         digits = len(text.lstrip("-"))
         msg = f"integer too long ({digits:,} digits, at most {sys.get_int_max_str_digits():,})"
-        raise ValueError(msg) from exc
+        raise error(msg) from exc
 
 
 def document_decoder(
@@ -110,7 +111,7 @@ def document_decoder(
     """
     return json.JSONDecoder(
         object_pairs_hook=_unique_keys,
-        parse_int=_integer,
+        parse_int=json_integer,
         parse_float=parse_float,
         parse_constant=parse_constant,
     )
@@ -149,9 +150,28 @@ def finite_double(text: str) -> float:
     return number
 
 
-_ALWAYS_EXACT = 16
-"""The longest JSON fraction without an exponent `exact_double` need not check: 15 digits and a
-dot."""
+_SHAPES = bytes(
+    ord("0") if byte in b"0123456789." else ord("e") if byte in b"eE" else ord(" ")
+    for byte in range(256)
+)
+"""Text's bytes mapped to the shape of its numbers: digits and points as "0", "e" as "e"."""
+_MAY_ROUND = (b"0" * 16, b"e000", b"e 000")
+"""Shapes of numbers a double may round, found by a substring search in the shape
+(bytes.translate): every such number has 16 digits or points (leading and trailing zeros
+count: `0.000000000000001`) or a three-digit exponent (beyond 1e99 or 1e-99)."""
+
+
+def may_round(text: str) -> bool:
+    """Whether `text`, a JSON number or a document, may hold a number a double would round.
+
+    The one rule of which numbers are a double's without a look at the double: a number of at
+    most 15 significant digits and an exponent of at most two lies within a double's normal
+    range and is the double's shortest text (a double tells 15 digits apart), and a text
+    without the `_MAY_ROUND` shapes holds no other. Other text may be taken for a number
+    (a string of 16 digits): it costs only a closer look (`exact_double`).
+    """
+    shape = text.encode("utf-8", "surrogatepass").translate(_SHAPES)
+    return any(part in shape for part in _MAY_ROUND)
 
 
 def exact_double(text: str) -> float:
@@ -167,16 +187,15 @@ def exact_double(text: str) -> float:
 
     Every line of an ingest reads its numbers here, so the common ones are let through on the
     cheapest check that proves them exact (a repr cost more than the float it checks): a text
-    of at most `_ALWAYS_EXACT` characters without an exponent has at most 15 significant digits
-    (it holds a dot) and lies within a double's normal range, and every such number is the
-    double's shortest text (a double tells 15 digits apart). Of the others, the shortest text
-    equals `text` for most, so only the rest are compared as decimals.
+    shorter than `may_round`'s shapes without an exponent has none of them. Of the others, the
+    shortest text equals `text` for most; only those `may_round` cannot clear are compared as
+    decimals.
     """
     number = finite_double(text)
-    if len(text) <= _ALWAYS_EXACT and "e" not in text and "E" not in text:
+    if len(text) < len(_MAY_ROUND[0]) and "e" not in text and "E" not in text:
         return number
     shortest = repr(number)
-    if shortest != text and Decimal(shortest) != Decimal(text):
+    if shortest != text and may_round(text) and Decimal(shortest) != Decimal(text):
         msg = f"number {text} is rounded to {shortest} as a double"
         raise NumberOutOfRangeError(msg)
     return number

@@ -195,8 +195,8 @@ def test_json_a_double_cannot_hold_is_dead_lettered_and_numerics_keep_their_digi
             "is out of the range of a double"
         ],
         [
-            f"column 'tags': {long_tags!r} is JSON that cannot be carried: integer of 5001 "
-            "digits is longer than 4300"
+            f"column 'tags': {long_tags!r} is JSON that cannot be carried: integer too long "
+            "(5,001 digits, at most 4,300)"
         ],
         [],
     ]

@@ -15,10 +15,16 @@ reader downstream (Spark, a sink database, a message consumer) can parse what or
 from __future__ import annotations
 
 import json
-import sys
+from functools import partial
 from typing import Any
 
-from ordo.documents import NumberOutOfRangeError, exact_double, finite_double, not_a_json_number
+from ordo.documents import (
+    NumberOutOfRangeError,
+    exact_double,
+    finite_double,
+    json_integer,
+    not_a_json_number,
+)
 
 compact_json = json.JSONEncoder(separators=(",", ":")).encode
 """Compact JSON with one encoder for every call (json.dumps with options builds one per call)."""
@@ -60,18 +66,10 @@ def parse_json(text: str) -> Any:
     return _DECODER.decode(text)
 
 
-def _integer(text: str) -> int:
-    """A JSON integer, refused when it is longer than Python converts (it could not write it)."""
-    try:
-        return int(text)
-    except ValueError as exc:  # more digits than sys.get_int_max_str_digits()
-        digits = len(text.lstrip("-"))
-        msg = f"integer of {digits} digits is longer than {sys.get_int_max_str_digits()}"
-        raise NumberOutOfRangeError(msg) from exc
-
-
 _APPLICATION_DECODER = json.JSONDecoder(
-    parse_constant=not_a_json_number, parse_float=exact_double, parse_int=_integer
+    parse_constant=not_a_json_number,
+    parse_float=exact_double,
+    parse_int=partial(json_integer, error=NumberOutOfRangeError),
 )
 
 

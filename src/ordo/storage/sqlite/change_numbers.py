@@ -8,10 +8,9 @@ such a document aside as the triggers set aside one beyond a double's range: und
 `ordo.cdc.schema.not_json_cell` of its column, as its text, so the materializer dead-letters
 the change naming the column (`parse_application_json` says why).
 
-A number of at most 15 significant digits and an exponent of at most two is a double's, so only
-a row with a run of 16 digits or points, or a three-digit exponent, is read member by member;
-any other row costs a translation of its bytes and three substring searches instead of a parse,
-a row of a table without JSON columns nothing.
+Only a row that `ordo.documents.may_round` (the rule `exact_double` applies to each number)
+cannot clear is read member by member; any other row costs a translation of its bytes and
+three substring searches instead of a parse, a row of a table without JSON columns nothing.
 """
 
 from __future__ import annotations
@@ -21,24 +20,7 @@ from collections.abc import Collection
 
 from ordo.cdc.json_text import compact_json, parse_application_json
 from ordo.cdc.schema import not_json_cell
-from ordo.documents import NumberOutOfRangeError
-
-_SHAPES = bytes(
-    ord("0") if byte in b"0123456789." else ord("e") if byte in b"eE" else ord(" ")
-    for byte in range(256)
-)
-"""A row's bytes mapped to the shape of its numbers: digits and points as "0", "e" as "e"."""
-_MAY_ROUND = (b"0" * 16, b"e000", b"e 000")
-"""Shapes of numbers a double may round: every such number has 16 digits or points (leading
-and trailing zeros count: `0.000000000000001`) or a three-digit exponent (beyond 1e99 or
-1e-99), found by a substring search in the shape (bytes.translate)."""
-
-
-def _may_round(text: str) -> bool:
-    """Whether `text` may hold a number a double rounds (other text too: strings with digits)."""
-    shape = text.encode("utf-8", "surrogatepass").translate(_SHAPES)
-    return any(part in shape for part in _MAY_ROUND)
-
+from ordo.documents import NumberOutOfRangeError, may_round
 
 _SPANS = json.JSONDecoder(parse_int=len, parse_float=len)
 """Reads a member's name and finds where its value ends (`raw_decode`); the value is read
@@ -54,7 +36,7 @@ def set_aside_rounded(row_json: str, json_columns: Collection[str]) -> str:
     SQLite stored (a JSON column has NUMERIC affinity: it rounded the text itself, and the
     application reads that double back), carried as the double it is; others are checked.
     """
-    if not json_columns or not _may_round(row_json):
+    if not json_columns or not may_round(row_json):
         return row_json
     members: list[str] = []
     start = 1  # the first name's quote: json_object() writes no white space
