@@ -1,6 +1,6 @@
 """What the tag views contract tests share: settings and a clock reading of minute buckets,
-the rows a tag holds, the rows the journal's events call for, an id's progress in a tag, a
-store whose writes fail, and check_tag_views of a journal's stores.
+the rows a tag holds, the rows the journal's events call for, an id's progress in a tag, and a
+store whose writes fail.
 
 The settings that flush at once or batch, the still clock and the tag names are the journal
 contract tests', in journal_support. Its still clock reads 12:30:00 where these tests' own read
@@ -16,7 +16,6 @@ from ordo import BucketSize, EventsByTagSettings, Journal, PersistedEvent
 from ordo.errors import StorageUnavailableError
 from ordo.storage.stores import Stores
 from ordo.tagging import TaggedEvent, TagProgress, TagViewStore, TagWrite
-from ordo.tools.verification import TagViewReport, check_tag_views
 from ordo.types import PersistenceId, Tag
 
 MINUTE_BUCKETS = EventsByTagSettings(
@@ -24,16 +23,6 @@ MINUTE_BUCKETS = EventsByTagSettings(
 )
 MINUTE_START_NS = int(datetime(2026, 3, 1, 12, 0, 10, tzinfo=UTC).timestamp()) * 10**9
 MINUTE_NS = 60 * 10**9
-
-
-def tag_views_report(stores: Stores, bucket_size: BucketSize) -> TagViewReport:
-    """check_tag_views of the stores' journal, with the expiry horizons `ordo verify` reads."""
-    return check_tag_views(
-        stores.journal,
-        stores.tag_views,
-        bucket_size,
-        horizons=stores.operations.expiry_horizons(),
-    )
 
 
 def entries(stores: Stores, tag: str) -> list[TaggedEvent]:

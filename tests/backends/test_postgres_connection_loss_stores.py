@@ -15,8 +15,8 @@ from ordo.processing import HandlerContext, TrackingProcessor
 from ordo.query import EventEnvelope
 from ordo.storage.open import stores_at
 from ordo.storage.stores import Stores
+from ordo.tools.verification import check_tag_views_of
 from processing_support import FAST, READ, WRITE, counting_handler, source, wait_for
-from tag_views_support import tag_views_report
 
 pytestmark = pytest.mark.postgres
 
@@ -77,7 +77,7 @@ def test_appends_after_the_sessions_ended_lose_and_repeat_nothing(sessions: Sess
     assert numbers == [1, 2, 3, 4, 5, 6]
     assert payloads == [{"i": i} for i in range(6)]
     with stores_at(sessions.url) as stores:
-        report = tag_views_report(stores, WRITE.bucket_size)
+        report = check_tag_views_of(stores, WRITE.bucket_size)
     assert report.is_clean, report
     assert (report.tagged_events, report.tag_view_rows) == (9, 9)
 

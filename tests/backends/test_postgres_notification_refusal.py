@@ -17,7 +17,7 @@ from psycopg import sql
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.storage.open import stores_at
-from tag_views_support import tag_views_report
+from ordo.tools.verification import check_tag_views_of
 
 pytestmark = pytest.mark.postgres
 
@@ -52,6 +52,6 @@ def test_a_refused_notification_fails_no_tag_write(refusing_notify: str) -> None
         journal.append("a", [NewEvent.of(2, tags=["t"])])
         journal.flush()
     with stores_at(refusing_notify) as stores:
-        report = tag_views_report(stores, settings.bucket_size)
+        report = check_tag_views_of(stores, settings.bucket_size)
     assert report.is_clean, report
     assert (report.tagged_events, report.tag_view_rows) == (2, 2)

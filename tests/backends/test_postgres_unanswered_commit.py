@@ -20,8 +20,8 @@ from connection_loss_support import Sessions
 from ordo import NewEvent, open_journal
 from ordo.errors import StorageUnavailableError
 from ordo.storage.open import stores_at
+from ordo.tools.verification import check_tag_views_of
 from processing_support import WRITE, wait_for
-from tag_views_support import tag_views_report
 
 pytestmark = pytest.mark.postgres
 
@@ -117,6 +117,6 @@ def test_an_append_whose_commit_went_unanswered_is_numbered_after_and_tagged(
         payloads = [e.payload for e in journal.replay("a")]
     assert payloads == [{"i": 0}, {"i": 1}, {"i": 2}]
     with stores_at(sessions.url) as stores:
-        report = tag_views_report(stores, WRITE.bucket_size)
+        report = check_tag_views_of(stores, WRITE.bucket_size)
     assert report.is_clean, report
     assert (report.tagged_events, report.tag_view_rows) == (3, 3)

@@ -6,7 +6,7 @@ from ordo.settings import EventsByTagSettings
 from ordo.simulation.workload import Workload
 from ordo.simulation.writers import WriterPlan, run_writers
 from ordo.storage.open import stores_at
-from tag_views_support import tag_views_report
+from ordo.tools.verification import check_tag_views_of
 
 
 def test_writer_processes_share_one_journal(journal_url: str) -> None:
@@ -18,6 +18,6 @@ def test_writer_processes_share_one_journal(journal_url: str) -> None:
     assert report.events == 1_500
     with stores_at(journal_url) as stores:
         assert stores.journal.summary().events == 1_500
-        check = tag_views_report(stores, settings.bucket_size)
+        check = check_tag_views_of(stores, settings.bucket_size)
     assert check.is_clean, check
     assert check.tag_view_rows == check.tagged_events > 1_500

@@ -13,8 +13,8 @@ from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.clock import ManualClock
 from ordo.storage.open import stores_at
 from ordo.tools.cleanup import Cleanup
+from ordo.tools.verification import check_tag_views_of
 from ordo.types import Tag
-from tag_views_support import tag_views_report
 
 HOUR_NS = 3_600 * 10**9
 
@@ -37,7 +37,7 @@ def test_two_events_numbered_alike_with_one_row_are_reported(tmp_path: Path) -> 
         )
         conn.commit()
     with stores_at(f"sqlite:///{path}") as stores:
-        report = tag_views_report(stores, settings.bucket_size)
+        report = check_tag_views_of(stores, settings.bucket_size)
     assert (report.tagged_events, report.tag_view_rows) == (2, 1)
     assert report.missing == (("order", "p", 1),)
     assert not report.is_clean
@@ -57,11 +57,11 @@ def test_events_an_expiry_deleted_on_purpose_are_not_missing(tmp_path: Path) -> 
         journal.append("p", [NewEvent.of(n, tags=["t", "u"]) for n in range(3, 5)])
     with stores_at(url) as stores:
         assert Cleanup.of(stores).expire(timedelta(hours=1), tag=Tag("t")).deleted == 3
-        report = tag_views_report(stores, settings.bucket_size)
+        report = check_tag_views_of(stores, settings.bucket_size)
         assert report.is_clean, report
         assert (report.tagged_events, report.tag_view_rows) == (7, 7)
     execute(url, "DELETE FROM tag_views WHERE sequence_nr = 5")
     with stores_at(url) as stores:
-        report = tag_views_report(stores, settings.bucket_size)
+        report = check_tag_views_of(stores, settings.bucket_size)
     assert report.missing == (("t", "p", 5), ("u", "p", 5))
     assert (report.unexpected, report.duplicated) == ((), ())

@@ -16,7 +16,6 @@ from rich.table import Table
 
 from ordo.cli.options import master_options, print_fields, workload_options
 from ordo.cli.termination import interruptible
-from ordo.settings import EventsByTagSettings
 from ordo.simulation.workload import Workload
 from ordo.storage.location import (
     SQLiteLocation,
@@ -166,9 +165,10 @@ def _check_journal(url: str) -> None:
     """
     if url != DEFAULT_DEMO_JOURNAL:
         creatable_location(url)
-    # A newer schema failed once Spark had started; so did another bucket size than run_demo's
-    # (its settings' default), which no option or variable of the demo changes.
-    require_empty_journal(url, run="the demo", bucket_size=EventsByTagSettings().bucket_size)
+    from ordo.spark.demo import BUCKET_SIZE
+
+    # A newer schema failed once Spark had started; so did another bucket size than run_demo's.
+    require_empty_journal(url, run="the demo", bucket_size=BUCKET_SIZE)
 
 
 def _remove_sqlite_files(url: str) -> None:

@@ -33,7 +33,7 @@ from ordo.storage.location import SQLiteLocation, parse_location
 from ordo.storage.open import stores_at
 from ordo.storage.stores import Stores
 from ordo.time import format_first_time_bucket
-from ordo.tools.verification import check_tag_views
+from ordo.tools.verification import check_tag_views_of
 from ordo.types import Tag
 
 TAG = "order"
@@ -44,6 +44,10 @@ ORDER_TOTALS_TABLE = (
     "events BIGINT NOT NULL, last_nr BIGINT NOT NULL, misordered BIGINT NOT NULL)"
 )
 """The read model `count_order_events` writes into (one row per order)."""
+BUCKET_SIZE = EventsByTagSettings().bucket_size
+"""The bucket size the demo's writers and source use: the settings' default, which no option or
+variable of the demo changes (ORDO_BUCKET_SIZE neither), so `ordo demo` refuses a journal that
+records another before Spark starts."""
 
 
 def count_order_events(event: EventEnvelope, context: HandlerContext) -> None:
@@ -130,7 +134,8 @@ def run_demo(
     on_progress: Callable[[Progress], None],
 ) -> DemoReport:
     """Write, project, split a segment half-way, wait for the projection, and check."""
-    settings = EventsByTagSettings(  # the default bucket size, which `ordo demo` checks
+    settings = EventsByTagSettings(
+        bucket_size=BUCKET_SIZE,
         first_time_bucket=format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000),
         flush_interval=timedelta(milliseconds=50),
     )
@@ -166,7 +171,7 @@ def run_demo(
             "tag": TAG,
             "processor": PROCESSOR,
             "segments": str(SEGMENTS),
-            "bucketSize": settings.bucket_size.value,  # the writers' (not ORDO_BUCKET_SIZE)
+            "bucketSize": BUCKET_SIZE.value,  # the writers' (not ORDO_BUCKET_SIZE)
             "firstTimeBucket": settings.first_time_bucket,
             "eventualConsistencyDelayMs": "500",
             "backTrackIntervalMs": "500",
@@ -188,7 +193,7 @@ def run_demo(
             writers.join()
     seconds = time.monotonic() - (progress.writing_since or time.monotonic())
     cdc = run_cdc_part(spark, journal=journal, work_dir=work_dir) if is_embedded else None
-    return _verdict(journal, settings, written[0] if written else None, seconds, cdc)
+    return _verdict(journal, written[0] if written else None, seconds, cdc)
 
 
 def _start_python_workers(spark: SparkSession) -> None:
@@ -314,18 +319,12 @@ def _read_model(stores: Stores) -> list[tuple[str, int, int, int]]:
 
 def _verdict(
     journal: str,
-    settings: EventsByTagSettings,
     written: WriteReport | None,
     seconds: float,
     cdc: CdcDemoReport | None,
 ) -> DemoReport:
     with stores_at(journal) as stores:
-        tag_views = check_tag_views(
-            stores.journal,
-            stores.tag_views,
-            settings.bucket_size,
-            horizons=stores.operations.expiry_horizons(),
-        )
+        tag_views = check_tag_views_of(stores, BUCKET_SIZE)
         heads = stores.tag_views.heads(Tag(TAG))
         model = {
             pid: (events, last, misordered) for pid, events, last, misordered in _read_model(stores)

@@ -12,7 +12,7 @@ from ordo.tools.guard import EVERY_PERSISTENCE_ID, WriterGuard
 from ordo.tools.ports import DeletedCounts, OperationsStore, TagViewRow, WriterLeaseInfo
 from ordo.tools.receipts import OperationReceipt
 from ordo.tools.reconciliation import Reconciliation
-from ordo.tools.verification import TagViewReport, check_tag_views
+from ordo.tools.verification import TagViewReport, check_tag_views, check_tag_views_of
 from ordo.tools.verify_report import Problem, ProblemKind, VerifyReport
 
 __all__ = [
@@ -31,5 +31,6 @@ __all__ = [
     "WriterGuard",
     "WriterLeaseInfo",
     "check_tag_views",
+    "check_tag_views_of",
     "lagging_processors",
 ]

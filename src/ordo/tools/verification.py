@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ordo.journal.ports import JournalStore
 from ordo.tagging import TagViewStore
 from ordo.time import BucketSize
 from ordo.tools.ports import ExpiryHorizons
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr
+
+if TYPE_CHECKING:  # a runtime import would be circular: storage imports tools.ports
+    from ordo.storage.stores import Stores
 
 TagViewKey = tuple[Tag, PersistenceId, TagPidSequenceNr]
 
@@ -87,4 +91,18 @@ def check_tag_views(
         missing=tuple(sorted(key for key in due if key not in seen or key in numbered_alike)),
         unexpected=tuple(sorted(unexpected)),
         duplicated=tuple(sorted(key for key, count in seen.items() if count > 1)),
+    )
+
+
+def check_tag_views_of(stores: Stores, bucket_size: BucketSize) -> TagViewReport:
+    """`check_tag_views` of the database `stores` is open on, with its expiry horizons.
+
+    The horizons are those its operations store reads, as `ordo verify` does: the demo's
+    verdict and the tests' check of a journal take the same ones.
+    """
+    return check_tag_views(
+        stores.journal,
+        stores.tag_views,
+        bucket_size,
+        horizons=stores.operations.expiry_horizons(),
     )
