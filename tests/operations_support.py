@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from contextlib import closing
 from datetime import timedelta
 from typing import Any
 
 import psycopg
-import pytest
 
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.storage.location import SQLiteLocation, parse_location
+from processing_support import wait_for
 
 WRITE = EventsByTagSettings(flush_interval=timedelta(milliseconds=5), max_message_batch_size=7)
 TAG_VIEW_COLUMNS = "tag, timebucket, timeuuid, persistence_id, tag_pid_sequence_nr, sequence_nr"
@@ -109,17 +108,16 @@ def wait_for_a_lock_wait(
     blocks them. Or once the thread `unless_ended` has ended: what it ran took no lock that
     made it wait, which the test then tells by its outcome (code that should have waited and
     did not fails an assertion, not this wait)."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def waiting() -> bool:
         if unless_ended is not None and not unless_ended.is_alive():
-            return
+            return True
         rows = execute(
             dsn,
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
             "AND position(? IN query) > 0",
             (statement,),
         )
-        if rows[0][0] >= sessions:
-            return
-        time.sleep(0.05)
-    pytest.fail(f"fewer than {sessions} sessions running {statement!r} waited for a lock")
+        return bool(rows[0][0] >= sessions)
+
+    wait_for(waiting, what=f"{sessions} sessions running {statement!r} to wait for a lock")

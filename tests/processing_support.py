@@ -1,15 +1,18 @@
 """Helpers of the tracking processor tests: fast settings, a counting handler and the
-"counts" processor that runs it, appending events and counting what was applied, waiting
-(for the processor to claim its segment 0 too).
+"counts" processor that runs it, appending events and counting what was applied, and waiting:
+for a condition (`wait_for`, which tests of every kind use, a subprocess's early exit failing
+it), and for the processor to claim its segment 0.
 """
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 from ordo import EventsByTagSettings, Journal, NewEvent, QuerySettings
 from ordo.clock import Clock
@@ -123,13 +126,42 @@ def source(stores: Stores, tag: str = "t", *, query: QuerySettings = READ) -> Ev
     return EventSource(reader=stores.tag_view_reader, tag=tag, query=query, events_by_tag=WRITE)  # type: ignore[arg-type]
 
 
-def wait_for(predicate: Callable[[], bool], *, timeout: float = 30.0) -> None:
+def wait_for(
+    predicate: Callable[[], object],
+    *,
+    timeout: float = 30.0,
+    what: str = "",
+    process: subprocess.Popen[Any] | None = None,
+) -> None:
+    """Return once `predicate()` is true; AssertionError after `timeout` seconds, naming `what`
+    was waited for (the test's words: "the append to write").
+
+    With `process`, a process that has ended fails the wait at once, with its exit status and
+    output: what a test waits for from it would never come, and its output says why.
+    """
     deadline = time.monotonic() + timeout
+    waited = f" for {what}" if what else ""
     while not predicate():
+        if process is not None and process.poll() is not None:
+            output = _output(process)
+            msg = f"the process ended with status {process.returncode} while waiting{waited}"
+            raise AssertionError(f"{msg}: {output}" if output else msg)
         if time.monotonic() > deadline:
-            msg = "timed out waiting"
+            msg = f"timed out after {timeout:g} s waiting{waited}"
             raise AssertionError(msg)
         time.sleep(0.05)
+
+
+def _output(process: subprocess.Popen[Any]) -> str:
+    """What an ended `process` wrote to the pipes it was given (none when a child it left
+    behind holds them open)."""
+    try:
+        parts = process.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        return "(its output is held by a process it left)"
+    return "".join(
+        part if isinstance(part, str) else part.decode(errors="replace") for part in parts if part
+    )
 
 
 def owner_of_segment_0(stores: Stores) -> str:

@@ -7,7 +7,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 import uuid
 from contextlib import closing
 from datetime import datetime
@@ -20,6 +19,7 @@ from cli_support import journal_with_one_event as _journal_with_one_event
 from cli_support import run as _run
 from operations_support import execute
 from ordo.cli.main import cli
+from processing_support import wait_for
 from sqlite_support import JOURNAL_ID_VERSION, LATEST, older_journal, stored_version
 
 
@@ -445,10 +445,11 @@ def test_a_stopped_append_says_so_in_one_line_and_releases_its_writer_lease(
     assert _run(CliRunner(), "init", "--journal", url)[0] == 0
     command = [sys.executable, "-m", "ordo", "append", "--journal", url, str(lines)]
     append = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while execute(url, "SELECT count(*) FROM messages") == [(0,)]:  # until it appends
-        assert time.monotonic() < deadline, "the append wrote nothing in 60 s"
-        time.sleep(0.01)
+    wait_for(
+        lambda: execute(url, "SELECT count(*) FROM messages") != [(0,)],
+        timeout=60,
+        what="the append to write",
+    )
     append.send_signal(stop)
     out, err = append.communicate(timeout=60)
 

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from operations_support import WRITE, execute, tag_view_rows, write_with_writers
 from ordo import NewEvent, open_journal
 from ordo.cli.main import cli
 from ordo.clock import ManualClock
+from processing_support import wait_for
 
 
 def _run(*args: str) -> tuple[int, str, str]:
@@ -439,10 +439,11 @@ def test_a_stopped_cleanup_or_local_rebuild_says_so_in_one_line(
     )
     os.close(stderr)
     with open(filler, encoding="utf-8") as err_pipe:
-        deadline = time.monotonic() + 60
-        while execute(url, "SELECT count(*) FROM tag_views") == rows:  # until it works
-            assert time.monotonic() < deadline, "the command changed nothing in 60 s"
-            time.sleep(0.01)
+        wait_for(
+            lambda: execute(url, "SELECT count(*) FROM tag_views") != rows,
+            timeout=60,
+            what="the command to change the tag views",
+        )
         running.send_signal(stop)
         err = err_pipe.read()  # until the command ends
     out, _ = running.communicate(timeout=30)

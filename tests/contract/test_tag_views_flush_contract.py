@@ -5,7 +5,6 @@ once with flush_interval 0 (and again after a failure), periodically, and on clo
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 from journal_support import BATCHED, IMMEDIATE, JournalFactory, still_clock, tag_names
@@ -13,6 +12,7 @@ from ordo import BucketSize, EventsByTagSettings, Journal, NewEvent
 from ordo.clock import ManualClock
 from ordo.storage.stores import Stores
 from ordo.types import PersistenceId, Tag
+from processing_support import wait_for
 from tag_views_support import (
     MINUTE_BUCKETS,
     MINUTE_NS,
@@ -29,12 +29,12 @@ def wait_for_progress(stores: Stores, persistence_id: str, tag: str, sequence_nr
     Where the store asks for background writes (PostgreSQL) a full batch is written by the
     flusher thread a moment after the append that filled it; progress is written last.
     """
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def reached() -> bool:
         progress = stores.tag_views.read_progress(PersistenceId(persistence_id)).get(Tag(tag))
-        if progress is not None and progress.sequence_nr >= sequence_nr:
-            return
-        time.sleep(0.005)
+        return progress is not None and progress.sequence_nr >= sequence_nr
+
+    wait_for(reached, timeout=10, what=f"the progress of {persistence_id} in {tag}")
 
 
 def test_a_partial_batch_waits_for_flush(journal_factory: JournalFactory, stores: Stores) -> None:
@@ -148,9 +148,7 @@ def test_the_flusher_writes_buffered_events_by_itself(
     journal = journal_factory(settings=settings)
     journal.append("p", [NewEvent.of(1, tags=["t"])])
 
-    deadline = time.monotonic() + 10
-    while not entries(stores, "t") and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: entries(stores, "t"), timeout=10, what="the flusher to write the event")
 
     assert [r.sequence_nr for r in entries(stores, "t")] == [1]
 

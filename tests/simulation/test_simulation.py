@@ -25,6 +25,7 @@ from ordo.simulation.run import SimulationConfig, simulate
 from ordo.storage.location import SQLiteLocation, parse_location
 from ordo.storage.open import stores_at
 from ordo.types import SequenceNr
+from processing_support import wait_for
 
 QUICK = QuerySettings(
     eventual_consistency_delay=timedelta(milliseconds=300),
@@ -192,10 +193,9 @@ def test_a_query_failing_otherwise_stops_the_run_with_one_line(journal_url: str)
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while _row_count(journal_url, "messages") < 300:
-        assert time.monotonic() < deadline, "the writers did not write"
-        time.sleep(0.2)
+    wait_for(
+        lambda: _row_count(journal_url, "messages") >= 300, timeout=60, what="the writers to write"
+    )
     _execute(journal_url, "DROP TABLE tag_views")
     out, err = simulation.communicate(timeout=60)
     lines = [
@@ -218,10 +218,11 @@ def test_ctrl_c_stops_the_writers_quietly_with_one_line(tmp_path: Path) -> None:
         text=True,
         start_new_session=True,  # its own process group, as a terminal's foreground job
     )
-    deadline = time.monotonic() + 60
-    while _row_count(f"sqlite:///{journal}", "messages") < 200:
-        assert time.monotonic() < deadline, "the writers did not write"
-        time.sleep(0.2)
+    wait_for(
+        lambda: _row_count(f"sqlite:///{journal}", "messages") >= 200,
+        timeout=60,
+        what="the writers to write",
+    )
     os.killpg(simulation.pid, signal.SIGINT)
     out, err = simulation.communicate(timeout=60)
     lines = [line for line in err.splitlines() if line and not line.startswith("WARNING ")]
@@ -246,10 +247,9 @@ def test_sigterm_stops_the_writers_too_with_one_line_and_status_143(tmp_path: Pa
         start_new_session=True,  # the writers' group, to end them should they outlive it
     )
     try:
-        deadline = time.monotonic() + 60
-        while _row_count(url, "messages") < 200:
-            assert time.monotonic() < deadline, "the writers did not write"
-            time.sleep(0.2)
+        wait_for(
+            lambda: _row_count(url, "messages") >= 200, timeout=60, what="the writers to write"
+        )
         simulation.send_signal(signal.SIGTERM)
         code = simulation.wait(timeout=60)
         assert _row_count(url, "writer_leases") == 0  # every writer closed its journal

@@ -38,6 +38,7 @@ from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.postgres.connection import redacted_dsn
 from ordo.time import format_first_time_bucket
+from processing_support import wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -535,11 +536,12 @@ def _wait_for_tag_view_rows(
     url: str, job: subprocess.Popen[str], until: Callable[[int], bool]
 ) -> None:
     """Wait until the number of tag_views rows is one that `until` takes: `job` got there."""
-    deadline = time.monotonic() + 120
-    while not until(execute(url, "SELECT count(*) FROM tag_views")[0][0]):
-        assert job.poll() is None, "the command ended before it got there"
-        assert time.monotonic() < deadline, "the command did not get there in 120 s"
-        time.sleep(0.05)
+    wait_for(
+        lambda: until(execute(url, "SELECT count(*) FROM tag_views")[0][0]),
+        timeout=120,
+        what="the command to get there",
+        process=job,
+    )
 
 
 def _terminated(job: subprocess.Popen[str], err_pipe: TextIO) -> str:
@@ -591,11 +593,12 @@ def test_sigterm_stops_the_demos_writers_as_ctrl_c_does(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'demo.db'}"
     command = [str(ORDO), "demo", "--journal", url, "--events", "5000000", "--master", "local[1]"]
     with _running(command, tmp_path) as demo:
-        deadline = time.monotonic() + 180
-        while not _written(tmp_path / "demo.db"):  # the writers write
-            assert demo.poll() is None, "the demo ended before its writers wrote"
-            assert time.monotonic() < deadline, "the demo's writers wrote nothing in 180 s"
-            time.sleep(0.1)
+        wait_for(
+            lambda: _written(tmp_path / "demo.db"),
+            timeout=180,
+            what="the demo's writers to write",
+            process=demo,
+        )
         demo.send_signal(signal.SIGTERM)
         err = demo.communicate(timeout=120)[1]
 
@@ -615,13 +618,12 @@ def _written(journal: Path) -> bool:
 
 def _wait_for_python_workers(job: subprocess.Popen[str], *, timeout_s: float = 120) -> None:
     """Wait until a Python worker of Spark runs in `job`'s session (Spark runs tasks)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert job.poll() is None, "the job ended before Spark ran its tasks"
-        if any(b"pyspark.daemon" in cmdline for cmdline in _session_cmdlines(job)):
-            return
-        time.sleep(0.2)
-    pytest.fail("no Python worker of Spark started")
+    wait_for(
+        lambda: any(b"pyspark.daemon" in cmdline for cmdline in _session_cmdlines(job)),
+        timeout=timeout_s,
+        what="a Python worker of Spark to start",
+        process=job,
+    )
 
 
 def test_sigterm_stops_cdc_simulate_as_ctrl_c_does_leaving_no_work_dir_or_process(
@@ -635,11 +637,12 @@ def test_sigterm_stops_cdc_simulate_as_ctrl_c_does_leaving_no_work_dir_or_proces
     monkeypatch.setenv("TMPDIR", str(work))
     command = [str(ORDO), "cdc", "simulate", "--master", "local[1]"]
     with _running(command, tmp_path) as simulate:
-        deadline = time.monotonic() + 120
-        while not any(work.glob("ordo-cdc-simulate-*/log/readings")):  # the run has begun
-            assert simulate.poll() is None, "the command ended before its run began"
-            assert time.monotonic() < deadline, "no delivery was published in 120 s"
-            time.sleep(0.05)
+        wait_for(
+            lambda: any(work.glob("ordo-cdc-simulate-*/log/readings")),
+            timeout=120,
+            what="the run to publish a delivery",
+            process=simulate,
+        )
         simulate.send_signal(signal.SIGTERM)
         out, err = simulate.communicate(timeout=120)
 

@@ -7,8 +7,7 @@ import random
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from itertools import pairwise
 from pathlib import Path
@@ -48,6 +47,7 @@ from ordo.spark.query_failure import query_failures
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.parquet.log_schema import CHANGE_LOG_SCHEMA
+from processing_support import wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -498,15 +498,6 @@ def _batch_ids(folder: Path) -> set[int]:
     return {int(f.name) for f in folder.glob("*") if f.name.isdigit()}
 
 
-def _wait_until(driver: subprocess.Popen[bytes], condition: Callable[[], bool]) -> None:
-    """Wait (polling) until `condition` holds; fails if the driver ended first."""
-    deadline = time.monotonic() + 300  # a guard against a hung driver, not an assertion
-    while not condition():
-        assert driver.poll() is None, f"the driver ended with {driver.returncode}"
-        assert time.monotonic() < deadline, "the driver made no progress"
-        time.sleep(0.02)
-
-
 def _stored_messages(url: str, materializer: str) -> list[tuple[Any, ...]]:
     """The materializer's messages as the sink stores them, in order, JSON texts parsed."""
     rows = execute(
@@ -552,13 +543,21 @@ def test_a_materializer_killed_mid_run_resumes_to_what_an_uninterrupted_run_make
     _publish(log, publishes[0])
     driver = subprocess.Popen([sys.executable, str(DRIVER), *arguments])
     try:
-        _wait_until(driver, lambda: bool(_batch_ids(checkpoint / "commits")))
+        # 300 s: a guard against a hung driver, not an assertion
+        wait_for(
+            lambda: bool(_batch_ids(checkpoint / "commits")),
+            timeout=300,
+            what="the driver to commit a batch",
+            process=driver,
+        )
         _publish(log, publishes[1])
-        _wait_until(
-            driver,
+        wait_for(
             lambda: (
                 max(_batch_ids(checkpoint / "offsets")) > max(_batch_ids(checkpoint / "commits"))
             ),
+            timeout=300,
+            what="the driver to plan a batch it has not committed",
+            process=driver,
         )
         driver.send_signal(signal.SIGKILL)  # a batch planned and not committed: mid-batch
         assert driver.wait() == -signal.SIGKILL

@@ -7,7 +7,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
@@ -41,6 +40,7 @@ from ordo.storage.open import stores_at
 from ordo.time import TimeUUID, format_first_time_bucket
 from ordo.tools import Cleanup
 from ordo.tools.status import processor_status
+from processing_support import wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -454,13 +454,6 @@ def _rows(spark: SparkSession, url: str) -> list[Row]:
     return spark.read.format("ordo_events_by_tag").options(**_source(url, "1")).load().collect()
 
 
-def _wait_for(predicate: Callable[[], bool], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
-
-
 def test_segments_split_and_merge_while_the_stream_runs(
     spark: SparkSession, journal_url: str, tmp_path: Path
 ) -> None:
@@ -470,16 +463,16 @@ def test_segments_split_and_merge_while_the_stream_runs(
     options = _source(url, "4", "100", processor="live-totals")
     query = _start(spark, spec, options, tmp_path / "checkpoint", every="200 milliseconds")
     try:
-        _wait_for(lambda: sum(_totals(url).values()) == 45)
+        wait_for(lambda: sum(_totals(url).values()) == 45, timeout=120)
         with stores_at(url) as stores:
             now = time.time_ns() // 1_000_000
             split_segment(stores.tokens, "live-totals", 1, now_ms=now, claim_timeout_ms=0)
             _append(url, 45, 45)
-            _wait_for(lambda: sum(_totals(url).values()) == 90)
+            wait_for(lambda: sum(_totals(url).values()) == 90, timeout=120)
             merge_segment(stores.tokens, "live-totals", 1, now_ms=now, claim_timeout_ms=0)
             assert len(stores.tokens.entries("live-totals")) == 4
         _append(url, 90, 45)
-        _wait_for(lambda: sum(_totals(url).values()) == 135)
+        wait_for(lambda: sum(_totals(url).values()) == 135, timeout=120)
     finally:
         query.stop()
     assert _totals(url) == {f"order-{p}": 15 for p in range(9)}
@@ -502,7 +495,7 @@ def test_a_running_projection_is_not_reset_until_it_is_stopped(
     query = _start(spark, spec, options, tmp_path / "checkpoint", every="200 milliseconds")
     monkeypatch.setenv("ORDO_CLAIM_TIMEOUT_MS", "1500")
     try:
-        _wait_for(lambda: sum(_totals(sink).values()) == 18)
+        wait_for(lambda: sum(_totals(sink).values()) == 18, timeout=120)
         time.sleep(3)  # no new events: no micro-batch
         for also in ([], ["--sink", sink]):
             result = CliRunner().invoke(
@@ -539,7 +532,7 @@ def test_a_driver_killed_mid_run_resumes_to_the_same_projection(
         [sys.executable, str(DRIVER), url, FIRST, str(tmp_path / "checkpoint")]
     )
     try:
-        _wait_for(lambda: sum(_totals(url).values()) > 0)
+        wait_for(lambda: sum(_totals(url).values()) > 0, timeout=120)
         _append(url, 90, 90)
         driver.send_signal(signal.SIGKILL)  # mid-run: some batches done, some not
         driver.wait()

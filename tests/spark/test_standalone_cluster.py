@@ -23,6 +23,7 @@ import pytest
 
 from cli_support import pipeline_file, spark_command
 from ordo import NewEvent, open_journal
+from processing_support import wait_for
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
 """The wheel's launcher of Spark's JVM programs (the master's and the worker's)."""
@@ -116,10 +117,11 @@ def test_a_cluster_that_starts_no_executor_ends_the_command_with_one_line(
         f"{spark_log})"
     )
     assert "Registering app ordo-totals" in master_log.read_text(encoding="utf-8")
-    deadline = time.monotonic() + START_WAIT_S  # the master hears of the stop on its own time
-    while "Removing app" not in master_log.read_text(encoding="utf-8"):
-        assert time.monotonic() < deadline, "the master kept the stopped command's application"
-        time.sleep(0.1)
+    wait_for(  # the master hears of the stop on its own time
+        lambda: "Removing app" in master_log.read_text(encoding="utf-8"),
+        timeout=START_WAIT_S,
+        what="the master to remove the stopped command's application",
+    )
 
 
 @pytest.mark.slow

@@ -10,7 +10,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -24,6 +23,7 @@ from cdc_cli_support import one_line_error, run_ordo
 from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.postgres.change_source import PostgresChangeSource
 from postgres_source_support import fresh_slot
+from processing_support import wait_for
 
 
 def test_ctrl_c_ends_a_followed_capture_with_one_line_and_status_130(
@@ -208,10 +208,10 @@ def test_a_followed_capture_rides_out_the_end_of_its_session(
         insert(2)
         insert(3)
         # A reconnect in another process: slow but certain on a loaded machine.
-        deadline = time.monotonic() + 30
-        while len(list(ParquetChangeLog(log).read("items"))) < 3:
-            assert time.monotonic() < deadline, "the capture logged no change after its session"
-            time.sleep(0.05)
+        wait_for(
+            lambda: len(list(ParquetChangeLog(log).read("items"))) >= 3,
+            what="the capture to log the changes after its session",
+        )
         capture.send_signal(signal.SIGINT)
         _, err = capture.communicate(timeout=30)
     assert capture.returncode == 130, err
@@ -286,11 +286,11 @@ def test_ctrl_c_during_a_snapshot_ends_the_capture_with_one_line_and_status_130(
         locker.execute("LOCK TABLE items IN ACCESS EXCLUSIVE MODE")  # the snapshot's read waits
         capture = _started(*args, "--snapshot", "--follow")
         try:
-            deadline = time.monotonic() + 30
-            while not _waits_for_a_lock(source[0], "%ordo_snapshot%"):
-                assert capture.poll() is None
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            wait_for(
+                lambda: _waits_for_a_lock(source[0], "%ordo_snapshot%"),
+                what="the snapshot's read to wait for the lock",
+                process=capture,
+            )
             _interrupt(capture)
         finally:
             capture.kill()

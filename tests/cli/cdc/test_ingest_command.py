@@ -8,7 +8,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from cdc_cli_support import log_files, one_line_error, readings, registered, run_ordo
 from ordo.cdc import mutation_to_json, partition_of
 from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload, replica_mutations
+from processing_support import wait_for
 from sqlite_support import LATEST, older_journal, stored_version
 
 
@@ -298,10 +298,11 @@ def test_a_stopped_ingest_says_what_is_left_in_one_line_and_leaves_no_staged_fil
     command = [sys.executable, "-m", "ordo", *ingest, *map(str, inputs)]
     running = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     log = tmp_path / "log" / "readings"
-    deadline = time.monotonic() + 60
-    while not any(log.rglob("*.parquet")):  # until the first input goes in
-        assert time.monotonic() < deadline, "the ingest published nothing in 60 s"
-        time.sleep(0.01)
+    wait_for(
+        lambda: any(log.rglob("*.parquet")),
+        timeout=60,
+        what="the ingest to publish its first input",
+    )
     running.send_signal(stop)
     out, err = running.communicate(timeout=60)
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import ClassVar
 
@@ -22,6 +21,7 @@ from ordo.tagging import TagProgress, TagWrite, TagWriter, TagWriters
 from ordo.tagging.tag_writer import BACKLOG_BATCHES
 from ordo.time import TimeUUID
 from ordo.types import PersistenceId, SequenceNr, Tag, TagPidSequenceNr, TimeBucket
+from processing_support import wait_for
 
 HOUR_MS = 3_600_000
 BASE_NS = 1_700_000_000_000_000_000
@@ -208,12 +208,6 @@ def test_flush_interval_0_writes_every_event_at_once() -> None:
     writers.close()
 
 
-def wait_for(condition: Callable[[], object], seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.005)
-
-
 def test_the_flusher_writes_periodically_and_survives_storage_errors() -> None:
     store = MemoryTagViews()
     store.failures = 2
@@ -340,8 +334,7 @@ def test_a_write_no_retry_mends_stops_the_writers_for_good(
     flushers = set(threading.enumerate()) - before
     writers.write([tagged("a", 1)])
 
-    wait_for(lambda: not any(t.is_alive() for t in flushers))
-    assert not any(t.is_alive() for t in flushers), "the flusher went on retrying"
+    wait_for(lambda: not any(t.is_alive() for t in flushers), what="the flusher to stop retrying")
     with pytest.raises(TagWriteFailedError) as refused:
         writers.admit()
     assert (refused.value.tag, str(refused.value.cause)) == ("t", "injected failure")
