@@ -1,43 +1,20 @@
 """Ctrl-C or SIGTERM while a SQLite write transaction begins leaves no transaction open.
 
-Python runs a signal's handler after any call into C returns (its KeyboardInterrupt, or ordo's
-`Terminated`, raised right there). A profile function that raises at the n-th such return, for
-every n, puts that interrupt at each point where a signal's could land, as `sys.setprofile`
-reports C calls on the thread that sets it.
+The interrupt lands at each point where a signal's could (`interrupt_support`).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import sys
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing
 from pathlib import Path
-from types import FrameType
 
+from interrupt_support import interrupted_after
 from ordo.storage.sqlite.datastore import SQLiteDatastore
 
 MAX_CALLS = 500
 """More C calls than a write transaction's start makes: the loop ends before, or fails."""
-
-
-@contextmanager
-def interrupted_after(calls: int) -> Iterator[None]:
-    """KeyboardInterrupt as the `calls`-th C call of this thread in the block returns."""
-    returned = 0
-
-    def profile(_frame: FrameType, event: str, _arg: object) -> None:
-        nonlocal returned
-        if event == "c_return":
-            returned += 1
-            if returned == calls:
-                raise KeyboardInterrupt  # the profile function is unset with it
-
-    sys.setprofile(profile)
-    try:
-        yield
-    finally:
-        sys.setprofile(None)
 
 
 def test_an_interrupt_as_a_write_transaction_begins_leaves_no_transaction_open(

@@ -6,9 +6,11 @@ import threading
 import time
 from collections.abc import Collection
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
+from interrupt_support import interrupted_after
 from operations_support import WRITE
 from ordo import Journal, NewEvent, open_journal
 from ordo.clock import ManualClock
@@ -131,3 +133,47 @@ def test_an_id_recovered_after_the_lease_was_taken_is_guarded_at_once(journal_ur
         with stores_at(journal_url) as stores, pytest.raises(ActiveWriterError) as refused:
             Reconciliation.of(stores).delete_tag_views(PersistenceId("p"))
         assert journal.writer_uuid in str(refused.value)
+
+
+MAX_CALLS = 2_000
+"""More C calls than a journal's first append makes: the loop ends before, or fails."""
+
+
+def test_an_interrupt_in_a_journals_first_append_leaves_no_lease_behind(tmp_path: Path) -> None:
+    """Ctrl-C or SIGTERM anywhere in the append that takes the lease: close() releases it.
+
+    Landing after the lease's row was written and before `start` had marked it started (in
+    the heartbeat thread's start, or as the write's COMMIT returned), it left the row: close()
+    released only a started lease, and the row refused a `reconcile` of the id until it expired
+    (30 s). Landing in `Thread.start` before the thread ran, close() failed joining it
+    ("cannot join thread before it is started"). A simulation's writers end on Ctrl-C so.
+    Where the interrupt breaks off the wait in `Thread.start`, CPython's threading raises
+    "release unlocked lock" in its place (python/cpython#78667); the lease goes all the same.
+    On SQLite alone: the lease is the backends' alike, and each of the hundreds of points opens
+    a journal (two pools a time on PostgreSQL, each waiting for its first connection).
+    """
+    journal_url = f"sqlite:///{tmp_path / 'journal.db'}"
+    open_journal(journal_url).close()  # the schema, outside the interrupted calls
+    interrupted = 0
+    for calls in range(1, MAX_CALLS):
+        journal = open_journal(journal_url, settings=WRITE)
+        stopped: BaseException | None = None
+        try:
+            with interrupted_after(calls):
+                journal.append(f"p{calls}", [NewEvent.of(1, tags=["t"])], expected_sequence_nr=0)
+        except KeyboardInterrupt as exc:
+            stopped = exc
+        except RuntimeError as exc:  # Thread.start's wait broken off (python/cpython#78667)
+            stopped = exc.__context__
+        finally:
+            journal.close()
+        if stopped is None:
+            break
+        assert isinstance(stopped, KeyboardInterrupt)
+        interrupted += 1
+        with stores_at(journal_url) as stores:
+            assert stores.operations.live_writers(since_ms=0) == [], f"interrupted at {calls}"
+    else:
+        msg = f"a first append made more than {MAX_CALLS} C calls"
+        raise AssertionError(msg)
+    assert interrupted > 1

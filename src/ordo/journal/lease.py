@@ -89,6 +89,7 @@ class WriterLease:
         self._thread: threading.Thread | None = None
         self._started_at_ms = 0
         self._is_started = False
+        self._may_hold_row = False  # a lease row may be written: close() releases it
 
     def cover(self, persistence_id: PersistenceId) -> None:
         """Note a persistence id this writer started; it is written with the next heartbeat."""
@@ -120,7 +121,9 @@ class WriterLease:
         """Write the lease now and start the heartbeat (once; later calls return at once).
 
         Raises StorageError when the first lease cannot be written: the caller has not
-        written anything yet and may retry.
+        written anything yet and may retry. Ctrl-C or SIGTERM raised in here (KeyboardInterrupt
+        lands where any call into C returns) may come once the row is committed, before the
+        lease counts as started: close() releases the row all the same (`_may_hold_row`).
         """
         if self._is_started:
             return
@@ -130,6 +133,7 @@ class WriterLease:
             self._started_at_ms = self._now_ms()
             pending, self._pending = self._pending, set()
             began = _elapsed()
+            self._may_hold_row = True
             try:
                 self._write(pending, now_ms=self._started_at_ms)
             except StorageError:
@@ -153,13 +157,19 @@ class WriterLease:
             raise self._lost()
 
     def close(self) -> None:
-        """Stop the heartbeat and delete the lease (a failure is logged: it will expire)."""
+        """Stop the heartbeat and delete the lease (a failure is logged: it will expire).
+
+        A lease that an interrupt broke off in start() is deleted too, and its heartbeat joined
+        only once it runs: a thread the interrupt left unstarted failed the join ("cannot join
+        thread before it is started"), and one not yet in `_beat` stops there, `_stopped` set.
+        """
         self._stopped.set()
         thread = self._thread
         if thread is not None:
-            thread.join()
+            if thread.is_alive():
+                thread.join()
             self._thread = None
-        if not self._is_started:
+        if not self._may_hold_row:
             return
         try:
             self._store.release_writer_lease(self.writer_uuid)
