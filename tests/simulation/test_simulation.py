@@ -106,13 +106,17 @@ def test_latency_is_never_negative_when_ids_change_writers(journal_url: str) -> 
 
 def test_a_clock_far_ahead_is_waited_for(journal_url: str) -> None:
     """A query reaches an offset a clock ahead wrote only when the machine's clock does: the run
-    stopped waiting after the consistency delay, a back-track and the gap timeout, and reported
-    a writer's last events as lost when its clock was further ahead than that (here 7.3 s)."""
+    stopped waiting after the consistency delay, a back-track, the gap timeout and 2 s (here
+    3.6 s), and reported a writer's last events as lost when its clock was further ahead than
+    that (here 4.4 s). Delays and gap timeout are short so that the run waits seconds less."""
     result = _run(
         journal_url,
-        seed=6,
-        skew_ms=8_000,
-        query=dataclasses.replace(QUICK, back_track_period=timedelta(seconds=30)),
+        seed=23,
+        skew_ms=5_000,
+        max_delay_ms=300,
+        query=dataclasses.replace(
+            QUICK, back_track_period=timedelta(seconds=30), gap_timeout=timedelta(seconds=1)
+        ),
     )
     assert result["violations"] == 0, result
 
