@@ -3,15 +3,22 @@ do when a segment goes away under the attempt, and how often they look."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import closing
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
+
+import pytest
 
 from ordo.processing.ports import TokenEntry, TokenStore
 from ordo.processing.segment import Segment
+from ordo.storage.open import stores_at as open_stores
+from ordo.storage.sqlite import datastore
 from ordo.storage.stores import Stores
 from processing_support import FAST, TokenStoreDouble, counts_processor, now_ms, wait_for
 
@@ -90,3 +97,32 @@ def test_threads_woken_by_a_request_look_for_a_segment_once_and_wait_again(
         # A look under way when the request came may be followed by one more.
         assert max(tokens.looks.values()) <= 2, tokens.looks
     assert processor.failure is None
+
+
+def test_a_claim_that_met_an_outage_is_tried_again_once_storage_is_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A claim that failed with an outage (another writer held the SQLite file's write lock
+    past the busy timeout) left the segment marked as taken by the thread in its process: no
+    thread of the process tried it again, and a processor of one thread processed nothing any
+    more, running, with no failure. The thread claims it once storage is back now."""
+    monkeypatch.setattr(datastore, "BUSY_TIMEOUT_S", 0.1)
+    path = tmp_path / "journal.db"
+    with open_stores(f"sqlite:///{path}") as stores:
+        stores.tokens.initialize("counts", segment_count=1)
+        # Held by "other" until the claim timeout: the thread's first claim comes after it.
+        stores.tokens.claim("counts", 0, "other", now_ms=now_ms(), claim_timeout_ms=2_000)
+        settings = replace(FAST, thread_count=1, initial_segment_count=1)
+        with counts_processor(stores, settings=settings) as processor:
+            with closing(sqlite3.connect(path, isolation_level=None)) as writer:
+                writer.execute("BEGIN EXCLUSIVE")  # readers go on (WAL); writers wait
+                wait_for(lambda: "claim failed" in caplog.text, what="the claim to fail")
+                writer.execute("ROLLBACK")
+            wait_for(
+                lambda: (stores.tokens.entries("counts")[0].owner or "").startswith(
+                    processor._instance
+                ),
+                what="the thread to claim the segment",
+            )
+            assert processor.is_running
+        assert processor.failure is None

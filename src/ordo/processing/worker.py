@@ -139,6 +139,11 @@ class SegmentWorker(threading.Thread):
         the sibling's owner, or an operator), UnknownSegmentError. It is passed over as one
         taken meanwhile is; raised, it ended the thread, and a processor of one thread
         processed nothing any more, with no failure. The merged segment is claimed as any is.
+
+        A claim that fails otherwise (an outage, which `_run` rides out) unmarks the segment
+        too: left marked as this thread's in `_held`, no thread of the process tried it again,
+        and a processor of one thread processed nothing any more, running, with no failure.
+        A claim committed though its answer was lost is this owner's: the next look takes it.
         """
         self.wake.clear()
         p, now = self.p, self.p._now_ms()
@@ -157,9 +162,11 @@ class SegmentWorker(threading.Thread):
                 claimed = p._tokens.claim(
                     p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout
                 )
-            except (UnableToClaimTokenError, UnknownSegmentError):
-                self._forget(segment_id)
-                continue
+            except BaseException as exc:
+                self._forget(segment_id)  # any failure: see the docstring
+                if isinstance(exc, UnableToClaimTokenError | UnknownSegmentError):
+                    continue
+                raise
             logger.info("claimed: processor=%s segment=%s", p.name, claimed.segment)
             return claimed
         return None
