@@ -403,3 +403,31 @@ def test_a_reset_to_a_time_handles_the_events_from_that_instant_on(
     assert out == f"reset 'counts' to {token}; events processed before are replays\n"
     run_until_the_later_event_is_handled()
     assert counts() == [("later", 1, 1, int(ran))]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["split", "nobody", "0"], "UnknownProcessorError: processor 'nobody' has no tokens"),
+        (["release", "counts", "9"], "UnknownSegmentError: processor 'counts' has no segment 9"),
+        (["merge", "counts", "0"], "InvalidSegmentOperationError: processor 'counts': the root"),
+    ],
+)
+def test_a_refused_split_merge_or_release_leaves_the_journal_as_it_was(
+    runner: CliRunner, tmp_path: Path, args: list[str], needle: str
+) -> None:
+    """What was asked of a processor or segment that is not there was refused only once the
+    journal was open for writing: a journal in rollback mode was switched to WAL by a command
+    that then changed nothing (as `reset` did, before it checked on the journal only read)."""
+    journal = tmp_path / "journal.db"
+    with stores_at(f"sqlite:///{journal}") as stores:
+        stores.tokens.initialize("counts", segment_count=1)
+    with closing(sqlite3.connect(journal)) as conn:
+        conn.execute("PRAGMA journal_mode=DELETE")
+    before = fingerprint(journal)
+
+    code, out, err = _run(runner, "processors", *args, "--journal", str(journal))
+
+    assert (code, out) == (1, "")
+    assert err.startswith(f"Error: {needle}"), err
+    assert fingerprint(journal) == before

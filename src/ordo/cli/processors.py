@@ -31,15 +31,18 @@ from ordo.errors import SchemaVersionError
 from ordo.processing.control import (
     ControlReceipt,
     check_reset_processor,
+    check_segment_change,
     merge_segment,
     release_segment,
     reset_processor,
     split_segment,
 )
 from ordo.processing.ports import TokenStore
+from ordo.processing.segment_request import SegmentAction
 from ordo.processing.token import TrackingToken
 from ordo.query.offset import refuse_future
 from ordo.storage.open import existing_stores_at, open_existing_stores, stores_at
+from ordo.storage.stores import Stores
 from ordo.time import TimeUUID
 from ordo.tools.status import SegmentStatus
 from ordo.wording import shown_name
@@ -150,9 +153,20 @@ def _steer(
     *,
     replace_hand_over: bool,
 ) -> None:
+    """Split, merge or release, once checked on the journal opened only to read.
+
+    A processor or segment that is not there, or a merge of the root, was refused only once
+    the journal was open for writing: a journal in rollback mode was switched to WAL by a
+    command that then changed nothing (an older journal is checked once upgraded, as a reset's:
+    `_readable_journal`).
+    """
     operations = {"split": split_segment, "merge": merge_segment, "release": release_segment}
     timeout_ms = claim_timeout_ms()
-    with stores_at(existing_journal(journal_url)) as stores:
+    journal_url = existing_journal(journal_url)
+    with ExitStack() as opened:
+        if (journal := _readable_journal(opened, journal_url)) is not None:
+            check_segment_change(journal.tokens, processor, segment_id, SegmentAction(action))
+    with stores_at(journal_url) as stores:
         receipt: ControlReceipt = operations[action](
             stores.tokens,
             processor,
@@ -263,11 +277,8 @@ def _check_reset(
     again in case a processor started in between.
     """
     with ExitStack() as opened:
-        try:
-            journal = opened.enter_context(existing_stores_at(journal_url))
-        except SchemaVersionError as exc:
-            if exc.found > exc.supported:
-                raise
+        journal = _readable_journal(opened, journal_url)
+        if journal is None:
             return
         sink = _sink_tokens(opened, journal_url, sink_url, mode="read")
         check_reset_processor(
@@ -278,6 +289,20 @@ def _check_reset(
             claim_timeout_ms=timeout_ms,
             sink=sink,
         )
+
+
+def _readable_journal(opened: ExitStack, journal_url: str) -> Stores | None:
+    """The journal's stores opened only to read, in `opened`; None for an older schema.
+
+    What a command refuses is checked on them before it opens the journal to write. A journal
+    of an older schema cannot be read before its upgrade: the command checks it once upgraded.
+    """
+    try:
+        return opened.enter_context(existing_stores_at(journal_url))
+    except SchemaVersionError as exc:
+        if exc.found > exc.supported:
+            raise
+        return None
 
 
 def _sink_tokens(

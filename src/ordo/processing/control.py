@@ -19,15 +19,14 @@ from dataclasses import dataclass
 from ordo.errors import (
     ConfigurationError,
     InvalidInputError,
-    InvalidSegmentOperationError,
     OrdoError,
     PartialResetError,
     UnknownProcessorError,
-    UnknownSegmentError,
 )
 from ordo.journal import validation
 from ordo.processing.ports import TokenEntry, TokenStore
 from ordo.processing.segment import Segment
+from ordo.processing.segment_lookup import merged_pair, segment_entry
 from ordo.processing.segment_request import (
     PendingRequest,
     SegmentAction,
@@ -78,14 +77,7 @@ def merge_segment(
 ) -> ControlReceipt:
     """Merge a segment with its sibling now if nobody holds either, otherwise ask an owner."""
     steering = _Steering.checked(tokens, processor, now_ms, claim_timeout_ms, replace_hand_over)
-    entry = steering.entry(segment_id)
-    if entry.segment.is_root:
-        msg = f"processor {processor!r}: the root segment has nothing to merge with"
-        raise InvalidSegmentOperationError(msg)
-    sibling = steering.entry(entry.segment.mergeable_segment_id())
-    if not entry.segment.is_mergeable_with(sibling.segment):
-        msg = f"cannot merge {entry.segment} with {sibling.segment}: they are not siblings"
-        raise InvalidSegmentOperationError(msg)
+    entry, sibling = merged_pair(tokens, processor, segment_id)
     free = [e for e in (entry, sibling) if steering.is_free(e)]
     if len(free) == 2:
         change = steering.change(segment_id, SegmentAction.MERGE)
@@ -114,6 +106,24 @@ def release_segment(
     withdrawn = _replaced(change.replaced, change.segments, verb="withdrew")
     message = f"segment {change.segments[0]} is not claimed{withdrawn}"
     return ControlReceipt(is_done=True, message=message)
+
+
+def check_segment_change(
+    tokens: TokenStore, processor: str, segment_id: int, action: SegmentAction
+) -> None:
+    """Raise what split_segment, merge_segment or release_segment (`action`) refuse on reading.
+
+    A processor or segment that is not there, a merge of the root or of a segment whose
+    sibling is split further; nothing is changed. So that a command can check on stores opened
+    only to read before it opens them to write, as check_reset_processor: opening to write may
+    change a database (an older schema upgraded, an SQLite file switched to WAL) that a
+    refused command must leave as it was.
+    """
+    check_token_store(tokens)
+    if action is SegmentAction.MERGE:
+        merged_pair(tokens, processor, segment_id)
+    else:
+        segment_entry(tokens, processor, segment_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,19 +353,6 @@ def check_token(token: object) -> None:
     if not isinstance(token, TrackingToken):
         msg = f"token must be a TrackingToken, got {type(token).__name__}: {token!r:.80}"
         raise InvalidInputError(msg)
-
-
-def segment_entry(tokens: TokenStore, processor: str, segment_id: int) -> TokenEntry:
-    """The segment's entry, UnknownSegmentError without one (as the token store's requests).
-
-    A segment_id that is not an int is refused, not looked for.
-    """
-    validation.integer(segment_id, name="segment_id")
-    for entry in tokens.entries(processor):
-        if entry.segment.segment_id == segment_id:
-            return entry
-    msg = f"processor {processor!r} has no segment {segment_id}"
-    raise UnknownSegmentError(msg)
 
 
 def _replaced(

@@ -25,9 +25,10 @@ from ordo.errors import (
     InvalidSegmentOperationError,
 )
 from ordo.journal import validation
-from ordo.processing.control import check_token_store, segment_entry
+from ordo.processing.control import check_token_store
 from ordo.processing.handler import EventHandler, HandlerContext, require_handler
 from ordo.processing.ports import TokenEntry, TokenStore
+from ordo.processing.segment_lookup import segment_entry
 from ordo.processing.segment_request import SegmentAction, SegmentRequest
 from ordo.processing.sequencing import (
     FullySequentialPolicy,
