@@ -162,10 +162,11 @@ class SegmentWorker(threading.Thread):
                 claimed = p._tokens.claim(
                     p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout
                 )
-            except BaseException as exc:
-                self._forget(segment_id)  # any failure: see the docstring
-                if isinstance(exc, UnableToClaimTokenError | UnknownSegmentError):
-                    continue
+            except (UnableToClaimTokenError, UnknownSegmentError):
+                self._forget(segment_id)
+                continue
+            except BaseException:
+                self._forget(segment_id)  # an outage too: see the docstring
                 raise
             logger.info("claimed: processor=%s segment=%s", p.name, claimed.segment)
             return claimed
