@@ -1,6 +1,6 @@
 """What the Parquet change log tests share: mutations of one numbered column, a check that
-each file of a table's log holds only keys routed to its partition, and the window a publisher
-killed mid-publish (cdc/dying_publisher.py) publishes."""
+each file of a table's log holds only keys routed to its partition, what a log holds, and the
+window a publisher killed mid-publish (cdc/dying_publisher.py) publishes."""
 
 from __future__ import annotations
 
@@ -48,3 +48,15 @@ def misrouted_files(table: Path, partitions: int) -> list[Path]:
         }
         != {int(file.parent.name.removeprefix("partition="))}
     ]
+
+
+def log_contents(root: Path) -> tuple[list[str], list[dict[str, object]]]:
+    """The files under a change log's `root` and every row they hold (publish times left out):
+    what a refused publish must leave as it was."""
+    files = sorted(root.rglob("*.parquet"))
+    rows = [
+        row
+        for file in files
+        for row in pq.read_table(file).drop_columns(["published_at_us"]).to_pylist()
+    ]
+    return [str(file.relative_to(root)) for file in files], rows

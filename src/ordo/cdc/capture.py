@@ -183,7 +183,8 @@ class Capture:
         position and the publisher skips what it published before the loss: nothing is lost
         or repeated. Other errors (a dropped slot, another capture holding the slot's lock
         when the source reconnects: AlreadyRunningError, a server that refuses the URL:
-        StorageAccessError) end the run at once.
+        StorageAccessError, a source whose log went back, as after a failover to a standby
+        that had not received everything: SourceRewoundError) end the run at once.
         """
         stop = stop or threading.Event()
         totals = CaptureTotals()

@@ -86,9 +86,13 @@ def ingest(
     """`prepare_ingest` the inputs, then publish each in turn; receipts in the order of `inputs`.
 
     An error publishing one leaves the inputs before it published (the change log has no
-    transaction across inputs); publishing the same inputs again skips what the log holds.
+    transaction across inputs); publishing the same inputs again skips what the log holds,
+    without `check_skipped` (`Publisher.publish_rows` says why).
     """
-    return [publisher.publish_rows(rows) for rows in prepare_ingest(inputs, publisher, registry)]
+    return [
+        publisher.publish_rows(rows, check_skipped=False)
+        for rows in prepare_ingest(inputs, publisher, registry)
+    ]
 
 
 def prepare_ingest(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -145,6 +145,16 @@ class ChangeLogWriter(Protocol):
         Per partition, because a publish writes one file per partition: a crash between two of
         them leaves lower positions unwritten in the partitions it had not reached. Called for
         every mutation published, so implementations answer from memory after a first read.
+        """
+        ...
+
+    def captures_at(
+        self, table: str, segment: str, partition: int, positions: Collection[int]
+    ) -> Mapping[int, Collection[int]]:
+        """The `captured_at_us` of `segment`'s rows at each of `positions` in one partition.
+
+        A position no row holds is absent. Asked only of the positions a publish would skip
+        (`last_position` or below), so it may read rows: that happens only after a crash.
         """
         ...
 

@@ -7,6 +7,10 @@ are skipped, so a capture that crashed between publishing and advancing its sour
 nothing twice when it re-reads the same changes. A mutation without a position (0, which no
 capture produces) cannot be recognised again, so it is always published.
 
+A skipped mutation must be the one the log holds at its position (`check_skipped`, on unless
+ingesting): a capture's positions are its source's own log positions, so another change there
+means the source's log went back, and it is refused (SourceRewoundError) rather than lost.
+
 Both rest on a table's partition count never changing: the log records it with the first publish,
 a publisher given another count is refused before it writes anything, and one given none
 follows each table's log (DEFAULT_PARTITIONS for a new one).
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 from ordo.cdc.change_rows import ChangeRows, key_text
 from ordo.cdc.mutation import Key, Mutation
 from ordo.cdc.ports import ChangeLogWriter
-from ordo.errors import MalformedMutationError
+from ordo.errors import MalformedMutationError, SourceRewoundError
 from ordo.hashing import stable_hash
 from ordo.settings.loading import integer_in
 
@@ -104,7 +108,7 @@ class Publisher:
         """Append `mutations` (commit order) to their partitions, keeping that order per key."""
         return self.publish_rows(ChangeRows.from_mutations(mutations))
 
-    def publish_rows(self, rows: ChangeRows) -> PublishReceipt:
+    def publish_rows(self, rows: ChangeRows, *, check_skipped: bool = True) -> PublishReceipt:
         """Append `rows` (commit order) to their partitions, keeping that order per key.
 
         One file per (table, partition, segment), and another for the segment's mutations
@@ -112,10 +116,18 @@ class Publisher:
         deduplication reads back. A table's files are written in one `append`, so they become
         visible together. Every table's partition count is settled, and every segment checked
         (`check`), before anything is written; a count is recorded before its table's files are.
+
+        A mutation at or below the last position its segment has in its partition is skipped.
+        With `check_skipped` (captures), each must be held there at its position with its
+        `captured_at_us`, or SourceRewoundError is raised before anything is written
+        (`_require_held`). Ingesting turns it off: a producer's file owns its audit, whose
+        `captured_at_us` may be 0 or the time it was converted (a commit log converted again
+        repeats its positions at other times), and whose positions must grow within a segment
+        (docs/cdc.md): what is at or below the last is skipped as published, quietly.
         """
         counts = self.check(rows)
         routed: dict[tuple[str, int, str, bool], list[int]] = defaultdict(list)
-        positions = rows.column("position")
+        positions, captured = rows.column("position"), rows.column("captured_at_us")
         for index, (table, key, segment) in enumerate(
             zip(
                 rows.column("table"),
@@ -131,6 +143,9 @@ class Publisher:
         for (table, partition, segment, has_position), indices in sorted(routed.items()):
             held = self.log.last_position(table, segment, partition) if has_position else None
             fresh = indices if held is None else [i for i in indices if positions[i] > held]
+            if check_skipped and len(fresh) < len(indices):
+                repeated = {positions[i]: captured[i] for i in indices if positions[i] <= held}
+                _require_held(self.log, table, segment, partition, repeated)
             skipped += len(indices) - len(fresh)
             if fresh:
                 files[table].append((partition, rows.take(fresh)))
@@ -140,3 +155,21 @@ class Publisher:
             self.log.append(table, table_files)
         published = {table: sum(len(r) for _, r in fs) for table, fs in files.items()}
         return PublishReceipt(published=published, skipped=skipped)
+
+
+def _require_held(
+    log: ChangeLogWriter, table: str, segment: str, partition: int, repeated: dict[int, int]
+) -> None:
+    """SourceRewoundError unless the log holds each position of `repeated` with its capture time.
+
+    `repeated` maps the positions a publish would skip in one partition to their mutations'
+    `captured_at_us`. A capture that crashed before advancing its source peeks the same
+    commits again, with the same positions and commit times; a different commit at a position
+    the log holds or has passed means the source's log went back (restored, or failed over to
+    a standby that lagged) under the same segment, and skipped, its changes would be lost and
+    the source advanced past them. Rows are read only here, when something would be skipped.
+    """
+    held = log.captures_at(table, segment, partition, repeated.keys())
+    for position, captured_at_us in sorted(repeated.items()):
+        if captured_at_us not in held.get(position, ()):
+            raise SourceRewoundError(table=table, segment=segment, position=position)

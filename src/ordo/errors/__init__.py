@@ -61,7 +61,8 @@ OrdoError
 │   ├── OldKeyMessageError
 │   ├── UnconvertibleValueError
 │   └── CaptureError
-│       └── ReplicationSlotMissingError
+│       ├── ReplicationSlotMissingError
+│       └── SourceRewoundError
 └── OperationRefusedError
     ├── ActiveWriterError
     └── TimeToLiveTooShortError
@@ -87,6 +88,7 @@ from ordo.errors.cdc import (
     NoPrimaryKeyError,
     OldKeyMessageError,
     ReplicationSlotMissingError,
+    SourceRewoundError,
     UnconvertibleValueError,
     UnknownSchemaError,
     UnmappableColumnTypeError,
@@ -194,6 +196,7 @@ __all__ = [
     "ReplicationSlotMissingError",
     "SchemaVersionError",
     "SerializationError",
+    "SourceRewoundError",
     "SparkMasterUnreachableError",
     "StatementCanceledError",
     "StorageAccessError",

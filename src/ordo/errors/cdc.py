@@ -193,3 +193,33 @@ class CaptureError(CdcError):
 
 class ReplicationSlotMissingError(CaptureError):
     """The replication slot a capture reads from no longer exists (it was dropped)."""
+
+
+class SourceRewoundError(CaptureError):
+    """A capture's source committed a change at a position its change log holds for another.
+
+    A capture publishes a source's changes at the source's own log positions, and skips those
+    its change log already holds (a window peeked again after a crash). A change at such a
+    position that the log does not hold exactly (no row there, or one captured at another
+    moment) is another commit: the source's log went back under the same segment (a restore of
+    a copy or a point-in-time recovery, a failover to a standby that had not received
+    everything the old primary had published). Skipped, it would be lost without a word, and
+    the source advanced past it. Raised before anything of the window is published; the source
+    is not advanced. `position` is the lowest such position of the change log partition.
+    """
+
+    def __init__(self, *, table: str, segment: str, position: int) -> None:
+        self.table, self.segment, self.position = table, segment, position
+        msg = (
+            f"table {table!r}, segment {segment!r}: the source committed a change at position "
+            f"{position}, which its change log already holds for another change (or has "
+            "passed): the source's log went back (it was restored from a copy or to a point "
+            "in time, or failed over to a standby that had not received everything) and its "
+            "new changes take positions already published; nothing was published and the "
+            "source was not advanced. Its changes since are not in the change log, and the "
+            "log may hold changes the source no longer has: capture the tables afresh with "
+            "--snapshot into a new --change-log (on PostgreSQL with a new --slot, dropping "
+            "the old one) and materialize it under another --name and --target-table with a "
+            "new checkpoint (see docs/cdc.md, 'Limits')"
+        )
+        super().__init__(msg)

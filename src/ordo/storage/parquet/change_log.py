@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -38,7 +38,6 @@ from ordo.errors import (
     StorageError,
     StorageIntegrityError,
 )
-from ordo.hashing import stable_hash
 from ordo.storage.file_errors import file_system_error, require_nameable
 from ordo.storage.parquet.durable_files import fsync_directory, made_directory
 from ordo.storage.parquet.file_name import (
@@ -49,9 +48,11 @@ from ordo.storage.parquet.file_name import (
     segment_token,
 )
 from ordo.storage.parquet.file_reads import listed, reading
+from ordo.storage.parquet.held_captures import captures_held, positioned_files
 from ordo.storage.parquet.log_schema import CHANGE_LOG_SCHEMA, log_table
 from ordo.storage.parquet.partition_record import (
     read_partition_record,
+    require_fit,
     write_partition_record,
 )
 from ordo.storage.parquet.staged_parts import remove_left_parts, write_part
@@ -162,23 +163,9 @@ class ParquetChangeLog:
             return recorded
         count = default if requested is None else requested
         if self._fitting.get(table) != count:
-            self._require_fit(table, count)
+            require_fit(table, count, self.files(table))
             self._fitting[table] = count
         return count
-
-    def _require_fit(self, table: str, partitions: int) -> None:
-        """PartitionCountMismatchError unless every key in the log is where `partitions` puts it.
-
-        Keys are hashed as the publisher routes them (`stable_hash` of their JSON text).
-        """
-        for partition, file in self.files(table):
-            with reading(file):
-                keys = pq.read_table(file, columns=["partition_key"]).column(0).to_pylist()
-            for key in dict.fromkeys(keys):
-                if stable_hash(key) % partitions != partition:
-                    raise PartitionCountMismatchError(
-                        table=table, recorded=None, requested=partitions, stray=(key, partition)
-                    )
 
     def record_partitions(self, table: str, partitions: int) -> None:
         """Record the table's partition count if it has none; call before its files are written.
@@ -319,12 +306,21 @@ class ParquetChangeLog:
         """The highest position of `segment` in one partition's files (read from their names)."""
         where = (table, segment, partition)
         if where not in self._last:
-            token = segment_token(segment)
             names = self._listed(self.table_path(table) / f"partition={partition}")
-            matches = (FILE_NAME.match(name) for name in names if name.endswith(".parquet"))
-            positions = [int(m["highest"]) for m in matches if m and m["segment"] == token]
-            self._last[where] = max(positions, default=None)
+            files = positioned_files(names, segment_token(segment))
+            self._last[where] = max((highest for *_, highest in files), default=None)
         return self._last[where]
+
+    def captures_at(
+        self, table: str, segment: str, partition: int, positions: Collection[int]
+    ) -> dict[int, set[int]]:
+        """The `captured_at_us` of `segment`'s rows at each of `positions` in one partition.
+
+        Reads the files whose names' ranges hold one (`captures_held`): asked only of positions
+        a publish would skip, so a publish that skips nothing opens no file.
+        """
+        directory = self.table_path(table) / f"partition={partition}"
+        return captures_held(directory, self._listed(directory), segment_token(segment), positions)
 
     def partitions(self, table: str) -> list[int]:
         """The partitions that hold at least one file."""

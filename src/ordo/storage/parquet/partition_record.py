@@ -2,7 +2,9 @@
 
 The change log fixes a table's partition count at its first publish and keeps it here, because
 every key's changes must stay in the one partition where deduplication reads them. The record is
-written whole and never replaced, so it holds the count of the first publish, or nothing.
+written whole and never replaced, so it holds the count of the first publish, or nothing. A log
+written before counts were recorded has none: a count is taken for it only if its files fit it
+(`require_fit`).
 """
 
 from __future__ import annotations
@@ -10,12 +12,17 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
 
-from ordo.errors import StorageIntegrityError
+import pyarrow.parquet as pq
+
+from ordo.errors import PartitionCountMismatchError, StorageIntegrityError
+from ordo.hashing import stable_hash
 from ordo.storage.file_errors import file_system_error
 from ordo.storage.parquet.durable_files import fsync_directory, link_new, made_directory
+from ordo.storage.parquet.file_reads import reading
 
 PARTITIONS_RECORD = "_partitions.json"
 """A table's partition count, `{"partitions": n}`, in its directory; the leading `_` hides it from
@@ -60,6 +67,22 @@ def write_partition_record(directory: Path, partitions: int) -> None:
     finally:
         temporary.unlink(missing_ok=True)
     fsync_directory(directory)
+
+
+def require_fit(table: str, partitions: int, files: Iterable[tuple[int, Path]]) -> None:
+    """PartitionCountMismatchError unless every key in `files` is where `partitions` puts it.
+
+    `files` are the table's log files with their partitions. Keys are hashed as the publisher
+    routes them (`stable_hash` of their JSON text).
+    """
+    for partition, file in files:
+        with reading(file):
+            keys = pq.read_table(file, columns=["partition_key"]).column(0).to_pylist()
+        for key in dict.fromkeys(keys):
+            if stable_hash(key) % partitions != partition:
+                raise PartitionCountMismatchError(
+                    table=table, recorded=None, requested=partitions, stray=(key, partition)
+                )
 
 
 def _recorded_count(record: Path, text: str) -> int:

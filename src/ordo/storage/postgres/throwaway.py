@@ -178,6 +178,42 @@ class ThrowawayPostgres:
             shutil.rmtree(workdir, ignore_errors=True)
         logger.info("throwaway postgres stopped dir=%s", workdir)
 
+    def backup(self) -> Path:
+        """Stop the server cleanly, copy its data directory, and start it again; returns the copy.
+
+        A file-level backup, for `restore`: tests of what a source whose WAL goes back does to
+        a capture. The copy lives in the cluster's directory, removed with it. The server
+        listens on another port afterwards, which `dsn` names.
+        """
+        workdir = self._require_workdir()
+        copy = Path(tempfile.mkdtemp(prefix="backup-", dir=workdir)) / "data"
+        self._stop_cleanly()
+        _copy_data(workdir / "data", copy)
+        self._start_server()
+        return copy
+
+    def restore(self, backup: Path) -> None:
+        """Stop the server, put a copy of `backup` (from `backup()`) in place, start it again.
+
+        The server's WAL goes back to the backup's and its system identifier stays, as after a
+        restore of a file copy or a point-in-time recovery, or a failover to a standby that had
+        not received everything. `backup` is kept; `dsn` names the new port.
+        """
+        data = self._require_workdir() / "data"
+        self._stop_cleanly()
+        shutil.rmtree(data)
+        _copy_data(backup, data)
+        self._start_server()
+
+    def _stop_cleanly(self) -> None:
+        """Stop the server with a shutdown checkpoint, so its data directory can be copied."""
+        data = self._require_workdir() / "data"
+        result = self._run_tool("pg_ctl", "-D", str(data), "-m", "fast", "-w", "stop")
+        if result.returncode != 0:
+            msg = f"PostgreSQL did not stop in {data}:\n{result.stdout.strip()}"
+            raise StorageUnavailableError(msg)
+        self._port = None
+
     def _initdb(self) -> None:
         workdir = self._require_workdir()
         result = self._run_tool(
@@ -281,6 +317,14 @@ def _run(argv: Sequence[str], *, cwd: Path | None = None) -> subprocess.Complete
         env=env,
         timeout=_COMMAND_TIMEOUT_S,
     )
+
+
+def _copy_data(source: Path, target: Path) -> None:
+    """Copy a data directory with its owners and modes, which the server checks at its start."""
+    result = _run(["cp", "-a", str(source), str(target)])
+    if result.returncode != 0:
+        msg = f"cannot copy {source} to {target}:\n{result.stdout.strip()}"
+        raise StorageUnavailableError(msg)
 
 
 def _free_port() -> int:
