@@ -51,10 +51,10 @@ from ordo.storage.postgres.replication_slot import (
 )
 from ordo.storage.postgres.table_name import split_table_name
 from ordo.storage.postgres.wal2json import (
-    POSITIONS_PER_LSN,
     RowChange,
     decode_window,
     format_lsn,
+    position_at,
     row_key,
     row_values,
     value_cells,
@@ -194,7 +194,7 @@ class PostgresChangeSource:
         """The table's current rows, for the initial READ snapshot (primary-key order).
 
         Each row is a mutation with a row marker and every value column, written at the slot's
-        confirmed position (`confirmed_flush_lsn * POSITIONS_PER_LSN`), so every change still
+        confirmed position (`position_at(confirmed_flush_lsn)`), so every change still
         in the slot is newer. Changes committed after that position but before the read are in
         the snapshot and come from the slot again, later in position: replaying them ends in
         the same rows (a row changed twice in that gap shows its older value in between, until
@@ -209,7 +209,7 @@ class PostgresChangeSource:
                 raise CaptureError(msg)
             ref = self._refs[table]
             schema = self._schemas[(ref.schema, ref.name)]
-            write_time = confirmed_position(conn, self._slot) * POSITIONS_PER_LSN
+            write_time = position_at(confirmed_position(conn, self._slot))
         return self._snapshot_rows(ref, schema, write_time=write_time)
 
     def peek(self, *, max_changes: int) -> CapturedWindow:

@@ -205,6 +205,21 @@ class ThrowawayPostgres:
         _copy_data(backup, data)
         self._start_server()
 
+    def move_wal_to(self, segment: str) -> None:
+        """Stop the server cleanly, have it write its WAL on from `segment`, start it again.
+
+        `pg_resetwal -l` with a WAL file name (`000000010020C49C00000000`): for tests of a
+        server whose WAL positions are far on, which no test could write its way to. `dsn`
+        names the new port.
+        """
+        data = self._require_workdir() / "data"
+        self._stop_cleanly()
+        result = self._run_tool("pg_resetwal", "-l", segment, "-D", str(data))
+        if result.returncode != 0:
+            msg = f"pg_resetwal failed in {data}:\n{result.stdout.strip()}"
+            raise StorageUnavailableError(msg)
+        self._start_server()
+
     def _stop_cleanly(self) -> None:
         """Stop the server with a shutdown checkpoint, so its data directory can be copied."""
         data = self._require_workdir() / "data"

@@ -13,7 +13,7 @@ a multi-row insert gives many rows one LSN). Two writes of one row are ordered b
 so last-write-wins by position is commit order. A transaction may hold up to POSITIONS_PER_LSN
 mutations per WAL byte since the previous commit; only a bigger one that committed right after
 a concurrent commit raises CaptureError. Positions fit the change log's int64 until the WAL
-reaches 8 PiB.
+reaches 8 PiB (`LAST_LSN`): past it, a capture stops with CaptureError (`position_at`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 from ordo.cdc.column_type import ColumnType
 from ordo.cdc.key_form import key_value_form
-from ordo.cdc.mutation import Audit, Cell, JsonValue, Key, Mutation, Scalar
+from ordo.cdc.mutation import BIGINT_MAX, Audit, Cell, JsonValue, Key, Mutation, Scalar
 from ordo.cdc.ports import CapturedWindow
 from ordo.cdc.schema import Column, TableSchema, not_json_cell
 from ordo.documents import NumberOutOfRangeError
@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 POSITIONS_PER_LSN = 1000
 """Audit positions per byte of WAL: room for a transaction's mutations between two commits."""
+LAST_LSN = BIGINT_MAX // POSITIONS_PER_LSN
+"""The last LSN whose position (`position_at`) fits the change log's int64: 20C49B/A5E353F7."""
 
 SchemaOf = Callable[[str, str], TableSchema]
 """(schema, table) -> the captured table's schema as the catalog had it at the last read."""
@@ -69,6 +71,25 @@ def format_lsn(lsn: int) -> str:
         msg = f"an LSN is a 64-bit unsigned integer, got {lsn}"
         raise InvalidInputError(msg)
     return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+def position_at(lsn: int) -> int:
+    """The position of WAL byte `lsn`: `lsn * POSITIONS_PER_LSN`, a commit's last change's.
+
+    CaptureError past LAST_LSN (about 8 PiB of WAL), where no position fits the change log's
+    int64: every window failed with `MalformedMutationError: audit position is too large`
+    (a snapshot with its write time), which named neither the server nor why.
+    """
+    if lsn > LAST_LSN:
+        msg = (
+            f"the server's WAL is at {format_lsn(lsn)}, past {format_lsn(LAST_LSN)}, the last "
+            f"position a change can have: a change's position is its commit's LSN times "
+            f"{POSITIONS_PER_LSN}, a signed 64-bit integer, so a server's changes can be "
+            "captured only in its first 8 PiB of WAL; nothing was published and the slot was "
+            "not advanced (see docs/cdc.md, 'Limits')"
+        )
+        raise CaptureError(msg)
+    return lsn * POSITIONS_PER_LSN
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -214,7 +235,7 @@ def decode_window(
             )
         elif action == "C":
             end = parse_lsn(str(change["nextlsn"]))
-            first = end * POSITIONS_PER_LSN - len(pending) + 1
+            first = position_at(end) - len(pending) + 1
             if pending and first <= up_to * POSITIONS_PER_LSN:
                 msg = (
                     f"transaction committed at {format_lsn(end)} has {len(pending)} row changes, "
