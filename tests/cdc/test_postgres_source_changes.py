@@ -20,6 +20,7 @@ from ordo.cdc.mutation import Audit, Mutation
 from ordo.cdc.row_state import PartitionState
 from ordo.cdc.schema_catalog import ResolvedSchema
 from ordo.errors import CaptureError
+from ordo.storage.postgres.change_source import PostgresChangeSource
 from ordo.storage.postgres.wal2json import POSITIONS_PER_LSN, format_lsn, parse_lsn
 from postgres_source_support import Capture, summary, with_server_option
 
@@ -291,9 +292,32 @@ def test_a_delete_logged_without_its_key_says_the_slot_cannot_move_past_it(
         source.peek(max_changes=100)
     assert str(refused.value) == (
         "a change of table 'docs' lacks key columns ['id']: it was logged under a replica "
-        "identity without them, and the slot cannot move past it; give the table REPLICA "
-        "IDENTITY DEFAULT, capture it afresh on another slot with --snapshot and drop this one"
+        "identity without them or when the table had another key, and the slot cannot move past "
+        "it while the table is keyed by ['id']; capture the table afresh on another slot with "
+        "--snapshot and drop this one"
     )
+
+
+@pytest.mark.parametrize("logged", ["INSERT INTO t VALUES (2, 'b')", "DELETE FROM t"])
+def test_a_change_of_a_table_created_again_with_another_key_says_so(
+    run: Callable[..., None], capture: Capture, postgres_dsn: str, logged: str
+) -> None:
+    """The table had REPLICA IDENTITY DEFAULT all along: the error's advice to give it that
+    identity was wrong, and only capturing the table afresh on a new slot gets past it."""
+    run("CREATE TABLE t (id int PRIMARY KEY, v text)", "INSERT INTO t VALUES (1, 'a')")
+    first = capture("t")
+    first.close()  # its session holds the slot's capture lock
+    run(logged, "DROP TABLE t", "CREATE TABLE t (uid int PRIMARY KEY, v text)")
+    rerun = PostgresChangeSource(postgres_dsn, slot=first.slot, tables=("t",))  # reads the catalog
+
+    with rerun, pytest.raises(CaptureError) as refused:
+        rerun.peek(max_changes=100)
+
+    message = str(refused.value)
+    assert message.startswith("a change of table 't' lacks key columns ['uid']: it has columns")
+    assert "written when the table had another key" in message
+    assert "capture the table afresh on another slot with --snapshot" in message
+    assert "REPLICA IDENTITY" not in message
 
 
 def test_a_transaction_over_two_tables_keeps_its_order(

@@ -273,6 +273,10 @@ def test_a_status_of_a_postgres_source_creates_no_slot(postgres_dsn: str, tmp_pa
     assert not _slot_was_created(postgres_dsn, slot)
     assert code == 1
     assert slot in err
+    # a status advances nothing, and its slot may never have been created
+    assert err.startswith(f"Error: ReplicationSlotMissingError: replication slot {slot!r} ")
+    assert "no capture created it, or it was dropped" in err
+    assert "nothing was advanced" not in err
 
 
 @pytest.mark.postgres

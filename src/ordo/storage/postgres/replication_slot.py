@@ -11,7 +11,7 @@ import re
 import psycopg
 
 from ordo.cdc.ports import SourceStatus
-from ordo.errors import CaptureError, ConfigurationError
+from ordo.errors import CaptureError, ConfigurationError, ReplicationSlotMissingError
 from ordo.storage.postgres.capture_session import connect_capture, slot_missing
 from ordo.storage.postgres.catalog import Connection
 from ordo.storage.postgres.change_segment import SegmentReplica, capture_segment
@@ -152,8 +152,23 @@ def slot_status(
     """
     row = conn.execute(_STATUS, (slot,)).fetchone()
     if row is None:
-        raise slot_missing(slot)
+        raise _no_slot_to_show(slot)
     return _status(slot, segment, tables, *row)
+
+
+def _no_slot_to_show(slot: str) -> ReplicationSlotMissingError:
+    """The error of a status whose slot does not exist.
+
+    Not `slot_missing`'s words, which are a capture's that lost its slot: a status advances
+    nothing, and it may name a slot no capture ever created (a mistyped `--slot`, the default
+    `ordo_cdc` for a capture that chose another), which there is nothing to create "again".
+    """
+    msg = (
+        f"replication slot {slot!r} does not exist in this database: no capture created it, or "
+        f"it was dropped; a capture with `--slot {slot}` creates it (after a drop, with "
+        "--snapshot: the changes made without it are not captured)"
+    )
+    return ReplicationSlotMissingError(msg)
 
 
 def capture_slots(dsn: str, published_by: SegmentReplica) -> list[SourceStatus]:

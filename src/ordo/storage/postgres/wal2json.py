@@ -151,7 +151,7 @@ def row_values(
 
 
 def row_key(schema: TableSchema, values: Mapping[str, JsonValue]) -> Key:
-    """The primary-key values in key order, each in its type's one form; CaptureError if some lack.
+    """The primary-key values in key order, each in its type's one form (`values` hold them all).
 
     PostgreSQL's `=` holds a double's (or real's) -0.0 and 0.0 as one key, as a sink's key
     column does, while the fold keys a row by its key's JSON text: captured as written, one row
@@ -160,15 +160,6 @@ def row_key(schema: TableSchema, values: Mapping[str, JsonValue]) -> Key:
     keep the -0.0 row the source no longer has. Each key value is in its column type's one form
     (`key_value_form`), the form `ordo cdc ingest` writes too.
     """
-    missing = [name for name in schema.partition_key if name not in values]
-    if missing:  # the table's replica identity lacked them, a moment it was captured
-        msg = (
-            f"a change of table {schema.table!r} lacks key columns {missing}: it was logged "
-            "under a replica identity without them, and the slot cannot move past it; give "
-            "the table REPLICA IDENTITY DEFAULT, capture it afresh on another slot with "
-            "--snapshot and drop this one"
-        )
-        raise CaptureError(msg)
     by_name = schema.by_name
     return tuple(
         _key_value(schema, by_name[name].type, values[name]) for name in schema.partition_key
@@ -272,10 +263,12 @@ def _row_changes(
     new = row_values(schema, columns)
     old = row_values(schema, _typed(change.get("identity", ()), type_of))
     if change["action"] == "D":
+        _require_key(schema, change, old)
         return [RowChange(table=schema.table, key=row_key(schema, old), values=None)]
     new.update(
         (name, old[name]) for name in schema.partition_key if name not in new and name in old
     )
+    _require_key(schema, change, new)
     key = row_key(schema, new)
     cells = value_cells(schema, new)
     written = written_schema(schema, columns)
@@ -297,6 +290,39 @@ def _row_changes(
         RowChange(table=schema.table, key=row_key(schema, old), values=None),
         RowChange(table=schema.table, key=key, values=cells, written=written),
     ]
+
+
+def _require_key(
+    schema: TableSchema, change: Mapping[str, Any], values: Mapping[str, JsonValue]
+) -> None:
+    """CaptureError when `values`, the row `change` is keyed by, lack a key column of `schema`.
+
+    Every window that reaches such a change fails, so the capture stops at it until the table
+    is keyed as the change was. Either the table had another key when the change was written
+    (it was dropped and created again with another key, or its key changed, while the slot
+    held the change), or the change was logged under a replica identity without the key (a
+    delete's or an update's old row, under USING INDEX of another index). The change shows the
+    first for sure when it names a column the table lacks, or is an INSERT (which logs every
+    column, whatever the identity); giving the table REPLICA IDENTITY DEFAULT, which the error
+    advised for both, mends neither: the table has it (or is refused, naming the ALTER TABLE,
+    by `read_schema` before each publish). Capturing the table afresh does.
+    """
+    missing = [name for name in schema.partition_key if name not in values]
+    if not missing:
+        return
+    names = [str(c["name"]) for c in (*change.get("columns", ()), *change.get("identity", ()))]
+    if change["action"] == "I" or not set(names) <= set(schema.names):
+        why = f"it has columns {sorted(set(names))}, written when the table had another key"
+    else:
+        why = (
+            "it was logged under a replica identity without them or when the table had another key"
+        )
+    msg = (
+        f"a change of table {schema.table!r} lacks key columns {missing}: {why}, and the slot "
+        f"cannot move past it while the table is keyed by {list(schema.partition_key)}; "
+        "capture the table afresh on another slot with --snapshot and drop this one"
+    )
+    raise CaptureError(msg)
 
 
 def written_schema(
