@@ -81,6 +81,21 @@ def stop_flag() -> Iterator[SignalFlag]:
         yield flag
 
 
+@contextmanager
+def completing() -> Iterator[SignalFlag]:
+    """The block runs to its end whatever Ctrl-C or SIGTERM come; then the first is raised.
+
+    For work that a stop must not break into, such as a publish waiting for its file writers
+    (the KeyboardInterrupt broke a lock of the thread pool: "release unlocked lock", status 1).
+    The block may look at the flag it is given to end early at a point of its choosing (a
+    capture between two windows). An exception the block raises leaves as it is.
+    """
+    with stop_flag() as stop:
+        yield stop
+    if stop.is_set():
+        raise stop.interrupt()
+
+
 def run_interruptibly(work: Callable[[], T], *, cancel: Callable[[], object] = lambda: None) -> T:
     """`work()` on a thread of its own while this one waits, SIGINT or SIGTERM setting a flag.
 

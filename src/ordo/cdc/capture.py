@@ -87,10 +87,20 @@ class Capture:
     def publish_snapshot(self, table: str) -> PublishReceipt:
         """Publish the table's current rows (READ messages), named with its current schema.
 
-        A lost session (StorageUnavailableError) is retried as `run` retries a window, for up to
-        `settings.reconnect_timeout`: the rows are read whole before any is published, so an
-        attempt that lost its session published nothing, and the next reads them again (a new
-        snapshot segment). Then the error is raised, and nothing of the snapshot was published.
+        The rows are read whole first (`read_snapshot`), so nothing is published of a snapshot
+        that could not be read.
+        """
+        return self.publisher.publish_rows(self.read_snapshot(table))
+
+    def read_snapshot(self, table: str) -> ChangeRows:
+        """The table's current rows, named with its current schema (what `publish_snapshot` takes).
+
+        Apart from the publish so that a command can stop the read (it may wait for a lock) at
+        once and let the publish, once begun, end (`ordo.cli.cdc_capture`). A lost session
+        (StorageUnavailableError) is retried as `run` retries a window, for up to
+        `settings.reconnect_timeout`: an attempt that lost its session read nothing that is
+        kept, and the next reads the table again (a new snapshot segment). Then the error is
+        raised, and nothing of the snapshot was published.
         """
         reconnection = Reconnection(give_up_after=self.settings.reconnect_timeout)
         while True:
@@ -101,7 +111,7 @@ class Capture:
                 self._wait_to_retry(exc, reconnection, f"snapshot of {table!r}", time.sleep)
                 continue
             self._say_if_back(reconnection)
-            return self.publisher.publish_rows(self._named(rows, versions))
+            return self._named(rows, versions)
 
     def _named(
         self, rows: ChangeRows, accepted: Mapping[str, Sequence[SchemaVersion]]

@@ -20,6 +20,7 @@ from ordo.cli.options import (
 )
 from ordo.cli.termination import stoppable
 from ordo.cli.variable_option import VariableOption
+from ordo.interrupts import completing
 from ordo.settings import CaptureSettings
 from ordo.settings.loading import LONGEST_MS
 from ordo.storage.change_sources import (
@@ -126,19 +127,27 @@ def _capture(runner: Capture, tables: tuple[str, ...], *, snapshot: bool, follow
     The summary counts the snapshot's rows too: they are published, so it must not say "no
     changes". Ctrl-C during the snapshot ends the command as during the capture. SIGTERM ends it
     so too (`stoppable`): its default action left the source's lock file behind, and the
-    operator without the line.
+    operator without the line. Either only sets a flag while a publish runs (`completing`),
+    which the capture looks at between windows: raised into the publish's wait for its file
+    writers, the KeyboardInterrupt broke a lock of the thread pool now and then, and the
+    capture ended with a RuntimeError and status 1. A snapshot's read (which may wait for a
+    lock) still ends at once.
     """
     snapshots: dict[str, int] = {}
     skipped = 0
     with stoppable("capture interrupted; everything published is durable"):
         if snapshot:
             for table in tables:
-                receipt = runner.publish_snapshot(table)
-                snapshots[table] = receipt.published.get(table, 0)
-                skipped += receipt.skipped
-                progress(f"snapshot {table}: {counted(snapshots[table], 'row')}")
-        with ThrottledProgress() as show:
-            totals = runner.run(until_idle=not follow, on_publish=lambda t: show(_capturing(t)))
+                current = runner.read_snapshot(table)
+                with completing():
+                    receipt = runner.publisher.publish_rows(current)
+                    snapshots[table] = receipt.published.get(table, 0)
+                    skipped += receipt.skipped
+                    progress(f"snapshot {table}: {counted(snapshots[table], 'row')}")
+        with ThrottledProgress() as show, completing() as stop:
+            totals = runner.run(
+                stop=stop, until_idle=not follow, on_publish=lambda t: show(_capturing(t))
+            )
     published = _published(totals)
     if snapshot:
         rows = ", ".join(f"{t}={n:,}" for t, n in sorted(snapshots.items()))
