@@ -199,6 +199,45 @@ def test_a_column_added_while_capturing_is_captured(
     assert insert.cells["email"].value == "a@b.c"
 
 
+def test_a_following_capture_goes_on_past_a_table_created_again_with_another_key(
+    run: Callable[..., None], capture: Capture, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """The old table's changes were all published before the drop: the source decoded the new
+    table's first insert with the key it had read before (`id`), and the capture stopped there
+    for good (`lacks key columns ['id']`), though a new capture run went on. The key change
+    stops it for an operator, as any incompatible change does, and goes on once accepted."""
+    run("CREATE TABLE t (id int PRIMARY KEY, v text)")
+    source = capture("t")
+    log = ParquetChangeLog(tmp_path / "log")
+    with stores_at(postgres_dsn) as stores:
+        registry = SchemaRegistry(stores.schemas)
+        runner = CaptureRunner(source, Publisher(log), registry)
+        run("INSERT INTO t VALUES (1, 'a')", "DELETE FROM t WHERE id = 1")
+        assert runner.run(until_idle=True).published == {"t": 2}
+        run(
+            "DROP TABLE t",
+            "CREATE TABLE t (uid int PRIMARY KEY, v text)",
+            "INSERT INTO t VALUES (7, 'b')",
+        )
+        with pytest.raises(
+            IncompatibleSchemaError, match=r"primary key changed from \('id',\) to \('uid',\)"
+        ):
+            runner.run(until_idle=True)
+        registry.accept("t", 2)
+        totals = runner.run(until_idle=True)
+        first, second = registry.versions("t")
+
+    assert totals.published == {"t": 1}
+    logged = sorted(log.read("t"), key=lambda m: m.audit.position)
+    assert summary(logged) == [
+        ("t", (1,), "upsert", {"v": "a"}),
+        ("t", (1,), "delete", {}),
+        ("t", (7,), "upsert", {"v": "b"}),
+    ]
+    assert [m.schema_id for m in logged] == [first.schema_id] * 2 + [second.schema_id]
+    assert second.schema.partition_key == ("uid",)
+
+
 def _captured_across_incompatible_change(
     run: Callable[..., None],
     capture: Capture,

@@ -22,7 +22,7 @@ from ordo.cdc.column_type import ColumnType
 from ordo.cdc.mutation import Audit, Mutation, snapshot_segment
 from ordo.cdc.ports import CapturedWindow, SourceStatus
 from ordo.cdc.schema import TableSchema
-from ordo.errors import CaptureError, ConfigurationError, InvalidInputError
+from ordo.errors import ConfigurationError, InvalidInputError
 from ordo.forking import OpeningProcess
 from ordo.storage.postgres.capture_session import (
     close_locked,
@@ -30,14 +30,8 @@ from ordo.storage.postgres.capture_session import (
     lock_capture,
     translated,
 )
-from ordo.storage.postgres.catalog import (
-    COLUMN_TYPES,
-    Connection,
-    TableRef,
-    read_logical_type,
-    read_schema,
-    resolve_tables,
-)
+from ordo.storage.postgres.captured_tables import CapturedTables
+from ordo.storage.postgres.catalog import COLUMN_TYPES, Connection, TableRef, read_logical_type
 from ordo.storage.postgres.change_segment import SegmentReplica, capture_segment, no_change_log
 from ordo.storage.postgres.connection import redacted_dsn
 from ordo.storage.postgres.replication_slot import (
@@ -110,15 +104,15 @@ class PostgresChangeSource:
             msg = f"tables must be a non-empty sequence of distinct names, got {tables!r}"
             raise ConfigurationError(msg)
         self._dsn, self._slot, self._tables = dsn, slot, tuple(tables)
-        self._names = {table: split_table_name(table) for table in self._tables}
+        self._captured = CapturedTables(
+            slot, {table: split_table_name(table) for table in self._tables}
+        )
         self._exclusive = exclusive
         self._opener = OpeningProcess(
             f"the change source of slot {slot!r} on PostgreSQL at {redacted_dsn(dsn)}"
         )
         self._conn: Connection | None = None
         self._backend_pid: int | None = None
-        self._refs: dict[str, TableRef] = {}
-        self._schemas: dict[tuple[str, str], TableSchema] = {}
         self._types: dict[int, ColumnType | None] = {}
         self._replica = ""
         self._published_by = published_by
@@ -151,7 +145,7 @@ class PostgresChangeSource:
         refused source leaves no journal behind. wal2json itself is found only by `create`.
         """
         with self._session() as conn:
-            schemas = self._read_schemas(conn)
+            schemas = self._captured.read(conn)
             check_slot(conn, self._slot)
         return schemas
 
@@ -163,7 +157,7 @@ class PostgresChangeSource:
         slot left behind by a refused capture would make the server keep WAL for nobody.
         """
         with self._session() as conn:
-            self._read_schemas(conn)
+            self._captured.read(conn)
             if check_slot(conn, self._slot):
                 logger.info("reusing replication slot slot=%s", self._slot)
                 return
@@ -188,7 +182,7 @@ class PostgresChangeSource:
     def schemas(self) -> Sequence[TableSchema]:
         """Each captured table's schema as the catalog has it now, in the order given."""
         with self._session() as conn:
-            return self._read_schemas(conn)
+            return self._captured.read(conn)
 
     def snapshot(self, table: str) -> Iterator[Mutation]:
         """The table's current rows, for the initial READ snapshot (primary-key order).
@@ -203,12 +197,8 @@ class PostgresChangeSource:
         published in full. Rows are read on a second connection while iterating.
         """
         with self._session() as conn:
-            self._read_schemas(conn)
-            if table not in self._refs:
-                msg = f"table {table!r} is not captured by slot {self._slot!r}"
-                raise CaptureError(msg)
-            ref = self._refs[table]
-            schema = self._schemas[(ref.schema, ref.name)]
+            self._captured.read(conn)
+            ref, schema = self._captured.table(table)
             write_time = position_at(confirmed_position(conn, self._slot))
         return self._snapshot_rows(ref, schema, write_time=write_time)
 
@@ -220,24 +210,27 @@ class PostgresChangeSource:
         more changes or far fewer; `has_more` says whether it stopped there. `up_to` is the
         commit end LSN of its last transaction (filtered-out ones included), or the confirmed
         position when nothing committed since (past the last message of a full window of
-        logical messages alone: `decode_window`). Consumes nothing.
+        logical messages alone: `decode_window`). Consumes nothing. Decoded with the tables'
+        schemas as last read, or as the catalog has them now if those do not fit
+        (`CapturedTables.decoded`).
         """
         if max_changes < 1:
             msg = f"max_changes must be at least 1, got {max_changes}"
             raise InvalidInputError(msg)
         with self._session() as conn:
-            if not self._schemas:
-                self._read_schemas(conn)
+            tables = self._captured.filter(conn)
             confirmed = confirmed_position(conn, self._slot)
-            tables = ",".join(ref.wal2json_filter for ref in self._refs.values())
             rows = conn.execute(_PEEK, (self._slot, max_changes, tables)).fetchall()
-            window = decode_window(
-                [str(data) for (data,) in rows],
-                confirmed=confirmed,
-                schema_of=self._schema_of,
-                type_of=lambda oid: self._type_of(conn, oid),
-                audit=self._audit,
-                has_more=len(rows) >= max_changes,
+            window = self._captured.decoded(
+                conn,
+                lambda schema_of: decode_window(
+                    [str(data) for (data,) in rows],
+                    confirmed=confirmed,
+                    schema_of=schema_of,
+                    type_of=lambda oid: self._type_of(conn, oid),
+                    audit=self._audit,
+                    has_more=len(rows) >= max_changes,
+                ),
             )
         logger.debug(
             "peeked slot=%s mutations=%d up_to=%s",
@@ -267,7 +260,7 @@ class PostgresChangeSource:
         """
         with self._session() as conn:
             status = slot_status(conn, self._slot, self._tables, segment=self.name)
-            self._read_schemas(conn)
+            self._captured.read(conn)
         return status
 
     def close(self) -> None:
@@ -321,20 +314,6 @@ class PostgresChangeSource:
             conn.close()
             raise
         return conn
-
-    def _read_schemas(self, conn: Connection) -> list[TableSchema]:
-        refs = resolve_tables(conn, self._names)
-        schemas = [read_schema(conn, ref) for ref in refs]
-        self._refs = {ref.given: ref for ref in refs}
-        self._schemas = {(r.schema, r.name): s for r, s in zip(refs, schemas, strict=True)}
-        return schemas
-
-    def _schema_of(self, schema: str, name: str) -> TableSchema:
-        """The table's schema as last read: the capture reads the catalog before each publish."""
-        if (schema, name) not in self._schemas:
-            msg = f"slot {self._slot!r} sent a change of {schema}.{name}, which is not captured"
-            raise CaptureError(msg)
-        return self._schemas[(schema, name)]
 
     def _type_of(self, conn: Connection, oid: int) -> ColumnType | None:
         """The logical type of a type oid wal2json names (looked up once per oid)."""
