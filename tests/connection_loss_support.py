@@ -14,6 +14,7 @@ import socket
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import psycopg
+from psycopg import sql
 
 # With a timeout the call returns once the sessions are gone, as after a restart or a failover.
 _TERMINATE = (
@@ -39,6 +40,15 @@ class Sessions:
         """End every session of the test's URL and of this process's captures; how many."""
         with psycopg.connect(self._dsn, autocommit=True) as conn:
             row = conn.execute(_TERMINATE, (self.name, CAPTURE_APPLICATION_NAME)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def count(self, condition: str) -> int:
+        """How many of the test's sessions pg_stat_activity shows with `condition` (SQL) true."""
+        query = sql.SQL(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND ({})"
+        ).format(sql.SQL(condition))
+        with psycopg.connect(self._dsn, autocommit=True) as conn:
+            row = conn.execute(query, (self.name,)).fetchone()
         return 0 if row is None else int(row[0])
 
     def execute(self, statement: str, params: tuple[object, ...] = ()) -> None:

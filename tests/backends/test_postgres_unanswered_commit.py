@@ -73,16 +73,6 @@ def _unanswered_commits(server_dsn: str) -> Iterator[None]:
         _reload(server_dsn, None)
 
 
-def _waiting_for_a_standby(server_dsn: str, sessions: Sessions) -> bool:
-    with psycopg.connect(server_dsn, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE application_name = %s AND wait_event = 'SyncRep'",
-            (sessions.name,),
-        ).fetchone()
-    return row is not None and int(row[0]) > 0
-
-
 def test_an_append_whose_commit_went_unanswered_is_numbered_after_and_tagged(
     sessions: Sessions, postgres_server_dsn: str
 ) -> None:
@@ -108,7 +98,7 @@ def test_an_append_whose_commit_went_unanswered_is_numbered_after_and_tagged(
             assert sessions.terminate() >= 1  # the pool's next sessions read the setting
             appending = threading.Thread(target=append)
             appending.start()
-            wait_for(lambda: _waiting_for_a_standby(postgres_server_dsn, sessions))
+            wait_for(lambda: sessions.count("wait_event = 'SyncRep'") > 0)
             assert sessions.terminate() >= 1
             appending.join()
         assert [type(e) for e in failures] == [StorageUnavailableError]

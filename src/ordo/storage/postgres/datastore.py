@@ -32,6 +32,7 @@ from ordo.storage.migration import (
     stored_version,
 )
 from ordo.storage.postgres.connection import (
+    Connection,
     connect,
     connect_timeout_s,
     explain_unconnectable,
@@ -40,7 +41,8 @@ from ordo.storage.postgres.connection import (
     session_conninfo,
 )
 from ordo.storage.postgres.journal_schema import current_schema, has_metadata
-from ordo.storage.postgres.read_only import read_only_default_refused
+from ordo.storage.postgres.lent_connection import LentConnection
+from ordo.storage.postgres.read_only import read_only_refusal
 from ordo.storage.schema_reads import SchemaReads, listed_tables
 
 logger = logging.getLogger(__name__)
@@ -99,7 +101,7 @@ def translate_postgres_error(exc: psycopg.Error | PoolTimeout) -> StorageError:
     standby) is StorageUnavailableError: as a plain StorageError the first was retried for
     ever by a tracking processor, and the others would end it (`is_outage`). A primary's
     read-only refusal looks the same here; the datastore, which can ask the session, makes it
-    StorageAccessError first (`read_only_default_refused`). A statement
+    StorageAccessError first (`read_only_refusal`). A statement
     canceled at the session's lock_timeout or statement_timeout (OperationalErrors to psycopg)
     is retried as before, but said "PostgreSQL is unavailable" of a server that is up: it is
     TransactionConflictError or StatementCanceledError, whose message names the setting.
@@ -126,7 +128,7 @@ class PostgresDatastore(SchemaReads):
     open their own), and refused in a forked child (ForkedProcessError: the pool's connections
     are the parent's sessions, and its threads do not run in the child).
 
-    A connection is checked before it is lent (`_live_connection`): when the server ended the
+    A connection is checked before it is lent (`lend`): when the server ended the
     pool's sessions (a restart, a failover, pg_terminate_backend), the calls after it get new
     connections instead of failing with StorageUnavailableError once per idle connection.
     """
@@ -167,56 +169,64 @@ class PostgresDatastore(SchemaReads):
                 explain_unconnectable(dsn)
                 raise translate_postgres_error(exc) from exc
 
-    @contextmanager
-    def write_transaction(self) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    def write_transaction(self) -> LentConnection:
         """Run one atomic write; driver errors leave as StorageError subclasses.
 
         A write refused by a primary whose session default is read-only is StorageAccessError
-        (`read_only_default_refused`); a standby's refusal stays an outage.
+        (`read_only_refusal`); a standby's refusal stays an outage. A class, not a generator:
+        see `ordo.storage.postgres.lent_connection` for the interrupt it survives.
         """
-        try:
-            with (
-                self._live_connection() as conn,
-                read_only_default_refused(conn, self.dsn),
-                conn.transaction(),
-            ):
-                yield conn
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise translate_postgres_error(exc) from exc
+        return LentConnection(self, transaction=True)
 
-    @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    def connection(self) -> LentConnection:
         """Lend an autocommit connection: each statement is its own transaction.
 
         For single statements (reads, or a write that is atomic on its own); no BEGIN/COMMIT
         round trips. A write refused as read-only is told apart as in `write_transaction`.
         """
-        try:
-            with self._live_connection() as conn, read_only_default_refused(conn, self.dsn):
-                yield conn
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise translate_postgres_error(exc) from exc
+        return LentConnection(self, transaction=False)
 
-    @contextmanager
-    def _live_connection(self) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    def lend(self) -> Connection:
         """A pooled connection whose session the server has not ended (`_is_alive`).
 
         A dead one means the server ended sessions, most likely every idle one of the pool:
         they are all checked and dropped at once before a new connection is taken. The pool's
         own `check=` does not fit: it backs off 1, 2, 4... s between dead connections, so a
-        full pool of them failed the call after the pool's 30 s timeout.
+        full pool of them failed the call after the pool's 30 s timeout. Whatever interrupts
+        the check gives the connection back.
         """
-        with self._pooled_connection() as conn:
-            if _is_alive(conn):
-                yield conn
-                return
+        conn = self._getconn()
+        try:
+            alive = _is_alive(conn)
+        except BaseException:
+            self.give_back(conn)
+            raise
+        if alive:
+            return conn
+        self.give_back(conn)
         self._pool.check()
-        with self._pooled_connection() as conn:
-            yield conn
+        return self._getconn()
 
-    @contextmanager
-    def _pooled_connection(self) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
-        """What `ConnectionPool.connection()` lends, with a wait the stop signal ends early.
+    def give_back(self, conn: Connection) -> None:
+        """End a lend of `conn` (`lend`): the pool resets it, or replaces one it cannot reset."""
+        self._pool.putconn(conn)
+
+    def translated(self, conn: Connection | None, exc: BaseException) -> BaseException:
+        """The StorageError for a driver's `exc`, other exceptions as they are (`LentConnection`).
+
+        A write refused as read-only is asked about on `conn`, the session that refused
+        (`read_only_refusal`).
+        """
+        if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction) and conn is not None:
+            refusal = read_only_refusal(conn, self.dsn, exc)
+            if refusal is not None:
+                return refusal
+        if isinstance(exc, psycopg.Error | PoolTimeout):
+            return translate_postgres_error(exc)
+        return exc
+
+    def _getconn(self) -> Connection:
+        """What `ConnectionPool.getconn()` lends, with a wait the stop signal ends early.
 
         A thread with a stop signal (`ordo.stopping`) waits in short slices and, once it is
         set, at most STOPPING_WAIT more: during an outage a stopping processor's threads would
@@ -237,7 +247,7 @@ class PostgresDatastore(SchemaReads):
         self._opener.refuse_other()
         stop = stop_signal()
         try:
-            conn = self._pool.getconn() if stop is None else self._getconn_until_stopped(stop)
+            return self._pool.getconn() if stop is None else self._getconn_until_stopped(stop)
         except PoolClosed as exc:
             msg = f"the stores of PostgreSQL at {redacted_dsn(self.dsn)} were used after close()"
             raise StoresClosedError(msg) from exc
@@ -245,11 +255,6 @@ class PostgresDatastore(SchemaReads):
             if stop is None or not stop.is_set():
                 explain_unconnectable(self.dsn)
             raise
-        try:
-            with conn:  # commits, or rolls back on an error, as the pool's connection() does
-                yield conn
-        finally:
-            self._pool.putconn(conn)
 
     def _getconn_until_stopped(
         self, stop: threading.Event

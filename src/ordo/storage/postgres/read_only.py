@@ -13,9 +13,6 @@ nearly full) and off again, which a retry rides out.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import psycopg
 
 from ordo.errors import StorageAccessError
@@ -33,9 +30,10 @@ _SET_BY = {
 them; a default from anywhere else (the server's configuration) is taken for an outage."""
 
 
-@contextmanager
-def read_only_default_refused(conn: Connection, dsn: str) -> Iterator[None]:
-    """Within the block, a write a primary refuses as read-only is StorageAccessError.
+def read_only_refusal(
+    conn: Connection, dsn: str, exc: psycopg.errors.ReadOnlySqlTransaction
+) -> StorageAccessError | None:
+    """StorageAccessError for `exc`, a write a primary refused as read-only; None otherwise.
 
     The server is asked on `conn`, the session that refused, once the refused transaction is
     rolled back: `pg_is_in_recovery()` tells a standby, and the session's
@@ -45,18 +43,15 @@ def read_only_default_refused(conn: Connection, dsn: str) -> Iterator[None]:
     configuration (see the module), and a question that fails (the session is lost) leave the
     driver's error as it was, an outage to `translate_postgres_error`.
     """
-    try:
-        yield
-    except psycopg.errors.ReadOnlySqlTransaction as exc:
-        set_by = _read_only_default(conn)
-        if set_by is None:
-            raise
-        msg = (
-            f"PostgreSQL at {redacted_dsn(dsn)} is no standby but runs ordo's transactions "
-            f"read-only: {_SETTING} is on, set {set_by}; ordo writes nothing there until it "
-            f"is off: {exc}"
-        )
-        raise StorageAccessError(msg) from exc
+    set_by = _read_only_default(conn)
+    if set_by is None:
+        return None
+    msg = (
+        f"PostgreSQL at {redacted_dsn(dsn)} is no standby but runs ordo's transactions "
+        f"read-only: {_SETTING} is on, set {set_by}; ordo writes nothing there until it "
+        f"is off: {exc}"
+    )
+    return StorageAccessError(msg)
 
 
 def _read_only_default(conn: Connection) -> str | None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from types import TracebackType
 from typing import Protocol
 
+from ordo.storage.lend import Lend
 from ordo.storage.sqlite.driver_errors import translate_sqlite_error
 
 
@@ -38,7 +38,7 @@ class ConnectionLender(Protocol):
         ...
 
 
-class WriteTransaction:
+class WriteTransaction(Lend[sqlite3.Connection]):
     """BEGIN IMMEDIATE on entry, COMMIT on a clean exit, ROLLBACK otherwise.
 
     A driver's error leaves as ordo's StorageError (`translate_sqlite_error`).
@@ -46,7 +46,6 @@ class WriteTransaction:
 
     def __init__(self, lender: ConnectionLender) -> None:
         self._lender = lender
-        self._conn: sqlite3.Connection | None = None
 
     def __enter__(self) -> sqlite3.Connection:
         self._conn = conn = self._lender.lend()
@@ -58,22 +57,10 @@ class WriteTransaction:
             raise
         return conn
 
-    def __exit__(
-        self,
-        _kind: type[BaseException] | None,
-        exc: BaseException | None,
-        _traceback: TracebackType | None,
-    ) -> None:
-        conn, self._conn = self._conn, None
-        assert conn is not None, "exited a write transaction that was not entered"  # noqa: S101
-        if exc is not None:
-            self._abandon(conn, exc)
-            return
-        try:
-            conn.execute("COMMIT")
-        except BaseException as failure:
-            self._abandon(conn, failure)
-            raise
+    def _commit(self, conn: sqlite3.Connection) -> None:
+        conn.execute("COMMIT")
+
+    def _give_back(self, conn: sqlite3.Connection) -> None:
         self._lender.give_back(conn)
 
     def _abandon(self, conn: sqlite3.Connection, exc: BaseException) -> None:
@@ -82,6 +69,6 @@ class WriteTransaction:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
         finally:
-            self._lender.give_back(conn)
+            self._give_back(conn)
         if isinstance(exc, sqlite3.Error):
             raise translate_sqlite_error(exc, self._lender.path) from exc
