@@ -21,10 +21,12 @@ import pytest
 from ordo import BucketSize, EventsByTagSettings, NewEvent, open_journal
 from ordo.errors import ConfigurationError
 from ordo.settings import QuerySettings
+from ordo.simulation.checker import expected_events
 from ordo.simulation.run import SimulationConfig, simulate
+from ordo.simulation.workload import TAGS
 from ordo.storage.location import SQLiteLocation, parse_location
 from ordo.storage.open import stores_at
-from ordo.types import SequenceNr
+from ordo.types import SequenceNr, Tag
 from processing_support import wait_for
 
 QUICK = QuerySettings(
@@ -265,6 +267,52 @@ def test_sigterm_stops_the_writers_too_with_one_line_and_status_143(tmp_path: Pa
     assert (code, out) == (143, "")
     assert "Traceback" not in err
     assert lines == ["simulation interrupted: writers and queries stopped, no verdict"]
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stop_as_the_writers_close_leaves_no_tagged_event_without_its_row(
+    tmp_path: Path, number: signal.Signals
+) -> None:
+    """A stop while a writer closed its journal (its late tag_views writes waiting to be applied)
+    broke the close off: the journal's tagged events lacked their rows, which `ordo verify`
+    reports as missing, and the wait for writes due later than the stop's few seconds ended by
+    killing the writer all the same. Ctrl-C goes to the process group, SIGTERM to the command."""
+    url = f"sqlite:///{tmp_path / 'sim.db'}"
+    command = [sys.executable, "-m", "ordo.cli.main", "simulate", "--journal", url, "--json"]
+    simulation = subprocess.Popen(
+        [*command, "--events", "200", "--delay-probability", "1", "--max-delay-ms", "20000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    try:
+        wait_for(  # every append written: the writers close, their tag writes delayed
+            lambda: _row_count(url, "messages") >= 200,
+            timeout=60,
+            what="the writers to write",
+            process=simulation,
+        )
+        if number == signal.SIGINT:
+            os.killpg(simulation.pid, number)
+        else:
+            simulation.send_signal(number)
+        out, err = simulation.communicate(timeout=60)
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(simulation.pid, signal.SIGKILL)
+    assert (simulation.returncode, out) == (128 + number, "")
+    assert "Traceback" not in err
+    with stores_at(url) as stores:
+        tagged = set(expected_events(stores.journal, {}))
+        rows = {
+            (row.tag, row.persistence_id, row.tag_pid_sequence_nr)
+            for tag in TAGS
+            for row in stores.tag_views.tag_view_entries(Tag(tag))
+        }
+    missing = sorted(tagged - rows)
+    assert (len(missing), missing[:3]) == (0, [])
+    assert len(tagged) > 200  # (tag, id, tag pid nr) of every tagged event
 
 
 def _row_count(url: str, table: str) -> int:

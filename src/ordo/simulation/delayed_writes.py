@@ -17,6 +17,9 @@ from ordo.types import PersistenceId, SequenceNr, Tag
 
 logger = logging.getLogger(__name__)
 
+AT_ONCE_CHECK_S = 0.05
+"""How often a closing store asks whether to apply its pending writes at once."""
+
 
 class DelayingTagViewStore:
     """Wraps a real TagViewStore; each tag_views write is applied after a random delay.
@@ -51,6 +54,7 @@ class DelayingTagViewStore:
         self._latest_due = 0.0
         self._condition = threading.Condition()
         self._is_closed = False
+        self._at_once = False
         self._thread = threading.Thread(target=self._apply, name="ordo-delayed-writes", daemon=True)
         self._thread.start()
 
@@ -96,12 +100,23 @@ class DelayingTagViewStore:
         """Read through."""
         return self._store.heads(tag)
 
-    def close(self) -> None:
-        """Wait until every pending write has been applied, each at its time; then stop."""
+    def close(self, *, at_once: Callable[[], bool] = lambda: False) -> None:
+        """Wait until every pending write has been applied, each at its time; then stop.
+
+        Once `at_once()` is true (looked at every AT_ONCE_CHECK_S) every write left is applied
+        without waiting for its time: a stopped writer process closes within the seconds its
+        parent gives it before killing it, which lost the writes due later. `at_once` is polled
+        rather than told by a signal's handler, which would take the lock this thread may hold.
+        """
         with self._condition:
             self._is_closed = True
             self._condition.notify()
-        self._thread.join()
+        while self._thread.is_alive():
+            if not self._at_once and at_once():
+                with self._condition:
+                    self._at_once = True
+                    self._condition.notify()
+            self._thread.join(None if self._at_once else AT_ONCE_CHECK_S)
 
     def _apply_rows(self, writes: Sequence[TagWrite]) -> None:
         self._store.write_tag_views(writes)
@@ -123,7 +138,7 @@ class DelayingTagViewStore:
                     return
                 due, _, write = self._queue[0]
                 wait = due - time.monotonic()
-                if wait > 0:
+                if wait > 0 and not self._at_once:
                     self._condition.wait(wait)
                     continue
                 heapq.heappop(self._queue)

@@ -120,33 +120,45 @@ def _write(
 
     Ctrl-C reaches the whole process group; SIGTERM comes from the process that started it
     (`_stop`). run_writers starts this process with both blocked, so that one arriving while
-    the interpreter starts is held until here; a writer then stops without a traceback of its
-    own, its journal closed (its writer lease deleted), and the process that started it reports
-    it. Only the first of them interrupts: the closing that follows is not broken off.
+    the interpreter starts is held until here. Either is only noted (`_stop_writing`):
+    the writer stops between two appends and closes its journal (its writer lease deleted, its
+    last tag writes flushed, its late ones applied at once), without a traceback of its own, and
+    the process that started it reports it. A KeyboardInterrupt raised wherever the writer was
+    broke off an append after its events were written, or the close: tagged events were left
+    without their tag_views rows, which `ordo verify` reported missing.
     """
-    try:
-        for number in _STOP_SIGNALS:
-            signal.signal(number, _stop_writing)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-        _write_share(plan, writer, counter, conflicts)
-    except KeyboardInterrupt:
-        return
+    for number in _STOP_SIGNALS:
+        signal.signal(number, _stop_writing)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    _write_share(plan, writer, counter, conflicts)
 
 
-_STOPPING = threading.Event()
-"""Set in a writer process once a stop signal interrupted it."""
+_STOPS: list[int] = []
+"""The stop signals a writer process received. A list, not a threading.Event: the handler runs
+again at the next signal (Ctrl-C's, then the parent's SIGTERM) wherever its first run was, and
+an Event's set() then waited for the lock that its first run held, until the parent killed the
+writer (its late tag writes lost)."""
 
 
-def _stop_writing(_number: int, _frame: FrameType | None) -> None:
-    """A writer's handler of its stop signals: KeyboardInterrupt at the first, then nothing.
+def _stop_writing(number: int, _frame: FrameType | None) -> None:
+    """A writer's handler of its stop signals: the writer looks at `_stopping()` between appends."""
+    _STOPS.append(number)
 
-    Not SIG_IGN for the next ones: CPython reports a signal that arrived while the handler was
-    being replaced so with an "ignored due to race condition" traceback.
-    """
-    if _STOPPING.is_set():
-        return
-    _STOPPING.set()
-    raise KeyboardInterrupt
+
+def _stopping() -> bool:
+    """Whether a stop signal came to this writer process."""
+    return bool(_STOPS)
+
+
+_NAP_S = 0.05
+"""How often a writer that waits for its pace looks for a stop: a sleep goes on after a
+signal's handler has run, and one pause lasts writers / --rate seconds (4 s at a rate of 1)."""
+
+
+def _pause_until(moment: float) -> None:
+    """Sleep until `moment` (time.monotonic()), or until a stop came."""
+    while not _stopping() and (left := moment - time.monotonic()) > 0:
+        time.sleep(min(left, _NAP_S))
 
 
 def _write_share(
@@ -181,7 +193,9 @@ def _write_share(
     try:
         for pid, events in writer_batches(plan.workload, writer):
             if pace is not None:
-                time.sleep(max(0.0, started + written / pace - time.monotonic()))
+                _pause_until(started + written / pace)
+            if _stopping():
+                break
             receipt, started_ns = _append(journal, pid, events, conflicts)
             if log is not None:
                 log.appended(receipt, started_ns)
@@ -191,7 +205,7 @@ def _write_share(
     finally:
         journal.close()
         if tag_views is not None:
-            tag_views.close()
+            tag_views.close(at_once=_stopping)  # the parent waits a few seconds only
         if log is not None:
             log.close()
         stores.close()
@@ -205,8 +219,8 @@ def _stop(processes: Sequence[BaseProcess]) -> None:
     """Stop the started writers (SIGTERM), wait for them to end, kill any still running, reap.
 
     Ctrl-C reached the writers already, but a SIGTERM to this process alone (a service manager,
-    `kill`) did not: they wrote on after it had ended, their leases held. A writer takes only
-    its first stop signal, so the SIGTERM does not break off the close that Ctrl-C began.
+    `kill`) did not: they wrote on after it had ended, their leases held. A writer's stop
+    signal only sets its flag, so the SIGTERM does not break off the close that Ctrl-C began.
     """
     deadline = time.monotonic() + _STOP_WAIT_S
     started = [p for p in processes if p.pid is not None]
