@@ -36,6 +36,11 @@ LOOKING_BACK = replace(READ, back_track_period=timedelta(seconds=10))
 """READ with a margin: a restarted stream starts back_track_period before its token, and the
 late event must lie within that however long a loaded machine takes between two appends."""
 
+HELD = timedelta(minutes=1)
+"""How long an operator's claim of segment 0 holds, for the processors that must leave it be:
+they judge it by their own claim_timeout, and FAST's 2 s let it lapse while a loaded machine
+appended and handled 100 events; the processor then took segment 0 and handled its half too."""
+
 
 def _recorder(sql: Sql) -> Callable[[EventEnvelope, HandlerContext], None]:
     """A handler counting how often each event was handled, in the batch's transaction."""
@@ -122,8 +127,9 @@ def _processor(
     segments: int,
     query: QuerySettings = LOOKING_BACK,
     policy: SequencingPolicy | None = None,
+    claim_timeout: timedelta = FAST.claim_timeout,
 ) -> TrackingProcessor:
-    settings = replace(FAST, initial_segment_count=segments)
+    settings = replace(FAST, initial_segment_count=segments, claim_timeout=claim_timeout)
     return TrackingProcessor(
         "p", source(stores, query=query), stores.tokens, handler, settings=settings, policy=policy
     )
@@ -142,7 +148,9 @@ def test_merging_a_segment_that_was_ahead_applies_nothing_twice(
     record = _recorder(sql)
 
     def processor() -> TrackingProcessor:
-        return _processor(stores, record, segments=2, policy=policy_from_name(policy))
+        return _processor(
+            stores, record, segments=2, policy=policy_from_name(policy), claim_timeout=HELD
+        )
 
     with processor():
         for i in range(100):
@@ -178,7 +186,7 @@ def test_a_merge_hands_on_a_late_event_of_the_half_that_was_ahead(
     """
     record = _recorder(sql)
     x, y, z = in_half(1, "x"), in_half(1, "y"), in_half(0, "z")
-    with _processor(stores, record, segments=2):
+    with _processor(stores, record, segments=2, claim_timeout=HELD):
         for pid in (x, y, z):
             _append(journal, pid, 1)
         wait_for(lambda: len(_handled(sql)) == 3)
@@ -187,13 +195,13 @@ def test_a_merge_hands_on_a_late_event_of_the_half_that_was_ahead(
     late.hide(x, 2)
     _append(journal, x, 2)
     _append(journal, y, 2)
-    with _processor(stores, record, segments=2):
+    with _processor(stores, record, segments=2, claim_timeout=HELD):
         wait_for(lambda: len(_handled(sql)) == 4)
     stores.tokens.release("p", 0, "operator")
     now = time.time_ns() // 1_000_000
     assert merge_segment(stores.tokens, "p", 1, now_ms=now, claim_timeout_ms=60_000).is_done
     late.show()
-    with _processor(stores, record, segments=2) as running:
+    with _processor(stores, record, segments=2, claim_timeout=HELD) as running:
         last = _append(journal, x, 3)
         wait_for(lambda: _has_passed(stores, last) or running.failure is not None)
     assert running.failure is None
@@ -432,7 +440,9 @@ def test_a_merge_hands_on_a_late_event_of_the_half_that_was_ahead_without_positi
     x, y = ("x1", "y2") if policy == "concurrent" else ("x", "y")
 
     def processor() -> TrackingProcessor:
-        return _processor(stores, record, segments=2, policy=policy_from_name(policy))
+        return _processor(
+            stores, record, segments=2, policy=policy_from_name(policy), claim_timeout=HELD
+        )
 
     with processor():
         _append(journal, x, 1, **_in_half_of(0, policy, x, 1))
