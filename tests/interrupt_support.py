@@ -3,7 +3,9 @@
 Python runs a signal's handler after any call into C returns (its KeyboardInterrupt, or ordo's
 `Terminated`, raised right there). A profile function that raises at the n-th such return, for
 every n, puts that interrupt at each point where a signal's could land, as `sys.setprofile`
-reports C calls on the thread that sets it (not on the threads the block starts).
+reports C calls on the thread that sets it (not on the threads the block starts). A handler
+also runs between two bytecodes of Python code that calls nothing in C (`signalled_at_step`):
+a lock's owner between the lines that took and release it.
 """
 
 from __future__ import annotations
@@ -12,7 +14,11 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import FrameType
+from types import CodeType, FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed import TraceFunction
 
 
 @contextmanager
@@ -43,18 +49,15 @@ def interrupted_after(calls: int, *, sparing: str = "") -> Iterator[None]:
 def signalled_after(
     calls: int, number: signal.Signals, *, within: Callable[..., object]
 ) -> Iterator[None]:
-    """Signal `number` as the `calls`-th C call of this thread within `within` returns.
+    """Signal `number` (for real) as the `calls`-th C call of this thread within `within` returns.
 
-    What Python does when the signal comes: it runs the handler installed for `number` right
-    there. The default handlers raise (KeyboardInterrupt, or a command's `Terminated`); a
-    command that takes the signal as a flag (`ordo.interrupts.stop_flag`) sets it and goes on.
+    Python runs the handler installed for `number` right there. The default handlers raise
+    (KeyboardInterrupt, or a command's `Terminated`; SIGTERM's default action ends the process);
+    a command that takes the signal as a flag (`ordo.interrupts.stop_flag`) sets it and goes on.
     Only the C calls made while `within` (a Python function) runs are counted, so that a loop
     over `calls` puts the signal at each point of that work, not of all a command does.
     """
-    code = getattr(within, "__code__", None)
-    if code is None:
-        msg = f"{within!r} is no Python function"
-        raise TypeError(msg)
+    code = _code(within)
     returned = running = 0
     signalled = False
 
@@ -68,15 +71,64 @@ def signalled_after(
             returned += 1
             if returned == calls:
                 signalled = True
-                handler = signal.getsignal(number)
-                if callable(handler):
-                    handler(number, frame)  # what it raises unsets the profile function
+                signal.raise_signal(number)  # what its handler raises unsets the profile function
 
     sys.setprofile(profile)
     try:
         yield
     finally:
         sys.setprofile(None)
+
+
+@contextmanager
+def signalled_at_step(
+    step: int, number: signal.Signals, *, within: Callable[..., object]
+) -> Iterator[list[signal.Signals]]:
+    """Signal `number` (for real) before the `step`-th bytecode run within `within` executes.
+
+    The bytecodes counted are those of `within` (a Python function) and of the Python code it
+    calls, on this thread; a signal's handler the block runs is not counted (tracing is off
+    while the trace function signals), so a loop over `step` puts a second signal at each point
+    of a first one's handling. Python checks for signals at fewer points than every bytecode:
+    this puts a signal at each one and more. Yields a list that gets `number` once it was sent:
+    still empty after the block, `within` ran fewer than `step` bytecodes.
+    """
+    code = _code(within)
+    sent: list[signal.Signals] = []
+    running = ran = 0
+
+    def trace(frame: FrameType, event: str, _arg: object) -> TraceFunction | None:
+        nonlocal running, ran
+        if sent:
+            return None
+        if event == "call":
+            if frame.f_code is not code and not running:
+                return None
+            running += frame.f_code is code
+            frame.f_trace_opcodes = True
+        elif event == "return":
+            running -= frame.f_code is code
+        elif event == "opcode":
+            ran += 1
+            if ran == step:
+                sent.append(number)
+                signal.raise_signal(number)  # what its handler raises unsets the trace
+        return trace
+
+    sys.settrace(trace)
+    try:
+        yield sent
+    finally:
+        sys.settrace(None)
+
+
+def _code(function: Callable[..., object]) -> CodeType:
+    """The code of `function`, a Python function (a builtin has none to count in)."""
+    code = getattr(function, "__code__", None)
+    if not isinstance(code, CodeType):
+        msg = f"{function!r} is no Python function"
+        raise TypeError(msg)
+    return code
 
 
 def _within(frame: FrameType | None, package: str) -> bool:

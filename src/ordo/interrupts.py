@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -35,18 +36,45 @@ class Terminated(KeyboardInterrupt):
     """A stop by SIGTERM: a KeyboardInterrupt, so every Ctrl-C path handles it (status 143)."""
 
 
-class SignalFlag(threading.Event):
-    """An event that a signal sets; `received` is the first signal's number (None before)."""
+WAIT_NAP_S = 0.05
+"""How often a thread waiting for a SignalFlag looks at it: how late at most it notices a stop."""
+
+
+class SignalFlag:
+    """A flag that a signal's handler sets; `received` is the first signal's number (None before).
+
+    No lock is taken, as a handler must take none: Python runs it on the main thread between two
+    bytecodes, also while that thread holds a lock. The flag was a threading.Event, whose set()
+    waited for ever for its lock when a signal came while its thread held it: in the Event's
+    wait (`run_interruptibly`'s), or in the set() of the handler of a first signal (Ctrl-C, then
+    a service manager's SIGTERM). `receive` only stores the number, and `wait` looks at it every
+    WAIT_NAP_S: a sleep that a handler interrupts goes on after it (PEP 475), so only a look
+    can notice. (`signal.set_wakeup_fd` would wake the wait at once, but a process has one such
+    fd, which nested flags and asyncio would contend for.)
+    """
 
     def __init__(self) -> None:
-        super().__init__()
         self.received: int | None = None
 
-    def receive(self, number: int) -> None:
-        """Set the event, keeping the first signal's number."""
+    def receive(self, number: int, _frame: FrameType | None = None) -> None:
+        """Note the signal `number` unless one came before: a signal's handler (`Handler`).
+
+        A second signal whose handler runs between the first's test and store leaves its
+        number in place of the first's: either stops.
+        """
         if self.received is None:
             self.received = number
-        self.set()
+
+    def is_set(self) -> bool:
+        """Whether a signal came."""
+        return self.received is not None
+
+    def wait(self, timeout: float) -> bool:
+        """Whether a signal came, once one has or after `timeout` seconds (at once if <= 0)."""
+        deadline = time.monotonic() + timeout
+        while self.received is None and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, WAIT_NAP_S))
+        return self.is_set()
 
     def interrupt(self) -> KeyboardInterrupt:
         """What the stop the flag took raises: Terminated for SIGTERM, else KeyboardInterrupt."""
@@ -77,7 +105,7 @@ def stop_flag() -> Iterator[SignalFlag]:
     Signals can be handled only on the main thread: elsewhere the flag stays unset.
     """
     flag = SignalFlag()
-    with handling(lambda received, _frame: flag.receive(received), signal.SIGINT, signal.SIGTERM):
+    with handling(flag.receive, signal.SIGINT, signal.SIGTERM):
         yield flag
 
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import timedelta
+from typing import Protocol
 
 STOPPING_WAIT = timedelta(seconds=1)
 """How long a wait for storage goes on once the stop signal is set.
@@ -24,6 +25,23 @@ STOPPING_WAIT = timedelta(seconds=1)
 Long enough for a healthy but busy pool to lend a connection (a stopping processor then still
 releases its claims), short enough that stopping during an outage stays prompt.
 """
+
+
+class Stop(Protocol):
+    """What a loop that a stop ends looks at: a threading.Event, or a signal's flag.
+
+    A signal's handler must take no lock, so a command's Ctrl-C flag is no Event
+    (`ordo.interrupts.SignalFlag`); both have these two.
+    """
+
+    def is_set(self) -> bool:
+        """Whether the stop came."""
+        ...
+
+    def wait(self, timeout: float) -> bool:
+        """Whether the stop came, once it has or after `timeout` seconds."""
+        ...
+
 
 _signal: ContextVar[threading.Event | None] = ContextVar("ordo_stop_signal", default=None)
 

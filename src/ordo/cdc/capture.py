@@ -28,6 +28,7 @@ from ordo.clock import Clock, clock_or_system
 from ordo.errors import StorageUnavailableError
 from ordo.reconnection import Reconnection, is_outage
 from ordo.settings.cdc import CaptureSettings
+from ordo.stopping import Stop
 
 logger = logging.getLogger(__name__)
 
@@ -177,7 +178,7 @@ class Capture:
     def run(
         self,
         *,
-        stop: threading.Event | None = None,
+        stop: Stop | None = None,
         until_idle: bool = False,
         on_publish: Callable[[CaptureTotals], None] | None = None,
     ) -> CaptureTotals:

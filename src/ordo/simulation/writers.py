@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
-from types import FrameType
 
 from ordo.clock import SkewedClock, SystemClock
 from ordo.errors import ConcurrencyConflictError, OrdoError
+from ordo.interrupts import SignalFlag
 from ordo.journal import AppendReceipt, Journal
 from ordo.journal.event import NewEvent
 from ordo.settings import EventsByTagSettings
@@ -120,49 +120,26 @@ def _write(
 
     Ctrl-C reaches the whole process group; SIGTERM comes from the process that started it
     (`_stop`). run_writers starts this process with both blocked, so that one arriving while
-    the interpreter starts is held until here. Either is only noted (`_stop_writing`):
+    the interpreter starts is held until here. Either only sets the writer's `SignalFlag`:
     the writer stops between two appends and closes its journal (its writer lease deleted, its
     last tag writes flushed, its late ones applied at once), without a traceback of its own, and
     the process that started it reports it. A KeyboardInterrupt raised wherever the writer was
     broke off an append after its events were written, or the close: tagged events were left
     without their tag_views rows, which `ordo verify` reported missing.
     """
-    for number in _STOP_SIGNALS:
-        signal.signal(number, _stop_writing)
+    stop = SignalFlag()
+    for number in _STOP_SIGNALS:  # for the rest of the process: no stop may interrupt its end
+        signal.signal(number, stop.receive)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-    _write_share(plan, writer, counter, conflicts)
-
-
-_STOPS: list[int] = []
-"""The stop signals a writer process received. A list, not a threading.Event: the handler runs
-again at the next signal (Ctrl-C's, then the parent's SIGTERM) wherever its first run was, and
-an Event's set() then waited for the lock that its first run held, until the parent killed the
-writer (its late tag writes lost)."""
-
-
-def _stop_writing(number: int, _frame: FrameType | None) -> None:
-    """A writer's handler of its stop signals: the writer looks at `_stopping()` between appends."""
-    _STOPS.append(number)
-
-
-def _stopping() -> bool:
-    """Whether a stop signal came to this writer process."""
-    return bool(_STOPS)
-
-
-_NAP_S = 0.05
-"""How often a writer that waits for its pace looks for a stop: a sleep goes on after a
-signal's handler has run, and one pause lasts writers / --rate seconds (4 s at a rate of 1)."""
-
-
-def _pause_until(moment: float) -> None:
-    """Sleep until `moment` (time.monotonic()), or until a stop came."""
-    while not _stopping() and (left := moment - time.monotonic()) > 0:
-        time.sleep(min(left, _NAP_S))
+    _write_share(plan, writer, counter, conflicts, stop)
 
 
 def _write_share(
-    plan: WriterPlan, writer: int, counter: Synchronized[int], conflicts: Synchronized[int]
+    plan: WriterPlan,
+    writer: int,
+    counter: Synchronized[int],
+    conflicts: Synchronized[int],
+    stop: SignalFlag,
 ) -> None:
     stores = open_stores(plan.url)
     log = WriterLog(Path(plan.log_dir) / f"writer-{writer}.jsonl") if plan.log_dir else None
@@ -192,9 +169,9 @@ def _write_share(
     started, written = time.monotonic(), 0
     try:
         for pid, events in writer_batches(plan.workload, writer):
-            if pace is not None:
-                _pause_until(started + written / pace)
-            if _stopping():
+            if pace is not None:  # one pause lasts writers / --rate seconds (4 s at a rate of 1)
+                stop.wait(started + written / pace - time.monotonic())
+            if stop.is_set():
                 break
             receipt, started_ns = _append(journal, pid, events, conflicts)
             if log is not None:
@@ -205,7 +182,7 @@ def _write_share(
     finally:
         journal.close()
         if tag_views is not None:
-            tag_views.close(at_once=_stopping)  # the parent waits a few seconds only
+            tag_views.close(at_once=stop.is_set)  # the parent waits a few seconds only
         if log is not None:
             log.close()
         stores.close()
