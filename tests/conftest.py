@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
@@ -42,6 +43,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 # sooner on a 2-CPU machine, where C2 and G1's threads contend with the start itself. The
 # same Spark runs, only its JIT and collector differ; a SPARK_SUBMIT_OPTS of the caller wins.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
+# A command started in the background by a shell without job control (`make test &` in a
+# script, a CI runner's step) ignores SIGINT, and so does every process it starts, Python
+# included: the tests that Ctrl-C a command saw it run on (exit 0, or a hang to a timeout).
+# Caught here, SIGINT is back to its default in each command the tests start (exec resets a
+# caught signal, not an ignored one).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
