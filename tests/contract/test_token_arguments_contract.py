@@ -172,7 +172,8 @@ def test_the_other_segment_operations_check_their_arguments(stores: Stores) -> N
         (lambda: stores.tokens.request("p", 0, "split", now_ms=0), "SegmentRequest"),  # type: ignore[arg-type]
         (lambda: stores.tokens.batch("p", 0, "a", mask="1").__enter__(), "mask"),  # type: ignore[arg-type]
         (lambda: stores.tokens.handled("p", after="", up_to=b""), "after"),  # type: ignore[arg-type]
-        (lambda: stores.tokens.forget_handled("p", before=bad), "before"),  # type: ignore[arg-type]
+        (lambda: stores.tokens.forget_handled("p", 0, "a", before=bad), "before"),  # type: ignore[arg-type]
+        (lambda: stores.tokens.forget_handled("p", bad, "a", before=b""), "segment_id"),  # type: ignore[arg-type]
         (
             lambda: stores.tokens.reset("p", TrackingToken(), now_ms=bad, claim_timeout_ms=1),  # type: ignore[arg-type]
             "now_ms",

@@ -87,7 +87,9 @@ def test_handled_events_are_found_by_their_batches_offsets_and_forgotten_below_a
     assert handled(1, 2) == {(x, 2), (y, 2)}  # and starting up to t[2]: t[2] - t[3]
     assert handled(4, 5) == set()
     assert stores.tokens.handled("other", after=b"", up_to=t[5].to_bytes()) == set()
-    stores.tokens.forget_handled("p", before=t[2].to_bytes())  # the first batch ends before
+    stores.tokens.forget_handled("p", 0, "b", before=t[2].to_bytes())  # b holds no claim
+    assert handled(0, 5) == {(x, 1), (y, 1), (x, 2), (y, 2), (x, 3)}
+    stores.tokens.forget_handled("p", 0, "a", before=t[2].to_bytes())  # the first batch ends before
     assert handled(0, 5) == {(x, 2), (y, 2), (x, 3)}
 
 

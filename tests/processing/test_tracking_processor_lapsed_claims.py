@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -15,15 +16,22 @@ import pytest
 from ordo import Journal, NewEvent, open_journal
 from ordo.errors import PendingHandOverError
 from ordo.processing.control import merge_segment, release_segment, split_segment
+from ordo.processing.ports import TokenEntry, TokenStore
 from ordo.processing.processor import HandlerContext, TrackingProcessor
 from ordo.processing.segment_request import SegmentAction
+from ordo.processing.sequencing import policy_from_name
+from ordo.processing.token import TrackingToken
+from ordo.processing.worker import SegmentWorker
 from ordo.query import EventEnvelope
 from ordo.storage.open import stores_at
 from ordo.storage.stores import Stores
+from ordo.time import TimeUUID
+from ordo.types import PersistenceId
 from processing_support import (
     FAST,
     WRITE,
     SqlRunner,
+    TokenStoreDouble,
     append_events,
     counted,
     counts_processor,
@@ -31,6 +39,7 @@ from processing_support import (
     source,
     wait_for,
 )
+from token_support import TIMEOUT, claimed_with_token
 
 
 def _then_200_more_are_applied_once(
@@ -235,3 +244,71 @@ def test_a_batch_that_outlasts_the_claim_timeout_is_logged(
     assert warning.levelno == logging.WARNING
     assert "processor=slow segment=0" in warning.message
     assert "claim_timeout=0.1 s" in warning.message
+
+
+class _ChangedOnceRead(TokenStoreDouble):
+    """The token store, but for its next read of a processor's segments: `meanwhile` runs
+    right after it, as another process would between that read and what the reader does next."""
+
+    def __init__(self, tokens: TokenStore, meanwhile: Callable[[], None]) -> None:
+        super().__init__(tokens)
+        self._meanwhile: Callable[[], None] | None = meanwhile
+
+    def entries(self, processor: str) -> Sequence[TokenEntry]:
+        found = self._tokens.entries(processor)
+        meanwhile, self._meanwhile = self._meanwhile, None
+        if meanwhile is not None:
+            meanwhile()
+        return found
+
+
+def test_a_worker_stalled_before_it_forgets_handled_events_keeps_those_of_a_reset(
+    stores: Stores,
+) -> None:
+    """A worker's forget of handled records must not act on segments read before a reset.
+
+    Without per-id positions, a worker drops the handled records below every segment's stream
+    start, read from the segments first. Its process stalled between that read and the
+    delete, past the claim timeout; the operator reset the processor to an earlier offset,
+    another process handled the replay in both halves and merged them. The stale delete then
+    dropped the records of the half that was ahead, which the merged stream resumes behind
+    and skips by: its events were handled twice.
+    """
+    base_ns = time.time_ns() - 3_600_000_000_000
+
+    def at(seconds: int) -> TimeUUID:
+        return TimeUUID.min_for_epoch_ns(base_ns + seconds * 1_000_000_000)
+
+    def handled_by(owner: str, segment_id: int, pid: str, offset: TimeUUID) -> None:
+        stores.tokens.claim("p", segment_id, owner, now_ms=2 * TIMEOUT, claim_timeout_ms=TIMEOUT)
+        with stores.tokens.batch("p", segment_id, owner) as batch:
+            batch.record_handled(PersistenceId(pid), 1, offset.key)
+            batch.store_token(TrackingToken(offset))
+
+    def reset_and_replayed_meanwhile() -> None:
+        # the worker's claim (at 0) lapsed: the reset is allowed
+        stores.tokens.reset(
+            "p", TrackingToken(at(10)), now_ms=2 * TIMEOUT, claim_timeout_ms=TIMEOUT
+        )
+        handled_by("other", 0, "x", at(20))
+        handled_by("other", 1, "y", at(50))  # half 1 is ahead of half 0
+
+    tokens = _ChangedOnceRead(stores.tokens, reset_and_replayed_meanwhile)
+    processor = TrackingProcessor(
+        "p",
+        source(stores),
+        tokens,  # type: ignore[arg-type]
+        lambda event, context: None,
+        policy=policy_from_name("concurrent"),
+    )
+    worker = SegmentWorker(processor, 0)
+    stores.tokens.initialize("p", segment_count=2)
+    claimed_with_token(stores, 0, worker.owner, at(100))
+    claimed_with_token(stores, 1, "b", at(100))
+
+    worker._forget_handled(0)  # it reads both tokens at 100 s: below 98 s is forgotten
+
+    assert stores.tokens.merge("p", 0, "other", now_ms=2 * TIMEOUT, claim_timeout_ms=TIMEOUT)
+    merged = stores.tokens.entries("p")[0]
+    assert (merged.token.offset, merged.token.reached) == (at(20), at(50))
+    assert (PersistenceId("y"), 1) in worker._handled(merged)  # what the merged stream skips

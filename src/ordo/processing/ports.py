@@ -370,6 +370,14 @@ class TokenStore(Protocol):
         """
         ...
 
-    def forget_handled(self, processor: str, *, before: bytes) -> None:
-        """Drop the records of handled events below `before` (an offset key)."""
+    def forget_handled(self, processor: str, segment_id: int, owner: str, *, before: bytes) -> None:
+        """Drop the records of handled events below `before` (an offset key) while held.
+
+        Only while `owner` holds the segment still, checked in the same statement. The caller
+        read `before` from the segments earlier (the lowest stream start). Without a reset no
+        stream start moves back, and a reset ends every claim: one held still says no reset
+        came in between. Unchecked, a worker that stalled after the read deleted what the
+        replay after a reset had recorded below that stale point, which a merged segment's
+        stream then handled again.
+        """
         ...

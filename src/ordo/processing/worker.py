@@ -276,7 +276,7 @@ class SegmentWorker(threading.Thread):
             )
             return True
         if not p._is_per_id:
-            self._forget_handled()
+            self._forget_handled(segment_id)
         return self._obeyer.obey(segment, now_ms=now, claim_timeout_ms=timeout)
 
     def _handled(self, entry: TokenEntry) -> AbstractSet[tuple[PersistenceId, int]]:
@@ -291,16 +291,19 @@ class SegmentWorker(threading.Thread):
         after = _key(self.p._source.start(entry))
         return self.p._tokens.handled(self.p.name, after=after, up_to=reached.key)
 
-    def _forget_handled(self) -> None:
+    def _forget_handled(self, segment_id: int) -> None:
         """Drop the handled records below every segment's stream start (`EventSource.start`).
 
         A stream never reads before its start; one that has processed nothing yet reads from
-        the beginning, and then nothing is dropped.
+        the beginning, and then nothing is dropped. The starts read here may be stale by the
+        delete (this process stalled past the claim timeout, and the processor was reset and
+        replayed meanwhile): the delete happens only while this worker holds `segment_id`
+        still, which no reset leaves (TokenStore.forget_handled).
         """
         p = self.p
         lowest = min(_key(p._source.start(e)) for e in p._tokens.entries(p.name))
         if lowest:
-            p._tokens.forget_handled(p.name, before=lowest)
+            p._tokens.forget_handled(p.name, segment_id, self.owner, before=lowest)
 
     def _sleep(self, seconds: float) -> None:
         if seconds > 0 and not self.p._stopped.is_set():

@@ -114,16 +114,24 @@ class SqlProcessedProgress(SqlTokenRows):
             for pid, position in stored_json(str(events), what="event list", of=of)
         }
 
-    def forget_handled(self, processor: str, *, before: bytes) -> None:
-        """Drop the records of batches whose last offset key is below `before`."""
-        validation.processor_name(processor)
+    def forget_handled(self, processor: str, segment_id: int, owner: str, *, before: bytes) -> None:
+        """Drop the records of batches whose last offset key is below `before`, while held.
+
+        Only while `owner` holds the segment still (see TokenStore.forget_handled). The check
+        is in the DELETE: on PostgreSQL the statement reads the claim and the records in one
+        snapshot, so a reset committed before it leaves the claim gone (nothing goes), and the
+        records written after such a reset are not in it.
+        """
+        check_segment(processor, segment_id, owner)
         _check_offset_key(before, name="before")
         with self._write() as conn:
             conn.execute(
                 self._sql(
-                    "DELETE FROM handled_batches WHERE processor = {p} AND last_offset < {p}"
+                    "DELETE FROM handled_batches WHERE processor = {p} AND last_offset < {p} "
+                    "AND EXISTS (SELECT 1 FROM tokens WHERE processor = {p} "
+                    "AND segment_id = {p} AND owner = {p})"
                 ),
-                (processor, before),
+                (processor, before, processor, segment_id, owner),
             )
 
 
