@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from journal_support import JournalFactory
 from ordo import Journal, NewEvent, open_journal
+from ordo.clock import ManualClock
 from ordo.errors import PendingHandOverError
 from ordo.processing.control import merge_segment, release_segment, split_segment
 from ordo.processing.ports import TokenEntry, TokenStore
@@ -35,6 +37,7 @@ from processing_support import (
     append_events,
     counted,
     counts_processor,
+    in_half,
     now_ms,
     source,
     wait_for,
@@ -312,3 +315,55 @@ def test_a_worker_stalled_before_it_forgets_handled_events_keeps_those_of_a_rese
     merged = stores.tokens.entries("p")[0]
     assert (merged.token.offset, merged.token.reached) == (at(20), at(50))
     assert (PersistenceId("y"), 1) in worker._handled(merged)  # what the merged stream skips
+
+
+class _ResetAtRenewal(TokenStoreDouble):
+    """The token store, but the first renewal of segment 0's claim once a batch stored a token
+    there comes after a reset of the processor to that very token, as an operator's after the
+    worker stalled past its claim timeout; and then the processor's clock moves on to `later`."""
+
+    def __init__(self, tokens: TokenStore, clock: ManualClock, later: int) -> None:
+        super().__init__(tokens)
+        self._clock, self._later = clock, later
+        self.has_reset = False
+
+    def claim(self, processor: str, segment_id: int, owner: str, **options: int) -> TokenEntry:
+        token = self._tokens.entries(processor)[0].token
+        if not self.has_reset and segment_id == 0 and token.offset is not None:
+            self.has_reset = True
+            lapsed = options["now_ms"] + 10 * options["claim_timeout_ms"]
+            self._tokens.reset(processor, token, now_ms=lapsed, claim_timeout_ms=0)
+            self._clock.advance(self._later - self._clock.now_ns())
+        return self._tokens.claim(processor, segment_id, owner, **options)
+
+
+def test_a_worker_whose_claim_lapsed_across_a_reset_to_its_token_replays_what_the_reset_says(
+    stores: Stores, journal_factory: JournalFactory, sql: SqlRunner
+) -> None:
+    """A reset marks every event up to the furthest offset processed as a replay, in every
+    segment. A worker stalled past its claim timeout while the operator reset the processor to
+    the very token its segment had. Renewing its claim afterwards, it saw the same token and
+    segment and went on with what it had read at its claim, no replay boundary: the next event
+    of its segment, behind where the other segment had got, reached the handler as new
+    (is_replay False).
+    """
+    base = time.time_ns() - 1_800 * 10**9
+    written = ManualClock(base)
+    journal = journal_factory(settings=WRITE, clock=written)
+    behind, ahead = in_half(0, "a"), in_half(1, "b")
+    for pid, seconds in ((behind, 0), (behind, 10), (ahead, 20)):
+        written.advance(base + seconds * 10**9 - written.now_ns())
+        journal.append(pid, [NewEvent.of({"s": seconds}, tags=["t"])])
+    stores.tokens.initialize("counts", segment_count=2)
+    stores.tokens.claim("counts", 1, "other", now_ms=0, claim_timeout_ms=TIMEOUT)
+    with stores.tokens.batch("counts", 1, "other") as batch:  # the other half got further
+        batch.store_token(TrackingToken(TimeUUID.min_for_epoch_ns(base + 20 * 10**9)))
+    running = ManualClock(base + 5 * 10**9)  # the processor sees the first event only
+    tokens = _ResetAtRenewal(stores.tokens, running, base + 30 * 10**9)
+    settings = replace(FAST, thread_count=1, initial_segment_count=2)
+    with counts_processor(stores, settings=settings, clock=running, tokens=tokens):
+        wait_for(lambda: counted(sql) == 1)
+        running.advance(10**9)  # the claim's renewal is due: the reset comes before it
+        wait_for(lambda: counted(sql) == 2)
+    assert tokens.has_reset
+    assert sql("SELECT n, last, replays FROM counts WHERE pid = ?", behind) == [(2, 2, 1)]

@@ -256,7 +256,16 @@ class SegmentWorker(threading.Thread):
         return segment.matches(value_hash)
 
     def _control(self, state: SegmentState) -> bool:
-        """Extend the claim and obey a pending request; True when the claim should end."""
+        """Extend the claim and obey a pending request; True when the claim should end.
+
+        The claim is renewed even when it lapsed meanwhile, if nobody took the segment: what
+        was stored since then ends it, as a fresh start from the store would read it. A reset
+        to the very token the segment had (where it stood, or the start before any event)
+        leaves token and segment as they were but moves the replay boundary (`replay_until`,
+        which only a reset or a merge changes) up to where the other segments had got: going
+        on, this worker handled their events up to there as new (is_replay False), its stream
+        not told of the reset either (EventSource.open's `after_reset`).
+        """
         p, now = self.p, self.p._now_ms()
         timeout = p.settings.claim_timeout // timedelta(milliseconds=1)
         segment = state.entry.segment
@@ -264,10 +273,12 @@ class SegmentWorker(threading.Thread):
         claimed = p._tokens.claim(
             p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout
         )
-        if (claimed.token, claimed.segment) != (state.token, segment):
+        was = (state.token, segment, state.entry.replay_until)
+        if (claimed.token, claimed.segment, claimed.replay_until) != was:
             # The claim lapsed (a stalled process) and meanwhile another owner moved the token,
-            # or the segment was split or merged: this stream is behind the stored token, or
-            # reads the old segment's events. End the claim and start afresh from the store.
+            # the segment was split or merged, or the processor was reset: this stream is behind
+            # the stored token, reads the old segment's events, or replays unflagged. End the
+            # claim and start afresh from the store.
             logger.warning(
                 "the segment moved on under a lapsed claim: processor=%s was %s now %s",
                 p.name,
