@@ -44,8 +44,10 @@ def test_an_interrupt_as_a_connection_is_lent_loses_none_and_leaves_no_transacti
     `write_transaction` with its transaction open, until the exception was dropped."""
     store = PostgresDatastore(sessions.url, max_size=MAX_SIZE)
     lend: Lend = getattr(store, lend_name)
-    with store.write_transaction() as conn:
-        conn.execute("CREATE TABLE written (n integer)")
+    # A name of its own: rebound by the loop's `as conn` while armed, this connection (let go
+    # by the pool meanwhile) ran psycopg's __del__ there, and Python ignores an interrupt in it.
+    with store.write_transaction() as creating:
+        creating.execute("CREATE TABLE written (n integer)")
     interrupted = 0
     for calls in range(1, MAX_CALLS):
         try:
