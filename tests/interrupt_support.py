@@ -46,6 +46,26 @@ def interrupted_after(calls: int, *, sparing: str = "") -> Iterator[None]:
 
 
 @contextmanager
+def c_calls(*, sparing: str = "") -> Iterator[list[int]]:
+    """How many C calls of this thread the block makes, counted as `interrupted_after` counts.
+
+    Yields a one-item list that holds the count once the block is done: the points an
+    `interrupted_after` sweep of work too long to try at every call picks among.
+    """
+    counted = [0]
+
+    def profile(frame: FrameType, event: str, _arg: object) -> None:
+        if event == "c_return" and not (sparing and _within(frame, sparing)):
+            counted[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        yield counted
+    finally:
+        sys.setprofile(None)
+
+
+@contextmanager
 def signalled_after(
     calls: int, number: signal.Signals, *, within: Callable[..., object]
 ) -> Iterator[None]:

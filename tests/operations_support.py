@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Sequence
 from contextlib import closing
 from datetime import timedelta
 from typing import Any
@@ -45,13 +46,27 @@ def write_with_writers(url: str, *, writers: int = 3, pids: int = 4, appends: in
 
 def execute(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Run one statement (`?` placeholders) on either backend; returns the rows, if any."""
+    return execute_all(url, [(sql, params)])[0]
+
+
+def execute_all(
+    url: str, statements: Sequence[tuple[str, tuple[Any, ...]]]
+) -> list[list[tuple[Any, ...]]]:
+    """Run the statements (`?` placeholders) in one transaction on one connection; their rows.
+
+    One connection for many statements: a test that reads or rewrites every table at each of
+    many points would otherwise spend its time connecting to PostgreSQL.
+    """
     location = parse_location(url)
     if isinstance(location, SQLiteLocation):
         with closing(sqlite3.connect(location.path)) as conn, conn:
-            return conn.execute(sql, params).fetchall()
-    with psycopg.connect(location.dsn, autocommit=True) as pg:
-        cursor = pg.execute(sql.replace("?", "%s"), params)
-        return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+            return [conn.execute(sql, params).fetchall() for sql, params in statements]
+    with psycopg.connect(location.dsn) as pg:  # one transaction, committed at the end
+        results = []
+        for sql, params in statements:
+            cursor = pg.execute(sql.replace("?", "%s"), params)
+            results.append([tuple(row) for row in cursor.fetchall()] if cursor.description else [])
+        return results
 
 
 def duplicate_tag_view(url: str, tag: str, persistence_id: str, tag_pid_sequence_nr: int) -> None:
