@@ -13,36 +13,27 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from types import CodeType, FrameType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from _typeshed import TraceFunction
+    from _typeshed import ProfileFunction, TraceFunction
 
 
-@contextmanager
-def interrupted_after(calls: int, *, sparing: str = "") -> Iterator[None]:
+def interrupted_after(calls: int, *, sparing: str = "") -> AbstractContextManager[None]:
     """KeyboardInterrupt as the `calls`-th C call of this thread in the block returns.
 
     C calls made within the package `sparing` (its functions and all they call) are not
     counted: a library's own window, which no caller can close, is left out of a test of the
     caller's.
     """
-    returned = 0
 
-    def profile(frame: FrameType, event: str, _arg: object) -> None:
-        nonlocal returned
-        if event == "c_return" and not (sparing and _within(frame, sparing)):
-            returned += 1
-            if returned == calls:
-                raise KeyboardInterrupt  # the profile function is unset with it
+    def interrupt(returned: int) -> None:
+        if returned == calls:
+            raise KeyboardInterrupt  # the profile function is unset with it
 
-    sys.setprofile(profile)
-    try:
-        yield
-    finally:
-        sys.setprofile(None)
+    return _counting_c_calls(interrupt, sparing=sparing)
 
 
 @contextmanager
@@ -54,15 +45,26 @@ def c_calls(*, sparing: str = "") -> Iterator[list[int]]:
     """
     counted = [0]
 
-    def profile(frame: FrameType, event: str, _arg: object) -> None:
-        if event == "c_return" and not (sparing and _within(frame, sparing)):
-            counted[0] += 1
+    def count(returned: int) -> None:
+        counted[0] = returned
 
-    sys.setprofile(profile)
-    try:
+    with _counting_c_calls(count, sparing=sparing):
         yield counted
-    finally:
-        sys.setprofile(None)
+
+
+@contextmanager
+def _counting_c_calls(at_each: Callable[[int], None], *, sparing: str) -> Iterator[None]:
+    """`at_each(n)` as the n-th C call of this thread in the block returns, `sparing` left out."""
+    returned = 0
+
+    def profile(frame: FrameType, event: str, _arg: object) -> None:
+        nonlocal returned
+        if event == "c_return" and not (sparing and _within(frame, sparing)):
+            returned += 1
+            at_each(returned)
+
+    with _profiling(profile):
+        yield
 
 
 @contextmanager
@@ -93,11 +95,8 @@ def signalled_after(
                 signalled = True
                 signal.raise_signal(number)  # what its handler raises unsets the profile function
 
-    sys.setprofile(profile)
-    try:
+    with _profiling(profile):
         yield
-    finally:
-        sys.setprofile(None)
 
 
 @contextmanager
@@ -159,3 +158,13 @@ def _within(frame: FrameType | None, package: str) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+@contextmanager
+def _profiling(profile: ProfileFunction) -> Iterator[None]:
+    """`profile` is this thread's profile function in the block (none after)."""
+    sys.setprofile(profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(None)
