@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -461,3 +462,40 @@ def test_a_stopped_append_says_so_in_one_line_and_releases_its_writer_lease(
     assert execute(url, "SELECT count(*) FROM writer_leases") == [(0,)]
     code, _, refused = _run(CliRunner(), "reconcile", "rebuild", "p-0", "--journal", url)
     assert code == 0, refused
+
+
+_SILENT_CONNECT_TIMEOUT_S = 30
+"""The connect_timeout of the URL of a server that never answers: how long a held stop waits."""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_an_append_stopped_while_its_journal_connects_ends_at_once(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    """The journal was opened within the stop flag: a Ctrl-C or SIGTERM while the connect waited
+    for a server that does not answer (a dropped route, a frozen host) was held until the
+    connect timed out (10 s by default), and the command then failed as an outage, status 1."""
+    lines = tmp_path / "events.jsonl"
+    lines.write_text('{"persistence_id": "p", "payload": 1}\n', encoding="utf-8")
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        silent.settimeout(60)
+        port = silent.getsockname()[1]
+        url = f"postgresql://u@127.0.0.1:{port}/db?connect_timeout={_SILENT_CONNECT_TIMEOUT_S}"
+        command = [sys.executable, "-m", "ordo", "append", "--journal", url, str(lines)]
+        with subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ) as append:
+            try:
+                connecting, _ = silent.accept()
+                with connecting:
+                    append.send_signal(stop)
+                    # held, the stop would wait out the connect_timeout: half of it is plenty
+                    out, err = append.communicate(timeout=_SILENT_CONNECT_TIMEOUT_S / 2)
+            finally:
+                append.kill()  # nothing to do unless it is still connecting
+
+    assert (append.returncode, out, err) == (
+        128 + stop,
+        "",
+        "append interrupted: the lines appended so far stay, each persistence id's run whole\n",
+    )

@@ -18,7 +18,7 @@ from ordo.cli.options import (
     require_journal,
     settings_from_env,
 )
-from ordo.cli.termination import interruptible
+from ordo.cli.termination import stoppable
 from ordo.errors import AppendStoppedError, OrdoError
 from ordo.interrupts import stop_flag
 from ordo.journal import AppendReceipt, Journal
@@ -77,15 +77,20 @@ def append(journal_url: str | None, as_json: bool, source: TextIO) -> None:
     """
     url = journal_to_write(journal_url)
     receipts: list[AppendReceipt] = []
-    with interruptible(_APPEND_INTERRUPTED):
+    with stoppable(_APPEND_INTERRUPTED):
         requests = parse_event_lines(
             source, source="stdin" if source.name == "<stdin>" else source.name
         )
-        # Ctrl-C and a service manager's SIGTERM only set the flag, looked at between appends:
-        # no interrupt lands inside a write, and the journal closes as after any run, releasing
-        # its writer lease (a kill left it to refuse reconciling the ids appended to until it
-        # expired). A Ctrl-C while the lines are read ends the command as one there does.
-        with stop_flag() as stop, open_journal(url, settings=settings_from_env()) as journal:
+        # Ctrl-C or SIGTERM while the lines are read or the journal opens ends the command
+        # there: nothing is written yet, and the writer lease is taken by the first append.
+        # Opened within the flag, a connect to a PostgreSQL server that does not answer held
+        # the stop for its connect_timeout (10 s), then failed as an outage (status 1).
+        journal = open_journal(url, settings=settings_from_env())
+        # Then Ctrl-C and a service manager's SIGTERM only set the flag, looked at between
+        # appends: no interrupt lands inside a write, and the journal closes as after any run,
+        # releasing its writer lease (a kill left it to refuse reconciling the ids appended to
+        # until it expired).
+        with stop_flag() as stop, journal:
             for request in requests:
                 if stop.is_set():
                     raise stop.interrupt()
