@@ -59,8 +59,8 @@ class SignalFlag:
     def receive(self, number: int, _frame: FrameType | None = None) -> None:
         """Note the signal `number` unless one came before: a signal's handler (`Handler`).
 
-        A second signal whose handler runs between the first's test and store leaves its
-        number in place of the first's: either stops.
+        A second signal whose handler runs between the first's test and store stores its
+        number, which the first's store then replaces: either stops.
         """
         if self.received is None:
             self.received = number
