@@ -120,10 +120,13 @@ class Publisher:
         A mutation at or below the last position its segment has in its partition is skipped.
         With `check_skipped` (captures), each must be held there at its position with its
         `captured_at_us`, or SourceRewoundError is raised before anything is written
-        (`_require_held`). Ingesting turns it off: a producer's file owns its audit, whose
-        `captured_at_us` may be 0 or the time it was converted (a commit log converted again
-        repeats its positions at other times), and whose positions must grow within a segment
-        (docs/cdc.md): what is at or below the last is skipped as published, quietly.
+        (`_lowest_not_held`), naming the lowest position not held of every partition: the
+        first change (in commit order) the capture would skip, where the source went back, not
+        the lowest of the first partition looked at. Ingesting turns it off: a producer's file
+        owns its audit, whose `captured_at_us` may be 0 or the time it was converted (a commit
+        log converted again repeats its positions at other times), and whose positions must
+        grow within a segment (docs/cdc.md): what is at or below the last is skipped as
+        published, quietly.
         """
         counts = self.check(rows)
         routed: dict[tuple[str, int, str, bool], list[int]] = defaultdict(list)
@@ -140,15 +143,21 @@ class Publisher:
             routed[table, partition, segment, positions[index] > 0].append(index)
         skipped = 0
         files: dict[str, list[tuple[int, ChangeRows]]] = defaultdict(list)
+        rewound: list[tuple[int, str, str]] = []  # (lowest position not held, table, segment)
         for (table, partition, segment, has_position), indices in sorted(routed.items()):
             held = self.log.last_position(table, segment, partition) if has_position else None
             fresh = indices if held is None else [i for i in indices if positions[i] > held]
             if check_skipped and len(fresh) < len(indices):
                 repeated = {positions[i]: captured[i] for i in indices if positions[i] <= held}
-                _require_held(self.log, table, segment, partition, repeated)
+                lowest = _lowest_not_held(self.log, table, segment, partition, repeated)
+                if lowest is not None:
+                    rewound.append((lowest, table, segment))
             skipped += len(indices) - len(fresh)
             if fresh:
                 files[table].append((partition, rows.take(fresh)))
+        if rewound:
+            position, table, segment = min(rewound)
+            raise SourceRewoundError(table=table, segment=segment, position=position)
         for table, count in counts.items():
             self.log.record_partitions(table, count)
         for table, table_files in files.items():
@@ -157,10 +166,10 @@ class Publisher:
         return PublishReceipt(published=published, skipped=skipped)
 
 
-def _require_held(
+def _lowest_not_held(
     log: ChangeLogWriter, table: str, segment: str, partition: int, repeated: dict[int, int]
-) -> None:
-    """SourceRewoundError unless the log holds each position of `repeated` with its capture time.
+) -> int | None:
+    """The lowest position of `repeated` the log does not hold with its capture time, if any.
 
     `repeated` maps the positions a publish would skip in one partition to their mutations'
     `captured_at_us`. A capture that crashed before advancing its source peeks the same
@@ -170,6 +179,7 @@ def _require_held(
     the source advanced past them. Rows are read only here, when something would be skipped.
     """
     held = log.captures_at(table, segment, partition, repeated.keys())
-    for position, captured_at_us in sorted(repeated.items()):
-        if captured_at_us not in held.get(position, ()):
-            raise SourceRewoundError(table=table, segment=segment, position=position)
+    return min(
+        (p for p, captured_at_us in repeated.items() if captured_at_us not in held.get(p, ())),
+        default=None,
+    )

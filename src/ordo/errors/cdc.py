@@ -205,7 +205,9 @@ class SourceRewoundError(CaptureError):
     a copy or a point-in-time recovery, a failover to a standby that had not received
     everything the old primary had published). Skipped, it would be lost without a word, and
     the source advanced past it. Raised before anything of the window is published; the source
-    is not advanced. `position` is the lowest such position of the change log partition.
+    is not advanced. `position` is the lowest such position of the publish (every partition
+    of every table looked at): the first change the capture would skip, where the source
+    went back.
     """
 
     def __init__(self, *, table: str, segment: str, position: int) -> None:

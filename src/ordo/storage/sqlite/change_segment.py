@@ -13,7 +13,8 @@ segment in the one-row table SEGMENT of the source file when it installs its cha
   what the log holds.
 
 A copy of the file carries the record along: a copy captured into the change log of its
-original publishes under the original's segment, and its changes are skipped.
+original publishes under the original's segment, and its changes at positions the log holds
+or has passed stop the capture (SourceRewoundError), as those of a file restored from a copy do.
 """
 
 from __future__ import annotations
