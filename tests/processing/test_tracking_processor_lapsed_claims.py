@@ -20,6 +20,7 @@ from ordo.errors import PendingHandOverError
 from ordo.processing.control import merge_segment, release_segment, split_segment
 from ordo.processing.ports import TokenEntry, TokenStore
 from ordo.processing.processor import HandlerContext, TrackingProcessor
+from ordo.processing.segment_batch import SegmentState
 from ordo.processing.segment_request import SegmentAction
 from ordo.processing.sequencing import policy_from_name
 from ordo.processing.token import TrackingToken
@@ -42,7 +43,7 @@ from processing_support import (
     source,
     wait_for,
 )
-from token_support import TIMEOUT, claimed_with_token
+from token_support import T1, T2, TIMEOUT, claimed_with_token
 
 
 def _then_200_more_are_applied_once(
@@ -367,3 +368,71 @@ def test_a_worker_whose_claim_lapsed_across_a_reset_to_its_token_replays_what_th
         wait_for(lambda: counted(sql) == 2)
     assert tokens.has_reset
     assert sql("SELECT n, last, replays FROM counts WHERE pid = ?", behind) == [(2, 2, 1)]
+
+
+def _moved_on_by_another_owner(stores: Stores) -> None:
+    stores.tokens.claim("p", 0, "other", now_ms=2 * TIMEOUT, claim_timeout_ms=TIMEOUT)
+    with stores.tokens.batch("p", 0, "other") as batch:
+        batch.store_token(TrackingToken(T2))
+    stores.tokens.release("p", 0, "other")
+
+
+def _reset_to(token: TrackingToken) -> Callable[[Stores], None]:
+    def reset(stores: Stores) -> None:
+        stores.tokens.reset("p", token, now_ms=2 * TIMEOUT, claim_timeout_ms=TIMEOUT)
+
+    return reset
+
+
+def _changed_by(act: Callable[..., object]) -> Callable[[Stores], None]:
+    def change(stores: Stores) -> None:
+        act(stores.tokens, "p", 0, now_ms=2 * TIMEOUT, claim_timeout_ms=TIMEOUT)
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("segment_count", "meanwhile", "changed"),
+    [
+        (1, _moved_on_by_another_owner, f"token {T1} -> {T2}"),
+        (1, _reset_to(TrackingToken()), f"token {T1} -> start, replay boundary none -> {T1}"),
+        (1, _reset_to(TrackingToken(T1)), f"replay boundary none -> {T1}"),
+        (1, _changed_by(split_segment), "segment Segment[0/0] -> Segment[0/1]"),
+        (2, _changed_by(merge_segment), "segment Segment[0/1] -> Segment[0/0]"),
+    ],
+    ids=["moved on", "reset", "reset to its token", "split", "merge"],
+)
+def test_the_warning_of_a_segment_moved_on_under_a_lapsed_claim_says_what_changed(
+    stores: Stores,
+    caplog: pytest.LogCaptureFixture,
+    segment_count: int,
+    meanwhile: Callable[[Stores], None],
+    changed: str,
+) -> None:
+    """A worker whose claim lapsed ends it when the token, the segment or the replay boundary
+    changed meanwhile. The WARNING named the segment before and after only: after a reset (or
+    another owner's batches) the same segment twice, which told the operator nothing."""
+    settings = replace(FAST, thread_count=1, claim_timeout=timedelta(milliseconds=TIMEOUT))
+    processor = TrackingProcessor(
+        "p",
+        source(stores),
+        stores.tokens,
+        lambda event, context: None,
+        settings=settings,
+        clock=ManualClock(3 * TIMEOUT * 1_000_000),  # past the claims made at 0
+    )
+    worker = SegmentWorker(processor, 0)
+    stores.tokens.initialize("p", segment_count=segment_count)
+    claimed_with_token(stores, 0, worker.owner, T1)
+    if segment_count == 2:
+        claimed_with_token(stores, 1, "b", T1)
+    state = SegmentState(stores.tokens.entries("p")[0], handled=frozenset())
+    meanwhile(stores)
+    caplog.set_level(logging.WARNING, logger="ordo.processing")
+
+    assert worker._control(state)  # the claim ends
+
+    (warning,) = (r for r in caplog.records if "under a lapsed claim" in r.message)
+    assert warning.message == (
+        f"the segment moved on under a lapsed claim: processor=p segment=0 {changed}"
+    )

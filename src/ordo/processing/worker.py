@@ -273,17 +273,21 @@ class SegmentWorker(threading.Thread):
         claimed = p._tokens.claim(
             p.name, segment_id, self.owner, now_ms=now, claim_timeout_ms=timeout
         )
-        was = (state.token, segment, state.entry.replay_until)
-        if (claimed.token, claimed.segment, claimed.replay_until) != was:
+        changed = _changes(
+            ("token", state.token, claimed.token),
+            ("segment", segment, claimed.segment),
+            ("replay boundary", state.entry.replay_until, claimed.replay_until),
+        )
+        if changed:
             # The claim lapsed (a stalled process) and meanwhile another owner moved the token,
             # the segment was split or merged, or the processor was reset: this stream is behind
             # the stored token, reads the old segment's events, or replays unflagged. End the
             # claim and start afresh from the store.
             logger.warning(
-                "the segment moved on under a lapsed claim: processor=%s was %s now %s",
+                "the segment moved on under a lapsed claim: processor=%s segment=%d %s",
                 p.name,
-                segment,
-                claimed.segment,
+                segment_id,
+                changed,
             )
             return True
         if not p._is_per_id:
@@ -324,3 +328,18 @@ class SegmentWorker(threading.Thread):
 def _key(offset: Offset) -> bytes:
     """The offset's storage key; empty (below every key) for the very beginning."""
     return offset.key if isinstance(offset, TimeUUID) else b""
+
+
+def _changes(*parts: tuple[str, object, object]) -> str:
+    """The parts (name, before, after) that differ, as "name before -> after, ...".
+
+    The warning of a segment moved on under a lapsed claim named the segment before and
+    after only: after a reset, or another owner's batches, the same segment twice, which
+    told the operator nothing of what had changed. An absent value (no replay boundary)
+    reads "none".
+    """
+    return ", ".join(
+        f"{name} {'none' if before is None else before} -> {'none' if after is None else after}"
+        for name, before, after in parts
+        if before != after
+    )
