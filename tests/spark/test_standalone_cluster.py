@@ -117,11 +117,67 @@ def test_a_cluster_that_starts_no_executor_ends_the_command_with_one_line(
         f"{spark_log})"
     )
     assert "Registering app ordo-totals" in master_log.read_text(encoding="utf-8")
-    wait_for(  # the master hears of the stop on its own time
+    _wait_for_the_app_removed(master_log)
+
+
+def _wait_for_the_app_removed(master_log: Path) -> None:
+    """Wait until the master has removed the stopped command's application: it hears of the
+    stop on its own time."""
+    wait_for(
         lambda: "Removing app" in master_log.read_text(encoding="utf-8"),
         timeout=START_WAIT_S,
         what="the master to remove the stopped command's application",
     )
+
+
+WAITING_COMMAND = Path(__file__).with_name("executor_waiting_command.py")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("number", "status"),
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_a_stop_while_the_command_waits_for_an_executor_ends_it_with_its_line(
+    tmp_path: Path, master: tuple[str, Path], number: signal.Signals, status: int
+) -> None:
+    """Ctrl-C (to the process group, as a terminal sends it) or SIGTERM (to the command alone,
+    as a service manager sends it) while the command waits for the cluster's executor, long
+    before --executor-timeout-ms, ends it at once with its line and status (SIGTERM's default
+    action, were the wait's stop flag for Ctrl-C only, ended it without a word), its
+    application unregistered from the master: stopped, not lost with its driver."""
+    url, master_log = master
+    config = pipeline_file(tmp_path, "")
+    marker, spark_log = tmp_path / "waiting", tmp_path / "spark.log"
+    args = ("pipeline", "run", str(config), "--master", url, "--executor-timeout-ms", "600000")
+    with subprocess.Popen(
+        [sys.executable, str(WAITING_COMMAND), str(marker), *args],
+        env={**os.environ, "ORDO_SPARK_LOG": str(spark_log)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as job:
+        try:
+            wait_for(
+                marker.exists, timeout=START_WAIT_S, what="the wait for an executor", process=job
+            )
+            if number is signal.SIGINT:
+                os.killpg(job.pid, number)
+            else:
+                job.send_signal(number)
+            out, err = job.communicate(timeout=START_WAIT_S)
+        finally:
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+    assert (job.returncode, out) == (status, "")
+    assert err.splitlines() == [
+        f"starting Spark (its own output goes to {spark_log}) ...",
+        "pipeline 'totals' interrupted: stopped, it resumes from its checkpoint",
+    ]
+    _wait_for_the_app_removed(master_log)
+    assert "Received unregister request from application" in master_log.read_text(encoding="utf-8")
 
 
 @pytest.mark.slow
