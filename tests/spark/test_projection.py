@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import signal
 import sqlite3
 import subprocess
@@ -40,6 +41,7 @@ from ordo.storage.open import stores_at
 from ordo.time import TimeUUID, format_first_time_bucket
 from ordo.tools import Cleanup
 from ordo.tools.status import processor_status
+from postgres_source_support import with_server_option
 from processing_support import wait_for
 
 pytestmark = pytest.mark.spark
@@ -552,6 +554,46 @@ def test_a_driver_killed_mid_run_resumes_to_the_same_projection(
         stores.tokens.check_reset("killed", now_ms=now + 10_001, claim_timeout_ms=10_000)
     _run(spark, url, tmp_path / "checkpoint", processor="killed")
     assert _totals(url) == {f"order-{p}": 20 for p in range(9)}
+
+
+STALL_CHILD = Path(__file__).with_name("projection_stall_child.py")
+
+
+@pytest.mark.postgres
+def test_a_task_stopped_mid_batch_does_not_hold_up_another_drivers_batch(
+    spark: SparkSession, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """A task frozen inside its batch (SIGSTOP) keeps its transaction, and the rows it locked,
+    open; the server ends it once it sits idle for the claim timeout, as a tracking
+    processor's, so another driver's batch of the same events gets on instead of waiting for
+    ever. The waiting batch's lock_timeout, far past the limit, only turns a hang into a
+    failure."""
+    url = _totals_table(postgres_dsn)
+    _append(url, 0, 18)
+    rows = _rows(spark, url)
+    rows_file = tmp_path / "rows.pickle"
+    rows_file.write_bytes(pickle.dumps(rows))
+    child = subprocess.Popen(
+        [sys.executable, str(STALL_CHILD), url, str(rows_file), "500"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "stalled"
+        waiting = with_server_option(url, "-clock_timeout=20000")
+        spec = ProjectionSpec(processor="totals", sink=waiting, handler=count_order_events)
+        apply_partition(spec, iter(rows))
+        assert _totals(url) == {f"order-{p}": 2 for p in range(9)}
+        child.send_signal(signal.SIGCONT)  # its batch fails at its next statement
+        assert child.wait(timeout=60) != 0
+    finally:
+        child.send_signal(signal.SIGCONT)
+        child.kill()
+        child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+    assert _totals(url) == {f"order-{p}": 2 for p in range(9)}
 
 
 def _flaky_count(event: EventEnvelope, context: HandlerContext) -> None:

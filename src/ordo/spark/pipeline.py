@@ -112,8 +112,9 @@ class PipelineConfig:
     processes (whose environment may differ) read with the settings that were checked."""
     claim_timeout: timedelta = ProcessorSettings().claim_timeout
     """ORDO_CLAIM_TIMEOUT_MS (or its default), as the `ordo processors` commands read it: when a
-    tracking processor's claim on one of the projection's segments has expired
-    (ProjectionSpec.claim_timeout). The default was used whatever the variable said."""
+    tracking processor's claim on one of the projection's segments has expired, and how long a
+    task's batch transaction may sit idle (ProjectionSpec.claim_timeout). The default was used
+    whatever the variable said."""
 
     @classmethod
     def from_toml(cls, path: Path) -> PipelineConfig:

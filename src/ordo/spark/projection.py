@@ -73,7 +73,8 @@ class ProjectionSpec:
     claim_timeout: timedelta = ProcessorSettings().claim_timeout
     """A tracking processor's claim on one of the projection's segments (one of the same name,
     an operator's change) that was not extended for this long has expired: the segment's token
-    moves with the projection's again (TokenStore.advance_unclaimed)."""
+    moves with the projection's again (TokenStore.advance_unclaimed). Also how long a task's
+    batch transaction may sit idle, as a tracking processor's batch (idle_limit_ms)."""
 
     def __post_init__(self) -> None:
         """Refuse what failed only in the tasks, or in the driver after a batch was applied.
@@ -98,6 +99,15 @@ class ProjectionSpec:
             raise ConfigurationError(msg)
         positive("claim_timeout", self.claim_timeout)
         longest_durations(self)
+
+    @property
+    def idle_limit_ms(self) -> int:
+        """A task's batch transaction's idle limit: claim_timeout in milliseconds, rounded up.
+
+        Up, so that a claim timeout under a millisecond is a limit of 1 ms, not 0 (which the
+        token store refuses, and PostgreSQL would take for no limit).
+        """
+        return -(-self.claim_timeout // timedelta(milliseconds=1))
 
 
 def projection(
@@ -252,6 +262,10 @@ def apply_partition(spec: ProjectionSpec, rows: Iterator[Row]) -> bytes | None:
 
     Returns the newest offset key of the events once they are committed (None without
     events): every event of the partition is applied then, now or by an earlier try.
+    On PostgreSQL the transaction locks its ids' positions (and the rows the handler writes):
+    a task frozen inside it (SIGSTOP, a paused VM) kept another run's batch of the same ids
+    waiting for ever, so the server ends it once it sits idle for the claim timeout, as a
+    tracking processor's batch (the frozen task then fails, nothing of it committed).
     """
     events = [_envelope(row) for row in rows]
     if not events:
@@ -265,7 +279,9 @@ def apply_partition(spec: ProjectionSpec, rows: Iterator[Row]) -> bytes | None:
     segment = Segment(*map(int, events[0][1].split("/"))) if by_id else Segment.root()
     with (
         stores_at(spec.sink) as stores,
-        stores.tokens.batch(spec.processor, segment.segment_id, OWNER) as batch,
+        stores.tokens.batch(
+            spec.processor, segment.segment_id, OWNER, idle_limit_ms=spec.idle_limit_ms
+        ) as batch,
     ):
         seen = dict(batch.positions({e.persistence_id for e, _ in events})) if by_id else {}
         context = HandlerContext(
