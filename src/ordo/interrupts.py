@@ -55,15 +55,21 @@ class SignalFlag:
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self.raising = False
+        """Whether a signal raises its stop at once as well (`stops_raising`)."""
 
     def receive(self, number: int, _frame: FrameType | None = None) -> None:
         """Note the signal `number` unless one came before: a signal's handler (`Handler`).
 
         A second signal whose handler runs between the first's test and store stores its
-        number, which the first's store then replaces: either stops.
+        number, which the first's store then replaces: either stops. While `raising`, it
+        raises the stop too, once.
         """
         if self.received is None:
             self.received = number
+        if self.raising:
+            self.raising = False
+            raise self.interrupt()
 
     def is_set(self) -> bool:
         """Whether a signal came."""
@@ -110,13 +116,38 @@ def stop_flag() -> Iterator[SignalFlag]:
 
 
 @contextmanager
+def stops_raising() -> Iterator[None]:
+    """Within the block Ctrl-C or SIGTERM raise at once, though a `stop_flag` handles them.
+
+    For a wait that nothing needs to complete and that may last: a connect to a server that
+    does not answer (a dropped route, a frozen host) waits up to its connect_timeout, and a
+    stop that only set the flag was held that long. A stop that came before raises on entry.
+    Off the main thread (a handler raises there, in whatever it does) or outside a `stop_flag`,
+    it changes nothing.
+    """
+    flag = getattr(signal.getsignal(signal.SIGINT), "__self__", None)  # whose `receive` handles
+    is_main = threading.current_thread() is threading.main_thread()
+    if not is_main or not isinstance(flag, SignalFlag):
+        yield
+        return
+    flag.raising = True
+    try:
+        if flag.is_set():  # came before: the handler raised nothing
+            raise flag.interrupt()
+        yield
+    finally:
+        flag.raising = False
+
+
+@contextmanager
 def completing() -> Iterator[SignalFlag]:
     """The block runs to its end whatever Ctrl-C or SIGTERM come; then the first is raised.
 
     For work that a stop must not break into, such as a publish waiting for its file writers
     (the KeyboardInterrupt broke a lock of the thread pool: "release unlocked lock", status 1).
     The block may look at the flag it is given to end early at a point of its choosing (a
-    capture between two windows). An exception the block raises leaves as it is.
+    capture between two windows), and let a wait of its own end at once (`stops_raising`). An
+    exception the block raises leaves as it is.
     """
     with stop_flag() as stop:
         yield stop

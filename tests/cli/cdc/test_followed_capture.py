@@ -24,6 +24,7 @@ from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.postgres.change_source import PostgresChangeSource
 from postgres_source_support import fresh_slot
 from processing_support import wait_for
+from stalling_proxy_support import StallingProxy
 
 
 def test_ctrl_c_ends_a_followed_capture_with_one_line_and_status_130(
@@ -307,3 +308,38 @@ def _waits_for_a_lock(dsn: str, query: str) -> bool:
             (query,),
         ).fetchone()
     return row is not None and int(row[0]) > 0
+
+
+_SILENT_CONNECT_TIMEOUT_S = 30
+"""The connect_timeout of a URL whose server stops answering: how long a held stop waits."""
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_a_followed_capture_stopped_while_it_reconnects_to_a_silent_server_ends_at_once(
+    request: pytest.FixtureRequest, tmp_path: Path, journal: str, stop: signal.Signals
+) -> None:
+    """Ctrl-C or SIGTERM only set the capture's flag while it connected again after losing its
+    session: behind a dropped route or on a frozen host, whose server does not answer, the stop
+    was held until the connect timed out (connect_timeout, 10 s by default), then took effect."""
+    source, insert, _ = _capture_source(request, tmp_path, "postgres")
+    proxy = StallingProxy(source[0])
+    request.addfinalizer(proxy.close)
+    url = f"{proxy.url}&connect_timeout={_SILENT_CONNECT_TIMEOUT_S}"
+    args = ["cdc", "capture", url, *source[1:], "--table", "items", "--journal", journal]
+    args += ["--change-log", str(tmp_path / "log")]
+    assert run_ordo(*args)[0] == 0  # creates the slot: the next change is captured
+    with _following(args, insert) as capture:
+        proxy.stop_answering()  # ends the capture's session
+        wait_for(
+            lambda: proxy.unanswered,
+            what="the capture to connect again after losing its session",
+            process=capture,
+        )
+        capture.send_signal(stop)
+        # held, the stop would wait out the connect_timeout: half of it is plenty
+        out, err = capture.communicate(timeout=_SILENT_CONNECT_TIMEOUT_S / 2)
+
+    assert (capture.returncode, out) == (128 + stop, ""), err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1] == "capture interrupted; everything published is durable"

@@ -24,6 +24,7 @@ from ordo.cdc.ports import CapturedWindow, SourceStatus
 from ordo.cdc.schema import TableSchema
 from ordo.errors import ConfigurationError, InvalidInputError
 from ordo.forking import OpeningProcess
+from ordo.interrupts import stops_raising
 from ordo.storage.postgres.capture_session import (
     close_locked,
     connect_capture,
@@ -298,8 +299,13 @@ class PostgresChangeSource:
         """A connection whose session holds the capture lock when `exclusive`.
 
         A session that cannot take the lock is closed: a later call must not capture unlocked.
+        Ctrl-C or SIGTERM end the connect at once, also where a command's flag only notes them
+        (`stops_raising`): a capture that lost its session connects again within its loop, and
+        against a server that does not answer the stop was held for the connect_timeout. Nothing
+        was read or advanced in the session yet.
         """
-        conn = connect_capture(self._dsn, autocommit=True)
+        with stops_raising():
+            conn = connect_capture(self._dsn, autocommit=True)
         try:
             if self._exclusive:
                 lock_capture(conn, self._slot, previous_pid=self._backend_pid)
