@@ -1,5 +1,5 @@
 """`ordo cdc capture --follow` in a process of its own: Ctrl-C, a second capture of one
-source, and a PostgreSQL source's lost session and refused role.
+source, and a PostgreSQL source's lost session, refused role and server that stops answering.
 """
 
 from __future__ import annotations
