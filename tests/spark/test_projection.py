@@ -144,6 +144,7 @@ async def _awaited_count(event: EventEnvelope, context: HandlerContext) -> None:
         ("sequencing_property", "", ConfigurationError),
         ("claim_timeout", 10_000, ConfigurationError),
         ("claim_timeout", timedelta(0), ConfigurationError),
+        ("claim_timeout", timedelta(microseconds=999), ConfigurationError),
         ("claim_timeout", timedelta(days=36_501), ConfigurationError),
     ],
 )

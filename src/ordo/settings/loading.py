@@ -188,6 +188,19 @@ def positive(name: str, value: timedelta) -> None:
         raise ConfigurationError(msg, setting=name)
 
 
+def at_least_a_millisecond(name: str, value: timedelta) -> None:
+    """Raise ConfigurationError naming `name` unless `value` is a duration >= 1 ms.
+
+    For what is kept in whole milliseconds: a claim timeout under one was 0 in the token store
+    and in PostgreSQL's idle limit of a batch's transaction, and every batch failed (the store
+    refuses an idle limit of 0 ms, which PostgreSQL would take for none).
+    """
+    positive(name, value)
+    if value < timedelta(milliseconds=1):
+        msg = f"{name} must be at least 1 ms, got {value / timedelta(milliseconds=1)} ms"
+        raise ConfigurationError(msg, setting=name)
+
+
 def flag(name: str, value: bool) -> None:
     """Raise ConfigurationError naming `name` unless `value` is a bool.
 

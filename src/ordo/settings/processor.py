@@ -9,6 +9,7 @@ from enum import StrEnum
 from ordo.errors import ConfigurationError
 from ordo.settings.loading import (
     LoadableSettings,
+    at_least_a_millisecond,
     enum_member,
     integer_in,
     longest_durations,
@@ -71,7 +72,7 @@ class ProcessorSettings(LoadableSettings):
     """Events handled per transaction; the token is stored after each batch. Keep batch_size
     times the handler's time per event well under claim_timeout (see there)."""
     claim_timeout: timedelta = timedelta(seconds=10)
-    """A claim not extended for this long may be taken by another owner. Claims are extended
+    """A claim not extended for this long (at least 1 ms) may be taken by another owner. Claims are extended
     between batches, not inside one: a batch handled for longer than this outlives its claim
     (another owner may take the segment; on PostgreSQL the server ends the batch's idle
     transaction), which the worker logs at WARNING."""
@@ -90,7 +91,7 @@ class ProcessorSettings(LoadableSettings):
         integer_in("initial_segment_count", self.initial_segment_count, 1, MAX_THREADS)
         integer_in("batch_size", self.batch_size, 1)
         integer_in("max_retries", self.max_retries, 0, MAX_RETRIES)
-        positive("claim_timeout", self.claim_timeout)
+        at_least_a_millisecond("claim_timeout", self.claim_timeout)
         positive("token_claim_interval", self.token_claim_interval)
         not_negative("retry_backoff", self.retry_backoff)
         longest_durations(self)

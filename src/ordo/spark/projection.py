@@ -36,7 +36,7 @@ from ordo.processing.handler import require_handler
 from ordo.processing.ports import DeadLetter
 from ordo.query import EventEnvelope
 from ordo.settings import ProcessorSettings
-from ordo.settings.loading import flag, longest_durations, positive
+from ordo.settings.loading import at_least_a_millisecond, flag, longest_durations
 from ordo.spark.checkpoint import last_planned_offset, local_checkpoint_path
 from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions
@@ -97,17 +97,13 @@ class ProjectionSpec:
                 f"{self.sequencing_property!r:.80}"
             )
             raise ConfigurationError(msg)
-        positive("claim_timeout", self.claim_timeout)
+        at_least_a_millisecond("claim_timeout", self.claim_timeout)
         longest_durations(self)
 
     @property
     def idle_limit_ms(self) -> int:
-        """A task's batch transaction's idle limit: claim_timeout in milliseconds, rounded up.
-
-        Up, so that a claim timeout under a millisecond is a limit of 1 ms, not 0 (which the
-        token store refuses, and PostgreSQL would take for no limit).
-        """
-        return -(-self.claim_timeout // timedelta(milliseconds=1))
+        """A task's batch transaction's idle limit: claim_timeout in whole milliseconds (>= 1)."""
+        return self.claim_timeout // timedelta(milliseconds=1)
 
 
 def projection(

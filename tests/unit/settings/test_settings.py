@@ -540,3 +540,13 @@ def test_a_toml_value_of_another_type_than_its_settings_is_refused(
     with pytest.raises(ConfigurationError) as raised:
         settings.from_toml(path)
     assert str(raised.value) == f"{path}:[{table}].{problem}"
+
+
+def test_a_claim_timeout_under_a_millisecond_is_refused() -> None:
+    """Claims and idle limits are kept in whole milliseconds: it was 0 there, and every batch
+    of a tracking processor failed (the token store refuses an idle limit of 0 ms)."""
+    with pytest.raises(
+        ConfigurationError, match=r"^claim_timeout must be at least 1 ms, got 0\.5 ms$"
+    ) as raised:
+        ProcessorSettings(claim_timeout=timedelta(microseconds=500))
+    assert raised.value.setting == "claim_timeout"
