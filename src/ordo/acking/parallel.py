@@ -26,7 +26,8 @@ from ordo.errors import (
     ElementTimeoutError,
     InvalidInputError,
 )
-from ordo.settings.loading import integer_in, positive
+from ordo.settings.durations import positive
+from ordo.settings.loading import integer_in
 
 logger = logging.getLogger(__name__)
 

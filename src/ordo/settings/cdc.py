@@ -7,13 +7,8 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import ClassVar
 
-from ordo.settings.loading import (
-    LoadableSettings,
-    integer_in,
-    longest_durations,
-    not_negative,
-    positive,
-)
+from ordo.settings.durations import longest_durations, not_negative, positive
+from ordo.settings.loading import LoadableSettings, integer_in
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,15 +6,8 @@ import dataclasses
 from datetime import timedelta
 
 from ordo.errors import ConfigurationError
-from ordo.settings.loading import (
-    LoadableSettings,
-    enum_member,
-    flag,
-    integer_in,
-    longest_durations,
-    not_negative,
-    shown,
-)
+from ordo.settings.durations import longest_durations, not_negative, shown
+from ordo.settings.loading import LoadableSettings, enum_member, flag, integer_in
 from ordo.time import DEFAULT_FIRST_TIME_BUCKET, BucketSize, parse_first_time_bucket
 
 

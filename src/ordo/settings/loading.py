@@ -23,15 +23,12 @@ from enum import Enum
 from functools import partial
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeVar, get_type_hints
+from typing import Any, ClassVar, Literal, Self, TypeVar, get_type_hints
 
 from ordo import arguments
 from ordo.arguments import INTEGER_FORM, LARGEST_INTEGER, integer_text
 from ordo.documents import USER_TEXT_ENCODING, reject_unknown_keys
 from ordo.errors import ConfigurationError
-
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
 
 ENV_PREFIX = "ORDO_"
 
@@ -181,26 +178,6 @@ def integer_in(name: str, value: int, minimum: int, maximum: int = LARGEST_INTEG
     arguments.integer(value, name=name, error=error, minimum=minimum, maximum=maximum)
 
 
-def positive(name: str, value: timedelta) -> None:
-    """Raise ConfigurationError naming `name` unless `value` is a duration > 0."""
-    if not isinstance(value, timedelta) or value <= timedelta(0):
-        msg = f"{name} must be a duration > 0, got {shown(value)}"
-        raise ConfigurationError(msg, setting=name)
-
-
-def at_least_a_millisecond(name: str, value: timedelta) -> None:
-    """Raise ConfigurationError naming `name` unless `value` is a duration >= 1 ms.
-
-    For what is kept in whole milliseconds: a claim timeout under one was 0 in the token store
-    and in PostgreSQL's idle limit of a batch's transaction, and every batch failed (the store
-    refuses an idle limit of 0 ms, which PostgreSQL would take for none).
-    """
-    positive(name, value)
-    if value < timedelta(milliseconds=1):
-        msg = f"{name} must be at least 1 ms, got {value / timedelta(milliseconds=1)} ms"
-        raise ConfigurationError(msg, setting=name)
-
-
 def flag(name: str, value: bool) -> None:
     """Raise ConfigurationError naming `name` unless `value` is a bool.
 
@@ -244,43 +221,6 @@ def enum_value(name: str, value: object, kind: type[_E]) -> _E:
     except ValueError as exc:  # an enum without `parse`
         msg = f"{name}: unknown value {value!r}; valid: {valid}"
         raise ConfigurationError(msg, setting=name) from exc
-
-
-def at_most(name: str, value: timedelta, longest: timedelta) -> None:
-    """Raise ConfigurationError naming `name` when the duration `value` is longer than `longest`."""
-    if value > longest:
-        limit = f"{shown(longest)} ({longest.days:,} days)"
-        msg = f"{name} is too long: at most {limit}, got {shown(value)}"
-        raise ConfigurationError(msg, setting=name)
-
-
-def longest_durations(settings: DataclassInstance) -> None:
-    """Raise ConfigurationError naming the first duration of `settings` beyond LONGEST_DURATION.
-
-    Every field holding a `timedelta` is checked, so a duration added later is bounded too.
-    """
-    for field in dataclasses.fields(settings):
-        value = getattr(settings, field.name)
-        if isinstance(value, timedelta):
-            at_most(field.name, value, LONGEST_DURATION)
-
-
-def not_negative(name: str, value: timedelta) -> None:
-    """Raise ConfigurationError naming `name` unless `value` is a duration >= 0."""
-    if not isinstance(value, timedelta) or value < timedelta(0):
-        msg = f"{name} must be a duration >= 0, got {shown(value)}"
-        raise ConfigurationError(msg, setting=name)
-
-
-def shown(value: object) -> str:
-    """A setting's value as an error shows it: durations in milliseconds.
-
-    Durations are given in milliseconds outside Python, and -1 ms would print as
-    `timedelta(days=-1, seconds=86399, microseconds=999000)`.
-    """
-    if isinstance(value, timedelta):
-        return f"{value // timedelta(milliseconds=1)} ms"
-    return repr(value)
 
 
 _NO_DURATION = ("none", "off", "")

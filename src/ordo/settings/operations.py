@@ -6,7 +6,8 @@ import dataclasses
 from datetime import timedelta
 
 from ordo.errors import ConfigurationError
-from ordo.settings.loading import LoadableSettings, integer_in, longest_durations, shown
+from ordo.settings.durations import longest_durations, shown
+from ordo.settings.loading import LoadableSettings, integer_in
 
 WRITER_HEARTBEAT_INTERVAL = timedelta(seconds=5)
 """How often an open Journal renews its writer lease (a background thread, not the appends)."""

@@ -7,15 +7,13 @@ from datetime import timedelta
 from enum import StrEnum
 
 from ordo.errors import ConfigurationError
-from ordo.settings.loading import (
-    LoadableSettings,
+from ordo.settings.durations import (
     at_least_a_millisecond,
-    enum_member,
-    integer_in,
     longest_durations,
     not_negative,
     positive,
 )
+from ordo.settings.loading import LoadableSettings, enum_member, integer_in
 
 
 class ErrorMode(StrEnum):
@@ -72,10 +70,10 @@ class ProcessorSettings(LoadableSettings):
     """Events handled per transaction; the token is stored after each batch. Keep batch_size
     times the handler's time per event well under claim_timeout (see there)."""
     claim_timeout: timedelta = timedelta(seconds=10)
-    """A claim not extended for this long (at least 1 ms) may be taken by another owner. Claims are extended
-    between batches, not inside one: a batch handled for longer than this outlives its claim
-    (another owner may take the segment; on PostgreSQL the server ends the batch's idle
-    transaction), which the worker logs at WARNING."""
+    """A claim not extended for this long (at least 1 ms) may be taken by another owner. Claims
+    are extended between batches, not inside one: a batch handled for longer than this outlives
+    its claim (another owner may take the segment; on PostgreSQL the server ends the batch's
+    idle transaction), which the worker logs at WARNING."""
     token_claim_interval: timedelta = timedelta(seconds=5)
     """How often an idle thread looks for an unclaimed segment (and claims are extended)."""
     error_mode: ErrorMode = ErrorMode.FAIL

@@ -6,15 +6,8 @@ import dataclasses
 from datetime import timedelta
 
 from ordo.errors import ConfigurationError
-from ordo.settings.loading import (
-    BackTrackPeriod,
-    LoadableSettings,
-    integer_in,
-    longest_durations,
-    not_negative,
-    positive,
-    shown,
-)
+from ordo.settings.durations import longest_durations, not_negative, positive, shown
+from ordo.settings.loading import BackTrackPeriod, LoadableSettings, integer_in
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

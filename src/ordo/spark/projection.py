@@ -36,7 +36,8 @@ from ordo.processing.handler import require_handler
 from ordo.processing.ports import DeadLetter
 from ordo.query import EventEnvelope
 from ordo.settings import ProcessorSettings
-from ordo.settings.loading import at_least_a_millisecond, flag, longest_durations
+from ordo.settings.durations import at_least_a_millisecond, longest_durations
+from ordo.settings.loading import flag
 from ordo.spark.checkpoint import last_planned_offset, local_checkpoint_path
 from ordo.spark.offsets import EventsByTagOffset
 from ordo.spark.options import EventsByTagOptions

@@ -33,7 +33,7 @@ from ordo.errors import (
 )
 from ordo.journal import validation
 from ordo.processing.ports import TokenStore
-from ordo.settings.loading import shown
+from ordo.settings.durations import shown
 from ordo.time import GREGORIAN_OFFSET_100NS, TimeUUID, format_epoch_ms
 from ordo.tools.operations_tool import OperationsTool, check_flags
 from ordo.tools.ports import DeletedCounts
