@@ -75,7 +75,7 @@ from ordo.cdc.mutation import Key, Mutation
 from ordo.settings import CaptureSettings
 from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload
 from ordo.spark import MaterializerSpec, start_session
-from ordo.spark.cdc_simulation import publish_deliveries, sink_url
+from ordo.spark.cdc_simulation import SimulationRun, publish_deliveries, sink_url
 from ordo.spark.change_processor import ChangeFoldProcessor
 from ordo.spark.change_schemas import CHANGE_LOG_DDL
 from ordo.spark.materializer import bucketed, materialize, materialize_available
@@ -86,6 +86,8 @@ from ordo.storage.sqlite.change_source import SQLiteChangeSource
 from ordo.storage.stores import Stores
 
 PARTITIONS = 8
+RUN = SimulationRun(SIMULATED_SCHEMA.table)
+"""The runs' names: the simulated table's own (each run has a new sink of its own)."""
 MATERIALIZER_TARGET = 50_000.0
 SPARK_LISTING_THRESHOLD = 32
 """Spark's default spark.sql.sources.parallelPartitionDiscovery.threshold."""
@@ -270,13 +272,13 @@ def bench_materializer(
     log("materializer: warm-up")
     warm = work / "warm"
     warm.mkdir()
-    publish_deliveries(ReplicaWorkload(mutations=2_000, keys=200, seed=2), work_dir=warm)
+    publish_deliveries(ReplicaWorkload(mutations=2_000, keys=200, seed=2), run=RUN, work_dir=warm)
     run_materializer(spark, warm, SIMULATED_SCHEMA.table, "warm")
     log(f"materializer: {writes:,} writes over {keys:,} keys, 3 replicas")
     timed = work / "timed"
     timed.mkdir()
     deliveries = publish_deliveries(
-        ReplicaWorkload(mutations=writes, keys=keys, seed=1), work_dir=timed
+        ReplicaWorkload(mutations=writes, keys=keys, seed=1), run=RUN, work_dir=timed
     )
     elapsed = min(
         run_materializer(spark, timed, SIMULATED_SCHEMA.table, f"timed-{n}") for n in range(repeat)

@@ -638,7 +638,7 @@ def test_sigterm_stops_cdc_simulate_as_ctrl_c_does_leaving_no_work_dir_or_proces
     command = [str(ORDO), "cdc", "simulate", "--master", "local[1]"]
     with _running(command, tmp_path) as simulate:
         wait_for(
-            lambda: any(work.glob("ordo-cdc-simulate-*/log/readings")),
+            lambda: any(work.glob("ordo-cdc-simulate-*/log/cdc_simulation_*")),
             timeout=120,
             what="the run to publish a delivery",
             process=simulate,

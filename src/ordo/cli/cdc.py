@@ -34,6 +34,7 @@ from ordo.cli.options import (
     journal_option,
     json_option,
     master_options,
+    non_empty,
     print_fields,
     print_json,
     progress,
@@ -41,7 +42,7 @@ from ordo.cli.options import (
 )
 from ordo.cli.termination import interrupted_status, interruptible, stoppable
 from ordo.interrupts import run_interruptibly
-from ordo.storage.open import existing_stores_at
+from ordo.storage.open import existing_stores_at, open_existing_stores
 from ordo.storage.parquet import ParquetChangeLog
 
 
@@ -169,6 +170,13 @@ def status(
 @int_option("--keys", 1_000, "Partition keys written.")
 @int_option("--mutations", 20_000, "Client writes.")
 @click.option("--seed", type=NUMBER, default=1, show_default=True, help="Makes the run repeatable.")
+@click.option(
+    "--sink",
+    default=None,
+    callback=non_empty,
+    help="An ordo database (SQLite or PostgreSQL URL) to materialize into, under names of the "
+    "run's own that stay there (default: a new SQLite file, removed after the run).",
+)
 def simulate(
     as_json: bool,
     master: str,
@@ -177,13 +185,15 @@ def simulate(
     keys: int,
     mutations: int,
     seed: int,
+    sink: str | None,
 ) -> None:
     """Check G6 with N replicas delivering a workload's writes duplicated, reordered, partial.
 
     The deliveries go through the change log and the Spark materializer; the checker verifies
     that each message's `before` is the previous `after` of its key, that the materialized
     table equals the fold of the messages and the last-write-wins merge of every mutation, and
-    that every message conforms to its schema. Exit status 1 when any check fails.
+    that every message conforms to its schema. Exit status 1 when any check fails. --sink is
+    checked (it exists, and is an ordo database of this version) before Spark starts.
     """
     from ordo.simulation.cdc import ReplicaWorkload
     from ordo.spark.cdc_simulation import run_cdc_simulation
@@ -192,6 +202,8 @@ def simulate(
     from ordo.spark.query_failure import query_failures
 
     workload = ReplicaWorkload(mutations=mutations, keys=keys, replicas=replicas, seed=seed)
+    if sink is not None:
+        open_existing_stores(sink, what="sink database").close()
     with (
         interruptible("cdc simulate interrupted: the materializer stopped, no verdict"),
         query_failures("cdc simulate"),
@@ -204,7 +216,7 @@ def simulate(
         tempfile.TemporaryDirectory(prefix="ordo-cdc-simulate-") as work_dir,
     ):
         result = run_job(
-            spark, lambda: run_cdc_simulation(spark, workload, work_dir=Path(work_dir))
+            spark, lambda: run_cdc_simulation(spark, workload, work_dir=Path(work_dir), sink=sink)
         )
     document = result.to_json()
     if as_json:
