@@ -34,7 +34,7 @@ from ordo.cli.main import cli
 from ordo.spark.demo import ORDER_TOTALS_TABLE
 from ordo.spark.job_session import spark_output_path
 from ordo.spark.query_failure import failure_line
-from ordo.storage.open import stores_at
+from ordo.storage.open import init_storage, stores_at
 from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.postgres.connection import redacted_dsn
 from ordo.time import format_first_time_bucket
@@ -651,6 +651,39 @@ def test_sigterm_stops_cdc_simulate_as_ctrl_c_does_leaving_no_work_dir_or_proces
         "cdc simulate interrupted: the materializer stopped, no verdict"
     ]
     assert list(work.iterdir()) == []
+    _wait_for_no_process(simulate)
+
+
+def test_cdc_simulate_stopped_with_a_sink_names_the_run_it_left_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run with --sink leaves its schema, messages and table there under a random name that
+    only its output gave (docs/cdc.md says how to remove a run by it): stopped, the run said
+    nothing of it, so an operator could not tell which rows of the sink were the run's."""
+    work = tmp_path / "tmp"
+    work.mkdir()
+    monkeypatch.setenv("TMPDIR", str(work))
+    sink = f"sqlite:///{tmp_path / 'sink.db'}"
+    init_storage(sink)
+    command = [str(ORDO), "cdc", "simulate", "--master", "local[1]", "--sink", sink]
+    with _running(command, tmp_path) as simulate:
+        wait_for(
+            lambda: any(work.glob("ordo-cdc-simulate-*/log/cdc_simulation_*")),
+            timeout=120,
+            what="the run to publish a delivery",
+            process=simulate,
+        )
+        run = next(work.glob("ordo-cdc-simulate-*/log/cdc_simulation_*")).name
+        simulate.send_signal(signal.SIGTERM)
+        out, err = simulate.communicate(timeout=120)
+
+    assert (simulate.returncode, out) == (128 + signal.SIGTERM, "")
+    assert err.splitlines()[1:] == [
+        "cdc simulate interrupted: the materializer stopped, no verdict; the sink keeps what "
+        f"run {run} wrote (docs/cdc.md says how to remove it)"
+    ]
+    with stores_at(sink, mode="read") as stores:
+        assert [v.version for v in stores.schemas.versions(run)] == [1]
     _wait_for_no_process(simulate)
 
 

@@ -196,16 +196,20 @@ def simulate(
     checked (it exists, and is an ordo database of this version) before Spark starts.
     """
     from ordo.simulation.cdc import ReplicaWorkload
-    from ordo.spark.cdc_simulation import run_cdc_simulation
+    from ordo.spark.cdc_simulation import SimulationRun, run_cdc_simulation
     from ordo.spark.interruption import run_job
     from ordo.spark.job_session import job_session
     from ordo.spark.query_failure import query_failures
 
     workload = ReplicaWorkload(mutations=mutations, keys=keys, replicas=replicas, seed=seed)
+    run = SimulationRun.fresh()
+    left = "cdc simulate interrupted: the materializer stopped, no verdict"
     if sink is not None:
         open_existing_stores(sink, what="sink database").close()
+        # the output's `run` names what the run leaves in the sink; a stop ends it before that
+        left += f"; the sink keeps what run {run.name} wrote (docs/cdc.md says how to remove it)"
     with (
-        interruptible("cdc simulate interrupted: the materializer stopped, no verdict"),
+        interruptible(left),
         query_failures("cdc simulate"),
         job_session(
             master=master,
@@ -216,7 +220,10 @@ def simulate(
         tempfile.TemporaryDirectory(prefix="ordo-cdc-simulate-") as work_dir,
     ):
         result = run_job(
-            spark, lambda: run_cdc_simulation(spark, workload, work_dir=Path(work_dir), sink=sink)
+            spark,
+            lambda: run_cdc_simulation(
+                spark, workload, work_dir=Path(work_dir), sink=sink, run=run
+            ),
         )
     document = result.to_json()
     if as_json:

@@ -152,15 +152,21 @@ def publish_deliveries(
 
 
 def run_cdc_simulation(
-    spark: SparkSession, workload: ReplicaWorkload, *, work_dir: Path, sink: str | None = None
+    spark: SparkSession,
+    workload: ReplicaWorkload,
+    *,
+    work_dir: Path,
+    sink: str | None = None,
+    run: SimulationRun | None = None,
 ) -> CdcSimulationResult:
     """Publish the workload's replica deliveries, materialize them, and check G6.
 
     The materializer writes to `sink` (default: an SQLite file in `work_dir`) under the names
-    of a fresh `SimulationRun`, and the checker reads them back from there. What it wrote in a
-    given sink stays, whatever the verdict (docs/cdc.md says how to remove it).
+    of `run` (default: a fresh `SimulationRun`), and the checker reads them back from there.
+    What it wrote in a given sink stays, whatever the verdict (docs/cdc.md says how to remove
+    it): a caller that may be stopped before the result names the run picks it beforehand.
     """
-    run = SimulationRun.fresh()
+    run = run or SimulationRun.fresh()
     deliveries = publish_deliveries(workload, run=run, work_dir=work_dir, sink=sink)
     spec = MaterializerSpec(
         name=run.name,
