@@ -632,26 +632,12 @@ def test_sigterm_stops_cdc_simulate_as_ctrl_c_does_leaving_no_work_dir_or_proces
     """SIGTERM, sent to the command alone as a service manager sends it, ended it at once
     without a word, and left the folder of the launcher of Spark's Python workers in the
     temporary folder, as well as the simulation's work folder when it came during the run."""
-    work = tmp_path / "tmp"
-    work.mkdir()
-    monkeypatch.setenv("TMPDIR", str(work))
-    command = [str(ORDO), "cdc", "simulate", "--master", "local[1]"]
-    with _running(command, tmp_path) as simulate:
-        wait_for(
-            lambda: any(work.glob("ordo-cdc-simulate-*/log/cdc_simulation_*")),
-            timeout=120,
-            what="the run to publish a delivery",
-            process=simulate,
-        )
-        simulate.send_signal(signal.SIGTERM)
-        out, err = simulate.communicate(timeout=120)
+    work, _, err = _sigterm_during_cdc_simulate(tmp_path, monkeypatch)
 
-    assert (simulate.returncode, out) == (128 + signal.SIGTERM, "")
     assert err.splitlines()[1:] == [
         "cdc simulate interrupted: the materializer stopped, no verdict"
     ]
     assert list(work.iterdir()) == []
-    _wait_for_no_process(simulate)
 
 
 def test_cdc_simulate_stopped_with_a_sink_names_the_run_it_left_there(
@@ -660,31 +646,43 @@ def test_cdc_simulate_stopped_with_a_sink_names_the_run_it_left_there(
     """A run with --sink leaves its schema, messages and table there under a random name that
     only its output gave (docs/cdc.md says how to remove a run by it): stopped, the run said
     nothing of it, so an operator could not tell which rows of the sink were the run's."""
-    work = tmp_path / "tmp"
-    work.mkdir()
-    monkeypatch.setenv("TMPDIR", str(work))
     sink = f"sqlite:///{tmp_path / 'sink.db'}"
     init_storage(sink)
-    command = [str(ORDO), "cdc", "simulate", "--master", "local[1]", "--sink", sink]
-    with _running(command, tmp_path) as simulate:
-        wait_for(
-            lambda: any(work.glob("ordo-cdc-simulate-*/log/cdc_simulation_*")),
-            timeout=120,
-            what="the run to publish a delivery",
-            process=simulate,
-        )
-        run = next(work.glob("ordo-cdc-simulate-*/log/cdc_simulation_*")).name
-        simulate.send_signal(signal.SIGTERM)
-        out, err = simulate.communicate(timeout=120)
+    _, run, err = _sigterm_during_cdc_simulate(tmp_path, monkeypatch, "--sink", sink)
 
-    assert (simulate.returncode, out) == (128 + signal.SIGTERM, "")
     assert err.splitlines()[1:] == [
         "cdc simulate interrupted: the materializer stopped, no verdict; the sink keeps what "
         f"run {run} wrote (docs/cdc.md says how to remove it)"
     ]
     with stores_at(sink, mode="read") as stores:
         assert [v.version for v in stores.schemas.versions(run)] == [1]
+
+
+def _sigterm_during_cdc_simulate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *options: str
+) -> tuple[Path, str, str]:
+    """SIGTERM to `ordo cdc simulate *options` once its run published a delivery, checked to
+    end it with status 143, nothing on stdout and no process left: the temporary folder it ran
+    in (tmp_path/tmp), the run's name and the command's stderr."""
+    work = tmp_path / "tmp"
+    work.mkdir()
+    monkeypatch.setenv("TMPDIR", str(work))
+    command = [str(ORDO), "cdc", "simulate", "--master", "local[1]", *options]
+    published = "ordo-cdc-simulate-*/log/cdc_simulation_*"  # the run's table in its change log
+    with _running(command, tmp_path) as simulate:
+        wait_for(
+            lambda: any(work.glob(published)),
+            timeout=120,
+            what="the run to publish a delivery",
+            process=simulate,
+        )
+        run = next(work.glob(published)).name
+        simulate.send_signal(signal.SIGTERM)
+        out, err = simulate.communicate(timeout=120)
+
+    assert (simulate.returncode, out) == (128 + signal.SIGTERM, "")
     _wait_for_no_process(simulate)
+    return work, run, err
 
 
 def _wait_for_no_process(job: subprocess.Popen[str], *, timeout_s: float = 60) -> None:
