@@ -8,7 +8,8 @@
    deliveries are published (untimed) into a Parquet change log with 8 partitions; then
    `ordo.spark.materialize(..., available_now=True)` with an SQLite sink runs once on a fresh
    checkpoint: deliveries / wall time from start() to awaitTermination() is the figure. The
-   JVM and the Python workers are warmed first by a run on a small workload. Baselines in the
+   JVM and the Python workers are warmed first by a run on a small workload (not with --quick,
+   a smoke run whose figures then include Spark's first jobs). Baselines in the
    same run: the pure fold (`ordo.cdc.fold`) of the same deliveries in this one process, and
    the same query with a stateful step that does nothing (what Spark, the shuffle into state
    buckets and transformWithStateInPandas cost before any folding: the ceiling of this design),
@@ -28,12 +29,13 @@
    state was loaded with the table's snapshot beforehand and which has applied one change already
    (so the state is loaded: untimed), timed from the end of the publish until its messages are in
    the sink, so the end-to-end figure is visible as well. Three rounds, each changing another
-   1% and diffing with the previous round's scan (as bulk mode would); each figure keeps its best.
+   1% and diffing with the previous round's scan (as bulk mode would); each figure keeps its best
+   (one round with --quick).
    Updates, capture and bulk scan each start when the running query has no trigger active (the
    tail of its previous batch would otherwise run alongside).
 3. The change triggers' cost per insert of a JSON document, small and about 11 kB (2,000
-   inserts into a new table with and without the triggers, best of 3): a JSON column's
-   trigger looks for numbers beyond a double's range in long text (`json_tree()`).
+   inserts into a new table with and without the triggers, best of 3; one with --quick): a
+   JSON column's trigger looks for numbers beyond a double's range in long text (`json_tree()`).
 
 A benchmark reports; it exits 0 whether the targets are met or not.
 """
@@ -94,7 +96,9 @@ SPARK_LISTING_THRESHOLD = 32
 BULK_TARGET = 20.0
 CHANGED_SHARE = 0.01
 ROUNDS = 3
-"""Rounds of the CDC vs bulk comparison (each changes another 1%); each figure keeps its best."""
+"""Rounds of the CDC vs bulk comparison (each changes another 1%) and of the JSON-document
+trigger figure; each figure keeps its best. --quick runs one: a smoke run checks that the figures
+are made, not how steady they are."""
 DEFAULT_SIZES = {"writes": 100_000, "keys": 20_000, "rows": 1_000_000}
 QUICK_SIZES = {"writes": 10_000, "keys": 2_000, "rows": 50_000}
 """--quick's sizes; --writes, --keys and --rows win over either (they were ignored with --quick)."""
@@ -266,14 +270,23 @@ def listing_seconds(spark: SparkSession, log_dir: Path, threshold: int) -> tuple
             spark.conf.set(key, configured)
 
 
-def bench_materializer(
-    spark: SparkSession, writes: int, keys: int, work: Path, *, repeat: int
-) -> list[Row]:
+def warm_up(spark: SparkSession, work: Path) -> None:
+    """The materializer and the pass-through query once on a small workload, untimed.
+
+    Spark's first jobs (JVM code paths, Python workers) would otherwise count in the first
+    timed run; a --quick run skips this (its figures are not the point).
+    """
     log("materializer: warm-up")
     warm = work / "warm"
     warm.mkdir()
     publish_deliveries(ReplicaWorkload(mutations=2_000, keys=200, seed=2), run=RUN, work_dir=warm)
     run_materializer(spark, warm, SIMULATED_SCHEMA.table, "warm")
+    run_pass_through(spark, warm, SIMULATED_SCHEMA.table, "warm")
+
+
+def bench_materializer(
+    spark: SparkSession, writes: int, keys: int, work: Path, *, repeat: int
+) -> list[Row]:
     log(f"materializer: {writes:,} writes over {keys:,} keys, 3 replicas")
     timed = work / "timed"
     timed.mkdir()
@@ -284,7 +297,6 @@ def bench_materializer(
         run_materializer(spark, timed, SIMULATED_SCHEMA.table, f"timed-{n}") for n in range(repeat)
     )
     rate = len(deliveries) / elapsed
-    run_pass_through(spark, warm, SIMULATED_SCHEMA.table, "warm")
     ceiling_s = min(
         run_pass_through(spark, timed, SIMULATED_SCHEMA.table, str(n)) for n in range(repeat)
     )
@@ -391,8 +403,8 @@ def document_writes(path: Path, document: str, *, captured: bool) -> float:
         return time.perf_counter() - started
 
 
-def bench_document_triggers(work: Path) -> list[Row]:
-    """The triggers' cost per write of a small and of a 10 kB JSON document, best of ROUNDS.
+def bench_document_triggers(work: Path, *, rounds: int) -> list[Row]:
+    """The triggers' cost per write of a small and of a 10 kB JSON document, best of `rounds`.
 
     A JSON column's trigger checks the value for numbers beyond a double's range (json_tree()),
     only for text of 210 characters or more or with a three-digit exponent: the small document
@@ -407,7 +419,7 @@ def bench_document_triggers(work: Path) -> list[Row]:
     rows = []
     for name, document in (("small", small), ("large", large)):
         cost = []
-        for round_nr in range(ROUNDS):
+        for round_nr in range(rounds):
             plain, captured = (root / f"{name}-{round_nr}-{kind}.db" for kind in ("plain", "cdc"))
             with_s = document_writes(captured, document, captured=True)
             cost.append(with_s - document_writes(plain, document, captured=False))
@@ -416,7 +428,7 @@ def bench_document_triggers(work: Path) -> list[Row]:
                 f"trigger cost, {len(document):,}-character JSON",
                 f"{max(min(cost), 0.0) / DOCUMENTS * 1e6:.1f}",
                 f"µs per insert (with vs without triggers, {DOCUMENTS:,} inserts, "
-                f"best of {ROUNDS})",
+                f"best of {rounds})",
             )
         )
     return rows
@@ -461,7 +473,7 @@ def wait_for_messages(stores: Stores, expected: int, *, since: float) -> float:
     raise RuntimeError(msg)
 
 
-def bench_bulk(spark: SparkSession, rows: int, work: Path) -> list[Row]:
+def bench_bulk(spark: SparkSession, rows: int, work: Path, *, rounds: int) -> list[Row]:
     root = work / "bulk"
     root.mkdir()
     source, plain = root / "shop.db", root / "plain.db"
@@ -492,7 +504,7 @@ def bench_bulk(spark: SparkSession, rows: int, work: Path) -> list[Row]:
         previous = scan(source)  # bulk mode's last scan
         best: dict[str, float] = {}
         expected = rows + 1
-        for round_nr in range(ROUNDS):
+        for round_nr in range(rounds):
             changed = random.Random(round_nr).sample(range(rows - 1), int(rows * CHANGED_SHARE))
             wait_until_idle(running)  # each side is timed with the materializer idle
             plain_s = update_items(plain, changed)
@@ -524,7 +536,7 @@ def bench_bulk(spark: SparkSession, rows: int, work: Path) -> list[Row]:
     bulk_s, cdc_s, materialize_s = best["bulk"], best["cdc"], best["materialize"]
     trigger_s = max(best["triggered"] - best["plain"], 0.0)
     return [
-        Row("rows / changed", f"{rows:,} / {len(changed):,}", f"rows, best of {ROUNDS} rounds"),
+        Row("rows / changed", f"{rows:,} / {len(changed):,}", f"rows, best of {rounds} round(s)"),
         Row("bulk: scan + diff", f"{bulk_s:.3f}", f"s (reads {rows:,} rows)"),
         Row("CDC: capture + publish", f"{cdc_s:.3f}", f"s (reads {len(changed):,} changes)"),
         Row(
@@ -570,9 +582,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="ordo-bench-cdc-") as tmp:
             work = Path(tmp)
+            if not args.quick:
+                warm_up(spark, work)
             figures = bench_materializer(spark, writes, keys, work, repeat=args.repeat)
-            figures += bench_bulk(spark, rows, work)
-            figures += bench_document_triggers(work)
+            rounds = 1 if args.quick else ROUNDS
+            figures += bench_bulk(spark, rows, work, rounds=rounds)
+            figures += bench_document_triggers(work, rounds=rounds)
     finally:
         spark.stop()
     print_table(figures, unit_rule=40)

@@ -1,6 +1,6 @@
 """Rebuilding every tag view: the Spark job against a single-process Python loop, same run.
 
-    .venv/bin/python bench/rebuild.py [--events N] [--partitions P] [--verify]
+    .venv/bin/python bench/rebuild.py [--events N] [--partitions P] [--verify] [--quick]
 
 One SQLite journal in a temp dir gets N events (default 1,000,000) of one tag ("order"),
 ~100-byte JSON payloads, over 1000 persistence ids, appended with Journal.append() in batches
@@ -15,7 +15,8 @@ views; events/s = N / wall time):
   the `ordo_journal_keys` source, numbers by row_number() over (persistence_id, tag), buckets,
   and upserts from mapInArrow, one transaction per Arrow batch (10,000 rows).
 Before each figure the tag views are truncated (untimed). Both rebuilds run once, untimed, on
-a 5,000-event journal first (Spark's JVM and Python workers warm). After each figure the rows
+a 5,000-event journal first (Spark's JVM and Python workers warm; --quick, a smoke run whose
+figures then include Spark's first jobs, skips this). After each figure the rows
 are compared with the tag writers' (count and key digest): the table says whether they equal.
 With --verify, `ordo verify`'s Spark job is timed on the rebuilt journal too.
 
@@ -33,6 +34,8 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import closing
 from pathlib import Path
+
+from pyspark.sql import SparkSession
 
 from _args import positive_count
 from _report import Row, machine_lines, print_table
@@ -117,6 +120,19 @@ def timed(
     return seconds, is_equal
 
 
+def warm_up(spark: SparkSession, db: Path, partitions: int) -> None:
+    """Both rebuilds once, untimed, on a WARM_UP_EVENTS journal at `db`.
+
+    Spark's first job (JVM code paths, Python workers) would otherwise count in its figure; a
+    --quick run skips this (its figures are not the point).
+    """
+    url = f"sqlite:///{db}"
+    populate(url, events=WARM_UP_EVENTS)
+    log("warm-up (untimed) ...")
+    python_loop(url)
+    spark_job(spark, url, partitions)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -126,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--partitions", type=positive_count, default=2, help="Spark read partitions"
     )
     parser.add_argument("--verify", action="store_true", help="also time `ordo verify`")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: no warm-up")
     args = parser.parse_args(argv)
     events = args.events
     print("\n".join(machine_lines(libraries=("ordo", "pyspark", "pyarrow"))))
@@ -139,18 +156,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(flush=True)
     with tempfile.TemporaryDirectory(prefix="ordo-bench-rebuild-") as root:
-        db, warm_db = Path(root) / "journal.db", Path(root) / "warm-up.db"
-        url, warm_url = f"sqlite:///{db}", f"sqlite:///{warm_db}"
+        db = Path(root) / "journal.db"
+        url = f"sqlite:///{db}"
         log(f"populating {events:,} events ...")
         populate_s = populate(url, events=events)
         reference = digest(db)
-        populate(warm_url, events=WARM_UP_EVENTS)
         log("starting spark ...")
         spark = start_session(master="local[2]", app_name="ordo-bench-rebuild")
         try:
-            log("warm-up (untimed) ...")
-            python_loop(warm_url)
-            spark_job(spark, warm_url, args.partitions)
+            if not args.quick:
+                warm_up(spark, Path(root) / "warm-up.db", args.partitions)
             local_s, local_ok = timed("python loop", lambda: python_loop(url), db, reference)
             spark_s, spark_ok = timed(
                 "spark", lambda: spark_job(spark, url, args.partitions), db, reference

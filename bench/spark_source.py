@@ -25,8 +25,9 @@ What is timed (one figure = one full read of all N events into Spark's no-op sin
 - library current(): EventsByTag.current("order") with eventual_consistency_delay=0, consumed
   in this process (no Spark).
 Before timing, every figure runs once, untimed, on a small journal of min(5,000, N) events
-(JVM and Python workers warm; a small --events run stays quick). With --repeat N, N rounds
-each run every figure once, back to back; each figure keeps its best.
+(JVM and Python workers warm; a small --events run stays quick). --quick skips this warm-up:
+a smoke run's figures then include Spark's first jobs. With --repeat N, N rounds each run
+every figure once, back to back; each figure keeps its best.
 
 Then, on the same Spark session:
 - empty micro-batch: a stream from startingOffsets "latest" on the populated journal, trigger
@@ -881,6 +882,19 @@ def build_rows(
     return rows
 
 
+def warm_up(spark: SparkSession, scratch: Path, *, events: int) -> None:
+    """Every throughput figure once, untimed, on a journal of `events` events of its own.
+
+    Spark's first jobs (JVM code paths, Python workers) would otherwise count in the first
+    figures; a --quick run skips this (its figures are not the point).
+    """
+    db, parquet = scratch / "warm-up.db", scratch / "warm-up-parquet"
+    populate(f"sqlite:///{db}", events=events)
+    write_parquet(db, parquet, events=events)
+    log(f"warm-up: every figure once on {events:,} events (untimed) ...")
+    throughput(Setup(spark, f"sqlite:///{db}", db, parquet, scratch, events))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -925,19 +939,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         log("writing parquet (untimed) ...")
         write_parquet(db, scratch / "parquet", events=events)
         warm(db)
-        warm_db = scratch / "warm-up.db"
-        warm_events = min(WARM_UP_EVENTS, events)
-        populate(f"sqlite:///{warm_db}", events=warm_events)
-        write_parquet(warm_db, scratch / "warm-up-parquet", events=warm_events)
         log("starting spark ...")
         spark = start_session(master="local[2]", app_name="ordo-bench")
         try:
             spark.dataSource.register(NaiveTagSource)
             spark.dataSource.register(TimedEventsByTagSource)
-            log(f"warm-up: every figure once on {warm_events:,} events (untimed) ...")
-            warm_url = f"sqlite:///{warm_db}"
-            warm_parquet = scratch / "warm-up-parquet"
-            throughput(Setup(spark, warm_url, warm_db, warm_parquet, scratch, warm_events))
+            if not args.quick:
+                warm_up(spark, scratch, events=min(WARM_UP_EVENTS, events))
             setup = Setup(spark, url, db, scratch / "parquet", scratch, events)
             best, streams = throughput(setup, repeat=args.repeat)
             unit = "events/s" if args.repeat == 1 else f"events/s, best of {args.repeat}"

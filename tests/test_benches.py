@@ -26,7 +26,7 @@ BENCHES = {
     "cdc.py": ["--quick", "--writes", "600", "--keys", "60", "--rows", "2000"],
     "processor.py": ["--quick"],
     "query.py": ["--quick", "--events", "1000", "--live-events", "3"],
-    "rebuild.py": ["--events", "2000"],
+    "rebuild.py": ["--quick", "--events", "2000"],
     "spark_source.py": ["--quick", "--events", "2000", "--latency-events", "5"],
 }
 TABLE_HEADER = re.compile(r"^figure +value +unit$", re.MULTILINE)

@@ -242,13 +242,22 @@ def _is_duration(kind: Any) -> bool:
     return kind is timedelta or timedelta in typing.get_args(kind)
 
 
-def _keys(cls: type) -> dict[str, tuple[str, Any]]:
+_KEYS: dict[type, Mapping[str, tuple[str, Any]]] = {}
+"""`_keys` of each class asked for: a class's fields do not change, and `get_type_hints`
+evaluates every annotation anew (milliseconds for all the settings classes, which every `ordo`
+command's check of its ORDO_* variables, `ordo.cli.environment`, reads)."""
+
+
+def _keys(cls: type) -> Mapping[str, tuple[str, Any]]:
     """Map each external key (durations get `_ms`) to (field name, field type)."""
-    hints = get_type_hints(cls)
-    return {
-        (f"{f.name}_ms" if _is_duration(hints[f.name]) else f.name): (f.name, hints[f.name])
-        for f in dataclasses.fields(cls)
-    }
+    keys = _KEYS.get(cls)
+    if keys is None:
+        hints = get_type_hints(cls)
+        keys = _KEYS[cls] = {
+            (f"{f.name}_ms" if _is_duration(hints[f.name]) else f.name): (f.name, hints[f.name])
+            for f in dataclasses.fields(cls)
+        }
+    return keys
 
 
 def _convert(key: str, kind: Any, raw: object) -> object:
