@@ -43,7 +43,6 @@ from ordo.cli.options import (
 from ordo.cli.termination import interrupted_status, interruptible, stoppable
 from ordo.interrupts import run_interruptibly
 from ordo.storage.open import existing_stores_at, open_existing_stores
-from ordo.storage.parquet import ParquetChangeLog
 
 
 @click.group(cls=CommandGroup)
@@ -72,6 +71,8 @@ def ingest(
     published, and running the command again publishes what the change log lacks. Ctrl-C, or
     SIGTERM, ends it with one line saying so too (status 130, or 143).
     """
+    from ordo.storage.parquet import ParquetChangeLog
+
     url = existing_journal(journal_url)
     with stoppable("cdc ingest interrupted: nothing published"):
         inputs = [parse_mutation_lines(str(f), f.read_bytes()) for f in files] or [

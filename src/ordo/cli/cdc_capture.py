@@ -29,7 +29,6 @@ from ordo.storage.change_sources import (
     held_change_source,
 )
 from ordo.storage.open import stores_at
-from ordo.storage.parquet import ParquetChangeLog
 from ordo.wording import counted
 
 
@@ -94,6 +93,8 @@ def capture(
     connection (a restart, a failover) is retried with a backoff, a warning each time, for up
     to --reconnect-timeout-ms; nothing is lost or published twice.
     """
+    from ordo.storage.parquet import ParquetChangeLog
+
     settings = CaptureSettings(
         max_changes=max_changes,
         flush_interval=timedelta(milliseconds=flush_interval_ms),

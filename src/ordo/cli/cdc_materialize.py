@@ -1,11 +1,13 @@
 """`ordo cdc materialize`: a table's change log into full-row messages and its materialized table.
 
-Spark is imported only when the command runs: the other commands start without it.
+Spark, and pyarrow for the change log, are imported only when the command runs: the other
+commands start without them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,9 +22,10 @@ from ordo.cli.options import (
 from ordo.cli.streaming import start_query, streaming_session, wait_for
 from ordo.errors import ConfigurationError
 from ordo.storage.open import stores_at
-from ordo.storage.parquet import ParquetChangeLog
-from ordo.storage.parquet.batch_files import BatchListing
 from ordo.wording import counted
+
+if TYPE_CHECKING:
+    from ordo.storage.parquet.batch_files import BatchListing
 
 
 @click.command()
@@ -76,6 +79,7 @@ def materialize(
     """
     from ordo.spark.materializer import MaterializerSpec, require_checkpoint, require_schema
     from ordo.spark.materializer import materialize as start_materializer
+    from ordo.storage.parquet.batch_files import BatchListing
 
     spec = MaterializerSpec(
         name=name or table,
@@ -146,6 +150,8 @@ def _require_change_log(change_log: Path, table: str, *, follow: bool) -> None:
     A folder of the log this process may not list is StorageAccessError here, before Spark
     starts, rather than the query's failure once it has (or the bare PermissionError).
     """
+    from ordo.storage.parquet import ParquetChangeLog
+
     log = ParquetChangeLog(change_log)
     tables = log.tables()
     log.files(table)  # lists the table's partition folders

@@ -1,4 +1,8 @@
-"""`ordo demo`: the main job on the embedded default (SQLite + local Spark), with a verdict."""
+"""`ordo demo`: the main job on the embedded default (SQLite + local Spark), with a verdict.
+
+Spark and rich (the live table) are imported only when the command runs: every other `ordo`
+command imports this module too, and starts without them.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
 
 from ordo.cli.options import master_options, print_fields, workload_options
 from ordo.cli.termination import interruptible
@@ -25,6 +27,11 @@ from ordo.storage.location import (
     redacted_url,
 )
 from ordo.storage.open import require_empty_journal
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.live import Live
+    from rich.table import Table
 
 DEFAULT_DEMO_JOURNAL = "sqlite:///.ordo/demo.db"
 _APP = "ordo-demo"
@@ -60,6 +67,8 @@ def demo(
     changes are captured as well and materialized on Spark into full-row change messages
     and a copy of the table, which the verdict checks too (CDC, G6).
     """
+    from rich.console import Console
+
     from ordo.spark.demo import Progress, run_demo
     from ordo.spark.interruption import run_job
     from ordo.spark.job_session import job_session
@@ -126,6 +135,8 @@ def _live_display(console: Console, *, transient: bool) -> Iterator[Live]:
     Rich ends the display's last line only on a terminal: on a pipe or a file the verdict, or
     the line of an interrupted run, was glued to the table's bottom border.
     """
+    from rich.live import Live
+
     try:
         with Live(console=console, refresh_per_second=4, transient=transient) as live:
             yield live
@@ -135,6 +146,8 @@ def _live_display(console: Console, *, transient: bool) -> Iterator[Live]:
 
 
 def _view(progress: object) -> Table:
+    from rich.table import Table
+
     from ordo.spark.demo import Progress
 
     assert isinstance(progress, Progress)  # noqa: S101 - only run_demo calls back

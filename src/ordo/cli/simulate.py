@@ -1,4 +1,8 @@
-"""`ordo simulate`: prove G1-G3 under skewed clocks and late writes, with a verdict."""
+"""`ordo simulate`: prove G1-G3 under skewed clocks and late writes, with a verdict.
+
+rich (the progress bars) is imported only when the command runs: every other `ordo` command
+imports this module too, and starts without it.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,9 @@ import tempfile
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
 from ordo.cli.options import (
     NumberRange,
@@ -30,6 +33,9 @@ from ordo.simulation.run import (
 )
 from ordo.storage.location import creatable_location
 from ordo.time import BucketSize
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 _INTERRUPTED = "simulation interrupted: writers and queries stopped, no verdict"
 
@@ -113,6 +119,9 @@ def simulate_command(
     Exits 1 when anything was lost, duplicated or misordered, or a query failed with
     MissingTaggedEventError.
     """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+
     if journal_url is not None:
         creatable_location(journal_url)  # a missing folder: refused before anything starts
     with tempfile.TemporaryDirectory(prefix="ordo-simulate-") as scratch:

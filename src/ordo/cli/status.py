@@ -7,10 +7,8 @@ import time
 from pathlib import Path
 
 import click
-from rich.table import Table
 
 from ordo.cli.cdc_options import change_log_option, require_named_change_log, source_status_options
-from ordo.cli.cdc_status import cdc_table
 from ordo.cli.options import (
     beyond_token,
     claim_age,
@@ -23,7 +21,6 @@ from ordo.cli.options import (
     shown_token,
     without_tokens,
 )
-from ordo.cli.tables import print_tables
 from ordo.settings import OperationsSettings
 from ordo.storage.open import existing_stores_at
 from ordo.tools.status import Status, cdc_status, every_processor_status, journal_status
@@ -80,6 +77,15 @@ def status(
 
 
 def _print(found: Status) -> None:
+    """The status as tables (the text output).
+
+    rich is imported here: every `ordo` command imports this module, and only this output uses it.
+    """
+    from rich.table import Table
+
+    from ordo.cli.cdc_status import cdc_table
+    from ordo.cli.tables import print_tables
+
     journal = found.journal
     overview = Table(title="journal", show_header=False)
     overview.add_row("journal id", journal.journal_id or "-")
