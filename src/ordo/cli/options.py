@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from datetime import MAXYEAR, UTC, datetime, timedelta
+from datetime import MAXYEAR, UTC, datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -220,7 +220,7 @@ def claim_timeout_ms() -> int:
     Opening a journal may change it (an older schema upgraded, an SQLite file switched to WAL):
     a bad value read after that left a changed journal behind its one-line error.
     """
-    return ProcessorSettings.from_env(os.environ).claim_timeout // timedelta(milliseconds=1)
+    return ProcessorSettings.from_env(os.environ).claim_timeout_ms
 
 
 def chosen_bucket_size() -> BucketSize | None:

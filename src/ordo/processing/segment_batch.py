@@ -12,7 +12,6 @@ import logging
 import time
 from collections.abc import Set as AbstractSet
 from dataclasses import replace
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from ordo.errors import EventHandlingError, StorageUnavailableError
@@ -90,9 +89,12 @@ def _batch(
     careful: bool,
 ) -> None:
     segment = state.entry.segment
-    idle_limit_ms = p.settings.claim_timeout // timedelta(milliseconds=1)
     with p._tokens.batch(
-        p.name, segment.segment_id, owner, mask=segment.mask, idle_limit_ms=idle_limit_ms
+        p.name,
+        segment.segment_id,
+        owner,
+        mask=segment.mask,
+        idle_limit_ms=p.settings.claim_timeout_ms,
     ) as batch:
         seen = batch.positions({r.persistence_id for r in rows}) if p._is_per_id else {}
         context = HandlerContext(

@@ -147,7 +147,7 @@ class SegmentWorker(threading.Thread):
         """
         self.wake.clear()
         p, now = self.p, self.p._now_ms()
-        timeout = p.settings.claim_timeout // timedelta(milliseconds=1)
+        timeout = p.settings.claim_timeout_ms
         for entry in p._tokens.entries(p.name):
             segment_id = entry.segment.segment_id
             if self._resting.get(segment_id, 0) > now:
@@ -267,7 +267,7 @@ class SegmentWorker(threading.Thread):
         not told of the reset either (EventSource.open's `after_reset`).
         """
         p, now = self.p, self.p._now_ms()
-        timeout = p.settings.claim_timeout // timedelta(milliseconds=1)
+        timeout = p.settings.claim_timeout_ms
         segment = state.entry.segment
         segment_id = segment.segment_id
         claimed = p._tokens.claim(

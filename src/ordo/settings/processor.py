@@ -83,6 +83,11 @@ class ProcessorSettings(LoadableSettings):
     """The first retry waits this long; each further retry twice as long, at most half the
     claim_timeout (the batch's transaction stays open while it waits)."""
 
+    @property
+    def claim_timeout_ms(self) -> int:
+        """claim_timeout in whole milliseconds (>= 1), as claims and idle limits are kept."""
+        return self.claim_timeout // timedelta(milliseconds=1)
+
     def __post_init__(self) -> None:
         enum_member(self, "error_mode", ErrorMode)
         integer_in("thread_count", self.thread_count, 1, MAX_THREADS)

@@ -75,7 +75,7 @@ class ProjectionSpec:
     """A tracking processor's claim on one of the projection's segments (one of the same name,
     an operator's change) that was not extended for this long has expired: the segment's token
     moves with the projection's again (TokenStore.advance_unclaimed). Also how long a task's
-    batch transaction may sit idle, as a tracking processor's batch (idle_limit_ms)."""
+    batch transaction may sit idle, as a tracking processor's batch."""
 
     def __post_init__(self) -> None:
         """Refuse what failed only in the tasks, or in the driver after a batch was applied.
@@ -102,8 +102,8 @@ class ProjectionSpec:
         longest_durations(self)
 
     @property
-    def idle_limit_ms(self) -> int:
-        """A task's batch transaction's idle limit: claim_timeout in whole milliseconds (>= 1)."""
+    def claim_timeout_ms(self) -> int:
+        """claim_timeout in whole milliseconds (>= 1), as claims and idle limits are kept."""
         return self.claim_timeout // timedelta(milliseconds=1)
 
 
@@ -216,7 +216,7 @@ def _apply_batch(
             spec.processor,
             TimeUUID.from_bytes(max(applied)),
             now_ms=SystemClock().now_ns() // 1_000_000,
-            claim_timeout_ms=spec.claim_timeout // timedelta(milliseconds=1),
+            claim_timeout_ms=spec.claim_timeout_ms,
         )
 
 
@@ -277,7 +277,7 @@ def apply_partition(spec: ProjectionSpec, rows: Iterator[Row]) -> bytes | None:
     with (
         stores_at(spec.sink) as stores,
         stores.tokens.batch(
-            spec.processor, segment.segment_id, OWNER, idle_limit_ms=spec.idle_limit_ms
+            spec.processor, segment.segment_id, OWNER, idle_limit_ms=spec.claim_timeout_ms
         ) as batch,
     ):
         seen = dict(batch.positions({e.persistence_id for e, _ in events})) if by_id else {}
