@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCHES = {
     "acker.py": ["--quick"],
     "append.py": ["--quick", "--events", "500", "--single-events", "50"],
+    "cli_start.py": ["--quick"],
     "cdc.py": ["--quick", "--writes", "600", "--keys", "60", "--rows", "2000"],
     "processor.py": ["--quick"],
     "query.py": ["--quick", "--events", "1000", "--live-events", "3"],
