@@ -32,6 +32,7 @@ class StallingProxy:
         self._answers_left: int | None = None
         self._lock = threading.Lock()
         self._frozen = threading.Event()
+        self._freezing_at: bytes | None = None
         self.accepted = threading.Semaphore(0)
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -56,6 +57,15 @@ class StallingProxy:
         their wait for an answer.
         """
         self._frozen.set()
+
+    def freeze_at(self, statement: bytes) -> None:
+        """`freeze()` once `statement` passes through (it is not forwarded): a host that froze
+        right as a client sent it, such as the next statement after a session was opened."""
+        self._freezing_at = statement
+
+    def is_frozen(self) -> bool:
+        """Whether the proxy forwards nothing more (`freeze`, `freeze_at`)."""
+        return self._frozen.is_set()
 
     def answer_again(self) -> None:
         """Forward the next connections again; end the unanswered ones.
@@ -90,26 +100,27 @@ class StallingProxy:
                     self._forwarded += [client, server]
                     for source, target in ((client, server), (server, client)):
                         threading.Thread(
-                            target=_copy, args=(source, target, self._frozen), daemon=True
+                            target=self._copy, args=(source, target), daemon=True
                         ).start()
                 else:
                     self.unanswered.append(client)
             self.accepted.release()
 
+    def _copy(self, source: socket.socket, target: socket.socket) -> None:
+        """Copy bytes until either side ends (dropping them once frozen); then end `target`
+        too and close `source`.
 
-def _copy(source: socket.socket, target: socket.socket, frozen: threading.Event) -> None:
-    """Copy bytes until either side ends (dropping them once `frozen`); then end `target` too
-    and close `source`.
-
-    Ending `target` wakes the thread that reads it, which closes it in turn.
-    """
-    try:
-        while data := source.recv(65536):
-            if not frozen.is_set():
-                target.sendall(data)
-    except OSError:
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            target.shutdown(socket.SHUT_RDWR)
-        source.close()
+        Ending `target` wakes the thread that reads it, which closes it in turn.
+        """
+        try:
+            while data := source.recv(65536):
+                if self._freezing_at is not None and self._freezing_at in data:
+                    self._frozen.set()
+                if not self._frozen.is_set():
+                    target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                target.shutdown(socket.SHUT_RDWR)
+            source.close()

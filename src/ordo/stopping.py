@@ -8,11 +8,15 @@ was in, then the release of its claims waited again (about a minute in all). The
 the event is set it waits at most STOPPING_WAIT more. The ports stay as they are: a stop event
 threaded through every store and source method would be one more argument for each, and the
 adapters that never wait this way (SQLite) would only carry it along.
+
+A command's Ctrl-C flag (`ordo.interrupts.SignalFlag`) is such a signal too: an `ordo cdc
+capture` whose PostgreSQL journal stopped answering held a stop for the pool's timeout while a
+window registered its schemas. Waiting in slices that look at the flag ends the wait without
+raising into the pool's internals, which a signal's KeyboardInterrupt would.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -43,11 +47,11 @@ class Stop(Protocol):
         ...
 
 
-_signal: ContextVar[threading.Event | None] = ContextVar("ordo_stop_signal", default=None)
+_signal: ContextVar[Stop | None] = ContextVar("ordo_stop_signal", default=None)
 
 
 @contextmanager
-def stops_waits_on(stop: threading.Event) -> Iterator[None]:
+def stops_waits_on(stop: Stop) -> Iterator[None]:
     """Within the block, this thread's waits for storage end soon after `stop` is set.
 
     Each thread (and asyncio task) has its own signal: entering the block in one thread changes
@@ -60,6 +64,6 @@ def stops_waits_on(stop: threading.Event) -> Iterator[None]:
         _signal.reset(token)
 
 
-def stop_signal() -> threading.Event | None:
+def stop_signal() -> Stop | None:
     """The stop signal of the calling thread (`stops_waits_on`); None outside such a block."""
     return _signal.get()

@@ -28,7 +28,7 @@ from ordo.clock import Clock, clock_or_system
 from ordo.errors import StorageUnavailableError
 from ordo.reconnection import Reconnection, is_outage
 from ordo.settings.cdc import CaptureSettings
-from ordo.stopping import Stop
+from ordo.stopping import Stop, stops_waits_on
 
 logger = logging.getLogger(__name__)
 
@@ -196,24 +196,34 @@ class Capture:
         when the source reconnects: AlreadyRunningError, a server that refuses the URL:
         StorageAccessError, a source whose log went back, as after a failover to a standby
         that had not received everything: SourceRewoundError) end the run at once.
+
+        `stop` also ends a wait for a pooled connection (`ordo.stopping.stops_waits_on`), such
+        as a window's schema registration on a PostgreSQL journal that stopped answering: a
+        command's Ctrl-C flag was held for the pool's timeout (30 s). The wait looks at `stop`
+        between short slices, rather than being raised into, and ends as StorageUnavailableError
+        before the window is published or advanced: nothing is left half done, and the run ends
+        without a retry.
         """
         stop = stop or threading.Event()
         totals = CaptureTotals()
         reconnection = Reconnection(give_up_after=self.settings.reconnect_timeout)
-        while not stop.is_set():
-            try:
-                published = self.capture_once(totals, flush=until_idle)
-            except StorageUnavailableError as exc:
-                self._wait_to_retry(exc, reconnection, "capture", stop.wait)
-                continue
-            self._say_if_back(reconnection)
-            if published is not None and published.size and on_publish is not None:
-                on_publish(totals)
-            if published is not None and published.has_more:
-                continue  # a backlog: read on at once
-            if until_idle and published is not None:
-                break  # the source held nothing more when it was read
-            stop.wait(self.settings.poll_interval.total_seconds())
+        with stops_waits_on(stop):
+            while not stop.is_set():
+                try:
+                    published = self.capture_once(totals, flush=until_idle)
+                except StorageUnavailableError as exc:
+                    if stop.is_set():
+                        break  # what the stop cut short, or lost with it: no retry to warn of
+                    self._wait_to_retry(exc, reconnection, "capture", stop.wait)
+                    continue
+                self._say_if_back(reconnection)
+                if published is not None and published.size and on_publish is not None:
+                    on_publish(totals)
+                if published is not None and published.has_more:
+                    continue  # a backlog: read on at once
+                if until_idle and published is not None:
+                    break  # the source held nothing more when it was read
+                stop.wait(self.settings.poll_interval.total_seconds())
         return totals
 
     def _wait_to_retry(

@@ -132,8 +132,9 @@ def _capture(runner: Capture, tables: tuple[str, ...], *, snapshot: bool, follow
     which the capture looks at between windows: raised into the publish's wait for its file
     writers, the KeyboardInterrupt broke a lock of the thread pool now and then, and the
     capture ended with a RuntimeError and status 1. A snapshot's read (which may wait for a
-    lock) still ends at once, and so does the source's connect after a lost session
-    (`stops_raising`), which waited out its connect_timeout on a server that does not answer.
+    lock) still ends at once, and so does the source's new session after a lost one
+    (`stops_raising`), which waited out its connect_timeout on a server that does not answer. A
+    window's wait for a journal's connection ends soon after the flag is set (`Capture.run`).
     """
     snapshots: dict[str, int] = {}
     skipped = 0

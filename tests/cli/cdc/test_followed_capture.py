@@ -217,8 +217,13 @@ def test_a_followed_capture_rides_out_the_end_of_its_session(
         _, err = capture.communicate(timeout=30)
     assert capture.returncode == 130, err
     assert "WARNING ordo.cdc.capture: capture unavailable, retrying in 0.1 s (attempt 1" in err
+    assert _logged_keys(log) == [(1,), (2,), (3,)]
+
+
+def _logged_keys(log: Path) -> list[tuple[object, ...]]:
+    """The keys of the `items` changes in the change log at `log`, in the source's order."""
     logged = sorted(ParquetChangeLog(log).read("items"), key=lambda m: m.audit.position)
-    assert [m.partition_key for m in logged] == [(1,), (2,), (3,)]
+    return [m.partition_key for m in logged]
 
 
 @pytest.mark.postgres
@@ -343,3 +348,78 @@ def test_a_followed_capture_stopped_while_it_reconnects_to_a_silent_server_ends_
     assert (capture.returncode, out) == (128 + stop, ""), err
     assert "Traceback" not in err
     assert err.splitlines()[-1] == "capture interrupted; everything published is durable"
+
+
+_POOL_WAIT_S = 30
+"""How long a call waits for a connection of a journal's pool (`POOL_TIMEOUT_S`), and the
+connect_timeout of its URL: how long a held stop waits on a journal that stops answering."""
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_a_followed_capture_stopped_while_its_journal_is_silent_ends_at_once(
+    request: pytest.FixtureRequest, postgres_dsn: str, tmp_path: Path, stop: signal.Signals
+) -> None:
+    """Each window registers its schemas in the journal's registry: on a PostgreSQL journal that
+    stopped answering the registration waited for a pool connection (30 s) with Ctrl-C or
+    SIGTERM only noted in the capture's flag, and the stop was held that long. The window that
+    could not register is neither published nor advanced: the next capture publishes it."""
+    proxy = StallingProxy(postgres_dsn)
+    request.addfinalizer(proxy.close)
+    source, insert, _ = _capture_source(request, tmp_path, "sqlite")
+    args = ["cdc", "capture", *source, "--table", "items", "--change-log", str(tmp_path / "log")]
+    journal = ["--journal", f"{proxy.url}&connect_timeout={_POOL_WAIT_S}"]
+    assert run_ordo(*args, *journal)[0] == 0  # installs the triggers
+    with _following([*args, *journal], insert) as capture:
+        proxy.stop_answering()  # ends the pool's sessions
+        insert(2)
+        wait_for(
+            lambda: proxy.unanswered, what="the journal's pool to connect again", process=capture
+        )
+        capture.send_signal(stop)
+        # held, the stop would wait out the pool's wait: half of it is plenty
+        out, err = capture.communicate(timeout=_POOL_WAIT_S / 2)
+
+    assert (capture.returncode, out, err) == (
+        128 + stop,
+        "",
+        "capture interrupted; everything published is durable\n",
+    )
+    assert run_ordo(*args, "--journal", postgres_dsn)[0] == 0  # publishes what was not
+    assert _logged_keys(tmp_path / "log") == [(1,), (2,)]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_a_followed_capture_stopped_while_its_new_session_is_silent_ends_at_once(
+    request: pytest.FixtureRequest, tmp_path: Path, journal: str, stop: signal.Signals
+) -> None:
+    """After a lost session the capture connects again, then takes its lock and reads the
+    server's identifier: a server that stopped answering right after the connect held Ctrl-C or
+    SIGTERM until the session's TCP timeout (30 s), for ever behind a host that still
+    acknowledges what is sent (this proxy). Nothing was read or advanced in that session."""
+    source, insert, _ = _capture_source(request, tmp_path, "postgres")
+    proxy = StallingProxy(source[0])
+    request.addfinalizer(proxy.close)
+    log = tmp_path / "log"
+    args = ["cdc", "capture", "--table", "items", "--journal", journal, "--change-log", str(log)]
+    assert run_ordo(*args, proxy.url, *source[1:])[0] == 0  # creates the slot
+    with _following([*args, proxy.url, *source[1:]], insert) as capture:
+        proxy.freeze_at(b"pg_try_advisory_lock(")  # the new session's lock
+        with psycopg.connect(source[0], autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+                "WHERE application_name LIKE %s",
+                (f"ordo cdc capture pid {capture.pid} on %",),
+            )
+        wait_for(proxy.is_frozen, what="the capture's new session to ask for its lock")
+        insert(2)
+        capture.send_signal(stop)
+        # held, the stop would wait out the session's TCP timeout: half of it is plenty
+        out, err = capture.communicate(timeout=_SILENT_CONNECT_TIMEOUT_S / 2)
+
+    assert (capture.returncode, out) == (128 + stop, ""), err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1] == "capture interrupted; everything published is durable"
+    assert run_ordo(*args, *source)[0] == 0  # publishes what was not
+    assert _logged_keys(log) == [(1,), (2,)]

@@ -299,19 +299,22 @@ class PostgresChangeSource:
         """A connection whose session holds the capture lock when `exclusive`.
 
         A session that cannot take the lock is closed: a later call must not capture unlocked.
-        Ctrl-C or SIGTERM end the connect at once, also where a command's flag only notes them
-        (`stops_raising`): a capture that lost its session connects again within its loop, and
-        against a server that does not answer the stop was held for the connect_timeout. Nothing
-        was read or advanced in the session yet.
+        Ctrl-C or SIGTERM end the connect, the lock and the read of the server's identifier at
+        once, also where a command's flag only notes them (`stops_raising`): a capture that lost
+        its session connects again within its loop, and against a server that does not answer
+        the stop was held for the connect_timeout, or, by a server that stopped answering right
+        after the connect, for the session's TCP timeout. Nothing was read or advanced in the
+        session yet; what it tells this source is kept once no stop can break into it.
         """
         with stops_raising():
             conn = connect_capture(self._dsn, autocommit=True)
         try:
-            if self._exclusive:
-                lock_capture(conn, self._slot, previous_pid=self._backend_pid)
-            row = conn.execute(
-                "SELECT system_identifier::text, pg_backend_pid() FROM pg_control_system()"
-            ).fetchone()
+            with stops_raising():  # a stop noted since the connect raises on entry
+                if self._exclusive:
+                    lock_capture(conn, self._slot, previous_pid=self._backend_pid)
+                row = conn.execute(
+                    "SELECT system_identifier::text, pg_backend_pid() FROM pg_control_system()"
+                ).fetchone()
             self._replica = "" if row is None else str(row[0])
             self._backend_pid = None if row is None else int(str(row[1]))
             if self._segment is None:

@@ -22,7 +22,7 @@ from ordo.errors import (
     TransactionConflictError,
 )
 from ordo.forking import OpeningProcess
-from ordo.stopping import STOPPING_WAIT, stop_signal
+from ordo.stopping import STOPPING_WAIT, Stop, stop_signal
 from ordo.storage.migration import (
     METADATA_TABLE,
     SCHEMA_VERSION_KEY,
@@ -256,9 +256,7 @@ class PostgresDatastore(SchemaReads):
                 explain_unconnectable(self.dsn)
             raise
 
-    def _getconn_until_stopped(
-        self, stop: threading.Event
-    ) -> psycopg.Connection[tuple[object, ...]]:
+    def _getconn_until_stopped(self, stop: Stop) -> psycopg.Connection[tuple[object, ...]]:
         """A connection within the pool's timeout, or STOPPING_WAIT after `stop` is set."""
         deadline = time.monotonic() + self._pool.timeout
         while True:
