@@ -7,15 +7,19 @@ simulation"); the sink's other rows, a second run's and an operator's, stay as t
 from __future__ import annotations
 
 import json
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from pyspark.sql import SparkSession
 
 from cdc_cli_support import run_ordo
 from cli_support import spark_command
-from operations_support import execute
+from operations_support import execute, execute_all
 from ordo.cdc import ChangeMessage, JsonValue, Key, SchemaRegistry, TableSchema
 from ordo.errors import ConfigurationError
 from ordo.simulation.cdc import SIMULATED_SCHEMA
@@ -112,3 +116,52 @@ def test_a_sink_that_is_no_ordo_database_is_refused_before_spark_starts(
     assert run.stderr.startswith(f"Error: {problem.format(tmp=tmp_path)}")
     assert run.stderr.count("\n") == 1  # no "starting Spark" line
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
+def test_a_run_that_the_sink_refuses_names_the_run_it_left_there(
+    spark: SparkSession, postgres_dsn: str
+) -> None:
+    """A run registers its schema before it materializes: a sink whose role may write ordo's
+    tables but create none refused the run's table, and the failure's line did not say which
+    run's schema it left (a stop's line does), so an operator could not tell it to remove."""
+    init_storage(postgres_dsn)
+    with _role_that_creates_nothing(postgres_dsn) as sink:
+        code, out, err = run_ordo(*SIMULATE, "--sink", sink)
+    with stores_at(postgres_dsn, mode="read") as stores:
+        (run,) = [name for name in stores.schemas.tables() if name.startswith(RUN_PREFIX)]
+    assert (code, out) == (1, "")
+    assert err.startswith(
+        "Error: QueryFailedError: cdc simulate failed: StorageAccessError: PostgreSQL refuses "
+        "access: permission denied for schema "
+    )
+    assert err.endswith(
+        f"; the sink keeps what run {run} wrote (docs/cdc.md says how to remove it)\n"
+    )
+    assert err.count("\n") == 1
+
+
+@contextmanager
+def _role_that_creates_nothing(dsn: str) -> Iterator[str]:
+    """The URL of `dsn`'s database and schema as a role of its own, which may read and write
+    the tables there but not create one; the role is dropped after the block."""
+    role = f"r_{secrets.token_hex(6)}"
+    ((schema,),) = execute(dsn, "SELECT current_schema()")
+    execute_all(
+        dsn,
+        [
+            (statement.format(role=role, schema=schema), ())
+            for statement in (
+                "CREATE ROLE {role} LOGIN",
+                "GRANT USAGE ON SCHEMA {schema} TO {role}",
+                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}",
+                "GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
+            )
+        ],
+    )
+    parts = urlsplit(dsn)
+    try:
+        yield urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port}"))
+    finally:
+        execute_all(dsn, [(f"DROP OWNED BY {role}", ()), (f"DROP ROLE {role}", ())])

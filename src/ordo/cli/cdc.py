@@ -9,7 +9,8 @@ import json
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -164,6 +165,22 @@ def status(
         print_tables(cdc_table(found))
 
 
+@contextmanager
+def _noted(note: str | None) -> Iterator[None]:
+    """An exception that leaves the block carries `note` (PEP 678), if any.
+
+    The root command's one-line error ends with it: a failed `cdc simulate --sink` (the
+    materializer failing, the sink refusing a write or gone) said what failed but not which
+    run's rows it left in the sink, as a stopped run's line does.
+    """
+    try:
+        yield
+    except Exception as exc:
+        if note is not None:
+            exc.add_note(note)
+        raise
+
+
 @cdc.command()
 @json_option
 @master_options("local[2]")
@@ -205,12 +222,16 @@ def simulate(
     workload = ReplicaWorkload(mutations=mutations, keys=keys, replicas=replicas, seed=seed)
     run = SimulationRun.fresh()
     left = "cdc simulate interrupted: the materializer stopped, no verdict"
+    kept: str | None = None
     if sink is not None:
         open_existing_stores(sink, what="sink database").close()
-        # the output's `run` names what the run leaves in the sink; a stop ends it before that
-        left += f"; the sink keeps what run {run.name} wrote (docs/cdc.md says how to remove it)"
+        # the output's `run` names what the run leaves in the sink; a stop or a failure ends
+        # it before that, so their lines name it
+        kept = f"the sink keeps what run {run.name} wrote (docs/cdc.md says how to remove it)"
+        left += f"; {kept}"
     with (
         interruptible(left),
+        _noted(kept),
         query_failures("cdc simulate"),
         job_session(
             master=master,

@@ -77,7 +77,11 @@ class OrdoGroup(CommandGroup):
             raise _usage_line(exc) from exc
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the command; an OrdoError becomes a one-line message (traceback with --debug)."""
+        """Run the command; an OrdoError becomes a one-line message (traceback with --debug).
+
+        The line ends with the error's notes (PEP 678), each after "; ": what the command
+        adds of its own to an error it did not make (`cdc simulate` names its run).
+        """
         try:
             return super().invoke(ctx)
         except click.UsageError as exc:
@@ -88,7 +92,8 @@ class OrdoGroup(CommandGroup):
             shown = exc
             if isinstance(exc, BucketSizeMismatchError) and not exc.advice:
                 shown = exc.advised(f"set ORDO_BUCKET_SIZE to {exc.recorded}")  # the CLI's way
-            msg = f"{type(shown).__name__}: {' '.join(str(shown).split())}"  # one line
+            text = "; ".join([str(shown), *getattr(exc, "__notes__", ())])  # what a caller added
+            msg = f"{type(shown).__name__}: {' '.join(text.split())}"  # one line
             raise click.ClickException(msg) from exc
 
 
