@@ -14,9 +14,9 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from types import FrameType
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 T = TypeVar("T")
 
@@ -102,6 +102,22 @@ def handling(handler: Handler, *numbers: signal.Signals) -> Iterator[None]:
     finally:
         for number, before in previous.items():
             signal.signal(number, before)
+
+
+def _terminate(_number: int, _frame: FrameType | None) -> NoReturn:
+    raise Terminated
+
+
+def terminable() -> AbstractContextManager[None]:
+    """Within the block, SIGTERM raises Terminated on the main thread, as Ctrl-C raises.
+
+    Its default action ended the process at once, without a command's line, and gave nothing
+    it held back (`ordo.cli.termination`). A `stop_flag` within the block takes SIGTERM as a
+    flag instead, up to its end.
+
+    Signals can be handled only on the main thread: elsewhere SIGTERM keeps its handler.
+    """
+    return handling(_terminate, signal.SIGTERM)
 
 
 @contextmanager

@@ -4,7 +4,7 @@ test_standalone_cluster.py's stops during that wait.
 usage: python executor_waiting_command.py MARKER ARGS...
 
 The command runs as `ordo ARGS...` does. Each time its wait for an executor asks the driver
-whether one has come (`job_session._has_executor`, inside the wait's stop flag), the file
+whether one has come (`job_session._has_executor`, within the stop flag it looks at), the file
 MARKER is touched first: a signal the test sends once it exists comes during that wait, not
 while Spark starts, however long the start takes.
 """

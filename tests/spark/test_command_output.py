@@ -43,6 +43,7 @@ from processing_support import wait_for
 pytestmark = pytest.mark.spark
 
 ORDO = Path(sys.executable).parent / "ordo"
+SIGNALLED_START = Path(__file__).with_name("signalled_start_command.py")
 
 
 def _users_sink(tmp_path: Path) -> str:
@@ -638,6 +639,21 @@ def test_sigterm_stops_cdc_simulate_as_ctrl_c_does_leaving_no_work_dir_or_proces
         "cdc simulate interrupted: the materializer stopped, no verdict"
     ]
     assert list(work.iterdir()) == []
+
+
+def test_sigterm_right_after_spark_started_ends_cdc_simulate_with_its_line(tmp_path: Path) -> None:
+    """Between the start of Spark, whose stop flag takes SIGTERM, and the next flag (the wait
+    for an executor's, a Spark job's) SIGTERM kept its default action: the command ended at
+    once without its line (status -15). `signalled_start_command.py` sends it right there."""
+    command = [sys.executable, str(SIGNALLED_START), "cdc", "simulate", "--master", "local[1]"]
+    with _running(command, tmp_path) as simulate:
+        out, err = simulate.communicate(timeout=180)
+
+    assert (simulate.returncode, out) == (128 + signal.SIGTERM, "")
+    assert err.splitlines()[1:] == [
+        "cdc simulate interrupted: the materializer stopped, no verdict"
+    ]
+    _wait_for_no_process(simulate)
 
 
 def test_cdc_simulate_stopped_with_a_sink_names_the_run_it_left_there(

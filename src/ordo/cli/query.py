@@ -15,8 +15,9 @@ from ordo.arguments import LARGEST_INTEGER
 from ordo.cli.integer_range import IntegerRange
 from ordo.cli.offset_argument import OFFSET_FORMS, offset_argument
 from ordo.cli.options import journal_option, progress, require_journal, settings_from_env
-from ordo.cli.termination import interrupted_status, terminable
+from ordo.cli.termination import interrupted_status
 from ordo.errors import StorageAccessError, StorageUnavailableError
+from ordo.interrupts import terminable
 from ordo.query import EventEnvelope, TagStream
 from ordo.reconnection import Reconnection
 from ordo.settings import QuerySettings

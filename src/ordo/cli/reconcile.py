@@ -21,7 +21,8 @@ from ordo.cli.options import (
     progress,
     read_only_stores,
 )
-from ordo.cli.termination import interruptible, stoppable, terminable
+from ordo.cli.termination import interruptible, stoppable
+from ordo.interrupts import terminable
 from ordo.tools.receipts import OperationReceipt
 from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId, Tag

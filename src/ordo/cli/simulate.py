@@ -22,8 +22,9 @@ from ordo.cli.options import (
     share_option,
     workload_options,
 )
-from ordo.cli.termination import interrupted_status, terminable
+from ordo.cli.termination import interrupted_status
 from ordo.errors import BucketSizeMismatchError
+from ordo.interrupts import terminable
 from ordo.settings.loading import LONGEST_MS
 from ordo.simulation.run import (
     MAX_SKEW_MS,

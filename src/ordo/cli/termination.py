@@ -3,29 +3,29 @@
 Its default action ends the process at once, so nothing the command holds is given back: an
 `ordo append` left its journal's writer lease, which refused a `reconcile rebuild` of the ids it
 appended to for the lease timeout (30 s), and an `ordo simulate` left its writer processes
-appending to the journal after it had ended. Within `terminable()` SIGTERM raises `Terminated`
-instead, a KeyboardInterrupt, so that it takes the way Ctrl-C takes: every `with` block closes
-what it opened, and the command ends with its one line and status 143 (128 + SIGTERM, the status
-a shell reports for a process that SIGTERM ended) where Ctrl-C's is 130.
+appending to the journal after it had ended. Within `terminable()` (`ordo.interrupts`) SIGTERM
+raises `Terminated` instead, a KeyboardInterrupt, so that it takes the way Ctrl-C takes: every
+`with` block closes what it opened, and the command ends with its one line and status 143
+(128 + SIGTERM, the status a shell reports for a process that SIGTERM ended) where Ctrl-C's is
+130.
 
 Only where the command's Ctrl-C path is known to stop its work: a Spark command stops its
 query or jobs by a flag it polls (`ordo.cli.streaming`, `ordo.spark.interruption`), not by an
-exception raised into a Py4J call. `stoppable()` is the pair of the commands that are not
-Spark's: `terminable()` within `interruptible()`.
+exception raised into a Py4J call; between those, its `job_session` holds `terminable()`.
+`stoppable()` is the pair of the commands that are not Spark's: `terminable()` within
+`interruptible()`.
 """
 
 from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
-from types import FrameType
-from typing import NoReturn
+from contextlib import contextmanager
 
 import click
 
 from ordo.cli.options import progress
-from ordo.interrupts import Terminated, handling
+from ordo.interrupts import Terminated, terminable
 
 INTERRUPTED_STATUS = 130
 """The exit status of a command ended by Ctrl-C, as shells report it (128 + SIGINT): how a
@@ -33,18 +33,6 @@ live query, a followed capture or a streaming job is stopped, so not click's "Ab
 
 TERMINATED_STATUS = 128 + signal.SIGTERM
 """The exit status of a command that SIGTERM stopped within `terminable()` (143)."""
-
-
-def _terminate(_number: int, _frame: FrameType | None) -> NoReturn:
-    raise Terminated
-
-
-def terminable() -> AbstractContextManager[None]:
-    """Within the block, SIGTERM raises Terminated on the main thread (see the module).
-
-    Signals can be handled only on the main thread: elsewhere SIGTERM keeps its handler.
-    """
-    return handling(_terminate, signal.SIGTERM)
 
 
 def interrupted_status(interrupt: KeyboardInterrupt) -> int:

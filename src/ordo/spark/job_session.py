@@ -16,7 +16,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from ordo.errors import ConfigurationError, NoSparkExecutorError, SparkMasterUnreachableError
-from ordo.interrupts import run_interruptibly, stop_flag
+from ordo.interrupts import SignalFlag, completing, run_interruptibly, stop_flag, terminable
 from ordo.settings.variables import SPARK_LOG_VARIABLE
 from ordo.spark.register import start_session
 
@@ -69,34 +69,37 @@ def job_session(
     a cluster's master that cannot be reached a SparkMasterUnreachableError, one that starts no
     executor for the job within `executor_timeout_ms` a NoSparkExecutorError (`_wait_for_executor`).
     Ctrl-C while it starts is a KeyboardInterrupt once it has started and stopped again.
+
+    SIGTERM raises Terminated from the start of the block to its end (`terminable`), as Ctrl-C
+    raises KeyboardInterrupt, except in the flags of its steps that call into Py4J (the start,
+    the wait for an executor, a command's `run_job`, the session's stop). A stop between two
+    of those steps (right after Spark started) kept SIGTERM's default action: the process ended
+    at once, without the command's line. From the start to the executor, a stop is a flag
+    (`completing`) that the wait looks at, raised at the latest once the executor came; the
+    session is then stopped.
     """
-    is_running = SparkSession.getActiveSession() is not None
-    output = spark_output_path(app_name)
-    if not is_running and announce is not None:
-        announce(f"starting Spark (its own output goes to {output}) ...")
-    try:
-        spark = _started(master=master, app_name=app_name, output=output)
-    except OSError as exc:  # only the output file is opened on this side of the JVM
-        msg = f"cannot write Spark's output to {output}: {exc}"
-        if os.environ.get(SPARK_LOG_VARIABLE):  # the user's choice: say where it came from
-            msg = f"{SPARK_LOG_VARIABLE}: {msg}"
-        raise ConfigurationError(msg) from exc
-    except (PySparkException, Py4JError) as exc:
-        cause = _unreachable_master(master, output)
-        if cause is not None:
-            raise SparkMasterUnreachableError(
-                master=master, cause=cause, output=str(output)
-            ) from exc
-        msg = f"Spark did not start with master {master!r}: {_start_failure(exc, output)}"
-        raise ConfigurationError(msg) from exc
-    try:
-        if not is_running:
-            _wait_for_executor(spark, master=master, timeout_ms=executor_timeout_ms, output=output)
-        yield spark
-    finally:
-        if not is_running:
-            with stop_flag():  # a Ctrl-C in Py4J's call would log its tracebacks
-                spark.stop()
+    with terminable():
+        is_running = SparkSession.getActiveSession() is not None
+        output = spark_output_path(app_name)
+        if not is_running and announce is not None:
+            announce(f"starting Spark (its own output goes to {output}) ...")
+        spark: SparkSession | None = None
+        try:
+            with completing() as interrupted:
+                spark = _started(master=master, app_name=app_name, output=output)
+                if not is_running:
+                    _wait_for_executor(
+                        spark,
+                        interrupted,
+                        master=master,
+                        timeout_ms=executor_timeout_ms,
+                        output=output,
+                    )
+            yield spark
+        finally:
+            if spark is not None and not is_running:
+                with stop_flag():  # a Ctrl-C in Py4J's call would log its tracebacks
+                    spark.stop()
 
 
 def _started(*, master: str, app_name: str, output: Path) -> SparkSession:
@@ -104,6 +107,7 @@ def _started(*, master: str, app_name: str, output: Path) -> SparkSession:
 
     Ctrl-C while Spark starts (seconds) lets the start end, stops the new session and raises
     KeyboardInterrupt (`run_interruptibly`); the commands run their Spark calls with `run_job`.
+    A start that fails is a one-line error (see `job_session`).
     """
     started: list[SparkSession] = []
 
@@ -118,6 +122,19 @@ def _started(*, master: str, app_name: str, output: Path) -> SparkSession:
             with stop_flag():
                 spark.stop()
         raise
+    except OSError as exc:  # only the output file is opened on this side of the JVM
+        msg = f"cannot write Spark's output to {output}: {exc}"
+        if os.environ.get(SPARK_LOG_VARIABLE):  # the user's choice: say where it came from
+            msg = f"{SPARK_LOG_VARIABLE}: {msg}"
+        raise ConfigurationError(msg) from exc
+    except (PySparkException, Py4JError) as exc:
+        cause = _unreachable_master(master, output)
+        if cause is not None:
+            raise SparkMasterUnreachableError(
+                master=master, cause=cause, output=str(output)
+            ) from exc
+        msg = f"Spark did not start with master {master!r}: {_start_failure(exc, output)}"
+        raise ConfigurationError(msg) from exc
 
 
 _JVM_EXCEPTION = re.compile(r"(?:[a-z]\w*\.)+(\w*(?:Exception|Error): .+)")
@@ -173,7 +190,9 @@ _DYNAMIC_ALLOCATION = "spark.dynamicAllocation.enabled"
 """The setting with which Spark asks for executors only once tasks wait for them."""
 
 
-def _wait_for_executor(spark: SparkSession, *, master: str, timeout_ms: int, output: Path) -> None:
+def _wait_for_executor(
+    spark: SparkSession, interrupted: SignalFlag, *, master: str, timeout_ms: int, output: Path
+) -> None:
     """Return once the cluster's `master` has started an executor for the job.
 
     A standalone master with no workers, or none with the free cores and memory the job asks
@@ -182,20 +201,20 @@ def _wait_for_executor(spark: SparkSession, *, master: str, timeout_ms: int, out
     after `timeout_ms` without an executor, NoSparkExecutorError. Not
     checked: a local master (the driver runs the tasks; local-cluster's workers start with it),
     and a job with dynamic allocation, which has no executor until its first tasks wait. Ctrl-C
-    while waiting is a KeyboardInterrupt, SIGTERM Terminated (the caller stops the session);
-    meanwhile either only sets a flag, so that it never breaks into a Py4J call.
+    while waiting is a KeyboardInterrupt, SIGTERM Terminated (the caller stops the session):
+    either only sets the caller's flag `interrupted`, so that it never breaks into a Py4J call,
+    and the wait looks at it (a stop that came before, right after Spark started, included).
     """
     dynamic = spark.sparkContext.getConf().get(_DYNAMIC_ALLOCATION, "false") or "false"
     if master.startswith("local") or dynamic.strip().lower() == "true":  # Spark's parsing
         return
     deadline = time.monotonic() + timeout_ms / 1000
-    with stop_flag() as interrupted:
-        while not _has_executor(spark):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise NoSparkExecutorError(master=master, timeout_ms=timeout_ms, output=str(output))
-            if interrupted.wait(min(EXECUTOR_POLL_S, left)):
-                raise interrupted.interrupt()
+    while not _has_executor(spark):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise NoSparkExecutorError(master=master, timeout_ms=timeout_ms, output=str(output))
+        if interrupted.wait(min(EXECUTOR_POLL_S, left)):
+            raise interrupted.interrupt()
 
 
 def _has_executor(spark: SparkSession) -> bool:
