@@ -108,18 +108,22 @@ def capture(
     # it), so a bad source or one another capture holds leaves no journal, change log or
     # registered schema behind; it is prepared (triggers, a slot) only once every destination
     # is open and its schemas are registered, so a destination that fails or a schema change
-    # that waits for an operator leaves the source as it was.
-    schemas = check_change_source(source_url, tables, slot=slot)
-    with (
-        held_change_source(source_url, tables, slot=slot, log=log) as prepare,
-        log.root_made(),
-        stores_at(journal) as stores,
-    ):
-        registry = SchemaRegistry(stores.schemas)
-        for schema in schemas:
-            registry.register(schema)
-        runner = Capture(prepare(), publisher, registry, settings=settings)
-        _capture(runner, tables, snapshot=snapshot, follow=follow)
+    # that waits for an operator leaves the source as it was. A stop ends these steps as it
+    # ends the capture (`stoppable`): they wait on servers (a journal that does not answer, a
+    # registry's lock), and a stop there ended with click's "Aborted!" and status 1, or at
+    # once by SIGTERM's default action, which left the source's lock file behind.
+    with stoppable("capture interrupted; everything published is durable"):
+        schemas = check_change_source(source_url, tables, slot=slot)
+        with (
+            held_change_source(source_url, tables, slot=slot, log=log) as prepare,
+            log.root_made(),
+            stores_at(journal) as stores,
+        ):
+            registry = SchemaRegistry(stores.schemas)
+            for schema in schemas:
+                registry.register(schema)
+            runner = Capture(prepare(), publisher, registry, settings=settings)
+            _capture(runner, tables, snapshot=snapshot, follow=follow)
 
 
 def _capture(runner: Capture, tables: tuple[str, ...], *, snapshot: bool, follow: bool) -> None:
@@ -127,8 +131,8 @@ def _capture(runner: Capture, tables: tuple[str, ...], *, snapshot: bool, follow
 
     The summary counts the snapshot's rows too: they are published, so it must not say "no
     changes". Ctrl-C during the snapshot ends the command as during the capture. SIGTERM ends it
-    so too (`stoppable`): its default action left the source's lock file behind, and the
-    operator without the line. Either only sets a flag while a publish runs (`completing`),
+    so too (the command's `stoppable`): its default action left the source's lock file behind,
+    and the operator without the line. Either only sets a flag while a publish runs (`completing`),
     which the capture looks at between windows: raised into the publish's wait for its file
     writers, the KeyboardInterrupt broke a lock of the thread pool now and then, and the
     capture ended with a RuntimeError and status 1. A snapshot's read (which may wait for a
@@ -138,19 +142,18 @@ def _capture(runner: Capture, tables: tuple[str, ...], *, snapshot: bool, follow
     """
     snapshots: dict[str, int] = {}
     skipped = 0
-    with stoppable("capture interrupted; everything published is durable"):
-        if snapshot:
-            for table in tables:
-                current = runner.read_snapshot(table)
-                with completing():
-                    receipt = runner.publisher.publish_rows(current)
-                    snapshots[table] = receipt.published.get(table, 0)
-                    skipped += receipt.skipped
-                    progress(f"snapshot {table}: {counted(snapshots[table], 'row')}")
-        with ThrottledProgress() as show, completing() as stop:
-            totals = runner.run(
-                stop=stop, until_idle=not follow, on_publish=lambda t: show(_capturing(t))
-            )
+    if snapshot:
+        for table in tables:
+            current = runner.read_snapshot(table)
+            with completing():
+                receipt = runner.publisher.publish_rows(current)
+                snapshots[table] = receipt.published.get(table, 0)
+                skipped += receipt.skipped
+                progress(f"snapshot {table}: {counted(snapshots[table], 'row')}")
+    with ThrottledProgress() as show, completing() as stop:
+        totals = runner.run(
+            stop=stop, until_idle=not follow, on_publish=lambda t: show(_capturing(t))
+        )
     published = _published(totals)
     if snapshot:
         rows = ", ".join(f"{t}={n:,}" for t, n in sorted(snapshots.items()))

@@ -423,3 +423,58 @@ def test_a_followed_capture_stopped_while_its_new_session_is_silent_ends_at_once
     assert err.splitlines()[-1] == "capture interrupted; everything published is durable"
     assert run_ordo(*args, *source)[0] == 0  # publishes what was not
     assert _logged_keys(log) == [(1,), (2,)]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("held_in", ["the journal's open", "the first registration"])
+def test_a_capture_stopped_before_it_captures_ends_with_one_line(
+    request: pytest.FixtureRequest,
+    postgres_dsn: str,
+    tmp_path: Path,
+    stop: signal.Signals,
+    held_in: str,
+) -> None:
+    """The command opens its journal and registers the tables' schemas before it captures: a
+    stop while a PostgreSQL journal did not answer (a connect waits out its connect_timeout) or
+    the registration waited for a lock of the registry ended with click's `Aborted!` and status
+    1 (Ctrl-C), or at once by SIGTERM's default action, which left the source's lock file
+    behind. Nothing of the source was prepared yet: it has no triggers."""
+    proxy = StallingProxy(postgres_dsn)
+    request.addfinalizer(proxy.close)
+    source, _, _ = _capture_source(request, tmp_path, "sqlite")
+    log = tmp_path / "log"
+    args = ["cdc", "capture", *source, "--table", "items", "--change-log", str(log)]
+    journal = f"{proxy.url}&connect_timeout={_POOL_WAIT_S}"
+    opening = held_in == "the journal's open"
+    with psycopg.connect(postgres_dsn) as locker:
+        if opening:
+            proxy.stop_answering()
+        else:
+            assert run_ordo("init", "--journal", postgres_dsn)[0] == 0
+            locker.execute("LOCK TABLE cdc_schemas IN ACCESS EXCLUSIVE MODE")
+        capture = _started(*args, "--journal", journal)
+
+        def is_held() -> object:
+            return proxy.unanswered if opening else _waits_for_a_lock(postgres_dsn, "%cdc_schemas%")
+
+        try:
+            wait_for(is_held, what=f"the capture to wait in {held_in}", process=capture)
+            capture.send_signal(stop)
+            # held, the stop would wait out the connect (the lock for ever): half of it is plenty
+            out, err = capture.communicate(timeout=_POOL_WAIT_S / 2)
+        finally:
+            capture.kill()
+            capture.wait()
+
+    assert (capture.returncode, out, err) == (
+        128 + stop,
+        "",
+        "capture interrupted; everything published is durable\n",
+    )
+    assert list(tmp_path.glob("*.lock")) == []
+    with closing(sqlite3.connect(source[0])) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"
+        ).fetchone() == (0,)
+    assert _logged_keys(log) == []
