@@ -1,4 +1,5 @@
-"""A publisher killed mid-publish (SIGKILL, in a child process) and the publish after it.
+"""A publisher killed mid-publish (SIGKILL, in a child process) and the publish after it; a
+compaction killed between placing a merged file and removing its originals.
 
 The child dies at its first rename (dying_publisher.py): every file of its publish was written
 and synced under a hidden name, and none renamed into place.
@@ -16,11 +17,13 @@ from change_log_support import KILLED_PARTITIONS, killed_window
 from kill_support import run_until_killed
 from ordo.cdc import Publisher
 from ordo.storage.parquet import ParquetChangeLog
+from ordo.storage.parquet.compaction import compact_table
 
 pytestmark = pytest.mark.slow
 
 CHILD = Path(__file__).with_name("dying_publisher.py")
 INTERRUPTED = Path(__file__).with_name("interrupted_publisher.py")
+COMPACTOR = Path(__file__).with_name("dying_compactor.py")
 
 
 def kill_a_publisher(root: Path) -> None:
@@ -76,3 +79,35 @@ def test_a_publish_that_ctrl_c_interrupts_leaves_no_hidden_part(tmp_path: Path) 
         killed_window()
     )
     assert receipt.published == {"users": 8}  # the positioned changes were all in already
+
+
+def test_a_compaction_killed_before_its_removals_loses_nothing_and_the_next_completes_it(
+    tmp_path: Path,
+) -> None:
+    """The merged file is in place beside its originals (their rows twice on disk, the last
+    positions as they were); the next compaction removes the originals it holds, and its own
+    hidden part the killed one left, and merges the rest."""
+    log = ParquetChangeLog(tmp_path)
+    window = [m for m in killed_window() if m.audit.position > 0]
+    for start in range(0, 40, 5):
+        Publisher(log, partitions=KILLED_PARTITIONS).publish(window[start : start + 5])
+    rows = sorted(m.audit.position for m in log.read("users"))
+    files = len(log.files("users"))
+    last = {p: log.last_position("users", "slot", p) for p in log.partitions("users")}
+
+    assert run_until_killed(COMPACTOR, str(tmp_path)) == ["compacting"]
+
+    killed = ParquetChangeLog(tmp_path)
+    assert {p: killed.last_position("users", "slot", p) for p in last} == last
+    doubled = sorted(m.audit.position for m in killed.read("users"))
+    assert len(doubled) > len(rows)
+    assert sorted(set(doubled)) == rows
+    assert len(killed.files("users")) == files + 1
+    assert len(hidden_parts(tmp_path / "users")) == 1  # the merged file's part, linked
+    receipt = compact_table(killed, "users", max_rows=1_000)
+    assert receipt.leftovers > 1
+    assert receipt.files_after == len(killed.partitions("users")) == len(killed.files("users"))
+    assert sorted(m.audit.position for m in killed.read("users")) == rows
+    assert hidden_parts(tmp_path / "users") == []
+    compacted = ParquetChangeLog(tmp_path)  # the last positions read from the names again
+    assert {p: compacted.last_position("users", "slot", p) for p in last} == last

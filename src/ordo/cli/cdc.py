@@ -1,6 +1,7 @@
-"""`ordo cdc`: capture, ingest, materialize, schemas, status and the replica simulation.
+"""`ordo cdc`: capture, ingest, materialize, compact, schemas, status and the replica simulation.
 
-The group and its smaller commands; capture, materialize and schemas have modules of their own.
+The group and its smaller commands; capture, materialize, compact and schemas have modules of
+their own.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ordo.cdc import Publisher, SchemaRegistry
 from ordo.cdc.change_rows import ChangeRows
 from ordo.cdc.ingest import MutationLines, parse_mutation_lines, prepare_ingest
 from ordo.cli.cdc_capture import capture
+from ordo.cli.cdc_compact import compact
 from ordo.cli.cdc_materialize import materialize
 from ordo.cli.cdc_options import (
     change_log_option,
@@ -51,7 +53,7 @@ def cdc() -> None:
     """Change data capture: source changes -> keyed change log -> full-row change messages."""
 
 
-for command in (capture, materialize, schemas):
+for command in (capture, compact, materialize, schemas):
     cdc.add_command(command)
 
 

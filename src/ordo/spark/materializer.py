@@ -123,8 +123,13 @@ def materialize(
     require_checkpoint(spec, checkpoint)
     if "://" not in spec.change_log:  # a local log: the capture may not have written yet
         Path(spec.change_log_path).mkdir(parents=True, exist_ok=True)
+    # A file listed for a batch may be gone when the batch reads it, or when it is replayed:
+    # `ordo cdc compact` removes files once a merged file holding their rows is in place, which
+    # the source lists as a new file (ordo.storage.parquet.compaction). Without this the batch
+    # failed, and so did every restart, replaying it.
+    source = spark.readStream.schema(CHANGE_LOG_DDL).option("ignoreMissingFiles", "true")
     changes = (
-        bucketed(spark.readStream.schema(CHANGE_LOG_DDL).parquet(spec.change_log_path))
+        bucketed(source.parquet(spec.change_log_path))
         .groupBy("state_bucket")
         .transformWithStateInPandas(
             ChangeFoldProcessor(sink=spec.sink, table=spec.table),

@@ -25,13 +25,15 @@ _PART = re.compile(r"^\.(?P<name>.+\.parquet)\.[0-9a-f]{32}\.tmp$")
 """A hidden part `write_part` makes: the name of the file it becomes, and a uuid."""
 
 
-def write_part(final: Path, table: pa.Table) -> Path:
+def write_part(final: Path, table: pa.Table, *, suffix: str = "tmp") -> Path:
     """Write `table` to a hidden part beside `final`, synced; returns the part's path.
 
     Synced so that the file is durable once renamed, before the source may forget its changes.
-    A write that fails (a full disk, say) leaves no part behind.
+    A write that fails (a full disk, say) leaves no part behind. The part is named
+    `.<final name>.<uuid>.<suffix>`: a publish's end in `tmp` (`remove_left_parts` removes
+    them), a compaction's in another suffix, which no publisher ever removes.
     """
-    part = final.with_name(f".{final.name}.{uuid.uuid4().hex}.tmp")
+    part = final.with_name(f".{final.name}.{uuid.uuid4().hex}.{suffix}")
     try:
         with part.open("wb") as file:
             pq.write_table(table, file)
