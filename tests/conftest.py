@@ -27,6 +27,7 @@ from ordo.storage.open import open_journal, open_stores
 from ordo.storage.postgres.throwaway import ThrowawayPostgres
 from ordo.storage.stores import Stores
 from postgres_source_support import with_server_option
+from spark_classes_support import class_archive_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,7 +43,11 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 # their time: compiling with C1 only and the serial collector start Spark about a third
 # sooner on a 2-CPU machine, where C2 and G1's threads contend with the start itself. The
 # same Spark runs, only its JIT and collector differ; a SPARK_SUBMIT_OPTS of the caller wins.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# The JVMs also map Spark's classes from an archive the first run makes (spark_classes_support).
+if "SPARK_SUBMIT_OPTS" not in os.environ:
+    os.environ["SPARK_SUBMIT_OPTS"] = class_archive_options(
+        "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    )
 
 # A command started in the background by a shell without job control (`make test &` in a
 # script, a CI runner's step) ignores SIGINT, and so does every process it starts, Python
