@@ -49,7 +49,6 @@ import random
 import shutil
 import sqlite3
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -69,14 +68,15 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from _args import positive_count
-from _report import Row, machine_lines, print_table, ratio_row
+from _report import Row, ratio_row
+from _spark import report_on_spark
 from ordo.cdc import PartitionState, Publisher, SchemaRegistry, fold
 from ordo.cdc.capture import Capture
 from ordo.cdc.message_rows import MessageRows
 from ordo.cdc.mutation import Key, Mutation
 from ordo.settings import CaptureSettings
 from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload
-from ordo.spark import MaterializerSpec, start_session
+from ordo.spark import MaterializerSpec
 from ordo.spark.cdc_simulation import SimulationRun, publish_deliveries, sink_url
 from ordo.spark.change_processor import ChangeFoldProcessor
 from ordo.spark.change_schemas import CHANGE_LOG_DDL
@@ -575,23 +575,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = QUICK_SIZES if args.quick else DEFAULT_SIZES
     writes, keys, rows = (getattr(args, name) or sizes[name] for name in ("writes", "keys", "rows"))
-    started = time.perf_counter()
-    print("\n".join(machine_lines(libraries=("ordo", "pyspark", "pyarrow"))))
-    print(flush=True)
-    spark = start_session(master="local[2]", app_name="ordo-bench-cdc")
-    try:
-        with tempfile.TemporaryDirectory(prefix="ordo-bench-cdc-") as tmp:
-            work = Path(tmp)
-            if not args.quick:
-                warm_up(spark, work)
-            figures = bench_materializer(spark, writes, keys, work, repeat=args.repeat)
-            rounds = 1 if args.quick else ROUNDS
-            figures += bench_bulk(spark, rows, work, rounds=rounds)
-            figures += bench_document_triggers(work, rounds=rounds)
-    finally:
-        spark.stop()
-    print_table(figures, unit_rule=40)
-    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+
+    def measure(spark: SparkSession, work: Path) -> list[Row]:
+        if not args.quick:
+            warm_up(spark, work)
+        rounds = 1 if args.quick else ROUNDS
+        return [
+            *bench_materializer(spark, writes, keys, work, repeat=args.repeat),
+            *bench_bulk(spark, rows, work, rounds=rounds),
+            *bench_document_triggers(work, rounds=rounds),
+        ]
+
+    report_on_spark("cdc", measure)
     return 0
 
 

@@ -25,6 +25,7 @@ BENCHES = {
     "append.py": ["--quick", "--events", "500", "--single-events", "50"],
     "cli_start.py": ["--quick"],
     "cdc.py": ["--quick", "--writes", "600", "--keys", "60", "--rows", "2000"],
+    "compact.py": ["--quick"],
     "processor.py": ["--quick"],
     "query.py": ["--quick", "--events", "1000", "--live-events", "3"],
     "rebuild.py": ["--quick", "--events", "2000"],
