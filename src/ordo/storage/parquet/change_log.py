@@ -22,7 +22,6 @@ import os
 import re
 import uuid
 from collections.abc import Collection, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +55,7 @@ from ordo.storage.parquet.partition_record import (
     write_partition_record,
 )
 from ordo.storage.parquet.staged_parts import remove_left_parts, write_part
+from ordo.storage.parquet.writer_threads import write_in_threads
 
 _WRITERS = 4
 """Threads that write a publish's files."""
@@ -192,26 +192,21 @@ class ParquetChangeLog:
         place, so a micro-batch that lists the log meanwhile sees the publish whole or not at
         all, in the usual case (a crash between renames leaves a prefix, which the next
         publish completes). The file name carries the segment and the position range. Files
-        are written and synced by a few threads at once (Parquet encoding and fsync release
-        the GIL). A publish that fails, or that Ctrl-C interrupts, keeps the files renamed
-        before it stopped (a retry skips them, the positions read again from the names) and
-        removes the others' hidden parts (`_unstage`); those a killed publisher left go with
-        the segment's next publish there (`remove_left_parts`).
+        are written and synced by a few threads at once (`write_in_threads`: Parquet encoding and
+        fsync release the GIL). A publish that fails, or that Ctrl-C interrupts, keeps the files
+        renamed before it stopped (a retry skips them, the positions read again from the names)
+        and, once no writer runs, removes the others' hidden parts (`_unstage`); those a killed
+        publisher left go with the segment's next publish there (`remove_left_parts`).
         """
         work = [(partition, rows) for partition, rows in files if len(rows)]
-        workers = max(1, min(len(work), _WRITERS))
         try:
-            with self._writing(), ThreadPoolExecutor(max_workers=workers) as pool:
+            with self._writing():
                 self._remove_left_parts(table, work)
-                futures = [pool.submit(self._stage, table, p, rows) for p, rows in work]
-                wait(futures)
-                failed = [error for f in futures if (error := f.exception()) is not None]
-                if failed:
-                    raise failed[0]
-                staged = [f.result() for f in futures]
+                staged = write_in_threads(lambda item: self._stage(table, *item), work, _WRITERS)
                 for temporary, final, *_ in staged:
                     os.replace(temporary, final)
-                list(pool.map(fsync_directory, {final.parent for _, final, *_ in staged}))
+                folders = sorted({final.parent for _, final, *_ in staged})
+                write_in_threads(fsync_directory, folders, _WRITERS)
         except BaseException:
             self._unstage(table, work)
             raise
