@@ -28,8 +28,8 @@ from ordo.cli.main import cli
         ),
         (
             ["cdc", "bogus"],
-            "Error: No such command 'bogus' (valid: capture, ingest, materialize, schemas, "
-            "simulate, status); see 'ordo cdc --help'",
+            "Error: No such command 'bogus' (valid: capture, compact, ingest, materialize, "
+            "schemas, simulate, status); see 'ordo cdc --help'",
         ),
         (
             ["--bogus"],
