@@ -118,6 +118,25 @@ def test_a_sink_that_is_no_ordo_database_is_refused_before_spark_starts(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_run_whose_spark_does_not_start_names_no_run_it_left_in_the_sink(tmp_path: Path) -> None:
+    """The failure's line ended with "the sink keeps what run ... wrote" (its note) though the
+    run left nothing there, Spark (local[0]: no threads) refusing to start: an operator was sent
+    to look for, and remove, rows that no run wrote."""
+    sink = f"sqlite:///{tmp_path}/sink.db"
+    init_storage(sink)
+    args = (*SIMULATE, "--sink", sink, "--master", "local[0]")
+    run = spark_command(*args, spark_log=tmp_path / "spark.log")
+
+    assert (run.returncode, run.stdout) == (1, "")
+    (line,) = run.stderr.splitlines()[1:]  # after the "starting Spark" line
+    assert line.startswith(
+        "Error: ConfigurationError: Spark did not start with master 'local[0]': SparkException: "
+    )
+    assert line.endswith(f"(Spark's output: {tmp_path / 'spark.log'})")
+    with stores_at(sink, mode="read") as stores:
+        assert list(stores.schemas.tables()) == []
+
+
 @pytest.mark.spark
 @pytest.mark.postgres
 def test_a_run_that_the_sink_refuses_names_the_run_it_left_there(

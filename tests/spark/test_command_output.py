@@ -34,6 +34,7 @@ from ordo.cli.main import cli
 from ordo.spark.demo import ORDER_TOTALS_TABLE
 from ordo.spark.job_session import spark_output_path
 from ordo.spark.query_failure import failure_line
+from ordo.storage.location import redacted_url
 from ordo.storage.open import init_storage, stores_at
 from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.postgres.connection import redacted_dsn
@@ -641,11 +642,17 @@ def test_sigterm_stops_cdc_simulate_as_ctrl_c_does_leaving_no_work_dir_or_proces
     assert list(work.iterdir()) == []
 
 
-def test_sigterm_right_after_spark_started_ends_cdc_simulate_with_its_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("with_sink", [False, True])
+def test_sigterm_right_after_spark_started_ends_cdc_simulate_with_its_line(
+    tmp_path: Path, with_sink: bool
+) -> None:
     """Between the start of Spark, whose stop flag takes SIGTERM, and the next flag (the wait
     for an executor's, a Spark job's) SIGTERM kept its default action: the command ended at
-    once without its line (status -15). `signalled_start_command.py` sends it right there."""
-    command = [sys.executable, str(SIGNALLED_START), "cdc", "simulate", "--master", "local[1]"]
+    once without its line (status -15). `signalled_start_command.py` sends it right there.
+    The run has not begun: with --sink, the line named the run though it left nothing there."""
+    command = [*_signalled_start("SIGTERM", "started"), "cdc", "simulate", "--master", "local[1]"]
+    if with_sink:
+        command += ["--sink", _ordo_database(tmp_path)]
     with _running(command, tmp_path) as simulate:
         out, err = simulate.communicate(timeout=180)
 
@@ -654,6 +661,82 @@ def test_sigterm_right_after_spark_started_ends_cdc_simulate_with_its_line(tmp_p
         "cdc simulate interrupted: the materializer stopped, no verdict"
     ]
     _wait_for_no_process(simulate)
+
+
+def _signalled_start(name: str, moment: str) -> list[str]:
+    """The start of a command line of `ordo` that gets the signal `name` at `moment`
+    (`signalled_start_command.py`)."""
+    return [sys.executable, str(SIGNALLED_START), name, moment]
+
+
+def _journal_with_an_event(tmp_path: Path) -> str:
+    """The URL of a new SQLite journal in `tmp_path` holding one tagged event."""
+    url = f"sqlite:///{tmp_path}/j.db"
+    with open_journal(url) as journal:
+        journal.append("p", [NewEvent.of(0, tags=["a"])])
+    return url
+
+
+def _ordo_database(tmp_path: Path) -> str:
+    """The URL of a new, empty ordo database in `tmp_path` (`ordo init`'s)."""
+    url = f"sqlite:///{tmp_path}/sink.db"
+    init_storage(url)
+    return url
+
+
+_SPARK_COMMANDS: dict[str, Callable[[Path], tuple[list[str], str]]] = {
+    "cdc simulate --sink": lambda tmp_path: (
+        ["cdc", "simulate", "--sink", _ordo_database(tmp_path)],
+        "cdc simulate interrupted: the materializer stopped, no verdict",
+    ),
+    "demo": lambda tmp_path: (
+        ["demo", "--journal", f"sqlite:///{tmp_path}/demo.db"],
+        "demo interrupted: writers and projection stopped, no verdict; "
+        f"{redacted_url(f'sqlite:///{tmp_path}/demo.db')} holds what was written",
+    ),
+    "verify": lambda tmp_path: (
+        ["verify", "--journal", _journal_with_an_event(tmp_path)],
+        "verify interrupted: Spark's jobs cancelled, no verdict",
+    ),
+    "reconcile rebuild --all": lambda tmp_path: (
+        ["reconcile", "rebuild", "--all", "--journal", _journal_with_an_event(tmp_path)],
+        "rebuild interrupted: the rows written so far stay, the others are missing; run "
+        "`ordo reconcile rebuild --all` again to write them (it upserts)",
+    ),
+    "cdc materialize": lambda tmp_path: (
+        _materialize_command(tmp_path)[1:],
+        "materializer 'users' interrupted: stopped, it resumes from its checkpoint",
+    ),
+    "pipeline run": lambda tmp_path: (
+        _pipeline_command(tmp_path)[1:],
+        "pipeline interrupted: stopped, it resumes from its checkpoint",
+    ),
+}
+"""How to run each Spark command in `tmp_path` (its arguments), and its line when stopped."""
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("command", list(_SPARK_COMMANDS))
+def test_a_stop_while_a_spark_command_imports_pyspark_ends_it_with_its_line(
+    tmp_path: Path, command: str, name: str
+) -> None:
+    """Importing pyspark takes seconds, and checking the options (--sink, the journal) may too,
+    before `job_session` holds the stop: SIGTERM's default action ended the command at once
+    without its line (status -15), and Ctrl-C with click's "Aborted!" and status 1. The stop
+    comes as pyspark is first imported (`signalled_start_command.py`); nothing has started:
+    `cdc simulate`'s line names no run, as it left nothing in its sink."""
+    args, line = _SPARK_COMMANDS[command](tmp_path)
+    stopped = subprocess.run(
+        [*_signalled_start(name, "importing"), *args, "--master", "local[1]"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")},
+        check=False,
+    )
+
+    status = 128 + signal.Signals[name]
+    assert (stopped.returncode, stopped.stdout, stopped.stderr) == (status, "", f"{line}\n")
+    assert not (tmp_path / "spark.log").exists()  # before Spark started
 
 
 def test_cdc_simulate_stopped_with_a_sink_names_the_run_it_left_there(

@@ -43,7 +43,7 @@ from ordo.cli.options import (
     progress,
     require_journal,
 )
-from ordo.cli.termination import interrupted_status, interruptible, stoppable
+from ordo.cli.termination import interrupted_status, stoppable
 from ordo.interrupts import run_interruptibly
 from ordo.storage.open import existing_stores_at, open_existing_stores
 
@@ -168,17 +168,19 @@ def status(
 
 
 @contextmanager
-def _noted(note: str | None) -> Iterator[None]:
-    """An exception that leaves the block carries `note` (PEP 678), if any.
+def _noted(note: str | None, *, once: threading.Event) -> Iterator[None]:
+    """An exception or a stop that leaves the block carries `note` (PEP 678), once `once` is set.
 
-    The root command's one-line error ends with it: a failed `cdc simulate --sink` (the
-    materializer failing, the sink refusing a write or gone) said what failed but not which
-    run's rows it left in the sink, as a stopped run's line does.
+    The root command's one-line error ends with it, as an interrupted command's line does
+    (`interruptible`): a failed or stopped `cdc simulate --sink` (the materializer failing, the
+    sink refusing a write or gone) said what failed but not which run's rows it left in the
+    sink. `once` is set when the run has left something there: before, the note said so of a
+    run that left nothing (a Spark that did not start).
     """
     try:
         yield
-    except Exception as exc:
-        if note is not None:
+    except BaseException as exc:  # a stop too: its line ends with the note
+        if note is not None and once.is_set():
             exc.add_note(note)
         raise
 
@@ -215,40 +217,45 @@ def simulate(
     that every message conforms to its schema. Exit status 1 when any check fails. --sink is
     checked (it exists, and is an ordo database of this version) before Spark starts.
     """
-    from ordo.simulation.cdc import ReplicaWorkload
-    from ordo.spark.cdc_simulation import SimulationRun, run_cdc_simulation
-    from ordo.spark.interruption import run_job
-    from ordo.spark.job_session import job_session
-    from ordo.spark.query_failure import query_failures
-
-    workload = ReplicaWorkload(mutations=mutations, keys=keys, replicas=replicas, seed=seed)
-    run = SimulationRun.fresh()
     left = "cdc simulate interrupted: the materializer stopped, no verdict"
-    kept: str | None = None
-    if sink is not None:
-        open_existing_stores(sink, what="sink database").close()
-        # the output's `run` names what the run leaves in the sink; a stop or a failure ends
-        # it before that, so their lines name it
-        kept = f"the sink keeps what run {run.name} wrote (docs/cdc.md says how to remove it)"
-        left += f"; {kept}"
-    with (
-        interruptible(left),
-        _noted(kept),
-        query_failures("cdc simulate"),
-        job_session(
-            master=master,
-            app_name="ordo-cdc-simulate",
-            executor_timeout_ms=executor_timeout_ms,
-            announce=progress,
-        ) as spark,
-        tempfile.TemporaryDirectory(prefix="ordo-cdc-simulate-") as work_dir,
-    ):
-        result = run_job(
-            spark,
-            lambda: run_cdc_simulation(
-                spark, workload, work_dir=Path(work_dir), sink=sink, run=run
-            ),
-        )
+    recorded = threading.Event()  # set by the run once it has left its schema in the sink
+    with stoppable(left):  # from the start: importing pyspark and checking --sink take seconds
+        from ordo.simulation.cdc import ReplicaWorkload
+        from ordo.spark.cdc_simulation import SimulationRun, run_cdc_simulation
+        from ordo.spark.interruption import run_job
+        from ordo.spark.job_session import job_session
+        from ordo.spark.query_failure import query_failures
+
+        workload = ReplicaWorkload(mutations=mutations, keys=keys, replicas=replicas, seed=seed)
+        run = SimulationRun.fresh()
+        kept: str | None = None
+        if sink is not None:
+            open_existing_stores(sink, what="sink database").close()
+            # the output's `run` names what the run leaves in the sink; a stop or a failure ends
+            # it before that, so their lines name it once the run has left something there
+            kept = f"the sink keeps what run {run.name} wrote (docs/cdc.md says how to remove it)"
+        with (
+            _noted(kept, once=recorded),
+            query_failures("cdc simulate"),
+            job_session(
+                master=master,
+                app_name="ordo-cdc-simulate",
+                executor_timeout_ms=executor_timeout_ms,
+                announce=progress,
+            ) as spark,
+            tempfile.TemporaryDirectory(prefix="ordo-cdc-simulate-") as work_dir,
+        ):
+            result = run_job(
+                spark,
+                lambda: run_cdc_simulation(
+                    spark,
+                    workload,
+                    work_dir=Path(work_dir),
+                    sink=sink,
+                    run=run,
+                    on_recorded=recorded.set,
+                ),
+            )
     document = result.to_json()
     if as_json:
         click.echo(json.dumps(document))

@@ -19,7 +19,7 @@ from ordo.cli.options import (
     non_empty,
     progress,
 )
-from ordo.cli.streaming import start_query, streaming_session, wait_for
+from ordo.cli.streaming import start_query, streaming_job, streaming_session, wait_for
 from ordo.errors import ConfigurationError
 from ordo.storage.open import stores_at
 from ordo.wording import counted
@@ -77,46 +77,47 @@ def materialize(
     Changes that do not fit their schema, or cannot be read, go to CHECKPOINT/dead_letters:
     a warning on stderr says how many this run sent there.
     """
-    from ordo.spark.materializer import MaterializerSpec, require_checkpoint, require_schema
-    from ordo.spark.materializer import materialize as start_materializer
-    from ordo.storage.parquet.batch_files import BatchListing
+    label = f"materializer {(name or table)!r}"  # the spec's name
+    with streaming_job(label):  # from the start: importing pyspark and the checks take seconds
+        from ordo.spark.materializer import MaterializerSpec, require_checkpoint, require_schema
+        from ordo.spark.materializer import materialize as start_materializer
+        from ordo.storage.parquet.batch_files import BatchListing
 
-    spec = MaterializerSpec(
-        name=name or table,
-        table=table,
-        change_log=str(change_log),
-        sink=existing_journal(journal_url),
-        messages_path=None if messages_path is None else str(messages_path),
-        target_table=target_table,
-    )
-    require_schema(spec)  # before Spark starts, as are the change log's and checkpoint's checks
-    _require_change_log(change_log, table, follow=follow)
-    require_checkpoint(spec, str(checkpoint))
-    dead_letters = BatchListing.of(spec.dead_letters_at(str(checkpoint)))
-    app_name = f"ordo-materializer-{spec.name}"
-    label = f"materializer {spec.name!r}"
-    with streaming_session(
-        label,
-        str(checkpoint),
-        master=master,
-        app_name=app_name,
-        executor_timeout_ms=executor_timeout_ms,
-    ) as spark:
-        query = start_query(
-            spark,
-            label,
-            lambda: start_materializer(
-                spark,
-                spec,
-                checkpoint=str(checkpoint),
-                available_now=not follow,
-                processing_time="1 second" if follow else None,
-            ),
+        spec = MaterializerSpec(
+            name=name or table,
+            table=table,
+            change_log=str(change_log),
+            sink=existing_journal(journal_url),
+            messages_path=None if messages_path is None else str(messages_path),
+            target_table=target_table,
         )
-        try:
-            wait_for(query, label)
-        finally:  # interrupted or failed too: what went to the dead letters stays there
-            _warn_of_dead_letters(dead_letters)
+        require_schema(spec)  # before Spark starts, as are the change log's and checkpoint's checks
+        _require_change_log(change_log, table, follow=follow)
+        require_checkpoint(spec, str(checkpoint))
+        dead_letters = BatchListing.of(spec.dead_letters_at(str(checkpoint)))
+        app_name = f"ordo-materializer-{spec.name}"
+        with streaming_session(
+            label,
+            str(checkpoint),
+            master=master,
+            app_name=app_name,
+            executor_timeout_ms=executor_timeout_ms,
+        ) as spark:
+            query = start_query(
+                spark,
+                label,
+                lambda: start_materializer(
+                    spark,
+                    spec,
+                    checkpoint=str(checkpoint),
+                    available_now=not follow,
+                    processing_time="1 second" if follow else None,
+                ),
+            )
+            try:
+                wait_for(query, label)
+            finally:  # interrupted or failed too: what went to the dead letters stays there
+                _warn_of_dead_letters(dead_letters)
     with stores_at(spec.sink) as stores:
         done = [p for p in stores.change_sink.progress() if p.materializer == spec.name]
         has_table = stores.change_sink.has_table(spec.target_table)

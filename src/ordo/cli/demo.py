@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ordo.cli.options import master_options, print_fields, workload_options
-from ordo.cli.termination import interruptible
+from ordo.cli.termination import stoppable
 from ordo.simulation.workload import Workload
 from ordo.storage.location import (
     SQLiteLocation,
@@ -67,52 +67,57 @@ def demo(
     changes are captured as well and materialized on Spark into full-row change messages
     and a copy of the table, which the verdict checks too (CDC, G6).
     """
-    from rich.console import Console
+    left = (
+        "demo interrupted: writers and projection stopped, no verdict; "
+        f"{redacted_url(journal_url)} "  # a URL's password is no message's
+        "holds what was written"
+    )
+    with stoppable(left):  # from the start: importing pyspark and checking the journal take time
+        from rich.console import Console
 
-    from ordo.spark.demo import Progress, run_demo
-    from ordo.spark.interruption import run_job
-    from ordo.spark.job_session import job_session
-    from ordo.spark.query_failure import query_failures
+        from ordo.spark.demo import Progress, run_demo
+        from ordo.spark.interruption import run_job
+        from ordo.spark.job_session import job_session
+        from ordo.spark.query_failure import query_failures
 
-    console = Console(stderr=True)
-    if journal_url == DEFAULT_DEMO_JOURNAL:
-        _remove_sqlite_files(journal_url)
-    _check_journal(journal_url)  # before Spark, which takes seconds to start (or to fail)
-    with (
-        interruptible(
-            "demo interrupted: writers and projection stopped, no verdict; "
-            f"{redacted_url(journal_url)} "  # a URL's password is no message's
-            "holds what was written"
-        ),
-        query_failures("demo"),
-        job_session(
-            master=master,
-            app_name=_APP,
-            executor_timeout_ms=executor_timeout_ms,
-            announce=console.out,  # not print, which read markup in ORDO_SPARK_LOG's path
-        ) as spark,
-        tempfile.TemporaryDirectory(prefix="ordo-demo-", ignore_cleanup_errors=True) as work_dir,
-        _live_display(console, transient=as_json) as live,
-    ):
-        if journal_url == DEFAULT_DEMO_JOURNAL:  # the demo's own folder, made once Spark started
-            create_folders(DEFAULT_DEMO_JOURNAL)
+        console = Console(stderr=True)
+        if journal_url == DEFAULT_DEMO_JOURNAL:
+            _remove_sqlite_files(journal_url)
+        _check_journal(journal_url)  # before Spark, which takes seconds to start (or to fail)
+        with (
+            query_failures("demo"),
+            job_session(
+                master=master,
+                app_name=_APP,
+                executor_timeout_ms=executor_timeout_ms,
+                announce=console.out,  # not print, which read markup in ORDO_SPARK_LOG's path
+            ) as spark,
+            tempfile.TemporaryDirectory(
+                prefix="ordo-demo-", ignore_cleanup_errors=True
+            ) as work_dir,
+            _live_display(console, transient=as_json) as live,
+        ):
+            if (
+                journal_url == DEFAULT_DEMO_JOURNAL
+            ):  # the demo's own folder, made once Spark started
+                create_folders(DEFAULT_DEMO_JOURNAL)
 
-        def show(progress: Progress) -> None:
-            live.update(_view(progress))
+            def show(progress: Progress) -> None:
+                live.update(_view(progress))
 
-        workload = Workload(
-            events=events, persistence_ids=persistence_ids, writers=writers, seed=seed
-        )
-        report = run_job(
-            spark,
-            lambda: run_demo(
+            workload = Workload(
+                events=events, persistence_ids=persistence_ids, writers=writers, seed=seed
+            )
+            report = run_job(
                 spark,
-                journal=journal_url,
-                workload=workload,
-                work_dir=Path(work_dir),
-                on_progress=show,
-            ),
-        )
+                lambda: run_demo(
+                    spark,
+                    journal=journal_url,
+                    workload=workload,
+                    work_dir=Path(work_dir),
+                    on_progress=show,
+                ),
+            )
     result = report.to_json_dict()
     if as_json:
         click.echo(json.dumps(result))

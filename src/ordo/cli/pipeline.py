@@ -10,7 +10,7 @@ import click
 
 from ordo.cli.command_group import CommandGroup
 from ordo.cli.options import master_options
-from ordo.cli.streaming import start_query, streaming_session, wait_for
+from ordo.cli.streaming import start_query, streaming_job, streaming_session, wait_for
 
 
 @click.group(cls=CommandGroup)
@@ -27,21 +27,25 @@ def run(config_file: Path, master: str, executor_timeout_ms: int) -> None:
     With the available_now trigger it stops once it has caught up; with a processing-time
     trigger it runs until interrupted.
     """
-    from ordo.spark.pipeline import PipelineConfig, start_pipeline
+    with streaming_job("pipeline"):  # until its file names it: pyspark's import takes seconds
+        from ordo.spark.pipeline import PipelineConfig, start_pipeline
 
-    _import_from_working_directory()
-    config = PipelineConfig.from_toml(config_file)  # every check, the journal's too, before Spark
-    app_name = f"ordo-{config.processor}"
-    label = f"pipeline {config.processor!r}"
-    with streaming_session(
-        label,
-        config.checkpoint,
-        master=master,
-        app_name=app_name,
-        executor_timeout_ms=executor_timeout_ms,
-    ) as spark:
-        query = start_query(spark, label, lambda: start_pipeline(spark, config))
-        wait_for(query, label)
+        _import_from_working_directory()
+        config = PipelineConfig.from_toml(config_file)  # every check, the journal's, before Spark
+        app_name = f"ordo-{config.processor}"
+        label = f"pipeline {config.processor!r}"
+        with (
+            streaming_job(label),
+            streaming_session(
+                label,
+                config.checkpoint,
+                master=master,
+                app_name=app_name,
+                executor_timeout_ms=executor_timeout_ms,
+            ) as spark,
+        ):
+            query = start_query(spark, label, lambda: start_pipeline(spark, config))
+            wait_for(query, label)
     click.echo(f"pipeline {config.processor!r} stopped; checkpoint at {config.checkpoint}")
 
 

@@ -21,7 +21,7 @@ from ordo.cli.options import (
     progress,
     read_only_stores,
 )
-from ordo.cli.termination import interruptible, stoppable
+from ordo.cli.termination import stoppable
 from ordo.interrupts import terminable
 from ordo.tools.receipts import OperationReceipt
 from ordo.tools.reconciliation import Reconciliation
@@ -162,8 +162,8 @@ def rebuild(
                 force=force, dry_run=dry_run, on_progress=show
             )
     else:
-        request.check_journal()
-        with interruptible(_REBUILD_INTERRUPTED):
+        with stoppable(_REBUILD_INTERRUPTED):  # the check and pyspark's import take time too
+            request.check_journal()
             receipt, truncated = _rebuild_on_spark(
                 request,
                 master,

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ordo.cli.options import progress
-from ordo.cli.termination import interruptible
+from ordo.cli.termination import stoppable
 from ordo.errors import QueryFailedError
 from ordo.wording import counted
 
@@ -18,8 +18,12 @@ POLL_SECONDS = 2.0
 
 
 def streaming_job(label: str) -> AbstractContextManager[None]:
-    """Ctrl-C while the job `label` starts Spark or its query ends it as during `wait_for`."""
-    return interruptible(_interrupted(label))
+    """Ctrl-C or SIGTERM before the job `label`'s query runs end it as during `wait_for`.
+
+    Held from the command's first step: while it imports pyspark and checks its options, as
+    while Spark starts or its query does (`stoppable`).
+    """
+    return stoppable(_interrupted(label))
 
 
 @contextmanager
@@ -28,15 +32,14 @@ def streaming_session(
 ) -> Iterator[Any]:
     """The Spark session of the streaming job `label`, which checkpoints at `checkpoint`.
 
-    Ctrl-C is handled as by `streaming_job`; a second copy of the job (its checkpoint locked)
-    is refused before Spark starts. The session is a SparkSession (typed loosely: the CLI
-    imports Spark lazily).
+    Within the command's `streaming_job(label)`; a second copy of the job (its checkpoint
+    locked) is refused before Spark starts. The session is a SparkSession (typed loosely: the
+    CLI imports Spark lazily).
     """
     from ordo.spark.checkpoint import checkpoint_lock
     from ordo.spark.job_session import job_session
 
     with (
-        streaming_job(label),
         checkpoint_lock(checkpoint, label),
         job_session(
             master=master,

@@ -11,9 +11,10 @@ raises `Terminated` instead, a KeyboardInterrupt, so that it takes the way Ctrl-
 
 Only where the command's Ctrl-C path is known to stop its work: a Spark command stops its
 query or jobs by a flag it polls (`ordo.cli.streaming`, `ordo.spark.interruption`), not by an
-exception raised into a Py4J call; between those, its `job_session` holds `terminable()`.
-`stoppable()` is the pair of the commands that are not Spark's: `terminable()` within
-`interruptible()`.
+exception raised into a Py4J call, so it may hold `stoppable()` (`terminable()` within
+`interruptible()`) as the other commands do, from its first step: a stop while it imported
+pyspark or checked its options, before its `job_session` held `terminable()`, got SIGTERM's
+default action (status -15, no line), and Ctrl-C click's "Aborted!" and status 1.
 """
 
 from __future__ import annotations
@@ -44,21 +45,24 @@ def interrupted_status(interrupt: KeyboardInterrupt) -> int:
 def interruptible(left: str) -> Iterator[None]:
     """Ctrl-C ends the block with one line and exit status 130 (not click's "Aborted!" and 1).
 
-    The line, on stderr, is `left`: what the interrupted work leaves behind. SIGTERM within
-    `terminable()`, or during a Spark command's `run_job`, ends it so too, with status 143.
+    The line, on stderr, is `left`: what the interrupted work leaves behind, then the stop's
+    notes (PEP 678), each after "; ", as an error's line ends with its notes (`cdc simulate`
+    names the run it left in its sink once it has). SIGTERM within `terminable()`, or during a
+    Spark command's `run_job`, ends it so too, with status 143.
     """
     try:
         yield
     except KeyboardInterrupt as interrupt:
-        progress(left)
+        progress("; ".join([left, *getattr(interrupt, "__notes__", ())]))
         raise click.exceptions.Exit(interrupted_status(interrupt)) from None
 
 
 @contextmanager
 def stoppable(left: str) -> Iterator[None]:
-    """`interruptible(left)` that SIGTERM ends too (`terminable()`): for work that is no Spark's.
+    """`interruptible(left)` that SIGTERM ends too (`terminable()`).
 
-    SIGTERM's handler is given back before the line is printed.
+    For a Spark command too, from its first step: its Spark calls take a stop as a flag
+    (`job_session`, `run_job`). SIGTERM's handler is given back before the line is printed.
     """
     with interruptible(left), terminable():
         yield

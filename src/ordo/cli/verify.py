@@ -39,51 +39,49 @@ def verify(
     duplicated rows, wrong tag pid sequence nrs, gaps in them and rows in the wrong time
     bucket. Exits with status 1 when anything is wrong (after --repair: still wrong).
     """
-    from ordo.spark.interruption import run_job
-    from ordo.spark.job_session import job_session
-    from ordo.spark.verify import verify_tag_views
+    with stoppable(_INTERRUPTED):  # from the start: importing pyspark takes seconds
+        from ordo.spark.interruption import run_job
+        from ordo.spark.job_session import job_session
+        from ordo.spark.verify import verify_tag_views
 
-    url, as_json = request.url, request.as_json
-    if repair and not request.dry_run:
-        init_storage(url)  # a repair writes: the journal is upgraded first, as by reconcile
-    else:
-        open_existing_stores(url).close()  # only reads: an older schema is refused before Spark
-    progress("verifying tag views on Spark ...")
-    with (
-        interruptible(_INTERRUPTED),
-        job_session(
+        url, as_json = request.url, request.as_json
+        if repair and not request.dry_run:
+            init_storage(url)  # a repair writes: the journal is upgraded first, as by reconcile
+        else:
+            open_existing_stores(url).close()  # only reads: an older schema is refused before Spark
+        progress("verifying tag views on Spark ...")
+        with job_session(
             master=master,
             app_name="ordo-verify",
             executor_timeout_ms=executor_timeout_ms,
             announce=progress,
-        ) as spark,
-    ):
-        report = run_job(spark, lambda: verify_tag_views(spark, url, partitions=partitions))
-        document: dict[str, object] = {"report": report.to_json_dict()}
-        _show(report, as_json=as_json)
-        if repair and not report.is_clean:
-            with (  # no Spark's: SIGTERM's default action ended it without its line
-                stoppable(_REPAIR_INTERRUPTED),
-                request.tool(Reconciliation) as reconciliation,
-                ThrottledProgress() as show,
-            ):
-                receipt = reconciliation.rebuild_pairs(
-                    report.affected,
-                    force=request.force,
-                    dry_run=request.dry_run,
-                    on_progress=show,
-                )
-            document["repair"] = receipt.to_json_dict()
-            if not as_json:
-                click.echo(receipt.describe())
-            if not request.dry_run:
-                progress("verifying again ...")
-                with interruptible(_AGAIN_INTERRUPTED):
-                    report = run_job(
-                        spark, lambda: verify_tag_views(spark, url, partitions=partitions)
+        ) as spark:
+            report = run_job(spark, lambda: verify_tag_views(spark, url, partitions=partitions))
+            document: dict[str, object] = {"report": report.to_json_dict()}
+            _show(report, as_json=as_json)
+            if repair and not report.is_clean:
+                with (  # no Spark's: SIGTERM's default action ended it without its line
+                    stoppable(_REPAIR_INTERRUPTED),
+                    request.tool(Reconciliation) as reconciliation,
+                    ThrottledProgress() as show,
+                ):
+                    receipt = reconciliation.rebuild_pairs(
+                        report.affected,
+                        force=request.force,
+                        dry_run=request.dry_run,
+                        on_progress=show,
                     )
-                document["after_repair"] = report.to_json_dict()
-                _show(report, as_json=as_json)
+                document["repair"] = receipt.to_json_dict()
+                if not as_json:
+                    click.echo(receipt.describe())
+                if not request.dry_run:
+                    progress("verifying again ...")
+                    with interruptible(_AGAIN_INTERRUPTED):
+                        report = run_job(
+                            spark, lambda: verify_tag_views(spark, url, partitions=partitions)
+                        )
+                    document["after_repair"] = report.to_json_dict()
+                    _show(report, as_json=as_json)
     if as_json:
         print_json(document)
     if not report.is_clean:

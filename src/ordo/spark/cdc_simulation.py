@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,16 +133,23 @@ def sink_stores(sink: str | None, *, work_dir: Path) -> Iterator[Stores]:
 
 
 def publish_deliveries(
-    workload: ReplicaWorkload, *, run: SimulationRun, work_dir: Path, sink: str | None = None
+    workload: ReplicaWorkload,
+    *,
+    run: SimulationRun,
+    work_dir: Path,
+    sink: str | None = None,
+    on_recorded: Callable[[], object] = lambda: None,
 ) -> list[Mutation]:
     """Publish the workload's replica deliveries into `<work_dir>/log` (schema registered).
 
-    The run's schema goes to `sink` (`sink_stores`), once `run`'s names are found unused there.
+    The run's schema goes to `sink` (`sink_stores`), once `run`'s names are found unused there;
+    `on_recorded()` is called once it is in: the first of the run's names the sink keeps.
     Returns the deliveries, for the run's table with its schema id.
     """
     with sink_stores(sink, work_dir=work_dir) as stores:
         run.require_unused(stores)
         schema_id = SchemaRegistry(stores.schemas).register(run.schema).schema_id
+    on_recorded()
     deliveries = [
         dataclasses.replace(m, table=run.name, schema_id=schema_id)
         for m in replica_mutations(workload)
@@ -158,16 +165,21 @@ def run_cdc_simulation(
     work_dir: Path,
     sink: str | None = None,
     run: SimulationRun | None = None,
+    on_recorded: Callable[[], object] = lambda: None,
 ) -> CdcSimulationResult:
     """Publish the workload's replica deliveries, materialize them, and check G6.
 
     The materializer writes to `sink` (default: an SQLite file in `work_dir`) under the names
     of `run` (default: a fresh `SimulationRun`), and the checker reads them back from there.
     What it wrote in a given sink stays, whatever the verdict (docs/cdc.md says how to remove
-    it): a caller that may be stopped before the result names the run picks it beforehand.
+    it): a caller that may be stopped before the result names the run picks it beforehand,
+    and names it once `on_recorded()` was called (`publish_deliveries`), before which the run
+    left nothing there (Spark did not start, or the sink refused the run's schema).
     """
     run = run or SimulationRun.fresh()
-    deliveries = publish_deliveries(workload, run=run, work_dir=work_dir, sink=sink)
+    deliveries = publish_deliveries(
+        workload, run=run, work_dir=work_dir, sink=sink, on_recorded=on_recorded
+    )
     spec = MaterializerSpec(
         name=run.name,
         table=run.name,
