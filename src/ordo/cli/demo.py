@@ -97,9 +97,8 @@ def demo(
             ) as work_dir,
             _live_display(console, transient=as_json) as live,
         ):
-            if (
-                journal_url == DEFAULT_DEMO_JOURNAL
-            ):  # the demo's own folder, made once Spark started
+            # the demo's own folder, made once Spark started
+            if journal_url == DEFAULT_DEMO_JOURNAL:
                 create_folders(DEFAULT_DEMO_JOURNAL)
 
             def show(progress: Progress) -> None:

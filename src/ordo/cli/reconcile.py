@@ -22,7 +22,6 @@ from ordo.cli.options import (
     read_only_stores,
 )
 from ordo.cli.termination import stoppable
-from ordo.interrupts import terminable
 from ordo.tools.receipts import OperationReceipt
 from ordo.tools.reconciliation import Reconciliation
 from ordo.types import PersistenceId, Tag
@@ -213,8 +212,8 @@ def _rebuild_on_spark(
     Spark is started first: a Spark that does not start (a cluster that cannot be reached, or
     that starts no executor within `executor_timeout_ms`) must not leave the tag views truncated
     with nothing rebuilt. Ctrl-C cancels the rebuild's Spark job (`run_job`) and raises
-    KeyboardInterrupt; SIGTERM raises Terminated so too, during the truncate (`terminable`) as
-    during the job.
+    KeyboardInterrupt; SIGTERM raises Terminated so too, during the truncate as during the job
+    (the command holds `stoppable` from its first step).
     """
     from ordo.spark.interruption import run_job
     from ordo.spark.job_session import job_session
@@ -228,8 +227,8 @@ def _rebuild_on_spark(
         announce=progress,
     ) as spark:
         truncated: OperationReceipt | None = None
-        if truncate:  # in this process, where SIGTERM's default action ended it without a line
-            with terminable(), request.tool(Reconciliation) as reconciliation:
+        if truncate:
+            with request.tool(Reconciliation) as reconciliation:
                 truncated = _truncate(reconciliation, request)
         receipt = run_job(
             spark,
