@@ -3,6 +3,7 @@
 OrdoError
 ├── ConfigurationError (ValueError)
 │   ├── BucketSizeMismatchError
+│   ├── ClassArchiveError
 │   ├── CheckpointMismatchError
 │   ├── MaterializerCheckpointError
 │   ├── NoSparkExecutorError
@@ -96,6 +97,7 @@ from ordo.errors.cdc import (
 from ordo.errors.configuration import (
     BucketSizeMismatchError,
     CheckpointMismatchError,
+    ClassArchiveError,
     ConfigurationError,
     MaterializerCheckpointError,
     NoSparkExecutorError,
@@ -158,6 +160,7 @@ __all__ = [
     "CaptureError",
     "CdcError",
     "CheckpointMismatchError",
+    "ClassArchiveError",
     "ConcurrencyConflictError",
     "ConfigurationError",
     "ElementFailedError",

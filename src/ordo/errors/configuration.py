@@ -216,5 +216,16 @@ class NoSparkExecutorError(ConfigurationError):
         super().__init__(msg)
 
 
+class ClassArchiveError(ConfigurationError):
+    """Spark's class-data archive could not be made (`ordo spark archive`).
+
+    No Java or pyspark to make it for, a folder it cannot be written to, JVM options of the
+    user's own that choose class-data sharing already, or a warm-up start of Spark that failed
+    or took too long. A configuration error as a Spark that does not start is one: what is
+    wrong is the machine's setup, and the message names the part. Starts never raise it: they
+    run without an archive.
+    """
+
+
 class UnknownUrlSchemeError(ConfigurationError):
     """A journal URL names a backend ordo does not have."""

@@ -13,6 +13,9 @@ from ordo.settings.loading import LoadableSettings
 
 SPARK_LOG_VARIABLE = "ORDO_SPARK_LOG"
 """Environment variable naming the file a command's Spark writes its console output to."""
+CLASS_ARCHIVE_VARIABLE = "ORDO_SPARK_CLASS_ARCHIVE"
+"""Environment variable naming the folder of Spark's class-data archives, or `off` for none
+(`ordo.spark.class_archive`)."""
 TEST_SERVER_VARIABLE = "ORDO_TEST_POSTGRES_DSN"
 """The PostgreSQL server ordo's own test suite uses instead of starting one (tests/conftest.py):
 set in a developer's shell, it is no typo for the commands the tests run."""
@@ -27,6 +30,6 @@ def settings_classes(base: type[Any] = LoadableSettings) -> set[type[LoadableSet
 
 
 def settings_variables() -> set[str]:
-    """The variables the settings' from_env() read, and the Spark log's."""
+    """The variables the settings' from_env() read, the Spark log's and its class archive's."""
     named = {name for cls in settings_classes() for name in cls.env_variables().values()}
-    return named | {SPARK_LOG_VARIABLE}
+    return named | {SPARK_LOG_VARIABLE, CLASS_ARCHIVE_VARIABLE}
