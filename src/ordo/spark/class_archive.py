@@ -237,7 +237,7 @@ def _warm_up(partial: Path, *, options: str, output: Path, timeout_s: float) -> 
     environment[SUBMIT_OPTIONS_VARIABLE] = f"{options} {written}".strip()
     environment[CLASS_ARCHIVE_VARIABLE] = OFF  # the warm-up's start maps no archive
     try:
-        done = subprocess.run(
+        done = subprocess.run(  # noqa: S603 - this interpreter and ordo's own script
             [sys.executable, "-c", _WARM_UP, str(output)],
             env=environment,
             capture_output=True,
@@ -246,7 +246,8 @@ def _warm_up(partial: Path, *, options: str, output: Path, timeout_s: float) -> 
             check=False,
         )
     except subprocess.TimeoutExpired:
-        msg = f"the warm-up start of Spark took longer than {timeout_s:g} s (Spark's output: {output})"
+        took = f"took longer than {timeout_s:g} s"
+        msg = f"the warm-up start of Spark {took} (Spark's output: {output})"
         raise ClassArchiveError(msg) from None
     status = done.stdout.split()[-1:]
     if done.returncode == 0 and status == ["0"] and partial.is_file():
