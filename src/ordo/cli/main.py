@@ -20,6 +20,7 @@ from ordo.cli.processors import processors
 from ordo.cli.query import query
 from ordo.cli.reconcile import reconcile
 from ordo.cli.simulate import simulate_command
+from ordo.cli.spark_archive import spark
 from ordo.cli.status import status
 from ordo.cli.variable_option import VariableOption
 from ordo.cli.verify import verify
@@ -128,7 +129,7 @@ def cli(log_level: str, debug: bool) -> None:
 for command in (init, append, events, tags, info, query, processors, pipeline, cdc, demo):
     cli.add_command(command)
 cli.add_command(simulate_command, name="simulate")
-for command in (reconcile, cleanup, verify, status):
+for command in (reconcile, cleanup, verify, status, spark):
     cli.add_command(command)
 
 

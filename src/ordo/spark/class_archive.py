@@ -31,7 +31,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +45,7 @@ SUBMIT_OPTIONS_VARIABLE = "SPARK_SUBMIT_OPTS"
 settings' (`spark.driver.extraJavaOptions` follows them)."""
 MADE_IN_S = 300.0
 """How long the warm-up start may take: half a minute to a minute on a loaded 2-CPU machine."""
-_OWN_SHARING = re.compile(r"-XX:[+-]?(?:SharedArchiveFile|ArchiveClassesAtExit)\b|-Xshare:")
+_OWN_SHARING = re.compile(r"-XX:(?:SharedArchiveFile|ArchiveClassesAtExit)=\S*|-Xshare:\S*")
 """JVM options that choose class-data sharing themselves: the user's, which ordo's would only
 contradict (a JVM making an archive refuses a dynamic one to start from)."""
 _SEPARATORS = re.compile(r"[:\x00\n]")
@@ -120,12 +120,18 @@ def find_archive(folder: Path, options: str) -> ClassArchive | None:
 
 
 def make_archive(
-    *, folder: Path, options: str, output: Path, timeout_s: float = MADE_IN_S
+    *,
+    folder: Path,
+    options: str,
+    output: Path,
+    announce: Callable[[str], object] | None = None,
+    timeout_s: float = MADE_IN_S,
 ) -> ClassArchive:
     """The archive of this Java, Spark and JVM `options` in `folder`, made now if there is none.
 
     Making it is one start of Spark and two small jobs with `options` (its JVM's console output
-    in `output`), whose JVM writes the classes it loaded as it exits. One maker at a time per
+    in `output`), whose JVM writes the classes it loaded as it exits; `announce` is told so as
+    it starts, once the folder is known to be writable. One maker at a time per
     folder (a lock file in it): a second waits, then returns the first's archive. What a maker
     stopped half-way left (a temporary file, an archive cut short) is removed. ClassArchiveError
     when it cannot be made: no Java or pyspark, a folder that cannot be created or written,
@@ -135,7 +141,7 @@ def make_archive(
     own = _OWN_SHARING.search(options)
     if own is not None:
         msg = (
-            f"{SUBMIT_OPTIONS_VARIABLE} chooses class-data sharing itself ({own[0]}...): "
+            f"{SUBMIT_OPTIONS_VARIABLE} chooses class-data sharing itself ({own[0]}): "
             "ordo's archive would not be used; leave that option out to make one"
         )
         raise ClassArchiveError(msg)
@@ -154,6 +160,11 @@ def make_archive(
         for left in folder.glob(f"{stem}[-.]*"):  # no maker runs: a stopped one's, or cut short
             left.unlink(missing_ok=True)
         partial = folder / f"{stem}.{os.getpid()}.partial"
+        if announce is not None:
+            announce(
+                f"making Spark's class archive in {folder}: one start of Spark, about a minute "
+                f"(its own output goes to {output}) ..."
+            )
         try:
             _warm_up(partial, options=options, output=output, timeout_s=timeout_s)
             size = partial.stat().st_size

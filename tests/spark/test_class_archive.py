@@ -1,0 +1,204 @@
+"""`ordo spark archive` makes Spark's class-data archive; the next start maps it, checked.
+
+Whether a start maps the archive is read from the JVM's own class loading log
+(`-Xlog:class+load`, given through `spark.driver.extraJavaOptions`, which start_session's
+options must leave in force): a class from the archive is logged as from the "shared objects
+file (top)", one from a jar as from the jar's file. Four Spark starts in all: the warm-up
+that makes the archive, and one start each with it, cut short and damaged within.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ordo.cli.main import cli
+from ordo.errors import ClassArchiveError
+from ordo.spark.class_archive import ClassArchive, archive_folder, driver_options, make_archive
+
+pytestmark = pytest.mark.spark
+
+OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""The run's JVM options without its own archive (tests/conftest.py): with one, SPARK_SUBMIT_OPTS
+chooses class-data sharing itself, and ordo makes and maps none."""
+_START = """
+import os, sys
+from ordo.spark import start_session
+
+before = os.environ.get("SPARK_SUBMIT_OPTS")
+spark = start_session(master="local[1]", app_name="class-archive-test", output=sys.argv[1])
+print(spark.range(10).count(), os.environ.get("SPARK_SUBMIT_OPTS") == before)
+"""
+"""A start and a job in a process of its own (this one's JVM may be running); it prints the
+job's count and whether SPARK_SUBMIT_OPTS is as it was before the start."""
+_FROM_ARCHIVE = "org.apache.spark.SparkContext source: shared objects file (top)"
+_FROM_JAR = "org.apache.spark.SparkContext source: file:"
+
+
+def _environment(folder: Path, **more: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "SPARK_SUBMIT_OPTS": OPTIONS,
+        "ORDO_SPARK_CLASS_ARCHIVE": str(folder),
+        "ORDO_SPARK_LOG": str(folder.parent / f"{folder.name}-spark.log"),
+        **more,
+    }
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> ClassArchive:
+    """The archive `ordo spark archive --json` made in a folder of its own."""
+    folder = tmp_path_factory.mktemp("made") / "archives"
+    ran = subprocess.run(
+        [sys.executable, "-m", "ordo", "spark", "archive", "--json"],
+        env=_environment(folder),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=400,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert f"making Spark's class archive in {folder}" in ran.stderr
+    document = json.loads(ran.stdout)
+    return ClassArchive(
+        path=Path(document["archive"]), size_bytes=document["size_bytes"], is_new=document["made"]
+    )
+
+
+def _start(folder: Path, log: Path) -> str:
+    """The class loading log of a start of Spark with archives in `folder`; the start must work."""
+    ran = subprocess.run(
+        [sys.executable, "-c", _START, str(log.with_suffix(".out"))],
+        env=_environment(
+            folder,
+            PYSPARK_SUBMIT_ARGS=(
+                f"--conf spark.driver.extraJavaOptions=-Xlog:class+load:file={log} pyspark-shell"
+            ),
+        ),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=240,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["10", "True"]
+    return log.read_text()
+
+
+@pytest.mark.timeout(600)
+def test_the_next_start_maps_the_archive_the_command_made(
+    made: ClassArchive, tmp_path: Path
+) -> None:
+    assert made.is_new
+    assert made.path.stat().st_size == made.size_bytes > 0
+    assert made.path.name.endswith(f"-{made.size_bytes}.jsa")
+    assert _FROM_ARCHIVE in _start(made.path.parent, tmp_path / "classes.log")
+    again = subprocess.run(
+        [sys.executable, "-m", "ordo", "spark", "archive"],
+        env=_environment(made.path.parent),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    shown = ["archive", str(made.path), "size_bytes", str(made.size_bytes), "made", "false"]
+    assert again.stdout.split() == shown
+
+
+@pytest.mark.parametrize("damage", ["cut short", "overwritten within"])
+@pytest.mark.timeout(600)
+def test_a_damaged_archive_still_starts_spark(
+    made: ClassArchive, tmp_path: Path, damage: str
+) -> None:
+    """Java 17 crashed on both (SIGBUS, SIGSEGV) rather than start without the archive."""
+    folder = tmp_path / "archives"
+    folder.mkdir()
+    damaged = folder / made.path.name
+    shutil.copyfile(made.path, damaged)
+    if damage == "cut short":
+        os.truncate(damaged, made.size_bytes // 2)
+    else:
+        with damaged.open("r+b") as file:
+            file.seek(made.size_bytes // 4)
+            file.write(bytes(5 << 20))
+    classes = _start(folder, tmp_path / "classes.log")
+    assert _FROM_JAR in classes
+    assert "shared objects file (top)" not in classes
+
+
+def test_off_leaves_the_option_out(made: ClassArchive) -> None:
+    environ = {"SPARK_SUBMIT_OPTS": OPTIONS, "ORDO_SPARK_CLASS_ARCHIVE": str(made.path.parent)}
+    assert driver_options(environ) == f"-XX:SharedArchiveFile={made.path} -XX:+VerifySharedSpaces"
+    assert driver_options({**environ, "ORDO_SPARK_CLASS_ARCHIVE": "off"}) is None
+    assert driver_options({**environ, "ORDO_SPARK_CLASS_ARCHIVE": "OFF"}) is None
+    assert archive_folder({"ORDO_SPARK_CLASS_ARCHIVE": "off"}) is None
+    # the user's own choice of class-data sharing wins; ordo's would only contradict it
+    assert driver_options({**environ, "SPARK_SUBMIT_OPTS": f"{OPTIONS} -Xshare:off"}) is None
+
+
+def test_the_default_folder_is_the_users_cache(tmp_path: Path) -> None:
+    assert archive_folder({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "ordo"
+    assert archive_folder({"XDG_CACHE_HOME": "relative"}) == Path.home() / ".cache" / "ordo"
+    assert archive_folder({"ORDO_SPARK_CLASS_ARCHIVE": ""}) == Path.home() / ".cache" / "ordo"
+
+
+def test_an_archive_that_cannot_be_made_is_one_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("a file where a folder of archives should be")
+    output = tmp_path / "spark.log"
+    refusals = {
+        tmp_path / "file" / "archives": "cannot write Spark's class archive in",
+        tmp_path / "a:b": "a folder of Spark's class archives cannot hold ':'",
+    }
+    for folder, refusal in refusals.items():
+        with pytest.raises(ClassArchiveError, match=refusal):
+            make_archive(folder=folder, options=OPTIONS, output=output)
+    with pytest.raises(
+        ClassArchiveError, match=r"chooses class-data sharing itself \(-Xshare:on\)"
+    ):
+        make_archive(folder=tmp_path, options=f"{OPTIONS} -Xshare:on", output=output)
+
+
+@pytest.mark.parametrize(
+    ("environ", "line"),
+    [
+        (
+            {"ORDO_SPARK_CLASS_ARCHIVE": "off"},
+            "Error: ClassArchiveError: ORDO_SPARK_CLASS_ARCHIVE is off: unset it (or name a "
+            "folder) to make an archive",
+        ),
+        (
+            {"ORDO_SPARK_CLASS_ARCHIVE": "{tmp}/file/archives"},
+            "Error: ClassArchiveError: cannot write Spark's class archive in {tmp}/file/archives: "
+            "Not a directory",
+        ),
+        (
+            {"ORDO_SPARK_CLASS_ARCHIVE": "{tmp}/archives", "JAVA_HOME": "{tmp}/no-java"},
+            "Error: ClassArchiveError: no Java found in $JAVA_HOME/bin: Spark needs Java 17 or "
+            "later (set JAVA_HOME)",
+        ),
+        (
+            {"ORDO_SPARK_CLASS_ARCHIVE": "{tmp}/archives", "SPARK_HOME": "{tmp}/no-spark"},
+            "Error: ClassArchiveError: the warm-up start of Spark failed: FileNotFoundError: "
+            "[Errno 2] No such file or directory: '{tmp}/no-spark/./bin/spark-submit' (Spark's "
+            "output: {tmp}/spark.log)",
+        ),
+    ],
+    ids=["off", "a file in the path", "no java", "a failed warm-up"],
+)
+def test_the_command_says_why_it_made_no_archive_in_one_line(
+    tmp_path: Path, environ: dict[str, str], line: str
+) -> None:
+    (tmp_path / "file").write_text("a file where a folder of archives should be")
+    settings = {name: value.format(tmp=tmp_path) for name, value in environ.items()}
+    settings |= {"SPARK_SUBMIT_OPTS": OPTIONS, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")}
+    result = CliRunner().invoke(cli, ["spark", "archive", "--json"], env=settings)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == line.format(tmp=tmp_path)
+    assert result.stdout == ""
+    assert not [*tmp_path.rglob("*.jsa"), *tmp_path.rglob("*.partial")]
