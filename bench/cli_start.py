@@ -1,6 +1,6 @@
 """How long an `ordo` command takes to start, against what it imported before, same run.
 
-    .venv/bin/python bench/cli_start.py [--runs N] [--quick]
+    .venv/bin/python bench/cli_start.py [--runs N] [--spark-runs N] [--quick]
 
 Every `ordo` command pays its imports before it does anything, and so does each process a
 service manager or a script starts it in. pyarrow (with numpy) and rich are imported only by
@@ -11,7 +11,12 @@ commands start without them. What is timed, each a fresh interpreter, best of N 
 - import ordo.cli.main: what every command imports;
 - the same plus pyarrow, numpy and rich: what every command imported before they were left to
   the commands that use them (the baseline);
-- ordo --help, and ordo info on a new SQLite journal: whole commands.
+- ordo --help, and ordo info on a new SQLite journal: whole commands;
+- a Spark start and first small job (a process running start_session and a grouped count, as
+  every command that runs Spark starts), without and with the class-data archive that
+  `ordo spark archive` makes (made first, in a temporary folder, and timed), best of
+  --spark-runs (default 5; --quick 2), the two alternating. Both run without SPARK_SUBMIT_OPTS,
+  as a user's shell has it (the tests set theirs, with an archive of their own).
 
 A benchmark reports; it exits 0 whatever the figures.
 """
@@ -19,38 +24,80 @@ A benchmark reports; it exits 0 whatever the figures.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from _args import positive_count
 from _report import Row, machine_lines, print_table
+from ordo.spark.class_archive import make_archive
 
 DEFAULT_RUNS = 10
+DEFAULT_SPARK_RUNS = 5
 QUICK_RUNS = 2
 HEAVY = "pyarrow, numpy, rich.table, rich.progress"
 """The modules every command imported before (the baseline adds them to ordo.cli.main)."""
 
 
-def best_seconds(command: Sequence[str], runs: int) -> float:
+SPARK_JOB = """
+import sys
+from ordo.spark import start_session
+
+spark = start_session(master="local[2]", app_name="ordo-bench-cli-start", output=sys.argv[1])
+spark.range(1000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
+"""
+"""A Spark start and a first small job, in a process of its own."""
+
+
+def best_seconds(command: Sequence[str], runs: int, env: Mapping[str, str] | None = None) -> float:
     """The shortest wall time of `runs` runs of `command` (each must exit 0)."""
-    best = float("inf")
+    return min(_seconds(command, env) for _ in range(runs))
+
+
+def _seconds(command: Sequence[str], env: Mapping[str, str] | None = None) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
+    return time.perf_counter() - started
+
+
+class SparkStarts(NamedTuple):
+    """The Spark figures: the archive's making and size, a start without and with it."""
+
+    making_s: float
+    archive_bytes: int
+    without_s: float
+    with_s: float
+
+
+def spark_starts(folder: Path, runs: int) -> SparkStarts:
+    """Make an archive in `folder`, then time starts without and with it, alternating."""
+    env = {key: value for key, value in os.environ.items() if key != "SPARK_SUBMIT_OPTS"}
+    env["ORDO_SPARK_LOG"] = str(folder / "spark.log")
+    started = time.perf_counter()
+    archive = make_archive(folder=folder / "archives", options="", output=folder / "spark.log")
+    making = time.perf_counter() - started
+    command = [sys.executable, "-c", SPARK_JOB, str(folder / "spark.log")]
+    without, with_archive = float("inf"), float("inf")
     for _ in range(runs):
-        started = time.perf_counter()
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-        best = min(best, time.perf_counter() - started)
-    return best
+        without = min(without, _seconds(command, {**env, "ORDO_SPARK_CLASS_ARCHIVE": "off"}))
+        mapped = {**env, "ORDO_SPARK_CLASS_ARCHIVE": str(archive.path.parent)}
+        with_archive = min(with_archive, _seconds(command, mapped))
+    return SparkStarts(making, archive.size_bytes, without, with_archive)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=positive_count, default=None)
+    parser.add_argument("--spark-runs", type=positive_count, default=None)
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 runs each")
     args = parser.parse_args(argv)
     runs = args.runs or (QUICK_RUNS if args.quick else DEFAULT_RUNS)
+    spark_runs = args.spark_runs or (QUICK_RUNS if args.quick else DEFAULT_SPARK_RUNS)
     python, ordo = sys.executable, [sys.executable, "-m", "ordo"]
     with tempfile.TemporaryDirectory(prefix="ordo-bench-cli-") as folder:
         journal = f"sqlite:///{Path(folder) / 'journal.db'}"
@@ -60,6 +107,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         before = best_seconds([python, "-c", f"import ordo.cli.main, {HEAVY}"], runs)
         helped = best_seconds([*ordo, "--help"], runs)
         info = best_seconds([*ordo, "info", "--journal", journal], runs)
+        spark = spark_starts(Path(folder), spark_runs)
     for line in machine_lines():
         print(line)
     print()
@@ -73,6 +121,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             Row("ordo info (SQLite)", f"{info * 1000:.0f}", ms),
             Row("saved per command", f"{(before - imports) * 1000:.0f}", "ms (before - now)"),
             Row("before / now (imports)", f"{before / imports:.2f}", "x (no target)"),
+            Row("making Spark's class archive", f"{spark.making_s:.1f}", "s (ordo spark archive)"),
+            Row("  its size", f"{spark.archive_bytes / 1e6:.0f}", "MB"),
+            Row("Spark start + first job", f"{spark.without_s:.1f}", f"s, best of {spark_runs}"),
+            Row("  with the class archive", f"{spark.with_s:.1f}", f"s, best of {spark_runs}"),
+            Row("  without / with", f"{spark.without_s / spark.with_s:.2f}", "x (no target)"),
         ]
     )
 
