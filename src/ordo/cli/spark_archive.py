@@ -1,4 +1,4 @@
-"""`ordo spark archive`: make the class-data archive that halves the start of Spark's driver JVM.
+"""`ordo spark archive`: make the class-data archive that Spark's driver JVM starts sooner from.
 
 Spark is imported only when the command runs (its output file's name comes with it): every
 other `ordo` command imports this module too, and starts without it.
@@ -28,7 +28,7 @@ def spark() -> None:
 @spark.command()
 @json_option
 def archive(as_json: bool) -> None:
-    """Make Spark's class-data archive, which the commands' Spark then starts in half the time.
+    """Make Spark's class-data archive, from which the commands' Spark then starts 2 s sooner.
 
     One start of Spark and two small jobs whose JVM writes the classes it loaded into an
     archive (about half a minute to a minute, some 160 MB) for this Java, Spark install and

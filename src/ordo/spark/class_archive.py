@@ -1,9 +1,9 @@
-"""Spark's classes from a class-data archive: a driver JVM that starts in about half the time.
+"""Spark's classes from a class-data archive: a driver JVM that starts some 2 s sooner.
 
-Most of a Spark start is its JVM loading and verifying Spark's classes from its jars. Java's
+Much of a Spark start is its JVM loading and verifying Spark's classes from its jars. Java's
 application class-data sharing (AppCDS) maps the classes an earlier start loaded from an archive
-instead (`-XX:SharedArchiveFile`): a start and first small job took 7 s instead of 14 s on a
-loaded 2-CPU machine (bench/cli_start.py). Only the JVM's start changes; the same Spark runs the
+instead (`-XX:SharedArchiveFile`): a start and first small job took 4.4 s instead of 6.5 s on a
+shared 2-CPU machine (bench/cli_start.py). Only the JVM's start changes; the same Spark runs the
 same jobs.
 
 An archive belongs to one Java, one Spark install and one set of JVM options (its name holds a
