@@ -81,10 +81,11 @@ def start_session(
 
     A driver JVM this call starts maps Spark's classes from the class-data archive that
     `ordo spark archive` made for this Java, Spark and SPARK_SUBMIT_OPTS, if there is one and
-    ORDO_SPARK_CLASS_ARCHIVE is not `off` (`ordo.spark.class_archive`): it starts in about half
-    the time. The options go first in SPARK_SUBMIT_OPTS while Spark's launcher reads it, so
-    that the user's options there and in `spark.driver.extraJavaOptions` (which follow them)
-    still apply, and win; the process's SPARK_SUBMIT_OPTS is changed for that time.
+    ORDO_SPARK_CLASS_ARCHIVE is not `off` (`ordo.spark.class_archive`): it starts some 2 s
+    sooner. The options go first in SPARK_SUBMIT_OPTS while Spark's launcher reads it, so that
+    the user's options there and in `spark.driver.extraJavaOptions` (which follow them) still
+    apply, and win; the process's SPARK_SUBMIT_OPTS is changed for that time (not thread-safe
+    against another thread that reads or sets it then).
 
     `master` and `app_name` must be non-empty texts and `output` a path (a str too) or None:
     anything else is a ConfigurationError before the JVM starts (an AttributeError, or a JVM
