@@ -36,6 +36,16 @@ class Terminated(KeyboardInterrupt):
     """A stop by SIGTERM: a KeyboardInterrupt, so every Ctrl-C path handles it (status 143)."""
 
 
+class _RaisedStop(BaseException):
+    """A stop raised into a `stops_raising` block, which raises the flag's interrupt for it.
+
+    No KeyboardInterrupt, so that what the block waits in does not take it for Ctrl-C:
+    psycopg answers a KeyboardInterrupt in a statement's wait by cancelling the statement and
+    then waiting for its end, 5 s each, so a stop on a server that stopped answering (a capture's
+    new session asking for its lock) was held 10 s, for a session that is closed unused anyway.
+    """
+
+
 WAIT_NAP_S = 0.05
 """How often a thread waiting for a SignalFlag looks at it: how late at most it notices a stop."""
 
@@ -63,13 +73,14 @@ class SignalFlag:
 
         A second signal whose handler runs between the first's test and store stores its
         number, which the first's store then replaces: either stops. While `raising`, it
-        raises the stop too, once.
+        raises the stop too, once (as `_RaisedStop`, which `stops_raising` turns into the
+        flag's `interrupt()`).
         """
         if self.received is None:
             self.received = number
         if self.raising:
             self.raising = False
-            raise self.interrupt()
+            raise _RaisedStop
 
     def is_set(self) -> bool:
         """Whether a signal came."""
@@ -138,6 +149,8 @@ def stops_raising() -> Iterator[None]:
     For a wait that nothing needs to complete and that may last: a connect to a server that
     does not answer (a dropped route, a frozen host) waits up to its connect_timeout, and a
     stop that only set the flag was held that long. A stop that came before raises on entry.
+    Within, the stop is raised as no KeyboardInterrupt (`_RaisedStop`), so that no library
+    takes it for Ctrl-C on its way out: it leaves the block as the flag's `interrupt()`.
     Off the main thread (a handler raises there, in whatever it does) or outside a `stop_flag`,
     it changes nothing.
     """
@@ -146,11 +159,13 @@ def stops_raising() -> Iterator[None]:
     if not is_main or not isinstance(flag, SignalFlag):
         yield
         return
-    flag.raising = True
     try:
+        flag.raising = True  # within the try: a stop raised right after it is turned too
         if flag.is_set():  # came before: the handler raised nothing
             raise flag.interrupt()
         yield
+    except _RaisedStop:
+        raise flag.interrupt() from None
     finally:
         flag.raising = False
 
