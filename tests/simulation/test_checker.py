@@ -13,7 +13,13 @@ import pytest
 
 from ordo import BucketSize, EventsByTagSettings, NewEvent, open_journal
 from ordo.settings import QuerySettings
-from ordo.simulation.checker import EventKey, Expected, check, expected_events
+from ordo.simulation.checker import (
+    EventKey,
+    Expected,
+    check,
+    expected_events,
+    has_nothing_left_to_wait_for,
+)
 from ordo.simulation.readers import Delivery, QueryChain
 from ordo.storage.open import events_by_tag_at, stores_at
 from ordo.time import TimeUUID
@@ -164,3 +170,39 @@ def test_each_query_of_a_tag_is_judged_on_its_own(tmp_path: Path) -> None:
         _expected(url), [whole, partial], visibility={}, settings=SETTLED, bucket_size=MINUTE
     )
     assert (verdict.expected, verdict.delivered, verdict.lost) == (6, 5, 1)
+
+
+@pytest.mark.parametrize(
+    ("restarted", "late_s", "has_nothing_left"),
+    [
+        pytest.param(True, 2, True, id="late, and a restart started after it: passed by"),
+        pytest.param(False, 2, False, id="late, no restart after it: a run may still find it"),
+        pytest.param(True, 0, False, id="visible in time: promised"),
+    ],
+)
+def test_the_run_waits_only_for_events_its_queries_may_still_deliver(
+    tmp_path: Path, *, restarted: bool, late_s: int, has_nothing_left: bool
+) -> None:
+    """A run that never delivered p's event 2, visible `late_s` after its offset. The
+    simulation waited its whole patience (5 to 8 s in the tests) for an event a restart had
+    passed by for good, which nearly every run with restarts had: the seeds allow its loss,
+    and no run could deliver it any more."""
+    url = _journal(tmp_path / "journal.db")
+    expected = _expected(url)
+    p2_offset = expected[("order", "p", 2)].offset_key
+    deliveries = [d for d in _chain(url, "order").deliveries if d.offset_key != p2_offset]
+    q1 = next(d for d in deliveries if d.persistence_id == "q")
+    chain = QueryChain(
+        tag="order",
+        starts=[None, q1.offset_key] if restarted else [None],
+        deliveries=deliveries,
+        distinct={(d.persistence_id, d.tag_pid_sequence_nr) for d in deliveries},
+    )
+    p2_seen = expected[("order", "p", 2)].offset_ns + late_s * 1_000_000_000
+    visibility = {("order", "p"): [(2, 2, p2_seen)]}
+    assert (
+        has_nothing_left_to_wait_for(
+            [chain], expected, visibility, settings=LATE, bucket_size=MINUTE
+        )
+        is has_nothing_left
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from enum import StrEnum
@@ -153,13 +153,10 @@ def check(
     excused: Counter[LossCause] = Counter()
     lost = total = 0
     for judged in runs:
-        for key, event in of_tag.get(judged.chain.tag, []):
-            total += 1 + event.numbered_alike
-            lost += event.numbered_alike
-            if key[1:] in judged.seen:
-                continue
-            seen_at = visible_ns(visibility.get((key[0], key[1]), []), event.sequence_nr)
-            cause = _excuse(key, event, seen_at, judged, settings)
+        events = of_tag.get(judged.chain.tag, [])
+        total += sum(1 + event.numbered_alike for _, event in events)
+        lost += sum(event.numbered_alike for _, event in events)
+        for cause in _excuses_of_the_undelivered(judged, events, visibility, settings):
             if cause is None:
                 lost += 1
             else:
@@ -175,6 +172,55 @@ def check(
         failed_queries=sum(1 for r in runs if r.chain.error is not None),
         latency_ms=_percentiles([latency for r in runs for latency in r.latencies_ms]),
     )
+
+
+_NEVER_DELIVERED = (LossCause.RESTART, LossCause.FIRST_ENCOUNTER)
+"""Excuses of an event that a run of the chain passed by for good: it started after the
+event's offset, or took a later event of the persistence id as the id's first."""
+
+
+def has_nothing_left_to_wait_for(
+    chains: Sequence[QueryChain],
+    expected: Mapping[EventKey, Expected],
+    visibility: Mapping[tuple[str, str], list[Range]],
+    *,
+    settings: QuerySettings,
+    bucket_size: BucketSize,
+) -> bool:
+    """Whether every chain has failed, or delivered each event of its tag it may still deliver.
+
+    The run's wait for the queries (`ordo.simulation.run`) asks this while they run (a chain's
+    lists only grow, so a look at them is a consistent prefix); the arguments are `check`'s.
+    An event a chain's runs passed by for good (`_NEVER_DELIVERED`: a restart after its offset,
+    a later event taken as its id's first) is not waited for: the seeds allow its loss, and the
+    run waited its whole patience (seconds) for it, nearly every run that restarted its
+    queries. An event delayed beyond the back-track is waited for, as a run may still find it
+    in a gap search or fail on it.
+    """
+    per_tag = Counter(tag for tag, _, _ in expected)
+    cleanup_ns = nanoseconds(cleanup_window(settings, bucket_size))
+    for chain in chains:
+        if chain.error is not None or len(chain.distinct) >= per_tag[chain.tag]:
+            continue
+        judged = _RunsOf(chain, expected, settings=settings, cleanup_ns=cleanup_ns)
+        events = [(key, event) for key, event in expected.items() if key[0] == chain.tag]
+        causes = _excuses_of_the_undelivered(judged, events, visibility, settings)
+        if any(cause not in _NEVER_DELIVERED for cause in causes):
+            return False
+    return True
+
+
+def _excuses_of_the_undelivered(
+    judged: _RunsOf,
+    events: Iterable[tuple[EventKey, Expected]],
+    visibility: Mapping[tuple[str, str], list[Range]],
+    settings: QuerySettings,
+) -> Iterator[LossCause | None]:
+    """The excuse of each of `events` that `judged` did not deliver (None: no excuse, a loss)."""
+    for key, event in events:
+        if key[1:] not in judged.seen:
+            seen_at = visible_ns(visibility.get((key[0], key[1]), []), event.sequence_nr)
+            yield _excuse(key, event, seen_at, judged, settings)
 
 
 class _RunsOf:

@@ -6,7 +6,7 @@ import random
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -15,10 +15,17 @@ from ordo.errors import ConfigurationError
 from ordo.journal import check_bucket_size
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.settings.loading import LONGEST_MS
-from ordo.simulation.checker import EventKey, Expected, Verdict, check, expected_events
+from ordo.simulation.checker import (
+    EventKey,
+    Expected,
+    Verdict,
+    check,
+    expected_events,
+    has_nothing_left_to_wait_for,
+)
 from ordo.simulation.readers import QueryChain, QueryChainThread
 from ordo.simulation.workload import TAGS, Workload
-from ordo.simulation.writer_log import read_writer_logs
+from ordo.simulation.writer_log import Range, read_writer_logs
 from ordo.simulation.writers import WriterPlan, run_writers
 from ordo.storage.open import require_empty_journal, stores_at
 from ordo.time import BucketSize, format_first_time_bucket
@@ -183,7 +190,7 @@ def _simulate(config: SimulationConfig, logs: Path, *, on_progress: Progress) ->
         logged = read_writer_logs(logs)  # the writers have closed their logs
         with stores_at(config.journal) as stores:
             expected = expected_events(stores.journal, logged.appended_ns)
-        _drain(config, chains, expected, on_progress=on_progress)
+        _drain(config, chains, expected, visibility=logged.visible, on_progress=on_progress)
     finally:
         for thread in threads:
             thread.stop()
@@ -210,9 +217,14 @@ def _drain(
     chains: list[QueryChain],
     expected: dict[EventKey, Expected],
     *,
+    visibility: Mapping[tuple[str, str], list[Range]],
     on_progress: Progress,
 ) -> None:
-    """Wait until the queries delivered everything, or until no bound can explain a delay."""
+    """Wait until the queries delivered everything they still may, or no bound explains a delay.
+
+    What they may still deliver: `has_nothing_left_to_wait_for`, given `visibility` (when each
+    row became visible, as the writers logged it).
+    """
     q = config.query
     # The writers have waited for their delayed writes, so everything is visible now: a query
     # needs the consistency delay and a back-track to reach the last of it, and may be in the
@@ -226,7 +238,9 @@ def _drain(
     while time.monotonic() < deadline:
         _raise_failure(chains)
         on_progress("deliver", sum(len(chain.distinct) for chain in chains), target)
-        if all(c.error is not None or len(c.distinct) >= per_tag[c.tag] for c in chains):
+        if has_nothing_left_to_wait_for(
+            chains, expected, visibility, settings=q, bucket_size=config.bucket_size
+        ):
             return
         time.sleep(0.2)
 
