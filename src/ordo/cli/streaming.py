@@ -13,8 +13,10 @@ from ordo.cli.termination import stoppable
 from ordo.errors import QueryFailedError
 from ordo.wording import counted
 
-POLL_SECONDS = 2.0
-"""How often the command looks for finished micro-batches to report (and for Ctrl-C)."""
+LOOK_SECONDS = 0.2
+"""How often the command looks for Ctrl-C or SIGTERM and for a finished micro-batch to report:
+how late at most it notices either. It looked every 2 s, so a stop was held up to 2 s (with the
+query running on) and a batch was reported up to 2 s after it ended."""
 
 
 def streaming_job(label: str) -> AbstractContextManager[None]:
@@ -84,7 +86,7 @@ def wait_for(query: Any, label: str) -> None:
     with stop_flag() as interrupted:
         try:
             with query_failures(label):
-                while not query.awaitTermination(POLL_SECONDS) and not interrupted.is_set():
+                while not query.awaitTermination(LOOK_SECONDS) and not interrupted.is_set():
                     reported = _report(query, label, reported)
                 query.stop()  # nothing to do unless interrupted: the query ended
         except QueryFailedError:
@@ -103,7 +105,14 @@ def _interrupted(label: str) -> str:
 
 
 def _report(query: Any, label: str, reported: int) -> int:
-    """Print the batches after `reported` that read rows; the last batch id seen."""
+    """Print the batches after `reported` that read rows; the last batch id seen.
+
+    The query's last progress is looked at first, so that a look that finds no new batch (most
+    of them, every LOOK_SECONDS) does not read the recent ones (up to 100 progress documents).
+    """
+    last = query.lastProgress
+    if last is None or last.batchId <= reported:
+        return reported
     for batch in query.recentProgress:
         if batch.batchId <= reported:
             continue
