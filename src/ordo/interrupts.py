@@ -159,15 +159,16 @@ def stops_raising() -> Iterator[None]:
     if not is_main or not isinstance(flag, SignalFlag):
         yield
         return
-    try:
-        flag.raising = True  # within the try: a stop raised right after it is turned too
-        if flag.is_set():  # came before: the handler raised nothing
-            raise flag.interrupt()
-        yield
+    try:  # the outer try turns a stop raised anywhere up to `raising = False`, the finally too
+        try:
+            flag.raising = True
+            if flag.is_set():  # came before: the handler raised nothing
+                raise flag.interrupt()
+            yield
+        finally:
+            flag.raising = False
     except _RaisedStop:
         raise flag.interrupt() from None
-    finally:
-        flag.raising = False
 
 
 @contextmanager
