@@ -60,7 +60,7 @@ def verify(
             document: dict[str, object] = {"report": report.to_json_dict()}
             _show(report, as_json=as_json)
             if repair and not report.is_clean:
-                with (  # no Spark's: SIGTERM's default action ended it without its line
+                with (  # the repair's own line: what a stop leaves is no longer the verify's
                     stoppable(_REPAIR_INTERRUPTED),
                     request.tool(Reconciliation) as reconciliation,
                     ThrottledProgress() as show,

@@ -32,7 +32,6 @@ source ignores missing files, `ordo.spark.materializer`).
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -51,14 +50,14 @@ from ordo.storage.parquet.file_name import FILE_NAME, checked_table_name
 from ordo.storage.parquet.file_reads import listed, reading
 from ordo.storage.parquet.held_captures import positioned_files
 from ordo.storage.parquet.log_schema import CHANGE_LOG_SCHEMA
-from ordo.storage.parquet.staged_parts import write_part
+from ordo.storage.parquet.staged_parts import part_name, write_part
 from ordo.wording import shown_name
 
 COMPACTION_LOCK = ".ordo-compact.lock"
 """The lock file of a running compaction in the table's folder (hidden from Spark by its `.`)."""
 STAGED_SUFFIX = "compacting"
 """The last part of the hidden name a merged file is written under."""
-_STAGED = re.compile(rf"^\..+\.parquet\.[0-9a-f]{{32}}\.{STAGED_SUFFIX}$")
+_STAGED = part_name(STAGED_SUFFIX)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -21,8 +21,14 @@ import pyarrow.parquet as pq
 
 from ordo.storage.parquet.file_name import token_of
 
-_PART = re.compile(r"^\.(?P<name>.+\.parquet)\.[0-9a-f]{32}\.tmp$")
-"""A hidden part `write_part` makes: the name of the file it becomes, and a uuid."""
+
+def part_name(suffix: str) -> re.Pattern[str]:
+    """The names `write_part` gives its hidden parts of `suffix`: the file it becomes, a uuid."""
+    return re.compile(rf"^\.(?P<name>.+\.parquet)\.[0-9a-f]{{32}}\.{re.escape(suffix)}$")
+
+
+_PART = part_name("tmp")
+"""A publish's hidden part (`write_part`'s default suffix)."""
 
 
 def write_part(final: Path, table: pa.Table, *, suffix: str = "tmp") -> Path:
