@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,13 @@ from click.testing import CliRunner
 
 from ordo.cli.main import cli
 from ordo.errors import ClassArchiveError
-from ordo.spark.class_archive import ClassArchive, archive_folder, driver_options, make_archive
+from ordo.spark.class_archive import (
+    MARKED_EVERY_S,
+    ClassArchive,
+    archive_folder,
+    driver_options,
+    make_archive,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -109,6 +116,86 @@ def test_the_next_start_maps_the_archive_the_command_made(
     )
     shown = ["archive", str(made.path), "size_bytes", str(made.size_bytes), "made", "false"]
     assert again.stdout.split() == shown
+
+
+def _age(path: Path, seconds: float) -> int:
+    """Set `path`'s modification time (its mark of use) `seconds` back; that time in ns."""
+    then = time.time_ns() - int(seconds * 1e9)
+    os.utime(path, ns=(then, then))
+    return then
+
+
+@pytest.mark.timeout(600)
+def test_a_start_maps_an_archive_of_another_time_and_marks_it_used(
+    made: ClassArchive, tmp_path: Path
+) -> None:
+    """Java checks the class path's jars' times, not the archive file's: marking it is safe."""
+    marked = _age(made.path, 40 * 86_400)
+    assert _FROM_ARCHIVE in _start(made.path.parent, tmp_path / "classes.log")
+    assert made.path.stat().st_mtime_ns > marked + 39 * 86_400 * 10**9
+
+
+def test_a_mark_of_use_is_renewed_at_most_once_a_day(made: ClassArchive) -> None:
+    environ = {"SPARK_SUBMIT_OPTS": OPTIONS, "ORDO_SPARK_CLASS_ARCHIVE": str(made.path.parent)}
+    marked = _age(made.path, MARKED_EVERY_S - 3600)
+    assert driver_options(environ) is not None
+    assert made.path.stat().st_mtime_ns == marked
+    marked = _age(made.path, MARKED_EVERY_S + 3600)
+    assert driver_options(environ) is not None
+    assert made.path.stat().st_mtime_ns > marked + 3600 * 10**9
+
+
+_OLD = "spark-classes-00000000000000bb-3.jsa"
+_RECENT = "spark-classes-00000000000000cc-4.jsa"
+_PARTIAL = "spark-classes-00000000000000dd.4242.partial"
+_NOT_ORDOS = "spark-classes-00000000000000bb-3.jsa.kept"
+
+
+@pytest.mark.timeout(600)
+def test_the_command_removes_archives_unused_for_30_days(made: ClassArchive) -> None:
+    """Another digest's archive unused for 31 days and a stopped maker's partial file go; the
+    current archive (however old its mark), a recent one of another digest and files of other
+    names stay, until the recent one too is 31 days unused.
+    """
+    folder = made.path.parent
+    _age(made.path, 40 * 86_400)
+    sizes = {_OLD: 3, _RECENT: 4, _PARTIAL: 5, _NOT_ORDOS: 6}
+    for name, size in sizes.items():
+        (folder / name).write_bytes(bytes(size))
+        _age(folder / name, (29 if name == _RECENT else 31) * 86_400)
+    try:
+        ran = _archive_command(folder)
+        assert ran.stdout.splitlines()[3:] == [
+            f"removed     {folder / _OLD} (3 bytes)",
+            f"removed     {folder / _PARTIAL} (5 bytes)",
+        ]
+        assert ran.stdout.split()[:6] == [
+            "archive",
+            str(made.path),
+            "size_bytes",
+            str(made.size_bytes),
+            "made",
+            "false",
+        ]
+        left = sorted(path.name for path in folder.iterdir())
+        assert left == sorted([made.path.name, "spark-classes.lock", _RECENT, _NOT_ORDOS])
+        _age(folder / _RECENT, 31 * 86_400)
+        removed = json.loads(_archive_command(folder, "--json").stdout)["removed"]
+        assert removed == [{"path": str(folder / _RECENT), "size_bytes": 4}]
+    finally:
+        for name in sizes:
+            (folder / name).unlink(missing_ok=True)
+    assert made.path.is_file()
+
+
+def _archive_command(folder: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ordo", "spark", "archive", *options],
+        env=_environment(folder),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
 
 
 @pytest.mark.parametrize("damage", ["cut short", "overwritten within"])

@@ -35,10 +35,13 @@ def archive(as_json: bool) -> None:
     SPARK_SUBMIT_OPTS, in ORDO_SPARK_CLASS_ARCHIVE's folder, else the user's cache folder
     (~/.cache/ordo). Every later start of Spark by ordo (start_session) maps it, until Java,
     Spark or those options change; an archive that exists already is shown, not made again.
-    Prints where it is and its size.
+    Prints where it is and its size. Removes the folder's other archives that no start of
+    Spark used for 30 days (those of an older Java or pyspark), and files a stopped maker left,
+    printing each with its size.
     """
     from ordo.spark.class_archive import archive_folder, find_archive, make_archive
     from ordo.spark.class_archive import submit_options as read_options
+    from ordo.spark.class_archive_cleanup import remove_unused_archives
     from ordo.spark.job_session import spark_output_path
 
     folder = archive_folder(os.environ)
@@ -56,8 +59,12 @@ def archive(as_json: bool) -> None:
                 output=output,
                 announce=progress,
             )
+    removed = remove_unused_archives(folder, keep=found.path)
     document = {"archive": str(found.path), "size_bytes": found.size_bytes, "made": found.is_new}
     if as_json:
-        print_json(document)
-    else:
-        print_fields(document)
+        files = [{"path": str(file.path), "size_bytes": file.size_bytes} for file in removed]
+        print_json({**document, "removed": files})
+        return
+    print_fields(document)
+    for file in removed:
+        click.echo(f"{'removed':<12}{file.path} ({file.size_bytes:,} bytes)")

@@ -18,6 +18,11 @@ default), but Java 17 crashes on a damaged one (SIGBUS, SIGSEGV) rather than ign
 also holds the size it was made with, and a file of another size (cut short) is never used, and
 the JVM checks the checksums the archive holds of its contents before it maps them
 (`-XX:+VerifySharedSpaces`, some 50 ms of a start), ignoring it when one differs.
+
+A new Java or pyspark leaves the archive of the old one in the folder: `start_session` marks the
+archive it maps as used (`mark_used`: its modification time, which Java does not check), and
+`ordo spark archive` removes the folder's archives unused for 30 days
+(`ordo.spark.class_archive_cleanup`).
 """
 
 from __future__ import annotations
@@ -25,12 +30,14 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import importlib.util
+import logging
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,11 +45,18 @@ from pathlib import Path
 from ordo.errors import ClassArchiveError
 from ordo.settings.variables import CLASS_ARCHIVE_VARIABLE
 
+logger = logging.getLogger(__name__)
+
 OFF = "off"
 """The value of ORDO_SPARK_CLASS_ARCHIVE with which no start maps an archive."""
 SUBMIT_OPTIONS_VARIABLE = "SPARK_SUBMIT_OPTS"
 """The JVM options Spark's launcher gives every driver JVM it starts, before any of Spark's
 settings' (`spark.driver.extraJavaOptions` follows them)."""
+LOCK_NAME = "spark-classes.lock"
+"""The lock file in the folder: its holder makes an archive, or removes unused ones."""
+MARKED_EVERY_S = 86_400.0
+"""How old an archive's mark of use (its modification time) gets before a start renews it: at
+most one write a day, not one per start."""
 MADE_IN_S = 300.0
 """How long the warm-up start may take: half a minute to a minute on a loaded 2-CPU machine."""
 _OWN_SHARING = re.compile(r"-XX:(?:SharedArchiveFile|ArchiveClassesAtExit)=\S*|-Xshare:\S*")
@@ -148,7 +162,7 @@ def make_archive(
     stem = _stem(folder, options)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        lock = (folder / "spark-classes.lock").open("a")
+        lock = (folder / LOCK_NAME).open("a")
     except OSError as exc:
         msg = f"cannot write Spark's class archive in {folder}: {exc.strerror or exc}"
         raise ClassArchiveError(msg) from exc
@@ -180,7 +194,8 @@ def driver_options(environ: Mapping[str, str]) -> str | None:
     None when ORDO_SPARK_CLASS_ARCHIVE is off, when no whole archive of this Java, Spark and
     SPARK_SUBMIT_OPTS was made, when SPARK_SUBMIT_OPTS chooses class-data sharing itself (the
     user's choice wins), and when PySpark will start no JVM (PYSPARK_GATEWAY_PORT). Never
-    raises: a start without the archive is slower, not wrong.
+    raises: a start without the archive is slower, not wrong. The archive found is marked
+    used (`mark_used`): start_session calls this only for a JVM it starts with it.
     """
     folder = archive_folder(environ)
     options = submit_options(environ)
@@ -190,7 +205,26 @@ def driver_options(environ: Mapping[str, str]) -> str | None:
         found = find_archive(folder, options)
     except (ClassArchiveError, OSError):
         return None
-    return None if found is None else found.java_options
+    if found is None:
+        return None
+    mark_used(found.path)
+    return found.java_options
+
+
+def mark_used(path: Path) -> None:
+    """Mark the archive at `path` used now, so that `ordo spark archive` keeps it.
+
+    The mark is the file's modification time, renewed once it is MARKED_EVERY_S old. Java
+    checks an archive's header, checksums and the class path's jars, not the archive file's own
+    times: a marked archive still maps (tests/spark/test_class_archive.py). A file that cannot be
+    marked (a folder of someone else's, read-only) stays as it is: the mark only decides when
+    the file may be removed.
+    """
+    try:
+        if time.time() - path.stat().st_mtime >= MARKED_EVERY_S:
+            os.utime(path)
+    except OSError as exc:
+        logger.debug("class archive not marked used path=%s error=%s", path, exc)
 
 
 def _stem(folder: Path, options: str) -> str:
