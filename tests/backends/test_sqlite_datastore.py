@@ -247,6 +247,29 @@ def test_an_unknown_open_mode_is_refused_before_anything_is_created(tmp_path: Pa
     assert not path.exists()
 
 
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("sqlite:/j.db", r"SQLite URL 'sqlite:/j.db' must look like sqlite:///relative.db"),
+        ("sqlite:j.db", r"SQLite URL 'sqlite:j.db' must look like sqlite:///relative.db"),
+        ("SQLite:/a/j.db", r"SQLite URL 'SQLite:/a/j.db' must look like"),
+        ("postgresql:/h/db", r"PostgreSQL URL 'postgresql:/h/db' must look like postgresql://"),
+        ("postgres:h/db", r"PostgreSQL URL 'postgres:h/db' must look like postgresql://"),
+    ],
+)
+def test_a_url_short_of_its_slashes_is_refused_creating_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, message: str
+) -> None:
+    """`sqlite:/j.db`, one slash short, was read as a plain path: `ordo init` made a folder
+    `sqlite:` with a new, empty journal in it (and `postgresql:/h/db` one in `postgresql:/h`),
+    where `sqlite://j.db` is refused. A file whose name starts so is given as `./sqlite:j.db`."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError, match=message):
+        init_storage(url)
+    assert list(tmp_path.iterdir()) == []
+    assert parse_location("./sqlite:j.db") == SQLiteLocation(path=Path("sqlite:j.db"))
+
+
 def test_an_unknown_scheme_names_the_valid_ones() -> None:
     with pytest.raises(UnknownUrlSchemeError, match="sqlite, postgresql, postgres"):
         parse_location("mysql://u@h/db")

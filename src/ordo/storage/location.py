@@ -59,6 +59,7 @@ def parse_location(url: str, *, what: str = "journal") -> Location:
     if "://" not in url:
         if _CONNINFO.match(url):
             return PostgresLocation(dsn=url)
+        _refuse_a_scheme_short_of_its_slashes(url)
         return SQLiteLocation(path=Path(url))
     try:
         scheme = urlsplit(url).scheme.lower()
@@ -77,6 +78,23 @@ def parse_location(url: str, *, what: str = "journal") -> Location:
     shown = _without_password(url)
     msg = f"unknown {what} URL scheme {scheme!r} in {shown!r}; use one of: {', '.join(_SCHEMES)}"
     raise UnknownUrlSchemeError(msg)
+
+
+def _refuse_a_scheme_short_of_its_slashes(url: str) -> None:
+    """ConfigurationError for `sqlite:/j.db` or `postgresql:/h/db`: a URL, one slash short.
+
+    Read as a plain path, `ordo init` made a folder `sqlite:` (or `postgresql:`) with a new,
+    empty journal in it, where `sqlite://j.db` is refused. A file whose name starts so is
+    given as `./sqlite:j.db`.
+    """
+    scheme, colon, _ = url.partition(":")
+    if not colon or scheme.lower() not in _SCHEMES:
+        return
+    if scheme.lower() == "sqlite":
+        msg = f"SQLite URL {url!r} must look like sqlite:///relative.db or sqlite:////abs.db"
+    else:
+        msg = f"PostgreSQL URL {url!r} must look like postgresql://user@host:port/db"
+    raise ConfigurationError(msg)
 
 
 def _refuse_a_query_string(url: str, rest: str) -> None:
