@@ -29,6 +29,9 @@ _KEPT = ("ok", "retained", ProblemKind.MISNUMBERED.value, ProblemKind.WRONG_BUCK
 """Row kinds whose numbers count for gaps: duplicates and orphans are not the event's row."""
 _ROW_ONLY = ("ok", "retained")
 """Row kinds that are not problems (counted, not sampled)."""
+_NOT_PROBLEMS = (*_ROW_ONLY, "expired")
+"""Kinds of the classified rows that are not problems: "expired" is an event whose row an
+expiry deleted on purpose (neither a row nor missing)."""
 _ROW_KINDS = frozenset(
     {
         ProblemKind.ORPHANED,
@@ -87,12 +90,10 @@ def verify_tag_views(
     expected, actual = expected.cache(), actual.cache()  # each source is read once
     try:
         classified = _classify(actual, expected, deleted_to).cache()
-        wanted = expected.where(~F.col("expired"))
         problems = (
-            classified.where(~F.col("kind").isin("ok", "retained"))
+            classified.where(~F.col("kind").isin(*_NOT_PROBLEMS))
             .select(*_PROBLEM_COLUMNS)
-            .unionByName(_missing(wanted, actual))
-            .unionByName(_gaps(classified, wanted))
+            .unionByName(_gaps(classified))
             .cache()
         )
         report = _report(classified, problems, sample_limit)
@@ -105,9 +106,16 @@ def verify_tag_views(
 
 
 def _classify(actual: DataFrame, expected: DataFrame, deleted_to: DataFrame) -> DataFrame:
-    """Each row with its `kind` (see verify_report), its expected number and bucket."""
-    joined = actual.join(expected, on=_EVENT, how="left").join(
-        F.broadcast(deleted_to), on="persistence_id", how="left"
+    """Each row with its `kind` (see verify_report), its expected number and bucket.
+
+    The rows and the events are joined in full: an event left without a row is one more row
+    here, of kind MISSING, or "expired" if the expiry deleted its row on purpose (no problem). One
+    join finds both, where a left join and an anti join shuffled each side twice.
+    """
+    joined = (
+        actual.withColumn("is_row", F.lit(True))
+        .join(expected, on=_EVENT, how="full")
+        .join(F.broadcast(deleted_to), on="persistence_id", how="left")
     )
     is_matched = F.col("expected_nr").isNotNull()
     right_nr = F.col("tag_pid_sequence_nr") == F.col("expected_nr")
@@ -116,7 +124,9 @@ def _classify(actual: DataFrame, expected: DataFrame, deleted_to: DataFrame) -> 
         F.desc(right_nr & right_bucket), F.desc(right_nr), "timebucket", "tag_pid_sequence_nr"
     )
     kind = (
-        F.when(
+        F.when(F.col("is_row").isNull() & F.col("expired"), "expired")
+        .when(F.col("is_row").isNull(), ProblemKind.MISSING.value)
+        .when(
             ~is_matched & (F.col("sequence_nr") <= F.coalesce("deleted_to", F.lit(0))),
             "retained",
         )
@@ -126,44 +136,40 @@ def _classify(actual: DataFrame, expected: DataFrame, deleted_to: DataFrame) -> 
         .when(~right_bucket, ProblemKind.WRONG_BUCKET.value)
         .otherwise("ok")
     )
-    return joined.withColumn("kind", kind).withColumn("count", F.lit(1).cast("bigint"))
-
-
-def _missing(expected: DataFrame, actual: DataFrame) -> DataFrame:
-    """Tagged events without any row (of `expected`: those not expired)."""
-    return expected.join(actual.select(*_EVENT), on=_EVENT, how="left_anti").select(
-        F.lit(ProblemKind.MISSING.value).alias("kind"),
-        "tag",
-        "persistence_id",
-        "sequence_nr",
-        F.col("expected_nr").alias("tag_pid_sequence_nr"),
-        "expected_nr",
-        F.lit(None).cast("bigint").alias("timebucket"),
-        "expected_bucket",
-        F.lit(1).cast("bigint").alias("count"),
+    number = F.when(F.col("is_row").isNull(), F.col("expected_nr")).otherwise(
+        F.col("tag_pid_sequence_nr")
+    )
+    return (
+        joined.withColumn("kind", kind)
+        .withColumn("tag_pid_sequence_nr", number)
+        .withColumn("count", F.lit(1).cast("bigint"))
     )
 
 
-def _gaps(classified: DataFrame, expected: DataFrame) -> DataFrame:
+def _gaps(classified: DataFrame) -> DataFrame:
     """Runs of numbers absent from the kept rows of each (tag, persistence id).
 
-    Only numbers from the first one of an event of `expected` (still in the journal, not
-    expired): those before it are deleted or expired events', whose rows a delete, a truncate
-    or an expiry lose for good (no repair can write them again). A pair left with no such event
-    has no gap.
+    Only numbers from the first one of an event still in the journal and not expired (a row
+    or a missing row of `classified` with an `expected_nr`): those before it are deleted or
+    expired events', whose rows a delete, a truncate or an expiry lose for good (no repair can
+    write them again). A pair left with no such event has no gap. A kept number's `previous` is
+    the highest kept number before it in the pair's order (itself, for a second row of it), so
+    that one window over the classified rows finds the runs: no distinct and no join, each a
+    shuffle of its own.
     """
-    first = expected.groupBy("tag", "persistence_id").agg(F.min("expected_nr").alias("first"))
-    numbers = (
-        classified.where(F.col("kind").isin(*_KEPT))
-        .select("tag", "persistence_id", "tag_pid_sequence_nr")
-        .distinct()
+    pair = Window.partitionBy("tag", "persistence_id")
+    ordered = pair.orderBy("tag_pid_sequence_nr").rowsBetween(Window.unboundedPreceding, -1)
+    is_kept = F.col("kind").isin(*_KEPT)
+    is_wanted = F.col("expected_nr").isNotNull() & ~F.col("expired")
+    first = F.min(F.when(is_wanted, F.col("expected_nr"))).over(pair)
+    previous = F.coalesce(
+        F.max(F.when(is_kept, F.col("tag_pid_sequence_nr"))).over(ordered), F.lit(0)
     )
-    ordered = Window.partitionBy("tag", "persistence_id").orderBy("tag_pid_sequence_nr")
-    previous = F.coalesce(F.lag("tag_pid_sequence_nr").over(ordered), F.lit(0))
     start = F.greatest(F.col("previous") + 1, F.col("first"))
     return (
-        numbers.withColumn("previous", previous)
-        .join(first, on=["tag", "persistence_id"])
+        classified.withColumn("first", first)
+        .withColumn("previous", previous)
+        .where(is_kept & F.col("first").isNotNull())
         .withColumn("start", start)
         .where(F.col("tag_pid_sequence_nr") > F.col("start"))
         .select(
