@@ -15,7 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 from cli_support import run
-from ordo.cli.environment import variables_read, warn_of_unread_variables
+from ordo.cli.environment import (
+    OPTION_VARIABLES,
+    option_variables,
+    variables_read,
+    warn_of_unread_variables,
+)
 from ordo.cli.main import cli
 from sqlite_support import fingerprint, older_journal, stored_version
 
@@ -202,3 +207,10 @@ def test_only_variables_nothing_reads_are_warned_of(caplog: pytest.LogCaptureFix
     assert [r.getMessage() for r in caplog.records] == [
         "ORDO_COLOUR is not a variable ordo reads; it is ignored"
     ]
+
+
+def test_the_variables_a_command_start_looks_at_are_those_of_the_options() -> None:
+    """Each start reads OPTION_VARIABLES rather than walk every command's options, which imports
+    every command's module: a variable missing there made each start walk them, one left there
+    after its option went was never warned of."""
+    assert option_variables(cli) == OPTION_VARIABLES

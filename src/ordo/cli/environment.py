@@ -13,6 +13,22 @@ from ordo.settings.variables import TEST_SERVER_VARIABLE, settings_variables
 
 _log = logging.getLogger(__name__)
 
+OPTION_VARIABLES = frozenset(
+    {
+        "ORDO_CDC_CHANGE_LOG",
+        "ORDO_CDC_FLUSH_INTERVAL_MS",
+        "ORDO_EXECUTOR_TIMEOUT_MS",
+        "ORDO_JOURNAL",
+        "ORDO_LOG_LEVEL",
+        "ORDO_MAX_CHANGES",
+        "ORDO_RECONNECT_TIMEOUT_MS",
+        "ORDO_WRITER_LEASE_TIMEOUT_MS",
+    }
+)
+"""The variables of the options of `ordo`'s commands: what `option_variables` finds from the
+root, which imports every command's module (`LazyCommands`), where every command's start looks
+(a test keeps the two equal)."""
+
 
 def option_variables(command: click.Command) -> set[str]:
     """The variables of the options of `command` (the root's too) and of its subcommands."""
@@ -36,10 +52,16 @@ def warn_of_unread_variables(root: click.Command, environ: Mapping[str, str]) ->
     `ORDO_FLUSH_INTERVAL=0` (for ORDO_FLUSH_INTERVAL_MS) left the default in force while the
     user believed it changed; a warning rather than an error, as the prefix is not reserved to
     ordo. The closest variable ordo reads, when there is one, is named with it.
+
+    The options' variables are `OPTION_VARIABLES`; the commands' options are walked only for a
+    variable that is none of those, as that walk imports every command's module.
     """
-    read = variables_read(root) | {TEST_SERVER_VARIABLE}
-    for name in sorted(environ):
-        if name.startswith(ENV_PREFIX) and name not in read:
+    read = settings_variables() | OPTION_VARIABLES | {TEST_SERVER_VARIABLE}
+    unread = sorted(name for name in environ if name.startswith(ENV_PREFIX) and name not in read)
+    if unread:
+        read |= option_variables(root)
+    for name in unread:
+        if name not in read:
             meant = _closest(name, read)
             _log.warning("%s is not a variable ordo reads; it is ignored%s", name, meant)
 

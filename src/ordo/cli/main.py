@@ -9,22 +9,28 @@ from typing import Any
 
 import click
 
-from ordo.cli.cdc import cdc
-from ordo.cli.cleanup import cleanup
 from ordo.cli.command_group import CommandGroup, as_typed
-from ordo.cli.demo import demo
 from ordo.cli.environment import warn_of_unread_variables
-from ordo.cli.journal import append, events, info, init, tags
-from ordo.cli.pipeline import pipeline
-from ordo.cli.processors import processors
-from ordo.cli.query import query
-from ordo.cli.reconcile import reconcile
-from ordo.cli.simulate import simulate_command
-from ordo.cli.spark_archive import spark
-from ordo.cli.status import status
+from ordo.cli.lazy_commands import LazyCommands
 from ordo.cli.variable_option import VariableOption
-from ordo.cli.verify import verify
 from ordo.errors import BucketSizeMismatchError, OrdoError
+
+COMMANDS = {
+    **{name: f"ordo.cli.journal:{name}" for name in ("init", "append", "events", "tags", "info")},
+    "query": "ordo.cli.query:query",
+    "processors": "ordo.cli.processors:processors",
+    "pipeline": "ordo.cli.pipeline:pipeline",
+    "cdc": "ordo.cli.cdc:cdc",
+    "demo": "ordo.cli.demo:demo",
+    "simulate": "ordo.cli.simulate:simulate_command",
+    "reconcile": "ordo.cli.reconcile:reconcile",
+    "cleanup": "ordo.cli.cleanup:cleanup",
+    "verify": "ordo.cli.verify:verify",
+    "status": "ordo.cli.status:status",
+    "spark": "ordo.cli.spark_archive:spark",
+}
+"""Each command of `ordo` and where it is: its module is imported when the command runs
+(`LazyCommands`), so a command does not wait for the imports of all the others."""
 
 
 class UsageLine(click.ClickException):
@@ -98,7 +104,7 @@ class OrdoGroup(CommandGroup):
             raise click.ClickException(msg) from exc
 
 
-@click.group(cls=OrdoGroup, name="ordo")
+@click.group(cls=OrdoGroup, name="ordo", commands=LazyCommands(COMMANDS))
 @click.option(
     "--log-level",
     cls=VariableOption,
@@ -124,13 +130,6 @@ def cli(log_level: str, debug: bool) -> None:
         # command says it once (a processor's or live query's WARNING) or fails in one line.
         logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     warn_of_unread_variables(cli, os.environ)
-
-
-for command in (init, append, events, tags, info, query, processors, pipeline, cdc, demo):
-    cli.add_command(command)
-cli.add_command(simulate_command, name="simulate")
-for command in (reconcile, cleanup, verify, status, spark):
-    cli.add_command(command)
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from datetime import MAXYEAR, UTC, datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -23,10 +23,12 @@ from ordo.settings import ENV_PREFIX, EventsByTagSettings, ProcessorSettings
 from ordo.settings.loading import LONGEST_MS
 from ordo.storage.location import creatable_location, existing_location
 from ordo.storage.open import existing_stores_at
-from ordo.storage.stores import Stores
 from ordo.time import BucketSize
-from ordo.tools.status import SegmentStatus
 from ordo.wording import counted
+
+if TYPE_CHECKING:  # ordo.tools.status brings the CDC ports, which no journal command uses
+    from ordo.storage.stores import Stores
+    from ordo.tools.status import SegmentStatus
 
 F = TypeVar("F", bound=Callable[..., Any])
 
