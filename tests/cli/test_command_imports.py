@@ -5,6 +5,9 @@ pyarrow (with numpy, ~0.1 s) came with the CDC commands' change log and `ordo st
 use neither: each of them, and each test that runs one in a process of its own, waited for both.
 Then the root group imported every command's module, and with them CDC, the simulation and the
 processors' commands (~0.2 s of a 0.3 s start); a command's module is now imported when it runs.
+Opening a journal imported all of `ordo.processing`, `ordo.tools` and `ordo.query` with the
+token store, the operations store and the tag view store, which import only a few of their
+modules: the three packages now import a name when it is first asked for.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ _UNUSED = (
     *("ordo.cli.cdc", "ordo.cli.cleanup", "ordo.cli.demo", "ordo.cli.pipeline"),
     *("ordo.cli.processors", "ordo.cli.reconcile", "ordo.cli.simulate"),
     *("ordo.cli.spark_archive", "ordo.cli.status", "ordo.cli.verify"),
+    *("ordo.processing.processor", "ordo.processing.worker", "ordo.processing.sequencing"),
+    *("ordo.tools.cleanup", "ordo.tools.reconciliation", "ordo.tools.verification"),
 )
 """Modules no journal command uses: the change log's, Spark's, the tables', CDC's, the
-simulation's and the other commands' modules."""
+simulation's, the other commands' and those of processing and tools that the stores do not
+import (the packages import their names on first use)."""
 
 _RUN = f"""
 import sys

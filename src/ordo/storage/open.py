@@ -6,12 +6,11 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ordo.clock import Clock, clock_or_system
 from ordo.errors import BucketSizeMismatchError, ConfigurationError
 from ordo.journal import Journal, check_bucket_size
-from ordo.query import EventsByTag
 from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.settings.loading import enum_value
 from ordo.storage.block import OneBlockAtATime
@@ -28,6 +27,9 @@ from ordo.storage.migration import MigrationReceipt
 from ordo.storage.stores import Stores, assembled
 from ordo.tagging.notification import IN_PROCESS
 from ordo.time import BucketSize
+
+if TYPE_CHECKING:
+    from ordo.query import EventsByTag
 
 OpenMode = Literal["migrate", "write", "read"]
 """How `open_stores` opens a journal.
@@ -276,6 +278,10 @@ def _events_by_tag_block(
     clock: Clock | None,
 ) -> Iterator[EventsByTag]:
     """One block of `events_by_tag_at`: its stores, bucket size check and listener."""
+    # Imported here: the query's modules are needed by the commands that query, not by every
+    # command that opens a journal (tests/cli/test_command_imports.py).
+    from ordo.query import EventsByTag
+
     events_by_tag = EventsByTagSettings.or_default(events_by_tag, name="events_by_tag")
     settings = QuerySettings.or_default(settings)
     clock = clock_or_system(clock)
