@@ -8,7 +8,10 @@ the commands that use them (the Parquet change log; tables and progress bars), s
 commands start without them. What is timed, each a fresh interpreter, best of N runs (default
 10; --quick, a smoke run, 2):
 - python: `python -c pass`, the interpreter's own start (the floor);
-- import ordo.cli.main: what every command imports;
+- import ordo.cli.main: what every command imports (the root group; a command's own module is
+  imported when it runs);
+- the same plus ordo.cli.journal: what the journal's commands import before they open the
+  journal;
 - the same plus pyarrow, numpy and rich: what every command imported before they were left to
   the commands that use them (the baseline);
 - ordo --help, and ordo info on a new SQLite journal: whole commands;
@@ -108,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         subprocess.run([*ordo, "init", "--journal", journal], check=True, stdout=subprocess.DEVNULL)
         floor = best_seconds([python, "-c", "pass"], runs)
         imports = best_seconds([python, "-c", "import ordo.cli.main"], runs)
+        journal_s = best_seconds([python, "-c", "import ordo.cli.main, ordo.cli.journal"], runs)
         before = best_seconds([python, "-c", f"import ordo.cli.main, {HEAVY}"], runs)
         helped = best_seconds([*ordo, "--help"], runs)
         info = best_seconds([*ordo, "info", "--journal", journal], runs)
@@ -120,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         [
             Row("python -c pass", f"{floor * 1000:.0f}", ms),
             Row("import ordo.cli.main", f"{imports * 1000:.0f}", ms),
+            Row("  + ordo.cli.journal (init, append, ...)", f"{journal_s * 1000:.0f}", ms),
             Row("  + pyarrow, numpy, rich (before)", f"{before * 1000:.0f}", ms),
             Row("ordo --help", f"{helped * 1000:.0f}", ms),
             Row("ordo info (SQLite)", f"{info * 1000:.0f}", ms),
