@@ -7,7 +7,8 @@ Then the root group imported every command's module, and with them CDC, the simu
 processors' commands (~0.2 s of a 0.3 s start); a command's module is now imported when it runs.
 Opening a journal imported all of `ordo.processing`, `ordo.tools` and `ordo.query` with the
 token store, the operations store and the tag view store, which import only a few of their
-modules: the three packages now import a name when it is first asked for.
+modules, and built the token and operations stores, which no journal command uses: the three
+packages now import a name when it is first asked for, and the two stores are built on first use.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ _UNUSED = (
     *("ordo.cli.spark_archive", "ordo.cli.status", "ordo.cli.verify"),
     *("ordo.processing.processor", "ordo.processing.worker", "ordo.processing.sequencing"),
     *("ordo.tools.cleanup", "ordo.tools.reconciliation", "ordo.tools.verification"),
+    *("ordo.processing.ports", "ordo.processing.control", "ordo.storage.sql_token_store"),
+    "ordo.storage.sql_operations_store",
 )
 """Modules no journal command uses: the change log's, Spark's, the tables', CDC's, the
-simulation's, the other commands' and those of processing and tools that the stores do not
-import (the packages import their names on first use)."""
+simulation's, the other commands', and the processors' and operations' (the packages import
+their names on first use, and the stores build their token and operations stores on first use)."""
 
 _RUN = f"""
 import sys

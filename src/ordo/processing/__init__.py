@@ -1,8 +1,8 @@
 """Segmented event processing (Axon): segments, sequencing policies, tokens and processors.
 
-Its names are imported on first use: the stores import the ports, segments and tokens, and every
-command that opens a journal opened its token store and with it this package; loading the
-processor, its workers and the sequencing policies there cost every `ordo append` about 20 ms.
+Its names are imported on first use: the stores import a few of its modules (the connection,
+the ports, segments and tokens), and with them every command that opened a journal loaded the
+processor, its workers and the sequencing policies (about 20 ms).
 """
 
 from __future__ import annotations

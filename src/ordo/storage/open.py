@@ -15,6 +15,14 @@ from ordo.settings import EventsByTagSettings, QuerySettings
 from ordo.settings.loading import enum_value
 from ordo.storage.block import OneBlockAtATime
 from ordo.storage.cdc_stores import postgres_cdc_stores, sqlite_cdc_stores
+from ordo.storage.deferred_stores import (
+    postgres_all_events,
+    postgres_operations,
+    postgres_tokens,
+    sqlite_all_events,
+    sqlite_operations,
+    sqlite_tokens,
+)
 from ordo.storage.location import (
     PostgresLocation,
     SQLiteLocation,
@@ -60,9 +68,7 @@ def open_stores(url: str, *, mode: OpenMode = "migrate") -> Stores:
     if isinstance(location, SQLiteLocation):
         from ordo.storage.sqlite.datastore import SQLiteDatastore
         from ordo.storage.sqlite.journal_store import SQLiteJournalStore
-        from ordo.storage.sqlite.operations_store import SQLiteOperationsStore
         from ordo.storage.sqlite.tag_view_store import SQLiteTagViewStore
-        from ordo.storage.sqlite.token_store import SQLiteAllEventsReader, SQLiteTokenStore
 
         sqlite = SQLiteDatastore(location.path, read_only=mode == "read")
         stores = assembled(
@@ -70,9 +76,9 @@ def open_stores(url: str, *, mode: OpenMode = "migrate") -> Stores:
             sqlite,
             journal=SQLiteJournalStore,
             tag_views=SQLiteTagViewStore,
-            tokens=SQLiteTokenStore,
-            operations=SQLiteOperationsStore,
-            all_events=SQLiteAllEventsReader,
+            tokens=sqlite_tokens,
+            operations=sqlite_operations,
+            all_events=sqlite_all_events,
             cdc=sqlite_cdc_stores,
         )
     else:
@@ -307,17 +313,15 @@ def _events_by_tag_block(
 def _open_postgres(location: PostgresLocation) -> Stores:
     from ordo.storage.postgres.datastore import PostgresDatastore
     from ordo.storage.postgres.journal_store import PostgresJournalStore
-    from ordo.storage.postgres.operations_store import PostgresOperationsStore
     from ordo.storage.postgres.tag_view_store import PostgresTagViewStore
-    from ordo.storage.postgres.token_store import PostgresAllEventsReader, PostgresTokenStore
 
     return assembled(
         location,
         PostgresDatastore(location.dsn),
         journal=PostgresJournalStore,
         tag_views=PostgresTagViewStore,
-        tokens=PostgresTokenStore,
-        operations=PostgresOperationsStore,
-        all_events=PostgresAllEventsReader,
+        tokens=postgres_tokens,
+        operations=postgres_operations,
+        all_events=postgres_all_events,
         cdc=postgres_cdc_stores,
     )

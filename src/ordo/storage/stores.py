@@ -12,7 +12,6 @@ from functools import cached_property, partial
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ordo.journal.ports import JournalStore
-from ordo.processing.ports import TokenStore
 from ordo.query import EventEnvelope, KeyRun, TagViewReader
 from ordo.storage.cdc_stores import CdcStores
 from ordo.storage.location import Location, SQLiteLocation
@@ -21,11 +20,12 @@ from ordo.storage.packed_reads import PackedPageReader
 from ordo.storage.sql_tag_view_store import SqlTagViewStore, TagViewKeyReader
 from ordo.tagging import TagViewStore
 from ordo.time import BucketSize
-from ordo.tools.ports import OperationsStore
 
 if TYPE_CHECKING:
     from ordo.cdc.ports import SchemaStore
+    from ordo.processing.ports import TokenStore
     from ordo.storage.sql_change_sink import SqlChangeSink
+    from ordo.tools.ports import OperationsStore
 
 
 class SchemaCheck(Protocol):
@@ -39,8 +39,9 @@ class SchemaCheck(Protocol):
 class Stores:
     """The stores of one database, sharing its connections; close() releases them.
 
-    The CDC stores (`schemas`, `change_sink`) are built on first use (see cdc_stores.py); they
-    hold no state but the datastore, so two threads racing to build them build equal ones.
+    The token and operations stores and the CDC stores (`schemas`, `change_sink`) are built on
+    first use (see deferred_stores.py and cdc_stores.py); they hold no state but the
+    datastore, so two threads racing to build one build equal ones.
     """
 
     backend: str
@@ -53,11 +54,12 @@ class Stores:
     """Its keys-only reads, each row a KeyRun of one, for Spark's planner."""
     packed_pages: PackedPageReader
     """Its pages packed column by column, for Spark's bulk reads (driver and executors)."""
-    tokens: TokenStore
+    make_tokens: Callable[[], TokenStore]
+    """What builds `tokens`, on its first use."""
     cdc: Callable[[], CdcStores]
     """What builds `schemas` and `change_sink`: they call it once, on the first use of either."""
-    operations: OperationsStore
-    """Reconciliation, cleanup and expiry (ordo.tools), and the Spark operations jobs' reads."""
+    make_operations: Callable[[], OperationsStore]
+    """What builds `operations`, on its first use."""
     all_events: Callable[[BucketSize], TagViewReader[EventEnvelope]]
     """Every journal event as a TagViewReader (for processors over the whole journal)."""
     migrate: Callable[[], MigrationReceipt]
@@ -68,6 +70,16 @@ class Stores:
     table_names: Callable[[], Sequence[str]]
     """The database's tables and views, ordo's or not (in the schema ordo writes to)."""
     close: Callable[[], None]
+
+    @cached_property
+    def tokens(self) -> TokenStore:
+        """The tracking processors' tokens and segment requests."""
+        return self.make_tokens()
+
+    @cached_property
+    def operations(self) -> OperationsStore:
+        """Reconciliation, cleanup and expiry (ordo.tools), and the Spark operations jobs' reads."""
+        return self.make_operations()
 
     @cached_property
     def _cdc_stores(self) -> CdcStores:
@@ -136,9 +148,9 @@ def assembled(
         tag_view_reader=views,
         tag_view_key_reader=TagViewKeyReader(views),
         packed_pages=views,
-        tokens=tokens(datastore),
+        make_tokens=partial(tokens, datastore),
         cdc=partial(cdc, datastore),
-        operations=operations(datastore),
+        make_operations=partial(operations, datastore),
         all_events=partial(all_events, datastore),
         migrate=datastore.migrate,
         check_schema=datastore.check_schema,

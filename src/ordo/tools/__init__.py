@@ -4,9 +4,9 @@ Open the stores with `ordo.storage.open.stores_at(url)`, then
 `Reconciliation.of(stores)` or `Cleanup.of(stores)`. The Spark jobs (rebuilding everything,
 `ordo verify`) are in `ordo.spark.rebuild` and `ordo.spark.verify`.
 
-Its names are imported on first use: every store imports `ordo.tools.ports`, and with it this
-package; loading cleanup, reconciliation and verification there cost every command that opens a
-journal about 10 ms.
+Its names are imported on first use: the journal's store imports `ordo.tools.ports`, and with
+it every command that opened a journal loaded cleanup, reconciliation and verification (about
+10 ms).
 """
 
 from __future__ import annotations
