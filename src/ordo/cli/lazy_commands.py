@@ -20,8 +20,8 @@ import click
 class LazyCommands(MutableMapping[str, click.Command]):
     """A click group's `commands`: name -> command, loaded from "module:attribute" on first use.
 
-    Not thread-safe for its first loads (two threads may import a module at once, which Python's
-    import lock makes safe, and store the same command twice); `ordo` runs one command.
+    Two threads loading a command at once load the same one (imports are locked), so the mapping
+    may be shared; `ordo` itself runs one command per process.
     """
 
     def __init__(self, paths: Mapping[str, str]) -> None:
