@@ -45,6 +45,12 @@ from processing_support import (
 )
 from token_support import T1, T2, TIMEOUT, claimed_with_token
 
+CLAIM_TIMEOUT_MS = 500
+"""The claim timeout of the processors that stall: 2.5 times FAST's claim interval (200 ms),
+which renews the claims while they run; they lapse only while the paused clock holds them."""
+LAPSE_S = 1.5 * CLAIM_TIMEOUT_MS / 1000
+"""How long a stalled processor stays paused: past its claim timeout for sure."""
+
 
 def _then_200_more_are_applied_once(
     journal: Journal, sql: SqlRunner, processor: TrackingProcessor
@@ -114,7 +120,7 @@ def test_a_segment_changed_under_a_lapsed_claim_loses_and_repeats_nothing(
         FAST,
         thread_count=2,
         initial_segment_count=2 if change == "merge" else 1,
-        claim_timeout=timedelta(seconds=1),
+        claim_timeout=timedelta(milliseconds=CLAIM_TIMEOUT_MS),
     )
     processor = counts_processor(stores, settings=settings, clock=clock)
     act, segment_id = (merge_segment, 1) if change == "merge" else (split_segment, 0)
@@ -123,9 +129,13 @@ def test_a_segment_changed_under_a_lapsed_claim_loses_and_repeats_nothing(
         wait_for(lambda: counted(sql) == 100)
         clock.pause(processor)  # the processor stalls between batches
         try:
-            time.sleep(1.5)  # past the claim timeout
+            time.sleep(LAPSE_S)  # past the claim timeout
             receipt = act(
-                stores.tokens, "counts", segment_id, now_ms=now_ms(), claim_timeout_ms=1_000
+                stores.tokens,
+                "counts",
+                segment_id,
+                now_ms=now_ms(),
+                claim_timeout_ms=CLAIM_TIMEOUT_MS,
             )
         finally:
             clock.running.set()
@@ -145,7 +155,10 @@ def test_a_merge_made_impossible_meanwhile_is_dropped_and_processing_goes_on(
     """
     clock = _PausableClock()
     settings = replace(
-        FAST, thread_count=3, initial_segment_count=2, claim_timeout=timedelta(seconds=1)
+        FAST,
+        thread_count=3,
+        initial_segment_count=2,
+        claim_timeout=timedelta(milliseconds=CLAIM_TIMEOUT_MS),
     )
     processor = counts_processor(stores, settings=settings, clock=clock)
     with processor:
@@ -157,9 +170,9 @@ def test_a_merge_made_impossible_meanwhile_is_dropped_and_processing_goes_on(
             asked = merge_segment(
                 stores.tokens, "counts", 0, now_ms=now_ms(), claim_timeout_ms=30_000
             )
-            time.sleep(1.5)  # past the claim timeout
+            time.sleep(LAPSE_S)  # past the claim timeout
             split = split_segment(
-                stores.tokens, "counts", 1, now_ms=now_ms(), claim_timeout_ms=1_000
+                stores.tokens, "counts", 1, now_ms=now_ms(), claim_timeout_ms=CLAIM_TIMEOUT_MS
             )
         finally:
             clock.running.set()
@@ -234,7 +247,7 @@ def test_a_batch_that_outlasts_the_claim_timeout_is_logged(
     )
 
     def slow(event: EventEnvelope, context: HandlerContext) -> None:
-        time.sleep(1)  # ten times the claim timeout
+        time.sleep(0.3)  # three times the claim timeout
 
     caplog.set_level(logging.WARNING, logger="ordo.processing")
     with open_journal(url, settings=WRITE) as journal, stores_at(url) as stores:
