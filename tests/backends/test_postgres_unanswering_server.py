@@ -36,6 +36,10 @@ from stalling_proxy_support import StallingProxy
 
 pytestmark = pytest.mark.postgres
 
+POOL_WAIT_S = 0.5
+"""The pool's wait for a connection (30 s) in the live query's outage: a connect to the local
+server takes milliseconds, so only the outage waits it out."""
+
 
 @pytest.fixture
 def proxy(postgres_dsn: str) -> Iterator[StallingProxy]:
@@ -322,10 +326,10 @@ def test_a_live_query_on_the_command_line_reads_on_after_an_outage(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """`ordo query --live` ended with StorageUnavailableError once the pool's wait ran out
-    (30 s, 1 s here). It prints each event once and in order: those written before, during
+    (30 s, POOL_WAIT_S here). It prints each event once and in order: those written before, during
     and after the outage.
     """
-    monkeypatch.setattr(datastore, "POOL_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(datastore, "POOL_TIMEOUT_S", POOL_WAIT_S)
     monkeypatch.setenv("ORDO_FIRST_TIME_BUCKET", WRITE.first_time_bucket)
     monkeypatch.setenv("ORDO_EVENTUAL_CONSISTENCY_DELAY_MS", "100")
     monkeypatch.setenv("ORDO_REFRESH_INTERVAL_MS", "50")
@@ -341,7 +345,7 @@ def test_a_live_query_on_the_command_line_reads_on_after_an_outage(
             time.sleep(1)
             proxy.stop_answering()
             append(2)
-            time.sleep(2.5)  # more than the pool's wait: reads fail twice
+            time.sleep(2.5 * POOL_WAIT_S)  # more than the pool's wait: reads fail twice
             proxy.answer_again()
             append(3)
 
