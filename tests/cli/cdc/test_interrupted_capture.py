@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 import signal
 import sqlite3
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from interrupt_support import signalled_after
+from memory_support import memory_folder
 from ordo.cdc import Publisher
 from ordo.cdc.mutation import SNAPSHOT_MARK
 from ordo.cli.main import cli
@@ -23,20 +23,12 @@ from ordo.storage.sqlite.change_source import SQLiteChangeSource
 MAX_CALLS = 3_000
 """More C calls than the capture's two publishes make: the loop ends before, or fails."""
 
-MEMORY = Path("/dev/shm")
-"""A RAM-backed folder on Linux: the sweep runs two captures at each of some 600 points, and
-their files' writes, fsyncs and deletes on a disk were most of its time. The fsyncs are still
-made (the same C calls are counted), they only cost nothing there."""
-
 
 @pytest.fixture
 def runs_path(tmp_path: Path) -> Iterator[Path]:
-    """A folder for the sweep's runs: in memory where the system has one, else `tmp_path`."""
-    if not MEMORY.is_dir():
-        yield tmp_path
-        return
-    with tempfile.TemporaryDirectory(dir=MEMORY, prefix="ordo-test-") as folder:
-        yield Path(folder)
+    """A folder for the sweep's runs (two captures at each of some 600 points), in memory."""
+    with memory_folder(tmp_path) as folder:
+        yield folder
 
 
 def test_a_signal_anywhere_in_a_capture_s_publish_ends_it_with_its_line_and_status_130(
