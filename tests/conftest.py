@@ -20,6 +20,7 @@ import pytest
 from hypothesis import settings
 from psycopg import sql
 
+from memory_support import use_memory_for_temporary_files
 from ordo.clock import Clock
 from ordo.journal import Journal
 from ordo.settings import EventsByTagSettings
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile("ci", max_examples=200, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+use_memory_for_temporary_files()  # before the first temporary file: memory_support says why
 
 # Spark's launcher adds SPARK_SUBMIT_OPTS to the command of every driver JVM: the session
 # fixture's, and those of the `ordo` commands, drivers and bench scripts the tests start (they

@@ -18,16 +18,14 @@ returns, a window of the library no caller can close (`ordo.storage.postgres.len
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import ExitStack, closing
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
 from connection_loss_support import Sessions
 from interrupt_support import c_calls, interrupted_after
-from memory_support import memory_folder
 from operations_support import WRITE, execute, execute_all
 from ordo import NewEvent, open_journal
 from ordo.clock import ManualClock
@@ -98,17 +96,6 @@ def _truncate_and_rebuild(reconciliation: Reconciliation) -> object:
     """What `ordo reconcile rebuild --all --local --truncate` runs."""
     reconciliation.truncate()
     return reconciliation.rebuild_all_locally()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def journal_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """conftest's, but the SQLite file is in memory: every one of its 2,400 C calls is tried,
-    each time from the tables restored, and the commits' syncs on a disk took most of it."""
-    if request.param == "postgres":
-        yield request.getfixturevalue("postgres_dsn")
-        return
-    with memory_folder(tmp_path) as folder:
-        yield f"sqlite:///{folder / 'journal.db'}"
 
 
 @pytest.mark.parametrize("name", list(OPERATIONS))

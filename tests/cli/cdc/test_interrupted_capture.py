@@ -5,14 +5,11 @@ from __future__ import annotations
 import shutil
 import signal
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from interrupt_support import signalled_after
-from memory_support import memory_folder
 from ordo.cdc import Publisher
 from ordo.cdc.mutation import SNAPSHOT_MARK
 from ordo.cli.main import cli
@@ -24,21 +21,14 @@ MAX_CALLS = 3_000
 """More C calls than the capture's two publishes make: the loop ends before, or fails."""
 
 
-@pytest.fixture
-def runs_path(tmp_path: Path) -> Iterator[Path]:
-    """A folder for the sweep's runs (two captures at each of some 600 points), in memory."""
-    with memory_folder(tmp_path) as folder:
-        yield folder
-
-
 def test_a_signal_anywhere_in_a_capture_s_publish_ends_it_with_its_line_and_status_130(
-    runs_path: Path,
+    tmp_path: Path,
 ) -> None:
     """Ctrl-C landing in the wait of a publish for its file writers (a Condition of the thread
     pool, as it starts a writer or waits for one) broke the pool's lock: the capture ended with
     a RuntimeError ("release unlocked lock", "cannot release un-acquired lock") and status 1,
     and its process did not end, the pool's threads waited for. SIGTERM did so too."""
-    template = runs_path / "template"
+    template = tmp_path / "template"
     template.mkdir()
     with sqlite3.connect(template / "shop.db") as conn:
         conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)")
@@ -52,7 +42,7 @@ def test_a_signal_anywhere_in_a_capture_s_publish_ends_it_with_its_line_and_stat
         pass  # the journal's tables, made once: each run copies them (the signals land later)
     interrupted = 0
     for calls in range(1, MAX_CALLS):
-        run = runs_path / f"run{calls}"
+        run = tmp_path / f"run{calls}"
         shutil.copytree(template, run)
         args = ["cdc", "capture", str(run / "shop.db"), "--table", "items"]
         args += ["--journal", f"sqlite:///{run / 'ordo.db'}", "--change-log", str(run / "log")]
