@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -70,10 +70,7 @@ def _materialize_command(tmp_path: Path) -> list[str]:
 
 
 def _pipeline_command(
-    tmp_path: Path,
-    *,
-    handler: str = "ordo.spark.demo:count_order_events",
-    trigger: str = "200 milliseconds",
+    tmp_path: Path, *, handler: str = "ordo.spark.demo:count_order_events"
 ) -> list[str]:
     """`ordo pipeline run` of a journal with one event, every 200 ms: the command line."""
     first = format_first_time_bucket(time.time_ns() // 1_000_000 - 3_600_000)
@@ -87,7 +84,7 @@ def _pipeline_command(
     config.write_text(
         f'[pipeline]\njournal = "{url}"\ntag = "order"\nprocessor = "totals"\n'
         f'handler = "{handler}"\n'
-        f'checkpoint = "{tmp_path / "checkpoint"}"\ntrigger = "{trigger}"\n'
+        f'checkpoint = "{tmp_path / "checkpoint"}"\ntrigger = "200 milliseconds"\n'
         f'[source]\nfirstTimeBucket = "{first}"\neventualConsistencyDelayMs = 0\n',
         encoding="utf-8",
     )
@@ -96,14 +93,20 @@ def _pipeline_command(
 
 @contextmanager
 def _running(
-    command: list[str], tmp_path: Path, *, stderr: int = subprocess.PIPE
+    command: list[str],
+    tmp_path: Path,
+    *,
+    stderr: int = subprocess.PIPE,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] = os.environ,
 ) -> Iterator[subprocess.Popen[str]]:
     """`command` started as a terminal would start it (Spark's output to tmp_path/spark.log),
-    stopped at the end (`_stopped`) if it still runs. Its stderr is a pipe, or the file
-    descriptor `stderr`."""
-    env = {**os.environ, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")}
+    in the working directory `cwd` with the environment `environ`, stopped at the end
+    (`_stopped`) if it still runs. Its stderr is a pipe, or the file descriptor `stderr`."""
+    env = {**environ, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")}
     job = subprocess.Popen(
         command,
+        cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
         stderr=stderr,
@@ -145,26 +148,11 @@ def test_sigterm_stops_a_running_pipeline_as_ctrl_c_does_with_status_143(tmp_pat
 
     It ended the command at once, without a word: the query was never stopped, so its lease
     stayed, and `ordo processors reset` right after was refused as of a running projection.
-    """
-    with _running(_pipeline_command(tmp_path), tmp_path) as pipeline:
-        _read_first_batch(pipeline, "pipeline 'totals'", tmp_path)
-        pipeline.send_signal(signal.SIGTERM)
-        out, err = pipeline.communicate(timeout=120)
 
-    assert (pipeline.returncode, out) == (128 + signal.SIGTERM, "")
-    assert err == "pipeline 'totals' interrupted: stopped, it resumes from its checkpoint\n"
-    reset = ["processors", "reset", "totals", "--journal", f"sqlite:///{tmp_path}/shop.db"]
-    result = CliRunner().invoke(cli, reset)
-    assert result.exit_code == 0, result.stderr
-
-
-def test_a_handler_module_in_the_working_directory_is_imported_by_spark_too(
-    tmp_path: Path,
-) -> None:
-    """As with `python -m`, `handler = "module:function"` may name a module next to the user.
-
-    The installed script did not look there. The function is pickled by reference, so Spark's
-    Python workers import the module as well.
+    The same start of Spark shows that, as with `python -m`, `handler = "module:function"` may
+    name a module next to the user: the installed script did not look there. The function is
+    pickled by reference, so Spark's Python workers import the module as well (batch 0 applied
+    the event with it).
     """
     (tmp_path / "shop_handlers.py").write_text(
         "def count(event, context):\n"
@@ -175,17 +163,20 @@ def test_a_handler_module_in_the_working_directory_is_imported_by_spark_too(
         "    )\n",
         encoding="utf-8",
     )
-    command = _pipeline_command(tmp_path, handler="shop_handlers:count", trigger="available_now")
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    env["ORDO_SPARK_LOG"] = str(tmp_path / "spark.log")
+    command = _pipeline_command(tmp_path, handler="shop_handlers:count")
+    environ = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    with _running(command, tmp_path, cwd=tmp_path, environ=environ) as pipeline:
+        _read_first_batch(pipeline, "pipeline 'totals'", tmp_path)
+        pipeline.send_signal(signal.SIGTERM)
+        out, err = pipeline.communicate(timeout=120)
 
-    done = subprocess.run(
-        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
-    )
-
-    assert done.returncode == 0, done.stderr
+    assert (pipeline.returncode, out) == (128 + signal.SIGTERM, "")
+    assert err == "pipeline 'totals' interrupted: stopped, it resumes from its checkpoint\n"
     with closing(sqlite3.connect(tmp_path / "shop.db")) as conn:
         assert conn.execute("SELECT pid, last_nr FROM order_totals").fetchall() == [("order-1", 1)]
+    reset = ["processors", "reset", "totals", "--journal", f"sqlite:///{tmp_path}/shop.db"]
+    result = CliRunner().invoke(cli, reset)
+    assert result.exit_code == 0, result.stderr
 
 
 def test_materializing_a_table_without_a_schema_is_a_one_line_error(
@@ -633,13 +624,24 @@ def test_sigterm_stops_cdc_simulate_as_ctrl_c_does_leaving_no_work_dir_or_proces
 ) -> None:
     """SIGTERM, sent to the command alone as a service manager sends it, ended it at once
     without a word, and left the folder of the launcher of Spark's Python workers in the
-    temporary folder, as well as the simulation's work folder when it came during the run."""
-    work, _, err = _sigterm_during_cdc_simulate(tmp_path, monkeypatch)
+    temporary folder, as well as the simulation's work folder when it came during the run.
+
+    The run has --sink, so the same start of Spark shows that a stopped run names the run it
+    left there: a run with --sink leaves its schema, messages and table there under a random
+    name that only its output gave (docs/cdc.md says how to remove a run by it); stopped, the
+    run said nothing of it, so an operator could not tell which rows of the sink were the run's.
+    """
+    sink = f"sqlite:///{tmp_path / 'sink.db'}"
+    init_storage(sink)
+    work, run, err = _sigterm_during_cdc_simulate(tmp_path, monkeypatch, "--sink", sink)
 
     assert err.splitlines()[1:] == [
-        "cdc simulate interrupted: the materializer stopped, no verdict"
+        "cdc simulate interrupted: the materializer stopped, no verdict; the sink keeps what "
+        f"run {run} wrote (docs/cdc.md says how to remove it)"
     ]
     assert list(work.iterdir()) == []
+    with stores_at(sink, mode="read") as stores:
+        assert [v.version for v in stores.schemas.versions(run)] == [1]
 
 
 @pytest.mark.parametrize("with_sink", [False, True])
@@ -737,24 +739,6 @@ def test_a_stop_while_a_spark_command_imports_pyspark_ends_it_with_its_line(
     status = 128 + signal.Signals[name]
     assert (stopped.returncode, stopped.stdout, stopped.stderr) == (status, "", f"{line}\n")
     assert not (tmp_path / "spark.log").exists()  # before Spark started
-
-
-def test_cdc_simulate_stopped_with_a_sink_names_the_run_it_left_there(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A run with --sink leaves its schema, messages and table there under a random name that
-    only its output gave (docs/cdc.md says how to remove a run by it): stopped, the run said
-    nothing of it, so an operator could not tell which rows of the sink were the run's."""
-    sink = f"sqlite:///{tmp_path / 'sink.db'}"
-    init_storage(sink)
-    _, run, err = _sigterm_during_cdc_simulate(tmp_path, monkeypatch, "--sink", sink)
-
-    assert err.splitlines()[1:] == [
-        "cdc simulate interrupted: the materializer stopped, no verdict; the sink keeps what "
-        f"run {run} wrote (docs/cdc.md says how to remove it)"
-    ]
-    with stores_at(sink, mode="read") as stores:
-        assert [v.version for v in stores.schemas.versions(run)] == [1]
 
 
 def _sigterm_during_cdc_simulate(
