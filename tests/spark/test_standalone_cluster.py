@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -59,17 +60,17 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     process.wait(timeout=60)
 
 
-@pytest.fixture
-def master(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """A standalone master with no worker: its URL and its log.
+@contextlib.contextmanager
+def _master(folder: Path) -> Iterator[tuple[str, Path]]:
+    """A standalone master with no worker, its files in `folder`: its URL and its log.
 
     Its REST submission server is off (it takes a fixed port, 6066) and its web UI on any free
     port, so that runs at the same time keep apart.
     """
-    properties = tmp_path / "master.properties"
+    properties = folder / "master.properties"
     properties.write_text("spark.master.rest.enabled false\n", encoding="utf-8")
     port = _free_port()
-    log = tmp_path / "master.log"
+    log = folder / "master.log"
     args = ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port)]
     args += ["--webui-port", "0", "--properties-file", str(properties)]
     process = _started(args, log, "I have been elected leader")
@@ -79,22 +80,58 @@ def master(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         _stop(process)
 
 
+@pytest.fixture(scope="module")
+def idle_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """One master with no worker for the module's tests that need no executor (`_master`): a
+    master's start costs a JVM's."""
+    with _master(tmp_path_factory.mktemp("master")) as started:
+        yield started
+
+
+class _MasterLog:
+    """What a master's log holds of one application: the log past where it was at the start."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.start = path, path.stat().st_size
+
+    def text(self) -> str:
+        """The log from the start on."""
+        with self.path.open("rb") as log:
+            log.seek(self.start)
+            return log.read().decode("utf-8", errors="replace")
+
+    def app_id(self) -> str:
+        """The id of the one application the master registered since the start."""
+        found = re.findall(r"Registered app \S+ with ID (\S+)", self.text())
+        assert len(found) == 1, self.text()
+        return str(found[0])
+
+
 @pytest.fixture
-def worker(master: tuple[str, Path], tmp_path: Path) -> Iterator[None]:
-    """A worker of one core registered with `master`, its executors' files under tmp_path."""
-    url, _ = master
-    args = ["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "1"]
-    args += ["--memory", "1g", "--webui-port", "0", "--work-dir", str(tmp_path / "work")]
-    process = _started(args, tmp_path / "worker.log", "Successfully registered with master")
-    try:
-        yield
-    finally:
-        _stop(process)
+def master(idle_master: tuple[str, Path]) -> tuple[str, _MasterLog]:
+    """The module's idle master: its URL, and its log from the test's start on."""
+    url, log = idle_master
+    return url, _MasterLog(log)
+
+
+@pytest.fixture
+def worker_master(tmp_path: Path) -> Iterator[str]:
+    """A master of the test's own with a worker of one core registered, its executors' files
+    under tmp_path: the master's URL."""
+    with _master(tmp_path) as (url, _):
+        args = ["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1"]
+        args += ["--cores", "1", "--memory", "1g", "--webui-port", "0"]
+        args += ["--work-dir", str(tmp_path / "work")]
+        process = _started(args, tmp_path / "worker.log", "Successfully registered with master")
+        try:
+            yield url
+        finally:
+            _stop(process)
 
 
 @pytest.mark.slow
 def test_a_cluster_that_starts_no_executor_ends_the_command_with_one_line(
-    tmp_path: Path, master: tuple[str, Path]
+    tmp_path: Path, master: tuple[str, _MasterLog]
 ) -> None:
     """A pipeline with an event to project waited for ever; now it ends after
     --executor-timeout-ms, naming the master, what to check and Spark's output, and its
@@ -116,15 +153,16 @@ def test_a_cluster_that_starts_no_executor_ends_the_command_with_one_line(
         f"spark.executor.memory), or allow longer with --executor-timeout-ms (Spark's output: "
         f"{spark_log})"
     )
-    assert "Registering app ordo-totals" in master_log.read_text(encoding="utf-8")
+    assert "Registering app ordo-totals" in master_log.text()
     _wait_for_the_app_removed(master_log)
 
 
-def _wait_for_the_app_removed(master_log: Path) -> None:
+def _wait_for_the_app_removed(master_log: _MasterLog) -> None:
     """Wait until the master has removed the stopped command's application: it hears of the
     stop on its own time."""
+    removing = f"Removing app {master_log.app_id()}"
     wait_for(
-        lambda: "Removing app" in master_log.read_text(encoding="utf-8"),
+        lambda: removing in master_log.text(),
         timeout=START_WAIT_S,
         what="the master to remove the stopped command's application",
     )
@@ -140,7 +178,7 @@ WAITING_COMMAND = Path(__file__).with_name("executor_waiting_command.py")
     ids=["ctrl-c", "sigterm"],
 )
 def test_a_stop_while_the_command_waits_for_an_executor_ends_it_with_its_line(
-    tmp_path: Path, master: tuple[str, Path], number: signal.Signals, status: int
+    tmp_path: Path, master: tuple[str, _MasterLog], number: signal.Signals, status: int
 ) -> None:
     """Ctrl-C (to the process group, as a terminal sends it) or SIGTERM (to the command alone,
     as a service manager sends it) while the command waits for the cluster's executor, long
@@ -177,16 +215,14 @@ def test_a_stop_while_the_command_waits_for_an_executor_ends_it_with_its_line(
         "pipeline 'totals' interrupted: stopped, it resumes from its checkpoint",
     ]
     _wait_for_the_app_removed(master_log)
-    assert "Received unregister request from application" in master_log.read_text(encoding="utf-8")
+    unregister = f"Received unregister request from application {master_log.app_id()}"
+    assert unregister in master_log.text()
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("worker")
-def test_a_cluster_that_starts_an_executor_runs_the_job(
-    tmp_path: Path, master: tuple[str, Path]
-) -> None:
+def test_a_cluster_that_starts_an_executor_runs_the_job(tmp_path: Path, worker_master: str) -> None:
     """The executor is seen once it has registered: the default wait lets the job run on it."""
-    url, _ = master
+    url = worker_master
     script = (
         "import sys\n"
         "from ordo.spark.job_session import job_session\n"
