@@ -149,10 +149,12 @@ def test_sigterm_stops_a_running_pipeline_as_ctrl_c_does_with_status_143(tmp_pat
     It ended the command at once, without a word: the query was never stopped, so its lease
     stayed, and `ordo processors reset` right after was refused as of a running projection.
 
-    The same start of Spark shows that, as with `python -m`, `handler = "module:function"` may
+    The same start of Spark shows more. As with `python -m`, `handler = "module:function"` may
     name a module next to the user: the installed script did not look there. The function is
     pickled by reference, so Spark's Python workers import the module as well (batch 0 applied
-    the event with it).
+    the event with it). A second copy of the running pipeline is refused before its Spark
+    starts, as the materializer's is in the second-copy test below, and the JVM's console
+    output went to the log file the command names.
     """
     (tmp_path / "shop_handlers.py").write_text(
         "def count(event, context):\n"
@@ -165,13 +167,19 @@ def test_sigterm_stops_a_running_pipeline_as_ctrl_c_does_with_status_143(tmp_pat
     )
     command = _pipeline_command(tmp_path, handler="shop_handlers:count")
     environ = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    label, checkpoint = "pipeline 'totals'", tmp_path / "checkpoint"
     with _running(command, tmp_path, cwd=tmp_path, environ=environ) as pipeline:
-        _read_first_batch(pipeline, "pipeline 'totals'", tmp_path)
+        _read_first_batch(pipeline, label, tmp_path)
+        _check_a_second_copy_is_refused(
+            pipeline, command, tmp_path, label, checkpoint, cwd=tmp_path, environ=environ
+        )
         pipeline.send_signal(signal.SIGTERM)
         out, err = pipeline.communicate(timeout=120)
 
     assert (pipeline.returncode, out) == (128 + signal.SIGTERM, "")
-    assert err == "pipeline 'totals' interrupted: stopped, it resumes from its checkpoint\n"
+    assert err == f"{label} interrupted: stopped, it resumes from its checkpoint\n"
+    spark_says = 'Setting default log level to "WARN".'  # its JVM's output
+    assert spark_says in (tmp_path / "spark.log").read_text(encoding="utf-8")
     with closing(sqlite3.connect(tmp_path / "shop.db")) as conn:
         assert conn.execute("SELECT pid, last_nr FROM order_totals").fetchall() == [("order-1", 1)]
     reset = ["processors", "reset", "totals", "--journal", f"sqlite:///{tmp_path}/shop.db"]
@@ -383,48 +391,59 @@ def test_a_log_file_that_cannot_be_written_blames_ordo_spark_log_only_when_it_is
     )
 
 
-@pytest.mark.parametrize("job", ["pipeline", "materializer"])
 def test_a_second_copy_of_a_running_streaming_job_is_refused_before_its_spark_starts(
-    tmp_path: Path, job: str
+    tmp_path: Path,
 ) -> None:
     """Two runs on one checkpoint: the second started Spark, then failed seconds later in
     Spark's terms (`SparkConcurrentModificationException: Multiple streaming queries are
     concurrently using metadata`, `[CONCURRENT_STREAM_LOG_UPDATE] Concurrent update to the
     log. Multiple streaming jobs detected for 0`), or ran idle beside the first, after
-    replacing the first's Spark log.
+    replacing the first's Spark log. The materializer's here, the pipeline's in the SIGTERM
+    test's run (one start of Spark less).
 
     The first copy, a Spark command of its own (each test here that starts one costs a JVM),
-    shows besides what every such command does. Spark's console output (its JVM's, and its
-    Python workers') goes to the log file the command names, not among the command's lines.
-    Ctrl-C stops it with one line and status 130: SIGINT goes to the process group, as a
-    terminal's Ctrl-C, so Spark's Python workers get it too (its JVM ignores it); the query is
-    stopped, and no Py4J traceback is printed."""
-    if job == "pipeline":
-        command, checkpoint = _pipeline_command(tmp_path), tmp_path / "checkpoint"
-        label, spark_says = "pipeline 'totals'", 'Setting default log level to "WARN".'
-    else:
-        command = [*_materialize_command(tmp_path), "--follow", "--master", "local[1]"]
-        checkpoint, label = tmp_path / "ck", "materializer 'users'"
-        spark_says = "TransformWithStateInPandas Python worker"  # its Python workers' output
+    shows besides what every such command does. Spark's console output (its Python workers'
+    here, its JVM's in the pipeline's) goes to the log file the command names, not among the
+    command's lines. Ctrl-C stops it with one line and status 130: SIGINT goes to the process
+    group, as a terminal's Ctrl-C, so Spark's Python workers get it too (its JVM ignores it);
+    the query is stopped, and no Py4J traceback is printed."""
+    command = [*_materialize_command(tmp_path), "--follow", "--master", "local[1]"]
+    label = "materializer 'users'"
     with _running(command, tmp_path) as first:
         _read_first_batch(first, label, tmp_path)
-        with _running(command, tmp_path) as second:
-            try:
-                _, refused = second.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                pytest.fail("the second copy was not refused: it ran beside the first")
+        _check_a_second_copy_is_refused(first, command, tmp_path, label, tmp_path / "ck")
         os.killpg(first.pid, signal.SIGINT)  # a terminal's Ctrl-C
         out, err = first.communicate(timeout=120)
 
+    assert (first.returncode, out) == (130, "")
+    assert err == f"{label} interrupted: stopped, it resumes from its checkpoint\n"
+    spark_says = "TransformWithStateInPandas Python worker"  # its Python workers' output
+    assert spark_says in (tmp_path / "spark.log").read_text(encoding="utf-8")
+
+
+def _check_a_second_copy_is_refused(
+    first: subprocess.Popen[str],
+    command: list[str],
+    tmp_path: Path,
+    label: str,
+    checkpoint: Path,
+    *,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> None:
+    """Run `command` again (`_running`, in `cwd` with `environ`) while its `first` copy runs:
+    it is refused at once, naming the first's process and its lock on `checkpoint`."""
+    with _running(command, tmp_path, cwd=cwd, environ=environ) as second:
+        try:
+            _, refused = second.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the second copy was not refused: it ran beside the first")
     assert second.returncode == 1
     assert refused == (
         f"Error: AlreadyRunningError: {label} is already running on checkpoint {checkpoint} "
         f"(pid {first.pid} on {socket.gethostname()}); stop it first, or wait for it to end "
         f"(lock file {checkpoint}/.ordo.lock)\n"
     )
-    assert (first.returncode, out) == (130, "")
-    assert err == f"{label} interrupted: stopped, it resumes from its checkpoint\n"
-    assert spark_says in (tmp_path / "spark.log").read_text(encoding="utf-8")
 
 
 def test_ctrl_c_cancels_verifys_spark_job_with_one_line_and_status_130(tmp_path: Path) -> None:
