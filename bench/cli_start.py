@@ -1,6 +1,7 @@
 """How long an `ordo` command takes to start, against what it imported before, same run.
 
     .venv/bin/python bench/cli_start.py [--runs N] [--spark-runs N] [--quick]
+        [--archive-folder DIR] [--jvm-options OPTIONS]
 
 Every `ordo` command pays its imports before it does anything, and so does each process a
 service manager or a script starts it in. pyarrow (with numpy) and rich are imported only by
@@ -18,8 +19,16 @@ commands start without them. What is timed, each a fresh interpreter, best of N 
 - a Spark start and first small job (a process running start_session and a grouped count, as
   every command that runs Spark starts), without and with the class-data archive that
   `ordo spark archive` makes (made first, in a temporary folder, and timed), best of
-  --spark-runs (default 5; --quick 1), the two alternating. Both run without SPARK_SUBMIT_OPTS,
-  as a user's shell has it (the tests set theirs, with an archive of their own).
+  --spark-runs (default 5; --quick 1), the two alternating. Both run with --jvm-options as
+  their SPARK_SUBMIT_OPTS, and the archive is made with them: by default none, as a user's
+  shell has it (the caller's SPARK_SUBMIT_OPTS, such as the tests', is not passed on).
+
+--archive-folder DIR takes the archive from DIR (the folder `ordo spark archive` fills, or
+another) instead of a temporary folder: made there, and timed, only when DIR has none for this
+Java, Spark and JVM options; one found is used as it is and kept, and the table says it was not
+made. That saves the archive's making, a start of Spark and a dump of its classes (half a
+minute to a minute), in a run that wants only the starts: the tests' smoke run passes their own
+archive's folder and options (tests/test_benches.py).
 
 A benchmark reports; it exits 0 whatever the figures.
 """
@@ -38,6 +47,7 @@ from typing import NamedTuple
 
 from _args import positive_count
 from _report import Row, machine_lines, print_table
+from ordo.errors import ClassArchiveError
 from ordo.spark.class_archive import make_archive
 
 DEFAULT_RUNS = 10
@@ -73,19 +83,31 @@ def _seconds(command: Sequence[str], env: Mapping[str, str] | None = None) -> fl
 class SparkStarts(NamedTuple):
     """The Spark figures: the archive's making and size, a start without and with it."""
 
-    making_s: float
+    making_s: float | None
+    """None: the archive was found in --archive-folder, not made."""
     archive_bytes: int
     without_s: float
     with_s: float
 
 
-def spark_starts(folder: Path, runs: int) -> SparkStarts:
-    """Make an archive in `folder`, then time starts without and with it, alternating."""
+def spark_starts(
+    folder: Path, runs: int, *, archives: Path | None = None, jvm_options: str = ""
+) -> SparkStarts:
+    """Time starts without and with a class archive, alternating, `folder` their work folder.
+
+    The archive is the one in `archives` (made there if missing), else one made in `folder`;
+    `jvm_options` are the starts' SPARK_SUBMIT_OPTS and the archive's. The making's seconds
+    are None when the archive was found, not made.
+    """
     env = {key: value for key, value in os.environ.items() if key != "SPARK_SUBMIT_OPTS"}
+    if jvm_options:
+        env["SPARK_SUBMIT_OPTS"] = jvm_options
     env["ORDO_SPARK_LOG"] = str(folder / "spark.log")
     started = time.perf_counter()
-    archive = make_archive(folder=folder / "archives", options="", output=folder / "spark.log")
-    making = time.perf_counter() - started
+    archive = make_archive(
+        folder=archives or folder / "archives", options=jvm_options, output=folder / "spark.log"
+    )
+    making = time.perf_counter() - started if archive.is_new else None
     command = [sys.executable, "-c", SPARK_JOB, str(folder / "spark.log")]
     without, with_archive = float("inf"), float("inf")
     for _ in range(runs):
@@ -95,12 +117,31 @@ def spark_starts(folder: Path, runs: int) -> SparkStarts:
     return SparkStarts(making, archive.size_bytes, without, with_archive)
 
 
+def making_row(seconds: float | None, archives: Path | None) -> Row:
+    """The archive's making: its seconds, or that it was found in `archives` (not made)."""
+    if seconds is None:
+        return Row("making Spark's class archive", "-", f"not made: found in {archives}")
+    return Row("making Spark's class archive", f"{seconds:.1f}", "s (ordo spark archive)")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=positive_count, default=None)
     parser.add_argument("--spark-runs", type=positive_count, default=None)
     parser.add_argument(
         "--quick", action="store_true", help="a smoke run: 2 runs each, 1 Spark start each"
+    )
+    parser.add_argument(
+        "--archive-folder",
+        type=Path,
+        default=None,
+        help="take Spark's class archive from this folder, made there only if missing "
+        "(default: one made in a temporary folder)",
+    )
+    parser.add_argument(
+        "--jvm-options",
+        default="",
+        help="the Spark starts' SPARK_SUBMIT_OPTS, the archive's too (default: none)",
     )
     args = parser.parse_args(argv)
     runs = args.runs or (QUICK_RUNS if args.quick else DEFAULT_RUNS)
@@ -115,7 +156,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         before = best_seconds([python, "-c", f"import ordo.cli.main, {HEAVY}"], runs)
         helped = best_seconds([*ordo, "--help"], runs)
         info = best_seconds([*ordo, "info", "--journal", journal], runs)
-        spark = spark_starts(Path(folder), spark_runs)
+        try:
+            spark = spark_starts(
+                Path(folder), spark_runs, archives=args.archive_folder, jvm_options=args.jvm_options
+            )
+        except ClassArchiveError as exc:  # --jvm-options choosing sharing, a folder not writable
+            parser.exit(1, f"{parser.prog}: error: {exc}\n")
     for line in machine_lines():
         print(line)
     print()
@@ -130,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             Row("ordo info (SQLite)", f"{info * 1000:.0f}", ms),
             Row("saved per command", f"{(before - imports) * 1000:.0f}", "ms (before - now)"),
             Row("before / now (imports)", f"{before / imports:.2f}", "x (no target)"),
-            Row("making Spark's class archive", f"{spark.making_s:.1f}", "s (ordo spark archive)"),
+            making_row(spark.making_s, args.archive_folder),
             Row("  its size", f"{spark.archive_bytes / 1e6:.0f}", "MB"),
             Row("Spark start + first job", f"{spark.without_s:.1f}", f"s, best of {spark_runs}"),
             Row("  with the class archive", f"{spark.with_s:.1f}", f"s, best of {spark_runs}"),

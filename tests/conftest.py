@@ -28,7 +28,7 @@ from ordo.storage.open import open_journal, open_stores
 from ordo.storage.postgres.throwaway import ThrowawayPostgres
 from ordo.storage.stores import Stores
 from postgres_source_support import with_server_option
-from spark_classes_support import class_archive_options
+from spark_classes_support import JVM_OPTIONS, class_archive_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,9 +48,7 @@ use_memory_for_temporary_files()  # before the first temporary file: memory_supp
 # same Spark runs, only its JIT and collector differ; a SPARK_SUBMIT_OPTS of the caller wins.
 # The JVMs also map Spark's classes from an archive the first run makes (spark_classes_support).
 if "SPARK_SUBMIT_OPTS" not in os.environ:
-    os.environ["SPARK_SUBMIT_OPTS"] = class_archive_options(
-        "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-    )
+    os.environ["SPARK_SUBMIT_OPTS"] = class_archive_options(JVM_OPTIONS)
 
 # A command started in the background by a shell without job control (`make test &` in a
 # script, a CI runner's step) ignores SIGINT, and so does every process it starts, Python

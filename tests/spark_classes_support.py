@@ -23,6 +23,8 @@ from ordo.spark.class_archive import make_archive
 
 FOLDER = Path(sys.prefix) / "ordo-test-cache"
 """Where the runs of this virtual environment keep their archive."""
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""The tests' driver JVM options (conftest.py says why), their archive's key with Java and Spark."""
 
 
 def class_archive_options(base: str) -> str:

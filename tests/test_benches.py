@@ -19,11 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from spark_classes_support import FOLDER, JVM_OPTIONS
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCHES = {
     "acker.py": ["--quick"],
     "append.py": ["--quick", "--events", "500", "--single-events", "50"],
-    "cli_start.py": ["--quick"],
+    "cli_start.py": ["--quick", "--archive-folder", str(FOLDER), "--jvm-options", JVM_OPTIONS],
     "cdc.py": ["--quick", "--writes", "600", "--keys", "60", "--rows", "2000"],
     "compact.py": ["--quick"],
     "processor.py": ["--quick"],
@@ -31,6 +33,10 @@ BENCHES = {
     "rebuild.py": ["--quick", "--events", "2000"],
     "spark_source.py": ["--quick", "--events", "2000", "--latency-events", "5"],
 }
+"""The arguments of each: small sizes. bench/cli_start.py takes the run's own Spark class archive
+(the one conftest.py makes or finds for the tests' JVM options; a caller whose SPARK_SUBMIT_OPTS
+replaced those gets one made there once, by the first run) rather than make one in a temporary
+folder, a whole start and dump of Spark that was half of this test's time."""
 TABLE_HEADER = re.compile(r"^figure +value +unit$", re.MULTILINE)
 TABLE_ROW = re.compile(r"^-+ +-+ +-+\n\S", re.MULTILINE)
 """The rule under the header, then a first figure."""

@@ -29,10 +29,11 @@ from ordo.spark.class_archive import (
     driver_options,
     make_archive,
 )
+from spark_classes_support import JVM_OPTIONS
 
 pytestmark = pytest.mark.spark
 
-OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+OPTIONS = JVM_OPTIONS
 """The run's JVM options without its own archive (tests/conftest.py): with one, SPARK_SUBMIT_OPTS
 chooses class-data sharing itself, and ordo makes and maps none."""
 _START = """
