@@ -7,7 +7,7 @@ Every `ordo` command pays its imports before it does anything, and so does each 
 service manager or a script starts it in. pyarrow (with numpy) and rich are imported only by
 the commands that use them (the Parquet change log; tables and progress bars), so the journal's
 commands start without them. What is timed, each a fresh interpreter, best of N runs (default
-10; --quick, a smoke run, 2):
+10; --quick, a smoke run, 1):
 - python: `python -c pass`, the interpreter's own start (the floor);
 - import ordo.cli.main: what every command imports (the root group; a command's own module is
   imported when it runs);
@@ -52,7 +52,7 @@ from ordo.spark.class_archive import make_archive
 
 DEFAULT_RUNS = 10
 DEFAULT_SPARK_RUNS = 5
-QUICK_RUNS = 2
+QUICK_RUNS = 1
 QUICK_SPARK_RUNS = 1
 """A smoke run's Spark starts of each kind: the archive's making is most of its time anyway."""
 HEAVY = "pyarrow, numpy, rich.table, rich.progress"
@@ -129,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs", type=positive_count, default=None)
     parser.add_argument("--spark-runs", type=positive_count, default=None)
     parser.add_argument(
-        "--quick", action="store_true", help="a smoke run: 2 runs each, 1 Spark start each"
+        "--quick", action="store_true", help="a smoke run: 1 run each, 1 Spark start each"
     )
     parser.add_argument(
         "--archive-folder",
