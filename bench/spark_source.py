@@ -26,8 +26,10 @@ What is timed (one figure = one full read of all N events into Spark's no-op sin
   in this process (no Spark).
 Before timing, every figure runs once, untimed, on a small journal of min(5,000, N) events
 (JVM and Python workers warm; a small --events run stays quick). --quick skips this warm-up:
-a smoke run's figures then include Spark's first jobs. With --repeat N, N rounds each run
-every figure once, back to back; each figure keeps its best.
+a smoke run's figures then include Spark's first jobs; it also runs the ordo stream and the
+naive source with 1 and 2 segments or partitions only, not 4, and skips the quiet month's
+untimed read below. With --repeat N, N rounds each run every figure once, back to back; each
+figure keeps its best.
 
 Then, on the same Spark session:
 - empty micro-batch: a stream from startingOffsets "latest" on the populated journal, trigger
@@ -107,6 +109,8 @@ DEFAULT_EVENTS = 1_000_000
 QUICK_EVENTS = 50_000
 WARM_UP_EVENTS = 5_000
 SEGMENT_COUNTS = (1, 2, 4)
+QUICK_SEGMENT_COUNTS = (1, 2)
+"""--quick's: those the ratios compare (4 adds an ordo stream and a naive read, nothing new)."""
 EMPTY_PROGRESS = 10
 DEFAULT_LATENCY_EVENTS = 100
 QUICK_LATENCY_EVENTS = 40
@@ -534,8 +538,13 @@ class Figure:
     run: Callable[[], float]
 
 
-def throughput(setup: Setup, *, repeat: int = 1) -> tuple[dict[str, float], dict[int, StreamRun]]:
-    """Every figure once per round, `repeat` rounds; the best rate of each."""
+def throughput(
+    setup: Setup, *, repeat: int = 1, segments: Sequence[int] = SEGMENT_COUNTS
+) -> tuple[dict[str, float], dict[int, StreamRun]]:
+    """Every figure once per round, `repeat` rounds; the best rate of each.
+
+    The ordo stream and the naive source run with each of `segments` segments or partitions.
+    """
     streams: dict[int, StreamRun] = {}
 
     def stream(segments: int) -> float:
@@ -545,11 +554,11 @@ def throughput(setup: Setup, *, repeat: int = 1) -> tuple[dict[str, float], dict
         return run.rate
 
     figures = [
-        *(Figure(f"ordo-{n}", f"ordo stream, {n} seg", partial(stream, n)) for n in SEGMENT_COUNTS),
+        *(Figure(f"ordo-{n}", f"ordo stream, {n} seg", partial(stream, n)) for n in segments),
         Figure("ordo-batch-2", "ordo batch, 2 seg", lambda: ordo_batch(setup, segments=2)),
         *(
             Figure(f"naive-{n}", f"naive, {n} part", partial(naive, setup, partitions=n))
-            for n in SEGMENT_COUNTS
+            for n in segments
         ),
         Figure("naive-stream-2", "naive stream, 2 part", lambda: naive_stream(setup, partitions=2)),
         Figure("parquet", "parquet", lambda: parquet(setup)),
@@ -630,15 +639,17 @@ class Latency:
 QUIET_DAYS = 30
 
 
-def quiet_month(spark: SparkSession, scratch: Path) -> Row:
+def quiet_month(spark: SparkSession, scratch: Path, *, has_warm_up: bool = True) -> Row:
     """spark.read of a minute journal's two events QUIET_DAYS apart, against a minute apart.
 
     Its one batch spans QUIET_DAYS of empty minute buckets: a read that queried each of them
     (as the executors did) took seconds to minutes for 2 rows. The same read of two events a
-    minute apart is what the quiet period should add nothing to; an untimed read before both
-    pays Spark's warm-up, which the first timed one paid otherwise (it took the longer).
+    minute apart is what the quiet period should add nothing to; with `has_warm_up`, an untimed
+    read before both pays Spark's warm-up, which the first timed one paid otherwise (it took the
+    longer).
     """
-    _two_events_read_s(spark, scratch / "quiet-warm-up.db", apart_ns=60 * 10**9)
+    if has_warm_up:
+        _two_events_read_s(spark, scratch / "quiet-warm-up.db", apart_ns=60 * 10**9)
     adjacent_s = _two_events_read_s(spark, scratch / "adjacent.db", apart_ns=60 * 10**9)
     quiet_s = _two_events_read_s(spark, scratch / "quiet.db", apart_ns=QUIET_DAYS * 86_400 * 10**9)
     return Row(
@@ -811,6 +822,7 @@ def build_rows(
     populate_s: float,
     events: int,
     unit: str,
+    segments: Sequence[int] = SEGMENT_COUNTS,
 ) -> list[Row]:
     rows = [
         Row(
@@ -819,12 +831,12 @@ def build_rows(
             f"s ({events / populate_s:,.0f} events/s; {events:,} events)",
         )
     ]
-    for n in SEGMENT_COUNTS:
+    for n in segments:
         rows.append(
             Row(f"ordo stream, {n} segment(s), availableNow", f"{best[f'ordo-{n}']:,.0f}", unit)
         )
     rows.append(Row("ordo batch (spark.read), 2 segments", f"{best['ordo-batch-2']:,.0f}", unit))
-    for n in SEGMENT_COUNTS:
+    for n in segments:
         rows.append(
             Row(
                 f"naive Python source, {n} partition(s), tuples", f"{best[f'naive-{n}']:,.0f}", unit
@@ -835,7 +847,7 @@ def build_rows(
     )
     rows.append(Row("Spark parquet (same rows, JVM only)", f"{best['parquet']:,.0f}", unit))
     rows.append(Row("library current(), no Spark", f"{best['current']:,.0f}", unit))
-    for n in SEGMENT_COUNTS:
+    for n in segments:
         d = streams[n].durations_ms
         rows.append(
             Row(
@@ -947,9 +959,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not args.quick:
                 warm_up(spark, scratch, events=min(WARM_UP_EVENTS, events))
             setup = Setup(spark, url, db, scratch / "parquet", scratch, events)
-            best, streams = throughput(setup, repeat=args.repeat)
+            segments = QUICK_SEGMENT_COUNTS if args.quick else SEGMENT_COUNTS
+            best, streams = throughput(setup, repeat=args.repeat, segments=segments)
             unit = "events/s" if args.repeat == 1 else f"events/s, best of {args.repeat}"
-            rows = build_rows(best, streams, populate_s=populate_s, events=events, unit=unit)
+            rows = build_rows(
+                best, streams, populate_s=populate_s, events=events, unit=unit, segments=segments
+            )
             log("empty micro-batches ...")
             mean_ms, max_ms = empty_trigger_ms(setup)
             rows.append(
@@ -960,7 +975,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             )
             log("quiet month: a minute journal's 2 events 30 days apart ...")
-            rows.append(quiet_month(spark, scratch))
+            rows.append(quiet_month(spark, scratch, has_warm_up=not args.quick))
             log(f"append-to-sink latency, {latency_events} events ...")
             latency = append_to_sink_latency(setup, events=latency_events)
             lost = latency.appended - latency.received
