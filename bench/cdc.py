@@ -34,8 +34,9 @@
    Updates, capture and bulk scan each start when the running query has no trigger active (the
    tail of its previous batch would otherwise run alongside).
 3. The change triggers' cost per insert of a JSON document, small and about 11 kB (2,000
-   inserts into a new table with and without the triggers, best of 3; one with --quick): a
-   JSON column's trigger looks for numbers beyond a double's range in long text (`json_tree()`).
+   inserts into a new table with and without the triggers, best of 3; 200 inserts once with
+   --quick): a JSON column's trigger looks for numbers beyond a double's range in long text
+   (`json_tree()`).
 
 A benchmark reports; it exits 0 whether the targets are met or not.
 """
@@ -384,10 +385,12 @@ def update_items(path: Path, ids: Sequence[int]) -> float:
 
 DOCUMENTS = 2_000
 """Writes of the JSON-document trigger figure, each a new row."""
+QUICK_DOCUMENTS = 200
+"""--quick's: the same statements, a tenth of the rows."""
 
 
-def document_writes(path: Path, document: str, *, captured: bool) -> float:
-    """Wall seconds of DOCUMENTS inserts of `document` into a fresh JSON column, one
+def document_writes(path: Path, document: str, *, captured: bool, writes: int) -> float:
+    """Wall seconds of `writes` inserts of `document` into a fresh JSON column, one
     transaction; with `captured`, the table's change triggers are installed first."""
     with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("CREATE TABLE docs (id INTEGER PRIMARY KEY, body JSON)")
@@ -398,13 +401,14 @@ def document_writes(path: Path, document: str, *, captured: bool) -> float:
         started = time.perf_counter()
         with conn:
             conn.executemany(
-                "INSERT INTO docs VALUES (?, ?)", ((i, document) for i in range(DOCUMENTS))
+                "INSERT INTO docs VALUES (?, ?)", ((i, document) for i in range(writes))
             )
         return time.perf_counter() - started
 
 
-def bench_document_triggers(work: Path, *, rounds: int) -> list[Row]:
-    """The triggers' cost per write of a small and of a 10 kB JSON document, best of `rounds`.
+def bench_document_triggers(work: Path, *, rounds: int, writes: int) -> list[Row]:
+    """The triggers' cost per write of a small and of a 10 kB JSON document, best of `rounds`
+    of `writes` inserts each.
 
     A JSON column's trigger checks the value for numbers beyond a double's range (json_tree()),
     only for text of 210 characters or more or with a three-digit exponent: the small document
@@ -421,14 +425,13 @@ def bench_document_triggers(work: Path, *, rounds: int) -> list[Row]:
         cost = []
         for round_nr in range(rounds):
             plain, captured = (root / f"{name}-{round_nr}-{kind}.db" for kind in ("plain", "cdc"))
-            with_s = document_writes(captured, document, captured=True)
-            cost.append(with_s - document_writes(plain, document, captured=False))
+            with_s = document_writes(captured, document, captured=True, writes=writes)
+            cost.append(with_s - document_writes(plain, document, captured=False, writes=writes))
         rows.append(
             Row(
                 f"trigger cost, {len(document):,}-character JSON",
-                f"{max(min(cost), 0.0) / DOCUMENTS * 1e6:.1f}",
-                f"µs per insert (with vs without triggers, {DOCUMENTS:,} inserts, "
-                f"best of {rounds})",
+                f"{max(min(cost), 0.0) / writes * 1e6:.1f}",
+                f"µs per insert (with vs without triggers, {writes:,} inserts, best of {rounds})",
             )
         )
     return rows
@@ -583,7 +586,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return [
             *bench_materializer(spark, writes, keys, work, repeat=args.repeat),
             *bench_bulk(spark, rows, work, rounds=rounds),
-            *bench_document_triggers(work, rounds=rounds),
+            *bench_document_triggers(
+                work, rounds=rounds, writes=QUICK_DOCUMENTS if args.quick else DOCUMENTS
+            ),
         ]
 
     report_on_spark("cdc", measure)
