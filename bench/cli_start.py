@@ -1,7 +1,7 @@
 """How long an `ordo` command takes to start, against what it imported before, same run.
 
     .venv/bin/python bench/cli_start.py [--runs N] [--spark-runs N] [--quick]
-        [--archive-folder DIR] [--jvm-options OPTIONS]
+        [--archive-folder DIR] [--jvm-options=OPTIONS]
 
 Every `ordo` command pays its imports before it does anything, and so does each process a
 service manager or a script starts it in. pyarrow (with numpy) and rich are imported only by
@@ -141,7 +141,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--jvm-options",
         default="",
-        help="the Spark starts' SPARK_SUBMIT_OPTS, the archive's too (default: none)",
+        help="the Spark starts' SPARK_SUBMIT_OPTS, the archive's too (default: none; "
+        "written --jvm-options=..., as the options start with a dash)",
     )
     args = parser.parse_args(argv)
     runs = args.runs or (QUICK_RUNS if args.quick else DEFAULT_RUNS)

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCHES = {
     "acker.py": ["--quick"],
     "append.py": ["--quick", "--events", "500", "--single-events", "50"],
-    "cli_start.py": ["--quick", "--archive-folder", str(FOLDER), "--jvm-options", JVM_OPTIONS],
+    "cli_start.py": ["--quick", "--archive-folder", str(FOLDER), f"--jvm-options={JVM_OPTIONS}"],
     "cdc.py": ["--quick", "--writes", "600", "--keys", "60", "--rows", "2000"],
     "compact.py": ["--quick"],
     "processor.py": ["--quick"],
