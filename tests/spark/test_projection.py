@@ -525,36 +525,44 @@ def test_a_running_projection_is_not_reset_until_it_is_stopped(
 DRIVER = Path(__file__).with_name("projection_driver.py")
 
 
+@pytest.mark.postgres
 def test_a_driver_killed_mid_run_resumes_to_the_same_projection(
-    spark: SparkSession, journal_url: str, tmp_path: Path
+    spark: SparkSession, postgres_dsn: str, tmp_path: Path
 ) -> None:
     """The killed driver is a process of its own; the test's session, another driver, resumes.
 
-    On PostgreSQL too (the server backend): the tasks of a batch the kill cut short are rolled
-    back by the server once their sessions drop, the row locks on their totals and positions
-    with them, so the restart neither waits on them nor applies an event twice or not at all.
+    On SQLite and on PostgreSQL (the server backend), a projection of each in the one killed
+    driver (one Spark start for both): on PostgreSQL the tasks of a batch the kill cut short are
+    rolled back by the server once their sessions drop, the row locks on their totals and
+    positions with them, so the restart neither waits on them nor applies an event twice or
+    not at all.
     """
-    url = _totals_table(journal_url)
-    _append(url, 0, 90)
+    urls = [_totals_journal(tmp_path), _totals_table(postgres_dsn)]
+    processors = ["killed-sqlite", "killed-postgres"]  # a query's name: one each in the driver
+    queries = list(zip(urls, processors, [tmp_path / p for p in processors], strict=True))
+    for url in urls:
+        _append(url, 0, 90)
     driver = subprocess.Popen(
-        [sys.executable, str(DRIVER), url, FIRST, str(tmp_path / "checkpoint")]
+        [sys.executable, str(DRIVER), FIRST, *(str(part) for query in queries for part in query)]
     )
     try:
-        wait_for(lambda: sum(_totals(url).values()) > 0, timeout=120)
-        _append(url, 90, 90)
+        wait_for(lambda: all(sum(_totals(url).values()) > 0 for url in urls), timeout=120)
+        for url in urls:
+            _append(url, 90, 90)
         driver.send_signal(signal.SIGKILL)  # mid-run: some batches done, some not
         driver.wait()
     finally:
         if driver.poll() is None:
             driver.kill()
             driver.wait()
-    with stores_at(url) as stores:  # its lease stays, and expires as a claim does
-        now = time.time_ns() // 1_000_000
-        with pytest.raises(UnableToClaimTokenError, match="'killed' is running"):
-            stores.tokens.check_reset("killed", now_ms=now, claim_timeout_ms=10_000)
-        stores.tokens.check_reset("killed", now_ms=now + 10_001, claim_timeout_ms=10_000)
-    _run(spark, url, tmp_path / "checkpoint", processor="killed")
-    assert _totals(url) == {f"order-{p}": 20 for p in range(9)}
+    for url, processor, checkpoint in queries:
+        with stores_at(url) as stores:  # its lease stays, and expires as a claim does
+            now = time.time_ns() // 1_000_000
+            with pytest.raises(UnableToClaimTokenError, match=f"'{processor}' is running"):
+                stores.tokens.check_reset(processor, now_ms=now, claim_timeout_ms=10_000)
+            stores.tokens.check_reset(processor, now_ms=now + 10_001, claim_timeout_ms=10_000)
+        _run(spark, url, checkpoint, processor=processor)
+        assert _totals(url) == {f"order-{p}": 20 for p in range(9)}
 
 
 STALL_CHILD = Path(__file__).with_name("projection_stall_child.py")
