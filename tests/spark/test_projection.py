@@ -496,10 +496,10 @@ def test_a_running_projection_is_not_reset_until_it_is_stopped(
     spec = ProjectionSpec(processor="totals", sink=sink, handler=count_order_events)
     options = _source(url, "2", processor="totals")
     query = _start(spark, spec, options, tmp_path / "checkpoint", every="200 milliseconds")
-    monkeypatch.setenv("ORDO_CLAIM_TIMEOUT_MS", "1500")
+    monkeypatch.setenv("ORDO_CLAIM_TIMEOUT_MS", "500")
     try:
         wait_for(lambda: sum(_totals(sink).values()) == 18, timeout=120)
-        time.sleep(3)  # no new events: no micro-batch
+        time.sleep(1)  # no new events: no micro-batch, for twice the claim timeout and more
         for also in ([], ["--sink", sink]):
             result = CliRunner().invoke(
                 cli, ["processors", "reset", "totals", "--journal", url, *also]
