@@ -16,13 +16,14 @@ pytestmark = pytest.mark.spark
 
 
 def _run(spark: SparkSession, url: str, *, checkpoint: Path, output: Path) -> int:
-    """Stream `url`'s order tag into Parquet files from `checkpoint` until caught up.
+    """Stream `url`'s order tag into Parquet files from `checkpoint` until caught up, in
+    batches of ten events at most (the tests' runs make one to three).
 
     The events delivered, as the query's progress counts them.
     """
     query = (
         spark.readStream.format("ordo_events_by_tag")
-        .options(**OPTIONS, journal=url, maxEventsPerTrigger="5")
+        .options(**OPTIONS, journal=url, maxEventsPerTrigger="10")
         .load()
         .writeStream.format("parquet")  # the memory sink cannot resume from a checkpoint
         .option("path", str(output))
