@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from ordo.spark.worker_python import worker_python
 from ordo.time import format_first_time_bucket
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_pipelines"
@@ -100,7 +101,7 @@ def test_spark_pipelines_run_fills_the_streaming_table_with_the_tag(tmp_path: Pa
     env = {
         **os.environ,
         **journal,
-        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_PYTHON": worker_python("local[*]"),
         "PYTHONPATH": os.pathsep.join(filter(None, [str(EXAMPLE), os.environ.get("PYTHONPATH")])),
         "ORDO_EVENTUAL_CONSISTENCY_DELAY_MS": "0",
         "ORDO_SEGMENTS": "2",
