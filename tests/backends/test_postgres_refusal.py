@@ -45,6 +45,10 @@ pytestmark = pytest.mark.postgres
 
 BATCHED = EventsByTagSettings(flush_interval=timedelta(hours=1))
 
+POOL_WAIT_S = 0.3
+"""The pools' wait for a connection (POOL_TIMEOUT_S, 30 s): a refusal is told apart only once it
+runs out. One that runs out while the server still accepts the URL is an outage, retried."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Refusal:
@@ -205,7 +209,7 @@ def test_a_call_once_the_server_refuses_the_url_is_an_access_error(
     refusal: Refusal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The pool's wait ran out as in an outage: StorageUnavailableError, for ever."""
-    monkeypatch.setattr(datastore, "POOL_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(datastore, "POOL_TIMEOUT_S", POOL_WAIT_S)
     _journal_with_one_event(refusal.url)
     with stores_at(refusal.url) as stores:
         refusal.refuse()
@@ -220,7 +224,7 @@ def test_a_live_query_on_the_command_line_ends_once_the_server_refuses_the_url(
 
     A read in flight when the sessions end fails as an outage (a WARNING), the next as refused.
     """
-    monkeypatch.setattr(datastore, "POOL_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(datastore, "POOL_TIMEOUT_S", POOL_WAIT_S)
     monkeypatch.setenv("ORDO_FIRST_TIME_BUCKET", WRITE.first_time_bucket)
     monkeypatch.setenv("ORDO_EVENTUAL_CONSISTENCY_DELAY_MS", "100")
     _journal_with_one_event(refusal.url)
@@ -247,11 +251,11 @@ def test_a_processor_stops_once_the_server_refuses_the_url(
 ) -> None:
     """Its threads retried a refusal as an outage, for ever, with a WARNING each time.
 
-    The pool's wait ran out (30 s, 1 s here) and a worker thread did not ask why: a refusal
+    The pool's wait ran out (30 s, POOL_WAIT_S here) and a worker thread did not ask why: a refusal
     came out as StorageUnavailableError. The processor now stops and keeps the refusal in
     `failure`, as it does a handler's failure.
     """
-    monkeypatch.setattr(datastore, "POOL_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(datastore, "POOL_TIMEOUT_S", POOL_WAIT_S)
     failure = _failure_of_a_processor_refused(refusal)
     assert isinstance(failure, StorageAccessError), caplog.text
     assert "refuses the connection" in str(failure)
