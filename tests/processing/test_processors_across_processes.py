@@ -166,13 +166,13 @@ def test_a_process_stopped_mid_batch_does_not_hold_up_the_others(
 def test_a_busy_process_keeps_its_segment_through_a_poll_longer_than_the_claim_timeout(
     applied_table: str, start_child: StartChild, stores: Stores
 ) -> None:
-    # One poll reads all 400 events; handled 50 to a batch at 10 ms each, its batches take
-    # 4 s, twice the claim timeout, each one 0.5 s. The busy process extends its claim
+    # One poll reads all 250 events; handled 50 to a batch at 10 ms each, its batches take
+    # 2.5 s, over the claim timeout (2 s), each one 0.5 s. The busy process extends its claim
     # between batches, so the idle one never finds it expired and takes nothing over.
-    _append(applied_table, 0, 400)
+    _append(applied_table, 0, 250)
     busy = start_child(1, 1, "-", "10")
     wait_for(lambda: f":{busy.pid}:" in str(stores.tokens.entries("applier")[0].owner))
     start_child(1, 1)
-    wait_for(lambda: len(_applied(applied_table)) == 400, timeout=60)
+    wait_for(lambda: len(_applied(applied_table)) == 250, timeout=60)
     assert _appliers(applied_table) == {str(busy.pid)}
-    assert sorted(_applied(applied_table)) == _expected(400)
+    assert sorted(_applied(applied_table)) == _expected(250)
