@@ -26,7 +26,7 @@ _IN_NAMESPACE = textwrap.dedent(
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     # short defaults, but a first probe after an hour: the URL's own keepalives_idle must win
     connection.SILENT_SERVER_DEFAULTS = {
-        "keepalives_idle": 3600, "keepalives_interval": 1, "tcp_user_timeout": 3000
+        "keepalives_idle": 3600, "keepalives_interval": 1, "tcp_user_timeout": 1500
     }
     with ThrowawayPostgres() as server:
         store = datastore.PostgresDatastore(server.dsn + "?keepalives_idle=1")
