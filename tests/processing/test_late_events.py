@@ -304,7 +304,7 @@ def test_a_gap_that_stays_open_stops_the_processor_with_the_error(
     short = EventSource(
         reader=stores.tag_view_reader,
         tag=Tag("t"),
-        query=replace(READ, gap_timeout=timedelta(milliseconds=500)),
+        query=replace(READ, gap_timeout=timedelta(milliseconds=250)),
         events_by_tag=WRITE,
     )
     settings = replace(FAST, initial_segment_count=1)
@@ -332,7 +332,7 @@ def test_a_reset_to_an_offset_before_a_gap_goes_on_past_it(
     past bucket's offset took x#3 as x's first event, as a reset Spark projection does.
     """
     record = _recorder(sql)
-    query = replace(READ, gap_timeout=timedelta(milliseconds=500))
+    query = replace(READ, gap_timeout=timedelta(milliseconds=250))
     with _processor(stores, record, segments=1, query=query) as stopped:
         first = _append(journal, "x", 1)
         late.hide("x", 2)
