@@ -822,8 +822,8 @@ def build_rows(
     populate_s: float,
     events: int,
     unit: str,
-    segments: Sequence[int] = SEGMENT_COUNTS,
 ) -> list[Row]:
+    segments = sorted(streams)  # the segment counts the streams ran with
     rows = [
         Row(
             f"populate (Journal.append, {APPEND_BATCH}/append)",
@@ -962,9 +962,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             segments = QUICK_SEGMENT_COUNTS if args.quick else SEGMENT_COUNTS
             best, streams = throughput(setup, repeat=args.repeat, segments=segments)
             unit = "events/s" if args.repeat == 1 else f"events/s, best of {args.repeat}"
-            rows = build_rows(
-                best, streams, populate_s=populate_s, events=events, unit=unit, segments=segments
-            )
+            rows = build_rows(best, streams, populate_s=populate_s, events=events, unit=unit)
             log("empty micro-batches ...")
             mean_ms, max_ms = empty_trigger_ms(setup)
             rows.append(

@@ -18,8 +18,8 @@ from pathlib import Path
 MEMORY = Path("/dev/shm")
 """Linux's tmpfs for shared memory."""
 ROOM_BYTES = 4 * 1024**3
-"""Free memory it must have: a run writes far less, and leaves its last runs' folders there
-(pytest keeps three), as it does on a disk."""
+"""Free memory it must have: a whole run writes about 0.7 GB there, and pytest keeps only the
+folders of failed tests once it ends (`tmp_path_retention_policy` in pyproject.toml)."""
 
 
 def use_memory_for_temporary_files() -> Path | None:
