@@ -3,8 +3,9 @@
 Whether a start maps the archive is read from the JVM's own class loading log
 (`-Xlog:class+load`, given through `spark.driver.extraJavaOptions`, which start_session's
 options must leave in force): a class from the archive is logged as from the "shared objects
-file (top)", one from a jar as from the jar's file. Four Spark starts in all: the warm-up
-that makes the archive, and one start each with it, cut short and damaged within.
+file (top)", one from a jar as from the jar's file. Five Spark starts in all: the warm-up
+that makes the archive, a start and a materializer's with it, and one start each with it cut
+short and damaged within.
 """
 
 from __future__ import annotations
@@ -80,16 +81,21 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> ClassArchive:
     )
 
 
+def _logging_classes(folder: Path, log: Path) -> dict[str, str]:
+    """The environment of a start with archives in `folder` whose JVM logs its classes to `log`."""
+    return _environment(
+        folder,
+        PYSPARK_SUBMIT_ARGS=(
+            f"--conf spark.driver.extraJavaOptions=-Xlog:class+load:file={log} pyspark-shell"
+        ),
+    )
+
+
 def _start(folder: Path, log: Path) -> str:
     """The class loading log of a start of Spark with archives in `folder`; the start must work."""
     ran = subprocess.run(
         [sys.executable, "-c", _START, str(log.with_suffix(".out"))],
-        env=_environment(
-            folder,
-            PYSPARK_SUBMIT_ARGS=(
-                f"--conf spark.driver.extraJavaOptions=-Xlog:class+load:file={log} pyspark-shell"
-            ),
-        ),
+        env=_logging_classes(folder, log),
         capture_output=True,
         text=True,
         check=False,
@@ -128,6 +134,44 @@ def test_the_next_start_maps_the_archive_the_command_made_and_marks_it_used(
     )
     shown = ["archive", str(made.path), "size_bytes", str(made.size_bytes), "made", "false"]
     assert again.stdout.split() == shown
+
+
+_STREAMING = (
+    "org.apache.spark.sql.execution.streaming.runtime.FileStreamSource",
+    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkExec",
+    "org.apache.spark.sql.execution.streaming.sources.ForeachBatchSink",
+)
+"""Classes of the materializer's stream: its source, state store, stateful step and sink."""
+
+
+@pytest.mark.timeout(600)
+def test_a_stream_loads_sparks_streaming_classes_from_the_archive(
+    made: ClassArchive, tmp_path: Path
+) -> None:
+    """A real materializer (`ordo cdc simulate`) loads no class of Spark's streaming engine
+    from a jar: the warm-up runs a stateful stream (some 540 of them came from the jars when it
+    ran only batch jobs)."""
+    log = tmp_path / "classes.log"
+    ran = subprocess.run(
+        [sys.executable, "-m", "ordo", "cdc", "simulate", "--keys", "5", "--mutations", "20"],
+        env=_logging_classes(made.path.parent, log),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=240,
+    )
+    assert ran.returncode == 0, ran.stderr
+    sources = dict(
+        line.split("] ", 1)[1].split(" source: ", 1)
+        for line in log.read_text().splitlines()
+        if " source: " in line
+    )
+    assert [sources.get(name) for name in _STREAMING] == ["shared objects file (top)"] * 4
+    from_jars = [
+        name for name, source in sources.items() if ".streaming." in name and "file:" in source
+    ]
+    assert from_jars == []
 
 
 def test_a_mark_of_use_is_renewed_at_most_once_a_day(made: ClassArchive) -> None:

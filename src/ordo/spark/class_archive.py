@@ -67,20 +67,10 @@ _SEPARATORS = re.compile(r"[:\x00\n]")
 archives, and Spark's launcher passes options on one line."""
 _GATEWAY_PORT = "PYSPARK_GATEWAY_PORT"
 """Set, PySpark connects to a JVM that is running (spark-submit's) and starts none."""
-_WARM_UP = """
-import sys
-from ordo.spark import start_session
-
-spark = start_session(master="local[2]", app_name="ordo-class-archive", output=sys.argv[1])
-spark.range(1000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
-spark.range(10).mapInArrow(lambda batches: batches, "id long").collect()
-jvm = spark.sparkContext._gateway.proc
-spark.stop()
-jvm.stdin.close()  # the gateway JVM exits when its stdin closes, writing the archive then
-print(jvm.wait())
-"""
-"""A Spark start and two small jobs (SQL, a Python function over Arrow): the classes most starts
-of ordo's jobs load. What it does not load still loads from the jars."""
+_WARM_UP = "ordo.spark.class_archive_warm_up"
+"""The module the making start runs: the jobs whose classes the archive holds."""
+_WARM_UP_FILE = Path(__file__).with_name("class_archive_warm_up.py")
+"""Its source, part of an archive's key: another warm-up (a new ordo) makes a new archive."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,12 +133,13 @@ def make_archive(
 ) -> ClassArchive:
     """The archive of this Java, Spark and JVM `options` in `folder`, made now if there is none.
 
-    Making it is one start of Spark and two small jobs with `options` (its JVM's console output
-    in `output`), whose JVM writes the classes it loaded as it exits; `announce` is told so as
-    it starts, once the folder is known to be writable. One maker at a time per
-    folder (a lock file in it): a second waits, then returns the first's archive. What a maker
-    stopped half-way left (a temporary file, an archive cut short) is removed. ClassArchiveError
-    when it cannot be made: no Java or pyspark, a folder that cannot be created or written,
+    Making it is one start of Spark running small jobs and a stream with `options`
+    (`ordo.spark.class_archive_warm_up`; its JVM's console output in `output`), whose JVM
+    writes the classes it loaded as it exits; `announce` is told so as it starts, once the
+    folder is known to be writable. One maker at a time per folder (a lock file in it): a
+    second waits, then returns the first's archive. What a maker stopped half-way left (a
+    temporary file, an archive cut short) is removed. ClassArchiveError when it cannot be
+    made: no Java or pyspark, a folder that cannot be created or written,
     `options` that choose class-data sharing themselves, a warm-up that failed or took longer
     than `timeout_s`.
     """
@@ -228,19 +219,19 @@ def mark_used(path: Path) -> None:
 
 
 def _stem(folder: Path, options: str) -> str:
-    """`spark-classes-<digest>`: the digest of the java binary, Spark's jars and `options`.
+    """`spark-classes-<digest>`: a digest of java, Spark's jars, `options`, the warm-up's code.
 
     Spark's launcher runs $JAVA_HOME/bin/java, else `java` on the PATH, with the jars of
     $SPARK_HOME, else of the pyspark package (as PySpark finds them); a Java or Spark
     installed anew changes the digest (the binary's time; the jars' names, which hold Spark's
-    version, and sizes).
+    version, and sizes), and so does a warm-up that loads other classes.
     """
     if _SEPARATORS.search(str(folder)):
         msg = f"a folder of Spark's class archives cannot hold ':' or a line break: {folder}"
         raise ClassArchiveError(msg)
     java = _java()
     jars = _spark_jars()
-    parts = [str(java), str(java.stat().st_mtime_ns), options]
+    parts = [str(java), str(java.stat().st_mtime_ns), options, _WARM_UP_FILE.read_text()]
     parts += sorted(f"{jar.name}:{jar.stat().st_size}" for jar in jars.glob("*.jar"))
     return f"spark-classes-{hashlib.sha256(chr(10).join(parts).encode()).hexdigest()[:16]}"
 
@@ -283,7 +274,7 @@ def _warm_up(partial: Path, *, options: str, output: Path, timeout_s: float) -> 
     environment[CLASS_ARCHIVE_VARIABLE] = OFF  # the warm-up's start maps no archive
     try:
         done = subprocess.run(  # noqa: S603 - this interpreter and ordo's own script
-            [sys.executable, "-c", _WARM_UP, str(output)],
+            [sys.executable, "-m", _WARM_UP, str(output)],
             env=environment,
             capture_output=True,
             text=True,
