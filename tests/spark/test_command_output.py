@@ -40,6 +40,7 @@ from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.postgres.connection import redacted_dsn
 from ordo.time import format_first_time_bucket
 from processing_support import wait_for
+from signalled_import_support import signalled_at_import
 
 pytestmark = pytest.mark.spark
 
@@ -671,7 +672,7 @@ def test_sigterm_right_after_spark_started_ends_cdc_simulate_with_its_line(
     for an executor's, a Spark job's) SIGTERM kept its default action: the command ended at
     once without its line (status -15). `signalled_start_command.py` sends it right there.
     The run has not begun: with --sink, the line named the run though it left nothing there."""
-    command = [*_signalled_start("SIGTERM", "started"), "cdc", "simulate", "--master", "local[1]"]
+    command = [*_signalled_start("SIGTERM"), "cdc", "simulate", "--master", "local[1]"]
     if with_sink:
         command += ["--sink", _ordo_database(tmp_path)]
     with _running(command, tmp_path) as simulate:
@@ -684,10 +685,10 @@ def test_sigterm_right_after_spark_started_ends_cdc_simulate_with_its_line(
     _wait_for_no_process(simulate)
 
 
-def _signalled_start(name: str, moment: str) -> list[str]:
-    """The start of a command line of `ordo` that gets the signal `name` at `moment`
-    (`signalled_start_command.py`)."""
-    return [sys.executable, str(SIGNALLED_START), name, moment]
+def _signalled_start(name: str) -> list[str]:
+    """The start of a command line of `ordo` that gets the signal `name` right after Spark
+    started (`signalled_start_command.py`)."""
+    return [sys.executable, str(SIGNALLED_START), name]
 
 
 def _journal_with_an_event(tmp_path: Path) -> str:
@@ -744,14 +745,14 @@ def test_a_stop_while_a_spark_command_imports_pyspark_ends_it_with_its_line(
     """Importing pyspark takes seconds, and checking the options (--sink, the journal) may too,
     before `job_session` holds the stop: SIGTERM's default action ended the command at once
     without its line (status -15), and Ctrl-C with click's "Aborted!" and status 1. The stop
-    comes as pyspark is first imported (`signalled_start_command.py`); nothing has started:
+    comes as pyspark is first imported (`signalled_import_support`); nothing has started:
     `cdc simulate`'s line names no run, as it left nothing in its sink."""
     args, line = _SPARK_COMMANDS[command](tmp_path)
     stopped = subprocess.run(
-        [*_signalled_start(name, "importing"), *args, "--master", "local[1]"],
+        [str(ORDO), *args, "--master", "local[1]"],
         capture_output=True,
         text=True,
-        env={**os.environ, "ORDO_SPARK_LOG": str(tmp_path / "spark.log")},
+        env={**signalled_at_import(name, "pyspark"), "ORDO_SPARK_LOG": str(tmp_path / "spark.log")},
         check=False,
     )
 
