@@ -9,8 +9,8 @@ the commands that use them (the Parquet change log; tables and progress bars), s
 commands start without them. What is timed, each a fresh interpreter, best of N runs (default
 10; --quick, a smoke run, 1):
 - python: `python -c pass`, the interpreter's own start (the floor);
-- import ordo.cli.main: what every command imports (the root group; a command's own module is
-  imported when it runs);
+- import ordo.cli.root: what every command imports (the root group, which `ordo.cli.main`
+  imports once it handles a stop; a command's own module is imported when it runs);
 - the same plus ordo.cli.journal: what the journal's commands import before they open the
   journal;
 - the same plus pyarrow, numpy and rich: what every command imported before they were left to
@@ -56,7 +56,7 @@ QUICK_RUNS = 1
 QUICK_SPARK_RUNS = 1
 """A smoke run's Spark starts of each kind: the archive's making is most of its time anyway."""
 HEAVY = "pyarrow, numpy, rich.table, rich.progress"
-"""The modules every command imported before (the baseline adds them to ordo.cli.main)."""
+"""The modules every command imported before (the baseline adds them to ordo.cli.root)."""
 
 
 SPARK_JOB = """
@@ -152,9 +152,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         journal = f"sqlite:///{Path(folder) / 'journal.db'}"
         subprocess.run([*ordo, "init", "--journal", journal], check=True, stdout=subprocess.DEVNULL)
         floor = best_seconds([python, "-c", "pass"], runs)
-        imports = best_seconds([python, "-c", "import ordo.cli.main"], runs)
-        journal_s = best_seconds([python, "-c", "import ordo.cli.main, ordo.cli.journal"], runs)
-        before = best_seconds([python, "-c", f"import ordo.cli.main, {HEAVY}"], runs)
+        imports = best_seconds([python, "-c", "import ordo.cli.root"], runs)
+        journal_s = best_seconds([python, "-c", "import ordo.cli.root, ordo.cli.journal"], runs)
+        before = best_seconds([python, "-c", f"import ordo.cli.root, {HEAVY}"], runs)
         helped = best_seconds([*ordo, "--help"], runs)
         info = best_seconds([*ordo, "info", "--journal", journal], runs)
         try:
@@ -170,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print_table(
         [
             Row("python -c pass", f"{floor * 1000:.0f}", ms),
-            Row("import ordo.cli.main", f"{imports * 1000:.0f}", ms),
+            Row("import ordo.cli.root", f"{imports * 1000:.0f}", ms),
             Row("  + ordo.cli.journal (init, append, ...)", f"{journal_s * 1000:.0f}", ms),
             Row("  + pyarrow, numpy, rich (before)", f"{before * 1000:.0f}", ms),
             Row("ordo --help", f"{helped * 1000:.0f}", ms),

@@ -12,7 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from ordo.cdc import Audit, Cell, JsonValue, Mutation, mutation_to_json
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 from ordo.simulation.cdc import SIMULATED_SCHEMA
 from ordo.storage.parquet import ParquetChangeLog
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from ordo import open_journal
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 
 
 def run(runner: CliRunner, *args: str, stdin: str | None = None) -> tuple[int, str, str]:

@@ -17,7 +17,7 @@ import click
 
 from ordo import errors
 from ordo.cli.environment import variables_read
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 from ordo.spark.options import VALID_OPTIONS
 
 ROOT = Path(__file__).parents[1]

@@ -23,7 +23,7 @@ from psycopg.abc import Query
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ordo import EventsByTagSettings, NewEvent, open_journal, open_stores
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 from ordo.errors import (
     StorageAccessError,
     StorageUnavailableError,

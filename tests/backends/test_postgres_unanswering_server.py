@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from ordo import Journal, NewEvent, open_journal
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 from ordo.errors import StorageUnavailableError, StoresClosedError
 from ordo.processing import TrackingProcessor
 from ordo.storage.open import open_stores, stores_at

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from cli_support import run as _run
 from ordo.cli.command_group import CommandGroup
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 import pytest
 
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 
 ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs" / "cli.md"

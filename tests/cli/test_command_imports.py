@@ -35,7 +35,7 @@ their names on first use, and the stores build their token and operations stores
 
 _RUN = f"""
 import sys
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 
 for args in (["init"], ["append", sys.argv[1]], ["events", "order-1"], ["tags"], ["info"],
              ["query", "order"]):

@@ -21,7 +21,7 @@ from ordo.cli.environment import (
     variables_read,
     warn_of_unread_variables,
 )
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 from sqlite_support import fingerprint, older_journal, stored_version
 
 

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from cli_support import journal_with_one_event as _journal_with_one_event
 from cli_support import run as _run
 from operations_support import execute
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 from processing_support import wait_for
 from sqlite_support import JOURNAL_ID_VERSION, LATEST, older_journal, stored_version
 

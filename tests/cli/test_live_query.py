@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from ordo import NewEvent, open_journal
 from ordo.cli import query as query_command
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 from ordo.errors import StorageUnavailableError
 from ordo.query import EventEnvelope, Step, TagQuery
 from ordo.settings import EventsByTagSettings

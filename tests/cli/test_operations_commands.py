@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from cli_support import fill_pipe, spark_command
 from operations_support import WRITE, execute, tag_view_rows, write_with_writers
 from ordo import NewEvent, open_journal
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 from ordo.clock import ManualClock
 from processing_support import wait_for
 

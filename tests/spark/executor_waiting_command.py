@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 from ordo.spark import job_session
 
 _has_executor = job_session._has_executor

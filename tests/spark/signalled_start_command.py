@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 
 if TYPE_CHECKING:  # imported once Spark starts, not before
     from pyspark.sql import SparkSession

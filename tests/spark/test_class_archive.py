@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 from ordo.errors import ClassArchiveError
 from ordo.spark.class_archive import (
     MARKED_EVERY_S,

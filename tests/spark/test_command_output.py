@@ -30,7 +30,7 @@ from operations_support import execute
 from ordo import EventsByTagSettings, NewEvent, open_journal
 from ordo.cdc import Audit, Cell, Mutation, SchemaRegistry
 from ordo.cdc.change_rows import ChangeRows
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 from ordo.spark.demo import ORDER_TOTALS_TABLE
 from ordo.spark.job_session import spark_output_path
 from ordo.spark.query_failure import failure_line

@@ -22,7 +22,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from checkpoint_support import journal_id_of, without_journal_ids
 from operations_support import duplicate_tag_view, execute
 from ordo import EventsByTagSettings, NewEvent, open_journal
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 from ordo.clock import ManualClock
 from ordo.errors import (
     CheckpointMismatchError,

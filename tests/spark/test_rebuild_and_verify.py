@@ -20,7 +20,7 @@ from operations_support import (
     write_with_writers,
 )
 from ordo import NewEvent, open_journal
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 from ordo.clock import ManualClock
 from ordo.errors import ActiveWriterError, SchemaVersionError
 from ordo.spark.rebuild import rebuild_all

@@ -30,6 +30,7 @@ from ordo.cli.cdc_options import (
 )
 from ordo.cli.cdc_schemas import schemas
 from ordo.cli.command_group import CommandGroup
+from ordo.cli.exit_status import interrupted_status
 from ordo.cli.options import (
     NUMBER,
     existing_journal,
@@ -43,7 +44,7 @@ from ordo.cli.options import (
     progress,
     require_journal,
 )
-from ordo.cli.termination import interrupted_status, stoppable
+from ordo.cli.termination import stoppable
 from ordo.interrupts import run_interruptibly
 from ordo.storage.open import existing_stores_at, open_existing_stores
 

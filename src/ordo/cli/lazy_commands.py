@@ -16,6 +16,9 @@ from importlib import import_module
 
 import click
 
+from ordo.cli.exit_status import STARTING_INTERRUPTED
+from ordo.cli.termination import stoppable
+
 
 class LazyCommands(MutableMapping[str, click.Command]):
     """A click group's `commands`: name -> command, loaded from "module:attribute" on first use.
@@ -53,9 +56,16 @@ class LazyCommands(MutableMapping[str, click.Command]):
 
 
 def _loaded(path: str) -> click.Command:
-    """The command at "module:attribute"."""
+    """The command at "module:attribute".
+
+    Its module's imports are part of the run's start, as the command line's are
+    (`ordo.cli.main`): Ctrl-C or SIGTERM during them ends the run with that start's line and
+    status 130 or 143, where Ctrl-C gave click's "Aborted!" and status 1 and SIGTERM its
+    default action (status -15, no line).
+    """
     module, _, attribute = path.partition(":")
-    command = getattr(import_module(module), attribute)
+    with stoppable(STARTING_INTERRUPTED):
+        command = getattr(import_module(module), attribute)
     if not isinstance(command, click.Command):
         msg = f"{path} is no click command: {command!r}"
         raise TypeError(msg)

@@ -12,10 +12,10 @@ from itertools import islice
 import click
 
 from ordo.arguments import LARGEST_INTEGER
+from ordo.cli.exit_status import interrupted_status
 from ordo.cli.integer_range import IntegerRange
 from ordo.cli.offset_argument import OFFSET_FORMS, offset_argument
 from ordo.cli.options import journal_option, progress, require_journal, settings_from_env
-from ordo.cli.termination import interrupted_status
 from ordo.errors import StorageAccessError, StorageUnavailableError
 from ordo.interrupts import terminable
 from ordo.query import EventEnvelope, TagStream

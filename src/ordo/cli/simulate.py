@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ordo.cli.exit_status import interrupted_status
 from ordo.cli.options import (
     NumberRange,
     int_option,
@@ -22,7 +23,6 @@ from ordo.cli.options import (
     share_option,
     workload_options,
 )
-from ordo.cli.termination import interrupted_status
 from ordo.errors import BucketSizeMismatchError
 from ordo.interrupts import terminable
 from ordo.settings.loading import LONGEST_MS

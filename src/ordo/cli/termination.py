@@ -19,26 +19,13 @@ default action (status -15, no line), and Ctrl-C click's "Aborted!" and status 1
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import click
 
-from ordo.cli.options import progress
-from ordo.interrupts import Terminated, terminable
-
-INTERRUPTED_STATUS = 130
-"""The exit status of a command ended by Ctrl-C, as shells report it (128 + SIGINT): how a
-live query, a followed capture or a streaming job is stopped, so not click's "Aborted!" and 1."""
-
-TERMINATED_STATUS = 128 + signal.SIGTERM
-"""The exit status of a command that SIGTERM stopped within `terminable()` (143)."""
-
-
-def interrupted_status(interrupt: KeyboardInterrupt) -> int:
-    """The exit status of a command that `interrupt` stopped: 143 for SIGTERM, else 130."""
-    return TERMINATED_STATUS if isinstance(interrupt, Terminated) else INTERRUPTED_STATUS
+from ordo.cli.exit_status import interrupted_line, interrupted_status
+from ordo.interrupts import terminable
 
 
 @contextmanager
@@ -46,14 +33,15 @@ def interruptible(left: str) -> Iterator[None]:
     """Ctrl-C ends the block with one line and exit status 130 (not click's "Aborted!" and 1).
 
     The line, on stderr, is `left`: what the interrupted work leaves behind, then the stop's
-    notes (PEP 678), each after "; ", as an error's line ends with its notes (`cdc simulate`
-    names the run it left in its sink once it has). SIGTERM within `terminable()`, or during a
-    Spark command's `run_job`, ends it so too, with status 143.
+    notes (`interrupted_line`). SIGTERM within `terminable()`, or during a Spark command's
+    `run_job`, ends it so too, with status 143.
     """
     try:
         yield
     except KeyboardInterrupt as interrupt:
-        progress("; ".join([left, *getattr(interrupt, "__notes__", ())]))
+        # click's echo, not ordo.cli.options' `progress`: the root group imports this module
+        # (`ordo.cli.lazy_commands`), and that one the stores, which `ordo --version` needs not
+        click.echo(interrupted_line(left, interrupt), err=True)
         raise click.exceptions.Exit(interrupted_status(interrupt)) from None
 
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from cdc_cli_support import capture_orders, one_line_error, readings, registered, run_ordo
 from ordo.cdc import Publisher
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 from ordo.storage.change_sources import change_source_at
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from interrupt_support import signalled_after
 from ordo.cdc import Publisher
 from ordo.cdc.mutation import SNAPSHOT_MARK
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 from ordo.storage.open import stores_at
 from ordo.storage.parquet import ParquetChangeLog
 from ordo.storage.sqlite.change_source import SQLiteChangeSource
