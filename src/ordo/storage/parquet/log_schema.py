@@ -7,6 +7,7 @@ import time
 import pyarrow as pa
 
 from ordo.cdc.change_rows import CHANGE_ROW_COLUMNS, CHANGE_ROW_TEXT_COLUMNS, ChangeRows
+from ordo.storage.parquet.arrow_columns import int64_array, string_array
 
 CHANGE_LOG_SCHEMA = pa.schema(
     (name, pa.string() if name in CHANGE_ROW_TEXT_COLUMNS else pa.int64())
@@ -20,11 +21,14 @@ CHANGE_LOG_COLUMNS = tuple(CHANGE_LOG_SCHEMA.names)
 
 
 def log_table(rows: ChangeRows) -> pa.Table:
-    """The rows as a CHANGE_LOG_SCHEMA table, stamped with the time of publishing."""
+    """The rows as a CHANGE_LOG_SCHEMA table, stamped with the time of publishing.
+
+    Built without `pa.array`, whose look for pandas imports it (`arrow_columns`).
+    """
     published_at_us = time.time_ns() // 1000
     arrays = [
-        pa.array(rows.column(name), CHANGE_LOG_SCHEMA.field(name).type)
+        (string_array if name in CHANGE_ROW_TEXT_COLUMNS else int64_array)(rows.column(name))
         for name in CHANGE_ROW_COLUMNS
     ]
-    arrays.append(pa.array([published_at_us] * len(rows), pa.int64()))
+    arrays.append(int64_array([published_at_us] * len(rows)))
     return pa.Table.from_arrays(arrays, schema=CHANGE_LOG_SCHEMA)
