@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from change_log_support import misrouted_files, mutation_of
@@ -124,6 +125,20 @@ def test_a_log_written_before_counts_were_recorded_must_fit_the_count(tmp_path: 
     assert (receipt.published, receipt.skipped) == ({"users": 1}, 20)
     assert ParquetChangeLog(tmp_path).partition_count("users") == 4  # recorded: followed now
     assert Publisher(ParquetChangeLog(tmp_path)).settle(["users"]) == {"users": 4}
+
+
+def test_a_file_without_the_keys_is_an_integrity_error_naming_it(tmp_path: Path) -> None:
+    """Keys are read with `pq.ParquetFile`, which leaves out a column the file lacks without a
+    word (`pq.read_table` refused it, but imports pandas): the file is named, not read as none."""
+    log = ParquetChangeLog(tmp_path)
+    log.append("users", [(0, ChangeRows.from_mutations([mutation_of(1, 1)]))])
+    (file,) = [file for _, file in log.files("users")]
+    pq.write_table(pq.read_table(file).drop_columns(["partition_key"]), file)
+    with pytest.raises(StorageIntegrityError) as refused:
+        Publisher(ParquetChangeLog(tmp_path), partitions=4).publish([mutation_of(2, 2)])
+    assert str(refused.value) == (
+        f"change log file {file} cannot be read as one: it has no column 'partition_key'"
+    )
 
 
 @pytest.mark.parametrize("text", ["", "{}", '{"partitions": 0}', '{"partitions": "8"}', "[8]"])

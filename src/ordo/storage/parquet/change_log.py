@@ -46,9 +46,9 @@ from ordo.storage.parquet.file_name import (
     segment_name,
     segment_token,
 )
-from ordo.storage.parquet.file_reads import listed, reading
+from ordo.storage.parquet.file_reads import listed, read_log_file, reading
 from ordo.storage.parquet.held_captures import captures_held, positioned_files
-from ordo.storage.parquet.log_schema import CHANGE_LOG_SCHEMA, log_table
+from ordo.storage.parquet.log_schema import log_table
 from ordo.storage.parquet.partition_record import (
     read_partition_record,
     require_fit,
@@ -383,7 +383,5 @@ class ParquetChangeLog:
     def read(self, table: str) -> Iterator[Mutation]:
         """Every mutation in the table's log, file by file (for tools and tests, not for volume)."""
         for _, file in self.files(table):
-            with reading(file):
-                rows = pq.read_table(file, schema=CHANGE_LOG_SCHEMA).to_pylist()
-            for row in rows:
+            for row in read_log_file(file).to_pylist():
                 yield mutation_from_row(row)

@@ -47,9 +47,8 @@ from ordo.storage.lock_file import exclusive_lock
 from ordo.storage.parquet.change_log import ParquetChangeLog
 from ordo.storage.parquet.durable_files import fsync_directory, link_new
 from ordo.storage.parquet.file_name import FILE_NAME, checked_table_name
-from ordo.storage.parquet.file_reads import listed, reading
+from ordo.storage.parquet.file_reads import listed, read_log_file, reading
 from ordo.storage.parquet.held_captures import positioned_files
-from ordo.storage.parquet.log_schema import CHANGE_LOG_SCHEMA
 from ordo.storage.parquet.staged_parts import part_name, write_part
 from ordo.wording import shown_name
 
@@ -313,10 +312,7 @@ def _runs(
 
 def _merge(run: _Run) -> None:
     """Write the run's rows as one file, durable in place, then remove its members."""
-    tables = []
-    for member in run.members:
-        with reading(member):
-            tables.append(pq.read_table(member, schema=CHANGE_LOG_SCHEMA))
+    tables = [read_log_file(member) for member in run.members]
     part = write_part(run.final, pa.concat_tables(tables), suffix=STAGED_SUFFIX)
     try:
         link_new(part, run.final)
@@ -336,6 +332,5 @@ def _rows(file: Path) -> int:
 
 def _row_tuples(file: Path) -> list[tuple[object, ...]]:
     """Every row of a change log file, all columns (those of an earlier layout as nulls)."""
-    with reading(file):
-        table = pq.read_table(file, schema=CHANGE_LOG_SCHEMA)
+    table = read_log_file(file)
     return list(zip(*(column.to_pylist() for column in table.columns), strict=True))

@@ -12,10 +12,8 @@ from bisect import bisect_left
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from ordo.storage.parquet.file_name import FILE_NAME
-from ordo.storage.parquet.file_reads import reading
+from ordo.storage.parquet.file_reads import read_columns
 
 
 def positioned_files(names: Iterable[str], token: str) -> Iterator[tuple[str, int, int]]:
@@ -41,9 +39,7 @@ def captures_held(
         first = bisect_left(ordered, lowest)
         if first == len(ordered) or ordered[first] > highest:
             continue
-        file = directory / name
-        with reading(file):
-            columns = pq.read_table(file, columns=["position", "captured_at_us"]).columns
+        columns = read_columns(directory / name, ["position", "captured_at_us"]).columns
         for position, captured_at_us in zip(*(c.to_pylist() for c in columns), strict=True):
             if position in wanted:
                 held.setdefault(position, set()).add(captured_at_us)

@@ -16,13 +16,11 @@ from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from ordo.errors import PartitionCountMismatchError, StorageIntegrityError
 from ordo.hashing import stable_hash
 from ordo.storage.file_errors import file_system_error
 from ordo.storage.parquet.durable_files import fsync_directory, link_new, made_directory
-from ordo.storage.parquet.file_reads import reading
+from ordo.storage.parquet.file_reads import read_columns
 
 PARTITIONS_RECORD = "_partitions.json"
 """A table's partition count, `{"partitions": n}`, in its directory; the leading `_` hides it from
@@ -76,8 +74,7 @@ def require_fit(table: str, partitions: int, files: Iterable[tuple[int, Path]]) 
     routes them (`stable_hash` of their JSON text).
     """
     for partition, file in files:
-        with reading(file):
-            keys = pq.read_table(file, columns=["partition_key"]).column(0).to_pylist()
+        keys = read_columns(file, ["partition_key"]).column(0).to_pylist()
         for key in dict.fromkeys(keys):
             if stable_hash(key) % partitions != partition:
                 raise PartitionCountMismatchError(

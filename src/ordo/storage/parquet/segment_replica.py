@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import pyarrow.parquet as pq
-
 from ordo.storage.parquet.change_log import ParquetChangeLog
 from ordo.storage.parquet.file_name import segment_token, token_of
-from ordo.storage.parquet.file_reads import reading
+from ordo.storage.parquet.file_reads import read_columns
 
 
 def segment_replica(log: ParquetChangeLog, tables: Sequence[str], segment: str) -> str | None:
@@ -28,7 +26,6 @@ def segment_replica(log: ParquetChangeLog, tables: Sequence[str], segment: str) 
     for table in tables:
         for _, file in log.files(table):
             if token_of(file.name) == token:
-                with reading(file):
-                    replica = pq.read_table(file, columns=["replica"]).column("replica")[0]
+                replica = read_columns(file, ["replica"]).column("replica")[0]
                 return str(replica.as_py())
     return None
