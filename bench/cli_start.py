@@ -16,6 +16,11 @@ commands start without them. What is timed, each a fresh interpreter, best of N 
 - the same plus pyarrow, numpy and rich: what every command imported before they were left to
   the commands that use them (the baseline);
 - ordo --help, and ordo info on a new SQLite journal: whole commands;
+- ordo cdc ingest of a small file (INGESTED mutations of the simulated table, whose schema is
+  registered first) into a new change log each run, its schemas in the SQLite journal: a whole
+  command that publishes; and what importing pandas adds to pyarrow's import (`import pyarrow,
+  pandas` less `import pyarrow`), which every such command paid before it built and read the
+  change log's files without it;
 - a Spark start and first small job (a process running start_session and a grouped count, as
   every command that runs Spark starts), without and with the class-data archive that
   `ordo spark archive` makes (made first, in a temporary folder, and timed), best of
@@ -40,7 +45,9 @@ A benchmark reports; it exits 0 whatever the figures.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,7 +58,9 @@ from typing import NamedTuple
 
 from _args import positive_count
 from _report import Row, machine_lines, print_table
+from ordo.cdc import mutation_to_json
 from ordo.errors import ClassArchiveError
+from ordo.simulation.cdc import SIMULATED_SCHEMA, ReplicaWorkload, replica_mutations
 from ordo.spark.class_archive import make_archive
 
 DEFAULT_RUNS = 10
@@ -61,6 +70,8 @@ QUICK_SPARK_RUNS = 1
 """A smoke run's Spark starts of each kind: the archive's making is most of its time anyway."""
 HEAVY = "pyarrow, numpy, rich.table, rich.progress"
 """The modules every command imported before (the baseline adds them to ordo.cli.root)."""
+INGESTED = 100
+"""Mutations of the ingest figure's file: a small publish, whose start is most of its time."""
 
 
 SPARK_JOB = """
@@ -75,9 +86,37 @@ STREAM_COMMAND = ("-m", "ordo", "cdc", "simulate", "--keys", "5", "--mutations",
 """A streaming job's start: the materializer's, over the deliveries of 20 writes (its own sink)."""
 
 
-def best_seconds(command: Sequence[str], runs: int, env: Mapping[str, str] | None = None) -> float:
-    """The shortest wall time of `runs` runs of `command` (each must exit 0)."""
-    return min(_seconds(command, env) for _ in range(runs))
+def best_seconds(
+    command: Sequence[str],
+    runs: int,
+    env: Mapping[str, str] | None = None,
+    *,
+    fresh: Path | None = None,
+) -> float:
+    """The shortest wall time of `runs` runs of `command` (each must exit 0).
+
+    `fresh`, a folder the command fills, is removed before each run (untimed).
+    """
+    seconds = float("inf")
+    for _ in range(runs):
+        if fresh is not None:
+            shutil.rmtree(fresh, ignore_errors=True)
+        seconds = min(seconds, _seconds(command, env))
+    return seconds
+
+
+def ingest_command(folder: Path, journal: str) -> tuple[list[str], Path]:
+    """`ordo cdc ingest` of a file of INGESTED mutations, their schema registered in `journal`;
+    the change log it publishes to (under `folder`)."""
+    schema, lines = folder / "readings.json", folder / "readings.jsonl"
+    schema.write_text(SIMULATED_SCHEMA.to_json())
+    mutations = replica_mutations(ReplicaWorkload(mutations=INGESTED, keys=10, replicas=1))
+    lines.write_text("".join(json.dumps(mutation_to_json(m)) + "\n" for m in mutations))
+    register = ["cdc", "schemas", "register", str(schema), "--journal", journal]
+    subprocess.run([sys.executable, "-m", "ordo", *register], check=True, stdout=subprocess.DEVNULL)
+    log = folder / "log"
+    ingest = ["cdc", "ingest", str(lines), "--journal", journal, "--change-log", str(log)]
+    return [sys.executable, "-m", "ordo", *ingest], log
 
 
 def _seconds(command: Sequence[str], env: Mapping[str, str] | None = None) -> float:
@@ -176,6 +215,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         before = best_seconds([python, "-c", f"import ordo.cli.root, {HEAVY}"], runs)
         helped = best_seconds([*ordo, "--help"], runs)
         info = best_seconds([*ordo, "info", "--journal", journal], runs)
+        ingest, log = ingest_command(Path(folder), journal)
+        ingested = best_seconds(ingest, runs, fresh=log)
+        arrow = best_seconds([python, "-c", "import pyarrow"], runs)
+        pandas = best_seconds([python, "-c", "import pyarrow, pandas"], runs)
         try:
             spark = spark_starts(
                 Path(folder), spark_runs, archives=args.archive_folder, jvm_options=args.jvm_options
@@ -197,6 +240,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             Row("ordo info (SQLite)", f"{info * 1000:.0f}", ms),
             Row("saved per command", f"{(before - imports) * 1000:.0f}", "ms (before - now)"),
             Row("before / now (imports)", f"{before / imports:.2f}", "x (no target)"),
+            Row(f"ordo cdc ingest ({INGESTED} mutations, SQLite)", f"{ingested * 1000:.0f}", ms),
+            Row("  pandas's import (a publish's, before)", f"{(pandas - arrow) * 1000:.0f}", ms),
             making_row(spark.making_s, args.archive_folder),
             Row("  its size", f"{spark.archive_bytes / 1e6:.0f}", "MB"),
             Row("Spark start + first job", f"{spark.without_s:.1f}", runs_s),
