@@ -46,3 +46,19 @@ def test_an_integer_beyond_64_bits_is_refused(values: list[int | None]) -> None:
 def test_a_lone_surrogate_is_refused(values: list[str | None]) -> None:
     with pytest.raises(UnicodeEncodeError):
         string_array(values)
+
+
+@given(st.lists(st.none() | st.text(max_size=6)), st.integers(min_value=1, max_value=10))
+@example(["abc", "de", None, "fghijkl"], 4)  # a text longer than a chunk: a chunk of its own
+def test_a_string_column_beyond_a_chunk_is_chunked(values: list[str | None], size: int) -> None:
+    """A column of more text than 32-bit offsets can hold comes as several arrays, each of at
+    most a chunk's characters (unless one text alone is longer), as `pa.array` splits it."""
+    built = string_array(values, chunk_characters=size)
+    chunks = built.chunks if isinstance(built, pa.ChunkedArray) else [built]
+    for chunk in chunks:
+        chunk.validate(full=True)
+        texts = [text for text in chunk.to_pylist() if text]
+        assert len(texts) <= 1 or sum(map(len, texts)) <= size
+    assert pa.chunked_array(chunks, pa.string()).equals(
+        pa.chunked_array([pa.array(values, pa.string())])
+    )

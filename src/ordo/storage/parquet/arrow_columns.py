@@ -11,7 +11,7 @@ at once: they share no state.
 from __future__ import annotations
 
 import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, compress, repeat
 from operator import is_not
 from typing import Any
@@ -19,6 +19,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+CHUNK_CHARACTERS = (2**31 - 1) // 4
+"""The most characters of one chunk of a text column: a string array's offsets are 32-bit, and a
+character is at most 4 bytes of UTF-8. A column of more (a window of large TOAST values) is built
+as several arrays, one chunked array, as `pa.array` built it."""
 _SEPARATOR = "\x00"
 """What a text column's values are joined with, for Arrow to split them again in one call. No
 text the change log stores holds it (`ordo.journal.validation.check_storable`); a column where
@@ -30,12 +34,29 @@ def int64_array(values: Sequence[int | None]) -> pa.Array:
     return _with_nulls(values, pa.int64(), _int64s)
 
 
-def string_array(values: Sequence[str | None]) -> pa.Array:
-    """The values as a string array, None as null.
+def string_array(
+    values: Sequence[str | None], *, chunk_characters: int = CHUNK_CHARACTERS
+) -> pa.Array | pa.ChunkedArray:
+    """The values as a string array, None as null; chunked beyond `chunk_characters`.
 
     UnicodeEncodeError for a text holding a lone surrogate, which UTF-8 cannot encode.
     """
-    return _with_nulls(values, pa.string(), _strings)
+    if sum(map(len, filter(None, values))) <= chunk_characters:
+        return _with_nulls(values, pa.string(), _strings)
+    chunks = [_with_nulls(chunk, pa.string(), _strings) for chunk in _cut(values, chunk_characters)]
+    return pa.chunked_array(chunks, pa.string())
+
+
+def _cut(values: Sequence[str | None], characters: int) -> Iterator[Sequence[str | None]]:
+    """The values in runs of at most `characters` characters (a longer text alone)."""
+    start, held = 0, 0
+    for end, value in enumerate(values):
+        size = len(value or "")
+        if end > start and held + size > characters:
+            yield values[start:end]
+            start, held = end, 0
+        held += size
+    yield values[start:]
 
 
 def _with_nulls(
