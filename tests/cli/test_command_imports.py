@@ -72,7 +72,7 @@ import sqlite3
 import sys
 from ordo.cdc import Publisher
 from ordo.cdc.change_rows import ChangeRows
-from ordo.cli.main import cli
+from ordo.cli.root import cli
 from ordo.storage.parquet import ParquetChangeLog
 
 folder = sys.argv[1]
