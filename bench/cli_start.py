@@ -206,6 +206,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     runs = args.runs or (QUICK_RUNS if args.quick else DEFAULT_RUNS)
     spark_runs = args.spark_runs or (QUICK_SPARK_RUNS if args.quick else DEFAULT_SPARK_RUNS)
     python, ordo = sys.executable, [sys.executable, "-m", "ordo"]
+    machine = machine_lines()  # its load line is the load at the start, before the runs
     with tempfile.TemporaryDirectory(prefix="ordo-bench-cli-") as folder:
         journal = f"sqlite:///{Path(folder) / 'journal.db'}"
         subprocess.run([*ordo, "init", "--journal", journal], check=True, stdout=subprocess.DEVNULL)
@@ -225,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             )
         except ClassArchiveError as exc:  # --jvm-options choosing sharing, a folder not writable
             parser.exit(1, f"{parser.prog}: error: {exc}\n")
-    for line in machine_lines():
+    for line in machine:
         print(line)
     print()
     ms = f"ms, best of {runs}"

@@ -369,8 +369,8 @@ class ParquetChangeLog:
             if match is not None:
                 segment = segment_name(match["segment"])
                 last[segment] = max(last.get(segment, 0), int(match["highest"]))
-            with reading(file):
-                mutations += pq.ParquetFile(file).metadata.num_rows
+            with reading(file), pq.ParquetFile(file) as parquet:  # closed: a log of many files
+                mutations += parquet.metadata.num_rows
         return ChangeLogSummary(
             table=table,
             partitions=len(self.partitions(table)) if recorded is None else recorded,
