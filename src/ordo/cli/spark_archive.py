@@ -30,8 +30,8 @@ def spark() -> None:
 def archive(as_json: bool) -> None:
     """Make Spark's class-data archive, from which the commands' Spark then starts 2 s sooner.
 
-    One start of Spark and two small jobs whose JVM writes the classes it loaded into an
-    archive (about half a minute to a minute, some 160 MB) for this Java, Spark install and
+    One start of Spark running small jobs and a stream whose JVM writes the classes it loaded
+    into an archive (about a minute, some 200 MB) for this Java, Spark install and
     SPARK_SUBMIT_OPTS, in ORDO_SPARK_CLASS_ARCHIVE's folder, else the user's cache folder
     (~/.cache/ordo). Every later start of Spark by ordo (start_session) maps it, until Java,
     Spark or those options change; an archive that exists already is shown, not made again.

@@ -3,8 +3,8 @@
 Much of a Spark start is its JVM loading and verifying Spark's classes from its jars. Java's
 application class-data sharing (AppCDS) maps the classes an earlier start loaded from an archive
 instead (`-XX:SharedArchiveFile`): a start and first small job took 4.4 s instead of 6.5 s on a
-shared 2-CPU machine (bench/cli_start.py). Only the JVM's start changes; the same Spark runs the
-same jobs.
+shared 2-CPU machine, a small materializer's whole command 13.4 s instead of 21.3 s on another
+(bench/cli_start.py). Only the JVM's start changes; the same Spark runs the same jobs.
 
 An archive belongs to one Java, one Spark install and one set of JVM options (its name holds a
 digest of them), and lives in a folder: `$ORDO_SPARK_CLASS_ARCHIVE`, else the user's cache
@@ -12,7 +12,7 @@ digest of them), and lives in a folder: `$ORDO_SPARK_CLASS_ARCHIVE`, else the us
 a start of Spark that writes the classes it loaded when its JVM exits
 (`-XX:ArchiveClassesAtExit`, Java 13+; 19+ could make one on its own, 17 cannot), under a lock,
 to a temporary name renamed once that JVM has exited. ordo never makes one on its own (it
-writes some 160 MB). `start_session` maps one that exists into the driver JVM it starts
+writes some 200 MB). `start_session` maps one that exists into the driver JVM it starts
 (`driver_options`). Java ignores an archive of another class path or build (`-Xshare:auto`, the
 default), but Java 17 crashes on a damaged one (SIGBUS, SIGSEGV) rather than ignore it: the name
 also holds the size it was made with, and a file of another size (cut short) is never used, and

@@ -2,7 +2,7 @@
 
 An archive's name holds a digest of the Java, Spark install and JVM options it was made for
 (`ordo.spark.class_archive`): after an upgrade of Java or pyspark, `ordo spark archive` makes
-another, and the old one (some 160 MB) would stay in the folder for ever. `start_session`
+another, and the old one (some 200 MB) would stay in the folder for ever. `start_session`
 marks the archive it maps as used (its modification time, renewed once a day), and
 `ordo spark archive` removes the folder's other archives whose mark is older than
 UNUSED_FOR_S. A recent archive of another digest stays: two virtual environments with
