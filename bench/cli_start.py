@@ -30,7 +30,8 @@ commands start without them. What is timed, each a fresh interpreter, best of N 
 - a streaming job's start, the same way: `ordo cdc simulate` of 20 writes on 5 keys, a whole
   command whose Spark start runs the materializer's stream (the Parquet file source, its
   stateful step in RocksDB, foreachBatch) over some 60 deliveries, the classes the archive's
-  warm-up stream loads.
+  warm-up stream loads; not in a --quick run (two more Spark starts, each with a stream: half a
+  minute of the tests' smoke run).
 
 --archive-folder DIR takes the archive from DIR (the folder `ordo spark archive` fills, or
 another) instead of a temporary folder: made there, and timed, only when DIR has none for this
@@ -133,18 +134,24 @@ class SparkStarts(NamedTuple):
     archive_bytes: int
     without_s: float
     with_s: float
-    stream_without_s: float
-    stream_with_s: float
+    stream_without_s: float | None
+    stream_with_s: float | None
+    """None: no streaming command was timed (--quick)."""
 
 
 def spark_starts(
-    folder: Path, runs: int, *, archives: Path | None = None, jvm_options: str = ""
+    folder: Path,
+    runs: int,
+    *,
+    archives: Path | None = None,
+    jvm_options: str = "",
+    streams: bool = True,
 ) -> SparkStarts:
     """Time starts without and with a class archive, alternating, `folder` their work folder.
 
     The archive is the one in `archives` (made there if missing), else one made in `folder`;
     `jvm_options` are the starts' SPARK_SUBMIT_OPTS and the archive's. The making's seconds
-    are None when the archive was found, not made.
+    are None when the archive was found, not made; the streaming command's when not `streams`.
     """
     env = {key: value for key, value in os.environ.items() if key != "SPARK_SUBMIT_OPTS"}
     if jvm_options:
@@ -161,7 +168,7 @@ def spark_starts(
     mapped = {**env, "ORDO_SPARK_CLASS_ARCHIVE": str(archive.path.parent)}
     best: dict[tuple[str, str], float] = {}
     for _ in range(runs):
-        for command, kind in ((job, "job"), (stream, "stream")):
+        for command, kind in ((job, "job"), (stream, "stream"))[: 2 if streams else 1]:
             for environ, archived in ((off, "without"), (mapped, "with")):
                 seconds = _seconds(command, environ)
                 best[kind, archived] = min(best.get((kind, archived), seconds), seconds)
@@ -170,8 +177,8 @@ def spark_starts(
         archive.size_bytes,
         best["job", "without"],
         best["job", "with"],
-        best["stream", "without"],
-        best["stream", "with"],
+        best.get(("stream", "without")),
+        best.get(("stream", "with")),
     )
 
 
@@ -222,7 +229,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         pandas = best_seconds([python, "-c", "import pyarrow, pandas"], runs)
         try:
             spark = spark_starts(
-                Path(folder), spark_runs, archives=args.archive_folder, jvm_options=args.jvm_options
+                Path(folder),
+                spark_runs,
+                archives=args.archive_folder,
+                jvm_options=args.jvm_options,
+                streams=not args.quick,
             )
         except ClassArchiveError as exc:  # --jvm-options choosing sharing, a folder not writable
             parser.exit(1, f"{parser.prog}: error: {exc}\n")
@@ -248,15 +259,24 @@ def main(argv: Sequence[str] | None = None) -> None:
             Row("Spark start + first job", f"{spark.without_s:.1f}", runs_s),
             Row("  with the class archive", f"{spark.with_s:.1f}", runs_s),
             Row("  without / with", f"{spark.without_s / spark.with_s:.2f}", "x (no target)"),
-            Row("ordo cdc simulate, 20 writes", f"{spark.stream_without_s:.1f}", runs_s),
-            Row("  with the class archive", f"{spark.stream_with_s:.1f}", runs_s),
-            Row(
-                "  without / with",
-                f"{spark.stream_without_s / spark.stream_with_s:.2f}",
-                "x (no target)",
-            ),
+            *stream_rows(spark, runs_s),
         ]
     )
+
+
+def stream_rows(spark: SparkStarts, runs_s: str) -> list[Row]:
+    """The streaming command's rows: without and with the archive, or that it was not run."""
+    if spark.stream_without_s is None or spark.stream_with_s is None:
+        return [Row("ordo cdc simulate, 20 writes", "-", "not run (--quick)")]
+    return [
+        Row("ordo cdc simulate, 20 writes", f"{spark.stream_without_s:.1f}", runs_s),
+        Row("  with the class archive", f"{spark.stream_with_s:.1f}", runs_s),
+        Row(
+            "  without / with",
+            f"{spark.stream_without_s / spark.stream_with_s:.2f}",
+            "x (no target)",
+        ),
+    ]
 
 
 if __name__ == "__main__":
