@@ -166,9 +166,10 @@ def spark_starts(
     stream = [sys.executable, *STREAM_COMMAND]
     off = {**env, "ORDO_SPARK_CLASS_ARCHIVE": "off"}
     mapped = {**env, "ORDO_SPARK_CLASS_ARCHIVE": str(archive.path.parent)}
+    timed = [(job, "job"), (stream, "stream")] if streams else [(job, "job")]
     best: dict[tuple[str, str], float] = {}
     for _ in range(runs):
-        for command, kind in ((job, "job"), (stream, "stream"))[: 2 if streams else 1]:
+        for command, kind in timed:
             for environ, archived in ((off, "without"), (mapped, "with")):
                 seconds = _seconds(command, environ)
                 best[kind, archived] = min(best.get((kind, archived), seconds), seconds)
