@@ -58,7 +58,8 @@ logger = logging.getLogger(__name__)
 
 STATE_BUCKETS = 256
 """Groups of the stateful step. Part of the checkpoint's state layout: changing it needs a new
-checkpoint. Keep it at least the number of shuffle partitions, or some cores stay idle."""
+checkpoint. Keep it at least the number of shuffle partitions (a local master's cores,
+`ordo.spark.register`), or some cores stay idle."""
 
 INPUT_COLUMNS = CHANGE_ROW_COLUMNS
 """The change log columns the processor reads, in this order."""

@@ -48,11 +48,14 @@ ROCKSDB_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBSta
 LISTING_ON_DRIVER = 100_000
 """How many files a query's file source may name before Spark lists them with a job."""
 
+_SHUFFLE_PARTITIONS_KEY = "spark.sql.shuffle.partitions"
+CLUSTER_SHUFFLE_PARTITIONS = 4
+"""The shuffle partitions of a session on a cluster's master, unless the user set them."""
+
 
 _SETTINGS = [
     ("spark.ui.enabled", "false"),
     ("spark.ui.showConsoleProgress", "false"),
-    ("spark.sql.shuffle.partitions", "4"),
     ("spark.sql.streaming.stateStore.providerClass", ROCKSDB_STATE_STORE),
     ("spark.sql.sources.parallelPartitionDiscovery.threshold", str(LISTING_ON_DRIVER)),
 ]
@@ -71,7 +74,9 @@ def start_session(
     provider cannot change once a query has a checkpoint, so it is set before the first run.
     Files named in a micro-batch are listed on the driver up to `LISTING_ON_DRIVER` of them:
     Spark's default lists more than 32 paths with a Spark job of one task per path, which costs
-    the materializer far more than the listing itself (bench/cdc.py measures both).
+    the materializer far more than the listing itself (bench/cdc.py measures both). A session
+    this call starts gets a shuffle partition per core of a local master
+    (`_set_shuffle_partitions`).
 
     With `output`, the JVM writes its console output to that file when this call is the one
     that starts it: log4j's start-up lines and what Spark's Python workers print (the stateful
@@ -101,13 +106,41 @@ def start_session(
     python_for_workers(master)
     conf = SparkConf().setMaster(master).setAppName(app_name).setAll(_SETTINGS)
     is_starting = SparkContext._gateway is None
+    is_new = SparkContext._active_spark_context is None
     with _submit_options_first(driver_options(os.environ) if is_starting else None):
         if log is not None and is_starting:
             _start_jvm(conf, log)
         session = SparkSession.builder.config(conf=conf).getOrCreate()
+    if is_new:
+        _set_shuffle_partitions(session, master)
     session.sparkContext.setLogLevel("ERROR")
     register(session)
     return session
+
+
+def _set_shuffle_partitions(session: SparkSession, master: str) -> None:
+    """`shuffle_partitions` of the new session, unless the user set them.
+
+    As `spark.sql.shuffle.partitions` in spark-defaults.conf, or with `--conf` in
+    PYSPARK_SUBMIT_ARGS: theirs is kept.
+    """
+    context = session.sparkContext
+    if not context.getConf().contains(_SHUFFLE_PARTITIONS_KEY):
+        partitions = shuffle_partitions(master, cores=context.defaultParallelism)
+        session.conf.set(_SHUFFLE_PARTITIONS_KEY, str(partitions))
+
+
+def shuffle_partitions(master: str, *, cores: int) -> int:
+    """A session's shuffle partitions: a local master's `cores`, else CLUSTER_SHUFFLE_PARTITIONS.
+
+    A streaming query's stateful step (the materializer's) has a RocksDB store per shuffle
+    partition, each loaded and committed at every micro-batch: four of them on `local[2]` ran
+    in two waves, a third of a small batch's time, and `local[*]` on a larger machine left
+    cores idle. A cluster's cores are not known when its session starts. A query keeps the
+    number of its first run in its checkpoint.
+    """
+    is_local = master == "local" or master.startswith("local[")
+    return cores if is_local else CLUSTER_SHUFFLE_PARTITIONS
 
 
 def _start_jvm(conf: SparkConf, output: Path) -> None:
