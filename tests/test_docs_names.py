@@ -24,8 +24,9 @@ ROOT = Path(__file__).parents[1]
 USER_DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 TEST_SETUP = ROOT / "tests" / "conftest.py"
 """Reads the one variable for the test suite (ORDO_TEST_POSTGRES_DSN) that README names."""
-OTHER_TOOLS_OPTIONS = {"--strict"}
-"""Options the docs give other tools (README: `mypy --strict`)."""
+OTHER_TOOLS_OPTIONS = {"--strict", "--conf"}
+"""Options the docs give other tools (README: `mypy --strict`; docs/spark.md: spark-submit's
+`--conf` in PYSPARK_SUBMIT_ARGS)."""
 
 
 def test_every_variable_the_docs_name_is_read() -> None:
