@@ -283,6 +283,34 @@ def test_another_state_store_is_refused(spark: SparkSession, tmp_path: Path) -> 
         spark.conf.set(key, configured)
 
 
+def test_a_checkpoint_made_with_four_partitions_resumes_with_its_state_in_a_session_of_two(
+    spark: SparkSession, url: str, tmp_path: Path
+) -> None:
+    """Spark takes a stateful query's partitions from its checkpoint, not from the session.
+
+    Sessions had 4 before they got one per core of a local master (the run's has 2).
+    """
+    log = ParquetChangeLog(tmp_path / "log")
+    spec = MaterializerSpec(name="view", table="users", change_log=str(log.root), sink=url)
+    checkpoint = tmp_path / "checkpoint"
+    log.append("users", [(k % 2, _write(k, 10 + k, insert=True, name=f"u{k}")) for k in range(8)])
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    assert partitions == "2"  # start_session's for local[2]
+    spark.conf.set("spark.sql.shuffle.partitions", "4")
+    try:
+        _run(spark, spec, checkpoint)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    log.append("users", [(k % 2, _write(k, 20 + k, age=30)) for k in range(8)])
+    _run(spark, spec, checkpoint)
+
+    by_key = _by_key(_messages(url))  # every key's state found: an update, not a second create
+    assert {key: [m["op"] for m in ms] for key, ms in by_key.items()} == {
+        f"[{k}]": ["create", "update"] for k in range(8)
+    }
+    assert _table(url, "users_materialized") == {k: (k, f"u{k}", 30) for k in range(8)}
+
+
 def test_a_table_without_a_schema_is_refused_before_the_query_starts(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -1,8 +1,7 @@
 """A session start_session starts has a shuffle partition per core of a local master.
 
-Unless the user set `spark.sql.shuffle.partitions`; a materializer's checkpoint keeps the
-number of its first run (one made with the four partitions of earlier sessions resumes in a
-session of two).
+Unless the user set `spark.sql.shuffle.partitions`. (A materializer's checkpoint keeps the
+number of its first run: tests/spark/test_materializer.py.)
 """
 
 from __future__ import annotations
@@ -10,20 +9,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-from cdc_support import USERS
-from operations_support import execute
-from ordo.cdc import Audit, Cell, JsonValue, Mutation, SchemaRegistry
-from ordo.cdc.change_rows import ChangeRows
-from ordo.spark import MaterializerSpec
-from ordo.spark.materializer import materialize_available
 from ordo.spark.register import CLUSTER_SHUFFLE_PARTITIONS, shuffle_partitions
-from ordo.storage.open import stores_at
-from ordo.storage.parquet import ParquetChangeLog
 
 pytestmark = pytest.mark.spark
 
@@ -90,47 +80,3 @@ def test_a_new_session_gets_its_masters_cores_unless_the_user_set_the_partitions
         out, err = process.communicate(timeout=240)
         assert process.returncode == 0, err
         assert out.split() == expected
-
-
-def _write(key: int, time: int, **cells: JsonValue) -> ChangeRows:
-    """One write of user `key` at `time` (its row inserted then), as two replicas deliver it."""
-    return ChangeRows.from_mutations(
-        [
-            Mutation(
-                table="users",
-                partition_key=(key,),
-                cells={name: Cell(value=value, write_time=time) for name, value in cells.items()},
-                liveness=Cell(value=True, write_time=time),
-                audit=Audit(
-                    source="cassandra", replica=replica, segment="log", position=time * 100 + key
-                ),
-            )
-            for replica in ("10.0.0.1", "10.0.0.2")
-        ]
-    )
-
-
-def test_a_checkpoint_made_with_four_partitions_resumes_with_its_state_in_a_session_of_two(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    """Spark takes a stateful query's partitions from its checkpoint, not from the session."""
-    sink = f"sqlite:///{tmp_path / 'sink.db'}"
-    with stores_at(sink) as stores:
-        SchemaRegistry(stores.schemas).register(USERS)
-    log = ParquetChangeLog(tmp_path / "log")
-    spec = MaterializerSpec(name="view", table="users", change_log=str(log.root), sink=sink)
-    checkpoint = str(tmp_path / "checkpoint")
-    log.append("users", [(key % 2, _write(key, 10, name=f"u{key}", age=20)) for key in range(8)])
-    spark.conf.set(_KEY, "4")
-    try:
-        materialize_available(spark, spec, checkpoint=checkpoint)
-    finally:
-        spark.conf.set(_KEY, "2")
-    log.append("users", [(key % 2, _write(key, 20, age=30)) for key in range(8)])
-    materialize_available(spark, spec, checkpoint=checkpoint)
-
-    updates = execute(sink, "SELECT before_json FROM cdc_messages WHERE op = 'update'")
-    assert len(updates) == 8  # every key's state was found: no second create
-    assert sorted(row[0] for row in updates) == sorted(
-        f'{{"id":{key},"name":"u{key}","age":20}}' for key in range(8)
-    )
