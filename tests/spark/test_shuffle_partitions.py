@@ -31,17 +31,22 @@ for master in sys.argv[1:]:
 first), printing each one's shuffle partitions."""
 
 
-def test_the_runs_local_session_has_a_shuffle_partition_per_core(spark: SparkSession) -> None:
+def test_the_runs_local_session_and_its_new_sessions_have_a_partition_per_core(
+    spark: SparkSession,
+) -> None:
+    """A new session of the context has them too (Spark's 200 when they were the session's)."""
     assert spark.conf.get(_KEY) == "2"  # tests/conftest.py: local[2]
+    assert spark.newSession().conf.get(_KEY) == "2"
 
 
 @pytest.mark.parametrize(
     ("master", "partitions"),
     [
-        ("local", 3),
+        ("local", 1),
         ("local[3]", 3),
-        ("local[*]", 3),
+        ("local[*]", 5),
         ("local[3,2]", 3),
+        ("local[*, 4]", 5),
         ("local-cluster[2,1,1024]", CLUSTER_SHUFFLE_PARTITIONS),
         ("spark://127.0.0.1:7077", CLUSTER_SHUFFLE_PARTITIONS),
         ("yarn", CLUSTER_SHUFFLE_PARTITIONS),
@@ -51,8 +56,8 @@ def test_the_runs_local_session_has_a_shuffle_partition_per_core(spark: SparkSes
 def test_a_local_master_has_a_partition_per_core_a_clusters_a_fixed_number(
     master: str, partitions: int
 ) -> None:
-    """`cores` is the session's default parallelism, which a local master's brackets set."""
-    assert shuffle_partitions(master, cores=3) == partitions
+    """`local[*]` has as many as the JVM has processors (5 here)."""
+    assert shuffle_partitions(master, processors=5) == partitions
 
 
 def _starts(*masters: str, submit_args: str | None = None) -> subprocess.Popen[str]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from py4j.java_gateway import JavaGateway
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
@@ -51,6 +53,8 @@ LISTING_ON_DRIVER = 100_000
 _SHUFFLE_PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 CLUSTER_SHUFFLE_PARTITIONS = 4
 """The shuffle partitions of a session on a cluster's master, unless the user set them."""
+_LOCAL_MASTER = re.compile(r"local(?:\[(\d+|\*)(?:\s*,\s*\d+)?\])?")
+"""A local master URL as Spark reads it, its thread count (or `*`) as group 1."""
 
 
 _SETTINGS = [
@@ -75,8 +79,7 @@ def start_session(
     Files named in a micro-batch are listed on the driver up to `LISTING_ON_DRIVER` of them:
     Spark's default lists more than 32 paths with a Spark job of one task per path, which costs
     the materializer far more than the listing itself (bench/cdc.py measures both). A session
-    this call starts gets a shuffle partition per core of a local master
-    (`_set_shuffle_partitions`).
+    this call starts gets a shuffle partition per core of a local master (`_start_context`).
 
     With `output`, the JVM writes its console output to that file when this call is the one
     that starts it: log4j's start-up lines and what Spark's Python workers print (the stateful
@@ -106,32 +109,34 @@ def start_session(
     python_for_workers(master)
     conf = SparkConf().setMaster(master).setAppName(app_name).setAll(_SETTINGS)
     is_starting = SparkContext._gateway is None
-    is_new = SparkContext._active_spark_context is None
     with _submit_options_first(driver_options(os.environ) if is_starting else None):
-        if log is not None and is_starting:
-            _start_jvm(conf, log)
+        if SparkContext._active_spark_context is None:
+            _start_context(conf, master, log)
         session = SparkSession.builder.config(conf=conf).getOrCreate()
-    if is_new:
-        _set_shuffle_partitions(session, master)
     session.sparkContext.setLogLevel("ERROR")
     register(session)
     return session
 
 
-def _set_shuffle_partitions(session: SparkSession, master: str) -> None:
-    """`shuffle_partitions` of the new session, unless the user set them.
+def _start_context(conf: SparkConf, master: str, output: Path | None) -> None:
+    """Start Spark's context with `conf`, and its JVM when this process has none yet.
 
-    As `spark.sql.shuffle.partitions` in spark-defaults.conf, or with `--conf` in
-    PYSPARK_SUBMIT_ARGS: theirs is kept.
+    A JVM this call starts writes its stdout and stderr to `output` (replaced) when given.
+    `conf` gets the shuffle partitions `shuffle_partitions` chooses, unless the JVM's defaults
+    (spark-defaults.conf, `--conf` in PYSPARK_SUBMIT_ARGS) set them: theirs are kept. Set in
+    the context's conf, they are every session's of the context (`newSession()`'s too).
     """
-    context = session.sparkContext
-    if not context.getConf().contains(_SHUFFLE_PARTITIONS_KEY):
-        partitions = shuffle_partitions(master, cores=context.defaultParallelism)
-        session.conf.set(_SHUFFLE_PARTITIONS_KEY, str(partitions))
+    gateway = SparkContext._gateway or _launched_gateway(conf, output)
+    if not SparkConf(_jvm=gateway.jvm).contains(_SHUFFLE_PARTITIONS_KEY):
+        processors = gateway.jvm.java.lang.Runtime.getRuntime().availableProcessors()
+        conf.set(_SHUFFLE_PARTITIONS_KEY, str(shuffle_partitions(master, processors=processors)))
+    SparkContext(conf=conf, gateway=gateway)
 
 
-def shuffle_partitions(master: str, *, cores: int) -> int:
-    """A session's shuffle partitions: a local master's `cores`, else CLUSTER_SHUFFLE_PARTITIONS.
+def shuffle_partitions(master: str, *, processors: int) -> int:
+    """A session's shuffle partitions: a local master's cores, else CLUSTER_SHUFFLE_PARTITIONS.
+
+    `local` has one, `local[N]` and `local[N,F]` N, `local[*]` the JVM's `processors`.
 
     A streaming query's stateful step (the materializer's) has a RocksDB store per shuffle
     partition, each loaded and committed at every micro-batch: four of them on `local[2]` ran
@@ -139,19 +144,25 @@ def shuffle_partitions(master: str, *, cores: int) -> int:
     cores idle. A cluster's cores are not known when its session starts. A query keeps the
     number of its first run in its checkpoint.
     """
-    is_local = master == "local" or master.startswith("local[")
-    return cores if is_local else CLUSTER_SHUFFLE_PARTITIONS
+    local = _LOCAL_MASTER.fullmatch(master)
+    if local is None:
+        return CLUSTER_SHUFFLE_PARTITIONS
+    threads = local.group(1)
+    if threads is None:
+        return 1
+    return processors if threads == "*" else max(1, int(threads))
 
 
-def _start_jvm(conf: SparkConf, output: Path) -> None:
-    """Start Spark's JVM with its stdout and stderr in `output` (replaced), and its context."""
+def _launched_gateway(conf: SparkConf, output: Path | None) -> JavaGateway:
+    """Start Spark's JVM, its stdout and stderr in `output` (replaced) when given; its gateway."""
+    if output is None:
+        return launch_gateway(conf)  # type: ignore[no-untyped-call]  # PySpark's own (untyped)
     output.parent.mkdir(parents=True, exist_ok=True)
     with output.open("wb") as log:
-        # PySpark's own launcher (untyped); popen_kwargs is its way to capture the JVM's output.
-        gateway = launch_gateway(  # type: ignore[no-untyped-call]
+        # popen_kwargs is PySpark's launcher's way to capture the JVM's output.
+        return launch_gateway(  # type: ignore[no-untyped-call]
             conf, popen_kwargs={"stdout": log, "stderr": subprocess.STDOUT}
         )
-    SparkContext(conf=conf, gateway=gateway)
 
 
 @contextmanager
