@@ -62,3 +62,18 @@ def test_a_string_column_beyond_a_chunk_is_chunked(values: list[str | None], siz
     assert pa.chunked_array(chunks, pa.string()).equals(
         pa.chunked_array([pa.array(values, pa.string())])
     )
+
+
+@given(st.lists(st.none() | st.text(max_size=6)), st.integers(min_value=1, max_value=10))
+@example(["\U0001d11e", "\U0001d11e"], 2)  # 2 characters, but 9 bytes joined: over 4 x 2
+def test_a_chunk_joined_with_its_separators_fits_four_bytes_a_character(
+    values: list[str | None], size: int
+) -> None:
+    """A chunk's texts are joined with a separator each to be encoded at once: with the
+    separators, its UTF-8 must stay within 4 bytes per character of the chunk, the bound that
+    keeps a real chunk's 32-bit offsets from overflowing (unless one text alone is longer)."""
+    built = string_array(values, chunk_characters=size)
+    for chunk in built.chunks if isinstance(built, pa.ChunkedArray) else [built]:
+        texts = [text for text in chunk.to_pylist() if text is not None]
+        joined = "\x00".join(texts).encode()
+        assert len(texts) <= 1 or len(joined) <= 4 * size

@@ -20,9 +20,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 CHUNK_CHARACTERS = (2**31 - 1) // 4
-"""The most characters of one chunk of a text column: a string array's offsets are 32-bit, and a
-character is at most 4 bytes of UTF-8. A column of more (a window of large TOAST values) is built
-as several arrays, one chunked array, as `pa.array` built it."""
+"""The most characters of one chunk of a text column, a separator counted with each text (`_size`):
+a string array's offsets are 32-bit, and a character is at most 4 bytes of UTF-8. A column of
+more (a window of large TOAST values) is built as several arrays, one chunked array, as
+`pa.array` built it."""
 _SEPARATOR = "\x00"
 """What a text column's values are joined with, for Arrow to split them again in one call. No
 text the change log stores holds it (`ordo.journal.validation.check_storable`); a column where
@@ -41,7 +42,7 @@ def string_array(
 
     UnicodeEncodeError for a text holding a lone surrogate, which UTF-8 cannot encode.
     """
-    if sum(map(len, filter(None, values))) <= chunk_characters:
+    if sum(map(_size, values)) <= chunk_characters:
         return _with_nulls(values, pa.string(), _strings)
     chunks = [_with_nulls(chunk, pa.string(), _strings) for chunk in _cut(values, chunk_characters)]
     return pa.chunked_array(chunks, pa.string())
@@ -51,12 +52,21 @@ def _cut(values: Sequence[str | None], characters: int) -> Iterator[Sequence[str
     """The values in runs of at most `characters` characters (a longer text alone)."""
     start, held = 0, 0
     for end, value in enumerate(values):
-        size = len(value or "")
+        size = _size(value)
         if end > start and held + size > characters:
             yield values[start:end]
             start, held = end, 0
         held += size
     yield values[start:]
+
+
+def _size(value: str | None) -> int:
+    """The characters a text takes of a chunk: its own, and one for its separator.
+
+    `_strings` joins a chunk's texts to encode them at once: counted so, the chunk's UTF-8 stays
+    within 4 bytes a character. A null takes none (it is not joined).
+    """
+    return 0 if value is None else len(value) + 1
 
 
 def _with_nulls(
