@@ -1,7 +1,9 @@
 """A session start_session starts has a shuffle partition per core of a local master.
 
 Unless the user set `spark.sql.shuffle.partitions`. (A materializer's checkpoint keeps the
-number of its first run: tests/spark/test_materializer.py.)
+number of its first run: tests/spark/test_materializer.py.) The processes that start sessions
+here also print their local files' file system (`ordo.spark.local_files`), which the user's
+choice overrides too.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sys
 import pytest
 from pyspark.sql import SparkSession
 
+from ordo.spark.local_files import FILE_SYSTEMS
 from ordo.spark.register import CLUSTER_SHUFFLE_PARTITIONS, shuffle_partitions
 
 pytestmark = pytest.mark.spark
@@ -24,11 +27,14 @@ from ordo.spark import start_session
 
 for master in sys.argv[1:]:
     spark = start_session(master=master, app_name="shuffle-partitions-test")
-    print(spark.conf.get("spark.sql.shuffle.partitions"), flush=True)
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    print(spark.conf.get("spark.sql.shuffle.partitions"), hadoop.get("fs.file.impl"), flush=True)
     spark.stop()
 """
 """Starts a session on each master in turn in one process (the JVM stays: PySpark keeps its
-first), printing each one's shuffle partitions."""
+first), printing each one's shuffle partitions and local file system."""
+_ORDOS = FILE_SYSTEMS["spark.hadoop.fs.file.impl"]
+_HADOOPS = "org.apache.hadoop.fs.LocalFileSystem"
 
 
 def test_the_runs_local_session_and_its_new_sessions_have_a_partition_per_core(
@@ -80,8 +86,13 @@ def test_a_new_session_gets_its_masters_cores_unless_the_user_set_the_partitions
     The two processes run at once: each starts Spark (seconds).
     """
     plain = _starts("local[3]", "local[1]")
-    chosen = _starts("local[3]", submit_args=f"--conf {_KEY}=7")
-    for process, expected in ((plain, ["3", "1"]), (chosen, ["7"])):
+    chosen = _starts(
+        "local[3]", submit_args=f"--conf {_KEY}=7 --conf spark.hadoop.fs.file.impl={_HADOOPS}"
+    )
+    for process, expected in (
+        (plain, ["3", _ORDOS, "1", _ORDOS]),
+        (chosen, ["7", _HADOOPS]),
+    ):
         out, err = process.communicate(timeout=240)
         assert process.returncode == 0, err
         assert out.split() == expected

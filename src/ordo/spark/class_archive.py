@@ -91,15 +91,21 @@ class ClassArchive:
 def archive_folder(environ: Mapping[str, str]) -> Path | None:
     """The folder of the archives: ORDO_SPARK_CLASS_ARCHIVE, else the user's cache; None if off.
 
-    The cache is `$XDG_CACHE_HOME/ordo` when that is an absolute path (the XDG specification
-    ignores a relative one), else `~/.cache/ordo`. An empty variable is the default, as an
-    empty ORDO_SPARK_LOG is.
+    The cache is `user_cache`. An empty variable is the default, as an empty ORDO_SPARK_LOG is.
     """
     chosen = environ.get(CLASS_ARCHIVE_VARIABLE, "").strip()
     if chosen.lower() == OFF:
         return None
     if chosen:
         return Path(chosen).expanduser()
+    return user_cache(environ)
+
+
+def user_cache(environ: Mapping[str, str]) -> Path:
+    """The folder of ordo in the user's cache: `$XDG_CACHE_HOME/ordo`, else `~/.cache/ordo`.
+
+    The XDG specification ignores a relative `$XDG_CACHE_HOME`.
+    """
     cache = environ.get("XDG_CACHE_HOME", "")
     return (Path(cache) if Path(cache).is_absolute() else Path.home() / ".cache") / "ordo"
 
@@ -229,14 +235,14 @@ def _stem(folder: Path, options: str) -> str:
     if _SEPARATORS.search(str(folder)):
         msg = f"a folder of Spark's class archives cannot hold ':' or a line break: {folder}"
         raise ClassArchiveError(msg)
-    java = _java()
-    jars = _spark_jars()
+    java = java_binary()
+    jars = spark_jars()
     parts = [str(java), str(java.stat().st_mtime_ns), options, _WARM_UP_FILE.read_text()]
     parts += sorted(f"{jar.name}:{jar.stat().st_size}" for jar in jars.glob("*.jar"))
     return f"spark-classes-{hashlib.sha256(chr(10).join(parts).encode()).hexdigest()[:16]}"
 
 
-def _java() -> Path:
+def java_binary() -> Path:
     """The java binary Spark's launcher runs: $JAVA_HOME/bin/java, else `java` on the PATH."""
     home = os.environ.get("JAVA_HOME")
     found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
@@ -247,7 +253,7 @@ def _java() -> Path:
     return Path(found).resolve()
 
 
-def _spark_jars() -> Path:
+def spark_jars() -> Path:
     """The folder of Spark's jars: $SPARK_HOME/jars, else the pyspark package's (not imported)."""
     home = os.environ.get("SPARK_HOME")
     if home:

@@ -6,7 +6,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from ordo import arguments
 from ordo.errors import ConfigurationError
 from ordo.spark.class_archive import SUBMIT_OPTIONS_VARIABLE, driver_options
 from ordo.spark.events_by_tag_source import EventsByTagDataSource
+from ordo.spark.local_files import DIST_CLASSPATH_VARIABLE, file_system_settings, local_files_jar
 from ordo.spark.query_arguments import require_session
 from ordo.spark.worker_python import worker_python
 
@@ -108,8 +109,7 @@ def start_session(
     )
     python_for_workers(master)
     conf = SparkConf().setMaster(master).setAppName(app_name).setAll(_SETTINGS)
-    is_starting = SparkContext._gateway is None
-    with _submit_options_first(driver_options(os.environ) if is_starting else None):
+    with _launch_environment(_launch_variables(master) if SparkContext._gateway is None else {}):
         if SparkContext._active_spark_context is None:
             _start_context(conf, master, log)
         session = SparkSession.builder.config(conf=conf).getOrCreate()
@@ -130,6 +130,8 @@ def _start_context(conf: SparkConf, master: str, output: Path | None) -> None:
     if not SparkConf(_jvm=gateway.jvm).contains(_SHUFFLE_PARTITIONS_KEY):
         processors = gateway.jvm.java.lang.Runtime.getRuntime().availableProcessors()
         conf.set(_SHUFFLE_PARTITIONS_KEY, str(shuffle_partitions(master, processors=processors)))
+    if _LOCAL_MASTER.fullmatch(master):
+        conf.setAll(file_system_settings(gateway.jvm))
     SparkContext(conf=conf, gateway=gateway)
 
 
@@ -165,24 +167,41 @@ def _launched_gateway(conf: SparkConf, output: Path | None) -> JavaGateway:
         )
 
 
+def _launch_variables(master: str) -> dict[str, str]:
+    """The environment Spark's launcher needs to start a driver JVM with ordo's additions.
+
+    SPARK_SUBMIT_OPTS with the class archive's options in front: the launcher puts them, then
+    the driver's extraJavaOptions, on the JVM's command line, and of two values of one -XX
+    option the JVM takes the last: the user's. For a local master, SPARK_DIST_CLASSPATH with
+    the local files' jar last (`ordo.spark.local_files`).
+    """
+    variables = {}
+    options = driver_options(os.environ)
+    if options is not None:
+        before = os.environ.get(SUBMIT_OPTIONS_VARIABLE, "")
+        variables[SUBMIT_OPTIONS_VARIABLE] = f"{options} {before}".strip()
+    jar = local_files_jar(os.environ) if _LOCAL_MASTER.fullmatch(master) else None
+    if jar is not None:
+        before = os.environ.get(DIST_CLASSPATH_VARIABLE, "")
+        variables[DIST_CLASSPATH_VARIABLE] = os.pathsep.join(filter(None, (before, str(jar))))
+    return variables
+
+
 @contextmanager
-def _submit_options_first(options: str | None) -> Iterator[None]:
-    """SPARK_SUBMIT_OPTS with `options` in front within the block (unchanged for None).
+def _launch_environment(variables: Mapping[str, str]) -> Iterator[None]:
+    """os.environ with `variables` set within the block; what they held before is put back.
 
     PySpark's launch_gateway hands Spark's launcher a copy of os.environ and takes no
-    environment of its own; the launcher puts SPARK_SUBMIT_OPTS, then the driver's
-    extraJavaOptions, on the driver JVM's command line, and of two values of one -XX option the
-    JVM takes the last: the user's. What the variable held before is put back.
+    environment of its own. Not thread-safe against another thread that reads or sets them
+    then.
     """
-    if options is None:
-        yield
-        return
-    before = os.environ.get(SUBMIT_OPTIONS_VARIABLE)
-    os.environ[SUBMIT_OPTIONS_VARIABLE] = f"{options} {before or ''}".strip()
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
     try:
         yield
     finally:
-        if before is None:
-            del os.environ[SUBMIT_OPTIONS_VARIABLE]
-        else:
-            os.environ[SUBMIT_OPTIONS_VARIABLE] = before
+        for name, value in before.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
