@@ -28,6 +28,7 @@ BENCHES = {
     "cli_start.py": ["--quick", "--archive-folder", str(FOLDER), f"--jvm-options={JVM_OPTIONS}"],
     "cdc.py": ["--quick", "--writes", "600", "--keys", "60", "--rows", "2000"],
     "compact.py": ["--quick"],
+    "local_files.py": ["--quick"],
     "processor.py": ["--quick"],
     "query.py": ["--quick", "--events", "1000", "--live-events", "3"],
     "rebuild.py": ["--quick", "--events", "2000"],
