@@ -148,13 +148,16 @@ def test_the_jar_is_built_once_into_the_cache_folder(tmp_path: Path) -> None:
     assert off.parent == tmp_path / "ordo"
 
 
-def test_no_jar_goes_into_a_class_archive_being_made(tmp_path: Path) -> None:
-    """The archive holds Spark's classes only: a start with the jar, or without, maps it."""
-    environ = {
-        "ORDO_SPARK_CLASS_ARCHIVE": str(tmp_path),
-        "SPARK_SUBMIT_OPTS": f"-XX:ArchiveClassesAtExit={tmp_path / 'a.jsa'}",
-    }
-    assert local_files_jar(environ) is None
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("SPARK_SUBMIT_OPTS", "-XX:ArchiveClassesAtExit=a.jsa"), ("PYSPARK_GATEWAY_PORT", "4040")],
+)
+def test_no_jar_for_a_jvm_making_a_class_archive_or_one_pyspark_does_not_start(
+    tmp_path: Path, variable: str, value: str
+) -> None:
+    """The archive holds Spark's classes only, so that a start with the jar, or without, maps
+    it; spark-submit's running JVM has its class path already."""
+    assert local_files_jar({"ORDO_SPARK_CLASS_ARCHIVE": str(tmp_path), variable: value}) is None
     assert not list(tmp_path.iterdir())
 
 

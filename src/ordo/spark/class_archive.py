@@ -65,7 +65,7 @@ contradict (a JVM making an archive refuses a dynamic one to start from)."""
 _SEPARATORS = re.compile(r"[:\x00\n]")
 """What a folder of archives may not hold: Java reads `a:b` in -XX:SharedArchiveFile as two
 archives, and Spark's launcher passes options on one line."""
-_GATEWAY_PORT = "PYSPARK_GATEWAY_PORT"
+GATEWAY_PORT_VARIABLE = "PYSPARK_GATEWAY_PORT"
 """Set, PySpark connects to a JVM that is running (spark-submit's) and starts none."""
 _WARM_UP = "ordo.spark.class_archive_warm_up"
 """The module the making start runs: the jobs whose classes the archive holds."""
@@ -196,7 +196,7 @@ def driver_options(environ: Mapping[str, str]) -> str | None:
     """
     folder = archive_folder(environ)
     options = submit_options(environ)
-    if folder is None or _GATEWAY_PORT in environ or _OWN_SHARING.search(options):
+    if folder is None or GATEWAY_PORT_VARIABLE in environ or _OWN_SHARING.search(options):
         return None
     try:
         found = find_archive(folder, options)
@@ -275,7 +275,7 @@ def _size(path: Path) -> int | None:
 def _warm_up(partial: Path, *, options: str, output: Path, timeout_s: float) -> None:
     """Start Spark with the archive written to `partial` at its JVM's exit; wait for that exit."""
     written = shlex.quote(f"-XX:ArchiveClassesAtExit={partial}")
-    environment = {key: value for key, value in os.environ.items() if key != _GATEWAY_PORT}
+    environment = {key: value for key, value in os.environ.items() if key != GATEWAY_PORT_VARIABLE}
     environment[SUBMIT_OPTIONS_VARIABLE] = f"{options} {written}".strip()
     environment[CLASS_ARCHIVE_VARIABLE] = OFF  # the warm-up's start maps no archive
     try:

@@ -35,6 +35,7 @@ from pyspark import SparkConf
 
 from ordo.errors import ClassArchiveError
 from ordo.spark.class_archive import (
+    GATEWAY_PORT_VARIABLE,
     SUBMIT_OPTIONS_VARIABLE,
     archive_folder,
     java_binary,
@@ -66,9 +67,11 @@ def local_files_jar(environ: Mapping[str, str]) -> Path | None:
     """The jar of the forkless file systems for this Java and Spark, built now if missing.
 
     In `archive_folder(environ)`, else the user's cache. None (logged) when it cannot be built,
-    and for a JVM that makes a class archive.
+    for a JVM that makes a class archive, and when PySpark starts no JVM (PYSPARK_GATEWAY_PORT:
+    spark-submit's is running).
     """
-    if _MAKING_ARCHIVE in environ.get(SUBMIT_OPTIONS_VARIABLE, ""):
+    making_archive = _MAKING_ARCHIVE in environ.get(SUBMIT_OPTIONS_VARIABLE, "")
+    if making_archive or GATEWAY_PORT_VARIABLE in environ:
         return None
     folder = archive_folder(environ) or user_cache(environ)
     try:

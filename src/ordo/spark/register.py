@@ -80,7 +80,9 @@ def start_session(
     Files named in a micro-batch are listed on the driver up to `LISTING_ON_DRIVER` of them:
     Spark's default lists more than 32 paths with a Spark job of one task per path, which costs
     the materializer far more than the listing itself (bench/cdc.py measures both). A session
-    this call starts gets a shuffle partition per core of a local master (`_start_context`).
+    this call starts gets a shuffle partition per core of a local master (`_start_context`),
+    and on a local master writes its local files without a process per file
+    (`ordo.spark.local_files`).
 
     With `output`, the JVM writes its console output to that file when this call is the one
     that starts it: log4j's start-up lines and what Spark's Python workers print (the stateful
