@@ -15,7 +15,8 @@ Both read the log first (untimed, and timed as "first run": a new checkpoint's b
 each round publishes once more (8 files) and runs each materializer's `available_now` batch
 from its checkpoint, the two in alternating order: the steady-state micro-batch of a running
 materializer, with its checkpoint, RocksDB state store and sink writes. Figures are the median
-and best of --repeat rounds (default 20; 3 with --quick, a smoke run), and the baseline's /
+and best of --repeat rounds (default 20; 2 with --quick, a smoke run, which also skips the
+warm-up run before the first runs), and the baseline's /
 ordo's. The materialized tables of the two are checked equal at the end. A benchmark reports;
 it exits 0 whatever the figures.
 """
@@ -46,7 +47,7 @@ HADOOPS = {
 """A session's Hadoop settings for Hadoop's own local file systems (a session's settings go into
 the Hadoop configuration of its jobs, checkpoints and state stores)."""
 DEFAULT_SIZES = {"publishes": 50, "repeat": 20}
-QUICK_SIZES = {"publishes": 4, "repeat": 3}
+QUICK_SIZES = {"publishes": 4, "repeat": 2}
 """--quick's sizes; --publishes and --repeat win over either."""
 
 
@@ -62,7 +63,9 @@ def hadoops_session(spark: SparkSession) -> SparkSession:
     return session
 
 
-def bench(spark: SparkSession, work: Path, *, publishes: int, repeat: int) -> list[Row]:
+def bench(
+    spark: SparkSession, work: Path, *, publishes: int, repeat: int, warm_up: bool
+) -> list[Row]:
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     if hadoop.get("fs.file.impl") != FILE_SYSTEMS["spark.hadoop.fs.file.impl"]:
         log("the session does not use ordo's local file systems: both figures are Hadoop's")
@@ -71,8 +74,9 @@ def bench(spark: SparkSession, work: Path, *, publishes: int, repeat: int) -> li
     publisher = Publisher(ParquetChangeLog(root / "log"), partitions=PARTITIONS)
     sessions = {"ordo": spark, "hadoop": hadoops_session(spark)}
     materializers = {name: Materializer(root, name) for name in sessions}
-    log("materializers: a warm-up run, then each one's first run")
-    Materializer(root, "warm").run(spark)
+    if warm_up:
+        log("materializers: a warm-up run")
+        Materializer(root, "warm").run(spark)
     first = {name: materializers[name].run(session) for name, session in sessions.items()}
     rounds: dict[str, list[float]] = {name: [] for name in sessions}
     for round_nr in range(repeat):
@@ -111,7 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     repeat = args.repeat or sizes["repeat"]
     report_on_spark(
         "local-files",
-        lambda spark, work: bench(spark, work, publishes=publishes, repeat=repeat),
+        lambda spark, work: bench(
+            spark, work, publishes=publishes, repeat=repeat, warm_up=not args.quick
+        ),
     )
     return 0
 

@@ -134,18 +134,17 @@ def test_permissions_and_links_are_what_hadoops_own_file_system_makes_of_them(
         file_system.getFileLinkStatus(hadoop_fs.Path(str(tmp_path / "missing")))
 
 
-def test_the_jar_is_built_once_into_the_cache_folder(tmp_path: Path) -> None:
-    environ = {"ORDO_SPARK_CLASS_ARCHIVE": str(tmp_path)}
+def test_the_jar_is_built_once_into_the_users_cache(tmp_path: Path) -> None:
+    """Whatever folder the class archives have."""
+    environ = {"XDG_CACHE_HOME": str(tmp_path), "ORDO_SPARK_CLASS_ARCHIVE": str(tmp_path / "a")}
     jar = local_files_jar(environ)
     assert jar is not None
-    assert jar.parent == tmp_path
+    assert jar.parent == tmp_path / "ordo"
     built = jar.stat().st_mtime_ns
-    assert local_files_jar(environ) == jar
+    assert local_files_jar({**environ, "ORDO_SPARK_CLASS_ARCHIVE": "off"}) == jar
     assert jar.stat().st_mtime_ns == built
-    assert sorted(path.name for path in tmp_path.iterdir()) == [jar.name]
-    off = local_files_jar({"ORDO_SPARK_CLASS_ARCHIVE": "off", "XDG_CACHE_HOME": str(tmp_path)})
-    assert off is not None
-    assert off.parent == tmp_path / "ordo"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["ordo"]
+    assert sorted(path.name for path in jar.parent.iterdir()) == [jar.name]
 
 
 @pytest.mark.parametrize(
@@ -157,7 +156,7 @@ def test_no_jar_for_a_jvm_making_a_class_archive_or_one_pyspark_does_not_start(
 ) -> None:
     """The archive holds Spark's classes only, so that a start with the jar, or without, maps
     it; spark-submit's running JVM has its class path already."""
-    assert local_files_jar({"ORDO_SPARK_CLASS_ARCHIVE": str(tmp_path), variable: value}) is None
+    assert local_files_jar({"XDG_CACHE_HOME": str(tmp_path), variable: value}) is None
     assert not list(tmp_path.iterdir())
 
 
@@ -172,6 +171,6 @@ def test_a_java_that_cannot_compile_leaves_spark_to_hadoops_file_system(
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "java"))
     cache = tmp_path / "cache"
     with caplog.at_level(logging.INFO, logger="ordo.spark.local_files"):
-        assert local_files_jar({"ORDO_SPARK_CLASS_ARCHIVE": str(cache)}) is None
+        assert local_files_jar({"XDG_CACHE_HOME": str(cache)}) is None
     assert "Module jdk.compiler not found" in caplog.text
-    assert not list(cache.iterdir())
+    assert not list((cache / "ordo").iterdir())

@@ -10,11 +10,11 @@ everything else to Hadoop, checksum files included: what is written does not cha
 
 `start_session` builds them into a jar once per Java, Spark and ordo (`local_files_jar`, with
 the compiler module of the Java that runs Spark, which Debian's JRE package has: a second or
-two, in ordo's cache folder), puts it last on the class path of a local master's driver JVM it
-starts (`DIST_CLASSPATH_VARIABLE`, which Spark's launcher puts after Spark's jars, so a class
-archive of Spark's classes still maps), and names its file systems in the context's conf
-(`file_system_settings`) unless the user named others. A cluster's executors have no such jar:
-sessions on a cluster keep Hadoop's. Where it cannot be built (no compiler module, a cache
+two, in the user's cache, `~/.cache/ordo`), puts it last on the class path of a local master's
+driver JVM it starts (`DIST_CLASSPATH_VARIABLE`, which Spark's launcher puts after Spark's jars,
+so a class archive of Spark's classes still maps), and names its file systems in the context's
+conf (`file_system_settings`) unless the user named others. A cluster's executors have no such
+jar: sessions on a cluster keep Hadoop's. Where it cannot be built (no compiler module, a cache
 that cannot be written) Spark runs as before, and a line in the log says why.
 """
 
@@ -37,7 +37,6 @@ from ordo.errors import ClassArchiveError
 from ordo.spark.class_archive import (
     GATEWAY_PORT_VARIABLE,
     SUBMIT_OPTIONS_VARIABLE,
-    archive_folder,
     java_binary,
     spark_jars,
     user_cache,
@@ -66,14 +65,15 @@ it, still maps it."""
 def local_files_jar(environ: Mapping[str, str]) -> Path | None:
     """The jar of the forkless file systems for this Java and Spark, built now if missing.
 
-    In `archive_folder(environ)`, else the user's cache. None (logged) when it cannot be built,
+    In the user's cache (`user_cache`, one jar for every start of the machine's user: another
+    ORDO_SPARK_CLASS_ARCHIVE folder builds none). None (logged) when it cannot be built,
     for a JVM that makes a class archive, and when PySpark starts no JVM (PYSPARK_GATEWAY_PORT:
     spark-submit's is running).
     """
     making_archive = _MAKING_ARCHIVE in environ.get(SUBMIT_OPTIONS_VARIABLE, "")
     if making_archive or GATEWAY_PORT_VARIABLE in environ:
         return None
-    folder = archive_folder(environ) or user_cache(environ)
+    folder = user_cache(environ)
     try:
         java, hadoop = java_binary(), sorted(spark_jars().glob("hadoop-*.jar"))
         sources = sorted(SOURCES.glob("*.java"))
