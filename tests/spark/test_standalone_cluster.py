@@ -229,6 +229,7 @@ def test_a_cluster_that_starts_an_executor_runs_the_job(tmp_path: Path, worker_m
         "url = sys.argv[1]\n"
         "with job_session(master=url, app_name='ordo-x', executor_timeout_ms=60_000) as spark:\n"
         "    print(spark.range(5).count())\n"
+        "    print(spark.sparkContext._jsc.hadoopConfiguration().get('fs.file.impl'))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script, url],
@@ -238,4 +239,5 @@ def test_a_cluster_that_starts_an_executor_runs_the_job(tmp_path: Path, worker_m
         timeout=120,
         check=False,
     )
-    assert (done.returncode, done.stdout) == (0, "5\n"), done.stderr
+    # a cluster's executors have no jar of ordo's local file systems: Hadoop's own stays
+    assert (done.returncode, done.stdout) == (0, "5\nNone\n"), done.stderr

@@ -225,21 +225,29 @@ def mark_used(path: Path) -> None:
 
 
 def _stem(folder: Path, options: str) -> str:
-    """`spark-classes-<digest>`: a digest of java, Spark's jars, `options`, the warm-up's code.
+    """`spark-classes-<digest>`: `install_digest` of `options` and the warm-up's code.
 
     Spark's launcher runs $JAVA_HOME/bin/java, else `java` on the PATH, with the jars of
-    $SPARK_HOME, else of the pyspark package (as PySpark finds them); a Java or Spark
-    installed anew changes the digest (the binary's time; the jars' names, which hold Spark's
-    version, and sizes), and so does a warm-up that loads other classes.
+    $SPARK_HOME, else of the pyspark package (as PySpark finds them); a warm-up that loads
+    other classes changes the digest too.
     """
     if _SEPARATORS.search(str(folder)):
         msg = f"a folder of Spark's class archives cannot hold ':' or a line break: {folder}"
         raise ClassArchiveError(msg)
+    return f"spark-classes-{install_digest(options, _WARM_UP_FILE.read_text())}"
+
+
+def install_digest(*texts: str) -> str:
+    """A digest of the Java and Spark install that Spark's launcher runs, and of `texts`.
+
+    Java is its binary's path and time, Spark its jars' names (which hold Spark's version) and
+    sizes: a Java or Spark installed anew changes it. What is built for one install (a class
+    archive, the local files' jar) is named with it. ClassArchiveError without Java or pyspark.
+    """
     java = java_binary()
-    jars = spark_jars()
-    parts = [str(java), str(java.stat().st_mtime_ns), options, _WARM_UP_FILE.read_text()]
-    parts += sorted(f"{jar.name}:{jar.stat().st_size}" for jar in jars.glob("*.jar"))
-    return f"spark-classes-{hashlib.sha256(chr(10).join(parts).encode()).hexdigest()[:16]}"
+    parts = [str(java), str(java.stat().st_mtime_ns), *texts]
+    parts += sorted(f"{jar.name}:{jar.stat().st_size}" for jar in spark_jars().glob("*.jar"))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 def java_binary() -> Path:

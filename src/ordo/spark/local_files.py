@@ -20,7 +20,6 @@ that cannot be written) Spark runs as before, and a line in the log says why.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import subprocess
@@ -37,6 +36,7 @@ from ordo.errors import ClassArchiveError
 from ordo.spark.class_archive import (
     GATEWAY_PORT_VARIABLE,
     SUBMIT_OPTIONS_VARIABLE,
+    install_digest,
     java_binary,
     spark_jars,
     user_cache,
@@ -75,12 +75,10 @@ def local_files_jar(environ: Mapping[str, str]) -> Path | None:
         return None
     folder = user_cache(environ)
     try:
-        java, hadoop = java_binary(), sorted(spark_jars().glob("hadoop-*.jar"))
         sources = sorted(SOURCES.glob("*.java"))
-        jar = folder / f"spark-local-files-{_digest(java, hadoop, sources)}.jar"
-        failed = (
-            None if jar.is_file() else _build(jar, java=java, class_path=hadoop, sources=sources)
-        )
+        digest = install_digest(*(source.read_text() for source in sources))
+        jar = folder / f"spark-local-files-{digest}.jar"
+        failed = None if jar.is_file() else _build(jar, sources=sources)
     except (ClassArchiveError, OSError, subprocess.SubprocessError) as exc:
         failed = str(exc)
     if failed is not None:
@@ -106,20 +104,13 @@ def file_system_settings(jvm: JVMView) -> list[tuple[str, str]]:
     return list(FILE_SYSTEMS.items())
 
 
-def _digest(java: Path, class_path: list[Path], sources: list[Path]) -> str:
-    """A digest of the java binary, Hadoop's jars and the sources: a new one, a new jar."""
-    parts = [str(java), str(java.stat().st_mtime_ns)]
-    parts += [f"{jar.name}:{jar.stat().st_size}" for jar in class_path]
-    parts += [source.read_text() for source in sources]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-
-
-def _build(jar: Path, *, java: Path, class_path: list[Path], sources: list[Path]) -> str | None:
-    """Compile `sources` against `class_path` with `java`'s compiler module into `jar`.
+def _build(jar: Path, *, sources: list[Path]) -> str | None:
+    """Compile `sources` against Spark's Hadoop jars with its Java's compiler module into `jar`.
 
     The reason it failed, or None. Written to a temporary name and renamed: a concurrent start
     sees a whole jar or none (two builders write the same classes; the last rename wins).
     """
+    java, class_path = java_binary(), sorted(spark_jars().glob("hadoop-*.jar"))
     if not class_path:
         return f"Spark's jars in {spark_jars()} hold no Hadoop client"
     jar.parent.mkdir(parents=True, exist_ok=True)
